@@ -1,0 +1,40 @@
+# Mooring — the two commands: `make run` and `make test`. Both install missing Debian
+# packages first (scripts/install-deps.sh), so a fresh Debian 12 machine needs nothing else.
+BUILD_TEST    ?= build/test
+BUILD_RELEASE ?= build/release
+JOBS          ?= $(shell nproc)
+CTEST_JOBS    ?= 2
+MOORING_DATA  ?= $(CURDIR)/.mooring
+
+CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+
+.PHONY: all deps build test run bench clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+# Release binaries: the local stack and the benchmarks.
+build: deps
+	@cmake -S . -B $(BUILD_RELEASE) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DMOORING_TESTS=OFF >/dev/null
+	@cmake --build $(BUILD_RELEASE) -j $(JOBS)
+
+# Debug + ASan/UBSan, warnings as errors, then the whole suite; ends in ctest's summary line.
+test: deps
+	@cmake -S . -B $(BUILD_TEST) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DMOORING_SANITIZE=ON -DMOORING_TESTS=ON >/dev/null
+	@cmake --build $(BUILD_TEST) -j $(JOBS)
+	@cd $(BUILD_TEST) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	  ctest --output-on-failure -j $(CTEST_JOBS) --timeout 300
+
+run: build
+	@MOORING_BIN=$(CURDIR)/$(BUILD_RELEASE) MOORING_DATA=$(MOORING_DATA) ./scripts/run-local.sh
+
+bench: deps
+	@MOORING_BENCH_DEPS=1 ./scripts/install-deps.sh
+	@cmake -S . -B $(BUILD_RELEASE) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DMOORING_TESTS=OFF -DMOORING_BENCH=ON >/dev/null
+	@cmake --build $(BUILD_RELEASE) -j $(JOBS)
+	@MOORING_BIN=$(CURDIR)/$(BUILD_RELEASE) ./scripts/run-bench.sh
+
+clean:
+	rm -rf build
