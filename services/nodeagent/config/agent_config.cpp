@@ -1,0 +1,386 @@
+#include "services/nodeagent/config/agent_config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "shared/log/log.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+using json = nlohmann::json;
+
+// One row per setting: the flag, its environment variable, the key in the config file.
+struct Option {
+  std::string_view flag;
+  std::string_view env;
+  std::string_view key;  // empty: not a file key
+  std::string_view value_name;
+  std::string_view help;
+  std::string_view default_value;
+};
+
+constexpr std::array kOptions{
+    Option{"config", "MOORING_CONFIG", "", "FILE", "JSON config file (keys as listed below)", ""},
+    Option{"node-id", "MOORING_NODE_ID", "node_id", "ID",
+           "node id; default: generated once and kept in <data-dir>/node-id", ""},
+    Option{"node-name", "MOORING_NODE_NAME", "node_name", "NAME", "human-readable node name", "the host name"},
+    Option{"data-dir", "MOORING_DATA_DIR", "data_dir", "DIR", "plugin sockets, registry, node id, mounts",
+           "/var/lib/mooring/agent"},
+    Option{"controlplane-addr", "MOORING_CONTROLPLANE_ADDR", "controlplane_addr", "HOST:PORT",
+           "control plane gRPC address", "127.0.0.1:4701"},
+    Option{"grpc-addr", "MOORING_GRPC_ADDR", "grpc_addr", "HOST:PORT",
+           "the agent's own gRPC service (called by the control plane)", "127.0.0.1:4702"},
+    Option{"log-level", "MOORING_LOG_LEVEL", "log_level", "LEVEL", "debug|info|warn|error", "info"},
+    Option{"log-format", "MOORING_LOG_FORMAT", "log_format", "FORMAT", "text|json", "text"},
+    Option{"heartbeat-interval", "MOORING_HEARTBEAT_INTERVAL", "heartbeat_interval", "DURATION",
+           "how often the agent heartbeats to the control plane", "5s"},
+    Option{"plugin", "MOORING_PLUGINS", "plugins", "SPEC",
+           "a CSI plugin, repeatable; SPEC is id=ID,type=controller|node|monolith,command=PATH,arg=A,"
+           "env=K=V,socket=PATH,health_timeout=30s,probe_interval=5s,fingerprint_interval=30s,"
+           "stop_timeout=10s (arg/env repeatable; MOORING_PLUGINS separates specs with ';')",
+           ""},
+};
+
+const Option* find_flag(std::string_view name) {
+  for (const auto& o : kOptions) {
+    if (o.flag == name) return &o;
+  }
+  return nullptr;
+}
+
+bool is_valid_id(std::string_view id, size_t max_len) {
+  if (id.empty() || id.size() > max_len || id == "." || id == "..") return false;
+  return std::all_of(id.begin(), id.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+std::string qt(std::string_view s) { return json(std::string(s)).dump(); }
+
+struct Fail {
+  std::string message;
+};
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t pos = s.find(sep, start);
+    out.emplace_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+// The --plugin short form, turned into the same JSON object the config file uses.
+json plugin_spec_to_json(std::string_view spec, std::string_view origin) {
+  json p = json::object();
+  bool first = true;
+  for (const auto& part : split(spec, ',')) {
+    if (part.empty()) continue;
+    const auto eq = part.find('=');
+    if (eq == std::string::npos) {
+      if (!first) throw Fail{std::string(origin) + ": " + qt(part) + " is not key=value"};
+      p["id"] = part;
+      first = false;
+      continue;
+    }
+    first = false;
+    const std::string key = part.substr(0, eq);
+    const std::string value = part.substr(eq + 1);
+    if (key == "arg") {
+      p["args"].push_back(value);
+    } else if (key == "env") {
+      const auto e = value.find('=');
+      if (e == std::string::npos || e == 0)
+        throw Fail{std::string(origin) + ": env " + qt(value) + " is not NAME=VALUE"};
+      p["env"][value.substr(0, e)] = value.substr(e + 1);
+    } else {
+      p[key] = value;
+    }
+  }
+  return p;
+}
+
+std::string get_string(const json& obj, const std::string& key, const std::string& path) {
+  const auto& v = obj.at(key);
+  if (!v.is_string()) throw Fail{path + ": expected a string, got " + v.dump()};
+  return v.get<std::string>();
+}
+
+std::chrono::milliseconds get_duration(const json& obj, const std::string& key, const std::string& path) {
+  const auto& v = obj.at(key);
+  std::optional<std::chrono::milliseconds> d;
+  if (v.is_number()) {
+    const double secs = v.get<double>();
+    if (secs >= 0 && std::isfinite(secs)) d = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
+  } else if (v.is_string()) {
+    d = parse_duration(v.get<std::string>());
+  }
+  if (!d) throw Fail{path + ": " + v.dump() + " is not a duration (like \"30s\", \"500ms\", \"2m\")"};
+  if (d->count() <= 0) throw Fail{path + ": " + v.dump() + " must be greater than zero"};
+  return *d;
+}
+
+PluginConfig decode_plugin(const json& p, const std::string& path) {
+  if (!p.is_object()) throw Fail{path + ": expected an object, got " + p.dump()};
+  PluginConfig pc;
+  static const std::set<std::string> known{"id",     "type",           "command",        "args",
+                                           "env",    "socket",         "health_timeout", "probe_interval",
+                                           "fingerprint_interval", "stop_timeout"};
+  for (const auto& [k, _] : p.items()) {
+    if (!known.contains(k)) throw Fail{path + ": unknown key " + qt(k)};
+  }
+  if (!p.contains("id")) throw Fail{path + ": missing \"id\""};
+  pc.id = get_string(p, "id", path + ".id");
+  if (!is_valid_plugin_id(pc.id))
+    throw Fail{path + ".id: " + qt(pc.id) + " must be 1-64 characters of [A-Za-z0-9._-] and not \".\" or \"..\""};
+  const std::string where = path + " (plugin " + qt(pc.id) + ")";
+  if (!p.contains("type")) throw Fail{where + ": missing \"type\" (controller|node|monolith)"};
+  const auto type = get_string(p, "type", path + ".type");
+  const auto role = parse_plugin_role(type);
+  if (!role) throw Fail{path + ".type: " + qt(type) + " is not one of controller|node|monolith"};
+  pc.type = *role;
+  if (p.contains("command")) pc.command = get_string(p, "command", path + ".command");
+  if (p.contains("socket")) pc.socket = get_string(p, "socket", path + ".socket");
+  if (pc.command.empty() == pc.socket.empty())
+    throw Fail{where + ": exactly one of \"command\" (launched by the agent) or \"socket\" (run by someone else) is required"};
+  if (!pc.socket.empty() && pc.socket.starts_with("unix://")) pc.socket = pc.socket.substr(7);
+  if (p.contains("args")) {
+    const auto& a = p.at("args");
+    if (!a.is_array()) throw Fail{path + ".args: expected an array of strings, got " + a.dump()};
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_string()) throw Fail{path + ".args[" + std::to_string(i) + "]: expected a string, got " + a[i].dump()};
+      pc.args.push_back(a[i].get<std::string>());
+    }
+    if (!pc.socket.empty() && !pc.args.empty()) throw Fail{where + ": \"args\" needs \"command\""};
+  }
+  if (p.contains("env")) {
+    const auto& e = p.at("env");
+    if (!e.is_object()) throw Fail{path + ".env: expected an object of strings, got " + e.dump()};
+    for (const auto& [k, v] : e.items()) {
+      if (!v.is_string()) throw Fail{path + ".env." + k + ": expected a string, got " + v.dump()};
+      if (k == "CSI_ENDPOINT") throw Fail{path + ".env.CSI_ENDPOINT: set by the agent, do not configure it"};
+      pc.env[k] = v.get<std::string>();
+    }
+  }
+  if (p.contains("health_timeout")) pc.health_timeout = get_duration(p, "health_timeout", path + ".health_timeout");
+  if (p.contains("probe_interval")) pc.probe_interval = get_duration(p, "probe_interval", path + ".probe_interval");
+  if (p.contains("fingerprint_interval"))
+    pc.fingerprint_interval = get_duration(p, "fingerprint_interval", path + ".fingerprint_interval");
+  if (p.contains("stop_timeout")) pc.stop_timeout = get_duration(p, "stop_timeout", path + ".stop_timeout");
+  return pc;
+}
+
+// Adds `incoming` plugins to `out`; a plugin with an id already present replaces it (the
+// later source wins, as for every other setting).
+void merge_plugins(std::vector<PluginConfig>& out, std::vector<PluginConfig> incoming) {
+  for (auto& p : incoming) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const PluginConfig& q) { return q.id == p.id; });
+    if (it != out.end()) {
+      *it = std::move(p);
+    } else {
+      out.push_back(std::move(p));
+    }
+  }
+}
+
+std::vector<PluginConfig> decode_plugin_list(const json& list, const std::string& path) {
+  if (!list.is_array()) throw Fail{path + ": expected an array, got " + list.dump()};
+  std::vector<PluginConfig> out;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto pc = decode_plugin(list[i], path + "[" + std::to_string(i) + "]");
+    if (!seen.insert(pc.id).second) throw Fail{path + ": plugin id " + qt(pc.id) + " appears twice"};
+    out.push_back(std::move(pc));
+  }
+  return out;
+}
+
+// Applies one layer (file, environment or flags) of scalar settings and plugins.
+void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin) {
+  for (const auto& [key, value] : layer.items()) {
+    const std::string path = origin + ": " + key;
+    if (key == "plugins") {
+      merge_plugins(cfg.plugins, decode_plugin_list(value, origin + ": plugins"));
+      continue;
+    }
+    if (key == "heartbeat_interval") {
+      cfg.heartbeat_interval = get_duration(layer, key, path);
+      continue;
+    }
+    std::string* target = nullptr;
+    if (key == "node_id") target = &cfg.node_id;
+    else if (key == "node_name") target = &cfg.node_name;
+    else if (key == "data_dir") target = &cfg.data_dir;
+    else if (key == "controlplane_addr") target = &cfg.controlplane_addr;
+    else if (key == "grpc_addr") target = &cfg.grpc_addr;
+    else if (key == "log_level") target = &cfg.log_level;
+    else if (key == "log_format") target = &cfg.log_format;
+    if (!target) throw Fail{origin + ": unknown key " + qt(key)};
+    *target = get_string(layer, key, path);
+  }
+}
+
+void validate(const AgentConfig& cfg) {
+  log::Level level;
+  if (!log::parse_level(cfg.log_level, level))
+    throw Fail{"log_level: " + qt(cfg.log_level) + " is not one of debug|info|warn|error"};
+  log::Format format;
+  if (!log::parse_format(cfg.log_format, format))
+    throw Fail{"log_format: " + qt(cfg.log_format) + " is not one of text|json"};
+  if (cfg.data_dir.empty()) throw Fail{"data_dir: must not be empty"};
+  if (!cfg.node_id.empty() && !is_valid_id(cfg.node_id, 128))
+    throw Fail{"node_id: " + qt(cfg.node_id) + " must be 1-128 characters of [A-Za-z0-9._-]"};
+  for (const auto* addr : {&cfg.controlplane_addr, &cfg.grpc_addr}) {
+    if (addr->empty()) throw Fail{std::string(addr == &cfg.grpc_addr ? "grpc_addr" : "controlplane_addr") + ": must not be empty"};
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(PluginRole role) {
+  switch (role) {
+    case PluginRole::controller: return "controller";
+    case PluginRole::node: return "node";
+    case PluginRole::monolith: return "monolith";
+  }
+  return "unknown";
+}
+
+std::optional<PluginRole> parse_plugin_role(std::string_view text) {
+  if (text == "controller") return PluginRole::controller;
+  if (text == "node") return PluginRole::node;
+  if (text == "monolith") return PluginRole::monolith;
+  return std::nullopt;
+}
+
+bool is_valid_plugin_id(std::string_view id) { return is_valid_id(id, 64); }
+
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) return std::nullopt;
+  double value = 0;
+  try {
+    size_t used = 0;
+    value = std::stod(std::string(text.substr(0, i)), &used);
+    if (used != i) return std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string_view unit = text.substr(i);
+  double ms = 0;
+  if (unit.empty() || unit == "s") ms = value * 1000;
+  else if (unit == "ms") ms = value;
+  else if (unit == "m") ms = value * 60'000;
+  else if (unit == "h") ms = value * 3'600'000;
+  else return std::nullopt;
+  if (!std::isfinite(ms) || ms > 1e15) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
+
+std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::string>& argv,
+                                                         const std::map<std::string, std::string>& env) {
+  try {
+    ParsedArgs out;
+    // --help anywhere wins, even next to a bad flag: the user is asking how to fix it.
+    for (size_t i = 1; i < argv.size(); ++i) {
+      if (argv[i] == "-h" || argv[i] == "--help") {
+        out.help = true;
+        return out;
+      }
+    }
+    // Flags first into a JSON layer (so every source goes through one decoder).
+    json flags = json::object();
+    std::string config_file;
+    for (size_t i = 1; i < argv.size(); ++i) {
+      std::string arg = argv[i];
+      if (!arg.starts_with("--")) throw Fail{"unexpected argument " + qt(arg) + " (see --help)"};
+      std::string name = arg.substr(2);
+      std::optional<std::string> value;
+      if (const auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      }
+      const Option* opt = find_flag(name);
+      if (!opt) throw Fail{"unknown flag --" + name + " (see --help)"};
+      if (!value) {
+        if (i + 1 >= argv.size()) throw Fail{"flag --" + name + " needs a value"};
+        value = argv[++i];
+      }
+      if (opt->flag == "config") {
+        config_file = *value;
+      } else if (opt->flag == "plugin") {
+        flags["plugins"].push_back(plugin_spec_to_json(*value, "--plugin " + qt(*value)));
+      } else {
+        flags[std::string(opt->key)] = *value;
+      }
+    }
+
+    json env_layer = json::object();
+    for (const auto& opt : kOptions) {
+      const auto it = env.find(std::string(opt.env));
+      if (it == env.end()) continue;
+      if (opt.flag == "config") {
+        if (config_file.empty()) config_file = it->second;
+      } else if (opt.flag == "plugin") {
+        for (const auto& spec : split(it->second, ';')) {
+          if (!spec.empty()) env_layer["plugins"].push_back(plugin_spec_to_json(spec, std::string(opt.env)));
+        }
+      } else {
+        env_layer[std::string(opt.key)] = it->second;
+      }
+    }
+
+    AgentConfig& cfg = out.config;
+    if (!config_file.empty()) {
+      cfg.config_file = config_file;
+      std::ifstream in(config_file);
+      if (!in) throw Fail{"config file " + qt(config_file) + ": cannot be read"};
+      json file;
+      try {
+        file = json::parse(in);
+      } catch (const json::parse_error& e) {
+        throw Fail{"config file " + qt(config_file) + ": invalid JSON: " + e.what()};
+      }
+      if (!file.is_object()) throw Fail{"config file " + qt(config_file) + ": expected a JSON object"};
+      apply_layer(cfg, file, "config file " + qt(config_file));
+    }
+    apply_layer(cfg, env_layer, "environment");
+    apply_layer(cfg, flags, "flags");
+    validate(cfg);
+    return out;
+  } catch (const Fail& f) {
+    return ConfigError{f.message};
+  }
+}
+
+std::string agent_config_help() {
+  std::ostringstream out;
+  out << "Usage: mooring-nodeagent [flags]\n\n"
+         "Supervises CSI plugins on this node, fingerprints them and reports to the control plane.\n"
+         "Settings come from flags, then MOORING_* environment variables, then the config file.\n\n";
+  for (const auto& o : kOptions) {
+    out << "  --" << o.flag << " " << o.value_name << "\n      " << o.help << "\n      env "
+        << o.env;
+    if (!o.key.empty()) out << ", file key \"" << o.key << "\"";
+    if (!o.default_value.empty()) out << ", default " << o.default_value;
+    out << "\n";
+  }
+  out << "  -h, --help\n      this text\n";
+  return out.str();
+}
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,74 @@
+// The node agent's configuration: a JSON file, environment variables and flags, merged with
+// flags winning over the environment winning over the file. Parsing is pure (no I/O besides
+// reading the named config file), so it is unit-tested directly.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace mooring::nodeagent {
+
+enum class PluginRole { controller, node, monolith };
+std::string_view to_string(PluginRole role);
+std::optional<PluginRole> parse_plugin_role(std::string_view text);
+
+struct PluginConfig {
+  std::string id;
+  PluginRole type = PluginRole::monolith;
+  // Either a command the agent launches (and restarts) ...
+  std::string command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  // ... or the socket of a plugin someone else runs (a sidecar container).
+  std::string socket;
+  std::chrono::milliseconds health_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds probe_interval{std::chrono::seconds(5)};
+  std::chrono::milliseconds fingerprint_interval{std::chrono::seconds(30)};
+  std::chrono::milliseconds stop_timeout{std::chrono::seconds(10)};  // SIGTERM -> SIGKILL
+
+  bool launched() const { return socket.empty(); }
+};
+
+struct AgentConfig {
+  std::string config_file;
+  std::string node_id;  // empty: generated once and persisted in the data dir
+  std::string node_name;
+  std::string data_dir = "/var/lib/mooring/agent";
+  std::string controlplane_addr = "127.0.0.1:4701";
+  std::string grpc_addr = "127.0.0.1:4702";
+  std::string log_level = "info";
+  std::string log_format = "text";
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};
+  std::vector<PluginConfig> plugins;
+};
+
+struct ConfigError {
+  std::string message;  // names the offending key and value
+};
+
+// What the command line asked for.
+struct ParsedArgs {
+  bool help = false;
+  AgentConfig config;
+};
+
+// argv[0] is skipped. `env` is the process environment (name -> value); only MOORING_* names are
+// read. Returns the merged configuration or an error naming the bad key/value.
+std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::string>& argv,
+                                                         const std::map<std::string, std::string>& env);
+
+// The --help text: every flag, its environment variable, the config file key and the default.
+std::string agent_config_help();
+
+// "30s", "500ms", "2m", "1h", "1.5s"; a bare number is seconds.
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+// Ids that become paths under the data dir: [A-Za-z0-9._-], 1..64 chars, not "." or "..".
+bool is_valid_plugin_id(std::string_view id);
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,206 @@
+#include "services/nodeagent/config/agent_config.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "services/nodeagent/config/node_identity.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "mooring-agent-config-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path write(const std::string& name, const std::string& content) const {
+    std::ofstream(path_ / name) << content;
+    return path_ / name;
+  }
+
+ private:
+  fs::path path_;
+};
+
+ParsedArgs ok(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {}) {
+  auto r = parse_agent_config(argv, env);
+  if (auto* e = std::get_if<ConfigError>(&r)) {
+    ADD_FAILURE() << "unexpected error: " << e->message;
+    return {};
+  }
+  return std::get<ParsedArgs>(r);
+}
+
+std::string err(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {}) {
+  auto r = parse_agent_config(argv, env);
+  if (auto* e = std::get_if<ConfigError>(&r)) return e->message;
+  ADD_FAILURE() << "expected an error";
+  return {};
+}
+
+TEST(AgentConfig, DefaultsMatchTheDesignPorts) {
+  const auto p = ok({"agent"});
+  EXPECT_FALSE(p.help);
+  EXPECT_EQ(p.config.controlplane_addr, "127.0.0.1:4701");
+  EXPECT_EQ(p.config.grpc_addr, "127.0.0.1:4702");
+  EXPECT_TRUE(p.config.node_id.empty());
+  EXPECT_TRUE(p.config.plugins.empty());
+}
+
+TEST(AgentConfig, FlagsWinOverEnvironmentWhichWinsOverFile) {
+  TempDir dir;
+  const auto file = dir.write("agent.json", R"({"node_name":"from-file","data_dir":"/file","grpc_addr":"file:1",
+    "controlplane_addr":"file:2"})");
+  const auto p = ok({"agent", "--config", file.string(), "--node-name=from-flag"},
+                    {{"MOORING_NODE_NAME", "from-env"}, {"MOORING_DATA_DIR", "/env"}, {"PATH", "/bin"}});
+  EXPECT_EQ(p.config.node_name, "from-flag");
+  EXPECT_EQ(p.config.data_dir, "/env");
+  EXPECT_EQ(p.config.grpc_addr, "file:1");
+  EXPECT_EQ(p.config.controlplane_addr, "file:2");
+  EXPECT_EQ(p.config.config_file, file.string());
+}
+
+TEST(AgentConfig, ConfigFileFromEnvironment) {
+  TempDir dir;
+  const auto file = dir.write("agent.json", R"({"log_level":"debug"})");
+  const auto p = ok({"agent"}, {{"MOORING_CONFIG", file.string()}});
+  EXPECT_EQ(p.config.log_level, "debug");
+}
+
+TEST(AgentConfig, PluginsFromFileWithAllFields) {
+  TempDir dir;
+  const auto file = dir.write("agent.json", R"({"plugins":[
+    {"id":"hostpath","type":"monolith","command":"/bin/hp","args":["--a","b,c"],"env":{"K":"V"},
+     "health_timeout":"2s","probe_interval":"250ms","fingerprint_interval":10,"stop_timeout":"1m"},
+    {"id":"ebs","type":"node","socket":"unix:///run/ebs/csi.sock"}]})");
+  const auto p = ok({"agent", "--config", file.string()});
+  ASSERT_EQ(p.config.plugins.size(), 2u);
+  const auto& hp = p.config.plugins[0];
+  EXPECT_EQ(hp.id, "hostpath");
+  EXPECT_EQ(hp.type, PluginRole::monolith);
+  EXPECT_EQ(hp.command, "/bin/hp");
+  EXPECT_EQ(hp.args, (std::vector<std::string>{"--a", "b,c"}));
+  EXPECT_EQ(hp.env.at("K"), "V");
+  EXPECT_EQ(hp.health_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(hp.probe_interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(hp.fingerprint_interval, std::chrono::seconds(10));
+  EXPECT_EQ(hp.stop_timeout, std::chrono::minutes(1));
+  EXPECT_TRUE(hp.launched());
+  const auto& ebs = p.config.plugins[1];
+  EXPECT_EQ(ebs.type, PluginRole::node);
+  EXPECT_EQ(ebs.socket, "/run/ebs/csi.sock");
+  EXPECT_FALSE(ebs.launched());
+  EXPECT_EQ(ebs.health_timeout, std::chrono::seconds(30));
+}
+
+TEST(AgentConfig, RepeatablePluginFlagShortFormAndFlagReplacesFilePluginWithSameId) {
+  TempDir dir;
+  const auto file = dir.write("agent.json", R"({"plugins":[{"id":"a","type":"node","command":"/bin/a"},
+                                                           {"id":"b","type":"node","command":"/bin/b"}]})");
+  const auto p = ok({"agent", "--config", file.string(), "--plugin",
+                     "b,type=controller,command=/bin/b2,arg=-v,arg=--x=1,env=A=1=2,health_timeout=3s", "--plugin",
+                     "id=c,type=monolith,socket=/s.sock"});
+  ASSERT_EQ(p.config.plugins.size(), 3u);
+  EXPECT_EQ(p.config.plugins[0].id, "a");
+  EXPECT_EQ(p.config.plugins[1].id, "b");
+  EXPECT_EQ(p.config.plugins[1].type, PluginRole::controller);
+  EXPECT_EQ(p.config.plugins[1].command, "/bin/b2");
+  EXPECT_EQ(p.config.plugins[1].args, (std::vector<std::string>{"-v", "--x=1"}));
+  EXPECT_EQ(p.config.plugins[1].env.at("A"), "1=2");
+  EXPECT_EQ(p.config.plugins[1].health_timeout, std::chrono::seconds(3));
+  EXPECT_EQ(p.config.plugins[2].socket, "/s.sock");
+}
+
+TEST(AgentConfig, PluginsFromEnvironmentSeparatedBySemicolons) {
+  const auto p = ok({"agent"}, {{"MOORING_PLUGINS", "x,type=node,command=/x;y,type=controller,command=/y"}});
+  ASSERT_EQ(p.config.plugins.size(), 2u);
+  EXPECT_EQ(p.config.plugins[1].id, "y");
+}
+
+TEST(AgentConfig, HelpListsEveryFlagAndItsEnvironmentVariable) {
+  EXPECT_TRUE(ok({"agent", "--help"}).help);
+  EXPECT_TRUE(ok({"agent", "-h", "--bogus-is-ignored-with-help"}).help);
+  const auto help = agent_config_help();
+  for (const auto* s : {"--node-id", "--node-name", "--data-dir", "--controlplane-addr", "--grpc-addr",
+                        "--log-level", "--log-format", "--plugin", "--config", "--heartbeat-interval",
+                        "MOORING_DATA_DIR", "MOORING_PLUGINS", "health_timeout"}) {
+    EXPECT_NE(help.find(s), std::string::npos) << s;
+  }
+}
+
+TEST(AgentConfig, ErrorsNameTheBadKeyAndValue) {
+  TempDir dir;
+  EXPECT_NE(err({"agent", "--nope=1"}).find("--nope"), std::string::npos);
+  EXPECT_NE(err({"agent", "--data-dir"}).find("needs a value"), std::string::npos);
+  EXPECT_NE(err({"agent", "stray"}).find("\"stray\""), std::string::npos);
+  EXPECT_NE(err({"agent", "--log-level", "loud"}).find("log_level: \"loud\""), std::string::npos);
+  EXPECT_NE(err({"agent", "--log-format", "xml"}).find("\"xml\""), std::string::npos);
+  EXPECT_NE(err({"agent", "--heartbeat-interval", "soon"}).find("\"soon\" is not a duration"), std::string::npos);
+
+  const auto bad_key = dir.write("k.json", R"({"node_nam":"x"})");
+  EXPECT_NE(err({"agent", "--config", bad_key.string()}).find("unknown key \"node_nam\""), std::string::npos);
+  const auto bad_json = dir.write("j.json", R"({"node_name":)");
+  EXPECT_NE(err({"agent", "--config", bad_json.string()}).find("invalid JSON"), std::string::npos);
+  EXPECT_NE(err({"agent", "--config", (dir.path() / "missing.json").string()}).find("cannot be read"),
+            std::string::npos);
+  const auto bad_type = dir.write("t.json", R"({"plugins":[{"id":"p","type":"storage","command":"/x"}]})");
+  EXPECT_NE(err({"agent", "--config", bad_type.string()}).find("plugins[0].type: \"storage\""), std::string::npos);
+  const auto both = dir.write("b.json", R"({"plugins":[{"id":"p","type":"node","command":"/x","socket":"/s"}]})");
+  EXPECT_NE(err({"agent", "--config", both.string()}).find("exactly one of"), std::string::npos);
+  const auto neither = dir.write("n.json", R"({"plugins":[{"id":"p","type":"node"}]})");
+  EXPECT_NE(err({"agent", "--config", neither.string()}).find("plugin \"p\""), std::string::npos);
+  const auto dup = dir.write("d.json", R"({"plugins":[{"id":"p","type":"node","command":"/x"},
+                                                      {"id":"p","type":"node","command":"/y"}]})");
+  EXPECT_NE(err({"agent", "--config", dup.string()}).find("appears twice"), std::string::npos);
+  const auto escape = dir.write("e.json", R"({"plugins":[{"id":"../etc","type":"node","command":"/x"}]})");
+  EXPECT_NE(err({"agent", "--config", escape.string()}).find("\"../etc\""), std::string::npos);
+  const auto neg = dir.write("z.json", R"({"plugins":[{"id":"p","type":"node","command":"/x","health_timeout":"0s"}]})");
+  EXPECT_NE(err({"agent", "--config", neg.string()}).find("health_timeout"), std::string::npos);
+  const auto unk = dir.write("u.json", R"({"plugins":[{"id":"p","type":"node","command":"/x","helth":"1s"}]})");
+  EXPECT_NE(err({"agent", "--config", unk.string()}).find("unknown key \"helth\""), std::string::npos);
+  EXPECT_NE(err({"agent", "--plugin", "p,type=node,command=/x,env=NOEQ"}).find("NOEQ"), std::string::npos);
+  EXPECT_NE(err({"agent", "--plugin", "p,type=node,command=/x,env=CSI_ENDPOINT=1"}).find("CSI_ENDPOINT"),
+            std::string::npos);
+  EXPECT_NE(err({"agent", "--node-id", "a/b"}).find("node_id"), std::string::npos);
+}
+
+TEST(AgentConfig, ParsesDurations) {
+  EXPECT_EQ(parse_duration("30s"), std::chrono::seconds(30));
+  EXPECT_EQ(parse_duration("1.5s"), std::chrono::milliseconds(1500));
+  EXPECT_EQ(parse_duration("250ms"), std::chrono::milliseconds(250));
+  EXPECT_EQ(parse_duration("2m"), std::chrono::minutes(2));
+  EXPECT_EQ(parse_duration("1h"), std::chrono::hours(1));
+  EXPECT_EQ(parse_duration("7"), std::chrono::seconds(7));
+  EXPECT_FALSE(parse_duration(""));
+  EXPECT_FALSE(parse_duration("s"));
+  EXPECT_FALSE(parse_duration("5 s"));
+  EXPECT_FALSE(parse_duration("5d"));
+  EXPECT_FALSE(parse_duration("1.2.3s"));
+}
+
+TEST(NodeIdentity, GeneratedOnceAndKeptAcrossRestarts) {
+  TempDir dir;
+  std::error_code ec;
+  const auto first = load_or_create_node_id(dir.path() / "data", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(first.size(), 36u);
+  EXPECT_EQ(first[14], '4');
+  const auto second = load_or_create_node_id(dir.path() / "data", ec);
+  ASSERT_FALSE(ec);
+  EXPECT_EQ(first, second);
+  EXPECT_NE(generate_uuid_v4(), generate_uuid_v4());
+}
+
+}  // namespace
+}  // namespace mooring::nodeagent
