@@ -68,6 +68,15 @@ struct RpcPolicy {
 const RpcPolicy& policy(Rpc rpc);
 Outcome classify(Rpc rpc, grpc::StatusCode code);
 
+// The outcome together with the reason, for logs and API errors ("NOT_FOUND on a release: ...").
+// Calls without a negation (releases, expansion) still report `uncertain` for timeouts: the
+// caller keeps retrying them, since there is nothing to undo but the end state is unknown.
+struct Classification {
+  Outcome outcome;
+  std::string_view why;
+};
+Classification explain(Rpc rpc, grpc::StatusCode code);
+
 // True for outcomes worth another attempt (retry, uncertain).
 constexpr bool should_retry(Outcome o) { return o == Outcome::retry || o == Outcome::uncertain; }
 // True when the end state holds (ok, ignorable).
