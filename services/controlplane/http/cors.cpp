@@ -1,0 +1,73 @@
+#include "services/controlplane/http/cors.hpp"
+
+#include <algorithm>
+
+namespace mooring::controlplane::http {
+
+namespace {
+
+bool listed(const std::vector<std::string>& origins, std::string_view origin) {
+  return std::any_of(origins.begin(), origins.end(), [&](const std::string& o) { return o == "*" || o == origin; });
+}
+
+// The value for Access-Control-Allow-Origin, or empty when the origin gets nothing.
+std::string allow_origin(const std::vector<std::string>& origins, std::string_view origin) {
+  if (origin.empty() || !listed(origins, origin)) return {};
+  bool any = std::find(origins.begin(), origins.end(), "*") != origins.end();
+  return any ? std::string("*") : std::string(origin);
+}
+
+constexpr std::string_view exposed = "X-Mooring-Index, X-Nomad-Index, X-Mooring-NextToken, X-Nomad-NextToken";
+constexpr std::string_view allowed_headers =
+    "Content-Type, X-Mooring-Token, X-Nomad-Token, X-Mooring-CSI-Secrets, X-Nomad-CSI-Secrets";
+
+}  // namespace
+
+bool is_read_method(std::string_view method) { return method == "GET" || method == "HEAD"; }
+
+bool cors_write_forbidden(const CorsPolicy& policy, const Request& request) {
+  auto origin = request.header("origin");
+  if (origin.empty() || is_read_method(request.method) || request.method == "OPTIONS") return false;
+  return !listed(policy.write_origins, origin);
+}
+
+void apply_cors(const CorsPolicy& policy, const Request& request, Response& response) {
+  auto origin = request.header("origin");
+  const auto& origins = is_read_method(request.method) ? policy.read_origins : policy.write_origins;
+  auto value = allow_origin(origins, origin);
+  if (value.empty()) return;
+  response.set_header("Access-Control-Allow-Origin", value);
+  response.set_header("Access-Control-Expose-Headers", std::string(exposed));
+  if (value != "*") response.set_header("Vary", "Origin");
+}
+
+Response cors_preflight(const CorsPolicy& policy, const Request& request, std::string_view allow) {
+  Response r;
+  r.status = 204;
+  r.set_header("Allow", std::string(allow));
+  auto origin = request.header("origin");
+  if (origin.empty()) return r;
+  // Offer the read methods to read origins and everything the path supports to write origins.
+  std::string methods;
+  bool writer = listed(policy.write_origins, origin);
+  bool reader = listed(policy.read_origins, origin);
+  std::string_view rest = allow;
+  while (!rest.empty()) {
+    auto comma = rest.find(',');
+    auto m = rest.substr(0, comma);
+    while (!m.empty() && m.front() == ' ') m.remove_prefix(1);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    bool ok = m == "OPTIONS" || (is_read_method(m) ? (reader || writer) : writer);
+    if (ok && !m.empty()) methods += (methods.empty() ? "" : ", ") + std::string(m);
+  }
+  if (!reader && !writer) return r;
+  auto value = allow_origin(writer ? policy.write_origins : policy.read_origins, origin);
+  r.set_header("Access-Control-Allow-Origin", value);
+  r.set_header("Access-Control-Allow-Methods", methods);
+  r.set_header("Access-Control-Allow-Headers", std::string(allowed_headers));
+  r.set_header("Access-Control-Max-Age", "600");
+  if (value != "*") r.set_header("Vary", "Origin");
+  return r;
+}
+
+}  // namespace mooring::controlplane::http

@@ -1,0 +1,31 @@
+// HTTP room: CORS for browser dashboards. Reads are open to any origin by default; writes from a
+// browser are allowed only for origins the operator lists, so a web page the operator happens to
+// visit cannot deregister volumes on localhost (a "simple" cross-origin POST needs no preflight,
+// hence the 403 for unlisted origins, not just a missing header).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "services/controlplane/http/message.hpp"
+
+namespace mooring::controlplane::http {
+
+struct CorsPolicy {
+  std::vector<std::string> read_origins{"*"};  // GET, HEAD; "*" = any
+  std::vector<std::string> write_origins;      // PUT, POST, DELETE; "*" = any (not the default)
+};
+
+bool is_read_method(std::string_view method);
+
+// True when a browser request (it carries Origin) would write from an origin not allowed to.
+bool cors_write_forbidden(const CorsPolicy& policy, const Request& request);
+
+// Adds Access-Control-* headers to an actual response.
+void apply_cors(const CorsPolicy& policy, const Request& request, Response& response);
+
+// The answer to an OPTIONS request for a path whose methods are `allow` ("GET, PUT, OPTIONS").
+Response cors_preflight(const CorsPolicy& policy, const Request& request, std::string_view allow);
+
+}  // namespace mooring::controlplane::http

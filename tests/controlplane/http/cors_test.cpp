@@ -1,0 +1,63 @@
+#include "services/controlplane/http/cors.hpp"
+
+#include <gtest/gtest.h>
+
+namespace mooring::controlplane::http {
+
+namespace {
+
+Request browser(std::string method, std::string origin) {
+  Request r;
+  r.method = std::move(method);
+  r.headers["origin"] = std::move(origin);
+  return r;
+}
+
+std::string header(const Response& r, std::string_view name) {
+  for (const auto& [k, v] : r.headers)
+    if (k == name) return v;
+  return {};
+}
+
+}  // namespace
+
+TEST(Cors, ReadsAreOpenToAnyOriginByDefault) {
+  CorsPolicy p;
+  Response r;
+  apply_cors(p, browser("GET", "https://dash.example"), r);
+  EXPECT_EQ(header(r, "Access-Control-Allow-Origin"), "*");
+  EXPECT_NE(header(r, "Access-Control-Expose-Headers").find("X-Nomad-Index"), std::string::npos);
+}
+
+TEST(Cors, WritesFromUnlistedBrowserOriginsAreForbidden) {
+  CorsPolicy p;
+  EXPECT_TRUE(cors_write_forbidden(p, browser("PUT", "https://evil.example")));
+  EXPECT_FALSE(cors_write_forbidden(p, browser("GET", "https://evil.example")));
+  Request curl;
+  curl.method = "PUT";  // no Origin: not a browser
+  EXPECT_FALSE(cors_write_forbidden(p, curl));
+  p.write_origins = {"https://dash.example"};
+  EXPECT_FALSE(cors_write_forbidden(p, browser("PUT", "https://dash.example")));
+}
+
+TEST(Cors, PreflightOffersOnlyWhatTheOriginMayDo) {
+  CorsPolicy p;
+  p.write_origins = {"https://dash.example"};
+  auto reader = cors_preflight(p, browser("OPTIONS", "https://other.example"), "GET, PUT, DELETE, OPTIONS");
+  EXPECT_EQ(reader.status, 204u);
+  EXPECT_EQ(header(reader, "Access-Control-Allow-Methods"), "GET, OPTIONS");
+  auto writer = cors_preflight(p, browser("OPTIONS", "https://dash.example"), "GET, PUT, DELETE, OPTIONS");
+  EXPECT_EQ(header(writer, "Access-Control-Allow-Methods"), "GET, PUT, DELETE, OPTIONS");
+  EXPECT_EQ(header(writer, "Access-Control-Allow-Origin"), "https://dash.example");
+  EXPECT_EQ(header(writer, "Vary"), "Origin");
+}
+
+TEST(Cors, PreflightWithoutOriginOnlyListsAllow) {
+  Request r;
+  r.method = "OPTIONS";
+  auto res = cors_preflight(CorsPolicy{}, r, "GET, OPTIONS");
+  EXPECT_EQ(header(res, "Allow"), "GET, OPTIONS");
+  EXPECT_EQ(header(res, "Access-Control-Allow-Origin"), "");
+}
+
+}  // namespace mooring::controlplane::http
