@@ -1,0 +1,82 @@
+#include "plugins/hostpath/call_gate.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <exception>
+#include <grpcpp/server_context.h>
+#include <thread>
+
+#include "plugins/hostpath/call_log.hpp"
+#include "plugins/hostpath/fault_injector.hpp"
+#include "shared/log/log.hpp"
+
+namespace mooring::hostpath {
+namespace {
+
+const log::Logger kLog{"rpc"};
+
+bool deadline_passed(const grpc::ServerContext& ctx) {
+  return std::chrono::system_clock::now() >= ctx.deadline();
+}
+
+}  // namespace
+
+grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
+                           const std::function<grpc::Status()>& handler) {
+  const auto started = std::chrono::steady_clock::now();
+  FaultDecision fault;
+  if (faults_) fault = faults_->decide(info.rpc, info.volume_id);
+
+  auto finish = [&](grpc::Status st) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+    if (call_log_) {
+      call_log_->append({std::string(info.rpc), info.volume_id, info.node_id, info.path,
+                         static_cast<int>(st.error_code()), st.error_message(), ms, fault.describe()});
+    }
+    kLog.debug("rpc", {{"rpc", info.rpc},
+                       {"volume_id", info.volume_id},
+                       {"node_id", info.node_id},
+                       {"code", status_code_name(st.error_code())},
+                       {"message", st.error_message()},
+                       {"duration_ms", ms},
+                       {"fault", fault.describe()}});
+    return st;
+  };
+
+  // Latency models a slow plugin: the work still happens after the delay even if the caller
+  // gave up meanwhile, which is exactly the "uncertain" outcome an orchestrator must handle.
+  const auto until = std::chrono::steady_clock::now() + fault.delay;
+  while (std::chrono::steady_clock::now() < until && !stopping_) {
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        until - std::chrono::steady_clock::now(), std::chrono::milliseconds(20)));
+  }
+
+  switch (fault.action) {
+    case FaultDecision::Action::none:
+      break;
+    case FaultDecision::Action::fail:
+      return finish({static_cast<grpc::StatusCode>(fault.code), fault.message});
+    case FaultDecision::Action::hang:
+      while (!ctx.IsCancelled() && !deadline_passed(ctx) && !stopping_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      return finish({deadline_passed(ctx) ? grpc::StatusCode::DEADLINE_EXCEEDED : grpc::StatusCode::CANCELLED,
+                     "injected fault: " + std::string(info.rpc) + " hung until the call ended"});
+    case FaultDecision::Action::exit:
+      finish({grpc::StatusCode::UNAVAILABLE, "injected fault: plugin exits"});
+      kLog.warn("injected fault: exiting abruptly", {{"rpc", info.rpc}, {"exit_code", fault.exit_code}});
+      ::_exit(fault.exit_code);
+  }
+
+  try {
+    return finish(handler());
+  } catch (const std::exception& e) {
+    // A bug, not an expected failure: report it as INTERNAL and keep serving.
+    kLog.error("handler threw", {{"rpc", info.rpc}, {"error", e.what()}});
+    return finish({grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()});
+  }
+}
+
+}  // namespace mooring::hostpath

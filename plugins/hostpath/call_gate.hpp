@@ -1,0 +1,42 @@
+// mooring-hostpath: what every RPC passes through before and after its handler: fault injection
+// (fail, delay, hang, exit), the call log, and a debug log line.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <grpcpp/support/status.h>
+
+namespace grpc {
+class ServerContext;
+}
+
+namespace mooring::hostpath {
+
+class FaultInjector;
+class CallLog;
+
+struct CallInfo {
+  std::string_view rpc;
+  std::string volume_id;
+  std::string node_id;
+  std::string path;
+};
+
+class CallGate {
+ public:
+  // faults and call_log may be null (feature off). stopping turns hangs and delays short on shutdown.
+  CallGate(FaultInjector* faults, CallLog* call_log, const std::atomic<bool>& stopping)
+      : faults_(faults), call_log_(call_log), stopping_(stopping) {}
+
+  grpc::Status run(grpc::ServerContext& ctx, const CallInfo& info, const std::function<grpc::Status()>& handler);
+
+ private:
+  FaultInjector* faults_;
+  CallLog* call_log_;
+  const std::atomic<bool>& stopping_;
+};
+
+}  // namespace mooring::hostpath

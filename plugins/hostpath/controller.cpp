@@ -1,0 +1,581 @@
+#include "plugins/hostpath/controller.hpp"
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "plugins/hostpath/node_state.hpp"
+#include "plugins/hostpath/options.hpp"
+#include "plugins/hostpath/volume_capability.hpp"
+#include "shared/log/log.hpp"
+
+namespace mooring::hostpath {
+namespace {
+
+using grpc::Status;
+using grpc::StatusCode;
+namespace fs = std::filesystem;
+
+const log::Logger kLog{"controller"};
+
+std::string random_id(std::string_view prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return std::string(prefix) + buf;
+}
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status invalid(std::string msg) { return {StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
+
+// Copies a directory tree; symlinks are copied as links, never followed out of the volume.
+Status copy_tree(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  if (!ec) fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  if (ec) {
+    fs::remove_all(to, ec);
+    return {StatusCode::INTERNAL, "cannot copy " + from.string() + " to " + to.string() + ": " + ec.message()};
+  }
+  return Status::OK;
+}
+
+std::int64_t allocated_bytes(const StoreState& s) {
+  std::int64_t sum = 0;
+  for (const auto& [id, v] : s.volumes) sum += v.capacity_bytes;
+  return sum;
+}
+
+void fill_volume(const VolumeRecord& v, csi::v1::Volume& out) {
+  out.set_volume_id(v.id);
+  out.set_capacity_bytes(v.capacity_bytes);
+  (*out.mutable_volume_context())["path"] = v.path;
+  if (!v.source_snapshot_id.empty()) {
+    out.mutable_content_source()->mutable_snapshot()->set_snapshot_id(v.source_snapshot_id);
+  } else if (!v.source_volume_id.empty()) {
+    out.mutable_content_source()->mutable_volume()->set_volume_id(v.source_volume_id);
+  }
+  for (const auto& segs : v.topology) {
+    auto* t = out.add_accessible_topology();
+    for (const auto& [k, val] : segs) (*t->mutable_segments())[k] = val;
+  }
+}
+
+template <class Status_>
+void fill_status(const VolumeRecord& v, Status_& status) {
+  for (const auto& p : v.publications) status.add_published_node_ids(p.node_id);
+  auto* cond = status.mutable_volume_condition();
+  std::error_code ec;
+  if (!fs::is_directory(v.path, ec)) {
+    cond->set_abnormal(true);
+    cond->set_message("volume directory " + v.path + " is missing");
+  } else {
+    cond->set_abnormal(false);
+    cond->set_message("volume directory present");
+  }
+}
+
+void fill_snapshot(const SnapshotRecord& s, csi::v1::Snapshot& out) {
+  out.set_snapshot_id(s.id);
+  out.set_source_volume_id(s.source_volume_id);
+  out.set_size_bytes(s.size_bytes);
+  out.set_ready_to_use(true);
+  out.mutable_creation_time()->set_seconds(s.created_unix_ns / 1000000000);
+  out.mutable_creation_time()->set_nanos(static_cast<int>(s.created_unix_ns % 1000000000));
+}
+
+bool segments_match(const std::map<std::string, std::string>& want, const std::map<std::string, std::string>& have) {
+  for (const auto& [k, v] : want) {
+    auto it = have.find(k);
+    if (it == have.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+std::map<std::string, std::string> to_map(const csi::v1::Topology& t) { return {t.segments().begin(), t.segments().end()}; }
+
+std::string describe(const std::map<std::string, std::string>& segs) {
+  std::string out = "{";
+  for (const auto& [k, v] : segs) out += (out.size() > 1 ? "," : "") + k + "=" + v;
+  return out + "}";
+}
+
+// Chooses the volume's topology: preferred first, then requisite, each only if some known node
+// (or this plugin) lives there. No requirement → this plugin's own topology.
+Status choose_topology(const csi::v1::TopologyRequirement& req, const std::map<std::string, std::string>& own,
+                       const std::vector<NodeRegistration>& nodes, std::vector<std::map<std::string, std::string>>& out) {
+  out.clear();
+  std::vector<std::map<std::string, std::string>> places;
+  if (!own.empty()) places.push_back(own);
+  for (const auto& n : nodes) {
+    if (!n.topology.empty()) places.push_back(n.topology);
+  }
+  if (req.requisite().empty() && req.preferred().empty()) {
+    if (!own.empty()) out.push_back(own);
+    return Status::OK;
+  }
+  auto reachable = [&](const std::map<std::string, std::string>& want) {
+    if (places.empty()) return true;  // nothing known about topology: accept the request
+    return std::any_of(places.begin(), places.end(), [&](const auto& have) { return segments_match(want, have); });
+  };
+  std::vector<std::map<std::string, std::string>> requisite;
+  for (const auto& t : req.requisite()) requisite.push_back(to_map(t));
+  auto allowed = [&](const std::map<std::string, std::string>& t) {
+    return requisite.empty() || std::find(requisite.begin(), requisite.end(), t) != requisite.end();
+  };
+  for (const auto& t : req.preferred()) {
+    auto m = to_map(t);
+    if (allowed(m) && reachable(m)) {
+      out.push_back(m);
+      return Status::OK;
+    }
+  }
+  for (const auto& m : requisite) {
+    if (reachable(m)) {
+      out.push_back(m);
+      return Status::OK;
+    }
+  }
+  std::string want;
+  for (const auto& m : requisite.empty() ? std::vector<std::map<std::string, std::string>>{} : requisite)
+    want += describe(m) + " ";
+  return {StatusCode::RESOURCE_EXHAUSTED, "no node in the requested topology " + want + "can reach this plugin's storage"};
+}
+
+Status check_range(const csi::v1::CapacityRange& r) {
+  if (r.required_bytes() < 0 || r.limit_bytes() < 0) return invalid("capacity_range: sizes must not be negative");
+  if (r.limit_bytes() > 0 && r.required_bytes() > r.limit_bytes())
+    return invalid("capacity_range: required_bytes " + std::to_string(r.required_bytes()) + " exceeds limit_bytes " +
+                   std::to_string(r.limit_bytes()));
+  return Status::OK;
+}
+
+template <class Entries, class Fill>
+Status paginate(const Entries& ids, std::int32_t max_entries, const std::string& token, std::string& next_token,
+                Fill fill) {
+  if (max_entries < 0) return invalid("max_entries must not be negative");
+  std::string after;
+  if (!token.empty() && !parse_page_token(token, after)) {
+    return {StatusCode::ABORTED, "invalid starting_token '" + token + "': restart the listing with an empty token"};
+  }
+  auto it = token.empty() ? ids.begin() : std::upper_bound(ids.begin(), ids.end(), after);
+  std::int32_t n = 0;
+  for (; it != ids.end(); ++it) {
+    if (max_entries > 0 && n == max_entries) {
+      next_token = make_page_token(*std::prev(it));
+      break;
+    }
+    fill(*it);
+    ++n;
+  }
+  return Status::OK;
+}
+
+}  // namespace
+
+std::string make_page_token(const std::string& last_id) { return "after:" + last_id; }
+
+bool parse_page_token(const std::string& token, std::string& after_id) {
+  if (!token.starts_with("after:")) return false;
+  after_id = token.substr(6);
+  return is_safe_id(after_id);
+}
+
+std::int64_t Controller::available_bytes(const StoreState& state) const {
+  if (config_.capacity_bytes > 0) return std::max<std::int64_t>(0, config_.capacity_bytes - allocated_bytes(state));
+  struct statvfs st {};
+  if (::statvfs(config_.data_dir.c_str(), &st) != 0) return 0;
+  return static_cast<std::int64_t>(st.f_bavail) * static_cast<std::int64_t>(st.f_frsize);
+}
+
+Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v1::CreateVolumeResponse& resp) {
+  if (req.name().empty()) return invalid("name is required");
+  if (req.volume_capabilities().empty()) return invalid("volume_capabilities is required");
+  for (int i = 0; i < req.volume_capabilities_size(); ++i) {
+    if (auto st = check_capability(req.volume_capabilities(i), "volume_capabilities[" + std::to_string(i) + "]");
+        !st.ok())
+      return st;
+  }
+  if (auto st = check_range(req.capacity_range()); !st.ok()) return st;
+  const std::int64_t required = req.capacity_range().required_bytes();
+  const std::int64_t limit = req.capacity_range().limit_bytes();
+  if (config_.max_volume_size > 0 && required > config_.max_volume_size) {
+    return {StatusCode::OUT_OF_RANGE, "required_bytes " + std::to_string(required) + " exceeds the largest volume (" +
+                                          std::to_string(config_.max_volume_size) + " bytes)"};
+  }
+  const auto& src = req.volume_content_source();
+  const std::string src_snapshot = src.has_snapshot() ? src.snapshot().snapshot_id() : "";
+  const std::string src_volume = src.has_volume() ? src.volume().volume_id() : "";
+  if (src.has_snapshot() && src_snapshot.empty()) return invalid("volume_content_source.snapshot.snapshot_id is empty");
+  if (src.has_volume() && src_volume.empty()) return invalid("volume_content_source.volume.volume_id is empty");
+  const auto nodes = registered_nodes(config_.data_dir);
+
+  return store_.transact([&](StoreState& state) -> Status {
+    // Idempotent by name: the same request again returns the same volume.
+    for (const auto& [id, v] : state.volumes) {
+      if (v.name != req.name()) continue;
+      if (v.capacity_bytes < required || (limit > 0 && v.capacity_bytes > limit)) {
+        return {StatusCode::ALREADY_EXISTS, "volume named '" + req.name() + "' exists as " + id + " with " +
+                                                std::to_string(v.capacity_bytes) +
+                                                " bytes, incompatible with the requested capacity range"};
+      }
+      if (v.source_snapshot_id != src_snapshot || v.source_volume_id != src_volume) {
+        return {StatusCode::ALREADY_EXISTS,
+                "volume named '" + req.name() + "' exists as " + id + " with a different content source"};
+      }
+      fill_volume(v, *resp.mutable_volume());
+      return Status::OK;
+    }
+
+    std::int64_t source_size = 0;
+    fs::path source_dir;
+    if (!src_snapshot.empty()) {
+      auto it = state.snapshots.find(src_snapshot);
+      if (it == state.snapshots.end()) return {StatusCode::NOT_FOUND, "source snapshot " + src_snapshot + " not found"};
+      source_size = it->second.size_bytes;
+      source_dir = it->second.path;
+    } else if (!src_volume.empty()) {
+      auto it = state.volumes.find(src_volume);
+      if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "source volume " + src_volume + " not found"};
+      source_size = it->second.capacity_bytes;
+      source_dir = it->second.path;
+    }
+
+    std::int64_t size = required > 0 ? required : (source_size > 0 ? source_size : config_.default_volume_size);
+    if (required == 0 && limit > 0 && size > limit) size = limit;
+    if (source_size > 0 && size < source_size) {
+      return invalid("requested capacity " + std::to_string(size) + " is smaller than the content source (" +
+                     std::to_string(source_size) + " bytes)");
+    }
+    if (config_.max_volume_size > 0 && size > config_.max_volume_size) {
+      return {StatusCode::OUT_OF_RANGE, "volume size " + std::to_string(size) + " exceeds the largest volume (" +
+                                            std::to_string(config_.max_volume_size) + " bytes)"};
+    }
+    if (size > available_bytes(state)) {
+      return {StatusCode::RESOURCE_EXHAUSTED, "not enough capacity for " + std::to_string(size) + " bytes (" +
+                                                  std::to_string(available_bytes(state)) + " available)"};
+    }
+    VolumeRecord v;
+    if (auto st = choose_topology(req.accessibility_requirements(), config_.topology, nodes, v.topology); !st.ok())
+      return st;
+    v.id = random_id("vol-");
+    v.name = req.name();
+    v.capacity_bytes = size;
+    v.path = (store_.volumes_dir() / v.id).string();
+    v.parameters = {req.parameters().begin(), req.parameters().end()};
+    v.source_snapshot_id = src_snapshot;
+    v.source_volume_id = src_volume;
+    v.created_unix_ms = now_ms();
+    std::error_code ec;
+    if (!source_dir.empty()) {
+      if (auto st = copy_tree(source_dir, v.path); !st.ok()) return st;
+    } else if (fs::create_directories(v.path, ec); ec) {
+      return {StatusCode::INTERNAL, "cannot create " + v.path + ": " + ec.message()};
+    }
+    fs::permissions(v.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                fs::perms::others_read | fs::perms::others_exec, ec);
+    fill_volume(v, *resp.mutable_volume());
+    kLog.info("volume created", {{"volume_id", v.id}, {"name", v.name}, {"capacity_bytes", v.capacity_bytes}});
+    state.volumes.emplace(v.id, std::move(v));
+    return Status::OK;
+  });
+}
+
+Status Controller::delete_volume(const csi::v1::DeleteVolumeRequest& req) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  std::string path;
+  auto st = store_.transact([&](StoreState& state) -> Status {
+    auto it = state.volumes.find(req.volume_id());
+    if (it == state.volumes.end()) return Status::OK;  // already gone
+    if (!it->second.publications.empty()) {
+      std::string nodes;
+      for (const auto& p : it->second.publications) nodes += (nodes.empty() ? "" : ", ") + p.node_id;
+      return {StatusCode::FAILED_PRECONDITION,
+              "volume " + req.volume_id() + " is still published to node(s) " + nodes + "; unpublish it first"};
+    }
+    path = it->second.path;
+    state.volumes.erase(it);
+    return Status::OK;
+  });
+  // The record is gone first: a crash here leaves an orphan directory, never a record without one.
+  if (st.ok() && !path.empty()) {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    if (ec) kLog.warn("cannot remove volume directory", {{"path", path}, {"error", ec.message()}});
+    kLog.info("volume deleted", {{"volume_id", req.volume_id()}});
+  }
+  return st;
+}
+
+Status Controller::publish(const csi::v1::ControllerPublishVolumeRequest& req,
+                           csi::v1::ControllerPublishVolumeResponse& resp) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  if (req.node_id().empty()) return invalid("node_id is required");
+  if (!req.has_volume_capability()) return invalid("volume_capability is required");
+  if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
+
+  const auto nodes = registered_nodes(config_.data_dir);
+  const NodeRegistration* node = nullptr;
+  for (const auto& n : nodes) {
+    if (n.node_id == req.node_id()) node = &n;
+  }
+  const bool known = node != nullptr || req.node_id() == config_.own_node_id ||
+                     std::any_of(config_.known_nodes.begin(), config_.known_nodes.end(),
+                                 [&](const std::string& k) { return k == "*" || k == req.node_id(); });
+  const int mode = req.volume_capability().access_mode().mode();
+  const bool readonly = req.readonly();
+
+  return store_.transact([&](StoreState& state) -> Status {
+    auto it = state.volumes.find(req.volume_id());
+    if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
+    if (!known) return {StatusCode::NOT_FOUND, "node " + req.node_id() + " not found (not registered with this plugin)"};
+    VolumeRecord& v = it->second;
+    (*resp.mutable_publish_context())["node_id"] = req.node_id();
+    (*resp.mutable_publish_context())["readonly"] = readonly ? "true" : "false";
+    for (const auto& p : v.publications) {
+      if (p.node_id != req.node_id()) continue;
+      if (p.readonly != readonly || p.access_mode != mode) {
+        return {StatusCode::ALREADY_EXISTS, "volume " + v.id + " is already published to node " + p.node_id +
+                                                " with a different readonly flag or access mode"};
+      }
+      return Status::OK;  // same publication again
+    }
+    for (const auto& p : v.publications) {
+      if (is_single_node_mode(mode) || is_single_node_mode(p.access_mode)) {
+        return {StatusCode::FAILED_PRECONDITION,
+                "volume " + v.id + " is already published to node " + p.node_id +
+                    " and its access mode allows a single node; unpublish it there first"};
+      }
+      if (mode == csi::v1::VolumeCapability::AccessMode::MULTI_NODE_SINGLE_WRITER && !readonly && !p.readonly) {
+        return {StatusCode::FAILED_PRECONDITION, "volume " + v.id + " already has a writer on node " + p.node_id +
+                                                     " (MULTI_NODE_SINGLE_WRITER); unpublish it there first"};
+      }
+    }
+    if (node && node->max_volumes > 0) {
+      std::int64_t on_node = 0;
+      for (const auto& [id, other] : state.volumes) {
+        for (const auto& p : other.publications) on_node += p.node_id == req.node_id() ? 1 : 0;
+      }
+      if (on_node >= node->max_volumes) {
+        return {StatusCode::RESOURCE_EXHAUSTED, "node " + req.node_id() + " already has its maximum of " +
+                                                    std::to_string(node->max_volumes) + " volumes published"};
+      }
+    }
+    v.publications.push_back({req.node_id(), readonly, mode});
+    kLog.info("volume published", {{"volume_id", v.id}, {"node_id", req.node_id()}, {"readonly", readonly}});
+    return Status::OK;
+  });
+}
+
+Status Controller::unpublish(const csi::v1::ControllerUnpublishVolumeRequest& req) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  return store_.transact([&](StoreState& state) -> Status {
+    auto it = state.volumes.find(req.volume_id());
+    if (it == state.volumes.end()) return Status::OK;  // nothing is published for an unknown volume
+    auto& pubs = it->second.publications;
+    const auto before = pubs.size();
+    std::erase_if(pubs, [&](const Publication& p) { return req.node_id().empty() || p.node_id == req.node_id(); });
+    if (pubs.size() != before) {
+      kLog.info("volume unpublished", {{"volume_id", req.volume_id()}, {"node_id", req.node_id()}});
+    }
+    return Status::OK;
+  });
+}
+
+Status Controller::validate_capabilities(const csi::v1::ValidateVolumeCapabilitiesRequest& req,
+                                         csi::v1::ValidateVolumeCapabilitiesResponse& resp) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  if (req.volume_capabilities().empty()) return invalid("volume_capabilities is required");
+  StoreState state;
+  if (auto st = store_.read(state); !st.ok()) return st;
+  if (!state.volumes.contains(req.volume_id())) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
+  for (const auto& cap : req.volume_capabilities()) {
+    if (auto reason = unsupported_reason(cap); !reason.empty()) {
+      resp.set_message(reason);
+      return Status::OK;  // unsupported: no confirmation, reason in the message
+    }
+  }
+  auto* c = resp.mutable_confirmed();
+  *c->mutable_volume_capabilities() = req.volume_capabilities();
+  *c->mutable_volume_context() = req.volume_context();
+  *c->mutable_parameters() = req.parameters();
+  *c->mutable_mutable_parameters() = req.mutable_parameters();
+  return Status::OK;
+}
+
+Status Controller::list_volumes(const csi::v1::ListVolumesRequest& req, csi::v1::ListVolumesResponse& resp) {
+  StoreState state;
+  if (auto st = store_.read(state); !st.ok()) return st;
+  std::vector<std::string> ids;
+  for (const auto& [id, v] : state.volumes) ids.push_back(id);  // std::map: already sorted
+  std::string next;
+  auto st = paginate(ids, req.max_entries(), req.starting_token(), next, [&](const std::string& id) {
+    auto* e = resp.add_entries();
+    fill_volume(state.volumes.at(id), *e->mutable_volume());
+    fill_status(state.volumes.at(id), *e->mutable_status());
+  });
+  if (st.ok()) resp.set_next_token(next);
+  return st;
+}
+
+Status Controller::get_capacity(const csi::v1::GetCapacityRequest& req, csi::v1::GetCapacityResponse& resp) {
+  StoreState state;
+  if (auto st = store_.read(state); !st.ok()) return st;
+  for (const auto& cap : req.volume_capabilities()) {
+    if (!unsupported_reason(cap).empty()) {
+      resp.set_available_capacity(0);  // cannot provision these capabilities at all
+      return Status::OK;
+    }
+  }
+  if (req.has_accessible_topology() && !config_.topology.empty() &&
+      !segments_match(to_map(req.accessible_topology()), config_.topology)) {
+    resp.set_available_capacity(0);
+    return Status::OK;
+  }
+  const std::int64_t avail = available_bytes(state);
+  resp.set_available_capacity(avail);
+  const std::int64_t max_size = config_.max_volume_size > 0 ? std::min(avail, config_.max_volume_size) : avail;
+  resp.mutable_maximum_volume_size()->set_value(max_size);
+  resp.mutable_minimum_volume_size()->set_value(0);
+  return Status::OK;
+}
+
+Status Controller::get_capabilities(csi::v1::ControllerGetCapabilitiesResponse& resp) {
+  using T = csi::v1::ControllerServiceCapability::RPC;
+  for (auto t : {T::CREATE_DELETE_VOLUME, T::PUBLISH_UNPUBLISH_VOLUME, T::LIST_VOLUMES, T::GET_CAPACITY,
+                 T::CREATE_DELETE_SNAPSHOT, T::LIST_SNAPSHOTS, T::CLONE_VOLUME, T::PUBLISH_READONLY, T::EXPAND_VOLUME,
+                 T::LIST_VOLUMES_PUBLISHED_NODES, T::VOLUME_CONDITION, T::GET_VOLUME, T::SINGLE_NODE_MULTI_WRITER}) {
+    resp.add_capabilities()->mutable_rpc()->set_type(t);
+  }
+  return Status::OK;
+}
+
+Status Controller::create_snapshot(const csi::v1::CreateSnapshotRequest& req, csi::v1::CreateSnapshotResponse& resp) {
+  if (req.name().empty()) return invalid("name is required");
+  if (req.source_volume_id().empty()) return invalid("source_volume_id is required");
+  return store_.transact([&](StoreState& state) -> Status {
+    for (const auto& [id, s] : state.snapshots) {
+      if (s.name != req.name()) continue;
+      if (s.source_volume_id != req.source_volume_id()) {
+        return {StatusCode::ALREADY_EXISTS, "snapshot named '" + req.name() + "' exists as " + id + " of volume " +
+                                                s.source_volume_id + ", not " + req.source_volume_id()};
+      }
+      fill_snapshot(s, *resp.mutable_snapshot());
+      return Status::OK;
+    }
+    auto vol = state.volumes.find(req.source_volume_id());
+    if (vol == state.volumes.end()) {
+      return {StatusCode::NOT_FOUND, "source volume " + req.source_volume_id() + " not found"};
+    }
+    SnapshotRecord s;
+    s.id = random_id("snap-");
+    s.name = req.name();
+    s.source_volume_id = vol->first;
+    s.size_bytes = vol->second.capacity_bytes;  // a restore needs a volume at least this large
+    s.path = (store_.snapshots_dir() / s.id).string();
+    s.created_unix_ns = now_ns();
+    if (auto st = copy_tree(vol->second.path, s.path); !st.ok()) return st;
+    fill_snapshot(s, *resp.mutable_snapshot());
+    kLog.info("snapshot created", {{"snapshot_id", s.id}, {"volume_id", s.source_volume_id}});
+    state.snapshots.emplace(s.id, std::move(s));
+    return Status::OK;
+  });
+}
+
+Status Controller::delete_snapshot(const csi::v1::DeleteSnapshotRequest& req) {
+  if (req.snapshot_id().empty()) return invalid("snapshot_id is required");
+  std::string path;
+  auto st = store_.transact([&](StoreState& state) -> Status {
+    auto it = state.snapshots.find(req.snapshot_id());
+    if (it == state.snapshots.end()) return Status::OK;
+    path = it->second.path;
+    state.snapshots.erase(it);
+    return Status::OK;
+  });
+  if (st.ok() && !path.empty()) {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    kLog.info("snapshot deleted", {{"snapshot_id", req.snapshot_id()}});
+  }
+  return st;
+}
+
+Status Controller::list_snapshots(const csi::v1::ListSnapshotsRequest& req, csi::v1::ListSnapshotsResponse& resp) {
+  StoreState state;
+  if (auto st = store_.read(state); !st.ok()) return st;
+  std::vector<std::string> ids;
+  for (const auto& [id, s] : state.snapshots) {
+    if (!req.snapshot_id().empty() && id != req.snapshot_id()) continue;
+    if (!req.source_volume_id().empty() && s.source_volume_id != req.source_volume_id()) continue;
+    ids.push_back(id);
+  }
+  std::string next;
+  auto st = paginate(ids, req.max_entries(), req.starting_token(), next, [&](const std::string& id) {
+    fill_snapshot(state.snapshots.at(id), *resp.add_entries()->mutable_snapshot());
+  });
+  if (st.ok()) resp.set_next_token(next);
+  return st;
+}
+
+Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& req,
+                                 csi::v1::ControllerExpandVolumeResponse& resp) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  if (!req.has_capacity_range()) return invalid("capacity_range is required");
+  if (auto st = check_range(req.capacity_range()); !st.ok()) return st;
+  if (req.has_volume_capability()) {
+    if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
+  }
+  const std::int64_t required = req.capacity_range().required_bytes();
+  const std::int64_t limit = req.capacity_range().limit_bytes();
+  if (config_.max_volume_size > 0 && required > config_.max_volume_size) {
+    return {StatusCode::OUT_OF_RANGE, "required_bytes " + std::to_string(required) + " exceeds the largest volume (" +
+                                          std::to_string(config_.max_volume_size) + " bytes)"};
+  }
+  return store_.transact([&](StoreState& state) -> Status {
+    auto it = state.volumes.find(req.volume_id());
+    if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
+    VolumeRecord& v = it->second;
+    if (limit > 0 && v.capacity_bytes > limit) {
+      return {StatusCode::OUT_OF_RANGE, "volume " + v.id + " already has " + std::to_string(v.capacity_bytes) +
+                                            " bytes, above limit_bytes; volumes never shrink"};
+    }
+    if (required > v.capacity_bytes) {
+      const std::int64_t growth = required - v.capacity_bytes;
+      if (growth > available_bytes(state)) {
+        return {StatusCode::RESOURCE_EXHAUSTED, "not enough capacity to grow volume " + v.id + " by " +
+                                                    std::to_string(growth) + " bytes"};
+      }
+      kLog.info("volume expanded", {{"volume_id", v.id}, {"from", v.capacity_bytes}, {"to", required}});
+      v.capacity_bytes = required;
+    }
+    resp.set_capacity_bytes(v.capacity_bytes);
+    resp.set_node_expansion_required(config_.node_expansion_required);
+    return Status::OK;
+  });
+}
+
+Status Controller::get_volume(const csi::v1::ControllerGetVolumeRequest& req,
+                              csi::v1::ControllerGetVolumeResponse& resp) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  StoreState state;
+  if (auto st = store_.read(state); !st.ok()) return st;
+  auto it = state.volumes.find(req.volume_id());
+  if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
+  fill_volume(it->second, *resp.mutable_volume());
+  fill_status(it->second, *resp.mutable_status());
+  return Status::OK;
+}
+
+}  // namespace mooring::hostpath

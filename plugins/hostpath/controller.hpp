@@ -1,0 +1,63 @@
+// mooring-hostpath: the CSI Controller service logic: volumes are directories under the data
+// dir with a tracked capacity, snapshots are copies, publications are records of which CSI node
+// may use a volume. No gRPC transport here; the server adapter calls these methods.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/status.h>
+
+#include "csi/v1/csi.pb.h"
+#include "plugins/hostpath/volume_store.hpp"
+
+namespace mooring::hostpath {
+
+struct ControllerConfig {
+  std::filesystem::path data_dir;
+  std::string own_node_id;  // in monolith mode this node is always known
+  std::vector<std::string> known_nodes;  // "*" = any node id
+  std::int64_t capacity_bytes = 0;       // 0 = free space of the data dir
+  std::int64_t max_volume_size = 0;
+  std::int64_t default_volume_size = 1LL << 30;
+  bool node_expansion_required = false;
+  std::map<std::string, std::string> topology;  // of this plugin instance
+};
+
+class Controller {
+ public:
+  Controller(ControllerConfig config, VolumeStore& store) : config_(std::move(config)), store_(store) {}
+
+  grpc::Status create_volume(const csi::v1::CreateVolumeRequest& req, csi::v1::CreateVolumeResponse& resp);
+  grpc::Status delete_volume(const csi::v1::DeleteVolumeRequest& req);
+  grpc::Status publish(const csi::v1::ControllerPublishVolumeRequest& req,
+                       csi::v1::ControllerPublishVolumeResponse& resp);
+  grpc::Status unpublish(const csi::v1::ControllerUnpublishVolumeRequest& req);
+  grpc::Status validate_capabilities(const csi::v1::ValidateVolumeCapabilitiesRequest& req,
+                                     csi::v1::ValidateVolumeCapabilitiesResponse& resp);
+  grpc::Status list_volumes(const csi::v1::ListVolumesRequest& req, csi::v1::ListVolumesResponse& resp);
+  grpc::Status get_capacity(const csi::v1::GetCapacityRequest& req, csi::v1::GetCapacityResponse& resp);
+  grpc::Status get_capabilities(csi::v1::ControllerGetCapabilitiesResponse& resp);
+  grpc::Status create_snapshot(const csi::v1::CreateSnapshotRequest& req, csi::v1::CreateSnapshotResponse& resp);
+  grpc::Status delete_snapshot(const csi::v1::DeleteSnapshotRequest& req);
+  grpc::Status list_snapshots(const csi::v1::ListSnapshotsRequest& req, csi::v1::ListSnapshotsResponse& resp);
+  grpc::Status expand_volume(const csi::v1::ControllerExpandVolumeRequest& req,
+                             csi::v1::ControllerExpandVolumeResponse& resp);
+  grpc::Status get_volume(const csi::v1::ControllerGetVolumeRequest& req, csi::v1::ControllerGetVolumeResponse& resp);
+
+ private:
+  std::int64_t available_bytes(const StoreState& state) const;
+
+  ControllerConfig config_;
+  VolumeStore& store_;
+};
+
+// Pagination tokens are opaque to callers: "after:<id>" resumes after that id, so entries added
+// or deleted between pages neither repeat nor vanish. Anything else is a bad token (ABORTED).
+std::string make_page_token(const std::string& last_id);
+bool parse_page_token(const std::string& token, std::string& after_id);
+
+}  // namespace mooring::hostpath

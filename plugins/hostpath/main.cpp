@@ -1,0 +1,185 @@
+// mooring-hostpath: wiring only. Parses flags, opens the data dir, builds the Identity,
+// Controller and Node services for the chosen mode and serves them on the CSI socket until
+// SIGTERM/SIGINT.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "plugins/hostpath/call_gate.hpp"
+#include "plugins/hostpath/call_log.hpp"
+#include "plugins/hostpath/controller.hpp"
+#include "plugins/hostpath/csi_server.hpp"
+#include "plugins/hostpath/fault_injector.hpp"
+#include "plugins/hostpath/identity.hpp"
+#include "plugins/hostpath/mount_table.hpp"
+#include "plugins/hostpath/node.hpp"
+#include "plugins/hostpath/node_state.hpp"
+#include "plugins/hostpath/options.hpp"
+#include "plugins/hostpath/volume_store.hpp"
+#include "shared/log/log.hpp"
+
+extern char** environ;
+
+namespace mooring::hostpath {
+namespace {
+
+const log::Logger kLog{"hostpath"};
+
+std::map<std::string, std::string> environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv(*e);
+    if (const auto eq = kv.find('='); eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+// A socket left by a crashed predecessor would make bind fail; anything else at that path is
+// not ours to delete.
+std::string remove_stale_socket(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {};
+  if (!S_ISSOCK(st.st_mode)) return path + " exists and is not a socket; refusing to replace it";
+  if (::unlink(path.c_str()) != 0) return "cannot remove stale socket " + path;
+  kLog.info("removed stale socket", {{"path", path}});
+  return {};
+}
+
+int run(const Options& o) {
+  namespace fs = std::filesystem;
+  const bool serve_controller = o.mode != Mode::node;
+  const bool serve_node = o.mode != Mode::controller;
+
+  VolumeStore store(o.data_dir);
+  if (auto err = store.prepare(); !err.empty()) {
+    kLog.error("data dir unusable", {{"error", err}});
+    return 1;
+  }
+
+  std::string unhealthy;
+  std::unique_ptr<NodeState> node_state;
+  if (serve_node) {
+    node_state = std::make_unique<NodeState>(o.data_dir, NodeRegistration{o.node_id, o.max_volumes, o.topology});
+    if (auto err = node_state->open(); !err.empty()) {
+      kLog.error("node state unusable", {{"error", err}});
+      return 1;
+    }
+    unhealthy = check_mount_privilege(o.data_dir);
+    if (!unhealthy.empty()) {
+      // Keep serving so the orchestrator learns why through Probe (FAILED_PRECONDITION).
+      kLog.error("node service cannot mount; Probe will report FAILED_PRECONDITION", {{"reason", unhealthy}});
+    }
+  }
+
+  std::unique_ptr<FaultInjector> faults;
+  if (!o.fault_file.empty()) {
+    std::error_code ec;
+    fs::create_directories(fs::path(o.data_dir) / "faults", ec);
+    const auto progress = fs::path(o.data_dir) / "faults" / (std::string(to_string(o.mode)) + "-" + o.node_id + ".json");
+    faults = std::make_unique<FaultInjector>(o.fault_file, progress);
+    kLog.warn("fault injection enabled", {{"fault_file", o.fault_file}});
+  }
+  std::unique_ptr<CallLog> call_log;
+  if (!o.call_log.empty()) {
+    call_log = std::make_unique<CallLog>(o.call_log);
+    if (!call_log->ok()) {
+      kLog.error("cannot open call log", {{"path", o.call_log}});
+      return 1;
+    }
+  }
+
+  Identity identity({o.plugin_name, MOORING_VERSION, std::string(to_string(o.mode)), serve_controller,
+                     !o.topology.empty(), unhealthy});
+  std::optional<Controller> controller;
+  if (serve_controller) {
+    controller.emplace(ControllerConfig{o.data_dir, o.mode == Mode::monolith ? o.node_id : "", o.known_nodes,
+                                        o.capacity_bytes, o.max_volume_size, o.default_volume_size,
+                                        o.node_expansion_required, o.topology},
+                       store);
+  }
+  std::optional<Node> node;
+  if (serve_node) node.emplace(NodeConfig{o.data_dir, o.node_id, o.max_volumes, o.topology}, *node_state, store);
+
+  // Signals are taken synchronously by this thread; every gRPC thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::error_code ec;
+  fs::create_directories(fs::path(o.socket_path).parent_path(), ec);
+  if (auto err = remove_stale_socket(o.socket_path); !err.empty()) {
+    kLog.error("cannot listen", {{"error", err}});
+    return 1;
+  }
+
+  std::atomic<bool> stopping{false};
+  CallGate gate(faults.get(), call_log.get(), stopping);
+  CsiServer server;
+  if (auto err = server.start(o.endpoint, {&identity, controller ? &*controller : nullptr, node ? &*node : nullptr,
+                                           &gate, o.node_id});
+      !err.empty()) {
+    kLog.error("cannot start gRPC server", {{"error", err}});
+    return 1;
+  }
+  kLog.info("serving", {{"endpoint", o.endpoint},
+                        {"plugin", o.plugin_name},
+                        {"mode", to_string(o.mode)},
+                        {"node_id", o.node_id},
+                        {"data_dir", o.data_dir}});
+
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  kLog.info("shutting down", {{"signal", sig}});
+  stopping = true;
+  server.shutdown(std::chrono::seconds(2));
+  ::unlink(o.socket_path.c_str());
+  kLog.info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace mooring::hostpath
+
+int main(int argc, char** argv) {
+  using namespace mooring;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const auto parsed = hostpath::parse_options(args, hostpath::environment(), hostpath::host_name());
+  if (parsed.outcome == hostpath::ParseResult::Outcome::exit_ok) {
+    std::cout << parsed.message;
+    return 0;
+  }
+  if (parsed.outcome == hostpath::ParseResult::Outcome::exit_error) {
+    std::cerr << "mooring-hostpath: " << parsed.message << "\n";
+    return 2;
+  }
+  log::Level level{};
+  log::Format format{};
+  if (!log::parse_level(parsed.options.log_level, level) || !log::parse_format(parsed.options.log_format, format)) {
+    std::cerr << "mooring-hostpath: bad --log-level or --log-format\n";
+    return 2;
+  }
+  log::configure(level, format);
+  try {
+    return hostpath::run(parsed.options);
+  } catch (const std::exception& e) {
+    hostpath::kLog.error("fatal", {{"error", e.what()}});
+    return 1;
+  }
+}

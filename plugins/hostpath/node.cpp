@@ -1,0 +1,283 @@
+#include "plugins/hostpath/node.hpp"
+
+#include <sys/statvfs.h>
+
+#include "plugins/hostpath/mount_table.hpp"
+#include "plugins/hostpath/options.hpp"
+#include "plugins/hostpath/volume_capability.hpp"
+#include "plugins/hostpath/volume_store.hpp"
+#include "shared/log/log.hpp"
+
+namespace mooring::hostpath {
+namespace {
+
+using grpc::Status;
+using grpc::StatusCode;
+namespace fs = std::filesystem;
+
+const log::Logger kLog{"node"};
+
+Status invalid(std::string msg) { return {StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
+
+Status mount_error(std::string_view what, const std::error_code& ec) {
+  const auto code = ec.value() == EPERM || ec.value() == EACCES ? StatusCode::FAILED_PRECONDITION : StatusCode::INTERNAL;
+  return {code, std::string(what) + ": " + ec.message() +
+                    (code == StatusCode::FAILED_PRECONDITION ? " (the node plugin needs root / CAP_SYS_ADMIN)" : "")};
+}
+
+Status check_path(const std::string& p, std::string_view field) {
+  if (p.empty()) return invalid(std::string(field) + " is required");
+  if (p.front() != '/') return invalid(std::string(field) + " must be an absolute path, got '" + p + "'");
+  return Status::OK;
+}
+
+std::int64_t used_bytes(const fs::path& dir) {
+  std::int64_t sum = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code fec;
+    if (it->is_regular_file(fec) && !it->is_symlink(fec)) sum += static_cast<std::int64_t>(it->file_size(fec));
+  }
+  return sum;
+}
+
+}  // namespace
+
+Status Node::volume_source(const std::string& volume_id, const google::protobuf::Map<std::string, std::string>& ctx,
+                           fs::path& out) const {
+  if (!is_safe_id(volume_id)) return invalid("volume_id '" + volume_id + "' is not a valid hostpath volume id");
+  if (auto it = ctx.find("path"); it != ctx.end() && !it->second.empty()) {
+    const fs::path p(it->second);
+    if (!p.is_absolute() || p.lexically_normal() != p || p.filename() != volume_id) {
+      return invalid("volume_context path '" + it->second + "' must be an absolute, normal path ending in the volume id");
+    }
+    out = p;
+  } else {
+    out = config_.data_dir / "volumes" / volume_id;
+  }
+  std::error_code ec;
+  if (!fs::is_directory(out, ec)) return {StatusCode::NOT_FOUND, "volume " + volume_id + " not found (no directory " + out.string() + ")"};
+  return Status::OK;
+}
+
+Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  if (auto st = check_path(req.staging_target_path(), "staging_target_path"); !st.ok()) return st;
+  if (!req.has_volume_capability()) return invalid("volume_capability is required");
+  if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
+  fs::path source;
+  if (auto st = volume_source(req.volume_id(), req.volume_context(), source); !st.ok()) return st;
+  const std::string staging = canonical_mount_path(req.staging_target_path());
+  const bool readonly = is_reader_only_mode(req.volume_capability().access_mode().mode());
+
+  std::lock_guard guard(mu_);
+  const auto rec = state_.snapshot();
+  if (auto it = rec.staged.find(staging); it != rec.staged.end()) {
+    if (it->second.volume_id != req.volume_id()) {
+      return {StatusCode::ALREADY_EXISTS, "staging path " + staging + " already holds volume " + it->second.volume_id};
+    }
+    if (it->second.readonly != readonly) {
+      return {StatusCode::ALREADY_EXISTS, "volume " + req.volume_id() + " is already staged at " + staging +
+                                              " with a different access mode (read-only vs read-write)"};
+    }
+    if (is_mount_point(staging)) return Status::OK;  // already staged
+  } else if (is_mount_point(staging)) {
+    return {StatusCode::ALREADY_EXISTS, "staging path " + staging + " is already a mount point not made by this plugin"};
+  }
+  std::error_code ec;
+  fs::create_directories(staging, ec);
+  if (ec) return {StatusCode::INTERNAL, "cannot create staging path " + staging + ": " + ec.message()};
+  // Record the intent first: after a crash a record without a mount is harmless (re-staged or
+  // dropped on unstage), a mount without a record would be unknown to us.
+  if (!state_.put_staged(staging, {req.volume_id(), source.string(), readonly})) {
+    return {StatusCode::INTERNAL, "cannot persist node state"};
+  }
+  if (auto mec = bind_mount(source, staging, readonly)) {
+    state_.erase_staged(staging);
+    return mount_error("bind-mount " + source.string() + " on " + staging, mec);
+  }
+  kLog.info("volume staged", {{"volume_id", req.volume_id()}, {"staging_path", staging}, {"readonly", readonly}});
+  return Status::OK;
+}
+
+Status Node::unstage(const csi::v1::NodeUnstageVolumeRequest& req) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  if (auto st = check_path(req.staging_target_path(), "staging_target_path"); !st.ok()) return st;
+  const std::string staging = canonical_mount_path(req.staging_target_path());
+
+  std::lock_guard guard(mu_);
+  const auto rec = state_.snapshot();
+  if (auto it = rec.staged.find(staging); it != rec.staged.end() && it->second.volume_id != req.volume_id()) {
+    return {StatusCode::FAILED_PRECONDITION,
+            "staging path " + staging + " holds volume " + it->second.volume_id + ", not " + req.volume_id()};
+  }
+  for (const auto& [target, p] : rec.published) {
+    if (p.staging_path == staging && is_mount_point(target)) {
+      return {StatusCode::FAILED_PRECONDITION,
+              "volume " + req.volume_id() + " is still published at " + target + "; unpublish it first"};
+    }
+  }
+  if (auto ec = unmount_all(staging)) return mount_error("unmount " + staging, ec);
+  if (!state_.erase_staged(staging)) return {StatusCode::INTERNAL, "cannot persist node state"};
+  kLog.info("volume unstaged", {{"volume_id", req.volume_id()}, {"staging_path", staging}});
+  return Status::OK;
+}
+
+Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  if (auto st = check_path(req.staging_target_path(), "staging_target_path (this plugin has STAGE_UNSTAGE_VOLUME)");
+      !st.ok())
+    return st;
+  if (auto st = check_path(req.target_path(), "target_path"); !st.ok()) return st;
+  if (!req.has_volume_capability()) return invalid("volume_capability is required");
+  if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
+  const std::string staging = canonical_mount_path(req.staging_target_path());
+  const std::string target = canonical_mount_path(req.target_path());
+  const bool readonly = wants_read_only(req.volume_capability(), req.readonly());
+
+  std::lock_guard guard(mu_);
+  const auto rec = state_.snapshot();
+  auto staged = rec.staged.find(staging);
+  if (staged == rec.staged.end() || staged->second.volume_id != req.volume_id() || !is_mount_point(staging)) {
+    // Not staged here: maybe the volume does not exist at all.
+    fs::path source;
+    if (auto st = volume_source(req.volume_id(), req.volume_context(), source); !st.ok()) return st;
+    return {StatusCode::FAILED_PRECONDITION,
+            "volume " + req.volume_id() + " is not staged at " + staging + "; call NodeStageVolume first"};
+  }
+  if (auto it = rec.published.find(target); it != rec.published.end()) {
+    if (it->second.volume_id != req.volume_id()) {
+      return {StatusCode::ALREADY_EXISTS, "target path " + target + " already holds volume " + it->second.volume_id};
+    }
+    if (it->second.readonly != readonly) {
+      return {StatusCode::ALREADY_EXISTS,
+              "volume " + req.volume_id() + " is already published at " + target + " with a different readonly flag"};
+    }
+    if (is_mount_point(target)) return Status::OK;  // already published
+  } else if (is_mount_point(target)) {
+    return {StatusCode::ALREADY_EXISTS, "target path " + target + " is already a mount point not made by this plugin"};
+  }
+  std::error_code ec;
+  fs::create_directories(target, ec);  // creating target_path is the plugin's job (CSI spec)
+  if (ec) return {StatusCode::INTERNAL, "cannot create target path " + target + ": " + ec.message()};
+  if (!state_.put_published(target, {req.volume_id(), staging, readonly})) {
+    return {StatusCode::INTERNAL, "cannot persist node state"};
+  }
+  if (auto mec = bind_mount(staging, target, readonly)) {
+    state_.erase_published(target);
+    return mount_error("bind-mount " + staging + " on " + target, mec);
+  }
+  kLog.info("volume published", {{"volume_id", req.volume_id()}, {"target_path", target}, {"readonly", readonly}});
+  return Status::OK;
+}
+
+Status Node::unpublish(const csi::v1::NodeUnpublishVolumeRequest& req) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  if (auto st = check_path(req.target_path(), "target_path"); !st.ok()) return st;
+  const std::string target = canonical_mount_path(req.target_path());
+
+  std::lock_guard guard(mu_);
+  const auto rec = state_.snapshot();
+  if (auto it = rec.published.find(target); it != rec.published.end() && it->second.volume_id != req.volume_id()) {
+    return {StatusCode::FAILED_PRECONDITION,
+            "target path " + target + " holds volume " + it->second.volume_id + ", not " + req.volume_id()};
+  }
+  if (auto ec = unmount_all(target)) return mount_error("unmount " + target, ec);
+  std::error_code ec;
+  // The plugin created the target directory, so it removes it; only when empty (never a
+  // recursive delete of what might still be someone's data).
+  if (fs::is_directory(target, ec) && fs::is_empty(target, ec)) fs::remove(target, ec);
+  if (!state_.erase_published(target)) return {StatusCode::INTERNAL, "cannot persist node state"};
+  kLog.info("volume unpublished", {{"volume_id", req.volume_id()}, {"target_path", target}});
+  return Status::OK;
+}
+
+Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1::NodeGetVolumeStatsResponse& resp) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  if (auto st = check_path(req.volume_path(), "volume_path"); !st.ok()) return st;
+  std::error_code ec;
+  if (!fs::exists(req.volume_path(), ec)) {
+    return {StatusCode::NOT_FOUND, "volume path " + req.volume_path() + " does not exist"};
+  }
+  const auto rec = state_.snapshot();
+  const std::string path = canonical_mount_path(req.volume_path());
+  const bool known = [&] {
+    if (auto it = rec.published.find(path); it != rec.published.end()) return it->second.volume_id == req.volume_id();
+    if (auto it = rec.staged.find(path); it != rec.staged.end()) return it->second.volume_id == req.volume_id();
+    return false;
+  }();
+  if (!known) {
+    return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " is not staged or published at " + path};
+  }
+  struct statvfs st {};
+  if (::statvfs(path.c_str(), &st) != 0) return {StatusCode::INTERNAL, "statvfs " + path + " failed"};
+  const std::int64_t used = used_bytes(path);
+  std::int64_t total = static_cast<std::int64_t>(st.f_blocks) * static_cast<std::int64_t>(st.f_frsize);
+  StoreState catalogue;
+  if (store_.read(catalogue).ok()) {
+    if (auto it = catalogue.volumes.find(req.volume_id()); it != catalogue.volumes.end()) total = it->second.capacity_bytes;
+  }
+  auto* bytes = resp.add_usage();
+  bytes->set_unit(csi::v1::VolumeUsage::BYTES);
+  bytes->set_total(total);
+  bytes->set_used(used);
+  bytes->set_available(std::max<std::int64_t>(0, total - used));
+  auto* inodes = resp.add_usage();
+  inodes->set_unit(csi::v1::VolumeUsage::INODES);
+  inodes->set_total(static_cast<std::int64_t>(st.f_files));
+  inodes->set_available(static_cast<std::int64_t>(st.f_ffree));
+  inodes->set_used(static_cast<std::int64_t>(st.f_files - st.f_ffree));
+  auto* cond = resp.mutable_volume_condition();
+  if (!is_mount_point(path)) {
+    cond->set_abnormal(true);
+    cond->set_message(path + " is no longer a mount point");
+  } else {
+    cond->set_abnormal(false);
+    cond->set_message("mounted");
+  }
+  return Status::OK;
+}
+
+Status Node::expand(const csi::v1::NodeExpandVolumeRequest& req, csi::v1::NodeExpandVolumeResponse& resp) {
+  if (req.volume_id().empty()) return invalid("volume_id is required");
+  if (auto st = check_path(req.volume_path(), "volume_path"); !st.ok()) return st;
+  if (req.has_volume_capability()) {
+    if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
+  }
+  std::error_code ec;
+  if (!fs::exists(req.volume_path(), ec)) {
+    return {StatusCode::NOT_FOUND, "volume path " + req.volume_path() + " does not exist"};
+  }
+  // A directory has no filesystem to grow: the controller's record is the capacity.
+  std::int64_t capacity = req.capacity_range().required_bytes();
+  StoreState catalogue;
+  if (store_.read(catalogue).ok()) {
+    if (auto it = catalogue.volumes.find(req.volume_id()); it != catalogue.volumes.end()) {
+      capacity = std::max(capacity, it->second.capacity_bytes);
+    }
+  }
+  resp.set_capacity_bytes(capacity);
+  return Status::OK;
+}
+
+Status Node::get_capabilities(csi::v1::NodeGetCapabilitiesResponse& resp) {
+  using T = csi::v1::NodeServiceCapability::RPC;
+  for (auto t : {T::STAGE_UNSTAGE_VOLUME, T::GET_VOLUME_STATS, T::EXPAND_VOLUME, T::VOLUME_CONDITION,
+                 T::SINGLE_NODE_MULTI_WRITER}) {
+    resp.add_capabilities()->mutable_rpc()->set_type(t);
+  }
+  return Status::OK;
+}
+
+Status Node::get_info(csi::v1::NodeGetInfoResponse& resp) {
+  resp.set_node_id(config_.node_id);
+  resp.set_max_volumes_per_node(config_.max_volumes);
+  if (!config_.topology.empty()) {
+    auto* segs = resp.mutable_accessible_topology()->mutable_segments();
+    for (const auto& [k, v] : config_.topology) (*segs)[k] = v;
+  }
+  return Status::OK;
+}
+
+}  // namespace mooring::hostpath

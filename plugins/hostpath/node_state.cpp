@@ -1,0 +1,115 @@
+#include "plugins/hostpath/node_state.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "plugins/hostpath/state_file.hpp"
+
+namespace mooring::hostpath {
+namespace {
+
+using nlohmann::json;
+
+json encode(const NodeRecord& r) {
+  json staged = json::object();
+  for (const auto& [path, s] : r.staged) {
+    staged[path] = {{"volume_id", s.volume_id}, {"source", s.source}, {"readonly", s.readonly}};
+  }
+  json published = json::object();
+  for (const auto& [path, p] : r.published) {
+    published[path] = {{"volume_id", p.volume_id}, {"staging_path", p.staging_path}, {"readonly", p.readonly}};
+  }
+  return {{"node_id", r.registration.node_id},
+          {"max_volumes", r.registration.max_volumes},
+          {"topology", r.registration.topology},
+          {"staged", staged},
+          {"published", published}};
+}
+
+bool decode(const std::string& text, NodeRecord& r) {
+  try {
+    const json j = json::parse(text);
+    r.registration.node_id = j.at("node_id").get<std::string>();
+    r.registration.max_volumes = j.value("max_volumes", std::int64_t{0});
+    r.registration.topology = j.value("topology", std::map<std::string, std::string>{});
+    for (const auto& [path, s] : j.value("staged", json::object()).items()) {
+      r.staged[path] = {s.at("volume_id").get<std::string>(), s.value("source", ""), s.value("readonly", false)};
+    }
+    for (const auto& [path, p] : j.value("published", json::object()).items()) {
+      r.published[path] = {p.at("volume_id").get<std::string>(), p.value("staging_path", ""),
+                           p.value("readonly", false)};
+    }
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+NodeState::NodeState(std::filesystem::path data_dir, NodeRegistration registration)
+    : file_(data_dir / "nodes" / (registration.node_id + ".json")) {
+  record_.registration = std::move(registration);
+}
+
+std::string NodeState::open() {
+  std::lock_guard guard(mu_);
+  std::error_code ec;
+  std::filesystem::create_directories(file_.parent_path(), ec);
+  if (ec) return "cannot create " + file_.parent_path().string() + ": " + ec.message();
+  if (const auto text = read_file(file_, ec)) {
+    NodeRecord old;
+    if (!decode(*text, old)) return "node state file " + file_.string() + " is corrupt";
+    record_.staged = std::move(old.staged);
+    record_.published = std::move(old.published);
+  } else if (ec) {
+    return "cannot read " + file_.string() + ": " + ec.message();
+  }
+  if (!save_locked()) return "cannot write " + file_.string();
+  return {};
+}
+
+NodeRecord NodeState::snapshot() const {
+  std::lock_guard guard(mu_);
+  return record_;
+}
+
+bool NodeState::save_locked() { return !write_file_atomic(file_, encode(record_).dump(2) + "\n"); }
+
+bool NodeState::put_staged(const std::string& path, const StagedVolume& v) {
+  std::lock_guard guard(mu_);
+  record_.staged[path] = v;
+  return save_locked();
+}
+
+bool NodeState::erase_staged(const std::string& path) {
+  std::lock_guard guard(mu_);
+  if (record_.staged.erase(path) == 0) return true;
+  return save_locked();
+}
+
+bool NodeState::put_published(const std::string& path, const PublishedVolume& v) {
+  std::lock_guard guard(mu_);
+  record_.published[path] = v;
+  return save_locked();
+}
+
+bool NodeState::erase_published(const std::string& path) {
+  std::lock_guard guard(mu_);
+  if (record_.published.erase(path) == 0) return true;
+  return save_locked();
+}
+
+std::vector<NodeRegistration> registered_nodes(const std::filesystem::path& data_dir) {
+  std::vector<NodeRegistration> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(data_dir / "nodes", ec)) {
+    if (entry.path().extension() != ".json") continue;
+    std::error_code rec;
+    const auto text = read_file(entry.path(), rec);
+    NodeRecord r;
+    if (text && decode(*text, r)) out.push_back(std::move(r.registration));
+  }
+  return out;
+}
+
+}  // namespace mooring::hostpath

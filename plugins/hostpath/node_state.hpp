@@ -1,0 +1,65 @@
+// mooring-hostpath: what one node plugin has mounted, persisted in <data-dir>/nodes/<node-id>.json.
+// The file doubles as the node's registration: the controller treats every node with a file
+// there as known (its id, max volumes and topology), the way a kubelet registers its CSI node.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mooring::hostpath {
+
+struct StagedVolume {
+  std::string volume_id;
+  std::string source;  // the volume directory
+  bool readonly = false;
+};
+
+struct PublishedVolume {
+  std::string volume_id;
+  std::string staging_path;
+  bool readonly = false;
+};
+
+struct NodeRegistration {
+  std::string node_id;
+  std::int64_t max_volumes = 0;
+  std::map<std::string, std::string> topology;
+};
+
+struct NodeRecord {
+  NodeRegistration registration;
+  std::map<std::string, StagedVolume> staged;        // by staging path
+  std::map<std::string, PublishedVolume> published;  // by target path
+};
+
+class NodeState {
+ public:
+  NodeState(std::filesystem::path data_dir, NodeRegistration registration);
+
+  // Loads earlier records (a restart) and writes the registration; error text or empty.
+  std::string open();
+
+  // Mutations persist before returning; false when the file could not be written.
+  NodeRecord snapshot() const;
+  bool put_staged(const std::string& path, const StagedVolume& v);
+  bool erase_staged(const std::string& path);
+  bool put_published(const std::string& path, const PublishedVolume& v);
+  bool erase_published(const std::string& path);
+
+ private:
+  bool save_locked();
+
+  std::filesystem::path file_;
+  mutable std::mutex mu_;
+  NodeRecord record_;
+};
+
+// Every node registered in the data dir (files under <data-dir>/nodes/).
+std::vector<NodeRegistration> registered_nodes(const std::filesystem::path& data_dir);
+
+}  // namespace mooring::hostpath

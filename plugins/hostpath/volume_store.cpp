@@ -1,0 +1,151 @@
+#include "plugins/hostpath/volume_store.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "plugins/hostpath/state_file.hpp"
+
+namespace mooring::hostpath {
+namespace {
+
+using nlohmann::json;
+constexpr int kFormatVersion = 1;
+
+json to_json(const VolumeRecord& v) {
+  json pubs = json::array();
+  for (const auto& p : v.publications) {
+    pubs.push_back({{"node_id", p.node_id}, {"readonly", p.readonly}, {"access_mode", p.access_mode}});
+  }
+  return {{"id", v.id},
+          {"name", v.name},
+          {"capacity_bytes", v.capacity_bytes},
+          {"path", v.path},
+          {"parameters", v.parameters},
+          {"source_snapshot_id", v.source_snapshot_id},
+          {"source_volume_id", v.source_volume_id},
+          {"topology", v.topology},
+          {"publications", pubs},
+          {"created_unix_ms", v.created_unix_ms}};
+}
+
+VolumeRecord volume_from_json(const json& j) {
+  VolumeRecord v;
+  v.id = j.at("id").get<std::string>();
+  v.name = j.at("name").get<std::string>();
+  v.capacity_bytes = j.at("capacity_bytes").get<std::int64_t>();
+  v.path = j.at("path").get<std::string>();
+  v.parameters = j.value("parameters", StringMap{});
+  v.source_snapshot_id = j.value("source_snapshot_id", "");
+  v.source_volume_id = j.value("source_volume_id", "");
+  v.topology = j.value("topology", std::vector<StringMap>{});
+  for (const auto& p : j.value("publications", json::array())) {
+    v.publications.push_back({p.at("node_id").get<std::string>(), p.value("readonly", false),
+                              p.value("access_mode", 0)});
+  }
+  v.created_unix_ms = j.value("created_unix_ms", std::int64_t{0});
+  return v;
+}
+
+json to_json(const SnapshotRecord& s) {
+  return {{"id", s.id},
+          {"name", s.name},
+          {"source_volume_id", s.source_volume_id},
+          {"size_bytes", s.size_bytes},
+          {"path", s.path},
+          {"created_unix_ns", s.created_unix_ns}};
+}
+
+SnapshotRecord snapshot_from_json(const json& j) {
+  SnapshotRecord s;
+  s.id = j.at("id").get<std::string>();
+  s.name = j.at("name").get<std::string>();
+  s.source_volume_id = j.at("source_volume_id").get<std::string>();
+  s.size_bytes = j.at("size_bytes").get<std::int64_t>();
+  s.path = j.at("path").get<std::string>();
+  s.created_unix_ns = j.value("created_unix_ns", std::int64_t{0});
+  return s;
+}
+
+}  // namespace
+
+std::string encode_state(const StoreState& state) {
+  json vols = json::array();
+  for (const auto& [id, v] : state.volumes) vols.push_back(to_json(v));
+  json snaps = json::array();
+  for (const auto& [id, s] : state.snapshots) snaps.push_back(to_json(s));
+  return json{{"version", kFormatVersion}, {"volumes", vols}, {"snapshots", snaps}}.dump(2) + "\n";
+}
+
+bool decode_state(std::string_view text, StoreState& out, std::string& error) {
+  out = {};
+  try {
+    const json j = json::parse(text);
+    if (j.value("version", 0) != kFormatVersion) {
+      error = "unsupported state file version";
+      return false;
+    }
+    for (const auto& v : j.at("volumes")) {
+      auto rec = volume_from_json(v);
+      out.volumes.emplace(rec.id, std::move(rec));
+    }
+    for (const auto& s : j.at("snapshots")) {
+      auto rec = snapshot_from_json(s);
+      out.snapshots.emplace(rec.id, std::move(rec));
+    }
+    return true;
+  } catch (const json::exception& e) {
+    error = e.what();
+    return false;
+  }
+}
+
+VolumeStore::VolumeStore(std::filesystem::path data_dir) : data_dir_(std::move(data_dir)) {}
+
+std::string VolumeStore::prepare() {
+  std::error_code ec;
+  for (const auto& dir : {data_dir_, volumes_dir(), snapshots_dir()}) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return "cannot create " + dir.string() + ": " + ec.message();
+  }
+  return {};
+}
+
+grpc::Status VolumeStore::load_locked(StoreState& out) {
+  std::error_code ec;
+  const auto text = read_file(data_dir_ / "controller-state.json", ec);
+  if (ec) return {grpc::StatusCode::INTERNAL, "cannot read controller state: " + ec.message()};
+  if (!text) {
+    out = {};
+    return grpc::Status::OK;
+  }
+  std::string error;
+  if (!decode_state(*text, out, error)) {
+    return {grpc::StatusCode::INTERNAL, "controller state file is corrupt: " + error};
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreState&)>& fn) {
+  std::lock_guard guard(mu_);
+  FileLock lock(data_dir_ / "controller-state.lock");
+  if (!lock.locked()) return {grpc::StatusCode::INTERNAL, "cannot lock the controller state in " + data_dir_.string()};
+  StoreState state;
+  if (auto st = load_locked(state); !st.ok()) return st;
+  const std::string before = encode_state(state);
+  grpc::Status st = fn(state);
+  if (!st.ok()) return st;
+  const std::string after = encode_state(state);
+  if (after != before) {
+    if (const auto ec = write_file_atomic(data_dir_ / "controller-state.json", after)) {
+      return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
+    }
+  }
+  return st;
+}
+
+grpc::Status VolumeStore::read(StoreState& out) {
+  std::lock_guard guard(mu_);
+  FileLock lock(data_dir_ / "controller-state.lock");
+  return load_locked(out);
+}
+
+}  // namespace mooring::hostpath

@@ -1,0 +1,82 @@
+// mooring-hostpath: the controller's durable catalogue of volumes, snapshots and publications.
+// Lives in <data-dir>/controller-state.json; every change is a transaction under an in-process
+// mutex plus an flock, re-reading the file first, so a restarted plugin (or a second plugin
+// process sharing the data dir) always sees the latest acknowledged state.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/status.h>
+
+namespace mooring::hostpath {
+
+using StringMap = std::map<std::string, std::string>;
+
+struct Publication {
+  std::string node_id;
+  bool readonly = false;
+  int access_mode = 0;  // csi.v1 VolumeCapability.AccessMode.Mode
+};
+
+struct VolumeRecord {
+  std::string id;
+  std::string name;
+  std::int64_t capacity_bytes = 0;
+  std::string path;  // the volume's directory
+  StringMap parameters;
+  std::string source_snapshot_id;  // content source, at most one of the two
+  std::string source_volume_id;
+  std::vector<StringMap> topology;  // accessible_topology segments
+  std::vector<Publication> publications;
+  std::int64_t created_unix_ms = 0;
+};
+
+struct SnapshotRecord {
+  std::string id;
+  std::string name;
+  std::string source_volume_id;
+  std::int64_t size_bytes = 0;
+  std::string path;
+  std::int64_t created_unix_ns = 0;
+};
+
+struct StoreState {
+  std::map<std::string, VolumeRecord> volumes;      // by id
+  std::map<std::string, SnapshotRecord> snapshots;  // by id
+};
+
+class VolumeStore {
+ public:
+  explicit VolumeStore(std::filesystem::path data_dir);
+
+  // Creates the directory layout; an error message when the data dir is unusable.
+  std::string prepare();
+
+  std::filesystem::path volumes_dir() const { return data_dir_ / "volumes"; }
+  std::filesystem::path snapshots_dir() const { return data_dir_ / "snapshots"; }
+
+  // Runs fn on the freshest state under the store lock; persists the result when fn returns OK
+  // and changed something. fn may do file work (copy a directory); the lock keeps it atomic.
+  grpc::Status transact(const std::function<grpc::Status(StoreState&)>& fn);
+
+  // A consistent copy of the current state (status INTERNAL when the file is unreadable).
+  grpc::Status read(StoreState& out);
+
+ private:
+  grpc::Status load_locked(StoreState& out);
+
+  std::filesystem::path data_dir_;
+  std::mutex mu_;
+};
+
+// JSON codec of the state file (exposed for tests).
+std::string encode_state(const StoreState& state);
+bool decode_state(std::string_view text, StoreState& out, std::string& error);
+
+}  // namespace mooring::hostpath
