@@ -52,7 +52,7 @@ asio::awaitable<RegistryEvent> RegistrySubscription::next() {
   auto state = state_;
   while (state->queue.empty()) {
     state->signal.expires_at(asio::steady_timer::time_point::max());
-    auto [ec] = co_await state->signal.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_await state->signal.async_wait(asio::as_tuple(asio::use_awaitable));
     if (state->queue.empty()) {
       // Woken without an event: our own cancellation.
       throw boost::system::system_error(asio::error::operation_aborted);

@@ -39,6 +39,9 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
   int release() { return std::exchange(fd, -1); }
+  void close() {
+    if (fd >= 0) ::close(std::exchange(fd, -1));
+  }
 };
 
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
@@ -162,8 +165,9 @@ boost::system::result<std::shared_ptr<ChildProcess>> ChildProcess::spawn(asio::a
     ::waitpid(pid, &ws, 0);
     return errno_code(e);
   }
-  out_w = {};
-  err_w = {};
+  // Only the child writes: our copies must go, or the pipes never reach EOF.
+  out_w.close();
+  err_w.close();
   auto impl = std::make_unique<Impl>(ex, std::move(sink));
   impl->out.assign(out_r.release());
   impl->err.assign(err_r.release());
@@ -254,7 +258,7 @@ asio::awaitable<ExitStatus> ChildProcess::run() {
 
 asio::awaitable<ExitStatus> ChildProcess::wait() {
   while (!status_) {
-    auto [ec] = co_await impl_->exit_signal.async_wait(nothrow);
+    co_await impl_->exit_signal.async_wait(nothrow);
     if (!status_) throw boost::system::system_error(asio::error::operation_aborted);
   }
   co_return *status_;
