@@ -1,0 +1,74 @@
+// Domain: an allocation (a workload placed on a node) with its volume requests and optional
+// task, plus the rules for how a request names its volume and how the task sees its path.
+#pragma once
+
+#include "shared/domain/modes.hpp"
+#include "shared/domain/time.hpp"
+#include "shared/domain/volume.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mooring::domain {
+
+struct VolumeRequest {
+  std::string name;  // key in Allocation::volumes
+  std::string type = "csi";
+  std::string source;  // volume id; with per_alloc the base id, claimed as "base[N]"
+  bool read_only = false;
+  AccessMode access_mode = AccessMode::unknown;
+  AttachmentMode attachment_mode = AttachmentMode::unknown;
+  bool per_alloc = false;
+  MountOptions mount_options;
+  bool operator==(const VolumeRequest&) const = default;
+};
+
+struct Task {
+  std::string command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  Duration kill_timeout{0};  // 0 = the agent's default
+  bool operator==(const Task&) const = default;
+};
+
+struct TaskEvent {
+  Time time{};
+  std::string type;  // "Received", "Claimed", "Mounted", "Started", "Terminated", ...
+  std::string message;
+  bool operator==(const TaskEvent&) const = default;
+};
+
+struct Allocation {
+  std::string id;
+  std::string name;
+  std::string node_id;
+  DesiredStatus desired_status = DesiredStatus::run;
+  ClientStatus client_status = ClientStatus::pending;
+  std::map<std::string, VolumeRequest> volumes;  // request name -> request
+  std::optional<Task> task;                      // absent: the allocation only holds its volumes
+  Duration stop_after_client_disconnect{0};      // 0 = never
+  int index = 0;                                 // the N of per_alloc sources
+  std::vector<TaskEvent> events;
+  std::uint64_t create_index = 0;
+  std::uint64_t modify_index = 0;
+  bool operator==(const Allocation&) const = default;
+};
+
+// The volume id a request claims: source, or "source[index]" when per_alloc.
+std::string claimed_volume_id(const VolumeRequest& request, int alloc_index);
+
+// MOORING_VOLUME_<NAME>: the name upper-cased, every character outside [A-Z0-9_] becomes '_'.
+std::string volume_env_var(std::string_view request_name);
+
+// The claim mode a request takes: read when read_only or the access mode is reader-only.
+ClaimMode claim_mode(const VolumeRequest& request);
+
+// Terminal: the client finished (complete, failed or lost). A stopped allocation that still
+// runs is not terminal until its node says so: its volumes may still be mounted.
+bool is_terminal(const Allocation& alloc);
+
+}  // namespace mooring::domain

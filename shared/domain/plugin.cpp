@@ -1,0 +1,56 @@
+// Plugin aggregation: the per-plugin record is a fold over the per-node fingerprints, so it
+// can always be recomputed from them.
+#include "shared/domain/plugin.hpp"
+
+namespace mooring::domain {
+
+void recount(Plugin& plugin) {
+  plugin.controllers_expected = static_cast<int>(plugin.controllers.size());
+  plugin.nodes_expected = static_cast<int>(plugin.nodes.size());
+  plugin.controllers_healthy = 0;
+  plugin.nodes_healthy = 0;
+  const PluginInstance* newest = nullptr;
+  auto consider = [&](const PluginInstance& i) {
+    if (newest == nullptr || i.update_time > newest->update_time) newest = &i;
+  };
+  for (const auto& [node, i] : plugin.controllers) {
+    if (i.healthy) ++plugin.controllers_healthy;
+    consider(i);
+  }
+  for (const auto& [node, i] : plugin.nodes) {
+    if (i.healthy) ++plugin.nodes_healthy;
+    consider(i);
+  }
+  if (newest != nullptr) {
+    plugin.provider = newest->provider;
+    plugin.version = newest->version;
+  }
+  // A controller is required when any instance advertises CONTROLLER_SERVICE.
+  plugin.controller_required = false;
+  for (const auto* map : {&plugin.controllers, &plugin.nodes}) {
+    for (const auto& [node, i] : *map) plugin.controller_required |= i.requires_controller_plugin;
+  }
+}
+
+void upsert_instance(Plugin& plugin, const PluginInstance& instance) {
+  if (plugin.id.empty()) plugin.id = instance.plugin_id;
+  if (has_controller(instance.type)) {
+    plugin.controllers[instance.node_id] = instance;
+  } else {
+    plugin.controllers.erase(instance.node_id);
+  }
+  if (has_node(instance.type)) {
+    plugin.nodes[instance.node_id] = instance;
+  } else {
+    plugin.nodes.erase(instance.node_id);
+  }
+  recount(plugin);
+}
+
+bool remove_node(Plugin& plugin, const std::string& node_id) {
+  const bool removed = plugin.controllers.erase(node_id) + plugin.nodes.erase(node_id) > 0;
+  if (removed) recount(plugin);
+  return removed;
+}
+
+}  // namespace mooring::domain

@@ -1,0 +1,88 @@
+// Domain: CSI plugins — what one node's instance reported (fingerprint) and the aggregate
+// record per plugin id with healthy/expected counts, as the plugin API shows them.
+#pragma once
+
+#include "shared/domain/modes.hpp"
+#include "shared/domain/time.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace mooring::domain {
+
+struct ControllerInfo {
+  bool supports_create_delete = false;
+  bool supports_attach_detach = false;  // PUBLISH_UNPUBLISH_VOLUME
+  bool supports_list_volumes = false;
+  bool supports_get_capacity = false;
+  bool supports_create_delete_snapshot = false;
+  bool supports_list_snapshots = false;
+  bool supports_clone = false;
+  bool supports_read_only_attach = false;
+  bool supports_expand = false;
+  bool supports_list_volumes_attached_nodes = false;
+  bool supports_condition = false;
+  bool supports_get = false;
+  bool operator==(const ControllerInfo&) const = default;
+};
+
+struct NodeInfo {
+  std::string id;                 // CSI node id (NodeGetInfo.node_id)
+  std::int64_t max_volumes = 0;   // 0 = unlimited
+  std::map<std::string, std::string> accessible_topology;
+  bool requires_node_stage_volume = false;
+  bool supports_stats = false;
+  bool supports_expand = false;
+  bool supports_condition = false;
+  bool operator==(const NodeInfo&) const = default;
+};
+
+// One plugin on one node (a fingerprint). Monoliths carry both infos.
+struct PluginInstance {
+  std::string plugin_id;
+  std::string node_id;  // Mooring node id
+  PluginType type = PluginType::node;
+  bool healthy = false;
+  std::string health_description;
+  std::string provider;
+  std::string version;
+  bool requires_controller_plugin = false;  // CONTROLLER_SERVICE advertised
+  bool requires_topologies = false;         // VOLUME_ACCESSIBILITY_CONSTRAINTS advertised
+  bool online_expansion = false;
+  bool offline_expansion = false;
+  std::optional<ControllerInfo> controller_info;  // set for controller and monolith
+  std::optional<NodeInfo> node_info;              // set for node and monolith
+  Time update_time{};
+  bool operator==(const PluginInstance&) const = default;
+};
+
+struct Plugin {
+  std::string id;
+  std::string provider;
+  std::string version;
+  bool controller_required = false;
+  std::map<std::string, PluginInstance> controllers;  // Mooring node id -> instance
+  std::map<std::string, PluginInstance> nodes;        // Mooring node id -> instance
+  int controllers_healthy = 0;
+  int controllers_expected = 0;
+  int nodes_healthy = 0;
+  int nodes_expected = 0;
+  std::uint64_t create_index = 0;
+  std::uint64_t modify_index = 0;
+  bool operator==(const Plugin&) const = default;
+};
+
+// Recomputes the healthy/expected counts from the instance maps (expected = instances known)
+// and provider/version/controller_required from the newest instance.
+void recount(Plugin& plugin);
+
+// Folds one fingerprint into the aggregate: replaces the instance for its node in the
+// controller and/or node map according to its type, removes it from the map it no longer
+// belongs to, then recounts.
+void upsert_instance(Plugin& plugin, const PluginInstance& instance);
+// Removes every instance of the node; returns true when something was removed.
+bool remove_node(Plugin& plugin, const std::string& node_id);
+
+}  // namespace mooring::domain
