@@ -1,0 +1,558 @@
+// JSON codecs: storage round trips for every type, API redaction, and strict API input errors
+// that name the object and the field.
+#include "shared/domain/json.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace mooring::domain {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+Claim sample_claim(std::string alloc, ClaimMode mode, ClaimState state) {
+  Claim c;
+  c.allocation_id = std::move(alloc);
+  c.node_id = "node-1";
+  c.external_node_id = "i-0abc";
+  c.mode = mode;
+  c.access_mode = AccessMode::multi_node_single_writer;
+  c.attachment_mode = AttachmentMode::file_system;
+  c.state = state;
+  c.publish_context = {{"device", "/dev/xvdf"}};
+  c.last_error = state == ClaimState::taken ? "" : "controller unreachable";
+  c.next_attempt = state == ClaimState::taken ? Time{} : from_unix_ms(1'700'000'100'000);
+  c.create_time = from_unix_ms(1'700'000'000'000);
+  c.update_time = from_unix_ms(1'700'000'050'250);
+  return c;
+}
+
+Volume sample_volume() {
+  Volume v;
+  v.id = "vol-1";
+  v.name = "database";
+  v.plugin_id = "hostpath";
+  v.external_id = "ext-123";
+  v.provider = "hostpath.mooring.io";
+  v.provider_version = "1.0.0";
+  v.requested_capabilities = {{AccessMode::multi_node_single_writer, AttachmentMode::file_system},
+                              {AccessMode::single_node_writer, AttachmentMode::block_device}};
+  v.mount_options = {"ext4", {"noatime", "password=hunter2"}};
+  v.secrets = {{"token", "s3cr3t"}};
+  v.parameters = {{"type", "gp3"}};
+  v.context = {{"share", "/exports/1"}};
+  v.requested_capacity_min = 1 << 20;
+  v.requested_capacity_max = 1 << 30;
+  v.capacity = 1 << 21;
+  v.requested_topologies.required = {Topology{{{"zone", "a"}}}};
+  v.requested_topologies.preferred = {Topology{{{"zone", "b"}, {"rack", "7"}}}};
+  v.topologies = {Topology{{{"zone", "a"}}}};
+  v.snapshot_id = "snap-9";
+  v.access_mode = AccessMode::multi_node_single_writer;
+  v.attachment_mode = AttachmentMode::file_system;
+  v.claims["alloc-w"] = sample_claim("alloc-w", ClaimMode::write, ClaimState::taken);
+  v.claims["alloc-r"] = sample_claim("alloc-r", ClaimMode::read, ClaimState::taken);
+  v.claims["alloc-old"] = sample_claim("alloc-old", ClaimMode::write, ClaimState::node_detached);
+  v.create_index = 7;
+  v.modify_index = 42;
+  return v;
+}
+
+PluginInstance sample_instance(std::string node, PluginType type) {
+  PluginInstance i;
+  i.plugin_id = "hostpath";
+  i.node_id = std::move(node);
+  i.type = type;
+  i.healthy = true;
+  i.health_description = "healthy";
+  i.provider = "hostpath.mooring.io";
+  i.version = "1.0.0";
+  i.requires_controller_plugin = true;
+  i.requires_topologies = true;
+  i.online_expansion = true;
+  if (has_controller(type)) i.controller_info = ControllerInfo{.supports_attach_detach = true, .supports_get = true};
+  if (has_node(type)) {
+    i.node_info = NodeInfo{.id = "csi-n1", .max_volumes = 8, .accessible_topology = {{"zone", "a"}},
+                           .requires_node_stage_volume = true, .supports_stats = true};
+  }
+  i.update_time = from_unix_ms(1'700'000'000'999);
+  return i;
+}
+
+Plugin sample_plugin() {
+  Plugin p;
+  p.id = "hostpath";
+  upsert_instance(p, sample_instance("n1", PluginType::monolith));
+  upsert_instance(p, sample_instance("n2", PluginType::node));
+  p.create_index = 3;
+  p.modify_index = 9;
+  return p;
+}
+
+Node sample_node() {
+  Node n;
+  n.id = "n1";
+  n.name = "worker-1";
+  n.address = "10.0.0.1:4702";
+  n.status = NodeStatus::ready;
+  n.attributes = {{"os", "linux"}};
+  n.plugins["hostpath"] = sample_instance("n1", PluginType::monolith);
+  n.last_heartbeat = from_unix_ms(1'700'000'000'500);
+  n.events = {NodeEvent{from_unix_ms(1'700'000'000'000), "plugin", "plugin became healthy", {{"plugin_id", "hostpath"}}}};
+  n.create_index = 1;
+  n.modify_index = 2;
+  return n;
+}
+
+Allocation sample_allocation() {
+  Allocation a;
+  a.id = "3f0e6a1c-9b2d-4c1e-8f3a-5d6b7c8e9f01";
+  a.name = "web";
+  a.node_id = "n1";
+  a.desired_status = DesiredStatus::run;
+  a.client_status = ClientStatus::running;
+  VolumeRequest r;
+  r.name = "data";
+  r.source = "vol-1";
+  r.read_only = true;
+  r.access_mode = AccessMode::multi_node_reader_only;
+  r.attachment_mode = AttachmentMode::file_system;
+  r.per_alloc = true;
+  r.mount_options = {"xfs", {"ro", "password=x"}};
+  a.volumes["data"] = r;
+  a.task = Task{"/bin/sh", {"-c", "sleep 1"}, {{"DB_PASSWORD", "pw"}, {"MODE", "prod"}}, 5s};
+  a.stop_after_client_disconnect = 90s;
+  a.index = 2;
+  a.events = {TaskEvent{from_unix_ms(1'700'000'000'000), "Received", "placed on n1"}};
+  a.create_index = 10;
+  a.modify_index = 11;
+  return a;
+}
+
+// ------------------------------------------------------------------ storage round trips
+
+TEST(JsonStorage, VolumeRoundTripsWithSecretsAndClaims) {
+  const Volume v = sample_volume();
+  const json j = to_storage_json(v);
+  EXPECT_EQ(j["Secrets"]["token"], "s3cr3t");
+  EXPECT_EQ(j["MountOptions"]["MountFlags"][1], "password=hunter2");
+  auto back = volume_from_storage(json::parse(j.dump()));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, v);
+}
+
+TEST(JsonStorage, EmptyVolumeRoundTrips) {
+  Volume v;
+  v.id = "v";
+  auto back = volume_from_storage(to_storage_json(v));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, v);
+}
+
+TEST(JsonStorage, ClaimRoundTrips) {
+  const Claim c = sample_claim("a", ClaimMode::write, ClaimState::controller_detached);
+  auto back = claim_from_storage(to_storage_json(c));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, c);
+}
+
+TEST(JsonStorage, PluginAndInstanceRoundTrip) {
+  const Plugin p = sample_plugin();
+  auto back = plugin_from_storage(json::parse(to_storage_json(p).dump()));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, p);
+  const auto i = sample_instance("n9", PluginType::controller);
+  auto ib = plugin_instance_from_storage(to_storage_json(i));
+  ASSERT_TRUE(ib.ok()) << ib.error();
+  EXPECT_EQ(*ib, i);
+  EXPECT_FALSE(ib->node_info.has_value());
+}
+
+TEST(JsonStorage, NodeRoundTrips) {
+  const Node n = sample_node();
+  auto back = node_from_storage(json::parse(to_storage_json(n).dump()));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, n);
+}
+
+TEST(JsonStorage, AllocationRoundTripsWithAndWithoutTask) {
+  Allocation a = sample_allocation();
+  auto back = allocation_from_storage(json::parse(to_storage_json(a).dump()));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, a);
+  EXPECT_EQ(back->task->env.at("DB_PASSWORD"), "pw");
+  a.task.reset();
+  a.stop_after_client_disconnect = 0ms;
+  back = allocation_from_storage(to_storage_json(a));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, a);
+}
+
+TEST(JsonStorage, EventRoundTrips) {
+  const Event e{5, from_unix_ms(1'700'000'000'001), "Claim", "ClaimReleased", "vol-1", "released", {{"alloc", "a1"}}};
+  auto back = event_from_storage(to_storage_json(e));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, e);
+}
+
+TEST(JsonStorage, IgnoresUnknownFieldsButChecksTypes) {
+  json j = to_storage_json(sample_volume());
+  j["FieldFromTheFuture"] = 1;
+  EXPECT_TRUE(volume_from_storage(j).ok());
+  j["Capacity"] = "big";
+  auto bad = volume_from_storage(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("\"Capacity\""), std::string::npos) << bad.error();
+  EXPECT_NE(bad.error().find("vol-1"), std::string::npos) << bad.error();
+}
+
+TEST(JsonStorage, RejectsBadEnumsAndMissingIds) {
+  json j = to_storage_json(sample_allocation());
+  j["ClientStatus"] = "exploded";
+  auto bad = allocation_from_storage(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("unknown client status \"exploded\""), std::string::npos) << bad.error();
+  EXPECT_FALSE(node_from_storage(json::object()).ok());
+  EXPECT_FALSE(plugin_from_storage(json::array()).ok());
+}
+
+// ------------------------------------------------------------------ API output
+
+TEST(JsonApi, VolumeNeverShowsSecretsAndRedactsMountFlags) {
+  const json j = to_api_json(sample_volume());
+  EXPECT_FALSE(j.contains("Secrets"));
+  EXPECT_EQ(j["MountOptions"]["MountFlags"], json::array({"[REDACTED]"}));
+  EXPECT_EQ(j["MountOptions"]["FSType"], "ext4");
+  const std::string text = j.dump();
+  EXPECT_EQ(text.find("s3cr3t"), std::string::npos);
+  EXPECT_EQ(text.find("hunter2"), std::string::npos);
+  EXPECT_EQ(text.find("/dev/xvdf"), std::string::npos);  // publish context stays internal
+}
+
+TEST(JsonApi, VolumeWithoutMountFlagsShowsEmptyList) {
+  Volume v = sample_volume();
+  v.mount_options.mount_flags.clear();
+  EXPECT_EQ(to_api_json(v)["MountOptions"]["MountFlags"], json::array());
+}
+
+TEST(JsonApi, VolumeShowsClaimsAndDerivedFields) {
+  Volume v = sample_volume();
+  v.schedulable = true;
+  v.nodes_healthy = 2;
+  const json j = to_api_json(v);
+  EXPECT_EQ(j["Schedulable"], true);
+  EXPECT_EQ(j["NodesHealthy"], 2);
+  EXPECT_EQ(j["CurrentWriters"], 1);
+  EXPECT_EQ(j["CurrentReaders"], 1);
+  EXPECT_TRUE(j["WriteAllocs"].contains("alloc-w"));
+  EXPECT_TRUE(j["ReadAllocs"].contains("alloc-r"));
+  EXPECT_FALSE(j["WriteAllocs"].contains("alloc-old"));
+  ASSERT_EQ(j["Claims"].size(), 3u);
+  const json& past = j["Claims"][0];  // sorted by allocation id: alloc-old first
+  EXPECT_EQ(past["AllocationID"], "alloc-old");
+  EXPECT_EQ(past["State"], "node-detached");
+  EXPECT_EQ(past["Mode"], "write");
+  EXPECT_EQ(past["LastError"], "controller unreachable");
+  EXPECT_EQ(past["NextAttempt"], format_time(from_unix_ms(1'700'000'100'000)));
+  EXPECT_FALSE(j["Claims"][1].contains("NextAttempt"));  // unset times are omitted
+  EXPECT_FALSE(past.contains("PublishContext"));
+  EXPECT_EQ(j["RequestedCapabilities"][0]["AccessMode"], "multi-node-single-writer");
+  EXPECT_EQ(j["RequestedTopologies"]["Preferred"][0]["Segments"]["rack"], "7");
+}
+
+TEST(JsonApi, AllocationRedactsCredentialEnvAndMountFlags) {
+  const json j = to_api_json(sample_allocation());
+  EXPECT_EQ(j["Task"]["Env"]["DB_PASSWORD"], "[REDACTED]");
+  EXPECT_EQ(j["Task"]["Env"]["MODE"], "prod");
+  EXPECT_EQ(j["Task"]["KillTimeout"], "5s");
+  EXPECT_EQ(j["StopAfterClientDisconnect"], "1m30s");
+  EXPECT_EQ(j["Volumes"]["data"]["MountOptions"]["MountFlags"], json::array({"[REDACTED]"}));
+  EXPECT_EQ(j["Volumes"]["data"]["AccessMode"], "multi-node-reader-only");
+  EXPECT_EQ(j["DesiredStatus"], "run");
+  EXPECT_EQ(j["ClientStatus"], "running");
+  EXPECT_EQ(j["Events"][0]["Type"], "Received");
+}
+
+TEST(JsonApi, PluginShowsNomadShape) {
+  const json j = to_api_json(sample_plugin());
+  EXPECT_EQ(j["ControllersHealthy"], 1);
+  EXPECT_EQ(j["NodesExpected"], 2);
+  EXPECT_EQ(j["ControllerRequired"], true);
+  const json& n1 = j["Nodes"]["n1"];
+  EXPECT_EQ(n1["Healthy"], true);
+  EXPECT_EQ(n1["NodeInfo"]["ID"], "csi-n1");
+  EXPECT_EQ(n1["NodeInfo"]["MaxVolumes"], 8);
+  EXPECT_EQ(n1["NodeInfo"]["AccessibleTopology"]["Segments"]["zone"], "a");
+  EXPECT_EQ(n1["NodeInfo"]["RequiresNodeStageVolume"], true);
+  EXPECT_EQ(j["Controllers"]["n1"]["ControllerInfo"]["SupportsAttachDetach"], true);
+  EXPECT_TRUE(j["Nodes"]["n2"]["ControllerInfo"].is_null());
+  EXPECT_TRUE(n1.contains("UpdateTime"));
+}
+
+TEST(JsonApi, StubsCarryListFields) {
+  EXPECT_EQ(to_api_stub(sample_volume())["CurrentWriters"], 1);
+  EXPECT_FALSE(to_api_stub(sample_volume()).contains("Secrets"));
+  EXPECT_EQ(to_api_stub(sample_plugin())["NodesHealthy"], 2);
+  EXPECT_EQ(to_api_stub(sample_node())["Status"], "ready");
+  EXPECT_EQ(to_api_stub(sample_allocation())["ClientStatus"], "running");
+}
+
+TEST(JsonApi, EventAndNodeDetailsRedactCredentialKeys) {
+  Event e{1, from_unix_ms(1), "Volume", "Registered", "vol-1", "m", {{"secret_token", "x"}, {"plugin", "p"}}};
+  const json j = to_api_json(e);
+  EXPECT_EQ(j["Details"]["secret_token"], "[REDACTED]");
+  EXPECT_EQ(j["Details"]["plugin"], "p");
+  const json n = to_api_json(sample_node());
+  EXPECT_EQ(n["Events"][0]["Details"]["plugin_id"], "hostpath");
+  EXPECT_EQ(n["Plugins"]["hostpath"]["Type"], "monolith");
+}
+
+// ------------------------------------------------------------------ API input
+
+json register_body() {
+  return json::parse(R"({
+    "ID": "vol-1", "Name": "db", "PluginID": "hostpath", "ExternalID": "ext-1",
+    "RequestedCapabilities": [{"AccessMode": "single-node-writer", "AttachmentMode": "file-system"}],
+    "MountOptions": {"FSType": "ext4", "MountFlags": ["noatime"]},
+    "Secrets": {"token": "t"}, "Parameters": {"p": "1"}, "Context": {"c": "2"},
+    "RequestedCapacityMin": 1024, "RequestedCapacityMax": 4096,
+    "RequestedTopologies": {"Required": [{"Segments": {"zone": "a"}}], "Preferred": null}
+  })");
+}
+
+std::string api_error(const json& j, bool require_external_id = true) {
+  auto v = volume_from_api(j, require_external_id);
+  EXPECT_FALSE(v.ok());
+  return v.ok() ? "" : v.error();
+}
+
+TEST(JsonApiInput, RegisterBodyDecodes) {
+  auto v = volume_from_api(register_body(), true);
+  ASSERT_TRUE(v.ok()) << v.error();
+  EXPECT_EQ(v->id, "vol-1");
+  EXPECT_EQ(v->external_id, "ext-1");
+  EXPECT_EQ(v->secrets.at("token"), "t");
+  EXPECT_EQ(v->mount_options.mount_flags, std::vector<std::string>{"noatime"});
+  ASSERT_EQ(v->requested_capabilities.size(), 1u);
+  EXPECT_EQ(v->requested_capabilities[0].access_mode, AccessMode::single_node_writer);
+  EXPECT_EQ(v->requested_topologies.required.at(0).segments.at("zone"), "a");
+  EXPECT_TRUE(v->requested_topologies.preferred.empty());
+  EXPECT_EQ(v->requested_capacity_max, 4096);
+}
+
+TEST(JsonApiInput, NameDefaultsToId) {
+  json j = register_body();
+  j.erase("Name");
+  auto v = volume_from_api(j, true);
+  ASSERT_TRUE(v.ok()) << v.error();
+  EXPECT_EQ(v->name, "vol-1");
+}
+
+TEST(JsonApiInput, BadAccessModeNamesVolumeAndField) {
+  json j = register_body();
+  j["RequestedCapabilities"][0]["AccessMode"] = "single-writer";
+  EXPECT_EQ(api_error(j),
+            "volume \"vol-1\": field \"RequestedCapabilities[0].AccessMode\": unknown access mode \"single-writer\"");
+}
+
+TEST(JsonApiInput, LegacyTopLevelModesAreFoldedIntoCapabilities) {
+  json j = register_body();
+  j.erase("RequestedCapabilities");
+  j["AccessMode"] = "multi-node-reader-only";
+  j["AttachmentMode"] = "file-system";
+  auto v = volume_from_api(j, true);
+  ASSERT_TRUE(v.ok()) << v.error();
+  ASSERT_EQ(v->requested_capabilities.size(), 1u);
+  EXPECT_EQ(v->requested_capabilities[0].access_mode, AccessMode::multi_node_reader_only);
+  j["AccessMode"] = "single-writer";
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": field \"AccessMode\": unknown access mode \"single-writer\"");
+}
+
+TEST(JsonApiInput, UnknownFieldsAreRejectedAtAnyDepth) {
+  json j = register_body();
+  j["Secret"] = {{"a", "b"}};
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": unknown field \"Secret\"");
+  j = register_body();
+  j["MountOptions"]["Flags"] = json::array();
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": unknown field \"MountOptions.Flags\"");
+  j = register_body();
+  j["RequestedCapabilities"][0]["Mode"] = "x";
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": unknown field \"RequestedCapabilities[0].Mode\"");
+}
+
+TEST(JsonApiInput, WrongTypesNameTheField) {
+  json j = register_body();
+  j["RequestedCapacityMin"] = "10GiB";
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": field \"RequestedCapacityMin\": expected an integer, got string");
+  j = register_body();
+  j["Secrets"] = {{"token", 5}};
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": field \"Secrets.token\": expected a string, got integer");
+  j = register_body();
+  j["MountOptions"]["MountFlags"] = "noatime";
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": field \"MountOptions.MountFlags\": expected an array of strings, got string");
+  j = register_body();
+  j["RequestedCapabilities"] = {{"AccessMode", "x"}};
+  EXPECT_NE(api_error(j).find("field \"RequestedCapabilities\": expected an array"), std::string::npos);
+  EXPECT_EQ(api_error(json::array()), "volume: expected a JSON object, got array");
+  j = register_body();
+  j["RequestedCapacityMin"] = 1.5;
+  EXPECT_NE(api_error(j).find("expected an integer, got number"), std::string::npos);
+  j = register_body();
+  j["RequestedCapacityMin"] = -1;
+  EXPECT_NE(api_error(j).find("must not be negative"), std::string::npos);
+}
+
+TEST(JsonApiInput, RequiredFieldsAndInvariants) {
+  json j = register_body();
+  j.erase("PluginID");
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": field \"PluginID\": required");
+  j = register_body();
+  j.erase("ExternalID");
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": field \"ExternalID\": required");
+  EXPECT_TRUE(volume_from_api(j, false).ok());  // create: the plugin assigns it
+  EXPECT_NE(api_error(register_body(), false).find("must not be set when creating"), std::string::npos);
+  j = register_body();
+  j.erase("RequestedCapabilities");
+  EXPECT_NE(api_error(j).find("field \"RequestedCapabilities\": at least one"), std::string::npos);
+  j = register_body();
+  j["RequestedCapabilities"][0].erase("AttachmentMode");
+  EXPECT_EQ(api_error(j), "volume \"vol-1\": field \"RequestedCapabilities[0].AttachmentMode\": required");
+  j = register_body();
+  j["RequestedCapacityMax"] = 10;
+  EXPECT_NE(api_error(j).find("RequestedCapacityMax"), std::string::npos);
+  j = register_body();
+  j["SnapshotID"] = "s";
+  j["CloneID"] = "c";
+  EXPECT_NE(api_error(j).find("CloneID"), std::string::npos);
+  j = register_body();
+  j.erase("ID");
+  EXPECT_EQ(api_error(j), "volume: field \"ID\": required");
+}
+
+TEST(JsonApiInput, TraversalIdsAreRejected) {
+  json j = register_body();
+  j["ID"] = "../../etc";
+  const std::string err = api_error(j);
+  EXPECT_NE(err.find("field \"ID\": invalid volume id"), std::string::npos) << err;
+  j = register_body();
+  j["PluginID"] = "a/b";
+  EXPECT_NE(api_error(j).find("field \"PluginID\": invalid plugin id"), std::string::npos);
+}
+
+TEST(JsonApiInput, VolumesRequestWrapper) {
+  json body = {{"Volumes", json::array({register_body()})}};
+  auto vs = volumes_request_from_api(body, true);
+  ASSERT_TRUE(vs.ok()) << vs.error();
+  EXPECT_EQ(vs->size(), 1u);
+  EXPECT_FALSE(volumes_request_from_api(json{{"Volumes", json::array()}}, true).ok());
+  auto bad = volumes_request_from_api(json{{"Volume", json::array()}}, true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), "request: unknown field \"Volume\"");
+  body["Volumes"][0]["RequestedCapabilities"][0]["AttachmentMode"] = "disk";
+  bad = volumes_request_from_api(body, true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("volume \"vol-1\": field \"RequestedCapabilities[0].AttachmentMode\": unknown "
+                             "attachment mode \"disk\""),
+            std::string::npos);
+}
+
+json submit_body() {
+  return json::parse(R"({"Allocation": {
+    "Name": "web", "NodeID": "n1", "StopAfterClientDisconnect": "30s",
+    "Volumes": {"data": {"Type": "csi", "Source": "vol-1", "ReadOnly": false,
+                         "AccessMode": "single-node-writer", "AttachmentMode": "file-system",
+                         "PerAlloc": false, "MountOptions": {"FSType": "ext4", "MountFlags": []}}},
+    "Task": {"Command": "/bin/sleep", "Args": ["10"], "Env": {"A": "b"}, "KillTimeout": "5s"}
+  }})");
+}
+
+std::string submit_error(const json& j) {
+  auto a = allocation_request_from_api(j);
+  EXPECT_FALSE(a.ok());
+  return a.ok() ? "" : a.error();
+}
+
+TEST(JsonApiInput, AllocationSubmitDecodes) {
+  auto a = allocation_request_from_api(submit_body());
+  ASSERT_TRUE(a.ok()) << a.error();
+  EXPECT_EQ(a->name, "web");
+  EXPECT_EQ(a->node_id, "n1");
+  EXPECT_EQ(a->stop_after_client_disconnect, 30s);
+  ASSERT_TRUE(a->task.has_value());
+  EXPECT_EQ(a->task->kill_timeout, 5s);
+  EXPECT_EQ(a->task->args, std::vector<std::string>{"10"});
+  const auto& r = a->volumes.at("data");
+  EXPECT_EQ(r.name, "data");
+  EXPECT_EQ(r.source, "vol-1");
+  EXPECT_EQ(r.access_mode, AccessMode::single_node_writer);
+  EXPECT_EQ(r.mount_options.fs_type, "ext4");
+}
+
+TEST(JsonApiInput, AllocationWithoutTaskOrTypeIsFine) {
+  json j = submit_body();
+  j["Allocation"].erase("Task");
+  j["Allocation"]["Volumes"]["data"].erase("Type");
+  auto a = allocation_request_from_api(j);
+  ASSERT_TRUE(a.ok()) << a.error();
+  EXPECT_FALSE(a->task.has_value());
+  EXPECT_EQ(a->volumes.at("data").type, "csi");
+}
+
+TEST(JsonApiInput, AllocationErrorsNameTheField) {
+  json j = submit_body();
+  j["Allocation"]["Volumes"]["data"]["AccessMode"] = "single-writer";
+  EXPECT_EQ(submit_error(j),
+            "allocation \"web\": field \"Volumes.data.AccessMode\": unknown access mode \"single-writer\"");
+  j = submit_body();
+  j["Allocation"]["StopAfterClientDisconnect"] = 30;
+  EXPECT_NE(submit_error(j).find("field \"StopAfterClientDisconnect\": expected a duration string"), std::string::npos);
+  j = submit_body();
+  j["Allocation"]["Task"]["KillTimeout"] = "5 seconds";
+  EXPECT_NE(submit_error(j).find("field \"Task.KillTimeout\": invalid duration \"5 seconds\""), std::string::npos);
+  j = submit_body();
+  j["Allocation"]["Volumes"]["data"].erase("Source");
+  EXPECT_EQ(submit_error(j), "allocation \"web\": field \"Volumes.data.Source\": required");
+  j = submit_body();
+  j["Allocation"]["Volumes"]["data"]["Source"] = "../x";
+  EXPECT_NE(submit_error(j).find("invalid volume id"), std::string::npos);
+  j = submit_body();
+  j["Allocation"]["Volumes"]["data"]["Type"] = "host";
+  EXPECT_NE(submit_error(j).find("unsupported volume type \"host\""), std::string::npos);
+  j = submit_body();
+  j["Allocation"]["Task"]["Commnd"] = "x";
+  EXPECT_EQ(submit_error(j), "allocation \"web\": unknown field \"Task.Commnd\"");
+  j = submit_body();
+  j["Allocation"]["Task"].erase("Command");
+  EXPECT_EQ(submit_error(j), "allocation \"web\": field \"Task.Command\": required");
+  j = submit_body();
+  j["Allocation"]["NodeID"] = "n/1";
+  EXPECT_NE(submit_error(j).find("field \"NodeID\": invalid node id"), std::string::npos);
+  j = submit_body();
+  j["Allocation"]["ID"] = "chosen-by-me";
+  EXPECT_EQ(submit_error(j), "allocation \"web\": unknown field \"ID\"");
+  EXPECT_EQ(submit_error(json::object()), "request: field \"Allocation\": required");
+  j = submit_body();
+  j["Allocation"]["Volumes"]["data"]["AttachmentMode"] = nullptr;
+  EXPECT_EQ(submit_error(j), "allocation \"web\": field \"Volumes.data.AttachmentMode\": required");
+}
+
+TEST(JsonApiInput, PerAllocSourceIsABaseId) {
+  json j = submit_body();
+  j["Allocation"]["Volumes"]["data"]["PerAlloc"] = true;
+  EXPECT_TRUE(allocation_request_from_api(j).ok());
+  j["Allocation"]["Volumes"]["data"]["Source"] = "vol[0]";
+  EXPECT_FALSE(allocation_request_from_api(j).ok());
+}
+
+TEST(JsonApiInput, MountOptionsObject) {
+  auto m = mount_options_from_api(json{{"FSType", "xfs"}, {"MountFlags", {"a"}}}, "volume \"v\"");
+  ASSERT_TRUE(m.ok()) << m.error();
+  EXPECT_EQ(m->fs_type, "xfs");
+  auto bad = mount_options_from_api(json{{"FsType", "xfs"}}, "volume \"v\"");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), "volume \"v\": unknown field \"FsType\"");
+}
+
+}  // namespace
+}  // namespace mooring::domain
