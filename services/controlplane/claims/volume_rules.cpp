@@ -1,0 +1,125 @@
+#include "services/controlplane/claims/volume_rules.hpp"
+
+#include "shared/domain/json.hpp"
+
+namespace mooring::controlplane {
+
+namespace {
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+std::string name(const domain::Volume& v) { return "volume " + quoted(v.id); }
+
+bool redacted_flags(const domain::MountOptions& m) {
+  return m.mount_flags.size() == 1 && m.mount_flags.front() == domain::kRedacted;
+}
+
+std::string capacity_text(std::int64_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+Verdict check_capacity_range(const domain::Volume& v) {
+  if (v.requested_capacity_min < 0 || v.requested_capacity_max < 0)
+    return invalid(name(v) + ": field \"RequestedCapacityMin\"/\"RequestedCapacityMax\" must not be negative");
+  if (v.requested_capacity_max > 0 && v.requested_capacity_max < v.requested_capacity_min)
+    return invalid(name(v) + ": field \"RequestedCapacityMax\" (" + capacity_text(v.requested_capacity_max) +
+                   ") is below \"RequestedCapacityMin\" (" + capacity_text(v.requested_capacity_min) + ")");
+  return std::nullopt;
+}
+
+}  // namespace
+
+Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::Volume req,
+                                       const domain::Plugin* plugin) {
+  if (!plugin) return invalid(name(req) + ": no CSI plugin named " + quoted(req.plugin_id));
+  if (req.requested_capabilities.empty())
+    return invalid(name(req) + ": field \"RequestedCapabilities\" must name at least one access and attachment mode");
+  if (auto bad = check_capacity_range(req)) return *bad;
+  if (redacted_flags(req.mount_options) && !existing)
+    return invalid(name(req) + ": field \"MountOptions.MountFlags\" is the redacted placeholder");
+
+  if (!existing) {
+    VolumePlan plan;
+    plan.created = true;
+    auto& v = plan.volume;
+    v = std::move(req);
+    v.provider = plugin->provider;
+    v.provider_version = plugin->version;
+    v.claims.clear();
+    v.access_mode = domain::AccessMode::unknown;
+    v.attachment_mode = domain::AttachmentMode::unknown;
+    v.capacity = 0;
+    // A registered volume already exists where the operator says (as in Nomad).
+    if (v.topologies.empty()) v.topologies = v.requested_topologies.required;
+    return plan;
+  }
+
+  const auto& cur = *existing;
+  if (req.plugin_id != cur.plugin_id)
+    return invalid(name(cur) + ": field \"PluginID\" cannot be changed (" + quoted(cur.plugin_id) + " -> " +
+                   quoted(req.plugin_id) + ")");
+  if (req.external_id != cur.external_id)
+    return invalid(name(cur) + ": field \"ExternalID\" cannot be changed (" + quoted(cur.external_id) + " -> " +
+                   quoted(req.external_id) + ")");
+  if (!req.parameters.empty() && req.parameters != cur.parameters)
+    return invalid(name(cur) + ": field \"Parameters\" cannot be changed after registration");
+
+  const bool in_use = !cur.claims.empty();
+  if (in_use && cur.access_mode != domain::AccessMode::unknown &&
+      !domain::has_capability(req, cur.access_mode, cur.attachment_mode))
+    return conflict(name(cur) + " is in use with access mode " + std::string(domain::to_string(cur.access_mode)) +
+                    " and attachment mode " + std::string(domain::to_string(cur.attachment_mode)) +
+                    "; field \"RequestedCapabilities\" must keep that capability");
+
+  domain::MountOptions mount = cur.mount_options;
+  if (!req.mount_options.empty()) {
+    mount.fs_type = req.mount_options.fs_type;
+    if (!redacted_flags(req.mount_options)) mount.mount_flags = req.mount_options.mount_flags;
+  }
+  if (in_use && mount != cur.mount_options)
+    return conflict(name(cur) + " is in use; field \"MountOptions\" cannot change until every claim is released");
+
+  if (!req.requested_topologies.empty() && !cur.topologies.empty() &&
+      req.requested_topologies != cur.requested_topologies)
+    return invalid(name(cur) + ": field \"RequestedTopologies\" cannot be changed once the volume has topologies");
+
+  VolumePlan plan;
+  auto& v = plan.volume;
+  v = cur;
+  v.name = req.name.empty() ? cur.name : req.name;
+  v.requested_capabilities = req.requested_capabilities;
+  v.mount_options = mount;
+  if (!req.secrets.empty()) v.secrets = req.secrets;
+  if (!req.context.empty()) v.context = req.context;
+  if (!req.requested_topologies.empty()) v.requested_topologies = req.requested_topologies;
+  if (req.requested_capacity_min != 0 || req.requested_capacity_max != 0) {
+    if (cur.capacity > 0 && req.requested_capacity_max > 0 && req.requested_capacity_max < cur.capacity)
+      return invalid(name(cur) + ": field \"RequestedCapacityMax\" (" + capacity_text(req.requested_capacity_max) +
+                     ") is below the current capacity (" + capacity_text(cur.capacity) + "); volumes cannot shrink");
+    // A lower minimum or a higher maximum is only recorded; a minimum above the known capacity
+    // asks the controller to expand.
+    v.requested_capacity_min = req.requested_capacity_min;
+    v.requested_capacity_max = req.requested_capacity_max;
+    plan.expand = req.requested_capacity_min > cur.capacity && cur.capacity > 0;
+  }
+  if (v.topologies.empty()) v.topologies = v.requested_topologies.required;
+  return plan;
+}
+
+Verdict check_deregister(const domain::Volume& v, bool force, const AllocationLookup& allocation) {
+  if (v.claims.empty()) return std::nullopt;
+  std::string holders;
+  for (const auto& [alloc_id, c] : v.claims) {
+    const domain::Allocation* a = allocation(alloc_id);
+    bool terminal = !a || domain::is_terminal(*a);
+    if (force && terminal) continue;
+    if (!holders.empty()) holders += ", ";
+    holders += quoted(alloc_id);
+    if (a) holders += " (" + std::string(domain::to_string(a->client_status)) + ")";
+  }
+  if (holders.empty()) return std::nullopt;
+  if (force)
+    return conflict(name(v) + " is in use: allocations " + holders +
+                    " are not terminal; force deregistration needs every claimant stopped");
+  return conflict(name(v) + " is in use by allocations " + holders +
+                  "; stop them, or deregister with force=true once they are terminal");
+}
+
+}  // namespace mooring::controlplane

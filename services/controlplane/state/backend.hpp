@@ -1,0 +1,44 @@
+// State room: where the state is made durable. The in-memory store hands every write to a
+// StateBackend as one transaction and changes memory only after the backend says it is durable.
+// SQLite implements it today; a replicated log could implement it later without touching the
+// store's users. Rows are the storage JSON of shared/domain (full fidelity, secrets included).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/controlplane/state/table.hpp"
+#include "shared/domain/result.hpp"
+
+namespace mooring::controlplane {
+
+struct Mutation {
+  Table table;
+  std::string key;
+  std::optional<std::string> value;  // storage JSON text; nullopt deletes the row
+};
+
+struct Transaction {
+  std::uint64_t index = 0;  // the state index after this transaction
+  std::vector<Mutation> mutations;
+};
+
+struct Snapshot {
+  std::uint64_t index = 0;
+  std::map<Table, std::map<std::string, std::string>> rows;  // table -> key -> value
+};
+
+class StateBackend {
+ public:
+  virtual ~StateBackend() = default;
+  // Everything durable so far.
+  virtual domain::Expected<Snapshot> load() = 0;
+  // Durable (survives kill -9 and power loss as far as the medium allows) when it returns ok;
+  // all mutations apply or none.
+  virtual domain::Status apply(const Transaction& tx) = 0;
+};
+
+}  // namespace mooring::controlplane

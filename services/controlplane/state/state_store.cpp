@@ -1,0 +1,240 @@
+#include "services/controlplane/state/state_store.hpp"
+
+#include <cstdio>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "shared/domain/json.hpp"
+#include "shared/domain/time.hpp"
+
+namespace mooring::controlplane {
+
+namespace asio = boost::asio;
+
+std::string event_key(std::uint64_t index, std::size_t position) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%020llu-%06zu", static_cast<unsigned long long>(index), position);
+  return buf;
+}
+
+struct StateStore::Waiter {
+  asio::steady_timer timer;
+};
+
+StateStore::StateStore(asio::any_io_executor executor, StateBackend& backend, StateOptions options)
+    : executor_(std::move(executor)), backend_(backend), options_(options) {}
+
+StateStore::~StateStore() = default;
+
+namespace {
+
+template <class T, class Decode>
+domain::Status load_table(const Snapshot& snap, Table t, std::map<std::string, T>& out, Decode decode,
+                          std::uint64_t& table_index) {
+  auto it = snap.rows.find(t);
+  if (it == snap.rows.end()) return {};
+  for (const auto& [key, text] : it->second) {
+    auto json = nlohmann::json::parse(text, nullptr, false);
+    if (json.is_discarded())
+      return domain::error("state: " + std::string(to_string(t)) + " row \"" + key + "\" is not valid JSON");
+    auto obj = decode(json);
+    if (!obj) return domain::error("state: " + std::string(to_string(t)) + " row \"" + key + "\": " + obj.error());
+    table_index = std::max(table_index, obj->modify_index);
+    out.emplace(key, std::move(*obj));
+  }
+  return {};
+}
+
+}  // namespace
+
+domain::Status StateStore::load() {
+  auto snap = backend_.load();
+  if (!snap) return domain::error(snap.error());
+  std::map<std::string, domain::Volume> volumes;
+  std::map<std::string, domain::Plugin> plugins;
+  std::map<std::string, domain::Node> nodes;
+  std::map<std::string, domain::Allocation> allocations;
+  std::map<Table, std::uint64_t> table_index;
+  if (auto st = load_table(*snap, Table::volumes, volumes, domain::volume_from_storage, table_index[Table::volumes]); !st)
+    return st;
+  if (auto st = load_table(*snap, Table::plugins, plugins, domain::plugin_from_storage, table_index[Table::plugins]); !st)
+    return st;
+  if (auto st = load_table(*snap, Table::nodes, nodes, domain::node_from_storage, table_index[Table::nodes]); !st)
+    return st;
+  if (auto st = load_table(*snap, Table::allocations, allocations, domain::allocation_from_storage,
+                           table_index[Table::allocations]);
+      !st)
+    return st;
+  std::deque<domain::Event> events;
+  std::deque<std::size_t> positions;
+  if (auto it = snap->rows.find(Table::events); it != snap->rows.end()) {
+    for (const auto& [key, text] : it->second) {  // keys sort in commit order
+      auto json = nlohmann::json::parse(text, nullptr, false);
+      auto ev = json.is_discarded() ? domain::Expected<domain::Event>(domain::error("not valid JSON"))
+                                    : domain::event_from_storage(json);
+      if (!ev) return domain::error("state: events row \"" + key + "\": " + ev.error());
+      table_index[Table::events] = std::max(table_index[Table::events], ev->index);
+      auto dash = key.rfind('-');
+      positions.push_back(dash == std::string::npos ? 0 : std::stoull(key.substr(dash + 1)));
+      events.push_back(std::move(*ev));
+    }
+  }
+  volumes_ = std::move(volumes);
+  plugins_ = std::move(plugins);
+  nodes_ = std::move(nodes);
+  allocations_ = std::move(allocations);
+  events_ = std::move(events);
+  event_positions_ = std::move(positions);
+  table_index_ = std::move(table_index);
+  index_ = snap->index;
+  for (const auto& [t, i] : table_index_) index_ = std::max(index_, i);
+  ready_ = true;
+  return {};
+}
+
+std::uint64_t StateStore::table_index(Table t) const {
+  auto it = table_index_.find(t);
+  return it == table_index_.end() ? 0 : it->second;
+}
+
+namespace {
+
+template <class T>
+const T* find(const std::map<std::string, T>& m, const std::string& id) {
+  auto it = m.find(id);
+  return it == m.end() ? nullptr : &it->second;
+}
+
+// Stamps indexes on the batch's objects and appends their mutations.
+template <class T>
+void stage(Table t, std::map<std::string, std::optional<T>>& staged, const std::map<std::string, T>& current,
+           std::uint64_t index, Transaction& tx) {
+  for (auto& [id, obj] : staged) {
+    if (!obj) {
+      tx.mutations.push_back({t, id, std::nullopt});
+      continue;
+    }
+    auto existing = current.find(id);
+    obj->create_index = existing == current.end() ? index : existing->second.create_index;
+    obj->modify_index = index;
+    tx.mutations.push_back({t, id, domain::to_storage_json(*obj).dump()});
+  }
+}
+
+template <class T>
+void install(std::map<std::string, std::optional<T>>& staged, std::map<std::string, T>& current) {
+  for (auto& [id, obj] : staged) {
+    if (obj)
+      current.insert_or_assign(id, std::move(*obj));
+    else
+      current.erase(id);
+  }
+}
+
+}  // namespace
+
+const domain::Volume* StateStore::volume(const std::string& id) const { return find(volumes_, id); }
+const domain::Plugin* StateStore::plugin(const std::string& id) const { return find(plugins_, id); }
+const domain::Node* StateStore::node(const std::string& id) const { return find(nodes_, id); }
+const domain::Allocation* StateStore::allocation(const std::string& id) const { return find(allocations_, id); }
+
+domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
+  if (!ready_) return domain::error("state is not loaded");
+  if (batch.empty()) return index_;
+  const std::uint64_t next = index_ + 1;
+  Transaction tx;
+  tx.index = next;
+  stage(Table::volumes, batch.volumes_, volumes_, next, tx);
+  stage(Table::plugins, batch.plugins_, plugins_, next, tx);
+  stage(Table::nodes, batch.nodes_, nodes_, next, tx);
+  stage(Table::allocations, batch.allocations_, allocations_, next, tx);
+
+  std::vector<std::string> new_keys;
+  auto now = domain::now();
+  for (std::size_t i = 0; i < batch.events_.size(); ++i) {
+    auto& e = batch.events_[i];
+    e.index = next;
+    if (!domain::is_set(e.time)) e.time = now;
+    new_keys.push_back(event_key(next, i));
+    tx.mutations.push_back({Table::events, new_keys.back(), domain::to_storage_json(e).dump()});
+  }
+  // Trim the oldest events in the same transaction so the table never grows without bound.
+  std::size_t total = events_.size() + batch.events_.size();
+  std::size_t drop = total > options_.max_events ? std::min(total - options_.max_events, events_.size()) : 0;
+  for (std::size_t i = 0; i < drop; ++i)
+    tx.mutations.push_back({Table::events, event_key(events_[i].index, event_positions_[i]), std::nullopt});
+
+  if (auto st = backend_.apply(tx); !st) return domain::error(st.error());
+
+  // Durable: now memory may change.
+  std::vector<Table> touched;
+  if (!batch.volumes_.empty()) touched.push_back(Table::volumes);
+  if (!batch.plugins_.empty()) touched.push_back(Table::plugins);
+  if (!batch.nodes_.empty()) touched.push_back(Table::nodes);
+  if (!batch.allocations_.empty()) touched.push_back(Table::allocations);
+  if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
+  install(batch.volumes_, volumes_);
+  install(batch.plugins_, plugins_);
+  install(batch.nodes_, nodes_);
+  install(batch.allocations_, allocations_);
+  for (std::size_t i = 0; i < drop; ++i) {
+    events_.pop_front();
+    event_positions_.pop_front();
+  }
+  for (std::size_t i = 0; i < batch.events_.size(); ++i) {
+    events_.push_back(std::move(batch.events_[i]));
+    event_positions_.push_back(i);
+  }
+  index_ = next;
+  for (auto t : touched) {
+    table_index_[t] = next;
+    notify(t);
+  }
+  return next;
+}
+
+void StateStore::notify(Table t) {
+  auto it = waiters_.find(t);
+  if (it == waiters_.end()) return;
+  for (auto* w : it->second) w->timer.cancel();
+}
+
+void StateStore::release_waiters() {
+  released_ = true;
+  for (auto& [t, list] : waiters_)
+    for (auto* w : list) w->timer.cancel();
+}
+
+std::size_t StateStore::waiter_count() const {
+  std::size_t n = 0;
+  for (const auto& [t, list] : waiters_) n += list.size();
+  return n;
+}
+
+asio::awaitable<std::uint64_t> StateStore::wait_for_change(Table t, std::uint64_t after,
+                                                           std::chrono::steady_clock::duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (table_index(t) > after || released_ || std::chrono::steady_clock::now() >= deadline) co_return table_index(t);
+    // One timer per waiter: it fires at the deadline, and a commit to the table (or shutdown)
+    // cancels it early. The timer is registered only while this coroutine is suspended on it.
+    Waiter waiter{asio::steady_timer(executor_, deadline)};
+    auto& list = waiters_[t];
+    struct Registration {  // also unregisters when the frame is destroyed while suspended
+      std::list<Waiter*>& list;
+      std::list<Waiter*>::iterator pos;
+      ~Registration() { list.erase(pos); }
+    } registration{list, list.insert(list.end(), &waiter)};
+    auto [ec] = co_await waiter.timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none)
+      throw boost::system::system_error(asio::error::operation_aborted);
+    (void)ec;
+  }
+}
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,130 @@
+// State room: the control plane's state in memory, made durable through a StateBackend.
+// Every write is a Batch committed as one backend transaction *before* memory changes, so an
+// acknowledged write survives kill -9 and a failed write changes nothing. Each commit takes the
+// next state index; objects get create/modify indexes, tables remember their last index, and
+// coroutines can wait for a table to move past an index (blocking queries, the claim GC).
+// Single-threaded: use from the control plane's io executor only. Read, check, then commit
+// without suspending in between, and no other writer can interleave.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "services/controlplane/state/backend.hpp"
+#include "services/controlplane/state/table.hpp"
+#include "shared/domain/allocation.hpp"
+#include "shared/domain/event.hpp"
+#include "shared/domain/node.hpp"
+#include "shared/domain/plugin.hpp"
+#include "shared/domain/result.hpp"
+#include "shared/domain/volume.hpp"
+
+namespace mooring::controlplane {
+
+// The writes of one transaction. Objects are whole (read a copy, change it, put it back).
+class Batch {
+ public:
+  void put(domain::Volume v) { volumes_[v.id] = std::move(v); }
+  void put(domain::Plugin p) { plugins_[p.id] = std::move(p); }
+  void put(domain::Node n) { nodes_[n.id] = std::move(n); }
+  void put(domain::Allocation a) { allocations_[a.id] = std::move(a); }
+  void erase_volume(const std::string& id) { volumes_[id] = std::nullopt; }
+  void erase_plugin(const std::string& id) { plugins_[id] = std::nullopt; }
+  void erase_node(const std::string& id) { nodes_[id] = std::nullopt; }
+  void erase_allocation(const std::string& id) { allocations_[id] = std::nullopt; }
+  // The event's index and (when unset) time are filled in at commit.
+  void add_event(domain::Event e) { events_.push_back(std::move(e)); }
+
+  bool empty() const {
+    return volumes_.empty() && plugins_.empty() && nodes_.empty() && allocations_.empty() && events_.empty();
+  }
+
+ private:
+  friend class StateStore;
+  std::map<std::string, std::optional<domain::Volume>> volumes_;
+  std::map<std::string, std::optional<domain::Plugin>> plugins_;
+  std::map<std::string, std::optional<domain::Node>> nodes_;
+  std::map<std::string, std::optional<domain::Allocation>> allocations_;
+  std::vector<domain::Event> events_;
+};
+
+struct StateOptions {
+  std::size_t max_events = 5000;  // oldest events are dropped (in the same transaction) beyond this
+};
+
+class StateStore {
+ public:
+  StateStore(boost::asio::any_io_executor executor, StateBackend& backend, StateOptions options = {});
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  // Reads everything from the backend. A row that does not decode fails the load (naming the
+  // table and key): starting with a silently partial state would drop claims.
+  domain::Status load();
+  bool ready() const { return ready_; }
+
+  // ---- reads ----
+  std::uint64_t index() const { return index_; }
+  // Index of the last commit that touched the table (0 if none).
+  std::uint64_t table_index(Table t) const;
+
+  const domain::Volume* volume(const std::string& id) const;
+  const domain::Plugin* plugin(const std::string& id) const;
+  const domain::Node* node(const std::string& id) const;
+  const domain::Allocation* allocation(const std::string& id) const;
+  const std::map<std::string, domain::Volume>& volumes() const { return volumes_; }
+  const std::map<std::string, domain::Plugin>& plugins() const { return plugins_; }
+  const std::map<std::string, domain::Node>& nodes() const { return nodes_; }
+  const std::map<std::string, domain::Allocation>& allocations() const { return allocations_; }
+  const std::deque<domain::Event>& events() const { return events_; }  // oldest first
+
+  // ---- writes ----
+  // Assigns the next index, stamps create_index (new objects) and modify_index, persists, then
+  // applies to memory and wakes the waiters of every touched table. Returns the new index.
+  // An empty batch writes nothing and returns the current index.
+  domain::Expected<std::uint64_t> commit(Batch batch);
+
+  // ---- watching ----
+  // Returns the table's index once it exceeds `after`, or when `timeout` passes, or at once after
+  // release_waiters(). Cancelling the awaiting coroutine throws operation_aborted.
+  boost::asio::awaitable<std::uint64_t> wait_for_change(Table t, std::uint64_t after,
+                                                        std::chrono::steady_clock::duration timeout);
+  // Shutdown: wakes every waiter and makes later waits return at once.
+  void release_waiters();
+  std::size_t waiter_count() const;
+
+ private:
+  void notify(Table t);
+  struct Waiter;  // a timer a waiting coroutine sleeps on; defined in the .cpp
+
+  boost::asio::any_io_executor executor_;
+  StateBackend& backend_;
+  StateOptions options_;
+  bool ready_ = false;
+  bool released_ = false;
+  std::uint64_t index_ = 0;
+  std::map<Table, std::uint64_t> table_index_;
+  std::map<std::string, domain::Volume> volumes_;
+  std::map<std::string, domain::Plugin> plugins_;
+  std::map<std::string, domain::Node> nodes_;
+  std::map<std::string, domain::Allocation> allocations_;
+  std::deque<domain::Event> events_;
+  std::deque<std::size_t> event_positions_;  // position within its commit: with the index, the storage key
+  std::map<Table, std::list<Waiter*>> waiters_;
+};
+
+// Storage key of an event: its index and position in the commit, zero-padded so keys sort in
+// commit order.
+std::string event_key(std::uint64_t index, std::size_t position);
+
+}  // namespace mooring::controlplane

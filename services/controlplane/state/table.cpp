@@ -1,0 +1,22 @@
+#include "services/controlplane/state/table.hpp"
+
+namespace mooring::controlplane {
+
+std::string_view to_string(Table t) {
+  switch (t) {
+    case Table::volumes: return "volumes";
+    case Table::plugins: return "plugins";
+    case Table::nodes: return "nodes";
+    case Table::allocations: return "allocations";
+    case Table::events: return "events";
+  }
+  return "unknown";
+}
+
+std::optional<Table> parse_table(std::string_view name) {
+  for (auto t : kAllTables)
+    if (to_string(t) == name) return t;
+  return std::nullopt;
+}
+
+}  // namespace mooring::controlplane
