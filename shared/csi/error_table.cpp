@@ -287,6 +287,9 @@ Classification explain(Rpc rpc, grpc::StatusCode code) {
       return {Outcome::uncertain,
               "RESOURCE_EXHAUSTED: not final (capacity, attach limit or rate limit); may be in progress"};
 
+    // This call did nothing: another operation holds the volume. If that operation is an earlier
+    // attempt of this same call, that attempt was already reported uncertain by its own timeout
+    // (or, after a restart, by the durably recorded intent), so the negation is not lost.
     case StatusCode::ABORTED:
       return {Outcome::retry, "ABORTED: an operation is pending for this volume; retry with backoff"};
 
