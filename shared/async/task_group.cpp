@@ -46,6 +46,12 @@ TaskGroup::TaskGroup(asio::any_io_executor executor, std::string name)
 TaskGroup::~TaskGroup() { cancel(); }
 
 bool TaskGroup::spawn(std::string name, asio::awaitable<void> task) {
+  return spawn(std::move(name), [task = std::make_shared<asio::awaitable<void>>(std::move(task))]() mutable {
+    return std::move(*task);
+  });
+}
+
+bool TaskGroup::spawn(std::string name, std::function<asio::awaitable<void>()> make_task) {
   if (state_->cancelled) {
     logger().debug("task refused: group is cancelled", {{"group", state_->name}, {"task", name}});
     return false;
@@ -57,7 +63,7 @@ bool TaskGroup::spawn(std::string name, asio::awaitable<void> task) {
 
   // The completion handler owns the shared state, so it stays valid even if the TaskGroup
   // object is gone by the time the child finishes.
-  asio::co_spawn(executor_, std::move(task),
+  asio::co_spawn(executor_, std::move(make_task),
                  asio::bind_cancellation_slot(
                      child->signal.slot(), [state = state_, id, child](std::exception_ptr error) {
                        child->finished = true;

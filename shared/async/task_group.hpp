@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,10 @@ class TaskGroup {
   // operation_aborted after cancellation is logged at debug. Returns false (and drops the task
   // without running it) once cancel() has been called.
   bool spawn(std::string name, boost::asio::awaitable<void> task);
+  // The same for a function that makes the coroutine; the function object is kept alive until
+  // the coroutine ends, so a capturing lambda coroutine is safe here (it is not as an awaitable:
+  // `spawn("x", [&]() -> awaitable<void> {...}())` leaves the closure dangling).
+  bool spawn(std::string name, std::function<boost::asio::awaitable<void>()> make_task);
 
   // Emits terminal cancellation to every running child. Permanent: later spawns are refused.
   void cancel();

@@ -120,6 +120,22 @@ TEST_F(TaskGroupTest, ChildExceptionIsLoggedWithNameAndSiblingsContinue) {
   EXPECT_NE(text.find("kaboom"), std::string::npos) << text;
 }
 
+TEST_F(TaskGroupTest, CapturingLambdaCoroutinesAreKeptAlive) {
+  asio::io_context io;
+  TaskGroup group(io.get_executor(), "lambdas");
+  int sum = 0;
+  for (int i = 1; i <= 5; ++i) {
+    std::string label = "item-" + std::to_string(i);
+    group.spawn(label, [&sum, i, label]() -> asio::awaitable<void> {
+      co_await sleep_for(std::chrono::milliseconds(i));
+      EXPECT_EQ(label, "item-" + std::to_string(i));  // reads the capture after a suspension
+      sum += i;
+    });
+  }
+  run_coro(io, group.join());
+  EXPECT_EQ(sum, 15);
+}
+
 TEST_F(TaskGroupTest, JoinOnEmptyGroupCompletesAtOnce) {
   asio::io_context io;
   TaskGroup group(io.get_executor(), "empty");

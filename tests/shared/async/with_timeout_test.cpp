@@ -83,7 +83,7 @@ TEST(WithTimeout, CallerCancellationCancelsTheOp) {
   asio::cancellation_signal cancel;
   std::exception_ptr error;
   bool finished = false;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> { co_await with_timeout(answer_after(std::chrono::hours(1)), std::chrono::hours(1)); }(),
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> { co_await with_timeout(answer_after(std::chrono::hours(1)), std::chrono::hours(1)); },
                  asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e) {
                    error = e;
                    finished = true;

@@ -1,0 +1,43 @@
+// Client channels with Mooring's defaults (fast reconnects to local plugin sockets, keepalive
+// on TCP) and a dial-with-timeout that waits on the executor instead of blocking it.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace grpc {
+class Channel;
+}
+
+namespace mooring::rpc {
+
+// "unix:///p" and "unix:/p" stay as they are; an absolute path "/p" becomes "unix:///p";
+// anything else is taken as a gRPC target such as "host:port".
+std::string normalize_target(std::string_view endpoint);
+bool is_unix_target(std::string_view target);
+
+struct ChannelOptions {
+  // Reconnect quickly: a restarted plugin re-creates its socket within moments.
+  std::chrono::milliseconds initial_reconnect_backoff{100};
+  std::chrono::milliseconds max_reconnect_backoff{std::chrono::seconds(5)};
+  std::chrono::milliseconds min_connect_timeout{std::chrono::seconds(1)};
+  // TCP only (pings during calls; a dead peer is noticed mid-watch): 0 disables.
+  std::chrono::milliseconds keepalive_time{std::chrono::seconds(30)};
+  std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};
+  // A private subchannel pool, so a new channel really dials anew instead of sharing a
+  // subchannel that sits in reconnect backoff.
+  bool private_subchannels = true;
+  int max_receive_message_bytes = 16 * 1024 * 1024;
+};
+
+std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const ChannelOptions& options = {});
+
+// Starts connecting and waits until the channel is READY (true) or `timeout` passes (false).
+// Cancelling the awaiting coroutine returns false promptly. The executor is never blocked.
+boost::asio::awaitable<bool> wait_connected(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout);
+
+}  // namespace mooring::rpc

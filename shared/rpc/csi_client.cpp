@@ -1,0 +1,283 @@
+#include "shared/rpc/csi_client.hpp"
+
+#include "shared/log/log.hpp"
+#include "shared/rpc/channel.hpp"
+#include "shared/rpc/client_call.hpp"
+
+#include "csi/v1/csi.grpc.pb.h"
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
+#include <set>
+
+namespace mooring::rpc {
+
+namespace asio = boost::asio;
+namespace v1 = ::csi::v1;
+
+namespace {
+
+// Stubs over one channel. A call keeps its Stubs alive, so replacing the channel for later
+// calls never pulls it from under a call in flight.
+struct Stubs {
+  explicit Stubs(std::shared_ptr<grpc::Channel> ch)
+      : channel(std::move(ch)),
+        identity(v1::Identity::NewStub(channel)),
+        controller(v1::Controller::NewStub(channel)),
+        node(v1::Node::NewStub(channel)) {}
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Identity::Stub> identity;
+  std::unique_ptr<v1::Controller::Stub> controller;
+  std::unique_ptr<v1::Node::Stub> node;
+};
+
+grpc::Status closed_status() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client closed"); }
+
+}  // namespace
+
+struct CsiClient::Impl {
+  Impl(asio::any_io_executor ex, std::string ep, ChannelOptions opts)
+      : executor(std::move(ex)), endpoint(std::move(ep)), channel_options(std::move(opts)) {}
+
+  asio::any_io_executor executor;
+  std::string endpoint;
+  ChannelOptions channel_options;
+  std::shared_ptr<Stubs> stubs;
+  bool closed = false;
+  std::set<grpc::ClientContext*> in_flight;  // contexts of calls awaiting gRPC, for close()
+  log::Logger log{"csi-client"};
+
+  // A channel in TRANSIENT_FAILURE is waiting out a reconnect backoff; the plugin may well be
+  // back already (restarted, socket re-created), so dial afresh instead of failing fast.
+  std::shared_ptr<Stubs> current() {
+    if (stubs && stubs->channel->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      log.debug("redialling plugin socket", {{"endpoint", endpoint}});
+      stubs.reset();
+    }
+    if (!stubs) stubs = std::make_shared<Stubs>(make_channel(endpoint, channel_options));
+    return stubs;
+  }
+};
+
+namespace {
+
+template <class Response, class Invoke>
+asio::awaitable<CsiResult<Response>> call(std::shared_ptr<CsiClient::Impl> impl, csi::Rpc rpc,
+                                          CsiCallOptions options, Invoke invoke) {
+  CsiResult<Response> result;
+  if (impl->closed) {
+    result.status = closed_status();
+  } else {
+    auto stubs = impl->current();
+    const CallOptions call_options{.timeout = options.timeout.value_or(csi::policy(rpc).timeout)};
+    grpc::ClientContext* context = nullptr;
+    result.status = co_await unary(call_options, [&](grpc::ClientContext* ctx, UnaryDone done) {
+      context = ctx;
+      impl->in_flight.insert(ctx);
+      invoke(*stubs, ctx, &result.response, std::move(done));
+    });
+    // unary() destroyed the context just now, with no handler run in between.
+    impl->in_flight.erase(context);
+    if (impl->closed && result.status.error_code() == grpc::StatusCode::CANCELLED) result.status = closed_status();
+  }
+  result.outcome = csi::classify(rpc, result.status.error_code());
+  co_return result;
+}
+
+}  // namespace
+
+CsiClient::CsiClient(asio::any_io_executor executor, std::string endpoint)
+    : CsiClient(std::move(executor), std::move(endpoint), ChannelOptions{}) {}
+
+CsiClient::CsiClient(asio::any_io_executor executor, std::string endpoint, const ChannelOptions& options)
+    : impl_(std::make_shared<Impl>(std::move(executor), normalize_target(endpoint), options)) {}
+
+CsiClient::~CsiClient() { close(); }
+
+const std::string& CsiClient::endpoint() const { return impl_->endpoint; }
+
+asio::awaitable<bool> CsiClient::connect(std::chrono::milliseconds timeout) {
+  auto impl = impl_;
+  if (impl->closed) co_return false;
+  co_return co_await wait_connected(impl->current()->channel, timeout);
+}
+
+void CsiClient::close() {
+  if (impl_->closed) return;
+  impl_->closed = true;
+  for (auto* ctx : impl_->in_flight) ctx->TryCancel();
+  impl_->stubs.reset();
+}
+
+bool CsiClient::closed() const { return impl_->closed; }
+
+CsiClient::Call<v1::GetPluginInfoResponse> CsiClient::get_plugin_info(const v1::GetPluginInfoRequest& request, CsiCallOptions options) {
+  return call<v1::GetPluginInfoResponse>(impl_, csi::Rpc::GetPluginInfo, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetPluginInfoResponse* response, UnaryDone done) {
+                                s.identity->async()->GetPluginInfo(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::GetPluginCapabilitiesResponse> CsiClient::get_plugin_capabilities(const v1::GetPluginCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::GetPluginCapabilitiesResponse>(impl_, csi::Rpc::GetPluginCapabilities, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetPluginCapabilitiesResponse* response, UnaryDone done) {
+                                s.identity->async()->GetPluginCapabilities(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::ProbeResponse> CsiClient::probe(const v1::ProbeRequest& request, CsiCallOptions options) {
+  return call<v1::ProbeResponse>(impl_, csi::Rpc::Probe, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ProbeResponse* response, UnaryDone done) {
+                                s.identity->async()->Probe(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::CreateVolumeResponse> CsiClient::create_volume(const v1::CreateVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::CreateVolumeResponse>(impl_, csi::Rpc::CreateVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateVolumeResponse* response, UnaryDone done) {
+                                s.controller->async()->CreateVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::DeleteVolumeResponse> CsiClient::delete_volume(const v1::DeleteVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::DeleteVolumeResponse>(impl_, csi::Rpc::DeleteVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteVolumeResponse* response, UnaryDone done) {
+                                s.controller->async()->DeleteVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::ControllerPublishVolumeResponse> CsiClient::controller_publish_volume(const v1::ControllerPublishVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerPublishVolumeResponse>(impl_, csi::Rpc::ControllerPublishVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerPublishVolumeResponse* response, UnaryDone done) {
+                                s.controller->async()->ControllerPublishVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::ControllerUnpublishVolumeResponse> CsiClient::controller_unpublish_volume(const v1::ControllerUnpublishVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerUnpublishVolumeResponse>(impl_, csi::Rpc::ControllerUnpublishVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerUnpublishVolumeResponse* response, UnaryDone done) {
+                                s.controller->async()->ControllerUnpublishVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::ValidateVolumeCapabilitiesResponse> CsiClient::validate_volume_capabilities(const v1::ValidateVolumeCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::ValidateVolumeCapabilitiesResponse>(impl_, csi::Rpc::ValidateVolumeCapabilities, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ValidateVolumeCapabilitiesResponse* response, UnaryDone done) {
+                                s.controller->async()->ValidateVolumeCapabilities(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::ListVolumesResponse> CsiClient::list_volumes(const v1::ListVolumesRequest& request, CsiCallOptions options) {
+  return call<v1::ListVolumesResponse>(impl_, csi::Rpc::ListVolumes, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ListVolumesResponse* response, UnaryDone done) {
+                                s.controller->async()->ListVolumes(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::GetCapacityResponse> CsiClient::get_capacity(const v1::GetCapacityRequest& request, CsiCallOptions options) {
+  return call<v1::GetCapacityResponse>(impl_, csi::Rpc::GetCapacity, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetCapacityResponse* response, UnaryDone done) {
+                                s.controller->async()->GetCapacity(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::ControllerGetCapabilitiesResponse> CsiClient::controller_get_capabilities(const v1::ControllerGetCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerGetCapabilitiesResponse>(impl_, csi::Rpc::ControllerGetCapabilities, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerGetCapabilitiesResponse* response, UnaryDone done) {
+                                s.controller->async()->ControllerGetCapabilities(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::CreateSnapshotResponse> CsiClient::create_snapshot(const v1::CreateSnapshotRequest& request, CsiCallOptions options) {
+  return call<v1::CreateSnapshotResponse>(impl_, csi::Rpc::CreateSnapshot, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateSnapshotResponse* response, UnaryDone done) {
+                                s.controller->async()->CreateSnapshot(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::DeleteSnapshotResponse> CsiClient::delete_snapshot(const v1::DeleteSnapshotRequest& request, CsiCallOptions options) {
+  return call<v1::DeleteSnapshotResponse>(impl_, csi::Rpc::DeleteSnapshot, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteSnapshotResponse* response, UnaryDone done) {
+                                s.controller->async()->DeleteSnapshot(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::ListSnapshotsResponse> CsiClient::list_snapshots(const v1::ListSnapshotsRequest& request, CsiCallOptions options) {
+  return call<v1::ListSnapshotsResponse>(impl_, csi::Rpc::ListSnapshots, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ListSnapshotsResponse* response, UnaryDone done) {
+                                s.controller->async()->ListSnapshots(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::ControllerExpandVolumeResponse> CsiClient::controller_expand_volume(const v1::ControllerExpandVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerExpandVolumeResponse>(impl_, csi::Rpc::ControllerExpandVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerExpandVolumeResponse* response, UnaryDone done) {
+                                s.controller->async()->ControllerExpandVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::ControllerGetVolumeResponse> CsiClient::controller_get_volume(const v1::ControllerGetVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerGetVolumeResponse>(impl_, csi::Rpc::ControllerGetVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerGetVolumeResponse* response, UnaryDone done) {
+                                s.controller->async()->ControllerGetVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::NodeStageVolumeResponse> CsiClient::node_stage_volume(const v1::NodeStageVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::NodeStageVolumeResponse>(impl_, csi::Rpc::NodeStageVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeStageVolumeResponse* response, UnaryDone done) {
+                                s.node->async()->NodeStageVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::NodeUnstageVolumeResponse> CsiClient::node_unstage_volume(const v1::NodeUnstageVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::NodeUnstageVolumeResponse>(impl_, csi::Rpc::NodeUnstageVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeUnstageVolumeResponse* response, UnaryDone done) {
+                                s.node->async()->NodeUnstageVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::NodePublishVolumeResponse> CsiClient::node_publish_volume(const v1::NodePublishVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::NodePublishVolumeResponse>(impl_, csi::Rpc::NodePublishVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodePublishVolumeResponse* response, UnaryDone done) {
+                                s.node->async()->NodePublishVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::NodeUnpublishVolumeResponse> CsiClient::node_unpublish_volume(const v1::NodeUnpublishVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::NodeUnpublishVolumeResponse>(impl_, csi::Rpc::NodeUnpublishVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeUnpublishVolumeResponse* response, UnaryDone done) {
+                                s.node->async()->NodeUnpublishVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::NodeGetVolumeStatsResponse> CsiClient::node_get_volume_stats(const v1::NodeGetVolumeStatsRequest& request, CsiCallOptions options) {
+  return call<v1::NodeGetVolumeStatsResponse>(impl_, csi::Rpc::NodeGetVolumeStats, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetVolumeStatsResponse* response, UnaryDone done) {
+                                s.node->async()->NodeGetVolumeStats(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::NodeExpandVolumeResponse> CsiClient::node_expand_volume(const v1::NodeExpandVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::NodeExpandVolumeResponse>(impl_, csi::Rpc::NodeExpandVolume, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeExpandVolumeResponse* response, UnaryDone done) {
+                                s.node->async()->NodeExpandVolume(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::NodeGetCapabilitiesResponse> CsiClient::node_get_capabilities(const v1::NodeGetCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::NodeGetCapabilitiesResponse>(impl_, csi::Rpc::NodeGetCapabilities, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetCapabilitiesResponse* response, UnaryDone done) {
+                                s.node->async()->NodeGetCapabilities(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::NodeGetInfoResponse> CsiClient::node_get_info(const v1::NodeGetInfoRequest& request, CsiCallOptions options) {
+  return call<v1::NodeGetInfoResponse>(impl_, csi::Rpc::NodeGetInfo, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetInfoResponse* response, UnaryDone done) {
+                                s.node->async()->NodeGetInfo(ctx, &request, response, std::move(done));
+                              });
+}
+
+}  // namespace mooring::rpc
