@@ -46,6 +46,60 @@ std::set<Rpc> mutating() {
   return s;
 }
 
+// The whole table, spelled out so a change to any cell is a visible diff. One letter per gRPC
+// code in numeric order:
+//   OK CANCELLED UNKNOWN INVALID_ARGUMENT DEADLINE_EXCEEDED NOT_FOUND ALREADY_EXISTS
+//   PERMISSION_DENIED RESOURCE_EXHAUSTED FAILED_PRECONDITION ABORTED OUT_OF_RANGE UNIMPLEMENTED
+//   INTERNAL UNAVAILABLE DATA_LOSS UNAUTHENTICATED
+// o = ok, i = ignorable, r = retry, u = uncertain, F = final_error.
+const std::vector<std::pair<Rpc, std::string_view>> kExpectedTable = {
+    {Rpc::GetPluginInfo, "orrFrFFrrFrFFrrFr"},
+    {Rpc::GetPluginCapabilities, "orrFrFFrrFrFFrrFr"},
+    {Rpc::Probe, "orrFrFFrrFrFFrrFr"},
+    {Rpc::CreateVolume, "ourFurFruFrFFruFr"},
+    {Rpc::DeleteVolume, "ourFuiFrurrFFruFr"},
+    {Rpc::ControllerPublishVolume, "ourFurFrurrFFruFr"},
+    {Rpc::ControllerUnpublishVolume, "ourFuiFrurrFFruFr"},
+    {Rpc::ValidateVolumeCapabilities, "orrFrrFrrFrFFrrFr"},
+    {Rpc::ListVolumes, "orrFrFFrrFrFFrrFr"},
+    {Rpc::GetCapacity, "orrFrFFrrFrFFrrFr"},
+    {Rpc::ControllerGetCapabilities, "orrFrFFrrFrFFrrFr"},
+    {Rpc::CreateSnapshot, "ourFurFrFFrFFruFr"},
+    {Rpc::DeleteSnapshot, "ourFuiFrurrFFruFr"},
+    {Rpc::ListSnapshots, "orrFrFFrrFrFFrrFr"},
+    {Rpc::ControllerExpandVolume, "ourFurFrurrFFruFr"},
+    {Rpc::ControllerGetVolume, "orrFrrFrrFrFFrrFr"},
+    {Rpc::NodeStageVolume, "ourFurFruFrFFruFr"},
+    {Rpc::NodeUnstageVolume, "ourFuiFrurrFFruFr"},
+    {Rpc::NodePublishVolume, "ourFurFrurrFFruFr"},
+    {Rpc::NodeUnpublishVolume, "ourFuiFrurrFFruFr"},
+    {Rpc::NodeGetVolumeStats, "orrFrrFrrFrFFrrFr"},
+    {Rpc::NodeExpandVolume, "ourFurFruFrFFruFr"},
+    {Rpc::NodeGetCapabilities, "orrFrFFrrFrFFrrFr"},
+    {Rpc::NodeGetInfo, "orrFrFFrrFrFFrrFr"},
+};
+
+Outcome from_letter(char c) {
+  switch (c) {
+    case 'o': return Outcome::ok;
+    case 'i': return Outcome::ignorable;
+    case 'r': return Outcome::retry;
+    case 'u': return Outcome::uncertain;
+    default: return Outcome::final_error;
+  }
+}
+
+TEST(ErrorTable, EveryRpcAndCodeMatchesTheSpelledOutTable) {
+  ASSERT_EQ(kExpectedTable.size(), all_rpcs().size());
+  for (const auto& [rpc, row] : kExpectedTable) {
+    ASSERT_EQ(row.size(), kAllCodes.size()) << to_string(rpc);
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      EXPECT_EQ(classify(rpc, static_cast<StatusCode>(c)), from_letter(row[c]))
+          << to_string(rpc) << " code " << c << " (" << explain(rpc, static_cast<StatusCode>(c)).why << ")";
+    }
+  }
+}
+
 TEST(ErrorTable, AllRpcsListsEveryRpcOnceInDeclarationOrder) {
   auto rpcs = all_rpcs();
   ASSERT_EQ(rpcs.size(), 24u);
