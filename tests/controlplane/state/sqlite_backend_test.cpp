@@ -1,0 +1,77 @@
+// The SQLite backend on a real file: durability settings, permissions, exclusivity, round trips.
+#include "services/controlplane/state/sqlite_backend.hpp"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+namespace mooring::controlplane {
+
+class SqliteBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mooring-cp-sqlite-XXXXXX";
+    ASSERT_TRUE(::mkdtemp(tmpl));
+    dir = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+  std::filesystem::path dir;
+};
+
+TEST_F(SqliteBackendTest, RoundTripsRowsAndIndex) {
+  {
+    auto b = SqliteBackend::open(dir / "data");
+    ASSERT_TRUE(b) << b.error();
+    Transaction tx{1, {{Table::volumes, "v1", R"({"ID":"v1"})"}, {Table::plugins, "p", R"({"ID":"p"})"}}};
+    ASSERT_TRUE((*b)->apply(tx));
+    Transaction tx2{2, {{Table::plugins, "p", std::nullopt}, {Table::events, "e1", "{}"}}};
+    ASSERT_TRUE((*b)->apply(tx2));
+  }
+  auto b = SqliteBackend::open(dir / "data");
+  ASSERT_TRUE(b) << b.error();
+  auto snap = (*b)->load();
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_EQ(snap->index, 2u);
+  EXPECT_EQ(snap->rows[Table::volumes]["v1"], R"({"ID":"v1"})");
+  EXPECT_TRUE(snap->rows[Table::plugins].empty());
+  EXPECT_EQ(snap->rows[Table::events].size(), 1u);
+}
+
+TEST_F(SqliteBackendTest, FilesArePrivateAndDurabilityIsFull) {
+  auto b = SqliteBackend::open(dir / "data");
+  ASSERT_TRUE(b) << b.error();
+  ASSERT_TRUE((*b)->apply(Transaction{1, {{Table::volumes, "v1", "{}"}}}));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "data").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat((dir / "data" / "state.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  if (::stat((dir / "data" / "state.db-wal").c_str(), &st) == 0) {
+    EXPECT_EQ(st.st_mode & 0077, 0u);
+  }
+}
+
+TEST_F(SqliteBackendTest, SecondOpenOfTheSameDataDirIsRefused) {
+  auto first = SqliteBackend::open(dir / "data");
+  ASSERT_TRUE(first) << first.error();
+  ASSERT_TRUE((*first)->load());
+  auto second = SqliteBackend::open(dir / "data");
+  if (second) {
+    auto snap = (*second)->load();
+    ASSERT_FALSE(snap);
+  } else {
+    EXPECT_NE(second.error().find("in use"), std::string::npos) << second.error();
+  }
+}
+
+TEST_F(SqliteBackendTest, UnwritableDataDirIsAnErrorNamingThePath) {
+  auto b = SqliteBackend::open("/proc/mooring-nope/data");
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().find("/proc/mooring-nope/data"), std::string::npos);
+}
+
+}  // namespace mooring::controlplane

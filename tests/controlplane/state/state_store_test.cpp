@@ -1,0 +1,237 @@
+// The state store: indexes, durability order (backend first, memory second), reload, watches.
+#include "services/controlplane/state/state_store.hpp"
+
+#include <thread>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_future.hpp>
+#include <gtest/gtest.h>
+
+#include "tests/controlplane/support/fake_backend.hpp"
+#include "tests/controlplane/support/fixtures.hpp"
+
+namespace mooring::controlplane {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+class StateStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(store.load()); }
+
+  std::uint64_t commit(Batch b) {
+    auto r = store.commit(std::move(b));
+    EXPECT_TRUE(r) << (r ? "" : r.error());
+    return r ? *r : 0;
+  }
+
+  asio::io_context io;
+  FakeBackend backend;
+  StateStore store{io.get_executor(), backend};
+};
+
+TEST_F(StateStoreTest, EachCommitTakesTheNextIndexAndStampsObjects) {
+  Batch b;
+  b.put(fixtures::volume("v1"));
+  EXPECT_EQ(commit(std::move(b)), 1u);
+  Batch b2;
+  auto v = *store.volume("v1");
+  v.name = "renamed";
+  b2.put(v);
+  b2.put(fixtures::allocation("a1"));
+  EXPECT_EQ(commit(std::move(b2)), 2u);
+  EXPECT_EQ(store.volume("v1")->create_index, 1u);
+  EXPECT_EQ(store.volume("v1")->modify_index, 2u);
+  EXPECT_EQ(store.volume("v1")->name, "renamed");
+  EXPECT_EQ(store.allocation("a1")->create_index, 2u);
+  EXPECT_EQ(store.index(), 2u);
+  EXPECT_EQ(store.table_index(Table::volumes), 2u);
+  EXPECT_EQ(store.table_index(Table::allocations), 2u);
+  EXPECT_EQ(store.table_index(Table::plugins), 0u);
+}
+
+TEST_F(StateStoreTest, FailedBackendWriteChangesNothing) {
+  Batch b;
+  b.put(fixtures::volume("v1"));
+  commit(std::move(b));
+  backend.fail_apply = true;
+  Batch b2;
+  b2.erase_volume("v1");
+  b2.put(fixtures::volume("v2"));
+  b2.add_event({.topic = "Volume", .type = "Deregistered", .key = "v1"});
+  auto r = store.commit(std::move(b2));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("disk full"), std::string::npos);
+  EXPECT_TRUE(store.volume("v1"));
+  EXPECT_FALSE(store.volume("v2"));
+  EXPECT_TRUE(store.events().empty());
+  EXPECT_EQ(store.index(), 1u);
+}
+
+TEST_F(StateStoreTest, WritesAreOneTransactionWithEveryRow) {
+  Batch b;
+  b.put(fixtures::volume("v1"));
+  b.put(fixtures::plugin());
+  b.add_event({.topic = "Volume", .type = "Registered", .key = "v1"});
+  commit(std::move(b));
+  ASSERT_EQ(backend.transactions.size(), 1u);
+  EXPECT_EQ(backend.transactions[0].index, 1u);
+  EXPECT_EQ(backend.transactions[0].mutations.size(), 3u);
+  // Storage rows keep secrets (full fidelity); only the API redacts.
+  EXPECT_NE(backend.snapshot.rows[Table::volumes]["v1"].find("hunter2"), std::string::npos);
+}
+
+TEST_F(StateStoreTest, EmptyBatchWritesNothing) {
+  EXPECT_EQ(commit(Batch{}), 0u);
+  EXPECT_TRUE(backend.transactions.empty());
+}
+
+TEST_F(StateStoreTest, ReloadRestoresEverything) {
+  Batch b;
+  auto v = fixtures::volume("v1");
+  v.claims["a1"] = domain::Claim{.allocation_id = "a1", .node_id = "n1", .state = domain::ClaimState::node_detached,
+                                 .last_error = "agent unreachable"};
+  b.put(v);
+  b.put(fixtures::plugin());
+  b.put(fixtures::allocation("a1", "n1"));
+  domain::Node n;
+  n.id = "n1";
+  n.status = domain::NodeStatus::ready;
+  b.put(n);
+  b.add_event({.topic = "Volume", .type = "Registered", .key = "v1", .message = "registered"});
+  commit(std::move(b));
+  Batch b2;
+  b2.add_event({.topic = "Allocation", .type = "Submitted", .key = "a1"});
+  commit(std::move(b2));
+
+  StateStore again{io.get_executor(), backend};
+  ASSERT_TRUE(again.load());
+  EXPECT_EQ(again.index(), 2u);
+  ASSERT_TRUE(again.volume("v1"));
+  EXPECT_EQ(*again.volume("v1"), *store.volume("v1"));
+  EXPECT_EQ(again.volume("v1")->claims.at("a1").last_error, "agent unreachable");
+  EXPECT_EQ(again.volume("v1")->secrets.at("password"), "hunter2");
+  EXPECT_EQ(*again.plugin("hostpath"), *store.plugin("hostpath"));
+  EXPECT_EQ(*again.allocation("a1"), *store.allocation("a1"));
+  EXPECT_EQ(*again.node("n1"), *store.node("n1"));
+  ASSERT_EQ(again.events().size(), 2u);
+  EXPECT_EQ(again.events()[0].type, "Registered");
+  EXPECT_EQ(again.events()[1].type, "Submitted");
+  EXPECT_EQ(again.table_index(Table::volumes), 1u);
+  EXPECT_EQ(again.table_index(Table::events), 2u);
+}
+
+TEST_F(StateStoreTest, CorruptRowFailsTheLoadByName) {
+  backend.snapshot.rows[Table::volumes]["bad"] = "{not json";
+  StateStore again{io.get_executor(), backend};
+  auto st = again.load();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("volumes row \"bad\""), std::string::npos) << st.error();
+  EXPECT_FALSE(again.ready());
+}
+
+TEST_F(StateStoreTest, EventsAreCappedOldestFirstInTheSameTransaction) {
+  StateStore small{io.get_executor(), backend, StateOptions{.max_events = 3}};
+  ASSERT_TRUE(small.load());
+  for (int i = 0; i < 5; ++i) {
+    Batch b;
+    b.add_event({.topic = "Test", .type = "E" + std::to_string(i)});
+    ASSERT_TRUE(small.commit(std::move(b)));
+  }
+  ASSERT_EQ(small.events().size(), 3u);
+  EXPECT_EQ(small.events().front().type, "E2");
+  EXPECT_EQ(backend.snapshot.rows[Table::events].size(), 3u);
+  StateStore again{io.get_executor(), backend, StateOptions{.max_events = 3}};
+  ASSERT_TRUE(again.load());
+  EXPECT_EQ(again.events().front().type, "E2");
+  Batch b;
+  b.add_event({.topic = "Test", .type = "E5"});
+  ASSERT_TRUE(again.commit(std::move(b)));  // trimming after a reload finds the stored keys
+  EXPECT_EQ(backend.snapshot.rows[Table::events].size(), 3u);
+  EXPECT_EQ(again.events().front().type, "E3");
+}
+
+TEST_F(StateStoreTest, WaitReturnsAtOnceWhenTheTableIsAlreadyPast) {
+  Batch b;
+  b.put(fixtures::volume("v1"));
+  commit(std::move(b));
+  auto f = asio::co_spawn(io, store.wait_for_change(Table::volumes, 0, 10s), asio::use_future);
+  io.run();
+  EXPECT_EQ(f.get(), 1u);
+}
+
+TEST_F(StateStoreTest, WaitWakesOnACommitToItsTableOnly) {
+  std::optional<std::uint64_t> woke;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> { woke = co_await store.wait_for_change(Table::volumes, 0, 30s); },
+                 asio::detached);
+  io.poll();
+  EXPECT_EQ(store.waiter_count(), 1u);
+  Batch other;
+  other.put(fixtures::allocation("a1"));
+  commit(std::move(other));
+  io.poll();
+  EXPECT_FALSE(woke);  // an allocation write does not wake a volume watcher
+  Batch b;
+  b.put(fixtures::volume("v1"));
+  commit(std::move(b));
+  io.poll();
+  ASSERT_TRUE(woke);
+  EXPECT_EQ(*woke, 2u);
+  EXPECT_EQ(store.waiter_count(), 0u);
+}
+
+TEST_F(StateStoreTest, WaitTimesOutWithTheCurrentIndex) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto f = asio::co_spawn(io, store.wait_for_change(Table::volumes, 0, 100ms), asio::use_future);
+  io.run();
+  EXPECT_EQ(f.get(), 0u);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 90ms);
+}
+
+TEST_F(StateStoreTest, ReleaseWakesEveryWaiterAndLaterWaitsReturnAtOnce) {
+  int woke = 0;
+  for (int i = 0; i < 3; ++i)
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+      co_await store.wait_for_change(Table::events, 0, 1h);
+      ++woke;
+    }, asio::detached);
+  io.poll();
+  EXPECT_EQ(store.waiter_count(), 3u);
+  store.release_waiters();
+  io.poll();
+  EXPECT_EQ(woke, 3);
+  auto t0 = std::chrono::steady_clock::now();
+  auto f = asio::co_spawn(io, store.wait_for_change(Table::events, 0, 1h), asio::use_future);
+  io.restart();
+  io.run();
+  f.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+TEST_F(StateStoreTest, CancellingAWaiterThrowsAndUnregistersIt) {
+  asio::cancellation_signal cancel;
+  std::exception_ptr error;
+  asio::co_spawn(io, store.wait_for_change(Table::volumes, 0, 1h),
+                 asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e, std::uint64_t) { error = e; }));
+  io.poll();
+  EXPECT_EQ(store.waiter_count(), 1u);
+  cancel.emit(asio::cancellation_type::terminal);
+  io.poll();
+  EXPECT_TRUE(error);
+  EXPECT_EQ(store.waiter_count(), 0u);
+}
+
+TEST_F(StateStoreTest, CommitBeforeLoadIsRefused) {
+  FakeBackend fresh;
+  StateStore unloaded{io.get_executor(), fresh};
+  Batch b;
+  b.put(fixtures::volume("v1"));
+  EXPECT_FALSE(unloaded.commit(std::move(b)));
+  EXPECT_TRUE(fresh.transactions.empty());
+}
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,36 @@
+// Test support: an in-memory StateBackend that can be told to fail, and that counts and keeps
+// every transaction so tests can check what was (not) persisted.
+#pragma once
+
+#include <vector>
+
+#include "services/controlplane/state/backend.hpp"
+
+namespace mooring::controlplane {
+
+class FakeBackend final : public StateBackend {
+ public:
+  domain::Expected<Snapshot> load() override {
+    if (fail_load) return domain::error("fake: load failed");
+    return snapshot;
+  }
+  domain::Status apply(const Transaction& tx) override {
+    if (fail_apply) return domain::error("fake: disk full");
+    transactions.push_back(tx);
+    for (const auto& m : tx.mutations) {
+      if (m.value)
+        snapshot.rows[m.table][m.key] = *m.value;
+      else
+        snapshot.rows[m.table].erase(m.key);
+    }
+    snapshot.index = tx.index;
+    return {};
+  }
+
+  Snapshot snapshot;
+  std::vector<Transaction> transactions;
+  bool fail_apply = false;
+  bool fail_load = false;
+};
+
+}  // namespace mooring::controlplane

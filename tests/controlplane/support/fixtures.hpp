@@ -1,0 +1,50 @@
+// Test support: small domain objects used across control plane tests.
+#pragma once
+
+#include <string>
+
+#include "shared/domain/allocation.hpp"
+#include "shared/domain/plugin.hpp"
+#include "shared/domain/volume.hpp"
+
+namespace mooring::controlplane::fixtures {
+
+inline domain::Volume volume(std::string id, std::string plugin = "hostpath") {
+  domain::Volume v;
+  v.id = std::move(id);
+  v.name = v.id;
+  v.plugin_id = std::move(plugin);
+  v.external_id = "ext-" + v.id;
+  v.requested_capabilities = {{domain::AccessMode::single_node_writer, domain::AttachmentMode::file_system}};
+  v.secrets = {{"password", "hunter2"}};
+  return v;
+}
+
+// A plugin with one healthy node instance on `node` (a monolith when `controller`).
+inline domain::Plugin plugin(std::string id = "hostpath", std::string node = "node-1", bool controller = false) {
+  domain::Plugin p;
+  p.id = std::move(id);
+  domain::PluginInstance i;
+  i.plugin_id = p.id;
+  i.node_id = std::move(node);
+  i.type = controller ? domain::PluginType::monolith : domain::PluginType::node;
+  i.healthy = true;
+  i.provider = "hostpath.mooring.dev";
+  i.version = "0.1.0";
+  i.requires_controller_plugin = controller;
+  i.node_info = domain::NodeInfo{};
+  i.node_info->id = "csi-" + i.node_id;
+  if (controller) i.controller_info = domain::ControllerInfo{};
+  domain::upsert_instance(p, i);
+  return p;
+}
+
+inline domain::Allocation allocation(std::string id, std::string node = "") {
+  domain::Allocation a;
+  a.id = std::move(id);
+  a.name = "web";
+  a.node_id = std::move(node);
+  return a;
+}
+
+}  // namespace mooring::controlplane::fixtures
