@@ -287,11 +287,14 @@ Classification explain(Rpc rpc, grpc::StatusCode code) {
       return {Outcome::uncertain,
               "RESOURCE_EXHAUSTED: not final (capacity, attach limit or rate limit); may be in progress"};
 
-    // This call did nothing: another operation holds the volume. If that operation is an earlier
-    // attempt of this same call, that attempt was already reported uncertain by its own timeout
-    // (or, after a restart, by the durably recorded intent), so the negation is not lost.
+    // An operation is pending for this volume. DESIGN.md counts ABORTED with the uncertain codes:
+    // the pending operation may be an earlier attempt of this very call whose outcome we never
+    // saw, so a caller that gives up must still negate it (repeating a negation is harmless).
     case StatusCode::ABORTED:
-      return {Outcome::retry, "ABORTED: an operation is pending for this volume; retry with backoff"};
+      if (kind == Kind::identity || kind == Kind::query) {
+        return {Outcome::retry, "ABORTED on a call without side effects: retry with backoff"};
+      }
+      return {Outcome::uncertain, "ABORTED: an operation is pending for this volume; may be in progress"};
 
     // The spec: fix permissions or secrets, then retry. An operator fixes the secrets; a release
     // must never be dropped, and an acquire waiting on a fix is visible in the claim's LastError.
