@@ -15,6 +15,8 @@ namespace mooring::async {
 // that ignores cancellation delays the return). An exception from `op` propagates, except the
 // operation_aborted it throws because we cancelled it on timeout. If the awaiting coroutine is
 // cancelled, the op is cancelled and its outcome (usually operation_aborted) propagates.
+// An op that reports cancellation as a value (rpc::unary gives CANCELLED) counts as finished:
+// for RPCs prefer the call's own deadline.
 boost::asio::awaitable<bool> with_timeout(boost::asio::awaitable<void> op, std::chrono::steady_clock::duration timeout);
 
 namespace detail {

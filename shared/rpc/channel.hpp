@@ -24,7 +24,8 @@ struct ChannelOptions {
   // Reconnect quickly: a restarted plugin re-creates its socket within moments.
   std::chrono::milliseconds initial_reconnect_backoff{100};
   std::chrono::milliseconds max_reconnect_backoff{std::chrono::seconds(5)};
-  std::chrono::milliseconds min_connect_timeout{std::chrono::seconds(1)};
+  // grpc.min_reconnect_backoff_ms: gRPC also uses it as the minimum deadline of one connect attempt.
+  std::chrono::milliseconds min_reconnect_backoff{std::chrono::seconds(1)};
   // TCP only (pings during calls; a dead peer is noticed mid-watch): 0 disables.
   std::chrono::milliseconds keepalive_time{std::chrono::seconds(30)};
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(10)};

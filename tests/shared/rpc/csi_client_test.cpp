@@ -1,8 +1,12 @@
 #include "shared/rpc/csi_client.hpp"
 
+#include "shared/async/retry.hpp"
+#include "shared/async/wake_signal.hpp"
 #include "tests/shared/async/run_coro.hpp"
 #include "tests/shared/rpc/test_plugin.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -131,6 +135,52 @@ TEST_F(CsiClientTest, ClosedClientFailsFastAndCancelsCallsInFlight) {
   EXPECT_EQ(in_flight.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(in_flight.status.error_message(), "client closed");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+// The intended caller pattern: async::retry around one client call, classified by the table,
+// woken early when the plugin comes back, and stoppable by cancellation.
+TEST_F(CsiClientTest, RetryAroundTheClientWakesWhenThePluginReturnsAndStopsOnCancel) {
+  asio::io_context io;
+  CsiClient client(io.get_executor(), socket_);
+  async::WakeSignal plugin_healthy(io.get_executor());
+  const async::Backoff slow{.initial = std::chrono::hours(1), .max = std::chrono::hours(1), .jitter = 0.0};
+  auto probe_attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
+    auto r = co_await client.probe(v1::ProbeRequest{}, {.timeout = 2s});
+    if (r.done()) co_return async::Attempt::ok();
+    if (csi::should_retry(r.outcome)) co_return async::Attempt::again(r.status.error_message());
+    co_return async::Attempt::final_error(r.status.error_message());
+  };
+
+  // No plugin yet: the first attempt fails, the retry sleeps (1h) until the plugin is back.
+  async::RetryResult result;
+  run_coro(io, [&]() -> asio::awaitable<void> {
+    asio::steady_timer later(io, 100ms);
+    later.async_wait([&](boost::system::error_code) {
+      start_plugin();
+      plugin_healthy.notify();
+    });
+    result = co_await async::retry(probe_attempt, {.backoff = slow, .wake = &plugin_healthy});
+  }());
+  EXPECT_TRUE(result.ok()) << result.last_error;
+  EXPECT_EQ(result.attempts, 2u);
+
+  // Plugin gone again: cancelling the sleeping retry ends it promptly.
+  stop_server();
+  asio::cancellation_signal cancel;
+  bool finished = false;
+  asio::co_spawn(io, async::retry(probe_attempt, {.backoff = slow}),
+                 asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e, async::RetryResult r) {
+                   EXPECT_FALSE(e);
+                   result = r;
+                   finished = true;
+                 }));
+  asio::steady_timer stop(io, 300ms);
+  stop.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
+  io.restart();
+  io.run_for(20s);
+  ASSERT_TRUE(finished);
+  EXPECT_EQ(result.end, async::RetryEnd::cancelled);
+  EXPECT_EQ(result.attempts, 1u);
 }
 
 TEST_F(CsiClientTest, ConnectTimesOutWhenNoPluginListens) {
