@@ -1,0 +1,154 @@
+#include "services/controlplane/api/api.hpp"
+
+#include <optional>
+#include <random>
+
+#include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/http/query.hpp"
+#include "services/controlplane/http/router.hpp"
+#include "services/controlplane/state/state_store.hpp"
+
+namespace mooring::controlplane::api {
+
+namespace {
+
+struct Route {
+  Endpoint endpoint;
+  std::optional<Table> watch;  // reads that support blocking queries
+};
+
+struct Blocking {
+  Table table;
+  std::uint64_t index = 0;
+  std::chrono::milliseconds wait{0};
+};
+
+}  // namespace
+
+struct Api::Impl {
+  Impl(StateStore& s, ApiOptions o) : ctx{s}, options(std::move(o)) {
+    auto get = [&](std::string_view path, Endpoint e, std::optional<Table> watch = std::nullopt) {
+      router.add("GET", path, Route{e, watch});
+    };
+    get("/v1/volumes", list_volumes, Table::volumes);
+    router.add("PUT", "/v1/volumes", Route{register_volumes, {}});
+    router.add("POST", "/v1/volumes", Route{register_volumes, {}});
+    get("/v1/volume/csi/:id", get_volume, Table::volumes);
+    router.add("PUT", "/v1/volume/csi/:id", Route{register_volume, {}});
+    router.add("POST", "/v1/volume/csi/:id", Route{register_volume, {}});
+    router.add("DELETE", "/v1/volume/csi/:id", Route{deregister_volume, {}});
+    get("/v1/plugins", list_plugins, Table::plugins);
+    get("/v1/plugin/csi/:id", get_plugin, Table::plugins);
+    get("/v1/nodes", list_nodes, Table::nodes);
+    get("/v1/node/:id", get_node, Table::nodes);
+    get("/v1/allocations", list_allocations, Table::allocations);
+    router.add("POST", "/v1/allocations", Route{submit_allocation, {}});
+    router.add("PUT", "/v1/allocations", Route{submit_allocation, {}});
+    get("/v1/allocation/:id", get_allocation, Table::allocations);
+    router.add("POST", "/v1/allocation/:id/stop", Route{stop_allocation, {}});
+    router.add("PUT", "/v1/allocation/:id/stop", Route{stop_allocation, {}});
+    get("/v1/events", list_events, Table::events);
+    get("/v1/status/health", health);
+    get("/v1/status/ready", ready);
+  }
+
+  // Everything up to the endpoint call. Returns a response when the request ends here (errors,
+  // preflight); otherwise fills `route` and `blocking`.
+  std::optional<http::Response> prepare(http::Request& req, const Route*& route, std::optional<Blocking>& blocking) {
+    auto [path, query] = http::split_target(req.target);
+    req.path = std::string(path);
+    auto params = http::parse_query(query);
+    if (!params) return bad_request("malformed query string");
+    req.query = std::move(*params);
+
+    auto m = router.match(req.method, req.path);
+    if (m.bad_encoding) return bad_request("malformed percent-encoding in path");
+    if (req.method == "OPTIONS") {
+      if (!m.path_known) return http::error_response(404, "no such endpoint: " + req.path);
+      return http::cors_preflight(options.cors, req, m.allow);
+    }
+    if (!m.target) {
+      if (m.path_known) {
+        auto r = http::error_response(405, "method " + req.method + " not allowed on " + req.path);
+        r.set_header("Allow", m.allow);
+        return r;
+      }
+      return http::error_response(404, "no such endpoint: " + req.path);
+    }
+    if (http::cors_write_forbidden(options.cors, req))
+      return http::error_response(403, "writes from origin " + std::string(req.header("origin")) +
+                                           " are not allowed (see --cors-write-origin)");
+    req.params = std::move(m.params);
+    route = m.target;
+    if (!ctx.store.ready() && route->endpoint != health && route->endpoint != ready)
+      return http::error_response(503, "state is not loaded yet");
+
+    if (route->watch) {
+      Blocking b{*route->watch};
+      if (auto idx = req.param("index")) {
+        std::uint64_t n = 0;
+        try {
+          std::size_t used = 0;
+          n = std::stoull(std::string(*idx), &used);
+          if (used != idx->size()) throw std::invalid_argument("trailing");
+        } catch (const std::exception&) {
+          return bad_request("query parameter \"index\": must be a non-negative integer, got \"" + std::string(*idx) + "\"");
+        }
+        b.index = n;
+        b.wait = options.default_wait;
+        if (auto w = req.param("wait")) {
+          auto d = http::parse_duration(*w);
+          if (!d) return bad_request("query parameter \"wait\": not a duration like \"10s\" or \"1m\": \"" + std::string(*w) + "\"");
+          b.wait = std::min(*d, options.max_wait);
+        }
+        blocking = b;
+      }
+    }
+    return std::nullopt;
+  }
+
+  http::Response finish(const http::Request& req, const Route& route, http::Response res) {
+    if (route.watch && !res.index) res.index = std::max<std::uint64_t>(1, ctx.store.table_index(*route.watch));
+    http::apply_cors(options.cors, req, res);
+    return res;
+  }
+
+  std::chrono::milliseconds jitter(std::chrono::milliseconds wait) {
+    auto span = wait.count() / 16;
+    if (span <= 0) return wait;
+    std::uniform_int_distribution<long long> dist(0, span);
+    return wait + std::chrono::milliseconds(dist(rng));
+  }
+
+  Context ctx;
+  ApiOptions options;
+  http::Router<Route> router;
+  std::minstd_rand rng{std::random_device{}()};
+};
+
+Api::Api(StateStore& store, ApiOptions options) : impl_(std::make_unique<Impl>(store, std::move(options))) {}
+Api::~Api() = default;
+
+http::Response Api::handle_now(http::Request req) {
+  const Route* route = nullptr;
+  std::optional<Blocking> blocking;
+  if (auto early = impl_->prepare(req, route, blocking)) {
+    http::apply_cors(impl_->options.cors, req, *early);
+    return *early;
+  }
+  return impl_->finish(req, *route, route->endpoint(impl_->ctx, req));
+}
+
+boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
+  const Route* route = nullptr;
+  std::optional<Blocking> blocking;
+  if (auto early = impl_->prepare(req, route, blocking)) {
+    http::apply_cors(impl_->options.cors, req, *early);
+    co_return *early;
+  }
+  if (blocking && blocking->index > 0)
+    co_await impl_->ctx.store.wait_for_change(blocking->table, blocking->index, impl_->jitter(blocking->wait));
+  co_return impl_->finish(req, *route, route->endpoint(impl_->ctx, req));
+}
+
+}  // namespace mooring::controlplane::api

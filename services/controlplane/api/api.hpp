@@ -1,0 +1,49 @@
+// API room: the REST API as a pure request -> response layer over the state store. No sockets:
+// the HTTP server hands requests in; tests call handle_now() directly. Routing, CORS, blocking
+// queries (?index=N&wait=D) and error shapes ({"Error":"..."}) live here; each endpoint is a
+// plain function in one of the *_endpoints.cpp files.
+//
+// Blocking queries: with `index=N` a read waits until its table's index exceeds N or `wait`
+// passes (default 5m, capped at 10m, plus up to wait/16 of jitter so dashboards do not wake in
+// lockstep — Nomad's numbers), then answers with the current data. The index is sent as
+// X-Mooring-Index and X-Nomad-Index (never 0, so clients cannot spin on index=0).
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "services/controlplane/http/cors.hpp"
+#include "services/controlplane/http/message.hpp"
+
+namespace mooring::controlplane {
+class StateStore;
+}
+
+namespace mooring::controlplane::api {
+
+struct ApiOptions {
+  http::CorsPolicy cors;
+  std::chrono::milliseconds default_wait{std::chrono::minutes(5)};
+  std::chrono::milliseconds max_wait{std::chrono::minutes(10)};
+};
+
+class Api {
+ public:
+  explicit Api(StateStore& store, ApiOptions options = {});
+  ~Api();
+  Api(const Api&) = delete;
+  Api& operator=(const Api&) = delete;
+
+  // The HTTP server's handler. Runs on the store's executor.
+  boost::asio::awaitable<http::Response> handle(http::Request request);
+  // Same routing and endpoints, never waits (blocking-query parameters only select the index).
+  http::Response handle_now(http::Request request);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mooring::controlplane::api

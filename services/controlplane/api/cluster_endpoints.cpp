@@ -1,0 +1,89 @@
+// Plugins, nodes, events and status: read-only views (node agents write plugins and nodes).
+#include <charconv>
+
+#include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/api/list_query.hpp"
+#include "shared/domain/json.hpp"
+
+namespace mooring::controlplane::api {
+
+namespace {
+
+template <class T>
+http::Response list_stubs(const std::map<std::string, T>& items, const http::Request& req) {
+  auto q = parse_list_query(req.query);
+  if (!q) return bad_request(q.error());
+  auto page = paginate(items, *q, [](const T&) { return true; });
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto* item : page.items) out.push_back(domain::to_api_stub(*item));
+  auto res = json_ok(out);
+  if (!page.next_token.empty()) {
+    res.set_header("X-Mooring-NextToken", page.next_token);
+    res.set_header("X-Nomad-NextToken", page.next_token);
+  }
+  return res;
+}
+
+}  // namespace
+
+http::Response list_plugins(Context& ctx, const http::Request& req) {
+  if (auto type = req.param("type"); type && *type != "csi")
+    return bad_request("query parameter \"type\": only \"csi\" plugins exist, got \"" + std::string(*type) + "\"");
+  return list_stubs(ctx.store.plugins(), req);
+}
+
+http::Response get_plugin(Context& ctx, const http::Request& req) {
+  std::string id;
+  http::Response err;
+  if (!path_id(req, "id", domain::IdKind::plugin, id, err)) return err;
+  const auto* p = ctx.store.plugin(id);
+  if (!p) return not_found("plugin", id);
+  return json_ok(domain::to_api_json(*p));
+}
+
+http::Response list_nodes(Context& ctx, const http::Request& req) { return list_stubs(ctx.store.nodes(), req); }
+
+http::Response get_node(Context& ctx, const http::Request& req) {
+  std::string id;
+  http::Response err;
+  if (!path_id(req, "id", domain::IdKind::node, id, err)) return err;
+  const auto* n = ctx.store.node(id);
+  if (!n) return not_found("node", id);
+  return json_ok(domain::to_api_json(*n));
+}
+
+// Oldest first. `index=N` (the blocking-query parameter) also filters: only events after N, so
+// a dashboard following the log gets each event once. `topic`, `key` and `type` filter;
+// `per_page` keeps the newest that many.
+http::Response list_events(Context& ctx, const http::Request& req) {
+  std::uint64_t after = 0;
+  if (auto idx = req.param("index")) std::from_chars(idx->data(), idx->data() + idx->size(), after);
+  std::size_t per_page = 0;
+  if (req.param("per_page")) {
+    auto q = parse_list_query(req.query);
+    if (!q) return bad_request(q.error());
+    per_page = q->per_page;
+  }
+  auto topic = req.param("topic"), key = req.param("key"), type = req.param("type");
+  std::vector<const domain::Event*> hits;
+  for (const auto& e : ctx.store.events()) {
+    if (e.index <= after) continue;
+    if (topic && e.topic != *topic) continue;
+    if (key && e.key != *key) continue;
+    if (type && e.type != *type) continue;
+    hits.push_back(&e);
+  }
+  std::size_t skip = per_page > 0 && hits.size() > per_page ? hits.size() - per_page : 0;
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t i = skip; i < hits.size(); ++i) out.push_back(domain::to_api_json(*hits[i]));
+  return json_ok(out);
+}
+
+http::Response health(Context&, const http::Request&) { return json_ok({{"Status", "ok"}}); }
+
+http::Response ready(Context& ctx, const http::Request&) {
+  if (!ctx.store.ready()) return http::error_response(503, "state is not loaded yet");
+  return json_ok({{"Status", "ready"}, {"Index", ctx.store.index()}});
+}
+
+}  // namespace mooring::controlplane::api

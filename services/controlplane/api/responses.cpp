@@ -1,0 +1,76 @@
+#include <nlohmann/json.hpp>
+
+#include "services/controlplane/api/endpoints.hpp"
+
+namespace mooring::controlplane::api {
+
+http::Response json_ok(const nlohmann::json& body) {
+  return http::json_response(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+http::Response bad_request(std::string_view message) { return http::error_response(400, message); }
+
+http::Response not_found(std::string_view kind, std::string_view id) {
+  return http::error_response(404, std::string(kind) + " not found: " + std::string(id));
+}
+
+http::Response refused(const Refusal& r) {
+  switch (r.kind) {
+    case Refusal::Kind::invalid: return http::error_response(400, r.message);
+    case Refusal::Kind::not_found: return http::error_response(404, r.message);
+    case Refusal::Kind::conflict: return http::error_response(409, r.message);
+    case Refusal::Kind::unavailable: return http::error_response(409, r.message);
+  }
+  return http::error_response(500, r.message);
+}
+
+http::Response write_failed(std::string_view what, const std::string& error) {
+  log::Logger("api").error("state write failed", {{"what", what}, {"error", error}});
+  return http::error_response(500, std::string(what) + ": state write failed: " + error);
+}
+
+bool parse_body(const http::Request& req, nlohmann::json& out, http::Response& error) {
+  if (req.body.empty()) {
+    error = bad_request("request body is empty; a JSON object is required");
+    return false;
+  }
+  try {
+    out = nlohmann::json::parse(req.body);
+  } catch (const nlohmann::json::parse_error& e) {
+    error = bad_request(std::string("request body is not valid JSON: ") + e.what());
+    return false;
+  }
+  if (!out.is_object()) {
+    error = bad_request("request body must be a JSON object");
+    return false;
+  }
+  return true;
+}
+
+bool path_id(const http::Request& req, std::string_view param, domain::IdKind kind, std::string& out,
+             http::Response& error) {
+  auto it = req.params.find(param);
+  out = it == req.params.end() ? std::string{} : it->second;
+  if (auto st = domain::validate_id(kind, out); !st) {
+    error = bad_request(st.error());
+    return false;
+  }
+  return true;
+}
+
+bool query_flag(const http::Request& req, std::string_view name, bool& out, http::Response& error) {
+  auto v = req.param(name);
+  if (!v) return true;
+  if (*v == "true" || *v == "1" || v->empty()) {
+    out = true;
+  } else if (*v == "false" || *v == "0") {
+    out = false;
+  } else {
+    error = bad_request("query parameter \"" + std::string(name) + "\": must be true or false, got \"" +
+                        std::string(*v) + "\"");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace mooring::controlplane::api
