@@ -31,10 +31,12 @@ bool decode(const std::string& text, NodeRecord& r) {
     r.registration.node_id = j.at("node_id").get<std::string>();
     r.registration.max_volumes = j.value("max_volumes", std::int64_t{0});
     r.registration.topology = j.value("topology", std::map<std::string, std::string>{});
-    for (const auto& [path, s] : j.value("staged", json::object()).items()) {
+    const json staged = j.value("staged", json::object());
+    const json published = j.value("published", json::object());
+    for (const auto& [path, s] : staged.items()) {
       r.staged[path] = {s.at("volume_id").get<std::string>(), s.value("source", ""), s.value("readonly", false)};
     }
-    for (const auto& [path, p] : j.value("published", json::object()).items()) {
+    for (const auto& [path, p] : published.items()) {
       r.published[path] = {p.at("volume_id").get<std::string>(), p.value("staging_path", ""),
                            p.value("readonly", false)};
     }

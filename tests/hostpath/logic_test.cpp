@@ -1,0 +1,114 @@
+// mooring-hostpath's pure pieces, without a process or socket: flag parsing, fault rules and
+// their counting, pagination tokens, the state file codec.
+#include <gtest/gtest.h>
+
+#include "plugins/hostpath/controller.hpp"
+#include "plugins/hostpath/fault_injector.hpp"
+#include "plugins/hostpath/options.hpp"
+#include "plugins/hostpath/volume_store.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::hostpath {
+namespace {
+
+TEST(HostpathOptions, ParsesFlagsAndFallsBackToEnvironment) {
+  const auto r = parse_options({"--node-id", "n1", "--mode=node", "--topology", "zone=a", "--topology", "rack=r1",
+                                "--max-volumes", "4", "--known-nodes", "a,b", "--capacity", "2Gi"},
+                               {{"CSI_ENDPOINT", "unix:///tmp/x.sock"}, {"MOORING_FAULT_FILE", "/tmp/f.json"}}, "host");
+  ASSERT_EQ(r.outcome, ParseResult::Outcome::run) << r.message;
+  EXPECT_EQ(r.options.socket_path, "/tmp/x.sock");
+  EXPECT_EQ(r.options.node_id, "n1");
+  EXPECT_EQ(r.options.mode, Mode::node);
+  EXPECT_EQ(r.options.topology.at("rack"), "r1");
+  EXPECT_EQ(r.options.max_volumes, 4);
+  EXPECT_EQ(r.options.known_nodes, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.options.capacity_bytes, 2LL << 30);
+  EXPECT_EQ(r.options.fault_file, "/tmp/f.json");
+}
+
+TEST(HostpathOptions, RejectsBadInputWithAMessage) {
+  EXPECT_EQ(parse_options({}, {}, "h").outcome, ParseResult::Outcome::exit_error);  // no endpoint
+  EXPECT_EQ(parse_options({"--endpoint", "tcp://x"}, {}, "h").outcome, ParseResult::Outcome::exit_error);
+  EXPECT_EQ(parse_options({"--endpoint", "unix:///s", "--node-id", "../etc"}, {}, "h").outcome,
+            ParseResult::Outcome::exit_error);
+  EXPECT_EQ(parse_options({"--endpoint", "unix:///s", "--topology", "novalue"}, {}, "h").outcome,
+            ParseResult::Outcome::exit_error);
+  EXPECT_EQ(parse_options({"--help"}, {}, "h").outcome, ParseResult::Outcome::exit_ok);
+  std::int64_t n = 0;
+  EXPECT_TRUE(parse_size("512Mi", n));
+  EXPECT_EQ(n, 512LL << 20);
+  EXPECT_TRUE(parse_size("3G", n));
+  EXPECT_EQ(n, 3000000000LL);
+  EXPECT_FALSE(parse_size("-1", n));
+  EXPECT_FALSE(parse_size("12Qi", n));
+}
+
+TEST(HostpathFaultRules, RejectUnknownKeysAndMeaninglessRules) {
+  std::vector<FaultRule> rules;
+  std::string error;
+  EXPECT_TRUE(parse_fault_rules(R"({"rules":[{"rpc":"Probe","hang":true},{"rpc":"*","delay_ms":5}]})", rules, error));
+  EXPECT_EQ(rules.size(), 2u);
+  EXPECT_TRUE(parse_fault_rules("", rules, error));
+  EXPECT_TRUE(rules.empty());
+  EXPECT_FALSE(parse_fault_rules(R"([{"rpc":"Probe","cde":14}])", rules, error));
+  EXPECT_NE(error.find("cde"), std::string::npos);
+  EXPECT_FALSE(parse_fault_rules(R"([{"rpc":"Probe"}])", rules, error));
+  EXPECT_FALSE(parse_fault_rules(R"([{"rpc":"Probe","code":99}])", rules, error));
+  EXPECT_FALSE(parse_fault_rules(R"([{"rpc":"Probe","code":14,"exit":true}])", rules, error));
+}
+
+TEST(HostpathFaultInjector, CountsUsesDelaysAndResumesAfterRestart) {
+  test::TempDir dir("hp-logic");
+  test::write_file(dir / "f.json",
+                   R"([{"rpc":"A","delay_ms":50},{"rpc":"A","code":14,"count":2},{"rpc":"B","exit":true,"count":1}])");
+  {
+    FaultInjector f(dir / "f.json", dir / "progress.json");
+    auto d = f.decide("A", "");
+    EXPECT_EQ(d.action, FaultDecision::Action::fail);
+    EXPECT_EQ(d.delay.count(), 50);
+    EXPECT_EQ(d.describe(), "delay+fail");
+    EXPECT_EQ(f.decide("A", "").action, FaultDecision::Action::fail);
+    d = f.decide("A", "");
+    EXPECT_EQ(d.action, FaultDecision::Action::none);
+    EXPECT_EQ(d.describe(), "delay");
+    EXPECT_EQ(f.decide("B", "").action, FaultDecision::Action::exit);
+    EXPECT_EQ(f.decide("C", "").action, FaultDecision::Action::none);
+  }
+  FaultInjector again(dir / "f.json", dir / "progress.json");  // a restarted plugin
+  EXPECT_EQ(again.decide("B", "").action, FaultDecision::Action::none);
+  EXPECT_EQ(again.decide("A", "").action, FaultDecision::Action::none);
+  // Rewriting the file re-arms every rule.
+  test::write_file(dir / "f.json", R"([{"rpc":"B","exit":true,"count":1}])");
+  EXPECT_EQ(again.decide("B", "").action, FaultDecision::Action::exit);
+}
+
+TEST(HostpathPagination, TokensAreOpaqueAndValidated) {
+  std::string after;
+  EXPECT_TRUE(parse_page_token(make_page_token("vol-1"), after));
+  EXPECT_EQ(after, "vol-1");
+  EXPECT_FALSE(parse_page_token("invalid-token", after));
+  EXPECT_FALSE(parse_page_token("after:../x", after));
+}
+
+TEST(HostpathStateCodec, RoundTripsVolumesSnapshotsAndPublications) {
+  StoreState s;
+  VolumeRecord v;
+  v.id = "vol-1";
+  v.name = "n";
+  v.capacity_bytes = 42;
+  v.path = "/d/volumes/vol-1";
+  v.topology = {{{"zone", "a"}}};
+  v.publications = {{"node-a", true, 2}};
+  s.volumes[v.id] = v;
+  s.snapshots["snap-1"] = {"snap-1", "s", "vol-1", 42, "/d/snapshots/snap-1", 7};
+  StoreState back;
+  std::string error;
+  ASSERT_TRUE(decode_state(encode_state(s), back, error)) << error;
+  EXPECT_EQ(encode_state(back), encode_state(s));
+  EXPECT_EQ(back.volumes.at("vol-1").publications.at(0).node_id, "node-a");
+  EXPECT_FALSE(decode_state("{\"version\":99}", back, error));
+}
+
+}  // namespace
+}  // namespace mooring::hostpath
