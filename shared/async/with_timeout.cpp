@@ -42,14 +42,12 @@ asio::awaitable<bool> with_timeout(asio::awaitable<void> op, std::chrono::steady
     if (op_error) std::rethrow_exception(op_error);
     co_return true;
   }
-  // Timer first. The op was cancelled by us; operation_aborted is the expected result of that,
-  // anything else is a real failure of the op.
+  // Timer first: a timeout, even if the cancelled op then produced a value (rpc::unary reports
+  // CANCELLED). operation_aborted is the expected result of our cancel; any other exception is a
+  // real failure of the op.
   (void)timer_ec;
-  if (op_error) {
-    if (!is_operation_aborted(op_error)) std::rethrow_exception(op_error);
-    co_return false;
-  }
-  co_return true;  // the op managed to finish after all
+  if (op_error && !is_operation_aborted(op_error)) std::rethrow_exception(op_error);
+  co_return false;
 }
 
 }  // namespace mooring::async

@@ -11,12 +11,12 @@
 
 namespace mooring::async {
 
-// True if `op` finished, false if the deadline passed first (the op was then cancelled; an op
-// that ignores cancellation delays the return). An exception from `op` propagates, except the
+// True if `op` finished first, false if the deadline passed first (the op was then cancelled and
+// awaited; whatever value it produced after that is discarded, and an op that ignores
+// cancellation delays the return). An exception from `op` propagates, except the
 // operation_aborted it throws because we cancelled it on timeout. If the awaiting coroutine is
-// cancelled, the op is cancelled and its outcome (usually operation_aborted) propagates.
-// An op that reports cancellation as a value (rpc::unary gives CANCELLED) counts as finished:
-// for RPCs prefer the call's own deadline.
+// cancelled, the op is cancelled and its outcome (value, or usually operation_aborted) is
+// what this returns or throws.
 boost::asio::awaitable<bool> with_timeout(boost::asio::awaitable<void> op, std::chrono::steady_clock::duration timeout);
 
 namespace detail {
@@ -26,12 +26,13 @@ boost::asio::awaitable<void> store_result(boost::asio::awaitable<T> op, std::opt
 }
 }  // namespace detail
 
-// The value of `op`, or nullopt on timeout.
+// The value of `op`, or nullopt on timeout (e.g. for an RPC: nullopt, not the CANCELLED status
+// that the cancelled call reported).
 template <class T>
 boost::asio::awaitable<std::optional<T>> with_timeout(boost::asio::awaitable<T> op,
                                                       std::chrono::steady_clock::duration timeout) {
   std::optional<T> out;
-  co_await with_timeout(detail::store_result(std::move(op), out), timeout);
+  if (!co_await with_timeout(detail::store_result(std::move(op), out), timeout)) out.reset();
   co_return out;
 }
 

@@ -78,6 +78,23 @@ TEST(WithTimeout, VoidOpReportsWhetherItFinished) {
   EXPECT_FALSE(slow);
 }
 
+TEST(WithTimeout, TimeoutWinsOverAValueReportedAfterCancellation) {
+  asio::io_context io;
+  std::optional<int> got{7};
+  bool op_saw_cancel = false;
+  run_coro(io, [&]() -> asio::awaitable<void> {
+    got = co_await with_timeout(
+        [&]() -> asio::awaitable<int> {
+          // Like rpc::unary: cancellation is turned into a value instead of an exception.
+          if (co_await sleep_for(std::chrono::hours(1)) == SleepEnd::cancelled) op_saw_cancel = true;
+          co_return -1;
+        }(),
+        30ms);
+  }());
+  EXPECT_TRUE(op_saw_cancel);
+  EXPECT_FALSE(got.has_value());
+}
+
 TEST(WithTimeout, CallerCancellationCancelsTheOp) {
   asio::io_context io;
   asio::cancellation_signal cancel;

@@ -1,5 +1,6 @@
 #include "shared/rpc/client_call.hpp"
 
+#include "shared/async/with_timeout.hpp"
 #include "shared/rpc/channel.hpp"
 #include "tests/shared/async/run_coro.hpp"
 #include "tests/shared/rpc/test_plugin.hpp"
@@ -114,6 +115,22 @@ TEST_F(ClientCallTest, CancellingTheAwaitingCoroutineGivesCancelled) {
   ASSERT_TRUE(finished);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_TRUE(eventually([&] { return identity_.probes_cancelled.load() == 1; }));
+}
+
+TEST_F(ClientCallTest, WithTimeoutAroundACallReportsTimeoutAndCancelsIt) {
+  identity_.probe_delay_ms = 20000;
+  asio::io_context io;
+  std::optional<grpc::Status> status{grpc::Status::OK};
+  run_coro(io, [&]() -> asio::awaitable<void> {
+    v1::ProbeRequest request;
+    v1::ProbeResponse response;
+    status = co_await async::with_timeout(unary({.timeout = 30s}, [&](grpc::ClientContext* ctx, UnaryDone done) {
+                                            stub_->async()->Probe(ctx, &request, &response, std::move(done));
+                                          }),
+                                          200ms);
+  }());
+  EXPECT_FALSE(status.has_value());
   EXPECT_TRUE(eventually([&] { return identity_.probes_cancelled.load() == 1; }));
 }
 
