@@ -1,0 +1,415 @@
+// Every endpoint over real sockets: shapes, errors that change nothing, blocking queries, CORS.
+#include <future>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/controlplane/support/api_server.hpp"
+#include "tests/controlplane/support/fixtures.hpp"
+#include "tests/controlplane/support/http_client.hpp"
+
+namespace mooring::controlplane {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string volume_body(const std::string& id, const std::string& plugin = "hostpath",
+                        const std::string& mode = "single-node-writer") {
+  return json{{"Volumes",
+               {{{"ID", id},
+                 {"Name", id + "-name"},
+                 {"PluginID", plugin},
+                 {"ExternalID", "ext-" + id},
+                 {"RequestedCapabilities", {{{"AccessMode", mode}, {"AttachmentMode", "file-system"}}}},
+                 {"MountOptions", {{"FSType", "ext4"}, {"MountFlags", {"password=topsecret"}}}},
+                 {"Secrets", {{"token", "s3cr3t-token"}}},
+                 {"Parameters", {{"tier", "gold"}}}}}}}
+      .dump();
+}
+
+json parse(const HttpResult& r) { return json::parse(r.body, nullptr, false); }
+
+}  // namespace
+
+class ApiHttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Batch b;
+    b.put(fixtures::plugin("hostpath", "node-1"));
+    domain::Node n;
+    n.id = "node-1";
+    n.name = "first";
+    n.status = domain::NodeStatus::ready;
+    b.put(n);
+    server.seed(std::move(b));
+    server.start(config);
+    port = server.port;
+  }
+
+  HttpResult call(const std::string& method, const std::string& target, const std::string& body = {},
+                  const std::map<std::string, std::string>& headers = {}) {
+    return http_request(port, method, target, body, headers);
+  }
+
+  // Index and transaction count: a rejected request must leave both alone.
+  std::pair<std::uint64_t, std::size_t> fingerprint() {
+    return server.on_io([this] { return std::make_pair(server.store.index(), server.backend.transactions.size()); });
+  }
+
+  http::ServerConfig config;
+  ApiServer server;
+  std::uint16_t port = 0;
+};
+
+TEST_F(ApiHttpTest, RegisterThenReadVolumeWithSecretsRedacted) {
+  auto put = call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1"));
+  ASSERT_EQ(put.status, 200u) << put.body;
+  EXPECT_FALSE(put.header("x-mooring-index").empty());
+  EXPECT_EQ(put.body.find("s3cr3t-token"), std::string::npos);
+
+  auto get = call("GET", "/v1/volume/csi/vol-1");
+  ASSERT_EQ(get.status, 200u) << get.body;
+  auto v = parse(get);
+  EXPECT_EQ(v["ID"], "vol-1");
+  EXPECT_EQ(v["PluginID"], "hostpath");
+  EXPECT_EQ(v["ExternalID"], "ext-vol-1");
+  EXPECT_EQ(v["Provider"], "hostpath.mooring.dev");
+  EXPECT_EQ(v["Schedulable"], true);
+  EXPECT_EQ(v["NodesHealthy"], 1);
+  EXPECT_FALSE(v.contains("Secrets"));
+  EXPECT_EQ(v["MountOptions"]["MountFlags"], json::array({"[REDACTED]"}));
+  EXPECT_TRUE(v["Claims"].is_array());
+  EXPECT_EQ(get.body.find("s3cr3t-token"), std::string::npos);
+  EXPECT_EQ(get.body.find("topsecret"), std::string::npos);
+  EXPECT_EQ(get.header("x-nomad-index"), get.header("x-mooring-index"));
+}
+
+TEST_F(ApiHttpTest, UpdateKeepsSecretsAndRefusesImmutableChanges) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  auto body = json::parse(volume_body("vol-1"));
+  body["Volumes"][0].erase("Secrets");
+  body["Volumes"][0]["Name"] = "renamed";
+  body["Volumes"][0]["MountOptions"]["MountFlags"] = {"[REDACTED]"};
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", body.dump()).status, 200u);
+  auto secrets = server.on_io([this] { return server.store.volume("vol-1")->secrets; });
+  EXPECT_EQ(secrets.at("token"), "s3cr3t-token");
+  EXPECT_EQ(parse(call("GET", "/v1/volume/csi/vol-1"))["Name"], "renamed");
+
+  auto before = fingerprint();
+  body["Volumes"][0]["ExternalID"] = "other";
+  auto r = call("PUT", "/v1/volume/csi/vol-1", body.dump());
+  EXPECT_EQ(r.status, 400u);
+  EXPECT_NE(parse(r)["Error"].get<std::string>().find("ExternalID"), std::string::npos);
+  body["Volumes"][0]["ExternalID"] = "ext-vol-1";
+  body["Volumes"][0]["PluginID"] = "missing";
+  r = call("PUT", "/v1/volume/csi/vol-1", body.dump());
+  EXPECT_EQ(r.status, 400u);
+  EXPECT_NE(r.body.find("no CSI plugin named \\\"missing\\\""), std::string::npos) << r.body;
+  EXPECT_EQ(fingerprint(), before);
+}
+
+TEST_F(ApiHttpTest, CapabilityChangeWhileInUseIs409) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  server.on_io([this] {
+    auto v = *server.store.volume("vol-1");
+    v.claims["a1"] = domain::Claim{.allocation_id = "a1", .node_id = "node-1", .mode = domain::ClaimMode::write,
+                                   .access_mode = domain::AccessMode::single_node_writer,
+                                   .attachment_mode = domain::AttachmentMode::file_system};
+    v.access_mode = domain::AccessMode::single_node_writer;
+    v.attachment_mode = domain::AttachmentMode::file_system;
+    Batch b;
+    b.put(v);
+    return server.store.commit(std::move(b)).ok();
+  });
+  auto before = fingerprint();
+  auto r = call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1", "hostpath", "multi-node-reader-only"));
+  EXPECT_EQ(r.status, 409u) << r.body;
+  EXPECT_EQ(fingerprint(), before);
+  auto v = parse(call("GET", "/v1/volume/csi/vol-1"));
+  ASSERT_EQ(v["Claims"].size(), 1u);
+  EXPECT_EQ(v["Claims"][0]["AllocationID"], "a1");
+  EXPECT_EQ(v["Claims"][0]["State"], "taken");
+  EXPECT_TRUE(v["WriteAllocs"].contains("a1"));
+  // Deregistration: refused in use, even forced while the claimant is not terminal (unknown
+  // allocations count as gone, so give it a running one).
+  server.on_io([this] {
+    auto a = fixtures::allocation("a1", "node-1");
+    a.client_status = domain::ClientStatus::running;
+    Batch b;
+    b.put(a);
+    return server.store.commit(std::move(b)).ok();
+  });
+  EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1").status, 409u);
+  EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1?force=true").status, 409u);
+  server.on_io([this] {
+    auto a = *server.store.allocation("a1");
+    a.client_status = domain::ClientStatus::complete;
+    Batch b;
+    b.put(a);
+    return server.store.commit(std::move(b)).ok();
+  });
+  EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1").status, 409u);
+  EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1?force=true").status, 200u);
+  EXPECT_EQ(call("GET", "/v1/volume/csi/vol-1").status, 404u);
+}
+
+TEST_F(ApiHttpTest, BadRegistrationsGet4xxAndChangeNothing) {
+  auto before = fingerprint();
+  struct Case {
+    std::string method, target, body;
+    unsigned status;
+    std::string needle;
+  };
+  std::vector<Case> cases = {
+      {"PUT", "/v1/volume/csi/vol-1", "{not json", 400, "not valid JSON"},
+      {"PUT", "/v1/volume/csi/vol-1", "[]", 400, "JSON object"},
+      {"PUT", "/v1/volume/csi/vol-1", "", 400, "empty"},
+      {"PUT", "/v1/volume/csi/vol-1", R"({"Volumes":[{"ID":"vol-1","Bogus":1}]})", 400, "Bogus"},
+      {"PUT", "/v1/volume/csi/vol-1", R"({"Volumes":[{"ID":"vol-1","ExternalID":"e","RequestedCapabilities":[{"AccessMode":"single-node-writer","AttachmentMode":"file-system"}]}]})", 400, "PluginID"},
+      {"PUT", "/v1/volume/csi/vol-1", volume_body("vol-2"), 400, "does not match"},
+      {"PUT", "/v1/volume/csi/vol-1", volume_body("vol-1", "nope"), 400, "no CSI plugin"},
+      {"PUT", "/v1/volume/csi/vol-1", volume_body("vol-1", "hostpath", "single-writer"), 400, "single-writer"},
+      {"PUT", "/v1/volume/csi/..%2F..%2Fetc", volume_body("../../etc"), 400, "invalid volume id"},
+      {"GET", "/v1/volume/csi/..%2Fetc", "", 400, "invalid volume id"},
+      {"DELETE", "/v1/volume/csi/a%00b", "", 400, "percent-encoding"},
+      {"GET", "/v1/volume/csi/missing", "", 404, "volume not found: missing"},
+      {"DELETE", "/v1/volume/csi/missing", "", 404, "volume not found: missing"},
+      {"GET", "/v1/volumes?per_page=abc", "", 400, "per_page"},
+      {"GET", "/v1/volumes?index=x", "", 400, "index"},
+      {"GET", "/v1/volumes?index=3&wait=soon", "", 400, "wait"},
+      {"GET", "/v1/volumes?type=host", "", 400, "type"},
+      {"DELETE", "/v1/volume/csi/vol-1?force=maybe", "", 400, "force"},
+      {"GET", "/v1/nothing", "", 404, "no such endpoint"},
+  };
+  for (const auto& c : cases) {
+    auto r = call(c.method, c.target, c.body);
+    EXPECT_EQ(r.status, c.status) << c.method << " " << c.target << " -> " << r.body;
+    EXPECT_NE(r.body.find(c.needle), std::string::npos) << c.method << " " << c.target << " -> " << r.body;
+    EXPECT_TRUE(parse(r).contains("Error")) << r.body;
+  }
+  EXPECT_EQ(fingerprint(), before);
+}
+
+TEST_F(ApiHttpTest, HugeBodyGets413AndChangesNothing) {
+  auto before = fingerprint();
+  std::string huge = R"({"Volumes":[{"ID":"vol-1","Name":")" + std::string(2 * 1024 * 1024, 'x') + R"("}]})";
+  auto r = call("PUT", "/v1/volume/csi/vol-1", huge);
+  EXPECT_EQ(r.status, 413u) << r.error;
+  EXPECT_EQ(fingerprint(), before);
+}
+
+TEST_F(ApiHttpTest, WrongMethodGets405WithAllow) {
+  auto r = call("PATCH", "/v1/volume/csi/vol-1");
+  EXPECT_EQ(r.status, 405u);
+  EXPECT_EQ(r.header("allow"), "GET, PUT, POST, DELETE, OPTIONS");
+}
+
+TEST_F(ApiHttpTest, ListsFilterAndPaginate) {
+  for (const auto* id : {"a-1", "a-2", "a-3", "b-1"})
+    ASSERT_EQ(call("PUT", std::string("/v1/volume/csi/") + id, volume_body(id)).status, 200u);
+  auto all = parse(call("GET", "/v1/volumes"));
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0]["ID"], "a-1");
+  EXPECT_FALSE(all[0].contains("Secrets"));
+  EXPECT_EQ(parse(call("GET", "/v1/volumes?prefix=a-")).size(), 3u);
+  EXPECT_EQ(parse(call("GET", "/v1/volumes?plugin_id=other")).size(), 0u);
+  EXPECT_EQ(parse(call("GET", "/v1/volumes?type=csi&plugin_id=hostpath")).size(), 4u);
+  auto p1 = call("GET", "/v1/volumes?prefix=a-&per_page=2");
+  ASSERT_EQ(parse(p1).size(), 2u);
+  EXPECT_EQ(p1.header("x-mooring-nexttoken"), "a-3");
+  EXPECT_EQ(p1.header("x-nomad-nexttoken"), "a-3");
+  auto p2 = call("GET", "/v1/volumes?prefix=a-&per_page=2&next_token=a-3");
+  ASSERT_EQ(parse(p2).size(), 1u);
+  EXPECT_EQ(parse(p2)[0]["ID"], "a-3");
+  EXPECT_EQ(p2.header("x-mooring-nexttoken"), "");
+  // node_id: volumes claimed from that node.
+  server.on_io([this] {
+    auto v = *server.store.volume("b-1");
+    v.claims["x"] = domain::Claim{.allocation_id = "x", .node_id = "node-9"};
+    Batch b;
+    b.put(v);
+    return server.store.commit(std::move(b)).ok();
+  });
+  auto by_node = parse(call("GET", "/v1/volumes?node_id=node-9"));
+  ASSERT_EQ(by_node.size(), 1u);
+  EXPECT_EQ(by_node[0]["ID"], "b-1");
+}
+
+TEST_F(ApiHttpTest, PluginsAndNodes) {
+  auto plugins = parse(call("GET", "/v1/plugins?type=csi"));
+  ASSERT_EQ(plugins.size(), 1u);
+  EXPECT_EQ(plugins[0]["ID"], "hostpath");
+  EXPECT_EQ(plugins[0]["NodesHealthy"], 1);
+  auto p = call("GET", "/v1/plugin/csi/hostpath");
+  ASSERT_EQ(p.status, 200u);
+  EXPECT_TRUE(parse(p)["Nodes"].contains("node-1"));
+  EXPECT_EQ(call("GET", "/v1/plugin/csi/nope").status, 404u);
+  auto nodes = parse(call("GET", "/v1/nodes"));
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["ID"], "node-1");
+  EXPECT_EQ(nodes[0]["Status"], "ready");
+  EXPECT_EQ(parse(call("GET", "/v1/node/node-1"))["Name"], "first");
+  EXPECT_EQ(call("GET", "/v1/node/nope").status, 404u);
+  EXPECT_EQ(call("GET", "/v1/node/..").status, 400u);
+}
+
+TEST_F(ApiHttpTest, AllocationSubmitReadListStop) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  json alloc = {{"Allocation",
+                 {{"Name", "web"},
+                  {"StopAfterClientDisconnect", "30s"},
+                  {"Volumes",
+                   {{"data",
+                     {{"Type", "csi"}, {"Source", "vol-1"}, {"AccessMode", "single-node-writer"},
+                      {"AttachmentMode", "file-system"}}}}},
+                  {"Task", {{"Command", "/bin/sleep"}, {"Args", {"100"}}}}}}};
+  auto r = call("POST", "/v1/allocations", alloc.dump());
+  ASSERT_EQ(r.status, 200u) << r.body;
+  std::string id = parse(r)["ID"];
+  ASSERT_FALSE(id.empty());
+  auto got = parse(call("GET", "/v1/allocation/" + id));
+  EXPECT_EQ(got["Name"], "web");
+  EXPECT_EQ(got["DesiredStatus"], "run");
+  EXPECT_EQ(got["ClientStatus"], "pending");
+  EXPECT_EQ(got["Volumes"]["data"]["Source"], "vol-1");
+  EXPECT_EQ(got["StopAfterClientDisconnect"], "30s");
+  EXPECT_EQ(parse(call("GET", "/v1/allocations")).size(), 1u);
+  EXPECT_EQ(parse(call("GET", "/v1/allocations?node_id=node-1")).size(), 0u);
+
+  auto stop = call("POST", "/v1/allocation/" + id + "/stop");
+  ASSERT_EQ(stop.status, 200u) << stop.body;
+  got = parse(call("GET", "/v1/allocation/" + id));
+  EXPECT_EQ(got["DesiredStatus"], "stop");
+  EXPECT_EQ(got["ClientStatus"], "complete");  // never placed: nothing to wait for
+  auto again = fingerprint();
+  EXPECT_EQ(call("POST", "/v1/allocation/" + id + "/stop").status, 200u);  // idempotent
+  EXPECT_EQ(fingerprint(), again);
+  EXPECT_EQ(call("POST", "/v1/allocation/nope/stop").status, 404u);
+  EXPECT_EQ(call("GET", "/v1/allocation/nope").status, 404u);
+
+  // With an explicit node it stays pending on that node.
+  alloc["Allocation"]["NodeID"] = "node-1";
+  auto placed = parse(call("POST", "/v1/allocations", alloc.dump()));
+  EXPECT_EQ(placed["NodeID"], "node-1");
+  EXPECT_EQ(parse(call("GET", "/v1/allocations?node_id=node-1")).size(), 1u);
+}
+
+TEST_F(ApiHttpTest, BadAllocationsGet400AndChangeNothing) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  auto before = fingerprint();
+  auto vol = [](std::string source, std::string mode) {
+    return json{{"Source", source}, {"AccessMode", mode}, {"AttachmentMode", "file-system"}};
+  };
+  std::vector<std::pair<json, std::string>> cases = {
+      {json{{"Allocation", {{"Name", "w"}, {"Volumes", {{"d", vol("missing", "single-node-writer")}}}}}}, "volume not found"},
+      {json{{"Allocation", {{"Name", "w"}, {"Volumes", {{"d", vol("vol-1", "multi-node-multi-writer")}}}}}}, "does not support"},
+      {json{{"Allocation", {{"Name", "w"}, {"NodeID", "node-404"}}}}, "node not found"},
+      {json{{"Allocation", {{"Name", "w"}, {"NodeID", "../x"}}}}, "NodeID"},
+      {json{{"Allocation", {{"Name", "w"}, {"Volumes", {{"d", {{"AccessMode", "single-node-writer"}}}}}}}}, "Source"},
+      {json{{"Allocation", {{"Name", "w"}, {"Volumes", {{"d", vol("../../etc", "single-node-writer")}}}}}}, "Source"},
+      {json{{"Allocation", {{"Name", "w"}, {"Unknown", true}}}}, "Unknown"},
+      {json{{"Nope", {}}}, "Nope"},
+  };
+  for (const auto& [body, needle] : cases) {
+    auto r = call("POST", "/v1/allocations", body.dump());
+    EXPECT_EQ(r.status, 400u) << body.dump() << " -> " << r.body;
+    EXPECT_NE(r.body.find(needle), std::string::npos) << body.dump() << " -> " << r.body;
+  }
+  EXPECT_EQ(fingerprint(), before);
+}
+
+TEST_F(ApiHttpTest, EventsRecordWrites) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  ASSERT_EQ(call("DELETE", "/v1/volume/csi/vol-1").status, 200u);
+  auto events = parse(call("GET", "/v1/events?topic=Volume"));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["Type"], "VolumeRegistered");
+  EXPECT_EQ(events[1]["Type"], "VolumeDeregistered");
+  EXPECT_EQ(events[1]["Key"], "vol-1");
+  auto last = parse(call("GET", "/v1/events?per_page=1"));
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0]["Type"], "VolumeDeregistered");
+}
+
+TEST_F(ApiHttpTest, BlockingQueryWakesOnChange) {
+  auto first = call("GET", "/v1/volumes");
+  std::string index = first.header("x-mooring-index");
+  auto t0 = std::chrono::steady_clock::now();
+  auto waiter = std::async(std::launch::async, [&] { return call("GET", "/v1/volumes?index=" + index + "&wait=60s"); });
+  // Make sure the query is parked before writing.
+  while (server.on_io([this] { return server.store.waiter_count(); }) == 0) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  auto r = waiter.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_GT(std::stoull(r.header("x-mooring-index")), std::stoull(index));
+  EXPECT_EQ(parse(r).size(), 1u);
+}
+
+TEST_F(ApiHttpTest, BlockingQueryTimesOutCleanly) {
+  auto first = call("GET", "/v1/volumes");
+  std::string index = first.header("x-mooring-index");
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = call("GET", "/v1/volumes?index=" + index + "&wait=300ms");
+  auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.header("x-mooring-index"), index);
+  EXPECT_GE(elapsed, 280ms);
+  EXPECT_LT(elapsed, 20s);
+  EXPECT_EQ(server.on_io([this] { return server.store.waiter_count(); }), 0u);
+}
+
+TEST_F(ApiHttpTest, ShutdownAnswersParkedBlockingQueries) {
+  auto first = call("GET", "/v1/events");
+  auto waiter = std::async(std::launch::async, [&] {
+    return call("GET", "/v1/events?index=" + first.header("x-mooring-index") + "&wait=10m");
+  });
+  while (server.on_io([this] { return server.store.waiter_count(); }) == 0) std::this_thread::sleep_for(5ms);
+  auto t0 = std::chrono::steady_clock::now();
+  server.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
+  EXPECT_EQ(waiter.get().status, 200u);
+}
+
+TEST_F(ApiHttpTest, CorsForDashboards) {
+  auto get = call("GET", "/v1/volumes", {}, {{"Origin", "https://dash.example"}});
+  EXPECT_EQ(get.header("access-control-allow-origin"), "*");
+  auto pre = call("OPTIONS", "/v1/volume/csi/x", {},
+                  {{"Origin", "https://dash.example"}, {"Access-Control-Request-Method", "GET"}});
+  EXPECT_EQ(pre.status, 204u);
+  EXPECT_EQ(pre.header("access-control-allow-methods"), "GET, OPTIONS");
+  EXPECT_EQ(pre.header("allow"), "GET, PUT, POST, DELETE, OPTIONS");
+  auto before = fingerprint();
+  auto put = call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1"), {{"Origin", "https://evil.example"}});
+  EXPECT_EQ(put.status, 403u);
+  EXPECT_EQ(fingerprint(), before);
+  EXPECT_EQ(call("OPTIONS", "/v1/nope", {}, {{"Origin", "https://dash.example"}}).status, 404u);
+}
+
+TEST_F(ApiHttpTest, HealthAndReadiness) {
+  auto h = call("GET", "/v1/status/health");
+  EXPECT_EQ(h.status, 200u);
+  EXPECT_EQ(parse(h)["Status"], "ok");
+  auto r = call("GET", "/v1/status/ready");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(parse(r)["Status"], "ready");
+}
+
+TEST(ApiNotLoaded, EverythingButHealthIs503) {
+  boost::asio::io_context io;
+  FakeBackend backend;
+  StateStore store{io.get_executor(), backend};
+  api::Api api{store};
+  http::Request r;
+  r.method = "GET";
+  r.target = "/v1/volumes";
+  EXPECT_EQ(api.handle_now(r).status, 503u);
+  r.target = "/v1/status/ready";
+  EXPECT_EQ(api.handle_now(r).status, 503u);
+  r.target = "/v1/status/health";
+  EXPECT_EQ(api.handle_now(r).status, 200u);
+}
+
+}  // namespace mooring::controlplane

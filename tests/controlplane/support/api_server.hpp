@@ -1,0 +1,73 @@
+// Test support: the real API behind the real HTTP server on an OS-chosen port, over a fake or
+// SQLite backend, with the io thread owned by the fixture. `on_io` runs code on the io thread
+// (the store is single-threaded).
+#pragma once
+
+#include <future>
+#include <memory>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "services/controlplane/api/api.hpp"
+#include "services/controlplane/http/server.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "tests/controlplane/support/fake_backend.hpp"
+
+namespace mooring::controlplane {
+
+class ApiServer {
+ public:
+  explicit ApiServer(api::ApiOptions options = {}) : store(io.get_executor(), backend), api(store, options) {
+    if (!store.load()) throw std::runtime_error("load failed");
+  }
+  ~ApiServer() { stop(); }
+
+  // Seed state before start() (runs on the caller's thread; nothing else touches the store yet).
+  std::uint64_t seed(Batch b) {
+    auto r = store.commit(std::move(b));
+    if (!r) throw std::runtime_error(r.error());
+    return *r;
+  }
+
+  void start(http::ServerConfig config = {}) {
+    config.port = 0;
+    server = std::make_unique<http::Server>(io.get_executor(), config,
+                                            [this](http::Request r) { return api.handle(std::move(r)); });
+    if (server->listen()) throw std::runtime_error("listen failed");
+    server->start();
+    port = server->port();
+    thread = std::thread([this] { io.run(); });
+  }
+
+  template <class F>
+  auto on_io(F f) {
+    std::packaged_task<decltype(f())()> task(std::move(f));
+    auto fut = task.get_future();
+    boost::asio::post(io, [&task] { task(); });
+    return fut.get();
+  }
+
+  void stop() {
+    if (!thread.joinable()) return;
+    on_io([this] {
+      store.release_waiters();
+      return 0;
+    });
+    boost::asio::co_spawn(io, server->shutdown(std::chrono::seconds(5)), boost::asio::use_future).get();
+    thread.join();
+  }
+
+  boost::asio::io_context io;
+  FakeBackend backend;
+  StateStore store;
+  api::Api api;
+  std::unique_ptr<http::Server> server;
+  std::thread thread;
+  std::uint16_t port = 0;
+};
+
+}  // namespace mooring::controlplane
