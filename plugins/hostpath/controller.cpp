@@ -295,10 +295,19 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
 
 Status Controller::delete_volume(const csi::v1::DeleteVolumeRequest& req) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
+  // Deleting the directory under a live bind mount would destroy a workload's data, even when
+  // the orchestrator skipped ControllerPublish: ask the node records too.
+  const auto mounting = nodes_mounting(config_.data_dir, req.volume_id());
   std::string path;
   auto st = store_.transact([&](StoreState& state) -> Status {
     auto it = state.volumes.find(req.volume_id());
     if (it == state.volumes.end()) return Status::OK;  // already gone
+    if (!mounting.empty()) {
+      std::string nodes;
+      for (const auto& n : mounting) nodes += (nodes.empty() ? "" : ", ") + n;
+      return {StatusCode::FAILED_PRECONDITION,
+              "volume " + req.volume_id() + " is still staged or published on node(s) " + nodes + "; unmount it first"};
+    }
     if (!it->second.publications.empty()) {
       std::string nodes;
       for (const auto& p : it->second.publications) nodes += (nodes.empty() ? "" : ", ") + p.node_id;

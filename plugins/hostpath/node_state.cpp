@@ -101,15 +101,36 @@ bool NodeState::erase_published(const std::string& path) {
   return save_locked();
 }
 
-std::vector<NodeRegistration> registered_nodes(const std::filesystem::path& data_dir) {
-  std::vector<NodeRegistration> out;
+namespace {
+
+std::vector<NodeRecord> all_records(const std::filesystem::path& data_dir) {
+  std::vector<NodeRecord> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(data_dir / "nodes", ec)) {
     if (entry.path().extension() != ".json") continue;
     std::error_code rec;
     const auto text = read_file(entry.path(), rec);
     NodeRecord r;
-    if (text && decode(*text, r)) out.push_back(std::move(r.registration));
+    if (text && decode(*text, r)) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<NodeRegistration> registered_nodes(const std::filesystem::path& data_dir) {
+  std::vector<NodeRegistration> out;
+  for (auto& r : all_records(data_dir)) out.push_back(std::move(r.registration));
+  return out;
+}
+
+std::vector<std::string> nodes_mounting(const std::filesystem::path& data_dir, const std::string& volume_id) {
+  std::vector<std::string> out;
+  for (const auto& r : all_records(data_dir)) {
+    bool uses = false;
+    for (const auto& [path, s] : r.staged) uses = uses || s.volume_id == volume_id;
+    for (const auto& [path, p] : r.published) uses = uses || p.volume_id == volume_id;
+    if (uses) out.push_back(r.registration.node_id);
   }
   return out;
 }

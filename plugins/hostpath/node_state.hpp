@@ -62,4 +62,7 @@ class NodeState {
 // Every node registered in the data dir (files under <data-dir>/nodes/).
 std::vector<NodeRegistration> registered_nodes(const std::filesystem::path& data_dir);
 
+// Nodes in the data dir that still have `volume_id` staged or published (their records say so).
+std::vector<std::string> nodes_mounting(const std::filesystem::path& data_dir, const std::string& volume_id);
+
 }  // namespace mooring::hostpath

@@ -79,6 +79,14 @@ TEST_F(HostpathLifecycle, CreatePublishStageWriteUnwindSnapshotRestoreExpandDele
     EXPECT_FALSE(resp.volume_condition().abnormal());
   }
 
+  {  // never delete a directory under a live mount, even without a controller publication
+    ASSERT_TRUE(p.controller_unpublish(vol.volume_id(), "node-a").ok());
+    const auto del = p.delete_volume(vol.volume_id());
+    EXPECT_EQ(del.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(del.error_message().find("node-a"), std::string::npos) << del.error_message();
+    ASSERT_TRUE(p.controller_publish(vol.volume_id(), "node-a", AM::SINGLE_NODE_WRITER).ok());
+  }
+
   ASSERT_TRUE(p.unpublish(vol.volume_id(), target).ok());
   EXPECT_FALSE(test::is_mounted(target));
   EXPECT_FALSE(std::filesystem::exists(target));
