@@ -24,10 +24,14 @@ struct Mutation {
 struct Transaction {
   std::uint64_t index = 0;  // the state index after this transaction
   std::vector<Mutation> mutations;
+  // Tables this transaction changes; their index becomes `index`. Kept by the backend because a
+  // deletion leaves no row to recompute it from, and blocking queries must never see it go back.
+  std::vector<Table> tables;
 };
 
 struct Snapshot {
   std::uint64_t index = 0;
+  std::map<Table, std::uint64_t> table_index;
   std::map<Table, std::map<std::string, std::string>> rows;  // table -> key -> value
 };
 

@@ -1,6 +1,7 @@
 #include "services/controlplane/state/sqlite_backend.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@ std::string sqlite_error(sqlite3* db, std::string_view what) {
 }  // namespace
 
 struct SqliteBackend::Db {
+  int lock_fd = -1;  // flock held for the life of the backend
   sqlite3* db = nullptr;
   sqlite3_stmt* put = nullptr;
   sqlite3_stmt* del = nullptr;
@@ -29,6 +31,7 @@ struct SqliteBackend::Db {
     sqlite3_finalize(del);
     sqlite3_finalize(set_index);
     if (db) sqlite3_close(db);
+    if (lock_fd >= 0) ::close(lock_fd);
   }
 
   domain::Status exec(const char* sql) {
@@ -52,6 +55,13 @@ domain::Expected<std::unique_ptr<SqliteBackend>> SqliteBackend::open(const std::
   std::filesystem::create_directories(data_dir, ec);
   if (ec) return domain::error("cannot create data dir " + data_dir.string() + ": " + ec.message());
   ::chmod(data_dir.c_str(), 0700);
+  auto db = std::make_unique<Db>();
+  auto lock_path = data_dir / "lock";
+  db->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (db->lock_fd < 0) return domain::error("cannot open " + lock_path.string() + ": " + std::strerror(errno));
+  if (::flock(db->lock_fd, LOCK_EX | LOCK_NB) != 0)
+    return domain::error("data dir " + data_dir.string() + " is in use by another control plane (" +
+                         lock_path.string() + " is locked)");
   auto path = data_dir / "state.db";
   // Create the file ourselves so it is 0600 from the first byte; SQLite gives its -wal and
   // -shm files the database file's permissions.
@@ -60,26 +70,17 @@ domain::Expected<std::unique_ptr<SqliteBackend>> SqliteBackend::open(const std::
   ::fchmod(fd, 0600);
   ::close(fd);
 
-  auto db = std::make_unique<Db>();
   if (sqlite3_open_v2(path.c_str(), &db->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK)
     return domain::error("cannot open " + path.string() + ": " + sqlite_error(db->db, "sqlite"));
   sqlite3_busy_timeout(db->db, 0);
   for (const char* sql : {
            "PRAGMA journal_mode=WAL",
            "PRAGMA synchronous=FULL",
-           // Held for the life of the process: a second control plane on the same data dir
-           // fails at load() instead of corrupting the state.
-           "PRAGMA locking_mode=EXCLUSIVE",
            "CREATE TABLE IF NOT EXISTS rows (tbl TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
            "PRIMARY KEY (tbl, key)) WITHOUT ROWID",
            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
        }) {
-    auto st = db->exec(sql);
-    if (!st) {
-      if (st.error().find("locked") != std::string::npos || st.error().find("busy") != std::string::npos)
-        return domain::error(path.string() + " is in use by another control plane");
-      return domain::error(path.string() + ": " + st.error());
-    }
+    if (auto st = db->exec(sql); !st) return domain::error(path.string() + ": " + st.error());
   }
   auto prepare = [&](const char* sql, sqlite3_stmt** out) -> domain::Status {
     if (sqlite3_prepare_v2(db->db, sql, -1, out, nullptr) != SQLITE_OK)
@@ -89,7 +90,7 @@ domain::Expected<std::unique_ptr<SqliteBackend>> SqliteBackend::open(const std::
   if (auto st = prepare("INSERT OR REPLACE INTO rows (tbl, key, value) VALUES (?, ?, ?)", &db->put); !st)
     return domain::error(st.error());
   if (auto st = prepare("DELETE FROM rows WHERE tbl = ? AND key = ?", &db->del); !st) return domain::error(st.error());
-  if (auto st = prepare("INSERT OR REPLACE INTO meta (key, value) VALUES ('index', ?)", &db->set_index); !st)
+  if (auto st = prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", &db->set_index); !st)
     return domain::error(st.error());
   return std::unique_ptr<SqliteBackend>(new SqliteBackend(path, std::move(db)));
 }
@@ -97,12 +98,21 @@ domain::Expected<std::unique_ptr<SqliteBackend>> SqliteBackend::open(const std::
 domain::Expected<Snapshot> SqliteBackend::load() {
   Snapshot snap;
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_->db, "SELECT value FROM meta WHERE key = 'index'", -1, &stmt, nullptr) != SQLITE_OK)
+  if (sqlite3_prepare_v2(db_->db, "SELECT key, value FROM meta", -1, &stmt, nullptr) != SQLITE_OK)
     return domain::error(path_.string() + ": " + sqlite_error(db_->db, "load"));
-  int rc = sqlite3_step(stmt);
-  if (rc == SQLITE_ROW) snap.index = static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 0));
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    std::string key = p ? p : "";
+    auto value = static_cast<std::uint64_t>(sqlite3_column_int64(stmt, 1));
+    if (key == "index") {
+      snap.index = value;
+    } else if (key.rfind("index:", 0) == 0) {
+      if (auto t = parse_table(key.substr(6))) snap.table_index[*t] = value;
+    }
+  }
   sqlite3_finalize(stmt);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return domain::error(path_.string() + ": " + sqlite_error(db_->db, "load"));
+  if (rc != SQLITE_DONE) return domain::error(path_.string() + ": " + sqlite_error(db_->db, "load"));
 
   if (sqlite3_prepare_v2(db_->db, "SELECT tbl, key, value FROM rows", -1, &stmt, nullptr) != SQLITE_OK)
     return domain::error(path_.string() + ": " + sqlite_error(db_->db, "load"));
@@ -138,11 +148,16 @@ domain::Status SqliteBackend::apply(const Transaction& tx) {
     sqlite3_reset(stmt);
     if (rc != SQLITE_DONE) return fail("write");
   }
-  sqlite3_reset(db_->set_index);
-  sqlite3_bind_int64(db_->set_index, 1, static_cast<sqlite3_int64>(tx.index));
-  int rc = sqlite3_step(db_->set_index);
-  sqlite3_reset(db_->set_index);
-  if (rc != SQLITE_DONE) return fail("write index");
+  std::vector<std::string> keys{"index"};
+  for (auto t : tx.tables) keys.push_back("index:" + std::string(to_string(t)));
+  for (const auto& key : keys) {
+    sqlite3_reset(db_->set_index);
+    sqlite3_bind_text(db_->set_index, 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(db_->set_index, 2, static_cast<sqlite3_int64>(tx.index));
+    int rc = sqlite3_step(db_->set_index);
+    sqlite3_reset(db_->set_index);
+    if (rc != SQLITE_DONE) return fail("write index");
+  }
   if (auto st = db_->exec("COMMIT"); !st) {
     (void)db_->exec("ROLLBACK");  // best effort: the error that matters is the first one
     return st;

@@ -1,6 +1,7 @@
 // State room: the SQLite StateBackend. One file `state.db` under the data dir, WAL mode with
 // synchronous=FULL (a committed transaction is on disk before apply() returns), created 0600
-// because rows carry volume secrets, and locked exclusively so two control planes cannot share it.
+// because rows carry volume secrets, and guarded by an flock on `<data-dir>/lock` so two control
+// planes cannot share it.
 #pragma once
 
 #include <filesystem>

@@ -90,6 +90,7 @@ domain::Status StateStore::load() {
   events_ = std::move(events);
   event_positions_ = std::move(positions);
   table_index_ = std::move(table_index);
+  for (const auto& [t, i] : snap->table_index) table_index_[t] = std::max(table_index_[t], i);
   index_ = snap->index;
   for (const auto& [t, i] : table_index_) index_ = std::max(index_, i);
   ready_ = true;
@@ -168,15 +169,16 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   for (std::size_t i = 0; i < drop; ++i)
     tx.mutations.push_back({Table::events, event_key(events_[i].index, event_positions_[i]), std::nullopt});
 
-  if (auto st = backend_.apply(tx); !st) return domain::error(st.error());
-
-  // Durable: now memory may change.
-  std::vector<Table> touched;
+  auto& touched = tx.tables;
   if (!batch.volumes_.empty()) touched.push_back(Table::volumes);
   if (!batch.plugins_.empty()) touched.push_back(Table::plugins);
   if (!batch.nodes_.empty()) touched.push_back(Table::nodes);
   if (!batch.allocations_.empty()) touched.push_back(Table::allocations);
   if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
+
+  if (auto st = backend_.apply(tx); !st) return domain::error(st.error());
+
+  // Durable: now memory may change.
   install(batch.volumes_, volumes_);
   install(batch.plugins_, plugins_);
   install(batch.nodes_, nodes_);

@@ -58,14 +58,27 @@ TEST_F(SqliteBackendTest, FilesArePrivateAndDurabilityIsFull) {
 TEST_F(SqliteBackendTest, SecondOpenOfTheSameDataDirIsRefused) {
   auto first = SqliteBackend::open(dir / "data");
   ASSERT_TRUE(first) << first.error();
-  ASSERT_TRUE((*first)->load());
   auto second = SqliteBackend::open(dir / "data");
-  if (second) {
-    auto snap = (*second)->load();
-    ASSERT_FALSE(snap);
-  } else {
-    EXPECT_NE(second.error().find("in use"), std::string::npos) << second.error();
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().find("in use by another control plane"), std::string::npos) << second.error();
+  first->reset();  // released with the backend
+  EXPECT_TRUE(SqliteBackend::open(dir / "data"));
+}
+
+TEST_F(SqliteBackendTest, TableIndexesArePersisted) {
+  {
+    auto b = SqliteBackend::open(dir / "data");
+    ASSERT_TRUE(b) << b.error();
+    ASSERT_TRUE((*b)->apply(Transaction{1, {{Table::volumes, "v1", "{}"}}, {Table::volumes}}));
+    ASSERT_TRUE((*b)->apply(Transaction{2, {{Table::volumes, "v1", std::nullopt}}, {Table::volumes, Table::events}}));
   }
+  auto b = SqliteBackend::open(dir / "data");
+  ASSERT_TRUE(b) << b.error();
+  auto snap = (*b)->load();
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(snap->table_index[Table::volumes], 2u);
+  EXPECT_EQ(snap->table_index[Table::events], 2u);
+  EXPECT_EQ(snap->table_index.count(Table::plugins), 0u);
 }
 
 TEST_F(SqliteBackendTest, UnwritableDataDirIsAnErrorNamingThePath) {

@@ -125,6 +125,21 @@ TEST_F(StateStoreTest, ReloadRestoresEverything) {
   EXPECT_EQ(again.table_index(Table::events), 2u);
 }
 
+TEST_F(StateStoreTest, TableIndexSurvivesADeletionAndAReload) {
+  Batch b;
+  b.put(fixtures::volume("v1"));
+  commit(std::move(b));
+  Batch b2;
+  b2.erase_volume("v1");
+  commit(std::move(b2));
+  EXPECT_EQ(store.table_index(Table::volumes), 2u);
+  StateStore again{io.get_executor(), backend};
+  ASSERT_TRUE(again.load());
+  // No row is left to derive it from; a blocking query must still not see the index go back.
+  EXPECT_EQ(again.table_index(Table::volumes), 2u);
+  EXPECT_EQ(again.index(), 2u);
+}
+
 TEST_F(StateStoreTest, CorruptRowFailsTheLoadByName) {
   backend.snapshot.rows[Table::volumes]["bad"] = "{not json";
   StateStore again{io.get_executor(), backend};

@@ -24,6 +24,7 @@ class FakeBackend final : public StateBackend {
         snapshot.rows[m.table].erase(m.key);
     }
     snapshot.index = tx.index;
+    for (auto t : tx.tables) snapshot.table_index[t] = tx.index;
     return {};
   }
 

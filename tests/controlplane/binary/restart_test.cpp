@@ -1,0 +1,235 @@
+// The real mooring-controlplane binary: every write acknowledged before kill -9 is there after a
+// restart; SIGTERM stops it cleanly; bad flags and a shared data dir fail clearly.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "services/controlplane/state/sqlite_backend.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "tests/controlplane/support/fixtures.hpp"
+#include "tests/controlplane/support/http_client.hpp"
+
+namespace mooring::controlplane {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Process {
+  pid_t pid = -1;
+  fs::path log;
+
+  ~Process() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  // Exit status after a signal or exit; -1 on timeout.
+  int wait(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return status;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+  std::string output() const {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+};
+
+std::unique_ptr<Process> spawn(const fs::path& log, std::vector<std::string> args) {
+  auto p = std::make_unique<Process>();
+  p->log = log;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "a");
+    if (f) {
+      ::dup2(fileno(f), 1);
+      ::dup2(fileno(f), 2);
+    }
+    std::vector<char*> argv;
+    std::string bin = MOORING_CONTROLPLANE_BIN;
+    argv.push_back(bin.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  p->pid = pid;
+  return p;
+}
+
+// The port from the "http api listening" line of this run (the log is appended to).
+std::uint16_t wait_for_port(const Process& p, std::size_t run) {
+  std::regex re("http api listening.* port=([0-9]+)");
+  for (int i = 0; i < 2000; ++i) {
+    auto out = p.output();
+    std::size_t seen = 0;
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it) {
+      if (++seen == run) return static_cast<std::uint16_t>(std::stoi((*it)[1].str()));
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return 0;
+}
+
+std::string volume_body(const std::string& id) {
+  return json{{"Volumes",
+               {{{"ID", id},
+                 {"PluginID", "hostpath"},
+                 {"ExternalID", "ext-" + id},
+                 {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}},
+                 {"Secrets", {{"token", "secret-" + id}}}}}}}
+      .dump();
+}
+
+}  // namespace
+
+class BinaryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mooring-cp-bin-XXXXXX";
+    ASSERT_TRUE(::mkdtemp(tmpl));
+    dir = tmpl;
+    data = dir / "data";
+    // The plugin a node agent would have reported: volumes need one to register.
+    auto backend = SqliteBackend::open(data);
+    ASSERT_TRUE(backend) << backend.error();
+    boost::asio::io_context io;
+    StateStore store{io.get_executor(), **backend};
+    ASSERT_TRUE(store.load());
+    Batch b;
+    b.put(fixtures::plugin("hostpath", "node-1"));
+    ASSERT_TRUE(store.commit(std::move(b)));
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  std::unique_ptr<Process> start() {
+    ++runs;
+    auto p = spawn(dir / "controlplane.log", {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0"});
+    port = wait_for_port(*p, runs);
+    return p;
+  }
+
+  fs::path dir, data;
+  std::uint16_t port = 0;
+  std::size_t runs = 0;
+};
+
+TEST_F(BinaryTest, AcknowledgedWritesSurviveKill9) {
+  auto p = start();
+  ASSERT_NE(port, 0) << p->output();
+  std::vector<std::string> volumes, allocs, stopped;
+  for (int i = 0; i < 12; ++i) {
+    std::string id = "vol-" + std::to_string(i);
+    auto r = http_request(port, "PUT", "/v1/volume/csi/" + id, volume_body(id));
+    ASSERT_EQ(r.status, 200u) << r.body;
+    volumes.push_back(id);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(http_request(port, "DELETE", "/v1/volume/csi/" + volumes.back()).status, 200u);
+    volumes.pop_back();
+  }
+  for (int i = 0; i < 6; ++i) {
+    json body = {{"Allocation",
+                  {{"Name", "job-" + std::to_string(i)},
+                   {"Volumes",
+                    {{"data",
+                      {{"Source", volumes[static_cast<std::size_t>(i)]},
+                       {"AccessMode", "single-node-writer"},
+                       {"AttachmentMode", "file-system"}}}}}}}};
+    auto r = http_request(port, "POST", "/v1/allocations", body.dump());
+    ASSERT_EQ(r.status, 200u) << r.body;
+    allocs.push_back(json::parse(r.body)["ID"]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(http_request(port, "POST", "/v1/allocation/" + allocs[static_cast<std::size_t>(i)] + "/stop").status, 200u);
+    stopped.push_back(allocs[static_cast<std::size_t>(i)]);
+  }
+  auto index_before = http_request(port, "GET", "/v1/volumes").header("x-mooring-index");
+  ASSERT_EQ(::kill(p->pid, SIGKILL), 0);  // right after the last acknowledgement
+  ASSERT_NE(p->wait(10s), -1);
+
+  auto again = start();
+  ASSERT_NE(port, 0) << again->output();
+  auto list = json::parse(http_request(port, "GET", "/v1/volumes").body);
+  ASSERT_EQ(list.size(), volumes.size());
+  for (const auto& id : volumes) EXPECT_EQ(http_request(port, "GET", "/v1/volume/csi/" + id).status, 200u) << id;
+  EXPECT_EQ(http_request(port, "GET", "/v1/volume/csi/vol-11").status, 404u);  // deregistered stays gone
+  for (const auto& id : allocs) {
+    auto a = json::parse(http_request(port, "GET", "/v1/allocation/" + id).body);
+    bool was_stopped = std::find(stopped.begin(), stopped.end(), id) != stopped.end();
+    EXPECT_EQ(a["DesiredStatus"], was_stopped ? "stop" : "run") << id;
+  }
+  EXPECT_EQ(http_request(port, "GET", "/v1/volumes").header("x-mooring-index"), index_before);
+  EXPECT_EQ(json::parse(http_request(port, "GET", "/v1/plugins").body).size(), 1u);
+  auto events = json::parse(http_request(port, "GET", "/v1/events").body);
+  EXPECT_EQ(events.size(), 12u + 3u + 6u + 2u);
+
+  // New writes continue from the recovered index.
+  auto r = http_request(port, "PUT", "/v1/volume/csi/after", volume_body("after"));
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_GT(std::stoull(r.header("x-mooring-index")), std::stoull(index_before));
+
+  // SIGTERM: a clean exit, and the secrets are in the (private) file, never in the API.
+  ASSERT_EQ(::kill(again->pid, SIGTERM), 0);
+  int status = again->wait(20s);
+  ASSERT_TRUE(WIFEXITED(status)) << again->output();
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat((data / "state.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto backend = SqliteBackend::open(data);
+  ASSERT_TRUE(backend) << backend.error();
+  auto snap = (*backend)->load();
+  ASSERT_TRUE(snap);
+  EXPECT_NE(snap->rows[Table::volumes]["vol-0"].find("secret-vol-0"), std::string::npos);
+  EXPECT_EQ(again->output().find("secret-vol-0"), std::string::npos);
+}
+
+TEST_F(BinaryTest, SecondInstanceOnTheSameDataDirRefusesToStart) {
+  auto p = start();
+  ASSERT_NE(port, 0) << p->output();
+  auto second = spawn(dir / "second.log", {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0"});
+  int status = second->wait(20s);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_NE(second->output().find("in use"), std::string::npos) << second->output();
+  EXPECT_EQ(http_request(port, "GET", "/v1/status/health").status, 200u);  // the first is unharmed
+}
+
+TEST_F(BinaryTest, BadFlagsExitWithUsage) {
+  auto p = spawn(dir / "flags.log", {"--http-addr", "nonsense", "--data-dir", data.string()});
+  int status = p->wait(20s);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  auto q = spawn(dir / "flags2.log", {"--http-addr", "127.0.0.1:0"});
+  status = q->wait(20s);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(q->output().find("--data-dir is required"), std::string::npos);
+}
+
+}  // namespace mooring::controlplane
