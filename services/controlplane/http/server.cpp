@@ -205,6 +205,12 @@ asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
     s->stream.expires_never();  // blocking queries may take minutes
     try {
       response = co_await handler(to_request(std::move(req)));
+    } catch (const boost::system::system_error& e) {
+      // A handler cancelled by a forced shutdown is not a bug.
+      if (e.code() != asio::error::operation_aborted)
+        logger.error("request handler failed", {{"method", method}, {"target", target}, {"error", e.what()}});
+      response = error_response(e.code() == asio::error::operation_aborted ? 503 : 500,
+                                e.code() == asio::error::operation_aborted ? "shutting down" : "internal error");
     } catch (const std::exception& e) {
       logger.error("request handler failed", {{"method", method}, {"target", target}, {"error", e.what()}});
       response = error_response(500, "internal error");
