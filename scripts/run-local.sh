@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The local stack behind `make run`: control plane + one node agent that launches the hostpath
+# CSI plugin (plugin id "hostpath"), as plain processes with all data under $MOORING_DATA.
+# Services run in their own sessions (setsid) so a terminal's Ctrl-C reaches only this script,
+# which then stops them in order. Stays in the foreground; Ctrl-C (or SIGTERM) shuts down gracefully: the agent first (it stops
+# its allocations and unmounts their volumes), then the control plane. Safe to run twice in a row.
+set -euo pipefail
+
+BIN=${MOORING_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/release}
+DATA=${MOORING_DATA:-$(pwd)/.mooring}
+HTTP_ADDR=${MOORING_HTTP_ADDR:-127.0.0.1:4700}
+CP_GRPC_ADDR=${MOORING_CP_GRPC_ADDR:-127.0.0.1:4701}
+AGENT_GRPC_ADDR=${MOORING_AGENT_GRPC_ADDR:-127.0.0.1:4702}
+NODE_NAME=${MOORING_NODE_NAME:-local}
+LOG_LEVEL=${MOORING_LOG_LEVEL:-info}
+
+CP=$BIN/services/controlplane/mooring-controlplane
+AGENT=$BIN/services/nodeagent/mooring-nodeagent
+HOSTPATH=$BIN/plugins/hostpath/mooring-hostpath
+for b in "$CP" "$AGENT" "$HOSTPATH"; do
+  [ -x "$b" ] || { echo "run-local: $b is missing; run 'make build' first" >&2; exit 1; }
+done
+if [ "$(id -u)" != 0 ]; then
+  echo "run-local: warning: not root; the hostpath plugin cannot bind-mount volumes (run as root for a working stack)" >&2
+fi
+
+mkdir -p "$DATA"/{controlplane,agent,hostpath,logs}
+chmod 0700 "$DATA"
+
+# Agent config: the plugin is launched and supervised by the agent (CSI_ENDPOINT is set by it).
+cat > "$DATA/agent.json" <<JSON
+{
+  "node_name": "$NODE_NAME",
+  "data_dir": "$DATA/agent",
+  "controlplane_addr": "$CP_GRPC_ADDR",
+  "grpc_addr": "$AGENT_GRPC_ADDR",
+  "log_level": "$LOG_LEVEL",
+  "plugins": [
+    {
+      "id": "hostpath",
+      "type": "monolith",
+      "command": "$HOSTPATH",
+      "args": ["--mode", "monolith", "--data-dir", "$DATA/hostpath", "--node-id", "$NODE_NAME",
+               "--log-level", "$LOG_LEVEL"]
+    }
+  ]
+}
+JSON
+
+pids=()
+stop_all() {
+  trap - INT TERM
+  echo
+  echo "run-local: shutting down (agent first, then control plane)..."
+  if [ -n "${AGENT_PID:-}" ] && kill -0 "$AGENT_PID" 2>/dev/null; then
+    kill -TERM "$AGENT_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$AGENT_PID" 2>/dev/null || break; sleep 0.1; done
+  fi
+  if [ -n "${CP_PID:-}" ] && kill -0 "$CP_PID" 2>/dev/null; then
+    kill -TERM "$CP_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$CP_PID" 2>/dev/null || break; sleep 0.1; done
+  fi
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  left=$(awk -v d="$DATA/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo || true)
+  if [ -n "$left" ]; then
+    echo "run-local: still mounted under $DATA:" >&2
+    echo "$left" >&2
+    exit 1
+  fi
+  echo "run-local: stopped; nothing left mounted under $DATA"
+  exit 0
+}
+trap stop_all INT TERM
+
+setsid "$CP" --data-dir "$DATA/controlplane" --http-addr "$HTTP_ADDR" --grpc-addr "$CP_GRPC_ADDR" \
+  --log-level "$LOG_LEVEL" > >(tee -a "$DATA/logs/controlplane.log") 2>&1 &
+CP_PID=$!
+pids+=("$CP_PID")
+
+for _ in $(seq 1 100); do
+  curl -fsS "http://$HTTP_ADDR/v1/status/health" >/dev/null 2>&1 && break
+  kill -0 "$CP_PID" 2>/dev/null || { echo "run-local: control plane exited; see $DATA/logs/controlplane.log" >&2; exit 1; }
+  sleep 0.1
+done
+
+setsid "$AGENT" --config "$DATA/agent.json" > >(tee -a "$DATA/logs/agent.log") 2>&1 &
+AGENT_PID=$!
+pids+=("$AGENT_PID")
+
+# Ready when the control plane reports a healthy node instance of the plugin.
+for _ in $(seq 1 150); do
+  if curl -fsS "http://$HTTP_ADDR/v1/plugin/csi/hostpath" 2>/dev/null | grep -q '"NodesHealthy": *[1-9]'; then break; fi
+  kill -0 "$AGENT_PID" 2>/dev/null || { echo "run-local: node agent exited; see $DATA/logs/agent.log" >&2; stop_all; }
+  sleep 0.2
+done
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cat <<MSG
+
+Mooring is running.
+  REST API:   http://$HTTP_ADDR   (health: http://$HTTP_ADDR/v1/status/health)
+  data:       $DATA   (logs in $DATA/logs)
+
+Try:
+  curl -s http://$HTTP_ADDR/v1/plugin/csi/hostpath
+  curl -s -X PUT http://$HTTP_ADDR/v1/volume/csi/data --data @$ROOT/examples/volume.json
+  curl -s -X POST http://$HTTP_ADDR/v1/allocations --data @$ROOT/examples/alloc.json
+
+Press Ctrl-C to stop (allocations are stopped and volumes unmounted first).
+MSG
+
+wait -n "$CP_PID" "$AGENT_PID" || true
+echo "run-local: a service exited on its own; see $DATA/logs" >&2
+stop_all
