@@ -1,0 +1,70 @@
+// The node's link to the control plane: RegisterNode, then a Heartbeat every few seconds with the
+// full fingerprint set and the node events not yet acknowledged; re-registers when the answer
+// says known=false. The control plane may be down for long: calls are retried with backoff and
+// nothing here ever blocks plugin supervision (it only reads NodeStatus).
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "shared/async/backoff.hpp"
+
+namespace mooring::async {
+class WakeSignal;
+}
+
+namespace mooring::nodeagent {
+
+class NodeStatus;
+
+struct LinkOptions {
+  std::string node_id;
+  std::string node_name;
+  std::string advertise_addr;     // the agent's gRPC address the control plane dials
+  std::string controlplane_addr;  // host:port or unix:path
+  std::string agent_version = "0.1.0";
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};
+  std::chrono::milliseconds call_timeout{std::chrono::seconds(5)};
+  // Changes (health, events) are sent early, but never more often than this.
+  std::chrono::milliseconds min_heartbeat_gap{std::chrono::milliseconds(200)};
+  async::Backoff backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
+};
+
+class ControlPlaneLink {
+ public:
+  ControlPlaneLink(boost::asio::any_io_executor ex, LinkOptions options, NodeStatus& status);
+  ~ControlPlaneLink();
+
+  // Registers and heartbeats until the awaiting coroutine is cancelled.
+  boost::asio::awaitable<void> run();
+
+  // Sends one heartbeat now (registering first if needed); true when the control plane accepted
+  // it. Used for the final report at shutdown, after run() was cancelled.
+  boost::asio::awaitable<bool> send_now(std::chrono::milliseconds timeout);
+
+  // Asks run() to heartbeat early (something changed).
+  void wake();
+
+  bool registered() const { return registered_; }
+  unsigned heartbeats_sent() const { return heartbeats_ok_; }
+
+ private:
+  struct Transport;
+  boost::asio::awaitable<bool> register_node(std::chrono::milliseconds timeout);
+  boost::asio::awaitable<bool> heartbeat(std::chrono::milliseconds timeout);
+
+  boost::asio::any_io_executor ex_;
+  LinkOptions options_;
+  NodeStatus& status_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<async::WakeSignal> wake_;
+  bool registered_ = false;
+  unsigned heartbeats_ok_ = 0;
+  std::chrono::milliseconds ttl_{0};
+  std::string last_error_;
+};
+
+}  // namespace mooring::nodeagent

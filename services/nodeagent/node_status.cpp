@@ -1,0 +1,66 @@
+#include "services/nodeagent/node_status.hpp"
+
+#include "shared/domain/time.hpp"
+
+namespace mooring::nodeagent {
+
+void NodeStatus::set_fingerprint(const ::mooring::v1::PluginFingerprint& fp) {
+  fingerprints_[fp.plugin_id()] = fp;
+  changed();
+}
+
+void NodeStatus::remove_fingerprint(const std::string& plugin_id) {
+  if (fingerprints_.erase(plugin_id) > 0) changed();
+}
+
+std::vector<::mooring::v1::PluginFingerprint> NodeStatus::fingerprints() const {
+  std::vector<::mooring::v1::PluginFingerprint> out;
+  out.reserve(fingerprints_.size());
+  for (const auto& [id, fp] : fingerprints_) out.push_back(fp);
+  return out;
+}
+
+std::optional<::mooring::v1::PluginFingerprint> NodeStatus::fingerprint(const std::string& plugin_id) const {
+  const auto it = fingerprints_.find(plugin_id);
+  if (it == fingerprints_.end()) return std::nullopt;
+  return it->second;
+}
+
+uint64_t NodeStatus::add_event(std::string subsystem, std::string message, std::map<std::string, std::string> details) {
+  ::mooring::v1::NodeEvent e;
+  e.set_time_ms(domain::to_unix_ms(domain::now()));
+  e.set_subsystem(std::move(subsystem));
+  e.set_message(std::move(message));
+  for (auto& [k, v] : details) (*e.mutable_details())[k] = std::move(v);
+  const uint64_t seq = next_seq_++;
+  events_.push_back({seq, std::move(e)});
+  while (events_.size() > max_events_) {
+    events_.pop_front();
+    ++dropped_;
+  }
+  changed();
+  return seq;
+}
+
+NodeStatus::Batch NodeStatus::pending_events() const {
+  Batch b;
+  if (dropped_ > 0 && !events_.empty()) {
+    ::mooring::v1::NodeEvent note;
+    note.set_time_ms(events_.front().event.time_ms());
+    note.set_subsystem("agent");
+    note.set_message(std::to_string(dropped_) + " events dropped while the control plane was unreachable");
+    b.events.push_back(std::move(note));
+  }
+  for (const auto& e : events_) {
+    b.events.push_back(e.event);
+    b.last_seq = e.seq;
+  }
+  return b;
+}
+
+void NodeStatus::ack(uint64_t last_seq) {
+  while (!events_.empty() && events_.front().seq <= last_seq) events_.pop_front();
+  dropped_ = 0;
+}
+
+}  // namespace mooring::nodeagent

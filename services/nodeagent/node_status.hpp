@@ -1,0 +1,62 @@
+// What this node reports to the control plane: the latest fingerprint of every plugin and the
+// node events not yet acknowledged. Events are numbered; the control plane link sends those after
+// the last acknowledged number, so a failed heartbeat loses nothing. The buffer is bounded: when
+// the control plane is away for long, the oldest events are dropped and one "events dropped"
+// event says how many.
+//
+// Not thread-safe: used from the agent's executor.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mooring/v1/types.pb.h"
+
+namespace mooring::nodeagent {
+
+class NodeStatus {
+ public:
+  explicit NodeStatus(size_t max_events = 1000) : max_events_(max_events) {}
+
+  void set_fingerprint(const ::mooring::v1::PluginFingerprint& fp);
+  void remove_fingerprint(const std::string& plugin_id);
+  std::vector<::mooring::v1::PluginFingerprint> fingerprints() const;
+  std::optional<::mooring::v1::PluginFingerprint> fingerprint(const std::string& plugin_id) const;
+
+  // Records an event (time = now) and returns its sequence number.
+  uint64_t add_event(std::string subsystem, std::string message, std::map<std::string, std::string> details = {});
+
+  struct Batch {
+    std::vector<::mooring::v1::NodeEvent> events;
+    uint64_t last_seq = 0;  // pass to ack() once the control plane accepted the batch
+  };
+  // Events not yet acknowledged (oldest first).
+  Batch pending_events() const;
+  void ack(uint64_t last_seq);
+  size_t pending_count() const { return events_.size(); }
+
+  // Called after every change (fingerprint or event), e.g. to send a heartbeat early.
+  void on_change(std::function<void()> fn) { on_change_ = std::move(fn); }
+
+ private:
+  void changed() {
+    if (on_change_) on_change_();
+  }
+  struct Entry {
+    uint64_t seq;
+    ::mooring::v1::NodeEvent event;
+  };
+  size_t max_events_;
+  std::map<std::string, ::mooring::v1::PluginFingerprint> fingerprints_;
+  std::deque<Entry> events_;
+  uint64_t next_seq_ = 1;
+  uint64_t dropped_ = 0;
+  std::function<void()> on_change_;
+};
+
+}  // namespace mooring::nodeagent

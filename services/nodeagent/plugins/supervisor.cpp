@@ -1,0 +1,336 @@
+#include "services/nodeagent/plugins/supervisor.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/plugins/registry.hpp"
+#include "services/nodeagent/process/child_process.hpp"
+#include "shared/async/sleep.hpp"
+#include "shared/async/task_group.hpp"
+#include "shared/async/wake_signal.hpp"
+#include "shared/async/with_timeout.hpp"
+#include "shared/csi/capabilities.hpp"
+#include "shared/csi/error_table.hpp"
+#include "shared/log/log.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+const log::Logger& logger() {
+  static const log::Logger l{"supervisor"};
+  return l;
+}
+
+// While waiting for a fresh plugin, look often: a plugin is usually up within milliseconds and
+// "healthy within 1 s of start" should not be eaten by our own polling interval.
+constexpr auto kStartPollInitial = 20ms;
+constexpr auto kStartPollMax = 500ms;
+constexpr auto kStableRun = std::chrono::minutes(1);
+
+bool is_socket(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+std::vector<PluginKind> kinds_of(PluginRole role) {
+  switch (role) {
+    case PluginRole::controller: return {PluginKind::controller};
+    case PluginRole::node: return {PluginKind::node};
+    case PluginRole::monolith: return {PluginKind::controller, PluginKind::node};
+  }
+  return {};
+}
+
+std::string status_text(const grpc::Status& st) {
+  return std::to_string(static_cast<int>(st.error_code())) + " " + st.error_message();
+}
+
+// Runs a launched plugin's process to its end, then wakes its supervisor.
+asio::awaitable<void> run_process(std::shared_ptr<ChildProcess> proc, std::shared_ptr<async::WakeSignal> wake) {
+  try {
+    co_await proc->run();
+  } catch (...) {
+    wake->notify();
+    throw;
+  }
+  wake->notify();
+}
+
+template <class D>
+std::chrono::milliseconds ms(D d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+}
+
+}  // namespace
+
+PluginSupervisor::PluginSupervisor(asio::any_io_executor ex, PluginConfig config, SupervisorContext ctx)
+    : ex_(ex),
+      config_(std::move(config)),
+      ctx_(std::move(ctx)),
+      fingerprinter_(config_.id, config_.type),
+      exit_wake_(std::make_shared<async::WakeSignal>(ex)) {
+  socket_path_ = config_.launched() ? (ctx_.data_dir / "plugins" / config_.id / "csi.sock").string() : config_.socket;
+}
+
+PluginSupervisor::~PluginSupervisor() = default;
+
+std::optional<pid_t> PluginSupervisor::pid() const {
+  if (process_ && process_->running()) return process_->pid();
+  return std::nullopt;
+}
+
+void PluginSupervisor::event(std::string message, std::map<std::string, std::string> details) {
+  details["plugin_id"] = config_.id;
+  ctx_.status.add_event("plugin", std::move(message), std::move(details));
+}
+
+void PluginSupervisor::report(const ::mooring::v1::PluginFingerprint& fp) {
+  ctx_.status.set_fingerprint(fp);
+  set_health(fp.healthy(), fp.health_description());
+}
+
+// Events only on a change of the healthy flag (and for the first verdict), so a plugin that
+// stays broken for an hour produces one event, not one per probe.
+void PluginSupervisor::set_health(bool healthy, const std::string& reason) {
+  if (reported_healthy_ == healthy) return;
+  reported_healthy_ = healthy;
+  if (healthy) {
+    logger().info("plugin became healthy", {{"plugin", config_.id}});
+    event("plugin became healthy");
+  } else {
+    logger().warn("plugin unhealthy", {{"plugin", config_.id}, {"reason", reason}});
+    event("plugin unhealthy: " + reason, {{"reason", reason}});
+  }
+}
+
+bool PluginSupervisor::process_exited() const { return config_.launched() && (!process_ || !process_->running()); }
+
+std::string PluginSupervisor::exit_reason() const {
+  if (process_ && process_->exit_status()) return "plugin process " + process_->exit_status()->describe();
+  return "plugin process is not running";
+}
+
+asio::awaitable<bool> PluginSupervisor::launch() {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(socket_path_).parent_path();
+  std::filesystem::create_directories(dir, ec);
+  if (!ec) std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  std::filesystem::remove(socket_path_, ec);  // a stale socket would look like a live plugin
+  ProcessSpec spec;
+  spec.name = config_.id;
+  spec.command = config_.command;
+  spec.args = config_.args;
+  spec.env = config_.env;
+  spec.env["CSI_ENDPOINT"] = "unix://" + socket_path_;
+  auto proc = ChildProcess::spawn(ex_, spec, log_lines("plugin", config_.id));
+  if (!proc) {
+    const auto reason = "cannot start " + config_.command + ": " + proc.error().message();
+    fingerprinter_.mark(false, reason);
+    report(fingerprinter_.last());
+    co_return false;
+  }
+  process_ = *proc;
+  logger().info("plugin launched", {{"plugin", config_.id},
+                                    {"pid", static_cast<int>(process_->pid())},
+                                    {"socket", socket_path_}});
+  ctx_.processes.spawn("plugin-process-" + config_.id, run_process(process_, exit_wake_));
+  co_return true;
+}
+
+asio::awaitable<std::optional<grpc::Status>> PluginSupervisor::probe_once(std::chrono::milliseconds timeout,
+                                                                         bool& ready) {
+  ::csi::v1::ProbeResponse resp;
+  auto st = co_await async::with_timeout(client_->probe(resp), timeout);
+  if (st && st->ok()) ready = csi::probe_ready(resp);
+  co_return st;
+}
+
+// Returns nullopt once the plugin answered Probe with ready, else why it is not healthy.
+asio::awaitable<std::optional<std::string>> PluginSupervisor::wait_until_healthy() {
+  const auto deadline = Clock::now() + config_.health_timeout;
+  auto poll = std::chrono::milliseconds(kStartPollInitial);
+  std::string why = "plugin socket " + socket_path_ + " did not appear";
+  bool socket_seen = false;
+  while (true) {
+    const auto gen = exit_wake_->generation();
+    if (process_exited()) co_return exit_reason();
+    if (!socket_seen && is_socket(socket_path_)) {
+      socket_seen = true;
+      client_ = ctx_.make_client(socket_path_);
+    }
+    if (socket_seen) {
+      bool ready = false;
+      const auto left = std::max(ms(deadline - Clock::now()), std::chrono::milliseconds(1));
+      const auto probe_timeout = std::min(csi::policy(csi::Rpc::Probe).timeout, left);
+      const auto st = co_await probe_once(probe_timeout, ready);
+      if (process_exited()) co_return exit_reason();
+      if (!st) {
+        why = "Probe did not answer within " + std::to_string(probe_timeout.count()) + "ms";
+      } else if (!st->ok()) {
+        why = "Probe failed: " + status_text(*st);
+      } else if (!ready) {
+        why = "Probe: plugin reports not ready";
+      } else {
+        co_return std::nullopt;
+      }
+    }
+    if (Clock::now() >= deadline) {
+      co_return why + " (within health_timeout " + std::to_string(config_.health_timeout.count()) + "ms)";
+    }
+    const auto sleep = std::min(poll, ms(deadline - Clock::now()));
+    if (co_await async::sleep_for(sleep, exit_wake_.get(), gen) == async::SleepEnd::cancelled)
+      throw boost::system::system_error(asio::error::operation_aborted);
+    poll = std::min(poll * 2, std::chrono::milliseconds(kStartPollMax));
+  }
+}
+
+// The heartbeat: probe every probe_interval, full fingerprint every fingerprint_interval and
+// whenever the health changes; ends when the process exits or stays unhealthy too long.
+asio::awaitable<PluginSupervisor::InstanceEnd> PluginSupervisor::monitor() {
+  auto last_full = Clock::time_point::min();
+  std::optional<Clock::time_point> unhealthy_since;
+  bool healthy = true;
+  bool need_full = true;
+  while (true) {
+    const auto gen = exit_wake_->generation();
+    if (process_exited()) co_return InstanceEnd::exited;
+    if (need_full || Clock::now() - last_full >= config_.fingerprint_interval) {
+      // Each call inside has its own timeout; this bounds the whole round.
+      auto fp = co_await async::with_timeout(fingerprinter_.fingerprint(*client_),
+                                             config_.health_timeout + csi::policy(csi::Rpc::Probe).timeout);
+      if (process_exited()) co_return InstanceEnd::exited;
+      if (!fp) fp = fingerprinter_.mark(false, "fingerprint did not finish in time");
+      report(*fp);
+      healthy = fp->healthy();
+      last_full = Clock::now();
+      need_full = false;
+    } else {
+      bool ready = false;
+      const auto st = co_await probe_once(std::min(csi::policy(csi::Rpc::Probe).timeout, config_.health_timeout), ready);
+      if (process_exited()) co_return InstanceEnd::exited;
+      bool now_healthy = st && st->ok() && ready;
+      if (now_healthy != healthy) {
+        need_full = true;  // fingerprint on change: the full picture, with the reason
+        if (!now_healthy) {
+          const auto reason = !st ? std::string("Probe timed out")
+                                  : !st->ok() ? "Probe failed: " + status_text(*st) : "Probe: plugin reports not ready";
+          report(fingerprinter_.mark(false, reason));
+        }
+        healthy = now_healthy;
+        continue;
+      }
+    }
+    if (healthy) {
+      unhealthy_since.reset();
+    } else {
+      if (!unhealthy_since) unhealthy_since = Clock::now();
+      if (config_.launched() && Clock::now() - *unhealthy_since >= config_.health_timeout)
+        co_return InstanceEnd::unhealthy;
+    }
+    if (co_await async::sleep_for(config_.probe_interval, exit_wake_.get(), gen) == async::SleepEnd::cancelled)
+      throw boost::system::system_error(asio::error::operation_aborted);
+  }
+}
+
+// Stops what is left of an instance (process, client, registration) before a restart.
+asio::awaitable<void> PluginSupervisor::end_instance(const std::string& why) {
+  if (generation_ != 0) {
+    for (const auto kind : kinds_of(config_.type)) ctx_.registry.deregister(kind, config_.id, generation_);
+    generation_ = 0;
+  }
+  client_.reset();
+  if (process_ && process_->running()) {
+    logger().info("stopping plugin", {{"plugin", config_.id}, {"reason", why}});
+    co_await process_->stop(config_.stop_timeout);
+  }
+}
+
+asio::awaitable<void> PluginSupervisor::run() {
+  unsigned failures = 0;  // consecutive instances that did not stay up; drives the backoff
+  report(fingerprinter_.mark(false, "starting"));
+  reported_healthy_.reset();  // "starting" is not a verdict worth an event
+  while (true) {
+    if (failures > 0) {
+      const auto delay = ctx_.restart_backoff.delay(failures - 1);
+      logger().info("restarting plugin after backoff", {{"plugin", config_.id}, {"delay", delay}});
+      if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
+    }
+    if (config_.launched()) {
+      if (!co_await launch()) {
+        ++failures;
+        continue;
+      }
+      if (launches_++ > 0) {
+        restarts_ = launches_ - 1;
+        event("plugin restarted", {{"restarts", std::to_string(restarts_)}});
+      }
+    } else {
+      client_ = ctx_.make_client(socket_path_);
+    }
+
+    const auto unhealthy = co_await wait_until_healthy();
+    if (unhealthy) {
+      fingerprinter_.mark(false, *unhealthy);
+      report(fingerprinter_.last());
+      if (!config_.launched()) {
+        // Nothing to restart: keep looking for the sidecar's plugin.
+        ++failures;
+        client_.reset();
+        continue;
+      }
+      co_await end_instance(*unhealthy);
+      ++failures;
+      continue;
+    }
+
+    ::csi::v1::GetPluginInfoResponse info;
+    auto st = co_await async::with_timeout(client_->get_plugin_info(info), csi::policy(csi::Rpc::GetPluginInfo).timeout);
+    if (!st || !st->ok()) {
+      const auto reason = "GetPluginInfo failed: " + (st ? status_text(*st) : std::string("timed out"));
+      report(fingerprinter_.mark(false, reason));
+      co_await end_instance(reason);
+      ++failures;
+      continue;
+    }
+    provider_ = info.name();
+    version_ = info.vendor_version();
+    generation_ = ctx_.registry.register_plugin(
+        kinds_of(config_.type), PluginRegistration{config_.id, socket_path_, provider_, version_, config_.launched()});
+
+    const auto healthy_at = Clock::now();
+    const auto end = co_await monitor();
+    // An instance that ran well for a while starts the backoff over; one that keeps crashing
+    // right after start backs off further.
+    failures = Clock::now() - healthy_at > kStableRun ? 1 : failures + 1;
+    const std::string why = end == InstanceEnd::exited ? exit_reason()
+                                                       : "unhealthy for longer than health_timeout: " +
+                                                             fingerprinter_.last().health_description();
+    report(fingerprinter_.mark(false, why));
+    co_await end_instance(why);
+  }
+}
+
+asio::awaitable<void> PluginSupervisor::final_fingerprint(std::string reason) {
+  if (client_) {
+    client_->close(reason);
+    auto fp = co_await async::with_timeout(fingerprinter_.fingerprint(*client_), 2s);
+    if (!fp || fp->healthy()) fp = fingerprinter_.mark(false, reason);
+    report(*fp);
+  } else {
+    report(fingerprinter_.mark(false, reason));
+  }
+}
+
+asio::awaitable<void> PluginSupervisor::stop_and_deregister() {
+  const bool was_registered = generation_ != 0;
+  co_await end_instance("agent shutting down");
+  if (was_registered) event("plugin deregistered");
+}
+
+}  // namespace mooring::nodeagent

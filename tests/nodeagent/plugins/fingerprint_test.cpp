@@ -1,0 +1,206 @@
+#include "services/nodeagent/plugins/fingerprint.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace asio = boost::asio;
+namespace v1 = ::mooring::v1;
+using grpc::Status;
+using grpc::StatusCode;
+
+// A plugin answering from fields the test sets; any call can be made to fail.
+class FakePlugin final : public PluginClient {
+ public:
+  ::csi::v1::GetPluginInfoResponse info;
+  ::csi::v1::GetPluginCapabilitiesResponse caps;
+  ::csi::v1::ProbeResponse probe_resp;
+  ::csi::v1::ControllerGetCapabilitiesResponse ccaps;
+  ::csi::v1::NodeGetCapabilitiesResponse ncaps;
+  ::csi::v1::NodeGetInfoResponse ninfo;
+  std::map<std::string, Status> fail;  // call name -> status
+  std::vector<std::string> calls;
+  std::string closed;
+
+  FakePlugin() {
+    info.set_name("hostpath.mooring.dev");
+    info.set_vendor_version("1.2.3");
+    ninfo.set_node_id("csi-node-1");
+  }
+
+  asio::awaitable<Status> get_plugin_info(::csi::v1::GetPluginInfoResponse& out) override {
+    co_return answer("GetPluginInfo", info, out);
+  }
+  asio::awaitable<Status> get_plugin_capabilities(::csi::v1::GetPluginCapabilitiesResponse& out) override {
+    co_return answer("GetPluginCapabilities", caps, out);
+  }
+  asio::awaitable<Status> probe(::csi::v1::ProbeResponse& out) override { co_return answer("Probe", probe_resp, out); }
+  asio::awaitable<Status> controller_get_capabilities(::csi::v1::ControllerGetCapabilitiesResponse& out) override {
+    co_return answer("ControllerGetCapabilities", ccaps, out);
+  }
+  asio::awaitable<Status> node_get_capabilities(::csi::v1::NodeGetCapabilitiesResponse& out) override {
+    co_return answer("NodeGetCapabilities", ncaps, out);
+  }
+  asio::awaitable<Status> node_get_info(::csi::v1::NodeGetInfoResponse& out) override {
+    co_return answer("NodeGetInfo", ninfo, out);
+  }
+  void close(std::string reason) override { closed = std::move(reason); }
+
+  void add_plugin_cap(::csi::v1::PluginCapability::Service::Type t) {
+    caps.add_capabilities()->mutable_service()->set_type(t);
+  }
+  void add_controller_cap(::csi::v1::ControllerServiceCapability::RPC::Type t) {
+    ccaps.add_capabilities()->mutable_rpc()->set_type(t);
+  }
+  void add_node_cap(::csi::v1::NodeServiceCapability::RPC::Type t) {
+    ncaps.add_capabilities()->mutable_rpc()->set_type(t);
+  }
+
+ private:
+  template <class M>
+  Status answer(const std::string& name, const M& value, M& out) {
+    calls.push_back(name);
+    if (!closed.empty()) return Status(StatusCode::UNAVAILABLE, "closed: " + closed);
+    if (auto it = fail.find(name); it != fail.end()) return it->second;
+    out = value;
+    return Status::OK;
+  }
+};
+
+v1::PluginFingerprint run_fingerprint(Fingerprinter& f, PluginClient& p) {
+  asio::io_context io;
+  auto fut = asio::co_spawn(io, f.fingerprint(p), asio::use_future);
+  io.run();
+  return fut.get();
+}
+
+TEST(Fingerprint, MinimalNodePluginIsHealthyAndNilProbeReadyMeansReady) {
+  FakePlugin p;  // no capabilities at all, Probe without `ready`
+  Fingerprinter f("hp", PluginRole::node);
+  const auto fp = run_fingerprint(f, p);
+  EXPECT_TRUE(fp.healthy()) << fp.health_description();
+  EXPECT_EQ(fp.plugin_id(), "hp");
+  EXPECT_EQ(fp.type(), v1::PLUGIN_TYPE_NODE);
+  EXPECT_EQ(fp.provider(), "hostpath.mooring.dev");
+  EXPECT_EQ(fp.version(), "1.2.3");
+  EXPECT_FALSE(fp.requires_controller_plugin());
+  EXPECT_TRUE(fp.has_node_info());
+  EXPECT_FALSE(fp.has_controller_info());
+  EXPECT_EQ(fp.node_info().csi_node_id(), "csi-node-1");
+  EXPECT_EQ(fp.node_info().max_volumes(), 0);  // 0 = unlimited
+  EXPECT_GT(fp.update_time_ms(), 0);
+  // A node plugin is never asked controller questions.
+  EXPECT_EQ(std::count(p.calls.begin(), p.calls.end(), "ControllerGetCapabilities"), 0);
+}
+
+TEST(Fingerprint, MonolithReportsControllerAndNodeCapabilitiesAndTopology) {
+  FakePlugin p;
+  p.add_plugin_cap(::csi::v1::PluginCapability::Service::CONTROLLER_SERVICE);
+  p.add_plugin_cap(::csi::v1::PluginCapability::Service::VOLUME_ACCESSIBILITY_CONSTRAINTS);
+  p.add_controller_cap(::csi::v1::ControllerServiceCapability::RPC::PUBLISH_UNPUBLISH_VOLUME);
+  p.add_controller_cap(::csi::v1::ControllerServiceCapability::RPC::CREATE_DELETE_VOLUME);
+  p.add_node_cap(::csi::v1::NodeServiceCapability::RPC::STAGE_UNSTAGE_VOLUME);
+  p.ninfo.set_max_volumes_per_node(16);
+  (*p.ninfo.mutable_accessible_topology()->mutable_segments())["zone"] = "a";
+  p.probe_resp.mutable_ready()->set_value(true);
+  Fingerprinter f("hp", PluginRole::monolith);
+  const auto fp = run_fingerprint(f, p);
+  EXPECT_TRUE(fp.healthy()) << fp.health_description();
+  EXPECT_EQ(fp.type(), v1::PLUGIN_TYPE_MONOLITH);
+  EXPECT_TRUE(fp.requires_controller_plugin());
+  EXPECT_TRUE(fp.requires_topologies());
+  EXPECT_TRUE(fp.controller_info().supports_attach_detach());
+  EXPECT_TRUE(fp.controller_info().supports_create_delete());
+  EXPECT_FALSE(fp.controller_info().supports_expand());
+  EXPECT_TRUE(fp.node_info().requires_node_stage_volume());
+  EXPECT_EQ(fp.node_info().max_volumes(), 16);
+  EXPECT_EQ(fp.node_info().accessible_topology().at("zone"), "a");
+}
+
+TEST(Fingerprint, ControllerPluginIsNotAskedForNodeInfo) {
+  FakePlugin p;
+  p.ninfo.set_node_id("");  // would be an error for a node plugin
+  Fingerprinter f("ctl", PluginRole::controller);
+  const auto fp = run_fingerprint(f, p);
+  EXPECT_TRUE(fp.healthy()) << fp.health_description();
+  EXPECT_TRUE(fp.has_controller_info());
+  EXPECT_FALSE(fp.has_node_info());
+  EXPECT_EQ(std::count(p.calls.begin(), p.calls.end(), "NodeGetInfo"), 0);
+}
+
+TEST(Fingerprint, EmptyCsiNodeIdIsAnErrorNamingThePlugin) {
+  FakePlugin p;
+  p.ninfo.set_node_id("");
+  Fingerprinter f("hp", PluginRole::node);
+  const auto fp = run_fingerprint(f, p);
+  EXPECT_FALSE(fp.healthy());
+  EXPECT_NE(fp.health_description().find("hp"), std::string::npos) << fp.health_description();
+  EXPECT_NE(fp.health_description().find("node"), std::string::npos) << fp.health_description();
+}
+
+TEST(Fingerprint, FailingCapabilityCallMakesThePluginUnhealthyWithTheReason) {
+  for (const std::string call : {"GetPluginCapabilities", "ControllerGetCapabilities", "NodeGetCapabilities",
+                                 "NodeGetInfo", "GetPluginInfo", "Probe"}) {
+    FakePlugin p;
+    p.fail[call] = Status(StatusCode::INTERNAL, "boom in " + call);
+    Fingerprinter f("hp", PluginRole::monolith);
+    const auto fp = run_fingerprint(f, p);
+    EXPECT_FALSE(fp.healthy()) << call;
+    EXPECT_NE(fp.health_description().find(call + " failed: INTERNAL: boom in " + call), std::string::npos)
+        << fp.health_description();
+  }
+}
+
+TEST(Fingerprint, ProbeNotReadyIsUnhealthyButCapabilitiesAreStillKnown) {
+  FakePlugin p;
+  p.probe_resp.mutable_ready()->set_value(false);
+  p.add_controller_cap(::csi::v1::ControllerServiceCapability::RPC::PUBLISH_UNPUBLISH_VOLUME);
+  Fingerprinter f("hp", PluginRole::monolith);
+  const auto fp = run_fingerprint(f, p);
+  EXPECT_FALSE(fp.healthy());
+  EXPECT_NE(fp.health_description().find("not ready"), std::string::npos);
+  EXPECT_TRUE(fp.controller_info().supports_attach_detach());
+}
+
+TEST(Fingerprint, AfterAFailureWhatWasLearnedIsKeptAndRecoveryIsHealthyAgain) {
+  FakePlugin p;
+  Fingerprinter f("hp", PluginRole::node);
+  ASSERT_TRUE(run_fingerprint(f, p).healthy());
+  p.fail["Probe"] = Status(StatusCode::FAILED_PRECONDITION, "disk gone");
+  auto fp = run_fingerprint(f, p);
+  EXPECT_FALSE(fp.healthy());
+  EXPECT_EQ(fp.provider(), "hostpath.mooring.dev");
+  EXPECT_EQ(fp.node_info().csi_node_id(), "csi-node-1");
+  p.fail.clear();
+  fp = run_fingerprint(f, p);
+  EXPECT_TRUE(fp.healthy());
+  EXPECT_EQ(f.last().health_description(), "healthy");
+}
+
+TEST(Fingerprint, ClosedClientMarksThePluginUnhealthyAfterShutdown) {
+  FakePlugin p;
+  Fingerprinter f("hp", PluginRole::monolith);
+  ASSERT_TRUE(run_fingerprint(f, p).healthy());
+  p.close("agent shutting down");
+  const auto fp = run_fingerprint(f, p);
+  EXPECT_FALSE(fp.healthy());
+  EXPECT_NE(fp.health_description().find("agent shutting down"), std::string::npos);
+  EXPECT_EQ(fp.provider(), "hostpath.mooring.dev");  // still a correctly populated fingerprint
+  EXPECT_EQ(fp.node_info().csi_node_id(), "csi-node-1");
+}
+
+TEST(Fingerprint, BeforeTheFirstRunThePluginIsNotHealthy) {
+  Fingerprinter f("hp", PluginRole::node);
+  EXPECT_FALSE(f.last().healthy());
+  EXPECT_EQ(f.mark(false, "starting").health_description(), "starting");
+}
+
+}  // namespace
+}  // namespace mooring::nodeagent
