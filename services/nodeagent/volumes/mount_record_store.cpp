@@ -1,0 +1,178 @@
+#include "services/nodeagent/volumes/mount_record_store.hpp"
+
+#include "shared/domain/ids.hpp"
+#include "shared/log/log.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace mooring::nodeagent {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const log::Logger kLog{"mount-records"};
+constexpr std::string_view kSuffix = ".json";
+constexpr std::string_view kTempSuffix = ".json.tmp";
+
+std::string errno_text(std::string_view what, const fs::path& path) {
+  return std::string(what) + " " + path.string() + ": " + std::strerror(errno);
+}
+
+bool fsync_path(const fs::path& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+domain::Status make_dir(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) return {};
+  return domain::error(errno_text("cannot create", dir));
+}
+
+domain::Status write_atomically(const fs::path& path, const std::string& content) {
+  const fs::path temp = path.string() + ".tmp";
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return domain::error(errno_text("cannot write", temp));
+  std::size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      auto err = errno_text("cannot write", temp);
+      ::close(fd);
+      return domain::error(err);
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    auto err = errno_text("cannot fsync", temp);
+    ::close(fd);
+    return domain::error(err);
+  }
+  ::close(fd);
+  if (::rename(temp.c_str(), path.c_str()) != 0) return domain::error(errno_text("cannot rename", temp));
+  if (!fsync_path(path.parent_path(), O_RDONLY | O_DIRECTORY)) {
+    return domain::error(errno_text("cannot fsync", path.parent_path()));
+  }
+  return {};
+}
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+MountRecordStore::MountRecordStore(fs::path dir) : dir_(std::move(dir)) {}
+
+domain::Expected<fs::path> MountRecordStore::file_of(const std::string& alloc_id, const std::string& volume_id) const {
+  if (auto s = domain::validate_allocation_id(alloc_id); !s) return domain::error(s.error());
+  if (auto s = domain::validate_volume_id(volume_id); !s) return domain::error(s.error());
+  return dir_ / alloc_id / (volume_id + std::string(kSuffix));
+}
+
+domain::Status MountRecordStore::load() {
+  records_.clear();
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) return domain::error("cannot create " + dir_.string() + ": " + ec.message());
+  for (const auto& alloc_dir : fs::directory_iterator(dir_, ec)) {
+    if (!alloc_dir.is_directory()) continue;
+    std::error_code inner;
+    for (const auto& entry : fs::directory_iterator(alloc_dir.path(), inner)) {
+      const std::string name = entry.path().filename().string();
+      if (name.ends_with(kTempSuffix)) {
+        // An interrupted write: the rename never happened, so the old file (if any) is current.
+        fs::remove(entry.path(), inner);
+        continue;
+      }
+      if (!name.ends_with(kSuffix)) continue;
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      auto record = decode_mount_record(text.str());
+      if (!record) {
+        kLog.error("unreadable mount record left in place", {{"file", entry.path().string()},
+                                                             {"error", record.error()}});
+        continue;
+      }
+      auto expected = file_of(record->alloc_id, record->volume_id);
+      if (!expected || *expected != entry.path()) {
+        kLog.error("mount record in the wrong place left alone", {{"file", entry.path().string()}});
+        continue;
+      }
+      records_[{record->alloc_id, record->volume_id}] = std::move(*record);
+    }
+  }
+  if (ec) return domain::error("cannot list " + dir_.string() + ": " + ec.message());
+  return {};
+}
+
+std::optional<MountRecord> MountRecordStore::get(const std::string& alloc_id, const std::string& volume_id) const {
+  auto it = records_.find({alloc_id, volume_id});
+  if (it == records_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<MountRecord> MountRecordStore::all() const {
+  std::vector<MountRecord> out;
+  for (const auto& [key, r] : records_) out.push_back(r);
+  return out;
+}
+
+std::vector<MountRecord> MountRecordStore::for_volume(const std::string& volume_id) const {
+  std::vector<MountRecord> out;
+  for (const auto& [key, r] : records_) {
+    if (key.second == volume_id) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<MountRecord> MountRecordStore::for_alloc(const std::string& alloc_id) const {
+  std::vector<MountRecord> out;
+  for (auto it = records_.lower_bound({alloc_id, ""}); it != records_.end() && it->first.first == alloc_id; ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+domain::Status MountRecordStore::put(MountRecord& record) {
+  auto file = file_of(record.alloc_id, record.volume_id);
+  if (!file) return domain::error(file.error());
+  if (auto s = make_dir(dir_); !s) return s;
+  if (auto s = make_dir(file->parent_path()); !s) return s;
+  // `notify` is sticky: a release may mark a record while an operation holding an older copy of
+  // it is in flight, and that operation's next write must not undo the release.
+  if (auto it = records_.find({record.alloc_id, record.volume_id}); it != records_.end() && it->second.notify) {
+    record.notify = true;
+  }
+  record.updated_unix_ms = now_unix_ms();
+  if (auto s = write_atomically(*file, encode(record)); !s) return s;
+  records_[{record.alloc_id, record.volume_id}] = record;
+  return {};
+}
+
+domain::Status MountRecordStore::remove(const std::string& alloc_id, const std::string& volume_id) {
+  auto file = file_of(alloc_id, volume_id);
+  if (!file) return domain::error(file.error());
+  if (::unlink(file->c_str()) != 0 && errno != ENOENT) return domain::error(errno_text("cannot remove", *file));
+  fsync_path(file->parent_path(), O_RDONLY | O_DIRECTORY);
+  // The allocation's directory goes with its last record (rmdir fails while others remain).
+  if (::rmdir(file->parent_path().c_str()) == 0) fsync_path(dir_, O_RDONLY | O_DIRECTORY);
+  records_.erase({alloc_id, volume_id});
+  return {};
+}
+
+}  // namespace mooring::nodeagent

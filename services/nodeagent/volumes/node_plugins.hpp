@@ -1,0 +1,46 @@
+// What the volume manager needs from the node's CSI plugins, seen from the consumer side (Nomad's
+// VolumeMounter split): the four node RPCs of a plugin instance, whether it stages, and a signal
+// for "this plugin is healthy again" that early-wakes retrying unmounts. The agent wires it to the
+// plugin registry and fingerprinter (node_plugin_table.hpp); unit tests use a fake.
+#pragma once
+
+#include "shared/rpc/csi_client.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace mooring::async {
+class WakeSignal;
+}
+
+namespace mooring::nodeagent {
+
+// The node-service calls one plugin instance answers. Failures are CsiResult values.
+class NodeVolumeCalls {
+ public:
+  virtual ~NodeVolumeCalls() = default;
+  virtual rpc::CsiClient::Call<::csi::v1::NodeStageVolumeResponse> stage(const ::csi::v1::NodeStageVolumeRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodeUnstageVolumeResponse> unstage(const ::csi::v1::NodeUnstageVolumeRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodePublishVolumeResponse> publish(const ::csi::v1::NodePublishVolumeRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodeUnpublishVolumeResponse> unpublish(const ::csi::v1::NodeUnpublishVolumeRequest& request) = 0;
+};
+
+// A running node plugin. `calls` is shared so a call in flight keeps the client alive even if
+// the plugin is replaced meanwhile.
+struct NodePlugin {
+  std::shared_ptr<NodeVolumeCalls> calls;
+  bool requires_stage = false;  // NodeGetCapabilities: STAGE_UNSTAGE_VOLUME
+};
+
+class NodePluginLookup {
+ public:
+  virtual ~NodePluginLookup() = default;
+  // nullopt: no node plugin with this id runs (healthy) on this node right now.
+  virtual std::optional<NodePlugin> find(const std::string& plugin_id) = 0;
+  // Notified whenever the plugin (re)becomes healthy. Valid as long as the lookup, also for
+  // plugins that are not running yet.
+  virtual async::WakeSignal& healthy_again(const std::string& plugin_id) = 0;
+};
+
+}  // namespace mooring::nodeagent

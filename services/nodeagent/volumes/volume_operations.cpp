@@ -1,0 +1,285 @@
+#include "services/nodeagent/volumes/volume_operations.hpp"
+
+#include "csi/v1/csi.pb.h"
+#include "shared/async/cancelled.hpp"
+#include "shared/csi/error_table.hpp"
+#include "shared/domain/proto_convert.hpp"
+#include "shared/domain/volume_capability.hpp"
+#include "shared/log/log.hpp"
+
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace mooring::nodeagent {
+
+namespace asio = boost::asio;
+
+namespace {
+
+const log::Logger kLog{"volumes"};
+
+std::string_view code_name(grpc::StatusCode code) {
+  static constexpr std::string_view kNames[] = {
+      "OK",           "CANCELLED",         "UNKNOWN",   "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+      "OUT_OF_RANGE", "UNIMPLEMENTED",     "INTERNAL",  "UNAVAILABLE",      "DATA_LOSS",         "UNAUTHENTICATED"};
+  const auto index = static_cast<std::size_t>(code);
+  return index < std::size(kNames) ? kNames[index] : "UNKNOWN";
+}
+
+template <class Result>
+std::string describe(csi::Rpc rpc, const Result& r) {
+  return std::string(csi::to_string(rpc)) + " failed with " + std::string(code_name(r.status.error_code())) + ": " +
+         r.status.error_message() + " (" + std::string(csi::to_string(r.outcome)) + ")";
+}
+
+std::string not_running(const std::string& plugin_id) {
+  return "node plugin \"" + plugin_id + "\" is not running on this node";
+}
+
+void fill(google::protobuf::Map<std::string, std::string>& out, const domain::StringMap& in) {
+  for (const auto& [k, v] : in) out[k] = v;
+}
+
+}  // namespace
+
+VolumeOperations::VolumeOperations(asio::any_io_executor executor, VolumePaths paths, MountRecordStore& store,
+                                   NodePluginLookup& plugins, const MountTable& mounts)
+    : paths_(std::move(paths)), store_(store), plugins_(plugins), mounts_(mounts), locks_(std::move(executor)) {}
+
+bool VolumeOperations::others_hold_staging(const MountRecord& record) const {
+  for (const auto& other : store_.for_volume(record.volume_id)) {
+    if (other.alloc_id != record.alloc_id && other.usage == record.usage && other.staged != StepState::none) {
+      return true;
+    }
+  }
+  return false;
+}
+
+asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domain::VolumeMount volume,
+                                                     domain::MountOptions request_options) {
+  const std::string what = "volume \"" + volume.volume_id + "\" for allocation \"" + alloc_id + "\"";
+  auto fail = [&](const std::string& message, bool retryable) {
+    return MountResult{.error = what + ": " + message, .retryable = retryable};
+  };
+  if (volume.plugin_id.empty()) co_return fail("no plugin id", false);
+  if (volume.external_id.empty()) co_return fail("no external id", false);
+  const std::string usage = volume_usage(volume.read_only, volume.attachment_mode, volume.access_mode);
+  auto target = paths_.publish(alloc_id, volume.volume_id, usage);
+  if (!target) co_return fail(target.error(), false);
+  auto staging = paths_.staging(volume.volume_id, usage);
+  if (!staging) co_return fail(staging.error(), false);
+  auto capability = domain::csi_volume_capability(
+      volume.access_mode, volume.attachment_mode, domain::merge_mount_options(volume.mount_options, request_options));
+  if (!capability) co_return fail(capability.error(), false);
+
+  auto guard = co_await locks_.lock(volume.volume_id);
+  auto plugin = plugins_.find(volume.plugin_id);
+  if (!plugin) co_return fail(not_running(volume.plugin_id), true);
+
+  MountRecord record;
+  if (auto existing = store_.get(alloc_id, volume.volume_id)) {
+    record = *existing;
+    if (record.notify || record.phase == MountPhase::unmounting || record.phase == MountPhase::unmounted) {
+      co_return fail("is being unmounted (released)", !record.notify);
+    }
+    if (record.usage != usage) co_return fail("already mounted as " + record.usage + ", not " + usage, false);
+    if (record.phase == MountPhase::mounted && record.published == StepState::done &&
+        mounts_.is_mounted(record.target_path)) {
+      co_return MountResult{.path = record.target_path};
+    }
+    // An interrupted mount, or one gone since (agent restart, node reboot): drive it again; the
+    // CSI calls are idempotent.
+  } else {
+    record.alloc_id = alloc_id;
+    record.volume_id = volume.volume_id;
+    record.usage = usage;
+  }
+  record.plugin_id = volume.plugin_id;
+  record.external_id = volume.external_id;
+  record.read_only = volume.read_only;
+  record.access_mode = volume.access_mode;
+  record.attachment_mode = volume.attachment_mode;
+  record.target_path = target->string();
+  record.phase = MountPhase::mounting;
+  if (auto s = store_.put(record); !s) co_return fail("cannot record the mount: " + s.error(), true);
+
+  if (plugin->requires_stage) {
+    record.staging_path = staging->string();
+    bool already = false;
+    if (mounts_.is_mounted(*staging)) {
+      if (record.staged == StepState::done) already = true;
+      for (const auto& other : store_.for_volume(record.volume_id)) {
+        if (other.alloc_id != alloc_id && other.usage == usage && other.staged == StepState::done) already = true;
+      }
+    }
+    if (already) {
+      if (record.staged != StepState::done) {
+        record.staged = StepState::done;  // now holds a use of the staging path
+        if (auto s = store_.put(record); !s) co_return fail("cannot record the mount: " + s.error(), true);
+      }
+    } else {
+      if (auto s = paths_.ensure_dir(*staging); !s) co_return fail(s.error(), true);
+      record.staged = StepState::pending;  // intent first: a crash during the RPC owes an unstage
+      if (auto s = store_.put(record); !s) {
+        record.staged = StepState::none;
+        co_return fail("cannot record the stage intent: " + s.error(), true);
+      }
+      ::csi::v1::NodeStageVolumeRequest request;
+      request.set_volume_id(volume.external_id);
+      fill(*request.mutable_publish_context(), volume.publish_context);
+      request.set_staging_target_path(record.staging_path);
+      *request.mutable_volume_capability() = *capability;
+      fill(*request.mutable_secrets(), volume.secrets);
+      fill(*request.mutable_volume_context(), volume.volume_context);
+      auto r = co_await plugin->calls->stage(request);
+      if (!r.done()) {
+        if (r.outcome != csi::Outcome::uncertain) record.staged = StepState::none;
+        co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodeStageVolume, r),
+                                   csi::should_retry(r.outcome));
+      }
+      record.staged = StepState::done;
+      if (auto s = store_.put(record); !s) {
+        co_return co_await abandon(record, plugin, what + ": cannot record the stage: " + s.error(), true);
+      }
+    }
+  }
+
+  if (auto s = paths_.ensure_dir(target->parent_path()); !s) {
+    co_return co_await abandon(record, plugin, what + ": " + s.error(), true);
+  }
+  record.published = StepState::pending;
+  if (auto s = store_.put(record); !s) {
+    record.published = StepState::none;
+    co_return co_await abandon(record, plugin, what + ": cannot record the publish intent: " + s.error(), true);
+  }
+  ::csi::v1::NodePublishVolumeRequest request;
+  request.set_volume_id(volume.external_id);
+  fill(*request.mutable_publish_context(), volume.publish_context);
+  if (plugin->requires_stage) request.set_staging_target_path(record.staging_path);
+  request.set_target_path(record.target_path);
+  *request.mutable_volume_capability() = *capability;
+  request.set_readonly(volume.read_only);
+  fill(*request.mutable_secrets(), volume.secrets);
+  fill(*request.mutable_volume_context(), volume.volume_context);
+  auto r = co_await plugin->calls->publish(request);
+  if (!r.done()) {
+    if (r.outcome != csi::Outcome::uncertain) record.published = StepState::none;
+    co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodePublishVolume, r),
+                               csi::should_retry(r.outcome));
+  }
+  record.published = StepState::done;
+  record.phase = MountPhase::mounted;
+  record.last_error.clear();
+  if (auto s = store_.put(record); !s) {
+    co_return co_await abandon(record, plugin, what + ": cannot record the publish: " + s.error(), true);
+  }
+  kLog.info("volume mounted", {{"volume", record.volume_id},
+                               {"alloc", alloc_id},
+                               {"plugin", record.plugin_id},
+                               {"path", record.target_path},
+                               {"staged", plugin->requires_stage}});
+  co_return MountResult{.path = record.target_path};
+}
+
+asio::awaitable<MountResult> VolumeOperations::abandon(MountRecord& record, const std::optional<NodePlugin>& plugin,
+                                                       std::string error, bool retryable) {
+  kLog.warn("mount failed; undoing what it may have mounted",
+            {{"volume", record.volume_id}, {"alloc", record.alloc_id}, {"error", error}});
+  record.last_error = error;
+  // A cancelled mount (the allocation is going away, or the agent is stopping) cannot await the
+  // negating calls; the record keeps what is owed and a background unmount (or resume) does it.
+  const auto cancellation = co_await asio::this_coro::cancellation_state;
+  if (!async::is_cancelled(cancellation)) {
+    if (auto failure = co_await unmount_locked(record, plugin)) record.last_error = error + "; undo: " + failure->error;
+  }
+  const auto stored = store_.get(record.alloc_id, record.volume_id);
+  const bool notify = record.notify || (stored && stored->notify);
+  if (record.clean() && !notify) {
+    if (auto s = store_.remove(record.alloc_id, record.volume_id); s) {
+      co_return MountResult{.error = std::move(error), .retryable = retryable};
+    }
+  }
+  record.phase = record.clean() ? MountPhase::unmounted : MountPhase::unmounting;
+  if (auto s = store_.put(record); !s) kLog.error("cannot record an abandoned mount", {{"error", s.error()}});
+  co_return MountResult{.error = std::move(error), .retryable = retryable, .cleanup_owed = true};
+}
+
+asio::awaitable<std::optional<VolumeOperations::Failure>> VolumeOperations::unmount_locked(
+    MountRecord& record, const std::optional<NodePlugin>& plugin) {
+  using R = std::optional<Failure>;
+  if (record.published != StepState::none) {
+    if (!plugin) co_return R{Failure{not_running(record.plugin_id), true}};
+    ::csi::v1::NodeUnpublishVolumeRequest request;
+    request.set_volume_id(record.external_id);
+    request.set_target_path(record.target_path);
+    auto r = co_await plugin->calls->unpublish(request);
+    if (!r.done()) co_return R{Failure{describe(csi::Rpc::NodeUnpublishVolume, r), true}};
+    // Trust the kernel over the answer: a record is only dropped for a path that is really free.
+    if (mounts_.is_mounted(record.target_path)) {
+      co_return R{Failure{"NodeUnpublishVolume answered OK but " + record.target_path + " is still mounted", true}};
+    }
+    record.published = StepState::none;
+    if (auto s = store_.put(record); !s) co_return R{Failure{"cannot record the unpublish: " + s.error(), true}};
+    paths_.remove_empty(record.target_path);
+  }
+  if (record.staged != StepState::none) {
+    if (!others_hold_staging(record)) {
+      if (!plugin) co_return R{Failure{not_running(record.plugin_id), true}};
+      ::csi::v1::NodeUnstageVolumeRequest request;
+      request.set_volume_id(record.external_id);
+      request.set_staging_target_path(record.staging_path);
+      auto r = co_await plugin->calls->unstage(request);
+      if (!r.done()) co_return R{Failure{describe(csi::Rpc::NodeUnstageVolume, r), true}};
+      if (mounts_.is_mounted(record.staging_path)) {
+        co_return R{Failure{"NodeUnstageVolume answered OK but " + record.staging_path + " is still mounted", true}};
+      }
+      paths_.remove_empty(record.staging_path);
+    }
+    // With other users left this record just drops its use: the last one unstages.
+    record.staged = StepState::none;
+    if (auto s = store_.put(record); !s) co_return R{Failure{"cannot record the unstage: " + s.error(), true}};
+  }
+  co_return R{};
+}
+
+asio::awaitable<UnmountResult> VolumeOperations::unmount(std::string alloc_id, std::string volume_id) {
+  auto guard = co_await locks_.lock(volume_id);
+  auto existing = store_.get(alloc_id, volume_id);
+  if (!existing) co_return UnmountResult{};
+  MountRecord record = *existing;
+  if (record.phase == MountPhase::unmounted) co_return UnmountResult{.plugin_id = record.plugin_id};
+  if (record.phase != MountPhase::unmounting) {
+    record.phase = MountPhase::unmounting;
+    if (auto s = store_.put(record); !s) {
+      co_return UnmountResult{.error = "cannot record the unmount: " + s.error(), .plugin_id = record.plugin_id};
+    }
+  }
+  auto failure = co_await unmount_locked(record, plugins_.find(record.plugin_id));
+  if (failure) {
+    record.last_error = failure->error;
+    ++record.unmount_attempts;
+    if (auto s = store_.put(record); !s) kLog.error("cannot record an unmount failure", {{"error", s.error()}});
+    co_return UnmountResult{.error = "volume \"" + volume_id + "\" of allocation \"" + alloc_id + "\": " + failure->error,
+                            .plugin_id = record.plugin_id};
+  }
+  record.last_error.clear();
+  const auto stored = store_.get(alloc_id, volume_id);
+  if (stored && stored->notify) {
+    record.phase = MountPhase::unmounted;  // the control plane is still to be told
+    if (auto s = store_.put(record); !s) {
+      co_return UnmountResult{.error = "cannot record the unmount: " + s.error(), .plugin_id = record.plugin_id};
+    }
+  } else if (auto s = store_.remove(alloc_id, volume_id); !s) {
+    co_return UnmountResult{.error = "cannot remove the mount record: " + s.error(), .plugin_id = record.plugin_id};
+  }
+  kLog.info("volume unmounted", {{"volume", volume_id}, {"alloc", alloc_id}, {"plugin", record.plugin_id}});
+  co_return UnmountResult{.plugin_id = record.plugin_id};
+}
+
+asio::awaitable<domain::Status> VolumeOperations::forget(std::string alloc_id, std::string volume_id) {
+  auto guard = co_await locks_.lock(volume_id);
+  co_return store_.remove(alloc_id, volume_id);
+}
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,91 @@
+// The CSI steps of one mount or one unmount pass for (allocation, volume), each under that
+// volume's lock and with the mount record written around every RPC: the intent before, the result
+// after. Single attempts, no background work: the volume manager adds the retries and tasks.
+//
+// Mount: NodeStage only when the plugin stages and the staging path is not already staged (record
+// and mount table agree), then NodePublish unless already published; the external id is the CSI
+// volume id; publish context, secrets and volume context are passed on; the capability comes from
+// the modes and the merged mount options (the request wins). A step that fails is abandoned: an
+// uncertain publish/stage is negated at once, and what cannot be negated stays recorded
+// (`cleanup_owed`) for a background unmount.
+// Unmount: NodeUnpublish, then NodeUnstage only when no other allocation holds the staging path;
+// NOT_FOUND / "already unmounted" is done.
+//
+// Not thread-safe: use from the agent's executor.
+#pragma once
+
+#include "services/nodeagent/volumes/mount_record_store.hpp"
+#include "services/nodeagent/volumes/mount_table.hpp"
+#include "services/nodeagent/volumes/node_plugins.hpp"
+#include "services/nodeagent/volumes/volume_locks.hpp"
+#include "services/nodeagent/volumes/volume_paths.hpp"
+#include "shared/domain/volume.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <optional>
+#include <string>
+
+namespace mooring::domain {
+struct VolumeMount;
+}
+
+namespace mooring::nodeagent {
+
+struct MountResult {
+  std::string path;            // the publish target, on success
+  std::string error;           // empty on success; names the volume, allocation, RPC and status
+  bool retryable = false;      // worth trying the mount again later (plugin away, timeout, ...)
+  bool cleanup_owed = false;   // the negating calls did not all succeed: an unmount must be retried
+  bool ok() const { return error.empty(); }
+};
+
+struct UnmountResult {
+  std::string error;      // empty when nothing of the record may be mounted any more
+  std::string plugin_id;  // the plugin the unmount needs (to wait for it), when known
+  bool ok() const { return error.empty(); }
+};
+
+class VolumeOperations {
+ public:
+  VolumeOperations(boost::asio::any_io_executor executor, VolumePaths paths, MountRecordStore& store,
+                   NodePluginLookup& plugins, const MountTable& mounts);
+
+  boost::asio::awaitable<MountResult> mount(std::string alloc_id, domain::VolumeMount volume,
+                                            domain::MountOptions request_options);
+
+  // One pass. Nothing recorded for (alloc, volume), or node side already clean: ok. On success
+  // the record is removed, or kept in phase `unmounted` when the control plane is still to be told.
+  boost::asio::awaitable<UnmountResult> unmount(std::string alloc_id, std::string volume_id);
+
+  // Removes the record of a finished release (after the control plane was told).
+  boost::asio::awaitable<domain::Status> forget(std::string alloc_id, std::string volume_id);
+
+  VolumeLocks& locks() { return locks_; }
+  const VolumePaths& paths() const { return paths_; }
+  MountRecordStore& store() { return store_; }
+  const MountTable& mounts() const { return mounts_; }
+
+ private:
+  struct Failure {
+    std::string error;
+    bool retryable = false;
+  };
+
+  // Unpublish / unstage what `record` may still have mounted; the caller holds the lock.
+  boost::asio::awaitable<std::optional<Failure>> unmount_locked(MountRecord& record,
+                                                                const std::optional<NodePlugin>& plugin);
+  // A failed stage/publish: negate what may exist and report.
+  boost::asio::awaitable<MountResult> abandon(MountRecord& record, const std::optional<NodePlugin>& plugin,
+                                              std::string error, bool retryable);
+  bool others_hold_staging(const MountRecord& record) const;
+
+  VolumePaths paths_;
+  MountRecordStore& store_;
+  NodePluginLookup& plugins_;
+  const MountTable& mounts_;
+  VolumeLocks locks_;
+};
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,256 @@
+// The real supervisor (through the Agent) driving the real mooring-hostpath binary, reporting to
+// a fake control plane.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <fstream>
+
+#include "services/nodeagent/agent.hpp"
+#include "services/nodeagent/controlplane_link.hpp"
+#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/plugins/registry.hpp"
+#include "tests/nodeagent/support/fake_controlplane.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class SupervisorIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    faults_ = tmp_ / "faults.json";
+    std::ofstream(faults_) << R"({"rules":[]})";
+  }
+
+  AgentConfig config(std::chrono::milliseconds health_timeout = 5s) {
+    AgentConfig c;
+    c.node_id = "node-1";
+    c.node_name = "test-node";
+    c.data_dir = (tmp_ / "agent").string();
+    c.controlplane_addr = cp_.address();
+    c.grpc_addr = "127.0.0.1:0";
+    c.heartbeat_interval = 200ms;
+    PluginConfig p;
+    p.id = "hostpath";
+    p.type = PluginRole::monolith;
+    p.command = test::binary_path("mooring-hostpath").string();
+    p.args = {"--data-dir", (tmp_ / "hp").string(), "--node-id", "csi-node-1", "--fault-file", faults_.string()};
+    p.health_timeout = health_timeout;
+    p.probe_interval = 100ms;
+    p.fingerprint_interval = 2s;
+    p.stop_timeout = 3s;
+    c.plugins.push_back(p);
+    return c;
+  }
+
+  AgentOptions options() {
+    AgentOptions o;
+    o.restart_backoff = async::Backoff{200ms, 1s, 2.0, 0.0};
+    o.final_heartbeat_timeout = 3s;
+    return o;
+  }
+
+  // Runs the io_context until `done` holds (checked on this thread, between handlers).
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
+    const auto deadline = Clock::now() + timeout;
+    while (!done()) {
+      if (Clock::now() > deadline) return false;
+      io_.run_for(10ms);
+    }
+    return true;
+  }
+
+  bool healthy(Agent& a) {
+    const auto fp = a.status().fingerprint("hostpath");
+    return fp && fp->healthy();
+  }
+
+  bool shutdown(Agent& a) {
+    bool done = false;
+    asio::co_spawn(io_, a.shutdown(), [&](std::exception_ptr e) {
+      EXPECT_FALSE(e);
+      done = true;
+    });
+    return run_until([&] { return done; });
+  }
+
+  void write_faults(const std::string& json) {
+    const auto tmp = faults_.string() + ".new";
+    std::ofstream(tmp) << json;
+    std::filesystem::rename(tmp, faults_);
+  }
+
+  test::TempDir tmp_{"mooring-agent-it"};
+  std::filesystem::path faults_;
+  FakeControlPlane cp_;
+  asio::io_context io_;
+};
+
+TEST_F(SupervisorIntegration, PluginIsHealthyWithinOneSecondAndReportedWithProviderAndNodeId) {
+  Agent agent(io_.get_executor(), config(), options());
+  const auto started = Clock::now();
+  agent.start();
+  ASSERT_TRUE(run_until([&] { return healthy(agent); }, 10s));
+  EXPECT_LT(Clock::now() - started, 1s) << "healthy only after "
+                                        << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()
+                                        << "ms";
+  const auto fp = *agent.status().fingerprint("hostpath");
+  EXPECT_FALSE(fp.provider().empty());
+  EXPECT_EQ(fp.node_info().csi_node_id(), "csi-node-1");
+  EXPECT_EQ(fp.type(), ::mooring::v1::PLUGIN_TYPE_MONOLITH);
+  ASSERT_TRUE(agent.registry().lookup(PluginKind::controller, "hostpath"));
+  const auto node = agent.registry().lookup(PluginKind::node, "hostpath");
+  ASSERT_TRUE(node);
+  EXPECT_EQ(node->reg.provider, fp.provider());
+  EXPECT_EQ(node->reg.socket_path, agent.supervisor("hostpath")->socket_path());
+
+  ASSERT_TRUE(run_until([&] {
+    const auto seen = cp_.latest("hostpath");
+    return seen && seen->healthy() && cp_.saw_event_containing("plugin became healthy");
+  }));
+  ASSERT_FALSE(cp_.registrations().empty());
+  EXPECT_EQ(cp_.registrations().front().node_id(), "node-1");
+  EXPECT_TRUE(shutdown(agent));
+}
+
+TEST_F(SupervisorIntegration, KilledPluginIsReportedUnhealthyAtOnceRestartedAndHealthyAgain) {
+  Agent agent(io_.get_executor(), config(), options());
+  agent.start();
+  ASSERT_TRUE(run_until([&] { return healthy(agent); }));
+  auto* sup = agent.supervisor("hostpath");
+  const auto pid = sup->pid();
+  ASSERT_TRUE(pid);
+  ASSERT_EQ(::kill(*pid, SIGKILL), 0);
+  // The exit is observed, not waited for at the next probe.
+  ASSERT_TRUE(run_until([&] { return !healthy(agent); }, 5s));
+  EXPECT_NE(agent.status().fingerprint("hostpath")->health_description().find("signal 9"), std::string::npos)
+      << agent.status().fingerprint("hostpath")->health_description();
+  ASSERT_TRUE(run_until([&] { return healthy(agent) && sup->pid() && *sup->pid() != *pid; }));
+  EXPECT_EQ(sup->restarts(), 1u);
+  ASSERT_TRUE(run_until([&] {
+    return cp_.saw_event_containing("plugin unhealthy: plugin process killed by signal 9") &&
+           cp_.saw_event_containing("plugin restarted") && cp_.latest("hostpath") && cp_.latest("hostpath")->healthy();
+  }));
+  // Order as the control plane saw it: healthy, unhealthy, restarted, healthy.
+  std::vector<std::string> plugin_events;
+  for (const auto& e : cp_.events()) {
+    if (e.subsystem() == "plugin") plugin_events.push_back(e.message().substr(0, 20));
+  }
+  ASSERT_GE(plugin_events.size(), 4u);
+  EXPECT_EQ(plugin_events[0], "plugin became health");
+  EXPECT_EQ(plugin_events[1], "plugin unhealthy: pl");
+  EXPECT_EQ(plugin_events[2], "plugin restarted");
+  EXPECT_EQ(plugin_events[3], "plugin became health");
+  EXPECT_TRUE(shutdown(agent));
+}
+
+TEST_F(SupervisorIntegration, PluginWhoseProbeFailsIsRestartedWithBackoffAndReportedWithTheReason) {
+  write_faults(R"({"rules":[{"rpc":"Probe","code":9,"message":"backing disk missing"}]})");
+  Agent agent(io_.get_executor(), config(/*health_timeout=*/800ms), options());
+  agent.start();
+  auto* sup = agent.supervisor("hostpath");
+  ASSERT_TRUE(run_until([&] { return sup->restarts() >= 2; }, 30s));
+  const auto fp = agent.status().fingerprint("hostpath");
+  ASSERT_TRUE(fp);
+  EXPECT_FALSE(fp->healthy());
+  EXPECT_NE(fp->health_description().find("backing disk missing"), std::string::npos) << fp->health_description();
+  ASSERT_TRUE(run_until([&] {
+    const auto seen = cp_.latest("hostpath");
+    return seen && !seen->healthy() && seen->health_description().find("backing disk missing") != std::string::npos &&
+           cp_.saw_event_containing("plugin restarted");
+  }));
+  EXPECT_TRUE(cp_.saw_event_containing("backing disk missing"));
+  EXPECT_FALSE(cp_.saw_event_containing("plugin became healthy"));
+  EXPECT_FALSE(agent.registry().lookup(PluginKind::node, "hostpath"));  // never registered
+
+  // Once the fault is gone, the next instance becomes healthy.
+  write_faults(R"({"rules":[]})");
+  ASSERT_TRUE(run_until([&] { return healthy(agent); }, 30s));
+  EXPECT_TRUE(shutdown(agent));
+}
+
+TEST_F(SupervisorIntegration, PluginWhoseProbeHangsIsRestartedAndReportedUnhealthy) {
+  write_faults(R"({"rules":[{"rpc":"Probe","hang":true}]})");
+  Agent agent(io_.get_executor(), config(/*health_timeout=*/800ms), options());
+  agent.start();
+  auto* sup = agent.supervisor("hostpath");
+  ASSERT_TRUE(run_until([&] { return sup->restarts() >= 1; }, 30s));
+  const auto fp = agent.status().fingerprint("hostpath");
+  ASSERT_TRUE(fp);
+  EXPECT_FALSE(fp->healthy());
+  EXPECT_NE(fp->health_description().find("did not answer"), std::string::npos) << fp->health_description();
+  EXPECT_TRUE(shutdown(agent));
+}
+
+TEST_F(SupervisorIntegration, ShutdownReportsThePluginUnhealthyStopsItAndDeregistersIt) {
+  Agent agent(io_.get_executor(), config(), options());
+  agent.start();
+  ASSERT_TRUE(run_until([&] { return healthy(agent) && cp_.latest("hostpath") && cp_.latest("hostpath")->healthy(); }));
+  const auto pid = *agent.supervisor("hostpath")->pid();
+  ASSERT_TRUE(shutdown(agent));
+  const auto last = cp_.latest("hostpath");
+  ASSERT_TRUE(last);
+  EXPECT_FALSE(last->healthy());
+  EXPECT_NE(last->health_description().find("agent shutting down"), std::string::npos) << last->health_description();
+  EXPECT_FALSE(last->provider().empty());  // still a populated fingerprint (seed 003)
+  EXPECT_TRUE(cp_.saw_event_containing("plugin unhealthy"));
+  EXPECT_NE(::kill(pid, 0), 0) << "plugin process still running";
+  EXPECT_FALSE(agent.registry().lookup(PluginKind::node, "hostpath"));
+  EXPECT_FALSE(agent.registry().lookup(PluginKind::controller, "hostpath"));
+}
+
+TEST_F(SupervisorIntegration, EventsSurviveAControlPlaneOutageAndReRegistrationAfterKnownFalse) {
+  cp_.set_down(true);
+  Agent agent(io_.get_executor(), config(), options());
+  agent.start();
+  ASSERT_TRUE(run_until([&] { return healthy(agent); }));  // supervision does not wait for the control plane
+  run_until([] { return false; }, 500ms);
+  EXPECT_TRUE(cp_.heartbeats().empty());
+  cp_.set_down(false);
+  ASSERT_TRUE(run_until([&] { return cp_.saw_event_containing("plugin became healthy"); }));
+  const auto registrations = cp_.registrations().size();
+  cp_.forget_node();
+  ASSERT_TRUE(run_until([&] { return cp_.registrations().size() > registrations; }));
+  EXPECT_TRUE(shutdown(agent));
+}
+
+TEST(NodeAgentBinary, RunsAgainstTheControlPlaneAndShutsDownGracefullyOnSigterm) {
+  test::TempDir tmp{"mooring-agent-bin"};
+  FakeControlPlane cp;
+  const auto spec = "hostpath,type=monolith,command=" + test::binary_path("mooring-hostpath").string() +
+                    ",arg=--data-dir,arg=" + (tmp / "hp").string() + ",arg=--node-id,arg=csi-bin,health_timeout=5s,"
+                    "probe_interval=200ms";
+  test::ChildProcess agent(test::SpawnOptions{
+      test::binary_path("mooring-nodeagent"),
+      {"--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
+       "--plugin", spec},
+      {},
+      true,
+      tmp / "agent.log"});
+  const auto deadline = Clock::now() + 20s;
+  while (Clock::now() < deadline && !(cp.latest("hostpath") && cp.latest("hostpath")->healthy()))
+    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(cp.latest("hostpath") && cp.latest("hostpath")->healthy()) << "see " << (tmp / "agent.log");
+  // The node id was generated and persisted in the data dir.
+  std::ifstream id_file(tmp / "agent" / "node-id");
+  std::string node_id;
+  id_file >> node_id;
+  EXPECT_EQ(cp.registrations().front().node_id(), node_id);
+  ASSERT_TRUE(agent.terminate());
+  const auto st = agent.wait_for_exit(20s);
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(st->exited && st->code == 0) << st->describe();
+  EXPECT_FALSE(cp.latest("hostpath")->healthy());
+  EXPECT_NE(cp.latest("hostpath")->health_description().find("agent shutting down"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mooring::nodeagent
