@@ -32,6 +32,8 @@ const log::Logger& logger() {
 constexpr auto kStartPollInitial = 20ms;
 constexpr auto kStartPollMax = 500ms;
 constexpr auto kStableRun = std::chrono::minutes(1);
+// A probe given less time than this cannot tell us anything.
+constexpr auto kMinProbeBudget = std::chrono::milliseconds(50);
 
 bool is_socket(const std::string& path) {
   struct stat st {};
@@ -156,6 +158,7 @@ asio::awaitable<std::optional<std::string>> PluginSupervisor::wait_until_healthy
   const auto deadline = Clock::now() + config_.health_timeout;
   auto poll = std::chrono::milliseconds(kStartPollInitial);
   std::string why = "plugin socket " + socket_path_ + " did not appear";
+  std::string last_answer;  // the most recent verdict of a Probe that did answer: the best reason
   bool socket_seen = false;
   while (true) {
     const auto gen = exit_wake_->generation();
@@ -164,24 +167,25 @@ asio::awaitable<std::optional<std::string>> PluginSupervisor::wait_until_healthy
       socket_seen = true;
       client_ = ctx_.make_client(socket_path_);
     }
-    if (socket_seen) {
+    const auto left = ms(deadline - Clock::now());
+    if (socket_seen && left >= kMinProbeBudget) {
       bool ready = false;
-      const auto left = std::max(ms(deadline - Clock::now()), std::chrono::milliseconds(1));
       const auto probe_timeout = std::min(csi::policy(csi::Rpc::Probe).timeout, left);
       const auto st = co_await probe_once(probe_timeout, ready);
       if (process_exited()) co_return exit_reason();
       if (!st) {
         why = "Probe did not answer within " + std::to_string(probe_timeout.count()) + "ms";
       } else if (!st->ok()) {
-        why = "Probe failed: " + status_text(*st);
+        last_answer = "Probe failed: " + status_text(*st);
       } else if (!ready) {
-        why = "Probe: plugin reports not ready";
+        last_answer = "Probe: plugin reports not ready";
       } else {
         co_return std::nullopt;
       }
     }
     if (Clock::now() >= deadline) {
-      co_return why + " (within health_timeout " + std::to_string(config_.health_timeout.count()) + "ms)";
+      co_return (last_answer.empty() ? why : last_answer) + " (within health_timeout " +
+          std::to_string(config_.health_timeout.count()) + "ms)";
     }
     const auto sleep = std::min(poll, ms(deadline - Clock::now()));
     if (co_await async::sleep_for(sleep, exit_wake_.get(), gen) == async::SleepEnd::cancelled)
@@ -253,8 +257,8 @@ asio::awaitable<void> PluginSupervisor::end_instance(const std::string& why) {
 
 asio::awaitable<void> PluginSupervisor::run() {
   unsigned failures = 0;  // consecutive instances that did not stay up; drives the backoff
-  report(fingerprinter_.mark(false, "starting"));
-  reported_healthy_.reset();  // "starting" is not a verdict worth an event
+  // "starting" is reported (the control plane sees the plugin) but is no verdict worth an event.
+  ctx_.status.set_fingerprint(fingerprinter_.mark(false, "starting"));
   while (true) {
     if (failures > 0) {
       const auto delay = ctx_.restart_backoff.delay(failures - 1);

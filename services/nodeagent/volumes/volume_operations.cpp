@@ -279,6 +279,12 @@ asio::awaitable<UnmountResult> VolumeOperations::unmount(std::string alloc_id, s
 
 asio::awaitable<domain::Status> VolumeOperations::forget(std::string alloc_id, std::string volume_id) {
   auto guard = co_await locks_.lock(volume_id);
+  auto record = store_.get(alloc_id, volume_id);
+  if (!record) co_return domain::Status{};
+  if (record->phase != MountPhase::unmounted || !record->clean()) {
+    co_return domain::error("volume "" + volume_id + "" of allocation "" + alloc_id + "" is " +
+                            std::string(to_string(record->phase)) + ", not unmounted");
+  }
   co_return store_.remove(alloc_id, volume_id);
 }
 

@@ -59,7 +59,8 @@ class VolumeOperations {
   // the record is removed, or kept in phase `unmounted` when the control plane is still to be told.
   boost::asio::awaitable<UnmountResult> unmount(std::string alloc_id, std::string volume_id);
 
-  // Removes the record of a finished release (after the control plane was told).
+  // Removes the record of a finished release (after the control plane was told); refuses a
+  // record that is not `unmounted`.
   boost::asio::awaitable<domain::Status> forget(std::string alloc_id, std::string volume_id);
 
   VolumeLocks& locks() { return locks_; }
