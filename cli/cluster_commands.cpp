@@ -1,0 +1,144 @@
+// `mooring plugin status` and `mooring node status`: read-only views of what node agents report.
+#include <algorithm>
+
+#include "cli/commands.hpp"
+#include "cli/context.hpp"
+#include "cli/format.hpp"
+#include "cli/table.hpp"
+
+namespace mooring::cli {
+
+namespace {
+
+using nlohmann::json;
+
+std::string ratio(const json& obj, const char* a, const char* b) { return field(obj, a) + "/" + field(obj, b); }
+
+// Controllers/Nodes: node id -> instance (Nomad's map shape); an array of instances also works.
+std::string instances_table(const json& instances, bool node_side, std::chrono::system_clock::time_point now) {
+  std::vector<std::string> headers = {"Node ID", "Healthy", "Description"};
+  if (node_side) headers.insert(headers.end(), {"Max Volumes", "Stages", "Topology"});
+  headers.push_back("Updated");
+  Table t(headers);
+  for (auto it = instances.begin(); it != instances.end(); ++it) {
+    const json& i = *it;
+    std::string node = instances.is_object() ? it.key() : field(i, "NodeID");
+    std::vector<std::string> row = {node, field(i, "Healthy"), field(i, "HealthDescription")};
+    if (node_side) {
+      json info = i.value("NodeInfo", json());
+      std::int64_t max = field_int(info, "MaxVolumes");
+      json topo = info.is_object() ? info.value("AccessibleTopology", json()) : json();
+      row.insert(row.end(), {max > 0 ? std::to_string(max) : "unlimited", field(info, "RequiresNodeStageVolume"),
+                             topo.is_object() ? map_text(topo.value("Segments", json())) : "<none>"});
+    }
+    row.push_back(time_text(field(i, "UpdateTime"), now));
+    t.add_row(std::move(row));
+  }
+  return t.empty() ? "None\n" : t.render();
+}
+
+int plugin_status(Context& ctx, const Invocation& inv) {
+  if (inv.args.empty()) {
+    auto r = ctx.call("GET", "/v1/plugins");
+    if (!r) return kExitError;
+    if (ctx.json()) return ctx.print_json(r->body), kExitOk;
+    if (!r->body.is_array() || r->body.empty()) {
+      ctx.out() << "No CSI plugins\n";
+      return kExitOk;
+    }
+    Table t({"ID", "Provider", "Controllers Healthy/Expected", "Nodes Healthy/Expected"});
+    for (const auto& p : r->body)
+      t.add_row({field(p, "ID"), field(p, "Provider"), ratio(p, "ControllersHealthy", "ControllersExpected"),
+                 ratio(p, "NodesHealthy", "NodesExpected")});
+    ctx.out() << t.render();
+    return kExitOk;
+  }
+  auto r = ctx.call("GET", "/v1/plugin/csi/" + url_encode(inv.args[0]));
+  if (!r) return kExitError;
+  if (ctx.json()) return ctx.print_json(r->body), kExitOk;
+  const json& p = r->body;
+  KeyValues kv;
+  kv.add("ID", field(p, "ID"));
+  kv.add("Provider", field(p, "Provider"));
+  kv.add("Version", field(p, "Version"));
+  kv.add("Controller Required", field(p, "ControllerRequired"));
+  kv.add("Controllers Healthy", ratio(p, "ControllersHealthy", "ControllersExpected"));
+  kv.add("Nodes Healthy", ratio(p, "NodesHealthy", "NodesExpected"));
+  auto now = std::chrono::system_clock::now();
+  ctx.out() << kv.render() << "\nControllers\n" << instances_table(p.value("Controllers", json::object()), false, now)
+            << "\nNodes\n" << instances_table(p.value("Nodes", json::object()), true, now);
+  return kExitOk;
+}
+
+int node_status(Context& ctx, const Invocation& inv) {
+  auto now = std::chrono::system_clock::now();
+  if (inv.args.empty()) {
+    auto r = ctx.call("GET", "/v1/nodes");
+    if (!r) return kExitError;
+    if (ctx.json()) return ctx.print_json(r->body), kExitOk;
+    if (!r->body.is_array() || r->body.empty()) {
+      ctx.out() << "No nodes\n";
+      return kExitOk;
+    }
+    Table t({"ID", "Name", "Address", "Status", "Last Heartbeat"});
+    for (const auto& n : r->body)
+      t.add_row({field(n, "ID"), field(n, "Name"), field(n, "Address"), field(n, "Status"),
+                 time_text(field(n, "LastHeartbeat"), now)});
+    ctx.out() << t.render();
+    return kExitOk;
+  }
+  auto r = ctx.call("GET", "/v1/node/" + url_encode(inv.args[0]));
+  if (!r) return kExitError;
+  if (ctx.json()) return ctx.print_json(r->body), kExitOk;
+  const json& n = r->body;
+  KeyValues kv;
+  kv.add("ID", field(n, "ID"));
+  kv.add("Name", field(n, "Name"));
+  kv.add("Address", field(n, "Address"));
+  kv.add("Status", field(n, "Status"));
+  kv.add("Last Heartbeat", time_text(field(n, "LastHeartbeat"), now));
+  kv.add("Attributes", map_text(n.value("Attributes", json())));
+  ctx.out() << kv.render();
+
+  ctx.out() << "\nCSI Plugins\n";
+  Table plugins({"Plugin ID", "Type", "Healthy", "Description", "Provider", "Version"});
+  json ps = n.value("Plugins", json::object());
+  for (auto it = ps.begin(); it != ps.end(); ++it)
+    plugins.add_row({ps.is_object() ? it.key() : field(*it, "PluginID"), field(*it, "Type"), field(*it, "Healthy"),
+                     field(*it, "HealthDescription"), field(*it, "Provider"), field(*it, "Version")});
+  ctx.out() << (plugins.empty() ? std::string("None\n") : plugins.render());
+
+  json events = n.value("Events", json::array());
+  if (events.is_array() && !events.empty()) {
+    ctx.out() << "\nRecent Events\n";
+    Table t({"Time", "Subsystem", "Message"});
+    // Newest first and at most ten, as `nomad node status` does.
+    std::size_t shown = 0;
+    for (auto it = events.rbegin(); it != events.rend() && shown < 10; ++it, ++shown)
+      t.add_row({field(*it, "Timestamp"), field(*it, "Subsystem"), field(*it, "Message")});
+    ctx.out() << t.render();
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<CommandSpec> plugin_commands() {
+  return {{.words = {"plugin", "status"},
+           .arguments = "[ID]",
+           .min_args = 0,
+           .max_args = 1,
+           .summary = "List CSI plugins, or show one plugin's controller and node instances",
+           .run = plugin_status}};
+}
+
+std::vector<CommandSpec> node_commands() {
+  return {{.words = {"node", "status"},
+           .arguments = "[ID]",
+           .min_args = 0,
+           .max_args = 1,
+           .summary = "List nodes, or show one node with its plugins and recent events",
+           .run = node_status}};
+}
+
+}  // namespace mooring::cli

@@ -1,0 +1,21 @@
+// CLI room: the command table. Each family lives in its own file and returns its specs;
+// run.cpp dispatches on them.
+#pragma once
+
+#include <vector>
+
+#include "cli/args.hpp"
+
+namespace mooring::cli {
+
+std::vector<CommandSpec> volume_commands();    // register, status, detach, create, delete, deregister, expand
+std::vector<CommandSpec> snapshot_commands();  // volume snapshot create|list|delete
+std::vector<CommandSpec> plugin_commands();    // plugin status
+std::vector<CommandSpec> node_commands();      // node status
+std::vector<CommandSpec> alloc_commands();     // alloc run|stop|status
+std::vector<CommandSpec> event_commands();     // events
+
+// Every command, in the order the top-level usage lists them.
+const std::vector<CommandSpec>& all_commands();
+
+}  // namespace mooring::cli

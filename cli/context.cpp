@@ -1,0 +1,73 @@
+#include "cli/context.hpp"
+
+namespace mooring::cli {
+
+namespace {
+
+// The API's {"Error": "..."} message, else a short excerpt of whatever came back.
+std::string error_text(const HttpResponse& res) {
+  try {
+    auto j = nlohmann::json::parse(res.body);
+    if (j.is_object() && j.contains("Error") && j["Error"].is_string()) return j["Error"].get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+  }
+  std::string excerpt = res.body.substr(0, 200);
+  while (!excerpt.empty() && (excerpt.back() == '\n' || excerpt.back() == '\r')) excerpt.pop_back();
+  return excerpt.empty() ? "(no message)" : excerpt;
+}
+
+std::uint64_t parse_index(const std::string& text) {
+  try {
+    return text.empty() ? 0 : std::stoull(text);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+std::optional<ApiReply> Context::call(const std::string& method, const std::string& target,
+                                      const std::optional<nlohmann::json>& body, CallOptions options,
+                                      std::string* error_message) {
+  auto report = [&](const std::string& message) -> std::optional<ApiReply> {
+    if (error_message) *error_message = message;
+    if (!options.quiet) fail(message);
+    return std::nullopt;
+  };
+  HttpRequest req;
+  req.method = method;
+  req.target = target;
+  req.timeout = options.timeout;
+  if (body) req.body = body->dump();
+  if (options.send_secrets && !secrets_.empty()) {
+    std::string value;
+    for (const auto& [k, v] : secrets_) value += (value.empty() ? "" : ",") + k + "=" + v;
+    req.headers.emplace_back(kSecretsHeader, value);
+  }
+  auto res = client_.send(req);
+  if (!res) return report(res.error());
+  if (res->status >= 400)
+    return report(error_text(*res) + " (HTTP " + std::to_string(res->status) + " from " + method + " " + target + ")");
+  ApiReply reply;
+  reply.index = parse_index(res->header("x-mooring-index"));
+  if (!res->body.empty()) {
+    try {
+      reply.body = nlohmann::json::parse(res->body);
+    } catch (const nlohmann::json::parse_error&) {
+      return report("the control plane at " + address() + " answered " + method + " " + target +
+                    " with something that is not JSON");
+    }
+  }
+  return reply;
+}
+
+void Context::print_json(const nlohmann::json& value) {
+  out_ << value.dump(4, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+int Context::fail(const std::string& message) {
+  err_ << "Error: " << message << "\n";
+  return kExitError;
+}
+
+}  // namespace mooring::cli

@@ -1,0 +1,67 @@
+// CLI room: what every command gets — the API client, the global options, the output streams —
+// and the one way to call the API: an HTTP error prints the API's {"Error"} message, an
+// unreachable control plane prints its address; both make the command exit 1.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.hpp"
+#include "cli/http_client.hpp"
+
+namespace mooring::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+inline constexpr const char* kSecretsHeader = "X-Mooring-CSI-Secrets";
+
+struct ApiReply {
+  nlohmann::json body;      // null for an empty body
+  std::uint64_t index = 0;  // X-Mooring-Index, 0 when absent
+};
+
+struct CallOptions {
+  bool send_secrets = false;  // add the -secrets header (create, delete, snapshot)
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  bool quiet = false;  // do not print the error (the caller reports it in its own words)
+};
+
+class Context {
+ public:
+  Context(HttpClient client, GlobalOptions globals, std::map<std::string, std::string> secrets, std::ostream& out,
+          std::ostream& err)
+      : client_(std::move(client)), globals_(std::move(globals)), secrets_(std::move(secrets)), out_(out), err_(err) {}
+
+  std::ostream& out() { return out_; }
+  std::ostream& err() { return err_; }
+  bool json() const { return globals_.json; }
+  const std::string& address() const { return client_.endpoint().url; }
+
+  // The API's answer, or nullopt after printing why not. `error_message` (when given) receives
+  // the message instead of the default "Error: ..." line when `options.quiet`.
+  std::optional<ApiReply> call(const std::string& method, const std::string& target,
+                               const std::optional<nlohmann::json>& body = std::nullopt, CallOptions options = {},
+                               std::string* error_message = nullptr);
+
+  // Pretty JSON (4-space indent, like `nomad -json`), newline-terminated.
+  void print_json(const nlohmann::json& value);
+  // "Error: <message>" on stderr; returns kExitError.
+  int fail(const std::string& message);
+
+ private:
+  HttpClient client_;
+  GlobalOptions globals_;
+  std::map<std::string, std::string> secrets_;
+  std::ostream& out_;
+  std::ostream& err_;
+};
+
+}  // namespace mooring::cli

@@ -1,0 +1,166 @@
+#include "cli/http_client.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/version.hpp>
+
+#include <algorithm>
+#include <cctype>
+
+namespace mooring::cli {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using asio::ip::tcp;
+
+namespace {
+
+constexpr std::uint64_t kBodyLimit = 64ull * 1024 * 1024;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+}  // namespace
+
+domain::Expected<Endpoint> parse_address(std::string_view text) {
+  std::string_view rest = text;
+  auto bad = [&](const std::string& why) {
+    return domain::error("address \"" + std::string(text) + "\": " + why);
+  };
+  if (rest.starts_with("https://")) return bad("https is not supported by this client; use http://");
+  if (rest.starts_with("http://")) rest.remove_prefix(7);
+  else if (rest.find("://") != std::string_view::npos) return bad("only http:// addresses are supported");
+  while (rest.ends_with('/')) rest.remove_suffix(1);
+  if (rest.find('/') != std::string_view::npos) return bad("expected http://HOST:PORT without a path");
+  if (rest.empty()) return bad("no host");
+  Endpoint e;
+  if (rest.front() == '[') {
+    auto close = rest.find(']');
+    if (close == std::string_view::npos) return bad("unterminated [IPv6] host");
+    e.host = std::string(rest.substr(1, close - 1));
+    auto after = rest.substr(close + 1);
+    if (after.empty()) e.port = "80";
+    else if (after.front() == ':' && all_digits(after.substr(1))) e.port = std::string(after.substr(1));
+    else return bad("expected [HOST]:PORT");
+  } else {
+    auto colon = rest.rfind(':');
+    if (colon == std::string_view::npos) {
+      e.host = std::string(rest);
+      e.port = "80";
+    } else {
+      e.host = std::string(rest.substr(0, colon));
+      e.port = std::string(rest.substr(colon + 1));
+      if (!all_digits(e.port)) return bad("port \"" + e.port + "\" is not a number");
+    }
+  }
+  if (e.host.empty()) return bad("no host");
+  if (std::stoul(e.port.substr(0, 6)) > 65535 || e.port.size() > 5) return bad("port " + e.port + " is out of range");
+  bool v6 = e.host.find(':') != std::string::npos;
+  e.url = "http://" + (v6 ? "[" + e.host + "]" : e.host) + ":" + e.port;
+  return e;
+}
+
+domain::Expected<HttpResponse> HttpClient::send(const HttpRequest& request) const {
+  asio::io_context io{1};
+  HttpResponse out;
+  std::string failure;  // empty: success
+  bool connected = false;
+
+  auto exchange = [&]() -> asio::awaitable<void> {
+    auto token = asio::as_tuple(asio::use_awaitable);
+    tcp::resolver resolver(io);
+    auto [rec, endpoints] = co_await resolver.async_resolve(endpoint_.host, endpoint_.port, token);
+    if (rec) {
+      failure = "cannot resolve " + endpoint_.host + ": " + rec.message();
+      co_return;
+    }
+    beast::tcp_stream stream(io);
+    stream.expires_after(request.timeout);
+    auto [cec, _] = co_await stream.async_connect(endpoints, token);
+    if (cec) {
+      failure = cec == beast::error::timeout ? "connection timed out" : cec.message();
+      co_return;
+    }
+    connected = true;
+    bhttp::request<bhttp::string_body> req;
+    auto verb = bhttp::string_to_verb(request.method);
+    req.method(verb);
+    req.target(request.target);
+    req.version(11);
+    req.set(bhttp::field::host, endpoint_.host + ":" + endpoint_.port);
+    req.set(bhttp::field::user_agent, "mooring-cli");
+    req.set(bhttp::field::accept, "application/json");
+    req.set(bhttp::field::connection, "close");
+    for (const auto& [k, v] : request.headers) req.set(k, v);
+    if (!request.body.empty()) {
+      req.set(bhttp::field::content_type, "application/json");
+      req.body() = request.body;
+    }
+    req.prepare_payload();
+    auto [wec, w] = co_await bhttp::async_write(stream, req, token);
+    if (wec) {
+      failure = "sending the request failed: " + wec.message();
+      co_return;
+    }
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(kBodyLimit);
+    auto [ec, r] = co_await bhttp::async_read(stream, buffer, parser, token);
+    if (ec) {
+      failure = ec == beast::error::timeout ? "no answer within " + std::to_string(request.timeout.count() / 1000) + "s"
+                                            : "reading the answer failed: " + ec.message();
+      co_return;
+    }
+    auto& res = parser.get();
+    out.status = res.result_int();
+    out.body = std::move(res.body());
+    for (const auto& field : res) out.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  };
+
+  // Exceptions here are bugs (allocation failure, a Beast precondition): say so instead of aborting.
+  asio::co_spawn(io, exchange(), [&](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      failure = std::string("internal error: ") + ex.what();
+    }
+  });
+  io.run();
+  if (failure.empty()) return out;
+  if (connected) return domain::error("the control plane at " + endpoint_.url + " did not answer: " + failure);
+  return domain::error("cannot reach the control plane at " + endpoint_.url + ": " + failure +
+                       " (is it running? set -address or MOORING_ADDR)");
+}
+
+std::string url_encode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace mooring::cli

@@ -1,0 +1,42 @@
+#include "cli/run.hpp"
+
+#include "cli/commands.hpp"
+#include "cli/context.hpp"
+
+namespace mooring::cli {
+
+int run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env, std::ostream& out,
+        std::ostream& err) {
+  const auto& commands = all_commands();
+  auto parsed = parse_command_line(args, commands);
+  if (parsed.help) {
+    out << usage_for(parsed.help_words, commands);
+    return kExitOk;
+  }
+  if (!parsed.error.empty()) {
+    err << "Error: " << parsed.error << "\n\n" << usage_for(parsed.help_words, commands);
+    return kExitUsage;
+  }
+  const Invocation& inv = parsed.invocation;
+
+  std::string address = inv.globals.address;
+  if (address.empty()) {
+    auto it = env.find("MOORING_ADDR");
+    address = it != env.end() && !it->second.empty() ? it->second : kDefaultAddress;
+  }
+  auto endpoint = parse_address(address);
+  if (!endpoint) {
+    err << "Error: " << endpoint.error() << "\n";
+    return kExitUsage;
+  }
+  std::map<std::string, std::string> secrets;
+  std::string error;
+  if (!parse_secrets(inv.globals.secrets, secrets, error)) {
+    err << "Error: " << error << "\n";
+    return kExitUsage;
+  }
+  Context ctx(HttpClient(std::move(*endpoint)), inv.globals, std::move(secrets), out, err);
+  return inv.command->run(ctx, inv);
+}
+
+}  // namespace mooring::cli

@@ -1,0 +1,444 @@
+// The real `mooring` binary against a fake control plane: tables, -json, the requests it sends,
+// error messages and exit codes (0 ok, 1 API/connection error, 2 usage).
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/fake_api.hpp"
+
+extern char** environ;
+
+namespace mooring::cli {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+class CliBinary : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("mooring-cli-test-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& content) {
+    auto p = dir_ / name;
+    std::ofstream(p) << content;
+    return p.string();
+  }
+
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+  // Runs the binary with `args`; MOORING_ADDR is removed from the environment unless given.
+  RunResult run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+    std::vector<std::string> envs;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      if (!kv.starts_with("MOORING_ADDR=")) envs.push_back(kv);
+    }
+    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+    std::vector<std::string> argv_s = {MOORING_CLI_BINARY};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    auto out_path = dir_ / "stdout", err_path = dir_ / "stderr";
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, MOORING_CLI_BINARY, &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    RunResult r;
+    if (rc != 0) {
+      ADD_FAILURE() << "cannot start " << MOORING_CLI_BINARY << ": " << std::strerror(rc);
+      return r;
+    }
+    // Generous: ASan builds on a shared machine are slow to start.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        ADD_FAILURE() << "mooring did not exit within 60s";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out_path);
+    r.err = slurp(err_path);
+    return r;
+  }
+
+  RunResult cli(FakeApi& api, std::vector<std::string> args) {
+    args.insert(args.begin(), {"-address", api.url()});
+    return run(args);
+  }
+
+  fs::path dir_;
+};
+
+const json kVolumes = json::array({
+    {{"ID", "data"}, {"Name", "data"}, {"PluginID", "hostpath"}, {"Schedulable", true},
+     {"AccessMode", "single-node-writer"}, {"CurrentReaders", 0}, {"CurrentWriters", 1}},
+    {{"ID", "scratch-volume"}, {"Name", "scratch"}, {"PluginID", "hostpath"}, {"Schedulable", false},
+     {"AccessMode", ""}, {"CurrentReaders", 0}, {"CurrentWriters", 0}},
+});
+
+json volume_detail() {
+  return {{"ID", "data"},
+          {"Name", "data"},
+          {"ExternalID", "ext-data"},
+          {"PluginID", "hostpath"},
+          {"Provider", "hostpath.mooring.io"},
+          {"ProviderVersion", "0.1.0"},
+          {"Capacity", 104857600},
+          {"RequestedCapacityMin", 104857600},
+          {"RequestedCapacityMax", 0},
+          {"Schedulable", true},
+          {"ControllersHealthy", 1},
+          {"ControllersExpected", 1},
+          {"NodesHealthy", 2},
+          {"NodesExpected", 2},
+          {"AccessMode", "single-node-writer"},
+          {"AttachmentMode", "file-system"},
+          {"RequestedCapabilities", json::array({{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}})},
+          {"MountOptions", {{"FSType", "ext4"}, {"MountFlags", json::array({"[REDACTED]"})}}},
+          {"Topologies", json::array()},
+          {"Claims", json::array({{{"AllocationID", "a1"},
+                                   {"NodeID", "node-1"},
+                                   {"Mode", "write"},
+                                   {"State", "unpublishing"},
+                                   {"LastError", "NodeUnpublishVolume: rpc error: code = Unavailable"},
+                                   {"NextAttempt", "2099-01-01T00:00:00Z"}}})}};
+}
+
+TEST_F(CliBinary, VolumeStatusPrintsAnAlignedTable) {
+  FakeApi api;
+  api.on("GET", "/v1/volumes", {200, kVolumes.dump()});
+  auto r = cli(api, {"volume", "status"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out,
+            "ID              Name     Plugin ID  Schedulable  Access Mode         Readers  Writers\n"
+            "data            data     hostpath   true         single-node-writer  0        1\n"
+            "scratch-volume  scratch  hostpath   false        <none>              0        0\n");
+}
+
+TEST_F(CliBinary, JsonFlagPrintsTheApiJson) {
+  FakeApi api;
+  api.on("GET", "/v1/volumes", {200, kVolumes.dump()});
+  auto r = cli(api, {"volume", "status", "-json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), kVolumes);
+}
+
+TEST_F(CliBinary, VolumeDetailShowsClaimsWithStateLastErrorAndNextAttempt) {
+  FakeApi api;
+  api.on("GET", "/v1/volume/csi/data", {200, volume_detail().dump()});
+  auto r = cli(api, {"volume", "status", "data"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("External ID         = ext-data\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Capacity            = 100.0 MiB\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Nodes Healthy       = 2/2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Mount Options       = ext4 flags [\"[REDACTED]\"]\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Allocation ID  Node ID  Mode   State         Last Error"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a1             node-1   write  unpublishing  NodeUnpublishVolume: rpc error: code = Unavailable  "
+                       "2099-01-01T00:00:00Z (in "),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(CliBinary, HttpErrorPrintsTheApiMessageAndExitsOne) {
+  FakeApi api;
+  api.on("GET", "/v1/volume/csi/nope", {404, R"({"Error":"volume not found: nope"})"});
+  auto r = cli(api, {"volume", "status", "nope"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "Error: volume not found: nope (HTTP 404 from GET /v1/volume/csi/nope)\n");
+}
+
+TEST_F(CliBinary, NonJsonErrorBodyIsShownAsAnExcerpt) {
+  FakeApi api;
+  api.on("GET", "/v1/plugins", {502, "bad gateway\n"});
+  auto r = cli(api, {"plugin", "status"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "Error: bad gateway (HTTP 502 from GET /v1/plugins)\n");
+}
+
+TEST_F(CliBinary, UnreachableControlPlaneNamesTheAddress) {
+  // A port that was free a moment ago and has nobody listening.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor a(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  auto port = a.local_endpoint().port();
+  a.close();
+  std::string url = "http://127.0.0.1:" + std::to_string(port);
+  auto r = run({"node", "status"}, {{"MOORING_ADDR", url}});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot reach the control plane at " + url), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("MOORING_ADDR"), std::string::npos) << r.err;
+}
+
+TEST_F(CliBinary, MooringAddrIsUsedAndTheFlagWins) {
+  FakeApi api, other;
+  api.on("GET", "/v1/nodes", {200, "[]"});
+  auto r = run({"node", "status"}, {{"MOORING_ADDR", api.url()}});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "No nodes\n");
+  auto flag = run({"-address", api.url(), "node", "status"}, {{"MOORING_ADDR", other.url()}});
+  EXPECT_EQ(flag.code, 0) << flag.err;
+  EXPECT_EQ(other.requests().size(), 0u);
+}
+
+TEST_F(CliBinary, BadUsagePrintsTheCommandsUsageAndExitsTwo) {
+  auto r = run({"volume", "detach", "only-one"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("Error: volume detach: missing arguments (expected ID NODE)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("usage: mooring volume detach ID NODE"), std::string::npos) << r.err;
+  auto unknown = run({"volume", "status", "-bogus"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("unknown flag -bogus"), std::string::npos);
+  auto bad_addr = run({"-address", "https://x:1", "node", "status"});
+  EXPECT_EQ(bad_addr.code, 2);
+  EXPECT_NE(bad_addr.err.find("https is not supported"), std::string::npos);
+  auto help = run({"volume", "-h"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("volume snapshot create VOLUME NAME"), std::string::npos);
+}
+
+TEST_F(CliBinary, RegisterWrapsABareVolumeAndPutsItOnItsPath) {
+  FakeApi api;
+  api.on("PUT", "/v1/volume/csi/data", {200, R"({"Index":5,"Volumes":[{"ID":"data"}]})"});
+  json vol = {{"ID", "data"}, {"PluginID", "hostpath"}, {"ExternalID", "data"},
+              {"RequestedCapabilities", json::array({{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}})}};
+  auto r = cli(api, {"-secrets", "token=s3cret", "volume", "register", write("v.json", vol.dump())});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "Volume \"data\" registered\n");
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(json::parse(reqs[0].body), json({{"Volumes", json::array({vol})}}));
+  // Secrets travel in the body for register; the header is for create/delete/snapshot only.
+  EXPECT_FALSE(reqs[0].headers.contains("x-mooring-csi-secrets"));
+}
+
+TEST_F(CliBinary, RegisterOfSeveralVolumesUsesOneTransaction) {
+  FakeApi api;
+  api.on("PUT", "/v1/volumes", {200, R"({"Index":6})"});
+  json body = {{"Volumes", json::array({{{"ID", "a"}}, {{"ID", "b"}}})}};
+  auto r = cli(api, {"volume", "register", write("v.json", body.dump())});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "Volume \"a\" registered\nVolume \"b\" registered\n");
+  EXPECT_EQ(json::parse(api.requests().at(0).body), body);
+}
+
+TEST_F(CliBinary, RegisterOfABadFileFailsBeforeAnyRequest) {
+  FakeApi api;
+  auto r = cli(api, {"volume", "register", write("v.json", "{\"ID\": ")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("is not valid JSON"), std::string::npos) << r.err;
+  auto missing = cli(api, {"volume", "register", (dir_ / "absent.json").string()});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find("cannot read"), std::string::npos) << missing.err;
+  EXPECT_TRUE(api.requests().empty());
+}
+
+TEST_F(CliBinary, CreateSendsSecretsInTheHeaderAndNeverPrintsThem) {
+  FakeApi api;
+  api.on("PUT", "/v1/volume/csi/scratch/create",
+         {200, R"({"Volumes":[{"ID":"scratch","ExternalID":"scratch-123","Capacity":1073741824}]})"});
+  json vol = {{"ID", "scratch"}, {"PluginID", "hostpath"}};
+  auto r = cli(api, {"volume", "create", "-secrets", "user=admin,pass=hunter2", write("v.json", vol.dump())});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "Created external volume scratch-123 with ID scratch (1.0 GiB)\n");
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].headers["x-mooring-csi-secrets"], "pass=hunter2,user=admin");
+  EXPECT_EQ(r.out.find("hunter2"), std::string::npos);
+  EXPECT_EQ(r.err.find("hunter2"), std::string::npos);
+}
+
+TEST_F(CliBinary, DeleteDeregisterAndDetachUseTheirEndpoints) {
+  FakeApi api;
+  api.on("DELETE", "/v1/volume/csi/data/delete", {200, "{}"});
+  api.on("DELETE", "/v1/volume/csi/data?force=true", {200, R"({"Index":9})"});
+  api.on("DELETE", "/v1/volume/csi/data/detach?node=node-1", {200, "{}"});
+  EXPECT_EQ(cli(api, {"volume", "delete", "-secrets", "k=v", "data"}).code, 0);
+  auto dereg = cli(api, {"volume", "deregister", "-force", "data"});
+  EXPECT_EQ(dereg.code, 0) << dereg.err;
+  EXPECT_EQ(dereg.out, "Successfully deregistered volume \"data\"\n");
+  auto detach = cli(api, {"volume", "detach", "data", "node-1"});
+  EXPECT_EQ(detach.code, 0) << detach.err;
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[0].headers["x-mooring-csi-secrets"], "k=v");
+  EXPECT_FALSE(reqs[2].headers.contains("x-mooring-csi-secrets"));
+}
+
+TEST_F(CliBinary, ExpandReRegistersWithAHigherMinimumAndKeepsTheMaximum) {
+  FakeApi api;
+  json v = volume_detail();
+  v["RequestedCapacityMax"] = 1073741824;
+  api.on("GET", "/v1/volume/csi/data", {200, v.dump()});
+  api.on("PUT", "/v1/volume/csi/data", {200, R"({"Index":7,"Volumes":[{"ID":"data","Capacity":209715200}]})"});
+  auto r = cli(api, {"volume", "expand", "data", "200MiB"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "Volume \"data\": requested minimum capacity is now 200.0 MiB; capacity 200.0 MiB\n");
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  json sent = json::parse(reqs[1].body)["Volumes"][0];
+  EXPECT_EQ(sent["RequestedCapacityMin"], 209715200);
+  EXPECT_EQ(sent["RequestedCapacityMax"], 1073741824);
+  EXPECT_EQ(sent["ExternalID"], "ext-data");
+  EXPECT_EQ(sent["RequestedCapabilities"], v["RequestedCapabilities"]);
+  // Redacted mount flags and absent secrets are not sent back: the server keeps what it stored.
+  EXPECT_FALSE(sent.contains("MountOptions"));
+  EXPECT_FALSE(sent.contains("Secrets"));
+}
+
+TEST_F(CliBinary, ExpandRefusesToShrinkOrPassTheMaximum) {
+  FakeApi api;
+  json v = volume_detail();
+  v["RequestedCapacityMax"] = 209715200;
+  api.on("GET", "/v1/volume/csi/data", {200, v.dump()});
+  auto shrink = cli(api, {"volume", "expand", "data", "50Mi"});
+  EXPECT_EQ(shrink.code, 1);
+  EXPECT_NE(shrink.err.find("volumes only grow"), std::string::npos) << shrink.err;
+  auto over = cli(api, {"volume", "expand", "data", "1Gi"});
+  EXPECT_EQ(over.code, 1);
+  EXPECT_NE(over.err.find("RequestedCapacityMax"), std::string::npos) << over.err;
+  auto junk = cli(api, {"volume", "expand", "data", "lots"});
+  EXPECT_EQ(junk.code, 1);
+  for (const auto& req : api.requests()) EXPECT_EQ(req.method, "GET");
+}
+
+TEST_F(CliBinary, SnapshotCreateNamesThePluginOfTheVolume) {
+  FakeApi api;
+  api.on("GET", "/v1/volume/csi/data", {200, volume_detail().dump()});
+  api.on("PUT", "/v1/volumes/snapshot",
+         {200, R"({"Snapshots":[{"ID":"snap-1","SourceVolumeID":"data","PluginID":"hostpath","SizeBytes":1024,
+                   "CreateTime":"2026-01-02T03:04:05Z","IsReady":true}]})"});
+  auto r = cli(api, {"volume", "snapshot", "create", "-secrets", "a=b", "data", "nightly"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("snap-1       hostpath   data       1.0 KiB  2026-01-02T03:04:05Z  true"), std::string::npos) << r.out;
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(json::parse(reqs[1].body),
+            json({{"Snapshots", json::array({{{"SourceVolumeID", "data"}, {"Name", "nightly"}, {"PluginID", "hostpath"}}})}}));
+  EXPECT_EQ(reqs[1].headers["x-mooring-csi-secrets"], "a=b");
+}
+
+TEST_F(CliBinary, SnapshotListAsksEveryPluginAndWarnsAboutOnesThatCannot) {
+  FakeApi api;
+  api.on("GET", "/v1/plugins", {200, R"([{"ID":"hostpath"},{"ID":"nosnap"}])"});
+  api.on("GET", "/v1/volumes/snapshot?plugin_id=hostpath", {200, R"({"Snapshots":[{"ID":"snap-1","SourceVolumeID":"data"}]})"});
+  api.on("GET", "/v1/volumes/snapshot?plugin_id=nosnap", {400, R"({"Error":"plugin \"nosnap\" cannot list snapshots"})"});
+  auto r = cli(api, {"volume", "snapshot", "list"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("snap-1       hostpath   data"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("Warning: plugin \"nosnap\": plugin \"nosnap\" cannot list snapshots"), std::string::npos) << r.err;
+  auto one = cli(api, {"volume", "snapshot", "list", "-plugin", "nosnap"});
+  EXPECT_EQ(one.code, 1);
+}
+
+TEST_F(CliBinary, AllocRunWrapsABareAllocationAndStopAndStatusWork) {
+  FakeApi api;
+  api.on("POST", "/v1/allocations", {200, R"({"ID":"a1b2","NodeID":"node-1","Index":3})"});
+  api.on("POST", "/v1/allocation/a1b2/stop", {200, R"({"ID":"a1b2","Index":4})"});
+  api.on("GET", "/v1/allocations",
+         {200, R"([{"ID":"a1b2","Name":"writer","NodeID":"node-1","DesiredStatus":"stop","ClientStatus":"complete"}])"});
+  api.on("GET", "/v1/allocation/a1b2",
+         {200, R"({"ID":"a1b2","Name":"writer","NodeID":"node-1","DesiredStatus":"run","ClientStatus":"running",
+                   "Task":{"Command":"/bin/sh","Args":["-c","true"]},
+                   "Volumes":{"data":{"Source":"data","AccessMode":"single-node-writer","AttachmentMode":"file-system","ReadOnly":false}},
+                   "Events":[{"Type":"Received","Message":"assigned to node node-1","Time":"2026-01-02T03:04:05Z"}]})"});
+  json alloc = {{"Name", "writer"}, {"Task", {{"Command", "/bin/true"}}}};
+  auto run_r = cli(api, {"alloc", "run", write("a.json", alloc.dump())});
+  ASSERT_EQ(run_r.code, 0) << run_r.err;
+  EXPECT_EQ(run_r.out, "Allocation \"a1b2\" submitted to node \"node-1\"\n");
+  EXPECT_EQ(json::parse(api.requests().at(0).body), json({{"Allocation", alloc}}));
+  EXPECT_EQ(cli(api, {"alloc", "stop", "a1b2"}).code, 0);
+  auto list = cli(api, {"alloc", "status"});
+  EXPECT_EQ(list.out, "ID    Name    Node ID  Desired  Status\na1b2  writer  node-1   stop     complete\n");
+  auto one = cli(api, {"alloc", "status", "a1b2"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_NE(one.out.find("Task           = /bin/sh -c true\n"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("data  data    single-node-writer  file-system      false"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("Received  assigned to node node-1"), std::string::npos) << one.out;
+}
+
+TEST_F(CliBinary, PluginAndNodeDetails) {
+  FakeApi api;
+  api.on("GET", "/v1/plugin/csi/hostpath",
+         {200, R"({"ID":"hostpath","Provider":"hostpath.mooring.io","Version":"0.1.0","ControllerRequired":true,
+                   "ControllersHealthy":1,"ControllersExpected":1,"NodesHealthy":1,"NodesExpected":2,
+                   "Controllers":{"node-1":{"Healthy":true,"HealthDescription":"ok"}},
+                   "Nodes":{"node-1":{"Healthy":true,"HealthDescription":"ok","NodeInfo":{"MaxVolumes":0,"RequiresNodeStageVolume":true,
+                                      "AccessibleTopology":{"Segments":{"zone":"a"}}}},
+                            "node-2":{"Healthy":false,"HealthDescription":"probe failed: unavailable"}}})"});
+  api.on("GET", "/v1/node/node-1",
+         {200, R"({"ID":"node-1","Name":"n1","Address":"10.0.0.1:4702","Status":"ready","Attributes":{"os":"linux"},
+                   "Plugins":{"hostpath":{"Type":"monolith","Healthy":true,"HealthDescription":"ok","Provider":"hostpath.mooring.io","Version":"0.1.0"}},
+                   "Events":[{"Timestamp":"2026-01-02T03:04:05Z","Subsystem":"CSI","Message":"plugin hostpath healthy"}]})"});
+  auto p = cli(api, {"plugin", "status", "hostpath"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("Nodes Healthy       = 1/2\n"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("node-1   true     ok                         unlimited    true    zone=a"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("node-2   false    probe failed: unavailable  unlimited"), std::string::npos) << p.out;
+  auto n = cli(api, {"node", "status", "node-1"});
+  ASSERT_EQ(n.code, 0) << n.err;
+  EXPECT_NE(n.out.find("Attributes     = os=linux\n"), std::string::npos) << n.out;
+  EXPECT_NE(n.out.find("hostpath   monolith  true     ok"), std::string::npos) << n.out;
+  EXPECT_NE(n.out.find("plugin hostpath healthy"), std::string::npos) << n.out;
+}
+
+TEST_F(CliBinary, EventsWaitWithoutIndexStartsFromTheCurrentIndex) {
+  FakeApi api;
+  api.on("GET", "/v1/events?per_page=1", {200, "[]", {{"X-Mooring-Index", "42"}}});
+  api.on("GET", "/v1/events?index=42&wait=2000ms",
+         {200, R"([{"Index":43,"Time":"2026-01-02T03:04:05Z","Topic":"Volume","Type":"VolumeRegistered","Key":"data",
+                    "Message":"registered volume \"data\""}])"});
+  auto r = cli(api, {"events", "-wait", "2s"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Index  Time                  Topic   Type              Key   Message\n"
+            "43     2026-01-02T03:04:05Z  Volume  VolumeRegistered  data  registered volume \"data\"\n");
+  auto bad = cli(api, {"events", "-index", "x"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("-index: expected a non-negative integer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mooring::cli
