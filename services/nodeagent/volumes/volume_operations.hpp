@@ -19,6 +19,7 @@
 #include "services/nodeagent/volumes/node_plugins.hpp"
 #include "services/nodeagent/volumes/volume_locks.hpp"
 #include "services/nodeagent/volumes/volume_paths.hpp"
+#include "shared/domain/proto_convert.hpp"
 #include "shared/domain/volume.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -26,10 +27,6 @@
 
 #include <optional>
 #include <string>
-
-namespace mooring::domain {
-struct VolumeMount;
-}
 
 namespace mooring::nodeagent {
 

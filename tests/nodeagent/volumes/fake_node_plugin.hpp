@@ -88,21 +88,21 @@ class FakeNodeCsi final : public NodeVolumeCalls {
 
   rpc::CsiClient::Call<::csi::v1::NodeStageVolumeResponse> stage(const ::csi::v1::NodeStageVolumeRequest& r) override {
     last_stage = r;
-    co_return co_await run<::csi::v1::NodeStageVolumeResponse>({csi::Rpc::NodeStageVolume, r.volume_id(),
-                                                                r.staging_target_path()});
+    FakeCall call{csi::Rpc::NodeStageVolume, r.volume_id(), r.staging_target_path()};
+    co_return co_await run<::csi::v1::NodeStageVolumeResponse>(std::move(call));
   }
   rpc::CsiClient::Call<::csi::v1::NodeUnstageVolumeResponse> unstage(const ::csi::v1::NodeUnstageVolumeRequest& r) override {
-    co_return co_await run<::csi::v1::NodeUnstageVolumeResponse>({csi::Rpc::NodeUnstageVolume, r.volume_id(),
-                                                                  r.staging_target_path()});
+    FakeCall call{csi::Rpc::NodeUnstageVolume, r.volume_id(), r.staging_target_path()};
+    co_return co_await run<::csi::v1::NodeUnstageVolumeResponse>(std::move(call));
   }
   rpc::CsiClient::Call<::csi::v1::NodePublishVolumeResponse> publish(const ::csi::v1::NodePublishVolumeRequest& r) override {
     last_publish = r;
-    co_return co_await run<::csi::v1::NodePublishVolumeResponse>({csi::Rpc::NodePublishVolume, r.volume_id(),
-                                                                  r.target_path()});
+    FakeCall call{csi::Rpc::NodePublishVolume, r.volume_id(), r.target_path()};
+    co_return co_await run<::csi::v1::NodePublishVolumeResponse>(std::move(call));
   }
   rpc::CsiClient::Call<::csi::v1::NodeUnpublishVolumeResponse> unpublish(const ::csi::v1::NodeUnpublishVolumeRequest& r) override {
-    co_return co_await run<::csi::v1::NodeUnpublishVolumeResponse>({csi::Rpc::NodeUnpublishVolume, r.volume_id(),
-                                                                    r.target_path()});
+    FakeCall call{csi::Rpc::NodeUnpublishVolume, r.volume_id(), r.target_path()};
+    co_return co_await run<::csi::v1::NodeUnpublishVolumeResponse>(std::move(call));
   }
 
  private:
