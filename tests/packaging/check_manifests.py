@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""Checks docker/ and deploy/kubernetes/ against the code they package.
+
+What is checked (each check says PASS, FAIL or SKIP with the reason):
+  - yamllint on the compose file and the manifests (when yamllint is installed)
+  - every binary an image or manifest runs is a real CMake target, and each Dockerfile target
+    stage copies and starts it
+  - every --flag passed to a binary (compose commands, Dockerfile CMDs, Kubernetes args) is listed
+    by that binary's --help (when the binary is built; otherwise SKIP)
+  - config file keys (docker/agent.json, the ConfigMap, examples/agent.json) are keys the agent's
+    --help lists, and plugin entries use known keys
+  - ports and addresses agree with the defaults (API 4700, control plane gRPC 4701, agent 4702),
+    the health/ready paths exist in the control plane's router, and sockets/mounts line up between
+    each agent and its plugin (same socket path, rshared/Bidirectional data dir, privileged)
+  - `docker-compose config` and `kubectl kustomize` accept the files (when installed)
+Exit 0 when nothing failed, 1 on failures, 77 (ctest skip) when nothing could be checked.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+try:
+    import yaml
+except ImportError:  # python3-yaml is in scripts/install-deps.sh
+    print("SKIP: python3-yaml is not installed (scripts/install-deps.sh installs it)")
+    sys.exit(77)
+
+BINARIES = {
+    # binary -> (folder in the build tree, CMakeLists that must declare it)
+    "mooring-controlplane": ("services/controlplane", "services/controlplane/CMakeLists.txt"),
+    "mooring-nodeagent": ("services/nodeagent", "services/nodeagent/CMakeLists.txt"),
+    "mooring-hostpath": ("plugins/hostpath", "plugins/hostpath/CMakeLists.txt"),
+    "mooring": ("cli", "cli/CMakeLists.txt"),
+}
+IMAGE_BINARY = {"controlplane": "mooring-controlplane", "nodeagent": "mooring-nodeagent", "hostpath": "mooring-hostpath"}
+DEFAULT_PORTS = {"http": 4700, "controlplane-grpc": 4701, "agent-grpc": 4702}
+PLUGIN_KEYS = {"id", "type", "command", "args", "env", "socket", "health_timeout", "probe_interval",
+               "fingerprint_interval", "stop_timeout"}
+
+
+class Checker:
+    def __init__(self, repo, build, overrides):
+        self.repo = repo
+        self.build = build
+        self.overrides = overrides
+        self.passed = 0
+        self.failed = []
+        self.skipped = []
+        self.help_cache = {}
+
+    # ---- reporting ----
+    def ok(self, what):
+        self.passed += 1
+        print(f"PASS: {what}")
+
+    def fail(self, what):
+        self.failed.append(what)
+        print(f"FAIL: {what}")
+
+    def skip(self, what):
+        self.skipped.append(what)
+        print(f"SKIP: {what}")
+
+    def expect(self, cond, what):
+        (self.ok if cond else self.fail)(what)
+        return cond
+
+    def path(self, rel):
+        return os.path.join(self.repo, rel)
+
+    def read(self, rel):
+        with open(self.path(rel), encoding="utf-8") as f:
+            return f.read()
+
+    # ---- binaries ----
+    def binary_path(self, name):
+        if name in self.overrides:
+            return self.overrides[name]
+        folder = BINARIES[name][0]
+        return os.path.join(self.build, folder, name) if self.build else None
+
+    def check_target(self, name):
+        if name not in BINARIES:
+            return self.fail(f"{name}: not a binary this project builds")
+        cmake = BINARIES[name][1]
+        text = self.read(cmake) if os.path.exists(self.path(cmake)) else ""
+        self.expect(re.search(r"add_executable\(\s*" + re.escape(name) + r"\b", text) is not None,
+                    f"{name} is a CMake target ({cmake})")
+
+    def help_flags(self, name):
+        """The --long-flags the binary's --help lists, or None when it is not built."""
+        if name in self.help_cache:
+            return self.help_cache[name]
+        flags = None
+        exe = self.binary_path(name)
+        if exe and os.access(exe, os.X_OK):
+            env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+            res = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60, env=env)
+            if res.returncode != 0:
+                self.fail(f"{name} --help exits {res.returncode}: {res.stderr.strip()[:200]}")
+                flags = set()
+            else:
+                flags = set(re.findall(r"--([a-z][a-z0-9-]*)", res.stdout + res.stderr))
+                self.help_cache[name + ":text"] = res.stdout + res.stderr
+        else:
+            self.skip(f"{name} is not built at {exe}; its flags are not checked")
+        self.help_cache[name] = flags
+        return flags
+
+    def check_flags(self, name, args, where):
+        flags = self.help_flags(name)
+        if flags is None:
+            return
+        used = []
+        for a in args:
+            if isinstance(a, str) and a.startswith("--"):
+                used.append(a[2:].split("=", 1)[0])
+        unknown = [f for f in used if f not in flags]
+        self.expect(not unknown, f"{where}: flags {sorted(set(used))} accepted by {name} --help"
+                    + (f" (unknown: {unknown})" if unknown else ""))
+
+    def agent_file_keys(self):
+        text = self.help_cache.get("mooring-nodeagent:text")
+        if text is None:
+            return None
+        return set(re.findall(r'file key "([a-z_]+)"', text))
+
+    def check_agent_config(self, cfg, where):
+        if self.help_flags("mooring-nodeagent") is None:
+            return
+        keys = self.agent_file_keys()
+        unknown = [k for k in cfg if k not in keys]
+        self.expect(not unknown, f"{where}: keys {sorted(cfg)} are agent config keys"
+                    + (f" (unknown: {unknown})" if unknown else ""))
+        for p in cfg.get("plugins", []):
+            bad = [k for k in p if k not in PLUGIN_KEYS]
+            self.expect(not bad and "id" in p and "type" in p and (("command" in p) != ("socket" in p)),
+                        f"{where}: plugin {p.get('id')!r} has id, type and exactly one of command/socket"
+                        + (f" (unknown keys: {bad})" if bad else ""))
+
+    # ---- helpers ----
+    @staticmethod
+    def flag_value(args, flag):
+        for i, a in enumerate(args):
+            if a == "--" + flag and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith("--" + flag + "="):
+                return a.split("=", 1)[1]
+        return None
+
+    @staticmethod
+    def port_of(addr):
+        return int(addr.rsplit(":", 1)[1]) if addr and ":" in addr else None
+
+
+def dockerfile_stages(text):
+    """target name -> {"entrypoint": [...], "cmd": [...], "copies": [...]}"""
+    stages = {}
+    cur = None
+    joined = re.sub(r"\\\n", " ", text)
+    for line in joined.splitlines():
+        s = line.strip()
+        m = re.match(r"FROM\s+\S+\s+AS\s+(\S+)", s, re.I)
+        if m:
+            cur = stages.setdefault(m.group(1), {"entrypoint": [], "cmd": [], "copies": []})
+            continue
+        if cur is None:
+            continue
+        for key in ("ENTRYPOINT", "CMD"):
+            if s.upper().startswith(key + " "):
+                try:
+                    cur[key.lower()] = json.loads(s[len(key) + 1:])
+                except json.JSONDecodeError:
+                    cur[key.lower()] = s[len(key) + 1:].split()
+        if s.upper().startswith("COPY "):
+            cur["copies"].append(s)
+    return stages
+
+
+def check_dockerfile(c):
+    text = c.read("docker/Dockerfile")
+    stages = dockerfile_stages(text)
+    c.expect("build" in stages and "install-deps.sh" in text and "CMAKE_BUILD_TYPE=Release" in text,
+             "Dockerfile: build stage runs scripts/install-deps.sh and a Release build")
+    c.expect(re.search(r"FROM\s+debian:bookworm", text) is not None, "Dockerfile: based on debian:bookworm")
+    for target, binary in IMAGE_BINARY.items():
+        st = stages.get(target)
+        if not c.expect(st is not None, f"Dockerfile has a '{target}' target"):
+            continue
+        c.check_target(binary)
+        c.expect(any(f"/usr/local/bin/{binary}" in cp for cp in st["copies"]) and
+                 f"/usr/local/bin/{binary}" in st["entrypoint"],
+                 f"Dockerfile '{target}' copies and starts {binary}")
+        c.check_flags(binary, st["cmd"], f"Dockerfile '{target}' CMD")
+    cp = stages.get("controlplane", {})
+    c.expect(re.search(r"FROM runtime AS controlplane[\s\S]*?USER 10001", text) is not None,
+             "Dockerfile: the control plane runs as a non-root user")
+    c.expect(c.port_of(c.flag_value(cp.get("cmd", []), "http-addr")) == DEFAULT_PORTS["http"] and
+             c.port_of(c.flag_value(cp.get("cmd", []), "grpc-addr")) == DEFAULT_PORTS["controlplane-grpc"],
+             "Dockerfile: control plane listens on the default ports 4700/4701")
+    c.check_target("mooring")
+
+
+def check_routes(c):
+    api = c.read("services/controlplane/api/api.cpp")
+    for path in ("/v1/status/health", "/v1/status/ready"):
+        c.expect(f'"{path}"' in api, f"control plane router serves {path}")
+
+
+def check_compose(c):
+    doc = yaml.safe_load(c.read("docker/compose.yaml"))
+    services = doc.get("services", {})
+    by_target = {}
+    for name, svc in services.items():
+        target = (svc.get("build") or {}).get("target")
+        if not c.expect(target in IMAGE_BINARY, f"compose service {name} builds a known image target ({target})"):
+            continue
+        by_target.setdefault(target, []).append(name)
+        c.check_flags(IMAGE_BINARY[target], svc.get("command", []), f"compose service {name}")
+    c.expect(len(by_target.get("controlplane", [])) == 1, "compose: one control plane")
+    c.expect(len(by_target.get("nodeagent", [])) >= 2, "compose: at least two node agents")
+    c.expect(len(by_target.get("hostpath", [])) >= 1, "compose: hostpath plugin containers")
+
+    cp_name = by_target.get("controlplane", [None])[0]
+    cp = services.get(cp_name, {})
+    cmd = cp.get("command", [])
+    http_port = c.port_of(c.flag_value(cmd, "http-addr"))
+    grpc_port = c.port_of(c.flag_value(cmd, "grpc-addr"))
+    c.expect(http_port == DEFAULT_PORTS["http"] and grpc_port == DEFAULT_PORTS["controlplane-grpc"],
+             f"compose: control plane on the default ports (http {http_port}, grpc {grpc_port})")
+    c.expect(any(str(p).endswith(f":{DEFAULT_PORTS['http']}:{http_port}") for p in cp.get("ports", [])),
+             "compose: the API is published on 4700")
+    hc = " ".join(cp.get("healthcheck", {}).get("test", []))
+    c.expect(f"127.0.0.1:{http_port}/v1/status/health" in hc, "compose: control plane healthcheck uses /v1/status/health")
+
+    agent_cfg = json.loads(c.read("docker/agent.json"))
+    c.check_agent_config(agent_cfg, "docker/agent.json")
+    cp_host, cp_port = agent_cfg.get("controlplane_addr", ":").rsplit(":", 1)
+    c.expect(cp_host == cp_name and int(cp_port) == grpc_port,
+             f"docker/agent.json: controlplane_addr {agent_cfg.get('controlplane_addr')} is the control plane service")
+    sockets = [p["socket"] for p in agent_cfg.get("plugins", []) if "socket" in p]
+    c.expect(len(sockets) == 1, "docker/agent.json: the plugin is an external socket (sidecar container)")
+    socket = sockets[0] if sockets else ""
+
+    def mounts(svc):
+        out = {}
+        for v in svc.get("volumes", []):
+            if isinstance(v, str):
+                parts = v.split(":")
+                out[parts[1]] = {"source": parts[0], "propagation": None}
+            else:
+                out[v["target"]] = {"source": v.get("source"), "propagation": (v.get("bind") or {}).get("propagation")}
+        return out
+
+    for agent_name in by_target.get("nodeagent", []):
+        agent = services[agent_name]
+        acmd = agent.get("command", [])
+        c.expect(agent.get("privileged") is True, f"compose {agent_name}: privileged")
+        c.expect(c.port_of(c.flag_value(acmd, "grpc-addr")) == DEFAULT_PORTS["agent-grpc"],
+                 f"compose {agent_name}: agent gRPC on the default port 4702")
+        cfg_path = c.flag_value(acmd, "config")
+        am = mounts(agent)
+        c.expect(cfg_path is not None and any(cfg_path == t and m["source"].endswith("agent.json") for t, m in am.items()),
+                 f"compose {agent_name}: --config {cfg_path} is the mounted docker/agent.json")
+        data_dir = c.flag_value(acmd, "data-dir") or agent_cfg.get("data_dir")
+        deps = list((agent.get("depends_on") or {}).keys()) if isinstance(agent.get("depends_on"), dict) else agent.get("depends_on", [])
+        plugins = [d for d in deps if d in by_target.get("hostpath", [])]
+        if not c.expect(len(plugins) == 1, f"compose {agent_name}: depends on its own hostpath plugin"):
+            continue
+        plugin = services[plugins[0]]
+        pm = mounts(plugin)
+        c.expect(plugin.get("privileged") is True, f"compose {plugins[0]}: privileged")
+        endpoint = c.flag_value(plugin.get("command", []), "endpoint")
+        c.expect(endpoint == "unix://" + socket, f"compose {plugins[0]}: --endpoint {endpoint} is the agent's plugin socket")
+        sock_dir = os.path.dirname(socket)
+        c.expect(sock_dir in am and sock_dir in pm and am[sock_dir]["source"] == pm[sock_dir]["source"],
+                 f"compose {agent_name}/{plugins[0]}: share the socket directory {sock_dir}")
+        c.expect(data_dir in am and data_dir in pm and am[data_dir]["source"] == pm[data_dir]["source"] and
+                 am[data_dir]["propagation"] == "rshared" and pm[data_dir]["propagation"] == "rshared",
+                 f"compose {agent_name}/{plugins[0]}: share the agent data dir {data_dir} with rshared propagation")
+
+    dc = shutil.which("docker-compose")
+    if dc:
+        res = subprocess.run([dc, "-f", c.path("docker/compose.yaml"), "config", "-q"], capture_output=True, text=True,
+                             timeout=60)
+        c.expect(res.returncode == 0, "docker-compose config validates docker/compose.yaml"
+                 + (f": {res.stderr.strip()}" if res.returncode else ""))
+    else:
+        c.skip("docker-compose is not installed; compose schema not validated")
+
+
+def check_kubernetes(c):
+    kdir = "deploy/kubernetes"
+    kust = yaml.safe_load(c.read(f"{kdir}/kustomization.yaml"))
+    docs = []
+    for res in kust.get("resources", []):
+        if not c.expect(os.path.exists(c.path(f"{kdir}/{res}")), f"kustomization resource {res} exists"):
+            continue
+        for d in yaml.safe_load_all(c.read(f"{kdir}/{res}")):
+            if d:
+                c.expect(all(k in d for k in ("apiVersion", "kind", "metadata")) and "name" in d["metadata"],
+                         f"{res}: {d.get('kind')} {d.get('metadata', {}).get('name')} has apiVersion, kind, metadata.name")
+                docs.append(d)
+    find = lambda kind: [d for d in docs if d["kind"] == kind]  # noqa: E731
+    deployments, daemonsets, services, pvcs, cms = (find(k) for k in
+                                                    ("Deployment", "DaemonSet", "Service", "PersistentVolumeClaim", "ConfigMap"))
+
+    def image_binary(container):
+        name = container["image"].split("/")[-1].split(":")[0]
+        return IMAGE_BINARY.get(name)
+
+    # Control plane
+    cp = next((d for d in deployments if any(image_binary(x) == "mooring-controlplane"
+                                             for x in d["spec"]["template"]["spec"]["containers"])), None)
+    if not c.expect(cp is not None, "kubernetes: a control plane Deployment"):
+        return
+    pod = cp["spec"]["template"]["spec"]
+    ctr = next(x for x in pod["containers"] if image_binary(x) == "mooring-controlplane")
+    c.check_target("mooring-controlplane")
+    c.check_flags("mooring-controlplane", ctr.get("args", []), "Deployment control plane args")
+    http_port = c.port_of(c.flag_value(ctr["args"], "http-addr"))
+    grpc_port = c.port_of(c.flag_value(ctr["args"], "grpc-addr"))
+    named = {p["name"]: p["containerPort"] for p in ctr.get("ports", [])}
+    c.expect(http_port == DEFAULT_PORTS["http"] == named.get("http") and
+             grpc_port == DEFAULT_PORTS["controlplane-grpc"] == named.get("grpc"),
+             "kubernetes: control plane ports http 4700 / grpc 4701 match its flags")
+    for probe, path in (("livenessProbe", "/v1/status/health"), ("readinessProbe", "/v1/status/ready")):
+        g = ctr.get(probe, {}).get("httpGet", {})
+        c.expect(g.get("path") == path and named.get(g.get("port"), g.get("port")) == http_port,
+                 f"kubernetes: control plane {probe} on {path}")
+    c.expect(pod.get("securityContext", {}).get("runAsNonRoot") is True, "kubernetes: control plane runs as non-root")
+    c.expect(cp["spec"].get("replicas") == 1 and cp["spec"].get("strategy", {}).get("type") == "Recreate",
+             "kubernetes: one control plane replica, replaced with Recreate (single-writer data dir)")
+    data_dir = c.flag_value(ctr["args"], "data-dir")
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    mount = next((m for m in ctr.get("volumeMounts", []) if m["mountPath"] == data_dir), None)
+    claim = vols.get(mount["name"], {}).get("persistentVolumeClaim", {}).get("claimName") if mount else None
+    c.expect(claim is not None and any(p["metadata"]["name"] == claim for p in pvcs),
+             f"kubernetes: --data-dir {data_dir} is on the PersistentVolumeClaim {claim}")
+    svc = next((s for s in services if s["spec"].get("selector", {}).items() <=
+                cp["spec"]["template"]["metadata"]["labels"].items()), None)
+    if c.expect(svc is not None, "kubernetes: a Service selects the control plane pods"):
+        sp = {p["name"]: p for p in svc["spec"]["ports"]}
+        c.expect(sp.get("http", {}).get("port") == 4700 and sp.get("grpc", {}).get("port") == 4701 and
+                 all(p.get("targetPort") in named for p in sp.values()),
+                 "kubernetes: Service exposes http 4700 and grpc 4701 on named container ports")
+
+    # Node agent
+    ds = next(iter(daemonsets), None)
+    if not c.expect(ds is not None, "kubernetes: a node agent DaemonSet"):
+        return
+    pod = ds["spec"]["template"]["spec"]
+    agent = next((x for x in pod["containers"] if image_binary(x) == "mooring-nodeagent"), None)
+    plugin = next((x for x in pod["containers"] if image_binary(x) == "mooring-hostpath"), None)
+    if not c.expect(agent is not None and plugin is not None, "kubernetes: DaemonSet has the agent and a hostpath sidecar"):
+        return
+    c.check_target("mooring-nodeagent")
+    c.check_target("mooring-hostpath")
+    c.check_flags("mooring-nodeagent", agent.get("args", []), "DaemonSet agent args")
+    c.check_flags("mooring-hostpath", plugin.get("args", []), "DaemonSet hostpath args")
+    for x in (agent, plugin):
+        c.expect(x.get("securityContext", {}).get("privileged") is True, f"kubernetes: {x['name']} is privileged")
+    c.expect(c.port_of(c.flag_value(agent["args"], "grpc-addr")) == DEFAULT_PORTS["agent-grpc"],
+             "kubernetes: agent gRPC on the default port 4702")
+    cfg_path = c.flag_value(agent["args"], "config")
+    amounts = {m["mountPath"]: m for m in agent.get("volumeMounts", [])}
+    pmounts = {m["mountPath"]: m for m in plugin.get("volumeMounts", [])}
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    cfg_mount = amounts.get(os.path.dirname(cfg_path or ""))
+    cm_name = vols.get(cfg_mount["name"], {}).get("configMap", {}).get("name") if cfg_mount else None
+    cm = next((m for m in cms if m["metadata"]["name"] == cm_name), None)
+    if not c.expect(cm is not None and os.path.basename(cfg_path) in cm.get("data", {}),
+                    f"kubernetes: --config {cfg_path} comes from ConfigMap {cm_name}"):
+        return
+    cfg = json.loads(cm["data"][os.path.basename(cfg_path)])
+    c.check_agent_config(cfg, f"ConfigMap {cm_name}")
+    host, port = cfg.get("controlplane_addr", ":").rsplit(":", 1)
+    c.expect(svc is not None and host == svc["metadata"]["name"] and int(port) == 4701,
+             f"kubernetes: agent controlplane_addr {cfg.get('controlplane_addr')} is the control plane Service")
+    sockets = [p["socket"] for p in cfg.get("plugins", []) if "socket" in p]
+    socket = sockets[0] if sockets else ""
+    c.expect(c.flag_value(plugin["args"], "endpoint") == "unix://" + socket,
+             f"kubernetes: sidecar --endpoint is the agent's plugin socket {socket}")
+    sd = os.path.dirname(socket)
+    c.expect(sd in amounts and sd in pmounts and amounts[sd]["name"] == pmounts[sd]["name"] and
+             "hostPath" in vols.get(amounts[sd]["name"], {}),
+             f"kubernetes: agent and sidecar share the socket dir {sd} (hostPath)")
+    data_dir = c.flag_value(agent["args"], "data-dir") or cfg.get("data_dir")
+    c.expect(data_dir in amounts and data_dir in pmounts and
+             amounts[data_dir].get("mountPropagation") == "Bidirectional" and
+             pmounts[data_dir].get("mountPropagation") == "Bidirectional" and
+             "hostPath" in vols.get(amounts[data_dir]["name"], {}),
+             f"kubernetes: agent data dir {data_dir} is a hostPath with Bidirectional propagation in both containers")
+
+    kubectl = shutil.which("kubectl")
+    if kubectl:
+        res = subprocess.run([kubectl, "kustomize", c.path(kdir)], capture_output=True, text=True, timeout=60)
+        c.expect(res.returncode == 0, "kubectl kustomize builds deploy/kubernetes"
+                 + (f": {res.stderr.strip()}" if res.returncode else ""))
+    else:
+        c.skip("kubectl is not installed; kustomization not built")
+
+
+def check_examples(c):
+    cfg = json.loads(c.read("examples/agent.json"))
+    c.check_agent_config(cfg, "examples/agent.json")
+    for p in cfg.get("plugins", []):
+        if "command" in p:
+            c.expect(os.path.basename(p["command"]) in BINARIES, f"examples/agent.json: plugin command {p['command']} is our binary")
+            c.check_flags(os.path.basename(p["command"]), p.get("args", []), "examples/agent.json plugin args")
+
+
+def run_yamllint(c, cfg):
+    yl = shutil.which("yamllint")
+    if not yl:
+        return c.skip("yamllint is not installed")
+    files = [c.path("docker/compose.yaml")] + sorted(
+        os.path.join(c.path("deploy/kubernetes"), f) for f in os.listdir(c.path("deploy/kubernetes")) if f.endswith(".yaml"))
+    res = subprocess.run([yl, "-s", "-c", cfg] + files, capture_output=True, text=True, timeout=60)
+    c.expect(res.returncode == 0, "yamllint: compose file and manifests" + (f"\n{res.stdout}" if res.returncode else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    ap.add_argument("--build", default=os.environ.get("MOORING_BUILD_DIR", ""))
+    ap.add_argument("--bin", action="append", default=[], metavar="NAME=PATH",
+                    help="use this binary instead of the one in the build dir")
+    args = ap.parse_args()
+    overrides = dict(b.split("=", 1) for b in args.bin)
+    c = Checker(os.path.abspath(args.repo), args.build, overrides)
+    run_yamllint(c, os.path.join(os.path.dirname(os.path.abspath(__file__)), "yamllint.yaml"))
+    check_routes(c)
+    check_dockerfile(c)
+    check_compose(c)
+    check_kubernetes(c)
+    check_examples(c)
+    print(f"\n{c.passed} passed, {len(c.failed)} failed, {len(c.skipped)} skipped")
+    for f in c.failed:
+        print(f"  failed: {f}")
+    if c.failed:
+        return 1
+    return 0 if c.passed else 77
+
+
+if __name__ == "__main__":
+    sys.exit(main())
