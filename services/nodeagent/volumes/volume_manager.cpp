@@ -84,6 +84,12 @@ void VolumeManager::release(const std::string& alloc_id, const std::vector<std::
   }
 }
 
+void VolumeManager::release_all(const std::string& alloc_id) {
+  std::vector<std::string> volume_ids;
+  for (const auto& record : store_.for_alloc(alloc_id)) volume_ids.push_back(record.volume_id);
+  release(alloc_id, volume_ids);
+}
+
 void VolumeManager::resume() {
   for (const auto& record : store_.all()) {
     if (record.notify || record.phase == MountPhase::unmounting || record.phase == MountPhase::unmounted) {

@@ -64,8 +64,10 @@ struct DetachResult {
 
 class VolumeManager {
  public:
+  // `plugins` and `mounts` must outlive the manager.
   VolumeManager(boost::asio::any_io_executor executor, NodePluginLookup& plugins, const MountTable& mounts,
                 NotifyUnpublished notify, VolumeManagerOptions options);
+  // co_await shutdown() first: release tasks still running would outlive the manager they use.
   ~VolumeManager();
   VolumeManager(const VolumeManager&) = delete;
   VolumeManager& operator=(const VolumeManager&) = delete;
@@ -87,6 +89,10 @@ class VolumeManager {
   // CSI hook Postrun: returns at once. The release is recorded durably (a restart resumes it),
   // then each volume is unmounted in its own task, retried until done, and the control plane told.
   void release(const std::string& alloc_id, const std::vector<std::string>& volume_ids);
+
+  // release() for every volume recorded for the allocation (an allocation found gone or
+  // terminal after a restart, whose volume list the caller may not have any more).
+  void release_all(const std::string& alloc_id);
 
   // After a restart: continue every release and every unmount owed by an abandoned mount.
   void resume();

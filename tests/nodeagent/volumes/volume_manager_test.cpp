@@ -489,6 +489,7 @@ TEST_F(VolumeManagerTest, RestoreKeepsConfirmedMountsAndAsksToRemountGoneOnes) {
   EXPECT_FALSE(restored[1].mounted);
   EXPECT_NE(restored[1].reason.find("not a mount point"), std::string::npos) << restored[1].reason;
   EXPECT_EQ(manager->mounted_allocations(), std::vector<std::string>{"alloc-1"});
+  EXPECT_TRUE(manager->restore("alloc-unknown").empty());
 
   // Mounting again re-drives only what is missing.
   const auto stages = csi->count(Rpc::NodeStageVolume);
@@ -496,6 +497,19 @@ TEST_F(VolumeManagerTest, RestoreKeepsConfirmedMountsAndAsksToRemountGoneOnes) {
   ASSERT_TRUE(again.ok()) << again.error;
   EXPECT_EQ(csi->count(Rpc::NodeStageVolume), stages);  // staging still mounted
   EXPECT_TRUE(manager->restore("alloc-1")[1].mounted);
+}
+
+TEST_F(VolumeManagerTest, ReleaseAllReleasesEveryRecordedVolumeOfTheAllocation) {
+  ASSERT_TRUE(mount("alloc-1", volume("vol1")).ok());
+  ASSERT_TRUE(mount("alloc-1", volume("vol2")).ok());
+  ASSERT_TRUE(mount("alloc-2", volume("vol2")).ok());
+  EXPECT_TRUE(run(manager->shutdown(1s)));
+  manager = make_manager();  // restart: alloc-1 turned out to be gone
+  manager->release_all("alloc-1");
+  ASSERT_TRUE(pump_until(io, [&] { return released("alloc-1", "vol1") && released("alloc-1", "vol2"); }, 10s));
+  EXPECT_EQ(manager->mounted_allocations(), std::vector<std::string>{"alloc-2"});
+  EXPECT_TRUE(table.is_mounted(target("alloc-2", "vol2")));
+  EXPECT_TRUE(table.is_mounted(staging("vol2")));
 }
 
 TEST_F(VolumeManagerTest, DetachOneAllocationOrAllIsIdempotent) {
