@@ -1,7 +1,9 @@
-// Allocations: submit (validated against the volumes it names), list, read, stop. Placement and
-// the node side come with the node agent service; a submitted allocation waits as pending.
+// Allocations: submit (validated against the volumes it names, then placed on a node — or
+// checked against the node it names), list, read, stop. The node agent picks the allocation up
+// through WatchAllocations and reports its status back.
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/list_query.hpp"
+#include "services/controlplane/placement/placement.hpp"
 #include "shared/domain/json.hpp"
 #include "shared/domain/time.hpp"
 
@@ -66,11 +68,16 @@ http::Response submit_allocation(Context& ctx, const http::Request& req) {
   auto& a = *alloc;
   if (!a.node_id.empty() && !ctx.store.node(a.node_id))
     return bad_request("allocation " + in_quotes(a.name) + ": field \"NodeID\": node not found: " + a.node_id);
+  a.index = next_alloc_index(ctx.store.allocations(), a.name);
   if (auto bad = check_volume_requests(ctx.store, a)) return bad_request(*bad);
   a.id = domain::new_id();
   a.desired_status = domain::DesiredStatus::run;
   a.client_status = domain::ClientStatus::pending;
-  a.events = {{domain::now(), "Received", a.node_id.empty() ? "waiting for placement" : "assigned to node " + a.node_id}};
+  const bool chosen = !a.node_id.empty();
+  auto placed = place(a, cluster_view(ctx.store));
+  if (!placed.node_id) return http::error_response(409, placed.message(a));
+  a.node_id = *placed.node_id;
+  a.events = {{domain::now(), "Received", (chosen ? "assigned to node " : "placed on node ") + a.node_id}};
   Batch batch;
   batch.add_event({.topic = "Allocation", .type = "AllocationSubmitted", .key = a.id,
                    .message = "submitted allocation " + in_quotes(a.name),

@@ -269,6 +269,7 @@ TEST_F(ApiHttpTest, AllocationSubmitReadListStop) {
   ASSERT_EQ(r.status, 200u) << r.body;
   std::string id = parse(r)["ID"];
   ASSERT_FALSE(id.empty());
+  EXPECT_EQ(parse(r)["NodeID"], "node-1");  // placed on the only node with the plugin
   auto got = parse(call("GET", "/v1/allocation/" + id));
   EXPECT_EQ(got["Name"], "web");
   EXPECT_EQ(got["DesiredStatus"], "run");
@@ -276,13 +277,14 @@ TEST_F(ApiHttpTest, AllocationSubmitReadListStop) {
   EXPECT_EQ(got["Volumes"]["data"]["Source"], "vol-1");
   EXPECT_EQ(got["StopAfterClientDisconnect"], "30s");
   EXPECT_EQ(parse(call("GET", "/v1/allocations")).size(), 1u);
-  EXPECT_EQ(parse(call("GET", "/v1/allocations?node_id=node-1")).size(), 0u);
+  EXPECT_EQ(parse(call("GET", "/v1/allocations?node_id=node-1")).size(), 1u);
+  EXPECT_EQ(parse(call("GET", "/v1/allocations?node_id=node-2")).size(), 0u);
 
   auto stop = call("POST", "/v1/allocation/" + id + "/stop");
   ASSERT_EQ(stop.status, 200u) << stop.body;
   got = parse(call("GET", "/v1/allocation/" + id));
   EXPECT_EQ(got["DesiredStatus"], "stop");
-  EXPECT_EQ(got["ClientStatus"], "complete");  // never placed: nothing to wait for
+  EXPECT_EQ(got["ClientStatus"], "pending");  // placed: the node reports when it has stopped
   auto again = fingerprint();
   EXPECT_EQ(call("POST", "/v1/allocation/" + id + "/stop").status, 200u);  // idempotent
   EXPECT_EQ(fingerprint(), again);
@@ -293,7 +295,7 @@ TEST_F(ApiHttpTest, AllocationSubmitReadListStop) {
   alloc["Allocation"]["NodeID"] = "node-1";
   auto placed = parse(call("POST", "/v1/allocations", alloc.dump()));
   EXPECT_EQ(placed["NodeID"], "node-1");
-  EXPECT_EQ(parse(call("GET", "/v1/allocations?node_id=node-1")).size(), 1u);
+  EXPECT_EQ(parse(call("GET", "/v1/allocations?node_id=node-1")).size(), 2u);
 }
 
 TEST_F(ApiHttpTest, BadAllocationsGet400AndChangeNothing) {

@@ -1,0 +1,80 @@
+// The gRPC face of the agent API: each method hands its request to a handler running as a
+// coroutine on the store's executor (rpc::serve), so handlers never race the REST API.
+#include "services/controlplane/agentapi/agent_service.hpp"
+
+#include <grpcpp/support/server_callback.h>
+
+#include "mooring/v1/controlplane.grpc.pb.h"
+#include "services/controlplane/agentapi/handlers.hpp"
+#include "shared/rpc/server.hpp"
+
+namespace mooring::controlplane {
+
+namespace asio = boost::asio;
+
+namespace {
+
+class Service final : public v1::ControlPlane::CallbackService {
+ public:
+  explicit Service(agentapi::Context& ctx) : ctx_(ctx) {}
+
+  grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* c, const v1::RegisterNodeRequest* req,
+                                         v1::RegisterNodeResponse* resp) override {
+    return rpc::serve(ctx_.executor, c, "RegisterNode", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+      co_return agentapi::register_node(ctx_, *req, *resp);
+    });
+  }
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* c, const v1::HeartbeatRequest* req,
+                                      v1::HeartbeatResponse* resp) override {
+    return rpc::serve(ctx_.executor, c, "Heartbeat", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+      co_return agentapi::heartbeat(ctx_, *req, *resp);
+    });
+  }
+  grpc::ServerUnaryReactor* WatchAllocations(grpc::CallbackServerContext* c, const v1::WatchAllocationsRequest* req,
+                                             v1::WatchAllocationsResponse* resp) override {
+    return rpc::serve(ctx_.executor, c, "WatchAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+      co_return co_await agentapi::watch_allocations(ctx_, *req, *resp);
+    });
+  }
+  grpc::ServerUnaryReactor* UpdateAllocations(grpc::CallbackServerContext* c, const v1::UpdateAllocationsRequest* req,
+                                              v1::UpdateAllocationsResponse* resp) override {
+    return rpc::serve(ctx_.executor, c, "UpdateAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+      co_return agentapi::update_allocations(ctx_, *req, *resp);
+    });
+  }
+  grpc::ServerUnaryReactor* ClaimVolume(grpc::CallbackServerContext* c, const v1::ClaimVolumeRequest* req,
+                                        v1::ClaimVolumeResponse* resp) override {
+    return rpc::serve(ctx_.executor, c, "ClaimVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+      co_return co_await agentapi::claim_volume(ctx_, *req, *resp);
+    });
+  }
+  grpc::ServerUnaryReactor* UnpublishVolume(grpc::CallbackServerContext* c, const v1::UnpublishVolumeRequest* req,
+                                            v1::UnpublishVolumeResponse* resp) override {
+    return rpc::serve(ctx_.executor, c, "UnpublishVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+      co_return agentapi::unpublish_volume(ctx_, *req, *resp);
+    });
+  }
+
+ private:
+  agentapi::Context& ctx_;
+};
+
+}  // namespace
+
+struct AgentService::Impl {
+  Impl(asio::any_io_executor ex, StateStore& store, NodeLiveness& liveness, ControllerPublisher* publisher,
+       AgentServiceOptions options)
+      : ctx(ex, store, liveness, publisher, options), service(ctx) {}
+  agentapi::Context ctx;
+  Service service;
+};
+
+AgentService::AgentService(asio::any_io_executor executor, StateStore& store, NodeLiveness& liveness,
+                           ControllerPublisher* publisher, AgentServiceOptions options)
+    : impl_(std::make_unique<Impl>(std::move(executor), store, liveness, publisher, options)) {}
+
+AgentService::~AgentService() = default;
+
+grpc::Service* AgentService::service() { return &impl_->service; }
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,46 @@
+// Agent API room: the ControlPlane gRPC service node agents call — register and heartbeat
+// (node records, plugin aggregation, liveness), the allocation long poll and status updates,
+// volume claims (intent recorded, then ControllerPublish) and the node side of releases.
+// Every handler runs as a coroutine on the state store's executor; generated gRPC types stay
+// out of this header.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include <boost/asio/any_io_executor.hpp>
+
+namespace grpc {
+class Service;
+}
+
+namespace mooring::controlplane {
+
+class StateStore;
+class NodeLiveness;
+class ControllerPublisher;
+
+struct AgentServiceOptions {
+  // WatchAllocations waits at most this long, whatever the agent asks for.
+  std::chrono::milliseconds max_watch_wait{std::chrono::minutes(5)};
+};
+
+class AgentService {
+ public:
+  // `executor` must be the store's. `publisher` may be null: claims that need a
+  // ControllerPublish then answer UNAVAILABLE and record nothing.
+  AgentService(boost::asio::any_io_executor executor, StateStore& store, NodeLiveness& liveness,
+               ControllerPublisher* publisher, AgentServiceOptions options = {});
+  ~AgentService();
+  AgentService(const AgentService&) = delete;
+  AgentService& operator=(const AgentService&) = delete;
+
+  // Register with rpc::Server (ServerOptions::services); must outlive the server.
+  grpc::Service* service();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mooring::controlplane

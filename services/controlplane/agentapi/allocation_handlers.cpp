@@ -1,0 +1,154 @@
+// WatchAllocations (the node's long poll) and UpdateAllocations (client status and task events).
+// An allocation that turns terminal has its claims marked for release in the same commit, so the
+// claim GC, watching the volumes table, picks them up and nothing is lost between the two.
+#include <algorithm>
+
+#include "services/controlplane/agentapi/handlers.hpp"
+#include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/proto_convert.hpp"
+
+namespace mooring::controlplane::agentapi {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kMaxAllocationEvents = 50;
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// Does the allocation still hold a claim on any volume it requested (the agent may still have
+// to unmount it)?
+bool holds_claims(const StateStore& store, const domain::Allocation& a) {
+  for (const auto& [name, req] : a.volumes) {
+    const auto* v = store.volume(domain::claimed_volume_id(req, a.index));
+    if (v && v->claims.contains(a.id)) return true;
+  }
+  return false;
+}
+
+bool node_changed_since(const StateStore& store, const std::string& node_id, std::uint64_t min_index) {
+  for (const auto& [id, a] : store.allocations())
+    if (a.node_id == node_id && a.modify_index > min_index) return true;
+  return false;
+}
+
+}  // namespace
+
+asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAllocationsRequest& req,
+                                                v1::WatchAllocationsResponse& resp) {
+  if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) co_return st;
+  const std::string node_id = req.node_id();
+  if (!ctx.store.node(node_id)) co_return not_found("node not found: " + node_id + " (register first)");
+  const std::uint64_t min_index = req.min_index();
+  const auto wait = std::clamp(std::chrono::milliseconds(req.wait_ms()), std::chrono::milliseconds(0),
+                               ctx.options.max_watch_wait);
+  const auto deadline = Clock::now() + wait;
+  // min_index 0 is a first look: answer at once with the full set.
+  if (min_index > 0 && !node_changed_since(ctx.store, node_id, min_index)) {
+    for (;;) {
+      const auto left = deadline - Clock::now();
+      if (left <= Clock::duration::zero()) break;
+      const std::uint64_t after = ctx.store.table_index(Table::allocations);
+      const std::uint64_t index = co_await ctx.store.wait_for_change(Table::allocations, after, left);
+      if (node_changed_since(ctx.store, node_id, min_index)) break;
+      if (index <= after) break;  // timed out, or the store is shutting down
+    }
+  }
+  // The table index covers every allocation of the node, and is never 0 so an agent that
+  // echoes it back never asks for a "first look" again.
+  resp.set_index(std::max<std::uint64_t>(1, ctx.store.table_index(Table::allocations)));
+  for (const auto& [id, a] : ctx.store.allocations()) {
+    if (a.node_id != node_id) continue;
+    // Terminal allocations only while the agent may still act on them: changed since its last
+    // look (e.g. stopped by the control plane) or still holding claims (volumes to unmount).
+    if (domain::is_terminal(a) && a.modify_index <= min_index && !holds_claims(ctx.store, a)) continue;
+    *resp.add_allocations() = domain::to_proto(a);
+  }
+  co_return grpc::Status::OK;
+}
+
+grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest& req, v1::UpdateAllocationsResponse&) {
+  if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) return st;
+  const std::string node_id = req.node_id();
+  if (!ctx.store.node(node_id)) return not_found("node not found: " + node_id);
+
+  // Validate everything first: a bad update changes nothing.
+  for (const auto& u : req.updates()) {
+    if (auto st = check_id(domain::IdKind::allocation, u.alloc_id()); !st.ok()) return st;
+    const auto* a = ctx.store.allocation(u.alloc_id());
+    if (!a) return not_found("allocation not found: " + u.alloc_id());
+    if (a->node_id != node_id)
+      return invalid_argument("allocation " + quoted(u.alloc_id()) + " is placed on node " + quoted(a->node_id) +
+                              ", not on node " + quoted(node_id));
+    if (u.client_status() != v1::CLIENT_STATUS_UNSPECIFIED && !domain::from_proto(u.client_status()))
+      return invalid_argument("allocation " + quoted(u.alloc_id()) + ": field \"client_status\": unknown value " +
+                              std::to_string(u.client_status()));
+  }
+
+  const auto now = domain::now();
+  std::map<std::string, domain::Allocation> allocs;  // changed copies
+  std::map<std::string, domain::Volume> volumes;     // changed copies
+  Batch batch;
+  for (const auto& u : req.updates()) {
+    auto [it, fresh] = allocs.try_emplace(u.alloc_id(), *ctx.store.allocation(u.alloc_id()));
+    auto& a = it->second;
+    bool changed = false;
+    for (const auto& e : u.events()) {
+      auto te = domain::from_proto(e);
+      if (!domain::is_set(te.time)) te.time = now;
+      a.events.push_back(std::move(te));
+      changed = true;
+    }
+    if (a.events.size() > kMaxAllocationEvents)
+      a.events.erase(a.events.begin(), a.events.begin() + static_cast<long>(a.events.size() - kMaxAllocationEvents));
+    if (auto status = domain::from_proto(u.client_status()); status && *status != a.client_status) {
+      if (domain::is_terminal(a.client_status)) {
+        // Terminal is final: a late "running" from a retried report must not revive it.
+        ctx.log.warn("ignoring a status change of a terminal allocation",
+                     {{"alloc_id", a.id}, {"status", domain::to_string(a.client_status)},
+                      {"reported", domain::to_string(*status)}});
+      } else {
+        a.client_status = *status;
+        changed = true;
+        batch.add_event({.topic = "Allocation",
+                         .type = "AllocationClientStatus",
+                         .key = a.id,
+                         .message = "allocation " + quoted(a.name) + " is " + std::string(domain::to_string(*status)) +
+                                    " on node " + quoted(node_id),
+                         .details = {{"node_id", node_id}, {"client_status", std::string(domain::to_string(*status))}}});
+        if (domain::is_terminal(*status)) {
+          // Its claims become past claims: the node side is released first (the agent
+          // unmounts, then UnpublishVolume), then the claim GC finishes the controller side.
+          for (const auto& [name, vr] : a.volumes) {
+            const auto vid = domain::claimed_volume_id(vr, a.index);
+            auto vit = volumes.find(vid);
+            const domain::Volume* current = vit != volumes.end() ? &vit->second : ctx.store.volume(vid);
+            if (!current) continue;
+            auto claim = current->claims.find(a.id);
+            if (claim == current->claims.end() || claim->second.state != domain::ClaimState::taken) continue;
+            if (vit == volumes.end()) vit = volumes.emplace(vid, *current).first;
+            if (advance_claim(vit->second, a.id, domain::ClaimState::unpublishing, now)) continue;
+            batch.add_event({.topic = "Claim",
+                             .type = "ClaimReleaseRequested",
+                             .key = vid,
+                             .message = "volume " + quoted(vid) + ": allocation " + quoted(a.id) + " is " +
+                                        std::string(domain::to_string(*status)) + "; its claim is being released",
+                             .details = {{"alloc_id", a.id}, {"node_id", node_id}}});
+          }
+        }
+      }
+    }
+    if (!changed && fresh) allocs.erase(it);
+  }
+  for (auto& [id, a] : allocs) batch.put(std::move(a));
+  for (auto& [id, v] : volumes) batch.put(std::move(v));
+  if (batch.empty()) return grpc::Status::OK;
+  if (auto r = ctx.store.commit(std::move(batch)); !r)
+    return write_failed(ctx, "update allocations of node " + quoted(node_id), r.error());
+  return grpc::Status::OK;
+}
+
+}  // namespace mooring::controlplane::agentapi

@@ -1,0 +1,79 @@
+// RegisterNode and Heartbeat: the node record, the plugin aggregates its fingerprints feed, and
+// liveness. A heartbeat that changes nothing writes nothing.
+#include "services/controlplane/agentapi/handlers.hpp"
+#include "services/controlplane/nodes/liveness.hpp"
+#include "services/controlplane/nodes/node_report.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/proto_convert.hpp"
+
+namespace mooring::controlplane::agentapi {
+
+namespace {
+
+// Fingerprints from the wire, each validated (an unknown plugin type is the agent's bug).
+grpc::Status read_fingerprints(const google::protobuf::RepeatedPtrField<v1::PluginFingerprint>& fps,
+                               const std::string& node_id, std::vector<domain::PluginInstance>& out) {
+  for (const auto& fp : fps) {
+    if (auto st = check_id(domain::IdKind::plugin, fp.plugin_id()); !st.ok()) return st;
+    auto inst = domain::from_proto(fp, node_id);
+    if (!inst) return invalid_argument("node \"" + node_id + "\": " + inst.error());
+    out.push_back(std::move(*inst));
+  }
+  return grpc::Status::OK;
+}
+
+PluginLookup lookup(Context& ctx) {
+  return [&store = ctx.store](const std::string& id) { return store.plugin(id); };
+}
+
+}  // namespace
+
+grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1::RegisterNodeResponse& resp) {
+  if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) return st;
+  if (req.address().empty())
+    return invalid_argument("node \"" + req.node_id() + "\": field \"address\": required (the control plane dials it)");
+  std::vector<domain::PluginInstance> plugins;
+  if (auto st = read_fingerprints(req.plugins(), req.node_id(), plugins); !st.ok()) return st;
+  NodeRegistration reg{.node_id = req.node_id(),
+                       .name = req.name(),
+                       .address = req.address(),
+                       .attributes = {req.attributes().begin(), req.attributes().end()},
+                       .agent_version = req.agent_version()};
+  auto change = plan_registration(ctx.store.node(req.node_id()), reg, std::move(plugins), lookup(ctx), domain::now());
+  Batch batch;
+  change.stage(batch);
+  if (auto r = ctx.store.commit(std::move(batch)); !r)
+    return write_failed(ctx, "register node \"" + req.node_id() + "\"", r.error());
+  ctx.liveness.seen(req.node_id());
+  ctx.log.info("node registered", {{"node_id", req.node_id()}, {"address", req.address()},
+                                   {"plugins", req.plugins_size()}});
+  resp.set_heartbeat_ttl_ms(ctx.liveness.ttl().count());
+  return grpc::Status::OK;
+}
+
+grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::HeartbeatResponse& resp) {
+  if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) return st;
+  resp.set_heartbeat_ttl_ms(ctx.liveness.ttl().count());
+  const domain::Node* node = ctx.store.node(req.node_id());
+  if (!node) {
+    resp.set_known(false);
+    return grpc::Status::OK;
+  }
+  resp.set_known(true);
+  std::vector<domain::PluginInstance> plugins;
+  if (auto st = read_fingerprints(req.plugins(), req.node_id(), plugins); !st.ok()) return st;
+  std::vector<domain::NodeEvent> events;
+  for (const auto& e : req.events()) events.push_back(domain::from_proto(e));
+  // Seen before the commit: a heartbeat that arrives is proof of life even if the disk is full.
+  ctx.liveness.seen(req.node_id());
+  auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), lookup(ctx), domain::now());
+  if (change.empty()) return grpc::Status::OK;
+  Batch batch;
+  change.stage(batch);
+  // On failure the agent keeps its events and sends them again with the next heartbeat.
+  if (auto r = ctx.store.commit(std::move(batch)); !r)
+    return write_failed(ctx, "heartbeat of node \"" + req.node_id() + "\"", r.error());
+  return grpc::Status::OK;
+}
+
+}  // namespace mooring::controlplane::agentapi

@@ -1,0 +1,69 @@
+#include "services/controlplane/nodes/liveness.hpp"
+
+#include <algorithm>
+
+#include "services/controlplane/nodes/node_report.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "shared/async/periodic.hpp"
+#include "shared/domain/time.hpp"
+
+namespace mooring::controlplane {
+
+namespace asio = boost::asio;
+
+NodeLiveness::NodeLiveness(StateStore& store, LivenessOptions options)
+    : store_(store), options_(options), started_(Clock::now()) {}
+
+void NodeLiveness::seen(const std::string& node_id, Clock::time_point at) {
+  auto& t = last_seen_[node_id];
+  t = std::max(t, at);
+}
+
+std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
+  std::vector<std::string> down;
+  std::vector<std::string> expired;
+  for (const auto& [id, node] : store_.nodes()) {
+    if (node.status == domain::NodeStatus::down) continue;
+    auto it = last_seen_.find(id);
+    const auto last = it == last_seen_.end() ? started_ : it->second;
+    if (now - last > options_.ttl) expired.push_back(id);
+  }
+  const PluginLookup lookup = [this](const std::string& id) { return store_.plugin(id); };
+  for (const auto& id : expired) {
+    const auto* node = store_.node(id);
+    auto it = last_seen_.find(id);
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(
+        now - (it == last_seen_.end() ? started_ : it->second));
+    std::string reason = "no heartbeat for " + domain::format_duration(silent) + " (TTL " +
+                         domain::format_duration(options_.ttl) + ")";
+    auto change = plan_node_down(*node, reason, lookup, domain::now());
+    Batch batch;
+    change.stage(batch);
+    if (auto r = store_.commit(std::move(batch)); !r) {
+      log_.error("cannot mark node down; retrying", {{"node_id", id}, {"error", r.error()}});
+      continue;
+    }
+    log_.warn("node down", {{"node_id", id}, {"reason", reason}});
+    down.push_back(id);
+  }
+  return down;
+}
+
+asio::awaitable<void> NodeLiveness::run() {
+  // Named locals, not temporaries, as coroutine arguments: GCC 12 mishandles the lifetime of
+  // aggregate temporaries passed by value to a coroutine.
+  async::PeriodicOptions options;
+  options.name = "node-liveness";
+  options.period = options_.check_period;
+  if (options.period.count() <= 0)
+    options.period = std::clamp(options_.ttl / 4, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+  options.jitter = 0.1;
+  options.run_immediately = false;
+  std::function<asio::awaitable<void>()> fn = [this]() -> asio::awaitable<void> {
+    check();
+    co_return;
+  };
+  co_await async::periodic(std::move(fn), std::move(options));
+}
+
+}  // namespace mooring::controlplane

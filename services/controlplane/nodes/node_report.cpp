@@ -1,0 +1,206 @@
+#include "services/controlplane/nodes/node_report.hpp"
+
+#include "services/controlplane/state/state_store.hpp"
+
+namespace mooring::controlplane {
+
+using domain::Event;
+using domain::Node;
+using domain::NodeEvent;
+using domain::Plugin;
+using domain::PluginInstance;
+
+namespace {
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+void add_node_event(Node& node, NodeEvent e) {
+  node.events.push_back(std::move(e));
+  if (node.events.size() > kMaxNodeEvents)
+    node.events.erase(node.events.begin(), node.events.begin() + static_cast<long>(node.events.size() - kMaxNodeEvents));
+}
+
+// The aggregate as planned so far: the plan's copy, else the stored one.
+std::optional<Plugin> planned(const NodeChange& ch, const PluginLookup& lookup, const std::string& id) {
+  if (auto it = ch.plugins.find(id); it != ch.plugins.end()) return it->second;
+  if (const auto* p = lookup(id)) return *p;
+  return std::nullopt;
+}
+
+// Records the aggregate only when it differs from the stored one, so an unchanged heartbeat
+// plans no write.
+void set_planned(NodeChange& ch, const PluginLookup& lookup, const std::string& id, std::optional<Plugin> p) {
+  const Plugin* stored = lookup(id);
+  const bool same = (stored && p && *stored == *p) || (!stored && !p);
+  if (same)
+    ch.plugins.erase(id);
+  else
+    ch.plugins[id] = std::move(p);
+}
+
+Event plugin_event(const std::string& type, const PluginInstance& i, std::string message) {
+  return Event{.topic = "Plugin",
+               .type = type,
+               .key = i.plugin_id,
+               .message = std::move(message),
+               .details = {{"node_id", i.node_id}, {"plugin_id", i.plugin_id}}};
+}
+
+void fold_instance(NodeChange& ch, const PluginLookup& lookup, PluginInstance inst, domain::Time now) {
+  auto& node = ch.node;
+  inst.node_id = node.id;
+  if (!domain::is_set(inst.update_time)) inst.update_time = now;
+  auto old = node.plugins.find(inst.plugin_id);
+  const std::string where = "plugin " + quoted(inst.plugin_id) + " on node " + quoted(node.id);
+  if (old == node.plugins.end()) {
+    ch.events.push_back(plugin_event("PluginRegistered", inst,
+                                     where + " registered (" + std::string(domain::to_string(inst.type)) +
+                                         (inst.healthy ? ", healthy)" : ", unhealthy)")));
+  } else {
+    // A fingerprint that differs only in its time is no change: keep the stored instance.
+    PluginInstance probe = inst;
+    probe.update_time = old->second.update_time;
+    if (probe == old->second) {
+      inst = old->second;
+    } else if (old->second.healthy != inst.healthy) {
+      std::string desc = inst.health_description.empty() ? "" : ": " + inst.health_description;
+      ch.events.push_back(inst.healthy ? plugin_event("PluginHealthy", inst, where + " became healthy" + desc)
+                                       : plugin_event("PluginUnhealthy", inst, where + " became unhealthy" + desc));
+    }
+  }
+  if (old == node.plugins.end() || old->second != inst) {
+    node.plugins[inst.plugin_id] = inst;
+    ch.node_changed = true;
+  }
+  // Folded into the aggregate even when the node's copy did not change: this also repairs an
+  // aggregate that lost the instance.
+  Plugin agg = planned(ch, lookup, inst.plugin_id).value_or(Plugin{});
+  agg.id = inst.plugin_id;
+  domain::upsert_instance(agg, inst);
+  set_planned(ch, lookup, inst.plugin_id, std::move(agg));
+}
+
+void remove_instance(NodeChange& ch, const PluginLookup& lookup, const std::string& plugin_id) {
+  auto& node = ch.node;
+  auto it = node.plugins.find(plugin_id);
+  if (it == node.plugins.end()) return;
+  ch.events.push_back(plugin_event("PluginDeregistered", it->second,
+                                   "plugin " + quoted(plugin_id) + " is no longer reported by node " + quoted(node.id)));
+  node.plugins.erase(it);
+  ch.node_changed = true;
+  auto agg = planned(ch, lookup, plugin_id);
+  if (!agg) return;
+  domain::remove_node(*agg, node.id);
+  // A plugin with no instance left anywhere is gone.
+  if (agg->controllers.empty() && agg->nodes.empty()) agg.reset();
+  set_planned(ch, lookup, plugin_id, std::move(agg));
+}
+
+// The full set replaces what the node reported before (last one wins for a repeated id).
+void fold_fingerprints(NodeChange& ch, const PluginLookup& lookup, std::vector<PluginInstance> plugins,
+                       domain::Time now) {
+  std::map<std::string, PluginInstance> full;
+  for (auto& p : plugins) full[p.plugin_id] = std::move(p);
+  std::vector<std::string> gone;
+  for (const auto& [id, inst] : ch.node.plugins)
+    if (!full.contains(id)) gone.push_back(id);
+  for (const auto& id : gone) remove_instance(ch, lookup, id);
+  for (auto& [id, inst] : full) fold_instance(ch, lookup, std::move(inst), now);
+}
+
+}  // namespace
+
+void NodeChange::stage(Batch& batch) const {
+  if (node_changed) batch.put(node);
+  for (const auto& [id, p] : plugins) {
+    if (p)
+      batch.put(*p);
+    else
+      batch.erase_plugin(id);
+  }
+  for (const auto& e : events) batch.add_event(e);
+}
+
+NodeChange plan_registration(const Node* current, const NodeRegistration& reg, std::vector<PluginInstance> plugins,
+                             const PluginLookup& lookup, domain::Time now) {
+  NodeChange ch;
+  if (current) ch.node = *current;
+  auto& node = ch.node;
+  node.id = reg.node_id;
+  node.name = reg.name.empty() ? reg.node_id : reg.name;
+  node.address = reg.address;
+  node.attributes = reg.attributes;
+  if (!reg.agent_version.empty()) node.attributes["mooring.agent_version"] = reg.agent_version;
+  node.status = domain::NodeStatus::ready;
+  node.last_heartbeat = now;
+  ch.node_changed = true;
+  const std::string what = current ? "node registered again" : "node registered";
+  add_node_event(node, NodeEvent{now, "cluster", what, {{"address", reg.address}}});
+  ch.events.push_back(Event{.topic = "Node",
+                            .type = "NodeRegistered",
+                            .key = node.id,
+                            .message = what + ": " + quoted(node.id) + " (" + node.name + ") at " + reg.address,
+                            .details = {{"address", reg.address}, {"name", node.name}}});
+  fold_fingerprints(ch, lookup, std::move(plugins), now);
+  return ch;
+}
+
+NodeChange plan_heartbeat(const Node& current, std::vector<PluginInstance> plugins, std::vector<NodeEvent> events,
+                          const PluginLookup& lookup, domain::Time now) {
+  NodeChange ch;
+  ch.node = current;
+  auto& node = ch.node;
+  if (node.status != domain::NodeStatus::ready) {
+    const bool was_down = node.status == domain::NodeStatus::down;
+    node.status = domain::NodeStatus::ready;
+    ch.node_changed = true;
+    const std::string what = was_down ? "node is ready again: heartbeat received" : "node is ready";
+    add_node_event(node, NodeEvent{now, "cluster", what, {}});
+    ch.events.push_back(
+        Event{.topic = "Node", .type = "NodeReady", .key = node.id, .message = what + " from " + quoted(node.id)});
+  }
+  fold_fingerprints(ch, lookup, std::move(plugins), now);
+  for (auto& e : events) {
+    if (!domain::is_set(e.time)) e.time = now;
+    auto details = e.details;
+    details["subsystem"] = e.subsystem;
+    ch.events.push_back(Event{.time = e.time,
+                              .topic = "Node",
+                              .type = "NodeEvent",
+                              .key = node.id,
+                              .message = "node " + quoted(node.id) + ": " + e.message,
+                              .details = std::move(details)});
+    add_node_event(node, std::move(e));
+    ch.node_changed = true;
+  }
+  if (ch.node_changed) node.last_heartbeat = now;
+  return ch;
+}
+
+NodeChange plan_node_down(const Node& current, const std::string& reason, const PluginLookup& lookup,
+                          domain::Time now) {
+  NodeChange ch;
+  ch.node = current;
+  auto& node = ch.node;
+  node.status = domain::NodeStatus::down;
+  ch.node_changed = true;
+  add_node_event(node, NodeEvent{now, "cluster", "node down: " + reason, {}});
+  ch.events.push_back(Event{.topic = "Node",
+                            .type = "NodeDown",
+                            .key = node.id,
+                            .message = "node " + quoted(node.id) + " is down: " + reason});
+  std::vector<PluginInstance> instances;
+  for (const auto& [id, inst] : node.plugins) {
+    PluginInstance i = inst;
+    if (i.healthy) {
+      i.healthy = false;
+      i.health_description = "node down: " + reason;
+      i.update_time = now;
+    }
+    instances.push_back(std::move(i));
+  }
+  fold_fingerprints(ch, lookup, std::move(instances), now);
+  return ch;
+}
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,69 @@
+// Nodes room: what a node's registration, heartbeat or loss changes in the state — the node
+// record, the aggregated plugin records its fingerprints feed, and the events to store. Pure:
+// callers read the current objects, plan the change here, and commit it as one batch.
+//
+// Heartbeats are frequent and mostly say "nothing changed": a plan is empty unless a
+// fingerprint (ignoring its update time), the node's status or its events changed, so 1000
+// nodes heartbeating every few seconds do not write 1000 rows each time. Liveness itself is
+// tracked in memory (nodes/liveness.hpp).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shared/domain/event.hpp"
+#include "shared/domain/node.hpp"
+#include "shared/domain/plugin.hpp"
+#include "shared/domain/time.hpp"
+
+namespace mooring::controlplane {
+
+class Batch;
+
+// The stored aggregate of a plugin id, or null.
+using PluginLookup = std::function<const domain::Plugin*(const std::string& id)>;
+
+inline constexpr std::size_t kMaxNodeEvents = 50;  // per node, newest kept
+
+// The planned change of one report.
+struct NodeChange {
+  domain::Node node;  // the node as it should be stored
+  bool node_changed = false;
+  std::map<std::string, std::optional<domain::Plugin>> plugins;  // touched aggregates; nullopt = delete
+  std::vector<domain::Event> events;                             // store events
+
+  bool empty() const { return !node_changed && plugins.empty() && events.empty(); }
+  // Adds everything to `batch` (the node only when it changed).
+  void stage(Batch& batch) const;
+};
+
+struct NodeRegistration {
+  std::string node_id;
+  std::string name;
+  std::string address;
+  std::map<std::string, std::string> attributes;
+  std::string agent_version;  // kept as attribute "mooring.agent_version"
+};
+
+// Registration (first or again after an agent restart): the node is stored ready with the given
+// identity, its full fingerprint set folded in, and a "node registered" event recorded.
+NodeChange plan_registration(const domain::Node* current, const NodeRegistration& registration,
+                             std::vector<domain::PluginInstance> plugins, const PluginLookup& lookup,
+                             domain::Time now);
+
+// A heartbeat with the node's full fingerprint set (a plugin absent from it is removed from the
+// node, and its aggregate deleted when no instance is left) and the node events new since the
+// last one. A node that was down comes back ready.
+NodeChange plan_heartbeat(const domain::Node& current, std::vector<domain::PluginInstance> plugins,
+                          std::vector<domain::NodeEvent> events, const PluginLookup& lookup, domain::Time now);
+
+// The node missed its heartbeats: down, with every plugin instance on it unhealthy (so nothing
+// is placed there and the plugin's healthy counts drop), and the reason recorded.
+NodeChange plan_node_down(const domain::Node& current, const std::string& reason, const PluginLookup& lookup,
+                          domain::Time now);
+
+}  // namespace mooring::controlplane

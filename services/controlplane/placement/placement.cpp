@@ -1,0 +1,187 @@
+#include "services/controlplane/placement/placement.hpp"
+
+#include <limits>
+#include <set>
+
+#include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/state/state_store.hpp"
+
+namespace mooring::controlplane {
+
+using domain::Allocation;
+using domain::Node;
+using domain::Plugin;
+using domain::Volume;
+
+namespace {
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+template <class T>
+const T* find(const std::map<std::string, T>& m, const std::string& id) {
+  auto it = m.find(id);
+  return it == m.end() ? nullptr : &it->second;
+}
+
+std::string segments(const std::map<std::string, std::string>& s) {
+  std::string out = "{";
+  for (const auto& [k, v] : s) out += (out.size() > 1 ? ", " : "") + k + "=" + v;
+  return out + "}";
+}
+
+struct Need {
+  const domain::VolumeRequest* request;
+  std::string volume_id;
+  const Volume* volume;
+  const Plugin* plugin;
+};
+
+using Attached = std::map<std::pair<std::string, std::string>, std::set<std::string>>;  // (node, plugin) -> volumes
+
+// Why `node` cannot run the allocation, or "" when it can.
+std::string check_node(const Allocation& alloc, const Node& node, const std::vector<Need>& needs,
+                       const Attached& attached, domain::Time now) {
+  if (node.status != domain::NodeStatus::ready) return "node is " + std::string(domain::to_string(node.status));
+  std::map<std::string, std::set<std::string>> in_use;  // plugin -> volumes attached with this allocation
+  std::map<std::string, Volume> trial;                   // volume copies the claims are tried on
+  for (const auto& need : needs) {
+    const auto& v = *need.volume;
+    const auto& p = *need.plugin;
+    auto inst = p.nodes.find(node.id);
+    if (inst == p.nodes.end()) return "plugin " + quoted(p.id) + " has no node instance on this node";
+    if (!inst->second.healthy) {
+      std::string desc = inst->second.health_description;
+      return "plugin " + quoted(p.id) + " is unhealthy on this node" + (desc.empty() ? "" : ": " + desc);
+    }
+    static const std::map<std::string, std::string> kNoTopology;
+    const auto& info = inst->second.node_info;
+    const auto& topology = info ? info->accessible_topology : kNoTopology;
+    if (!topology_allows(v, topology))
+      return "volume " + quoted(v.id) + " is not accessible from this node's topology " + segments(topology);
+    if (info && info->max_volumes > 0) {
+      auto [it, fresh] = in_use.try_emplace(p.id);
+      if (fresh) {
+        if (auto a = attached.find({node.id, p.id}); a != attached.end()) it->second = a->second;
+      }
+      it->second.insert(v.id);
+      if (static_cast<std::int64_t>(it->second.size()) > info->max_volumes)
+        return "plugin " + quoted(p.id) + " allows at most " + std::to_string(info->max_volumes) +
+               " volumes on this node and this allocation would need " + std::to_string(it->second.size());
+    }
+    auto [copy, added] = trial.try_emplace(v.id, v);
+    ClaimRequest req{.allocation_id = alloc.id,
+                     .node_id = node.id,
+                     .external_node_id = info ? info->id : std::string{},
+                     .mode = domain::claim_mode(*need.request),
+                     .access_mode = need.request->access_mode,
+                     .attachment_mode = need.request->attachment_mode};
+    if (auto r = take_claim(copy->second, req, now); !r) return r.refusal().message;
+  }
+  return {};
+}
+
+}  // namespace
+
+ClusterView cluster_view(const StateStore& store) {
+  return ClusterView{store.nodes(), store.plugins(), store.volumes(), store.allocations()};
+}
+
+bool topology_allows(const Volume& volume, const std::map<std::string, std::string>& node_topology) {
+  const auto& wanted = !volume.topologies.empty() ? volume.topologies : volume.requested_topologies.required;
+  if (wanted.empty()) return true;
+  for (const auto& t : wanted) {
+    bool all = true;
+    for (const auto& [key, value] : t.segments) {
+      auto it = node_topology.find(key);
+      if (it == node_topology.end() || it->second != value) {
+        all = false;
+        break;
+      }
+    }
+    if (all) return true;
+  }
+  return false;
+}
+
+int next_alloc_index(const std::map<std::string, Allocation>& allocations, const std::string& name) {
+  std::set<int> used;
+  for (const auto& [id, a] : allocations)
+    if (a.name == name && a.desired_status == domain::DesiredStatus::run && !domain::is_terminal(a))
+      used.insert(a.index);
+  int n = 0;
+  while (used.contains(n)) ++n;
+  return n;
+}
+
+std::string PlacementResult::message(const Allocation& alloc) const {
+  std::string out = "allocation " + quoted(alloc.name) + " cannot be placed";
+  if (!alloc.node_id.empty()) out += " on node " + quoted(alloc.node_id);
+  if (!cluster_reason.empty()) return out + ": " + cluster_reason;
+  if (rejections.empty()) return out + ": no node is registered";
+  out += ": ";
+  for (std::size_t i = 0; i < rejections.size(); ++i) {
+    if (i > 0) out += "; ";
+    out += "node " + quoted(rejections[i].node_id) + ": " + rejections[i].reason;
+  }
+  return out;
+}
+
+PlacementResult place(const Allocation& alloc, const ClusterView& c) {
+  PlacementResult out;
+  std::vector<Need> needs;
+  std::set<std::string> plugin_ids;
+  for (const auto& [name, req] : alloc.volumes) {
+    auto id = domain::claimed_volume_id(req, alloc.index);
+    const Volume* v = find(c.volumes, id);
+    if (!v) {
+      out.cluster_reason = "volume not found: " + id;
+      return out;
+    }
+    const Plugin* p = find(c.plugins, v->plugin_id);
+    if (auto refused = check_schedulable(*v, p)) {
+      out.cluster_reason = refused->message;
+      return out;
+    }
+    needs.push_back({&req, id, v, p});
+    plugin_ids.insert(p->id);
+  }
+
+  // Volumes attached per node and plugin: every claim holds an attachment until it is freed.
+  Attached attached;
+  if (!plugin_ids.empty()) {
+    for (const auto& [vid, v] : c.volumes) {
+      if (!plugin_ids.contains(v.plugin_id)) continue;
+      for (const auto& [aid, claim] : v.claims) attached[{claim.node_id, v.plugin_id}].insert(vid);
+    }
+  }
+  std::map<std::string, int> load;
+  for (const auto& [id, a] : c.allocations)
+    if (!a.node_id.empty() && !domain::is_terminal(a)) ++load[a.node_id];
+
+  const auto now = domain::now();
+  int best_load = std::numeric_limits<int>::max();
+  auto consider = [&](const Node& node) {
+    auto reason = check_node(alloc, node, needs, attached, now);
+    if (!reason.empty()) {
+      out.rejections.push_back({node.id, std::move(reason)});
+      return;
+    }
+    int l = load[node.id];
+    if (l < best_load) {  // nodes come in id order: ties keep the smaller id
+      best_load = l;
+      out.node_id = node.id;
+    }
+  };
+  if (!alloc.node_id.empty()) {
+    if (const Node* n = find(c.nodes, alloc.node_id))
+      consider(*n);
+    else
+      out.rejections.push_back({alloc.node_id, "node not found"});
+  } else {
+    for (const auto& [id, node] : c.nodes) consider(node);
+  }
+  if (out.node_id) out.rejections.clear();
+  return out;
+}
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,107 @@
+// Liveness: a node silent for the TTL goes down once (event recorded, plugin unhealthy); nodes
+// get one TTL of grace after a restart; the loop runs in a task group and stops on cancel.
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "services/controlplane/nodes/liveness.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "shared/async/task_group.hpp"
+#include "tests/controlplane/support/fake_backend.hpp"
+#include "tests/controlplane/support/fixtures.hpp"
+
+namespace mooring::controlplane {
+
+using namespace std::chrono_literals;
+using Clock = NodeLiveness::Clock;
+
+namespace {
+
+domain::Node node(std::string id, domain::NodeStatus status = domain::NodeStatus::ready) {
+  domain::Node n;
+  n.id = std::move(id);
+  n.status = status;
+  return n;
+}
+
+}  // namespace
+
+class LivenessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(store.load());
+    Batch b;
+    auto n1 = node("n1");
+    auto p = fixtures::plugin("hostpath", "n1");
+    n1.plugins["hostpath"] = p.nodes.at("n1");
+    b.put(n1);
+    b.put(p);
+    b.put(node("n2"));
+    b.put(node("gone", domain::NodeStatus::down));
+    ASSERT_TRUE(store.commit(std::move(b)));
+  }
+  boost::asio::io_context io;
+  FakeBackend backend;
+  StateStore store{io.get_executor(), backend};
+};
+
+TEST_F(LivenessTest, NodesGetOneTtlOfGraceAfterStartThenGoDown) {
+  NodeLiveness live(store, {.ttl = 10s});
+  auto start = Clock::now();
+  EXPECT_TRUE(live.check(start + 5s).empty());
+  live.seen("n2", start + 8s);
+  auto down = live.check(start + 11s);
+  ASSERT_EQ(down, std::vector<std::string>{"n1"});
+  EXPECT_EQ(store.node("n1")->status, domain::NodeStatus::down);
+  EXPECT_EQ(store.node("n2")->status, domain::NodeStatus::ready);
+  EXPECT_EQ(store.plugin("hostpath")->nodes_healthy, 0);
+  EXPECT_FALSE(store.node("n1")->plugins.at("hostpath").healthy);
+  ASSERT_FALSE(store.node("n1")->events.empty());
+  EXPECT_NE(store.node("n1")->events.back().message.find("no heartbeat"), std::string::npos);
+  bool event = false;
+  for (const auto& e : store.events()) event |= e.type == "NodeDown" && e.key == "n1";
+  EXPECT_TRUE(event);
+
+  // Marked once: a second check writes nothing.
+  auto writes = backend.transactions.size();
+  EXPECT_TRUE(live.check(start + 12s).empty());
+  EXPECT_EQ(backend.transactions.size(), writes);
+  EXPECT_EQ(live.check(start + 19s), std::vector<std::string>{"n2"});
+}
+
+TEST_F(LivenessTest, AFailedWriteIsRetriedOnTheNextCheck) {
+  NodeLiveness live(store, {.ttl = 1s});
+  auto start = Clock::now();
+  live.seen("n2", start + 1h);
+  backend.fail_apply = true;
+  EXPECT_TRUE(live.check(start + 2s).empty());
+  EXPECT_EQ(store.node("n1")->status, domain::NodeStatus::ready);
+  backend.fail_apply = false;
+  EXPECT_EQ(live.check(start + 3s), std::vector<std::string>{"n1"});
+}
+
+TEST_F(LivenessTest, LoopMarksSilentNodesDownAndStopsOnCancel) {
+  NodeLiveness live(store, {.ttl = 100ms});
+  async::TaskGroup tasks(io.get_executor(), "test");
+  tasks.spawn("liveness", [&] { return live.run(); });
+  // Keep n2 alive from a second task until n1 is down.
+  bool n1_down = false;
+  tasks.spawn("watch", [&]() -> boost::asio::awaitable<void> {
+    while (!n1_down) {
+      live.seen("n2");
+      boost::asio::steady_timer t(io, 20ms);
+      co_await t.async_wait(boost::asio::use_awaitable);
+      n1_down = store.node("n1")->status == domain::NodeStatus::down;
+    }
+    tasks.cancel();
+  });
+  io.run_for(10s);
+  EXPECT_TRUE(n1_down);
+  EXPECT_EQ(store.node("n2")->status, domain::NodeStatus::ready);
+  EXPECT_EQ(tasks.size(), 0u);
+}
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,195 @@
+// Node reports folded into node records and plugin aggregates: counts, removal, no write for an
+// unchanged heartbeat, node down and back.
+#include <gtest/gtest.h>
+
+#include "services/controlplane/nodes/node_report.hpp"
+#include "services/controlplane/state/state_store.hpp"
+
+namespace mooring::controlplane {
+
+using domain::PluginInstance;
+using domain::PluginType;
+
+namespace {
+
+PluginInstance fp(std::string plugin, PluginType type, bool healthy = true, std::int64_t t = 1000) {
+  PluginInstance i;
+  i.plugin_id = std::move(plugin);
+  i.type = type;
+  i.healthy = healthy;
+  i.provider = "hostpath.mooring.dev";
+  i.version = "1.0";
+  i.requires_controller_plugin = domain::has_controller(type);
+  if (domain::has_node(type)) {
+    i.node_info = domain::NodeInfo{};
+    i.node_info->id = "csi-node";
+  }
+  if (domain::has_controller(type)) {
+    i.controller_info = domain::ControllerInfo{};
+    i.controller_info->supports_attach_detach = true;
+  }
+  i.update_time = domain::from_unix_ms(t);
+  return i;
+}
+
+// A tiny in-memory world: nodes and plugins as the store would hold them after applying plans.
+struct World {
+  std::map<std::string, domain::Node> nodes;
+  std::map<std::string, domain::Plugin> plugins;
+  PluginLookup lookup() {
+    return [this](const std::string& id) -> const domain::Plugin* {
+      auto it = plugins.find(id);
+      return it == plugins.end() ? nullptr : &it->second;
+    };
+  }
+  void apply(const NodeChange& ch) {
+    if (ch.node_changed) nodes[ch.node.id] = ch.node;
+    for (const auto& [id, p] : ch.plugins) {
+      if (p)
+        plugins[id] = *p;
+      else
+        plugins.erase(id);
+    }
+  }
+  NodeChange reg(const std::string& node, std::vector<PluginInstance> fps) {
+    auto it = nodes.find(node);
+    auto ch = plan_registration(it == nodes.end() ? nullptr : &it->second,
+                                NodeRegistration{.node_id = node, .address = node + ":4702"}, std::move(fps), lookup(),
+                                domain::now());
+    apply(ch);
+    return ch;
+  }
+  NodeChange beat(const std::string& node, std::vector<PluginInstance> fps, std::vector<domain::NodeEvent> events = {}) {
+    auto ch = plan_heartbeat(nodes.at(node), std::move(fps), std::move(events), lookup(), domain::now());
+    apply(ch);
+    return ch;
+  }
+};
+
+}  // namespace
+
+TEST(NodeReport, RegistrationStoresTheNodeReadyAndAggregatesItsPlugins) {
+  World w;
+  auto ch = w.reg("n1", {fp("hostpath", PluginType::monolith)});
+  ASSERT_TRUE(ch.node_changed);
+  const auto& node = w.nodes.at("n1");
+  EXPECT_EQ(node.status, domain::NodeStatus::ready);
+  EXPECT_EQ(node.name, "n1");
+  EXPECT_EQ(node.address, "n1:4702");
+  ASSERT_TRUE(node.plugins.contains("hostpath"));
+  EXPECT_EQ(node.plugins.at("hostpath").node_id, "n1");
+  const auto& p = w.plugins.at("hostpath");
+  EXPECT_EQ(p.controllers_healthy, 1);
+  EXPECT_EQ(p.controllers_expected, 1);
+  EXPECT_EQ(p.nodes_healthy, 1);
+  EXPECT_EQ(p.nodes_expected, 1);
+  EXPECT_TRUE(p.controller_required);
+  EXPECT_EQ(p.provider, "hostpath.mooring.dev");
+  ASSERT_FALSE(ch.events.empty());
+  EXPECT_EQ(ch.events[0].type, "NodeRegistered");
+  ASSERT_EQ(node.events.size(), 1u);
+  EXPECT_EQ(node.events[0].message, "node registered");
+}
+
+TEST(NodeReport, HeartbeatsFromSeveralNodesCountHealthyAndExpected) {
+  World w;
+  w.reg("n1", {fp("hostpath", PluginType::node)});
+  w.reg("n2", {fp("hostpath", PluginType::node, false)});
+  w.reg("n3", {fp("hostpath", PluginType::controller)});
+  const auto& p = w.plugins.at("hostpath");
+  EXPECT_EQ(p.nodes_expected, 2);
+  EXPECT_EQ(p.nodes_healthy, 1);
+  EXPECT_EQ(p.controllers_expected, 1);
+  EXPECT_EQ(p.controllers_healthy, 1);
+  // n2's plugin recovers.
+  auto ch = w.beat("n2", {fp("hostpath", PluginType::node, true, 2000)});
+  EXPECT_EQ(w.plugins.at("hostpath").nodes_healthy, 2);
+  ASSERT_EQ(ch.events.size(), 1u);
+  EXPECT_EQ(ch.events[0].type, "PluginHealthy");
+  EXPECT_EQ(ch.events[0].details.at("node_id"), "n2");
+}
+
+TEST(NodeReport, UnchangedHeartbeatPlansNoWriteEvenWithANewFingerprintTime) {
+  World w;
+  w.reg("n1", {fp("hostpath", PluginType::monolith, true, 1000)});
+  auto ch = w.beat("n1", {fp("hostpath", PluginType::monolith, true, 5000)});
+  EXPECT_TRUE(ch.empty());
+  // A changed health description is a change.
+  auto changed = fp("hostpath", PluginType::monolith, true, 6000);
+  changed.health_description = "probe slow";
+  EXPECT_FALSE(w.beat("n1", {changed}).empty());
+}
+
+TEST(NodeReport, PluginAbsentFromTheFullSetIsRemovedAndDeletedWhenNoInstanceIsLeft) {
+  World w;
+  w.reg("n1", {fp("a", PluginType::node), fp("b", PluginType::node)});
+  w.reg("n2", {fp("a", PluginType::node)});
+  auto ch = w.beat("n1", {fp("a", PluginType::node)});
+  EXPECT_FALSE(w.nodes.at("n1").plugins.contains("b"));
+  EXPECT_FALSE(w.plugins.contains("b"));  // no instance anywhere: the record is gone
+  ASSERT_TRUE(ch.plugins.contains("b"));
+  EXPECT_FALSE(ch.plugins.at("b").has_value());
+  w.beat("n1", {});
+  ASSERT_TRUE(w.plugins.contains("a"));  // n2 still runs it
+  EXPECT_EQ(w.plugins.at("a").nodes_expected, 1);
+  EXPECT_FALSE(w.plugins.at("a").nodes.contains("n1"));
+}
+
+TEST(NodeReport, TypeChangeMovesTheInstanceBetweenMaps) {
+  World w;
+  w.reg("n1", {fp("a", PluginType::monolith)});
+  w.beat("n1", {fp("a", PluginType::node)});
+  const auto& p = w.plugins.at("a");
+  EXPECT_EQ(p.controllers_expected, 0);
+  EXPECT_EQ(p.nodes_expected, 1);
+}
+
+TEST(NodeReport, NodeEventsAreKeptBoundedAndStoredAsEvents) {
+  World w;
+  w.reg("n1", {});
+  std::vector<domain::NodeEvent> events;
+  for (int i = 0; i < 60; ++i)
+    events.push_back({domain::from_unix_ms(1000 + i), "plugin", "event " + std::to_string(i), {{"plugin_id", "a"}}});
+  auto ch = w.beat("n1", {}, events);
+  EXPECT_EQ(ch.events.size(), 60u);
+  EXPECT_EQ(ch.events[0].type, "NodeEvent");
+  EXPECT_EQ(ch.events[0].details.at("subsystem"), "plugin");
+  const auto& node = w.nodes.at("n1");
+  ASSERT_EQ(node.events.size(), kMaxNodeEvents);
+  EXPECT_EQ(node.events.back().message, "event 59");
+}
+
+TEST(NodeReport, NodeDownMarksItsInstancesUnhealthyAndAHeartbeatBringsItBack) {
+  World w;
+  w.reg("n1", {fp("a", PluginType::monolith)});
+  auto down = plan_node_down(w.nodes.at("n1"), "no heartbeat for 10s", w.lookup(), domain::now());
+  w.apply(down);
+  EXPECT_EQ(w.nodes.at("n1").status, domain::NodeStatus::down);
+  EXPECT_EQ(w.plugins.at("a").nodes_healthy, 0);
+  EXPECT_EQ(w.plugins.at("a").controllers_healthy, 0);
+  EXPECT_EQ(w.plugins.at("a").nodes_expected, 1);
+  EXPECT_NE(w.nodes.at("n1").plugins.at("a").health_description.find("node down"), std::string::npos);
+  bool saw_down = false;
+  for (const auto& e : down.events) saw_down |= e.type == "NodeDown";
+  EXPECT_TRUE(saw_down);
+
+  auto back = w.beat("n1", {fp("a", PluginType::monolith)});
+  EXPECT_EQ(w.nodes.at("n1").status, domain::NodeStatus::ready);
+  EXPECT_EQ(w.plugins.at("a").nodes_healthy, 1);
+  bool saw_ready = false;
+  for (const auto& e : back.events) saw_ready |= e.type == "NodeReady";
+  EXPECT_TRUE(saw_ready);
+}
+
+TEST(NodeReport, StageWritesOnlyWhatChanged) {
+  World w;
+  auto ch = w.reg("n1", {fp("a", PluginType::node)});
+  Batch b;
+  ch.stage(b);
+  EXPECT_FALSE(b.empty());
+  Batch none;
+  w.beat("n1", {fp("a", PluginType::node)}).stage(none);
+  EXPECT_TRUE(none.empty());
+}
+
+}  // namespace mooring::controlplane
