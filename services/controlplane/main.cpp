@@ -11,12 +11,16 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "services/controlplane/agentapi/agent_service.hpp"
 #include "services/controlplane/api/api.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
+#include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/async/task_group.hpp"
 #include "shared/log/log.hpp"
+#include "shared/rpc/server.hpp"
 
 namespace asio = boost::asio;
 using namespace mooring;
@@ -28,7 +32,8 @@ constexpr const char* kUsage = R"(usage: mooring-controlplane --data-dir DIR [op
 
   --data-dir DIR            where the state lives (SQLite, created 0700/0600); required
   --http-addr HOST:PORT     REST API listen address (default 127.0.0.1:4700; port 0 = any)
-  --grpc-addr HOST:PORT     node agent RPC listen address (default 127.0.0.1:4701)
+  --grpc-addr HOST:PORT     node agent RPC listen address (default 127.0.0.1:4701; port 0 = any)
+  --heartbeat-ttl DURATION  a node silent this long is marked down (default 10s)
   --log-level LEVEL         debug|info|warn|error (default info)
   --log-format FORMAT       text|json (default text)
   --cors-read-origin ORIGIN browser origin allowed to read the API (repeatable; default "*")
@@ -46,6 +51,7 @@ struct Flags {
   std::vector<std::string> read_origins;
   std::vector<std::string> write_origins;
   std::chrono::milliseconds grace{10'000};
+  std::chrono::milliseconds heartbeat_ttl{10'000};
 };
 
 bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port) {
@@ -104,6 +110,13 @@ int parse_flags(int argc, char** argv, Flags& f) {
         return 2;
       }
       f.grace = *d;
+    } else if (name == "--heartbeat-ttl") {
+      auto d = http::parse_duration(value);
+      if (!d || d->count() <= 0) {
+        std::cerr << "--heartbeat-ttl: expected a positive duration like 10s, got \"" << value << "\"\n";
+        return 2;
+      }
+      f.heartbeat_ttl = *d;
     } else {
       std::cerr << "unknown flag " << name << "\n" << kUsage;
       return 2;
@@ -162,6 +175,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   server.start();
+
+  // Node agents' RPC service and node liveness.
+  NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl}};
+  AgentService agent_service{io.get_executor(), store, liveness, nullptr};
+  std::string grpc_error;
+  auto grpc_server = rpc::Server::start(
+      rpc::ServerOptions{.address = grpc_host + ":" + std::to_string(grpc_port), .services = {agent_service.service()}},
+      grpc_error);
+  if (!grpc_server) {
+    logger.error("cannot listen", {{"addr", flags.grpc_addr}, {"error", grpc_error}});
+    return 1;
+  }
+  logger.info("grpc api listening", {{"addr", grpc_host}, {"port", grpc_server->port()},
+                                     {"heartbeat_ttl", flags.heartbeat_ttl}});
+  async::TaskGroup node_tasks{io.get_executor(), "nodes"};
+  node_tasks.spawn("liveness", [&liveness] { return liveness.run(); });
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
   logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
                                      {"grpc_addr", flags.grpc_addr}});
@@ -171,6 +200,10 @@ int main(int argc, char** argv) {
     if (ec) return;
     logger.info("shutting down", {{"signal", signo}, {"grace", flags.grace}});
     store.release_waiters();  // blocking queries answer now instead of holding the shutdown
+    node_tasks.cancel();
+    asio::co_spawn(io, grpc_server->shutdown(flags.grace), [&](std::exception_ptr e) {
+      if (e) logger.error("grpc shutdown failed");
+    });
     asio::co_spawn(io, server.shutdown(flags.grace), [&](std::exception_ptr e) {
       if (e) logger.error("http shutdown failed");
       logger.info("stopped", {{"index", store.index()}});

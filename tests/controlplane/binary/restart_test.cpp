@@ -1,5 +1,6 @@
 // The real mooring-controlplane binary: every write acknowledged before kill -9 is there after a
-// restart; SIGTERM stops it cleanly; bad flags and a shared data dir fail clearly.
+// restart; SIGTERM stops it cleanly; bad flags and a shared data dir fail clearly; node agents'
+// gRPC service is served on the chosen port.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,9 +13,12 @@
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
+#include <future>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "mooring/v1/controlplane.grpc.pb.h"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
@@ -81,9 +85,9 @@ std::unique_ptr<Process> spawn(const fs::path& log, std::vector<std::string> arg
   return p;
 }
 
-// The port from the "http api listening" line of this run (the log is appended to).
-std::uint16_t wait_for_port(const Process& p, std::size_t run) {
-  std::regex re("http api listening.* port=([0-9]+)");
+// The port from the "http api listening" (or `what`) line of this run (the log is appended to).
+std::uint16_t wait_for_port(const Process& p, std::size_t run, const std::string& what = "http api listening") {
+  std::regex re(what + ".* port=([0-9]+)");
   for (int i = 0; i < 2000; ++i) {
     auto out = p.output();
     std::size_t seen = 0;
@@ -121,20 +125,32 @@ class BinaryTest : public ::testing::Test {
     StateStore store{io.get_executor(), **backend};
     ASSERT_TRUE(store.load());
     Batch b;
-    b.put(fixtures::plugin("hostpath", "node-1"));
+    auto plugin = fixtures::plugin("hostpath", "node-1");
+    domain::Node node;  // allocations are placed on it
+    node.id = "node-1";
+    node.address = "127.0.0.1:1";
+    node.status = domain::NodeStatus::ready;
+    node.plugins["hostpath"] = plugin.nodes.at("node-1");
+    b.put(plugin);
+    b.put(node);
     ASSERT_TRUE(store.commit(std::move(b)));
   }
   void TearDown() override { fs::remove_all(dir); }
 
-  std::unique_ptr<Process> start() {
+  std::unique_ptr<Process> start(std::vector<std::string> extra = {}) {
     ++runs;
-    auto p = spawn(dir / "controlplane.log", {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0"});
+    std::vector<std::string> args = {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0", "--grpc-addr",
+                                      "127.0.0.1:0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto p = spawn(dir / "controlplane.log", args);
     port = wait_for_port(*p, runs);
+    grpc_port = wait_for_port(*p, runs, "grpc api listening");
     return p;
   }
 
   fs::path dir, data;
   std::uint16_t port = 0;
+  std::uint16_t grpc_port = 0;
   std::size_t runs = 0;
 };
 
@@ -212,7 +228,8 @@ TEST_F(BinaryTest, AcknowledgedWritesSurviveKill9) {
 TEST_F(BinaryTest, SecondInstanceOnTheSameDataDirRefusesToStart) {
   auto p = start();
   ASSERT_NE(port, 0) << p->output();
-  auto second = spawn(dir / "second.log", {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0"});
+  auto second = spawn(dir / "second.log",
+                      {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"});
   int status = second->wait(20s);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);
@@ -230,6 +247,82 @@ TEST_F(BinaryTest, BadFlagsExitWithUsage) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
   EXPECT_NE(q->output().find("--data-dir is required"), std::string::npos);
+  auto ttl = spawn(dir / "flags3.log", {"--data-dir", data.string(), "--heartbeat-ttl", "soon"});
+  status = ttl->wait(20s);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(ttl->output().find("--heartbeat-ttl"), std::string::npos);
+}
+
+TEST_F(BinaryTest, ServesNodeAgentsOverGrpcAndMarksSilentNodesDown) {
+  auto p = start({"--heartbeat-ttl", "1s"});
+  ASSERT_NE(port, 0) << p->output();
+  ASSERT_NE(grpc_port, 0) << p->output();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port), grpc::InsecureChannelCredentials());
+  auto stub = v1::ControlPlane::NewStub(channel);
+  auto deadline = [](grpc::ClientContext& ctx, std::chrono::milliseconds d = 10s) {
+    ctx.set_deadline(std::chrono::system_clock::now() + d);
+  };
+
+  v1::RegisterNodeRequest reg;
+  reg.set_node_id("agent-1");
+  reg.set_address("127.0.0.1:4702");
+  auto* fp = reg.add_plugins();
+  fp->set_plugin_id("hostpath");
+  fp->set_type(v1::PLUGIN_TYPE_NODE);
+  fp->set_healthy(true);
+  fp->mutable_node_info()->set_csi_node_id("csi-agent-1");
+  v1::RegisterNodeResponse reg_resp;
+  {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    auto st = stub->RegisterNode(&ctx, reg, &reg_resp);
+    ASSERT_TRUE(st.ok()) << st.error_message() << "\n" << p->output();
+  }
+  EXPECT_EQ(reg_resp.heartbeat_ttl_ms(), 1000);
+  auto node = json::parse(http_request(port, "GET", "/v1/node/agent-1").body);
+  EXPECT_EQ(node["Status"], "ready");
+  auto plugin = json::parse(http_request(port, "GET", "/v1/plugin/csi/hostpath").body);
+  EXPECT_EQ(plugin["NodesHealthy"], 2);  // node-1 (seeded) and agent-1
+
+  // Nobody heartbeats: both nodes go down after the TTL (node-1 after its grace period).
+  std::string status;
+  for (int i = 0; i < 1000; ++i) {
+    status = json::parse(http_request(port, "GET", "/v1/node/agent-1").body).value("Status", "");
+    if (status == "down") break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(status, "down");
+  for (int i = 0; i < 1000; ++i) {
+    status = json::parse(http_request(port, "GET", "/v1/node/node-1").body).value("Status", "");
+    if (status == "down") break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(status, "down");
+
+  // A long poll in flight does not hold up SIGTERM.
+  auto watch = std::async(std::launch::async, [&] {
+    v1::WatchAllocationsRequest req;
+    req.set_node_id("agent-1");
+    req.set_min_index(1000000);
+    req.set_wait_ms(60000);
+    v1::WatchAllocationsResponse resp;
+    grpc::ClientContext ctx;
+    deadline(ctx, 60s);
+    return stub->WatchAllocations(&ctx, req, &resp);
+  });
+  std::this_thread::sleep_for(300ms);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(p->pid, SIGTERM), 0);
+  int exit_status = p->wait(20s);
+  ASSERT_TRUE(WIFEXITED(exit_status)) << p->output();
+  EXPECT_EQ(WEXITSTATUS(exit_status), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s);
+  ASSERT_EQ(watch.wait_for(10s), std::future_status::ready);
+  auto st = watch.get();
+  EXPECT_TRUE(st.ok() || st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+              st.error_code() == grpc::StatusCode::CANCELLED)
+      << st.error_message();
 }
 
 }  // namespace mooring::controlplane
