@@ -12,7 +12,6 @@
 namespace mooring::controlplane {
 
 bool requires_controller_publish(const domain::Plugin& plugin) {
-  if (!plugin.controller_required) return false;
   for (const auto& [node, inst] : plugin.controllers)
     if (inst.controller_info && inst.controller_info->supports_attach_detach) return true;
   return false;
