@@ -2,12 +2,29 @@
 
 #include <sys/stat.h>
 
+#include <grpcpp/impl/service_type.h>
+
+#include <set>
+
+#include "mooring/v1/controlplane.pb.h"
+#include "services/nodeagent/allocrunner/volume_mounter.hpp"
+#include "services/nodeagent/allocs/alloc_manager.hpp"
+#include "services/nodeagent/allocs/status_reporter.hpp"
+#include "services/nodeagent/controlplane_calls.hpp"
 #include "services/nodeagent/controlplane_link.hpp"
 #include "services/nodeagent/node_status.hpp"
 #include "services/nodeagent/plugins/grpc_plugin_client.hpp"
+#include "services/nodeagent/plugins/node_plugin_sync.hpp"
+#include "services/nodeagent/plugins/plugin_clients.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
+#include "services/nodeagent/rpcserver/nodeagent_service.hpp"
+#include "services/nodeagent/volumes/mount_table.hpp"
+#include "services/nodeagent/volumes/node_plugin_table.hpp"
+#include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/async/task_group.hpp"
+#include "shared/async/with_timeout.hpp"
 #include "shared/log/log.hpp"
+#include "shared/rpc/server.hpp"
 
 namespace mooring::nodeagent {
 namespace {
@@ -19,6 +36,8 @@ const log::Logger& logger() {
   static const log::Logger l{"agent"};
   return l;
 }
+
+asio::awaitable<void> flush_statuses(StatusReporter& reporter) { (void)co_await reporter.flush(); }
 
 bool is_socket(const std::string& path) {
   struct stat st {};
@@ -33,17 +52,119 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
       options_(std::move(options)),
       registry_(std::make_unique<PluginRegistry>(std::filesystem::path(config_.data_dir) / "plugins.json")),
       status_(std::make_unique<NodeStatus>()),
+      last_contact_(std::chrono::steady_clock::now()),
       processes_(std::make_unique<async::TaskGroup>(ex, "plugin-processes")),
       loops_(std::make_unique<async::TaskGroup>(ex, "agent")) {
-  if (!options_.make_client) options_.make_client = make_grpc_plugin_client;
+  clients_ = std::make_unique<PluginClients>(ex);
+  if (!options_.make_client) {
+    // The supervisor's client shares the plugin's channel with the volume and controller calls.
+    options_.make_client = [clients = clients_.get()](const std::string& socket) {
+      return make_plugin_client(clients->get(socket));
+    };
+  }
+  const std::filesystem::path data_dir(config_.data_dir);
+  node_plugins_ = std::make_unique<NodePluginTable>(ex);
+  node_plugin_sync_ = std::make_unique<NodePluginSync>(*registry_, *status_, *clients_, *node_plugins_);
+  mount_table_ = std::make_unique<ProcMountTable>();
+  GrpcControlPlaneOptions cp;
+  cp.address = config_.controlplane_addr;
+  cp.on_contact = [this] { last_contact_ = std::chrono::steady_clock::now(); };
+  controlplane_ = make_grpc_controlplane_calls(cp);
+
+  VolumeManagerOptions vm;
+  vm.mount_root = data_dir / "mounts";
+  vm.state_dir = data_dir / "volumes";
+  vm.unmount_backoff = options_.release_backoff;
+  vm.notify_backoff = options_.release_backoff;
+  // The node side is released: tell the control plane (UnpublishVolume). A claim the control
+  // plane no longer knows, or that is not this node's, leaves nothing to do here.
+  auto notify = [this](const std::string& volume_id, const std::string& alloc_id) -> asio::awaitable<domain::Status> {
+    ::mooring::v1::UnpublishVolumeRequest req;
+    req.set_volume_id(volume_id);
+    req.set_alloc_id(alloc_id);
+    req.set_node_id(config_.node_id);
+    const auto st = co_await controlplane_->unpublish_volume(req);
+    if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND) co_return domain::Status{};
+    if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      logger().warn("control plane refused the unpublish; nothing left to release here",
+                    {{"volume", volume_id}, {"alloc", alloc_id}, {"error", st.error_message()}});
+      co_return domain::Status{};
+    }
+    co_return domain::error("UnpublishVolume: " + st.error_message());
+  };
+  volumes_ = std::make_unique<VolumeManager>(ex, *node_plugins_, *mount_table_, notify, vm);
+  mounter_ = std::make_unique<VolumeManagerMounter>(*volumes_);
+
+  StatusReporterOptions sr;
+  sr.node_id = config_.node_id;
+  sr.state_file = data_dir / "alloc-updates.json";
+  reporter_ = std::make_unique<StatusReporter>(ex, *controlplane_, sr);
+
+  AllocManagerOptions am;
+  am.node_id = config_.node_id;
+  am.state_dir = data_dir / "allocs";
+  am.runner.default_kill_timeout = config_.kill_timeout;
+  am.csi.claim_backoff = async::Backoff{options_.claim_backoff_initial, options_.claim_backoff_max, 2.0, 0.2,
+                                        config_.claim_timeout};
+  am.watch_wait = options_.watch_wait;
+  am.disconnect_check_interval = options_.disconnect_check_interval;
+  allocs_ = std::make_unique<AllocManager>(ex, *controlplane_, *mounter_, *reporter_, am);
+
   LinkOptions link;
   link.node_id = config_.node_id;
   link.node_name = config_.node_name;
   link.advertise_addr = config_.grpc_addr;
   link.controlplane_addr = config_.controlplane_addr;
   link.heartbeat_interval = config_.heartbeat_interval;
+  link.on_contact = [this] { last_contact_ = std::chrono::steady_clock::now(); };
   link_ = std::make_unique<ControlPlaneLink>(ex, link, *status_);
-  status_->on_change([this] { link_->wake(); });
+  status_->on_change([this] {
+    link_->wake();
+    node_plugin_sync_->sync();
+  });
+}
+
+int Agent::grpc_port() const { return server_ ? server_->port() : 0; }
+
+std::chrono::steady_clock::duration Agent::disconnected_for() const {
+  return std::chrono::steady_clock::now() - last_contact_;
+}
+
+void Agent::start_grpc_server() {
+  if (config_.grpc_addr.empty()) return;
+  service_ = make_nodeagent_service(
+      ex_, NodeAgentServiceDeps{config_.node_id, *volumes_, *registry_, *status_, *clients_});
+  rpc::ServerOptions so;
+  so.address = config_.grpc_addr;
+  so.services = {service_.get()};
+  std::string error;
+  server_ = rpc::Server::start(so, error);
+  if (!server_) {
+    logger().error("the NodeAgent gRPC service could not start; the control plane cannot call this node",
+                   {{"address", config_.grpc_addr}, {"error", error}});
+    status_->add_event("agent", "NodeAgent gRPC service not started: " + error);
+    return;
+  }
+  // An OS-chosen port: advertise the one actually bound.
+  const auto& addr = config_.grpc_addr;
+  if (server_->port() != 0 && addr.size() > 2 && addr.ends_with(":0"))
+    link_->set_advertise_addr(addr.substr(0, addr.size() - 1) + std::to_string(server_->port()));
+}
+
+// Mounts recorded for allocations this agent has no state for (the state was lost, or the
+// allocation was removed while the agent was down): nothing will ever use them, release them.
+void Agent::release_orphaned_mounts() {
+  const auto known = allocs_->alloc_ids();
+  const std::set<std::string> known_set(known.begin(), known.end());
+  for (const auto& alloc_id : volumes_->mounted_allocations()) {
+    if (known_set.contains(alloc_id)) continue;
+    std::vector<std::string> volume_ids;
+    for (const auto& r : volumes_->records())
+      if (r.alloc_id == alloc_id) volume_ids.push_back(r.volume_id);
+    logger().warn("releasing mounts of an allocation unknown to this agent",
+                  {{"alloc", alloc_id}, {"volumes", static_cast<int64_t>(volume_ids.size())}});
+    volumes_->release(alloc_id, volume_ids);
+  }
 }
 
 Agent::~Agent() {
@@ -103,14 +224,40 @@ void Agent::start() {
     loops_->spawn("supervise-" + pc.id, supervisors_.back()->run());
   }
   loops_->spawn("controlplane-link", link_->run());
+
+  // Volumes and allocations (issue 6): finish releases left by the previous run, restore the
+  // allocations (re-adopting their tasks), then follow the control plane.
+  if (auto st = volumes_->load(); !st)
+    logger().error("mount records could not be loaded", {{"error", st.error()}});
+  volumes_->resume();
+  reporter_->load();
+  allocs_->restore();
+  release_orphaned_mounts();
+  loops_->spawn("alloc-status", reporter_->run());
+  loops_->spawn("alloc-watch", allocs_->watch());
+  loops_->spawn("alloc-disconnect", allocs_->watch_disconnect([this] { return disconnected_for(); }));
+  start_grpc_server();
 }
 
 asio::awaitable<void> Agent::shutdown() {
   if (shut_down_) co_return;
   shut_down_ = true;
   logger().info("shutting down", {{"plugins", static_cast<int64_t>(supervisors_.size())}});
+  // Seed 004: nothing here waits on a plugin. Allocation runners are cancelled (their tasks keep
+  // running and are re-adopted after the restart), unfinished unmounts are cancelled with their
+  // progress on disk (resume() continues them), the gRPC service stops taking calls.
+  if (server_) co_await server_->shutdown(options_.shutdown_grace);
+  co_await allocs_->shutdown();
+  const bool releases_stopped = co_await volumes_->shutdown(options_.shutdown_grace);
+  if (!releases_stopped) logger().warn("some volume releases did not stop in time; they resume after the restart");
   loops_->cancel();
   co_await loops_->join();
+  // The last statuses (e.g. an allocation stopped just now), bounded: they stay on disk otherwise.
+  const bool delivered_status = co_await async::with_timeout(
+      flush_statuses(*reporter_),
+      options_.shutdown_grace);
+  if (!delivered_status || reporter_->pending() > 0)
+    logger().info("allocation status reports kept for the next run", {{"pending", static_cast<int64_t>(reporter_->pending())}});
   // Seed 003: the last fingerprint runs against a closed client, so every plugin is reported
   // unhealthy with a correctly populated fingerprint.
   for (auto& s : supervisors_) co_await s->final_fingerprint("agent shutting down");
@@ -120,6 +267,7 @@ asio::awaitable<void> Agent::shutdown() {
   for (auto& s : supervisors_) co_await s->stop_and_deregister();
   processes_->cancel();
   co_await processes_->join();
+  clients_->close_all();
   logger().info("shut down");
 }
 

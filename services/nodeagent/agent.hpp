@@ -1,6 +1,7 @@
 // The node agent as one object: plugin supervisors, the plugin registry, the node status and the
-// control plane link, started together and shut down in the order seed 003 asks for. main.cpp
-// and the integration tests drive this same class.
+// control plane link, the volume manager, the allocations (watch loop, runners, status reports)
+// and the NodeAgent gRPC service, started together and shut down in the order seeds 003 and 004
+// ask for. main.cpp and the integration tests drive this same class.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -15,18 +16,41 @@
 namespace mooring::async {
 class TaskGroup;
 }
+namespace mooring::rpc {
+class Server;
+}
+namespace grpc {
+class Service;
+}
 
 namespace mooring::nodeagent {
 
+class AllocManager;
+class ControlPlaneCalls;
 class ControlPlaneLink;
+class NodePluginSync;
+class NodePluginTable;
 class NodeStatus;
+class PluginClients;
 class PluginRegistry;
+class ProcMountTable;
+class StatusReporter;
+class VolumeManager;
+class VolumeManagerMounter;
 
 struct AgentOptions {
   // Tests shorten these; production uses the defaults.
   async::Backoff restart_backoff{std::chrono::seconds(1), std::chrono::seconds(60), 2.0, 0.2};
   std::chrono::milliseconds final_heartbeat_timeout{std::chrono::seconds(5)};
   PluginClientFactory make_client;  // empty: gRPC over the plugin's unix socket
+  std::chrono::milliseconds watch_wait{std::chrono::seconds(30)};  // allocation long poll
+  std::chrono::milliseconds disconnect_check_interval{std::chrono::seconds(1)};
+  // Unmount / control plane notification retries of the volume manager.
+  async::Backoff release_backoff{std::chrono::milliseconds(250), std::chrono::seconds(30), 2.0, 0.2};
+  std::chrono::milliseconds claim_backoff_initial{std::chrono::seconds(1)};
+  std::chrono::milliseconds claim_backoff_max{std::chrono::seconds(60)};
+  // Bounds of the shutdown steps that talk to others; shutdown never waits on a plugin.
+  std::chrono::milliseconds shutdown_grace{std::chrono::seconds(2)};
 };
 
 class Agent {
@@ -49,9 +73,18 @@ class Agent {
   ControlPlaneLink& link() { return *link_; }
   PluginSupervisor* supervisor(const std::string& plugin_id);
   const AgentConfig& config() const { return config_; }
+  VolumeManager& volumes() { return *volumes_; }
+  AllocManager& allocations() { return *allocs_; }
+  StatusReporter& status_reporter() { return *reporter_; }
+  // The bound NodeAgent gRPC port (0 when the server did not start or listens on a unix socket).
+  int grpc_port() const;
+  // How long the control plane has not been reached.
+  std::chrono::steady_clock::duration disconnected_for() const;
 
  private:
   void reconcile_persisted_plugins();
+  void start_grpc_server();
+  void release_orphaned_mounts();
 
   boost::asio::any_io_executor ex_;
   AgentConfig config_;
@@ -60,6 +93,18 @@ class Agent {
   std::unique_ptr<NodeStatus> status_;
   std::unique_ptr<ControlPlaneLink> link_;
   std::vector<std::unique_ptr<PluginSupervisor>> supervisors_;
+  std::chrono::steady_clock::time_point last_contact_;
+  std::unique_ptr<PluginClients> clients_;
+  std::unique_ptr<NodePluginTable> node_plugins_;
+  std::unique_ptr<NodePluginSync> node_plugin_sync_;
+  std::unique_ptr<ProcMountTable> mount_table_;
+  std::unique_ptr<ControlPlaneCalls> controlplane_;
+  std::unique_ptr<VolumeManager> volumes_;
+  std::unique_ptr<VolumeManagerMounter> mounter_;
+  std::unique_ptr<StatusReporter> reporter_;
+  std::unique_ptr<AllocManager> allocs_;
+  std::unique_ptr<grpc::Service> service_;
+  std::unique_ptr<rpc::Server> server_;
   bool started_ = false;
   bool shut_down_ = false;
   // Task groups last: destroyed first, so nothing they run outlives the members above.

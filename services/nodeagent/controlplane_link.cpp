@@ -45,6 +45,13 @@ ControlPlaneLink::~ControlPlaneLink() = default;
 
 void ControlPlaneLink::wake() { wake_->notify(); }
 
+void ControlPlaneLink::set_advertise_addr(std::string address) {
+  if (address == options_.advertise_addr) return;
+  options_.advertise_addr = std::move(address);
+  registered_ = false;  // register again so the control plane learns the address
+  wake_->notify();
+}
+
 asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds timeout) {
   v1::RegisterNodeRequest req;
   v1::RegisterNodeResponse resp;
@@ -62,6 +69,7 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   }
   registered_ = true;
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
+  if (options_.on_contact) options_.on_contact();
   logger().info("registered with the control plane",
                 {{"node_id", options_.node_id}, {"controlplane", options_.controlplane_addr}});
   co_return true;
@@ -89,6 +97,7 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   }
   status_.ack(batch.last_seq);
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
+  if (options_.on_contact) options_.on_contact();
   ++heartbeats_ok_;
   co_return true;
 }

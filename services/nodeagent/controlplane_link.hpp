@@ -7,6 +7,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,9 @@ struct LinkOptions {
   // Changes (health, events) are sent early, but never more often than this.
   std::chrono::milliseconds min_heartbeat_gap{std::chrono::milliseconds(200)};
   async::Backoff backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
+  // Called after every registration or heartbeat the control plane accepted (the agent's
+  // "last contact" clock for the client-side disconnect rule).
+  std::function<void()> on_contact;
 };
 
 class ControlPlaneLink {
@@ -47,6 +51,10 @@ class ControlPlaneLink {
 
   // Asks run() to heartbeat early (something changed).
   void wake();
+
+  // The address the control plane dials back, once known (an OS-chosen port is known only after
+  // the agent's gRPC server bound it). Takes effect at the next registration.
+  void set_advertise_addr(std::string address);
 
   bool registered() const { return registered_; }
   unsigned heartbeats_sent() const { return heartbeats_ok_; }

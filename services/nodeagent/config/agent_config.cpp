@@ -43,6 +43,10 @@ constexpr std::array kOptions{
     Option{"log-format", "MOORING_LOG_FORMAT", "log_format", "FORMAT", "text|json", "text"},
     Option{"heartbeat-interval", "MOORING_HEARTBEAT_INTERVAL", "heartbeat_interval", "DURATION",
            "how often the agent heartbeats to the control plane", "5s"},
+    Option{"claim-timeout", "MOORING_CLAIM_TIMEOUT", "claim_timeout", "DURATION",
+           "how long an allocation keeps retrying a claim the volume's previous user still holds", "24h"},
+    Option{"kill-timeout", "MOORING_KILL_TIMEOUT", "kill_timeout", "DURATION",
+           "SIGTERM -> SIGKILL grace for a task that names no KillTimeout", "5s"},
     Option{"plugin", "MOORING_PLUGINS", "plugins", "SPEC",
            "a CSI plugin, repeatable; SPEC is id=ID,type=controller|node|monolith,command=PATH,arg=A,"
            "env=K=V,socket=PATH,health_timeout=30s,probe_interval=5s,fingerprint_interval=30s,"
@@ -217,6 +221,14 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
     }
     if (key == "heartbeat_interval") {
       cfg.heartbeat_interval = get_duration(layer, key, path);
+      continue;
+    }
+    if (key == "claim_timeout") {
+      cfg.claim_timeout = get_duration(layer, key, path);
+      continue;
+    }
+    if (key == "kill_timeout") {
+      cfg.kill_timeout = get_duration(layer, key, path);
       continue;
     }
     std::string* target = nullptr;

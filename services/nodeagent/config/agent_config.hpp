@@ -44,6 +44,11 @@ struct AgentConfig {
   std::string log_level = "info";
   std::string log_format = "text";
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};
+  // How long the CSI hook retries a claim refused because the volume's previous allocation still
+  // holds it (seed 004). Nomad's 24 h: time for an operator to repair a stuck release; stopping
+  // the allocation ends the wait at once.
+  std::chrono::milliseconds claim_timeout{std::chrono::hours(24)};
+  std::chrono::milliseconds kill_timeout{std::chrono::seconds(5)};  // for tasks without KillTimeout
   std::vector<PluginConfig> plugins;
 };
 

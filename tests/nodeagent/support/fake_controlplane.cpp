@@ -17,7 +17,145 @@ FakeControlPlane::FakeControlPlane() {
   if (!server_ || port_ == 0) throw std::runtime_error("fake control plane could not listen");
 }
 
-FakeControlPlane::~FakeControlPlane() { server_->Shutdown(std::chrono::system_clock::now()); }
+FakeControlPlane::~FakeControlPlane() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  server_->Shutdown(std::chrono::system_clock::now());
+}
+
+namespace {
+grpc::Status down_status() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake control plane is down"); }
+}  // namespace
+
+grpc::Status FakeControlPlane::WatchAllocations(grpc::ServerContext* ctx, const v1::WatchAllocationsRequest* req,
+                                                v1::WatchAllocationsResponse* resp) {
+  std::unique_lock lock(mu_);
+  if (down_) return down_status();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(req->wait_ms());
+  while (index_ <= req->min_index() && !stopping_ && !down_ && !ctx->IsCancelled() &&
+         std::chrono::steady_clock::now() < deadline) {
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+  if (down_ || stopping_) return down_status();
+  resp->set_index(index_);
+  for (const auto& [id, a] : allocs_)
+    if (a.node_id() == req->node_id()) *resp->add_allocations() = a;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeControlPlane::UpdateAllocations(grpc::ServerContext*, const v1::UpdateAllocationsRequest* req,
+                                                 v1::UpdateAllocationsResponse*) {
+  {
+    std::lock_guard lock(mu_);
+    if (down_) return down_status();
+    for (const auto& u : req->updates()) {
+      auto it = allocs_.find(u.alloc_id());
+      if (it == allocs_.end()) continue;
+      it->second.set_client_status(u.client_status());
+      it->second.set_modify_index(++index_);
+      for (const auto& e : u.events()) alloc_events_[u.alloc_id()].push_back(e.type());
+    }
+  }
+  cv_.notify_all();
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeControlPlane::ClaimVolume(grpc::ServerContext*, const v1::ClaimVolumeRequest* req,
+                                           v1::ClaimVolumeResponse* resp) {
+  std::lock_guard lock(mu_);
+  if (down_) return down_status();
+  claim_calls_.push_back(*req);
+  auto vol = volumes_.find(req->volume_id());
+  if (vol == volumes_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "volume not found: " + req->volume_id());
+  auto& holders = claims_[req->volume_id()];
+  const bool write = req->mode() == v1::CLAIM_MODE_WRITE;
+  if (write) {
+    for (const auto& [alloc, is_write] : holders)
+      if (alloc != req->alloc_id() && is_write)
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "volume max claims reached");
+  }
+  holders[req->alloc_id()] = write;
+  auto info = vol->second;
+  info.set_access_mode(req->access_mode());
+  info.set_attachment_mode(req->attachment_mode());
+  info.set_read_only(!write);
+  *resp->mutable_volume() = info;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeControlPlane::UnpublishVolume(grpc::ServerContext*, const v1::UnpublishVolumeRequest* req,
+                                               v1::UnpublishVolumeResponse*) {
+  std::lock_guard lock(mu_);
+  if (down_) return down_status();
+  unpublish_calls_.push_back(*req);
+  claims_[req->volume_id()].erase(req->alloc_id());
+  return grpc::Status::OK;
+}
+
+void FakeControlPlane::put_volume(const v1::VolumeMountInfo& volume) {
+  std::lock_guard lock(mu_);
+  volumes_[volume.volume_id()] = volume;
+}
+
+void FakeControlPlane::put_allocation(const v1::Allocation& alloc) {
+  {
+    std::lock_guard lock(mu_);
+    auto& a = allocs_[alloc.id()] = alloc;
+    a.set_modify_index(++index_);
+  }
+  cv_.notify_all();
+}
+
+void FakeControlPlane::stop_allocation(const std::string& alloc_id) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = allocs_.find(alloc_id);
+    if (it == allocs_.end()) return;
+    it->second.set_desired_status(v1::DESIRED_STATUS_STOP);
+    it->second.set_modify_index(++index_);
+  }
+  cv_.notify_all();
+}
+
+std::optional<v1::Allocation> FakeControlPlane::allocation(const std::string& alloc_id) const {
+  std::lock_guard lock(mu_);
+  auto it = allocs_.find(alloc_id);
+  if (it == allocs_.end()) return std::nullopt;
+  return it->second;
+}
+
+v1::ClientStatus FakeControlPlane::client_status(const std::string& alloc_id) const {
+  auto a = allocation(alloc_id);
+  return a ? a->client_status() : v1::CLIENT_STATUS_UNSPECIFIED;
+}
+
+std::vector<std::string> FakeControlPlane::event_types(const std::string& alloc_id) const {
+  std::lock_guard lock(mu_);
+  auto it = alloc_events_.find(alloc_id);
+  return it == alloc_events_.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::vector<v1::ClaimVolumeRequest> FakeControlPlane::claims() const {
+  std::lock_guard lock(mu_);
+  return claim_calls_;
+}
+
+std::vector<v1::UnpublishVolumeRequest> FakeControlPlane::unpublishes() const {
+  std::lock_guard lock(mu_);
+  return unpublish_calls_;
+}
+
+std::vector<std::string> FakeControlPlane::claim_holders(const std::string& volume_id) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  auto it = claims_.find(volume_id);
+  if (it != claims_.end())
+    for (const auto& [alloc, _] : it->second) out.push_back(alloc);
+  return out;
+}
 
 grpc::Status FakeControlPlane::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
                                             v1::RegisterNodeResponse* resp) {
@@ -51,8 +189,11 @@ void FakeControlPlane::forget_node() {
 }
 
 void FakeControlPlane::set_down(bool down) {
-  std::lock_guard lock(mu_);
-  down_ = down;
+  {
+    std::lock_guard lock(mu_);
+    down_ = down;
+  }
+  cv_.notify_all();
 }
 
 std::vector<v1::RegisterNodeRequest> FakeControlPlane::registrations() const {

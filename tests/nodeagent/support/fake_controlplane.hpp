@@ -1,11 +1,17 @@
 // A fake ControlPlane gRPC service for node agent tests: records every RegisterNode and
 // Heartbeat it receives, answers known=false on request, and can be taken "down" (UNAVAILABLE).
+// For allocations it keeps a small allocation table (WatchAllocations long polls on its index,
+// UpdateAllocations stores client statuses and events) and a claim table with Nomad's single
+// writer rule (ClaimVolume answers FAILED_PRECONDITION "volume max claims reached" while another
+// allocation holds a write claim; UnpublishVolume frees the claim).
 // Thread-safe: gRPC's sync server threads write, the test thread reads.
 #pragma once
 
 #include <grpcpp/server.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <map>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -29,6 +35,29 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   grpc::Status Heartbeat(grpc::ServerContext*, const ::mooring::v1::HeartbeatRequest* req,
                          ::mooring::v1::HeartbeatResponse* resp) override;
 
+  grpc::Status WatchAllocations(grpc::ServerContext*, const ::mooring::v1::WatchAllocationsRequest* req,
+                                ::mooring::v1::WatchAllocationsResponse* resp) override;
+  grpc::Status UpdateAllocations(grpc::ServerContext*, const ::mooring::v1::UpdateAllocationsRequest* req,
+                                 ::mooring::v1::UpdateAllocationsResponse* resp) override;
+  grpc::Status ClaimVolume(grpc::ServerContext*, const ::mooring::v1::ClaimVolumeRequest* req,
+                           ::mooring::v1::ClaimVolumeResponse* resp) override;
+  grpc::Status UnpublishVolume(grpc::ServerContext*, const ::mooring::v1::UnpublishVolumeRequest* req,
+                               ::mooring::v1::UnpublishVolumeResponse* resp) override;
+
+  // Registers a volume agents may claim (what ClaimVolume answers, modes taken from the claim).
+  void put_volume(const ::mooring::v1::VolumeMountInfo& volume);
+  // Adds or replaces an allocation and wakes the watchers.
+  void put_allocation(const ::mooring::v1::Allocation& alloc);
+  // desired_status = stop.
+  void stop_allocation(const std::string& alloc_id);
+  std::optional<::mooring::v1::Allocation> allocation(const std::string& alloc_id) const;
+  ::mooring::v1::ClientStatus client_status(const std::string& alloc_id) const;
+  std::vector<std::string> event_types(const std::string& alloc_id) const;
+  std::vector<::mooring::v1::ClaimVolumeRequest> claims() const;
+  std::vector<::mooring::v1::UnpublishVolumeRequest> unpublishes() const;
+  // Allocations holding a claim on the volume right now.
+  std::vector<std::string> claim_holders(const std::string& volume_id) const;
+
   // Next heartbeat answers known=false (the control plane forgot the node).
   void forget_node();
   // While down, every call fails with UNAVAILABLE (and is not recorded).
@@ -49,6 +78,15 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   bool forget_ = false;
   bool down_ = false;
   bool registered_ = false;
+  bool stopping_ = false;
+  std::condition_variable cv_;
+  uint64_t index_ = 1;
+  std::map<std::string, ::mooring::v1::Allocation> allocs_;
+  std::map<std::string, std::vector<std::string>> alloc_events_;
+  std::map<std::string, ::mooring::v1::VolumeMountInfo> volumes_;
+  std::map<std::string, std::map<std::string, bool>> claims_;  // volume -> alloc -> write
+  std::vector<::mooring::v1::ClaimVolumeRequest> claim_calls_;
+  std::vector<::mooring::v1::UnpublishVolumeRequest> unpublish_calls_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
 };

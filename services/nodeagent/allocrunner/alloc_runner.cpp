@@ -1,0 +1,256 @@
+#include "services/nodeagent/allocrunner/alloc_runner.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "services/nodeagent/allocrunner/task_process.hpp"
+#include "shared/async/wake_signal.hpp"
+#include "shared/async/with_timeout.hpp"
+#include "shared/log/log.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace asio = boost::asio;
+using domain::ClientStatus;
+
+const log::Logger& logger() {
+  static const log::Logger l{"alloc-runner"};
+  return l;
+}
+
+}  // namespace
+
+AllocRunner::AllocRunner(asio::any_io_executor ex, AllocState state, AllocStateStore& store, AllocStatusSink& status,
+                         AllocRunnerOptions options)
+    : ex_(ex),
+      state_(std::move(state)),
+      store_(store),
+      status_(status),
+      options_(options),
+      stop_signal_(std::make_unique<async::WakeSignal>(ex)) {}
+
+AllocRunner::~AllocRunner() = default;
+
+void AllocRunner::add_hook(std::unique_ptr<AllocHook> hook) { hooks_.push_back(std::move(hook)); }
+
+void AllocRunner::save() {
+  if (auto st = store_.save(state_); !st) {
+    // The runner keeps going: the allocation matters more than its restart record.
+    logger().error("cannot persist the allocation state", {{"alloc", id()}, {"error", st.error()}});
+  }
+}
+
+void AllocRunner::emit(std::string type, std::string message) {
+  domain::TaskEvent e{domain::now(), std::move(type), std::move(message)};
+  logger().info("allocation event", {{"alloc", id()}, {"type", e.type}, {"message", e.message}});
+  status_.report(id(), state_.client_status, {std::move(e)});
+}
+
+void AllocRunner::set_status(ClientStatus status) {
+  if (state_.client_status == status) return;
+  state_.client_status = status;
+  save();
+  status_.report(id(), status, {});
+}
+
+void AllocRunner::note_claim(const std::string& volume_id) {
+  for (const auto& v : state_.claimed_volumes)
+    if (v == volume_id) return;
+  state_.claimed_volumes.push_back(volume_id);
+  save();
+}
+
+void AllocRunner::update(const domain::Allocation& alloc) {
+  if (alloc.id != id()) return;
+  // Keep the local view of the client status; take everything else from the control plane.
+  auto client_status = state_.client_status;
+  state_.alloc = alloc;
+  state_.alloc.client_status = client_status;
+  if (alloc.desired_status == domain::DesiredStatus::stop) {
+    stop("stopped by the control plane");
+  } else {
+    save();
+  }
+}
+
+void AllocRunner::stop(std::string reason) {
+  if (!state_.stop_reason.empty() || finished_) return;
+  state_.stop_reason = std::move(reason);
+  save();
+  emit("StopRequested", state_.stop_reason);
+  stop_signal_->notify();
+}
+
+asio::awaitable<void> AllocRunner::wait_for_stop() {
+  auto gen = stop_signal_->generation();
+  while (state_.stop_reason.empty()) gen = co_await stop_signal_->wait(gen);
+}
+
+// The op's value, or nullopt when a stop came first (the op was then cancelled and awaited).
+template <class T>
+asio::awaitable<std::optional<T>> AllocRunner::until_stopped(asio::awaitable<T> op) {
+  if (stop_requested()) co_return std::nullopt;
+  auto ex = co_await asio::this_coro::executor;
+  std::optional<T> out;
+  auto [order, op_error, stop_error] =
+      co_await asio::experimental::make_parallel_group(
+          asio::co_spawn(ex, async::detail::store_result(std::move(op), out), asio::deferred),
+          asio::co_spawn(ex, wait_for_stop(), asio::deferred))
+          .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+  (void)stop_error;
+  if (order[0] == 0) {
+    if (op_error) std::rethrow_exception(op_error);
+    co_return out;
+  }
+  co_return std::nullopt;
+}
+
+asio::awaitable<domain::Status> AllocRunner::run_prerun(std::map<std::string, std::string>& env) {
+  for (auto& hook : hooks_) {
+    auto st = co_await hook->prerun(env);
+    if (!st) co_return domain::error(std::string(hook->name()) + " hook: " + st.error());
+  }
+  co_return domain::Status{};
+}
+
+void AllocRunner::run_postrun() {
+  for (auto& hook : hooks_) hook->postrun();
+  state_.postrun_done = true;
+  state_.task.reset();
+  save();
+}
+
+asio::awaitable<void> AllocRunner::run() {
+  if (state_.postrun_done) {
+    // Terminal before a restart: report again (harmless if the control plane already knows).
+    status_.report(id(), state_.client_status, {});
+    finished_ = true;
+    co_return;
+  }
+  const bool resumed = state_.task_started || state_.client_status != ClientStatus::pending ||
+                       !state_.claimed_volumes.empty();
+  save();
+  emit(resumed ? "Resumed" : "Received",
+       resumed ? "allocation resumed after an agent restart" : "allocation received by the node agent");
+  if (state_.alloc.desired_status == domain::DesiredStatus::stop && state_.stop_reason.empty())
+    stop("stopped by the control plane");
+
+  const bool task_ended_earlier = state_.task_started && !state_.task;
+  if (!stop_requested() && !task_ended_earlier) {
+    std::map<std::string, std::string> env;
+    auto prerun = co_await until_stopped(run_prerun(env));
+    if (!prerun) {
+      state_.task_result = "stopped before the task started";
+      set_status(ClientStatus::complete);
+    } else if (!*prerun) {
+      emit("SetupFailure", prerun->error());
+      state_.task_result = prerun->error();
+      set_status(ClientStatus::failed);
+    } else {
+      co_await run_task(env);
+    }
+  } else if (task_ended_earlier) {
+    // The task ended and the agent stopped before Postrun: finish the job.
+    if (state_.client_status == ClientStatus::pending || state_.client_status == ClientStatus::running)
+      set_status(ClientStatus::failed);
+  } else {
+    state_.task_result = "stopped before the task started";
+    set_status(ClientStatus::complete);
+  }
+
+  run_postrun();
+  emit("Terminated", state_.task_result.empty() ? std::string(domain::to_string(state_.client_status))
+                                                : state_.task_result);
+  finished_ = true;
+}
+
+asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::string>& volume_env) {
+  const auto& alloc = state_.alloc;
+  if (!alloc.task) {
+    // No task: the allocation holds its volumes until it is stopped.
+    set_status(ClientStatus::running);
+    emit("Running", "no task: holding the volumes until the allocation is stopped");
+    co_await wait_for_stop();
+    state_.task_result = "stopped: " + state_.stop_reason;
+    set_status(ClientStatus::complete);
+    co_return;
+  }
+
+  if (state_.task) {
+    task_ = TaskProcess::adopt(ex_, *state_.task);
+    if (!task_) {
+      state_.task.reset();
+      state_.task_result = "the task ended while the agent was down; its exit status is unknown";
+      set_status(stop_requested() ? ClientStatus::complete : ClientStatus::failed);
+      co_return;
+    }
+    emit("Reattached", "task pid " + std::to_string(state_.task->pid) + " re-adopted after an agent restart");
+  } else {
+    auto dir = store_.alloc_dir(id());
+    TaskSpec spec;
+    spec.command = alloc.task->command;
+    spec.args = alloc.task->args;
+    spec.env = alloc.task->env;
+    for (const auto& [k, v] : volume_env) spec.env[k] = v;
+    spec.env["MOORING_ALLOC_ID"] = alloc.id;
+    spec.env["MOORING_ALLOC_NAME"] = alloc.name;
+    if (dir) {
+      spec.stdout_path = *dir / "stdout.log";
+      spec.stderr_path = *dir / "stderr.log";
+    }
+    auto started = TaskProcess::start(ex_, spec);
+    if (!started) {
+      state_.task_started = true;
+      state_.task_result = started.error();
+      emit("DriverFailure", started.error());
+      set_status(ClientStatus::failed);
+      co_return;
+    }
+    task_ = std::move(*started);
+    state_.task_started = true;
+    state_.task = task_->handle();
+    save();
+    emit("Started", "task started with pid " + std::to_string(task_->handle().pid));
+  }
+  set_status(ClientStatus::running);
+
+  auto exit = co_await until_stopped(task_->wait());
+  if (!exit) {
+    auto kill_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(alloc.task->kill_timeout);
+    if (kill_timeout.count() <= 0) kill_timeout = options_.default_kill_timeout;
+    emit("Killing", "sending SIGTERM (SIGKILL after " + std::to_string(kill_timeout.count()) + " ms): " +
+                        state_.stop_reason);
+    auto status = co_await task_->stop(kill_timeout);
+    state_.task_result = "stopped: " + state_.stop_reason + " (" +
+                         (status ? status->describe() : std::string("exit status unknown")) + ")";
+    emit("Killed", state_.task_result);
+    state_.task.reset();
+    set_status(ClientStatus::complete);
+    co_return;
+  }
+  state_.task.reset();
+  if (*exit) {
+    state_.task_result = "task " + (*exit)->describe();
+    set_status((*exit)->success() ? ClientStatus::complete : ClientStatus::failed);
+  } else {
+    // Re-adopted task: not our child, so its exit code is not ours to read.
+    state_.task_result = "task exited; exit status unknown (re-adopted after an agent restart)";
+    set_status(stop_requested() ? ClientStatus::complete : ClientStatus::failed);
+  }
+}
+
+void AllocRunner::shutdown() {
+  for (auto& hook : hooks_) hook->shutdown();
+}
+
+void AllocRunner::destroy() {
+  for (auto& hook : hooks_) hook->destroy();
+  if (auto st = store_.remove(id()); !st)
+    logger().warn("cannot remove the allocation's directory", {{"alloc", id()}, {"error", st.error()}});
+}
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,98 @@
+// One allocation on this node, from "received" to terminal: Prerun hooks (the CSI hook claims
+// and mounts), the task as a process (or, without a task, just holding the volumes until
+// stopped), then Postrun hooks, which return at once. Every step is persisted (alloc_state.hpp)
+// before the next starts, and every status change and task event goes to the status sink.
+//
+// Client status: pending -> running -> complete (task exited 0, or stopped) | failed (Prerun
+// failed, task could not start or exited non-zero). Stop (desired=stop, or the client-side
+// disconnect rule) interrupts whatever runs: Prerun is cancelled, the task gets SIGTERM and
+// SIGKILL after its kill timeout. Agent shutdown cancels run() and leaves the task running; the
+// restarted agent builds a runner from the state and run() continues: a task still running is
+// re-adopted, one that ended meanwhile is reported with an unknown exit status, mounts are
+// restored (or claimed and mounted again).
+//
+// Not thread-safe: use from the agent's executor.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/nodeagent/allocrunner/alloc_hook.hpp"
+#include "services/nodeagent/allocrunner/alloc_state.hpp"
+#include "services/nodeagent/allocrunner/status_sink.hpp"
+
+namespace mooring::async {
+class WakeSignal;
+}
+
+namespace mooring::nodeagent {
+
+class TaskProcess;
+
+struct AllocRunnerOptions {
+  std::chrono::milliseconds default_kill_timeout{std::chrono::seconds(5)};
+};
+
+class AllocRunner {
+ public:
+  AllocRunner(boost::asio::any_io_executor ex, AllocState state, AllocStateStore& store, AllocStatusSink& status,
+              AllocRunnerOptions options = {});
+  ~AllocRunner();
+  AllocRunner(const AllocRunner&) = delete;
+  AllocRunner& operator=(const AllocRunner&) = delete;
+
+  // Hooks run in the order added (Postrun too). Add them before run().
+  void add_hook(std::unique_ptr<AllocHook> hook);
+
+  // The whole lifecycle; completes when the allocation is terminal. Spawn it in a task group.
+  boost::asio::awaitable<void> run();
+
+  // A newer version from the control plane; desired=stop stops the allocation.
+  void update(const domain::Allocation& alloc);
+  // Stops the allocation (idempotent); `reason` goes into the task events.
+  void stop(std::string reason);
+
+  // Records a task event (and reports it with the current status).
+  void emit(std::string type, std::string message);
+  // Persists a volume id the CSI hook is about to claim.
+  void note_claim(const std::string& volume_id);
+
+  // The agent is shutting down: tell the hooks (run() is cancelled by the task group).
+  void shutdown();
+  // The allocation is gone for good: hooks' Destroy and the state directory removed. Only once
+  // run() has finished.
+  void destroy();
+
+  const std::string& id() const { return state_.alloc.id; }
+  const AllocState& state() const { return state_; }
+  domain::ClientStatus client_status() const { return state_.client_status; }
+  bool finished() const { return finished_; }
+  bool stop_requested() const { return !state_.stop_reason.empty(); }
+
+ private:
+  boost::asio::awaitable<void> run_task(const std::map<std::string, std::string>& env);
+  boost::asio::awaitable<domain::Status> run_prerun(std::map<std::string, std::string>& env);
+  boost::asio::awaitable<void> wait_for_stop();
+  template <class T>
+  boost::asio::awaitable<std::optional<T>> until_stopped(boost::asio::awaitable<T> op);
+  void set_status(domain::ClientStatus status);
+  void run_postrun();
+  void save();
+
+  boost::asio::any_io_executor ex_;
+  AllocState state_;
+  AllocStateStore& store_;
+  AllocStatusSink& status_;
+  AllocRunnerOptions options_;
+  std::vector<std::unique_ptr<AllocHook>> hooks_;
+  std::unique_ptr<TaskProcess> task_;
+  std::unique_ptr<async::WakeSignal> stop_signal_;
+  bool finished_ = false;
+};
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,125 @@
+#include "services/nodeagent/allocrunner/alloc_state.hpp"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <nlohmann/json.hpp>
+
+#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/domain/ids.hpp"
+#include "shared/domain/proto_convert.hpp"
+#include "shared/log/log.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const log::Logger& logger() {
+  static const log::Logger l{"alloc-state"};
+  return l;
+}
+
+}  // namespace
+
+std::string encode(const AllocState& s) {
+  std::string alloc_json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(domain::to_proto(s.alloc), &alloc_json, opts);
+  json j;
+  j["alloc"] = json::parse(alloc_json);
+  j["client_status"] = std::string(domain::to_string(s.client_status));
+  j["task_started"] = s.task_started;
+  if (s.task) j["task"] = {{"pid", s.task->pid}, {"start_ticks", s.task->start_ticks}};
+  j["task_result"] = s.task_result;
+  j["stop_reason"] = s.stop_reason;
+  j["postrun_done"] = s.postrun_done;
+  j["claimed_volumes"] = s.claimed_volumes;
+  return j.dump(2);
+}
+
+domain::Expected<AllocState> decode_alloc_state(const std::string& text) {
+  try {
+    const auto j = json::parse(text);
+    ::mooring::v1::Allocation proto;
+    google::protobuf::util::JsonParseOptions popts;
+    popts.ignore_unknown_fields = true;
+    if (!google::protobuf::util::JsonStringToMessage(j.at("alloc").dump(), &proto, popts).ok())
+      return domain::error("allocation state: field \"alloc\" is not an allocation");
+    auto alloc = domain::from_proto(proto);
+    if (!alloc) return domain::error("allocation state: " + alloc.error());
+    AllocState s;
+    s.alloc = std::move(*alloc);
+    const auto status = domain::parse_client_status(j.at("client_status").get<std::string>());
+    if (!status) return domain::error("allocation state: bad client_status");
+    s.client_status = *status;
+    s.task_started = j.value("task_started", false);
+    if (j.contains("task")) {
+      s.task = TaskHandle{j["task"].at("pid").get<pid_t>(), j["task"].at("start_ticks").get<std::uint64_t>()};
+    }
+    s.task_result = j.value("task_result", "");
+    s.stop_reason = j.value("stop_reason", "");
+    s.postrun_done = j.value("postrun_done", false);
+    s.claimed_volumes = j.value("claimed_volumes", std::vector<std::string>{});
+    return s;
+  } catch (const json::exception& e) {
+    return domain::error(std::string("allocation state: ") + e.what());
+  }
+}
+
+AllocStateStore::AllocStateStore(fs::path dir) : dir_(std::move(dir)) {}
+
+domain::Expected<fs::path> AllocStateStore::alloc_dir(const std::string& alloc_id) const {
+  if (auto st = domain::validate_allocation_id(alloc_id); !st) return domain::error(st.error());
+  return dir_ / alloc_id;
+}
+
+domain::Status AllocStateStore::save(const AllocState& state) {
+  auto dir = alloc_dir(state.alloc.id);
+  if (!dir) return domain::error(dir.error());
+  std::error_code ec;
+  fs::create_directories(*dir, ec);
+  if (ec) return domain::error("cannot create " + dir->string() + ": " + ec.message());
+  fs::permissions(*dir, fs::perms::owner_all, ec);
+  if (const auto wec = write_file_atomically(*dir / "state.json", encode(state)))
+    return domain::error("cannot write the state of allocation " + state.alloc.id + ": " + wec.message());
+  return {};
+}
+
+domain::Status AllocStateStore::remove(const std::string& alloc_id) {
+  auto dir = alloc_dir(alloc_id);
+  if (!dir) return domain::error(dir.error());
+  std::error_code ec;
+  fs::remove_all(*dir, ec);
+  if (ec) return domain::error("cannot remove " + dir->string() + ": " + ec.message());
+  return {};
+}
+
+std::vector<AllocState> AllocStateStore::load_all() const {
+  std::vector<AllocState> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_directory()) continue;
+    const auto file = it->path() / "state.json";
+    std::error_code rec;
+    const auto text = read_file(file, rec);
+    if (!text) {
+      if (rec) logger().error("cannot read an allocation state", {{"file", file.string()}, {"error", rec.message()}});
+      continue;
+    }
+    auto state = decode_alloc_state(*text);
+    if (!state) {
+      logger().error("unreadable allocation state left in place", {{"file", file.string()}, {"error", state.error()}});
+      continue;
+    }
+    if (state->alloc.id != it->path().filename().string()) {
+      logger().error("allocation state in the wrong directory", {{"file", file.string()}});
+      continue;
+    }
+    out.push_back(std::move(*state));
+  }
+  return out;
+}
+
+}  // namespace mooring::nodeagent

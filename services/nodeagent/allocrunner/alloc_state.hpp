@@ -1,0 +1,52 @@
+// What the agent remembers of each allocation across restarts, one directory per allocation under
+// {data_dir}/allocs/{alloc_id}/: state.json (written atomically at every step of the runner) and
+// the task's stdout/stderr files. A restarted agent re-creates a runner from each state file: it
+// re-adopts a task that still runs, restores the mounts, and finishes what a stopped allocation
+// still owes (Postrun, the final status report).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/nodeagent/allocrunner/task_process.hpp"
+#include "shared/domain/allocation.hpp"
+#include "shared/domain/result.hpp"
+
+namespace mooring::nodeagent {
+
+struct AllocState {
+  domain::Allocation alloc;  // the latest version the control plane sent
+  domain::ClientStatus client_status = domain::ClientStatus::pending;
+  bool task_started = false;        // never start a task twice: a restart re-adopts or reports
+  std::optional<TaskHandle> task;   // set while the task runs
+  std::string task_result;          // how the task ended ("exited with code 0", ...)
+  std::string stop_reason;          // non-empty once a stop was asked (control plane, disconnect)
+  bool postrun_done = false;        // the volumes were handed to the volume manager
+  std::vector<std::string> claimed_volumes;  // volume ids claimed (or possibly claimed)
+  bool operator==(const AllocState&) const = default;
+};
+
+std::string encode(const AllocState& state);
+domain::Expected<AllocState> decode_alloc_state(const std::string& text);
+
+class AllocStateStore {
+ public:
+  explicit AllocStateStore(std::filesystem::path dir);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  // {dir}/{alloc_id}; the id is validated so it cannot escape the directory.
+  domain::Expected<std::filesystem::path> alloc_dir(const std::string& alloc_id) const;
+
+  domain::Status save(const AllocState& state);
+  // Removes the allocation's directory (state and task output).
+  domain::Status remove(const std::string& alloc_id);
+  // Every state on disk. A file that cannot be read is logged and left in place for an operator.
+  std::vector<AllocState> load_all() const;
+
+ private:
+  std::filesystem::path dir_;
+};
+
+}  // namespace mooring::nodeagent

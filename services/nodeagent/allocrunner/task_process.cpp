@@ -1,0 +1,203 @@
+#include "services/nodeagent/allocrunner/task_process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "shared/async/with_timeout.hpp"
+#include "shared/log/log.hpp"
+
+extern char** environ;
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace asio = boost::asio;
+
+const log::Logger& logger() {
+  static const log::Logger l{"task"};
+  return l;
+}
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+ExitStatus from_wait_status(int st) {
+  ExitStatus s;
+  if (WIFEXITED(st)) {
+    s.exit_code = WEXITSTATUS(st);
+  } else if (WIFSIGNALED(st)) {
+    s.signal = WTERMSIG(st);
+  }
+  return s;
+}
+
+}  // namespace
+
+// A plain function, not a lambda: the coroutine frame must not refer to a temporary closure.
+asio::awaitable<void> TaskProcess::wait_discarding(TaskProcess& task) { (void)co_await task.wait(); }
+
+std::optional<std::uint64_t> process_start_ticks(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The command name (field 2) may contain spaces and parentheses: fields start after the last ')'.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  std::string field;
+  // After ')': field 3 (state) is the first; starttime is field 22.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(fields >> field)) return std::nullopt;
+    if (i == 3 && field == "Z") return std::nullopt;  // exited, not yet reaped
+  }
+  try {
+    return std::stoull(field);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+struct TaskProcess::Impl {
+  explicit Impl(asio::any_io_executor ex) : pidfd(ex) {}
+  asio::posix::stream_descriptor pidfd;
+};
+
+TaskProcess::TaskProcess(TaskHandle handle, bool child, std::unique_ptr<Impl> impl)
+    : handle_(handle), child_(child), impl_(std::move(impl)) {}
+
+TaskProcess::~TaskProcess() = default;
+
+domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_executor ex, const TaskSpec& spec) {
+  if (spec.command.empty()) return domain::error("task has no command");
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    if (const auto eq = kv.find('='); eq != std::string_view::npos)
+      env[std::string(kv.substr(0, eq))] = std::string(kv.substr(eq + 1));
+  }
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  std::vector<std::string> env_strings;
+  env_strings.reserve(env.size());
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  std::vector<std::string> arg_strings{spec.command};
+  arg_strings.insert(arg_strings.end(), spec.args.begin(), spec.args.end());
+  std::vector<char*> argv;
+  for (auto& s : arg_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  const std::string out = spec.stdout_path.empty() ? "/dev/null" : spec.stdout_path.string();
+  const std::string err = spec.stderr_path.empty() ? "/dev/null" : spec.stderr_path.string();
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (!spec.working_dir.empty()) posix_spawn_file_actions_addchdir_np(&actions, spec.working_dir.c_str());
+
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty_mask, all_signals;
+  sigemptyset(&empty_mask);
+  sigfillset(&all_signals);
+  posix_spawnattr_setsigmask(&attr, &empty_mask);
+  posix_spawnattr_setsigdefault(&attr, &all_signals);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+  pid_t pid = 0;
+  const bool search_path = spec.command.find('/') == std::string::npos;
+  const int rc = search_path ? ::posix_spawnp(&pid, spec.command.c_str(), &actions, &attr, argv.data(), envp.data())
+                             : ::posix_spawn(&pid, spec.command.c_str(), &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return domain::error("cannot start task \"" + spec.command + "\": " + std::strerror(rc));
+
+  const int fd = pidfd_open(pid);
+  if (fd < 0) {
+    const int e = errno;
+    ::kill(-pid, SIGKILL);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    return domain::error(std::string("pidfd_open failed for the task: ") + std::strerror(e));
+  }
+  auto impl = std::make_unique<Impl>(ex);
+  impl->pidfd.assign(fd);
+  TaskHandle handle{pid, process_start_ticks(pid).value_or(0)};
+  logger().info("task started", {{"pid", static_cast<int64_t>(pid)}, {"command", spec.command}});
+  return std::unique_ptr<TaskProcess>(new TaskProcess(handle, true, std::move(impl)));
+}
+
+std::unique_ptr<TaskProcess> TaskProcess::adopt(asio::any_io_executor ex, TaskHandle handle) {
+  if (handle.pid <= 0) return nullptr;
+  const int fd = pidfd_open(handle.pid);
+  if (fd < 0) return nullptr;
+  // Checked after opening the pidfd: if the start time still matches now, the pidfd refers to
+  // our task and not to a process that reused its pid.
+  const auto ticks = process_start_ticks(handle.pid);
+  if (!ticks || *ticks != handle.start_ticks) {
+    ::close(fd);
+    return nullptr;
+  }
+  auto impl = std::make_unique<Impl>(ex);
+  impl->pidfd.assign(fd);
+  logger().info("task re-adopted after an agent restart", {{"pid", static_cast<int64_t>(handle.pid)}});
+  return std::unique_ptr<TaskProcess>(new TaskProcess(handle, false, std::move(impl)));
+}
+
+std::optional<ExitStatus> TaskProcess::reap() {
+  if (!child_) return std::nullopt;
+  int st = 0;
+  const pid_t r = ::waitpid(handle_.pid, &st, 0);
+  if (r == handle_.pid) return from_wait_status(st);
+  return std::nullopt;
+}
+
+asio::awaitable<std::optional<ExitStatus>> TaskProcess::wait() {
+  if (!exited_) {
+    co_await impl_->pidfd.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable);
+    exited_ = true;
+    status_ = reap();
+    impl_->pidfd.close();
+  }
+  co_return status_;
+}
+
+bool TaskProcess::signal(int sig) {
+  if (exited_) return false;
+  // Own session: the process group id is the task's pid. Also signal the leader through the
+  // pidfd, which cannot hit a reused pid.
+  ::syscall(SYS_pidfd_send_signal, impl_->pidfd.native_handle(), sig, nullptr, 0);
+  ::kill(-handle_.pid, sig);
+  return true;
+}
+
+asio::awaitable<std::optional<ExitStatus>> TaskProcess::stop(std::chrono::milliseconds grace) {
+  if (exited_) co_return status_;
+  signal(SIGTERM);
+  // Not inside the if-condition: GCC 12 mishandles a coroutine temporary there.
+  auto waiting = wait_discarding(*this);
+  const bool exited_in_time = co_await async::with_timeout(std::move(waiting), grace);
+  if (!exited_in_time) {
+    logger().warn("task did not stop after SIGTERM; sending SIGKILL",
+                  {{"pid", static_cast<int64_t>(handle_.pid)}, {"grace", grace}});
+    signal(SIGKILL);
+  }
+  co_return co_await wait();
+}
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,87 @@
+// The allocation's task as a process that can outlive the agent. A task is not re-launched just
+// because the agent restarted (that would break its work and its volumes' users), so:
+//  - it runs in its own session (setsid): an agent killed with its process group does not take
+//    the task along, and stop() signals the task's whole group;
+//  - its stdout/stderr go to files in the allocation's directory, never to pipes into the agent
+//    (a pipe would SIGPIPE the task once the agent is gone);
+//  - the agent records pid + start time (/proc/<pid>/stat field 22) and, after a restart,
+//    re-adopts the task with pidfd_open when that pid still runs with that start time (a pid
+//    reused by another process is never adopted).
+// A re-adopted task is not our child, so its exit code cannot be read: wait() then answers
+// nullopt ("exit status unknown") and the runner reports that.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/nodeagent/process/child_process.hpp"
+#include "shared/domain/result.hpp"
+
+namespace mooring::nodeagent {
+
+struct TaskHandle {
+  pid_t pid = 0;
+  std::uint64_t start_ticks = 0;  // /proc/<pid>/stat starttime: identifies this process, not the pid
+  bool operator==(const TaskHandle&) const = default;
+};
+
+struct TaskSpec {
+  std::string command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;  // added to (and overriding) the agent's environment
+  std::filesystem::path stdout_path;
+  std::filesystem::path stderr_path;
+  std::filesystem::path working_dir;  // empty: the agent's
+};
+
+// The start time of `pid`, or nullopt when it does not run.
+std::optional<std::uint64_t> process_start_ticks(pid_t pid);
+
+class TaskProcess {
+ public:
+  // Starts the task. A command that cannot be started (not found, not executable) is an error value.
+  static domain::Expected<std::unique_ptr<TaskProcess>> start(boost::asio::any_io_executor ex, const TaskSpec& spec);
+  // Re-attaches to a task started by an earlier agent; nullptr when it no longer runs.
+  static std::unique_ptr<TaskProcess> adopt(boost::asio::any_io_executor ex, TaskHandle handle);
+
+  // Never kills the task: it outlives the runner on agent shutdown by design.
+  ~TaskProcess();
+  TaskProcess(const TaskProcess&) = delete;
+  TaskProcess& operator=(const TaskProcess&) = delete;
+
+  const TaskHandle& handle() const { return handle_; }
+  bool adopted() const { return !child_; }
+
+  // Completes when the task exited: its status, or nullopt when it cannot be known (adopted).
+  // One waiter at a time; cancellable.
+  boost::asio::awaitable<std::optional<ExitStatus>> wait();
+  // SIGTERM to the task's process group, SIGKILL after `grace`; then the exit as wait() reports it.
+  boost::asio::awaitable<std::optional<ExitStatus>> stop(std::chrono::milliseconds grace);
+  // Sends `sig` to the task's process group; false once it exited.
+  bool signal(int sig);
+  bool exited() const { return exited_; }
+
+ private:
+  struct Impl;
+  TaskProcess(TaskHandle handle, bool child, std::unique_ptr<Impl> impl);
+  std::optional<ExitStatus> reap();
+  static boost::asio::awaitable<void> wait_discarding(TaskProcess& task);
+
+  TaskHandle handle_;
+  bool child_ = false;
+  bool exited_ = false;
+  std::optional<ExitStatus> status_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,189 @@
+#include "services/nodeagent/allocs/alloc_manager.hpp"
+
+#include "services/nodeagent/allocrunner/volume_mounter.hpp"
+#include "services/nodeagent/controlplane_calls.hpp"
+#include "shared/async/sleep.hpp"
+#include "shared/domain/ids.hpp"
+#include "shared/domain/proto_convert.hpp"
+#include "shared/log/log.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+const log::Logger& logger() {
+  static const log::Logger l{"allocs"};
+  return l;
+}
+
+}  // namespace
+
+AllocManager::AllocManager(asio::any_io_executor ex, ControlPlaneCalls& controlplane, VolumeMounter& mounter,
+                           AllocStatusSink& status, AllocManagerOptions options)
+    : ex_(ex),
+      controlplane_(controlplane),
+      mounter_(mounter),
+      status_(status),
+      options_(std::move(options)),
+      store_(options_.state_dir),
+      runs_(ex, "alloc-runners") {
+  options_.csi.node_id = options_.node_id;
+}
+
+AllocManager::~AllocManager() { runs_.cancel(); }
+
+AllocRunner* AllocManager::runner(const std::string& alloc_id) {
+  auto it = runners_.find(alloc_id);
+  return it == runners_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> AllocManager::alloc_ids() const {
+  std::vector<std::string> out;
+  for (const auto& [id, _] : runners_) out.push_back(id);
+  return out;
+}
+
+AllocRunner& AllocManager::start_runner(AllocState state) {
+  const std::string id = state.alloc.id;
+  const auto claimed = state.claimed_volumes;
+  auto runner = std::make_unique<AllocRunner>(ex_, std::move(state), store_, status_, options_.runner);
+  AllocRunner* r = runner.get();
+  r->add_hook(std::make_unique<CsiHook>(
+      r->state().alloc, controlplane_, mounter_, options_.csi,
+      [r](std::string type, std::string message) { r->emit(std::move(type), std::move(message)); }, claimed,
+      [r](const std::string& volume_id) { r->note_claim(volume_id); }));
+  runners_[id] = std::move(runner);
+  runs_.spawn("alloc " + id, [r]() { return r->run(); });
+  return *r;
+}
+
+void AllocManager::restore() {
+  for (auto& state : store_.load_all()) {
+    if (runners_.contains(state.alloc.id)) continue;
+    logger().info("restoring an allocation from before the restart",
+                  {{"alloc", state.alloc.id}, {"client_status", domain::to_string(state.client_status)}});
+    start_runner(std::move(state));
+  }
+}
+
+void AllocManager::apply(const std::vector<domain::Allocation>& allocs) {
+  if (shut_down_) return;
+  std::map<std::string, const domain::Allocation*> listed;
+  for (const auto& a : allocs) {
+    if (!a.node_id.empty() && a.node_id != options_.node_id) continue;
+    listed[a.id] = &a;
+  }
+  for (const auto& [id, a] : listed) {
+    if (auto* r = runner(id)) {
+      if (!r->finished()) r->update(*a);
+      continue;
+    }
+    if (domain::is_terminal(*a)) continue;
+    if (auto st = domain::validate_allocation_id(id); !st) {
+      logger().error("allocation with an invalid id ignored", {{"error", st.error()}});
+      continue;
+    }
+    if (a->desired_status == domain::DesiredStatus::stop) {
+      // Never started here (or its state was lost): nothing runs, so it is complete; the control
+      // plane can release its claims. Mounts it may have left are released by the volume
+      // manager's resume after a restart.
+      status_.report(id, domain::ClientStatus::complete,
+                     {{domain::now(), "Terminated", "allocation stopped before it ran on this node"}});
+      continue;
+    }
+    AllocState state;
+    state.alloc = *a;
+    state.client_status = domain::ClientStatus::pending;
+    logger().info("new allocation", {{"alloc", id}, {"name", a->name}});
+    start_runner(std::move(state));
+  }
+  collect_finished(listed);
+}
+
+void AllocManager::collect_finished(const std::map<std::string, const domain::Allocation*>& listed) {
+  for (auto it = runners_.begin(); it != runners_.end();) {
+    auto& r = *it->second;
+    const auto l = listed.find(it->first);
+    const bool gone = l == listed.end();
+    if (r.finished() && (gone || domain::is_terminal(*l->second))) {
+      logger().info("allocation done; removing its state", {{"alloc", r.id()}});
+      r.destroy();
+      it = runners_.erase(it);
+      continue;
+    }
+    if (!r.finished() && gone) r.stop("allocation no longer assigned to this node");
+    ++it;
+  }
+}
+
+asio::awaitable<void> AllocManager::watch() {
+  unsigned failures = 0;
+  while (true) {
+    ::mooring::v1::WatchAllocationsRequest req;
+    req.set_node_id(options_.node_id);
+    req.set_min_index(index_);
+    req.set_wait_ms(options_.watch_wait.count());
+    ::mooring::v1::WatchAllocationsResponse resp;
+    const auto started = Clock::now();
+    const auto st = co_await controlplane_.watch_allocations(req, resp);
+    if (!st.ok()) {
+      const auto delay = options_.watch_backoff.delay(failures++);
+      if (failures == 1 || failures % 10 == 0)
+        logger().warn("watching allocations failed; allocations keep running; retrying",
+                      {{"error", st.error_message()}, {"code", static_cast<int>(st.error_code())}, {"delay", delay}});
+      if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
+      continue;
+    }
+    if (failures > 0) logger().info("watching allocations again");
+    failures = 0;
+    std::vector<domain::Allocation> allocs;
+    for (const auto& p : resp.allocations()) {
+      auto a = domain::from_proto(p);
+      if (!a) {
+        logger().error("allocation from the control plane ignored", {{"alloc", p.id()}, {"error", a.error()}});
+        continue;
+      }
+      allocs.push_back(std::move(*a));
+    }
+    const bool progressed = resp.index() != index_;
+    if (resp.index() < index_)
+      logger().warn("allocation index went backwards (control plane state reset?); starting over",
+                    {{"old", static_cast<int64_t>(index_)}, {"new", static_cast<int64_t>(resp.index())}});
+    index_ = resp.index();
+    apply(allocs);
+    // A control plane that answers at once with nothing new must not make this a busy loop.
+    if (!progressed && Clock::now() - started < std::chrono::milliseconds(100) &&
+        co_await async::sleep_for(std::chrono::seconds(1)) == async::SleepEnd::cancelled)
+      co_return;
+  }
+}
+
+void AllocManager::check_disconnect(Clock::duration disconnected_for) {
+  for (auto& [id, r] : runners_) {
+    if (r->finished() || r->stop_requested()) continue;
+    const auto limit = r->state().alloc.stop_after_client_disconnect;
+    if (limit.count() <= 0 || disconnected_for <= limit) continue;
+    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(disconnected_for).count();
+    r->stop("no contact with the control plane for " + std::to_string(secs) +
+            "s (stop_after_client_disconnect " + domain::format_duration(limit) + ")");
+  }
+}
+
+asio::awaitable<void> AllocManager::watch_disconnect(DisconnectedFor disconnected_for) {
+  while (true) {
+    if (co_await async::sleep_for(options_.disconnect_check_interval) == async::SleepEnd::cancelled) co_return;
+    check_disconnect(disconnected_for());
+  }
+}
+
+asio::awaitable<void> AllocManager::shutdown() {
+  if (shut_down_) co_return;
+  shut_down_ = true;
+  for (auto& [id, r] : runners_) r->shutdown();
+  runs_.cancel();
+  co_await runs_.join();
+}
+
+}  // namespace mooring::nodeagent

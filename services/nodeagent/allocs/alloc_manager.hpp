@@ -1,0 +1,96 @@
+// The allocations of this node: the WatchAllocations long poll (with the last index; backoff
+// while the control plane is away, running allocations keep running), one AllocRunner per
+// allocation, restored from the data dir after a restart, and the client-side disconnect rule
+// (seed 004): when the control plane has not been reached for longer than an allocation's
+// StopAfterClientDisconnect, the allocation is stopped here and its volumes released by the
+// normal Postrun path; the final status is delivered once the control plane is back.
+//
+// Reconciliation with a watch answer:
+//  - a new allocation for this node with desired=run and a non-terminal status: a runner starts;
+//  - desired=stop: its runner stops (a stop for an allocation never seen here is reported
+//    complete at once, so the control plane can release its claims);
+//  - a finished runner whose allocation the control plane lists as terminal, or no longer lists
+//    at all: destroyed (state removed);
+//  - a running allocation the control plane no longer lists: stopped.
+//
+// Not thread-safe: use from the agent's executor.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "services/nodeagent/allocrunner/alloc_runner.hpp"
+#include "services/nodeagent/allocrunner/csi_hook.hpp"
+#include "shared/async/backoff.hpp"
+#include "shared/async/task_group.hpp"
+
+namespace mooring::nodeagent {
+
+class ControlPlaneCalls;
+class VolumeMounter;
+
+struct AllocManagerOptions {
+  std::string node_id;
+  std::filesystem::path state_dir;  // {data_dir}/allocs
+  AllocRunnerOptions runner;
+  CsiHookOptions csi;  // node_id is filled from node_id
+  std::chrono::milliseconds watch_wait{std::chrono::seconds(30)};
+  async::Backoff watch_backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
+  std::chrono::milliseconds disconnect_check_interval{std::chrono::seconds(1)};
+};
+
+class AllocManager {
+ public:
+  // How long the control plane has not been reached (0 while connected).
+  using DisconnectedFor = std::function<std::chrono::steady_clock::duration()>;
+
+  AllocManager(boost::asio::any_io_executor ex, ControlPlaneCalls& controlplane, VolumeMounter& mounter,
+               AllocStatusSink& status, AllocManagerOptions options);
+  ~AllocManager();
+  AllocManager(const AllocManager&) = delete;
+  AllocManager& operator=(const AllocManager&) = delete;
+
+  // Re-creates a runner for every allocation state left by a previous run and starts it.
+  void restore();
+
+  // Applies one watch answer (the full set of allocations for this node).
+  void apply(const std::vector<domain::Allocation>& allocs);
+
+  // The long poll; runs until cancelled.
+  boost::asio::awaitable<void> watch();
+  // The client-side disconnect rule; runs until cancelled.
+  boost::asio::awaitable<void> watch_disconnect(DisconnectedFor disconnected_for);
+  // One check of the rule (for tests).
+  void check_disconnect(std::chrono::steady_clock::duration disconnected_for);
+
+  // Cancels every runner (tasks keep running, see alloc_runner.hpp) and waits for them; hooks
+  // get Shutdown. Never waits on a plugin.
+  boost::asio::awaitable<void> shutdown();
+
+  AllocRunner* runner(const std::string& alloc_id);
+  std::vector<std::string> alloc_ids() const;
+  std::uint64_t last_index() const { return index_; }
+
+ private:
+  AllocRunner& start_runner(AllocState state);
+  void collect_finished(const std::map<std::string, const domain::Allocation*>& listed);
+
+  boost::asio::any_io_executor ex_;
+  ControlPlaneCalls& controlplane_;
+  VolumeMounter& mounter_;
+  AllocStatusSink& status_;
+  AllocManagerOptions options_;
+  AllocStateStore store_;
+  std::map<std::string, std::unique_ptr<AllocRunner>> runners_;
+  std::uint64_t index_ = 0;
+  bool shut_down_ = false;
+  async::TaskGroup runs_;  // last: destroyed (and cancelled) first
+};
+
+}  // namespace mooring::nodeagent

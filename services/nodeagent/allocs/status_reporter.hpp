@@ -1,0 +1,79 @@
+// The allocs room: everything about the set of allocations on this node (the watch loop, the
+// runners, their status reports, the client-side disconnect rule). This file: the reporter that
+// delivers client status and task events to the control plane with UpdateAllocations.
+//
+// Reports are merged per allocation (latest status, events appended) and sent in one batch;
+// a failed send is retried with backoff and nothing is lost: the pending reports are persisted
+// in the data dir at every change, so they survive an agent restart too. Events per allocation
+// are bounded (the oldest are dropped, with one event saying so).
+//
+// Not thread-safe: use from the agent's executor.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "services/nodeagent/allocrunner/status_sink.hpp"
+#include "shared/async/backoff.hpp"
+
+namespace mooring::async {
+class WakeSignal;
+}
+
+namespace mooring::nodeagent {
+
+class ControlPlaneCalls;
+
+struct StatusReporterOptions {
+  std::string node_id;
+  std::filesystem::path state_file;  // empty: in memory only (tests)
+  async::Backoff backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
+  std::size_t max_events_per_alloc = 200;
+  // Reports arriving within this window go out in the same batch.
+  std::chrono::milliseconds batch_window{std::chrono::milliseconds(50)};
+};
+
+class StatusReporter final : public AllocStatusSink {
+ public:
+  StatusReporter(boost::asio::any_io_executor ex, ControlPlaneCalls& controlplane, StatusReporterOptions options);
+  ~StatusReporter() override;
+
+  // Reads the reports a previous run had not delivered.
+  void load();
+
+  void report(const std::string& alloc_id, domain::ClientStatus status,
+              std::vector<domain::TaskEvent> events) override;
+
+  // Sends until cancelled.
+  boost::asio::awaitable<void> run();
+  // One attempt to deliver everything pending now; true when nothing is pending afterwards.
+  boost::asio::awaitable<bool> flush();
+
+  std::size_t pending() const { return pending_.size(); }
+  std::size_t delivered_batches() const { return delivered_; }
+
+ private:
+  struct Entry {
+    domain::ClientStatus status = domain::ClientStatus::pending;
+    std::deque<domain::TaskEvent> events;
+    std::uint64_t version = 0;  // bumped at every report
+  };
+  void save() const;
+
+  boost::asio::any_io_executor ex_;
+  ControlPlaneCalls& controlplane_;
+  StatusReporterOptions options_;
+  std::map<std::string, Entry> pending_;
+  std::uint64_t next_version_ = 1;
+  std::size_t delivered_ = 0;
+  std::unique_ptr<async::WakeSignal> wake_;
+};
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,142 @@
+#include "services/nodeagent/rpcserver/nodeagent_service.hpp"
+
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/server_callback.h>
+
+#include "mooring/v1/nodeagent.grpc.pb.h"
+#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/plugins/plugin_clients.hpp"
+#include "services/nodeagent/plugins/registry.hpp"
+#include "services/nodeagent/volumes/volume_manager.hpp"
+#include "shared/domain/ids.hpp"
+#include "shared/domain/proto_convert.hpp"
+#include "shared/log/log.hpp"
+#include "shared/rpc/csi_client.hpp"
+#include "shared/rpc/server.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace asio = boost::asio;
+namespace v1 = ::mooring::v1;
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+using grpc::Status;
+using grpc::StatusCode;
+
+const log::Logger& logger() {
+  static const log::Logger l{"nodeagent-service"};
+  return l;
+}
+
+class NodeAgentService final : public v1::NodeAgent::CallbackService {
+ public:
+  NodeAgentService(asio::any_io_executor ex, NodeAgentServiceDeps deps) : ex_(std::move(ex)), d_(deps) {}
+
+  ServerUnaryReactor* NodeDetachVolume(CallbackServerContext* ctx, const v1::NodeDetachVolumeRequest* req,
+                                       v1::NodeDetachVolumeResponse*) override {
+    return rpc::serve(ex_, ctx, "NodeDetachVolume", [this, req]() -> asio::awaitable<Status> {
+      if (auto st = domain::validate_volume_id(req->volume_id()); !st)
+        co_return Status(StatusCode::INVALID_ARGUMENT, st.error());
+      if (!req->alloc_id().empty()) {
+        if (auto st = domain::validate_allocation_id(req->alloc_id()); !st)
+          co_return Status(StatusCode::INVALID_ARGUMENT, st.error());
+      }
+      const auto result = co_await d_.volumes.detach(req->volume_id(), req->alloc_id());
+      if (!result.ok()) {
+        logger().warn("node detach failed", {{"volume", req->volume_id()}, {"alloc", req->alloc_id()},
+                                             {"error", result.error}});
+        // Retryable from the control plane's point of view: the plugin may come back.
+        co_return Status(StatusCode::UNAVAILABLE, "node " + d_.node_id + ": " + result.error);
+      }
+      co_return Status::OK;
+    });
+  }
+
+  ServerUnaryReactor* NodeExpandVolume(CallbackServerContext* ctx, const v1::NodeExpandVolumeRequest* req,
+                                       v1::NodeExpandVolumeResponse* resp) override {
+    return rpc::serve(ex_, ctx, "NodeExpandVolume", [this, req, resp]() -> asio::awaitable<Status> {
+      if (auto st = domain::validate_volume_id(req->volume_id()); !st)
+        co_return Status(StatusCode::INVALID_ARGUMENT, st.error());
+      std::optional<MountRecord> record;
+      for (const auto& r : d_.volumes.records()) {
+        if (r.volume_id != req->volume_id() || r.phase != MountPhase::mounted) continue;
+        if (!req->alloc_id().empty() && r.alloc_id != req->alloc_id()) continue;
+        record = r;
+        break;
+      }
+      if (!record)
+        co_return Status(StatusCode::NOT_FOUND, "volume " + req->volume_id() + " is not published on node " +
+                                                    d_.node_id + (req->alloc_id().empty() ? "" : " for allocation " + req->alloc_id()));
+      const std::string plugin_id = req->plugin_id().empty() ? record->plugin_id : req->plugin_id();
+      auto client = plugin_client(PluginKind::node, plugin_id);
+      if (!client) co_return not_running(plugin_id);
+      ::csi::v1::NodeExpandVolumeRequest csi_req;
+      csi_req.set_volume_id(req->external_id().empty() ? record->external_id : req->external_id());
+      csi_req.set_volume_path(record->target_path);
+      csi_req.set_staging_target_path(record->staging_path);
+      *csi_req.mutable_capacity_range() = req->capacity_range();
+      auto* cap = csi_req.mutable_volume_capability();
+      cap->mutable_access_mode()->set_mode(domain::to_csi(record->access_mode));
+      if (record->attachment_mode == domain::AttachmentMode::block_device) {
+        cap->mutable_block();
+      } else {
+        cap->mutable_mount();
+      }
+      auto result = co_await client->node_expand_volume(csi_req);
+      if (result.ok()) resp->set_capacity_bytes(result.response.capacity_bytes());
+      co_return result.status;
+    });
+  }
+
+#define MOORING_FORWARD(Method, method_fn)                                                                   \
+  ServerUnaryReactor* Method(CallbackServerContext* ctx, const v1::Method##Request* req,                    \
+                             ::csi::v1::Method##Response* resp) override {                                  \
+    return rpc::serve(ex_, ctx, #Method, [this, req, resp]() -> asio::awaitable<Status> {                   \
+      auto client = plugin_client(PluginKind::controller, req->plugin_id());                                \
+      if (!client) co_return not_running(req->plugin_id());                                                 \
+      auto result = co_await client->method_fn(req->request());                                             \
+      if (result.ok()) *resp = std::move(result.response);                                                  \
+      co_return result.status;                                                                              \
+    });                                                                                                     \
+  }
+
+  MOORING_FORWARD(ControllerPublishVolume, controller_publish_volume)
+  MOORING_FORWARD(ControllerUnpublishVolume, controller_unpublish_volume)
+  MOORING_FORWARD(ValidateVolumeCapabilities, validate_volume_capabilities)
+  MOORING_FORWARD(CreateVolume, create_volume)
+  MOORING_FORWARD(DeleteVolume, delete_volume)
+  MOORING_FORWARD(ControllerExpandVolume, controller_expand_volume)
+  MOORING_FORWARD(CreateSnapshot, create_snapshot)
+  MOORING_FORWARD(DeleteSnapshot, delete_snapshot)
+  MOORING_FORWARD(ListSnapshots, list_snapshots)
+  MOORING_FORWARD(ListVolumes, list_volumes)
+  MOORING_FORWARD(GetCapacity, get_capacity)
+#undef MOORING_FORWARD
+
+ private:
+  // The client of a plugin instance of `kind` that is registered here and currently healthy.
+  std::shared_ptr<rpc::CsiClient> plugin_client(PluginKind kind, const std::string& plugin_id) {
+    if (plugin_id.empty()) return nullptr;
+    const auto inst = d_.registry.lookup(kind, plugin_id);
+    if (!inst) return nullptr;
+    const auto fp = d_.status.fingerprint(plugin_id);
+    if (!fp || !fp->healthy()) return nullptr;
+    return d_.clients.get(inst->reg.socket_path);
+  }
+
+  Status not_running(const std::string& plugin_id) const {
+    return Status(StatusCode::UNAVAILABLE, "plugin " + plugin_id + " not running on node " + d_.node_id);
+  }
+
+  asio::any_io_executor ex_;
+  NodeAgentServiceDeps d_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::Service> make_nodeagent_service(asio::any_io_executor ex, NodeAgentServiceDeps deps) {
+  return std::make_unique<NodeAgentService>(std::move(ex), deps);
+}
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,35 @@
+// The rpcserver room: the NodeAgent gRPC service the control plane calls on this node (seed 000's
+// "shim"). NodeDetachVolume unmounts through the volume manager; NodeExpandVolume calls the node
+// plugin's NodeExpandVolume on the published path; controller calls are forwarded unchanged to
+// the controller plugin running here and answer with the plugin's own status. A plugin that is
+// not registered or not healthy on this node answers UNAVAILABLE "plugin <id> not running on
+// node <node>", so the control plane tries another node.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <memory>
+#include <string>
+
+namespace grpc {
+class Service;
+}
+
+namespace mooring::nodeagent {
+
+class NodeStatus;
+class PluginClients;
+class PluginRegistry;
+class VolumeManager;
+
+struct NodeAgentServiceDeps {
+  std::string node_id;
+  VolumeManager& volumes;
+  PluginRegistry& registry;
+  NodeStatus& status;
+  PluginClients& clients;
+};
+
+// The handlers run as coroutines on `ex`.
+std::unique_ptr<grpc::Service> make_nodeagent_service(boost::asio::any_io_executor ex, NodeAgentServiceDeps deps);
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,267 @@
+// The alloc runner with real task processes, the real CSI hook and state store, and fakes for the
+// control plane and the volume manager: statuses, events, environment, stop with SIGTERM then
+// SIGKILL, Prerun failure, stop during a claim wait, and re-adopting a task after a restart.
+#include "services/nodeagent/allocrunner/alloc_runner.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <boost/asio/io_context.hpp>
+#include <fstream>
+
+#include "services/nodeagent/allocrunner/csi_hook.hpp"
+#include "services/nodeagent/allocrunner/task_process.hpp"
+#include "shared/async/task_group.hpp"
+#include "tests/nodeagent/support/fake_controlplane_calls.hpp"
+#include "tests/nodeagent/support/fake_volume_mounter.hpp"
+#include "tests/nodeagent/support/run_async.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using domain::ClientStatus;
+
+struct RecordingSink final : AllocStatusSink {
+  std::vector<ClientStatus> statuses;  // distinct consecutive statuses
+  std::vector<domain::TaskEvent> events;
+  void report(const std::string&, ClientStatus s, std::vector<domain::TaskEvent> evs) override {
+    if (statuses.empty() || statuses.back() != s) statuses.push_back(s);
+    for (auto& e : evs) events.push_back(std::move(e));
+  }
+  bool has_event(const std::string& type) const {
+    for (const auto& e : events)
+      if (e.type == type) return true;
+    return false;
+  }
+  std::string message_of(const std::string& type) const {
+    for (const auto& e : events)
+      if (e.type == type) return e.message;
+    return {};
+  }
+};
+
+class AllocRunnerTest : public ::testing::Test {
+ protected:
+  AllocRunnerTest() : store(dir / "allocs") {}
+
+  domain::Allocation make_alloc(const std::string& id, std::optional<domain::Task> task) {
+    domain::Allocation a;
+    a.id = id;
+    a.name = "job";
+    a.node_id = "n1";
+    domain::VolumeRequest r;
+    r.name = "my-data";
+    r.source = "vol1";
+    r.access_mode = domain::AccessMode::single_node_writer;
+    r.attachment_mode = domain::AttachmentMode::file_system;
+    a.volumes["my-data"] = r;
+    a.task = std::move(task);
+    return a;
+  }
+
+  std::unique_ptr<AllocRunner> make_runner(AllocState state) {
+    auto runner = std::make_unique<AllocRunner>(io.get_executor(), std::move(state), store, sink,
+                                                AllocRunnerOptions{.default_kill_timeout = 5s});
+    AllocRunner* r = runner.get();
+    CsiHookOptions o;
+    o.node_id = "n1";
+    o.claim_backoff = async::Backoff{5ms, 20ms, 2.0, 0.0, 60s};
+    r->add_hook(std::make_unique<CsiHook>(
+        r->state().alloc, cp, mounter, o, [r](std::string t, std::string m) { r->emit(std::move(t), std::move(m)); },
+        r->state().claimed_volumes, [r](const std::string& v) { r->note_claim(v); }));
+    return runner;
+  }
+
+  std::unique_ptr<AllocRunner> make_runner(const domain::Allocation& a) {
+    AllocState s;
+    s.alloc = a;
+    return make_runner(std::move(s));
+  }
+
+  static domain::Task shell(const std::string& script, domain::Duration kill_timeout = domain::Duration{0}) {
+    domain::Task t;
+    t.command = "/bin/sh";
+    t.args = {"-c", script};
+    t.kill_timeout = kill_timeout;
+    return t;
+  }
+
+  test::TempDir dir{"alloc-runner"};
+  asio::io_context io;
+  AllocStateStore store;
+  RecordingSink sink;
+  FakeControlPlaneCalls cp;
+  FakeVolumeMounter mounter;
+};
+
+TEST_F(AllocRunnerTest, TaskSeesVolumePathAndAllocIdAndCompletes) {
+  const auto out = dir / "env.txt";
+  auto runner = make_runner(make_alloc(
+      "a1", shell("echo \"$MOORING_VOLUME_MY_DATA $MOORING_ALLOC_ID\" > " + out.string())));
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  EXPECT_EQ(test::read_file(out), "/fake/a1/vol1 a1\n");
+  EXPECT_EQ(sink.statuses, (std::vector{ClientStatus::pending, ClientStatus::running, ClientStatus::complete}));
+  EXPECT_TRUE(sink.has_event("Received"));
+  EXPECT_TRUE(sink.has_event("Started"));
+  EXPECT_TRUE(runner->finished());
+  EXPECT_TRUE(runner->state().postrun_done);
+  ASSERT_EQ(mounter.releases.size(), 1u) << "Postrun hands the volume to the release";
+  // The state on disk says the same.
+  auto saved = store.load_all();
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].client_status, ClientStatus::complete);
+  EXPECT_TRUE(saved[0].postrun_done);
+  EXPECT_EQ(saved[0].claimed_volumes, std::vector<std::string>{"vol1"});
+}
+
+TEST_F(AllocRunnerTest, NonZeroExitFailsTheAllocation) {
+  auto runner = make_runner(make_alloc("a1", shell("exit 3")));
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  EXPECT_EQ(runner->client_status(), ClientStatus::failed);
+  EXPECT_NE(sink.message_of("Terminated").find("exited with code 3"), std::string::npos) << sink.message_of("Terminated");
+  EXPECT_EQ(mounter.releases.size(), 1u);
+}
+
+TEST_F(AllocRunnerTest, CommandThatCannotStartFailsAndStillReleases) {
+  domain::Task t;
+  t.command = (dir / "no-such-binary").string();
+  auto runner = make_runner(make_alloc("a1", t));
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  EXPECT_EQ(runner->client_status(), ClientStatus::failed);
+  EXPECT_TRUE(sink.has_event("DriverFailure"));
+  EXPECT_EQ(mounter.releases.size(), 1u);
+}
+
+TEST_F(AllocRunnerTest, StopSendsSigtermThenSigkillAfterKillTimeout) {
+  const auto ready = dir / "ready";
+  // Ignores SIGTERM: only SIGKILL ends it.
+  auto runner = make_runner(
+      make_alloc("a1", shell("trap '' TERM; touch " + ready.string() + "; while true; do sleep 0.1; done", 300ms)));
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("run", [&]() { return runner->run(); });
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return std::filesystem::exists(ready); }, 20s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::running);
+  const auto t0 = std::chrono::steady_clock::now();
+  runner->stop("test stop");
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_TRUE(sink.has_event("Killing"));
+  EXPECT_NE(sink.message_of("Killed").find("SIGKILL"), std::string::npos) << sink.message_of("Killed");
+  EXPECT_EQ(mounter.releases.size(), 1u);
+}
+
+TEST_F(AllocRunnerTest, WithoutTaskHoldsVolumesUntilStopped) {
+  auto runner = make_runner(make_alloc("a1", std::nullopt));
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("run", [&]() { return runner->run(); });
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->client_status() == ClientStatus::running; }, 10s));
+  run_for(io, 100ms);
+  EXPECT_FALSE(runner->finished());
+  EXPECT_TRUE(mounter.releases.empty());
+  domain::Allocation stopped = runner->state().alloc;
+  stopped.desired_status = domain::DesiredStatus::stop;
+  runner->update(stopped);
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 10s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_EQ(mounter.releases.size(), 1u);
+}
+
+TEST_F(AllocRunnerTest, FinalClaimErrorFailsAllocationAndPostrunRuns) {
+  cp.claim_answers = {grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "access mode not allowed")};
+  auto runner = make_runner(make_alloc("a1", shell("true")));
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  EXPECT_EQ(runner->client_status(), ClientStatus::failed);
+  EXPECT_FALSE(sink.has_event("Started"));
+  EXPECT_NE(sink.message_of("SetupFailure").find("access mode not allowed"), std::string::npos);
+  ASSERT_EQ(mounter.releases.size(), 1u);
+  EXPECT_TRUE(runner->state().postrun_done);
+}
+
+TEST_F(AllocRunnerTest, StopDuringClaimWaitEndsAtOnceAndReleases) {
+  for (int i = 0; i < 10000; ++i)
+    cp.claim_answers.push_back(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "volume max claims reached"));
+  auto runner = make_runner(make_alloc("a1", shell("true")));
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("run", [&]() { return runner->run(); });
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return cp.claims.size() >= 2; }, 10s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::pending);
+  runner->stop("test stop");
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 5s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_FALSE(sink.has_event("Started"));
+  ASSERT_EQ(mounter.releases.size(), 1u);
+}
+
+TEST_F(AllocRunnerTest, RestartReadoptsARunningTaskWithoutClaimingAgain) {
+  const auto ready = dir / "ready";
+  pid_t pid = 0;
+  {
+    auto runner = make_runner(
+        make_alloc("a1", shell("touch " + ready.string() + "; while true; do sleep 0.1; done")));
+    async::TaskGroup group(io.get_executor(), "agent-1");
+    group.spawn("run", [&]() { return runner->run(); });
+    ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return std::filesystem::exists(ready); }, 20s));
+    ASSERT_TRUE(runner->state().task);
+    pid = runner->state().task->pid;
+    // Agent shutdown: the runner is cancelled, the task keeps running.
+    runner->shutdown();
+    group.cancel();
+    run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
+  }
+  ASSERT_EQ(::kill(pid, 0), 0) << "the task outlives the runner";
+  EXPECT_EQ(cp.claims.size(), 1u);
+
+  // The restarted agent: the volume is still mounted.
+  mounter.restored["a1"] = {RestoredVolume{.volume_id = "vol1", .path = "/fake/a1/vol1", .mounted = true}};
+  auto states = store.load_all();
+  ASSERT_EQ(states.size(), 1u);
+  ASSERT_TRUE(states[0].task);
+  EXPECT_EQ(states[0].task->pid, pid);
+  auto runner = make_runner(states[0]);
+  async::TaskGroup group(io.get_executor(), "agent-2");
+  group.spawn("run", [&]() { return runner->run(); });
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return sink.has_event("Reattached"); }, 10s));
+  EXPECT_EQ(cp.claims.size(), 1u) << "no new claim for a volume still mounted";
+  runner->stop("test stop");
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  // The test process is still the task's parent (the "old agent"), so it reaps the zombie here.
+  int wstatus = 0;
+  EXPECT_EQ(::waitpid(pid, &wstatus, WNOHANG), pid) << "the re-adopted task was stopped";
+  EXPECT_EQ(mounter.releases.size(), 1u);
+}
+
+TEST_F(AllocRunnerTest, TaskThatEndedWhileAgentWasDownIsReportedNotRestarted) {
+  AllocState s;
+  s.alloc = make_alloc("a1", shell("touch " + (dir / "ran").string()));
+  s.client_status = ClientStatus::running;
+  s.task_started = true;
+  s.claimed_volumes = {"vol1"};
+  // A pid with a start time that cannot match: the task is gone.
+  s.task = TaskHandle{::getpid(), 1};
+  mounter.restored["a1"] = {RestoredVolume{.volume_id = "vol1", .path = "/fake/a1/vol1", .mounted = true}};
+  auto runner = make_runner(s);
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  EXPECT_FALSE(std::filesystem::exists(dir / "ran")) << "a task is never started twice";
+  EXPECT_EQ(runner->client_status(), ClientStatus::failed);
+  EXPECT_NE(sink.message_of("Terminated").find("unknown"), std::string::npos) << sink.message_of("Terminated");
+  ASSERT_EQ(mounter.releases.size(), 1u);
+  EXPECT_EQ(mounter.releases[0].second, std::vector<std::string>{"vol1"});
+}
+
+TEST(TaskProcessTest, AdoptRefusesAReusedPid) {
+  EXPECT_EQ(TaskProcess::adopt(asio::io_context().get_executor(), TaskHandle{::getpid(), 1}), nullptr);
+  const auto ticks = process_start_ticks(::getpid());
+  ASSERT_TRUE(ticks);
+  asio::io_context io;
+  EXPECT_NE(TaskProcess::adopt(io.get_executor(), TaskHandle{::getpid(), *ticks}), nullptr);
+}
+
+}  // namespace
+}  // namespace mooring::nodeagent

@@ -1,0 +1,88 @@
+// The status reporter: batches reports, keeps them while the control plane is away, delivers
+// them once it is back, and survives an agent restart through its file.
+#include "services/nodeagent/allocs/status_reporter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+
+#include "shared/async/task_group.hpp"
+#include "tests/nodeagent/support/fake_controlplane_calls.hpp"
+#include "tests/nodeagent/support/run_async.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using domain::ClientStatus;
+
+StatusReporterOptions options(const std::filesystem::path& file) {
+  StatusReporterOptions o;
+  o.node_id = "n1";
+  o.state_file = file;
+  o.backoff = async::Backoff{5ms, 20ms, 2.0, 0.0};
+  o.batch_window = 5ms;
+  return o;
+}
+
+TEST(StatusReporterTest, BatchesAndRetriesUntilDelivered) {
+  test::TempDir dir{"status-reporter"};
+  asio::io_context io;
+  FakeControlPlaneCalls cp;
+  cp.down = true;
+  StatusReporter reporter(io.get_executor(), cp, options(dir / "updates.json"));
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("reporter", reporter.run());
+  reporter.report("a1", ClientStatus::pending, {{domain::now(), "Received", "r"}});
+  reporter.report("a1", ClientStatus::running, {{domain::now(), "Started", "s"}});
+  reporter.report("a2", ClientStatus::failed, {{domain::now(), "SetupFailure", "f"}});
+  run_for(io, 200ms);
+  EXPECT_TRUE(cp.updates.empty());
+  EXPECT_EQ(reporter.pending(), 2u);
+  cp.down = false;
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 10ms); return reporter.pending() == 0; }, 10s));
+  EXPECT_EQ(cp.last_status("a1"), ::mooring::v1::CLIENT_STATUS_RUNNING);
+  EXPECT_EQ(cp.last_status("a2"), ::mooring::v1::CLIENT_STATUS_FAILED);
+  EXPECT_EQ(cp.event_types("a1"), (std::vector<std::string>{"Received", "Started"}));
+  EXPECT_EQ(cp.updates.size(), 1u) << "one batch for everything pending";
+  group.cancel();
+  run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
+}
+
+TEST(StatusReporterTest, PendingReportsSurviveARestart) {
+  test::TempDir dir{"status-reporter"};
+  asio::io_context io;
+  FakeControlPlaneCalls cp;
+  {
+    cp.down = true;
+    StatusReporter reporter(io.get_executor(), cp, options(dir / "updates.json"));
+    reporter.report("a1", ClientStatus::complete, {{domain::now(), "Terminated", "done"}});
+    run_async(io, [&]() -> asio::awaitable<void> { EXPECT_FALSE(co_await reporter.flush()); });
+  }
+  cp.down = false;
+  StatusReporter reporter(io.get_executor(), cp, options(dir / "updates.json"));
+  reporter.load();
+  EXPECT_EQ(reporter.pending(), 1u);
+  run_async(io, [&]() -> asio::awaitable<void> { EXPECT_TRUE(co_await reporter.flush()); });
+  EXPECT_EQ(cp.last_status("a1"), ::mooring::v1::CLIENT_STATUS_COMPLETE);
+  EXPECT_EQ(cp.event_types("a1"), std::vector<std::string>{"Terminated"});
+}
+
+TEST(StatusReporterTest, EventsAreBoundedWithADropNotice) {
+  asio::io_context io;
+  FakeControlPlaneCalls cp;
+  auto o = options({});
+  o.max_events_per_alloc = 5;
+  StatusReporter reporter(io.get_executor(), cp, o);
+  for (int i = 0; i < 20; ++i) reporter.report("a1", ClientStatus::running, {{domain::now(), "E", std::to_string(i)}});
+  run_async(io, [&]() -> asio::awaitable<void> { EXPECT_TRUE(co_await reporter.flush()); });
+  const auto types = cp.event_types("a1");
+  ASSERT_LE(types.size(), 5u);
+  EXPECT_EQ(types.front(), "EventsDropped");
+}
+
+}  // namespace
+}  // namespace mooring::nodeagent
