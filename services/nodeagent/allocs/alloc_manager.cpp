@@ -133,7 +133,8 @@ asio::awaitable<void> AllocManager::watch() {
       if (failures == 1 || failures % 10 == 0)
         logger().warn("watching allocations failed; allocations keep running; retrying",
                       {{"error", st.error_message()}, {"code", static_cast<int>(st.error_code())}, {"delay", delay}});
-      if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
+      const auto slept = co_await async::sleep_for(delay);
+      if (slept == async::SleepEnd::cancelled) co_return;
       continue;
     }
     if (failures > 0) logger().info("watching allocations again");
@@ -154,9 +155,10 @@ asio::awaitable<void> AllocManager::watch() {
     index_ = resp.index();
     apply(allocs);
     // A control plane that answers at once with nothing new must not make this a busy loop.
-    if (!progressed && Clock::now() - started < std::chrono::milliseconds(100) &&
-        co_await async::sleep_for(std::chrono::seconds(1)) == async::SleepEnd::cancelled)
-      co_return;
+    if (!progressed && Clock::now() - started < std::chrono::milliseconds(100)) {
+      const auto slept = co_await async::sleep_for(std::chrono::seconds(1));
+      if (slept == async::SleepEnd::cancelled) co_return;
+    }
   }
 }
 
@@ -173,8 +175,10 @@ void AllocManager::check_disconnect(Clock::duration disconnected_for) {
 
 asio::awaitable<void> AllocManager::watch_disconnect(DisconnectedFor disconnected_for) {
   while (true) {
-    if (co_await async::sleep_for(options_.disconnect_check_interval) == async::SleepEnd::cancelled) co_return;
-    check_disconnect(disconnected_for());
+    const auto slept = co_await async::sleep_for(options_.disconnect_check_interval);
+    if (slept == async::SleepEnd::cancelled) co_return;
+    const auto away = disconnected_for();
+    check_disconnect(away);
   }
 }
 

@@ -124,10 +124,12 @@ asio::awaitable<void> StatusReporter::run() {
   while (true) {
     const auto gen = wake_->generation();
     if (pending_.empty()) {
-      if (co_await async::sleep_for(std::chrono::hours(24), wake_.get(), gen) == async::SleepEnd::cancelled) co_return;
+      const auto slept = co_await async::sleep_for(std::chrono::hours(24), wake_.get(), gen);
+      if (slept == async::SleepEnd::cancelled) co_return;
       continue;
     }
-    if (co_await async::sleep_for(options_.batch_window) == async::SleepEnd::cancelled) co_return;
+    const auto batched = co_await async::sleep_for(options_.batch_window);
+    if (batched == async::SleepEnd::cancelled) co_return;
     const bool delivered = co_await flush();
     if (delivered) {
       failures = 0;
@@ -137,7 +139,8 @@ asio::awaitable<void> StatusReporter::run() {
     if (failures == 1 || failures % 10 == 0)
       logger().warn("allocation status not delivered; retrying",
                     {{"pending", static_cast<int64_t>(pending_.size())}, {"delay", delay}});
-    if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
+    const auto slept = co_await async::sleep_for(delay);
+    if (slept == async::SleepEnd::cancelled) co_return;
   }
 }
 

@@ -180,7 +180,7 @@ TEST_F(AllocIntegration, TaskWritesIntoItsVolumeStopReleasesAndTheNextAllocation
   cp_.put_allocation(alloc("a1", "vol-a", "echo hello > \"$MOORING_VOLUME_DATA/file\" && exec sleep 600"));
   ASSERT_TRUE(run_until([&] { return test::read_file(volume_dir / "file") == "hello\n"; }))
       << "the task did not write into its volume";
-  EXPECT_EQ(cp_.client_status("a1"), v1::CLIENT_STATUS_RUNNING);
+  ASSERT_TRUE(run_until([&] { return cp_.client_status("a1") == v1::CLIENT_STATUS_RUNNING; }));
   EXPECT_FALSE(test::mounts_under(mount_root()).empty());
 
   // Seed 004: the next allocation's claim waits while a1 still holds the volume.
