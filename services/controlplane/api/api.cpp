@@ -13,8 +13,9 @@ namespace mooring::controlplane::api {
 namespace {
 
 struct Route {
-  Endpoint endpoint;
+  Endpoint endpoint = nullptr;
   std::optional<Table> watch;  // reads that support blocking queries
+  Api::AsyncEndpoint async;    // set instead of `endpoint` for asynchronous routes
 };
 
 struct Blocking {
@@ -50,6 +51,7 @@ struct Api::Impl {
     get("/v1/events", list_events, Table::events);
     get("/v1/status/health", health);
     get("/v1/status/ready", ready);
+    builtin = router;
   }
 
   // Everything up to the endpoint call. Returns a response when the request ends here (errors,
@@ -107,6 +109,9 @@ struct Api::Impl {
     return std::nullopt;
   }
 
+  // The synchronous routes as built in, kept apart so an asynchronous route can fall back to them.
+  http::Router<Route> builtin;
+
   http::Response finish(const http::Request& req, const Route& route, http::Response res) {
     if (route.watch && !res.index) res.index = std::max<std::uint64_t>(1, ctx.store.table_index(*route.watch));
     http::apply_cors(options.cors, req, res);
@@ -136,7 +141,19 @@ http::Response Api::handle_now(http::Request req) {
     http::apply_cors(impl_->options.cors, req, *early);
     return *early;
   }
+  if (route->async)
+    return impl_->finish(req, *route, http::error_response(500, req.method + " " + req.path + " is asynchronous"));
   return impl_->finish(req, *route, route->endpoint(impl_->ctx, req));
+}
+
+void Api::add_async_route(std::string_view method, std::string_view path, AsyncEndpoint endpoint) {
+  impl_->router.add_first(std::string(method), path, Route{nullptr, std::nullopt, std::move(endpoint)});
+}
+
+http::Response Api::fallback_sync(const http::Request& req) {
+  auto m = impl_->builtin.match(req.method, req.path);
+  if (!m.target || !m.target->endpoint) return http::error_response(404, "no such endpoint: " + req.path);
+  return m.target->endpoint(impl_->ctx, req);
 }
 
 boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
@@ -148,6 +165,7 @@ boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
   }
   if (blocking && blocking->index > 0)
     co_await impl_->ctx.store.wait_for_change(blocking->table, blocking->index, impl_->jitter(blocking->wait));
+  if (route->async) co_return impl_->finish(req, *route, co_await route->async(req));
   co_return impl_->finish(req, *route, route->endpoint(impl_->ctx, req));
 }
 

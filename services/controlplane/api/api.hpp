@@ -10,7 +10,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string_view>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -39,7 +41,17 @@ class Api {
   // The HTTP server's handler. Runs on the store's executor.
   boost::asio::awaitable<http::Response> handle(http::Request request);
   // Same routing and endpoints, never waits (blocking-query parameters only select the index).
+  // An asynchronous route answers 500 here: it can only be served by handle().
   http::Response handle_now(http::Request request);
+
+  // Endpoints that await other services (controller calls through node agents) are added at
+  // wiring time. Such a route wins over a synchronous one for the same method and path, so it
+  // may serve some requests itself and hand the rest to `fallback_sync` (the built-in endpoint).
+  using AsyncEndpoint = std::function<boost::asio::awaitable<http::Response>(const http::Request&)>;
+  void add_async_route(std::string_view method, std::string_view path, AsyncEndpoint endpoint);
+  // The built-in synchronous endpoint for this method and path, applied to a request that has
+  // already been routed (path parameters set). 404 when there is none.
+  http::Response fallback_sync(const http::Request& request);
 
  private:
   struct Impl;

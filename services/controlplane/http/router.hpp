@@ -27,11 +27,11 @@ class Router {
   };
 
   void add(std::string method, std::string_view pattern, Target target) {
-    Route r;
-    r.method = std::move(method);
-    for (auto seg : split_path(pattern)) r.segments.emplace_back(seg);
-    r.target = std::move(target);
-    routes_.push_back(std::move(r));
+    routes_.push_back(make(std::move(method), pattern, std::move(target)));
+  }
+  // Like add, but wins over every route added before it for the same method and path.
+  void add_first(std::string method, std::string_view pattern, Target target) {
+    routes_.insert(routes_.begin(), make(std::move(method), pattern, std::move(target)));
   }
 
   Match match(std::string_view method, std::string_view path) const {
@@ -74,6 +74,13 @@ class Router {
     Target target;
   };
 
+  static Route make(std::string method, std::string_view pattern, Target target) {
+    Route r;
+    r.method = std::move(method);
+    for (auto seg : split_path(pattern)) r.segments.emplace_back(seg);
+    r.target = std::move(target);
+    return r;
+  }
   static std::optional<std::string> decode_segment(std::string_view s);
 
   static bool matches(const Route& r, const std::vector<std::string>& segs, PathParams& params) {

@@ -246,7 +246,7 @@ TEST_F(BinaryTest, BadFlagsExitWithUsage) {
   status = q->wait(20s);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
-  EXPECT_NE(q->output().find("--data-dir is required"), std::string::npos);
+  EXPECT_NE(q->output().find("--data-dir (MOORING_CP_DATA_DIR, file key data_dir) is required"), std::string::npos);
   auto ttl = spawn(dir / "flags3.log", {"--data-dir", data.string(), "--heartbeat-ttl", "soon"});
   status = ttl->wait(20s);
   ASSERT_TRUE(WIFEXITED(status));

@@ -1,0 +1,313 @@
+#include "services/controlplane/agents/agent_router.hpp"
+
+#include <map>
+
+#include <grpcpp/grpcpp.h>
+
+#include "mooring/v1/nodeagent.grpc.pb.h"
+#include "services/controlplane/state/state_store.hpp"
+#include "shared/log/log.hpp"
+#include "shared/rpc/client_call.hpp"
+
+namespace mooring::controlplane::agents {
+
+namespace asio = boost::asio;
+using Stub = v1::NodeAgent::Stub;
+
+namespace {
+
+const log::Logger& logger() {
+  static const log::Logger instance{"agents"};
+  return instance;
+}
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+std::string status_text(const grpc::Status& s) {
+  static const char* const names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+                                      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                                      "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+                                      "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  auto code = static_cast<int>(s.error_code());
+  std::string out = code >= 0 && code < 17 ? names[code] : "CODE_" + std::to_string(code);
+  if (!s.error_message().empty()) out += ": " + s.error_message();
+  return out;
+}
+
+}  // namespace
+
+struct AgentRouter::Impl {
+  struct Cached {
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<Stub> stub;
+  };
+
+  explicit Impl(AgentRouter& r) : router(r) {}
+
+  // The stub for the node's current address; a changed address gets a fresh channel (the old
+  // one is dropped once calls in flight on it finish, since they hold the stub).
+  std::shared_ptr<Stub> stub(const domain::Node& node) {
+    auto& c = channels[node.id];
+    if (!c.stub || c.address != node.address) {
+      if (c.stub)
+        logger().info("node agent address changed; new channel",
+                      {{"node_id", node.id}, {"old", c.address}, {"new", node.address}});
+      c.address = node.address;
+      c.channel = rpc::make_channel(node.address, router.options_.channel);
+      c.stub = std::shared_ptr<Stub>(v1::NodeAgent::NewStub(c.channel).release());
+    }
+    return c.stub;
+  }
+
+  std::chrono::milliseconds timeout(csi::Rpc rpc, std::chrono::milliseconds extra = {}) const {
+    if (router.options_.timeout_override) return *router.options_.timeout_override;
+    return csi::policy(rpc).timeout + extra + router.options_.forward_margin;
+  }
+
+  // One attempt against one node.
+  template <class Req, class Resp, class Start>
+  asio::awaitable<grpc::Status> call(const domain::Node& node, std::chrono::milliseconds timeout, const Req& request,
+                                     Resp& response, Start start) {
+    // Named locals, not temporaries, as coroutine arguments: GCC 12 mishandles the lifetime of
+    // class temporaries passed by value to a coroutine (a captured shared_ptr was released twice).
+    std::shared_ptr<Stub> s = stub(node);
+    Stub* raw = s.get();
+    rpc::CallOptions options;
+    options.timeout = timeout;
+    options.wait_for_ready = false;
+    rpc::StartUnary begin = [raw, &request, &response, start](grpc::ClientContext* ctx, rpc::UnaryDone done) {
+      start(*raw, ctx, &request, &response, std::move(done));
+    };
+    grpc::Status status = co_await rpc::unary(std::move(options), std::move(begin));
+    co_return status;
+  }
+
+  template <class Req, class Resp, class Start>
+  asio::awaitable<AgentResult<Resp>> to_node(csi::Rpc classify_as, std::string what, std::string node_id, Req request,
+                                             std::chrono::milliseconds timeout, Start start) {
+    AgentResult<Resp> out;
+    out.node_id = node_id;
+    const domain::Node* node = router.store_.node(node_id);
+    if (!node || node->address.empty()) {
+      out.no_target = true;
+      out.status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                node ? "node " + quoted(node_id) + " has no agent address"
+                                     : "node " + quoted(node_id) + " is not registered");
+      out.outcome = csi::classify(classify_as, out.status.error_code());
+      out.error = what + " on node " + quoted(node_id) + ": " + out.status.error_message();
+      co_return out;
+    }
+    out.status = co_await call(*node, timeout, request, out.response, start);
+    out.outcome = csi::classify(classify_as, out.status.error_code());
+    if (!out.ok()) out.error = what + " on node " + quoted(node_id) + ": " + status_text(out.status);
+    co_return out;
+  }
+
+  // A controller RPC: wrapped with the plugin id and sent to each healthy controller in turn
+  // until one gives an answer that is not worth trying elsewhere.
+  template <class Wrapped, class Resp, class CsiReq, class Start>
+  asio::awaitable<AgentResult<Resp>> forward(csi::Rpc rpc, std::string plugin_id, std::string key, CsiReq request,
+                                             Start start) {
+    VolumeLocks::Guard guard;
+    if (!key.empty()) guard = co_await router.locks_.lock(key);
+    const std::string what = std::string(csi::to_string(rpc)) + " for plugin " + quoted(plugin_id) +
+                             (key.empty() ? std::string{} : " (volume " + quoted(key) + ")");
+    AgentResult<Resp> out;
+    auto candidates = router.controller_candidates(plugin_id);
+    if (candidates.empty()) {
+      out.no_target = true;
+      out.status = grpc::Status(grpc::StatusCode::UNAVAILABLE, router.no_controller_reason(plugin_id));
+      out.outcome = csi::classify(rpc, out.status.error_code());
+      out.error = what + ": " + out.status.error_message();
+      co_return out;
+    }
+    Wrapped wrapped;
+    wrapped.set_plugin_id(plugin_id);
+    *wrapped.mutable_request() = std::move(request);
+    std::string tried;
+    bool asked = false;
+    for (const auto& node_id : candidates) {
+      const domain::Node* node = router.store_.node(node_id);  // may have gone during an earlier attempt
+      if (!node || node->address.empty()) continue;
+      Resp response;
+      out.status = co_await call(*node, timeout(rpc), wrapped, response, start);
+      out.outcome = csi::classify(rpc, out.status.error_code());
+      out.node_id = node_id;
+      asked = true;
+      if (out.ok() || out.done()) {
+        out.response = std::move(response);
+        out.error.clear();
+        co_return out;
+      }
+      tried += (tried.empty() ? "" : "; ") + std::string("via node ") + quoted(node_id) + ": " + status_text(out.status);
+      if (!csi::should_retry(out.outcome)) break;
+      logger().debug("controller call failed; trying the next controller",
+                     {{"rpc", csi::to_string(rpc)}, {"plugin_id", plugin_id}, {"node_id", node_id},
+                      {"error", status_text(out.status)}});
+    }
+    if (!asked) {
+      out.no_target = true;
+      out.status = grpc::Status(grpc::StatusCode::UNAVAILABLE, router.no_controller_reason(plugin_id));
+      out.outcome = csi::classify(rpc, out.status.error_code());
+      tried = out.status.error_message();
+    }
+    out.error = what + ": " + tried;
+    co_return out;
+  }
+
+  AgentRouter& router;
+  std::map<std::string, Cached> channels;
+};
+
+AgentRouter::AgentRouter(asio::any_io_executor executor, const StateStore& store, AgentRouterOptions options)
+    : store_(store), options_(std::move(options)), locks_(executor), impl_(std::make_unique<Impl>(*this)) {}
+
+AgentRouter::~AgentRouter() = default;
+
+std::vector<std::string> AgentRouter::controller_candidates(const std::string& plugin_id) const {
+  std::vector<std::string> out;
+  const domain::Plugin* p = store_.plugin(plugin_id);
+  if (!p) return out;
+  for (const auto& [node_id, inst] : p->controllers) {  // map order: sorted by node id
+    if (!inst.healthy || !domain::has_controller(inst.type)) continue;
+    const domain::Node* n = store_.node(node_id);
+    if (!n || n->status != domain::NodeStatus::ready || n->address.empty()) continue;
+    out.push_back(node_id);
+  }
+  return out;
+}
+
+std::string AgentRouter::no_controller_reason(const std::string& plugin_id) const {
+  const domain::Plugin* p = store_.plugin(plugin_id);
+  if (!p) return "no CSI plugin named " + quoted(plugin_id) + " is registered";
+  if (p->controllers.empty()) return "plugin " + quoted(plugin_id) + " has no controller instances";
+  if (!controller_candidates(plugin_id).empty()) return "";
+  std::string out = "plugin " + quoted(plugin_id) + " has no healthy controller on a ready node (";
+  bool first = true;
+  for (const auto& [node_id, inst] : p->controllers) {
+    const domain::Node* n = store_.node(node_id);
+    out += (first ? "" : ", ") + quoted(node_id) + ": ";
+    first = false;
+    if (!inst.healthy) out += "unhealthy" + (inst.health_description.empty() ? "" : " (" + inst.health_description + ")");
+    else if (!n) out += "node not registered";
+    else if (n->status != domain::NodeStatus::ready) out += "node " + std::string(domain::to_string(n->status));
+    else out += "no agent address";
+  }
+  return out + ")";
+}
+
+std::size_t AgentRouter::channel_count() const { return impl_->channels.size(); }
+
+std::optional<std::string> AgentRouter::channel_address(const std::string& node_id) const {
+  auto it = impl_->channels.find(node_id);
+  if (it == impl_->channels.end()) return std::nullopt;
+  return it->second.address;
+}
+
+// ---- node RPCs ----
+
+asio::awaitable<AgentResult<v1::NodeDetachVolumeResponse>> AgentRouter::node_detach_volume(
+    std::string node_id, v1::NodeDetachVolumeRequest request) {
+  // The agent unpublishes and, when the last user is gone, unstages: both attempts fit.
+  auto timeout = impl_->timeout(csi::Rpc::NodeUnpublishVolume, csi::policy(csi::Rpc::NodeUnstageVolume).timeout);
+  std::string what = "NodeDetachVolume of volume " + quoted(request.volume_id());
+  co_return co_await impl_->to_node<v1::NodeDetachVolumeRequest, v1::NodeDetachVolumeResponse>(
+      csi::Rpc::NodeUnpublishVolume, what, std::move(node_id), std::move(request), timeout,
+      [](Stub& s, grpc::ClientContext* c, const v1::NodeDetachVolumeRequest* r, v1::NodeDetachVolumeResponse* o,
+         rpc::UnaryDone d) { s.async()->NodeDetachVolume(c, r, o, std::move(d)); });
+}
+
+asio::awaitable<AgentResult<v1::NodeExpandVolumeResponse>> AgentRouter::node_expand_volume(
+    std::string node_id, v1::NodeExpandVolumeRequest request) {
+  std::string what = "NodeExpandVolume of volume " + quoted(request.volume_id());
+  co_return co_await impl_->to_node<v1::NodeExpandVolumeRequest, v1::NodeExpandVolumeResponse>(
+      csi::Rpc::NodeExpandVolume, what, std::move(node_id), std::move(request), impl_->timeout(csi::Rpc::NodeExpandVolume),
+      [](Stub& s, grpc::ClientContext* c, const v1::NodeExpandVolumeRequest* r, v1::NodeExpandVolumeResponse* o,
+         rpc::UnaryDone d) { s.async()->NodeExpandVolume(c, r, o, std::move(d)); });
+}
+
+// ---- controller RPCs ----
+
+#define MOORING_FORWARD(Method, Wrapped, CsiResp, rpc_enum, key)                                              \
+  impl_->forward<v1::Wrapped, ::csi::v1::CsiResp>(                                                               \
+      csi::Rpc::rpc_enum, std::move(plugin_id), std::move(key), std::move(request),                              \
+      [](Stub& s, grpc::ClientContext* c, const v1::Wrapped* r, ::csi::v1::CsiResp* o, rpc::UnaryDone d) {       \
+        s.async()->Method(c, r, o, std::move(d));                                                                \
+      })
+
+asio::awaitable<AgentResult<::csi::v1::CreateVolumeResponse>> AgentRouter::create_volume(
+    std::string plugin_id, std::string volume_key, ::csi::v1::CreateVolumeRequest request) {
+  co_return co_await MOORING_FORWARD(CreateVolume, CreateVolumeRequest, CreateVolumeResponse, CreateVolume,
+                                     std::move(volume_key));
+}
+
+asio::awaitable<AgentResult<::csi::v1::DeleteVolumeResponse>> AgentRouter::delete_volume(
+    std::string plugin_id, std::string volume_key, ::csi::v1::DeleteVolumeRequest request) {
+  co_return co_await MOORING_FORWARD(DeleteVolume, DeleteVolumeRequest, DeleteVolumeResponse, DeleteVolume,
+                                     std::move(volume_key));
+}
+
+asio::awaitable<AgentResult<::csi::v1::ControllerPublishVolumeResponse>> AgentRouter::controller_publish_volume(
+    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerPublishVolumeRequest request) {
+  co_return co_await MOORING_FORWARD(ControllerPublishVolume, ControllerPublishVolumeRequest,
+                                     ControllerPublishVolumeResponse, ControllerPublishVolume, std::move(volume_key));
+}
+
+asio::awaitable<AgentResult<::csi::v1::ControllerUnpublishVolumeResponse>> AgentRouter::controller_unpublish_volume(
+    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerUnpublishVolumeRequest request) {
+  co_return co_await MOORING_FORWARD(ControllerUnpublishVolume, ControllerUnpublishVolumeRequest,
+                                     ControllerUnpublishVolumeResponse, ControllerUnpublishVolume,
+                                     std::move(volume_key));
+}
+
+asio::awaitable<AgentResult<::csi::v1::ControllerExpandVolumeResponse>> AgentRouter::controller_expand_volume(
+    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request) {
+  co_return co_await MOORING_FORWARD(ControllerExpandVolume, ControllerExpandVolumeRequest,
+                                     ControllerExpandVolumeResponse, ControllerExpandVolume, std::move(volume_key));
+}
+
+asio::awaitable<AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse>> AgentRouter::validate_volume_capabilities(
+    std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request) {
+  co_return co_await MOORING_FORWARD(ValidateVolumeCapabilities, ValidateVolumeCapabilitiesRequest,
+                                     ValidateVolumeCapabilitiesResponse, ValidateVolumeCapabilities,
+                                     std::move(volume_key));
+}
+
+asio::awaitable<AgentResult<::csi::v1::CreateSnapshotResponse>> AgentRouter::create_snapshot(
+    std::string plugin_id, std::string volume_key, ::csi::v1::CreateSnapshotRequest request) {
+  co_return co_await MOORING_FORWARD(CreateSnapshot, CreateSnapshotRequest, CreateSnapshotResponse, CreateSnapshot,
+                                     std::move(volume_key));
+}
+
+asio::awaitable<AgentResult<::csi::v1::DeleteSnapshotResponse>> AgentRouter::delete_snapshot(
+    std::string plugin_id, ::csi::v1::DeleteSnapshotRequest request) {
+  std::string unserialized;  // queries and snapshot deletes name no volume
+  co_return co_await MOORING_FORWARD(DeleteSnapshot, DeleteSnapshotRequest, DeleteSnapshotResponse, DeleteSnapshot,
+                                     unserialized);
+}
+
+asio::awaitable<AgentResult<::csi::v1::ListSnapshotsResponse>> AgentRouter::list_snapshots(
+    std::string plugin_id, ::csi::v1::ListSnapshotsRequest request) {
+  std::string unserialized;  // queries and snapshot deletes name no volume
+  co_return co_await MOORING_FORWARD(ListSnapshots, ListSnapshotsRequest, ListSnapshotsResponse, ListSnapshots,
+                                     unserialized);
+}
+
+asio::awaitable<AgentResult<::csi::v1::ListVolumesResponse>> AgentRouter::list_volumes(
+    std::string plugin_id, ::csi::v1::ListVolumesRequest request) {
+  std::string unserialized;  // queries and snapshot deletes name no volume
+  co_return co_await MOORING_FORWARD(ListVolumes, ListVolumesRequest, ListVolumesResponse, ListVolumes,
+                                     unserialized);
+}
+
+asio::awaitable<AgentResult<::csi::v1::GetCapacityResponse>> AgentRouter::get_capacity(
+    std::string plugin_id, ::csi::v1::GetCapacityRequest request) {
+  std::string unserialized;  // queries and snapshot deletes name no volume
+  co_return co_await MOORING_FORWARD(GetCapacity, GetCapacityRequest, GetCapacityResponse, GetCapacity,
+                                     unserialized);
+}
+
+#undef MOORING_FORWARD
+
+}  // namespace mooring::controlplane::agents

@@ -1,0 +1,113 @@
+// Agents room: how the control plane reaches node agents (seed 000's "shim"). Node RPCs go to
+// the claim's node; controller RPCs go to a node running a healthy controller instance of the
+// plugin (sorted by node id), and move on to the next one on retryable errors (UNAVAILABLE
+// "plugin not running here", timeouts). One channel per node address, replaced when the node's
+// registered address changes. Controller calls that name a volume are serialized per volume.
+// gRPC stays in the .cpp; callers see protobuf messages and grpc::Status values.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <grpcpp/support/status.h>
+
+#include "mooring/v1/nodeagent.pb.h"
+#include "services/controlplane/agents/volume_locks.hpp"
+#include "shared/csi/error_table.hpp"
+#include "shared/rpc/channel.hpp"
+
+namespace mooring::controlplane {
+class StateStore;
+}
+
+namespace mooring::controlplane::agents {
+
+template <class Response>
+struct AgentResult {
+  grpc::Status status;
+  Response response;                        // meaningful when status.ok()
+  csi::Outcome outcome = csi::Outcome::ok;  // the CSI error table's reading of status
+  std::string node_id;                      // the node that gave the final answer ("" if none)
+  bool no_target = false;                   // no node could be asked (no healthy controller, node unknown)
+  std::string error;                        // names the RPC, plugin/volume and every node tried
+
+  bool ok() const { return status.ok(); }
+  bool done() const { return csi::is_done(outcome); }
+};
+
+struct AgentRouterOptions {
+  rpc::ChannelOptions channel;
+  // Added to the CSI table's per-attempt timeout: the agent forwards with the table's timeout,
+  // so our deadline must outlive it to hear the plugin's answer rather than our own timeout.
+  std::chrono::milliseconds forward_margin{std::chrono::seconds(5)};
+  // Tests: one timeout for every call instead of the table's.
+  std::optional<std::chrono::milliseconds> timeout_override;
+};
+
+class AgentRouter {
+ public:
+  AgentRouter(boost::asio::any_io_executor executor, const StateStore& store, AgentRouterOptions options = {});
+  ~AgentRouter();
+  AgentRouter(const AgentRouter&) = delete;
+  AgentRouter& operator=(const AgentRouter&) = delete;
+
+  // ---- node RPCs: to the named node (the claim's node) ----
+  // Classified as NodeUnpublishVolume (NOT_FOUND = already unmounted = done).
+  boost::asio::awaitable<AgentResult<v1::NodeDetachVolumeResponse>> node_detach_volume(
+      std::string node_id, v1::NodeDetachVolumeRequest request);
+  boost::asio::awaitable<AgentResult<v1::NodeExpandVolumeResponse>> node_expand_volume(
+      std::string node_id, v1::NodeExpandVolumeRequest request);
+
+  // ---- controller RPCs: to a healthy controller of `plugin_id` ----
+  // `volume_key` (the Mooring volume id) serializes calls per volume; "" does not serialize.
+  boost::asio::awaitable<AgentResult<::csi::v1::CreateVolumeResponse>> create_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::CreateVolumeRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::DeleteVolumeResponse>> delete_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::DeleteVolumeRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::ControllerPublishVolumeResponse>> controller_publish_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerPublishVolumeRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::ControllerUnpublishVolumeResponse>> controller_unpublish_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerUnpublishVolumeRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::ControllerExpandVolumeResponse>> controller_expand_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse>> validate_volume_capabilities(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::CreateSnapshotResponse>> create_snapshot(
+      std::string plugin_id, std::string volume_key, ::csi::v1::CreateSnapshotRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::DeleteSnapshotResponse>> delete_snapshot(
+      std::string plugin_id, ::csi::v1::DeleteSnapshotRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::ListSnapshotsResponse>> list_snapshots(
+      std::string plugin_id, ::csi::v1::ListSnapshotsRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::ListVolumesResponse>> list_volumes(
+      std::string plugin_id, ::csi::v1::ListVolumesRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::GetCapacityResponse>> get_capacity(
+      std::string plugin_id, ::csi::v1::GetCapacityRequest request);
+
+  // Nodes with a healthy controller instance of the plugin on a ready node with an address,
+  // in the order they are tried (node id order).
+  std::vector<std::string> controller_candidates(const std::string& plugin_id) const;
+  // Why there is no candidate, naming the plugin ("no CSI plugin named ...", "... has no healthy
+  // controller ..."); "" when there is one.
+  std::string no_controller_reason(const std::string& plugin_id) const;
+
+  // The per-volume serialization (shared with callers that need a longer critical section).
+  VolumeLocks& locks() { return locks_; }
+  // Channels currently cached (one per node); the address a node's channel dials.
+  std::size_t channel_count() const;
+  std::optional<std::string> channel_address(const std::string& node_id) const;
+
+  struct Impl;
+
+ private:
+  const StateStore& store_;
+  AgentRouterOptions options_;
+  VolumeLocks locks_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mooring::controlplane::agents

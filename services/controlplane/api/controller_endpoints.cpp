@@ -1,0 +1,711 @@
+// Controller endpoints: validate everything first (bad input changes nothing and calls no
+// plugin), then one controller call through the agent router (serialized per volume), then one
+// commit. A create or snapshot whose outcome is uncertain is negated in the background.
+#include "services/controlplane/api/controller_endpoints.hpp"
+
+#include <algorithm>
+
+#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/api/api.hpp"
+#include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/claims/volume_rules.hpp"
+#include "services/controlplane/gc/claim_gc.hpp"
+#include "services/controlplane/gc/node_loss.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "shared/async/retry.hpp"
+#include "shared/domain/json.hpp"
+#include "shared/domain/volume_capability.hpp"
+
+namespace mooring::controlplane::api {
+
+namespace asio = boost::asio;
+using json = nlohmann::json;
+using StringMap = std::map<std::string, std::string>;
+
+namespace {
+
+std::string dq(const std::string& s) { return "\"" + s + "\""; }
+
+// The HTTP answer for a controller call that did not succeed.
+template <class R>
+http::Response plugin_failure(const R& r) {
+  if (r.no_target) return http::error_response(503, r.error);
+  unsigned status = 502;
+  switch (r.status.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::OUT_OF_RANGE: status = 400; break;
+    case grpc::StatusCode::NOT_FOUND: status = 404; break;
+    case grpc::StatusCode::ALREADY_EXISTS:
+    case grpc::StatusCode::FAILED_PRECONDITION: status = 409; break;
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED: status = 403; break;
+    case grpc::StatusCode::UNIMPLEMENTED: status = 501; break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: status = 504; break;
+    case grpc::StatusCode::UNAVAILABLE: status = 503; break;
+    default: break;
+  }
+  return http::error_response(status, r.error);
+}
+
+// A failed page of a plugin listing: ABORTED for a token the plugin no longer knows is the
+// caller's to fix (restart the listing); anything else as plugin_failure.
+template <class R>
+http::Response listing_failure(const R& r, const std::string& token, const std::string& plugin_id) {
+  if (r.status.error_code() == grpc::StatusCode::ABORTED && !token.empty())
+    return bad_request("query parameter \"next_token\": no longer valid for plugin " + dq(plugin_id) +
+                       "; restart the listing without it");
+  return plugin_failure(r);
+}
+
+// Volume secrets, then body secrets, then header secrets: the later wins.
+bool header_secrets(const http::Request& req, StringMap& out, http::Response& err) {
+  for (auto name : {"x-nomad-csi-secrets", "x-mooring-csi-secrets"}) {
+    auto h = req.header(name);
+    if (h.empty()) continue;
+    auto parsed = parse_secrets_header(h);
+    if (!parsed) {
+      err = bad_request(std::string("header ") + (name[2] == 'n' ? "X-Nomad-CSI-Secrets" : "X-Mooring-CSI-Secrets") +
+                        ": " + parsed.error());
+      return false;
+    }
+    for (auto& [k, v] : *parsed) out[k] = v;
+  }
+  return true;
+}
+
+void put_secrets(google::protobuf::Map<std::string, std::string>* dst, const StringMap& src) {
+  for (const auto& [k, v] : src) (*dst)[k] = v;
+}
+
+bool controller_supports(const domain::Plugin& p, bool domain::ControllerInfo::*flag) {
+  for (const auto& [n, inst] : p.controllers)
+    if (inst.controller_info && (*inst.controller_info).*flag) return true;
+  return false;
+}
+
+bool page_params(const http::Request& req, std::int32_t& max_entries, std::string& token, http::Response& err) {
+  if (auto pp = req.param("per_page")) {
+    try {
+      std::size_t used = 0;
+      long n = std::stol(std::string(*pp), &used);
+      if (used != pp->size() || n < 0 || n > 100000) throw std::invalid_argument("range");
+      max_entries = static_cast<std::int32_t>(n);
+    } catch (const std::exception&) {
+      err = bad_request("query parameter \"per_page\": must be a non-negative integer, got \"" + std::string(*pp) + "\"");
+      return false;
+    }
+  }
+  token = std::string(req.param("next_token").value_or(""));
+  return true;
+}
+
+bool required_param(const http::Request& req, std::string_view name, std::string& out, http::Response& err) {
+  out = std::string(req.param(name).value_or(""));
+  if (out.empty()) {
+    err = bad_request("query parameter \"" + std::string(name) + "\" is required");
+    return false;
+  }
+  return true;
+}
+
+json snapshot_json(const ::csi::v1::Snapshot& s, const std::string& plugin_id, const StateStore& store,
+                   const std::string& name = {}) {
+  std::string source;
+  for (const auto& [id, v] : store.volumes())
+    if (v.plugin_id == plugin_id && v.external_id == s.source_volume_id()) {
+      source = id;
+      break;
+    }
+  json j = {{"ID", s.snapshot_id()},
+            {"ExternalSourceVolumeID", s.source_volume_id()},
+            {"SourceVolumeID", source},
+            {"SizeBytes", s.size_bytes()},
+            {"CreateTime", s.creation_time().seconds()},
+            {"IsReady", s.ready_to_use()},
+            {"PluginID", plugin_id}};
+  if (!name.empty()) j["Name"] = name;
+  return j;
+}
+
+// A negation is retried for up to an hour (1 s -> 30 s); it is logged if it gives up.
+async::RetryOptions negation_retry() {
+  async::RetryOptions o;
+  o.backoff.initial = std::chrono::seconds(1);
+  o.backoff.max = std::chrono::seconds(30);
+  o.backoff.max_elapsed = std::chrono::hours(1);
+  return o;
+}
+
+}  // namespace
+
+domain::Expected<StringMap> parse_secrets_header(std::string_view text) {
+  StringMap out;
+  std::size_t position = 0;
+  while (!text.empty()) {
+    ++position;
+    auto comma = text.find(',');
+    auto entry = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+    if (entry.empty()) continue;
+    auto eq = entry.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      return domain::error("entry " + std::to_string(position) + " is not key=value");
+    out[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  return out;
+}
+
+ControllerEndpoints::ControllerEndpoints(asio::any_io_executor executor, StateStore& store,
+                                         agents::AgentRouter& router, gc::ClaimGc* gc)
+    : store_(store), router_(router), gc_(gc), tasks_(std::move(executor), "controller-api") {}
+
+ControllerEndpoints::~ControllerEndpoints() = default;
+
+asio::awaitable<void> ControllerEndpoints::stop() {
+  tasks_.cancel();
+  co_await tasks_.join();
+}
+
+void ControllerEndpoints::add_routes(Api& api) {
+  api_ = &api;
+  auto route = [&](const char* method, const char* path, asio::awaitable<http::Response> (ControllerEndpoints::*fn)(http::Request)) {
+    api.add_async_route(method, path, [this, fn](const http::Request& r) { return (this->*fn)(r); });
+  };
+  route("PUT", "/v1/volume/csi/:id", &ControllerEndpoints::register_or_expand);
+  route("POST", "/v1/volume/csi/:id", &ControllerEndpoints::register_or_expand);
+  route("PUT", "/v1/volume/csi/:id/create", &ControllerEndpoints::create_volume);
+  route("POST", "/v1/volume/csi/:id/create", &ControllerEndpoints::create_volume);
+  route("DELETE", "/v1/volume/csi/:id/delete", &ControllerEndpoints::delete_volume);
+  route("DELETE", "/v1/volume/csi/:id/detach", &ControllerEndpoints::detach_volume);
+  route("GET", "/v1/volumes/snapshot", &ControllerEndpoints::list_snapshots);
+  route("PUT", "/v1/volumes/snapshot", &ControllerEndpoints::create_snapshot);
+  route("POST", "/v1/volumes/snapshot", &ControllerEndpoints::create_snapshot);
+  route("DELETE", "/v1/volumes/snapshot", &ControllerEndpoints::delete_snapshot);
+  route("GET", "/v1/volumes/external", &ControllerEndpoints::list_external_volumes);
+}
+
+// ---- expand ----
+
+asio::awaitable<http::Response> ControllerEndpoints::register_or_expand(http::Request req) {
+  std::string id;
+  http::Response err;
+  if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
+  json body;
+  if (!parse_body(req, body, err)) co_return err;
+  auto volumes = domain::volumes_request_from_api(body, true);
+  const domain::Volume* current = store_.volume(id);
+  // Everything that is not an expansion (including every malformed request) is the plain
+  // registration's to answer, with its own errors.
+  if (!volumes || volumes->size() != 1 || volumes->front().id != id || !current || !api_)
+    co_return api_ ? api_->fallback_sync(req) : http::error_response(500, "registration is not wired");
+  auto plan = plan_volume_register(current, volumes->front(), store_.plugin(volumes->front().plugin_id));
+  if (!plan || !plan->expand) co_return api_->fallback_sync(req);
+
+  const domain::Volume wanted = plan->volume;
+  const domain::Plugin* plugin = store_.plugin(wanted.plugin_id);
+  if (!plugin) co_return bad_request("volume " + dq(id) + ": no CSI plugin named " + dq(wanted.plugin_id));
+  if (!controller_supports(*plugin, &domain::ControllerInfo::supports_expand))
+    co_return bad_request("volume " + dq(id) + ": plugin " + dq(wanted.plugin_id) +
+                          " has no controller that supports EXPAND_VOLUME; cannot grow it from " +
+                          std::to_string(current->capacity) + " to " + std::to_string(wanted.requested_capacity_min) +
+                          " bytes");
+  StringMap secrets = wanted.secrets;
+  if (!header_secrets(req, secrets, err)) co_return err;
+
+  ::csi::v1::ControllerExpandVolumeRequest csi;
+  csi.set_volume_id(wanted.external_id);
+  csi.mutable_capacity_range()->set_required_bytes(wanted.requested_capacity_min);
+  csi.mutable_capacity_range()->set_limit_bytes(wanted.requested_capacity_max);
+  put_secrets(csi.mutable_secrets(), secrets);
+  // The capability in use (or the first requested one) tells the plugin how the volume is used.
+  auto access = wanted.access_mode;
+  auto attachment = wanted.attachment_mode;
+  if (access == domain::AccessMode::unknown && !wanted.requested_capabilities.empty()) {
+    access = wanted.requested_capabilities.front().access_mode;
+    attachment = wanted.requested_capabilities.front().attachment_mode;
+  }
+  if (access != domain::AccessMode::unknown) {
+    if (auto c = domain::csi_volume_capability(access, attachment, wanted.mount_options))
+      *csi.mutable_volume_capability() = *c;
+  }
+  auto res = co_await router_.controller_expand_volume(wanted.plugin_id, id, csi);
+  if (!res.ok()) co_return plugin_failure(res);
+  const std::int64_t capacity = res.response.capacity_bytes();
+  const bool node_expansion = res.response.node_expansion_required();
+
+  // Node expansion for every claim that has the volume published (seed: once per claim).
+  std::vector<std::string> node_errors;
+  if (node_expansion) {
+    for (const auto& [alloc, claim] : wanted.claims) {
+      if (claim.state != domain::ClaimState::taken) continue;
+      v1::NodeExpandVolumeRequest ne;
+      ne.set_plugin_id(wanted.plugin_id);
+      ne.set_volume_id(id);
+      ne.set_external_id(wanted.external_id);
+      ne.set_alloc_id(alloc);
+      *ne.mutable_capacity_range() = csi.capacity_range();
+      auto r = co_await router_.node_expand_volume(claim.node_id, ne);
+      if (!r.ok() && r.status.error_code() != grpc::StatusCode::NOT_FOUND) node_errors.push_back(r.error);
+    }
+  }
+
+  // Record what the plugin now says, on top of whatever else changed meanwhile.
+  const domain::Volume* latest = store_.volume(id);
+  if (!latest) co_return http::error_response(409, "volume " + dq(id) + " was deregistered while it was expanded");
+  auto again = plan_volume_register(latest, wanted, store_.plugin(wanted.plugin_id));
+  if (!again) co_return refused(again.refusal());
+  again->volume.capacity = std::max(capacity, latest->capacity);
+  Batch batch;
+  std::string message = "expanded volume " + dq(id) + " to " + std::to_string(again->volume.capacity) + " bytes";
+  if (!node_errors.empty()) message += "; node expansion failed: " + node_errors.front();
+  batch.add_event({.topic = "Volume",
+                   .type = node_errors.empty() ? "VolumeExpanded" : "VolumeNodeExpansionFailed",
+                   .key = id,
+                   .message = message,
+                   .details = {{"plugin_id", wanted.plugin_id},
+                               {"capacity", std::to_string(again->volume.capacity)},
+                               {"node_expansion", node_expansion ? "true" : "false"}}});
+  batch.put(again->volume);
+  auto index = store_.commit(std::move(batch));
+  if (!index) co_return write_failed("record expansion of volume \"" + id + "\"", index.error());
+  log_.info("volume expanded", {{"volume_id", id}, {"capacity", again->volume.capacity},
+                                {"node_expansion", node_expansion}, {"node_errors", node_errors.size()}});
+  if (!node_errors.empty())
+    co_return http::error_response(502, "volume " + dq(id) + " was expanded by the controller to " +
+                                            std::to_string(again->volume.capacity) +
+                                            " bytes, but node expansion failed: " + node_errors.front());
+  json out = {{"Index", *index}, {"Volumes", json::array({domain::to_api_json(*store_.volume(id))})}};
+  auto r = json_ok(out);
+  r.index = *index;
+  co_return r;
+}
+
+// ---- create ----
+
+asio::awaitable<http::Response> ControllerEndpoints::create_volume(http::Request req) {
+  std::string id;
+  http::Response err;
+  if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
+  json body;
+  if (!parse_body(req, body, err)) co_return err;
+  auto volumes = domain::volumes_request_from_api(body, false);
+  if (!volumes) co_return bad_request(volumes.error());
+  if (volumes->size() != 1)
+    co_return bad_request("PUT /v1/volume/csi/" + id + "/create creates exactly one volume");
+  domain::Volume v = std::move(volumes->front());
+  if (v.id != id)
+    co_return bad_request("volume \"" + v.id + "\": field \"ID\" does not match the path id \"" + id + "\"");
+  if (!header_secrets(req, v.secrets, err)) co_return err;
+  if (store_.volume(id))
+    co_return http::error_response(409, "volume " + dq(id) + " already exists; update it with PUT /v1/volume/csi/" + id);
+  const domain::Plugin* plugin = store_.plugin(v.plugin_id);
+  if (!plugin) co_return bad_request("volume " + dq(id) + ": no CSI plugin named " + dq(v.plugin_id));
+  if (!controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
+    co_return bad_request("volume " + dq(id) + ": plugin " + dq(v.plugin_id) +
+                          " has no controller that supports CREATE_DELETE_VOLUME; register an existing volume instead");
+  if (!v.clone_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_clone))
+    co_return bad_request("volume " + dq(id) + ": plugin " + dq(v.plugin_id) + " cannot clone volumes (CloneID)");
+  if (!v.snapshot_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete_snapshot))
+    co_return bad_request("volume " + dq(id) + ": plugin " + dq(v.plugin_id) +
+                          " cannot create volumes from snapshots (SnapshotID)");
+  if (auto plan = plan_volume_register(nullptr, v, plugin); !plan) co_return refused(plan.refusal());
+
+  ::csi::v1::CreateVolumeRequest csi;
+  // The Mooring id is the idempotency key: unique here, stable across retries.
+  csi.set_name(id);
+  csi.mutable_capacity_range()->set_required_bytes(v.requested_capacity_min);
+  csi.mutable_capacity_range()->set_limit_bytes(v.requested_capacity_max);
+  for (const auto& cap : v.requested_capabilities) {
+    auto c = domain::csi_volume_capability(cap.access_mode, cap.attachment_mode, v.mount_options);
+    if (!c) co_return bad_request("volume " + dq(id) + ": " + c.error());
+    *csi.add_volume_capabilities() = *c;
+  }
+  for (const auto& [k, val] : v.parameters) (*csi.mutable_parameters())[k] = val;
+  put_secrets(csi.mutable_secrets(), v.secrets);
+  if (!v.snapshot_id.empty()) csi.mutable_volume_content_source()->mutable_snapshot()->set_snapshot_id(v.snapshot_id);
+  if (!v.clone_id.empty()) csi.mutable_volume_content_source()->mutable_volume()->set_volume_id(v.clone_id);
+  auto topo = [](const domain::Topology& t) {
+    ::csi::v1::Topology out;
+    for (const auto& [k, val] : t.segments) (*out.mutable_segments())[k] = val;
+    return out;
+  };
+  for (const auto& t : v.requested_topologies.required) *csi.mutable_accessibility_requirements()->add_requisite() = topo(t);
+  for (const auto& t : v.requested_topologies.preferred) *csi.mutable_accessibility_requirements()->add_preferred() = topo(t);
+
+  auto res = co_await router_.create_volume(v.plugin_id, id, csi);
+  if (!res.ok()) {
+    if (res.outcome == csi::Outcome::uncertain) {
+      log_.warn("create volume outcome unknown; negating it in the background",
+                {{"volume_id", id}, {"plugin_id", v.plugin_id}, {"error", res.error}});
+      tasks_.spawn("negate create " + id, negate_create(v.plugin_id, id, id, v.secrets));
+    }
+    co_return plugin_failure(res);
+  }
+  const auto& created = res.response.volume();
+
+  // The state may have moved while the plugin worked: plan again against what is there now.
+  auto abandon = [&](http::Response answer) {
+    ::csi::v1::DeleteVolumeRequest del;
+    del.set_volume_id(created.volume_id());
+    put_secrets(del.mutable_secrets(), v.secrets);
+    tasks_.spawn("negate create " + id, [this, plugin_id = v.plugin_id, id, del]() -> asio::awaitable<void> {
+      std::function<asio::awaitable<async::Attempt>(unsigned)> attempt =
+          [&](unsigned) -> asio::awaitable<async::Attempt> {
+        auto r = co_await router_.delete_volume(plugin_id, id, del);
+        co_return r.done() ? async::Attempt::ok() : async::Attempt::again(r.error);
+      };
+      co_await async::retry(std::move(attempt), negation_retry());
+    });
+    return answer;
+  };
+  if (store_.volume(id))
+    co_return abandon(http::error_response(409, "volume " + dq(id) + " was registered while it was being created"));
+  auto plan = plan_volume_register(nullptr, v, store_.plugin(v.plugin_id));
+  if (!plan) co_return abandon(refused(plan.refusal()));
+  auto& stored = plan->volume;
+  stored.external_id = created.volume_id();
+  stored.capacity = created.capacity_bytes();
+  for (const auto& [k, val] : created.volume_context()) stored.context[k] = val;
+  if (created.accessible_topology_size() > 0) {
+    stored.topologies.clear();
+    for (const auto& t : created.accessible_topology())
+      stored.topologies.push_back(domain::Topology{{t.segments().begin(), t.segments().end()}});
+  }
+  Batch batch;
+  batch.add_event({.topic = "Volume",
+                   .type = "VolumeCreated",
+                   .key = id,
+                   .message = "created volume " + dq(id) + " through plugin " + dq(v.plugin_id) +
+                              " (external id " + dq(stored.external_id) + ")",
+                   .details = {{"plugin_id", v.plugin_id}, {"external_id", stored.external_id},
+                               {"controller_node", res.node_id}}});
+  batch.put(stored);
+  auto index = store_.commit(std::move(batch));
+  if (!index) co_return abandon(write_failed("register created volume \"" + id + "\"", index.error()));
+  log_.info("volume created", {{"volume_id", id}, {"plugin_id", v.plugin_id}, {"external_id", stored.external_id},
+                               {"capacity", stored.capacity}});
+  json out = {{"Index", *index}, {"Volumes", json::array({domain::to_api_json(*store_.volume(id))})}};
+  auto r = json_ok(out);
+  r.index = *index;
+  co_return r;
+}
+
+asio::awaitable<void> ControllerEndpoints::negate_create(std::string plugin_id, std::string volume_id, std::string name,
+                                                         StringMap secrets) {
+  // CreateVolume is idempotent on its name: asking again tells the provider's id of whatever an
+  // uncertain attempt made, which is then deleted — unless a later create registered it.
+  std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
+        ::csi::v1::CreateVolumeRequest again;
+        again.set_name(name);
+        put_secrets(again.mutable_secrets(), secrets);
+        auto made = co_await router_.create_volume(plugin_id, volume_id, again);
+        if (!made.ok()) co_return async::Attempt::again(made.error);
+        const auto* v = store_.volume(volume_id);
+        if (v && v->external_id == made.response.volume().volume_id()) co_return async::Attempt::ok();
+        ::csi::v1::DeleteVolumeRequest del;
+        del.set_volume_id(made.response.volume().volume_id());
+        put_secrets(del.mutable_secrets(), secrets);
+        auto gone = co_await router_.delete_volume(plugin_id, volume_id, del);
+        if (!gone.done()) co_return async::Attempt::again(gone.error);
+        log_.info("abandoned create negated", {{"volume_id", volume_id}, {"external_id", del.volume_id()}});
+        co_return async::Attempt::ok();
+      };
+  co_await async::retry(std::move(attempt), negation_retry());
+}
+
+// ---- delete ----
+
+asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request req) {
+  std::string id;
+  http::Response err;
+  if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
+  StringMap extra;
+  if (!header_secrets(req, extra, err)) co_return err;
+  const domain::Volume* v = store_.volume(id);
+  if (!v) co_return not_found("volume", id);
+  auto in_use = [&](const domain::Volume& vol) -> std::optional<http::Response> {
+    if (vol.claims.empty()) return std::nullopt;
+    std::string holders;
+    for (const auto& [alloc, c] : vol.claims)
+      holders += (holders.empty() ? "" : ", ") + dq(alloc) + " (" + std::string(domain::to_string(c.state)) + ")";
+    return http::error_response(409, "volume " + dq(id) + " is in use by allocations " + holders +
+                                         "; it cannot be deleted until every claim is released");
+  };
+  if (auto r = in_use(*v)) co_return *r;
+  const domain::Plugin* plugin = store_.plugin(v->plugin_id);
+  if (!plugin)
+    co_return http::error_response(503, "cannot delete volume " + dq(id) + ": its plugin " + dq(v->plugin_id) +
+                                            " is not registered (no controller to delete it with)");
+  if (!plugin->controllers.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
+    co_return bad_request("volume " + dq(id) + ": plugin " + dq(v->plugin_id) +
+                          " does not support CREATE_DELETE_VOLUME; deregister it with DELETE /v1/volume/csi/" + id);
+  ::csi::v1::DeleteVolumeRequest csi;
+  csi.set_volume_id(v->external_id);
+  StringMap secrets = v->secrets;
+  for (auto& [k, val] : extra) secrets[k] = val;
+  put_secrets(csi.mutable_secrets(), secrets);
+  std::string plugin_id = v->plugin_id;
+  auto res = co_await router_.delete_volume(plugin_id, id, csi);
+  if (!res.done()) co_return plugin_failure(res);
+
+  v = store_.volume(id);
+  if (!v) co_return json_ok({{"Index", store_.index()}});
+  if (auto r = in_use(*v)) co_return *r;
+  Batch batch;
+  batch.add_event({.topic = "Volume",
+                   .type = "VolumeDeleted",
+                   .key = id,
+                   .message = "deleted volume " + dq(id) + " through plugin " + dq(plugin_id) + " and deregistered it",
+                   .details = {{"plugin_id", plugin_id}, {"external_id", v->external_id}}});
+  batch.erase_volume(id);
+  auto index = store_.commit(std::move(batch));
+  if (!index) co_return write_failed("deregister deleted volume \"" + id + "\"", index.error());
+  auto r = json_ok({{"Index", *index}});
+  r.index = *index;
+  co_return r;
+}
+
+// ---- operator detach ----
+
+asio::awaitable<http::Response> ControllerEndpoints::detach_volume(http::Request req) {
+  std::string id, node_id;
+  http::Response err;
+  if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
+  if (!required_param(req, "node", node_id, err)) co_return err;
+  if (auto ok = domain::validate_node_id(node_id); !ok) co_return bad_request("query parameter \"node\": " + ok.error());
+  const domain::Volume* v = store_.volume(id);
+  if (!v) co_return not_found("volume", id);
+  std::vector<std::string> allocs;
+  for (const auto& [alloc, c] : v->claims)
+    if (c.node_id == node_id) allocs.push_back(alloc);
+  if (allocs.empty())
+    co_return http::error_response(404, "volume " + dq(id) + " has no claim on node " + dq(node_id));
+
+  const domain::Node* node = store_.node(node_id);
+  const bool node_lost = !node || node->status == domain::NodeStatus::down;
+  auto now = domain::now();
+  Batch batch;
+  if (!node_lost) {
+    // A live node still runs what it runs: unmounting under a running allocation would break it.
+    std::string running;
+    for (const auto& alloc : allocs) {
+      const auto* a = store_.allocation(alloc);
+      if (v->claims.at(alloc).state == domain::ClaimState::taken && a && !domain::is_terminal(*a) &&
+          a->desired_status == domain::DesiredStatus::run)
+        running += (running.empty() ? "" : ", ") + dq(alloc);
+    }
+    if (!running.empty())
+      co_return http::error_response(409, "volume " + dq(id) + ": allocations " + running + " still run on node " +
+                                              dq(node_id) + "; stop them before detaching");
+  } else {
+    // The node is gone or down: its allocations will not run again, and the operator takes
+    // responsibility for the node side (the node step is skipped).
+    for (const auto& alloc : allocs)
+      if (const auto* a = store_.allocation(alloc); a && !domain::is_terminal(*a))
+        gc::mark_allocation_lost(store_, *a,
+                                 "operator detached volume " + dq(id) + " from " +
+                                     (node ? "down" : "unknown") + " node " + dq(node_id),
+                                 batch, now);
+  }
+  domain::Volume copy = *v;
+  auto target = node_lost ? domain::ClaimState::node_detached : domain::ClaimState::unpublishing;
+  for (const auto& alloc : allocs) {
+    auto& c = copy.claims.at(alloc);
+    if (static_cast<int>(c.state) < static_cast<int>(target)) (void)advance_claim(copy, alloc, target, now);
+  }
+  batch.add_event({.topic = "Volume",
+                   .type = "VolumeDetachRequested",
+                   .key = id,
+                   .message = "operator detach of volume " + dq(id) + " from node " + dq(node_id) +
+                              (node_lost ? " (node unavailable: node step skipped)" : ""),
+                   .details = {{"node_id", node_id}, {"claims", std::to_string(allocs.size())}}});
+  batch.put(copy);  // after mark_allocation_lost's copy of this volume, so this one wins
+  auto index = store_.commit(std::move(batch));
+  if (!index) co_return write_failed("detach volume \"" + id + "\"", index.error());
+  if (gc_) gc_->retry_now(id);
+  json claims = json::array();
+  for (const auto& alloc : allocs) claims.push_back(domain::to_api_json(store_.volume(id)->claims.at(alloc)));
+  auto r = json_ok({{"Index", *index}, {"Claims", claims}});
+  r.index = *index;
+  co_return r;
+}
+
+// ---- snapshots ----
+
+asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Request req) {
+  json body;
+  http::Response err;
+  if (!parse_body(req, body, err)) co_return err;
+  StringMap extra;
+  if (!header_secrets(req, extra, err)) co_return err;
+  if (!body.is_object() || !body.contains("Snapshots") || !body["Snapshots"].is_array() || body["Snapshots"].empty())
+    co_return bad_request("field \"Snapshots\": a non-empty array of {SourceVolumeID, PluginID, Name} is required");
+
+  struct Wanted {
+    std::string volume_id, plugin_id, name, external_id;
+    StringMap secrets, parameters;
+  };
+  std::vector<Wanted> wanted;
+  for (const auto& s : body["Snapshots"]) {
+    Wanted w;
+    auto str = [&](const char* key, std::string& out) -> bool {
+      if (!s.is_object()) return false;
+      auto it = s.find(key);
+      if (it == s.end() || it->is_null()) return true;
+      if (!it->is_string()) return false;
+      out = it->get<std::string>();
+      return true;
+    };
+    auto map = [&](const char* key, StringMap& out) -> bool {
+      auto it = s.find(key);
+      if (it == s.end() || it->is_null()) return true;
+      if (!it->is_object()) return false;
+      for (const auto& [k, val] : it->items()) {
+        if (!val.is_string()) return false;
+        out[k] = val.get<std::string>();
+      }
+      return true;
+    };
+    if (!str("SourceVolumeID", w.volume_id) || !str("PluginID", w.plugin_id) || !str("Name", w.name) ||
+        !map("Secrets", w.secrets) || !map("Parameters", w.parameters))
+      co_return bad_request("snapshot: fields SourceVolumeID, PluginID, Name must be strings and Secrets, Parameters objects of strings");
+    if (w.volume_id.empty()) co_return bad_request("snapshot: field \"SourceVolumeID\" is required");
+    if (w.name.empty()) co_return bad_request("snapshot of volume " + dq(w.volume_id) + ": field \"Name\" is required");
+    const auto* v = store_.volume(w.volume_id);
+    if (!v) co_return not_found("volume", w.volume_id);
+    if (w.plugin_id.empty()) w.plugin_id = v->plugin_id;
+    if (w.plugin_id != v->plugin_id)
+      co_return bad_request("snapshot " + dq(w.name) + ": volume " + dq(w.volume_id) + " belongs to plugin " +
+                            dq(v->plugin_id) + ", not " + dq(w.plugin_id));
+    const auto* p = store_.plugin(w.plugin_id);
+    if (p && !p->controllers.empty() && !controller_supports(*p, &domain::ControllerInfo::supports_create_delete_snapshot))
+      co_return bad_request("snapshot " + dq(w.name) + ": plugin " + dq(w.plugin_id) +
+                            " does not support CREATE_DELETE_SNAPSHOT");
+    w.external_id = v->external_id;
+    StringMap merged = v->secrets;
+    for (auto& [k, val] : w.secrets) merged[k] = val;
+    for (auto& [k, val] : extra) merged[k] = val;
+    w.secrets = std::move(merged);
+    wanted.push_back(std::move(w));
+  }
+
+  json out = json::array();
+  for (const auto& w : wanted) {
+    ::csi::v1::CreateSnapshotRequest csi;
+    csi.set_source_volume_id(w.external_id);
+    csi.set_name(w.name);
+    put_secrets(csi.mutable_secrets(), w.secrets);
+    for (const auto& [k, val] : w.parameters) (*csi.mutable_parameters())[k] = val;
+    auto res = co_await router_.create_snapshot(w.plugin_id, w.volume_id, csi);
+    if (!res.ok()) {
+      if (res.outcome == csi::Outcome::uncertain)
+        tasks_.spawn("negate snapshot " + w.name, negate_snapshot(w.plugin_id, w.external_id, w.name, w.secrets));
+      co_return plugin_failure(res);
+    }
+    out.push_back(snapshot_json(res.response.snapshot(), w.plugin_id, store_, w.name));
+    Batch batch;
+    batch.add_event({.topic = "Volume",
+                     .type = "SnapshotCreated",
+                     .key = w.volume_id,
+                     .message = "created snapshot " + dq(res.response.snapshot().snapshot_id()) + " of volume " +
+                                dq(w.volume_id),
+                     .details = {{"plugin_id", w.plugin_id}, {"snapshot_id", res.response.snapshot().snapshot_id()}}});
+    (void)store_.commit(std::move(batch));
+  }
+  co_return json_ok({{"Snapshots", out}, {"Index", store_.index()}});
+}
+
+asio::awaitable<void> ControllerEndpoints::negate_snapshot(std::string plugin_id, std::string source_external_id,
+                                                           std::string name, StringMap secrets) {
+  std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
+        ::csi::v1::CreateSnapshotRequest again;
+        again.set_source_volume_id(source_external_id);
+        again.set_name(name);
+        put_secrets(again.mutable_secrets(), secrets);
+        std::string unserialized;
+        auto made = co_await router_.create_snapshot(plugin_id, unserialized, again);
+        if (!made.ok()) co_return async::Attempt::again(made.error);
+        ::csi::v1::DeleteSnapshotRequest del;
+        del.set_snapshot_id(made.response.snapshot().snapshot_id());
+        put_secrets(del.mutable_secrets(), secrets);
+        auto gone = co_await router_.delete_snapshot(plugin_id, del);
+        co_return gone.done() ? async::Attempt::ok() : async::Attempt::again(gone.error);
+      };
+  co_await async::retry(std::move(attempt), negation_retry());
+}
+
+asio::awaitable<http::Response> ControllerEndpoints::delete_snapshot(http::Request req) {
+  std::string plugin_id, snapshot_id;
+  http::Response err;
+  if (!required_param(req, "plugin_id", plugin_id, err)) co_return err;
+  if (!required_param(req, "snapshot_id", snapshot_id, err)) co_return err;
+  StringMap secrets;
+  if (!header_secrets(req, secrets, err)) co_return err;
+  if (!store_.plugin(plugin_id)) co_return not_found("plugin", plugin_id);
+  ::csi::v1::DeleteSnapshotRequest csi;
+  csi.set_snapshot_id(snapshot_id);
+  put_secrets(csi.mutable_secrets(), secrets);
+  auto res = co_await router_.delete_snapshot(plugin_id, csi);
+  if (!res.done()) co_return plugin_failure(res);
+  co_return json_ok({{"Index", store_.index()}});
+}
+
+asio::awaitable<http::Response> ControllerEndpoints::list_snapshots(http::Request req) {
+  std::string plugin_id, token;
+  std::int32_t max_entries = 0;
+  http::Response err;
+  if (!required_param(req, "plugin_id", plugin_id, err)) co_return err;
+  if (!page_params(req, max_entries, token, err)) co_return err;
+  StringMap secrets;
+  if (!header_secrets(req, secrets, err)) co_return err;
+  if (!store_.plugin(plugin_id)) co_return not_found("plugin", plugin_id);
+  ::csi::v1::ListSnapshotsRequest csi;
+  csi.set_max_entries(max_entries);
+  csi.set_starting_token(token);
+  put_secrets(csi.mutable_secrets(), secrets);
+  auto res = co_await router_.list_snapshots(plugin_id, csi);
+  if (!res.ok()) co_return listing_failure(res, token, plugin_id);
+  json out = json::array();
+  for (const auto& e : res.response.entries()) out.push_back(snapshot_json(e.snapshot(), plugin_id, store_));
+  co_return json_ok({{"Snapshots", out}, {"NextToken", res.response.next_token()}});
+}
+
+// ---- external volumes ----
+
+asio::awaitable<http::Response> ControllerEndpoints::list_external_volumes(http::Request req) {
+  std::string plugin_id, token;
+  std::int32_t max_entries = 0;
+  http::Response err;
+  if (!required_param(req, "plugin_id", plugin_id, err)) co_return err;
+  if (!page_params(req, max_entries, token, err)) co_return err;
+  const auto* p = store_.plugin(plugin_id);
+  if (!p) co_return not_found("plugin", plugin_id);
+  if (!p->controllers.empty() && !controller_supports(*p, &domain::ControllerInfo::supports_list_volumes))
+    co_return bad_request("plugin " + dq(plugin_id) + " does not support LIST_VOLUMES");
+  ::csi::v1::ListVolumesRequest csi;
+  csi.set_max_entries(max_entries);
+  csi.set_starting_token(token);
+  auto res = co_await router_.list_volumes(plugin_id, csi);
+  if (!res.ok()) co_return listing_failure(res, token, plugin_id);
+  json out = json::array();
+  for (const auto& e : res.response.entries()) {
+    const auto& v = e.volume();
+    json nodes = json::array();
+    for (const auto& n : e.status().published_node_ids()) nodes.push_back(n);
+    json j = {{"ExternalID", v.volume_id()},
+              {"CapacityBytes", v.capacity_bytes()},
+              {"VolumeContext", json(StringMap(v.volume_context().begin(), v.volume_context().end()))},
+              {"SnapshotID", v.content_source().snapshot().snapshot_id()},
+              {"CloneID", v.content_source().volume().volume_id()},
+              {"PublishedExternalNodeIDs", nodes},
+              {"IsAbnormal", e.status().volume_condition().abnormal()},
+              {"Status", e.status().volume_condition().message()}};
+    out.push_back(std::move(j));
+  }
+  co_return json_ok({{"Volumes", out}, {"NextToken", res.response.next_token()}});
+}
+
+}  // namespace mooring::controlplane::api

@@ -1,0 +1,80 @@
+// API room: the endpoints that need a controller plugin, reached through a node agent that runs
+// a healthy controller instance (agents/AgentRouter): create and delete volumes, operator
+// detach, snapshots and the external volume listing. They await RPCs, so they are added to the
+// Api as asynchronous routes at wiring time. Plugin secrets may also come in the header
+// `X-Mooring-CSI-Secrets: k=v,k2=v2` (or Nomad's `X-Nomad-CSI-Secrets`); they are passed to
+// the plugin and never logged or returned.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "services/controlplane/http/message.hpp"
+#include "shared/async/task_group.hpp"
+#include "shared/domain/result.hpp"
+#include "shared/log/log.hpp"
+
+namespace mooring::controlplane {
+class StateStore;
+namespace agents {
+class AgentRouter;
+}
+namespace gc {
+class ClaimGc;
+}
+}  // namespace mooring::controlplane
+
+namespace mooring::controlplane::api {
+
+class Api;
+
+class ControllerEndpoints {
+ public:
+  // `gc` (optional) is told to retry a detached volume's release at once.
+  ControllerEndpoints(boost::asio::any_io_executor executor, StateStore& store, agents::AgentRouter& router,
+                      gc::ClaimGc* gc = nullptr);
+  ~ControllerEndpoints();
+  ControllerEndpoints(const ControllerEndpoints&) = delete;
+  ControllerEndpoints& operator=(const ControllerEndpoints&) = delete;
+
+  // PUT /v1/volume/csi/:id/create, DELETE /v1/volume/csi/:id/delete, DELETE /v1/volume/csi/:id/detach,
+  // GET/PUT/POST/DELETE /v1/volumes/snapshot, GET /v1/volumes/external.
+  void add_routes(Api& api);
+  // Cancels background negations (an abandoned create's DeleteVolume) and waits for them.
+  boost::asio::awaitable<void> stop();
+
+  // PUT /v1/volume/csi/:id: a re-registration that raises RequestedCapacityMin above the
+  // volume's capacity expands it (ControllerExpandVolume, then NodeExpandVolume for every live
+  // claim when the plugin asks for it); any other registration goes to the built-in endpoint.
+  boost::asio::awaitable<http::Response> register_or_expand(http::Request req);
+  boost::asio::awaitable<http::Response> create_volume(http::Request req);
+  boost::asio::awaitable<http::Response> delete_volume(http::Request req);
+  boost::asio::awaitable<http::Response> detach_volume(http::Request req);
+  boost::asio::awaitable<http::Response> create_snapshot(http::Request req);
+  boost::asio::awaitable<http::Response> delete_snapshot(http::Request req);
+  boost::asio::awaitable<http::Response> list_snapshots(http::Request req);
+  boost::asio::awaitable<http::Response> list_external_volumes(http::Request req);
+
+ private:
+  boost::asio::awaitable<void> negate_create(std::string plugin_id, std::string volume_id, std::string name,
+                                             std::map<std::string, std::string> secrets);
+  boost::asio::awaitable<void> negate_snapshot(std::string plugin_id, std::string source_external_id,
+                                               std::string name, std::map<std::string, std::string> secrets);
+
+  StateStore& store_;
+  agents::AgentRouter& router_;
+  gc::ClaimGc* gc_;
+  Api* api_ = nullptr;  // set by add_routes: the fallback for plain registrations
+  log::Logger log_{"controller-api"};
+  async::TaskGroup tasks_;  // last
+};
+
+// "k=v,k2=v2" -> map. Values may contain '='; empty entries are skipped. The error names the
+// header and the malformed entry's position (never its value: it is a secret).
+domain::Expected<std::map<std::string, std::string>> parse_secrets_header(std::string_view text);
+
+}  // namespace mooring::controlplane::api

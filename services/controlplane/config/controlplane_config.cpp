@@ -1,0 +1,250 @@
+#include "services/controlplane/config/controlplane_config.hpp"
+
+#include <array>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "services/controlplane/http/query.hpp"
+
+namespace mooring::controlplane {
+namespace {
+
+using json = nlohmann::json;
+
+struct Fail {
+  std::string message;
+};
+
+enum class Kind { string, list, duration, positive_duration, level, format };
+
+// One row per setting: flag, environment variable, config file key.
+struct Option {
+  std::string_view flag;
+  std::string_view env;
+  std::string_view key;
+  Kind kind;
+  std::string_view value_name;
+  std::string_view help;
+  std::string_view default_value;
+};
+
+constexpr std::array kOptions{
+    Option{"config", "MOORING_CP_CONFIG", "", Kind::string, "FILE", "JSON config file (keys as listed below)", ""},
+    Option{"data-dir", "MOORING_CP_DATA_DIR", "data_dir", Kind::string, "DIR",
+           "where the state lives (SQLite, created 0700/0600)", "(required)"},
+    Option{"http-addr", "MOORING_CP_HTTP_ADDR", "http_addr", Kind::string, "HOST:PORT",
+           "REST API listen address (port 0: any)", "127.0.0.1:4700"},
+    Option{"grpc-addr", "MOORING_CP_GRPC_ADDR", "grpc_addr", Kind::string, "HOST:PORT",
+           "node agent RPC listen address (port 0: any)", "127.0.0.1:4701"},
+    Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
+           "a node silent this long is marked down", "10s"},
+    Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
+    Option{"log-format", "MOORING_CP_LOG_FORMAT", "log_format", Kind::format, "FORMAT", "text|json", "text"},
+    Option{"cors-read-origin", "MOORING_CP_CORS_READ_ORIGINS", "cors_read_origins", Kind::list, "ORIGIN",
+           "browser origin allowed to read the API (flag repeatable; env comma-separated; file array)", "any"},
+    Option{"cors-write-origin", "MOORING_CP_CORS_WRITE_ORIGINS", "cors_write_origins", Kind::list, "ORIGIN",
+           "browser origin allowed to write (as above)", "none"},
+    Option{"shutdown-grace", "MOORING_CP_SHUTDOWN_GRACE", "shutdown_grace", Kind::duration, "DURATION",
+           "time in-flight requests get on SIGTERM", "10s"},
+    Option{"gc-retry-max", "MOORING_CP_GC_RETRY_MAX", "gc_retry_max", Kind::positive_duration, "DURATION",
+           "longest wait between attempts of a failing claim release", "30s"},
+    Option{"gc-sweep-period", "MOORING_CP_GC_SWEEP_PERIOD", "gc_sweep_period", Kind::positive_duration, "DURATION",
+           "safety-net sweep for past claims without a worker", "5m"},
+};
+
+const Option* find_flag(std::string_view name) {
+  for (const auto& o : kOptions)
+    if (o.flag == name) return &o;
+  return nullptr;
+}
+
+const Option* find_key(std::string_view key) {
+  for (const auto& o : kOptions)
+    if (!o.key.empty() && o.key == key) return &o;
+  return nullptr;
+}
+
+std::string qt(std::string_view s) { return json(std::string(s)).dump(); }
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto b = item.find_first_not_of(" \t");
+    const auto e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+  }
+  return out;
+}
+
+std::chrono::milliseconds& duration_field(ControlPlaneConfig& c, std::string_view key) {
+  if (key == "heartbeat_ttl") return c.heartbeat_ttl;
+  if (key == "shutdown_grace") return c.shutdown_grace;
+  if (key == "gc_retry_max") return c.gc_retry_max;
+  return c.gc_sweep_period;
+}
+
+std::string& string_field(ControlPlaneConfig& c, std::string_view key) {
+  if (key == "data_dir") return c.data_dir;
+  if (key == "http_addr") return c.http_addr;
+  return c.grpc_addr;
+}
+
+// Applies one value; `where` names its source ("--heartbeat-ttl", "MOORING_CP_…", "file key …").
+void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std::string& where) {
+  if (o.kind == Kind::list) {
+    std::vector<std::string> items;
+    if (value.is_array()) {
+      for (const auto& v : value) {
+        if (!v.is_string()) throw Fail{where + ": expected an array of strings, got " + value.dump()};
+        items.push_back(v.get<std::string>());
+      }
+    } else if (value.is_string()) {
+      items = split_commas(value.get<std::string>());
+    } else {
+      throw Fail{where + ": expected a string or an array of strings, got " + value.dump()};
+    }
+    (o.key == "cors_read_origins" ? c.cors_read_origins : c.cors_write_origins) = std::move(items);
+    return;
+  }
+  if (!value.is_string()) throw Fail{where + ": expected a string, got " + value.dump()};
+  const auto text = value.get<std::string>();
+  switch (o.kind) {
+    case Kind::string:
+      if (text.empty()) throw Fail{where + ": must not be empty"};
+      string_field(c, o.key) = text;
+      return;
+    case Kind::duration:
+    case Kind::positive_duration: {
+      const auto d = http::parse_duration(text);
+      if (!d || (o.kind == Kind::positive_duration && d->count() <= 0))
+        throw Fail{where + ": expected a " + std::string(o.kind == Kind::positive_duration ? "positive " : "") +
+                   "duration like 10s, got " + qt(text)};
+      duration_field(c, o.key) = *d;
+      return;
+    }
+    case Kind::level:
+      if (!log::parse_level(text, c.log_level))
+        throw Fail{where + ": expected debug|info|warn|error, got " + qt(text)};
+      return;
+    case Kind::format:
+      if (!log::parse_format(text, c.log_format)) throw Fail{where + ": expected text|json, got " + qt(text)};
+      return;
+    case Kind::list: return;
+  }
+}
+
+}  // namespace
+
+bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port) {
+  const auto colon = addr.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  host = addr.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  try {
+    std::size_t used = 0;
+    const unsigned long p = std::stoul(addr.substr(colon + 1), &used);
+    if (used != addr.size() - colon - 1 || p > 65535) return false;
+    port = static_cast<std::uint16_t>(p);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_config(
+    const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+  try {
+    ControlPlaneArgs out;
+    for (std::size_t i = 1; i < argv.size(); ++i) {
+      if (argv[i] == "-h" || argv[i] == "--help") {
+        out.help = true;
+        return out;
+      }
+    }
+    // Flags are collected first (the config file they may name is read before they apply).
+    std::vector<std::pair<const Option*, std::string>> flags;
+    std::string config_file;
+    std::map<const Option*, std::vector<std::string>> lists;
+    for (std::size_t i = 1; i < argv.size(); ++i) {
+      std::string name = argv[i];
+      if (!name.starts_with("--")) throw Fail{"unexpected argument " + qt(name) + " (see --help)"};
+      name = name.substr(2);
+      std::optional<std::string> value;
+      if (const auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      }
+      const Option* o = find_flag(name);
+      if (!o) throw Fail{"unknown flag --" + name + " (see --help)"};
+      if (!value) {
+        if (i + 1 >= argv.size()) throw Fail{"flag --" + name + " needs a value"};
+        value = argv[++i];
+      }
+      if (o->flag == "config") config_file = *value;
+      else if (o->kind == Kind::list) lists[o].push_back(*value);
+      else flags.emplace_back(o, *value);
+    }
+    if (config_file.empty()) {
+      if (const auto it = env.find("MOORING_CP_CONFIG"); it != env.end()) config_file = it->second;
+    }
+
+    ControlPlaneConfig& c = out.config;
+    if (!config_file.empty()) {
+      c.config_file = config_file;
+      std::ifstream in(config_file);
+      if (!in) throw Fail{"config file " + qt(config_file) + ": cannot be read"};
+      json file;
+      try {
+        file = json::parse(in);
+      } catch (const json::parse_error& e) {
+        throw Fail{"config file " + qt(config_file) + ": invalid JSON: " + e.what()};
+      }
+      if (!file.is_object()) throw Fail{"config file " + qt(config_file) + ": expected a JSON object"};
+      for (const auto& [key, value] : file.items()) {
+        const Option* o = find_key(key);
+        if (!o) throw Fail{"config file " + qt(config_file) + ": unknown key " + qt(key)};
+        apply(c, *o, value, "config file " + qt(config_file) + ": " + key);
+      }
+    }
+    for (const auto& o : kOptions) {
+      if (o.flag == "config") continue;
+      if (const auto it = env.find(std::string(o.env)); it != env.end()) apply(c, o, it->second, std::string(o.env));
+    }
+    for (const auto& [o, value] : flags) apply(c, *o, value, "--" + std::string(o->flag));
+    for (const auto& [o, values] : lists) apply(c, *o, json(values), "--" + std::string(o->flag));
+
+    if (c.data_dir.empty()) throw Fail{"--data-dir (MOORING_CP_DATA_DIR, file key data_dir) is required"};
+    std::string host;
+    std::uint16_t port = 0;
+    if (!split_host_port(c.http_addr, host, port))
+      throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
+    if (!split_host_port(c.grpc_addr, host, port))
+      throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
+    return out;
+  } catch (const Fail& f) {
+    return ControlPlaneConfigError{f.message};
+  }
+}
+
+std::string controlplane_config_help() {
+  std::ostringstream out;
+  out << "Usage: mooring-controlplane --data-dir DIR [flags]\n\n"
+         "Keeps Mooring's state and serves the REST API and the node agents' gRPC service.\n"
+         "Settings come from flags, then MOORING_CP_* environment variables, then the config file.\n\n";
+  for (const auto& o : kOptions) {
+    out << "  --" << o.flag << " " << o.value_name << "\n      " << o.help << "\n      env " << o.env;
+    if (!o.key.empty()) out << ", file key \"" << o.key << "\"";
+    if (!o.default_value.empty()) out << ", default " << o.default_value;
+    out << "\n";
+  }
+  out << "  -h, --help\n      this text\n";
+  return out.str();
+}
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,50 @@
+// The control plane's configuration: a JSON file (--config / MOORING_CP_CONFIG), MOORING_CP_*
+// environment variables and flags, merged with flags winning over the environment winning over
+// the file. Parsing is pure (no I/O besides reading the named file), so it is unit-tested directly.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "shared/log/log.hpp"
+
+namespace mooring::controlplane {
+
+struct ControlPlaneConfig {
+  std::string config_file;
+  std::string data_dir;  // required
+  std::string http_addr = "127.0.0.1:4700";
+  std::string grpc_addr = "127.0.0.1:4701";
+  log::Level log_level = log::Level::info;
+  log::Format log_format = log::Format::text;
+  std::vector<std::string> cors_read_origins;   // empty: any origin may read
+  std::vector<std::string> cors_write_origins;  // empty: no origin may write
+  std::chrono::milliseconds shutdown_grace{10'000};
+  std::chrono::milliseconds heartbeat_ttl{10'000};
+  std::chrono::milliseconds gc_retry_max{30'000};
+  std::chrono::milliseconds gc_sweep_period{300'000};
+};
+
+struct ControlPlaneArgs {
+  bool help = false;
+  ControlPlaneConfig config;
+};
+
+struct ControlPlaneConfigError {
+  std::string message;  // names the flag, variable or key and the bad value
+};
+
+// argv[0] is skipped; `env` holds the process environment (only MOORING_CP_* is read).
+std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_config(
+    const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+
+// --help: every flag with its environment variable, file key and default.
+std::string controlplane_config_help();
+
+// "HOST:PORT" ("[::1]:4700" too); false when it is not one.
+bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port);
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,45 @@
+// GC room: which objects changed, without scanning every table. A StateBackend decorator sees
+// every transaction's mutations (table + key) on its way to the real backend and hands the keys
+// to subscribers, so the volume watcher's work per change is proportional to the change, not to
+// the number of volumes (Nomad's watcher walks all volumes on every change).
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "services/controlplane/state/backend.hpp"
+
+namespace mooring::controlplane::gc {
+
+// Keys of one table touched since the last take(). A key may be listed even when its write
+// failed (it is then simply re-checked).
+class ChangeSet {
+ public:
+  std::set<std::string> take() { return std::exchange(keys_, {}); }
+  bool empty() const { return keys_.empty(); }
+  std::size_t size() const { return keys_.size(); }
+
+ private:
+  friend class ChangeFeed;
+  std::set<std::string> keys_;
+};
+
+class ChangeFeed final : public StateBackend {
+ public:
+  explicit ChangeFeed(StateBackend& inner) : inner_(inner) {}
+
+  domain::Expected<Snapshot> load() override { return inner_.load(); }
+  domain::Status apply(const Transaction& tx) override;
+
+  // A new subscriber for a table's keys; it sees changes applied from now on.
+  std::shared_ptr<ChangeSet> subscribe(Table table);
+
+ private:
+  StateBackend& inner_;
+  std::vector<std::pair<Table, std::weak_ptr<ChangeSet>>> subscribers_;
+};
+
+}  // namespace mooring::controlplane::gc

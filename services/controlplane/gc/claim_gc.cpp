@@ -1,0 +1,375 @@
+#include "services/controlplane/gc/claim_gc.hpp"
+
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/gc/release_rules.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "shared/async/cancelled.hpp"
+#include "shared/async/sleep.hpp"
+#include "shared/async/wake_signal.hpp"
+#include "shared/domain/proto_convert.hpp"
+
+namespace mooring::controlplane::gc {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using domain::ClaimState;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+constexpr auto kLongWait = std::chrono::hours(1);
+
+domain::Event claim_event(const domain::Volume& v, const domain::Claim& c, std::string type, std::string message) {
+  domain::Event e;
+  e.topic = "Claim";
+  e.type = std::move(type);
+  e.key = v.id;
+  e.message = std::move(message);
+  e.details = {{"volume_id", v.id},
+               {"allocation_id", c.allocation_id},
+               {"node_id", c.node_id},
+               {"plugin_id", v.plugin_id},
+               {"state", std::string(domain::to_string(c.state))}};
+  return e;
+}
+
+}  // namespace
+
+struct ClaimGc::Worker {
+  explicit Worker(asio::any_io_executor ex) : wake(std::move(ex)) {}
+  struct Retry {
+    unsigned attempts = 0;
+    Steady::time_point due{};
+  };
+  async::WakeSignal wake;
+  std::map<std::string, Retry> retry;  // allocation id -> backoff state of its claim
+};
+
+ClaimGc::ClaimGc(asio::any_io_executor executor, StateStore& store, ChangeFeed& feed, agents::AgentRouter& agents,
+                 GcOptions options)
+    : store_(store),
+      agents_(agents),
+      options_(std::move(options)),
+      volume_changes_(feed.subscribe(Table::volumes)),
+      tasks_(std::move(executor), "claim-gc") {}
+
+ClaimGc::~ClaimGc() = default;
+
+void ClaimGc::start() {
+  if (started_) return;
+  started_ = true;
+  // Resume: every claim that was being released when we stopped (or crashed).
+  std::size_t resumed = 0;
+  for (const auto& [id, v] : store_.volumes()) {
+    if (past_claims(v).empty()) continue;
+    kick(id);
+    ++resumed;
+  }
+  if (resumed) log_.info("resuming releases", {{"volumes", resumed}});
+  volume_changes_->take();  // the scan above covered everything written so far
+  tasks_.spawn("volume-watch", [this] { return volume_loop(); });
+  tasks_.spawn("node-watch", [this] { return wake_loop(static_cast<int>(Table::nodes)); });
+  tasks_.spawn("plugin-watch", [this] { return wake_loop(static_cast<int>(Table::plugins)); });
+  tasks_.spawn("sweep", [this] { return sweep_loop(); });
+}
+
+asio::awaitable<void> ClaimGc::stop() {
+  stopping_ = true;
+  tasks_.cancel();
+  co_await tasks_.join();
+}
+
+void ClaimGc::kick(const std::string& volume_id) {
+  if (auto it = workers_.find(volume_id); it != workers_.end()) {
+    it->second->wake.notify();
+    return;
+  }
+  if (tasks_.cancelled()) return;
+  const domain::Volume* v = store_.volume(volume_id);
+  if (!v || past_claims(*v).empty()) return;
+  workers_.emplace(volume_id, std::make_unique<Worker>(tasks_.executor()));
+  if (!tasks_.spawn("release " + volume_id, [this, volume_id] { return drive(volume_id); })) workers_.erase(volume_id);
+}
+
+void ClaimGc::retry_now(const std::string& volume_id) {
+  if (auto it = workers_.find(volume_id); it != workers_.end()) it->second->retry.clear();
+  kick(volume_id);
+}
+
+asio::awaitable<void> ClaimGc::volume_loop() {
+  std::uint64_t seen = store_.table_index(Table::volumes);
+  while (!stopping_) {
+    std::uint64_t now = co_await store_.wait_for_change(Table::volumes, seen, kLongWait);
+    // Only the volumes this change touched: the work is independent of how many volumes exist.
+    for (const auto& id : volume_changes_->take()) {
+      ++examined_;
+      kick(id);
+    }
+    if (now <= seen) co_await async::sleep_for(50ms);  // timeout, or waiters released at shutdown
+    seen = std::max(seen, now);
+  }
+}
+
+asio::awaitable<void> ClaimGc::wake_loop(int table_number) {
+  const auto table = static_cast<Table>(table_number);
+  auto& waiters = table == Table::nodes ? node_waiters_ : plugin_waiters_;
+  std::uint64_t seen = store_.table_index(table);
+  while (!stopping_) {
+    std::uint64_t now = co_await store_.wait_for_change(table, seen, kLongWait);
+    // Only the objects someone waits for are looked at (heartbeats change nodes constantly).
+    for (auto it = waiters.begin(); it != waiters.end();) {
+      std::uint64_t index = 0;
+      if (table == Table::nodes) {
+        if (const auto* n = store_.node(it->first)) index = n->modify_index;
+      } else if (const auto* p = store_.plugin(it->first)) {
+        index = p->modify_index;
+      }
+      if (index == it->second.seen_index) {
+        ++it;
+        continue;
+      }
+      for (const auto& vol : it->second.volumes)
+        if (auto w = workers_.find(vol); w != workers_.end()) {
+          w->second->retry.clear();  // what it waited for changed: try again now
+          w->second->wake.notify();
+        }
+      it = waiters.erase(it);
+    }
+    if (now <= seen) co_await async::sleep_for(50ms);
+    seen = std::max(seen, now);
+  }
+}
+
+asio::awaitable<void> ClaimGc::sweep_loop() {
+  bool running = true;
+  while (running) {
+    // Not inside the loop condition: GCC 12 mishandles a coroutine temporary there.
+    auto end = co_await async::sleep_for(options_.sweep_period);
+    running = end != async::SleepEnd::cancelled;
+    if (running) sweep();
+  }
+}
+
+void ClaimGc::sweep() {
+  ++sweeps_;
+  for (const auto& [id, v] : store_.volumes()) {
+    if (workers_.count(id) || past_claims(v).empty()) continue;
+    log_.warn("sweep found a past claim without a worker; starting it", {{"volume_id", id}});
+    kick(id);
+  }
+}
+
+void ClaimGc::wait_on(std::map<std::string, Waiters>& waiters, const std::string& key, std::uint64_t index,
+                      const std::string& volume_id) {
+  auto& w = waiters[key];
+  if (w.volumes.empty()) w.seen_index = index;
+  w.volumes.insert(volume_id);
+}
+
+std::chrono::milliseconds ClaimGc::next_delay(Worker& w, const std::string& alloc_id) {
+  auto& r = w.retry[alloc_id];
+  return options_.backoff.delay(r.attempts++);
+}
+
+asio::awaitable<void> ClaimGc::drive(std::string volume_id) {
+  Worker& w = *workers_.at(volume_id);
+  struct Erase {
+    ClaimGc* gc;
+    const std::string& id;
+    ~Erase() { gc->workers_.erase(id); }
+  } erase{this, volume_id};
+
+  bool running = true;
+  while (running) {
+    auto generation = w.wake.generation();
+    const domain::Volume* v = store_.volume(volume_id);
+    if (!v) break;
+    auto past = past_claims(*v);
+    if (past.empty()) break;
+    for (auto it = w.retry.begin(); it != w.retry.end();)  // claims freed by someone else
+      it = v->claims.count(it->first) ? std::next(it) : w.retry.erase(it);
+
+    auto now = Steady::now();
+    std::string next;
+    auto earliest = Steady::time_point::max();
+    for (const auto& alloc : past) {
+      auto r = w.retry.find(alloc);
+      if (r == w.retry.end() || r->second.due <= now) {
+        next = alloc;
+        break;
+      }
+      earliest = std::min(earliest, r->second.due);
+    }
+    if (next.empty()) {
+      running = co_await async::sleep_for(earliest - now, &w.wake, generation) != async::SleepEnd::cancelled;
+      continue;
+    }
+    co_await release_step(volume_id, next, w);
+  }
+}
+
+namespace {
+
+// Applies every step that needs no RPC (skips and the final free) to `v`. Returns the first
+// decision that needs the outside world, or a `free` decision once the claim is gone.
+ReleaseDecision settle(domain::Volume& v, const std::string& alloc, const StateStore& store, Batch& batch,
+                       bool& changed) {
+  for (int i = 0; i < 8; ++i) {
+    auto it = v.claims.find(alloc);
+    if (it == v.claims.end()) return ReleaseDecision{};
+    const auto& c = it->second;
+    ReleaseView view{store.plugin(v.plugin_id), store.node(c.node_id), store.allocation(c.allocation_id),
+                     domain::now()};
+    auto d = decide_release(v, c, view);
+    if (d.action == ReleaseAction::free) {
+      batch.add_event(claim_event(v, c, "ClaimReleased",
+                                  "released the claim of allocation " + quoted(alloc) + " on volume " + quoted(v.id)));
+      free_claim(v, alloc);
+      changed = true;
+      return d;
+    }
+    if (d.action != ReleaseAction::advance) return d;
+    auto ev = claim_event(v, c, "ClaimStepSkipped", "volume " + quoted(v.id) + ", allocation " + quoted(alloc) + ": " +
+                                                        std::string(domain::to_string(c.state)) + " -> " +
+                                                        std::string(domain::to_string(d.to)) + ": " + d.reason);
+    if (advance_claim(v, alloc, d.to, domain::now())) return d;  // cannot move back: leave it to the next look
+    batch.add_event(std::move(ev));
+    changed = true;
+  }
+  return ReleaseDecision{ReleaseAction::wait_for_controller, ClaimState::ready_to_free, "release did not settle"};
+}
+
+}  // namespace
+
+asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const std::string& alloc_id, Worker& w) {
+  const domain::Volume* current = store_.volume(volume_id);
+  if (!current || !current->claims.count(alloc_id)) co_return;
+
+  domain::Volume v = *current;
+  Batch batch;
+  bool changed = false;
+  auto d = settle(v, alloc_id, store_, batch, changed);
+  if (changed) {
+    batch.put(v);
+    if (auto r = store_.commit(std::move(batch)); !r) {
+      failure(volume_id, alloc_id, w, "cannot persist the release step: " + r.error(), next_delay(w, alloc_id));
+      co_return;
+    }
+    if (d.action == ReleaseAction::free) {
+      w.retry.erase(alloc_id);
+      co_return;
+    }
+  }
+  const domain::Claim claim = v.claims.at(alloc_id);
+  ClaimState target = ClaimState::node_detached;
+
+  switch (d.action) {
+    case ReleaseAction::free:
+    case ReleaseAction::advance:
+      co_return;
+    case ReleaseAction::wait_for_node: {
+      const auto* node = store_.node(claim.node_id);
+      wait_on(node_waiters_, claim.node_id, node ? node->modify_index : 0, volume_id);
+      auto delay = options_.node_wait_recheck;
+      if (domain::is_set(d.retry_at))
+        delay = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(d.retry_at - domain::now()) + 10ms,
+                           std::chrono::milliseconds(10), options_.node_wait_recheck);
+      failure(volume_id, alloc_id, w, d.reason, delay);
+      co_return;
+    }
+    case ReleaseAction::wait_for_controller: {
+      const auto* p = store_.plugin(v.plugin_id);
+      wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
+      failure(volume_id, alloc_id, w, d.reason, next_delay(w, alloc_id));
+      co_return;
+    }
+    case ReleaseAction::detach_node: {
+      v1::NodeDetachVolumeRequest req;
+      req.set_plugin_id(v.plugin_id);
+      req.set_volume_id(v.id);
+      req.set_external_id(v.external_id);
+      req.set_alloc_id(alloc_id);
+      req.set_access_mode(domain::to_proto(claim.access_mode));
+      req.set_attachment_mode(domain::to_proto(claim.attachment_mode));
+      req.set_read_only(claim.mode == domain::ClaimMode::read);
+      std::string node_id = claim.node_id;
+      auto res = co_await agents_.node_detach_volume(std::move(node_id), std::move(req));
+      if (!res.done()) {
+        failure(volume_id, alloc_id, w, res.error, next_delay(w, alloc_id));
+        co_return;
+      }
+      break;
+    }
+    case ReleaseAction::unpublish_controller: {
+      target = ClaimState::controller_detached;
+      ::csi::v1::ControllerUnpublishVolumeRequest req;
+      req.set_volume_id(v.external_id);  // the provider's id, never ours (seed 001)
+      req.set_node_id(d.external_node_id);
+      for (const auto& [k, val] : v.secrets) (*req.mutable_secrets())[k] = val;
+      std::string plugin_id = v.plugin_id, key = volume_id;
+      auto res = co_await agents_.controller_unpublish_volume(std::move(plugin_id), std::move(key), std::move(req));
+      if (!res.done()) {
+        if (res.no_target) {
+          const auto* p = store_.plugin(v.plugin_id);
+          wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
+        }
+        failure(volume_id, alloc_id, w, res.error, next_delay(w, alloc_id));
+        co_return;
+      }
+      break;
+    }
+  }
+
+  // The RPC succeeded: persist the step (and whatever follows without an RPC) before the next.
+  w.retry.erase(alloc_id);
+  current = store_.volume(volume_id);
+  if (!current) co_return;
+  auto it = current->claims.find(alloc_id);
+  if (it == current->claims.end() || static_cast<int>(it->second.state) >= static_cast<int>(target)) co_return;
+  domain::Volume after = *current;
+  Batch done;
+  done.add_event(claim_event(after, it->second,
+                             target == ClaimState::node_detached ? "ClaimNodeDetached" : "ClaimControllerDetached",
+                             "volume " + quoted(volume_id) + ", allocation " + quoted(alloc_id) + ": " +
+                                 std::string(domain::to_string(target)) + " (" + d.reason + ")"));
+  if (advance_claim(after, alloc_id, target, domain::now())) co_return;
+  bool more = false;
+  settle(after, alloc_id, store_, done, more);
+  done.put(after);
+  if (auto r = store_.commit(std::move(done)); !r)
+    failure(volume_id, alloc_id, w, "cannot persist the release step: " + r.error(), next_delay(w, alloc_id));
+}
+
+void ClaimGc::failure(const std::string& volume_id, const std::string& alloc_id, Worker& w, const std::string& error,
+                      std::chrono::milliseconds delay) {
+  w.retry[alloc_id].due = Steady::now() + delay;
+  const domain::Volume* current = store_.volume(volume_id);
+  if (!current) return;
+  auto it = current->claims.find(alloc_id);
+  if (it == current->claims.end()) return;
+  bool new_error = it->second.last_error != error;
+  domain::Volume v = *current;
+  auto now = domain::now();
+  auto next_attempt = now + delay;
+  if (record_release_failure(v, alloc_id, error, next_attempt, now)) return;
+  Batch batch;
+  if (new_error) {
+    batch.add_event(claim_event(v, v.claims.at(alloc_id), "ClaimReleaseFailed",
+                                "volume " + quoted(volume_id) + ", allocation " + quoted(alloc_id) + " (" +
+                                    std::string(domain::to_string(it->second.state)) + "): " + error));
+    log_.warn("release step failed; will retry",
+              {{"volume_id", volume_id}, {"allocation_id", alloc_id}, {"state", domain::to_string(it->second.state)},
+               {"error", error}, {"retry_in", delay}});
+  }
+  batch.put(std::move(v));
+  if (auto r = store_.commit(std::move(batch)); !r)
+    log_.error("cannot record a release failure", {{"volume_id", volume_id}, {"error", r.error()}});
+}
+
+}  // namespace mooring::controlplane::gc

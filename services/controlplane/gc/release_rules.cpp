@@ -1,0 +1,135 @@
+#include "services/controlplane/gc/release_rules.hpp"
+
+namespace mooring::controlplane::gc {
+
+using domain::ClaimState;
+
+namespace {
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+ReleaseDecision advance(ClaimState to, std::string reason) {
+  ReleaseDecision d;
+  d.action = ReleaseAction::advance;
+  d.to = to;
+  d.reason = std::move(reason);
+  return d;
+}
+
+ReleaseDecision node_step(const domain::Claim& c, const ReleaseView& view) {
+  if (c.access_mode == domain::AccessMode::unknown)
+    return advance(ClaimState::node_detached, "no access mode was recorded: the client already unmounted");
+  if (!view.node)
+    return advance(ClaimState::node_detached, "node " + quoted(c.node_id) + " is gone; nothing to unmount there");
+  if (view.node->status != domain::NodeStatus::down) {
+    ReleaseDecision d;
+    d.action = ReleaseAction::detach_node;
+    d.reason = "unmount on node " + quoted(c.node_id);
+    return d;
+  }
+  domain::Time abandon = abandon_time(*view.node, view.allocation);
+  if (domain::is_set(abandon) && view.now >= abandon)
+    return advance(ClaimState::node_detached,
+                   "node " + quoted(c.node_id) + " is down and allocation " + quoted(c.allocation_id) +
+                       " passed stop_after_client_disconnect: its node plugin is treated as abandoned "
+                       "(the agent unmounts on its own side)");
+  ReleaseDecision d;
+  d.action = ReleaseAction::wait_for_node;
+  d.retry_at = abandon;
+  if (domain::is_set(abandon))
+    d.reason = "node " + quoted(c.node_id) + " is down; its node plugin counts as abandoned at " +
+               domain::format_time(abandon) + " (stop_after_client_disconnect of allocation " +
+               quoted(c.allocation_id) + ")";
+  else
+    d.reason = "node " + quoted(c.node_id) + " is down; waiting for it to return or for an operator detach";
+  return d;
+}
+
+ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c, const ReleaseView& view) {
+  if (!view.plugin) {
+    ReleaseDecision d;
+    d.action = ReleaseAction::wait_for_controller;
+    d.reason = "no CSI plugin named " + quoted(v.plugin_id) + " is registered; waiting for it to detach the volume";
+    return d;
+  }
+  auto needed = needs_controller_unpublish(*view.plugin);
+  if (!needed) {
+    ReleaseDecision d;
+    d.action = ReleaseAction::wait_for_controller;
+    d.reason = "plugin " + quoted(v.plugin_id) + " requires a controller but none has reported its capabilities";
+    return d;
+  }
+  if (!*needed)
+    return advance(ClaimState::controller_detached,
+                   "plugin " + quoted(v.plugin_id) + " has no controller with PUBLISH_UNPUBLISH_VOLUME");
+  // The last claim to leave a node detaches it: until then the device is still in use there.
+  for (const auto& [alloc, other] : v.claims) {
+    if (alloc == c.allocation_id || other.node_id != c.node_id) continue;
+    if (static_cast<int>(other.state) < static_cast<int>(ClaimState::controller_detached))
+      return advance(ClaimState::controller_detached,
+                     "allocation " + quoted(alloc) + " on the same node " + quoted(c.node_id) +
+                         " still claims the volume; the controller detach is left to the last claim");
+  }
+  std::string csi_node = c.external_node_id;
+  if (csi_node.empty()) {
+    auto it = view.plugin->nodes.find(c.node_id);
+    if (it != view.plugin->nodes.end() && it->second.node_info) csi_node = it->second.node_info->id;
+  }
+  if (csi_node.empty())
+    return advance(ClaimState::controller_detached,
+                   "no CSI node id is known for node " + quoted(c.node_id) +
+                       "; a controller detach cannot name the node, and an empty node id would detach it everywhere");
+  ReleaseDecision d;
+  d.action = ReleaseAction::unpublish_controller;
+  d.external_node_id = csi_node;
+  d.reason = "detach from CSI node " + quoted(csi_node);
+  return d;
+}
+
+}  // namespace
+
+domain::Time node_down_since(const domain::Node& node) {
+  // The liveness loop records "node down: <reason>" as the node's newest cluster event; any
+  // newer cluster event means the node came back since, and the heartbeat is the better anchor.
+  for (auto it = node.events.rbegin(); it != node.events.rend(); ++it) {
+    if (it->subsystem != "cluster") continue;
+    if (it->message.rfind("node down", 0) == 0) return std::max(it->time, node.last_heartbeat);
+    break;
+  }
+  return node.last_heartbeat;
+}
+
+domain::Time abandon_time(const domain::Node& node, const domain::Allocation* allocation) {
+  if (!allocation || allocation->stop_after_client_disconnect <= domain::Duration::zero()) return domain::Time{};
+  return node_down_since(node) + allocation->stop_after_client_disconnect;
+}
+
+std::optional<bool> needs_controller_unpublish(const domain::Plugin& plugin) {
+  bool reported = false;
+  for (const auto& [node, inst] : plugin.controllers) {
+    if (!inst.controller_info) continue;
+    reported = true;
+    if (inst.controller_info->supports_attach_detach) return true;
+  }
+  if (reported || !plugin.controller_required) return false;
+  return std::nullopt;
+}
+
+ReleaseDecision decide_release(const domain::Volume& v, const domain::Claim& c, const ReleaseView& view) {
+  switch (c.state) {
+    case ClaimState::taken:
+    case ClaimState::unpublishing:
+      return node_step(c, view);
+    case ClaimState::node_detached:
+      return controller_step(v, c, view);
+    case ClaimState::controller_detached:
+    case ClaimState::ready_to_free:
+      break;
+  }
+  ReleaseDecision d;
+  d.action = ReleaseAction::free;
+  d.reason = "released";
+  return d;
+}
+
+}  // namespace mooring::controlplane::gc

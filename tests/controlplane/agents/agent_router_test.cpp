@@ -1,0 +1,142 @@
+// The agent router: controller routing over healthy controllers in node order, per-volume
+// serialization, channels that follow a node's address, clear errors when nobody can serve.
+#include <gtest/gtest.h>
+
+#include "services/controlplane/agents/agent_router.hpp"
+#include "tests/controlplane/gc/gc_fixture.hpp"
+
+namespace mooring::controlplane::testing {
+
+using Result = agents::AgentResult<::csi::v1::ControllerUnpublishVolumeResponse>;
+
+class AgentRouterTest : public GcFixture {
+ protected:
+  void SetUp() override {
+    make_plane();
+    Batch b;
+    for (const auto* n : {"node-1", "node-2", "node-3"}) b.put(node(n, agents.start(n)));
+    b.put(plugin("csi", {"node-1"}, {"node-2", "node-3"}));
+    commit(std::move(b));
+  }
+
+  Result unpublish(const std::string& key, const std::string& external_id, const std::string& plugin_id = "csi") {
+    return asio::co_spawn(io, [&, key, external_id, plugin_id]() -> asio::awaitable<Result> {
+      ::csi::v1::ControllerUnpublishVolumeRequest req;
+      req.set_volume_id(external_id);
+      req.set_node_id("csi-node-1");
+      co_return co_await plane->router.controller_unpublish_volume(plugin_id, key, req);
+    }, asio::use_future).get();
+  }
+};
+
+TEST_F(AgentRouterTest, CandidatesAreHealthyControllersOnReadyNodesInNodeOrder) {
+  EXPECT_EQ(on_io([&] { return plane->router.controller_candidates("csi"); }),
+            (std::vector<std::string>{"node-2", "node-3"}));
+  Batch b;
+  b.put(node("node-2", "127.0.0.1:1", domain::NodeStatus::down));
+  commit(std::move(b));
+  EXPECT_EQ(on_io([&] { return plane->router.controller_candidates("csi"); }), (std::vector<std::string>{"node-3"}));
+}
+
+TEST_F(AgentRouterTest, RetryableErrorTriesTheNextControllerFinalErrorDoesNot) {
+  agents["node-2"].fail("ControllerUnpublishVolume", grpc::StatusCode::UNAVAILABLE, "plugin csi not running on node node-2");
+  auto ok = unpublish("vol-1", "ext-1");
+  EXPECT_TRUE(ok.done()) << ok.error;
+  EXPECT_EQ(ok.node_id, "node-3");
+
+  agents["node-2"].fail("ControllerUnpublishVolume", grpc::StatusCode::INVALID_ARGUMENT, "bad volume id");
+  auto bad = unpublish("vol-1", "ext-1");
+  EXPECT_FALSE(bad.done());
+  EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.outcome, csi::Outcome::final_error);
+  EXPECT_NE(bad.error.find("node-2"), std::string::npos) << bad.error;
+  EXPECT_NE(bad.error.find("bad volume id"), std::string::npos) << bad.error;
+  EXPECT_EQ(agents["node-3"].count("ControllerUnpublishVolume"), 1u);  // only the first call reached it
+}
+
+TEST_F(AgentRouterTest, NoHealthyControllerIsAClearUnavailable) {
+  auto r = unpublish("vol-1", "ext-1", "nope");
+  EXPECT_TRUE(r.no_target);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.error.find("no CSI plugin named \"nope\""), std::string::npos) << r.error;
+
+  Batch b;
+  auto p = plugin("csi", {"node-1"}, {"node-2", "node-3"});
+  for (auto& [n, inst] : p.controllers) inst.healthy = false;
+  b.put(p);
+  commit(std::move(b));
+  r = unpublish("vol-1", "ext-1");
+  EXPECT_TRUE(r.no_target);
+  EXPECT_NE(r.error.find("no healthy controller"), std::string::npos) << r.error;
+  EXPECT_TRUE(agents["node-2"].calls().empty());
+}
+
+TEST_F(AgentRouterTest, UnreachableAgentCountsAsRetryable) {
+  agents.stop("node-2");
+  auto r = unpublish("vol-1", "ext-1");
+  EXPECT_TRUE(r.done()) << r.error;
+  EXPECT_EQ(r.node_id, "node-3");
+}
+
+TEST_F(AgentRouterTest, ControllerCallsSerializePerVolumeAndRunInParallelAcrossVolumes) {
+  agents["node-2"].delay("ControllerUnpublishVolume", 200ms);
+  auto started = std::chrono::steady_clock::now();
+  auto done = asio::co_spawn(io, [&]() -> asio::awaitable<int> {
+    async::TaskGroup group(co_await asio::this_coro::executor, "calls");
+    int ok = 0;
+    for (int i = 0; i < 3; ++i)
+      for (const auto* vol : {"a", "b"})
+        group.spawn("call", [&, vol]() -> asio::awaitable<void> {
+          ::csi::v1::ControllerUnpublishVolumeRequest req;
+          req.set_volume_id(std::string("ext-") + vol);
+          auto r = co_await plane->router.controller_unpublish_volume("csi", vol, req);
+          if (r.done()) ++ok;
+        });
+    co_await group.join();
+    co_return ok;
+  }, asio::use_future);
+  EXPECT_EQ(done.get(), 6);
+  auto elapsed = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(agents["node-2"].max_in_flight_per_volume(), 1);
+  EXPECT_EQ(agents["node-2"].max_in_flight("ControllerUnpublishVolume"), 2);
+  EXPECT_LT(elapsed, 6 * 200ms);  // three rounds of two, not six in a row
+}
+
+TEST_F(AgentRouterTest, ChannelFollowsTheNodesAddress) {
+  agents.stop("node-2");
+  agents.stop("node-3");
+  auto r = unpublish("vol-1", "ext-1");
+  EXPECT_FALSE(r.done());
+  auto old_address = on_io([&] { return plane->router.channel_address("node-2"); });
+  ASSERT_TRUE(old_address);
+
+  // The agent restarts on another port and re-registers with its new address.
+  std::string fresh = agents.start("node-2");
+  Batch b;
+  b.put(node("node-2", fresh));
+  commit(std::move(b));
+  r = unpublish("vol-1", "ext-1");
+  EXPECT_TRUE(r.done()) << r.error;
+  EXPECT_EQ(on_io([&] { return plane->router.channel_address("node-2"); }), fresh);
+  EXPECT_EQ(on_io([&] { return plane->router.channel_count(); }), 2u);
+}
+
+TEST_F(AgentRouterTest, NodeRpcGoesToTheNamedNode) {
+  auto r = asio::co_spawn(io, [&]() -> asio::awaitable<agents::AgentResult<v1::NodeDetachVolumeResponse>> {
+    v1::NodeDetachVolumeRequest req;
+    req.set_volume_id("vol-1");
+    co_return co_await plane->router.node_detach_volume("node-1", req);
+  }, asio::use_future).get();
+  EXPECT_TRUE(r.done()) << r.error;
+  EXPECT_EQ(agents["node-1"].count("NodeDetachVolume"), 1u);
+
+  auto missing = asio::co_spawn(io, [&]() -> asio::awaitable<agents::AgentResult<v1::NodeDetachVolumeResponse>> {
+    std::string node_id = "node-9";
+    v1::NodeDetachVolumeRequest req;
+    co_return co_await plane->router.node_detach_volume(node_id, req);
+  }, asio::use_future).get();
+  EXPECT_TRUE(missing.no_target);
+  EXPECT_NE(missing.error.find("node \"node-9\" is not registered"), std::string::npos) << missing.error;
+}
+
+}  // namespace mooring::controlplane::testing

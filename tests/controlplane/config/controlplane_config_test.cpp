@@ -1,0 +1,102 @@
+#include "services/controlplane/config/controlplane_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/files.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::controlplane {
+namespace {
+
+using namespace std::chrono_literals;
+using Env = std::map<std::string, std::string>;
+
+ControlPlaneConfig parse_ok(std::vector<std::string> args, const Env& env = {}) {
+  args.insert(args.begin(), "mooring-controlplane");
+  auto r = parse_controlplane_config(args, env);
+  if (auto* e = std::get_if<ControlPlaneConfigError>(&r)) ADD_FAILURE() << e->message;
+  return std::get_if<ControlPlaneArgs>(&r) ? std::get<ControlPlaneArgs>(r).config : ControlPlaneConfig{};
+}
+
+std::string parse_error(std::vector<std::string> args, const Env& env = {}) {
+  args.insert(args.begin(), "mooring-controlplane");
+  auto r = parse_controlplane_config(args, env);
+  if (auto* e = std::get_if<ControlPlaneConfigError>(&r)) return e->message;
+  ADD_FAILURE() << "expected an error";
+  return {};
+}
+
+TEST(ControlPlaneConfig, DefaultsNeedOnlyTheDataDir) {
+  const auto c = parse_ok({"--data-dir", "/tmp/x"});
+  EXPECT_EQ(c.data_dir, "/tmp/x");
+  EXPECT_EQ(c.http_addr, "127.0.0.1:4700");
+  EXPECT_EQ(c.grpc_addr, "127.0.0.1:4701");
+  EXPECT_EQ(c.heartbeat_ttl, 10s);
+  EXPECT_EQ(c.gc_retry_max, 30s);
+  EXPECT_EQ(c.gc_sweep_period, 5min);
+  EXPECT_EQ(c.log_level, log::Level::info);
+  EXPECT_TRUE(c.cors_read_origins.empty());
+  EXPECT_EQ(parse_error({}), "--data-dir (MOORING_CP_DATA_DIR, file key data_dir) is required");
+}
+
+TEST(ControlPlaneConfig, FlagsWinOverEnvironmentWhichWinsOverTheFile) {
+  test::TempDir dir;
+  const auto file = dir.path() / "cp.json";
+  test::write_file(file, R"({"data_dir": "/from/file", "http_addr": "0.0.0.0:80", "heartbeat_ttl": "1m",
+                             "cors_write_origins": ["https://a.example"], "log_format": "json"})");
+  const auto c = parse_ok({"--config", file.string(), "--http-addr=127.0.0.1:9000"},
+                          {{"MOORING_CP_HTTP_ADDR", "127.0.0.1:8000"},
+                           {"MOORING_CP_HEARTBEAT_TTL", "20s"},
+                           {"MOORING_CP_CORS_READ_ORIGINS", "https://b.example, https://c.example"},
+                           {"MOORING_DATA_DIR", "/agent/setting/ignored"}});
+  EXPECT_EQ(c.config_file, file.string());
+  EXPECT_EQ(c.data_dir, "/from/file");
+  EXPECT_EQ(c.http_addr, "127.0.0.1:9000");
+  EXPECT_EQ(c.heartbeat_ttl, 20s);
+  EXPECT_EQ(c.log_format, log::Format::json);
+  EXPECT_EQ(c.cors_write_origins, std::vector<std::string>{"https://a.example"});
+  EXPECT_EQ(c.cors_read_origins, (std::vector<std::string>{"https://b.example", "https://c.example"}));
+}
+
+TEST(ControlPlaneConfig, ConfigFileFromTheEnvironmentAndRepeatedListFlags) {
+  test::TempDir dir;
+  const auto file = dir.path() / "cp.json";
+  test::write_file(file, R"({"data_dir": "/d", "gc_retry_max": "2s"})");
+  const auto c = parse_ok({"--cors-read-origin", "https://a", "--cors-read-origin", "https://b"},
+                          {{"MOORING_CP_CONFIG", file.string()}});
+  EXPECT_EQ(c.gc_retry_max, 2s);
+  EXPECT_EQ(c.cors_read_origins, (std::vector<std::string>{"https://a", "https://b"}));
+}
+
+TEST(ControlPlaneConfig, BadValuesNameTheirSource) {
+  EXPECT_EQ(parse_error({"--data-dir", "/d", "--bogus", "1"}), "unknown flag --bogus (see --help)");
+  EXPECT_EQ(parse_error({"--data-dir", "/d", "--heartbeat-ttl", "0s"}),
+            "--heartbeat-ttl: expected a positive duration like 10s, got \"0s\"");
+  EXPECT_EQ(parse_error({"--data-dir", "/d"}, {{"MOORING_CP_LOG_LEVEL", "loud"}}),
+            "MOORING_CP_LOG_LEVEL: expected debug|info|warn|error, got \"loud\"");
+  EXPECT_EQ(parse_error({"--data-dir", "/d", "--http-addr", "nowhere"}),
+            "http_addr: expected HOST:PORT, got \"nowhere\"");
+  EXPECT_EQ(parse_error({"--data-dir"}), "flag --data-dir needs a value");
+  EXPECT_EQ(parse_error({"--config", "/nonexistent/cp.json"}), "config file \"/nonexistent/cp.json\": cannot be read");
+
+  test::TempDir dir;
+  const auto file = dir.path() / "cp.json";
+  test::write_file(file, R"({"data_dir": "/d", "grpc_port": 1})");
+  EXPECT_EQ(parse_error({"--config", file.string()}), "config file \"" + file.string() + "\": unknown key \"grpc_port\"");
+  test::write_file(file, R"({"data_dir": 7})");
+  EXPECT_EQ(parse_error({"--config", file.string()}),
+            "config file \"" + file.string() + "\": data_dir: expected a string, got 7");
+}
+
+TEST(ControlPlaneConfig, HelpListsEveryFlagWithItsVariableAndKey) {
+  auto r = parse_controlplane_config({"mooring-controlplane", "--bogus", "--help"}, {});
+  ASSERT_TRUE(std::holds_alternative<ControlPlaneArgs>(r));
+  EXPECT_TRUE(std::get<ControlPlaneArgs>(r).help);
+  const auto help = controlplane_config_help();
+  for (const char* s : {"--data-dir", "MOORING_CP_DATA_DIR", "\"gc_sweep_period\"", "--gc-retry-max", "--config",
+                        "MOORING_CP_CORS_WRITE_ORIGINS", "default 127.0.0.1:4700"})
+    EXPECT_NE(help.find(s), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace mooring::controlplane
