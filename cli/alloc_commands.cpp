@@ -1,4 +1,8 @@
 // `mooring alloc ...`: run (submit), stop, status.
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
 #include "cli/format.hpp"
@@ -28,8 +32,39 @@ int alloc_run(Context& ctx, const Invocation& inv) {
   return kExitOk;
 }
 
+bool is_terminal_status(const std::string& client_status) {
+  return client_status == "complete" || client_status == "failed" || client_status == "lost";
+}
+
+// An allocation named by its ID, a unique ID prefix, or the name of the one allocation of that
+// name that still runs (IDs are generated; names are what people remember, as with Nomad's jobs).
+std::optional<std::string> resolve_alloc(Context& ctx, const std::string& ref) {
+  auto r = ctx.call("GET", "/v1/allocations");
+  if (!r) return std::nullopt;
+  std::vector<std::string> by_prefix, by_name;
+  for (const auto& a : r->body.is_array() ? r->body : json::array()) {
+    const std::string id = field(a, "ID");
+    if (id == ref) return id;
+    if (id.starts_with(ref)) by_prefix.push_back(id);
+    if (field(a, "Name") == ref && !is_terminal_status(field(a, "ClientStatus")) && field(a, "DesiredStatus") != "stop")
+      by_name.push_back(id);
+  }
+  auto& found = by_prefix.empty() ? by_name : by_prefix;
+  if (found.size() == 1) return found.front();
+  if (found.empty()) {
+    ctx.fail("no allocation has the ID, ID prefix or running name \"" + ref + "\" (`mooring alloc status` lists them)");
+    return std::nullopt;
+  }
+  std::string ids;
+  for (const auto& id : found) ids += (ids.empty() ? "" : ", ") + id;
+  ctx.fail("\"" + ref + "\" matches " + std::to_string(found.size()) + " allocations (" + ids + "); give the ID");
+  return std::nullopt;
+}
+
 int alloc_stop(Context& ctx, const Invocation& inv) {
-  const std::string& id = inv.args[0];
+  const auto resolved = resolve_alloc(ctx, inv.args[0]);
+  if (!resolved) return kExitError;
+  const std::string& id = *resolved;
   auto r = ctx.call("POST", alloc_path(id) + "/stop");
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
@@ -76,7 +111,9 @@ void print_alloc(Context& ctx, const json& a) {
 
 int alloc_status(Context& ctx, const Invocation& inv) {
   if (!inv.args.empty()) {
-    auto r = ctx.call("GET", alloc_path(inv.args[0]));
+    const auto id = resolve_alloc(ctx, inv.args[0]);
+    if (!id) return kExitError;
+    auto r = ctx.call("GET", alloc_path(*id));
     if (!r) return kExitError;
     if (ctx.json()) return ctx.print_json(r->body), kExitOk;
     print_alloc(ctx, r->body);
@@ -111,13 +148,14 @@ std::vector<CommandSpec> alloc_commands() {
                "standard input. The task sees each volume's path in MOORING_VOLUME_<NAME>. See examples/alloc.json.",
        .run = alloc_run},
       {.words = {"alloc", "stop"},
-       .arguments = "ID",
+       .arguments = "ID|NAME",
        .min_args = 1,
        .max_args = 1,
        .summary = "Stop an allocation; its volumes are released afterwards",
+       .help = "Takes an allocation ID, a unique ID prefix, or the name of a running allocation.",
        .run = alloc_stop},
       {.words = {"alloc", "status"},
-       .arguments = "[ID]",
+       .arguments = "[ID|NAME]",
        .min_args = 0,
        .max_args = 1,
        .flags = {{"node", true, "ID", "list only the allocations of this node"}},

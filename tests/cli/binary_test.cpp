@@ -373,6 +373,29 @@ TEST_F(CliBinary, SnapshotListAsksEveryPluginAndWarnsAboutOnesThatCannot) {
   EXPECT_EQ(one.code, 1);
 }
 
+TEST_F(CliBinary, AllocStopAndStatusTakeARunningNameOrAnIdPrefix) {
+  FakeApi api;
+  api.on("GET", "/v1/allocations",
+         {200, R"([{"ID":"0a11","Name":"writer","DesiredStatus":"stop","ClientStatus":"complete"},
+                   {"ID":"0b22","Name":"writer","DesiredStatus":"run","ClientStatus":"running"},
+                   {"ID":"0b33","Name":"reader","DesiredStatus":"run","ClientStatus":"running"}])"});
+  api.on("POST", "/v1/allocation/0b22/stop", {200, R"({"ID":"0b22","Index":4})"});
+  api.on("GET", "/v1/allocation/0b33", {200, R"({"ID":"0b33","Name":"reader","ClientStatus":"running"})"});
+  auto stop = cli(api, {"alloc", "stop", "writer"});
+  ASSERT_EQ(stop.code, 0) << stop.err;
+  EXPECT_NE(stop.out.find("\"0b22\""), std::string::npos) << stop.out;
+  auto one = cli(api, {"alloc", "status", "0b3"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_NE(one.out.find("reader"), std::string::npos) << one.out;
+  auto ambiguous = cli(api, {"alloc", "stop", "0b"});
+  EXPECT_NE(ambiguous.code, 0);
+  EXPECT_EQ(ambiguous.err, "Error: \"0b\" matches 2 allocations (0b22, 0b33); give the ID\n");
+  auto unknown = cli(api, {"alloc", "stop", "nobody"});
+  EXPECT_NE(unknown.code, 0);
+  EXPECT_NE(unknown.err.find("no allocation has the ID, ID prefix or running name \"nobody\""), std::string::npos)
+      << unknown.err;
+}
+
 TEST_F(CliBinary, AllocRunWrapsABareAllocationAndStopAndStatusWork) {
   FakeApi api;
   api.on("POST", "/v1/allocations", {200, R"({"ID":"a1b2","NodeID":"node-1","Index":3})"});
