@@ -4,6 +4,7 @@
 
 #include <grpcpp/impl/service_type.h>
 
+#include <algorithm>
 #include <set>
 
 #include "mooring/v1/controlplane.pb.h"
@@ -21,6 +22,8 @@
 #include "services/nodeagent/volumes/mount_table.hpp"
 #include "services/nodeagent/volumes/node_plugin_table.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
+#include "shared/async/periodic.hpp"
+#include "shared/async/sleep.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/async/with_timeout.hpp"
 #include "shared/log/log.hpp"
@@ -116,7 +119,13 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   link.advertise_addr = config_.grpc_addr;
   link.controlplane_addr = config_.controlplane_addr;
   link.heartbeat_interval = config_.heartbeat_interval;
-  link.on_contact = [this] { last_contact_ = std::chrono::steady_clock::now(); };
+  link.on_contact = [this] {
+    last_contact_ = std::chrono::steady_clock::now();
+    if (!contacted_) {
+      contacted_ = true;
+      update_readiness();
+    }
+  };
   link_ = std::make_unique<ControlPlaneLink>(ex, link, *status_);
   status_->on_change([this] {
     link_->wake();
@@ -137,6 +146,7 @@ void Agent::start_grpc_server() {
   rpc::ServerOptions so;
   so.address = config_.grpc_addr;
   so.services = {service_.get()};
+  so.health_service = true;
   std::string error;
   server_ = rpc::Server::start(so, error);
   if (!server_) {
@@ -237,12 +247,52 @@ void Agent::start() {
   loops_->spawn("alloc-watch", allocs_->watch());
   loops_->spawn("alloc-disconnect", allocs_->watch_disconnect([this] { return disconnected_for(); }));
   start_grpc_server();
+  update_readiness();
+  async::PeriodicOptions readiness{.name = "readiness", .period = std::chrono::seconds(1), .jitter = 0};
+  loops_->spawn("readiness", async::periodic([this]() -> asio::awaitable<void> {
+    update_readiness();
+    co_return;
+  }, readiness));
+}
+
+// grpc.health.v1 on the agent's gRPC address: "" is SERVING while the process serves (liveness);
+// kReadinessService is SERVING while the control plane has been reached within three heartbeat
+// intervals (readiness: allocations can be placed and released through this node).
+void Agent::update_readiness() {
+  if (!server_) return;
+  const auto limit = std::max<std::chrono::steady_clock::duration>(3 * config_.heartbeat_interval, std::chrono::seconds(5));
+  server_->set_serving(std::string(kReadinessService), contacted_ && !shut_down_ && disconnected_for() < limit);
+}
+
+// Drain mode: stop every allocation and wait, bounded, until their Postrun releases have
+// unmounted everything and told the control plane. Whatever is left resumes after the restart.
+asio::awaitable<bool> Agent::drain(std::chrono::milliseconds limit) {
+  logger().info("draining: stopping every allocation", {{"allocations", static_cast<int64_t>(allocs_->alloc_ids().size())},
+                                                        {"limit_ms", static_cast<int64_t>(limit.count())}});
+  allocs_->stop_all("node agent draining");
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    if (allocs_->all_finished() && volumes_->releases_in_flight() == 0 && volumes_->records().empty()) co_return true;
+    if (std::chrono::steady_clock::now() >= deadline) co_return false;
+    if (co_await async::sleep_for(std::chrono::milliseconds(20)) == async::SleepEnd::cancelled) co_return false;
+  }
 }
 
 asio::awaitable<void> Agent::shutdown() {
   if (shut_down_) co_return;
   shut_down_ = true;
+  update_readiness();
   logger().info("shutting down", {{"plugins", static_cast<int64_t>(supervisors_.size())}});
+  if (config_.drain_on_shutdown.count() > 0) {
+    const bool drained = co_await drain(config_.drain_on_shutdown);
+    if (drained) {
+      logger().info("drained: every allocation stopped and every volume released");
+    } else {
+      logger().warn("drain did not finish in time; the remaining releases resume after the restart",
+                    {{"mounts", static_cast<int64_t>(volumes_->records().size())},
+                     {"releases_in_flight", static_cast<int64_t>(volumes_->releases_in_flight())}});
+    }
+  }
   // Seed 004: nothing here waits on a plugin. Allocation runners are cancelled (their tasks keep
   // running and are re-adopted after the restart), unfinished unmounts are cancelled with their
   // progress on disk (resume() continues them), the gRPC service stops taking calls.

@@ -8,6 +8,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "services/nodeagent/config/agent_config.hpp"
@@ -55,6 +56,9 @@ struct AgentOptions {
 
 class Agent {
  public:
+  // The grpc.health.v1 service name that answers readiness (see update_readiness).
+  static constexpr std::string_view kReadinessService = "mooring.ready";
+
   // `config.node_id` must be resolved (see load_or_create_node_id).
   Agent(boost::asio::any_io_executor ex, AgentConfig config, AgentOptions options = {});
   ~Agent();
@@ -63,7 +67,8 @@ class Agent {
   // the control plane link. Returns at once; everything runs in the agent's task groups.
   void start();
 
-  // Graceful shutdown: stop the loops, one last fingerprint with a closed client marks every
+  // Graceful shutdown. With config.drain_on_shutdown > 0, every allocation is stopped first and
+  // their volume releases get that long to finish. Then: stop the loops, one last fingerprint with a closed client marks every
   // plugin unhealthy, a final heartbeat reports it, launched plugins are stopped (SIGTERM, then
   // SIGKILL), plugins that are gone are deregistered. Bounded in time by the stop timeouts.
   boost::asio::awaitable<void> shutdown();
@@ -85,6 +90,8 @@ class Agent {
   void reconcile_persisted_plugins();
   void start_grpc_server();
   void release_orphaned_mounts();
+  boost::asio::awaitable<bool> drain(std::chrono::milliseconds limit);
+  void update_readiness();
 
   boost::asio::any_io_executor ex_;
   AgentConfig config_;
@@ -94,6 +101,7 @@ class Agent {
   std::unique_ptr<ControlPlaneLink> link_;
   std::vector<std::unique_ptr<PluginSupervisor>> supervisors_;
   std::chrono::steady_clock::time_point last_contact_;
+  bool contacted_ = false;
   std::unique_ptr<PluginClients> clients_;
   std::unique_ptr<NodePluginTable> node_plugins_;
   std::unique_ptr<NodePluginSync> node_plugin_sync_;

@@ -13,6 +13,7 @@
 #include <boost/system/system_error.hpp>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
@@ -101,6 +102,8 @@ grpc::ServerUnaryReactor* serve(asio::any_io_executor executor, grpc::CallbackSe
 
 std::unique_ptr<Server> Server::start(const ServerOptions& options, std::string& error) {
   std::unique_ptr<Server> server(new Server());
+  // Process-wide in gRPC; it takes effect for servers built after it, so set it per server.
+  grpc::EnableDefaultHealthCheckService(options.health_service);
   grpc::ServerBuilder builder;
   int selected_port = 0;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &selected_port);
@@ -124,6 +127,10 @@ std::unique_ptr<Server> Server::start(const ServerOptions& options, std::string&
   server->port_ = is_unix ? 0 : selected_port;
   logger().info("grpc server listening", {{"address", options.address}, {"port", server->port_}});
   return server;
+}
+
+void Server::set_serving(const std::string& service, bool serving) {
+  if (auto* health = server_ ? server_->GetHealthCheckService() : nullptr) health->SetServingStatus(service, serving);
 }
 
 Server::~Server() {

@@ -46,6 +46,10 @@ struct ServerOptions {
   std::string address;
   std::vector<grpc::Service*> services;  // not owned; must outlive the Server
   int max_receive_message_bytes = 16 * 1024 * 1024;
+  // Serve the standard grpc.health.v1.Health service (what Kubernetes' `grpc:` probes and
+  // grpc_health_probe call): service "" is SERVING while the server runs; other names are set
+  // with Server::set_serving.
+  bool health_service = false;
 };
 
 class Server {
@@ -61,6 +65,9 @@ class Server {
 
   const std::string& address() const { return address_; }
   int port() const { return port_; }  // the bound TCP port; 0 for UNIX sockets
+
+  // The grpc.health.v1 status of `service` (needs ServerOptions::health_service).
+  void set_serving(const std::string& service, bool serving);
 
   // Stops accepting calls, lets in-flight calls finish for up to `grace`, then cancels them.
   // grpc::Server::Shutdown blocks until every handler has finished, and our handlers need the

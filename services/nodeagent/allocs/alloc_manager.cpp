@@ -1,5 +1,7 @@
 #include "services/nodeagent/allocs/alloc_manager.hpp"
 
+#include <algorithm>
+
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
 #include "services/nodeagent/controlplane_calls.hpp"
 #include "shared/async/sleep.hpp"
@@ -81,6 +83,7 @@ void AllocManager::apply(const std::vector<domain::Allocation>& allocs) {
       continue;
     }
     if (domain::is_terminal(*a)) continue;
+    if (draining_) continue;  // picked up (or reported) by the next run of the agent
     if (auto st = domain::validate_allocation_id(id); !st) {
       logger().error("allocation with an invalid id ignored", {{"error", st.error()}});
       continue;
@@ -180,6 +183,17 @@ asio::awaitable<void> AllocManager::watch_disconnect(DisconnectedFor disconnecte
     const auto away = disconnected_for();
     check_disconnect(away);
   }
+}
+
+void AllocManager::stop_all(const std::string& reason) {
+  draining_ = true;
+  for (auto& [id, r] : runners_) {
+    if (!r->finished()) r->stop(reason);
+  }
+}
+
+bool AllocManager::all_finished() const {
+  return std::all_of(runners_.begin(), runners_.end(), [](const auto& kv) { return kv.second->finished(); });
 }
 
 asio::awaitable<void> AllocManager::shutdown() {

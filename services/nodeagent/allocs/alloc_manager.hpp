@@ -69,6 +69,12 @@ class AllocManager {
   // One check of the rule (for tests).
   void check_disconnect(std::chrono::steady_clock::duration disconnected_for);
 
+  // Drain mode: stops every allocation (their Postrun releases the volumes) and starts no new
+  // one from then on. Idempotent.
+  void stop_all(const std::string& reason);
+  // Every runner has finished (its Postrun has returned).
+  bool all_finished() const;
+
   // Cancels every runner (tasks keep running, see alloc_runner.hpp) and waits for them; hooks
   // get Shutdown. Never waits on a plugin.
   boost::asio::awaitable<void> shutdown();
@@ -90,6 +96,7 @@ class AllocManager {
   std::map<std::string, std::unique_ptr<AllocRunner>> runners_;
   std::uint64_t index_ = 0;
   bool shut_down_ = false;
+  bool draining_ = false;
   async::TaskGroup runs_;  // last: destroyed (and cancelled) first
 };
 

@@ -47,6 +47,10 @@ constexpr std::array kOptions{
            "how long an allocation keeps retrying a claim the volume's previous user still holds", "24h"},
     Option{"kill-timeout", "MOORING_KILL_TIMEOUT", "kill_timeout", "DURATION",
            "SIGTERM -> SIGKILL grace for a task that names no KillTimeout", "5s"},
+    Option{"drain-on-shutdown", "MOORING_DRAIN_ON_SHUTDOWN", "drain_on_shutdown", "DURATION",
+           "on SIGTERM, stop every allocation and wait up to this long for its volumes to be released "
+           "(0: allocations keep running and are re-adopted after the restart)",
+           "0"},
     Option{"plugin", "MOORING_PLUGINS", "plugins", "SPEC",
            "a CSI plugin, repeatable; SPEC is id=ID,type=controller|node|monolith,command=PATH,arg=A,"
            "env=K=V,socket=PATH,health_timeout=30s,probe_interval=5s,fingerprint_interval=30s,"
@@ -229,6 +233,10 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
     }
     if (key == "kill_timeout") {
       cfg.kill_timeout = get_duration(layer, key, path);
+      continue;
+    }
+    if (key == "drain_on_shutdown") {
+      cfg.drain_on_shutdown = get_duration(layer, key, path);
       continue;
     }
     std::string* target = nullptr;

@@ -49,6 +49,10 @@ struct AgentConfig {
   // the allocation ends the wait at once.
   std::chrono::milliseconds claim_timeout{std::chrono::hours(24)};
   std::chrono::milliseconds kill_timeout{std::chrono::seconds(5)};  // for tasks without KillTimeout
+  // Drain mode (`make run`, a node being retired): on shutdown every allocation is stopped and the
+  // agent waits up to this long for their volumes to be released. 0 (the default, as in Nomad):
+  // allocations keep running through an agent restart and are re-adopted.
+  std::chrono::milliseconds drain_on_shutdown{0};
   std::vector<PluginConfig> plugins;
 };
 

@@ -56,6 +56,19 @@ TEST(AgentConfig, DefaultsMatchTheDesignPorts) {
   EXPECT_EQ(p.config.grpc_addr, "127.0.0.1:4702");
   EXPECT_TRUE(p.config.node_id.empty());
   EXPECT_TRUE(p.config.plugins.empty());
+  EXPECT_EQ(p.config.drain_on_shutdown.count(), 0) << "allocations survive an agent restart unless asked";
+}
+
+TEST(AgentConfig, DrainOnShutdownFromEachSource) {
+  TempDir dir;
+  const auto file = dir.write("agent.json", R"({"drain_on_shutdown":"20s"})");
+  EXPECT_EQ(ok({"agent", "--config", file.string()}).config.drain_on_shutdown, std::chrono::seconds(20));
+  EXPECT_EQ(ok({"agent"}, {{"MOORING_DRAIN_ON_SHUTDOWN", "1m"}}).config.drain_on_shutdown, std::chrono::minutes(1));
+  EXPECT_EQ(ok({"agent", "--drain-on-shutdown", "500ms"}).config.drain_on_shutdown, std::chrono::milliseconds(500));
+  const auto r = parse_agent_config({"agent", "--drain-on-shutdown", "soon"}, {});
+  ASSERT_TRUE(std::holds_alternative<ConfigError>(r));
+  EXPECT_NE(std::get<ConfigError>(r).message.find("drain_on_shutdown"), std::string::npos)
+      << std::get<ConfigError>(r).message;
 }
 
 TEST(AgentConfig, FlagsWinOverEnvironmentWhichWinsOverFile) {
