@@ -40,7 +40,7 @@ using Attached = std::map<std::pair<std::string, std::string>, std::set<std::str
 
 // Why `node` cannot run the allocation, or "" when it can.
 std::string check_node(const Allocation& alloc, const Node& node, const std::vector<Need>& needs,
-                       const Attached& attached, domain::Time now) {
+                       const Attached& attached, const std::set<std::string>& releasing, domain::Time now) {
   if (node.status != domain::NodeStatus::ready) return "node is " + std::string(domain::to_string(node.status));
   std::map<std::string, std::set<std::string>> in_use;  // plugin -> volumes attached with this allocation
   std::map<std::string, Volume> trial;                   // volume copies the claims are tried on
@@ -69,6 +69,18 @@ std::string check_node(const Allocation& alloc, const Node& node, const std::vec
                " volumes on this node and this allocation would need " + std::to_string(it->second.size());
     }
     auto [copy, added] = trial.try_emplace(v.id, v);
+    // Claims being released (past, or held by an allocation that is stopping or done) do not
+    // block placement: the new allocation's claim waits for them on the node (seed 004), as
+    // Nomad's scheduler places once the previous allocation is terminal.
+    if (added) {
+      std::erase_if(copy->second.claims, [&](const auto& kv) {
+        return domain::is_past(kv.second.state) || releasing.contains(kv.first);
+      });
+      if (copy->second.claims.empty()) {
+        copy->second.access_mode = domain::AccessMode::unknown;
+        copy->second.attachment_mode = domain::AttachmentMode::unknown;
+      }
+    }
     ClaimRequest req{.allocation_id = alloc.id,
                      .node_id = node.id,
                      .external_node_id = info ? info->id : std::string{},
@@ -155,13 +167,16 @@ PlacementResult place(const Allocation& alloc, const ClusterView& c) {
     }
   }
   std::map<std::string, int> load;
-  for (const auto& [id, a] : c.allocations)
+  std::set<std::string> releasing;
+  for (const auto& [id, a] : c.allocations) {
     if (!a.node_id.empty() && !domain::is_terminal(a)) ++load[a.node_id];
+    if (domain::is_terminal(a) || a.desired_status == domain::DesiredStatus::stop) releasing.insert(id);
+  }
 
   const auto now = domain::now();
   int best_load = std::numeric_limits<int>::max();
   auto consider = [&](const Node& node) {
-    auto reason = check_node(alloc, node, needs, attached, now);
+    auto reason = check_node(alloc, node, needs, attached, releasing, now);
     if (!reason.empty()) {
       out.rejections.push_back({node.id, std::move(reason)});
       return;

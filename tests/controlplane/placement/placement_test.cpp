@@ -219,6 +219,27 @@ TEST(Placement, ClaimsMustSucceedOnTheNode) {
   EXPECT_TRUE(place(alloc_for({"ro"}, AccessMode::multi_node_reader_only), c.view()).node_id);
 }
 
+// Seed 004: once the holder is stopping (or its claim is already past), the next allocation is
+// placed and its claim waits on the node for the release, instead of being refused here.
+TEST(Placement, ClaimsBeingReleasedDoNotBlockPlacement) {
+  Cluster c;
+  c.add_node("a");
+  c.add_node("b");
+  auto& v = c.add_volume("v1");  // single-node-writer
+  claim(v, "holder", "a", domain::ClaimMode::write);
+  c.running("holder", "a");
+  auto a = alloc_for({"v1"});
+  a.node_id = "b";
+  EXPECT_FALSE(place(a, c.view()).node_id) << "a running holder blocks";
+  c.allocations["holder"].desired_status = domain::DesiredStatus::stop;
+  ASSERT_TRUE(place(a, c.view()).node_id) << place(a, c.view()).message(a);
+  EXPECT_EQ(*place(a, c.view()).node_id, "b");
+  // A past claim (the release has started) does not block either, whatever the allocation says.
+  c.allocations["holder"].desired_status = domain::DesiredStatus::run;
+  c.volumes["v1"].claims["holder"].state = domain::ClaimState::node_detached;
+  EXPECT_TRUE(place(a, c.view()).node_id);
+}
+
 TEST(Placement, ExplicitNodeIsCheckedWithTheSameRules) {
   Cluster c;
   c.add_volume("v1");
