@@ -25,6 +25,7 @@
 #include "shared/async/periodic.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/task_group.hpp"
+#include "shared/async/wake_signal.hpp"
 #include "shared/async/with_timeout.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/server.hpp"
@@ -74,7 +75,9 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   cp.on_contact = [this] { last_contact_ = std::chrono::steady_clock::now(); };
   controlplane_ = make_grpc_controlplane_calls(cp);
 
+  controlplane_back_ = std::make_unique<async::WakeSignal>(ex);
   VolumeManagerOptions vm;
+  vm.controlplane_back = controlplane_back_.get();
   vm.mount_root = data_dir / "mounts";
   vm.state_dir = data_dir / "volumes";
   vm.unmount_backoff = options_.release_backoff;
@@ -101,6 +104,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   StatusReporterOptions sr;
   sr.node_id = config_.node_id;
   sr.state_file = data_dir / "alloc-updates.json";
+  sr.controlplane_back = controlplane_back_.get();
   reporter_ = std::make_unique<StatusReporter>(ex, *controlplane_, sr);
 
   AllocManagerOptions am;
@@ -120,7 +124,10 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   link.controlplane_addr = config_.controlplane_addr;
   link.heartbeat_interval = config_.heartbeat_interval;
   link.on_contact = [this] {
-    last_contact_ = std::chrono::steady_clock::now();
+    const auto now = std::chrono::steady_clock::now();
+    // Back after a silence longer than a heartbeat: retry what waits on the control plane now.
+    if (now - last_contact_ > config_.heartbeat_interval + config_.heartbeat_interval / 2) controlplane_back_->notify();
+    last_contact_ = now;
     if (!contacted_) {
       contacted_ = true;
       update_readiness();

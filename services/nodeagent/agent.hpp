@@ -16,6 +16,7 @@
 
 namespace mooring::async {
 class TaskGroup;
+class WakeSignal;
 }
 namespace mooring::rpc {
 class Server;
@@ -102,6 +103,7 @@ class Agent {
   std::vector<std::unique_ptr<PluginSupervisor>> supervisors_;
   std::chrono::steady_clock::time_point last_contact_;
   bool contacted_ = false;
+  std::unique_ptr<async::WakeSignal> controlplane_back_;
   std::unique_ptr<PluginClients> clients_;
   std::unique_ptr<NodePluginTable> node_plugins_;
   std::unique_ptr<NodePluginSync> node_plugin_sync_;

@@ -67,7 +67,9 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
     last_error_ = "RegisterNode: " + st.error_message();
     co_return false;
   }
-  registered_ = true;
+  // The address may have changed while the call was in flight (the gRPC server bound an
+  // OS-chosen port): then this registration is stale and the next loop turn registers again.
+  registered_ = req.address() == options_.advertise_addr;
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
   if (options_.on_contact) options_.on_contact();
   logger().info("registered with the control plane",

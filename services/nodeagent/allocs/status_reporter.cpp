@@ -139,7 +139,8 @@ asio::awaitable<void> StatusReporter::run() {
     if (failures == 1 || failures % 10 == 0)
       logger().warn("allocation status not delivered; retrying",
                     {{"pending", static_cast<int64_t>(pending_.size())}, {"delay", delay}});
-    const auto slept = co_await async::sleep_for(delay);
+    const auto back_gen = options_.controlplane_back ? options_.controlplane_back->generation() : 0;
+    const auto slept = co_await async::sleep_for(delay, options_.controlplane_back, back_gen);
     if (slept == async::SleepEnd::cancelled) co_return;
   }
 }

@@ -38,6 +38,9 @@ struct StatusReporterOptions {
   std::size_t max_events_per_alloc = 200;
   // Reports arriving within this window go out in the same batch.
   std::chrono::milliseconds batch_window{std::chrono::milliseconds(50)};
+  // Notified when the control plane answers again after a silence: a failed send is retried at
+  // once instead of at the end of its backoff. Not owned; may be null.
+  async::WakeSignal* controlplane_back = nullptr;
 };
 
 class StatusReporter final : public AllocStatusSink {

@@ -150,6 +150,7 @@ asio::awaitable<void> VolumeManager::run_release(std::string alloc_id, std::stri
   if (record->notify && notify_) {
     async::RetryOptions notify_options;
     notify_options.backoff = options_.notify_backoff;
+    notify_options.wake = options_.controlplane_back;
     notify_options.on_retry = [&](const async::RetryEvent& e) {
       kLog.warn("telling the control plane failed; retrying",
                 {{"volume", volume_id}, {"alloc", alloc_id}, {"attempt", e.attempt}, {"error", e.error}});

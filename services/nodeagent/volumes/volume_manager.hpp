@@ -29,6 +29,9 @@
 #include <utility>
 #include <vector>
 
+namespace mooring::async {
+class WakeSignal;
+}
 namespace mooring::v1 {
 class VolumeMountInfo;
 }
@@ -46,6 +49,9 @@ struct VolumeManagerOptions {
   std::filesystem::path state_dir;   // the mount records
   async::Backoff unmount_backoff{.initial = std::chrono::milliseconds(250), .max = std::chrono::seconds(30)};
   async::Backoff notify_backoff{.initial = std::chrono::milliseconds(250), .max = std::chrono::seconds(30)};
+  // Notified when the control plane answers again after a silence: telling it about a finished
+  // unmount is retried at once. Not owned; may be null.
+  async::WakeSignal* controlplane_back = nullptr;
 };
 
 // What a restarted allocation finds for one of its volumes (CSI hook Prerun after a restart).
