@@ -1,0 +1,300 @@
+#include "tests/e2e/cluster.hpp"
+
+#include <signal.h>
+
+#include <fstream>
+#include <regex>
+#include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/files.hpp"
+#include "tests/support/mountinfo.hpp"
+
+namespace mooring::e2e {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The port from the `nth` "<what> ... port=N" line of a log that is appended to across runs.
+std::uint16_t wait_for_port(test::ChildProcess& p, const std::string& what, unsigned nth) {
+  std::regex re(what + ".* port=([0-9]+)");
+  std::uint16_t port = 0;
+  test::wait_until(
+      [&] {
+        auto out = p.output();
+        unsigned seen = 0;
+        for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+          if (++seen == nth) {
+            port = static_cast<std::uint16_t>(std::stoi((*it)[1].str()));
+            return true;
+          }
+        return !p.running();
+      },
+      30s);
+  return port;
+}
+
+}  // namespace
+
+Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
+  fs::create_directories(dir() / "hostpath");
+  fs::create_directories(dir() / "cp");
+}
+
+Cluster::~Cluster() {
+  // Agents first (they stop their plugins and tasks), then the control plane; whatever is left
+  // mounted is unmounted by the temp dir.
+  for (auto& [id, n] : nodes_)
+    if (n.agent && n.agent->running()) {
+      n.agent->terminate();
+      if (!n.agent->wait_for_exit(15s)) n.agent->kill();
+    }
+  // A killed agent leaves its plugin running: stop every plugin of this cluster.
+  for (auto& [id, n] : nodes_)
+    if (pid_t pid = plugin_pid(id); pid > 0) ::kill(pid, SIGKILL);
+  nodes_.clear();
+  controlplane_.reset();
+  tmp_.unmount_all();
+}
+
+// ---- control plane ----
+
+void Cluster::start_controlplane() {
+  if (controlplane_ && controlplane_->running()) return;
+  test::SpawnOptions o;
+  o.binary = test::binary_path("mooring-controlplane");
+  o.args = {"--data-dir",      (dir() / "cp").string(),
+            "--http-addr",     "127.0.0.1:" + std::to_string(http_port_),
+            "--grpc-addr",     "127.0.0.1:" + std::to_string(grpc_port_),
+            "--heartbeat-ttl", options_.heartbeat_ttl,
+            "--gc-retry-max",  options_.gc_retry_max,
+            "--shutdown-grace", "2s"};
+  o.output_file = dir() / "controlplane.log";
+  controlplane_ = std::make_unique<test::ChildProcess>(o);
+  ++controlplane_runs_;
+  http_port_ = wait_for_port(*controlplane_, "http api listening", controlplane_runs_);
+  grpc_port_ = wait_for_port(*controlplane_, "grpc api listening", controlplane_runs_);
+  if (!http_port_ || !grpc_port_)
+    throw std::runtime_error("control plane did not start:\n" + controlplane_->output());
+}
+
+void Cluster::kill_controlplane() {
+  if (!controlplane_) return;
+  controlplane_->kill();
+  controlplane_->wait_for_exit(10s);
+}
+
+void Cluster::stop_controlplane() {
+  if (!controlplane_) return;
+  controlplane_->terminate();
+  if (!controlplane_->wait_for_exit(20s)) ADD_FAILURE() << "control plane did not stop on SIGTERM";
+}
+
+std::string Cluster::controlplane_log() const { return test::read_file(dir() / "controlplane.log"); }
+
+// ---- nodes ----
+
+fs::path Cluster::node_dir(const std::string& id) const { return dir() / id; }
+
+void Cluster::start_node(const std::string& id, NodeOptions options) {
+  auto& n = nodes_[id];
+  if (n.agent && n.agent->running()) return;
+  if (!n.agent) n.options = std::move(options);
+  fs::create_directories(node_dir(id));
+  std::string plugin = "hostpath,type=" + n.options.plugin_type + ",command=" +
+                       test::binary_path("mooring-hostpath").string() + ",arg=--data-dir,arg=" +
+                       (dir() / "hostpath").string() + ",arg=--node-id,arg=csi-" + id + ",arg=--call-log,arg=" +
+                       (dir() / ("calls-" + id + ".jsonl")).string() + ",arg=--fault-file,arg=" +
+                       (dir() / ("faults-" + id + ".json")).string() +
+                       ",probe_interval=200ms,health_timeout=10s,fingerprint_interval=2s,stop_timeout=5s";
+  for (const auto& a : n.options.plugin_args) plugin += ",arg=" + a;
+  test::SpawnOptions o;
+  o.binary = test::binary_path("mooring-nodeagent");
+  o.args = {"--node-id", id,
+            "--node-name", id,
+            "--data-dir", (node_dir(id) / "agent").string(),
+            "--controlplane-addr", "127.0.0.1:" + std::to_string(grpc_port_),
+            "--grpc-addr", "127.0.0.1:0",
+            "--heartbeat-interval", n.options.heartbeat_interval,
+            "--kill-timeout", "2s",
+            "--plugin", plugin};
+  o.args.insert(o.args.end(), n.options.agent_args.begin(), n.options.agent_args.end());
+  o.output_file = dir() / (id + ".log");
+  n.agent = std::make_unique<test::ChildProcess>(o);
+  wait_node_healthy(id);
+}
+
+void Cluster::wait_node_healthy(const std::string& id) {
+  bool ok = eventually(
+      [&] {
+        auto r = request("GET", "/v1/plugin/csi/hostpath");
+        if (r.status != 200) return false;
+        auto j = json::parse(r.body, nullptr, false);
+        if (!j.is_object() || !j.contains("Nodes") || !j["Nodes"].contains(id)) return false;
+        const auto& node = j["Nodes"][id];
+        auto nodes = get("/v1/node/" + id);
+        return node.value("Healthy", false) && nodes.is_object() && nodes.value("Status", "") == "ready";
+      },
+      60s);
+  if (!ok) throw std::runtime_error("node " + id + " did not become healthy:\n" + node_log(id));
+}
+
+void Cluster::kill_node(const std::string& id) {
+  auto& n = nodes_.at(id);
+  n.agent->kill();
+  n.agent->wait_for_exit(10s);
+}
+
+void Cluster::stop_node(const std::string& id) {
+  auto& n = nodes_.at(id);
+  n.agent->terminate();
+  if (!n.agent->wait_for_exit(30s)) ADD_FAILURE() << "agent " << id << " did not stop on SIGTERM";
+}
+
+bool Cluster::node_running(const std::string& id) {
+  auto it = nodes_.find(id);
+  return it != nodes_.end() && it->second.agent && it->second.agent->running();
+}
+
+std::string Cluster::node_log(const std::string& id) const { return test::read_file(dir() / (id + ".log")); }
+
+pid_t Cluster::plugin_pid(const std::string& id) const {
+  const std::string want = "csi-" + id;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const auto name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> args;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i < cmdline.size(); ++i)
+      if (cmdline[i] == '\0') {
+        args.push_back(cmdline.substr(start, i - start));
+        start = i + 1;
+      }
+    if (args.empty() || fs::path(args[0]).filename() != "mooring-hostpath") continue;
+    bool mine = false, ours = false;
+    for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "--node-id" && args[i + 1] == want) mine = true;
+      if (args[i] == "--data-dir" && args[i + 1] == (dir() / "hostpath").string()) ours = true;
+    }
+    if (mine && ours) return static_cast<pid_t>(std::stoi(name));
+  }
+  return 0;
+}
+
+void Cluster::set_faults(const std::string& id, const json& rules) {
+  test::write_file(dir() / ("faults-" + id + ".json"), json{{"rules", rules.is_array() ? rules : json::array()}}.dump());
+}
+
+std::vector<PluginCall> Cluster::calls(const std::string& id) const {
+  std::vector<PluginCall> out;
+  for (const auto& line : test::read_lines(dir() / ("calls-" + id + ".jsonl"))) {
+    auto j = json::parse(line, nullptr, false);
+    if (!j.is_object()) continue;
+    PluginCall c;
+    c.rpc = j.value("rpc", "");
+    c.volume_id = j.value("volume_id", "");
+    c.node_id = j.value("node_id", "");
+    c.code = j.value("code_name", "");
+    c.unix_ms = j.value("unix_ms", std::int64_t{0});
+    c.fault = j.value("fault", "");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<PluginCall> Cluster::calls(const std::string& id, const std::string& rpc) const {
+  auto all = calls(id);
+  std::vector<PluginCall> out;
+  for (auto& c : all)
+    if (c.rpc == rpc) out.push_back(std::move(c));
+  return out;
+}
+
+// ---- API ----
+
+HttpResult Cluster::request(const std::string& method, const std::string& target, const std::string& body,
+                            const std::map<std::string, std::string>& headers) {
+  return controlplane::http_request(http_port_, method, target, body, headers);
+}
+
+json Cluster::get(const std::string& target) {
+  auto r = request("GET", target);
+  if (r.status != 200) {
+    ADD_FAILURE() << "GET " << target << ": " << r.status << " " << r.body << r.error;
+    return nullptr;
+  }
+  return json::parse(r.body, nullptr, false);
+}
+
+json Cluster::create_volume(const std::string& id, const std::string& access_mode, std::int64_t capacity) {
+  json body = {{"Volumes",
+                {{{"ID", id},
+                  {"Name", id},
+                  {"PluginID", "hostpath"},
+                  {"RequestedCapacityMin", capacity},
+                  {"RequestedCapabilities", {{{"AccessMode", access_mode}, {"AttachmentMode", "file-system"}}}},
+                  {"Secrets", {{"token", "e2e-secret-" + id}}}}}}};
+  auto r = request("PUT", "/v1/volume/csi/" + id + "/create", body.dump());
+  if (r.status != 200) {
+    ADD_FAILURE() << "create volume " << id << ": " << r.status << " " << r.body;
+    return nullptr;
+  }
+  return json::parse(r.body, nullptr, false);
+}
+
+std::string Cluster::run_alloc(const json& allocation) {
+  auto r = request("POST", "/v1/allocations", json{{"Allocation", allocation}}.dump());
+  if (r.status != 200) {
+    ADD_FAILURE() << "submit allocation: " << r.status << " " << r.body;
+    return "";
+  }
+  return json::parse(r.body).value("ID", "");
+}
+
+HttpResult Cluster::stop_alloc(const std::string& id) { return request("POST", "/v1/allocation/" + id + "/stop"); }
+
+std::string Cluster::alloc_status(const std::string& id) {
+  auto r = request("GET", "/v1/allocation/" + id);
+  if (r.status != 200) return "";
+  return json::parse(r.body, nullptr, false).value("ClientStatus", "");
+}
+
+std::size_t Cluster::claim_count(const std::string& volume_id) {
+  auto r = request("GET", "/v1/volume/csi/" + volume_id);
+  if (r.status != 200) return 0;
+  auto j = json::parse(r.body, nullptr, false);
+  return j.contains("Claims") && j["Claims"].is_array() ? j["Claims"].size() : 0;
+}
+
+std::vector<std::string> Cluster::mounts_of(const std::string& node_id) const {
+  std::vector<std::string> out;
+  for (const auto& m : test::mounts_under(node_dir(node_id))) out.push_back(m.mount_point);
+  return out;
+}
+
+bool Cluster::eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  return test::wait_until(done, timeout, 50ms);
+}
+
+json allocation(const std::string& name, const std::string& volume_id, const std::string& node,
+                const std::string& script, const std::string& access_mode, bool read_only) {
+  json a = {{"Name", name},
+            {"Volumes",
+             {{"data",
+               {{"Type", "csi"},
+                {"Source", volume_id},
+                {"ReadOnly", read_only},
+                {"AccessMode", access_mode},
+                {"AttachmentMode", "file-system"}}}}},
+            {"Task", {{"Command", "/bin/sh"}, {"Args", {"-c", script}}, {"KillTimeout", "2s"}}}};
+  if (!node.empty()) a["NodeID"] = node;
+  return a;
+}
+
+}  // namespace mooring::e2e

@@ -1,0 +1,132 @@
+// End-to-end harness: a whole Mooring cluster on this machine from the real binaries — one
+// mooring-controlplane (real HTTP, gRPC and SQLite), node agents (mooring-nodeagent), each
+// launching its own mooring-hostpath plugin. The plugins share one data dir, as nodes share a
+// storage backend, so a volume written on one node is readable on another. Every plugin has a
+// fault file and a call log, so a scenario can break a plugin and check the order of CSI calls.
+// Everything lives in one temp dir that is unmounted and removed afterwards, even on failure.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/controlplane/support/http_client.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::e2e {
+
+using json = nlohmann::json;
+using HttpResult = controlplane::HttpResult;
+
+struct ClusterOptions {
+  std::string heartbeat_ttl = "2s";  // the control plane marks a silent node down after this
+  std::string gc_retry_max = "1s";   // failing releases are retried at least this often
+};
+
+struct NodeOptions {
+  std::string plugin_type = "monolith";  // monolith | node | controller
+  std::string heartbeat_interval = "200ms";
+  std::vector<std::string> plugin_args;  // extra mooring-hostpath flags
+  std::vector<std::string> agent_args;   // extra mooring-nodeagent flags
+};
+
+// One CSI call as the hostpath plugin logged it.
+struct PluginCall {
+  std::string rpc;
+  std::string volume_id;
+  std::string node_id;
+  std::string code;  // "OK" or the status name (code_name)
+  std::int64_t unix_ms = 0;
+  std::string fault;
+};
+
+class Cluster {
+ public:
+  explicit Cluster(ClusterOptions options = {});
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  const std::filesystem::path& dir() const { return tmp_.path(); }
+
+  // ---- control plane ----
+  // Starts it (again, on the same ports and data dir after a stop or kill).
+  void start_controlplane();
+  void kill_controlplane();  // SIGKILL
+  void stop_controlplane();  // SIGTERM and wait
+  std::uint16_t http_port() const { return http_port_; }
+  std::string controlplane_log() const;
+
+  // ---- nodes ----
+  // Starts node `id` (agent + its hostpath plugin, CSI node id "csi-<id>") and waits until the
+  // control plane sees its plugin healthy. Starting a stopped node again keeps its data dir.
+  void start_node(const std::string& id, NodeOptions options = {});
+  void kill_node(const std::string& id);  // SIGKILL the agent (its plugin is left running, as after a crash)
+  void stop_node(const std::string& id);  // SIGTERM the agent and wait for it to exit
+  bool node_running(const std::string& id);
+  std::string node_log(const std::string& id) const;
+  // The node's agent data dir (mount roots live below it).
+  std::filesystem::path node_dir(const std::string& id) const;
+  // The pid of the node's hostpath plugin process (from its call log or process list), 0 if none.
+  pid_t plugin_pid(const std::string& id) const;
+
+  // Fault rules for the node's plugin (hostpath fault-file format); {} clears them.
+  void set_faults(const std::string& id, const json& rules);
+  std::vector<PluginCall> calls(const std::string& id) const;
+  std::vector<PluginCall> calls(const std::string& id, const std::string& rpc) const;
+
+  // ---- API ----
+  HttpResult request(const std::string& method, const std::string& target, const std::string& body = {},
+                     const std::map<std::string, std::string>& headers = {});
+  // GET and parse; a failed or non-200 answer is a test failure and returns null.
+  json get(const std::string& target);
+
+  // A volume created through the hostpath controller (PUT /v1/volume/csi/:id/create).
+  json create_volume(const std::string& id, const std::string& access_mode = "single-node-writer",
+                     std::int64_t capacity = 10 << 20);
+  // Submits an allocation; returns its id ("" and a test failure when refused).
+  std::string run_alloc(const json& allocation);
+  HttpResult stop_alloc(const std::string& id);
+  std::string alloc_status(const std::string& id);  // ClientStatus
+  json volume(const std::string& id) { return get("/v1/volume/csi/" + id); }
+  std::size_t claim_count(const std::string& volume_id);
+
+  // Mounts below the node's agent data dir (staging and publish paths).
+  std::vector<std::string> mounts_of(const std::string& node_id) const;
+
+  // Polls `done` until true or `timeout`.
+  static bool eventually(const std::function<bool()>& done,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+ private:
+  struct Node {
+    NodeOptions options;
+    std::unique_ptr<test::ChildProcess> agent;
+  };
+  void wait_node_healthy(const std::string& id);
+
+  ClusterOptions options_;
+  test::TempDir tmp_{"mooring-e2e"};
+  std::unique_ptr<test::ChildProcess> controlplane_;
+  std::uint16_t http_port_ = 0;
+  std::uint16_t grpc_port_ = 0;
+  unsigned controlplane_runs_ = 0;
+  std::map<std::string, Node> nodes_;
+};
+
+// A JSON allocation for POST /v1/allocations: one CSI volume named "data" of `volume_id`,
+// placed on `node` (empty: let the control plane place it), running `script` under /bin/sh with
+// the volume's path in $MOORING_VOLUME_DATA.
+json allocation(const std::string& name, const std::string& volume_id, const std::string& node,
+                const std::string& script, const std::string& access_mode = "single-node-writer",
+                bool read_only = false);
+
+}  // namespace mooring::e2e

@@ -1,0 +1,346 @@
+// End-to-end scenarios with the real binaries: control plane, node agents, hostpath plugins, real
+// bind mounts. Each asserts the end state: claims, the mount table, the order of plugin calls and
+// what the API shows. Root only (bind mounts).
+#include <gtest/gtest.h>
+
+#include "tests/e2e/cluster.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/root.hpp"
+
+namespace mooring::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Lifecycle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MOORING_REQUIRE_ROOT();
+    cluster = std::make_unique<Cluster>();
+    cluster->start_controlplane();
+    cluster->start_node("node-1");
+    cluster->start_node("node-2");
+  }
+  void TearDown() override {
+    if (HasFailure() && cluster) {
+      std::cerr << "---- control plane log (tail) ----\n" << tail(cluster->controlplane_log()) << "\n";
+      for (auto n : {"node-1", "node-2"}) std::cerr << "---- " << n << " log (tail) ----\n" << tail(cluster->node_log(n));
+    }
+    cluster.reset();
+  }
+  static std::string tail(const std::string& s) { return s.size() > 6000 ? s.substr(s.size() - 6000) : s; }
+
+  bool freed(const std::string& volume) {
+    return Cluster::eventually([&] { return cluster->claim_count(volume) == 0; });
+  }
+  std::string claim_field(const std::string& volume, const std::string& field) {
+    auto v = cluster->volume(volume);
+    if (!v.is_object() || !v.contains("Claims") || v["Claims"].empty()) return "";
+    return v["Claims"][0].value(field, "");
+  }
+
+  std::unique_ptr<Cluster> cluster;
+};
+
+// Create a volume, write to it from one node, stop, see every mount gone and the claim freed with
+// the node's unpublish/unstage strictly before the controller's unpublish; read it back on another node.
+TEST_F(Lifecycle, WriteOnOneNodeReadOnAnotherAndEverythingIsReleasedInOrder) {
+  ASSERT_FALSE(cluster->create_volume("shared").is_null());
+  auto writer = cluster->run_alloc(
+      allocation("writer", "shared", "node-1", "echo hello-from-node-1 > \"$MOORING_VOLUME_DATA/greeting\"; sleep 600"));
+  ASSERT_FALSE(writer.empty());
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(writer) == "running"; }));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->mounts_of("node-1").size() >= 1; }));
+  auto v = cluster->volume("shared");
+  ASSERT_EQ(v["Claims"].size(), 1u);
+  EXPECT_EQ(v["Claims"][0]["State"], "taken");
+  EXPECT_EQ(v["AccessMode"], "single-node-writer");
+  EXPECT_FALSE(v.contains("Secrets"));
+  // ControllerPublish named the CSI node id, not ours (seed 001).
+  auto publishes = cluster->calls("node-1", "ControllerPublishVolume");
+  auto publishes2 = cluster->calls("node-2", "ControllerPublishVolume");
+  publishes.insert(publishes.end(), publishes2.begin(), publishes2.end());
+  ASSERT_EQ(publishes.size(), 1u);
+  EXPECT_EQ(publishes[0].node_id, "csi-node-1");
+
+  ASSERT_EQ(cluster->stop_alloc(writer).status, 200u);
+  ASSERT_TRUE(freed("shared")) << cluster->volume("shared").dump();
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->mounts_of("node-1").empty(); }));
+  EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+
+  // Node side strictly before controller side.
+  auto unpublish = cluster->calls("node-1", "NodeUnpublishVolume");
+  auto unstage = cluster->calls("node-1", "NodeUnstageVolume");
+  std::vector<PluginCall> ctrl;
+  for (auto n : {"node-1", "node-2"})
+    for (auto& c : cluster->calls(n, "ControllerUnpublishVolume")) ctrl.push_back(c);
+  ASSERT_FALSE(unpublish.empty());
+  ASSERT_FALSE(unstage.empty());
+  ASSERT_EQ(ctrl.size(), 1u);
+  EXPECT_EQ(ctrl[0].node_id, "csi-node-1");
+  EXPECT_LE(unpublish.back().unix_ms, unstage.back().unix_ms);
+  EXPECT_LE(unstage.back().unix_ms, ctrl[0].unix_ms);
+  EXPECT_EQ(cluster->volume("shared")["AccessMode"], "");
+
+  auto reader = cluster->run_alloc(allocation(
+      "reader", "shared", "node-2", "test \"$(cat \"$MOORING_VOLUME_DATA/greeting\")\" = hello-from-node-1"));
+  ASSERT_FALSE(reader.empty());
+  EXPECT_TRUE(Cluster::eventually([&] {
+    auto s = cluster->alloc_status(reader);
+    return s == "complete" || s == "failed";
+  }));
+  EXPECT_EQ(cluster->alloc_status(reader), "complete");
+  EXPECT_TRUE(freed("shared"));
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->mounts_of("node-2").empty(); }));
+}
+
+// Seed 004: a claim refused while the previous allocation still holds the volume is retried
+// until that allocation's release completes.
+TEST_F(Lifecycle, ClaimWaitsForThePreviousAllocationToRelease) {
+  ASSERT_FALSE(cluster->create_volume("single").is_null());
+  auto first = cluster->run_alloc(allocation("first", "single", "node-1", "sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(first) == "running"; }));
+  // While the first runs, a writer on another node cannot be placed: the refusal names the holder.
+  auto refused = cluster->request("POST", "/v1/allocations",
+                                  json{{"Allocation", allocation("second", "single", "node-2", "sleep 600")}}.dump());
+  EXPECT_EQ(refused.status, 409u);
+  EXPECT_NE(refused.body.find(first), std::string::npos) << refused.body;
+
+  // Once the first is stopping, the second is placed and its claim waits for the release (slowed
+  // down here so the wait is visible), then it runs.
+  cluster->set_faults("node-1", json::array({{{"rpc", "NodeUnstageVolume"}, {"delay_ms", 2000}}}));
+  ASSERT_EQ(cluster->stop_alloc(first).status, 200u);
+  auto second = cluster->run_alloc(allocation("second", "single", "node-2", "sleep 600"));
+  ASSERT_FALSE(second.empty());
+  std::this_thread::sleep_for(1000ms);
+  EXPECT_NE(cluster->alloc_status(second), "running");
+  auto held = cluster->volume("single");
+  ASSERT_EQ(held["Claims"].size(), 1u);
+  EXPECT_EQ(held["Claims"][0]["AllocationID"], first);
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(second) == "running"; }))
+      << cluster->get("/v1/allocation/" + second).dump();
+  auto v = cluster->volume("single");
+  ASSERT_EQ(v["Claims"].size(), 1u);
+  EXPECT_EQ(v["Claims"][0]["AllocationID"], second);
+  EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+  ASSERT_EQ(cluster->stop_alloc(second).status, 200u);
+  EXPECT_TRUE(freed("single"));
+}
+
+// Seed 000: the node plugin is gone when the allocation stops. The release waits, visibly, and
+// completes once the plugin is back.
+TEST_F(Lifecycle, NodePluginDownAtStopReleasesWhenItReturns) {
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto a = cluster->run_alloc(allocation("a", "vol", "node-1", "sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  // Every node RPC of node-1's plugin fails for a while, as a crashed plugin would.
+  cluster->set_faults("node-1", json::array({{{"rpc", "NodeUnpublishVolume"}, {"code", 14}, {"for_seconds", 4}}}));
+  ASSERT_EQ(cluster->stop_alloc(a).status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] { return !claim_field("vol", "LastError").empty(); }, 20s))
+      << cluster->volume("vol").dump();
+  auto v = cluster->volume("vol");
+  EXPECT_NE(v["Claims"][0]["State"], "taken");
+  EXPECT_TRUE(cluster->calls("node-1", "ControllerUnpublishVolume").empty() &&
+              cluster->calls("node-2", "ControllerUnpublishVolume").empty())
+      << "the controller must not detach while the node still has it mounted";
+  // The fault expires: the release completes on its own.
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+  EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+}
+
+// The operator's detach frees the claims of a node that is gone.
+TEST_F(Lifecycle, OperatorDetachOfALostNodeFreesTheClaim) {
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto a = cluster->run_alloc(allocation("a", "vol", "node-1", "sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  cluster->kill_node("node-1");
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->get("/v1/node/node-1").value("Status", "") == "down"; }));
+  // No stop_after_client_disconnect: the claim waits for the node or the operator.
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(cluster->claim_count("vol"), 1u);
+  auto r = cluster->request("DELETE", "/v1/volume/csi/vol/detach?node=node-1");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+  EXPECT_EQ(cluster->alloc_status(a), "lost");
+}
+
+// Seed 004: a node that loses the control plane, with stop_after_client_disconnect set: both sides
+// release on their own — the agent stops the task and unmounts, the control plane frees the claim.
+TEST_F(Lifecycle, StopAfterClientDisconnectReleasesBothSidesWithoutAnOperator) {
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto alloc = allocation("a", "vol", "node-1", "sleep 600");
+  alloc["StopAfterClientDisconnect"] = "1s";
+  auto a = cluster->run_alloc(alloc);
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  ASSERT_FALSE(cluster->mounts_of("node-1").empty());
+  // The control plane goes away; the agent keeps running on its own.
+  cluster->kill_controlplane();
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->mounts_of("node-1").empty(); }, 30s))
+      << "the agent must stop the allocation and unmount once stop_after_client_disconnect passes";
+  // Back up: the node's report converges the control plane's view.
+  cluster->start_controlplane();
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+  // The agent's final status arrives once it reaches the control plane again (within a heartbeat
+  // or two: the reconnect wakes its retries).
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "complete"; }, 10s))
+      << cluster->alloc_status(a);
+}
+
+TEST_F(Lifecycle, NodeLossWithStopAfterClientDisconnectFreesTheClaimAtTheControlPlane) {
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto alloc = allocation("a", "vol", "node-1", "sleep 600");
+  alloc["StopAfterClientDisconnect"] = "1s";
+  auto a = cluster->run_alloc(alloc);
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  cluster->kill_node("node-1");  // gone for good, as far as the control plane can tell
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+  EXPECT_EQ(cluster->alloc_status(a), "lost");
+  // The controller detached it from node-1's CSI node (node-2 runs the only healthy controller).
+  auto ctrl = cluster->calls("node-2", "ControllerUnpublishVolume");
+  ASSERT_FALSE(ctrl.empty());
+  EXPECT_EQ(ctrl.back().node_id, "csi-node-1");
+}
+
+// Control plane kill -9 while a release is failing: after the restart it resumes and completes.
+TEST_F(Lifecycle, ControlPlaneKilledMidReleaseResumesAfterRestart) {
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto a = cluster->run_alloc(allocation("a", "vol", "node-1", "sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  for (auto n : {"node-1", "node-2"})
+    cluster->set_faults(n, json::array({{{"rpc", "ControllerUnpublishVolume"}, {"code", 14}}}));
+  ASSERT_EQ(cluster->stop_alloc(a).status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] { return claim_field("vol", "State") == "node-detached" &&
+                                               !claim_field("vol", "LastError").empty(); }))
+      << cluster->volume("vol").dump();
+  cluster->kill_controlplane();
+  for (auto n : {"node-1", "node-2"}) cluster->set_faults(n, json::array());
+  cluster->start_controlplane();
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+}
+
+// Agent kill -9 while an unmount is stuck; after the restart the unmount completes and nothing leaks.
+TEST_F(Lifecycle, AgentKilledMidUnmountFinishesAfterRestart) {
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto a = cluster->run_alloc(allocation("a", "vol", "node-1", "sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  cluster->set_faults("node-1", json::array({{{"rpc", "NodeUnstageVolume"}, {"code", 14}}}));
+  ASSERT_EQ(cluster->stop_alloc(a).status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] { return !cluster->calls("node-1", "NodeUnstageVolume").empty(); }));
+  cluster->kill_node("node-1");
+  cluster->set_faults("node-1", json::array());
+  cluster->start_node("node-1");
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->mounts_of("node-1").empty(); }));
+}
+
+// Drain mode (`make run`'s Ctrl-C): SIGTERM stops the node's allocations, unmounts their volumes
+// and tells the control plane before the agent exits, so the claim is freed with nothing mounted.
+TEST_F(Lifecycle, DrainingAgentStopsItsAllocationsAndReleasesTheirVolumesBeforeExiting) {
+  NodeOptions drain;
+  drain.agent_args = {"--drain-on-shutdown", "15s"};
+  cluster->start_node("node-3", drain);
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto a = cluster->run_alloc(allocation("a", "vol", "node-3", "sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  ASSERT_FALSE(cluster->mounts_of("node-3").empty());
+  cluster->stop_node("node-3");
+  EXPECT_TRUE(cluster->mounts_of("node-3").empty()) << "the agent exited with volumes mounted";
+  EXPECT_EQ(cluster->alloc_status(a), "complete");
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+  EXPECT_FALSE(cluster->calls("node-3", "NodeUnstageVolume").empty());
+  EXPECT_NE(cluster->node_log("node-3").find("drained"), std::string::npos);
+}
+
+// Multi-node readers share a volume; a second writer on a single-writer volume is refused until
+// the first is gone.
+TEST_F(Lifecycle, ReadersShareAMultiReaderVolume) {
+  ASSERT_FALSE(cluster->create_volume("ro", "multi-node-reader-only").is_null());
+  auto r1 = cluster->run_alloc(allocation("r1", "ro", "node-1", "sleep 600", "multi-node-reader-only", true));
+  auto r2 = cluster->run_alloc(allocation("r2", "ro", "node-2", "sleep 600", "multi-node-reader-only", true));
+  ASSERT_TRUE(Cluster::eventually(
+      [&] { return cluster->alloc_status(r1) == "running" && cluster->alloc_status(r2) == "running"; }));
+  EXPECT_EQ(cluster->volume("ro")["ReadAllocs"].size(), 2u);
+  cluster->stop_alloc(r1);
+  cluster->stop_alloc(r2);
+  EXPECT_TRUE(freed("ro"));
+}
+
+TEST_F(Lifecycle, VolumeCreateSnapshotRestoreExpandDeleteThroughTheApi) {
+  ASSERT_FALSE(cluster->create_volume("src", "single-node-writer", 1 << 20).is_null());
+  auto w = cluster->run_alloc(allocation("w", "src", "node-1", "echo snap-data > \"$MOORING_VOLUME_DATA/f\""));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(w) == "complete"; }));
+  ASSERT_TRUE(freed("src"));
+
+  auto snap = cluster->request("PUT", "/v1/volumes/snapshot",
+                               json{{"Snapshots", {{{"SourceVolumeID", "src"}, {"Name", "snap-1"}}}}}.dump());
+  ASSERT_EQ(snap.status, 200u) << snap.body;
+  auto snap_id = json::parse(snap.body)["Snapshots"][0].value("ID", "");
+  ASSERT_FALSE(snap_id.empty());
+  auto list = cluster->get("/v1/volumes/snapshot?plugin_id=hostpath");
+  ASSERT_TRUE(list.is_object());
+  EXPECT_EQ(list["Snapshots"].size(), 1u);
+
+  json restore = {{"Volumes",
+                   {{{"ID", "restored"},
+                     {"PluginID", "hostpath"},
+                     {"SnapshotID", snap_id},
+                     {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+  auto r = cluster->request("PUT", "/v1/volume/csi/restored/create", restore.dump());
+  ASSERT_EQ(r.status, 200u) << r.body;
+  auto check = cluster->run_alloc(
+      allocation("check", "restored", "node-2", "test \"$(cat \"$MOORING_VOLUME_DATA/f\")\" = snap-data"));
+  ASSERT_TRUE(Cluster::eventually([&] {
+    auto s = cluster->alloc_status(check);
+    return s == "complete" || s == "failed";
+  }));
+  EXPECT_EQ(cluster->alloc_status(check), "complete");
+  ASSERT_TRUE(freed("restored"));
+
+  // Expand: re-register with a larger minimum.
+  auto src = cluster->volume("src");
+  json grow = {{"Volumes",
+                {{{"ID", "src"},
+                  {"PluginID", "hostpath"},
+                  {"ExternalID", src["ExternalID"]},
+                  {"RequestedCapacityMin", 4 << 20},
+                  {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+  auto g = cluster->request("PUT", "/v1/volume/csi/src", grow.dump());
+  ASSERT_EQ(g.status, 200u) << g.body;
+  EXPECT_EQ(cluster->volume("src")["Capacity"], 4 << 20);
+  bool expanded = !cluster->calls("node-1", "ControllerExpandVolume").empty() ||
+                  !cluster->calls("node-2", "ControllerExpandVolume").empty();
+  EXPECT_TRUE(expanded);
+
+  auto del = cluster->request("DELETE", "/v1/volumes/snapshot?plugin_id=hostpath&snapshot_id=" + snap_id);
+  EXPECT_EQ(del.status, 200u) << del.body;
+  for (auto id : {"src", "restored"}) {
+    auto d = cluster->request("DELETE", std::string("/v1/volume/csi/") + id + "/delete");
+    EXPECT_EQ(d.status, 200u) << d.body;
+    EXPECT_EQ(cluster->request("GET", std::string("/v1/volume/csi/") + id).status, 404u);
+  }
+  auto ext = cluster->get("/v1/volumes/external?plugin_id=hostpath");
+  ASSERT_TRUE(ext.is_object());
+  EXPECT_TRUE(ext["Volumes"].empty()) << ext.dump();
+}
+
+TEST_F(Lifecycle, BadInputIsRefusedAndChangesNothing) {
+  auto before = cluster->request("GET", "/v1/volumes").header("x-mooring-index");
+  EXPECT_EQ(cluster->request("PUT", "/v1/volume/csi/x/create", "{not json").status, 400u);
+  EXPECT_EQ(cluster->request("PUT", "/v1/volume/csi/..%2Fetc/create", "{}").status, 400u);
+  auto unknown_plugin = cluster->request(
+      "PUT", "/v1/volume/csi/v/create",
+      json{{"Volumes", {{{"ID", "v"}, {"PluginID", "nope"},
+                         {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}}
+          .dump());
+  EXPECT_EQ(unknown_plugin.status, 400u);
+  EXPECT_NE(unknown_plugin.body.find("nope"), std::string::npos) << unknown_plugin.body;
+  EXPECT_EQ(cluster->request("DELETE", "/v1/volume/csi/missing/delete").status, 404u);
+  EXPECT_EQ(cluster->request("DELETE", "/v1/volume/csi/missing/detach?node=node-1").status, 404u);
+  EXPECT_EQ(cluster->request("DELETE", "/v1/volume/csi/missing/detach").status, 400u);
+  EXPECT_EQ(cluster->request("POST", "/v1/allocations", R"({"Allocation":{"Name":"x","Volumes":{"d":{"Type":"csi","Source":"missing","AccessMode":"single-node-writer","AttachmentMode":"file-system"}}}})").status / 100, 4u);
+  EXPECT_EQ(cluster->request("GET", "/v1/volumes").header("x-mooring-index"), before);
+  EXPECT_TRUE(cluster->calls("node-1", "CreateVolume").empty() && cluster->calls("node-2", "CreateVolume").empty());
+}
+
+}  // namespace
+}  // namespace mooring::e2e
