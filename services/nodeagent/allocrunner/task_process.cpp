@@ -106,8 +106,12 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   const std::string out = spec.stdout_path.empty() ? "/dev/null" : spec.stdout_path.string();
   const std::string err = spec.stderr_path.empty() ? "/dev/null" : spec.stderr_path.string();
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  // No O_CLOEXEC here: these become the task's own stdout and stderr across the exec.
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  // Nothing else of the agent's leaks into the task (descriptors the agent inherited without
+  // close-on-exec, e.g. a shell's process-substitution pipes).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   if (!spec.working_dir.empty()) posix_spawn_file_actions_addchdir_np(&actions, spec.working_dir.c_str());
 
   posix_spawnattr_t attr;

@@ -4,6 +4,7 @@
 #include "services/nodeagent/allocrunner/alloc_runner.hpp"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -253,6 +254,29 @@ TEST_F(AllocRunnerTest, TaskThatEndedWhileAgentWasDownIsReportedNotRestarted) {
   EXPECT_NE(sink.message_of("Terminated").find("unknown"), std::string::npos) << sink.message_of("Terminated");
   ASSERT_EQ(mounter.releases.size(), 1u);
   EXPECT_EQ(mounter.releases[0].second, std::vector<std::string>{"vol1"});
+}
+
+// The task's stdout and stderr are the log files (open across the exec), and nothing else the
+// agent holds leaks into it, even a descriptor without close-on-exec.
+TEST(TaskProcessTest, OutputGoesToTheLogFilesAndNoAgentDescriptorLeaks) {
+  test::TempDir dir;
+  const int leaked = ::open("/dev/null", O_RDONLY);  // deliberately without O_CLOEXEC
+  ASSERT_GE(leaked, 3);
+  TaskSpec spec;
+  spec.command = "/bin/sh";
+  spec.args = {"-c", "echo to-stdout; echo to-stderr >&2; test -e /proc/$$/fd/" + std::to_string(leaked) +
+                         " && echo leaked >&2; exit 0"};
+  spec.stdout_path = dir.path() / "stdout.log";
+  spec.stderr_path = dir.path() / "stderr.log";
+  asio::io_context io;
+  auto task = TaskProcess::start(io.get_executor(), spec);
+  ::close(leaked);
+  ASSERT_TRUE(task) << task.error();
+  std::optional<ExitStatus> exit;
+  run_async(io, [&]() -> asio::awaitable<void> { exit = co_await (*task)->wait(); });
+  ASSERT_TRUE(exit);
+  EXPECT_EQ(test::read_file(spec.stdout_path), "to-stdout\n");
+  EXPECT_EQ(test::read_file(spec.stderr_path), "to-stderr\n");
 }
 
 TEST(TaskProcessTest, AdoptRefusesAReusedPid) {
