@@ -35,6 +35,7 @@ cat > "$DATA/agent.json" <<JSON
   "controlplane_addr": "$CP_GRPC_ADDR",
   "grpc_addr": "$AGENT_GRPC_ADDR",
   "log_level": "$LOG_LEVEL",
+  "drain_on_shutdown": "20s",
   "plugins": [
     {
       "id": "hostpath",
@@ -54,7 +55,8 @@ stop_all() {
   echo "run-local: shutting down (agent first, then control plane)..."
   if [ -n "${AGENT_PID:-}" ] && kill -0 "$AGENT_PID" 2>/dev/null; then
     kill -TERM "$AGENT_PID" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$AGENT_PID" 2>/dev/null || break; sleep 0.1; done
+    # drain_on_shutdown (20s) bounds the agent's wait for its volume releases.
+    for _ in $(seq 1 300); do kill -0 "$AGENT_PID" 2>/dev/null || break; sleep 0.1; done
   fi
   if [ -n "${CP_PID:-}" ] && kill -0 "$CP_PID" 2>/dev/null; then
     kill -TERM "$CP_PID" 2>/dev/null || true
@@ -103,7 +105,7 @@ Mooring is running.
 
 Try:
   curl -s http://$HTTP_ADDR/v1/plugin/csi/hostpath
-  curl -s -X PUT http://$HTTP_ADDR/v1/volume/csi/data --data @$ROOT/examples/volume.json
+  curl -s -X PUT http://$HTTP_ADDR/v1/volume/csi/data/create --data @$ROOT/examples/volume-create.json
   curl -s -X POST http://$HTTP_ADDR/v1/allocations --data @$ROOT/examples/alloc.json
 
 Press Ctrl-C to stop (allocations are stopped and volumes unmounted first).
