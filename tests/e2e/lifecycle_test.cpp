@@ -251,6 +251,68 @@ TEST_F(Lifecycle, DrainingAgentStopsItsAllocationsAndReleasesTheirVolumesBeforeE
   EXPECT_NE(cluster->node_log("node-3").find("drained"), std::string::npos);
 }
 
+// The controller fails for a while (UNAVAILABLE from every controller instance): the node side
+// is released at once, the claim waits visibly at node-detached with the error and the next
+// attempt, and is freed once the controller answers again.
+TEST_F(Lifecycle, ControllerUnreachableThenBackFreesTheClaim) {
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto a = cluster->run_alloc(allocation("a", "vol", "node-1", "sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  const json down = json::array({{{"rpc", "ControllerUnpublishVolume"}, {"code", 14}, {"for_seconds", 4}}});
+  for (auto n : {"node-1", "node-2"}) cluster->set_faults(n, down);
+  ASSERT_EQ(cluster->stop_alloc(a).status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] { return claim_field("vol", "State") == "node-detached" &&
+                                                !claim_field("vol", "LastError").empty(); }, 10s))
+      << cluster->volume("vol").dump();
+  EXPECT_NE(claim_field("vol", "LastError").find("ControllerUnpublishVolume"), std::string::npos)
+      << claim_field("vol", "LastError");
+  EXPECT_FALSE(claim_field("vol", "NextAttempt").empty());
+  EXPECT_TRUE(cluster->mounts_of("node-1").empty()) << "the node side does not wait for the controller";
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+}
+
+// The node plugin crashes in the middle of staging: the agent restarts it and the mount is
+// retried, so the allocation runs without anyone stepping in, with exactly one set of mounts.
+TEST_F(Lifecycle, PluginCrashMidMountIsRetriedAfterTheRestart) {
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  const pid_t before = cluster->plugin_pid("node-1");
+  cluster->set_faults("node-1", json::array({{{"rpc", "NodeStageVolume"}, {"exit", true}, {"count", 1}}}));
+  auto a = cluster->run_alloc(allocation("a", "vol", "node-1", "echo ok > \"$MOORING_VOLUME_DATA/f\"; sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }, 60s))
+      << cluster->get("/v1/allocation/" + a).dump();
+  EXPECT_NE(cluster->plugin_pid("node-1"), before) << "the plugin was restarted";
+  EXPECT_EQ(cluster->mounts_of("node-1").size(), 2u) << "one staging and one publish mount";
+  ASSERT_EQ(cluster->stop_alloc(a).status, 200u);
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->mounts_of("node-1").empty(); }));
+}
+
+// Per-alloc volumes: allocations of one name get the volume of their index ("pv[0]", "pv[1]").
+TEST_F(Lifecycle, PerAllocVolumesGiveEachAllocationItsOwnVolume) {
+  ASSERT_FALSE(cluster->create_volume("pv[0]").is_null());
+  ASSERT_FALSE(cluster->create_volume("pv[1]").is_null());
+  auto spec = allocation("web", "pv", "", "echo $MOORING_ALLOC_ID > \"$MOORING_VOLUME_DATA/owner\"; sleep 600");
+  spec["Volumes"]["data"]["PerAlloc"] = true;
+  auto a0 = cluster->run_alloc(spec);
+  auto a1 = cluster->run_alloc(spec);
+  ASSERT_TRUE(Cluster::eventually(
+      [&] { return cluster->alloc_status(a0) == "running" && cluster->alloc_status(a1) == "running"; }));
+  auto v0 = cluster->volume("pv[0]");
+  auto v1 = cluster->volume("pv[1]");
+  ASSERT_EQ(v0["Claims"].size(), 1u);
+  ASSERT_EQ(v1["Claims"].size(), 1u);
+  EXPECT_EQ(v0["Claims"][0]["AllocationID"], a0);
+  EXPECT_EQ(v1["Claims"][0]["AllocationID"], a1);
+  // A third one has no volume of its own: refused, naming it.
+  auto third = cluster->request("POST", "/v1/allocations", json{{"Allocation", spec}}.dump());
+  EXPECT_EQ(third.status, 400u);
+  EXPECT_NE(third.body.find("pv[2]"), std::string::npos) << third.body;
+  cluster->stop_alloc(a0);
+  cluster->stop_alloc(a1);
+  EXPECT_TRUE(freed("pv[0]"));
+  EXPECT_TRUE(freed("pv[1]"));
+}
+
 // Multi-node readers share a volume; a second writer on a single-writer volume is refused until
 // the first is gone.
 TEST_F(Lifecycle, ReadersShareAMultiReaderVolume) {
