@@ -1,6 +1,9 @@
 #include "tests/e2e/cluster.hpp"
 
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <fstream>
 #include <regex>
@@ -18,6 +21,12 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace {
+
+// Runs a shell command for the network set-up; a failure is an exception naming it.
+void sh(const std::string& command) {
+  if (const int rc = std::system(command.c_str()); rc != 0 && command.find("2>/dev/null") == std::string::npos)
+    throw std::runtime_error("command failed (" + std::to_string(rc) + "): " + command);
+}
 
 // The port from the `nth` "<what> ... port=N" line of a log that is appended to across runs.
 std::uint16_t wait_for_port(test::ChildProcess& p, const std::string& what, unsigned nth) {
@@ -56,6 +65,8 @@ Cluster::~Cluster() {
   // A killed agent leaves its plugin running: stop every plugin of this cluster.
   for (auto& [id, n] : nodes_)
     if (pid_t pid = plugin_pid(id); pid > 0) ::kill(pid, SIGKILL);
+  for (auto& [id, n] : nodes_)
+    if (!n.netns.empty()) sh("ip netns del " + n.netns + " 2>/dev/null");  // takes the veth pair along
   nodes_.clear();
   controlplane_.reset();
   tmp_.unmount_all();
@@ -69,7 +80,8 @@ void Cluster::start_controlplane() {
   o.binary = test::binary_path("mooring-controlplane");
   o.args = {"--data-dir",      (dir() / "cp").string(),
             "--http-addr",     "127.0.0.1:" + std::to_string(http_port_),
-            "--grpc-addr",     "127.0.0.1:" + std::to_string(grpc_port_),
+            // Every address, so agents in their own network namespace reach it over their veth.
+            "--grpc-addr",     "0.0.0.0:" + std::to_string(grpc_port_),
             "--heartbeat-ttl", options_.heartbeat_ttl,
             "--gc-retry-max",  options_.gc_retry_max,
             "--shutdown-grace", "2s"};
@@ -112,17 +124,25 @@ void Cluster::start_node(const std::string& id, NodeOptions options) {
                        (dir() / ("faults-" + id + ".json")).string() +
                        ",probe_interval=200ms,health_timeout=10s,fingerprint_interval=2s,stop_timeout=5s";
   for (const auto& a : n.options.plugin_args) plugin += ",arg=" + a;
+  if (n.options.own_network && n.netns.empty()) make_network(id, n);
+  const std::string cp_host = n.netns.empty() ? "127.0.0.1" : n.host_ip;
+  const std::string own_host = n.netns.empty() ? "127.0.0.1" : n.node_ip;
   test::SpawnOptions o;
   o.binary = test::binary_path("mooring-nodeagent");
   o.args = {"--node-id", id,
             "--node-name", id,
             "--data-dir", (node_dir(id) / "agent").string(),
-            "--controlplane-addr", "127.0.0.1:" + std::to_string(grpc_port_),
-            "--grpc-addr", "127.0.0.1:0",
+            "--controlplane-addr", cp_host + ":" + std::to_string(grpc_port_),
+            "--grpc-addr", own_host + ":0",
             "--heartbeat-interval", n.options.heartbeat_interval,
             "--kill-timeout", "2s",
             "--plugin", plugin};
   o.args.insert(o.args.end(), n.options.agent_args.begin(), n.options.agent_args.end());
+  if (!n.netns.empty()) {
+    // nsenter execs the agent (no fork): the child's pid is the agent's.
+    o.args.insert(o.args.begin(), {"--net=/run/netns/" + n.netns, "--", o.binary.string()});
+    o.binary = "/usr/bin/nsenter";
+  }
   o.output_file = dir() / (id + ".log");
   n.agent = std::make_unique<test::ChildProcess>(o);
   wait_node_healthy(id);
@@ -148,6 +168,29 @@ void Cluster::kill_node(const std::string& id) {
   n.agent->kill();
   n.agent->wait_for_exit(10s);
 }
+
+void Cluster::make_network(const std::string& id, Node& n) {
+  static int next = 0;
+  const int k = next++;
+  const int pid = static_cast<int>(::getpid());
+  n.netns = "mooring-e2e-" + std::to_string(pid) + "-" + id;
+  n.host_veth = "mh" + std::to_string(pid) + "x" + std::to_string(k);
+  const std::string peer = "mn" + std::to_string(pid) + "x" + std::to_string(k);
+  const std::string net = "10." + std::to_string(200 + k % 50) + "." + std::to_string(pid % 250) + ".";
+  n.host_ip = net + "1";
+  n.node_ip = net + "2";
+  sh("ip netns add " + n.netns);
+  sh("ip link add " + n.host_veth + " type veth peer name " + peer);
+  sh("ip link set " + peer + " netns " + n.netns);
+  sh("ip addr add " + n.host_ip + "/30 dev " + n.host_veth);
+  sh("ip link set " + n.host_veth + " up");
+  sh("ip -n " + n.netns + " addr add " + n.node_ip + "/30 dev " + peer);
+  sh("ip -n " + n.netns + " link set " + peer + " up");
+  sh("ip -n " + n.netns + " link set lo up");
+}
+
+void Cluster::partition(const std::string& id) { sh("ip link set " + nodes_.at(id).host_veth + " down"); }
+void Cluster::heal(const std::string& id) { sh("ip link set " + nodes_.at(id).host_veth + " up"); }
 
 void Cluster::stop_node(const std::string& id) {
   auto& n = nodes_.at(id);

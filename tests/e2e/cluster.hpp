@@ -36,6 +36,10 @@ struct NodeOptions {
   std::string heartbeat_interval = "200ms";
   std::vector<std::string> plugin_args;  // extra mooring-hostpath flags
   std::vector<std::string> agent_args;   // extra mooring-nodeagent flags
+  // Run the agent (and so its plugin) in a network namespace of its own, joined to the host by a
+  // veth pair, so partition() can cut it off from the control plane. Mounts stay in the host's
+  // mount namespace (nsenter --net only), so the mount table checks still see them.
+  bool own_network = false;
 };
 
 // One CSI call as the hostpath plugin logged it.
@@ -72,6 +76,9 @@ class Cluster {
   void kill_node(const std::string& id);  // SIGKILL the agent (its plugin is left running, as after a crash)
   void stop_node(const std::string& id);  // SIGTERM the agent and wait for it to exit
   bool node_running(const std::string& id);
+  // Cut a node started with own_network off from the control plane (both directions), and back.
+  void partition(const std::string& id);
+  void heal(const std::string& id);
   std::string node_log(const std::string& id) const;
   // The node's agent data dir (mount roots live below it).
   std::filesystem::path node_dir(const std::string& id) const;
@@ -110,7 +117,11 @@ class Cluster {
   struct Node {
     NodeOptions options;
     std::unique_ptr<test::ChildProcess> agent;
+    std::string netns;      // own_network: the namespace and the host end of the veth pair
+    std::string host_veth;
+    std::string host_ip, node_ip;
   };
+  void make_network(const std::string& id, Node& n);
   void wait_node_healthy(const std::string& id);
 
   ClusterOptions options_;

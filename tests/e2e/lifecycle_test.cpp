@@ -313,6 +313,49 @@ TEST_F(Lifecycle, PerAllocVolumesGiveEachAllocationItsOwnVolume) {
   EXPECT_TRUE(freed("pv[1]"));
 }
 
+// A real network partition (the node's own network namespace, its veth pulled): with
+// StopAfterClientDisconnect both sides release on their own. The cut-off agent stops the task
+// and unmounts; the control plane marks the node down, treats its plugin as abandoned,
+// controller-unpublishes through another node and frees the claim, all without an operator. After
+// the partition heals, the views agree and nothing is mounted.
+TEST_F(Lifecycle, PartitionedNodeWithStopAfterClientDisconnectReleasesOnBothSides) {
+  NodeOptions isolated;
+  isolated.own_network = true;
+  cluster->start_node("node-3", isolated);
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto spec = allocation("a", "vol", "node-3", "sleep 600");
+  spec["StopAfterClientDisconnect"] = "2s";
+  auto a = cluster->run_alloc(spec);
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  ASSERT_FALSE(cluster->mounts_of("node-3").empty());
+
+  cluster->partition("node-3");
+  // Agent side: it cannot reach the control plane, stops the allocation and unmounts.
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->mounts_of("node-3").empty(); }, 30s))
+      << "the agent must release on its own";
+  // Control plane side: node down, allocation lost, claim freed through another controller,
+  // which detached it from node-3's CSI node.
+  EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+  EXPECT_EQ(cluster->alloc_status(a), "lost");
+  EXPECT_EQ(cluster->get("/v1/node/node-3").value("Status", ""), "down");
+  std::vector<PluginCall> ctrl;
+  for (auto n : {"node-1", "node-2"})
+    for (auto& c : cluster->calls(n, "ControllerUnpublishVolume")) ctrl.push_back(c);
+  ASSERT_EQ(ctrl.size(), 1u);
+  EXPECT_EQ(ctrl[0].node_id, "csi-node-3");
+  EXPECT_TRUE(cluster->calls("node-3", "ControllerUnpublishVolume").empty()) << "node-3 was unreachable";
+
+  cluster->heal("node-3");
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->get("/v1/node/node-3").value("Status", "") == "ready"; }));
+  EXPECT_TRUE(cluster->mounts_of("node-3").empty());
+  EXPECT_EQ(cluster->claim_count("vol"), 0u);
+  // The volume is usable again at once, from the healed node too.
+  auto b = cluster->run_alloc(allocation("b", "vol", "node-3", "sleep 600"));
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(b) == "running"; }));
+  cluster->stop_alloc(b);
+  EXPECT_TRUE(freed("vol"));
+}
+
 // Multi-node readers share a volume; a second writer on a single-writer volume is refused until
 // the first is gone.
 TEST_F(Lifecycle, ReadersShareAMultiReaderVolume) {
