@@ -8,6 +8,13 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <fstream>
+#include <future>
+#include <thread>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/byte_buffer.h>
 
 #include "services/nodeagent/agent.hpp"
 #include "services/nodeagent/controlplane_link.hpp"
@@ -223,6 +230,124 @@ TEST_F(SupervisorIntegration, EventsSurviveAControlPlaneOutageAndReRegistrationA
   const auto registrations = cp_.registrations().size();
   cp_.forget_node();
   ASSERT_TRUE(run_until([&] { return cp_.registrations().size() > registrations; }));
+  EXPECT_TRUE(shutdown(agent));
+}
+
+// A plugin run by someone else (a sidecar): the agent dials its socket, fingerprints and
+// reports it, notices when it dies and when it is back, but never launches or stops it.
+TEST_F(SupervisorIntegration, ExternalSocketPluginIsSupervisedButNeverLaunchedOrStopped) {
+  const auto socket = tmp_ / "sidecar" / "csi.sock";
+  std::filesystem::create_directories(socket.parent_path());
+  auto launch_sidecar = [&] {
+    return std::make_unique<test::ChildProcess>(test::SpawnOptions{
+        test::binary_path("mooring-hostpath"),
+        {"--endpoint", "unix://" + socket.string(), "--data-dir", (tmp_ / "hp").string(), "--node-id", "csi-sidecar"},
+        {},
+        true,
+        tmp_ / "sidecar.log"});
+  };
+  auto sidecar = launch_sidecar();
+  auto c = config();
+  c.plugins[0].command.clear();
+  c.plugins[0].args.clear();
+  c.plugins[0].socket = socket.string();
+  Agent agent(io_.get_executor(), c, options());
+  agent.start();
+  ASSERT_TRUE(run_until([&] { return healthy(agent); }));
+  EXPECT_EQ(agent.status().fingerprint("hostpath")->node_info().csi_node_id(), "csi-sidecar");
+  EXPECT_FALSE(agent.supervisor("hostpath")->pid()) << "an external plugin is not the agent's process";
+
+  sidecar->kill();
+  sidecar->wait_for_exit(10s);
+  ASSERT_TRUE(run_until([&] { return !healthy(agent); }));
+  ASSERT_TRUE(run_until([&] { return cp_.latest("hostpath") && !cp_.latest("hostpath")->healthy(); }));
+  sidecar = launch_sidecar();
+  ASSERT_TRUE(run_until([&] { return healthy(agent); })) << "healthy again once the sidecar is back";
+
+  ASSERT_TRUE(shutdown(agent));
+  EXPECT_TRUE(sidecar->running()) << "the agent must not stop a plugin it did not launch";
+}
+
+// An agent that died without a graceful shutdown left its plugin in the persisted registry. A
+// new agent whose configuration no longer names that plugin deregisters it (and says so)
+// instead of reporting it unhealthy forever (seed 002).
+TEST_F(SupervisorIntegration, PersistedPluginNoLongerConfiguredIsDeregisteredAfterARestart) {
+  const auto hp_dir = tmp_ / "hp";
+  const auto spec = "hostpath,type=monolith,command=" + test::binary_path("mooring-hostpath").string() +
+                    ",arg=--data-dir,arg=" + hp_dir.string() + ",arg=--node-id,arg=csi-node-1,probe_interval=100ms";
+  {
+    test::ChildProcess crashed(test::SpawnOptions{
+        test::binary_path("mooring-nodeagent"),
+        {"--node-id", "node-1", "--data-dir", (tmp_ / "agent").string(), "--controlplane-addr", cp_.address(),
+         "--grpc-addr", "127.0.0.1:0", "--heartbeat-interval", "200ms", "--plugin", spec},
+        {},
+        true,
+        tmp_ / "crashed-agent.log"});
+    const auto deadline = Clock::now() + 20s;
+    while (Clock::now() < deadline && !(cp_.latest("hostpath") && cp_.latest("hostpath")->healthy()))
+      std::this_thread::sleep_for(20ms);
+    ASSERT_TRUE(cp_.latest("hostpath") && cp_.latest("hostpath")->healthy());
+    crashed.kill();  // SIGKILL: no graceful deregistration
+    crashed.wait_for_exit(10s);
+  }
+  // Its plugin outlived it (as after a crash); stop it the way the gone process would have.
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find("mooring-hostpath") != std::string::npos && cmdline.find(hp_dir.string()) != std::string::npos)
+      ::kill(std::stoi(entry.path().filename().string()), SIGKILL);
+  }
+
+  auto c = config();
+  c.plugins.clear();
+  Agent agent(io_.get_executor(), c, options());
+  agent.start();
+  EXPECT_FALSE(agent.registry().lookup(PluginKind::node, "hostpath"));
+  EXPECT_FALSE(agent.registry().lookup(PluginKind::controller, "hostpath"));
+  ASSERT_TRUE(run_until([&] { return cp_.saw_event_containing("plugin deregistered: hostpath is gone"); }));
+  EXPECT_TRUE(shutdown(agent));
+}
+
+// grpc.health.v1 on the agent's own gRPC address: "" serves while the process runs;
+// "mooring.ready" only while the control plane is reached.
+int health_status(int port, const std::string& service) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  // HealthCheckRequest{string service = 1}, encoded by hand (no generated health stubs here).
+  std::string wire = "\x0a" + std::string(1, static_cast<char>(service.size())) + service;
+  grpc::Slice slice(wire);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status st) { done.set_value(st); });
+  const auto st = done.get_future().get();
+  if (!st.ok()) return -static_cast<int>(st.error_code());
+  std::vector<grpc::Slice> slices;
+  (void)response.Dump(&slices);
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  // HealthCheckResponse{ServingStatus status = 1}: 1 SERVING, 2 NOT_SERVING; empty = 0 UNKNOWN.
+  return bytes.size() >= 2 && bytes[0] == 0x08 ? bytes[1] : 0;
+}
+
+TEST_F(SupervisorIntegration, AgentServesGrpcHealthForLivenessAndReadiness) {
+  cp_.set_down(true);
+  Agent agent(io_.get_executor(), config(), options());
+  agent.start();
+  ASSERT_GT(agent.grpc_port(), 0);
+  auto check = [&](const std::string& service) {
+    auto f = std::async(std::launch::async, [&] { return health_status(agent.grpc_port(), service); });
+    while (f.wait_for(0s) != std::future_status::ready) io_.run_for(5ms);
+    return f.get();
+  };
+  EXPECT_EQ(check(""), 1) << "live while the process serves";
+  EXPECT_EQ(check("mooring.ready"), 2) << "not ready before the control plane was reached";
+  cp_.set_down(false);
+  ASSERT_TRUE(run_until([&] { return !cp_.registrations().empty(); }));
+  run_until([] { return false; }, 100ms);
+  EXPECT_EQ(check("mooring.ready"), 1);
   EXPECT_TRUE(shutdown(agent));
 }
 
