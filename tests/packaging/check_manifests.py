@@ -366,6 +366,11 @@ def check_kubernetes(c):
         c.expect(x.get("securityContext", {}).get("privileged") is True, f"kubernetes: {x['name']} is privileged")
     c.expect(c.port_of(c.flag_value(agent["args"], "grpc-addr")) == DEFAULT_PORTS["agent-grpc"],
              "kubernetes: agent gRPC on the default port 4702")
+    # The agent serves grpc.health.v1 (services/nodeagent/agent.cpp, Agent::kReadinessService).
+    for probe, service in (("livenessProbe", None), ("readinessProbe", "mooring.ready")):
+        g = agent.get(probe, {}).get("grpc", {})
+        c.expect(g.get("port") == DEFAULT_PORTS["agent-grpc"] and g.get("service") == service,
+                 f"kubernetes: agent {probe} is a grpc probe on 4702" + (f" for service {service}" if service else ""))
     cfg_path = c.flag_value(agent["args"], "config")
     amounts = {m["mountPath"]: m for m in agent.get("volumeMounts", [])}
     pmounts = {m["mountPath"]: m for m in plugin.get("volumeMounts", [])}
