@@ -86,6 +86,29 @@ TEST_F(ApiHttpTest, RegisterThenReadVolumeWithSecretsRedacted) {
   EXPECT_EQ(get.header("x-nomad-index"), get.header("x-mooring-index"));
 }
 
+// PUT /v1/volumes registers several volumes in one transaction, all or nothing.
+TEST_F(ApiHttpTest, BulkRegisterIsAllOrNothing) {
+  json body = json::parse(volume_body("bulk-1"));
+  body["Volumes"].push_back(json::parse(volume_body("bulk-2"))["Volumes"][0]);
+  const auto before = fingerprint();
+  auto put = call("PUT", "/v1/volumes", body.dump());
+  ASSERT_EQ(put.status, 200u) << put.body;
+  EXPECT_EQ(fingerprint().second, before.second + 1) << "one transaction for the batch";
+  EXPECT_EQ(call("GET", "/v1/volume/csi/bulk-1").status, 200u);
+  EXPECT_EQ(call("GET", "/v1/volume/csi/bulk-2").status, 200u);
+  EXPECT_EQ(put.body.find("s3cr3t-token"), std::string::npos);
+
+  // One bad volume (unknown plugin) refuses the whole batch, naming it; the good one is not written.
+  json bad = json::parse(volume_body("bulk-3"));
+  bad["Volumes"].push_back(json::parse(volume_body("bulk-4", "no-such-plugin"))["Volumes"][0]);
+  const auto unchanged = fingerprint();
+  auto refused = call("POST", "/v1/volumes", bad.dump());
+  EXPECT_EQ(refused.status / 100, 4u) << refused.body;
+  EXPECT_NE(refused.body.find("bulk-4"), std::string::npos) << refused.body;
+  EXPECT_EQ(fingerprint(), unchanged);
+  EXPECT_EQ(call("GET", "/v1/volume/csi/bulk-3").status, 404u);
+}
+
 TEST_F(ApiHttpTest, UpdateKeepsSecretsAndRefusesImmutableChanges) {
   ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
   auto body = json::parse(volume_body("vol-1"));
