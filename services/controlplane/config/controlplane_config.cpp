@@ -1,7 +1,6 @@
 #include "services/controlplane/config/controlplane_config.hpp"
 
 #include <array>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/http/query.hpp"
+#include "shared/config/settings.hpp"
 
 namespace mooring::controlplane {
 namespace {
@@ -22,15 +22,12 @@ struct Fail {
 
 enum class Kind { string, list, duration, positive_duration, level, format };
 
-// One row per setting: flag, environment variable, config file key.
-struct Option {
-  std::string_view flag;
-  std::string_view env;
-  std::string_view key;
+// One row per setting: how --help shows it (flag, environment variable, file key) and its kind.
+struct Option : config::Doc {
+  constexpr Option(std::string_view flag_, std::string_view env_, std::string_view key_, Kind kind_,
+                   std::string_view value_name_, std::string_view help_, std::string_view default_value_)
+      : config::Doc{flag_, env_, key_, value_name_, help_, default_value_}, kind(kind_) {}
   Kind kind;
-  std::string_view value_name;
-  std::string_view help;
-  std::string_view default_value;
 };
 
 constexpr std::array kOptions{
@@ -161,34 +158,20 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
   try {
     ControlPlaneArgs out;
-    for (std::size_t i = 1; i < argv.size(); ++i) {
-      if (argv[i] == "-h" || argv[i] == "--help") {
-        out.help = true;
-        return out;
-      }
+    if (config::wants_help(argv)) {
+      out.help = true;
+      return out;
     }
     // Flags are collected first (the config file they may name is read before they apply).
     std::vector<std::pair<const Option*, std::string>> flags;
     std::string config_file;
     std::map<const Option*, std::vector<std::string>> lists;
-    for (std::size_t i = 1; i < argv.size(); ++i) {
-      std::string name = argv[i];
-      if (!name.starts_with("--")) throw Fail{"unexpected argument " + qt(name) + " (see --help)"};
-      name = name.substr(2);
-      std::optional<std::string> value;
-      if (const auto eq = name.find('='); eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-      }
+    for (auto& [name, value] : config::split_flags(argv)) {
       const Option* o = find_flag(name);
       if (!o) throw Fail{"unknown flag --" + name + " (see --help)"};
-      if (!value) {
-        if (i + 1 >= argv.size()) throw Fail{"flag --" + name + " needs a value"};
-        value = argv[++i];
-      }
-      if (o->flag == "config") config_file = *value;
-      else if (o->kind == Kind::list) lists[o].push_back(*value);
-      else flags.emplace_back(o, *value);
+      if (o->flag == "config") config_file = value;
+      else if (o->kind == Kind::list) lists[o].push_back(value);
+      else flags.emplace_back(o, value);
     }
     if (config_file.empty()) {
       if (const auto it = env.find("MOORING_CP_CONFIG"); it != env.end()) config_file = it->second;
@@ -197,15 +180,7 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     ControlPlaneConfig& c = out.config;
     if (!config_file.empty()) {
       c.config_file = config_file;
-      std::ifstream in(config_file);
-      if (!in) throw Fail{"config file " + qt(config_file) + ": cannot be read"};
-      json file;
-      try {
-        file = json::parse(in);
-      } catch (const json::parse_error& e) {
-        throw Fail{"config file " + qt(config_file) + ": invalid JSON: " + e.what()};
-      }
-      if (!file.is_object()) throw Fail{"config file " + qt(config_file) + ": expected a JSON object"};
+      const json file = config::read_file(config_file);
       for (const auto& [key, value] : file.items()) {
         const Option* o = find_key(key);
         if (!o) throw Fail{"config file " + qt(config_file) + ": unknown key " + qt(key)};
@@ -229,22 +204,17 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     return out;
   } catch (const Fail& f) {
     return ControlPlaneConfigError{f.message};
+  } catch (const config::Error& e) {
+    return ControlPlaneConfigError{e.message};
   }
 }
 
 std::string controlplane_config_help() {
-  std::ostringstream out;
-  out << "Usage: mooring-controlplane --data-dir DIR [flags]\n\n"
-         "Keeps Mooring's state and serves the REST API and the node agents' gRPC service.\n"
-         "Settings come from flags, then MOORING_CP_* environment variables, then the config file.\n\n";
-  for (const auto& o : kOptions) {
-    out << "  --" << o.flag << " " << o.value_name << "\n      " << o.help << "\n      env " << o.env;
-    if (!o.key.empty()) out << ", file key \"" << o.key << "\"";
-    if (!o.default_value.empty()) out << ", default " << o.default_value;
-    out << "\n";
-  }
-  out << "  -h, --help\n      this text\n";
-  return out.str();
+  return config::help_text(
+      "Usage: mooring-controlplane --data-dir DIR [flags]\n\n"
+      "Keeps Mooring's state and serves the REST API and the node agents' gRPC service.\n"
+      "Settings come from flags, then MOORING_CP_* environment variables, then the config file.\n",
+      std::vector<config::Doc>(kOptions.begin(), kOptions.end()));
 }
 
 }  // namespace mooring::controlplane

@@ -1,5 +1,7 @@
 #include "services/nodeagent/config/agent_config.hpp"
 
+#include "shared/config/settings.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -19,14 +21,7 @@ namespace {
 using json = nlohmann::json;
 
 // One row per setting: the flag, its environment variable, the key in the config file.
-struct Option {
-  std::string_view flag;
-  std::string_view env;
-  std::string_view key;  // empty: not a file key
-  std::string_view value_name;
-  std::string_view help;
-  std::string_view default_value;
-};
+using Option = config::Doc;
 
 constexpr std::array kOptions{
     Option{"config", "MOORING_CONFIG", "", "FILE", "JSON config file (keys as listed below)", ""},
@@ -316,36 +311,22 @@ std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::
   try {
     ParsedArgs out;
     // --help anywhere wins, even next to a bad flag: the user is asking how to fix it.
-    for (size_t i = 1; i < argv.size(); ++i) {
-      if (argv[i] == "-h" || argv[i] == "--help") {
-        out.help = true;
-        return out;
-      }
+    if (config::wants_help(argv)) {
+      out.help = true;
+      return out;
     }
     // Flags first into a JSON layer (so every source goes through one decoder).
     json flags = json::object();
     std::string config_file;
-    for (size_t i = 1; i < argv.size(); ++i) {
-      std::string arg = argv[i];
-      if (!arg.starts_with("--")) throw Fail{"unexpected argument " + qt(arg) + " (see --help)"};
-      std::string name = arg.substr(2);
-      std::optional<std::string> value;
-      if (const auto eq = name.find('='); eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-      }
+    for (auto& [name, value] : config::split_flags(argv)) {
       const Option* opt = find_flag(name);
       if (!opt) throw Fail{"unknown flag --" + name + " (see --help)"};
-      if (!value) {
-        if (i + 1 >= argv.size()) throw Fail{"flag --" + name + " needs a value"};
-        value = argv[++i];
-      }
       if (opt->flag == "config") {
-        config_file = *value;
+        config_file = value;
       } else if (opt->flag == "plugin") {
-        flags["plugins"].push_back(plugin_spec_to_json(*value, "--plugin " + qt(*value)));
+        flags["plugins"].push_back(plugin_spec_to_json(value, "--plugin " + qt(value)));
       } else {
-        flags[std::string(opt->key)] = *value;
+        flags[std::string(opt->key)] = value;
       }
     }
 
@@ -367,15 +348,7 @@ std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::
     AgentConfig& cfg = out.config;
     if (!config_file.empty()) {
       cfg.config_file = config_file;
-      std::ifstream in(config_file);
-      if (!in) throw Fail{"config file " + qt(config_file) + ": cannot be read"};
-      json file;
-      try {
-        file = json::parse(in);
-      } catch (const json::parse_error& e) {
-        throw Fail{"config file " + qt(config_file) + ": invalid JSON: " + e.what()};
-      }
-      if (!file.is_object()) throw Fail{"config file " + qt(config_file) + ": expected a JSON object"};
+      const json file = config::read_file(config_file);
       apply_layer(cfg, file, "config file " + qt(config_file));
     }
     apply_layer(cfg, env_layer, "environment");
@@ -384,23 +357,17 @@ std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::
     return out;
   } catch (const Fail& f) {
     return ConfigError{f.message};
+  } catch (const config::Error& e) {
+    return ConfigError{e.message};
   }
 }
 
 std::string agent_config_help() {
-  std::ostringstream out;
-  out << "Usage: mooring-nodeagent [flags]\n\n"
-         "Supervises CSI plugins on this node, fingerprints them and reports to the control plane.\n"
-         "Settings come from flags, then MOORING_* environment variables, then the config file.\n\n";
-  for (const auto& o : kOptions) {
-    out << "  --" << o.flag << " " << o.value_name << "\n      " << o.help << "\n      env "
-        << o.env;
-    if (!o.key.empty()) out << ", file key \"" << o.key << "\"";
-    if (!o.default_value.empty()) out << ", default " << o.default_value;
-    out << "\n";
-  }
-  out << "  -h, --help\n      this text\n";
-  return out.str();
+  return config::help_text(
+      "Usage: mooring-nodeagent [flags]\n\n"
+      "Supervises CSI plugins on this node, fingerprints them and reports to the control plane.\n"
+      "Settings come from flags, then MOORING_* environment variables, then the config file.\n",
+      std::vector<config::Doc>(kOptions.begin(), kOptions.end()));
 }
 
 }  // namespace mooring::nodeagent

@@ -1,0 +1,47 @@
+// What the services' configuration parsers share: the flag splitter, the JSON config file reader
+// and the --help renderer. Each service keeps its own table of settings and its own decoding;
+// the layering (file, then environment, then flags) is theirs too. Pure apart from reading the file.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace mooring::config {
+
+// Thrown by the functions below; `message` names the flag or file and the reason.
+struct Error {
+  std::string message;
+};
+
+// One setting as --help shows it.
+struct Doc {
+  std::string_view flag;        // without "--"
+  std::string_view env;         // environment variable
+  std::string_view key;         // config file key; empty: not in the file
+  std::string_view value_name;  // FILE, DURATION, ...
+  std::string_view help;
+  std::string_view default_value;  // empty: none shown
+};
+
+// "-h" or "--help" anywhere: the user is asking how to fix the command line, even a bad one.
+bool wants_help(const std::vector<std::string>& argv);
+
+struct Flag {
+  std::string name;  // without "--"
+  std::string value;
+};
+// argv[0] is skipped. "--name value" and "--name=value"; a word that is not a flag, or a flag
+// without a value, is an Error. Names are not checked here.
+std::vector<Flag> split_flags(const std::vector<std::string>& argv);
+
+// The file's JSON object; an Error names the file when it cannot be read, is not JSON or is not
+// an object.
+nlohmann::json read_file(const std::string& path);
+
+// "<intro>\n" then every setting: flag, value, help, env, file key and default.
+std::string help_text(std::string_view intro, const std::vector<Doc>& docs);
+
+}  // namespace mooring::config
