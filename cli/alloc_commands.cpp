@@ -84,7 +84,10 @@ void print_alloc(Context& ctx, const json& a) {
   json task = a.value("Task", json());
   if (task.is_object()) {
     std::string cmd = field(task, "Command");
-    for (const auto& arg : task.value("Args", json::array())) cmd += " " + text(arg);
+    for (const auto& arg : task.value("Args", json::array())) {
+      cmd += ' ';  // appended in two steps: GCC 12 -O3 -Wrestrict false positive on " " + string&&
+      cmd += text(arg);
+    }
     kv.add("Task", cmd);
   } else {
     kv.add("Task", "<none: holds its volumes until stopped>");

@@ -136,7 +136,9 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
   if (!rest.empty() && rest.front() == '.') {
     std::size_t n = 1;
     while (n < rest.size() && std::isdigit(static_cast<unsigned char>(rest[n]))) ++n;
-    frac = std::stod("0" + std::string(rest.substr(0, n)));
+    std::string fraction = "0";  // not "0" + std::string(...): GCC 12 -O3 -Wrestrict false positive (bug 105329)
+    fraction.append(rest.substr(0, n));
+    frac = std::stod(fraction);
     rest.remove_prefix(n);
   }
   long offset = 0;

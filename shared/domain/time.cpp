@@ -71,7 +71,7 @@ Expected<Time> parse_time(std::string_view text) {
                  " (expected RFC 3339, e.g. \"2026-01-02T03:04:05Z\")");
   };
   std::size_t pos = 0;
-  int y, mo, d, h, mi, s;
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
   if (!read_digits(text, pos, 4, y) || !expect(text, pos, '-') || !read_digits(text, pos, 2, mo) ||
       !expect(text, pos, '-') || !read_digits(text, pos, 2, d) || !expect(text, pos, 'T', 't') ||
       !read_digits(text, pos, 2, h) || !expect(text, pos, ':') || !read_digits(text, pos, 2, mi) ||
