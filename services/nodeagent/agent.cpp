@@ -303,7 +303,7 @@ asio::awaitable<void> Agent::shutdown() {
   // Seed 004: nothing here waits on a plugin. Allocation runners are cancelled (their tasks keep
   // running and are re-adopted after the restart), unfinished unmounts are cancelled with their
   // progress on disk (resume() continues them), the gRPC service stops taking calls.
-  if (server_) co_await server_->shutdown(options_.shutdown_grace);
+  if (server_) co_await server_->shutdown(options_.server_grace);
   co_await allocs_->shutdown();
   const bool releases_stopped = co_await volumes_->shutdown(options_.shutdown_grace);
   if (!releases_stopped) logger().warn("some volume releases did not stop in time; they resume after the restart");

@@ -53,6 +53,9 @@ struct AgentOptions {
   std::chrono::milliseconds claim_backoff_max{std::chrono::seconds(60)};
   // Bounds of the shutdown steps that talk to others; shutdown never waits on a plugin.
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(2)};
+  // What in-flight calls of the control plane get when the agent's gRPC service stops; they may be
+  // waiting on a plugin, and the control plane retries them (they are idempotent).
+  std::chrono::milliseconds server_grace{std::chrono::milliseconds(50)};
 };
 
 class Agent {

@@ -273,6 +273,9 @@ asio::awaitable<ExitStatus> ChildProcess::stop(std::chrono::milliseconds grace) 
   using namespace asio::experimental::awaitable_operators;
   if (status_) co_return *status_;
   signal(SIGTERM);
+  // A stopped process (SIGSTOP, a debugger, a frozen cgroup) acts on SIGTERM only once continued;
+  // without this, shutdown would wait the whole grace for a frozen plugin.
+  signal(SIGCONT);
   asio::steady_timer deadline(impl_->exit_signal.get_executor());
   deadline.expires_after(grace);
   // Both waits are non-throwing, so `||` is safe here (it returns on the first to finish).
