@@ -1,0 +1,383 @@
+"""Bench harness: a Mooring cluster on this machine from the real Release binaries.
+
+One mooring-controlplane (real HTTP, gRPC, SQLite), node agents (mooring-nodeagent), each
+launching its own mooring-hostpath plugin with real bind mounts, a call log and a fault file.
+Everything lives in one temp dir under /tmp; close() (also on failure, Ctrl-C or SIGTERM)
+stops every process it started, unmounts whatever is left below the dir and removes it.
+Python standard library only.
+"""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+
+def now_ms():
+    return time.time() * 1000.0
+
+
+def read_status(pid):
+    """VmRSS / VmHWM of a process in MiB (None when it is gone)."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    out[key] = int(val.split()[0]) / 1024.0
+    except OSError:
+        return None
+    return out
+
+
+def percentile(values, p):
+    """Nearest-rank percentile (the C++ side uses the same rule)."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    rank = max(1, min(len(s), int(-(-p * len(s) // 100))))
+    return s[rank - 1]
+
+
+class Api:
+    """Keep-alive HTTP/1.1 client, one connection per thread."""
+
+    def __init__(self, port):
+        self.port = port
+        self.local = threading.local()
+
+    def _conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+            self.local.conn = c
+        return c
+
+    def request(self, method, path, body=None):
+        data = None if body is None else (body if isinstance(body, (bytes, str)) else json.dumps(body))
+        for attempt in range(2):
+            c = self._conn()
+            try:
+                c.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+                r = c.getresponse()
+                payload = r.read()
+                return r.status, r.headers, payload
+            except (ConnectionError, http.client.HTTPException, OSError):
+                c.close()
+                self.local.conn = None
+                if attempt:
+                    raise
+        raise RuntimeError("unreachable")
+
+    def json(self, method, path, body=None, ok=(200,)):
+        st, hdr, payload = self.request(method, path, body)
+        if st not in ok:
+            raise RuntimeError(f"{method} {path}: {st} {payload[:300]!r}")
+        return json.loads(payload) if payload else None
+
+    def get_blocking(self, path, index, wait="10s"):
+        """A blocking query; returns (json, index)."""
+        sep = "&" if "?" in path else "?"
+        target = f"{path}{sep}index={index}&wait={wait}" if index else path
+        st, hdr, payload = self.request("GET", target)
+        if st != 200:
+            raise RuntimeError(f"GET {target}: {st} {payload[:300]!r}")
+        return json.loads(payload), int(hdr.get("X-Mooring-Index", "0") or 0)
+
+
+class Proc:
+    def __init__(self, args, log_path):
+        self.args = args
+        self.log_path = log_path
+        self.log = open(log_path, "ab")
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    def running(self):
+        return self.p.poll() is None
+
+    def output(self):
+        try:
+            with open(self.log_path, "r", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def signal(self, sig):
+        if self.running():
+            try:
+                os.kill(self.p.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, timeout=15.0):
+        """SIGTERM, wait, SIGKILL. Returns seconds until exit."""
+        t0 = time.perf_counter()
+        self.signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.p.wait()
+        self.log.close()
+        return time.perf_counter() - t0
+
+    def kill(self):
+        self.signal(signal.SIGKILL)
+        try:
+            self.p.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+class Cluster:
+    """Control plane + node agents (each with a hostpath plugin) in one temp dir."""
+
+    def __init__(self, bindir, name="mooring-bench", logs_dir=None):
+        self.bindir = bindir
+        self.logs_dir = logs_dir
+        self.dir = tempfile.mkdtemp(prefix=name + "-", dir="/tmp")
+        os.makedirs(os.path.join(self.dir, "hostpath"))
+        os.makedirs(os.path.join(self.dir, "cp"))
+        self.cp = None
+        self.api = None
+        self.http_port = 0
+        self.grpc_port = 0
+        self.nodes = {}
+        self.closed = False
+
+    FOLDERS = {"mooring-controlplane": "services/controlplane", "mooring-nodeagent": "services/nodeagent",
+               "mooring-hostpath": "plugins/hostpath"}
+
+    def bin(self, name):
+        return os.path.join(self.bindir, self.FOLDERS.get(name, "bench"), name)
+
+    # ---- control plane ----
+    def start_controlplane(self, extra=()):
+        runs = self.cp_runs = getattr(self, "cp_runs", 0) + 1
+        args = [self.bin("mooring-controlplane"), "--data-dir", os.path.join(self.dir, "cp"),
+                "--http-addr", f"127.0.0.1:{self.http_port}", "--grpc-addr", f"127.0.0.1:{self.grpc_port}",
+                "--shutdown-grace", "2s", *extra]
+        self.cp = Proc(args, os.path.join(self.dir, "controlplane.log"))
+
+        def ports():
+            out = self.cp.output()
+            h = re.findall(r"http api listening.*?port=(\d+)", out)
+            g = re.findall(r"grpc api listening.*?port=(\d+)", out)
+            return (int(h[runs - 1]), int(g[runs - 1])) if len(h) >= runs and len(g) >= runs else None
+
+        if not wait_until(lambda: ports() or not self.cp.running(), 60) or not ports():
+            raise RuntimeError("control plane did not start:\n" + self.cp.output()[-3000:])
+        self.http_port, self.grpc_port = ports()
+        self.api = Api(self.http_port)
+
+    # ---- nodes ----
+    def node_dir(self, nid):
+        return os.path.join(self.dir, nid)
+
+    def plugin_socket(self, nid):
+        return os.path.join(self.node_dir(nid), "agent", "plugins", "hostpath", "csi.sock")
+
+    def call_log(self, nid):
+        return os.path.join(self.dir, f"calls-{nid}.jsonl")
+
+    def fault_file(self, nid):
+        return os.path.join(self.dir, f"faults-{nid}.json")
+
+    def start_node(self, nid, heartbeat="1s", probe_interval="500ms", extra_plugin=""):
+        os.makedirs(self.node_dir(nid), exist_ok=True)
+        plugin = ("hostpath,type=monolith,command=" + self.bin("mooring-hostpath") +
+                  ",arg=--data-dir,arg=" + os.path.join(self.dir, "hostpath") +
+                  ",arg=--node-id,arg=csi-" + nid +
+                  ",arg=--call-log,arg=" + self.call_log(nid) +
+                  ",arg=--fault-file,arg=" + self.fault_file(nid) +
+                  f",probe_interval={probe_interval},health_timeout=10s" + extra_plugin)
+        args = [self.bin("mooring-nodeagent"), "--node-id", nid, "--node-name", nid,
+                "--data-dir", os.path.join(self.node_dir(nid), "agent"),
+                # A fixed free port, not ":0": the agent advertises the configured address (see run_bench's report).
+                "--controlplane-addr", f"127.0.0.1:{self.grpc_port}", "--grpc-addr", f"127.0.0.1:{free_port()}",
+                "--heartbeat-interval", heartbeat, "--plugin", plugin]
+        self.nodes[nid] = Proc(args, os.path.join(self.dir, f"{nid}.log"))
+        self.wait_node_healthy(nid)
+
+    def node_healthy(self, nid):
+        st, _, body = self.api.request("GET", "/v1/plugin/csi/hostpath")
+        if st != 200:
+            return False
+        p = json.loads(body)
+        n = (p.get("Nodes") or {}).get(nid)
+        if not n or not n.get("Healthy"):
+            return False
+        st, _, body = self.api.request("GET", f"/v1/node/{nid}")
+        if st != 200:
+            return False
+        n = json.loads(body)
+        # The agent first registers its configured address ("127.0.0.1:0") and advertises the
+        # bound port on a later heartbeat: wait for that, or the control plane cannot call it.
+        return n.get("Status") == "ready" and not n.get("Address", "").endswith(":0")
+
+    def wait_node_healthy(self, nid, timeout=60):
+        if not wait_until(lambda: self.node_healthy(nid), timeout, 0.1):
+            raise RuntimeError(f"node {nid} did not become healthy:\n" + self.nodes[nid].output()[-3000:])
+
+    def plugin_pid(self, nid):
+        want = ["--node-id", "csi-" + nid]
+        hp = os.path.join(self.dir, "hostpath")
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+            except OSError:
+                continue
+            args = [a.decode(errors="replace") for a in args]
+            if not args or os.path.basename(args[0]) != "mooring-hostpath" or hp not in args:
+                continue
+            if any(args[i:i + 2] == want for i in range(len(args) - 1)):
+                return int(name)
+        return 0
+
+    def set_faults(self, nid, rules):
+        tmp = self.fault_file(nid) + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"rules": rules}, f)
+        os.replace(tmp, self.fault_file(nid))
+
+    def calls(self, nid):
+        out = []
+        try:
+            with open(self.call_log(nid)) as f:
+                for line in f:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+        except OSError:
+            pass
+        return out
+
+    # ---- API helpers ----
+    def create_volume(self, vid, capacity=1 << 20):
+        body = {"Volumes": [{"ID": vid, "Name": vid, "PluginID": "hostpath", "RequestedCapacityMin": capacity,
+                             "RequestedCapabilities": [{"AccessMode": "single-node-writer",
+                                                        "AttachmentMode": "file-system"}]}]}
+        self.api.json("PUT", f"/v1/volume/csi/{vid}/create", body)
+
+    def run_alloc(self, name, vid, node, script=None):
+        a = {"Name": name, "NodeID": node,
+             "Volumes": {"data": {"Type": "csi", "Source": vid, "AccessMode": "single-node-writer",
+                                  "AttachmentMode": "file-system"}}}
+        if script is not None:
+            a["Task"] = {"Command": "/bin/sh", "Args": ["-c", script], "KillTimeout": "2s"}
+        return self.api.json("POST", "/v1/allocations", {"Allocation": a})["ID"]
+
+    def stop_alloc(self, aid):
+        self.api.json("POST", f"/v1/allocation/{aid}/stop")
+
+    def wait_alloc_status(self, aid, want=("running",), timeout=60):
+        deadline = time.monotonic() + timeout
+        index = 0
+        while time.monotonic() < deadline:
+            a, index = self.api.get_blocking(f"/v1/allocation/{aid}", index, "5s")
+            st = a.get("ClientStatus")
+            if st in want:
+                return a
+            if st in ("failed", "lost") and st not in want:
+                raise RuntimeError(f"allocation {aid} is {st}: {json.dumps(a.get('Events', []))[-1500:]}")
+        raise RuntimeError(f"allocation {aid} not {want} after {timeout}s")
+
+    def wait_volume_free(self, vid, timeout=60):
+        deadline = time.monotonic() + timeout
+        index = 0
+        while time.monotonic() < deadline:
+            v, index = self.api.get_blocking(f"/v1/volume/csi/{vid}", index, "5s")
+            if not v.get("Claims"):
+                return v
+        raise RuntimeError(f"volume {vid} still claimed after {timeout}s: {json.dumps(v.get('Claims'))[:1500]}")
+
+    # ---- teardown ----
+    def mounts_below(self):
+        out = []
+        try:
+            with open("/proc/self/mountinfo") as f:
+                for line in f:
+                    mp = line.split()[4].encode().decode("unicode_escape")
+                    if mp == self.dir or mp.startswith(self.dir + "/"):
+                        out.append(mp)
+        except OSError:
+            pass
+        return out
+
+    def unmount_all(self):
+        for _ in range(5):
+            mps = self.mounts_below()
+            if not mps:
+                return
+            for mp in sorted(mps, key=lambda m: m.count("/"), reverse=True):
+                if subprocess.run(["umount", mp], capture_output=True).returncode != 0:
+                    subprocess.run(["umount", "-l", mp], capture_output=True)
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        for nid, n in self.nodes.items():
+            pid = self.plugin_pid(nid)
+            if pid:  # a frozen plugin must be able to die
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except OSError:
+                    pass
+            if n.running():
+                n.stop(15)
+        for nid in self.nodes:
+            pid = self.plugin_pid(nid)
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        if self.cp and self.cp.running():
+            self.cp.stop(20)
+        if self.logs_dir:  # keep the logs for a look afterwards; the temp dir goes
+            shutil.rmtree(self.logs_dir, ignore_errors=True)
+            os.makedirs(self.logs_dir, exist_ok=True)
+            for f in os.listdir(self.dir):
+                if f.endswith(".log") or f.endswith(".jsonl"):
+                    try:
+                        shutil.copyfile(os.path.join(self.dir, f), os.path.join(self.logs_dir, f))
+                    except OSError:
+                        pass
+        self.unmount_all()
+        if self.mounts_below():
+            print(f"bench: WARNING: mounts left below {self.dir}; not removing it")
+            return
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,782 @@
+#!/usr/bin/env python3
+"""Mooring benchmarks (issue 9): real binaries, real plugin processes, real bind mounts.
+
+Every figure is printed beside a reference measured in the same run, as a ratio, and against
+its target (MET / MISSED). Prints a table and writes JSON. Driven by scripts/run-bench.sh
+(`make bench`). Environment:
+  MOORING_BIN                  dir with the Release binaries and bench/ programs (required)
+  MOORING_BENCH_N              lifecycles (default 1000)
+  MOORING_BENCH_CONCURRENCY    lifecycles / round trips in flight (default 8)
+  MOORING_BENCH_GC_SIZES       GC storm sizes (default "1000,10000")
+  MOORING_BENCH_FOOTPRINT_N    volumes registered for the control plane footprint (default 100000)
+  MOORING_BENCH_WRK_SECONDS    duration of each wrk run (default 5)
+  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,footprint,gc (default all)
+  MOORING_BENCH_OUT            JSON output (default $MOORING_BIN/bench-results.json; also
+                               copied to bench/results/latest.json)
+"""
+
+import concurrent.futures
+import datetime
+import itertools
+import json
+import os
+import platform
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Cluster, now_ms, percentile, read_status, wait_until  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIN = os.environ.get("MOORING_BIN", "")
+N = int(os.environ.get("MOORING_BENCH_N", "1000"))
+C = int(os.environ.get("MOORING_BENCH_CONCURRENCY", "8"))
+GC_SIZES = [int(x) for x in os.environ.get("MOORING_BENCH_GC_SIZES", "1000,10000").split(",") if x]
+FOOTPRINT_N = int(os.environ.get("MOORING_BENCH_FOOTPRINT_N", "100000"))
+WRK_SECONDS = int(os.environ.get("MOORING_BENCH_WRK_SECONDS", "5"))
+ONLY = set(x for x in os.environ.get("MOORING_BENCH_ONLY", "").split(",") if x)
+
+TASK = 'echo ok > "$MOORING_VOLUME_DATA/bench" && exec sleep 600'
+
+rows = []
+details = {}
+open_clusters = []
+
+
+def log(msg):
+    print(f"bench: {msg}", flush=True)
+
+
+def wanted(name):
+    return not ONLY or name in ONLY
+
+
+def row(bench, metric, value, unit, ref=None, ref_what="", target=None, note=""):
+    """target: ("value", "<=", x) or ("ratio", ">=", x); ratio = value / ref."""
+    ratio = value / ref if (ref not in (None, 0) and value is not None) else None
+    status = "FAILED" if target and value is None else "-"
+    if target and value is not None:
+        kind, op, x = target
+        v = ratio if kind == "ratio" else value
+        if v is not None:
+            ok = v <= x if op == "<=" else v >= x
+            status = "MET" if ok else "MISSED"
+    rows.append({"bench": bench, "metric": metric, "value": value, "unit": unit, "reference": ref,
+                 "reference_what": ref_what, "ratio": ratio,
+                 "target": None if not target else f"{'ratio ' if target[0] == 'ratio' else ''}{target[1]} {target[2]}",
+                 "status": status, "note": note})
+
+
+def parallel(fn, items, workers):
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+        return list(ex.map(fn, items))
+
+
+def run_json(args, stderr_path, timeout=600):
+    with open(stderr_path, "ab") as err:
+        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{args[0]} exited {p.returncode}; see {stderr_path}")
+    return json.loads(p.stdout.decode().strip().splitlines()[-1])
+
+
+def wait_exit(proc, timeout):
+    """Seconds from now until `proc` exits, measured with a pidfd (no polling delay)."""
+    t0 = time.perf_counter()
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except OSError:
+        fd = None
+    if fd is not None:
+        select.select([fd], [], [], timeout)
+        os.close(fd)
+    dt = time.perf_counter() - t0
+    try:
+        proc.p.wait(max(0.0, timeout - dt))
+    except subprocess.TimeoutExpired:
+        return None
+    return dt
+
+
+def parse_time_ms(s):
+    return datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp() * 1000.0
+
+
+def keep_logs(d, name):
+    """Copies the *.log files of a temp dir to $MOORING_BIN/bench-logs/<name>/ before it goes."""
+    dest = os.path.join(BIN, "bench-logs", name)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest, exist_ok=True)
+    for f in os.listdir(d):
+        if f.endswith(".log") or f.endswith(".jsonl"):
+            try:
+                shutil.copyfile(os.path.join(d, f), os.path.join(dest, f))
+            except OSError:
+                pass
+
+
+def new_cluster(name):
+    c = Cluster(BIN, logs_dir=os.path.join(BIN, "bench-logs", name))
+    open_clusters.append(c)
+    return c
+
+
+def close_cluster(c):
+    c.close()
+    if c in open_clusters:
+        open_clusters.remove(c)
+
+
+# --------------------------------------------------------------------------------------------
+# lifecycle: claim -> publish -> stage -> task -> stop -> unmount -> GC -> freed
+
+CSI_VOLUME_RPCS = ("ControllerPublishVolume", "NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume",
+                   "NodeUnstageVolume", "ControllerUnpublishVolume")
+
+
+def lifecycle_breakdown(c, sample):
+    """Where the time goes (p50 over the last lifecycles, ms), from the allocation's task events
+    (agent clock) and the control plane's claim events (same machine clock, ms resolution)."""
+    steps = {}
+
+    def add(name, a, b):
+        if a is not None and b is not None:
+            steps.setdefault(name, []).append(b - a)
+
+    for vid, aid, w0, w1, w2 in sample:
+        a = c.api.json("GET", f"/v1/allocation/{aid}")
+        ev = {}
+        for e in a.get("Events", []):
+            ev.setdefault(e["Type"], parse_time_ms(e["Time"]))
+        st, _, body = c.api.request("GET", f"/v1/events?key={vid}")
+        cp = {}
+        if st == 200:
+            for e in json.loads(body):
+                if e.get("Key") == vid and e.get("Time"):
+                    cp[e.get("Type")] = parse_time_ms(e["Time"])  # the last lifecycle of the volume
+        add("submit -> Claimed (claim, ControllerPublish)", w0, ev.get("Claimed"))
+        add("Claimed -> Mounted (NodeStage, NodePublish)", ev.get("Claimed"), ev.get("Mounted"))
+        add("Mounted -> Started (task spawned)", ev.get("Mounted"), ev.get("Started"))
+        add("Started -> running seen by the client", ev.get("Started"), w1)
+        add("stop -> Killed (task exited)", w1, ev.get("Killed"))
+        add("Killed -> Released (Postrun)", ev.get("Killed"), ev.get("Released"))
+        add("Released -> ClaimNodeDetached (unmount, Unpublish)", ev.get("Released"), cp.get("ClaimNodeDetached"))
+        add("ClaimNodeDetached -> ClaimReleased (GC, ControllerUnpublish)", cp.get("ClaimNodeDetached"),
+            cp.get("ClaimReleased"))
+        add("ClaimReleased -> freed seen by the client", cp.get("ClaimReleased"), w2)
+    return {k: percentile(v, 50) for k, v in steps.items()}
+
+
+def breakdown_drift(timeline):
+    """p50 claim-to-mounted and stop-to-freed of the first and the last 100 lifecycles (does the
+    cost of one lifecycle grow with the number done before it?)."""
+    def p50s(part):
+        return {"claim_to_mounted": percentile([w1 - w0 for _, _, w0, w1, _ in part], 50),
+                "stop_to_freed": percentile([w2 - w1 for _, _, _, w1, w2 in part], 50)}
+    return p50s(timeline[:100]), p50s(timeline[-100:])
+
+
+def bench_lifecycle(c, node):
+    vids = [f"lv-{i:05d}" for i in range(N)]
+    t = time.perf_counter()
+    parallel(c.create_volume, vids, 4)
+    log(f"lifecycle: created {N} volumes through the hostpath controller in {time.perf_counter() - t:.1f}s")
+
+    to_mounted, to_freed, failures, timeline = [], [], [], []
+    lock = threading.Lock()
+    counter = itertools.count()
+
+    def worker():
+        while True:
+            i = next(counter)
+            if i >= N:
+                return
+            vid = vids[i]
+            try:
+                t0 = time.perf_counter()
+                w0 = now_ms()
+                aid = c.run_alloc(f"life-{i}", vid, node, TASK)
+                c.wait_alloc_status(aid, ("running",))
+                t1 = time.perf_counter()
+                w1 = now_ms()
+                c.stop_alloc(aid)
+                c.wait_volume_free(vid)
+                t2 = time.perf_counter()
+                w2 = now_ms()
+                with lock:
+                    to_mounted.append((t1 - t0) * 1000)
+                    to_freed.append((t2 - t1) * 1000)
+                    timeline.append((vid, aid, w0, w1, w2))
+            except Exception as e:  # noqa: BLE001 - a failed lifecycle is counted and reported
+                with lock:
+                    failures.append(f"{vid}: {e}")
+
+    start_ms = now_ms()
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(C)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    end_ms = now_ms()
+    done = len(to_freed)
+    lps = done / wall
+    log(f"lifecycle: {done}/{N} lifecycles in {wall:.1f}s at concurrency {C} ({len(failures)} failed)")
+    for f in failures[:5]:
+        log(f"  failed: {f}")
+
+    breakdown = lifecycle_breakdown(c, timeline[-50:])
+    first, last = breakdown_drift(timeline)
+
+    # CSI round trips per lifecycle, from the plugin's call log.
+    counts = {r: 0 for r in CSI_VOLUME_RPCS}
+    for call in c.calls(node):
+        if start_ms - 5 <= call.get("unix_ms", 0) <= end_ms + 5 and call.get("rpc") in counts:
+            counts[call["rpc"]] += 1
+    k = sum(counts.values()) / max(1, done)
+
+    # Reference: plain Probe round trips over the plugin's UNIX socket at the same concurrency.
+    sock = c.plugin_socket(node)
+    grpc_bin = os.path.join(BIN, "bench", "mooring-bench-grpc")
+    err = os.path.join(c.dir, "bench-grpc.log")
+    rt_k = run_json([grpc_bin, "--socket", sock, "--calls", str(max(1, round(k * done))), "--concurrency", str(C)], err)
+    rt_n = run_json([grpc_bin, "--socket", sock, "--calls", str(max(1, done)), "--concurrency", str(C)], err)
+    ceiling_lps = rt_k["per_second"] / k if k else 0
+
+    details["lifecycle"] = {
+        "n": N, "completed": done, "failed": len(failures), "failures": failures[:20], "concurrency": C,
+        "seconds": wall, "lifecycles_per_second": lps,
+        "claim_to_mounted_ms": {"p50": percentile(to_mounted, 50), "p99": percentile(to_mounted, 99),
+                                "max": max(to_mounted or [0])},
+        "stop_to_freed_ms": {"p50": percentile(to_freed, 50), "p99": percentile(to_freed, 99),
+                             "max": max(to_freed or [0])},
+        "csi_rpcs": counts, "csi_rpcs_per_lifecycle": k, "breakdown_p50_ms": breakdown,
+        "drift_p50_ms": {"first_100": first, "last_100": last},
+        "reference_round_trips_k": rt_k, "reference_round_trips_n": rt_n,
+    }
+    row("lifecycle", f"lifecycles/s (N={N}, c={C})", lps, "/s", ceiling_lps,
+        f"{k:.1f} plain gRPC round trips per lifecycle (CSI calls seen by the plugin)",
+        ("ratio", ">=", 0.5))
+    row("lifecycle", "lifecycles/s vs 1 round trip each", lps, "/s", rt_n["per_second"],
+        f"{done} plain gRPC round trips")
+    rtt50, rtt99 = rt_k["p50_ms"], rt_k["p99_ms"]
+    row("lifecycle", "claim-to-mounted p50", percentile(to_mounted, 50), "ms", rtt50 * k,
+        f"{k:.1f} x round-trip p50")
+    row("lifecycle", "claim-to-mounted p99", percentile(to_mounted, 99), "ms", rtt99 * k,
+        f"{k:.1f} x round-trip p99")
+    row("lifecycle", "stop-to-freed p50", percentile(to_freed, 50), "ms", rtt50 * k, f"{k:.1f} x round-trip p50")
+    row("lifecycle", "stop-to-freed p99", percentile(to_freed, 99), "ms", rtt99 * k, f"{k:.1f} x round-trip p99",
+        ("value", "<=", 50))
+    if failures:
+        row("lifecycle", "failed lifecycles", len(failures), "", None, "", ("value", "<=", 0))
+
+
+# --------------------------------------------------------------------------------------------
+# API: wrk against the control plane and against nginx serving the same bytes
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wrk(url, seconds):
+    p = subprocess.run(["wrk", "-t1", "-c16", f"-d{seconds}s", "--latency", url], capture_output=True, text=True,
+                       timeout=seconds + 60)
+    out = p.stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+    def lat(pct):
+        m = re.search(rf"^\s+{pct}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        if not m:
+            return None
+        v = float(m.group(1))
+        return v / 1000 if m.group(2) == "us" else v * 1000 if m.group(2) == "s" else v
+
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errs = re.search(r"Socket errors:.*", out)
+    return {"rps": rps, "p50_ms": lat(50), "p99_ms": lat(99), "non_2xx": int(bad.group(1)) if bad else 0,
+            "socket_errors": errs.group(0) if errs else "", "raw": out}
+
+
+def bench_api(c, one_vid):
+    # A list of exactly 1000 volumes: top up with registered volumes if the lifecycle made fewer.
+    have = len(c.api.json("GET", "/v1/volumes"))
+    if have < 1000:
+        vols = [{"ID": f"av-{i:05d}", "Name": f"av-{i:05d}", "PluginID": "hostpath", "ExternalID": f"ext-av-{i:05d}",
+                 "RequestedCapabilities": [{"AccessMode": "single-node-writer", "AttachmentMode": "file-system"}]}
+                for i in range(1000 - have)]
+        c.api.json("PUT", "/v1/volumes", {"Volumes": vols})
+    st, hdr, list_body = c.api.request("GET", "/v1/volumes")
+    st2, hdr2, one_body = c.api.request("GET", f"/v1/volume/csi/{one_vid}")
+    if st != 200 or st2 != 200:
+        raise RuntimeError(f"GET /v1/volumes: {st}; GET /v1/volume/csi/{one_vid}: {st2}")
+    count = len(json.loads(list_body))
+    ndir = tempfile.mkdtemp(prefix="mooring-bench-nginx-", dir="/tmp")
+    nginx = None
+    try:
+        os.chmod(ndir, 0o755)
+        for name, body in (("volumes.json", list_body), ("volume.json", one_body)):
+            with open(os.path.join(ndir, name), "wb") as f:
+                f.write(body)
+            os.chmod(os.path.join(ndir, name), 0o644)
+        port = free_port()
+        temps = " ".join(f"{k}_temp_path {ndir}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        conf = f"""
+worker_processes 1;
+daemon off;
+pid {ndir}/nginx.pid;
+error_log {ndir}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  sendfile on;
+  {temps}
+  server {{
+    listen 127.0.0.1:{port};
+    location = /v1/volumes {{ default_type application/json; alias {ndir}/volumes.json; }}
+    location = /v1/volume/csi/{one_vid} {{ default_type application/json; alias {ndir}/volume.json; }}
+  }}
+}}
+"""
+        with open(os.path.join(ndir, "nginx.conf"), "w") as f:
+            f.write(conf)
+        nginx = subprocess.Popen(["nginx", "-p", ndir, "-c", os.path.join(ndir, "nginx.conf")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+        def nginx_up():
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    return True
+            except OSError:
+                return False
+
+        if not wait_until(nginx_up, 10):
+            raise RuntimeError("nginx did not start: " + open(os.path.join(ndir, "error.log")).read())
+        mooring = f"http://127.0.0.1:{c.http_port}"
+        ref = f"http://127.0.0.1:{port}"
+        out = {"list_volumes": count, "list_bytes": len(list_body), "one_bytes": len(one_body)}
+        for key, path in (("list", "/v1/volumes"), ("one", f"/v1/volume/csi/{one_vid}")):
+            # a sanity check that both serve the same bytes
+            if urllib.request.urlopen(ref + path).read() != (list_body if key == "list" else one_body):
+                raise RuntimeError("nginx does not serve the saved bytes")
+            wrk(mooring + path, 1)  # warm-up
+            m = wrk(mooring + path, WRK_SECONDS)
+            wrk(ref + path, 1)
+            r = wrk(ref + path, WRK_SECONDS)
+            out[key] = {"mooring": {k: v for k, v in m.items() if k != "raw"},
+                        "nginx": {k: v for k, v in r.items() if k != "raw"}}
+            label = f"GET /v1/volumes ({count} volumes, {len(list_body) // 1024} KiB)" if key == "list" \
+                else f"GET /v1/volume/csi/:id ({len(one_body)} B)"
+            note = "" if not m["non_2xx"] and not m["socket_errors"] else f"non-2xx {m['non_2xx']} {m['socket_errors']}"
+            row("api", label + " req/s", m["rps"], "/s", r["rps"], "nginx, same bytes, wrk -t1 -c16",
+                ("ratio", ">=", 0.5), note)
+            row("api", label.split(" (")[0] + " p99", m["p99_ms"], "ms", r["p99_ms"], "nginx p99")
+        details["api"] = out
+    finally:
+        if nginx:
+            nginx.send_signal(signal.SIGQUIT)
+            try:
+                nginx.wait(10)
+            except subprocess.TimeoutExpired:
+                nginx.kill()
+        shutil.rmtree(ndir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# node agent: idle footprint, 200 mounted volumes, recovery, Postrun and shutdown latency
+
+def rss(pid):
+    s = read_status(pid) or {}
+    return s.get("VmRSS"), s.get("VmHWM")
+
+
+def released_delta(c, aid, timeout=20):
+    """ms from the allocation's Killed event to its Released event (Postrun, ms resolution)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        a = c.api.json("GET", f"/v1/allocation/{aid}")
+        ev = {e["Type"]: parse_time_ms(e["Time"]) for e in a.get("Events", []) if e.get("Time")}
+        if "Released" in ev and "Killed" in ev:
+            return ev["Released"] - ev["Killed"]
+        time.sleep(0.05)
+    return None
+
+
+def bench_postrun_inprocess(c):
+    """mooring-bench-postrun: VolumeManager::release and shutdown with microsecond clocks."""
+    d = os.path.join(c.dir, "postrun")
+    r = run_json([os.path.join(BIN, "bench", "mooring-bench-postrun"), "--dir", d, "--n", "100"],
+                 os.path.join(c.dir, "bench-postrun.log"))
+    ref = r["reference_atomic_write"]
+    for mode in ("frozen", "killed"):
+        rel = r[mode]["release"]
+        row("agent", f"Postrun in process (VolumeManager::release), plugin {mode}, max of {rel['n']}",
+            rel["max_us"] / 1000, "ms", ref["max_us"] / 1000, "one durable atomic file write (max)", ("value", "<=", 5),
+            f"p50 {rel['p50_us'] / 1000:.2f} ms")
+    row("agent", "volume manager shutdown, 100 releases hung on a frozen plugin", r["frozen"]["shutdown_us"] / 1000,
+        "ms", r["killed"]["shutdown_us"] / 1000, "same, plugin killed", ("value", "<=", 100),
+        "the agent-side part of shutdown, in process")
+    return r
+
+
+def bench_agent(c, node, agent_idle):
+    out = {"idle": agent_idle}
+    out["postrun_inprocess"] = bench_postrun_inprocess(c)
+    # ---- 200 mounted volumes ----
+    vids = [f"mv-{i:03d}" for i in range(200)]
+    parallel(c.create_volume, vids, 4)
+
+    def hold(i):
+        aid = c.run_alloc(f"hold-{i}", vids[i], node)
+        c.wait_alloc_status(aid, ("running",))
+        return aid
+
+    aids = parallel(hold, range(200), C)
+    time.sleep(1.0)
+    agent_rss, agent_hwm = rss(c.nodes[node].pid)
+    mounts = len([m for m in c.mounts_below() if c.node_dir(node) in m])
+    out["mounted_200"] = {"agent_rss_mib": agent_rss, "agent_hwm_mib": agent_hwm, "mounts": mounts}
+    row("agent", "node agent RSS, 200 mounted volumes", agent_rss, "MiB", agent_idle["agent_rss_mib"],
+        "same agent idle", note=f"{mounts} mounts")
+
+    # ---- recovery ----
+    # Reference: 100 releases with a healthy plugin, from the first NodeUnpublish to the last NodeUnstage.
+    batch_a, batch_b = aids[:100], aids[100:]
+    t_a = now_ms()
+    parallel(c.stop_alloc, batch_a, C)
+    parallel(lambda v: c.wait_volume_free(v, 60), vids[:100], C)
+    calls = [x for x in c.calls(node) if x.get("unix_ms", 0) >= t_a and x.get("code_name") == "OK"]
+    first = min(x["unix_ms"] - x.get("duration_ms", 0) for x in calls if x["rpc"] == "NodeUnpublishVolume")
+    last = max(x["unix_ms"] for x in calls if x["rpc"] == "NodeUnstageVolume")
+    ref_span = last - first
+
+    # Measured: the plugin fails everything (unhealthy), 100 allocations stop, their unmounts
+    # retry; then the plugin heals. From its first good Probe to the last NodeUnstage.
+    c.set_faults(node, [{"rpc": "*", "code": 14, "message": "bench: plugin down"}])
+    if not wait_until(lambda: not c.node_healthy(node), 30, 0.1):
+        raise RuntimeError("plugin never reported unhealthy under the fault")
+    parallel(c.stop_alloc, batch_b, C)
+    time.sleep(3.0)  # the unmounts fail and back off meanwhile
+    pending = len([m for m in c.mounts_below() if c.node_dir(node) in m])
+    t_clear = now_ms()
+    c.set_faults(node, [])
+    parallel(lambda v: c.wait_volume_free(v, 120), vids[100:], C)
+    t_freed = now_ms()
+    calls = [x for x in c.calls(node) if x.get("unix_ms", 0) >= t_clear and x.get("code_name") == "OK"]
+    healthy = min(x["unix_ms"] for x in calls if x["rpc"] == "Probe")
+    unstages = [x["unix_ms"] for x in calls if x["rpc"] == "NodeUnstageVolume"]
+    recovery = max(unstages) - healthy
+    first_unmount = min(x["unix_ms"] - x.get("duration_ms", 0) for x in calls if x["rpc"] == "NodeUnpublishVolume")
+    out["recovery"] = {"pending_mounts": pending, "unstaged": len(unstages), "first_ok_probe_after_clear_ms":
+                       healthy - t_clear, "healthy_to_unmounted_ms": recovery,
+                       "clear_to_unmounted_ms": max(unstages) - t_clear, "clear_to_freed_ms": t_freed - t_clear,
+                       "reference_healthy_span_ms": ref_span, "healthy_to_first_unmount_ms": first_unmount - healthy}
+    row("agent", "recovery: plugin healthy -> 100 pending unmounts done", recovery, "ms", ref_span,
+        "same 100 unmounts, healthy plugin", ("value", "<=", 1000),
+        f"{len(unstages)} unstaged; fault cleared -> freed {t_freed - t_clear:.0f} ms")
+    row("agent", "recovery: plugin healthy -> first pending unmount starts", first_unmount - healthy, "ms", None, "",
+        None, "the wake-up alone; the rest is unmount work (compare the healthy reference)")
+
+    # ---- Postrun and shutdown with the plugin frozen (SIGSTOP: it accepts nothing) ----
+    # Reference shutdown: an idle agent with a healthy plugin.
+    c.start_node("n2")
+    ref_shutdown = None
+    c.nodes["n2"].signal(signal.SIGTERM)
+    ref_shutdown = wait_exit(c.nodes["n2"], 30)
+
+    task_aids = []
+
+    def run_task(i):
+        aid = c.run_alloc(f"task-{i}", vids[i], node, TASK)
+        c.wait_alloc_status(aid, ("running",))
+        return aid
+
+    # Reference Postrun: the same with a healthy plugin (volumes 40..59).
+    healthy_aids = parallel(run_task, range(40, 60), C)
+    parallel(c.stop_alloc, healthy_aids, C)
+    hdeltas = [d for d in parallel(lambda a: released_delta(c, a), healthy_aids, C) if d is not None]
+    parallel(lambda v: c.wait_volume_free(v, 60), vids[40:60], C)
+
+    task_aids = parallel(run_task, range(20), C)
+    ppid = c.plugin_pid(node)
+    os.kill(ppid, signal.SIGSTOP)
+    try:
+        parallel(c.stop_alloc, task_aids, C)
+        deltas = [d for d in parallel(lambda a: released_delta(c, a), task_aids, C) if d is not None]
+        c.nodes[node].signal(signal.SIGTERM)
+        frozen_shutdown = wait_exit(c.nodes[node], 60)
+    finally:
+        try:
+            os.kill(ppid, signal.SIGCONT)
+        except OSError:
+            pass
+    out["postrun_frozen_ms"] = {"n": len(deltas), "p50": percentile(deltas, 50), "max": max(deltas or [0])}
+    out["shutdown"] = {"healthy_idle_s": ref_shutdown, "frozen_plugin_20_pending_s": frozen_shutdown}
+
+    # ---- the same with the plugin killed (gone) on a fresh node ----
+    c.start_node("n3")
+    killed_aids = parallel(lambda i: (lambda a: (c.wait_alloc_status(a, ("running",)), a)[1])(
+        c.run_alloc(f"kill-{i}", vids[20 + i], "n3", TASK)), range(20), C)
+    os.kill(c.plugin_pid("n3"), signal.SIGKILL)
+    parallel(c.stop_alloc, killed_aids, C)
+    kdeltas = [d for d in parallel(lambda a: released_delta(c, a), killed_aids, C) if d is not None]
+    pid = c.plugin_pid("n3")
+    if pid:  # restarted meanwhile: kill it again so shutdown meets a dead plugin
+        os.kill(pid, signal.SIGKILL)
+    c.nodes["n3"].signal(signal.SIGTERM)
+    killed_shutdown = wait_exit(c.nodes["n3"], 60)
+    out["postrun_killed_ms"] = {"n": len(kdeltas), "p50": percentile(kdeltas, 50), "max": max(kdeltas or [0])}
+    out["shutdown"]["killed_plugin_pending_s"] = killed_shutdown
+    details["agent"] = out
+
+    up_to = "upper bound: Killed->Released task events (ms resolution) also hold the alloc status save before Postrun"
+    href = max(hdeltas) if hdeltas else None
+    out["postrun_healthy_ms"] = {"n": len(hdeltas), "p50": percentile(hdeltas, 50), "max": href}
+    row("agent", f"Postrun in the agent process, plugin frozen (max of {len(deltas)})", max(deltas) if deltas else None, "ms", href,
+        "max with a healthy plugin", ("value", "<=", 5), f"p50 {percentile(deltas, 50):.0f} ms; {up_to}")
+    row("agent", f"Postrun in the agent process, plugin killed (max of {len(kdeltas)})", max(kdeltas) if kdeltas else None, "ms", href,
+        "max with a healthy plugin", ("value", "<=", 5), f"p50 {percentile(kdeltas, 50):.0f} ms; {up_to}")
+    row("agent", "agent shutdown, plugin frozen, 20 unmounts pending",
+        frozen_shutdown * 1000 if frozen_shutdown is not None else None, "ms",
+        ref_shutdown * 1000 if ref_shutdown else None, "idle agent, healthy plugin", ("value", "<=", 100))
+    row("agent", "agent shutdown, plugin killed, unmounts pending",
+        killed_shutdown * 1000 if killed_shutdown is not None else None, "ms",
+        ref_shutdown * 1000 if ref_shutdown else None, "idle agent, healthy plugin", ("value", "<=", 100))
+
+
+# --------------------------------------------------------------------------------------------
+# control plane footprint with many volumes
+
+def bench_footprint():
+    c = new_cluster("footprint")
+    try:
+        c.start_controlplane()
+        c.start_node("n1")  # the plugin the volumes name must be registered
+        pid = c.cp.pid
+        time.sleep(0.5)
+        empty_rss, _ = rss(pid)
+        t0 = time.perf_counter()
+        batch = 1000
+        for start in range(0, FOOTPRINT_N, batch):
+            vols = [{"ID": f"fv-{i:06d}", "Name": f"fv-{i:06d}", "PluginID": "hostpath", "ExternalID": f"ext-fv-{i:06d}",
+                     "RequestedCapabilities": [{"AccessMode": "single-node-writer", "AttachmentMode": "file-system"}]}
+                    for i in range(start, min(FOOTPRINT_N, start + batch))]
+            c.api.json("PUT", "/v1/volumes", {"Volumes": vols})
+        reg_s = time.perf_counter() - t0
+        time.sleep(0.5)
+        live_rss, live_hwm = rss(pid)
+        db = sum(os.path.getsize(os.path.join(c.dir, "cp", f)) for f in os.listdir(os.path.join(c.dir, "cp"))
+                 if f.startswith("state.db"))
+        # After a restart: everything loaded from SQLite.
+        c.cp.stop(30)
+        c.start_controlplane()
+        c.api.json("GET", "/v1/volumes?per_page=1")
+        time.sleep(0.5)
+        load_rss, load_hwm = rss(c.cp.pid)
+        details["footprint"] = {"volumes": FOOTPRINT_N, "register_seconds": reg_s, "empty_rss_mib": empty_rss,
+                                "live_rss_mib": live_rss, "live_hwm_mib": live_hwm, "restart_rss_mib": load_rss,
+                                "restart_hwm_mib": load_hwm, "state_db_mib": db / 2**20}
+        row("footprint", f"control plane RSS, {FOOTPRINT_N} volumes registered", live_rss, "MiB", db / 2**20,
+            "state.db size (the data)", ("value", "<=", 300), f"HWM {live_hwm:.0f} MiB; empty {empty_rss:.0f} MiB")
+        row("footprint", f"control plane RSS after restart ({FOOTPRINT_N} loaded)", load_rss, "MiB", db / 2**20,
+            "state.db size (the data)", ("value", "<=", 300), f"HWM {load_hwm:.0f} MiB")
+    finally:
+        close_cluster(c)
+
+
+# --------------------------------------------------------------------------------------------
+# GC storm (in process, mooring-bench-gc)
+
+def bench_gc():
+    d = tempfile.mkdtemp(prefix="mooring-bench-gc-", dir="/tmp")
+    try:
+        args = [os.path.join(BIN, "bench", "mooring-bench-gc"), "--dir", os.path.join(d, "data")]
+        for s in GC_SIZES:
+            args += ["--volumes", str(s)]
+        res = run_json(args, os.path.join(d, "gc.log"), timeout=900)
+    finally:
+        keep_logs(d, "gc")
+        shutil.rmtree(d, ignore_errors=True)
+    runs = res["runs"]
+    details["gc"] = runs
+    for r in runs:
+        n = r["volumes"]
+        note = f"{r['transactions']} commits, {r['examined_per_volume']:.1f} volumes examined per volume"
+        if r["left_claimed"]:
+            note += f"; {r['left_claimed']} NOT freed"
+        row("gc", f"storm: {n} volumes freed", r["seconds"] * 1000, "ms", r["commit_ms"],
+            "time inside SQLite commits", ("value", "<=", 5000) if n >= 10000 else None, note)
+    if len(runs) >= 2:
+        small, big = runs[0], runs[-1]
+        row("gc", f"per-volume time {big['volumes']} vs {small['volumes']}", big["per_volume_us"], "us",
+            small["per_volume_us"], f"per-volume time at {small['volumes']}", ("ratio", "<=", 1.5),
+            "work per change must not grow with volume count")
+        row("gc", f"single release p50 among {big['volumes']} volumes", big["single_release"]["p50_ms"], "ms",
+            small["single_release"]["p50_ms"], f"among {small['volumes']}", ("ratio", "<=", 1.5),
+            f"examined per release {big['single_release']['examined_per_release']:.1f} vs "
+            f"{small['single_release']['examined_per_release']:.1f}")
+
+
+# --------------------------------------------------------------------------------------------
+
+def fmt(v, unit=""):
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        s = f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+    else:
+        s = str(v)
+    return f"{s} {unit}".strip()
+
+
+def fmt_ratio(x):
+    if x is None:
+        return "-"
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.4f}"
+
+
+def print_table():
+    head = ("bench", "metric", "measured", "reference", "ratio", "target", "status")
+    lines = []
+    for r in rows:
+        ref = fmt(r["reference"], r["unit"]) if r["reference"] is not None else "-"
+        lines.append((r["bench"], r["metric"], fmt(r["value"], r["unit"]), ref,
+                      fmt_ratio(r["ratio"]), r["target"] or "-", r["status"]))
+    widths = [max(len(h), *(len(x[i]) for x in lines)) if lines else len(h) for i, h in enumerate(head)]
+    sep = "  "
+    print()
+    print(sep.join(h.ljust(w) for h, w in zip(head, widths)))
+    print(sep.join("-" * w for w in widths))
+    for x in lines:
+        print(sep.join(v.ljust(w) for v, w in zip(x, widths)))
+    print()
+    print("reference for each row:")
+    for r in rows:
+        if r["reference_what"] or r["note"]:
+            print(f"  {r['metric']}: {r['reference_what']}{'; ' if r['reference_what'] and r['note'] else ''}{r['note']}")
+
+
+def machine():
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            mem = f.readline().split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "kernel": platform.release(),
+            "os": platform.freedesktop_os_release().get("PRETTY_NAME", "") if hasattr(platform, "freedesktop_os_release") else "",
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def main():
+    if not BIN or not os.path.exists(os.path.join(BIN, "services", "controlplane", "mooring-controlplane")):
+        print("run_bench: set MOORING_BIN to the Release build dir", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("run_bench: must run as root (the hostpath plugin bind-mounts)", file=sys.stderr)
+        return 2
+
+    def on_signal(signo, _frame):
+        raise KeyboardInterrupt(f"signal {signo}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    started = time.perf_counter()
+    failed = []
+    log(f"N={N} concurrency={C} gc={GC_SIZES} footprint={FOOTPRINT_N} wrk={WRK_SECONDS}s on {os.cpu_count()} cores")
+    try:
+        if wanted("lifecycle") or wanted("api") or wanted("agent"):
+            c = new_cluster("cluster")
+            try:
+                c.start_controlplane()
+                c.start_node("n1")
+                time.sleep(2.0)
+                a_rss, a_hwm = rss(c.nodes["n1"].pid)
+                p_rss, _ = rss(c.plugin_pid("n1"))
+                agent_idle = {"agent_rss_mib": a_rss, "agent_hwm_mib": a_hwm, "plugin_rss_mib": p_rss}
+                if wanted("agent"):
+                    row("agent", "node agent RSS, idle, one plugin", a_rss, "MiB", p_rss,
+                        "the hostpath plugin's RSS (a plain gRPC server)", ("value", "<=", 15))
+                one = "lv-00000"
+                for name, fn in (("lifecycle", lambda: bench_lifecycle(c, "n1")),
+                                 ("api", lambda: bench_api(c, one if wanted("lifecycle") else "av-00000")),
+                                 ("agent", lambda: bench_agent(c, "n1", agent_idle))):
+                    if not wanted(name):
+                        continue
+                    log(f"{name} ...")
+                    t = time.perf_counter()
+                    try:
+                        fn()
+                    except KeyboardInterrupt:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - one failed bench must not hide the others
+                        traceback.print_exc()
+                        failed.append(f"{name}: {e}")
+                        row(name, "bench failed", None, "", None, "", ("value", "<=", 0), str(e)[:200])
+                    log(f"{name} done in {time.perf_counter() - t:.0f}s")
+            finally:
+                close_cluster(c)
+        for name, fn in (("footprint", bench_footprint), ("gc", bench_gc)):
+            if not wanted(name):
+                continue
+            log(f"{name} ...")
+            t = time.perf_counter()
+            try:
+                fn()
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                failed.append(f"{name}: {e}")
+                row(name, "bench failed", None, "", None, "", ("value", "<=", 0), str(e)[:200])
+            log(f"{name} done in {time.perf_counter() - t:.0f}s")
+    finally:
+        for c in list(open_clusters):
+            close_cluster(c)
+
+    print_table()
+    drift = details.get("lifecycle", {}).get("drift_p50_ms")
+    if drift:
+        f, l = drift["first_100"], drift["last_100"]
+        print(f"lifecycle drift (p50, ms): claim-to-mounted first 100 {f['claim_to_mounted']:.0f} -> last 100 "
+              f"{l['claim_to_mounted']:.0f}; stop-to-freed {f['stop_to_freed']:.0f} -> {l['stop_to_freed']:.0f}")
+    bd = details.get("lifecycle", {}).get("breakdown_p50_ms")
+    if bd:
+        print("lifecycle breakdown (p50 of the last 50, ms; event times have ms resolution):")
+        for k, v in bd.items():
+            print(f"  {k:<62} {v:8.1f}")
+    result = {"machine": machine(), "settings": {"n": N, "concurrency": C, "gc_sizes": GC_SIZES,
+                                                 "footprint_volumes": FOOTPRINT_N, "wrk_seconds": WRK_SECONDS},
+              "rows": rows, "details": details, "failed": failed,
+              "seconds": time.perf_counter() - started}
+    out = os.environ.get("MOORING_BENCH_OUT") or os.path.join(BIN, "bench-results.json")
+    with open(out, "w") as f:
+        json.dump(result, f, indent=2)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    latest = os.path.join(HERE, "results", "latest.json")
+    shutil.copyfile(out, latest)
+    missed = [r["metric"] for r in rows if r["status"] == "MISSED"]
+    log(f"wrote {out} and {latest}; {len(missed)} target(s) missed; {time.perf_counter() - started:.0f}s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
