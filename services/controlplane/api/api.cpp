@@ -1,5 +1,6 @@
 #include "services/controlplane/api/api.hpp"
 
+#include <map>
 #include <optional>
 #include <random>
 
@@ -112,6 +113,30 @@ struct Api::Impl {
   // The synchronous routes as built in, kept apart so an asynchronous route can fall back to them.
   http::Router<Route> builtin;
 
+  // A GET of a watched table is a pure function of its target and the store's index, so while no
+  // write happened, the same target is answered from here: dashboards polling a list of a
+  // thousand volumes cost a lookup and a copy, not a rebuild of the JSON. Any write moves the
+  // index and so invalidates every entry; the map is bounded by clearing it.
+  struct CachedRead {
+    std::uint64_t index = 0;
+    http::Response response;
+  };
+  static constexpr std::size_t kReadCacheEntries = 128;
+  std::map<std::string, CachedRead, std::less<>> read_cache;
+
+  http::Response call(const Route& route, const http::Request& req) {
+    if (req.method != "GET" || !route.watch) return route.endpoint(ctx, req);
+    const auto index = ctx.store.index();
+    if (auto it = read_cache.find(req.target); it != read_cache.end() && it->second.index == index)
+      return it->second.response;
+    auto res = route.endpoint(ctx, req);
+    if (res.status == 200) {
+      if (read_cache.size() >= kReadCacheEntries) read_cache.clear();
+      read_cache.insert_or_assign(req.target, CachedRead{index, res});
+    }
+    return res;
+  }
+
   http::Response finish(const http::Request& req, const Route& route, http::Response res) {
     if (route.watch && !res.index) res.index = std::max<std::uint64_t>(1, ctx.store.table_index(*route.watch));
     http::apply_cors(options.cors, req, res);
@@ -143,7 +168,7 @@ http::Response Api::handle_now(http::Request req) {
   }
   if (route->async)
     return impl_->finish(req, *route, http::error_response(500, req.method + " " + req.path + " is asynchronous"));
-  return impl_->finish(req, *route, route->endpoint(impl_->ctx, req));
+  return impl_->finish(req, *route, impl_->call(*route, req));
 }
 
 void Api::add_async_route(std::string_view method, std::string_view path, AsyncEndpoint endpoint) {
@@ -166,7 +191,7 @@ boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
   if (blocking && blocking->index > 0)
     co_await impl_->ctx.store.wait_for_change(blocking->table, blocking->index, impl_->jitter(blocking->wait));
   if (route->async) co_return impl_->finish(req, *route, co_await route->async(req));
-  co_return impl_->finish(req, *route, route->endpoint(impl_->ctx, req));
+  co_return impl_->finish(req, *route, impl_->call(*route, req));
 }
 
 }  // namespace mooring::controlplane::api

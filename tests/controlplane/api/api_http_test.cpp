@@ -109,6 +109,24 @@ TEST_F(ApiHttpTest, BulkRegisterIsAllOrNothing) {
   EXPECT_EQ(call("GET", "/v1/volume/csi/bulk-3").status, 404u);
 }
 
+// Repeated reads are answered from the read cache while nothing changed, and every write shows.
+TEST_F(ApiHttpTest, RepeatedReadsAreConsistentWithEveryWrite) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/c-1", volume_body("c-1")).status, 200u);
+  auto first = call("GET", "/v1/volumes?prefix=c-");
+  auto again = call("GET", "/v1/volumes?prefix=c-");
+  ASSERT_EQ(first.status, 200u);
+  EXPECT_EQ(first.body, again.body);
+  EXPECT_EQ(first.header("x-mooring-index"), again.header("x-mooring-index"));
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/c-2", volume_body("c-2")).status, 200u);
+  auto after = call("GET", "/v1/volumes?prefix=c-");
+  EXPECT_EQ(parse(after).size(), 2u) << after.body;
+  EXPECT_NE(after.header("x-mooring-index"), first.header("x-mooring-index"));
+  EXPECT_EQ(parse(call("GET", "/v1/volumes?prefix=c-1")).size(), 1u) << "the query is part of the key";
+  ASSERT_EQ(call("DELETE", "/v1/volume/csi/c-1").status, 200u);
+  EXPECT_EQ(parse(call("GET", "/v1/volumes?prefix=c-")).size(), 1u);
+  EXPECT_EQ(call("GET", "/v1/volume/csi/c-1").status, 404u);
+}
+
 TEST_F(ApiHttpTest, UpdateKeepsSecretsAndRefusesImmutableChanges) {
   ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
   auto body = json::parse(volume_body("vol-1"));
