@@ -1,5 +1,7 @@
 #include "plugins/hostpath/volume_store.hpp"
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "plugins/hostpath/state_file.hpp"
@@ -109,18 +111,37 @@ std::string VolumeStore::prepare() {
   return {};
 }
 
+std::optional<VolumeStore::FileKey> VolumeStore::file_key() const {
+  struct stat st {};
+  if (::stat((data_dir_ / "controller-state.json").c_str(), &st) != 0) return std::nullopt;
+  return FileKey{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                 static_cast<std::int64_t>(st.st_size),
+                 static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
 grpc::Status VolumeStore::load_locked(StoreState& out) {
+  const auto key = file_key();
+  if (key && cached_key_ && *key == *cached_key_) {
+    out = cached_state_;
+    return grpc::Status::OK;
+  }
+  cached_key_.reset();
   std::error_code ec;
   const auto text = read_file(data_dir_ / "controller-state.json", ec);
   if (ec) return {grpc::StatusCode::INTERNAL, "cannot read controller state: " + ec.message()};
   if (!text) {
     out = {};
+    cached_text_ = encode_state(out);
     return grpc::Status::OK;
   }
   std::string error;
   if (!decode_state(*text, out, error)) {
     return {grpc::StatusCode::INTERNAL, "controller state file is corrupt: " + error};
   }
+  // The text as this build would write it, so the change check below compares like with like.
+  cached_text_ = encode_state(out);
+  cached_state_ = out;
+  if (key && key->size == static_cast<std::int64_t>(text->size())) cached_key_ = key;
   return grpc::Status::OK;
 }
 
@@ -130,14 +151,17 @@ grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreState&)
   if (!lock.locked()) return {grpc::StatusCode::INTERNAL, "cannot lock the controller state in " + data_dir_.string()};
   StoreState state;
   if (auto st = load_locked(state); !st.ok()) return st;
-  const std::string before = encode_state(state);
   grpc::Status st = fn(state);
   if (!st.ok()) return st;
-  const std::string after = encode_state(state);
-  if (after != before) {
+  std::string after = encode_state(state);
+  if (after != cached_text_) {
+    cached_key_.reset();
     if (const auto ec = write_file_atomic(data_dir_ / "controller-state.json", after)) {
       return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
     }
+    cached_text_ = std::move(after);
+    cached_state_ = std::move(state);
+    cached_key_ = file_key();
   }
   return st;
 }

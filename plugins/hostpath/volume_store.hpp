@@ -4,11 +4,12 @@
 // process sharing the data dir) always sees the latest acknowledged state.
 #pragma once
 
-#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,20 @@ class VolumeStore {
 
  private:
   grpc::Status load_locked(StoreState& out);
+
+  // The state file as this process last read or wrote it, with the file's identity then. Other
+  // plugin processes sharing the data dir replace the file by rename, which changes the inode,
+  // so an unchanged identity means the cached state is the file's: no re-parse per call, and the
+  // "did anything change" check compares against the cached text instead of encoding twice.
+  struct FileKey {
+    std::uint64_t dev = 0, ino = 0;
+    std::int64_t size = -1, mtime_ns = 0;
+    bool operator==(const FileKey&) const = default;
+  };
+  std::optional<FileKey> file_key() const;
+  std::optional<FileKey> cached_key_;
+  StoreState cached_state_;
+  std::string cached_text_;
 
   std::filesystem::path data_dir_;
   std::mutex mu_;

@@ -112,3 +112,42 @@ TEST(HostpathStateCodec, RoundTripsVolumesSnapshotsAndPublications) {
 
 }  // namespace
 }  // namespace mooring::hostpath
+
+namespace mooring::hostpath {
+namespace {
+
+// Two plugin processes share one data dir (nodes sharing a storage backend). Each caches the
+// state it last read or wrote; a write by the other (a rename, so a new inode) must be seen.
+TEST(HostpathVolumeStore, CachedStateFollowsWritesOfAnotherStoreOnTheSameDir) {
+  test::TempDir dir;
+  VolumeStore a(dir.path()), b(dir.path());
+  ASSERT_EQ(a.prepare(), "");
+  auto add = [](VolumeStore& s, const std::string& id) {
+    return s.transact([&](StoreState& st) {
+      VolumeRecord v;
+      v.id = id;
+      v.name = id;
+      v.path = "/x/" + id;
+      st.volumes.emplace(id, v);
+      return grpc::Status::OK;
+    });
+  };
+  ASSERT_TRUE(add(a, "v1").ok());
+  StoreState seen;
+  ASSERT_TRUE(b.read(seen).ok());
+  EXPECT_EQ(seen.volumes.size(), 1u);
+  ASSERT_TRUE(add(b, "v2").ok());
+  ASSERT_TRUE(add(a, "v3").ok());  // a's cache is stale: it must reload, not overwrite v2
+  ASSERT_TRUE(b.read(seen).ok());
+  EXPECT_EQ(seen.volumes.size(), 3u);
+  // A failing transaction changes nothing, in the file or in the cache.
+  EXPECT_FALSE(a.transact([](StoreState& st) {
+                  st.volumes.clear();
+                  return grpc::Status(grpc::StatusCode::INTERNAL, "boom");
+                }).ok());
+  ASSERT_TRUE(a.read(seen).ok());
+  EXPECT_EQ(seen.volumes.size(), 3u);
+}
+
+}  // namespace
+}  // namespace mooring::hostpath
