@@ -29,7 +29,13 @@ StatusReporter::StatusReporter(asio::any_io_executor ex, ControlPlaneCalls& cont
       options_(std::move(options)),
       wake_(std::make_unique<async::WakeSignal>(ex)) {}
 
-StatusReporter::~StatusReporter() = default;
+StatusReporter::~StatusReporter() { save_if_dirty(); }
+
+void StatusReporter::save_if_dirty() {
+  if (!dirty_) return;
+  dirty_ = false;
+  save();
+}
 
 void StatusReporter::load() {
   if (options_.state_file.empty()) return;
@@ -82,11 +88,16 @@ void StatusReporter::report(const std::string& alloc_id, domain::ClientStatus st
     e.events.push_front({domain::now(), "EventsDropped",
                          std::to_string(drop) + " older events were dropped while the control plane was unreachable"});
   }
-  save();
+  // Written to disk with the batch (flush saves before it sends), not once per event: a
+  // lifecycle reports about ten events, and every synchronous write contends with the mounts'.
+  // A crash can lose at most the events of the last batch window; the allocation's status itself
+  // is in its own state file and is reported again after a restart.
+  dirty_ = true;
   wake_->notify();
 }
 
 asio::awaitable<bool> StatusReporter::flush() {
+  save_if_dirty();
   if (pending_.empty()) co_return true;
   ::mooring::v1::UpdateAllocationsRequest req;
   req.set_node_id(options_.node_id);
@@ -115,6 +126,7 @@ asio::awaitable<bool> StatusReporter::flush() {
       events.erase(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(std::min(what.second, events.size())));
     }
   }
+  dirty_ = false;
   save();
   co_return pending_.empty();
 }

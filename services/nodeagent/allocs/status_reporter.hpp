@@ -69,6 +69,8 @@ class StatusReporter final : public AllocStatusSink {
     std::uint64_t version = 0;  // bumped at every report
   };
   void save() const;
+  void save_if_dirty();
+  bool dirty_ = false;  // reports not yet on disk
 
   boost::asio::any_io_executor ex_;
   ControlPlaneCalls& controlplane_;
