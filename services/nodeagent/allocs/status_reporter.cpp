@@ -142,8 +142,12 @@ asio::awaitable<void> StatusReporter::run() {
     }
     const auto batched = co_await async::sleep_for(options_.batch_window);
     if (batched == async::SleepEnd::cancelled) co_return;
-    const bool delivered = co_await flush();
-    if (delivered) {
+    // Success is the call going through, not "nothing pending afterwards": reports that arrived
+    // while it was in flight go out with the next batch, not after a failure backoff (that
+    // mistake held every busy allocation's "running" back by about 400 ms).
+    const auto batches = delivered_;
+    co_await flush();
+    if (delivered_ > batches) {
       failures = 0;
       continue;
     }

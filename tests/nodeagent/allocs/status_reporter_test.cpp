@@ -52,6 +52,26 @@ TEST(StatusReporterTest, BatchesAndRetriesUntilDelivered) {
   run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
 }
 
+// A report that arrives while a batch is in flight goes out with the next batch, not after a
+// failure backoff: the call went through.
+TEST(StatusReporterTest, ReportsArrivingDuringASendGoOutWithTheNextBatch) {
+  asio::io_context io;
+  FakeControlPlaneCalls cp;
+  auto o = options({});
+  o.backoff = async::Backoff{10s, 10s, 2.0, 0.0};  // a backoff would make this test time out
+  StatusReporter reporter(io.get_executor(), cp, o);
+  cp.during_update = [&] { reporter.report("a1", ClientStatus::running, {{domain::now(), "Started", "s"}}); };
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("reporter", reporter.run());
+  reporter.report("a1", ClientStatus::pending, {{domain::now(), "Received", "r"}});
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 5ms); return cp.updates.size() == 2; }, 3s));
+  EXPECT_EQ(cp.last_status("a1"), ::mooring::v1::CLIENT_STATUS_RUNNING);
+  EXPECT_EQ(cp.event_types("a1"), (std::vector<std::string>{"Received", "Started"}));
+  EXPECT_EQ(reporter.pending(), 0u);
+  group.cancel();
+  run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
+}
+
 TEST(StatusReporterTest, PendingReportsSurviveARestart) {
   test::TempDir dir{"status-reporter"};
   asio::io_context io;

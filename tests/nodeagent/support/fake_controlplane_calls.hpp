@@ -38,8 +38,10 @@ class FakeControlPlaneCalls final : public ControlPlaneCalls {
     response = watch_answer;
     co_return grpc::Status::OK;
   }
+  std::function<void()> during_update;  // runs inside update_allocations, as if while it was in flight
   boost::asio::awaitable<grpc::Status> update_allocations(const ::mooring::v1::UpdateAllocationsRequest& r) override {
     if (down) co_return unavailable();
+    if (auto hook = std::exchange(during_update, nullptr)) hook();
     updates.push_back(r);
     co_return grpc::Status::OK;
   }
