@@ -10,7 +10,7 @@ packages=(
   nlohmann-json3-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev
   util-linux procps iproute2 curl
-  python3 python3-yaml yamllint
+  python3 python3-yaml yamllint docker-compose
 )
 if [ "${MOORING_BENCH_DEPS:-0}" = 1 ]; then
   packages+=(wrk nginx-light)
