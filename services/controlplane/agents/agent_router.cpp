@@ -23,17 +23,6 @@ const log::Logger& logger() {
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
-std::string status_text(const grpc::Status& s) {
-  static const char* const names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                                      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                                      "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-                                      "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
-  auto code = static_cast<int>(s.error_code());
-  std::string out = code >= 0 && code < 17 ? names[code] : "CODE_" + std::to_string(code);
-  if (!s.error_message().empty()) out += ": " + s.error_message();
-  return out;
-}
-
 }  // namespace
 
 struct AgentRouter::Impl {
@@ -100,7 +89,7 @@ struct AgentRouter::Impl {
     }
     out.status = co_await call(*node, timeout, request, out.response, start);
     out.outcome = csi::classify(classify_as, out.status.error_code());
-    if (!out.ok()) out.error = what + " on node " + quoted(node_id) + ": " + status_text(out.status);
+    if (!out.ok()) out.error = what + " on node " + quoted(node_id) + ": " + csi::status_text(out.status.error_code(), out.status.error_message());
     co_return out;
   }
 
@@ -109,7 +98,7 @@ struct AgentRouter::Impl {
   template <class Wrapped, class Resp, class CsiReq, class Start>
   asio::awaitable<AgentResult<Resp>> forward(csi::Rpc rpc, std::string plugin_id, std::string key, CsiReq request,
                                              Start start) {
-    VolumeLocks::Guard guard;
+    async::KeyedLocks::Guard guard;
     if (!key.empty()) guard = co_await router.locks_.lock(key);
     const std::string what = std::string(csi::to_string(rpc)) + " for plugin " + quoted(plugin_id) +
                              (key.empty() ? std::string{} : " (volume " + quoted(key) + ")");
@@ -140,11 +129,11 @@ struct AgentRouter::Impl {
         out.error.clear();
         co_return out;
       }
-      tried += (tried.empty() ? "" : "; ") + std::string("via node ") + quoted(node_id) + ": " + status_text(out.status);
+      tried += (tried.empty() ? "" : "; ") + std::string("via node ") + quoted(node_id) + ": " + csi::status_text(out.status.error_code(), out.status.error_message());
       if (!csi::should_retry(out.outcome)) break;
       logger().debug("controller call failed; trying the next controller",
                      {{"rpc", csi::to_string(rpc)}, {"plugin_id", plugin_id}, {"node_id", node_id},
-                      {"error", status_text(out.status)}});
+                      {"error", csi::status_text(out.status.error_code(), out.status.error_message())}});
     }
     if (!asked) {
       out.no_target = true;

@@ -17,7 +17,7 @@
 #include <grpcpp/support/status.h>
 
 #include "mooring/v1/nodeagent.pb.h"
-#include "services/controlplane/agents/volume_locks.hpp"
+#include "shared/async/keyed_locks.hpp"
 #include "shared/csi/error_table.hpp"
 #include "shared/rpc/channel.hpp"
 
@@ -96,7 +96,7 @@ class AgentRouter {
   std::string no_controller_reason(const std::string& plugin_id) const;
 
   // The per-volume serialization (shared with callers that need a longer critical section).
-  VolumeLocks& locks() { return locks_; }
+  async::KeyedLocks& locks() { return locks_; }
   // Channels currently cached (one per node); the address a node's channel dials.
   std::size_t channel_count() const;
   std::optional<std::string> channel_address(const std::string& node_id) const;
@@ -106,7 +106,7 @@ class AgentRouter {
  private:
   const StateStore& store_;
   AgentRouterOptions options_;
-  VolumeLocks locks_;
+  async::KeyedLocks locks_;
   std::unique_ptr<Impl> impl_;
 };
 

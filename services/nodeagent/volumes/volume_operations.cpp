@@ -18,18 +18,9 @@ namespace {
 
 const log::Logger kLog{"volumes"};
 
-std::string_view code_name(grpc::StatusCode code) {
-  static constexpr std::string_view kNames[] = {
-      "OK",           "CANCELLED",         "UNKNOWN",   "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-      "OUT_OF_RANGE", "UNIMPLEMENTED",     "INTERNAL",  "UNAVAILABLE",      "DATA_LOSS",         "UNAUTHENTICATED"};
-  const auto index = static_cast<std::size_t>(code);
-  return index < std::size(kNames) ? kNames[index] : "UNKNOWN";
-}
-
 template <class Result>
 std::string describe(csi::Rpc rpc, const Result& r) {
-  return std::string(csi::to_string(rpc)) + " failed with " + std::string(code_name(r.status.error_code())) + ": " +
+  return std::string(csi::to_string(rpc)) + " failed with " + std::string(csi::code_name(r.status.error_code())) + ": " +
          r.status.error_message() + " (" + std::string(csi::to_string(r.outcome)) + ")";
 }
 

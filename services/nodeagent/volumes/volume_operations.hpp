@@ -17,7 +17,7 @@
 #include "services/nodeagent/volumes/mount_record_store.hpp"
 #include "services/nodeagent/volumes/mount_table.hpp"
 #include "services/nodeagent/volumes/node_plugins.hpp"
-#include "services/nodeagent/volumes/volume_locks.hpp"
+#include "shared/async/keyed_locks.hpp"
 #include "services/nodeagent/volumes/volume_paths.hpp"
 #include "shared/domain/proto_convert.hpp"
 #include "shared/domain/volume.hpp"
@@ -60,7 +60,7 @@ class VolumeOperations {
   // record that is not `unmounted`.
   boost::asio::awaitable<domain::Status> forget(std::string alloc_id, std::string volume_id);
 
-  VolumeLocks& locks() { return locks_; }
+  async::KeyedLocks& locks() { return locks_; }
   const VolumePaths& paths() const { return paths_; }
   MountRecordStore& store() { return store_; }
   const MountTable& mounts() const { return mounts_; }
@@ -83,7 +83,7 @@ class VolumeOperations {
   MountRecordStore& store_;
   NodePluginLookup& plugins_;
   const MountTable& mounts_;
-  VolumeLocks locks_;
+  async::KeyedLocks locks_;
 };
 
 }  // namespace mooring::nodeagent

@@ -1,4 +1,4 @@
-#include "services/nodeagent/volumes/volume_locks.hpp"
+#include "shared/async/keyed_locks.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -9,7 +9,7 @@
 #include <deque>
 #include <map>
 
-namespace mooring::nodeagent {
+namespace mooring::async {
 
 namespace asio = boost::asio;
 
@@ -22,15 +22,15 @@ struct Waiter {
 };
 }  // namespace
 
-struct VolumeLocks::State {
+struct KeyedLocks::State {
   struct Entry {
     bool held = false;
     std::deque<std::shared_ptr<Waiter>> waiters;
   };
   explicit State(asio::any_io_executor ex) : executor(std::move(ex)) {}
 
-  void release(const std::string& volume_id) {
-    auto it = entries.find(volume_id);
+  void release(const std::string& key) {
+    auto it = entries.find(key);
     if (it == entries.end()) return;
     auto& entry = it->second;
     if (!entry.waiters.empty()) {
@@ -47,42 +47,42 @@ struct VolumeLocks::State {
   std::map<std::string, Entry> entries;
 };
 
-VolumeLocks::Guard::Guard(std::shared_ptr<State> state, std::string volume_id)
-    : state_(std::move(state)), volume_id_(std::move(volume_id)) {}
+KeyedLocks::Guard::Guard(std::shared_ptr<State> state, std::string key)
+    : state_(std::move(state)), key_(std::move(key)) {}
 
-VolumeLocks::Guard::~Guard() { unlock(); }
+KeyedLocks::Guard::~Guard() { unlock(); }
 
-VolumeLocks::Guard::Guard(Guard&& other) noexcept
-    : state_(std::move(other.state_)), volume_id_(std::move(other.volume_id_)) {
+KeyedLocks::Guard::Guard(Guard&& other) noexcept
+    : state_(std::move(other.state_)), key_(std::move(other.key_)) {
   other.state_.reset();
 }
 
-VolumeLocks::Guard& VolumeLocks::Guard::operator=(Guard&& other) noexcept {
+KeyedLocks::Guard& KeyedLocks::Guard::operator=(Guard&& other) noexcept {
   if (this != &other) {
     unlock();
     state_ = std::move(other.state_);
-    volume_id_ = std::move(other.volume_id_);
+    key_ = std::move(other.key_);
     other.state_.reset();
   }
   return *this;
 }
 
-void VolumeLocks::Guard::unlock() {
+void KeyedLocks::Guard::unlock() {
   if (!state_) return;
   auto state = std::move(state_);
   state_.reset();
-  state->release(volume_id_);
+  state->release(key_);
 }
 
-VolumeLocks::VolumeLocks(asio::any_io_executor executor) : state_(std::make_shared<State>(std::move(executor))) {}
-VolumeLocks::~VolumeLocks() = default;
+KeyedLocks::KeyedLocks(asio::any_io_executor executor) : state_(std::make_shared<State>(std::move(executor))) {}
+KeyedLocks::~KeyedLocks() = default;
 
-asio::awaitable<VolumeLocks::Guard> VolumeLocks::lock(std::string volume_id) {
+asio::awaitable<KeyedLocks::Guard> KeyedLocks::lock(std::string key) {
   auto state = state_;
-  auto& entry = state->entries[volume_id];
+  auto& entry = state->entries[key];
   if (!entry.held) {
     entry.held = true;
-    co_return Guard(state, std::move(volume_id));
+    co_return Guard(state, std::move(key));
   }
   auto waiter = std::make_shared<Waiter>(state->executor);
   entry.waiters.push_back(waiter);
@@ -93,27 +93,27 @@ asio::awaitable<VolumeLocks::Guard> VolumeLocks::lock(std::string volume_id) {
     failure = std::current_exception();  // cancelled before the wait started
   }
   if (waiter->granted) {
-    Guard guard(state, std::move(volume_id));
+    Guard guard(state, std::move(key));
     if (failure) std::rethrow_exception(failure);  // the guard passes the lock on
     co_return guard;
   }
-  auto it = state->entries.find(volume_id);
+  auto it = state->entries.find(key);
   if (it != state->entries.end()) {
     auto& waiters = it->second.waiters;
     waiters.erase(std::remove(waiters.begin(), waiters.end(), waiter), waiters.end());
   }
   if (failure) std::rethrow_exception(failure);
-  throw boost::system::system_error(asio::error::operation_aborted, "waiting for the volume lock");
+  throw boost::system::system_error(asio::error::operation_aborted, "waiting for a keyed lock");
 }
 
-bool VolumeLocks::locked(const std::string& volume_id) const {
-  auto it = state_->entries.find(volume_id);
+bool KeyedLocks::locked(const std::string& key) const {
+  auto it = state_->entries.find(key);
   return it != state_->entries.end() && it->second.held;
 }
 
-std::size_t VolumeLocks::waiting(const std::string& volume_id) const {
-  auto it = state_->entries.find(volume_id);
+std::size_t KeyedLocks::waiting(const std::string& key) const {
+  auto it = state_->entries.find(key);
   return it == state_->entries.end() ? 0 : it->second.waiters.size();
 }
 
-}  // namespace mooring::nodeagent
+}  // namespace mooring::async

@@ -1,4 +1,4 @@
-#include "services/nodeagent/volumes/volume_locks.hpp"
+#include "shared/async/keyed_locks.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
-namespace mooring::nodeagent {
+namespace mooring::async {
 namespace {
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-TEST(VolumeLocksTest, SameVolumeIsFifoAndOtherVolumesDoNotWait) {
+TEST(KeyedLocksTest, SameVolumeIsFifoAndOtherVolumesDoNotWait) {
   asio::io_context io;
-  VolumeLocks locks(io.get_executor());
+  KeyedLocks locks(io.get_executor());
   std::vector<std::string> order;
   auto worker = [&](std::string volume, std::string name) -> asio::awaitable<void> {
     auto guard = co_await locks.lock(volume);
@@ -44,9 +44,9 @@ TEST(VolumeLocksTest, SameVolumeIsFifoAndOtherVolumesDoNotWait) {
   EXPECT_FALSE(locks.locked("vol-a"));
 }
 
-TEST(VolumeLocksTest, CancelledWaiterLeavesTheQueueAndTheNextOneGetsTheLock) {
+TEST(KeyedLocksTest, CancelledWaiterLeavesTheQueueAndTheNextOneGetsTheLock) {
   asio::io_context io;
-  VolumeLocks locks(io.get_executor());
+  KeyedLocks locks(io.get_executor());
   std::vector<std::string> events;
   asio::cancellation_signal cancel;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
@@ -78,4 +78,4 @@ TEST(VolumeLocksTest, CancelledWaiterLeavesTheQueueAndTheNextOneGetsTheLock) {
 }
 
 }  // namespace
-}  // namespace mooring::nodeagent
+}  // namespace mooring::async
