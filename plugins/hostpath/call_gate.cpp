@@ -1,5 +1,7 @@
 #include "plugins/hostpath/call_gate.hpp"
 
+#include "shared/csi/error_table.hpp"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -38,7 +40,7 @@ grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
     kLog.debug("rpc", {{"rpc", info.rpc},
                        {"volume_id", info.volume_id},
                        {"node_id", info.node_id},
-                       {"code", status_code_name(st.error_code())},
+                       {"code", csi::code_name(st.error_code())},
                        {"message", st.error_message()},
                        {"duration_ms", ms},
                        {"fault", fault.describe()}});

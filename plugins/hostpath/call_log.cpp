@@ -1,5 +1,7 @@
 #include "plugins/hostpath/call_log.hpp"
 
+#include "shared/csi/error_table.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -25,15 +27,6 @@ std::string iso_now(std::int64_t& unix_ms) {
 
 }  // namespace
 
-std::string_view status_code_name(int code) {
-  static constexpr std::string_view kNames[] = {
-      "OK",        "CANCELLED",         "UNKNOWN",        "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-      "OUT_OF_RANGE", "UNIMPLEMENTED",   "INTERNAL",       "UNAVAILABLE",      "DATA_LOSS",         "UNAUTHENTICATED"};
-  if (code < 0 || code > 16) return "UNKNOWN";
-  return kNames[code];
-}
-
 CallLog::CallLog(std::filesystem::path file) : file_(std::move(file)) {
   fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
@@ -54,7 +47,7 @@ void CallLog::append(const CallRecord& r) {
                             {"node_id", r.node_id},
                             {"path", r.path},
                             {"code", r.code},
-                            {"code_name", status_code_name(r.code)},
+                            {"code_name", csi::code_name(static_cast<grpc::StatusCode>(r.code))},
                             {"message", r.message},
                             {"duration_ms", r.duration_ms},
                             {"fault", r.fault}};

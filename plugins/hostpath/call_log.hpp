@@ -36,7 +36,4 @@ class CallLog {
   std::mutex mu_;
 };
 
-// The canonical upper-case name of a gRPC status code ("OK", "UNAVAILABLE", ...).
-std::string_view status_code_name(int code);
-
 }  // namespace mooring::hostpath

@@ -4,6 +4,7 @@
 #include "shared/csi/error_table.hpp"
 
 #include <array>
+#include <iterator>
 #include <stdexcept>
 
 namespace mooring::csi {
@@ -325,5 +326,23 @@ Classification explain(Rpc rpc, grpc::StatusCode code) {
 }
 
 Outcome classify(Rpc rpc, grpc::StatusCode code) { return explain(rpc, code).outcome; }
+
+std::string_view code_name(grpc::StatusCode code) {
+  static constexpr std::string_view kNames[] = {
+      "OK",           "CANCELLED",     "UNKNOWN",  "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+      "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE",      "DATA_LOSS",         "UNAUTHENTICATED"};
+  const auto index = static_cast<std::size_t>(code);
+  return index < std::size(kNames) ? kNames[index] : "UNKNOWN";
+}
+
+std::string status_text(grpc::StatusCode code, std::string_view message) {
+  std::string out(code_name(code));
+  if (!message.empty()) {
+    out += ": ";
+    out += message;
+  }
+  return out;
+}
 
 }  // namespace mooring::csi

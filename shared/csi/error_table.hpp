@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace mooring::csi {
@@ -45,6 +46,12 @@ enum class Rpc {
 // Every Rpc value, in declaration order (for tests and tables).
 std::span<const Rpc> all_rpcs();
 std::string_view to_string(Rpc rpc);  // "NodePublishVolume"
+
+// The gRPC name of a status code ("UNAVAILABLE"); "UNKNOWN" for a value outside the enum. The one
+// spelling every log line, API error and call log uses.
+std::string_view code_name(grpc::StatusCode code);
+// "UNAVAILABLE: <message>", or just the name when the message is empty.
+std::string status_text(grpc::StatusCode code, std::string_view message);
 
 // What the caller does with a status code from a given RPC.
 enum class Outcome {

@@ -27,29 +27,6 @@ namespace {
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
-std::string code_name(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "code " + std::to_string(static_cast<int>(code));
-  }
-}
-
 bool publish_pending(const domain::Claim& c) { return c.state == domain::ClaimState::taken && c.last_error == kPublishPending; }
 
 domain::Event claim_event(std::string type, const std::string& volume_id, const std::string& alloc_id,
@@ -219,7 +196,7 @@ asio::awaitable<grpc::Status> claim_volume(Context& ctx, const v1::ClaimVolumeRe
 
   const auto code = result.status.error_code();
   const auto outcome_class = csi::classify(csi::Rpc::ControllerPublishVolume, code);
-  const std::string failure = "ControllerPublishVolume failed: " + code_name(code) + ": " + result.status.error_message();
+  const std::string failure = "ControllerPublishVolume failed: " + csi::status_text(code, result.status.error_message());
   // Certainly not published: nothing was sent, or a final error on the first attempt (a retry
   // of a pending publish may follow an earlier attempt that did publish).
   const bool certain = !result.sent || (outcome_class == csi::Outcome::final_error && !was_pending);
@@ -240,7 +217,7 @@ asio::awaitable<grpc::Status> claim_volume(Context& ctx, const v1::ClaimVolumeRe
   batch.put(updated);
   if (auto r = ctx.store.commit(std::move(batch)); !r) co_return write_failed(ctx, what, r.error());
   ctx.log.warn("controller publish failed",
-               {{"volume_id", vid}, {"alloc_id", alloc_id}, {"node_id", node_id}, {"code", code_name(code)},
+               {{"volume_id", vid}, {"alloc_id", alloc_id}, {"node_id", node_id}, {"code", std::string(csi::code_name(code))},
                 {"outcome", csi::to_string(outcome_class)}, {"claim", certain ? "dropped" : "released"}});
   if (certain && result.sent && outcome_class == csi::Outcome::final_error)
     co_return grpc::Status(code, "volume " + quoted(vid) + ": " + failure);

@@ -1,5 +1,7 @@
 #include "services/nodeagent/plugins/fingerprint.hpp"
 
+#include "shared/csi/error_table.hpp"
+
 #include "shared/csi/capabilities.hpp"
 #include "shared/domain/time.hpp"
 
@@ -11,14 +13,7 @@ namespace v1 = ::mooring::v1;
 std::string describe(std::string_view call, const grpc::Status& st) {
   std::string out(call);
   out += " failed: ";
-  static constexpr const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                                           "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
-                                           "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-                                           "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-                                           "UNAUTHENTICATED"};
-  const auto code = static_cast<int>(st.error_code());
-  out += (code >= 0 && code <= 16) ? kNames[code] : "UNKNOWN";
-  if (!st.error_message().empty()) out += ": " + st.error_message();
+  out += csi::status_text(st.error_code(), st.error_message());
   return out;
 }
 
