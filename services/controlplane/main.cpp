@@ -3,8 +3,6 @@
 // SIGINT/SIGTERM.
 #include <csignal>
 #include <cstdlib>
-#include <map>
-#include <unistd.h>
 #include <variant>
 #include <iostream>
 #include <string>
@@ -21,6 +19,7 @@
 #include "services/controlplane/api/api.hpp"
 #include "services/controlplane/api/controller_endpoints.hpp"
 #include "services/controlplane/config/controlplane_config.hpp"
+#include "shared/config/settings.hpp"
 #include "services/controlplane/gc/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
@@ -39,20 +38,11 @@ using namespace mooring::controlplane;
 
 namespace {
 
-std::map<std::string, std::string> environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string_view kv(*e);
-    if (const auto eq = kv.find('='); eq != std::string_view::npos && kv.starts_with("MOORING_CP_"))
-      env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  return env;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto parsed = parse_controlplane_config(std::vector<std::string>(argv, argv + argc), environment());
+  auto parsed = parse_controlplane_config(std::vector<std::string>(argv, argv + argc), config::environment("MOORING_CP_"));
   if (const auto* error = std::get_if<ControlPlaneConfigError>(&parsed)) {
     std::cerr << "mooring-controlplane: " << error->message << "\n";
     return 2;

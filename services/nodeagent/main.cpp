@@ -12,9 +12,9 @@
 #include "services/nodeagent/agent.hpp"
 #include "services/nodeagent/config/agent_config.hpp"
 #include "services/nodeagent/config/node_identity.hpp"
+#include "shared/config/settings.hpp"
 #include "shared/log/log.hpp"
 
-extern char** environ;
 
 namespace {
 
@@ -33,13 +33,7 @@ asio::awaitable<void> run_agent(nodeagent::Agent& agent) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view kv(*e);
-    if (const auto eq = kv.find('='); eq != std::string_view::npos && kv.starts_with("MOORING_"))
-      env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
-  }
-  auto parsed = nodeagent::parse_agent_config(args, env);
+  auto parsed = nodeagent::parse_agent_config(args, config::environment("MOORING_"));
   if (auto* err = std::get_if<nodeagent::ConfigError>(&parsed)) {
     std::cerr << "mooring-nodeagent: " << err->message << "\n";
     return 2;

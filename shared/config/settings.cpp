@@ -1,5 +1,7 @@
 #include "shared/config/settings.hpp"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +12,16 @@ namespace mooring::config {
 namespace {
 std::string json_quoted(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
 }  // namespace
+
+std::map<std::string, std::string> environment(std::string_view prefix) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view kv(*e);
+    if (const auto eq = kv.find('='); eq != std::string_view::npos && kv.starts_with(prefix))
+      env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
 
 bool wants_help(const std::vector<std::string>& argv) {
   for (std::size_t i = 1; i < argv.size(); ++i)

@@ -3,6 +3,7 @@
 // the layering (file, then environment, then flags) is theirs too. Pure apart from reading the file.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,9 @@ struct Doc {
   std::string_view help;
   std::string_view default_value;  // empty: none shown
 };
+
+// The process environment's variables whose names start with `prefix` (e.g. "MOORING_").
+std::map<std::string, std::string> environment(std::string_view prefix);
 
 // "-h" or "--help" anywhere: the user is asking how to fix the command line, even a bad one.
 bool wants_help(const std::vector<std::string>& argv);

@@ -24,9 +24,11 @@ namespace {
 
 // Runs a shell command for the network set-up; a failure is an exception naming it.
 void sh(const std::string& command) {
-  if (const int rc = std::system(command.c_str()); rc != 0 && command.find("2>/dev/null") == std::string::npos)
+  if (const int rc = std::system(command.c_str()); rc != 0)
     throw std::runtime_error("command failed (" + std::to_string(rc) + "): " + command);
 }
+// The same for clean-up (destructors): a failure is ignored.
+void sh_quietly(const std::string& command) { (void)std::system((command + " 2>/dev/null").c_str()); }
 
 // The port from the `nth` "<what> ... port=N" line of a log that is appended to across runs.
 std::uint16_t wait_for_port(test::ChildProcess& p, const std::string& what, unsigned nth) {
@@ -66,7 +68,7 @@ Cluster::~Cluster() {
   for (auto& [id, n] : nodes_)
     if (pid_t pid = plugin_pid(id); pid > 0) ::kill(pid, SIGKILL);
   for (auto& [id, n] : nodes_)
-    if (!n.netns.empty()) sh("ip netns del " + n.netns + " 2>/dev/null");  // takes the veth pair along
+    if (!n.netns.empty()) sh_quietly("ip netns del " + n.netns);  // takes the veth pair along
   nodes_.clear();
   controlplane_.reset();
   tmp_.unmount_all();
