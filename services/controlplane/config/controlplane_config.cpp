@@ -22,36 +22,49 @@ struct Fail {
 
 enum class Kind { string, list, duration, positive_duration, level, format };
 
-// One row per setting: how --help shows it (flag, environment variable, file key) and its kind.
+using Config = ControlPlaneConfig;
+using Text = std::string Config::*;
+using Span = std::chrono::milliseconds Config::*;
+using List = std::vector<std::string> Config::*;
+
+// One row per setting: how --help shows it (flag, environment variable, file key), its kind and
+// the field it sets (none for --config, which is read before everything else; level and format
+// have fields of their own type).
 struct Option : config::Doc {
   constexpr Option(std::string_view flag_, std::string_view env_, std::string_view key_, Kind kind_,
-                   std::string_view value_name_, std::string_view help_, std::string_view default_value_)
-      : config::Doc{flag_, env_, key_, value_name_, help_, default_value_}, kind(kind_) {}
+                   std::string_view value_name_, std::string_view help_, std::string_view default_value_,
+                   Text text_ = nullptr, Span span_ = nullptr, List list_ = nullptr)
+      : config::Doc{flag_, env_, key_, value_name_, help_, default_value_},
+        kind(kind_), text(text_), span(span_), list(list_) {}
   Kind kind;
+  Text text;
+  Span span;
+  List list;
 };
 
 constexpr std::array kOptions{
     Option{"config", "MOORING_CP_CONFIG", "", Kind::string, "FILE", "JSON config file (keys as listed below)", ""},
     Option{"data-dir", "MOORING_CP_DATA_DIR", "data_dir", Kind::string, "DIR",
-           "where the state lives (SQLite, created 0700/0600)", "(required)"},
+           "where the state lives (SQLite, created 0700/0600)", "(required)", &Config::data_dir},
     Option{"http-addr", "MOORING_CP_HTTP_ADDR", "http_addr", Kind::string, "HOST:PORT",
-           "REST API listen address (port 0: any)", "127.0.0.1:4700"},
+           "REST API listen address (port 0: any)", "127.0.0.1:4700", &Config::http_addr},
     Option{"grpc-addr", "MOORING_CP_GRPC_ADDR", "grpc_addr", Kind::string, "HOST:PORT",
-           "node agent RPC listen address (port 0: any)", "127.0.0.1:4701"},
+           "node agent RPC listen address (port 0: any)", "127.0.0.1:4701", &Config::grpc_addr},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
-           "a node silent this long is marked down", "10s"},
+           "a node silent this long is marked down", "10s", nullptr, &Config::heartbeat_ttl},
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
     Option{"log-format", "MOORING_CP_LOG_FORMAT", "log_format", Kind::format, "FORMAT", "text|json", "text"},
     Option{"cors-read-origin", "MOORING_CP_CORS_READ_ORIGINS", "cors_read_origins", Kind::list, "ORIGIN",
-           "browser origin allowed to read the API (flag repeatable; env comma-separated; file array)", "any"},
+           "browser origin allowed to read the API (flag repeatable; env comma-separated; file array)", "any",
+           nullptr, nullptr, &Config::cors_read_origins},
     Option{"cors-write-origin", "MOORING_CP_CORS_WRITE_ORIGINS", "cors_write_origins", Kind::list, "ORIGIN",
-           "browser origin allowed to write (as above)", "none"},
+           "browser origin allowed to write (as above)", "none", nullptr, nullptr, &Config::cors_write_origins},
     Option{"shutdown-grace", "MOORING_CP_SHUTDOWN_GRACE", "shutdown_grace", Kind::duration, "DURATION",
-           "time in-flight requests get on SIGTERM", "10s"},
+           "time in-flight requests get on SIGTERM", "10s", nullptr, &Config::shutdown_grace},
     Option{"gc-retry-max", "MOORING_CP_GC_RETRY_MAX", "gc_retry_max", Kind::positive_duration, "DURATION",
-           "longest wait between attempts of a failing claim release", "30s"},
+           "longest wait between attempts of a failing claim release", "30s", nullptr, &Config::gc_retry_max},
     Option{"gc-sweep-period", "MOORING_CP_GC_SWEEP_PERIOD", "gc_sweep_period", Kind::positive_duration, "DURATION",
-           "safety-net sweep for past claims without a worker", "5m"},
+           "safety-net sweep for past claims without a worker", "5m", nullptr, &Config::gc_sweep_period},
 };
 
 const Option* find_flag(std::string_view name) {
@@ -79,19 +92,6 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-std::chrono::milliseconds& duration_field(ControlPlaneConfig& c, std::string_view key) {
-  if (key == "heartbeat_ttl") return c.heartbeat_ttl;
-  if (key == "shutdown_grace") return c.shutdown_grace;
-  if (key == "gc_retry_max") return c.gc_retry_max;
-  return c.gc_sweep_period;
-}
-
-std::string& string_field(ControlPlaneConfig& c, std::string_view key) {
-  if (key == "data_dir") return c.data_dir;
-  if (key == "http_addr") return c.http_addr;
-  return c.grpc_addr;
-}
-
 // Applies one value; `where` names its source ("--heartbeat-ttl", "MOORING_CP_…", "file key …").
 void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std::string& where) {
   if (o.kind == Kind::list) {
@@ -106,7 +106,7 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
     } else {
       throw Fail{where + ": expected a string or an array of strings, got " + value.dump()};
     }
-    (o.key == "cors_read_origins" ? c.cors_read_origins : c.cors_write_origins) = std::move(items);
+    c.*o.list = std::move(items);
     return;
   }
   if (!value.is_string()) throw Fail{where + ": expected a string, got " + value.dump()};
@@ -114,7 +114,7 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
   switch (o.kind) {
     case Kind::string:
       if (text.empty()) throw Fail{where + ": must not be empty"};
-      string_field(c, o.key) = text;
+      c.*o.text = text;
       return;
     case Kind::duration:
     case Kind::positive_duration: {
@@ -122,7 +122,7 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
       if (!d || (o.kind == Kind::positive_duration && d->count() <= 0))
         throw Fail{where + ": expected a " + std::string(o.kind == Kind::positive_duration ? "positive " : "") +
                    "duration like 10s, got " + qt(text)};
-      duration_field(c, o.key) = *d;
+      c.*o.span = *d;
       return;
     }
     case Kind::level:
