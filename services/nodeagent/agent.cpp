@@ -279,7 +279,7 @@ asio::awaitable<bool> Agent::drain(std::chrono::milliseconds limit) {
   allocs_->stop_all("node agent draining");
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (true) {
-    if (allocs_->all_finished() && volumes_->releases_in_flight() == 0 && volumes_->records().empty()) co_return true;
+    if (allocs_->all_finished() && volumes_->releases_in_flight() == 0 && volumes_->record_count() == 0) co_return true;
     if (std::chrono::steady_clock::now() >= deadline) co_return false;
     if (co_await async::sleep_for(std::chrono::milliseconds(20)) == async::SleepEnd::cancelled) co_return false;
   }
@@ -296,7 +296,7 @@ asio::awaitable<void> Agent::shutdown() {
       logger().info("drained: every allocation stopped and every volume released");
     } else {
       logger().warn("drain did not finish in time; the remaining releases resume after the restart",
-                    {{"mounts", static_cast<int64_t>(volumes_->records().size())},
+                    {{"mounts", static_cast<int64_t>(volumes_->record_count())},
                      {"releases_in_flight", static_cast<int64_t>(volumes_->releases_in_flight())}});
     }
   }

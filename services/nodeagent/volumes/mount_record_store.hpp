@@ -31,6 +31,7 @@ class MountRecordStore {
 
   std::optional<MountRecord> get(const std::string& alloc_id, const std::string& volume_id) const;
   std::vector<MountRecord> all() const;
+  std::size_t size() const { return records_.size(); }
   std::vector<MountRecord> for_volume(const std::string& volume_id) const;
   std::vector<MountRecord> for_alloc(const std::string& alloc_id) const;
 

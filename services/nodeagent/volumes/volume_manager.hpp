@@ -120,6 +120,7 @@ class VolumeManager {
   boost::asio::awaitable<bool> shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
   std::vector<MountRecord> records() const { return store_.all(); }
+  std::size_t record_count() const { return store_.size(); }
   std::size_t releases_in_flight() const { return active_.size(); }
   const VolumePaths& paths() const { return ops_.paths(); }
 
