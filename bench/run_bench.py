@@ -701,6 +701,22 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     started = time.perf_counter()
     failed = []
+
+    def run_one(name, fn):
+        """Runs one bench if asked for; a failed bench is a row and a note, and never hides the others."""
+        if not wanted(name):
+            return
+        log(f"{name} ...")
+        t = time.perf_counter()
+        try:
+            fn()
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            failed.append(f"{name}: {e}")
+            row(name, "bench failed", None, "", None, "", ("value", "<=", 0), str(e)[:200])
+        log(f"{name} done in {time.perf_counter() - t:.0f}s")
     log(f"N={N} concurrency={C} gc={GC_SIZES} footprint={FOOTPRINT_N} wrk={WRK_SECONDS}s on {os.cpu_count()} cores")
     try:
         if wanted("lifecycle") or wanted("api") or wanted("agent"):
@@ -719,35 +735,11 @@ def main():
                 for name, fn in (("lifecycle", lambda: bench_lifecycle(c, "n1")),
                                  ("api", lambda: bench_api(c, one if wanted("lifecycle") else "av-00000")),
                                  ("agent", lambda: bench_agent(c, "n1", agent_idle))):
-                    if not wanted(name):
-                        continue
-                    log(f"{name} ...")
-                    t = time.perf_counter()
-                    try:
-                        fn()
-                    except KeyboardInterrupt:
-                        raise
-                    except Exception as e:  # noqa: BLE001 - one failed bench must not hide the others
-                        traceback.print_exc()
-                        failed.append(f"{name}: {e}")
-                        row(name, "bench failed", None, "", None, "", ("value", "<=", 0), str(e)[:200])
-                    log(f"{name} done in {time.perf_counter() - t:.0f}s")
+                    run_one(name, fn)
             finally:
                 close_cluster(c)
         for name, fn in (("footprint", bench_footprint), ("gc", bench_gc)):
-            if not wanted(name):
-                continue
-            log(f"{name} ...")
-            t = time.perf_counter()
-            try:
-                fn()
-            except KeyboardInterrupt:
-                raise
-            except Exception as e:  # noqa: BLE001
-                traceback.print_exc()
-                failed.append(f"{name}: {e}")
-                row(name, "bench failed", None, "", None, "", ("value", "<=", 0), str(e)[:200])
-            log(f"{name} done in {time.perf_counter() - t:.0f}s")
+            run_one(name, fn)
     finally:
         for c in list(open_clusters):
             close_cluster(c)
