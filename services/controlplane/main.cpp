@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
   // Every write passes the change feed on its way to SQLite, so the claim GC sees which
   // volumes changed without scanning them all.
   gc::ChangeFeed feed{**backend};
-  StateStore store{io.get_executor(), feed};
+  // Group commit: a wave of commits (GC steps, agent reports) shares one fsync; answers and
+  // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
+  StateStore store{io.get_executor(), feed, StateOptions{.group_commit = true}};
   if (auto st = store.load(); !st) {
     logger.error("cannot load state", {{"path", (*backend)->path().string()}, {"error", st.error()}});
     return 1;

@@ -6,6 +6,7 @@
 
 #include "mooring/v1/controlplane.grpc.pb.h"
 #include "services/controlplane/agentapi/handlers.hpp"
+#include "services/controlplane/state/state_store.hpp"
 #include "shared/rpc/server.hpp"
 
 namespace mooring::controlplane {
@@ -20,42 +21,55 @@ class Service final : public v1::ControlPlane::CallbackService {
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* c, const v1::RegisterNodeRequest* req,
                                          v1::RegisterNodeResponse* resp) override {
-    return rpc::serve(ctx_.executor, c, "RegisterNode", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, "RegisterNode", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return agentapi::register_node(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* c, const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
-    return rpc::serve(ctx_.executor, c, "Heartbeat", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, "Heartbeat", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return agentapi::heartbeat(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* WatchAllocations(grpc::CallbackServerContext* c, const v1::WatchAllocationsRequest* req,
                                              v1::WatchAllocationsResponse* resp) override {
-    return rpc::serve(ctx_.executor, c, "WatchAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, "WatchAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return co_await agentapi::watch_allocations(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* UpdateAllocations(grpc::CallbackServerContext* c, const v1::UpdateAllocationsRequest* req,
                                               v1::UpdateAllocationsResponse* resp) override {
-    return rpc::serve(ctx_.executor, c, "UpdateAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, "UpdateAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return agentapi::update_allocations(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* ClaimVolume(grpc::CallbackServerContext* c, const v1::ClaimVolumeRequest* req,
                                         v1::ClaimVolumeResponse* resp) override {
-    return rpc::serve(ctx_.executor, c, "ClaimVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, "ClaimVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return co_await agentapi::claim_volume(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* UnpublishVolume(grpc::CallbackServerContext* c, const v1::UnpublishVolumeRequest* req,
                                             v1::UnpublishVolumeResponse* resp) override {
-    return rpc::serve(ctx_.executor, c, "UnpublishVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, "UnpublishVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return agentapi::unpublish_volume(ctx_, *req, *resp);
     });
   }
 
  private:
+  // Every answer waits until the state it may reflect is durable (group commit), so an agent
+  // never acts on a claim or an acknowledgement that a crash could take back.
+  template <class Handler>
+  grpc::ServerUnaryReactor* serve(grpc::CallbackServerContext* c, const char* name, Handler handler) {
+    return rpc::serve(ctx_.executor, c, name, [this, handler = std::move(handler)]() -> asio::awaitable<grpc::Status> {
+      const auto failed_flushes = ctx_.store.failed_flushes();
+      grpc::Status status = co_await handler();
+      if (auto st = co_await ctx_.store.durable_since(failed_flushes); !st)
+        co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, "control plane: " + st.error());
+      co_return status;
+    });
+  }
+
   agentapi::Context& ctx_;
 };
 

@@ -54,12 +54,16 @@ struct AgentRouter::Impl {
     return csi::policy(rpc).timeout + extra + router.options_.forward_margin;
   }
 
-  // One attempt against one node.
+  // One attempt against one node. `seen` is the state index when the caller asked (the coroutine
+  // starts synchronously in the caller's co_await, so it covers what the caller read).
   template <class Req, class Resp, class Start>
   asio::awaitable<grpc::Status> call(const domain::Node& node, std::chrono::milliseconds timeout, const Req& request,
-                                     Resp& response, Start start) {
+                                     Resp& response, Start start, std::uint64_t seen) {
     // Named locals, not temporaries, as coroutine arguments: GCC 12 mishandles the lifetime of
     // class temporaries passed by value to a coroutine (a captured shared_ptr was released twice).
+    // What the caller decided from must be on disk before it has effects outside (group commit).
+    if (auto st = co_await router.store_.durable(seen); !st)
+      co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, "control plane: " + st.error());
     std::shared_ptr<Stub> s = stub(node);
     Stub* raw = s.get();
     rpc::CallOptions options;
@@ -75,6 +79,7 @@ struct AgentRouter::Impl {
   template <class Req, class Resp, class Start>
   asio::awaitable<AgentResult<Resp>> to_node(csi::Rpc classify_as, std::string what, std::string node_id, Req request,
                                              std::chrono::milliseconds timeout, Start start) {
+    const std::uint64_t seen = router.store_.index();
     AgentResult<Resp> out;
     out.node_id = node_id;
     const domain::Node* node = router.store_.node(node_id);
@@ -87,7 +92,7 @@ struct AgentRouter::Impl {
       out.error = what + " on node " + quoted(node_id) + ": " + out.status.error_message();
       co_return out;
     }
-    out.status = co_await call(*node, timeout, request, out.response, start);
+    out.status = co_await call(*node, timeout, request, out.response, start, seen);
     out.outcome = csi::classify(classify_as, out.status.error_code());
     if (!out.ok()) out.error = what + " on node " + quoted(node_id) + ": " + csi::status_text(out.status.error_code(), out.status.error_message());
     co_return out;
@@ -98,6 +103,7 @@ struct AgentRouter::Impl {
   template <class Wrapped, class Resp, class CsiReq, class Start>
   asio::awaitable<AgentResult<Resp>> forward(csi::Rpc rpc, std::string plugin_id, std::string key, CsiReq request,
                                              Start start) {
+    const std::uint64_t seen = router.store_.index();
     async::KeyedLocks::Guard guard;
     if (!key.empty()) guard = co_await router.locks_.lock(key);
     const std::string what = std::string(csi::to_string(rpc)) + " for plugin " + quoted(plugin_id) +
@@ -120,7 +126,7 @@ struct AgentRouter::Impl {
       const domain::Node* node = router.store_.node(node_id);  // may have gone during an earlier attempt
       if (!node || node->address.empty()) continue;
       Resp response;
-      out.status = co_await call(*node, timeout(rpc), wrapped, response, start);
+      out.status = co_await call(*node, timeout(rpc), wrapped, response, start, seen);
       out.outcome = csi::classify(rpc, out.status.error_code());
       out.node_id = node_id;
       asked = true;

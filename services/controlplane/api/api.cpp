@@ -182,6 +182,7 @@ http::Response Api::fallback_sync(const http::Request& req) {
 }
 
 boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
+  const auto failed_flushes = impl_->ctx.store.failed_flushes();
   const Route* route = nullptr;
   std::optional<Blocking> blocking;
   if (auto early = impl_->prepare(req, route, blocking)) {
@@ -190,8 +191,15 @@ boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
   }
   if (blocking && blocking->index > 0)
     co_await impl_->ctx.store.wait_for_change(blocking->table, blocking->index, impl_->jitter(blocking->wait));
-  if (route->async) co_return impl_->finish(req, *route, co_await route->async(req));
-  co_return impl_->finish(req, *route, impl_->call(*route, req));
+  http::Response res;  // not a ?: around co_await: GCC 12 miscompiles that (use after free)
+  if (route->async)
+    res = impl_->finish(req, *route, co_await route->async(req));
+  else
+    res = impl_->finish(req, *route, impl_->call(*route, req));
+  // With group commit the answer may show commits not yet on disk; it leaves only once they are.
+  if (auto st = co_await impl_->ctx.store.durable_since(failed_flushes); !st)
+    co_return impl_->finish(req, *route, http::error_response(503, st.error()));
+  co_return res;
 }
 
 }  // namespace mooring::controlplane::api

@@ -5,8 +5,18 @@
 namespace mooring::controlplane::gc {
 
 domain::Status ChangeFeed::apply(const Transaction& tx) {
-  // Recorded before the write: the store changes memory (and wakes watchers) only after a
-  // successful apply, so a subscriber woken by this commit always finds its keys here.
+  record(tx);
+  return inner_.apply(tx);
+}
+
+domain::Status ChangeFeed::apply_group(const std::vector<Transaction>& txs) {
+  for (const auto& tx : txs) record(tx);
+  return inner_.apply_group(txs);
+}
+
+// Recorded before the write: the store wakes watchers only after a successful apply, so a
+// subscriber woken by a commit always finds its keys here.
+void ChangeFeed::record(const Transaction& tx) {
   subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
                                     [](const auto& s) { return s.second.expired(); }),
                      subscribers_.end());
@@ -14,7 +24,6 @@ domain::Status ChangeFeed::apply(const Transaction& tx) {
     for (const auto& [table, weak] : subscribers_)
       if (table == m.table)
         if (auto set = weak.lock()) set->keys_.insert(m.key);
-  return inner_.apply(tx);
 }
 
 std::shared_ptr<ChangeSet> ChangeFeed::subscribe(Table table) {

@@ -43,6 +43,14 @@ class StateBackend {
   // Durable (survives kill -9 and power loss as far as the medium allows) when it returns ok;
   // all mutations apply or none.
   virtual domain::Status apply(const Transaction& tx) = 0;
+  // Group commit: the transactions in order, made durable together (SQLite: one fsync). Each is
+  // still all-or-nothing; when the group fails, a prefix of it may be durable, so the caller
+  // reloads to learn what is. The default writes them one by one.
+  virtual domain::Status apply_group(const std::vector<Transaction>& txs) {
+    for (const auto& tx : txs)
+      if (auto st = apply(tx); !st) return st;
+    return {};
+  }
 };
 
 }  // namespace mooring::controlplane

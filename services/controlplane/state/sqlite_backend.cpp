@@ -130,13 +130,26 @@ domain::Expected<Snapshot> SqliteBackend::load() {
   return snap;
 }
 
-domain::Status SqliteBackend::apply(const Transaction& tx) {
+domain::Status SqliteBackend::apply(const Transaction& tx) { return apply_group({tx}); }
+
+domain::Status SqliteBackend::apply_group(const std::vector<Transaction>& txs) {
+  if (txs.empty()) return {};
   if (auto st = db_->exec("BEGIN IMMEDIATE"); !st) return st;
-  auto fail = [&](std::string_view what) {
-    std::string msg = path_.string() + ": " + sqlite_error(db_->db, what);
+  for (const auto& tx : txs) {
+    if (auto st = write(tx); !st) {
+      (void)db_->exec("ROLLBACK");  // best effort: the error that matters is the first one
+      return st;
+    }
+  }
+  if (auto st = db_->exec("COMMIT"); !st) {
     (void)db_->exec("ROLLBACK");  // best effort: the error that matters is the first one
-    return domain::error(msg);
-  };
+    return st;
+  }
+  return {};
+}
+
+domain::Status SqliteBackend::write(const Transaction& tx) {
+  auto fail = [&](std::string_view what) { return domain::error(path_.string() + ": " + sqlite_error(db_->db, what)); };
   for (const auto& m : tx.mutations) {
     auto tbl = to_string(m.table);
     sqlite3_stmt* stmt = m.value ? db_->put : db_->del;
@@ -157,10 +170,6 @@ domain::Status SqliteBackend::apply(const Transaction& tx) {
     int rc = sqlite3_step(db_->set_index);
     sqlite3_reset(db_->set_index);
     if (rc != SQLITE_DONE) return fail("write index");
-  }
-  if (auto st = db_->exec("COMMIT"); !st) {
-    (void)db_->exec("ROLLBACK");  // best effort: the error that matters is the first one
-    return st;
   }
   return {};
 }

@@ -19,12 +19,14 @@ class SqliteBackend final : public StateBackend {
 
   domain::Expected<Snapshot> load() override;
   domain::Status apply(const Transaction& tx) override;
+  domain::Status apply_group(const std::vector<Transaction>& txs) override;  // one SQLite transaction
 
   const std::filesystem::path& path() const { return path_; }
 
  private:
   struct Db;
   SqliteBackend(std::filesystem::path path, std::unique_ptr<Db> db);
+  domain::Status write(const Transaction& tx);  // inside an open SQLite transaction
   std::filesystem::path path_;
   std::unique_ptr<Db> db_;
 };

@@ -1,8 +1,11 @@
 #include "services/controlplane/state/state_store.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -10,6 +13,7 @@
 
 #include "shared/domain/json.hpp"
 #include "shared/domain/time.hpp"
+#include "shared/log/log.hpp"
 
 namespace mooring::controlplane {
 
@@ -25,10 +29,19 @@ struct StateStore::Waiter {
   asio::steady_timer timer;
 };
 
+struct StateStore::DurableWaiter {
+  asio::steady_timer timer;
+  std::uint64_t index = 0;
+  std::optional<domain::Status> result;  // set by the flush that settles it
+};
+
 StateStore::StateStore(asio::any_io_executor executor, StateBackend& backend, StateOptions options)
     : executor_(std::move(executor)), backend_(backend), options_(options) {}
 
-StateStore::~StateStore() = default;
+StateStore::~StateStore() {
+  // Best effort: nobody was told these commits are durable, but there is no reason to drop them.
+  if (!pending_.empty()) (void)backend_.apply_group(pending_);
+}
 
 namespace {
 
@@ -93,6 +106,7 @@ domain::Status StateStore::load() {
   for (const auto& [t, i] : snap->table_index) table_index_[t] = std::max(table_index_[t], i);
   index_ = snap->index;
   for (const auto& [t, i] : table_index_) index_ = std::max(index_, i);
+  durable_index_ = index_;
   ready_ = true;
   return {};
 }
@@ -145,6 +159,7 @@ const domain::Allocation* StateStore::allocation(const std::string& id) const { 
 
 domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!ready_) return domain::error("state is not loaded");
+  if (broken_) return domain::error("the state is not writable: " + *broken_);
   if (batch.empty()) return index_;
   const std::uint64_t next = index_ + 1;
   Transaction tx;
@@ -176,9 +191,9 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!batch.allocations_.empty()) touched.push_back(Table::allocations);
   if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
 
-  if (auto st = backend_.apply(tx); !st) return domain::error(st.error());
+  if (!options_.group_commit)
+    if (auto st = backend_.apply(tx); !st) return domain::error(st.error());
 
-  // Durable: now memory may change.
   install(batch.volumes_, volumes_);
   install(batch.plugins_, plugins_);
   install(batch.nodes_, nodes_);
@@ -192,11 +207,113 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
     event_positions_.push_back(i);
   }
   index_ = next;
-  for (auto t : touched) {
-    table_index_[t] = next;
+  if (!options_.group_commit) {
+    durable_index_ = next;
+    for (auto t : touched) {
+      table_index_[t] = next;
+      notify(t);
+    }
+    return next;
+  }
+  pending_.push_back(std::move(tx));
+  schedule_flush();
+  return next;
+}
+
+void StateStore::schedule_flush() {
+  if (flush_scheduled_) return;
+  flush_scheduled_ = true;
+  // Posted, not run now: every coroutine already queued on the executor gets to commit first and
+  // rides the same fsync.
+  asio::post(executor_, [this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.lock()) (void)flush();
+  });
+}
+
+domain::Status StateStore::flush() {
+  flush_scheduled_ = false;
+  if (pending_.empty()) return {};
+  auto txs = std::exchange(pending_, {});
+  if (auto st = backend_.apply_group(txs); !st) {
+    recover(st.error());
+    return st;
+  }
+  // Table indexes move only now, so a watcher woken by one finds the change durable (and the
+  // change feed's keys recorded).
+  std::vector<Table> touched;
+  for (const auto& tx : txs)
+    for (auto t : tx.tables) {
+      if (std::find(touched.begin(), touched.end(), t) == touched.end()) touched.push_back(t);
+      table_index_[t] = tx.index;
+    }
+  durable_index_ = txs.back().index;
+  for (auto t : touched) notify(t);
+  wake_durable({});
+  return {};
+}
+
+void StateStore::recover(const std::string& error) {
+  static const log::Logger log{"state"};
+  const std::uint64_t handed_out = index_;
+  log.error("state write failed; reloading what is durable", {{"error", error}, {"lost_from_index", durable_index_ + 1},
+                                                               {"lost_to_index", handed_out}});
+  lost_.push_back({durable_index_ + 1, handed_out, "the state write failed: " + error});
+  wake_durable(domain::error(lost_.back().error));
+  if (auto st = load(); !st) {
+    // Memory keeps writes that are not on disk; durable() fails from now on, so nothing built
+    // on them leaves the process.
+    broken_ = error + "; reloading the state failed too: " + st.error();
+    log.error("cannot reload the state; refusing writes until restarted", {{"error", st.error()}});
+    return;
+  }
+  // Memory is what is durable again. Indexes move on, never back: watchers re-read, and no cached
+  // answer keyed by an index handed out before is reused.
+  index_ = std::max(index_, handed_out) + 1;
+  durable_index_ = index_;
+  for (auto t : kAllTables) {
+    table_index_[t] = index_;
     notify(t);
   }
-  return next;
+}
+
+void StateStore::wake_durable(const domain::Status& failure) {
+  for (auto* w : durable_waiters_) {
+    if (w->result) continue;
+    if (!failure)
+      w->result = failure;
+    else if (w->index <= durable_index_)
+      w->result = domain::Status{};
+    else
+      continue;
+    w->timer.cancel();
+  }
+}
+
+asio::awaitable<domain::Status> StateStore::durable_since(std::uint64_t failed_flushes) const {
+  auto st = co_await durable(index_);
+  if (st && lost_.size() != failed_flushes) st = domain::error(lost_.back().error);
+  co_return st;
+}
+
+asio::awaitable<domain::Status> StateStore::durable(std::uint64_t index) const {
+  for (const auto& lost : lost_)
+    if (index >= lost.first && index <= lost.last) co_return domain::error(lost.error);
+  if (index <= durable_index_) co_return domain::Status{};
+  if (broken_) co_return domain::error("the state is not durable: " + *broken_);
+  DurableWaiter waiter{asio::steady_timer(executor_, std::chrono::steady_clock::time_point::max()), index, {}};
+  struct Registration {  // also unregisters when the frame is destroyed while suspended
+    std::list<DurableWaiter*>& list;
+    std::list<DurableWaiter*>::iterator pos;
+    ~Registration() { list.erase(pos); }
+  } registration{durable_waiters_, durable_waiters_.insert(durable_waiters_.end(), &waiter)};
+  while (!waiter.result) {
+    auto [ec] = co_await waiter.timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none)
+      throw boost::system::system_error(asio::error::operation_aborted);
+    (void)ec;
+  }
+  co_return *waiter.result;
 }
 
 void StateStore::notify(Table t) {

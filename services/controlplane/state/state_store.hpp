@@ -1,10 +1,20 @@
 // State room: the control plane's state in memory, made durable through a StateBackend.
-// Every write is a Batch committed as one backend transaction *before* memory changes, so an
-// acknowledged write survives kill -9 and a failed write changes nothing. Each commit takes the
-// next state index; objects get create/modify indexes, tables remember their last index, and
-// coroutines can wait for a table to move past an index (blocking queries, the claim GC).
+// Every write is a Batch committed as one backend transaction. Each commit takes the next state
+// index; objects get create/modify indexes, tables remember their last index, and coroutines can
+// wait for a table to move past an index (blocking queries, the claim GC).
 // Single-threaded: use from the control plane's io executor only. Read, check, then commit
 // without suspending in between, and no other writer can interleave.
+//
+// Two ways to make a commit durable (StateOptions::group_commit):
+// - direct: commit() writes to the backend before memory changes; a failed write changes nothing.
+// - group commit (the binary): commit() changes memory at once and returns; a flush posted to the
+//   executor writes every commit made meanwhile in one backend transaction (one fsync for a
+//   whole wave of GC steps or agent reports). Memory may therefore run ahead of the disk, so
+//   nothing that depends on the state may leave the process before durable(index()) says it is
+//   on disk: the REST API, the agent service and the agent router wait for it before they answer
+//   or call out. If a flush fails, memory is reloaded from the backend (what is durable), every
+//   table index moves past anything handed out so watchers re-read, and the waiters get the error.
+// Watchers of a table are woken only once its change is durable, in both modes.
 #pragma once
 
 #include <chrono>
@@ -12,6 +22,7 @@
 #include <deque>
 #include <list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +70,7 @@ class Batch {
 
 struct StateOptions {
   std::size_t max_events = 5000;  // oldest events are dropped (in the same transaction) beyond this
+  bool group_commit = false;      // see the top of this file
 };
 
 class StateStore {
@@ -75,7 +87,8 @@ class StateStore {
 
   // ---- reads ----
   std::uint64_t index() const { return index_; }
-  // Index of the last commit that touched the table (0 if none).
+  // Index of the last durable commit that touched the table (0 if none). With group commit it
+  // may trail index(): a commit counts here once flushed.
   std::uint64_t table_index(Table t) const;
 
   const domain::Volume* volume(const std::string& id) const;
@@ -89,10 +102,22 @@ class StateStore {
   const std::deque<domain::Event>& events() const { return events_; }  // oldest first
 
   // ---- writes ----
-  // Assigns the next index, stamps create_index (new objects) and modify_index, persists, then
-  // applies to memory and wakes the waiters of every touched table. Returns the new index.
-  // An empty batch writes nothing and returns the current index.
+  // Assigns the next index, stamps create_index (new objects) and modify_index, persists (direct)
+  // or queues the write (group commit), applies to memory, and returns the new index. An empty
+  // batch writes nothing and returns the current index.
   domain::Expected<std::uint64_t> commit(Batch batch);
+
+  // Returns once every commit up to `index` is durable, or the error that lost it (an index a
+  // failed flush lost stays lost). At once when it already is (always, in direct mode).
+  // Cancelling the awaiting coroutine throws operation_aborted.
+  boost::asio::awaitable<domain::Status> durable(std::uint64_t index) const;
+  // For an answer: everything in memory now is durable, and no flush failed since the caller
+  // read failed_flushes() at its start (or what it wrote or saw may have been taken back).
+  boost::asio::awaitable<domain::Status> durable_since(std::uint64_t failed_flushes) const;
+  std::uint64_t durable_index() const { return durable_index_; }
+  std::uint64_t failed_flushes() const { return lost_.size(); }
+  // Writes queued commits now (shutdown, tests). Returns the flush's result.
+  domain::Status flush();
 
   // ---- watching ----
   // Returns the table's index once it exceeds `after`, or when `timeout` passes, or at once after
@@ -105,7 +130,11 @@ class StateStore {
 
  private:
   void notify(Table t);
-  struct Waiter;  // a timer a waiting coroutine sleeps on; defined in the .cpp
+  void schedule_flush();
+  void recover(const std::string& error);  // a flush failed: memory back to what is durable
+  void wake_durable(const domain::Status& failure);
+  struct Waiter;         // a timer a waiting coroutine sleeps on; defined in the .cpp
+  struct DurableWaiter;  // the same, for durable()
 
   boost::asio::any_io_executor executor_;
   StateBackend& backend_;
@@ -121,6 +150,19 @@ class StateStore {
   std::deque<domain::Event> events_;
   std::deque<std::size_t> event_positions_;  // position within its commit: with the index, the storage key
   std::map<Table, std::list<Waiter*>> waiters_;
+
+  // Group commit: written by the next flush, in index order.
+  std::uint64_t durable_index_ = 0;
+  std::vector<Transaction> pending_;
+  bool flush_scheduled_ = false;
+  std::optional<std::string> broken_;  // a flush failed and reloading failed too: no more writes
+  struct Lost {                         // the indexes a failed flush took back
+    std::uint64_t first = 0, last = 0;
+    std::string error;
+  };
+  std::vector<Lost> lost_;
+  mutable std::list<DurableWaiter*> durable_waiters_;  // waiting is a read
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // a posted flush checks it
 };
 
 // Storage key of an event: its index and position in the commit, zero-padded so keys sort in

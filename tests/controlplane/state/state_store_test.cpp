@@ -249,4 +249,179 @@ TEST_F(StateStoreTest, CommitBeforeLoadIsRefused) {
   EXPECT_TRUE(fresh.transactions.empty());
 }
 
+// ---- group commit: memory at once, one backend write per wave, answers wait for durable() ----
+
+class GroupCommitTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(store.load()); }
+
+  std::uint64_t put_volume(const std::string& id) {
+    Batch b;
+    b.put(fixtures::volume(id));
+    auto r = store.commit(std::move(b));
+    EXPECT_TRUE(r) << (r ? "" : r.error());
+    return r ? *r : 0;
+  }
+
+  void run() {  // everything ready, including a posted flush
+    io.restart();
+    io.poll();
+  }
+
+  asio::io_context io;
+  FakeBackend backend;
+  StateStore store{io.get_executor(), backend, StateOptions{.group_commit = true}};
+};
+
+TEST_F(GroupCommitTest, CommitsOfOneWaveShareOneBackendWrite) {
+  EXPECT_EQ(put_volume("v1"), 1u);
+  EXPECT_EQ(put_volume("v2"), 2u);
+  EXPECT_EQ(put_volume("v3"), 3u);
+  // Memory has them at once (the next check-then-commit sees them); the disk does not yet.
+  EXPECT_TRUE(store.volume("v3"));
+  EXPECT_EQ(store.index(), 3u);
+  EXPECT_TRUE(backend.transactions.empty());
+  EXPECT_EQ(store.durable_index(), 0u);
+  EXPECT_EQ(store.table_index(Table::volumes), 0u);  // watchers see only what is durable
+  run();
+  ASSERT_EQ(backend.groups, std::vector<std::size_t>{3});
+  ASSERT_EQ(backend.transactions.size(), 3u);
+  EXPECT_EQ(backend.transactions[2].index, 3u);
+  EXPECT_EQ(store.durable_index(), 3u);
+  EXPECT_EQ(store.table_index(Table::volumes), 3u);
+}
+
+TEST_F(GroupCommitTest, DurableReturnsOnlyOnceTheFlushWrote) {
+  auto index = put_volume("v1");
+  std::optional<domain::Status> result;
+  bool written_when_woken = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    result = co_await store.durable(index);
+    written_when_woken = !backend.transactions.empty();
+  }, asio::detached);
+  run();
+  ASSERT_TRUE(result);
+  EXPECT_TRUE(*result);
+  EXPECT_TRUE(written_when_woken);
+  // Already durable: at once, without a flush.
+  auto f = asio::co_spawn(io, store.durable(index), asio::use_future);
+  run();
+  EXPECT_TRUE(f.get());
+}
+
+TEST_F(GroupCommitTest, WatchersWakeWhenTheChangeIsDurable) {
+  std::optional<std::uint64_t> woke;
+  std::size_t written = 0;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    woke = co_await store.wait_for_change(Table::volumes, 0, 30s);
+    written = backend.transactions.size();
+  }, asio::detached);
+  run();
+  put_volume("v1");
+  run();
+  ASSERT_TRUE(woke);
+  EXPECT_EQ(*woke, 1u);
+  EXPECT_EQ(written, 1u);
+}
+
+TEST_F(GroupCommitTest, AFailedFlushReloadsWhatIsDurableAndFailsItsWaiters) {
+  put_volume("v1");
+  run();
+  backend.fail_apply = true;
+  Batch b;
+  b.erase_volume("v1");
+  b.put(fixtures::volume("v2"));
+  b.add_event({.topic = "Volume", .type = "Deregistered", .key = "v1"});
+  auto index = store.commit(std::move(b));
+  ASSERT_TRUE(index);
+  EXPECT_FALSE(store.volume("v1"));  // memory ran ahead...
+  std::optional<domain::Status> result;
+  std::optional<std::uint64_t> woke;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> { result = co_await store.durable(*index); }, asio::detached);
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> { woke = co_await store.wait_for_change(Table::volumes, 1, 30s); },
+                 asio::detached);
+  run();
+  // ...and is back to the disk: nobody was told the write happened.
+  ASSERT_TRUE(result);
+  ASSERT_FALSE(*result);
+  EXPECT_NE(result->error().find("disk full"), std::string::npos);
+  EXPECT_TRUE(store.volume("v1"));
+  EXPECT_FALSE(store.volume("v2"));
+  EXPECT_TRUE(store.events().empty());
+  // Indexes move on, never back, so watchers re-read and no answer cached by index is reused.
+  EXPECT_GT(store.index(), *index);
+  EXPECT_EQ(store.table_index(Table::volumes), store.index());
+  ASSERT_TRUE(woke);
+  // A lost index stays lost for late waiters too, and an answer begun before the failure is not
+  // given as if its writes had happened.
+  auto late = asio::co_spawn(io, store.durable(*index), asio::use_future);
+  auto answer = asio::co_spawn(io, store.durable_since(0), asio::use_future);
+  run();
+  EXPECT_FALSE(late.get());
+  EXPECT_FALSE(answer.get());
+  EXPECT_EQ(store.failed_flushes(), 1u);
+  // Writes work again once the disk does.
+  backend.fail_apply = false;
+  auto next = put_volume("v3");
+  EXPECT_GT(next, store.durable_index());
+  run();
+  EXPECT_EQ(store.durable_index(), next);
+  EXPECT_TRUE(backend.snapshot.rows[Table::volumes].count("v1"));
+  EXPECT_TRUE(backend.snapshot.rows[Table::volumes].count("v3"));
+  EXPECT_FALSE(backend.snapshot.rows[Table::volumes].count("v2"));
+}
+
+TEST_F(GroupCommitTest, WhenReloadingFailsTooWritesAndDurabilityAreRefused) {
+  put_volume("v1");
+  run();
+  backend.fail_apply = true;
+  backend.fail_load = true;
+  auto index = put_volume("v2");
+  run();
+  Batch b;
+  b.put(fixtures::volume("v3"));
+  auto refused = store.commit(std::move(b));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("not writable"), std::string::npos);
+  auto f = asio::co_spawn(io, store.durable(index), asio::use_future);
+  run();
+  auto st = f.get();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("disk full"), std::string::npos);
+}
+
+TEST_F(GroupCommitTest, CancellingADurableWaitThrowsAndUnregistersIt) {
+  asio::cancellation_signal cancel;
+  std::exception_ptr error;
+  bool done = false;
+  // Index 1 is not committed yet, so the wait suspends until the flush that makes it durable.
+  asio::co_spawn(io, store.durable(1),
+                 asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr e, domain::Status) {
+                   error = e;
+                   done = true;
+                 }));
+  run();
+  ASSERT_FALSE(done);
+  cancel.emit(asio::cancellation_type::terminal);
+  run();
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(error);
+  put_volume("v1");  // the flush finds no stale waiter
+  run();
+  EXPECT_EQ(store.durable_index(), 1u);
+}
+
+TEST_F(GroupCommitTest, PendingCommitsAreWrittenWhenTheStoreIsDestroyed) {
+  FakeBackend disk;
+  {
+    StateStore scoped{io.get_executor(), disk, StateOptions{.group_commit = true}};
+    ASSERT_TRUE(scoped.load());
+    Batch b;
+    b.put(fixtures::volume("v1"));
+    ASSERT_TRUE(scoped.commit(std::move(b)));
+  }
+  EXPECT_EQ(disk.transactions.size(), 1u);
+  run();  // the posted flush finds the store gone and does nothing
+}
+
 }  // namespace mooring::controlplane

@@ -1,5 +1,5 @@
 // Test support: an in-memory StateBackend that can be told to fail, and that counts and keeps
-// every transaction so tests can check what was (not) persisted.
+// every transaction (and group) so tests can check what was (not) persisted.
 #pragma once
 
 #include <vector>
@@ -27,9 +27,16 @@ class FakeBackend final : public StateBackend {
     for (auto t : tx.tables) snapshot.table_index[t] = tx.index;
     return {};
   }
+  domain::Status apply_group(const std::vector<Transaction>& txs) override {
+    if (fail_apply) return domain::error("fake: disk full");
+    groups.push_back(txs.size());
+    for (const auto& tx : txs) (void)apply(tx);
+    return {};
+  }
 
   Snapshot snapshot;
   std::vector<Transaction> transactions;
+  std::vector<std::size_t> groups;  // size of each apply_group call (group commit)
   bool fail_apply = false;
   bool fail_load = false;
 };
