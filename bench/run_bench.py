@@ -614,7 +614,8 @@ def bench_gc():
     details["gc"] = runs
     for r in runs:
         n = r["volumes"]
-        note = f"{r['transactions']} commits, {r['examined_per_volume']:.1f} volumes examined per volume"
+        note = (f"{r['transactions']} commits in {r.get('flushes', r['transactions'])} SQLite transactions, "
+                f"{r['examined_per_volume']:.1f} volumes examined per volume")
         if r["left_claimed"]:
             note += f"; {r['left_claimed']} NOT freed"
         row("gc", f"storm: {n} volumes freed", r["seconds"] * 1000, "ms", r["commit_ms"],
