@@ -238,6 +238,10 @@ def bench_lifecycle(c, node):
         log(f"  failed: {f}")
 
     breakdown = lifecycle_breakdown(c, timeline[-50:])
+    by_claim = sorted(timeline, key=lambda t: t[3] - t[2])
+    by_stop = sorted(timeline, key=lambda t: t[4] - t[3])
+    tail_claim = lifecycle_breakdown(c, by_claim[-max(1, len(timeline) // 50):])  # the slowest 2%
+    tail_stop = lifecycle_breakdown(c, by_stop[-max(1, len(timeline) // 50):])
     first, last = breakdown_drift(timeline)
 
     # CSI round trips per lifecycle, from the plugin's call log.
@@ -263,6 +267,7 @@ def bench_lifecycle(c, node):
         "stop_to_freed_ms": {"p50": percentile(to_freed, 50), "p99": percentile(to_freed, 99),
                              "max": max(to_freed or [0])},
         "csi_rpcs": counts, "csi_rpcs_per_lifecycle": k, "breakdown_p50_ms": breakdown,
+        "breakdown_slowest_claims_ms": tail_claim, "breakdown_slowest_stops_ms": tail_stop,
         "drift_p50_ms": {"first_100": first, "last_100": last},
         "reference_round_trips_k": rt_k, "reference_round_trips_n": rt_n,
     }
@@ -751,11 +756,14 @@ def main():
         f, l = drift["first_100"], drift["last_100"]
         print(f"lifecycle drift (p50, ms): claim-to-mounted first 100 {f['claim_to_mounted']:.0f} -> last 100 "
               f"{l['claim_to_mounted']:.0f}; stop-to-freed {f['stop_to_freed']:.0f} -> {l['stop_to_freed']:.0f}")
-    bd = details.get("lifecycle", {}).get("breakdown_p50_ms")
-    if bd:
-        print("lifecycle breakdown (p50 of the last 50, ms; event times have ms resolution):")
-        for k, v in bd.items():
-            print(f"  {k:<62} {v:8.1f}")
+    lc = details.get("lifecycle", {})
+    if lc.get("breakdown_p50_ms"):
+        print("lifecycle breakdown (ms; event times have ms resolution):")
+        print(f"  {'step':<62} {'last 50':>8} {'slowest':>8} {'slowest':>8}")
+        print(f"  {'':<62} {'p50':>8} {'claims':>8} {'stops':>8}")
+        tc, ts = lc.get("breakdown_slowest_claims_ms", {}), lc.get("breakdown_slowest_stops_ms", {})
+        for k, v in lc["breakdown_p50_ms"].items():
+            print(f"  {k:<62} {v:8.1f} {tc.get(k, float('nan')):8.1f} {ts.get(k, float('nan')):8.1f}")
     result = {"machine": machine(), "settings": {"n": N, "concurrency": C, "gc_sizes": GC_SIZES,
                                                  "footprint_volumes": FOOTPRINT_N, "wrk_seconds": WRK_SECONDS},
               "rows": rows, "details": details, "failed": failed,

@@ -69,13 +69,38 @@ SnapshotRecord snapshot_from_json(const json& j) {
 
 }  // namespace
 
-std::string encode_state(const StoreState& state) {
-  json vols = json::array();
-  for (const auto& [id, v] : state.volumes) vols.push_back(to_json(v));
-  json snaps = json::array();
-  for (const auto& [id, s] : state.snapshots) snaps.push_back(to_json(s));
-  return json{{"version", kFormatVersion}, {"volumes", vols}, {"snapshots", snaps}}.dump(2) + "\n";
+EncodedState encode_records(const StoreState& state) {
+  EncodedState out;
+  for (const auto& [id, v] : state.volumes) out.volumes.emplace(id, to_json(v).dump());
+  for (const auto& [id, s] : state.snapshots) out.snapshots.emplace(id, to_json(s).dump());
+  return out;
 }
+
+std::string assemble(const EncodedState& encoded) {
+  std::size_t size = 64;
+  for (const auto& [id, text] : encoded.volumes) size += text.size() + 2;
+  for (const auto& [id, text] : encoded.snapshots) size += text.size() + 2;
+  std::string out;
+  out.reserve(size);
+  auto list = [&out](const std::map<std::string, std::string>& records) {
+    out += '[';
+    bool first = true;
+    for (const auto& [id, text] : records) {
+      if (!first) out += ",\n";
+      first = false;
+      out += text;
+    }
+    out += ']';
+  };
+  out += "{\"version\":" + std::to_string(kFormatVersion) + ",\n\"volumes\":";
+  list(encoded.volumes);
+  out += ",\n\"snapshots\":";
+  list(encoded.snapshots);
+  out += "}\n";
+  return out;
+}
+
+std::string encode_state(const StoreState& state) { return assemble(encode_records(state)); }
 
 bool decode_state(std::string_view text, StoreState& out, std::string& error) {
   out = {};
@@ -131,19 +156,45 @@ grpc::Status VolumeStore::load_locked(StoreState& out) {
   if (ec) return {grpc::StatusCode::INTERNAL, "cannot read controller state: " + ec.message()};
   if (!text) {
     out = {};
-    cached_text_ = encode_state(out);
+    cached_state_ = {};
+    cached_text_ = {};
     return grpc::Status::OK;
   }
   std::string error;
   if (!decode_state(*text, out, error)) {
     return {grpc::StatusCode::INTERNAL, "controller state file is corrupt: " + error};
   }
-  // The text as this build would write it, so the change check below compares like with like.
-  cached_text_ = encode_state(out);
   cached_state_ = out;
+  cached_text_ = encode_records(out);
   if (key && key->size == static_cast<std::int64_t>(text->size())) cached_key_ = key;
   return grpc::Status::OK;
 }
+
+namespace {
+
+// Re-encodes the records that differ between `before` and `after` into `text`; true when any did.
+template <class Record>
+bool update_records(const std::map<std::string, Record>& before, const std::map<std::string, Record>& after,
+                    std::map<std::string, std::string>& text) {
+  bool changed = false;
+  for (auto it = text.begin(); it != text.end();) {
+    if (after.contains(it->first)) {
+      ++it;
+    } else {
+      it = text.erase(it);
+      changed = true;
+    }
+  }
+  for (const auto& [id, record] : after) {
+    auto old = before.find(id);
+    if (old != before.end() && old->second == record && text.contains(id)) continue;
+    text.insert_or_assign(id, to_json(record).dump());
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace
 
 grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreState&)>& fn) {
   std::lock_guard guard(mu_);
@@ -153,16 +204,20 @@ grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreState&)
   if (auto st = load_locked(state); !st.ok()) return st;
   grpc::Status st = fn(state);
   if (!st.ok()) return st;
-  std::string after = encode_state(state);
-  if (after != cached_text_) {
-    cached_key_.reset();
-    if (const auto ec = write_file_atomic(data_dir_ / "controller-state.json", after)) {
-      return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
-    }
-    cached_text_ = std::move(after);
-    cached_state_ = std::move(state);
+  // The texts are updated in place; the key is cleared first, so if the write fails the next
+  // call re-reads the file and rebuilds them.
+  cached_key_.reset();
+  const bool volumes = update_records(cached_state_.volumes, state.volumes, cached_text_.volumes);
+  const bool snapshots = update_records(cached_state_.snapshots, state.snapshots, cached_text_.snapshots);
+  if (!volumes && !snapshots) {
     cached_key_ = file_key();
+    return st;
   }
+  if (const auto ec = write_file_atomic(data_dir_ / "controller-state.json", assemble(cached_text_))) {
+    return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
+  }
+  cached_state_ = std::move(state);
+  cached_key_ = file_key();
   return st;
 }
 

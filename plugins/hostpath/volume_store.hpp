@@ -23,6 +23,7 @@ struct Publication {
   std::string node_id;
   bool readonly = false;
   int access_mode = 0;  // csi.v1 VolumeCapability.AccessMode.Mode
+  bool operator==(const Publication&) const = default;
 };
 
 struct VolumeRecord {
@@ -36,6 +37,7 @@ struct VolumeRecord {
   std::vector<StringMap> topology;  // accessible_topology segments
   std::vector<Publication> publications;
   std::int64_t created_unix_ms = 0;
+  bool operator==(const VolumeRecord&) const = default;
 };
 
 struct SnapshotRecord {
@@ -45,12 +47,22 @@ struct SnapshotRecord {
   std::int64_t size_bytes = 0;
   std::string path;
   std::int64_t created_unix_ns = 0;
+  bool operator==(const SnapshotRecord&) const = default;
 };
 
 struct StoreState {
   std::map<std::string, VolumeRecord> volumes;      // by id
   std::map<std::string, SnapshotRecord> snapshots;  // by id
 };
+
+// JSON codec of the state file (exposed for tests).
+struct EncodedState {
+  std::map<std::string, std::string> volumes, snapshots;  // id -> the record's JSON text
+};
+EncodedState encode_records(const StoreState& state);
+std::string assemble(const EncodedState& encoded);
+std::string encode_state(const StoreState& state);  // assemble(encode_records(state))
+bool decode_state(std::string_view text, StoreState& out, std::string& error);
 
 class VolumeStore {
  public:
@@ -74,8 +86,7 @@ class VolumeStore {
 
   // The state file as this process last read or wrote it, with the file's identity then. Other
   // plugin processes sharing the data dir replace the file by rename, which changes the inode,
-  // so an unchanged identity means the cached state is the file's: no re-parse per call, and the
-  // "did anything change" check compares against the cached text instead of encoding twice.
+  // so an unchanged identity means the cached state is the file's: no re-parse per call.
   struct FileKey {
     std::uint64_t dev = 0, ino = 0;
     std::int64_t size = -1, mtime_ns = 0;
@@ -84,14 +95,12 @@ class VolumeStore {
   std::optional<FileKey> file_key() const;
   std::optional<FileKey> cached_key_;
   StoreState cached_state_;
-  std::string cached_text_;
-
+  // Each record's encoded text as in the file: a change re-encodes only the records it touched,
+  // and the file is their concatenation (a publish among 1000 volumes is not 1000 encodings).
+  EncodedState cached_text_;
   std::filesystem::path data_dir_;
   std::mutex mu_;
 };
 
-// JSON codec of the state file (exposed for tests).
-std::string encode_state(const StoreState& state);
-bool decode_state(std::string_view text, StoreState& out, std::string& error);
 
 }  // namespace mooring::hostpath

@@ -5,6 +5,7 @@
 #include "plugins/hostpath/controller.hpp"
 #include "plugins/hostpath/fault_injector.hpp"
 #include "plugins/hostpath/options.hpp"
+#include "plugins/hostpath/state_file.hpp"
 #include "plugins/hostpath/volume_store.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -147,6 +148,52 @@ TEST(HostpathVolumeStore, CachedStateFollowsWritesOfAnotherStoreOnTheSameDir) {
                 }).ok());
   ASSERT_TRUE(a.read(seen).ok());
   EXPECT_EQ(seen.volumes.size(), 3u);
+}
+
+// A transaction re-encodes only the records it changed; the file must still be exactly the full
+// encoding of the new state (changed, added and removed records alike).
+TEST(HostpathVolumeStore, FileAfterSmallChangesIsTheFullEncodingOfTheState) {
+  test::TempDir dir;
+  VolumeStore store(dir.path());
+  ASSERT_EQ(store.prepare(), "");
+  ASSERT_TRUE(store.transact([](StoreState& st) {
+                for (int i = 0; i < 50; ++i) {
+                  VolumeRecord v;
+                  v.id = "v" + std::to_string(i);
+                  v.name = v.id;
+                  v.path = "/x/" + v.id;
+                  st.volumes.emplace(v.id, v);
+                }
+                st.snapshots["s1"] = {"s1", "s", "v1", 1, "/x/s1", 1};
+                return grpc::Status::OK;
+              }).ok());
+  ASSERT_TRUE(store.transact([](StoreState& st) {
+                st.volumes.at("v7").publications.push_back({"node-a", false, 1});
+                st.volumes.erase("v9");
+                st.snapshots.erase("s1");
+                VolumeRecord v;
+                v.id = "v99";
+                v.name = "v99";
+                v.path = "/x/v99";
+                st.volumes.emplace(v.id, v);
+                return grpc::Status::OK;
+              }).ok());
+  std::error_code ec;
+  auto text = read_file(dir.path() / "controller-state.json", ec);
+  ASSERT_TRUE(text);
+  StoreState decoded;
+  std::string error;
+  ASSERT_TRUE(decode_state(*text, decoded, error)) << error;
+  EXPECT_EQ(*text, encode_state(decoded));
+  EXPECT_EQ(decoded.volumes.size(), 50u);
+  EXPECT_FALSE(decoded.volumes.contains("v9"));
+  EXPECT_TRUE(decoded.snapshots.empty());
+  EXPECT_EQ(decoded.volumes.at("v7").publications.size(), 1u);
+  // A fresh store (a restarted plugin) reads the same state.
+  VolumeStore restarted(dir.path());
+  StoreState seen;
+  ASSERT_TRUE(restarted.read(seen).ok());
+  EXPECT_EQ(encode_state(seen), *text);
 }
 
 }  // namespace

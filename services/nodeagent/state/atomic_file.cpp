@@ -3,9 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 namespace mooring::nodeagent {
@@ -32,9 +33,10 @@ std::error_code write_file_atomically(const std::filesystem::path& path, std::st
   const auto dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
   std::filesystem::create_directories(dir, ec);
   if (ec) return ec;
-  // A unique temp name so two writers never share one temp file.
-  std::random_device rd;
-  const auto tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd());
+  // A unique temp name so two writers never share one temp file: the pid tells processes apart,
+  // the counter writers within one (no /dev/urandom read per write).
+  static std::atomic<std::uint64_t> sequence{0};
+  const auto tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++sequence);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return last_error();
   ec = write_all(fd, content);
