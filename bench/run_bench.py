@@ -154,7 +154,7 @@ def lifecycle_breakdown(c, sample):
         if a is not None and b is not None:
             steps.setdefault(name, []).append(b - a)
 
-    for vid, aid, w0, w1, w2 in sample:
+    for vid, aid, w0, w1, w2, w1s in sample:
         a = c.api.json("GET", f"/v1/allocation/{aid}")
         ev = {}
         for e in a.get("Events", []):
@@ -169,7 +169,9 @@ def lifecycle_breakdown(c, sample):
         add("Claimed -> Mounted (NodeStage, NodePublish)", ev.get("Claimed"), ev.get("Mounted"))
         add("Mounted -> Started (task spawned)", ev.get("Mounted"), ev.get("Started"))
         add("Started -> running seen by the client", ev.get("Started"), w1)
-        add("stop -> Killed (task exited)", w1, ev.get("Killed"))
+        add("stop -> stop answered by the API", w1, w1s)
+        add("stop answered -> StopRequested (agent saw it)", w1s, ev.get("StopRequested"))
+        add("StopRequested -> Killed (task exited)", ev.get("StopRequested"), ev.get("Killed"))
         add("Killed -> Released (Postrun)", ev.get("Killed"), ev.get("Released"))
         add("Released -> ClaimNodeDetached (unmount, Unpublish)", ev.get("Released"), cp.get("ClaimNodeDetached"))
         add("ClaimNodeDetached -> ClaimReleased (GC, ControllerUnpublish)", cp.get("ClaimNodeDetached"),
@@ -182,8 +184,8 @@ def breakdown_drift(timeline):
     """p50 claim-to-mounted and stop-to-freed of the first and the last 100 lifecycles (does the
     cost of one lifecycle grow with the number done before it?)."""
     def p50s(part):
-        return {"claim_to_mounted": percentile([w1 - w0 for _, _, w0, w1, _ in part], 50),
-                "stop_to_freed": percentile([w2 - w1 for _, _, _, w1, w2 in part], 50)}
+        return {"claim_to_mounted": percentile([t[3] - t[2] for t in part], 50),
+                "stop_to_freed": percentile([t[4] - t[3] for t in part], 50)}
     return p50s(timeline[:100]), p50s(timeline[-100:])
 
 
@@ -211,13 +213,14 @@ def bench_lifecycle(c, node):
                 t1 = time.perf_counter()
                 w1 = now_ms()
                 c.stop_alloc(aid)
+                w1s = now_ms()
                 c.wait_volume_free(vid)
                 t2 = time.perf_counter()
                 w2 = now_ms()
                 with lock:
                     to_mounted.append((t1 - t0) * 1000)
                     to_freed.append((t2 - t1) * 1000)
-                    timeline.append((vid, aid, w0, w1, w2))
+                    timeline.append((vid, aid, w0, w1, w2, w1s))
             except Exception as e:  # noqa: BLE001 - a failed lifecycle is counted and reported
                 with lock:
                     failures.append(f"{vid}: {e}")

@@ -59,7 +59,7 @@ asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAll
   }
   // The table index covers every allocation of the node, and is never 0 so an agent that
   // echoes it back never asks for a "first look" again.
-  resp.set_index(std::max<std::uint64_t>(1, ctx.store.table_index(Table::allocations)));
+  resp.set_index(std::max<std::uint64_t>(1, ctx.store.answer_index(Table::allocations)));
   for (const auto& [id, a] : ctx.store.allocations()) {
     if (a.node_id != node_id) continue;
     // Terminal allocations only while the agent may still act on them: changed since its last

@@ -156,6 +156,8 @@ asio::awaitable<grpc::Status> claim_volume(Context& ctx, const v1::ClaimVolumeRe
   ctx.publishing.insert(vid);
   PublishingGuard guard{ctx, vid};
   const domain::Claim claim_copy = volume.claims.at(alloc_id);
+  // Group commit: the intent is in memory; it must be on disk before the controller hears of it.
+  if (auto st = co_await ctx.store.durable(ctx.store.index()); !st) co_return write_failed(ctx, what, st.error());
   PublishResult result;
   if (ctx.publisher) {
     result = co_await ctx.publisher->publish(volume, claim_copy, claim_copy.external_node_id);

@@ -138,7 +138,7 @@ struct Api::Impl {
   }
 
   http::Response finish(const http::Request& req, const Route& route, http::Response res) {
-    if (route.watch && !res.index) res.index = std::max<std::uint64_t>(1, ctx.store.table_index(*route.watch));
+    if (route.watch && !res.index) res.index = std::max<std::uint64_t>(1, ctx.store.answer_index(*route.watch));
     http::apply_cors(options.cors, req, res);
     return res;
   }

@@ -115,6 +115,12 @@ class StateStore {
   // read failed_flushes() at its start (or what it wrote or saw may have been taken back).
   boost::asio::awaitable<domain::Status> durable_since(std::uint64_t failed_flushes) const;
   std::uint64_t durable_index() const { return durable_index_; }
+  // The index to hand out with an answer built from memory now about table `t`: its table index,
+  // or index() while memory runs ahead of the disk (the answer may show a commit whose table
+  // index has not moved yet; a client that echoes the index back must not be told "nothing new").
+  std::uint64_t answer_index(Table t) const {
+    return durable_index_ < index_ ? index_ : table_index(t);
+  }
   std::uint64_t failed_flushes() const { return lost_.size(); }
   // Writes queued commits now (shutdown, tests). Returns the flush's result.
   domain::Status flush();

@@ -64,15 +64,32 @@ void AllocRunner::note_claim(const std::string& volume_id) {
   save();
 }
 
+namespace {
+
+// What the agent acts on: the allocation without what only the control plane keeps (events,
+// indexes, the client status the agent itself reported). Every report the agent sends comes
+// back as a modified allocation; only a change here is worth a durable write.
+bool same_spec(domain::Allocation a, domain::Allocation b) {
+  for (auto* x : {&a, &b}) {
+    x->client_status = domain::ClientStatus::pending;
+    x->events.clear();
+    x->create_index = x->modify_index = 0;
+  }
+  return a == b;
+}
+
+}  // namespace
+
 void AllocRunner::update(const domain::Allocation& alloc) {
   if (alloc.id != id()) return;
+  const bool changed = !same_spec(state_.alloc, alloc);
   // Keep the local view of the client status; take everything else from the control plane.
   auto client_status = state_.client_status;
   state_.alloc = alloc;
   state_.alloc.client_status = client_status;
   if (alloc.desired_status == domain::DesiredStatus::stop) {
     stop("stopped by the control plane");
-  } else {
+  } else if (changed) {
     save();
   }
 }

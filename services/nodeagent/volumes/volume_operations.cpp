@@ -93,8 +93,10 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
   record.attachment_mode = volume.attachment_mode;
   record.target_path = target->string();
   record.phase = MountPhase::mounting;
-  if (auto s = store_.put(record); !s) co_return fail("cannot record the mount: " + s.error(), true);
 
+  // Each durable write carries the intent of the next call (mounting + stage intent; staged +
+  // publish intent; published), so a crash anywhere leaves a record of what may be mounted.
+  bool stage_now = false;
   if (plugin->requires_stage) {
     record.staging_path = staging->string();
     bool already = false;
@@ -105,35 +107,30 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
       }
     }
     if (already) {
-      if (record.staged != StepState::done) {
-        record.staged = StepState::done;  // now holds a use of the staging path
-        if (auto s = store_.put(record); !s) co_return fail("cannot record the mount: " + s.error(), true);
-      }
+      record.staged = StepState::done;  // holds a use of the staging path
     } else {
       if (auto s = paths_.ensure_dir(*staging); !s) co_return fail(s.error(), true);
       record.staged = StepState::pending;  // intent first: a crash during the RPC owes an unstage
-      if (auto s = store_.put(record); !s) {
-        record.staged = StepState::none;
-        co_return fail("cannot record the stage intent: " + s.error(), true);
-      }
-      ::csi::v1::NodeStageVolumeRequest request;
-      request.set_volume_id(volume.external_id);
-      fill(*request.mutable_publish_context(), volume.publish_context);
-      request.set_staging_target_path(record.staging_path);
-      *request.mutable_volume_capability() = *capability;
-      fill(*request.mutable_secrets(), volume.secrets);
-      fill(*request.mutable_volume_context(), volume.volume_context);
-      auto r = co_await plugin->calls->stage(request);
-      if (!r.done()) {
-        if (r.outcome != csi::Outcome::uncertain) record.staged = StepState::none;
-        co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodeStageVolume, r),
-                                   csi::should_retry(r.outcome));
-      }
-      record.staged = StepState::done;
-      if (auto s = store_.put(record); !s) {
-        co_return co_await abandon(record, plugin, what + ": cannot record the stage: " + s.error(), true);
-      }
+      stage_now = true;
     }
+  }
+  if (auto s = store_.put(record); !s) co_return fail("cannot record the mount: " + s.error(), true);
+
+  if (stage_now) {
+    ::csi::v1::NodeStageVolumeRequest request;
+    request.set_volume_id(volume.external_id);
+    fill(*request.mutable_publish_context(), volume.publish_context);
+    request.set_staging_target_path(record.staging_path);
+    *request.mutable_volume_capability() = *capability;
+    fill(*request.mutable_secrets(), volume.secrets);
+    fill(*request.mutable_volume_context(), volume.volume_context);
+    auto r = co_await plugin->calls->stage(request);
+    if (!r.done()) {
+      if (r.outcome != csi::Outcome::uncertain) record.staged = StepState::none;
+      co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodeStageVolume, r),
+                                 csi::should_retry(r.outcome));
+    }
+    record.staged = StepState::done;  // written with the publish intent
   }
 
   if (auto s = paths_.ensure_dir(target->parent_path()); !s) {
@@ -210,8 +207,9 @@ asio::awaitable<std::optional<VolumeOperations::Failure>> VolumeOperations::unmo
     if (mounts_.is_mounted(record.target_path)) {
       co_return R{Failure{"NodeUnpublishVolume answered OK but " + record.target_path + " is still mounted", true}};
     }
+    // Not written yet: the caller writes the record once (the final state, or the failure). A
+    // crash before that repeats NodeUnpublishVolume, which is idempotent.
     record.published = StepState::none;
-    if (auto s = store_.put(record); !s) co_return R{Failure{"cannot record the unpublish: " + s.error(), true}};
     paths_.remove_empty(record.target_path);
   }
   if (record.staged != StepState::none) {
@@ -227,9 +225,9 @@ asio::awaitable<std::optional<VolumeOperations::Failure>> VolumeOperations::unmo
       }
       paths_.remove_empty(record.staging_path);
     }
-    // With other users left this record just drops its use: the last one unstages.
+    // With other users left this record just drops its use: the last one unstages. Written by
+    // the caller, as above.
     record.staged = StepState::none;
-    if (auto s = store_.put(record); !s) co_return R{Failure{"cannot record the unstage: " + s.error(), true}};
   }
   co_return R{};
 }

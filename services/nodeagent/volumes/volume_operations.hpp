@@ -71,7 +71,8 @@ class VolumeOperations {
     bool retryable = false;
   };
 
-  // Unpublish / unstage what `record` may still have mounted; the caller holds the lock.
+  // Unpublish / unstage what `record` may still have mounted; the caller holds the lock and
+  // writes the record afterwards (success or failure): this writes nothing itself.
   boost::asio::awaitable<std::optional<Failure>> unmount_locked(MountRecord& record,
                                                                 const std::optional<NodePlugin>& plugin);
   // A failed stage/publish: negate what may exist and report.

@@ -291,6 +291,23 @@ TEST_F(GroupCommitTest, CommitsOfOneWaveShareOneBackendWrite) {
   EXPECT_EQ(store.table_index(Table::volumes), 3u);
 }
 
+// An answer built while memory runs ahead of the disk shows commits whose table index has not
+// moved; the index handed out with it must still be past them, or a client echoing it back is
+// told "nothing new" (the agent then sleeps a second before asking again).
+TEST_F(GroupCommitTest, AnswerIndexCoversCommitsNotYetFlushed) {
+  put_volume("v1");
+  run();
+  EXPECT_EQ(store.answer_index(Table::volumes), 1u);
+  Batch b;
+  b.put(fixtures::allocation("a1"));
+  ASSERT_TRUE(store.commit(std::move(b)));
+  EXPECT_EQ(store.table_index(Table::allocations), 0u);
+  EXPECT_EQ(store.answer_index(Table::allocations), 2u);
+  run();
+  EXPECT_EQ(store.answer_index(Table::allocations), 2u);
+  EXPECT_EQ(store.answer_index(Table::volumes), 1u);  // settled: the table's own index again
+}
+
 TEST_F(GroupCommitTest, DurableReturnsOnlyOnceTheFlushWrote) {
   auto index = put_volume("v1");
   std::optional<domain::Status> result;

@@ -21,7 +21,9 @@ namespace mooring::controlplane {
 
 class ApiServer {
  public:
-  explicit ApiServer(api::ApiOptions options = {}) : store(io.get_executor(), backend), api(store, options) {
+  // The store runs with group commit, as in the binary: every answer waits until it is durable.
+  explicit ApiServer(api::ApiOptions options = {})
+      : store(io.get_executor(), backend, StateOptions{.group_commit = true}), api(store, options) {
     if (!store.load()) throw std::runtime_error("load failed");
   }
   ~ApiServer() { stop(); }

@@ -173,6 +173,40 @@ TEST_F(AllocRunnerTest, WithoutTaskHoldsVolumesUntilStopped) {
   EXPECT_EQ(mounter.releases.size(), 1u);
 }
 
+// Every status the agent reports comes back from the control plane as a modified allocation
+// (new events, indexes, client status). Those echoes are not worth a durable write; a change of
+// what the agent acts on is.
+TEST_F(AllocRunnerTest, EchoedUpdatesWriteNothingAndSpecChangesAreWritten) {
+  auto runner = make_runner(make_alloc("a1", std::nullopt));
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("run", [&]() { return runner->run(); });
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->client_status() == ClientStatus::running; }, 10s));
+  auto state_file = *store.alloc_dir("a1") / "state.json";
+  auto content = [&] {  // an echo written would carry its new modify index and events
+    std::ifstream in(state_file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto before = content();
+  ASSERT_FALSE(before.empty());
+  domain::Allocation echo = runner->state().alloc;
+  echo.client_status = ClientStatus::running;
+  echo.events.push_back({domain::now(), "Started", "task started"});
+  echo.modify_index += 7;
+  runner->update(echo);
+  EXPECT_EQ(content(), before) << "an echo rewrote the state file";
+  EXPECT_EQ(runner->state().alloc.modify_index, echo.modify_index);  // memory still follows
+  domain::Allocation changed = echo;
+  changed.stop_after_client_disconnect = std::chrono::seconds(30);
+  runner->update(changed);
+  EXPECT_NE(content(), before) << "a spec change was not written";
+  runner->update([&] {
+    auto stopped = changed;
+    stopped.desired_status = domain::DesiredStatus::stop;
+    return stopped;
+  }());
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 10s));
+}
+
 TEST_F(AllocRunnerTest, FinalClaimErrorFailsAllocationAndPostrunRuns) {
   cp.claim_answers = {grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "access mode not allowed")};
   auto runner = make_runner(make_alloc("a1", shell("true")));
