@@ -411,6 +411,23 @@ def rss(pid):
     return s.get("VmRSS"), s.get("VmHWM")
 
 
+def smaps_rollup(pid):
+    """MiB from /proc/<pid>/smaps_rollup: Pss, private (Private_Clean + Private_Dirty), and the
+    file-backed shared part of RSS (library text that other processes map too)."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
+                    out[parts[0][:-1]] = int(parts[1]) / 1024.0
+    except OSError:
+        return None
+    return {"pss_mib": out.get("Pss", 0.0),
+            "private_mib": out.get("Private_Clean", 0.0) + out.get("Private_Dirty", 0.0),
+            "shared_mib": out.get("Shared_Clean", 0.0) + out.get("Shared_Dirty", 0.0)}
+
+
 def released_delta(c, aid, timeout=20):
     """ms from the allocation's Killed event to its Released event (Postrun, ms resolution)."""
     deadline = time.monotonic() + timeout
@@ -736,10 +753,15 @@ def main():
                 time.sleep(2.0)
                 a_rss, a_hwm = rss(c.nodes["n1"].pid)
                 p_rss, _ = rss(c.plugin_pid("n1"))
-                agent_idle = {"agent_rss_mib": a_rss, "agent_hwm_mib": a_hwm, "plugin_rss_mib": p_rss}
+                a_maps = smaps_rollup(c.nodes["n1"].pid) or {}
+                agent_idle = {"agent_rss_mib": a_rss, "agent_hwm_mib": a_hwm, "plugin_rss_mib": p_rss, **a_maps}
                 if wanted("agent"):
                     row("agent", "node agent RSS, idle, one plugin", a_rss, "MiB", p_rss,
-                        "the hostpath plugin's RSS (a plain gRPC server)", ("value", "<=", 15))
+                        "the hostpath plugin's RSS (a plain gRPC server)", ("value", "<=", 15),
+                        f"of which {a_maps.get('shared_mib', 0):.1f} MiB shared library pages" if a_maps else "")
+                    if a_maps:
+                        row("agent", "node agent PSS, idle, one plugin", a_maps["pss_mib"], "MiB", a_rss,
+                            "its RSS", note=f"private (USS) {a_maps['private_mib']:.1f} MiB")
                 one = "lv-00000"
                 for name, fn in (("lifecycle", lambda: bench_lifecycle(c, "n1")),
                                  ("api", lambda: bench_api(c, one if wanted("lifecycle") else "av-00000")),
