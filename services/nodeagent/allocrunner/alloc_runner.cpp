@@ -230,10 +230,11 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
     task_ = std::move(*started);
     state_.task_started = true;
     state_.task = task_->handle();
+    state_.client_status = ClientStatus::running;  // one durable write for the pid and the status
     save();
-    emit("Started", "task started with pid " + std::to_string(task_->handle().pid));
+    emit("Started", "task started with pid " + std::to_string(task_->handle().pid));  // reports running
   }
-  set_status(ClientStatus::running);
+  set_status(ClientStatus::running);  // a re-adopted task; nothing to do after a start
 
   auto exit = co_await until_stopped(task_->wait());
   if (!exit) {
