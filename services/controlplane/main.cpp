@@ -22,6 +22,7 @@
 #include "shared/config/settings.hpp"
 #include "services/controlplane/gc/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
+#include "services/controlplane/gc/alloc_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
@@ -97,6 +98,9 @@ int main(int argc, char** argv) {
   gc_options.sweep_period = flags.gc_sweep_period;
   gc::ClaimGc claim_gc{io.get_executor(), store, feed, router, gc_options};
   gc::NodeLossMonitor node_loss{io.get_executor(), store};
+  gc::AllocGcOptions alloc_gc_options;
+  alloc_gc_options.threshold = flags.alloc_gc_threshold;
+  gc::AllocGc alloc_gc{io.get_executor(), store, alloc_gc_options};
   api::ControllerEndpoints controller_api{io.get_executor(), store, router, &claim_gc};
   controller_api.add_routes(api);
 
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
   node_tasks.spawn("liveness", [&liveness] { return liveness.run(); });
   claim_gc.start();   // resumes every release that was under way when we stopped
   node_loss.start();
+  alloc_gc.start();
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
   logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
                                      {"grpc_addr", flags.grpc_addr}});
@@ -139,6 +144,7 @@ int main(int argc, char** argv) {
         [&]() -> asio::awaitable<void> {
           co_await claim_gc.stop();
           co_await node_loss.stop();
+          co_await alloc_gc.stop();
           co_await controller_api.stop();
         },
         [&](std::exception_ptr e) {

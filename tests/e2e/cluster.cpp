@@ -86,6 +86,7 @@ void Cluster::start_controlplane() {
             "--grpc-addr",     "0.0.0.0:" + std::to_string(grpc_port_),
             "--heartbeat-ttl", options_.heartbeat_ttl,
             "--gc-retry-max",  options_.gc_retry_max,
+            "--alloc-gc-threshold", options_.alloc_gc_threshold,
             "--shutdown-grace", "2s"};
   o.output_file = dir() / "controlplane.log";
   controlplane_ = std::make_unique<test::ChildProcess>(o);

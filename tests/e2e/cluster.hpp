@@ -29,6 +29,7 @@ using HttpResult = controlplane::HttpResult;
 struct ClusterOptions {
   std::string heartbeat_ttl = "2s";  // the control plane marks a silent node down after this
   std::string gc_retry_max = "1s";   // failing releases are retried at least this often
+  std::string alloc_gc_threshold = "1h";  // terminal, claim-free allocations are deleted after this
 };
 
 struct NodeOptions {

@@ -164,6 +164,37 @@ TEST_F(Lifecycle, OperatorDetachOfALostNodeFreesTheClaim) {
   EXPECT_EQ(cluster->alloc_status(a), "lost");
 }
 
+// Finished allocations do not pile up: once terminal and named by no claim, the control plane
+// deletes them after --alloc-gc-threshold, and the agent keeps nothing of them either.
+TEST_F(Lifecycle, FinishedAllocationsAreDeletedAfterTheThreshold) {
+  cluster.reset();
+  cluster = std::make_unique<Cluster>(ClusterOptions{.alloc_gc_threshold = "1s"});
+  cluster->start_controlplane();
+  cluster->start_node("node-1");
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  auto a = cluster->run_alloc(allocation("a", "vol", "node-1", "sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+  std::this_thread::sleep_for(1500ms);  // running, even past the threshold: kept
+  EXPECT_EQ(cluster->request("GET", "/v1/allocation/" + a).status, 200u);
+  ASSERT_EQ(cluster->stop_alloc(a).status, 200u);
+  ASSERT_TRUE(freed("vol")) << cluster->volume("vol").dump();
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->request("GET", "/v1/allocation/" + a).status == 404; }, 10s))
+      << cluster->request("GET", "/v1/allocation/" + a).body;
+  bool event = false;
+  for (const auto& e : cluster->get("/v1/events")) event |= e.value("Type", "") == "AllocationsCollected";
+  EXPECT_TRUE(event);
+  auto leftovers = [&] {
+    std::vector<std::string> out;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(cluster->node_dir("node-1")))
+      if (entry.path().string().find(a) != std::string::npos) out.push_back(entry.path().string());
+    return out;
+  };
+  EXPECT_TRUE(Cluster::eventually([&] { return leftovers().empty(); }, 10s)) << leftovers().front();
+  // The node carries on: the volume is claimed and mounted again by a new allocation.
+  auto b = cluster->run_alloc(allocation("b", "vol", "node-1", "sleep 600"));
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(b) == "running"; }));
+}
+
 // Seed 004: a node that loses the control plane, with stop_after_client_disconnect set: both sides
 // release on their own — the agent stops the task and unmounts, the control plane frees the claim.
 TEST_F(Lifecycle, StopAfterClientDisconnectReleasesBothSidesWithoutAnOperator) {

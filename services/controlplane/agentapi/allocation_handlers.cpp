@@ -79,7 +79,7 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
   for (const auto& u : req.updates()) {
     if (auto st = check_id(domain::IdKind::allocation, u.alloc_id()); !st.ok()) return st;
     const auto* a = ctx.store.allocation(u.alloc_id());
-    if (!a) return not_found("allocation not found: " + u.alloc_id());
+    if (!a) continue;  // deleted by the allocation GC (terminal long ago): nothing left to update
     if (a->node_id != node_id)
       return invalid_argument("allocation " + quoted(u.alloc_id()) + " is placed on node " + quoted(a->node_id) +
                               ", not on node " + quoted(node_id));
@@ -93,7 +93,12 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
   std::map<std::string, domain::Volume> volumes;     // changed copies
   Batch batch;
   for (const auto& u : req.updates()) {
-    auto [it, fresh] = allocs.try_emplace(u.alloc_id(), *ctx.store.allocation(u.alloc_id()));
+    const auto* stored = ctx.store.allocation(u.alloc_id());
+    if (!stored) {
+      ctx.log.debug("status report for an allocation that is gone; acknowledged", {{"alloc_id", u.alloc_id()}});
+      continue;
+    }
+    auto [it, fresh] = allocs.try_emplace(u.alloc_id(), *stored);
     auto& a = it->second;
     bool changed = false;
     for (const auto& e : u.events()) {

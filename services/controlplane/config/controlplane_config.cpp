@@ -65,6 +65,9 @@ constexpr std::array kOptions{
            "longest wait between attempts of a failing claim release", "30s", nullptr, &Config::gc_retry_max},
     Option{"gc-sweep-period", "MOORING_CP_GC_SWEEP_PERIOD", "gc_sweep_period", Kind::positive_duration, "DURATION",
            "safety-net sweep for past claims without a worker", "5m", nullptr, &Config::gc_sweep_period},
+    Option{"alloc-gc-threshold", "MOORING_CP_ALLOC_GC_THRESHOLD", "alloc_gc_threshold", Kind::positive_duration,
+           "DURATION", "terminal allocations without claims are deleted after this long", "1h", nullptr,
+           &Config::alloc_gc_threshold},
 };
 
 const Option* find_flag(std::string_view name) {

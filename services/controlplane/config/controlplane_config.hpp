@@ -26,6 +26,7 @@ struct ControlPlaneConfig {
   std::chrono::milliseconds heartbeat_ttl{10'000};
   std::chrono::milliseconds gc_retry_max{30'000};
   std::chrono::milliseconds gc_sweep_period{300'000};
+  std::chrono::milliseconds alloc_gc_threshold{3'600'000};
 };
 
 struct ControlPlaneArgs {
