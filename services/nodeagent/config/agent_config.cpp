@@ -121,7 +121,9 @@ std::string get_string(const json& obj, const std::string& key, const std::strin
   return v.get<std::string>();
 }
 
-std::chrono::milliseconds get_duration(const json& obj, const std::string& key, const std::string& path) {
+// `zero_ok`: 0 is a meaningful value (drain_on_shutdown 0 = do not drain), not a mistake.
+std::chrono::milliseconds get_duration(const json& obj, const std::string& key, const std::string& path,
+                                       bool zero_ok = false) {
   const auto& v = obj.at(key);
   std::optional<std::chrono::milliseconds> d;
   if (v.is_number()) {
@@ -131,7 +133,8 @@ std::chrono::milliseconds get_duration(const json& obj, const std::string& key, 
     d = parse_duration(v.get<std::string>());
   }
   if (!d) throw Fail{path + ": " + v.dump() + " is not a duration (like \"30s\", \"500ms\", \"2m\")"};
-  if (d->count() <= 0) throw Fail{path + ": " + v.dump() + " must be greater than zero"};
+  if (d->count() < 0 || (d->count() == 0 && !zero_ok))
+    throw Fail{path + ": " + v.dump() + " must be greater than zero"};
   return *d;
 }
 
@@ -231,7 +234,7 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
       continue;
     }
     if (key == "drain_on_shutdown") {
-      cfg.drain_on_shutdown = get_duration(layer, key, path);
+      cfg.drain_on_shutdown = get_duration(layer, key, path, /*zero_ok=*/true);
       continue;
     }
     std::string* target = nullptr;

@@ -65,6 +65,12 @@ TEST(AgentConfig, DrainOnShutdownFromEachSource) {
   EXPECT_EQ(ok({"agent", "--config", file.string()}).config.drain_on_shutdown, std::chrono::seconds(20));
   EXPECT_EQ(ok({"agent"}, {{"MOORING_DRAIN_ON_SHUTDOWN", "1m"}}).config.drain_on_shutdown, std::chrono::minutes(1));
   EXPECT_EQ(ok({"agent", "--drain-on-shutdown", "500ms"}).config.drain_on_shutdown, std::chrono::milliseconds(500));
+  // 0, the documented "off", is accepted from every source.
+  EXPECT_EQ(ok({"agent", "--drain-on-shutdown", "0"}).config.drain_on_shutdown.count(), 0);
+  EXPECT_EQ(ok({"agent"}, {{"MOORING_DRAIN_ON_SHUTDOWN", "0s"}}).config.drain_on_shutdown.count(), 0);
+  EXPECT_EQ(ok({"agent", "--config", dir.write("zero.json", R"({"drain_on_shutdown":0})").string()})
+                .config.drain_on_shutdown.count(),
+            0);
   const auto r = parse_agent_config({"agent", "--drain-on-shutdown", "soon"}, {});
   ASSERT_TRUE(std::holds_alternative<ConfigError>(r));
   EXPECT_NE(std::get<ConfigError>(r).message.find("drain_on_shutdown"), std::string::npos)
