@@ -54,16 +54,22 @@ struct AgentRouter::Impl {
     return csi::policy(rpc).timeout + extra + router.options_.forward_margin;
   }
 
-  // One attempt against one node. `seen` is the state index when the caller asked (the coroutine
-  // starts synchronously in the caller's co_await, so it covers what the caller read).
+  // Nothing was asked: no node to ask, or the state the caller decided from was lost. Callers
+  // treat this as certainly not done (nothing to undo).
+  template <class Resp>
+  static void not_sent(AgentResult<Resp>& out, csi::Rpc rpc, const std::string& what, std::string reason) {
+    out.no_target = true;
+    out.status = grpc::Status(grpc::StatusCode::UNAVAILABLE, std::move(reason));
+    out.outcome = csi::classify(rpc, out.status.error_code());
+    out.error = what + ": " + out.status.error_message();
+  }
+
+  // One attempt against one node. The node is only read before the first suspension.
   template <class Req, class Resp, class Start>
   asio::awaitable<grpc::Status> call(const domain::Node& node, std::chrono::milliseconds timeout, const Req& request,
-                                     Resp& response, Start start, std::uint64_t seen) {
+                                     Resp& response, Start start) {
     // Named locals, not temporaries, as coroutine arguments: GCC 12 mishandles the lifetime of
     // class temporaries passed by value to a coroutine (a captured shared_ptr was released twice).
-    // What the caller decided from must be on disk before it has effects outside (group commit).
-    if (auto st = co_await router.store_.durable(seen); !st)
-      co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, "control plane: " + st.error());
     std::shared_ptr<Stub> s = stub(node);
     Stub* raw = s.get();
     rpc::CallOptions options;
@@ -79,22 +85,26 @@ struct AgentRouter::Impl {
   template <class Req, class Resp, class Start>
   asio::awaitable<AgentResult<Resp>> to_node(csi::Rpc classify_as, std::string what, std::string node_id, Req request,
                                              std::chrono::milliseconds timeout, Start start) {
+    // The coroutine starts synchronously in the caller's co_await: `seen` covers what it read.
+    // That must be on disk before anything goes out (group commit), and the node is looked up
+    // only after the wait (a failed flush reloads the store).
     const std::uint64_t seen = router.store_.index();
     AgentResult<Resp> out;
     out.node_id = node_id;
-    const domain::Node* node = router.store_.node(node_id);
-    if (!node || node->address.empty()) {
-      out.no_target = true;
-      out.status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                node ? "node " + quoted(node_id) + " has no agent address"
-                                     : "node " + quoted(node_id) + " is not registered");
-      out.outcome = csi::classify(classify_as, out.status.error_code());
-      out.error = what + " on node " + quoted(node_id) + ": " + out.status.error_message();
+    const std::string where = what + " on node " + quoted(node_id);
+    if (auto st = co_await router.store_.durable(seen); !st) {
+      not_sent(out, classify_as, where, "control plane: " + st.error());
       co_return out;
     }
-    out.status = co_await call(*node, timeout, request, out.response, start, seen);
+    const domain::Node* node = router.store_.node(node_id);
+    if (!node || node->address.empty()) {
+      not_sent(out, classify_as, where,
+               node ? "node " + quoted(node_id) + " has no agent address" : "node " + quoted(node_id) + " is not registered");
+      co_return out;
+    }
+    out.status = co_await call(*node, timeout, request, out.response, start);
     out.outcome = csi::classify(classify_as, out.status.error_code());
-    if (!out.ok()) out.error = what + " on node " + quoted(node_id) + ": " + csi::status_text(out.status.error_code(), out.status.error_message());
+    if (!out.ok()) out.error = where + ": " + csi::status_text(out.status.error_code(), out.status.error_message());
     co_return out;
   }
 
@@ -109,12 +119,13 @@ struct AgentRouter::Impl {
     const std::string what = std::string(csi::to_string(rpc)) + " for plugin " + quoted(plugin_id) +
                              (key.empty() ? std::string{} : " (volume " + quoted(key) + ")");
     AgentResult<Resp> out;
+    if (auto st = co_await router.store_.durable(seen); !st) {  // as in to_node
+      not_sent(out, rpc, what, "control plane: " + st.error());
+      co_return out;
+    }
     auto candidates = router.controller_candidates(plugin_id);
     if (candidates.empty()) {
-      out.no_target = true;
-      out.status = grpc::Status(grpc::StatusCode::UNAVAILABLE, router.no_controller_reason(plugin_id));
-      out.outcome = csi::classify(rpc, out.status.error_code());
-      out.error = what + ": " + out.status.error_message();
+      not_sent(out, rpc, what, router.no_controller_reason(plugin_id));
       co_return out;
     }
     Wrapped wrapped;
@@ -126,7 +137,7 @@ struct AgentRouter::Impl {
       const domain::Node* node = router.store_.node(node_id);  // may have gone during an earlier attempt
       if (!node || node->address.empty()) continue;
       Resp response;
-      out.status = co_await call(*node, timeout(rpc), wrapped, response, start, seen);
+      out.status = co_await call(*node, timeout(rpc), wrapped, response, start);
       out.outcome = csi::classify(rpc, out.status.error_code());
       out.node_id = node_id;
       asked = true;
@@ -142,10 +153,8 @@ struct AgentRouter::Impl {
                       {"error", csi::status_text(out.status.error_code(), out.status.error_message())}});
     }
     if (!asked) {
-      out.no_target = true;
-      out.status = grpc::Status(grpc::StatusCode::UNAVAILABLE, router.no_controller_reason(plugin_id));
-      out.outcome = csi::classify(rpc, out.status.error_code());
-      tried = out.status.error_message();
+      not_sent(out, rpc, what, router.no_controller_reason(plugin_id));
+      co_return out;
     }
     out.error = what + ": " + tried;
     co_return out;

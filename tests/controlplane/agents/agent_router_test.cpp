@@ -54,6 +54,27 @@ TEST_F(AgentRouterTest, RetryableErrorTriesTheNextControllerFinalErrorDoesNot) {
   EXPECT_EQ(agents["node-3"].count("ControllerUnpublishVolume"), 1u);  // only the first call reached it
 }
 
+// Group commit: what the caller decided from must be on disk before anything goes out. When the
+// flush fails, nothing is sent and the result says so (not "maybe sent").
+TEST_F(AgentRouterTest, NothingGoesOutWhenTheStateItWasDecidedFromIsLost) {
+  backend.fail_apply = true;
+  auto r = asio::co_spawn(io, [&]() -> asio::awaitable<Result> {
+    Batch b;
+    b.put(node("node-4", "127.0.0.1:1"));
+    EXPECT_TRUE(plane->store.commit(std::move(b)));  // in memory; its flush will fail
+    ::csi::v1::ControllerUnpublishVolumeRequest req;
+    req.set_volume_id("ext-1");
+    co_return co_await plane->router.controller_unpublish_volume("csi", "vol-1", req);
+  }, asio::use_future).get();
+  backend.fail_apply = false;
+  EXPECT_TRUE(r.no_target);
+  EXPECT_FALSE(r.done());
+  EXPECT_NE(r.error.find("fake: disk full"), std::string::npos) << r.error;
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 0u);
+  EXPECT_EQ(agents["node-3"].count("ControllerUnpublishVolume"), 0u);
+  EXPECT_FALSE(on_io([&] { return plane->store.node("node-4") != nullptr; }));  // reloaded from disk
+}
+
 TEST_F(AgentRouterTest, NoHealthyControllerIsAClearUnavailable) {
   auto r = unpublish("vol-1", "ext-1", "nope");
   EXPECT_TRUE(r.no_target);

@@ -37,10 +37,11 @@ inline gc::GcOptions fast_gc() {
 }
 
 // One control plane process's worth of objects over a shared backend (a restart makes a new one).
+// The store runs with group commit, as in the binary: the router waits for durability.
 struct Plane {
   Plane(asio::io_context& io, StateBackend& backend, gc::GcOptions options)
       : feed(backend),
-        store(io.get_executor(), feed),
+        store(io.get_executor(), feed, StateOptions{.group_commit = true}),
         router(io.get_executor(), store, agents::AgentRouterOptions{.timeout_override = 3s}),
         gc(io.get_executor(), store, feed, router, options),
         loss(io.get_executor(), store, gc::NodeLossOptions{.max_wait = 200ms}) {
