@@ -182,7 +182,6 @@ http::Response Api::fallback_sync(const http::Request& req) {
 }
 
 boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
-  const auto failed_flushes = impl_->ctx.store.failed_flushes();
   const Route* route = nullptr;
   std::optional<Blocking> blocking;
   if (auto early = impl_->prepare(req, route, blocking)) {
@@ -191,6 +190,8 @@ boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
   }
   if (blocking && blocking->index > 0)
     co_await impl_->ctx.store.wait_for_change(blocking->table, blocking->index, impl_->jitter(blocking->wait));
+  // Counted after a blocking wait: a flush that failed during the wait took nothing this answer sees.
+  const auto failed_flushes = impl_->ctx.store.failed_flushes();
   http::Response res;  // not a ?: around co_await: GCC 12 miscompiles that (use after free)
   if (route->async)
     res = impl_->finish(req, *route, co_await route->async(req));
