@@ -91,8 +91,10 @@ void StatusReporter::report(const std::string& alloc_id, domain::ClientStatus st
   // Written to disk with the batch (flush saves before it sends), not once per event: a
   // lifecycle reports about ten events, and every synchronous write contends with the mounts'.
   // A crash can lose at most the events of the last batch window; the allocation's status itself
-  // is in its own state file and is reported again after a restart.
+  // is in its own state file and is reported again after a restart. While sends fail there is no
+  // next batch to ride (the loop sleeps out its backoff), so a report is written at once.
   dirty_ = true;
+  if (failing_) save_if_dirty();
   wake_->notify();
 }
 
@@ -146,8 +148,11 @@ asio::awaitable<void> StatusReporter::run() {
     // while it was in flight go out with the next batch, not after a failure backoff (that
     // mistake held every busy allocation's "running" back by about 400 ms).
     const auto batches = delivered_;
+    // Read before the attempt: a reconnect noticed while it is in flight must still wake the wait.
+    const auto back_gen = options_.controlplane_back ? options_.controlplane_back->generation() : 0;
     co_await flush();
-    if (delivered_ > batches) {
+    failing_ = delivered_ == batches;
+    if (!failing_) {
       failures = 0;
       continue;
     }
@@ -155,7 +160,6 @@ asio::awaitable<void> StatusReporter::run() {
     if (failures == 1 || failures % 10 == 0)
       logger().warn("allocation status not delivered; retrying",
                     {{"pending", static_cast<int64_t>(pending_.size())}, {"delay", delay}});
-    const auto back_gen = options_.controlplane_back ? options_.controlplane_back->generation() : 0;
     const auto slept = co_await async::sleep_for(delay, options_.controlplane_back, back_gen);
     if (slept == async::SleepEnd::cancelled) co_return;
   }

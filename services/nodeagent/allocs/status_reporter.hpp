@@ -70,7 +70,8 @@ class StatusReporter final : public AllocStatusSink {
   };
   void save() const;
   void save_if_dirty();
-  bool dirty_ = false;  // reports not yet on disk
+  bool dirty_ = false;    // reports not yet on disk
+  bool failing_ = false;  // the last send failed: reports are written as they come
 
   boost::asio::any_io_executor ex_;
   ControlPlaneCalls& controlplane_;

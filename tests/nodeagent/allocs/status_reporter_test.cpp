@@ -52,6 +52,33 @@ TEST(StatusReporterTest, BatchesAndRetriesUntilDelivered) {
   run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
 }
 
+// While the control plane is unreachable the loop sleeps out its backoff: a report made then is
+// on disk at once, not only with the next attempt (a crash would otherwise lose it).
+TEST(StatusReporterTest, ReportsAreWrittenAtOnceWhileSendsFail) {
+  test::TempDir dir{"status-reporter"};
+  asio::io_context io;
+  FakeControlPlaneCalls cp;
+  cp.down = true;
+  auto o = options(dir / "updates.json");
+  o.backoff = async::Backoff{10s, 10s, 2.0, 0.0};  // the retry never comes during the test
+  StatusReporter reporter(io.get_executor(), cp, o);
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("reporter", reporter.run());
+  reporter.report("a1", ClientStatus::running, {{domain::now(), "Started", "s"}});
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 10ms); return cp.refused_updates > 0; }, 10s));
+  reporter.report("a1", ClientStatus::complete, {{domain::now(), "Killed", "k"}});
+  {
+    StatusReporter restarted(io.get_executor(), cp, options(dir / "updates.json"));  // what a crash leaves
+    restarted.load();
+    cp.down = false;
+    run_async(io, [&]() -> asio::awaitable<void> { EXPECT_TRUE(co_await restarted.flush()); });
+    EXPECT_EQ(cp.last_status("a1"), ::mooring::v1::CLIENT_STATUS_COMPLETE);
+    EXPECT_EQ(cp.event_types("a1"), (std::vector<std::string>{"Started", "Killed"}));
+  }
+  group.cancel();
+  run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
+}
+
 // A report that arrives while a batch is in flight goes out with the next batch, not after a
 // failure backoff: the call went through.
 TEST(StatusReporterTest, ReportsArrivingDuringASendGoOutWithTheNextBatch) {

@@ -39,8 +39,12 @@ class FakeControlPlaneCalls final : public ControlPlaneCalls {
     co_return grpc::Status::OK;
   }
   std::function<void()> during_update;  // runs inside update_allocations, as if while it was in flight
+  int refused_updates = 0;  // update_allocations calls answered UNAVAILABLE (down)
   boost::asio::awaitable<grpc::Status> update_allocations(const ::mooring::v1::UpdateAllocationsRequest& r) override {
-    if (down) co_return unavailable();
+    if (down) {
+      ++refused_updates;
+      co_return unavailable();
+    }
     if (auto hook = std::exchange(during_update, nullptr)) hook();
     updates.push_back(r);
     co_return grpc::Status::OK;
