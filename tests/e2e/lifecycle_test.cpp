@@ -401,6 +401,33 @@ TEST_F(Lifecycle, ReadersShareAMultiReaderVolume) {
   EXPECT_TRUE(freed("ro"));
 }
 
+// A create whose outcome is unknown (DEADLINE_EXCEEDED from every controller) is undone in the
+// background by sending the same request again, then DeleteVolume for what it names. The request
+// must be the whole one: a plugin refuses a CreateVolume without its capabilities.
+TEST_F(Lifecycle, UncertainCreateIsNegatedWithTheSameRequest) {
+  for (auto n : {"node-1", "node-2"})
+    cluster->set_faults(n, json::array({{{"rpc", "CreateVolume"}, {"code", 4}, {"count", 1}}}));
+  json body = {{"Volumes",
+                {{{"ID", "maybe"},
+                  {"PluginID", "hostpath"},
+                  {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+  auto r = cluster->request("PUT", "/v1/volume/csi/maybe/create", body.dump());
+  EXPECT_NE(r.status, 200u) << r.body;
+  auto negated = [&] {
+    bool created = false, deleted = false;
+    for (auto n : {"node-1", "node-2"}) {
+      for (const auto& c : cluster->calls(n, "CreateVolume")) created |= c.code == "OK";
+      for (const auto& c : cluster->calls(n, "DeleteVolume")) deleted |= c.code == "OK";
+    }
+    return created && deleted;
+  };
+  EXPECT_TRUE(Cluster::eventually(negated, 20s));
+  for (auto n : {"node-1", "node-2"})
+    for (const auto& c : cluster->calls(n, "CreateVolume"))
+      EXPECT_NE(c.code, "INVALID_ARGUMENT") << "the negation sent an incomplete CreateVolume";
+  EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/maybe").status, 404u);
+}
+
 TEST_F(Lifecycle, VolumeCreateSnapshotRestoreExpandDeleteThroughTheApi) {
   ASSERT_FALSE(cluster->create_volume("src", "single-node-writer", 1 << 20).is_null());
   auto w = cluster->run_alloc(allocation("w", "src", "node-1", "echo snap-data > \"$MOORING_VOLUME_DATA/f\""));

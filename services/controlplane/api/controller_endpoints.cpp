@@ -340,7 +340,7 @@ asio::awaitable<http::Response> ControllerEndpoints::create_volume(http::Request
     if (res.outcome == csi::Outcome::uncertain) {
       log_.warn("create volume outcome unknown; negating it in the background",
                 {{"volume_id", id}, {"plugin_id", v.plugin_id}, {"error", res.error}});
-      tasks_.spawn("negate create " + id, negate_create(v.plugin_id, id, id, v.secrets));
+      tasks_.spawn("negate create " + id, negate_create(v.plugin_id, id, csi));
     }
     co_return plugin_failure(res);
   }
@@ -348,6 +348,7 @@ asio::awaitable<http::Response> ControllerEndpoints::create_volume(http::Request
 
   // The state may have moved while the plugin worked: plan again against what is there now.
   auto abandon = [&](http::Response answer) {
+    if (registered_as(id, created.volume_id())) return answer;  // the same volume, registered by a concurrent create
     ::csi::v1::DeleteVolumeRequest del;
     del.set_volume_id(created.volume_id());
     put_secrets(del.mutable_secrets(), v.secrets);
@@ -393,27 +394,31 @@ asio::awaitable<http::Response> ControllerEndpoints::create_volume(http::Request
   co_return r;
 }
 
-asio::awaitable<void> ControllerEndpoints::negate_create(std::string plugin_id, std::string volume_id, std::string name,
-                                                         StringMap secrets) {
-  // CreateVolume is idempotent on its name: asking again tells the provider's id of whatever an
-  // uncertain attempt made, which is then deleted — unless a later create registered it.
+bool ControllerEndpoints::registered_as(const std::string& id, const std::string& external_id) const {
+  const auto* v = store_.volume(id);
+  return v && v->external_id == external_id;
+}
+
+asio::awaitable<void> ControllerEndpoints::negate_create(std::string plugin_id, std::string volume_id,
+                                                         ::csi::v1::CreateVolumeRequest request) {
   std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
-        ::csi::v1::CreateVolumeRequest again;
-        again.set_name(name);
-        put_secrets(again.mutable_secrets(), secrets);
-        auto made = co_await router_.create_volume(plugin_id, volume_id, again);
-        if (!made.ok()) co_return async::Attempt::again(made.error);
-        const auto* v = store_.volume(volume_id);
-        if (v && v->external_id == made.response.volume().volume_id()) co_return async::Attempt::ok();
+        auto made = co_await router_.create_volume(plugin_id, volume_id, request);
+        if (!made.ok())
+          co_return made.outcome == csi::Outcome::final_error ? async::Attempt::final_error(made.error)
+                                                              : async::Attempt::again(made.error);
+        if (registered_as(volume_id, made.response.volume().volume_id())) co_return async::Attempt::ok();
         ::csi::v1::DeleteVolumeRequest del;
         del.set_volume_id(made.response.volume().volume_id());
-        put_secrets(del.mutable_secrets(), secrets);
+        *del.mutable_secrets() = request.secrets();
         auto gone = co_await router_.delete_volume(plugin_id, volume_id, del);
         if (!gone.done()) co_return async::Attempt::again(gone.error);
         log_.info("abandoned create negated", {{"volume_id", volume_id}, {"external_id", del.volume_id()}});
         co_return async::Attempt::ok();
       };
-  co_await async::retry(std::move(attempt), negation_retry());
+  auto result = co_await async::retry(std::move(attempt), negation_retry());
+  if (!result.ok())
+    log_.warn("cannot negate an abandoned create; the plugin may hold an unregistered volume",
+              {{"volume_id", volume_id}, {"plugin_id", plugin_id}, {"error", result.last_error}});
 }
 
 // ---- delete ----
@@ -602,7 +607,7 @@ asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Reque
     auto res = co_await router_.create_snapshot(w.plugin_id, w.volume_id, csi);
     if (!res.ok()) {
       if (res.outcome == csi::Outcome::uncertain)
-        tasks_.spawn("negate snapshot " + w.name, negate_snapshot(w.plugin_id, w.external_id, w.name, w.secrets));
+        tasks_.spawn("negate snapshot " + w.name, negate_snapshot(w.plugin_id, csi));
       co_return plugin_failure(res);
     }
     out.push_back(snapshot_json(res.response.snapshot(), w.plugin_id, store_, w.name));
@@ -618,23 +623,23 @@ asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Reque
   co_return json_ok({{"Snapshots", out}, {"Index", store_.index()}});
 }
 
-asio::awaitable<void> ControllerEndpoints::negate_snapshot(std::string plugin_id, std::string source_external_id,
-                                                           std::string name, StringMap secrets) {
+asio::awaitable<void> ControllerEndpoints::negate_snapshot(std::string plugin_id, ::csi::v1::CreateSnapshotRequest request) {
   std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
-        ::csi::v1::CreateSnapshotRequest again;
-        again.set_source_volume_id(source_external_id);
-        again.set_name(name);
-        put_secrets(again.mutable_secrets(), secrets);
         std::string unserialized;
-        auto made = co_await router_.create_snapshot(plugin_id, unserialized, again);
-        if (!made.ok()) co_return async::Attempt::again(made.error);
+        auto made = co_await router_.create_snapshot(plugin_id, unserialized, request);
+        if (!made.ok())
+          co_return made.outcome == csi::Outcome::final_error ? async::Attempt::final_error(made.error)
+                                                              : async::Attempt::again(made.error);
         ::csi::v1::DeleteSnapshotRequest del;
         del.set_snapshot_id(made.response.snapshot().snapshot_id());
-        put_secrets(del.mutable_secrets(), secrets);
+        *del.mutable_secrets() = request.secrets();
         auto gone = co_await router_.delete_snapshot(plugin_id, del);
         co_return gone.done() ? async::Attempt::ok() : async::Attempt::again(gone.error);
       };
-  co_await async::retry(std::move(attempt), negation_retry());
+  auto result = co_await async::retry(std::move(attempt), negation_retry());
+  if (!result.ok())
+    log_.warn("cannot negate an abandoned snapshot; the plugin may hold an unregistered snapshot",
+              {{"plugin_id", plugin_id}, {"name", request.name()}, {"error", result.last_error}});
 }
 
 asio::awaitable<http::Response> ControllerEndpoints::delete_snapshot(http::Request req) {

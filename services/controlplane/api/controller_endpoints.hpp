@@ -18,6 +18,11 @@
 #include "shared/domain/result.hpp"
 #include "shared/log/log.hpp"
 
+namespace csi::v1 {  // passed by value, so only declared here (the protos stay out of this header)
+class CreateVolumeRequest;
+class CreateSnapshotRequest;
+}  // namespace csi::v1
+
 namespace mooring::controlplane {
 class StateStore;
 namespace agents {
@@ -60,10 +65,13 @@ class ControllerEndpoints {
   boost::asio::awaitable<http::Response> list_external_volumes(http::Request req);
 
  private:
-  boost::asio::awaitable<void> negate_create(std::string plugin_id, std::string volume_id, std::string name,
-                                             std::map<std::string, std::string> secrets);
-  boost::asio::awaitable<void> negate_snapshot(std::string plugin_id, std::string source_external_id,
-                                               std::string name, std::map<std::string, std::string> secrets);
+  // Undo a create whose outcome is unknown: the same request again (idempotent on its name, and
+  // a plugin refuses one without its capabilities) tells what exists, which is then deleted.
+  boost::asio::awaitable<void> negate_create(std::string plugin_id, std::string volume_id,
+                                             ::csi::v1::CreateVolumeRequest request);
+  boost::asio::awaitable<void> negate_snapshot(std::string plugin_id, ::csi::v1::CreateSnapshotRequest request);
+  // The volume `id` is registered with this provider id (a concurrent create of the same id won).
+  bool registered_as(const std::string& id, const std::string& external_id) const;
 
   StateStore& store_;
   agents::AgentRouter& router_;
