@@ -95,7 +95,7 @@ class TimedBackend final : public StateBackend {
     ++flushes;
     return st;
   }
-  domain::Status apply_group(const std::vector<Transaction>& txs) override {
+  domain::Status apply_group(std::span<const Transaction> txs) override {
     auto t0 = Clock::now();
     auto st = inner_.apply_group(txs);
     apply_ms += ms_since(t0);

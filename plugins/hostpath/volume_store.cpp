@@ -69,14 +69,14 @@ SnapshotRecord snapshot_from_json(const json& j) {
 
 }  // namespace
 
-EncodedState encode_records(const StoreState& state) {
+VolumeStore::EncodedState VolumeStore::encode_records(const StoreState& state) {
   EncodedState out;
   for (const auto& [id, v] : state.volumes) out.volumes.emplace(id, to_json(v).dump());
   for (const auto& [id, s] : state.snapshots) out.snapshots.emplace(id, to_json(s).dump());
   return out;
 }
 
-std::string assemble(const EncodedState& encoded) {
+std::string VolumeStore::assemble(const EncodedState& encoded) {
   std::size_t size = 64;
   for (const auto& [id, text] : encoded.volumes) size += text.size() + 2;
   for (const auto& [id, text] : encoded.snapshots) size += text.size() + 2;
@@ -100,7 +100,9 @@ std::string assemble(const EncodedState& encoded) {
   return out;
 }
 
-std::string encode_state(const StoreState& state) { return assemble(encode_records(state)); }
+std::string encode_state(const StoreState& state) {
+  return VolumeStore::assemble(VolumeStore::encode_records(state));
+}
 
 bool decode_state(std::string_view text, StoreState& out, std::string& error) {
   out = {};
@@ -187,7 +189,7 @@ bool update_records(const std::map<std::string, Record>& before, const std::map<
   }
   for (const auto& [id, record] : after) {
     auto old = before.find(id);
-    if (old != before.end() && old->second == record && text.contains(id)) continue;
+    if (old != before.end() && old->second == record) continue;  // `text` follows `before`
     text.insert_or_assign(id, to_json(record).dump());
     changed = true;
   }

@@ -56,12 +56,7 @@ struct StoreState {
 };
 
 // JSON codec of the state file (exposed for tests).
-struct EncodedState {
-  std::map<std::string, std::string> volumes, snapshots;  // id -> the record's JSON text
-};
-EncodedState encode_records(const StoreState& state);
-std::string assemble(const EncodedState& encoded);
-std::string encode_state(const StoreState& state);  // assemble(encode_records(state))
+std::string encode_state(const StoreState& state);
 bool decode_state(std::string_view text, StoreState& out, std::string& error);
 
 class VolumeStore {
@@ -97,6 +92,12 @@ class VolumeStore {
   StoreState cached_state_;
   // Each record's encoded text as in the file: a change re-encodes only the records it touched,
   // and the file is their concatenation (a publish among 1000 volumes is not 1000 encodings).
+  struct EncodedState {
+    std::map<std::string, std::string> volumes, snapshots;  // id -> the record's JSON text
+  };
+  static EncodedState encode_records(const StoreState& state);
+  static std::string assemble(const EncodedState& encoded);
+  friend std::string encode_state(const StoreState& state);
   EncodedState cached_text_;
   std::filesystem::path data_dir_;
   std::mutex mu_;

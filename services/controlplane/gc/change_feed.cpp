@@ -9,7 +9,7 @@ domain::Status ChangeFeed::apply(const Transaction& tx) {
   return inner_.apply(tx);
 }
 
-domain::Status ChangeFeed::apply_group(const std::vector<Transaction>& txs) {
+domain::Status ChangeFeed::apply_group(std::span<const Transaction> txs) {
   for (const auto& tx : txs) record(tx);
   return inner_.apply_group(txs);
 }

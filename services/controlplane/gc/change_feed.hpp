@@ -33,7 +33,7 @@ class ChangeFeed final : public StateBackend {
 
   domain::Expected<Snapshot> load() override { return inner_.load(); }
   domain::Status apply(const Transaction& tx) override;
-  domain::Status apply_group(const std::vector<Transaction>& txs) override;
+  domain::Status apply_group(std::span<const Transaction> txs) override;
 
   // A new subscriber for a table's keys; it sees changes applied from now on.
   std::shared_ptr<ChangeSet> subscribe(Table table);

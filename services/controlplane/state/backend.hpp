@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,7 @@ class StateBackend {
   // Group commit: the transactions in order, made durable together (SQLite: one fsync). Each is
   // still all-or-nothing; when the group fails, a prefix of it may be durable, so the caller
   // reloads to learn what is. The default writes them one by one.
-  virtual domain::Status apply_group(const std::vector<Transaction>& txs) {
+  virtual domain::Status apply_group(std::span<const Transaction> txs) {
     for (const auto& tx : txs)
       if (auto st = apply(tx); !st) return st;
     return {};

@@ -130,9 +130,9 @@ domain::Expected<Snapshot> SqliteBackend::load() {
   return snap;
 }
 
-domain::Status SqliteBackend::apply(const Transaction& tx) { return apply_group({tx}); }
+domain::Status SqliteBackend::apply(const Transaction& tx) { return apply_group({&tx, 1}); }
 
-domain::Status SqliteBackend::apply_group(const std::vector<Transaction>& txs) {
+domain::Status SqliteBackend::apply_group(std::span<const Transaction> txs) {
   if (txs.empty()) return {};
   if (auto st = db_->exec("BEGIN IMMEDIATE"); !st) return st;
   for (const auto& tx : txs) {

@@ -19,7 +19,7 @@ class SqliteBackend final : public StateBackend {
 
   domain::Expected<Snapshot> load() override;
   domain::Status apply(const Transaction& tx) override;
-  domain::Status apply_group(const std::vector<Transaction>& txs) override;  // one SQLite transaction
+  domain::Status apply_group(std::span<const Transaction> txs) override;  // one SQLite transaction
 
   const std::filesystem::path& path() const { return path_; }
 

@@ -122,8 +122,6 @@ class StateStore {
     return durable_index_ < index_ ? index_ : table_index(t);
   }
   std::uint64_t failed_flushes() const { return lost_.size(); }
-  // Writes queued commits now (shutdown, tests). Returns the flush's result.
-  domain::Status flush();
 
   // ---- watching ----
   // Returns the table's index once it exceeds `after`, or when `timeout` passes, or at once after
@@ -137,6 +135,7 @@ class StateStore {
  private:
   void notify(Table t);
   void schedule_flush();
+  domain::Status flush();  // writes the queued commits (posted by schedule_flush)
   void recover(const std::string& error);  // a flush failed: memory back to what is durable
   void wake_durable(const domain::Status& failure);
   struct Waiter;         // a timer a waiting coroutine sleeps on; defined in the .cpp

@@ -27,7 +27,7 @@ class FakeBackend final : public StateBackend {
     for (auto t : tx.tables) snapshot.table_index[t] = tx.index;
     return {};
   }
-  domain::Status apply_group(const std::vector<Transaction>& txs) override {
+  domain::Status apply_group(std::span<const Transaction> txs) override {
     if (fail_apply) return domain::error("fake: disk full");
     groups.push_back(txs.size());
     for (const auto& tx : txs) (void)apply(tx);
