@@ -52,8 +52,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
 // A simulated node agent: answers the two release RPCs at once, on gRPC's own threads.
 class SimAgent final : public v1::NodeAgent::CallbackService {
  public:
@@ -90,7 +88,7 @@ class TimedBackend final : public StateBackend {
   domain::Status apply(const Transaction& tx) override {
     auto t0 = Clock::now();
     auto st = inner_.apply(tx);
-    apply_ms += ms_since(t0);
+    apply_ms += bench::ms_since(t0);
     ++transactions;
     ++flushes;
     return st;
@@ -98,7 +96,7 @@ class TimedBackend final : public StateBackend {
   domain::Status apply_group(std::span<const Transaction> txs) override {
     auto t0 = Clock::now();
     auto st = inner_.apply_group(txs);
-    apply_ms += ms_since(t0);
+    apply_ms += bench::ms_since(t0);
     transactions += txs.size();
     ++flushes;
     return st;
@@ -347,16 +345,22 @@ class Harness {
     });
   }
 
+  // The io thread's counters, read on it (the GC and the flushes write them there).
+  struct Counters {
+    std::uint64_t transactions = 0, flushes = 0, examined = 0;
+    double apply_ms = 0;
+  };
+  Counters counters() {
+    return on_io([&] { return Counters{timed_->transactions, timed_->flushes, gc_->volumes_examined(), timed_->apply_ms}; });
+  }
+
   json storm() {
     on_io([&] {
       gc_->start();
       return 0;
     });
     claim_all(0, opt_.volumes, 0);
-    const auto tx0 = timed_->transactions;
-    const auto flush0 = timed_->flushes;
-    const double apply0 = timed_->apply_ms;
-    const auto examined0 = gc_->volumes_examined();
+    const auto before = counters();
     std::uint64_t detach0 = 0, unpub0 = 0;
     for (auto& n : nodes_) detach0 += n.agent->detaches, unpub0 += n.agent->unpublishes;
 
@@ -378,21 +382,22 @@ class Harness {
       if (left == 0) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    const double total = ms_since(t0);
+    const double total = bench::ms_since(t0);
     std::uint64_t detaches = 0, unpubs = 0;
     for (auto& n : nodes_) detaches += n.agent->detaches, unpubs += n.agent->unpublishes;
     // The storm's tail: watchers woken by the last flush still examine what it changed. Counted
     // here (it is the storm's work), not in the single releases that follow.
     quiesce();
-    const auto examined = gc_->volumes_examined() - examined0;
+    const auto after = counters();
+    const auto examined = after.examined - before.examined;
     json out = {{"volumes", opt_.volumes},
                 {"nodes", opt_.nodes},
                 {"left_claimed", left},
                 {"seconds", total / 1000.0},
                 {"per_volume_us", total * 1000.0 / static_cast<double>(opt_.volumes)},
-                {"commit_ms", timed_->apply_ms - apply0},
-                {"transactions", timed_->transactions - tx0},
-                {"flushes", timed_->flushes - flush0},
+                {"commit_ms", after.apply_ms - before.apply_ms},
+                {"transactions", after.transactions - before.transactions},
+                {"flushes", after.flushes - before.flushes},
                 {"node_detach_rpcs", detaches - detach0},
                 {"controller_unpublish_rpcs", unpubs - unpub0},
                 {"volumes_examined", examined},
@@ -404,7 +409,7 @@ class Harness {
   // from that commit to the claim being freed.
   json singles() {
     std::vector<double> lat;
-    const auto examined0 = gc_->volumes_examined();
+    const auto examined0 = counters().examined;
     const std::size_t stride = std::max<std::size_t>(1, opt_.volumes / static_cast<std::size_t>(opt_.singles));
     for (int k = 0; k < opt_.singles; ++k) {
       const std::size_t i = (static_cast<std::size_t>(k) * stride) % opt_.volumes;
@@ -422,9 +427,9 @@ class Harness {
         if (freed) break;
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
-      lat.push_back(ms_since(t0));
+      lat.push_back(bench::ms_since(t0));
     }
-    const auto examined = gc_->volumes_examined() - examined0;
+    const auto examined = counters().examined - examined0;
     return {{"releases", opt_.singles},
             {"p50_ms", bench::percentile(lat, 50)},
             {"p99_ms", bench::percentile(lat, 99)},

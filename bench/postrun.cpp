@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/stats.hpp"
+#include "services/nodeagent/state/atomic_file.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
@@ -38,8 +39,6 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
 
 class FakeMounts final : public MountTable {
  public:
@@ -102,17 +101,9 @@ class FakePlugins final : public NodePluginLookup {
 // The durable-write floor: what MountRecordStore does for one record.
 double atomic_write_us(const fs::path& dir, int i, const std::string& content) {
   const auto t0 = Clock::now();
-  const fs::path path = dir / ("ref-" + std::to_string(i) + ".json");
-  const fs::path tmp = path.string() + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || ::write(fd, content.data(), content.size()) != static_cast<ssize_t>(content.size()) || ::fsync(fd) != 0)
-    throw std::runtime_error("reference write failed");
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("rename failed");
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  ::fsync(dfd);
-  ::close(dfd);
-  return us_since(t0);
+  if (auto ec = write_file_atomically(dir / ("ref-" + std::to_string(i) + ".json"), content))
+    throw std::runtime_error("reference write failed: " + ec.message());
+  return bench::us_since(t0);
 }
 
 json summary(const std::vector<double>& us) {
@@ -191,7 +182,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) {
       const auto t0 = Clock::now();
       vm->release("alloc-" + std::to_string(i), {"vol-" + std::to_string(i)});
-      release_us.push_back(us_since(t0));
+      release_us.push_back(bench::us_since(t0));
       io.poll();
     }
     const auto in_flight = vm->releases_in_flight();
@@ -201,7 +192,7 @@ int main(int argc, char** argv) {
     auto stopped = asio::co_spawn(io, vm->shutdown(std::chrono::seconds(5)), asio::use_future);
     io.run();
     io.restart();
-    const double shutdown_us = us_since(t0);
+    const double shutdown_us = bench::us_since(t0);
     out[mode] = {{"release", summary(release_us)},
                  {"releases_in_flight", in_flight},
                  {"shutdown_us", shutdown_us},

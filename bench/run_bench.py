@@ -36,7 +36,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Cluster, now_ms, percentile, read_status, wait_until  # noqa: E402
+from harness import Cluster, free_port, now_ms, percentile, read_status, wait_until  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("MOORING_BIN", "")
@@ -293,12 +293,6 @@ def bench_lifecycle(c, node):
 
 # --------------------------------------------------------------------------------------------
 # API: wrk against the control plane and against nginx serving the same bytes
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def wrk(url, seconds):
     p = subprocess.run(["wrk", "-t1", "-c16", f"-d{seconds}s", "--latency", url], capture_output=True, text=True,
@@ -639,7 +633,7 @@ def bench_gc():
     details["gc"] = runs
     for r in runs:
         n = r["volumes"]
-        note = (f"{r['transactions']} commits in {r.get('flushes', r['transactions'])} SQLite transactions, "
+        note = (f"{r['transactions']} commits in {r['flushes']} SQLite transactions, "
                 f"{r['examined_per_volume']:.1f} volumes examined per volume")
         if r["left_claimed"]:
             note += f"; {r['left_claimed']} NOT freed"

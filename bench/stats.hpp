@@ -1,11 +1,22 @@
-// Bench helpers: percentiles of a latency sample (nearest rank, as the Python side computes them).
+// Bench helpers: elapsed times, and percentiles of a latency sample (nearest rank, as the Python
+// side computes them).
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
 namespace mooring::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+inline double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
 
 inline double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;

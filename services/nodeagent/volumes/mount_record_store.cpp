@@ -1,5 +1,6 @@
 #include "services/nodeagent/volumes/mount_record_store.hpp"
 
+#include "services/nodeagent/state/atomic_file.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 
@@ -40,34 +41,6 @@ domain::Status make_dir(const fs::path& dir) {
   return domain::error(errno_text("cannot create", dir));
 }
 
-domain::Status write_atomically(const fs::path& path, const std::string& content) {
-  const fs::path temp = path.string() + ".tmp";
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return domain::error(errno_text("cannot write", temp));
-  std::size_t written = 0;
-  while (written < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      auto err = errno_text("cannot write", temp);
-      ::close(fd);
-      return domain::error(err);
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    auto err = errno_text("cannot fsync", temp);
-    ::close(fd);
-    return domain::error(err);
-  }
-  ::close(fd);
-  if (::rename(temp.c_str(), path.c_str()) != 0) return domain::error(errno_text("cannot rename", temp));
-  if (!fsync_path(path.parent_path(), O_RDONLY | O_DIRECTORY)) {
-    return domain::error(errno_text("cannot fsync", path.parent_path()));
-  }
-  return {};
-}
-
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -93,7 +66,7 @@ domain::Status MountRecordStore::load() {
     std::error_code inner;
     for (const auto& entry : fs::directory_iterator(alloc_dir.path(), inner)) {
       const std::string name = entry.path().filename().string();
-      if (name.ends_with(kTempSuffix)) {
+      if (name.find(kTempSuffix) != std::string::npos) {  // "<volume>.json.tmp[.<pid>.<n>]"
         // An interrupted write: the rename never happened, so the old file (if any) is current.
         fs::remove(entry.path(), inner);
         continue;
@@ -159,7 +132,8 @@ domain::Status MountRecordStore::put(MountRecord& record) {
     record.notify = true;
   }
   record.updated_unix_ms = now_unix_ms();
-  if (auto s = write_atomically(*file, encode(record)); !s) return s;
+  if (auto ec = write_file_atomically(*file, encode(record)))
+    return domain::error("cannot write " + file->string() + ": " + ec.message());
   records_[{record.alloc_id, record.volume_id}] = record;
   return {};
 }

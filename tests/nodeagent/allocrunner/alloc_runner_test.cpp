@@ -182,10 +182,7 @@ TEST_F(AllocRunnerTest, EchoedUpdatesWriteNothingAndSpecChangesAreWritten) {
   group.spawn("run", [&]() { return runner->run(); });
   ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->client_status() == ClientStatus::running; }, 10s));
   auto state_file = *store.alloc_dir("a1") / "state.json";
-  auto content = [&] {  // an echo written would carry its new modify index and events
-    std::ifstream in(state_file);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
+  auto content = [&] { return test::read_file(state_file); };  // an echo written would carry its new index
   const auto before = content();
   ASSERT_FALSE(before.empty());
   domain::Allocation echo = runner->state().alloc;
