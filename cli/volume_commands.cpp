@@ -58,6 +58,7 @@ void print_volume(Context& ctx, const json& v) {
   if (min > 0 || max > 0)
     kv.add("Requested Capacity", (min > 0 ? human_bytes(min) : "-") + " .. " + (max > 0 ? human_bytes(max) : "-"));
   kv.add("Schedulable", field(v, "Schedulable"));
+  if (v.value("Deleting", false)) kv.add("Deleting", "true (DeleteVolume sent; no new claims)");
   kv.add("Controllers Healthy", healthy_of(v, "ControllersHealthy", "ControllersExpected"));
   kv.add("Nodes Healthy", healthy_of(v, "NodesHealthy", "NodesExpected"));
   kv.add("Access Mode", field(v, "AccessMode").empty() ? "<none>" : field(v, "AccessMode"));

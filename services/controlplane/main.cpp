@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   claim_gc.start();   // resumes every release that was under way when we stopped
   node_loss.start();
   alloc_gc.start();
+  controller_api.start();  // resumes deletes whose outcome was unknown when we stopped
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
   logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
                                      {"grpc_addr", flags.grpc_addr}});

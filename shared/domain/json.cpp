@@ -321,6 +321,7 @@ json volume_base_json(const Volume& v, bool storage) {
       {"CloneID", v.clone_id},
       {"AccessMode", to_string(v.access_mode)},
       {"AttachmentMode", to_string(v.attachment_mode)},
+      {"Deleting", v.deleting},
       {"CreateIndex", v.create_index},
       {"ModifyIndex", v.modify_index},
   };
@@ -667,6 +668,7 @@ json to_api_stub(const Volume& v) {
       {"CurrentReaders", current_readers(v)},
       {"CurrentWriters", current_writers(v)},
       {"Schedulable", v.schedulable},
+      {"Deleting", v.deleting},
       {"ControllerRequired", v.controller_required},
       {"ControllersHealthy", v.controllers_healthy},
       {"ControllersExpected", v.controllers_expected},
@@ -883,6 +885,7 @@ Expected<Volume> volume_from_storage(const json& j) {
     if (c.ok() && claim.allocation_id.empty()) return c.fail("AllocationID", "required");
     v.claims[claim.allocation_id] = std::move(claim);
   });
+  r.boolean("Deleting", v.deleting);
   r.u64("CreateIndex", v.create_index);
   r.u64("ModifyIndex", v.modify_index);
   if (r.ok() && v.id.empty()) r.fail("ID", "required");

@@ -72,6 +72,10 @@ struct Volume {
 
   std::map<std::string, Claim> claims;  // keyed by allocation id; taken and past claims
 
+  // A DeleteVolume was (or is about to be) sent and has not been answered with a final error:
+  // the volume takes no new claim, since its storage may already be gone.
+  bool deleting = false;
+
   std::uint64_t create_index = 0;
   std::uint64_t modify_index = 0;
 

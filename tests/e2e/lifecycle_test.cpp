@@ -3,6 +3,8 @@
 // what the API shows. Root only (bind mounts).
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "tests/e2e/cluster.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/root.hpp"
@@ -484,6 +486,70 @@ TEST_F(Lifecycle, VolumeCreateSnapshotRestoreExpandDeleteThroughTheApi) {
   auto ext = cluster->get("/v1/volumes/external?plugin_id=hostpath");
   ASSERT_TRUE(ext.is_object());
   EXPECT_TRUE(ext["Volumes"].empty()) << ext.dump();
+}
+
+// A volume is marked Deleting before DeleteVolume is sent, so an allocation submitted while the
+// plugin works cannot claim storage that is about to vanish.
+TEST_F(Lifecycle, NoClaimIsTakenWhileTheVolumeIsBeingDeleted) {
+  ASSERT_FALSE(cluster->create_volume("doomed").is_null());
+  for (auto n : {"node-1", "node-2"})
+    cluster->set_faults(n, json::array({{{"rpc", "DeleteVolume"}, {"delay_ms", 1500}}}));
+  auto deleting = std::async(std::launch::async, [port = cluster->http_port()] {
+    return controlplane::http_request(port, "DELETE", "/v1/volume/csi/doomed/delete");
+  });
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->volume("doomed").value("Deleting", false); }, 5s));
+  auto refused = cluster->request("POST", "/v1/allocations",
+                                  json{{"Allocation", allocation("late", "doomed", "node-1", "sleep 600")}}.dump());
+  EXPECT_EQ(refused.status, 409u) << refused.body;
+  EXPECT_NE(refused.body.find("is being deleted"), std::string::npos) << refused.body;
+  auto snap = cluster->request("PUT", "/v1/volumes/snapshot",
+                               json{{"Snapshots", {{{"SourceVolumeID", "doomed"}, {"Name", "late"}}}}}.dump());
+  EXPECT_EQ(snap.status, 409u) << snap.body;
+  auto answer = deleting.get();
+  EXPECT_EQ(answer.status, 200u) << answer.body;
+  EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/doomed").status, 404u);
+  for (auto n : {"node-1", "node-2"}) EXPECT_TRUE(cluster->calls(n, "NodeStageVolume").empty()) << n;
+}
+
+// A delete whose outcome is unknown keeps the volume marked (no claims) and is finished by the
+// control plane itself: in the background, and again after a restart, with no operator.
+TEST_F(Lifecycle, UncertainDeleteIsFinishedInTheBackgroundEvenAcrossARestart) {
+  ASSERT_FALSE(cluster->create_volume("maybe-gone").is_null());
+  for (auto n : {"node-1", "node-2"})
+    cluster->set_faults(n, json::array({{{"rpc", "DeleteVolume"}, {"code", 4}}}));  // DEADLINE_EXCEEDED, always
+  auto r = cluster->request("DELETE", "/v1/volume/csi/maybe-gone/delete");
+  EXPECT_EQ(r.status, 504u) << r.body;
+  EXPECT_NE(r.body.find("retried in the background"), std::string::npos) << r.body;
+  EXPECT_TRUE(cluster->volume("maybe-gone").value("Deleting", false));
+  auto refused = cluster->request("POST", "/v1/allocations",
+                                  json{{"Allocation", allocation("a", "maybe-gone", "node-1", "sleep 600")}}.dump());
+  EXPECT_EQ(refused.status, 409u) << refused.body;
+
+  cluster->kill_controlplane();  // the background retry dies with it; the mark is on disk
+  for (auto n : {"node-1", "node-2"}) cluster->set_faults(n, json::array());
+  cluster->start_controlplane();
+  EXPECT_TRUE(Cluster::eventually(
+      [&] { return cluster->request("GET", "/v1/volume/csi/maybe-gone").status == 404; }, 20s))
+      << cluster->request("GET", "/v1/volume/csi/maybe-gone").body;
+  bool event = false;
+  for (const auto& e : cluster->get("/v1/events")) event |= e.value("Type", "") == "VolumeDeleted";
+  EXPECT_TRUE(event);
+}
+
+// A plugin that refuses the delete (a final error) leaves the volume as it was: the mark is
+// cleared, an event says why, and it can be claimed again.
+TEST_F(Lifecycle, RefusedDeleteClearsTheMark) {
+  ASSERT_FALSE(cluster->create_volume("kept").is_null());
+  for (auto n : {"node-1", "node-2"})
+    cluster->set_faults(n, json::array({{{"rpc", "DeleteVolume"}, {"code", 9}, {"count", 1}}}));  // FAILED_PRECONDITION
+  auto r = cluster->request("DELETE", "/v1/volume/csi/kept/delete");
+  EXPECT_EQ(r.status, 409u) << r.body;
+  EXPECT_FALSE(cluster->volume("kept").value("Deleting", true));
+  bool event = false;
+  for (const auto& e : cluster->get("/v1/events")) event |= e.value("Type", "") == "VolumeDeleteRefused";
+  EXPECT_TRUE(event);
+  auto a = cluster->run_alloc(allocation("a", "kept", "node-1", "sleep 600"));
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
 }
 
 TEST_F(Lifecycle, BadInputIsRefusedAndChangesNothing) {

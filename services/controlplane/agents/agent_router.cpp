@@ -148,6 +148,7 @@ struct AgentRouter::Impl {
       }
       tried += (tried.empty() ? "" : "; ") + std::string("via node ") + quoted(node_id) + ": " + csi::status_text(out.status.error_code(), out.status.error_message());
       if (!csi::should_retry(out.outcome)) break;
+      if (out.outcome == csi::Outcome::uncertain) out.uncertain_earlier = true;
       logger().debug("controller call failed; trying the next controller",
                      {{"rpc", csi::to_string(rpc)}, {"plugin_id", plugin_id}, {"node_id", node_id},
                       {"error", csi::status_text(out.status.error_code(), out.status.error_message())}});

@@ -34,6 +34,7 @@ struct AgentResult {
   csi::Outcome outcome = csi::Outcome::ok;  // the CSI error table's reading of status
   std::string node_id;                      // the node that gave the final answer ("" if none)
   bool no_target = false;                   // no node could be asked (no healthy controller, node unknown)
+  bool uncertain_earlier = false;           // a controller asked gave an uncertain answer (it may still act)
   std::string error;                        // names the RPC, plugin/volume and every node tried
 
   bool ok() const { return status.ok(); }

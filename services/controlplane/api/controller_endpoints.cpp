@@ -48,6 +48,14 @@ http::Response plugin_failure(const R& r) {
   return http::error_response(status, r.error);
 }
 
+// A DeleteVolume answer that says the volume is still there and nothing is in progress (a
+// final error, or FAILED_PRECONDITION: in use or has snapshots), from every controller asked.
+template <class R>
+bool not_deleted(const R& r) {
+  return !r.no_target && !r.uncertain_earlier &&
+         (r.outcome == csi::Outcome::final_error || r.outcome == csi::Outcome::retry);
+}
+
 // A failed page of a plugin listing: ABORTED for a token the plugin no longer knows is the
 // caller's to fix (restart the listing); anything else as plugin_failure.
 template <class R>
@@ -431,15 +439,13 @@ asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request
   if (!header_secrets(req, extra, err)) co_return err;
   const domain::Volume* v = store_.volume(id);
   if (!v) co_return not_found("volume", id);
-  auto in_use = [&](const domain::Volume& vol) -> std::optional<http::Response> {
-    if (vol.claims.empty()) return std::nullopt;
+  if (!v->claims.empty()) {
     std::string holders;
-    for (const auto& [alloc, c] : vol.claims)
+    for (const auto& [alloc, c] : v->claims)
       holders += (holders.empty() ? "" : ", ") + dq(alloc) + " (" + std::string(domain::to_string(c.state)) + ")";
-    return http::error_response(409, "volume " + dq(id) + " is in use by allocations " + holders +
-                                         "; it cannot be deleted until every claim is released");
-  };
-  if (auto r = in_use(*v)) co_return *r;
+    co_return http::error_response(409, "volume " + dq(id) + " is in use by allocations " + holders +
+                                            "; it cannot be deleted until every claim is released");
+  }
   const domain::Plugin* plugin = store_.plugin(v->plugin_id);
   if (!plugin)
     co_return http::error_response(503, "cannot delete volume " + dq(id) + ": its plugin " + dq(v->plugin_id) +
@@ -447,18 +453,71 @@ asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request
   if (!plugin->controllers.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
     co_return bad_request("volume " + dq(id) + ": plugin " + dq(v->plugin_id) +
                           " does not support CREATE_DELETE_VOLUME; deregister it with DELETE /v1/volume/csi/" + id);
-  ::csi::v1::DeleteVolumeRequest csi;
-  csi.set_volume_id(v->external_id);
-  StringMap secrets = v->secrets;
-  for (auto& [k, val] : extra) secrets[k] = val;
-  put_secrets(csi.mutable_secrets(), secrets);
-  std::string plugin_id = v->plugin_id;
+  const std::string plugin_id = v->plugin_id;
+  auto csi = delete_request(*v, extra);
+  // Marked before anything is sent (the router waits for the mark to be durable): from here on
+  // no claim is taken, so the storage is never deleted under an allocation that just claimed it.
+  const bool earlier = v->deleting;  // an earlier delete's outcome is unknown: this one retries it
+  if (!earlier) {
+    if (auto marked = mark_deleting(id, true, {}); !marked)
+      co_return write_failed("mark volume \"" + id + "\" as being deleted", marked.error());
+  }
   auto res = co_await router_.delete_volume(plugin_id, id, csi);
-  if (!res.done()) co_return plugin_failure(res);
+  if (res.done()) {
+    auto index = deregister_deleted(id, plugin_id);
+    if (!index) co_return write_failed("deregister deleted volume \"" + id + "\"", index.error());
+    auto r = json_ok({{"Index", *index}});
+    r.index = *index;
+    co_return r;
+  }
+  // The plugin said no, or nothing reached a plugin and no earlier attempt may have: the volume
+  // is as it was.
+  const bool untouched = res.no_target && !earlier;
+  if (not_deleted(res) || untouched) {
+    (void)mark_deleting(id, false, res.error);
+    co_return plugin_failure(res);
+  }
+  // The plugin may have deleted it: the mark stays and the delete is finished in the background.
+  finish_delete_later(plugin_id, id, csi);
+  auto r = plugin_failure(res);
+  r.body = json{{"error", res.error + "; volume " + dq(id) +
+                              " stays marked as being deleted (no new claims) and the delete is retried in the "
+                              "background until the plugin answers"}}
+               .dump();
+  co_return r;
+}
 
-  v = store_.volume(id);
-  if (!v) co_return json_ok({{"Index", store_.index()}});
-  if (auto r = in_use(*v)) co_return *r;
+::csi::v1::DeleteVolumeRequest ControllerEndpoints::delete_request(const domain::Volume& v, const StringMap& extra) {
+  ::csi::v1::DeleteVolumeRequest csi;
+  csi.set_volume_id(v.external_id);
+  StringMap secrets = v.secrets;
+  for (const auto& [k, val] : extra) secrets[k] = val;
+  put_secrets(csi.mutable_secrets(), secrets);
+  return csi;
+}
+
+domain::Expected<std::uint64_t> ControllerEndpoints::mark_deleting(const std::string& id, bool deleting,
+                                                                   const std::string& refused_because) {
+  const domain::Volume* v = store_.volume(id);
+  if (!v) return domain::error("volume " + dq(id) + " is no longer registered");
+  if (v->deleting == deleting) return store_.index();
+  domain::Volume copy = *v;
+  copy.deleting = deleting;
+  Batch batch;
+  if (!deleting)
+    batch.add_event({.topic = "Volume",
+                     .type = "VolumeDeleteRefused",
+                     .key = id,
+                     .message = "volume " + dq(id) + " was not deleted; it takes claims again",
+                     .details = {{"plugin_id", v->plugin_id}, {"error", refused_because}}});
+  batch.put(std::move(copy));
+  return store_.commit(std::move(batch));
+}
+
+domain::Expected<std::uint64_t> ControllerEndpoints::deregister_deleted(const std::string& id,
+                                                                        const std::string& plugin_id) {
+  const domain::Volume* v = store_.volume(id);
+  if (!v) return store_.index();  // a concurrent delete (or a deregistration) got there first
   Batch batch;
   batch.add_event({.topic = "Volume",
                    .type = "VolumeDeleted",
@@ -467,10 +526,45 @@ asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request
                    .details = {{"plugin_id", plugin_id}, {"external_id", v->external_id}}});
   batch.erase_volume(id);
   auto index = store_.commit(std::move(batch));
-  if (!index) co_return write_failed("deregister deleted volume \"" + id + "\"", index.error());
-  auto r = json_ok({{"Index", *index}});
-  r.index = *index;
-  co_return r;
+  if (index) log_.info("volume deleted", {{"volume_id", id}, {"plugin_id", plugin_id}});
+  return index;
+}
+
+void ControllerEndpoints::finish_delete_later(const std::string& plugin_id, const std::string& id,
+                                              ::csi::v1::DeleteVolumeRequest request) {
+  if (!finishing_.insert(id).second) return;  // one background delete per volume
+  log_.warn("volume delete outcome unknown; retrying it in the background", {{"volume_id", id}, {"plugin_id", plugin_id}});
+  bool spawned = tasks_.spawn("finish delete " + id, [this, plugin_id, id, request]() -> asio::awaitable<void> {
+    std::function<asio::awaitable<async::Attempt>(unsigned)> attempt =
+        [&](unsigned) -> asio::awaitable<async::Attempt> {
+      const domain::Volume* v = store_.volume(id);
+      if (!v || !v->deleting) co_return async::Attempt::ok();  // deleted or deregistered meanwhile
+      auto r = co_await router_.delete_volume(plugin_id, id, request);
+      if (r.done()) {
+        auto index = deregister_deleted(id, plugin_id);
+        co_return index ? async::Attempt::ok() : async::Attempt::again(index.error());
+      }
+      if (not_deleted(r)) {
+        auto index = mark_deleting(id, false, r.error);
+        co_return index ? async::Attempt::final_error(r.error) : async::Attempt::again(index.error());
+      }
+      co_return async::Attempt::again(r.error);
+    };
+    auto result = co_await async::retry(std::move(attempt), negation_retry());
+    finishing_.erase(id);
+    if (result.end == async::RetryEnd::stopped)
+      log_.warn("the plugin refused the delete; the volume takes claims again",
+                {{"volume_id", id}, {"plugin_id", plugin_id}, {"error", result.last_error}});
+    else if (result.end == async::RetryEnd::exhausted)
+      log_.error("background volume delete gave up; the volume stays marked as being deleted until a delete succeeds",
+                 {{"volume_id", id}, {"plugin_id", plugin_id}, {"error", result.last_error}});
+  });
+  if (!spawned) finishing_.erase(id);
+}
+
+void ControllerEndpoints::start() {
+  for (const auto& [id, v] : store_.volumes())
+    if (v.deleting) finish_delete_later(v.plugin_id, id, delete_request(v, {}));
 }
 
 // ---- operator detach ----
@@ -581,6 +675,9 @@ asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Reque
     if (w.name.empty()) co_return bad_request("snapshot of volume " + dq(w.volume_id) + ": field \"Name\" is required");
     const auto* v = store_.volume(w.volume_id);
     if (!v) co_return not_found("volume", w.volume_id);
+    if (v->deleting)
+      co_return http::error_response(409, "snapshot " + dq(w.name) + ": volume " + dq(w.volume_id) +
+                                              " is being deleted (DeleteVolume sent, not yet answered)");
     if (w.plugin_id.empty()) w.plugin_id = v->plugin_id;
     if (w.plugin_id != v->plugin_id)
       co_return bad_request("snapshot " + dq(w.name) + ": volume " + dq(w.volume_id) + " belongs to plugin " +

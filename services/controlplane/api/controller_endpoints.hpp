@@ -6,7 +6,9 @@
 // the plugin and never logged or returned.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -21,7 +23,12 @@
 namespace csi::v1 {  // passed by value, so only declared here (the protos stay out of this header)
 class CreateVolumeRequest;
 class CreateSnapshotRequest;
+class DeleteVolumeRequest;
 }  // namespace csi::v1
+
+namespace mooring::domain {
+struct Volume;
+}
 
 namespace mooring::controlplane {
 class StateStore;
@@ -49,7 +56,11 @@ class ControllerEndpoints {
   // PUT /v1/volume/csi/:id/create, DELETE /v1/volume/csi/:id/delete, DELETE /v1/volume/csi/:id/detach,
   // GET/PUT/POST/DELETE /v1/volumes/snapshot, GET /v1/volumes/external.
   void add_routes(Api& api);
-  // Cancels background negations (an abandoned create's DeleteVolume) and waits for them.
+  // Resumes, in the background, the deletes whose outcome was unknown when the process stopped
+  // (volumes still marked Deleting).
+  void start();
+  // Cancels background negations (an abandoned create's DeleteVolume) and background deletes,
+  // and waits for them.
   boost::asio::awaitable<void> stop();
 
   // PUT /v1/volume/csi/:id: a re-registration that raises RequestedCapacityMin above the
@@ -73,10 +84,22 @@ class ControllerEndpoints {
   // The volume `id` is registered with this provider id (a concurrent create of the same id won).
   bool registered_as(const std::string& id, const std::string& external_id) const;
 
+  // ---- delete: the volume is marked Deleting before DeleteVolume is sent ----
+  static ::csi::v1::DeleteVolumeRequest delete_request(const domain::Volume& v,
+                                                       const std::map<std::string, std::string>& extra_secrets);
+  // Sets or clears the mark; clearing records why (the plugin's refusal) in an event.
+  domain::Expected<std::uint64_t> mark_deleting(const std::string& id, bool deleting, const std::string& refused_because);
+  // The plugin deleted it: deregister with a VolumeDeleted event.
+  domain::Expected<std::uint64_t> deregister_deleted(const std::string& id, const std::string& plugin_id);
+  // Retries DeleteVolume in the background until the plugin gives a final answer (at most one
+  // task per volume).
+  void finish_delete_later(const std::string& plugin_id, const std::string& id, ::csi::v1::DeleteVolumeRequest request);
+
   StateStore& store_;
   agents::AgentRouter& router_;
   gc::ClaimGc* gc_;
   Api* api_ = nullptr;  // set by add_routes: the fallback for plain registrations
+  std::set<std::string> finishing_;  // volumes with a background delete running
   log::Logger log_{"controller-api"};
   async::TaskGroup tasks_;  // last
 };

@@ -19,9 +19,15 @@ std::string holder(const domain::Claim& c) {
   return out;
 }
 
+// Retryable: the mark is cleared if the plugin refuses the delete.
+Refusal being_deleted(const domain::Volume& v) {
+  return unavailable(name(v) + " is being deleted (DeleteVolume sent, not yet answered); it takes no new claims");
+}
+
 }  // namespace
 
 Verdict check_schedulable(const domain::Volume& v, const domain::Plugin* plugin) {
+  if (v.deleting) return being_deleted(v);
   if (!plugin) return unavailable(name(v) + ": no CSI plugin named " + quoted(v.plugin_id) + " is registered");
   if (plugin->controller_required && plugin->controllers_healthy == 0)
     return unavailable(name(v) + ": plugin " + quoted(plugin->id) + " has no healthy controllers");
@@ -31,6 +37,7 @@ Verdict check_schedulable(const domain::Volume& v, const domain::Plugin* plugin)
 
 Ruled<ClaimOutcome> take_claim(domain::Volume& v, const ClaimRequest& r, domain::Time now) {
   if (r.allocation_id.empty()) return invalid(name(v) + ": a claim needs an allocation id");
+  if (v.deleting) return being_deleted(v);
   if (r.access_mode == AccessMode::unknown || r.attachment_mode == AttachmentMode::unknown)
     return invalid(name(v) + ": the claim of allocation " + quoted(r.allocation_id) +
                    " needs an access mode and an attachment mode");

@@ -34,12 +34,14 @@ enum class ClaimOutcome {
   updated,    // the allocation's existing taken claim changed mode (e.g. write -> read)
 };
 
-// Can `plugin` serve the volume at all: it exists, has healthy node instances, and has healthy
-// controllers when it requires them. `plugin` may be null (unknown plugin).
+// Can `plugin` serve the volume at all: the volume is not being deleted, the plugin exists, has
+// healthy node instances, and has healthy controllers when it requires them. `plugin` may be
+// null (unknown plugin).
 Verdict check_schedulable(const domain::Volume& volume, const domain::Plugin* plugin);
 
 // Validates `request` against the volume's capabilities, its current modes and its other claims,
-// and on success records the claim in `volume` (first claim sets the volume's modes).
+// and on success records the claim in `volume` (first claim sets the volume's modes). A volume
+// being deleted takes no claim.
 // `volume` is unchanged on refusal.
 Ruled<ClaimOutcome> take_claim(domain::Volume& volume, const ClaimRequest& request, domain::Time now);
 

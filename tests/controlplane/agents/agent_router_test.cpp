@@ -52,6 +52,18 @@ TEST_F(AgentRouterTest, RetryableErrorTriesTheNextControllerFinalErrorDoesNot) {
   EXPECT_NE(bad.error.find("node-2"), std::string::npos) << bad.error;
   EXPECT_NE(bad.error.find("bad volume id"), std::string::npos) << bad.error;
   EXPECT_EQ(agents["node-3"].count("ControllerUnpublishVolume"), 1u);  // only the first call reached it
+  EXPECT_FALSE(bad.uncertain_earlier);
+}
+
+// A timeout on one controller is remembered even when the next one gives a plain refusal: the
+// first may still be acting on the request (a delete must not be taken back then).
+TEST_F(AgentRouterTest, AnUncertainAnswerFromAnEarlierControllerIsReported) {
+  agents["node-2"].fail("ControllerUnpublishVolume", grpc::StatusCode::DEADLINE_EXCEEDED, "slow");
+  agents["node-3"].fail("ControllerUnpublishVolume", grpc::StatusCode::INVALID_ARGUMENT, "bad volume id");
+  auto r = unpublish("vol-1", "ext-1");
+  EXPECT_EQ(r.outcome, csi::Outcome::final_error);
+  EXPECT_EQ(r.node_id, "node-3");
+  EXPECT_TRUE(r.uncertain_earlier);
 }
 
 // Group commit: what the caller decided from must be on disk before anything goes out. When the

@@ -77,6 +77,27 @@ TEST(ClaimRules, ReClaimBySameAllocationIsIdempotent) {
   EXPECT_EQ(v, before);
 }
 
+// A volume whose DeleteVolume is out takes no claim: its storage may already be gone. The
+// refusal is retryable (the mark is cleared if the plugin refuses the delete).
+TEST(ClaimRules, VolumeBeingDeletedTakesNoClaim) {
+  auto v = volume({AccessMode::single_node_writer});
+  v.deleting = true;
+  auto before = v;
+  auto r = take_claim(v, claim("a1", ClaimMode::write, AccessMode::single_node_writer), t0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.refusal().kind, Refusal::Kind::unavailable);
+  EXPECT_TRUE(contains(r.refusal().message, "\"vol-1\" is being deleted")) << r.refusal().message;
+  EXPECT_EQ(v, before);
+  domain::Plugin p;
+  p.id = "hostpath";
+  p.nodes_healthy = 1;
+  auto refused = check_schedulable(v, &p);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_TRUE(contains(refused->message, "is being deleted")) << refused->message;
+  v.deleting = false;
+  EXPECT_FALSE(check_schedulable(v, &p).has_value());
+}
+
 TEST(ClaimRules, ReadersAlongsideOneWriterOnMultiNodeSingleWriter) {
   auto v = volume({AccessMode::multi_node_single_writer});
   ASSERT_TRUE(take_claim(v, claim("r1", ClaimMode::read, AccessMode::multi_node_single_writer, "n1"), t0));

@@ -121,6 +121,18 @@ TEST(VolumeUpdate, IdentityFieldsAreImmutable) {
   EXPECT_TRUE(contains(c.refusal().message, "\"Parameters\""));
 }
 
+TEST(VolumeUpdate, VolumeBeingDeletedCannotBeUpdated) {
+  auto cur = registered();
+  cur.deleting = true;
+  auto p = plugin();
+  auto req = request();
+  req.name = "renamed";
+  auto plan = plan_volume_register(&cur, req, &p);
+  ASSERT_FALSE(plan);
+  EXPECT_EQ(plan.refusal().kind, Refusal::Kind::conflict);
+  EXPECT_TRUE(contains(plan.refusal().message, "is being deleted")) << plan.refusal().message;
+}
+
 TEST(VolumeUpdate, OmittedSecretsParametersAndRedactedFlagsKeepStoredValues) {
   auto cur = registered();
   auto p = plugin();

@@ -54,6 +54,7 @@ Volume sample_volume() {
   v.claims["alloc-w"] = sample_claim("alloc-w", ClaimMode::write, ClaimState::taken);
   v.claims["alloc-r"] = sample_claim("alloc-r", ClaimMode::read, ClaimState::taken);
   v.claims["alloc-old"] = sample_claim("alloc-old", ClaimMode::write, ClaimState::node_detached);
+  v.deleting = true;
   v.create_index = 7;
   v.modify_index = 42;
   return v;
