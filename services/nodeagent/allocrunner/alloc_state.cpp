@@ -82,7 +82,7 @@ domain::Status AllocStateStore::save(const AllocState& state) {
   fs::create_directories(*dir, ec);
   if (ec) return domain::error("cannot create " + dir->string() + ": " + ec.message());
   fs::permissions(*dir, fs::perms::owner_all, ec);
-  if (const auto wec = write_file_atomically(*dir / "state.json", encode(state)))
+  if (const auto wec = write_durable(*dir / "state.json", encode(state)))
     return domain::error("cannot write the state of allocation " + state.alloc.id + ": " + wec.message());
   return {};
 }
@@ -90,6 +90,9 @@ domain::Status AllocStateStore::save(const AllocState& state) {
 domain::Status AllocStateStore::remove(const std::string& alloc_id) {
   auto dir = alloc_dir(alloc_id);
   if (!dir) return domain::error(dir.error());
+  // The state first, so a crash part way leaves the last state or none, never an older one.
+  if (auto ec = remove_durable(*dir / "state.json"))
+    return domain::error("cannot remove the state of allocation " + alloc_id + ": " + ec.message());
   std::error_code ec;
   fs::remove_all(*dir, ec);
   if (ec) return domain::error("cannot remove " + dir->string() + ": " + ec.message());
@@ -103,7 +106,7 @@ std::vector<AllocState> AllocStateStore::load_all() const {
     if (!it->is_directory()) continue;
     const auto file = it->path() / "state.json";
     std::error_code rec;
-    const auto text = read_file(file, rec);
+    const auto text = read_durable(file, rec);
     if (!text) {
       if (rec) logger().error("cannot read an allocation state", {{"file", file.string()}, {"error", rec.message()}});
       continue;

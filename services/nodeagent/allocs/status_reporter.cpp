@@ -40,7 +40,7 @@ void StatusReporter::save_if_dirty() {
 void StatusReporter::load() {
   if (options_.state_file.empty()) return;
   std::error_code ec;
-  const auto text = read_file(options_.state_file, ec);
+  const auto text = read_durable(options_.state_file, ec);
   if (!text) {
     if (ec) logger().error("cannot read pending status reports", {{"error", ec.message()}});
     return;
@@ -72,7 +72,7 @@ void StatusReporter::save() const {
       events.push_back({{"time_ms", domain::to_unix_ms(ev.time)}, {"type", ev.type}, {"message", ev.message}});
     j[alloc_id] = {{"status", std::string(domain::to_string(e.status))}, {"events", std::move(events)}};
   }
-  if (const auto ec = write_file_atomically(options_.state_file, j.dump()))
+  if (const auto ec = write_durable(options_.state_file, j.dump()))
     logger().error("cannot persist pending status reports", {{"error", ec.message()}});
 }
 

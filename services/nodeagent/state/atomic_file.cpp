@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -26,11 +28,91 @@ std::error_code write_all(int fd, std::string_view content) {
   return {};
 }
 
+void sync_dir(const std::filesystem::path& dir) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return;
+  ::fsync(dfd);
+  ::close(dfd);
+}
+
+std::filesystem::path dir_of(const std::filesystem::path& path) {
+  return path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+}
+
+// ---- slots ----
+
+constexpr std::string_view kSlotMagic = "mooring-slot 1 ";
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::filesystem::path slot_path(const std::filesystem::path& path, int i) {
+  return path.string() + (i == 0 ? ".0" : ".1");
+}
+
+struct Slot {
+  bool exists = false;
+  bool valid = false;
+  std::uint64_t generation = 0;
+  std::string content;
+};
+
+bool parse_u64(std::string_view& text, std::uint64_t& out, int base) {
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), out, base);
+  if (err != std::errc{} || end == text.data()) return false;
+  text.remove_prefix(static_cast<std::size_t>(end - text.data()));
+  return true;
+}
+
+Slot read_slot(const std::filesystem::path& file, std::error_code& ec) {
+  Slot slot;
+  auto text = read_file(file, ec);
+  if (!text) return slot;
+  slot.exists = true;
+  std::string_view rest(*text);
+  if (!rest.starts_with(kSlotMagic)) return slot;
+  rest.remove_prefix(kSlotMagic.size());
+  std::uint64_t generation = 0, length = 0, hash = 0;
+  if (!parse_u64(rest, generation, 10) || !rest.starts_with(' ')) return slot;
+  rest.remove_prefix(1);
+  if (!parse_u64(rest, length, 10) || !rest.starts_with(' ')) return slot;
+  rest.remove_prefix(1);
+  if (!parse_u64(rest, hash, 16) || !rest.starts_with('\n')) return slot;
+  rest.remove_prefix(1);
+  if (rest.size() < length) return slot;  // torn: shorter than it says
+  rest = rest.substr(0, length);          // a longer earlier content may follow; it is not ours
+  if (fnv1a(rest) != hash) return slot;
+  slot.valid = true;
+  slot.generation = generation;
+  slot.content = std::string(rest);
+  return slot;
+}
+
+// Index of the slot with the newest valid content, -1 when neither is valid.
+int newest(const Slot (&slots)[2]) {
+  if (slots[0].valid && (!slots[1].valid || slots[0].generation > slots[1].generation)) return 0;
+  return slots[1].valid ? 1 : -1;
+}
+
+bool read_slots(const std::filesystem::path& path, Slot (&slots)[2], std::error_code& ec) {
+  for (int i = 0; i < 2; ++i) {
+    slots[i] = read_slot(slot_path(path, i), ec);
+    if (ec) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::error_code write_file_atomically(const std::filesystem::path& path, std::string_view content) {
   std::error_code ec;
-  const auto dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  const auto dir = dir_of(path);
   std::filesystem::create_directories(dir, ec);
   if (ec) return ec;
   // A unique temp name so two writers never share one temp file: the pid tells processes apart,
@@ -47,11 +129,7 @@ std::error_code write_file_atomically(const std::filesystem::path& path, std::st
     ::unlink(tmp.c_str());
     return ec;
   }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // the rename itself must survive a crash
-    ::close(dfd);
-  }
+  sync_dir(dir);  // the rename itself must survive a crash
   return {};
 }
 
@@ -70,6 +148,71 @@ std::optional<std::string> read_file(const std::filesystem::path& path, std::err
     return std::nullopt;
   }
   return ss.str();
+}
+
+std::error_code write_durable(const std::filesystem::path& path, std::string_view content) {
+  std::error_code ec;
+  const auto dir = dir_of(path);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ec;
+  Slot slots[2];
+  if (!read_slots(path, slots, ec)) return ec;
+  const int current = newest(slots);
+  const int target = current == 0 ? 1 : 0;
+  const std::uint64_t generation = current < 0 ? 1 : slots[current].generation + 1;
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(content)));
+  std::string data = std::string(kSlotMagic) + std::to_string(generation) + " " + std::to_string(content.size()) +
+                     " " + hash + "\n";
+  data.append(content);
+  const auto file = slot_path(path, target);
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return last_error();
+  std::string_view rest(data);
+  off_t offset = 0;
+  while (!ec && !rest.empty()) {
+    const ssize_t n = ::pwrite(fd, rest.data(), rest.size(), offset);
+    if (n < 0) {
+      if (errno != EINTR) ec = last_error();
+      continue;
+    }
+    rest.remove_prefix(static_cast<std::size_t>(n));
+    offset += n;
+  }
+  if (!ec && ::fdatasync(fd) != 0) ec = last_error();
+  ::close(fd);
+  if (ec) return ec;
+  if (!slots[target].exists) sync_dir(dir);  // a new slot's directory entry must survive a crash
+  if (current < 0 && ::unlink(path.c_str()) == 0) sync_dir(dir);  // an older agent's plain file
+  return {};
+}
+
+std::optional<std::string> read_durable(const std::filesystem::path& path, std::error_code& ec) {
+  ec.clear();
+  Slot slots[2];
+  if (!read_slots(path, slots, ec)) return std::nullopt;
+  if (const int current = newest(slots); current >= 0) return std::move(slots[current].content);
+  auto plain = read_file(path, ec);
+  if (!plain && !ec && (slots[0].exists || slots[1].exists))
+    ec = std::make_error_code(std::errc::illegal_byte_sequence);  // every slot torn or foreign
+  return plain;
+}
+
+std::error_code remove_durable(const std::filesystem::path& path) {
+  std::error_code ec;
+  Slot slots[2];
+  if (!read_slots(path, slots, ec)) return ec;
+  const int keep_last = newest(slots) == 0 ? 0 : 1;
+  for (const auto& file : {slot_path(path, 1 - keep_last), slot_path(path, keep_last), path}) {
+    if (::unlink(file.c_str()) != 0 && errno != ENOENT) return last_error();
+  }
+  sync_dir(dir_of(path));
+  return {};
+}
+
+std::optional<std::string> durable_name_of_slot(std::string_view name) {
+  if (name.size() < 3 || !(name.ends_with(".0") || name.ends_with(".1"))) return std::nullopt;
+  return std::string(name.substr(0, name.size() - 2));
 }
 
 }  // namespace mooring::nodeagent

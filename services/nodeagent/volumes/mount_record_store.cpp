@@ -11,8 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <set>
 
 namespace mooring::nodeagent {
 
@@ -64,26 +63,32 @@ domain::Status MountRecordStore::load() {
   for (const auto& alloc_dir : fs::directory_iterator(dir_, ec)) {
     if (!alloc_dir.is_directory()) continue;
     std::error_code inner;
+    std::set<fs::path> files;  // each record once, whether in slots or (older agents) a plain file
     for (const auto& entry : fs::directory_iterator(alloc_dir.path(), inner)) {
       const std::string name = entry.path().filename().string();
       if (name.find(kTempSuffix) != std::string::npos) {  // "<volume>.json.tmp[.<pid>.<n>]"
-        // An interrupted write: the rename never happened, so the old file (if any) is current.
+        // An interrupted write of an older agent: the rename never happened.
         fs::remove(entry.path(), inner);
         continue;
       }
-      if (!name.ends_with(kSuffix)) continue;
-      std::ifstream in(entry.path());
-      std::stringstream text;
-      text << in.rdbuf();
-      auto record = decode_mount_record(text.str());
+      const std::string file = durable_name_of_slot(name).value_or(name);
+      if (file.ends_with(kSuffix)) files.insert(alloc_dir.path() / file);
+    }
+    for (const auto& file : files) {
+      std::error_code rec;
+      const auto text = read_durable(file, rec);
+      if (!text) {
+        kLog.error("unreadable mount record left in place", {{"file", file.string()}, {"error", rec.message()}});
+        continue;
+      }
+      auto record = decode_mount_record(*text);
       if (!record) {
-        kLog.error("unreadable mount record left in place", {{"file", entry.path().string()},
-                                                             {"error", record.error()}});
+        kLog.error("unreadable mount record left in place", {{"file", file.string()}, {"error", record.error()}});
         continue;
       }
       auto expected = file_of(record->alloc_id, record->volume_id);
-      if (!expected || *expected != entry.path()) {
-        kLog.error("mount record in the wrong place left alone", {{"file", entry.path().string()}});
+      if (!expected || *expected != file) {
+        kLog.error("mount record in the wrong place left alone", {{"file", file.string()}});
         continue;
       }
       records_[{record->alloc_id, record->volume_id}] = std::move(*record);
@@ -132,7 +137,7 @@ domain::Status MountRecordStore::put(MountRecord& record) {
     record.notify = true;
   }
   record.updated_unix_ms = now_unix_ms();
-  if (auto ec = write_file_atomically(*file, encode(record)))
+  if (auto ec = write_durable(*file, encode(record)))
     return domain::error("cannot write " + file->string() + ": " + ec.message());
   records_[{record.alloc_id, record.volume_id}] = record;
   return {};
@@ -141,8 +146,7 @@ domain::Status MountRecordStore::put(MountRecord& record) {
 domain::Status MountRecordStore::remove(const std::string& alloc_id, const std::string& volume_id) {
   auto file = file_of(alloc_id, volume_id);
   if (!file) return domain::error(file.error());
-  if (::unlink(file->c_str()) != 0 && errno != ENOENT) return domain::error(errno_text("cannot remove", *file));
-  fsync_path(file->parent_path(), O_RDONLY | O_DIRECTORY);
+  if (auto ec = remove_durable(*file)) return domain::error("cannot remove " + file->string() + ": " + ec.message());
   // The allocation's directory goes with its last record (rmdir fails while others remain).
   if (::rmdir(file->parent_path().c_str()) == 0) fsync_path(dir_, O_RDONLY | O_DIRECTORY);
   records_.erase({alloc_id, volume_id});

@@ -13,6 +13,7 @@
 
 #include "services/nodeagent/allocrunner/csi_hook.hpp"
 #include "services/nodeagent/allocrunner/task_process.hpp"
+#include "services/nodeagent/state/atomic_file.hpp"
 #include "shared/async/task_group.hpp"
 #include "tests/nodeagent/support/fake_controlplane_calls.hpp"
 #include "tests/nodeagent/support/fake_volume_mounter.hpp"
@@ -182,7 +183,10 @@ TEST_F(AllocRunnerTest, EchoedUpdatesWriteNothingAndSpecChangesAreWritten) {
   group.spawn("run", [&]() { return runner->run(); });
   ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->client_status() == ClientStatus::running; }, 10s));
   auto state_file = *store.alloc_dir("a1") / "state.json";
-  auto content = [&] { return test::read_file(state_file); };  // an echo written would carry its new index
+  auto content = [&] {  // an echo written would carry its new index
+    std::error_code ec;
+    return read_durable(state_file, ec).value_or("");
+  };
   const auto before = content();
   ASSERT_FALSE(before.empty());
   domain::Allocation echo = runner->state().alloc;

@@ -16,6 +16,10 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "services/nodeagent/state/atomic_file.hpp"
+
 #include <fstream>
 #include <iostream>
 
@@ -128,11 +132,16 @@ class HostpathVolumesTest : public ::testing::Test {
     return std::find(notified.begin(), notified.end(), std::make_pair(vol, alloc)) != notified.end();
   }
   bool nothing_mounted() const { return test::mounts_under(mount_root()).empty(); }
+  // Records on disk (a record is kept in two slot files).
   std::size_t record_files() const {
-    std::size_t n = 0;
+    std::set<std::string> records;
     if (!std::filesystem::exists(dir / "state")) return 0;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(dir / "state")) n += e.is_regular_file();
-    return n;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir / "state")) {
+      if (!e.is_regular_file()) continue;
+      const auto name = e.path().filename().string();
+      records.insert((e.path().parent_path() / durable_name_of_slot(name).value_or(name)).string());
+    }
+    return records.size();
   }
 
   test::TempDir dir{"vol-hp"};
