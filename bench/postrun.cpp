@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/stats.hpp"
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
@@ -101,7 +101,7 @@ class FakePlugins final : public NodePluginLookup {
 // The durable-write floor: what MountRecordStore does for one record.
 double atomic_write_us(const fs::path& dir, int i, const std::string& content) {
   const auto t0 = Clock::now();
-  if (auto ec = write_file_atomically(dir / ("ref-" + std::to_string(i) + ".json"), content))
+  if (auto ec = durable::write_file_atomically(dir / ("ref-" + std::to_string(i) + ".json"), content))
     throw std::runtime_error("reference write failed: " + ec.message());
   return bench::us_since(t0);
 }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "plugins/hostpath/state_file.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::hostpath {
@@ -108,7 +109,7 @@ void FaultInjector::reload_if_changed() {
     return;
   }
   std::error_code ec;
-  const auto text = read_file(control_file_, ec);
+  const auto text = durable::read_file(control_file_, ec);
   std::vector<FaultRule> rules;
   std::string error;
   if (!text || !parse_fault_rules(*text, rules, error)) {
@@ -122,7 +123,7 @@ void FaultInjector::reload_if_changed() {
   used_.assign(rules_.size(), 0);
   loaded_at_ = std::chrono::system_clock::now();
   // Same file as before a restart: resume where the previous process left off.
-  if (const auto saved = read_file(progress_file_, ec)) {
+  if (const auto saved = durable::read_file(progress_file_, ec)) {
     try {
       const json j = json::parse(*saved);
       if (j.value("fingerprint", "") == fp) {
@@ -140,7 +141,7 @@ void FaultInjector::reload_if_changed() {
 
 void FaultInjector::save_progress() {
   const json j = {{"fingerprint", fingerprint_}, {"loaded_at_ms", to_ms(loaded_at_)}, {"used", used_}};
-  if (const auto ec = write_file_atomic(progress_file_, j.dump())) {
+  if (const auto ec = durable::write_file_atomically(progress_file_, j.dump())) {
     kLog.warn("cannot persist fault progress", {{"file", progress_file_.string()}, {"error", ec.message()}});
   }
 }

@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plugins/hostpath/state_file.hpp"
+#include <set>
+
+#include "shared/durable/durable_file.hpp"
 
 namespace mooring::hostpath {
 namespace {
@@ -58,7 +60,7 @@ std::string NodeState::open() {
   std::error_code ec;
   std::filesystem::create_directories(file_.parent_path(), ec);
   if (ec) return "cannot create " + file_.parent_path().string() + ": " + ec.message();
-  if (const auto text = read_file(file_, ec)) {
+  if (const auto text = durable::read_durable(file_, ec)) {
     NodeRecord old;
     if (!decode(*text, old)) return "node state file " + file_.string() + " is corrupt";
     record_.staged = std::move(old.staged);
@@ -75,7 +77,7 @@ NodeRecord NodeState::snapshot() const {
   return record_;
 }
 
-bool NodeState::save_locked() { return !write_file_atomic(file_, encode(record_).dump(2) + "\n"); }
+bool NodeState::save_locked() { return !durable::write_durable(file_, encode(record_).dump(2) + "\n"); }
 
 bool NodeState::put_staged(const std::string& path, const StagedVolume& v) {
   std::lock_guard guard(mu_);
@@ -106,10 +108,15 @@ namespace {
 std::vector<NodeRecord> all_records(const std::filesystem::path& data_dir) {
   std::vector<NodeRecord> out;
   std::error_code ec;
+  std::set<std::filesystem::path> files;  // each node once: its two slots (or an older plain file)
   for (const auto& entry : std::filesystem::directory_iterator(data_dir / "nodes", ec)) {
-    if (entry.path().extension() != ".json") continue;
+    const auto name = entry.path().filename().string();
+    const auto file = entry.path().parent_path() / durable::durable_name_of_slot(name).value_or(name);
+    if (file.extension() == ".json") files.insert(file);
+  }
+  for (const auto& file : files) {
     std::error_code rec;
-    const auto text = read_file(entry.path(), rec);
+    const auto text = durable::read_durable(file, rec);
     NodeRecord r;
     if (text && decode(*text, r)) out.push_back(std::move(r));
   }

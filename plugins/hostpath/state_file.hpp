@@ -1,5 +1,5 @@
-// mooring-hostpath: durable small files. State is replaced atomically (temp file, fsync,
-// rename, fsync of the directory) so a kill -9 leaves either the old or the new version.
+// mooring-hostpath: the lock that lets several plugin processes share one data dir. The state
+// files themselves are durable slot files (shared/durable).
 #pragma once
 
 #include <filesystem>
@@ -8,12 +8,6 @@
 #include <system_error>
 
 namespace mooring::hostpath {
-
-// Writes `content` to `path` atomically and durably.
-std::error_code write_file_atomic(const std::filesystem::path& path, std::string_view content);
-
-// The whole file, or nullopt when it does not exist (other errors are reported in `ec`).
-std::optional<std::string> read_file(const std::filesystem::path& path, std::error_code& ec);
 
 // An exclusive advisory lock (flock) on `path`, held for the object's lifetime. Lets several
 // plugin processes share one data dir (controller + node plugins on one machine).

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plugins/hostpath/state_file.hpp"
+#include "shared/durable/durable_file.hpp"
 
 namespace mooring::hostpath {
 namespace {
@@ -139,11 +140,10 @@ std::string VolumeStore::prepare() {
 }
 
 std::optional<VolumeStore::FileKey> VolumeStore::file_key() const {
-  struct stat st {};
-  if (::stat((data_dir_ / "controller-state.json").c_str(), &st) != 0) return std::nullopt;
-  return FileKey{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-                 static_cast<std::int64_t>(st.st_size),
-                 static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+  // Every write, by any plugin process sharing the data dir, raises the generation.
+  const auto generation = durable::generation_of(data_dir_ / "controller-state.json");
+  if (generation == 0) return std::nullopt;
+  return generation;
 }
 
 grpc::Status VolumeStore::load_locked(StoreState& out) {
@@ -154,7 +154,7 @@ grpc::Status VolumeStore::load_locked(StoreState& out) {
   }
   cached_key_.reset();
   std::error_code ec;
-  const auto text = read_file(data_dir_ / "controller-state.json", ec);
+  const auto text = durable::read_durable(data_dir_ / "controller-state.json", ec, &version_);
   if (ec) return {grpc::StatusCode::INTERNAL, "cannot read controller state: " + ec.message()};
   if (!text) {
     out = {};
@@ -168,7 +168,7 @@ grpc::Status VolumeStore::load_locked(StoreState& out) {
   }
   cached_state_ = out;
   cached_text_ = encode_records(out);
-  if (key && key->size == static_cast<std::int64_t>(text->size())) cached_key_ = key;
+  cached_key_ = key;
   return grpc::Status::OK;
 }
 
@@ -215,11 +215,12 @@ grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreState&)
     cached_key_ = file_key();
     return st;
   }
-  if (const auto ec = write_file_atomic(data_dir_ / "controller-state.json", assemble(cached_text_))) {
+  if (const auto ec = durable::write_durable(data_dir_ / "controller-state.json", assemble(cached_text_), &version_)) {
+    version_ = {};
     return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
   }
   cached_state_ = std::move(state);
-  cached_key_ = file_key();
+  cached_key_ = version_.generation;
   return st;
 }
 

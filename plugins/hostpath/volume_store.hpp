@@ -15,6 +15,8 @@
 
 #include <grpcpp/support/status.h>
 
+#include "shared/durable/durable_file.hpp"
+
 namespace mooring::hostpath {
 
 using StringMap = std::map<std::string, std::string>;
@@ -79,15 +81,12 @@ class VolumeStore {
  private:
   grpc::Status load_locked(StoreState& out);
 
-  // The state file as this process last read or wrote it, with the file's identity then. Other
-  // plugin processes sharing the data dir replace the file by rename, which changes the inode,
-  // so an unchanged identity means the cached state is the file's: no re-parse per call.
-  struct FileKey {
-    std::uint64_t dev = 0, ino = 0;
-    std::int64_t size = -1, mtime_ns = 0;
-    bool operator==(const FileKey&) const = default;
-  };
+  // The state file as this process last read or wrote it, with the file's slot generation then.
+  // Every write by any plugin process sharing the data dir raises it, so an unchanged generation
+  // means the cached state is the file's: no re-parse per call.
+  using FileKey = std::uint64_t;
   std::optional<FileKey> file_key() const;
+  durable::Version version_;  // which slot this process last read or wrote
   std::optional<FileKey> cached_key_;
   StoreState cached_state_;
   // Each record's encoded text as in the file: a change re-encodes only the records it touched,

@@ -5,7 +5,7 @@
 #include "plugins/hostpath/controller.hpp"
 #include "plugins/hostpath/fault_injector.hpp"
 #include "plugins/hostpath/options.hpp"
-#include "plugins/hostpath/state_file.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "plugins/hostpath/volume_store.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -179,7 +179,7 @@ TEST(HostpathVolumeStore, FileAfterSmallChangesIsTheFullEncodingOfTheState) {
                 return grpc::Status::OK;
               }).ok());
   std::error_code ec;
-  auto text = read_file(dir.path() / "controller-state.json", ec);
+  auto text = durable::read_durable(dir.path() / "controller-state.json", ec);
   ASSERT_TRUE(text);
   StoreState decoded;
   std::string error;

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/domain/proto_convert.hpp"
 #include "shared/log/log.hpp"
@@ -82,7 +82,7 @@ domain::Status AllocStateStore::save(const AllocState& state) {
   fs::create_directories(*dir, ec);
   if (ec) return domain::error("cannot create " + dir->string() + ": " + ec.message());
   fs::permissions(*dir, fs::perms::owner_all, ec);
-  if (const auto wec = write_durable(*dir / "state.json", encode(state)))
+  if (const auto wec = durable::write_durable(*dir / "state.json", encode(state)))
     return domain::error("cannot write the state of allocation " + state.alloc.id + ": " + wec.message());
   return {};
 }
@@ -91,7 +91,7 @@ domain::Status AllocStateStore::remove(const std::string& alloc_id) {
   auto dir = alloc_dir(alloc_id);
   if (!dir) return domain::error(dir.error());
   // The state first, so a crash part way leaves the last state or none, never an older one.
-  if (auto ec = remove_durable(*dir / "state.json"))
+  if (auto ec = durable::remove_durable(*dir / "state.json"))
     return domain::error("cannot remove the state of allocation " + alloc_id + ": " + ec.message());
   std::error_code ec;
   fs::remove_all(*dir, ec);
@@ -106,7 +106,7 @@ std::vector<AllocState> AllocStateStore::load_all() const {
     if (!it->is_directory()) continue;
     const auto file = it->path() / "state.json";
     std::error_code rec;
-    const auto text = read_durable(file, rec);
+    const auto text = durable::read_durable(file, rec);
     if (!text) {
       if (rec) logger().error("cannot read an allocation state", {{"file", file.string()}, {"error", rec.message()}});
       continue;

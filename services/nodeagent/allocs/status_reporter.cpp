@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "services/nodeagent/controlplane_calls.hpp"
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/domain/proto_convert.hpp"
@@ -40,7 +40,7 @@ void StatusReporter::save_if_dirty() {
 void StatusReporter::load() {
   if (options_.state_file.empty()) return;
   std::error_code ec;
-  const auto text = read_durable(options_.state_file, ec);
+  const auto text = durable::read_durable(options_.state_file, ec);
   if (!text) {
     if (ec) logger().error("cannot read pending status reports", {{"error", ec.message()}});
     return;
@@ -72,7 +72,7 @@ void StatusReporter::save() const {
       events.push_back({{"time_ms", domain::to_unix_ms(ev.time)}, {"type", ev.type}, {"message", ev.message}});
     j[alloc_id] = {{"status", std::string(domain::to_string(e.status))}, {"events", std::move(events)}};
   }
-  if (const auto ec = write_durable(options_.state_file, j.dump()))
+  if (const auto ec = durable::write_durable(options_.state_file, j.dump()))
     logger().error("cannot persist pending status reports", {{"error", ec.message()}});
 }
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <random>
 
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 
 namespace mooring::nodeagent {
 
@@ -25,14 +25,14 @@ std::string generate_uuid_v4() {
 
 std::string load_or_create_node_id(const std::filesystem::path& data_dir, std::error_code& ec) {
   const auto path = data_dir / "node-id";
-  auto existing = read_file(path, ec);
+  auto existing = durable::read_file(path, ec);
   if (ec) return {};
   if (existing) {
     while (!existing->empty() && (existing->back() == '\n' || existing->back() == ' ')) existing->pop_back();
     if (!existing->empty()) return *existing;
   }
   const auto id = generate_uuid_v4();
-  ec = write_file_atomically(path, id + "\n");
+  ec = durable::write_file_atomically(path, id + "\n");
   if (ec) return {};
   return id;
 }

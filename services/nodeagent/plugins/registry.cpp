@@ -6,7 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::nodeagent {
@@ -69,7 +69,7 @@ PluginRegistry::~PluginRegistry() = default;
 std::error_code PluginRegistry::load() {
   if (state_file_.empty()) return {};
   std::error_code ec;
-  const auto text = read_file(state_file_, ec);
+  const auto text = durable::read_file(state_file_, ec);
   if (ec) return ec;
   if (!text) return {};
   json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -110,7 +110,7 @@ void PluginRegistry::save() {
                               {"generation", inst.generation},
                               {"registered_at_ms", inst.registered_at_ms}});
   }
-  save_error_ = write_file_atomically(state_file_, doc.dump(2));
+  save_error_ = durable::write_file_atomically(state_file_, doc.dump(2));
   if (save_error_) {
     logger().error("cannot persist the plugin registry",
                    {{"path", state_file_.string()}, {"error", save_error_.message()}});

@@ -1,6 +1,6 @@
 #include "services/nodeagent/volumes/mount_record_store.hpp"
 
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 
@@ -71,12 +71,12 @@ domain::Status MountRecordStore::load() {
         fs::remove(entry.path(), inner);
         continue;
       }
-      const std::string file = durable_name_of_slot(name).value_or(name);
+      const std::string file = durable::durable_name_of_slot(name).value_or(name);
       if (file.ends_with(kSuffix)) files.insert(alloc_dir.path() / file);
     }
     for (const auto& file : files) {
       std::error_code rec;
-      const auto text = read_durable(file, rec);
+      const auto text = durable::read_durable(file, rec);
       if (!text) {
         kLog.error("unreadable mount record left in place", {{"file", file.string()}, {"error", rec.message()}});
         continue;
@@ -137,7 +137,7 @@ domain::Status MountRecordStore::put(MountRecord& record) {
     record.notify = true;
   }
   record.updated_unix_ms = now_unix_ms();
-  if (auto ec = write_durable(*file, encode(record)))
+  if (auto ec = durable::write_durable(*file, encode(record)))
     return domain::error("cannot write " + file->string() + ": " + ec.message());
   records_[{record.alloc_id, record.volume_id}] = record;
   return {};
@@ -146,7 +146,7 @@ domain::Status MountRecordStore::put(MountRecord& record) {
 domain::Status MountRecordStore::remove(const std::string& alloc_id, const std::string& volume_id) {
   auto file = file_of(alloc_id, volume_id);
   if (!file) return domain::error(file.error());
-  if (auto ec = remove_durable(*file)) return domain::error("cannot remove " + file->string() + ": " + ec.message());
+  if (auto ec = durable::remove_durable(*file)) return domain::error("cannot remove " + file->string() + ": " + ec.message());
   // The allocation's directory goes with its last record (rmdir fails while others remain).
   if (::rmdir(file->parent_path().c_str()) == 0) fsync_path(dir_, O_RDONLY | O_DIRECTORY);
   records_.erase({alloc_id, volume_id});

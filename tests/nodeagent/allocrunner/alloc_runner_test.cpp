@@ -13,7 +13,7 @@
 
 #include "services/nodeagent/allocrunner/csi_hook.hpp"
 #include "services/nodeagent/allocrunner/task_process.hpp"
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "shared/async/task_group.hpp"
 #include "tests/nodeagent/support/fake_controlplane_calls.hpp"
 #include "tests/nodeagent/support/fake_volume_mounter.hpp"
@@ -185,7 +185,7 @@ TEST_F(AllocRunnerTest, EchoedUpdatesWriteNothingAndSpecChangesAreWritten) {
   auto state_file = *store.alloc_dir("a1") / "state.json";
   auto content = [&] {  // an echo written would carry its new index
     std::error_code ec;
-    return read_durable(state_file, ec).value_or("");
+    return durable::read_durable(state_file, ec).value_or("");
   };
   const auto before = content();
   ASSERT_FALSE(before.empty());

@@ -18,7 +18,7 @@
 
 #include <set>
 
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 
 #include <fstream>
 #include <iostream>
@@ -139,7 +139,7 @@ class HostpathVolumesTest : public ::testing::Test {
     for (const auto& e : std::filesystem::recursive_directory_iterator(dir / "state")) {
       if (!e.is_regular_file()) continue;
       const auto name = e.path().filename().string();
-      records.insert((e.path().parent_path() / durable_name_of_slot(name).value_or(name)).string());
+      records.insert((e.path().parent_path() / durable::durable_name_of_slot(name).value_or(name)).string());
     }
     return records.size();
   }

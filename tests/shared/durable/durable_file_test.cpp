@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
-namespace mooring::nodeagent {
+namespace mooring::durable {
 namespace {
 
 namespace fs = std::filesystem;
@@ -21,11 +21,15 @@ std::optional<std::string> read(const fs::path& p) {
   return out;
 }
 
-// Overwrites the middle of a file, as a write cut short by a crash leaves it.
+// Changes the first byte of a slot's content, as a write cut short by a crash can leave it (the
+// header new, part of the content old).
 void tear(const fs::path& p) {
+  const auto text = test::read_file(p);
+  const auto at = text.find('\n') + 1;
+  ASSERT_LT(at, text.size());
   std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(static_cast<std::streamoff>(fs::file_size(p) - 3));
-  f.write("XYZ", 3);
+  f.seekp(static_cast<std::streamoff>(at));
+  f.put(text[at] == '#' ? '%' : '#');
 }
 
 TEST(DurableFile, WritesAlternateSlotsAndTheNewestWins) {
@@ -40,6 +44,8 @@ TEST(DurableFile, WritesAlternateSlotsAndTheNewestWins) {
   EXPECT_TRUE(fs::exists(dir / "sub" / "state.json.1"));
   EXPECT_FALSE(fs::exists(p));
   EXPECT_EQ(durable_name_of_slot("state.json.1"), "state.json");
+  EXPECT_EQ(generation_of(p), 3u);
+  EXPECT_EQ(generation_of(dir / "none"), 0u);
   EXPECT_FALSE(durable_name_of_slot("state.json").has_value());
 }
 
@@ -55,6 +61,34 @@ TEST(DurableFile, ATornWriteFallsBackToThePreviousContentAndIsOverwrittenNext) {
   EXPECT_EQ(read(p), "three");
   tear(dir / "r.json.1");
   EXPECT_EQ(read(p), "one") << "the write went over the last good content";
+}
+
+// A writer that keeps the version re-reads only the headers, and still notices another writer,
+// or another writer's torn write, and then checks both slots again.
+TEST(DurableFile, AKeptVersionSkipsTheCheckUnlessAnotherWriterCameBetween) {
+  test::TempDir dir("durable");
+  const auto p = dir / "big.json";
+  Version mine;
+  ASSERT_FALSE(write_durable(p, "one", &mine));  // slot 0
+  EXPECT_EQ(mine.generation, 1u);
+  ASSERT_FALSE(write_durable(p, "two", &mine));  // slot 1
+  EXPECT_EQ(mine.generation, 2u);
+  ASSERT_FALSE(write_durable(p, "other writer"));  // generation 3, slot 0
+  ASSERT_FALSE(write_durable(p, "three", &mine));  // stale version: both slots checked; slot 1
+  EXPECT_EQ(mine.generation, 4u);
+  EXPECT_EQ(read(p), "three");
+  ASSERT_FALSE(write_durable(p, "crashed"));  // generation 5 in slot 0 ...
+  tear(dir / "big.json.0");                   // ... cut short by a crash
+  EXPECT_EQ(read(p), "three");
+  ASSERT_FALSE(write_durable(p, "four", &mine));  // must go to slot 0, not over "three"
+  EXPECT_EQ(read(p), "four");
+  tear(dir / "big.json.0");
+  EXPECT_EQ(read(p), "three") << "a write went over the only good slot";
+  std::error_code ec;
+  Version seen;
+  EXPECT_EQ(read_durable(p, ec, &seen), "three");
+  EXPECT_EQ(seen.generation, 4u);
+  EXPECT_EQ(seen.slot, 1);
 }
 
 TEST(DurableFile, EverySlotTornIsAnErrorNotAnEmptyFile) {
@@ -89,4 +123,4 @@ TEST(DurableFile, RemoveLeavesNothing) {
 }
 
 }  // namespace
-}  // namespace mooring::nodeagent
+}  // namespace mooring::durable

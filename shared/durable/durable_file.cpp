@@ -1,17 +1,17 @@
-#include "services/nodeagent/state/atomic_file.hpp"
+#include "shared/durable/durable_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 
-namespace mooring::nodeagent {
+namespace mooring::durable {
 namespace {
 
 std::error_code last_error() { return {errno, std::generic_category()}; }
@@ -43,13 +43,21 @@ std::filesystem::path dir_of(const std::filesystem::path& path) {
 
 constexpr std::string_view kSlotMagic = "mooring-slot 1 ";
 
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
+// Detects torn and foreign content, eight bytes a step (the catalogue of a plugin can be
+// hundreds of KiB). Not a cryptographic hash: nothing here is adversarial.
+std::uint64_t hash64(std::string_view s) {
+  constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
+  std::uint64_t h = 0xcbf29ce484222325ULL ^ (s.size() * kMul);
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * kMul;
+    h ^= h >> 29;
   }
-  return h;
+  for (; i < s.size(); ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ULL;
+  h ^= h >> 32;
+  return h * kMul;
 }
 
 std::filesystem::path slot_path(const std::filesystem::path& path, int i) {
@@ -87,7 +95,7 @@ Slot read_slot(const std::filesystem::path& file, std::error_code& ec) {
   rest.remove_prefix(1);
   if (rest.size() < length) return slot;  // torn: shorter than it says
   rest = rest.substr(0, length);          // a longer earlier content may follow; it is not ours
-  if (fnv1a(rest) != hash) return slot;
+  if (hash64(rest) != hash) return slot;
   slot.valid = true;
   slot.generation = generation;
   slot.content = std::string(rest);
@@ -106,6 +114,29 @@ bool read_slots(const std::filesystem::path& path, Slot (&slots)[2], std::error_
     if (ec) return false;
   }
   return true;
+}
+
+// The generation in a slot's header, 0 when it has none (missing, foreign); the content is not
+// read or checked.
+std::uint64_t header_generation(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char head[64];
+  const ssize_t n = ::pread(fd, head, sizeof head, 0);
+  ::close(fd);
+  std::string_view text(head, n > 0 ? static_cast<std::size_t>(n) : 0);
+  std::uint64_t generation = 0;
+  if (!text.starts_with(kSlotMagic)) return 0;
+  text.remove_prefix(kSlotMagic.size());
+  return parse_u64(text, generation, 10) ? generation : 0;
+}
+
+// `known` still describes the file: its slot holds the highest generation on disk, so nobody
+// wrote (or tore a write) since it was read or written here.
+bool still_current(const std::filesystem::path& path, const Version& known) {
+  if (known.slot < 0 || known.generation == 0) return false;
+  return header_generation(slot_path(path, known.slot)) == known.generation &&
+         header_generation(slot_path(path, 1 - known.slot)) < known.generation;
 }
 
 }  // namespace
@@ -135,33 +166,50 @@ std::error_code write_file_atomically(const std::filesystem::path& path, std::st
 
 std::optional<std::string> read_file(const std::filesystem::path& path, std::error_code& ec) {
   ec.clear();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT || !std::filesystem::exists(path)) return std::nullopt;
-    ec = last_error();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) ec = last_error();
     return std::nullopt;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    ec = std::make_error_code(std::errc::io_error);
-    return std::nullopt;
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ec = last_error();
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
   }
-  return ss.str();
+  ::close(fd);
+  return out;
 }
 
-std::error_code write_durable(const std::filesystem::path& path, std::string_view content) {
+std::error_code write_durable(const std::filesystem::path& path, std::string_view content, Version* version) {
   std::error_code ec;
   const auto dir = dir_of(path);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return ec;
-  Slot slots[2];
-  if (!read_slots(path, slots, ec)) return ec;
-  const int current = newest(slots);
+  int current = -1;
+  std::uint64_t generation = 1;
+  bool target_exists = false;
+  if (version && still_current(path, *version)) {
+    current = version->slot;  // checked when it was read or written; only the headers are re-read
+    generation = version->generation + 1;
+    target_exists = true;
+  } else {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return ec;
+    Slot slots[2];
+    if (!read_slots(path, slots, ec)) return ec;
+    current = newest(slots);
+    if (current >= 0) generation = slots[current].generation + 1;
+    target_exists = slots[current == 0 ? 1 : 0].exists;
+  }
   const int target = current == 0 ? 1 : 0;
-  const std::uint64_t generation = current < 0 ? 1 : slots[current].generation + 1;
   char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(content)));
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(hash64(content)));
   std::string data = std::string(kSlotMagic) + std::to_string(generation) + " " + std::to_string(content.size()) +
                      " " + hash + "\n";
   data.append(content);
@@ -182,16 +230,21 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
   if (!ec && ::fdatasync(fd) != 0) ec = last_error();
   ::close(fd);
   if (ec) return ec;
-  if (!slots[target].exists) sync_dir(dir);  // a new slot's directory entry must survive a crash
+  if (!target_exists) sync_dir(dir);  // a new slot's directory entry must survive a crash
   if (current < 0 && ::unlink(path.c_str()) == 0) sync_dir(dir);  // an older agent's plain file
+  if (version) *version = Version{generation, target};
   return {};
 }
 
-std::optional<std::string> read_durable(const std::filesystem::path& path, std::error_code& ec) {
+std::optional<std::string> read_durable(const std::filesystem::path& path, std::error_code& ec, Version* version) {
   ec.clear();
+  if (version) *version = Version{};
   Slot slots[2];
   if (!read_slots(path, slots, ec)) return std::nullopt;
-  if (const int current = newest(slots); current >= 0) return std::move(slots[current].content);
+  if (const int current = newest(slots); current >= 0) {
+    if (version) *version = Version{slots[current].generation, current};
+    return std::move(slots[current].content);
+  }
   auto plain = read_file(path, ec);
   if (!plain && !ec && (slots[0].exists || slots[1].exists))
     ec = std::make_error_code(std::errc::illegal_byte_sequence);  // every slot torn or foreign
@@ -210,9 +263,13 @@ std::error_code remove_durable(const std::filesystem::path& path) {
   return {};
 }
 
+std::uint64_t generation_of(const std::filesystem::path& path) {
+  return std::max(header_generation(slot_path(path, 0)), header_generation(slot_path(path, 1)));
+}
+
 std::optional<std::string> durable_name_of_slot(std::string_view name) {
   if (name.size() < 3 || !(name.ends_with(".0") || name.ends_with(".1"))) return std::nullopt;
   return std::string(name.substr(0, name.size() - 2));
 }
 
-}  // namespace mooring::nodeagent
+}  // namespace mooring::durable
