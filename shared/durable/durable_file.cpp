@@ -28,13 +28,6 @@ std::error_code write_all(int fd, std::string_view content) {
   return {};
 }
 
-void sync_dir(const std::filesystem::path& dir) {
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return;
-  ::fsync(dfd);
-  ::close(dfd);
-}
-
 std::filesystem::path dir_of(const std::filesystem::path& path) {
   return path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
 }
@@ -78,16 +71,21 @@ bool parse_u64(std::string_view& text, std::uint64_t& out, int base) {
   return true;
 }
 
+// The header's magic and generation; `text` is left after the generation.
+bool parse_generation(std::string_view& text, std::uint64_t& generation) {
+  if (!text.starts_with(kSlotMagic)) return false;
+  text.remove_prefix(kSlotMagic.size());
+  return parse_u64(text, generation, 10);
+}
+
 Slot read_slot(const std::filesystem::path& file, std::error_code& ec) {
   Slot slot;
   auto text = read_file(file, ec);
   if (!text) return slot;
   slot.exists = true;
   std::string_view rest(*text);
-  if (!rest.starts_with(kSlotMagic)) return slot;
-  rest.remove_prefix(kSlotMagic.size());
   std::uint64_t generation = 0, length = 0, hash = 0;
-  if (!parse_u64(rest, generation, 10) || !rest.starts_with(' ')) return slot;
+  if (!parse_generation(rest, generation) || !rest.starts_with(' ')) return slot;
   rest.remove_prefix(1);
   if (!parse_u64(rest, length, 10) || !rest.starts_with(' ')) return slot;
   rest.remove_prefix(1);
@@ -98,7 +96,10 @@ Slot read_slot(const std::filesystem::path& file, std::error_code& ec) {
   if (hash64(rest) != hash) return slot;
   slot.valid = true;
   slot.generation = generation;
-  slot.content = std::string(rest);
+  const auto offset = static_cast<std::size_t>(rest.data() - text->data());
+  text->resize(offset + length);
+  text->erase(0, offset);
+  slot.content = std::move(*text);
   return slot;
 }
 
@@ -126,20 +127,17 @@ std::uint64_t header_generation(const std::filesystem::path& file) {
   ::close(fd);
   std::string_view text(head, n > 0 ? static_cast<std::size_t>(n) : 0);
   std::uint64_t generation = 0;
-  if (!text.starts_with(kSlotMagic)) return 0;
-  text.remove_prefix(kSlotMagic.size());
-  return parse_u64(text, generation, 10) ? generation : 0;
-}
-
-// `known` still describes the file: its slot holds the highest generation on disk, so nobody
-// wrote (or tore a write) since it was read or written here.
-bool still_current(const std::filesystem::path& path, const Version& known) {
-  if (known.slot < 0 || known.generation == 0) return false;
-  return header_generation(slot_path(path, known.slot)) == known.generation &&
-         header_generation(slot_path(path, 1 - known.slot)) < known.generation;
+  return parse_generation(text, generation) ? generation : 0;
 }
 
 }  // namespace
+
+void sync_dir(const std::filesystem::path& dir) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return;
+  ::fsync(dfd);
+  ::close(dfd);
+}
 
 std::error_code write_file_atomically(const std::filesystem::path& path, std::string_view content) {
   std::error_code ec;
@@ -190,17 +188,23 @@ std::optional<std::string> read_file(const std::filesystem::path& path, std::err
 
 std::error_code write_durable(const std::filesystem::path& path, std::string_view content, Version* version) {
   std::error_code ec;
-  const auto dir = dir_of(path);
-  int current = -1;
+  int current = -1;  // the slot holding the newest valid content
   std::uint64_t generation = 1;
   bool target_exists = false;
-  if (version && still_current(path, *version)) {
-    current = version->slot;  // checked when it was read or written; only the headers are re-read
-    generation = version->generation + 1;
-    target_exists = true;
-  } else {
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return ec;
+  bool known = false;
+  if (version && version->generation != 0 && version->slot >= 0) {
+    // Checked when it was read or written here; only the headers are re-read. It still holds if
+    // that slot has the highest generation on disk: nobody wrote, or tore a write, since.
+    const auto mine = header_generation(slot_path(path, version->slot));
+    const auto other = header_generation(slot_path(path, 1 - version->slot));
+    if (mine == version->generation && other < mine) {
+      known = true;
+      current = version->slot;
+      generation = mine + 1;
+      target_exists = other != 0;  // a missing (or headerless) target is created: sync its entry
+    }
+  }
+  if (!known) {
     Slot slots[2];
     if (!read_slots(path, slots, ec)) return ec;
     current = newest(slots);
@@ -213,20 +217,16 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
   std::string data = std::string(kSlotMagic) + std::to_string(generation) + " " + std::to_string(content.size()) +
                      " " + hash + "\n";
   data.append(content);
+  const auto dir = dir_of(path);
   const auto file = slot_path(path, target);
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return last_error();
-  std::string_view rest(data);
-  off_t offset = 0;
-  while (!ec && !rest.empty()) {
-    const ssize_t n = ::pwrite(fd, rest.data(), rest.size(), offset);
-    if (n < 0) {
-      if (errno != EINTR) ec = last_error();
-      continue;
-    }
-    rest.remove_prefix(static_cast<std::size_t>(n));
-    offset += n;
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT) {  // the first write: its directory may not exist yet
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return ec;
+    fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   }
+  if (fd < 0) return last_error();
+  ec = write_all(fd, data);  // from offset 0: the slot is overwritten in place
   if (!ec && ::fdatasync(fd) != 0) ec = last_error();
   ::close(fd);
   if (ec) return ec;

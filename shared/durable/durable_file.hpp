@@ -27,6 +27,9 @@ std::error_code write_file_atomically(const std::filesystem::path& path, std::st
 // nullopt when the file does not exist; `ec` is set for any other failure.
 std::optional<std::string> read_file(const std::filesystem::path& path, std::error_code& ec);
 
+// fsync of a directory, so the entries created or removed in it survive a crash (best effort).
+void sync_dir(const std::filesystem::path& dir);
+
 // Which slot holds the newest valid content, as this process last read or wrote it. A writer of
 // a large file keeps it so the next write need not read and check both slots again: only their
 // headers are, to see that no other process wrote since.

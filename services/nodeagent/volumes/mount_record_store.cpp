@@ -4,7 +4,6 @@
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,14 +24,6 @@ constexpr std::string_view kTempSuffix = ".json.tmp";
 
 std::string errno_text(std::string_view what, const fs::path& path) {
   return std::string(what) + " " + path.string() + ": " + std::strerror(errno);
-}
-
-bool fsync_path(const fs::path& path, int flags) {
-  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
 }
 
 domain::Status make_dir(const fs::path& dir) {
@@ -129,13 +120,14 @@ std::vector<MountRecord> MountRecordStore::for_alloc(const std::string& alloc_id
 domain::Status MountRecordStore::put(MountRecord& record) {
   auto file = file_of(record.alloc_id, record.volume_id);
   if (!file) return domain::error(file.error());
-  if (auto s = make_dir(dir_); !s) return s;
-  if (auto s = make_dir(file->parent_path()); !s) return s;
+  const auto known = records_.find({record.alloc_id, record.volume_id});
+  if (known == records_.end()) {  // a new record; a known one's directory exists already
+    if (auto s = make_dir(dir_); !s) return s;
+    if (auto s = make_dir(file->parent_path()); !s) return s;
+  }
   // `notify` is sticky: a release may mark a record while an operation holding an older copy of
   // it is in flight, and that operation's next write must not undo the release.
-  if (auto it = records_.find({record.alloc_id, record.volume_id}); it != records_.end() && it->second.notify) {
-    record.notify = true;
-  }
+  if (known != records_.end() && known->second.notify) record.notify = true;
   record.updated_unix_ms = now_unix_ms();
   if (auto ec = durable::write_durable(*file, encode(record)))
     return domain::error("cannot write " + file->string() + ": " + ec.message());
@@ -148,7 +140,7 @@ domain::Status MountRecordStore::remove(const std::string& alloc_id, const std::
   if (!file) return domain::error(file.error());
   if (auto ec = durable::remove_durable(*file)) return domain::error("cannot remove " + file->string() + ": " + ec.message());
   // The allocation's directory goes with its last record (rmdir fails while others remain).
-  if (::rmdir(file->parent_path().c_str()) == 0) fsync_path(dir_, O_RDONLY | O_DIRECTORY);
+  if (::rmdir(file->parent_path().c_str()) == 0) durable::sync_dir(dir_);
   records_.erase({alloc_id, volume_id});
   return {};
 }
