@@ -1,6 +1,6 @@
 #include "plugins/hostpath/volume_store.hpp"
 
-#include <sys/stat.h>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -139,20 +139,16 @@ std::string VolumeStore::prepare() {
   return {};
 }
 
-std::optional<VolumeStore::FileKey> VolumeStore::file_key() const {
+bool VolumeStore::cache_current() const {
   // Every write, by any plugin process sharing the data dir, raises the generation.
-  const auto generation = durable::generation_of(data_dir_ / "controller-state.json");
-  if (generation == 0) return std::nullopt;
-  return generation;
+  return version_.generation != 0 && durable::generation_of(data_dir_ / "controller-state.json") == version_.generation;
 }
 
 grpc::Status VolumeStore::load_locked(StoreState& out) {
-  const auto key = file_key();
-  if (key && cached_key_ && *key == *cached_key_) {
+  if (cache_current()) {
     out = cached_state_;
     return grpc::Status::OK;
   }
-  cached_key_.reset();
   std::error_code ec;
   const auto text = durable::read_durable(data_dir_ / "controller-state.json", ec, &version_);
   if (ec) return {grpc::StatusCode::INTERNAL, "cannot read controller state: " + ec.message()};
@@ -164,11 +160,11 @@ grpc::Status VolumeStore::load_locked(StoreState& out) {
   }
   std::string error;
   if (!decode_state(*text, out, error)) {
+    version_ = {};  // nothing cached: the next call reads the file again
     return {grpc::StatusCode::INTERNAL, "controller state file is corrupt: " + error};
   }
   cached_state_ = out;
   cached_text_ = encode_records(out);
-  cached_key_ = key;
   return grpc::Status::OK;
 }
 
@@ -206,21 +202,17 @@ grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreState&)
   if (auto st = load_locked(state); !st.ok()) return st;
   grpc::Status st = fn(state);
   if (!st.ok()) return st;
-  // The texts are updated in place; the key is cleared first, so if the write fails the next
-  // call re-reads the file and rebuilds them.
-  cached_key_.reset();
+  // The texts are updated in place; the version is forgotten meanwhile, so if the write fails
+  // the next call re-reads the file and rebuilds them.
+  auto version = std::exchange(version_, {});
   const bool volumes = update_records(cached_state_.volumes, state.volumes, cached_text_.volumes);
   const bool snapshots = update_records(cached_state_.snapshots, state.snapshots, cached_text_.snapshots);
-  if (!volumes && !snapshots) {
-    cached_key_ = file_key();
-    return st;
+  if (volumes || snapshots) {
+    if (const auto ec = durable::write_durable(data_dir_ / "controller-state.json", assemble(cached_text_), &version))
+      return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
+    cached_state_ = std::move(state);
   }
-  if (const auto ec = durable::write_durable(data_dir_ / "controller-state.json", assemble(cached_text_), &version_)) {
-    version_ = {};
-    return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
-  }
-  cached_state_ = std::move(state);
-  cached_key_ = version_.generation;
+  version_ = version;
   return st;
 }
 

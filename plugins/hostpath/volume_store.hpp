@@ -81,13 +81,12 @@ class VolumeStore {
  private:
   grpc::Status load_locked(StoreState& out);
 
-  // The state file as this process last read or wrote it, with the file's slot generation then.
-  // Every write by any plugin process sharing the data dir raises it, so an unchanged generation
-  // means the cached state is the file's: no re-parse per call.
-  using FileKey = std::uint64_t;
-  std::optional<FileKey> file_key() const;
-  durable::Version version_;  // which slot this process last read or wrote
-  std::optional<FileKey> cached_key_;
+  // The state file as this process last read or wrote it, and which slot and generation that
+  // was (generation 0: nothing cached). Every write by any plugin process sharing the data dir
+  // raises the generation, so an unchanged one means the cached state is the file's: no
+  // re-parse per call.
+  bool cache_current() const;
+  durable::Version version_;
   StoreState cached_state_;
   // Each record's encoded text as in the file: a change re-encodes only the records it touched,
   // and the file is their concatenation (a publish among 1000 volumes is not 1000 encodings).
