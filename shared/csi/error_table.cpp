@@ -3,6 +3,8 @@
 // reason for each decision so logs can say why a call is retried or abandoned.
 #include "shared/csi/error_table.hpp"
 
+#include <grpcpp/support/status.h>
+
 #include <array>
 #include <iterator>
 #include <stdexcept>
@@ -344,5 +346,7 @@ std::string status_text(grpc::StatusCode code, std::string_view message) {
   }
   return out;
 }
+
+std::string status_text(const grpc::Status& status) { return status_text(status.error_code(), status.error_message()); }
 
 }  // namespace mooring::csi

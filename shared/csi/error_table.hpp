@@ -11,6 +11,10 @@
 #include <string>
 #include <string_view>
 
+namespace grpc {
+class Status;  // only referenced: the full header stays in the .cpp
+}
+
 namespace mooring::csi {
 
 enum class Rpc {
@@ -52,6 +56,7 @@ std::string_view to_string(Rpc rpc);  // "NodePublishVolume"
 std::string_view code_name(grpc::StatusCode code);
 // "UNAVAILABLE: <message>", or just the name when the message is empty.
 std::string status_text(grpc::StatusCode code, std::string_view message);
+std::string status_text(const grpc::Status& status);
 
 // What the caller does with a status code from a given RPC.
 enum class Outcome {

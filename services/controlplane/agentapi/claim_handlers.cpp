@@ -198,7 +198,7 @@ asio::awaitable<grpc::Status> claim_volume(Context& ctx, const v1::ClaimVolumeRe
 
   const auto code = result.status.error_code();
   const auto outcome_class = csi::classify(csi::Rpc::ControllerPublishVolume, code);
-  const std::string failure = "ControllerPublishVolume failed: " + csi::status_text(code, result.status.error_message());
+  const std::string failure = "ControllerPublishVolume failed: " + csi::status_text(result.status);
   // Certainly not published: nothing was sent, or a final error on the first attempt (a retry
   // of a pending publish may follow an earlier attempt that did publish).
   const bool certain = !result.sent || (outcome_class == csi::Outcome::final_error && !was_pending);

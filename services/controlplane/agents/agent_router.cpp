@@ -104,7 +104,7 @@ struct AgentRouter::Impl {
     }
     out.status = co_await call(*node, timeout, request, out.response, start);
     out.outcome = csi::classify(classify_as, out.status.error_code());
-    if (!out.ok()) out.error = where + ": " + csi::status_text(out.status.error_code(), out.status.error_message());
+    if (!out.ok()) out.error = where + ": " + csi::status_text(out.status);
     co_return out;
   }
 
@@ -146,12 +146,12 @@ struct AgentRouter::Impl {
         out.error.clear();
         co_return out;
       }
-      tried += (tried.empty() ? "" : "; ") + std::string("via node ") + quoted(node_id) + ": " + csi::status_text(out.status.error_code(), out.status.error_message());
+      tried += (tried.empty() ? "" : "; ") + std::string("via node ") + quoted(node_id) + ": " + csi::status_text(out.status);
       if (!csi::should_retry(out.outcome)) break;
       if (out.outcome == csi::Outcome::uncertain) out.uncertain_earlier = true;
       logger().debug("controller call failed; trying the next controller",
                      {{"rpc", csi::to_string(rpc)}, {"plugin_id", plugin_id}, {"node_id", node_id},
-                      {"error", csi::status_text(out.status.error_code(), out.status.error_message())}});
+                      {"error", csi::status_text(out.status)}});
     }
     if (!asked) {
       not_sent(out, rpc, what, router.no_controller_reason(plugin_id));

@@ -1,8 +1,7 @@
 #include "services/nodeagent/plugins/fingerprint.hpp"
 
-#include "shared/csi/error_table.hpp"
-
 #include "shared/csi/capabilities.hpp"
+#include "shared/csi/error_table.hpp"
 #include "shared/domain/time.hpp"
 
 namespace mooring::nodeagent {
@@ -13,7 +12,7 @@ namespace v1 = ::mooring::v1;
 std::string describe(std::string_view call, const grpc::Status& st) {
   std::string out(call);
   out += " failed: ";
-  out += csi::status_text(st.error_code(), st.error_message());
+  out += csi::status_text(st);
   return out;
 }
 

@@ -49,10 +49,6 @@ std::vector<PluginKind> kinds_of(PluginRole role) {
   return {};
 }
 
-std::string status_text(const grpc::Status& st) {
-  return std::to_string(static_cast<int>(st.error_code())) + " " + st.error_message();
-}
-
 // Runs a launched plugin's process to its end, then wakes its supervisor.
 asio::awaitable<void> run_process(std::shared_ptr<ChildProcess> proc, std::shared_ptr<async::WakeSignal> wake) {
   try {
@@ -176,7 +172,7 @@ asio::awaitable<std::optional<std::string>> PluginSupervisor::wait_until_healthy
       if (!st) {
         why = "Probe did not answer within " + std::to_string(probe_timeout.count()) + "ms";
       } else if (!st->ok()) {
-        last_answer = "Probe failed: " + status_text(*st);
+        last_answer = "Probe failed: " + csi::status_text(*st);
       } else if (!ready) {
         last_answer = "Probe: plugin reports not ready";
       } else {
@@ -223,7 +219,7 @@ asio::awaitable<PluginSupervisor::InstanceEnd> PluginSupervisor::monitor() {
         need_full = true;  // fingerprint on change: the full picture, with the reason
         if (!now_healthy) {
           const auto reason = !st ? std::string("Probe timed out")
-                                  : !st->ok() ? "Probe failed: " + status_text(*st) : "Probe: plugin reports not ready";
+                                  : !st->ok() ? "Probe failed: " + csi::status_text(*st) : "Probe: plugin reports not ready";
           report(fingerprinter_.mark(false, reason));
         }
         healthy = now_healthy;
@@ -296,7 +292,7 @@ asio::awaitable<void> PluginSupervisor::run() {
     ::csi::v1::GetPluginInfoResponse info;
     auto st = co_await async::with_timeout(client_->get_plugin_info(info), csi::policy(csi::Rpc::GetPluginInfo).timeout);
     if (!st || !st->ok()) {
-      const auto reason = "GetPluginInfo failed: " + (st ? status_text(*st) : std::string("timed out"));
+      const auto reason = "GetPluginInfo failed: " + (st ? csi::status_text(*st) : std::string("timed out"));
       report(fingerprinter_.mark(false, reason));
       co_await end_instance(reason);
       ++failures;

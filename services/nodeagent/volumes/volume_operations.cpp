@@ -20,8 +20,8 @@ const log::Logger kLog{"volumes"};
 
 template <class Result>
 std::string describe(csi::Rpc rpc, const Result& r) {
-  return std::string(csi::to_string(rpc)) + " failed with " + std::string(csi::code_name(r.status.error_code())) + ": " +
-         r.status.error_message() + " (" + std::string(csi::to_string(r.outcome)) + ")";
+  return std::string(csi::to_string(rpc)) + " failed with " + csi::status_text(r.status) + " (" +
+         std::string(csi::to_string(r.outcome)) + ")";
 }
 
 std::string not_running(const std::string& plugin_id) {
