@@ -520,6 +520,7 @@ TEST_F(Lifecycle, UncertainDeleteIsFinishedInTheBackgroundEvenAcrossARestart) {
   auto r = cluster->request("DELETE", "/v1/volume/csi/maybe-gone/delete");
   EXPECT_EQ(r.status, 504u) << r.body;
   EXPECT_NE(r.body.find("retried in the background"), std::string::npos) << r.body;
+  EXPECT_TRUE(json::parse(r.body).contains("Error")) << "the API's error shape: " << r.body;
   EXPECT_TRUE(cluster->volume("maybe-gone").value("Deleting", false));
   auto refused = cluster->request("POST", "/v1/allocations",
                                   json{{"Allocation", allocation("a", "maybe-gone", "node-1", "sleep 600")}}.dump());

@@ -27,10 +27,12 @@ namespace {
 
 std::string dq(const std::string& s) { return "\"" + s + "\""; }
 
-// The HTTP answer for a controller call that did not succeed.
+// The HTTP answer for a controller call that did not succeed; `message` (default: the result's
+// error) is the error text.
 template <class R>
-http::Response plugin_failure(const R& r) {
-  if (r.no_target) return http::error_response(503, r.error);
+http::Response plugin_failure(const R& r, std::string_view message = {}) {
+  if (message.empty()) message = r.error;
+  if (r.no_target) return http::error_response(503, message);
   unsigned status = 502;
   switch (r.status.error_code()) {
     case grpc::StatusCode::INVALID_ARGUMENT:
@@ -45,7 +47,7 @@ http::Response plugin_failure(const R& r) {
     case grpc::StatusCode::UNAVAILABLE: status = 503; break;
     default: break;
   }
-  return http::error_response(status, r.error);
+  return http::error_response(status, message);
 }
 
 // A DeleteVolume answer that says the volume is still there and nothing is in progress (a
@@ -479,12 +481,9 @@ asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request
   }
   // The plugin may have deleted it: the mark stays and the delete is finished in the background.
   finish_delete_later(plugin_id, id, csi);
-  auto r = plugin_failure(res);
-  r.body = json{{"error", res.error + "; volume " + dq(id) +
-                              " stays marked as being deleted (no new claims) and the delete is retried in the "
-                              "background until the plugin answers"}}
-               .dump();
-  co_return r;
+  co_return plugin_failure(res, res.error + "; volume " + dq(id) +
+                                    " stays marked as being deleted (no new claims) and the delete is retried in "
+                                    "the background until the plugin answers");
 }
 
 ::csi::v1::DeleteVolumeRequest ControllerEndpoints::delete_request(const domain::Volume& v, const StringMap& extra) {
