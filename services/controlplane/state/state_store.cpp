@@ -45,6 +45,23 @@ StateStore::~StateStore() {
 
 namespace {
 
+// Sleeps on `waiter.timer` with the waiter in `list`, so that a notifier can cancel the timer to
+// wake it; unregistered again however the wait ends (also when the frame is destroyed while
+// suspended). Cancelling the awaiting coroutine throws operation_aborted.
+template <class W>
+asio::awaitable<void> sleep_registered(std::list<W*>& list, W& waiter) {
+  struct Registration {
+    std::list<W*>& list;
+    typename std::list<W*>::iterator pos;
+    ~Registration() { list.erase(pos); }
+  } registration{list, list.insert(list.end(), &waiter)};
+  auto [ec] = co_await waiter.timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  (void)ec;  // fired at the deadline or cancelled by a notifier: the caller looks at the state
+  auto cs = co_await asio::this_coro::cancellation_state;
+  if (cs.cancelled() != asio::cancellation_type::none) throw boost::system::system_error(asio::error::operation_aborted);
+}
+
+
 template <class T, class Decode>
 domain::Status load_table(const Snapshot& snap, Table t, std::map<std::string, T>& out, Decode decode,
                           std::uint64_t& table_index) {
@@ -301,18 +318,7 @@ asio::awaitable<domain::Status> StateStore::durable(std::uint64_t index) const {
   if (index <= durable_index_) co_return domain::Status{};
   if (broken_) co_return domain::error("the state is not durable: " + *broken_);
   DurableWaiter waiter{asio::steady_timer(executor_, std::chrono::steady_clock::time_point::max()), index, {}};
-  struct Registration {  // also unregisters when the frame is destroyed while suspended
-    std::list<DurableWaiter*>& list;
-    std::list<DurableWaiter*>::iterator pos;
-    ~Registration() { list.erase(pos); }
-  } registration{durable_waiters_, durable_waiters_.insert(durable_waiters_.end(), &waiter)};
-  while (!waiter.result) {
-    auto [ec] = co_await waiter.timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    auto cs = co_await asio::this_coro::cancellation_state;
-    if (cs.cancelled() != asio::cancellation_type::none)
-      throw boost::system::system_error(asio::error::operation_aborted);
-    (void)ec;
-  }
+  while (!waiter.result) co_await sleep_registered(durable_waiters_, waiter);
   co_return *waiter.result;
 }
 
@@ -342,17 +348,7 @@ asio::awaitable<std::uint64_t> StateStore::wait_for_change(Table t, std::uint64_
     // One timer per waiter: it fires at the deadline, and a commit to the table (or shutdown)
     // cancels it early. The timer is registered only while this coroutine is suspended on it.
     Waiter waiter{asio::steady_timer(executor_, deadline)};
-    auto& list = waiters_[t];
-    struct Registration {  // also unregisters when the frame is destroyed while suspended
-      std::list<Waiter*>& list;
-      std::list<Waiter*>::iterator pos;
-      ~Registration() { list.erase(pos); }
-    } registration{list, list.insert(list.end(), &waiter)};
-    auto [ec] = co_await waiter.timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    auto cs = co_await asio::this_coro::cancellation_state;
-    if (cs.cancelled() != asio::cancellation_type::none)
-      throw boost::system::system_error(asio::error::operation_aborted);
-    (void)ec;
+    co_await sleep_registered(waiters_[t], waiter);
   }
 }
 
