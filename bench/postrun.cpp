@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   std::string record(400, 'x');  // about the size of a mount record
   std::vector<double> ref;
   for (int i = 0; i < n; ++i) ref.push_back(durable_write_us(dir / "ref", i, record));
-  out["reference_atomic_write"] = summary(ref);
+  out["reference_durable_write"] = summary(ref);
   fs::remove_all(dir);
   std::cout << out.dump() << std::endl;
   return 0;

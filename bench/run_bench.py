@@ -439,7 +439,7 @@ def bench_postrun_inprocess(c):
     d = os.path.join(c.dir, "postrun")
     r = run_json([os.path.join(BIN, "bench", "mooring-bench-postrun"), "--dir", d, "--n", "100"],
                  os.path.join(c.dir, "bench-postrun.log"))
-    ref = r["reference_atomic_write"]
+    ref = r["reference_durable_write"]
     for mode in ("frozen", "killed"):
         rel = r[mode]["release"]
         row("agent", f"Postrun in process (VolumeManager::release), plugin {mode}, max of {rel['n']}",

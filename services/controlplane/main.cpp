@@ -19,10 +19,9 @@
 #include "services/controlplane/api/api.hpp"
 #include "services/controlplane/api/controller_endpoints.hpp"
 #include "services/controlplane/config/controlplane_config.hpp"
-#include "shared/config/settings.hpp"
+#include "services/controlplane/gc/alloc_gc.hpp"
 #include "services/controlplane/gc/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
-#include "services/controlplane/gc/alloc_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
@@ -30,17 +29,13 @@
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/async/task_group.hpp"
+#include "shared/config/settings.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/server.hpp"
 
 namespace asio = boost::asio;
 using namespace mooring;
 using namespace mooring::controlplane;
-
-namespace {
-
-
-}  // namespace
 
 int main(int argc, char** argv) {
   auto parsed = parse_controlplane_config(std::vector<std::string>(argv, argv + argc), config::environment("MOORING_CP_"));

@@ -15,7 +15,6 @@
 #include "shared/config/settings.hpp"
 #include "shared/log/log.hpp"
 
-
 namespace {
 
 namespace asio = boost::asio;

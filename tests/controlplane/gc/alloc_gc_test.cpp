@@ -31,12 +31,7 @@ class AllocGcTest : public ::testing::Test {
     }
     // "releasing" still has a past claim: the claim GC needs its allocation.
     auto v = fixtures::volume("v1");
-    domain::Claim c;
-    c.allocation_id = "releasing";
-    c.node_id = "n1";
-    c.mode = domain::ClaimMode::write;
-    c.state = domain::ClaimState::node_detached;
-    v.claims["releasing"] = c;
+    v.claims["releasing"] = fixtures::claim("releasing", "n1", domain::ClaimState::node_detached);
     b.put(v);
     ASSERT_TRUE(store.commit(std::move(b)));
   }

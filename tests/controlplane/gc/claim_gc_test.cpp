@@ -34,7 +34,7 @@ class ClaimGcTest : public GcFixture {
 };
 
 TEST_F(ClaimGcTest, NodeDetachThenControllerUnpublishThenFree) {
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::unpublishing)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return !plane->store.volume("vol-1")->claims.count("a1"); }));
 
@@ -68,7 +68,7 @@ TEST_F(ClaimGcTest, NodeDetachThenControllerUnpublishThenFree) {
 }
 
 TEST_F(ClaimGcTest, AlreadyControllerDetachedIsFreedWithoutCalls) {
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::controller_detached)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::controller_detached)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
   EXPECT_TRUE(agents["node-1"].calls().empty());
@@ -77,7 +77,7 @@ TEST_F(ClaimGcTest, AlreadyControllerDetachedIsFreedWithoutCalls) {
 }
 
 TEST_F(ClaimGcTest, AgentAlreadyUnpublishedSkipsNodeStep) {
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::node_detached)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
   EXPECT_EQ(agents["node-1"].count("NodeDetachVolume"), 0u);
@@ -86,7 +86,7 @@ TEST_F(ClaimGcTest, AgentAlreadyUnpublishedSkipsNodeStep) {
 
 TEST_F(ClaimGcTest, AnotherLiveClaimOnTheSameNodeSkipsTheControllerStep) {
   put_volume(volume("vol-1", "csi",
-                    {make_claim("a1", "node-1", ClaimState::unpublishing), make_claim("a2", "node-1", ClaimState::taken)}));
+                    {fixtures::claim("a1", "node-1", ClaimState::unpublishing), fixtures::claim("a2", "node-1", ClaimState::taken)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return !plane->store.volume("vol-1")->claims.count("a1"); }));
   EXPECT_EQ(agents["node-1"].count("NodeDetachVolume"), 1u);
@@ -108,7 +108,7 @@ TEST_F(ClaimGcTest, AnotherLiveClaimOnTheSameNodeSkipsTheControllerStep) {
 
 TEST_F(ClaimGcTest, ControllerUnreachableKeepsClaimNodeDetachedVisiblyThenCompletes) {
   agents["node-2"].fail("ControllerUnpublishVolume", grpc::StatusCode::UNAVAILABLE, "plugin csi not running on node node-2");
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::unpublishing)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return agents["node-2"].count("ControllerUnpublishVolume") >= 3; }));
   auto c = claim("vol-1", "a1");
@@ -135,7 +135,7 @@ TEST_F(ClaimGcTest, ControllerNotRunningHereMovesToTheNextHealthyController) {
   b.put(plugin("csi", {"node-1"}, {"node-2", "node-3"}));
   commit(std::move(b));
   agents["node-2"].fail("ControllerUnpublishVolume", grpc::StatusCode::UNAVAILABLE, "plugin csi not running on node node-2");
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::node_detached)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
   EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
@@ -143,7 +143,7 @@ TEST_F(ClaimGcTest, ControllerNotRunningHereMovesToTheNextHealthyController) {
 }
 
 TEST_F(ClaimGcTest, NodeGoneWithExternalNodeIdSkipsNodeStepAndRunsController) {
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-gone", ClaimState::unpublishing)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-gone", ClaimState::unpublishing)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
   auto ctrl = agents["node-2"].calls("ControllerUnpublishVolume");
@@ -153,7 +153,7 @@ TEST_F(ClaimGcTest, NodeGoneWithExternalNodeIdSkipsNodeStepAndRunsController) {
 }
 
 TEST_F(ClaimGcTest, NodeGoneWithoutExternalNodeIdIsFreed) {
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-gone", ClaimState::unpublishing, false)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-gone", ClaimState::unpublishing, false)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
   EXPECT_TRUE(agents["node-1"].calls().empty());
@@ -161,7 +161,7 @@ TEST_F(ClaimGcTest, NodeGoneWithoutExternalNodeIdIsFreed) {
 }
 
 TEST_F(ClaimGcTest, NoAccessModeRecordedSkipsNodeStep) {
-  auto c = make_claim("a1", "node-1", ClaimState::unpublishing);
+  auto c = fixtures::claim("a1", "node-1", ClaimState::unpublishing);
   c.access_mode = domain::AccessMode::unknown;
   put_volume(volume("vol-1", "csi", {c}));
   start_gc();
@@ -174,7 +174,7 @@ TEST_F(ClaimGcTest, PluginWithoutPublishUnpublishSkipsControllerStep) {
   Batch b;
   b.put(plugin("csi", {"node-1"}, {"node-2"}, false));
   commit(std::move(b));
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::unpublishing)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
   EXPECT_EQ(agents["node-1"].count("NodeDetachVolume"), 1u);
@@ -183,7 +183,7 @@ TEST_F(ClaimGcTest, PluginWithoutPublishUnpublishSkipsControllerStep) {
 
 TEST_F(ClaimGcTest, NodePluginDownMakesTheGcWaitAndCompleteWhenItReturns) {
   agents["node-1"].fail("NodeDetachVolume", grpc::StatusCode::UNAVAILABLE, "plugin csi not running on node node-1");
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::unpublishing)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
   start_gc();
   ASSERT_TRUE(eventually([&] { return agents["node-1"].count("NodeDetachVolume") >= 2; }));
   auto c = claim("vol-1", "a1");
@@ -197,7 +197,7 @@ TEST_F(ClaimGcTest, NodePluginDownMakesTheGcWaitAndCompleteWhenItReturns) {
 }
 
 TEST_F(ClaimGcTest, ReleaseStartsOnTheChangeThatMadeTheClaimPast) {
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::taken)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::taken)}));
   start_gc();
   std::this_thread::sleep_for(100ms);
   EXPECT_TRUE(agents["node-1"].calls().empty());  // a running allocation: nothing
@@ -220,7 +220,7 @@ TEST_F(ClaimGcTest, NodeDownWithoutStopAfterWaitsVisiblyUntilTheNodeReturns) {
   b.put(node("node-1", addr1, NodeStatus::down));
   b.put(allocation("a1", "node-1", "vol-1", domain::ClientStatus::complete));
   commit(std::move(b));
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::unpublishing)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
   start_gc();
   ASSERT_TRUE(eventually([&] {
     auto& c = plane->store.volume("vol-1")->claims.at("a1");
@@ -248,7 +248,7 @@ TEST_F(ClaimGcTest, NodeLossWithStopAfterClientDisconnectFreesWithoutAnOperator)
   b.put(a);
   commit(std::move(b));
   agents.stop("node-1");  // the agent is gone with its node
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::taken)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::taken)}));
   start_gc();
   start_loss();
   ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
@@ -261,8 +261,8 @@ TEST_F(ClaimGcTest, NodeLossWithStopAfterClientDisconnectFreesWithoutAnOperator)
 
 TEST_F(ClaimGcTest, RestartResumesEveryPastClaim) {
   agents["node-1"].fail("NodeDetachVolume", grpc::StatusCode::INTERNAL, "disk busy");
-  put_volume(volume("vol-1", "csi", {make_claim("a1", "node-1", ClaimState::unpublishing)}));
-  put_volume(volume("vol-2", "csi", {make_claim("a2", "node-1", ClaimState::node_detached)}));
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
+  put_volume(volume("vol-2", "csi", {fixtures::claim("a2", "node-1", ClaimState::node_detached)}));
   agents["node-2"].fail("ControllerUnpublishVolume", grpc::StatusCode::INTERNAL, "api throttled");
   start_gc();
   ASSERT_TRUE(eventually([&] { return !plane->store.volume("vol-1")->claims.at("a1").last_error.empty(); }));
@@ -283,7 +283,7 @@ TEST_F(ClaimGcTest, ThousandVolumesReleasedQuicklyWithWorkPerChangeIndependentOf
     Batch b;
     for (int i = 0; i < kVolumes; ++i) {
       std::string id = "vol-" + std::to_string(i);
-      b.put(volume(id, "csi", {make_claim("a-" + std::to_string(i), "node-1", ClaimState::taken)}));
+      b.put(volume(id, "csi", {fixtures::claim("a-" + std::to_string(i), "node-1", ClaimState::taken)}));
     }
     commit(std::move(b));
   }

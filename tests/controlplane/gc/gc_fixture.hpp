@@ -21,6 +21,7 @@
 #include "services/controlplane/gc/node_loss.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/gc/fake_agent.hpp"
+#include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
 
 namespace mooring::controlplane::testing {
@@ -176,19 +177,6 @@ class GcFixture : public ::testing::Test {
     for (const auto& n : controller_nodes) add(n, true);
     domain::recount(p);
     return p;
-  }
-
-  static domain::Claim make_claim(const std::string& alloc, const std::string& node, domain::ClaimState state,
-                                  bool with_csi_node = true) {
-    domain::Claim c;
-    c.allocation_id = alloc;
-    c.node_id = node;
-    if (with_csi_node) c.external_node_id = "csi-" + node;
-    c.mode = domain::ClaimMode::write;
-    c.access_mode = domain::AccessMode::single_node_writer;
-    c.attachment_mode = domain::AttachmentMode::file_system;
-    c.state = state;
-    return c;
   }
 
   static domain::Volume volume(const std::string& id, const std::string& plugin_id,

@@ -22,12 +22,12 @@ class ReleaseRulesTest : public ::testing::Test {
 };
 
 TEST_F(ReleaseRulesTest, UnpublishingOnAReadyNodeAsksTheAgent) {
-  auto v = GcFixture::volume("v", "csi", {GcFixture::make_claim("a", "node-1", ClaimState::unpublishing)});
+  auto v = GcFixture::volume("v", "csi", {fixtures::claim("a", "node-1", ClaimState::unpublishing)});
   EXPECT_EQ(decide(v, "a", &n1).action, ReleaseAction::detach_node);
 }
 
 TEST_F(ReleaseRulesTest, NodeGoneOrNoAccessModeSkipsTheNodeStep) {
-  auto v = GcFixture::volume("v", "csi", {GcFixture::make_claim("a", "node-1", ClaimState::unpublishing)});
+  auto v = GcFixture::volume("v", "csi", {fixtures::claim("a", "node-1", ClaimState::unpublishing)});
   auto d = decide(v, "a", nullptr);
   EXPECT_EQ(d.action, ReleaseAction::advance);
   EXPECT_EQ(d.to, ClaimState::node_detached);
@@ -39,7 +39,7 @@ TEST_F(ReleaseRulesTest, NodeGoneOrNoAccessModeSkipsTheNodeStep) {
 }
 
 TEST_F(ReleaseRulesTest, DownNodeWaitsUntilStopAfterClientDisconnectHasPassed) {
-  auto v = GcFixture::volume("v", "csi", {GcFixture::make_claim("a", "node-1", ClaimState::unpublishing)});
+  auto v = GcFixture::volume("v", "csi", {fixtures::claim("a", "node-1", ClaimState::unpublishing)});
   n1.status = domain::NodeStatus::down;
   n1.events.push_back({now - std::chrono::seconds(10), "cluster", "node down: missed heartbeats", {}});
   n1.last_heartbeat = now - std::chrono::seconds(20);
@@ -61,12 +61,12 @@ TEST_F(ReleaseRulesTest, DownNodeWaitsUntilStopAfterClientDisconnectHasPassed) {
 }
 
 TEST_F(ReleaseRulesTest, ControllerStepRules) {
-  auto v = GcFixture::volume("v", "csi", {GcFixture::make_claim("a", "node-1", ClaimState::node_detached, false)});
+  auto v = GcFixture::volume("v", "csi", {fixtures::claim("a", "node-1", ClaimState::node_detached, false)});
   auto d = decide(v, "a", &n1);
   EXPECT_EQ(d.action, ReleaseAction::unpublish_controller);
   EXPECT_EQ(d.external_node_id, "csi-node-1");  // from the plugin's node info when the claim has none
 
-  auto other = GcFixture::make_claim("b", "node-1", ClaimState::unpublishing);
+  auto other = fixtures::claim("b", "node-1", ClaimState::unpublishing);
   v.claims["b"] = other;
   EXPECT_EQ(decide(v, "a", &n1).action, ReleaseAction::advance);
   v.claims["b"].state = ClaimState::controller_detached;
@@ -91,7 +91,7 @@ TEST_F(ReleaseRulesTest, ControllerStepRules) {
 }
 
 TEST_F(ReleaseRulesTest, ControllerDetachedAndReadyToFreeAreFreed) {
-  auto v = GcFixture::volume("v", "csi", {GcFixture::make_claim("a", "node-1", ClaimState::controller_detached)});
+  auto v = GcFixture::volume("v", "csi", {fixtures::claim("a", "node-1", ClaimState::controller_detached)});
   EXPECT_EQ(decide(v, "a", &n1).action, ReleaseAction::free);
   v.claims.at("a").state = ClaimState::ready_to_free;
   EXPECT_EQ(decide(v, "a", &n1).action, ReleaseAction::free);

@@ -39,6 +39,20 @@ inline domain::Plugin plugin(std::string id = "hostpath", std::string node = "no
   return p;
 }
 
+// A write claim of `alloc` on `node` in `state`, with the node's CSI id unless told otherwise.
+inline domain::Claim claim(const std::string& alloc, const std::string& node, domain::ClaimState state,
+                           bool with_csi_node = true) {
+  domain::Claim c;
+  c.allocation_id = alloc;
+  c.node_id = node;
+  if (with_csi_node) c.external_node_id = "csi-" + node;
+  c.mode = domain::ClaimMode::write;
+  c.access_mode = domain::AccessMode::single_node_writer;
+  c.attachment_mode = domain::AttachmentMode::file_system;
+  c.state = state;
+  return c;
+}
+
 inline domain::Allocation allocation(std::string id, std::string node = "") {
   domain::Allocation a;
   a.id = std::move(id);
