@@ -18,6 +18,36 @@ extern char** environ;
 
 namespace mooring::test {
 
+namespace {
+
+// The state letter of /proc/<pid>/task/<tid>/stat: the field after the parenthesised command,
+// which may itself contain spaces and parentheses (hence the last ')').
+char thread_state(const std::filesystem::path& stat_file) {
+  const auto text = read_file(stat_file);
+  const auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return '?';
+  return text[close + 2];
+}
+
+bool all_threads_stopped(pid_t pid) {
+  std::error_code ec;
+  const auto tasks = std::filesystem::path("/proc") / std::to_string(pid) / "task";
+  bool any = false;
+  for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+    const char state = thread_state(t.path() / "stat");
+    if (state != 'T' && state != 't') return false;
+    any = true;
+  }
+  return any && !ec;
+}
+
+}  // namespace
+
+bool stop_process(pid_t pid) {
+  if (::kill(pid, SIGSTOP) != 0) return false;
+  return wait_until([&] { return all_threads_stopped(pid); }, std::chrono::seconds(10), std::chrono::milliseconds(1));
+}
+
 std::filesystem::path binary_path(std::string_view name) {
   const char* dir = std::getenv("MOORING_BUILD_DIR");
   if (dir == nullptr || *dir == '\0') {
@@ -128,6 +158,8 @@ bool ChildProcess::signal(int sig) {
   if (!running()) return false;
   return ::kill(pid_, sig) == 0;
 }
+
+bool ChildProcess::stop() { return running() && stop_process(pid_); }
 
 std::optional<ExitStatus> ChildProcess::wait_for_exit(std::chrono::milliseconds timeout) {
   wait_until([&] { return !running(); }, timeout, std::chrono::milliseconds(10));

@@ -18,6 +18,10 @@
 
 namespace mooring::test {
 
+// SIGSTOP to `pid`, then waits (up to 10 s) until all its threads are in the stopped state
+// (/proc/<pid>/task/*/stat). False when the signal failed or the process did not stop in time.
+bool stop_process(pid_t pid);
+
 // Where ctest's build tree keeps our binaries: $MOORING_BUILD_DIR (set by tests/CMakeLists.txt).
 // Known names map to their folder (mooring-hostpath → plugins/hostpath, mooring-nodeagent →
 // services/nodeagent, mooring-controlplane → services/controlplane); other names are looked up
@@ -59,7 +63,10 @@ class ChildProcess {
   bool signal(int sig);
   bool terminate() { return signal(SIGTERM); }
   bool kill() { return signal(SIGKILL); }
-  bool stop() { return signal(SIGSTOP); }
+  // SIGSTOP, then waits until every thread of the child is stopped: kill(2) returns before a
+  // busy or preempted thread gets to stop, and a test that sends a request "to a stopped plugin"
+  // in that window would see it served.
+  bool stop();
   bool resume() { return signal(SIGCONT); }
 
   // Waits up to `timeout` for the process to exit; its status, or nullopt if still running.

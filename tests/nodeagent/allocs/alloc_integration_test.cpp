@@ -213,7 +213,7 @@ TEST_F(AllocIntegration, PostrunReturnsAtOnceWhileThePluginIsStoppedAndReleaseFi
   ASSERT_FALSE(test::mounts_under(mount_root()).empty());
   const auto pid = agent_->supervisor("hostpath")->pid();
   ASSERT_TRUE(pid);
-  ASSERT_EQ(::kill(*pid, SIGSTOP), 0);
+  ASSERT_TRUE(test::stop_process(*pid));
   stopped_pid_ = *pid;
 
   const auto t0 = Clock::now();
@@ -298,7 +298,7 @@ TEST_F(AllocIntegration, ShutdownIsPromptWhileAnUnmountWaitsOnAStoppedPlugin) {
   ASSERT_TRUE(run_until([&] { return cp_.client_status("e1") == v1::CLIENT_STATUS_RUNNING; }));
   const auto pid = agent_->supervisor("hostpath")->pid();
   ASSERT_TRUE(pid);
-  ASSERT_EQ(::kill(*pid, SIGSTOP), 0);
+  ASSERT_TRUE(test::stop_process(*pid));
   stopped_pid_ = *pid;
   cp_.stop_allocation("e1");
   ASSERT_TRUE(run_until([&] { return cp_.client_status("e1") == v1::CLIENT_STATUS_COMPLETE; }, 10s));
