@@ -222,7 +222,8 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
   if (src.has_volume() && src_volume.empty()) return invalid("volume_content_source.volume.volume_id is empty");
   const auto nodes = registered_nodes(config_.data_dir);
 
-  return store_.transact([&](StoreState& state) -> Status {
+  return store_.transact([&](StoreTxn& txn) -> Status {
+    const StoreState& state = txn.state();
     // Idempotent by name: the same request again returns the same volume.
     for (const auto& [id, v] : state.volumes) {
       if (v.name != req.name()) continue;
@@ -288,7 +289,7 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
                                 fs::perms::others_read | fs::perms::others_exec, ec);
     fill_volume(v, *resp.mutable_volume());
     kLog.info("volume created", {{"volume_id", v.id}, {"name", v.name}, {"capacity_bytes", v.capacity_bytes}});
-    state.volumes.emplace(v.id, std::move(v));
+    txn.put_volume(std::move(v));
     return Status::OK;
   });
 }
@@ -299,7 +300,8 @@ Status Controller::delete_volume(const csi::v1::DeleteVolumeRequest& req) {
   // the orchestrator skipped ControllerPublish: ask the node records too.
   const auto mounting = nodes_mounting(config_.data_dir, req.volume_id());
   std::string path;
-  auto st = store_.transact([&](StoreState& state) -> Status {
+  auto st = store_.transact([&](StoreTxn& txn) -> Status {
+    const StoreState& state = txn.state();
     auto it = state.volumes.find(req.volume_id());
     if (it == state.volumes.end()) return Status::OK;  // already gone
     if (!mounting.empty()) {
@@ -315,7 +317,7 @@ Status Controller::delete_volume(const csi::v1::DeleteVolumeRequest& req) {
               "volume " + req.volume_id() + " is still published to node(s) " + nodes + "; unpublish it first"};
     }
     path = it->second.path;
-    state.volumes.erase(it);
+    txn.erase_volume(req.volume_id());
     return Status::OK;
   });
   // The record is gone first: a crash here leaves an orphan directory, never a record without one.
@@ -346,11 +348,12 @@ Status Controller::publish(const csi::v1::ControllerPublishVolumeRequest& req,
   const int mode = req.volume_capability().access_mode().mode();
   const bool readonly = req.readonly();
 
-  return store_.transact([&](StoreState& state) -> Status {
+  return store_.transact([&](StoreTxn& txn) -> Status {
+    const StoreState& state = txn.state();
     auto it = state.volumes.find(req.volume_id());
     if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
     if (!known) return {StatusCode::NOT_FOUND, "node " + req.node_id() + " not found (not registered with this plugin)"};
-    VolumeRecord& v = it->second;
+    const VolumeRecord& v = it->second;
     (*resp.mutable_publish_context())["node_id"] = req.node_id();
     (*resp.mutable_publish_context())["readonly"] = readonly ? "true" : "false";
     for (const auto& p : v.publications) {
@@ -382,7 +385,7 @@ Status Controller::publish(const csi::v1::ControllerPublishVolumeRequest& req,
                                                     std::to_string(node->max_volumes) + " volumes published"};
       }
     }
-    v.publications.push_back({req.node_id(), readonly, mode});
+    txn.edit_volume(v.id)->publications.push_back({req.node_id(), readonly, mode});
     kLog.info("volume published", {{"volume_id", v.id}, {"node_id", req.node_id()}, {"readonly", readonly}});
     return Status::OK;
   });
@@ -390,15 +393,13 @@ Status Controller::publish(const csi::v1::ControllerPublishVolumeRequest& req,
 
 Status Controller::unpublish(const csi::v1::ControllerUnpublishVolumeRequest& req) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
-  return store_.transact([&](StoreState& state) -> Status {
-    auto it = state.volumes.find(req.volume_id());
-    if (it == state.volumes.end()) return Status::OK;  // nothing is published for an unknown volume
-    auto& pubs = it->second.publications;
-    const auto before = pubs.size();
-    std::erase_if(pubs, [&](const Publication& p) { return req.node_id().empty() || p.node_id == req.node_id(); });
-    if (pubs.size() != before) {
-      kLog.info("volume unpublished", {{"volume_id", req.volume_id()}, {"node_id", req.node_id()}});
-    }
+  return store_.transact([&](StoreTxn& txn) -> Status {
+    const auto it = txn.state().volumes.find(req.volume_id());
+    if (it == txn.state().volumes.end()) return Status::OK;  // nothing is published for an unknown volume
+    auto matches = [&](const Publication& p) { return req.node_id().empty() || p.node_id == req.node_id(); };
+    if (std::none_of(it->second.publications.begin(), it->second.publications.end(), matches)) return Status::OK;
+    std::erase_if(txn.edit_volume(req.volume_id())->publications, matches);
+    kLog.info("volume unpublished", {{"volume_id", req.volume_id()}, {"node_id", req.node_id()}});
     return Status::OK;
   });
 }
@@ -407,58 +408,58 @@ Status Controller::validate_capabilities(const csi::v1::ValidateVolumeCapabiliti
                                          csi::v1::ValidateVolumeCapabilitiesResponse& resp) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
   if (req.volume_capabilities().empty()) return invalid("volume_capabilities is required");
-  StoreState state;
-  if (auto st = store_.read(state); !st.ok()) return st;
-  if (!state.volumes.contains(req.volume_id())) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
-  for (const auto& cap : req.volume_capabilities()) {
-    if (auto reason = unsupported_reason(cap); !reason.empty()) {
-      resp.set_message(reason);
-      return Status::OK;  // unsupported: no confirmation, reason in the message
+  return store_.read([&](const StoreState& state) -> Status {
+    if (!state.volumes.contains(req.volume_id())) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
+    for (const auto& cap : req.volume_capabilities()) {
+      if (auto reason = unsupported_reason(cap); !reason.empty()) {
+        resp.set_message(reason);
+        return Status::OK;  // unsupported: no confirmation, reason in the message
+      }
     }
-  }
-  auto* c = resp.mutable_confirmed();
-  *c->mutable_volume_capabilities() = req.volume_capabilities();
-  *c->mutable_volume_context() = req.volume_context();
-  *c->mutable_parameters() = req.parameters();
-  *c->mutable_mutable_parameters() = req.mutable_parameters();
-  return Status::OK;
+    auto* c = resp.mutable_confirmed();
+    *c->mutable_volume_capabilities() = req.volume_capabilities();
+    *c->mutable_volume_context() = req.volume_context();
+    *c->mutable_parameters() = req.parameters();
+    *c->mutable_mutable_parameters() = req.mutable_parameters();
+    return Status::OK;
+  });
 }
 
 Status Controller::list_volumes(const csi::v1::ListVolumesRequest& req, csi::v1::ListVolumesResponse& resp) {
-  StoreState state;
-  if (auto st = store_.read(state); !st.ok()) return st;
-  std::vector<std::string> ids;
-  for (const auto& [id, v] : state.volumes) ids.push_back(id);  // std::map: already sorted
-  std::string next;
-  auto st = paginate(ids, req.max_entries(), req.starting_token(), next, [&](const std::string& id) {
-    auto* e = resp.add_entries();
-    fill_volume(state.volumes.at(id), *e->mutable_volume());
-    fill_status(state.volumes.at(id), *e->mutable_status());
+  return store_.read([&](const StoreState& state) -> Status {
+    std::vector<std::string> ids;
+    for (const auto& [id, v] : state.volumes) ids.push_back(id);  // std::map: already sorted
+    std::string next;
+    auto st = paginate(ids, req.max_entries(), req.starting_token(), next, [&](const std::string& id) {
+      auto* e = resp.add_entries();
+      fill_volume(state.volumes.at(id), *e->mutable_volume());
+      fill_status(state.volumes.at(id), *e->mutable_status());
+    });
+    if (st.ok()) resp.set_next_token(next);
+    return st;
   });
-  if (st.ok()) resp.set_next_token(next);
-  return st;
 }
 
 Status Controller::get_capacity(const csi::v1::GetCapacityRequest& req, csi::v1::GetCapacityResponse& resp) {
-  StoreState state;
-  if (auto st = store_.read(state); !st.ok()) return st;
-  for (const auto& cap : req.volume_capabilities()) {
-    if (!unsupported_reason(cap).empty()) {
-      resp.set_available_capacity(0);  // cannot provision these capabilities at all
+  return store_.read([&](const StoreState& state) -> Status {
+    for (const auto& cap : req.volume_capabilities()) {
+      if (!unsupported_reason(cap).empty()) {
+        resp.set_available_capacity(0);  // cannot provision these capabilities at all
+        return Status::OK;
+      }
+    }
+    if (req.has_accessible_topology() && !config_.topology.empty() &&
+        !segments_match(to_map(req.accessible_topology()), config_.topology)) {
+      resp.set_available_capacity(0);
       return Status::OK;
     }
-  }
-  if (req.has_accessible_topology() && !config_.topology.empty() &&
-      !segments_match(to_map(req.accessible_topology()), config_.topology)) {
-    resp.set_available_capacity(0);
+    const std::int64_t avail = available_bytes(state);
+    resp.set_available_capacity(avail);
+    const std::int64_t max_size = config_.max_volume_size > 0 ? std::min(avail, config_.max_volume_size) : avail;
+    resp.mutable_maximum_volume_size()->set_value(max_size);
+    resp.mutable_minimum_volume_size()->set_value(0);
     return Status::OK;
-  }
-  const std::int64_t avail = available_bytes(state);
-  resp.set_available_capacity(avail);
-  const std::int64_t max_size = config_.max_volume_size > 0 ? std::min(avail, config_.max_volume_size) : avail;
-  resp.mutable_maximum_volume_size()->set_value(max_size);
-  resp.mutable_minimum_volume_size()->set_value(0);
-  return Status::OK;
+  });
 }
 
 Status Controller::get_capabilities(csi::v1::ControllerGetCapabilitiesResponse& resp) {
@@ -474,7 +475,8 @@ Status Controller::get_capabilities(csi::v1::ControllerGetCapabilitiesResponse& 
 Status Controller::create_snapshot(const csi::v1::CreateSnapshotRequest& req, csi::v1::CreateSnapshotResponse& resp) {
   if (req.name().empty()) return invalid("name is required");
   if (req.source_volume_id().empty()) return invalid("source_volume_id is required");
-  return store_.transact([&](StoreState& state) -> Status {
+  return store_.transact([&](StoreTxn& txn) -> Status {
+    const StoreState& state = txn.state();
     for (const auto& [id, s] : state.snapshots) {
       if (s.name != req.name()) continue;
       if (s.source_volume_id != req.source_volume_id()) {
@@ -498,7 +500,7 @@ Status Controller::create_snapshot(const csi::v1::CreateSnapshotRequest& req, cs
     if (auto st = copy_tree(vol->second.path, s.path); !st.ok()) return st;
     fill_snapshot(s, *resp.mutable_snapshot());
     kLog.info("snapshot created", {{"snapshot_id", s.id}, {"volume_id", s.source_volume_id}});
-    state.snapshots.emplace(s.id, std::move(s));
+    txn.put_snapshot(std::move(s));
     return Status::OK;
   });
 }
@@ -506,11 +508,12 @@ Status Controller::create_snapshot(const csi::v1::CreateSnapshotRequest& req, cs
 Status Controller::delete_snapshot(const csi::v1::DeleteSnapshotRequest& req) {
   if (req.snapshot_id().empty()) return invalid("snapshot_id is required");
   std::string path;
-  auto st = store_.transact([&](StoreState& state) -> Status {
+  auto st = store_.transact([&](StoreTxn& txn) -> Status {
+    const StoreState& state = txn.state();
     auto it = state.snapshots.find(req.snapshot_id());
     if (it == state.snapshots.end()) return Status::OK;
     path = it->second.path;
-    state.snapshots.erase(it);
+    txn.erase_snapshot(req.snapshot_id());
     return Status::OK;
   });
   if (st.ok() && !path.empty()) {
@@ -522,20 +525,20 @@ Status Controller::delete_snapshot(const csi::v1::DeleteSnapshotRequest& req) {
 }
 
 Status Controller::list_snapshots(const csi::v1::ListSnapshotsRequest& req, csi::v1::ListSnapshotsResponse& resp) {
-  StoreState state;
-  if (auto st = store_.read(state); !st.ok()) return st;
-  std::vector<std::string> ids;
-  for (const auto& [id, s] : state.snapshots) {
-    if (!req.snapshot_id().empty() && id != req.snapshot_id()) continue;
-    if (!req.source_volume_id().empty() && s.source_volume_id != req.source_volume_id()) continue;
-    ids.push_back(id);
-  }
-  std::string next;
-  auto st = paginate(ids, req.max_entries(), req.starting_token(), next, [&](const std::string& id) {
-    fill_snapshot(state.snapshots.at(id), *resp.add_entries()->mutable_snapshot());
+  return store_.read([&](const StoreState& state) -> Status {
+    std::vector<std::string> ids;
+    for (const auto& [id, s] : state.snapshots) {
+      if (!req.snapshot_id().empty() && id != req.snapshot_id()) continue;
+      if (!req.source_volume_id().empty() && s.source_volume_id != req.source_volume_id()) continue;
+      ids.push_back(id);
+    }
+    std::string next;
+    auto st = paginate(ids, req.max_entries(), req.starting_token(), next, [&](const std::string& id) {
+      fill_snapshot(state.snapshots.at(id), *resp.add_entries()->mutable_snapshot());
+    });
+    if (st.ok()) resp.set_next_token(next);
+    return st;
   });
-  if (st.ok()) resp.set_next_token(next);
-  return st;
 }
 
 Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& req,
@@ -552,10 +555,11 @@ Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& r
     return {StatusCode::OUT_OF_RANGE, "required_bytes " + std::to_string(required) + " exceeds the largest volume (" +
                                           std::to_string(config_.max_volume_size) + " bytes)"};
   }
-  return store_.transact([&](StoreState& state) -> Status {
+  return store_.transact([&](StoreTxn& txn) -> Status {
+    const StoreState& state = txn.state();
     auto it = state.volumes.find(req.volume_id());
     if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
-    VolumeRecord& v = it->second;
+    const VolumeRecord& v = it->second;
     if (limit > 0 && v.capacity_bytes > limit) {
       return {StatusCode::OUT_OF_RANGE, "volume " + v.id + " already has " + std::to_string(v.capacity_bytes) +
                                             " bytes, above limit_bytes; volumes never shrink"};
@@ -567,7 +571,7 @@ Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& r
                                                     std::to_string(growth) + " bytes"};
       }
       kLog.info("volume expanded", {{"volume_id", v.id}, {"from", v.capacity_bytes}, {"to", required}});
-      v.capacity_bytes = required;
+      txn.edit_volume(v.id)->capacity_bytes = required;
     }
     resp.set_capacity_bytes(v.capacity_bytes);
     resp.set_node_expansion_required(config_.node_expansion_required);
@@ -578,13 +582,13 @@ Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& r
 Status Controller::get_volume(const csi::v1::ControllerGetVolumeRequest& req,
                               csi::v1::ControllerGetVolumeResponse& resp) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
-  StoreState state;
-  if (auto st = store_.read(state); !st.ok()) return st;
-  auto it = state.volumes.find(req.volume_id());
-  if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
-  fill_volume(it->second, *resp.mutable_volume());
-  fill_status(it->second, *resp.mutable_status());
-  return Status::OK;
+  return store_.read([&](const StoreState& state) -> Status {
+    auto it = state.volumes.find(req.volume_id());
+    if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
+    fill_volume(it->second, *resp.mutable_volume());
+    fill_status(it->second, *resp.mutable_status());
+    return Status::OK;
+  });
 }
 
 }  // namespace mooring::hostpath

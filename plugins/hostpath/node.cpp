@@ -214,10 +214,10 @@ Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1
   if (::statvfs(path.c_str(), &st) != 0) return {StatusCode::INTERNAL, "statvfs " + path + " failed"};
   const std::int64_t used = used_bytes(path);
   std::int64_t total = static_cast<std::int64_t>(st.f_blocks) * static_cast<std::int64_t>(st.f_frsize);
-  StoreState catalogue;
-  if (store_.read(catalogue).ok()) {
+  store_.read([&](const StoreState& catalogue) {
     if (auto it = catalogue.volumes.find(req.volume_id()); it != catalogue.volumes.end()) total = it->second.capacity_bytes;
-  }
+    return Status::OK;
+  });  // unreadable: the filesystem's size stands
   auto* bytes = resp.add_usage();
   bytes->set_unit(csi::v1::VolumeUsage::BYTES);
   bytes->set_total(total);
@@ -251,12 +251,12 @@ Status Node::expand(const csi::v1::NodeExpandVolumeRequest& req, csi::v1::NodeEx
   }
   // A directory has no filesystem to grow: the controller's record is the capacity.
   std::int64_t capacity = req.capacity_range().required_bytes();
-  StoreState catalogue;
-  if (store_.read(catalogue).ok()) {
+  store_.read([&](const StoreState& catalogue) {
     if (auto it = catalogue.volumes.find(req.volume_id()); it != catalogue.volumes.end()) {
       capacity = std::max(capacity, it->second.capacity_bytes);
     }
-  }
+    return Status::OK;
+  });  // unreadable: the requested size stands
   resp.set_capacity_bytes(capacity);
   return Status::OK;
 }

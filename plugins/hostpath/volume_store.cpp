@@ -144,82 +144,93 @@ bool VolumeStore::cache_current() const {
   return version_.generation != 0 && durable::generation_of(data_dir_ / "controller-state.json") == version_.generation;
 }
 
-grpc::Status VolumeStore::load_locked(StoreState& out) {
-  if (cache_current()) {
-    out = cached_state_;
-    return grpc::Status::OK;
-  }
+grpc::Status VolumeStore::load_locked() {
+  if (cache_current()) return grpc::Status::OK;
   std::error_code ec;
   const auto text = durable::read_durable(data_dir_ / "controller-state.json", ec, &version_);
   if (ec) return {grpc::StatusCode::INTERNAL, "cannot read controller state: " + ec.message()};
-  if (!text) {
-    out = {};
-    cached_state_ = {};
-    cached_text_ = {};
-    return grpc::Status::OK;
-  }
+  cached_state_ = {};
+  cached_text_ = {};
+  if (!text) return grpc::Status::OK;
   std::string error;
-  if (!decode_state(*text, out, error)) {
+  if (!decode_state(*text, cached_state_, error)) {
     version_ = {};  // nothing cached: the next call reads the file again
     return {grpc::StatusCode::INTERNAL, "controller state file is corrupt: " + error};
   }
-  cached_state_ = out;
-  cached_text_ = encode_records(out);
+  cached_text_ = encode_records(cached_state_);
   return grpc::Status::OK;
+}
+
+VolumeRecord* StoreTxn::edit_volume(const std::string& id) {
+  auto it = state_.volumes.find(id);
+  if (it == state_.volumes.end()) return nullptr;
+  volumes_.insert(id);
+  return &it->second;
+}
+
+void StoreTxn::put_volume(VolumeRecord v) {
+  volumes_.insert(v.id);
+  auto id = v.id;
+  state_.volumes.insert_or_assign(std::move(id), std::move(v));
+}
+
+void StoreTxn::erase_volume(const std::string& id) {
+  if (state_.volumes.erase(id) > 0) volumes_.insert(id);
+}
+
+void StoreTxn::put_snapshot(SnapshotRecord s) {
+  snapshots_.insert(s.id);
+  auto id = s.id;
+  state_.snapshots.insert_or_assign(std::move(id), std::move(s));
+}
+
+void StoreTxn::erase_snapshot(const std::string& id) {
+  if (state_.snapshots.erase(id) > 0) snapshots_.insert(id);
 }
 
 namespace {
 
-// Re-encodes the records that differ between `before` and `after` into `text`; true when any did.
+// Re-encodes the touched records into `text`, or drops the ones that are gone.
 template <class Record>
-bool update_records(const std::map<std::string, Record>& before, const std::map<std::string, Record>& after,
+void update_records(const std::set<std::string>& touched, const std::map<std::string, Record>& records,
                     std::map<std::string, std::string>& text) {
-  bool changed = false;
-  for (auto it = text.begin(); it != text.end();) {
-    if (after.contains(it->first)) {
-      ++it;
+  for (const auto& id : touched) {
+    if (auto it = records.find(id); it != records.end()) {
+      text.insert_or_assign(id, to_json(it->second).dump());
     } else {
-      it = text.erase(it);
-      changed = true;
+      text.erase(id);
     }
   }
-  for (const auto& [id, record] : after) {
-    auto old = before.find(id);
-    if (old != before.end() && old->second == record) continue;  // `text` follows `before`
-    text.insert_or_assign(id, to_json(record).dump());
-    changed = true;
-  }
-  return changed;
 }
 
 }  // namespace
 
-grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreState&)>& fn) {
+grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreTxn&)>& fn) {
   std::lock_guard guard(mu_);
   FileLock lock(data_dir_ / "controller-state.lock");
   if (!lock.locked()) return {grpc::StatusCode::INTERNAL, "cannot lock the controller state in " + data_dir_.string()};
-  StoreState state;
-  if (auto st = load_locked(state); !st.ok()) return st;
-  grpc::Status st = fn(state);
-  if (!st.ok()) return st;
-  // The texts are updated in place; the version is forgotten meanwhile, so if the write fails
-  // the next call re-reads the file and rebuilds them.
+  if (auto st = load_locked(); !st.ok()) return st;
+  // fn works on the cache itself. Until the write succeeds the version is forgotten, so a
+  // failure on the way makes the next call re-read the file, which undoes what fn did.
   auto version = std::exchange(version_, {});
-  const bool volumes = update_records(cached_state_.volumes, state.volumes, cached_text_.volumes);
-  const bool snapshots = update_records(cached_state_.snapshots, state.snapshots, cached_text_.snapshots);
-  if (volumes || snapshots) {
+  StoreTxn txn(cached_state_);
+  const grpc::Status st = fn(txn);
+  if (!st.ok() && txn.changed()) return st;
+  if (st.ok() && txn.changed()) {
+    update_records(txn.volumes_, cached_state_.volumes, cached_text_.volumes);
+    update_records(txn.snapshots_, cached_state_.snapshots, cached_text_.snapshots);
     if (const auto ec = durable::write_durable(data_dir_ / "controller-state.json", assemble(cached_text_), &version))
       return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
-    cached_state_ = std::move(state);
   }
   version_ = version;
   return st;
 }
 
-grpc::Status VolumeStore::read(StoreState& out) {
+grpc::Status VolumeStore::read(const std::function<grpc::Status(const StoreState&)>& fn) {
   std::lock_guard guard(mu_);
   FileLock lock(data_dir_ / "controller-state.lock");
-  return load_locked(out);
+  if (auto st = load_locked(); !st.ok()) return st;
+  return fn(cached_state_);
 }
 
 }  // namespace mooring::hostpath

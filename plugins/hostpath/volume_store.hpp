@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,29 @@ struct StoreState {
 std::string encode_state(const StoreState& state);
 bool decode_state(std::string_view text, StoreState& out, std::string& error);
 
+// One transaction's view of the catalogue. Reads see the current state, this transaction's own
+// changes included; every change names its record, so the commit re-encodes exactly those and
+// nothing is copied or compared per call (a publish among 10,000 volumes touches one record).
+class StoreTxn {
+ public:
+  const StoreState& state() const { return state_; }
+
+  // The record to change in place; nullptr when there is none.
+  VolumeRecord* edit_volume(const std::string& id);
+  void put_volume(VolumeRecord v);
+  void erase_volume(const std::string& id);
+  void put_snapshot(SnapshotRecord s);
+  void erase_snapshot(const std::string& id);
+
+ private:
+  friend class VolumeStore;
+  explicit StoreTxn(StoreState& state) : state_(state) {}
+  bool changed() const { return !volumes_.empty() || !snapshots_.empty(); }
+
+  StoreState& state_;
+  std::set<std::string> volumes_, snapshots_;  // ids touched
+};
+
 class VolumeStore {
  public:
   explicit VolumeStore(std::filesystem::path data_dir);
@@ -71,15 +95,19 @@ class VolumeStore {
   std::filesystem::path volumes_dir() const { return data_dir_ / "volumes"; }
   std::filesystem::path snapshots_dir() const { return data_dir_ / "snapshots"; }
 
-  // Runs fn on the freshest state under the store lock; persists the result when fn returns OK
-  // and changed something. fn may do file work (copy a directory); the lock keeps it atomic.
-  grpc::Status transact(const std::function<grpc::Status(StoreState&)>& fn);
+  // Runs fn on the freshest state under the store lock; persists the records it changed when it
+  // returns OK. A failed fn or write changes nothing: the cache is dropped and the file, which
+  // was not written, is read again. fn may do file work (copy a directory); the lock keeps the
+  // transaction atomic.
+  grpc::Status transact(const std::function<grpc::Status(StoreTxn&)>& fn);
 
-  // A consistent copy of the current state (status INTERNAL when the file is unreadable).
-  grpc::Status read(StoreState& out);
+  // Runs fn on the current state under the store lock and returns its status (INTERNAL when the
+  // file is unreadable; fn is not called then). Nothing is copied.
+  grpc::Status read(const std::function<grpc::Status(const StoreState&)>& fn);
 
  private:
-  grpc::Status load_locked(StoreState& out);
+  // Brings cached_state_ up to the file.
+  grpc::Status load_locked();
 
   // The state file as this process last read or wrote it, and which slot and generation that
   // was (generation 0: nothing cached). Every write by any plugin process sharing the data dir

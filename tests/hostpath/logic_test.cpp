@@ -117,6 +117,16 @@ TEST(HostpathStateCodec, RoundTripsVolumesSnapshotsAndPublications) {
 namespace mooring::hostpath {
 namespace {
 
+// The whole catalogue as the store sees it now.
+StoreState read_all(VolumeStore& store) {
+  StoreState out;
+  EXPECT_TRUE(store.read([&](const StoreState& state) {
+                     out = state;
+                     return grpc::Status::OK;
+                   }).ok());
+  return out;
+}
+
 // Two plugin processes share one data dir (nodes sharing a storage backend). Each caches the
 // state it last read or wrote; a write by the other (a rename, so a new inode) must be seen.
 TEST(HostpathVolumeStore, CachedStateFollowsWritesOfAnotherStoreOnTheSameDir) {
@@ -124,30 +134,46 @@ TEST(HostpathVolumeStore, CachedStateFollowsWritesOfAnotherStoreOnTheSameDir) {
   VolumeStore a(dir.path()), b(dir.path());
   ASSERT_EQ(a.prepare(), "");
   auto add = [](VolumeStore& s, const std::string& id) {
-    return s.transact([&](StoreState& st) {
+    return s.transact([&](StoreTxn& txn) {
       VolumeRecord v;
       v.id = id;
       v.name = id;
       v.path = "/x/" + id;
-      st.volumes.emplace(id, v);
+      txn.put_volume(v);
       return grpc::Status::OK;
     });
   };
   ASSERT_TRUE(add(a, "v1").ok());
   StoreState seen;
-  ASSERT_TRUE(b.read(seen).ok());
+  seen = read_all(b);
   EXPECT_EQ(seen.volumes.size(), 1u);
   ASSERT_TRUE(add(b, "v2").ok());
   ASSERT_TRUE(add(a, "v3").ok());  // a's cache is stale: it must reload, not overwrite v2
-  ASSERT_TRUE(b.read(seen).ok());
+  seen = read_all(b);
   EXPECT_EQ(seen.volumes.size(), 3u);
   // A failing transaction changes nothing, in the file or in the cache.
-  EXPECT_FALSE(a.transact([](StoreState& st) {
-                  st.volumes.clear();
+  EXPECT_FALSE(a.transact([](StoreTxn& txn) {
+                  txn.erase_volume("v1");
+                  txn.edit_volume("v2")->capacity_bytes = 7;
                   return grpc::Status(grpc::StatusCode::INTERNAL, "boom");
                 }).ok());
-  ASSERT_TRUE(a.read(seen).ok());
+  seen = read_all(a);
   EXPECT_EQ(seen.volumes.size(), 3u);
+  EXPECT_EQ(seen.volumes.at("v2").capacity_bytes, 0);
+  // Neither does one that fails after changing records in place: the cache is the file again.
+  const auto generation = durable::generation_of(dir.path() / "controller-state.json");
+  EXPECT_EQ(a.transact([](StoreTxn& txn) {
+              txn.edit_volume("v3")->capacity_bytes = 9;
+              return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such node");
+            }).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(read_all(a).volumes.at("v3").capacity_bytes, 0);
+  EXPECT_EQ(durable::generation_of(dir.path() / "controller-state.json"), generation);
+  // A transaction that only reads writes nothing.
+  ASSERT_TRUE(a.transact([](StoreTxn& txn) {
+                 return txn.state().volumes.contains("v1") ? grpc::Status::OK : grpc::Status::CANCELLED;
+               }).ok());
+  EXPECT_EQ(durable::generation_of(dir.path() / "controller-state.json"), generation);
 }
 
 // A transaction re-encodes only the records it changed; the file must still be exactly the full
@@ -156,26 +182,26 @@ TEST(HostpathVolumeStore, FileAfterSmallChangesIsTheFullEncodingOfTheState) {
   test::TempDir dir;
   VolumeStore store(dir.path());
   ASSERT_EQ(store.prepare(), "");
-  ASSERT_TRUE(store.transact([](StoreState& st) {
+  ASSERT_TRUE(store.transact([](StoreTxn& txn) {
                 for (int i = 0; i < 50; ++i) {
                   VolumeRecord v;
                   v.id = "v" + std::to_string(i);
                   v.name = v.id;
                   v.path = "/x/" + v.id;
-                  st.volumes.emplace(v.id, v);
+                  txn.put_volume(v);
                 }
-                st.snapshots["s1"] = {"s1", "s", "v1", 1, "/x/s1", 1};
+                txn.put_snapshot({"s1", "s", "v1", 1, "/x/s1", 1});
                 return grpc::Status::OK;
               }).ok());
-  ASSERT_TRUE(store.transact([](StoreState& st) {
-                st.volumes.at("v7").publications.push_back({"node-a", false, 1});
-                st.volumes.erase("v9");
-                st.snapshots.erase("s1");
+  ASSERT_TRUE(store.transact([](StoreTxn& txn) {
+                txn.edit_volume("v7")->publications.push_back({"node-a", false, 1});
+                txn.erase_volume("v9");
+                txn.erase_snapshot("s1");
                 VolumeRecord v;
                 v.id = "v99";
                 v.name = "v99";
                 v.path = "/x/v99";
-                st.volumes.emplace(v.id, v);
+                txn.put_volume(v);
                 return grpc::Status::OK;
               }).ok());
   std::error_code ec;
@@ -192,7 +218,7 @@ TEST(HostpathVolumeStore, FileAfterSmallChangesIsTheFullEncodingOfTheState) {
   // A fresh store (a restarted plugin) reads the same state.
   VolumeStore restarted(dir.path());
   StoreState seen;
-  ASSERT_TRUE(restarted.read(seen).ok());
+  seen = read_all(restarted);
   EXPECT_EQ(encode_state(seen), *text);
 }
 
