@@ -7,6 +7,7 @@ its target (MET / MISSED). Prints a table and writes JSON. Driven by scripts/run
   MOORING_BIN                  dir with the Release binaries and bench/ programs (required)
   MOORING_BENCH_N              lifecycles (default 1000)
   MOORING_BENCH_CONCURRENCY    lifecycles / round trips in flight (default 8)
+  MOORING_BENCH_SOLO_N         lifecycles then run one at a time (default 200; 0 skips them)
   MOORING_BENCH_GC_SIZES       GC storm sizes (default "1000,10000")
   MOORING_BENCH_FOOTPRINT_N    volumes registered for the control plane footprint (default 100000)
   MOORING_BENCH_WRK_SECONDS    duration of each wrk run (default 5)
@@ -42,6 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("MOORING_BIN", "")
 N = int(os.environ.get("MOORING_BENCH_N", "1000"))
 C = int(os.environ.get("MOORING_BENCH_CONCURRENCY", "8"))
+SOLO_N = int(os.environ.get("MOORING_BENCH_SOLO_N", "200"))
 GC_SIZES = [int(x) for x in os.environ.get("MOORING_BENCH_GC_SIZES", "1000,10000").split(",") if x]
 FOOTPRINT_N = int(os.environ.get("MOORING_BENCH_FOOTPRINT_N", "100000"))
 WRK_SECONDS = int(os.environ.get("MOORING_BENCH_WRK_SECONDS", "5"))
@@ -189,12 +191,9 @@ def breakdown_drift(timeline):
     return p50s(timeline[:100]), p50s(timeline[-100:])
 
 
-def bench_lifecycle(c, node):
-    vids = [f"lv-{i:05d}" for i in range(N)]
-    t = time.perf_counter()
-    parallel(c.create_volume, vids, 4)
-    log(f"lifecycle: created {N} volumes through the hostpath controller in {time.perf_counter() - t:.1f}s")
-
+def run_lifecycles(c, node, vids, concurrency, prefix):
+    """Each volume once through submit -> running -> stop -> freed, `concurrency` at a time.
+    Returns (claim-to-mounted ms, stop-to-freed ms, failures, timeline, wall seconds)."""
     to_mounted, to_freed, failures, timeline = [], [], [], []
     lock = threading.Lock()
     counter = itertools.count()
@@ -202,13 +201,13 @@ def bench_lifecycle(c, node):
     def worker():
         while True:
             i = next(counter)
-            if i >= N:
+            if i >= len(vids):
                 return
             vid = vids[i]
             try:
                 t0 = time.perf_counter()
                 w0 = now_ms()
-                aid = c.run_alloc(f"life-{i}", vid, node, TASK)
+                aid = c.run_alloc(f"{prefix}-{i}", vid, node, TASK)
                 c.wait_alloc_status(aid, ("running",))
                 t1 = time.perf_counter()
                 w1 = now_ms()
@@ -225,14 +224,23 @@ def bench_lifecycle(c, node):
                 with lock:
                     failures.append(f"{vid}: {e}")
 
-    start_ms = now_ms()
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(C)]
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    wall = time.perf_counter() - t0
+    return to_mounted, to_freed, failures, timeline, time.perf_counter() - t0
+
+
+def bench_lifecycle(c, node):
+    vids = [f"lv-{i:05d}" for i in range(N)]
+    t = time.perf_counter()
+    parallel(c.create_volume, vids, 4)
+    log(f"lifecycle: created {N} volumes through the hostpath controller in {time.perf_counter() - t:.1f}s")
+
+    start_ms = now_ms()
+    to_mounted, to_freed, failures, timeline, wall = run_lifecycles(c, node, vids, C, "life")
     end_ms = now_ms()
     done = len(to_freed)
     lps = done / wall
@@ -287,6 +295,27 @@ def bench_lifecycle(c, node):
     row("lifecycle", "stop-to-freed p50", percentile(to_freed, 50), "ms", rtt50 * k, f"{k:.1f} x round-trip p50")
     row("lifecycle", "stop-to-freed p99", percentile(to_freed, 99), "ms", rtt99 * k, f"{k:.1f} x round-trip p99",
         ("value", "<=", 50))
+
+    # The same lifecycle one at a time: what the design costs when the machine is not saturated
+    # (at concurrency 8 the 2 vCPUs are ~80% busy and the difference is queueing).
+    if SOLO_N > 0:
+        solo = vids[:min(SOLO_N, N)]
+        s_mounted, s_freed, s_failures, _, s_wall = run_lifecycles(c, node, solo, 1, "solo")
+        log(f"lifecycle: {len(s_freed)}/{len(solo)} lifecycles one at a time in {s_wall:.1f}s "
+            f"({len(s_failures)} failed)")
+        rt_1 = run_json([grpc_bin, "--socket", sock, "--calls", str(max(1, round(k * len(solo)))),
+                         "--concurrency", "1"], err)
+        details["lifecycle"]["one_at_a_time"] = {
+            "n": len(solo), "completed": len(s_freed), "failed": len(s_failures), "failures": s_failures[:20],
+            "seconds": s_wall,
+            "claim_to_mounted_ms": {"p50": percentile(s_mounted, 50), "p99": percentile(s_mounted, 99)},
+            "stop_to_freed_ms": {"p50": percentile(s_freed, 50), "p99": percentile(s_freed, 99)},
+            "reference_round_trips": rt_1,
+        }
+        row("lifecycle", "stop-to-freed p99 at c=1", percentile(s_freed, 99), "ms", rt_1["p99_ms"] * k,
+            f"{k:.1f} x round-trip p99 at concurrency 1 ({len(solo)} lifecycles one at a time)")
+        if s_failures:
+            row("lifecycle", "failed lifecycles at c=1", len(s_failures), "", None, "", ("value", "<=", 0))
     if failures:
         row("lifecycle", "failed lifecycles", len(failures), "", None, "", ("value", "<=", 0))
 
