@@ -72,7 +72,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   mount_table_ = std::make_unique<ProcMountTable>();
   GrpcControlPlaneOptions cp;
   cp.address = config_.controlplane_addr;
-  cp.on_contact = [this] { last_contact_ = std::chrono::steady_clock::now(); };
+  cp.on_contact = [this](bool answered) { controlplane_contact(answered); };
   controlplane_ = make_grpc_controlplane_calls(cp);
 
   controlplane_back_ = std::make_unique<async::WakeSignal>(ex);
@@ -123,12 +123,9 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   link.advertise_addr = config_.grpc_addr;
   link.controlplane_addr = config_.controlplane_addr;
   link.heartbeat_interval = config_.heartbeat_interval;
-  link.on_contact = [this] {
-    const auto now = std::chrono::steady_clock::now();
-    // Back after a silence longer than a heartbeat: retry what waits on the control plane now.
-    if (now - last_contact_ > config_.heartbeat_interval + config_.heartbeat_interval / 2) controlplane_back_->notify();
-    last_contact_ = now;
-    if (!contacted_) {
+  link.on_contact = [this](bool answered) {
+    controlplane_contact(answered);
+    if (answered && !contacted_) {
       contacted_ = true;
       update_readiness();
     }
@@ -182,6 +179,23 @@ void Agent::release_orphaned_mounts() {
                   {{"alloc", alloc_id}, {"volumes", static_cast<int64_t>(volume_ids.size())}});
     volumes_->release(alloc_id, volume_ids);
   }
+}
+
+void Agent::controlplane_contact(bool answered) {
+  if (!answered) {
+    controlplane_failed_ = true;
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  // Back after a failed call, or after a silence longer than a heartbeat and a half: retry what
+  // waits on the control plane (release notices, status reports) now, not when their backoff
+  // ends. Every caller reports here, so the first answer after an outage wakes them, whichever
+  // call it was.
+  if (controlplane_failed_ || now - last_contact_ > config_.heartbeat_interval + config_.heartbeat_interval / 2) {
+    controlplane_back_->notify();
+  }
+  controlplane_failed_ = false;
+  last_contact_ = now;
 }
 
 Agent::~Agent() {

@@ -96,6 +96,8 @@ class Agent {
   void release_orphaned_mounts();
   boost::asio::awaitable<bool> drain(std::chrono::milliseconds limit);
   void update_readiness();
+  // Every call to the control plane reports whether it was answered (see agent.cpp).
+  void controlplane_contact(bool answered);
 
   boost::asio::any_io_executor ex_;
   AgentConfig config_;
@@ -105,6 +107,7 @@ class Agent {
   std::unique_ptr<ControlPlaneLink> link_;
   std::vector<std::unique_ptr<PluginSupervisor>> supervisors_;
   std::chrono::steady_clock::time_point last_contact_;
+  bool controlplane_failed_ = false;  // a call failed since the last answer
   bool contacted_ = false;
   std::unique_ptr<async::WakeSignal> controlplane_back_;
   std::unique_ptr<PluginClients> clients_;

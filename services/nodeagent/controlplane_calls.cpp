@@ -65,7 +65,7 @@ class GrpcControlPlaneCalls final : public ControlPlaneCalls {
  private:
   asio::awaitable<grpc::Status> call(std::chrono::milliseconds timeout, rpc::StartUnary start) {
     auto st = co_await rpc::unary(rpc::CallOptions{timeout, false}, std::move(start));
-    if (answered(st) && options_.on_contact) options_.on_contact();
+    if (options_.on_contact) options_.on_contact(answered(st));
     co_return st;
   }
 

@@ -33,9 +33,10 @@ class ControlPlaneCalls {
 struct GrpcControlPlaneOptions {
   std::string address;  // host:port or unix:path
   std::chrono::milliseconds call_timeout{std::chrono::seconds(10)};
-  // Called after every call the control plane answered (any status but UNAVAILABLE,
-  // DEADLINE_EXCEEDED, CANCELLED): feeds the "how long have we been disconnected" clock.
-  std::function<void()> on_contact;
+  // Called after every call: answered = the control plane answered (any status but UNAVAILABLE,
+  // DEADLINE_EXCEEDED, CANCELLED). Feeds the "how long have we been disconnected" clock and the
+  // "control plane is back" wake.
+  std::function<void(bool answered)> on_contact;
 };
 
 std::unique_ptr<ControlPlaneCalls> make_grpc_controlplane_calls(GrpcControlPlaneOptions options);

@@ -65,13 +65,14 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   });
   if (!st.ok()) {
     last_error_ = "RegisterNode: " + st.error_message();
+    if (options_.on_contact) options_.on_contact(false);
     co_return false;
   }
   // The address may have changed while the call was in flight (the gRPC server bound an
   // OS-chosen port): then this registration is stale and the next loop turn registers again.
   registered_ = req.address() == options_.advertise_addr;
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
-  if (options_.on_contact) options_.on_contact();
+  if (options_.on_contact) options_.on_contact(true);
   logger().info("registered with the control plane",
                 {{"node_id", options_.node_id}, {"controlplane", options_.controlplane_addr}});
   co_return true;
@@ -90,6 +91,7 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   if (!st.ok()) {
     // The events stay pending and go out with the next heartbeat.
     last_error_ = "Heartbeat: " + st.error_message();
+    if (options_.on_contact) options_.on_contact(false);
     co_return false;
   }
   if (!resp.known()) {
@@ -99,7 +101,7 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   }
   status_.ack(batch.last_seq);
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
-  if (options_.on_contact) options_.on_contact();
+  if (options_.on_contact) options_.on_contact(true);
   ++heartbeats_ok_;
   co_return true;
 }

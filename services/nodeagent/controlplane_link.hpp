@@ -32,9 +32,9 @@ struct LinkOptions {
   // Changes (health, events) are sent early, but never more often than this.
   std::chrono::milliseconds min_heartbeat_gap{std::chrono::milliseconds(200)};
   async::Backoff backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
-  // Called after every registration or heartbeat the control plane accepted (the agent's
-  // "last contact" clock for the client-side disconnect rule).
-  std::function<void()> on_contact;
+  // Called after every registration or heartbeat: answered = the control plane accepted it (the
+  // agent's "last contact" clock for the client-side disconnect rule, and its "back" wake).
+  std::function<void(bool answered)> on_contact;
 };
 
 class ControlPlaneLink {

@@ -11,6 +11,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <fstream>
+#include <iostream>
 
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "services/nodeagent/agent.hpp"
@@ -63,7 +64,7 @@ class AllocIntegration : public ::testing::Test {
     c.data_dir = (tmp_ / "agent").string();
     c.controlplane_addr = cp_.address();
     c.grpc_addr = "127.0.0.1:0";
-    c.heartbeat_interval = 200ms;
+    c.heartbeat_interval = heartbeat_interval_;
     c.kill_timeout = 2s;
     PluginConfig p;
     p.id = "hostpath";
@@ -84,7 +85,7 @@ class AllocIntegration : public ::testing::Test {
     o.restart_backoff = async::Backoff{200ms, 1s, 2.0, 0.0};
     o.final_heartbeat_timeout = 2s;
     o.watch_wait = 500ms;
-    o.release_backoff = async::Backoff{50ms, 500ms, 2.0, 0.0};
+    o.release_backoff = release_backoff_;
     o.claim_backoff_initial = 50ms;
     o.claim_backoff_max = 200ms;
     o.shutdown_grace = 1s;
@@ -164,6 +165,8 @@ class AllocIntegration : public ::testing::Test {
 
   std::filesystem::path mount_root() { return tmp_ / "agent" / "mounts"; }
 
+  std::chrono::milliseconds heartbeat_interval_ = 200ms;
+  async::Backoff release_backoff_{50ms, 500ms, 2.0, 0.0};
   test::TempDir tmp_{"mooring-alloc-it"};
   FakeControlPlane cp_;
   asio::io_context io_;
@@ -204,6 +207,32 @@ TEST_F(AllocIntegration, TaskWritesIntoItsVolumeStopReleasesAndTheNextAllocation
   EXPECT_NE(std::find(events.begin(), events.end(), "Killing"), events.end());
   const auto a2_events = cp_.event_types("a2");
   EXPECT_NE(std::find(a2_events.begin(), a2_events.end(), "ClaimWaiting"), a2_events.end());
+}
+
+// Retries an hour apart and heartbeats 30 s apart: only the "control plane answers again" wake can
+// send the release notice in time. The blip is seen by that call alone; the next call answered
+// (the allocation watch, within half a second) must wake it.
+class AllocIntegrationSlowRetries : public AllocIntegration {
+ protected:
+  AllocIntegrationSlowRetries() {
+    heartbeat_interval_ = 30s;
+    release_backoff_ = async::Backoff{std::chrono::hours(1), std::chrono::hours(1), 2.0, 0.0};
+  }
+};
+
+TEST_F(AllocIntegrationSlowRetries, AReleaseNoticeThatFailedGoesOutWhenTheControlPlaneNextAnswers) {
+  create_volume("vol-n");
+  cp_.put_allocation(alloc("n1", "vol-n", std::nullopt));
+  ASSERT_TRUE(run_until([&] { return cp_.client_status("n1") == v1::CLIENT_STATUS_RUNNING; }));
+  cp_.fail_unpublishes(1);
+  cp_.stop_allocation("n1");
+  ASSERT_TRUE(run_until([&] { return test::mounts_under(mount_root()).empty(); })) << "not unmounted";
+  const auto unmounted = Clock::now();
+  ASSERT_TRUE(run_until([&] { return unpublished("vol-n", "n1"); }, 10s))
+      << "the release notice waited for its hour-long backoff";
+  std::cout << "release notice sent "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - unmounted).count()
+            << " ms after the unmount, its first attempt failed\n";
 }
 
 TEST_F(AllocIntegration, PostrunReturnsAtOnceWhileThePluginIsStoppedAndReleaseFinishesAfter) {

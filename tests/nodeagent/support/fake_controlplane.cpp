@@ -90,6 +90,10 @@ grpc::Status FakeControlPlane::UnpublishVolume(grpc::ServerContext*, const v1::U
                                                v1::UnpublishVolumeResponse*) {
   std::lock_guard lock(mu_);
   if (down_) return down_status();
+  if (unpublish_failures_ > 0) {
+    --unpublish_failures_;
+    return down_status();
+  }
   unpublish_calls_.push_back(*req);
   claims_[req->volume_id()].erase(req->alloc_id());
   return grpc::Status::OK;
@@ -186,6 +190,11 @@ grpc::Status FakeControlPlane::Heartbeat(grpc::ServerContext*, const v1::Heartbe
 void FakeControlPlane::forget_node() {
   std::lock_guard lock(mu_);
   forget_ = true;
+}
+
+void FakeControlPlane::fail_unpublishes(int n) {
+  std::lock_guard lock(mu_);
+  unpublish_failures_ = n;
 }
 
 void FakeControlPlane::set_down(bool down) {

@@ -62,6 +62,8 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   void forget_node();
   // While down, every call fails with UNAVAILABLE (and is not recorded).
   void set_down(bool down);
+  // The next n UnpublishVolume calls fail with UNAVAILABLE (a blip only that call saw).
+  void fail_unpublishes(int n);
 
   std::vector<::mooring::v1::RegisterNodeRequest> registrations() const;
   std::vector<::mooring::v1::HeartbeatRequest> heartbeats() const;
@@ -77,6 +79,7 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   std::vector<::mooring::v1::HeartbeatRequest> heartbeats_;
   bool forget_ = false;
   bool down_ = false;
+  int unpublish_failures_ = 0;
   bool registered_ = false;
   bool stopping_ = false;
   std::condition_variable cv_;
