@@ -30,8 +30,8 @@ bool holds_claims(const StateStore& store, const domain::Allocation& a) {
 }
 
 bool node_changed_since(const StateStore& store, const std::string& node_id, std::uint64_t min_index) {
-  for (const auto& [id, a] : store.allocations())
-    if (a.node_id == node_id && a.modify_index > min_index) return true;
+  for (const auto& id : store.allocation_ids_on(node_id))
+    if (store.allocation(id)->modify_index > min_index) return true;
   return false;
 }
 
@@ -60,8 +60,8 @@ asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAll
   // The table index covers every allocation of the node, and is never 0 so an agent that
   // echoes it back never asks for a "first look" again.
   resp.set_index(std::max<std::uint64_t>(1, ctx.store.answer_index(Table::allocations)));
-  for (const auto& [id, a] : ctx.store.allocations()) {
-    if (a.node_id != node_id) continue;
+  for (const auto& id : ctx.store.allocation_ids_on(node_id)) {
+    const domain::Allocation& a = *ctx.store.allocation(id);
     // Terminal allocations only while the agent may still act on them: changed since its last
     // look (e.g. stopped by the control plane) or still holding claims (volumes to unmount).
     if (domain::is_terminal(a) && a.modify_index <= min_index && !holds_claims(ctx.store, a)) continue;

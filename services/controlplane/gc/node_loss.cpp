@@ -71,22 +71,24 @@ domain::Time NodeLossMonitor::check(domain::Time now) {
   ++scans_;
   Batch batch;
   std::size_t lost = 0;
-  for (const auto& [id, a] : store_.allocations()) {
-    if (!down.count(a.node_id) || domain::is_terminal(a)) continue;
-    if (a.stop_after_client_disconnect <= domain::Duration::zero()) continue;
-    const domain::Node* node = store_.node(a.node_id);
-    if (!node) continue;
-    domain::Time at = abandon_time(*node, &a);
-    if (now < at) {
-      if (!domain::is_set(next_deadline_) || at < next_deadline_) next_deadline_ = at;
-      continue;
+  for (const auto& node_id : down) {
+    const domain::Node& node = *store_.node(node_id);  // `down` was read from the nodes table
+    for (const auto& id : store_.allocation_ids_on(node_id)) {
+      const domain::Allocation& a = *store_.allocation(id);
+      if (domain::is_terminal(a)) continue;
+      if (a.stop_after_client_disconnect <= domain::Duration::zero()) continue;
+      domain::Time at = abandon_time(node, &a);
+      if (now < at) {
+        if (!domain::is_set(next_deadline_) || at < next_deadline_) next_deadline_ = at;
+        continue;
+      }
+      mark_allocation_lost(store_, a,
+                           "node " + quoted(a.node_id) + " has been down for longer than stop_after_client_disconnect (" +
+                               domain::format_duration(a.stop_after_client_disconnect) +
+                               "); the allocation is considered stopped and its volumes are released",
+                           batch, now);
+      ++lost;
     }
-    mark_allocation_lost(store_, a,
-                         "node " + quoted(a.node_id) + " has been down for longer than stop_after_client_disconnect (" +
-                             domain::format_duration(a.stop_after_client_disconnect) +
-                             "); the allocation is considered stopped and its volumes are released",
-                         batch, now);
-    ++lost;
   }
   if (lost) {
     if (auto r = store_.commit(std::move(batch)); !r) {

@@ -117,6 +117,8 @@ domain::Status StateStore::load() {
   plugins_ = std::move(plugins);
   nodes_ = std::move(nodes);
   allocations_ = std::move(allocations);
+  allocations_by_node_.clear();
+  for (const auto& [id, a] : allocations_) allocations_by_node_[a.node_id].insert(id);
   events_ = std::move(events);
   event_positions_ = std::move(positions);
   table_index_ = std::move(table_index);
@@ -174,6 +176,24 @@ const domain::Plugin* StateStore::plugin(const std::string& id) const { return f
 const domain::Node* StateStore::node(const std::string& id) const { return find(nodes_, id); }
 const domain::Allocation* StateStore::allocation(const std::string& id) const { return find(allocations_, id); }
 
+const std::set<std::string>& StateStore::allocation_ids_on(const std::string& node_id) const {
+  static const std::set<std::string> none;
+  auto it = allocations_by_node_.find(node_id);
+  return it == allocations_by_node_.end() ? none : it->second;
+}
+
+void StateStore::install_allocations(std::map<std::string, std::optional<domain::Allocation>>& staged) {
+  for (auto& [id, alloc] : staged) {
+    if (auto old = allocations_.find(id); old != allocations_.end()) {
+      auto node = allocations_by_node_.find(old->second.node_id);
+      if (node != allocations_by_node_.end() && node->second.erase(id) && node->second.empty())
+        allocations_by_node_.erase(node);
+    }
+    if (alloc) allocations_by_node_[alloc->node_id].insert(id);
+  }
+  install(staged, allocations_);
+}
+
 domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!ready_) return domain::error("state is not loaded");
   if (broken_) return domain::error("the state is not writable: " + *broken_);
@@ -214,7 +234,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   install(batch.volumes_, volumes_);
   install(batch.plugins_, plugins_);
   install(batch.nodes_, nodes_);
-  install(batch.allocations_, allocations_);
+  install_allocations(batch.allocations_);
   for (std::size_t i = 0; i < drop; ++i) {
     events_.pop_front();
     event_positions_.pop_front();

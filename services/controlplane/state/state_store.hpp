@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,9 @@ class StateStore {
   const std::map<std::string, domain::Plugin>& plugins() const { return plugins_; }
   const std::map<std::string, domain::Node>& nodes() const { return nodes_; }
   const std::map<std::string, domain::Allocation>& allocations() const { return allocations_; }
+  // The ids of the allocations placed on a node (empty when none): a node's watch and the node
+  // loss check look at its own allocations, not at every allocation in the cluster.
+  const std::set<std::string>& allocation_ids_on(const std::string& node_id) const;
   const std::deque<domain::Event>& events() const { return events_; }  // oldest first
 
   // ---- writes ----
@@ -134,6 +138,7 @@ class StateStore {
 
  private:
   void notify(Table t);
+  void install_allocations(std::map<std::string, std::optional<domain::Allocation>>& staged);
   void schedule_flush();
   domain::Status flush();  // writes the queued commits (posted by schedule_flush)
   void recover(const std::string& error);  // a flush failed: memory back to what is durable
@@ -152,6 +157,7 @@ class StateStore {
   std::map<std::string, domain::Plugin> plugins_;
   std::map<std::string, domain::Node> nodes_;
   std::map<std::string, domain::Allocation> allocations_;
+  std::map<std::string, std::set<std::string>> allocations_by_node_;  // follows allocations_
   std::deque<domain::Event> events_;
   std::deque<std::size_t> event_positions_;  // position within its commit: with the index, the storage key
   std::map<Table, std::list<Waiter*>> waiters_;

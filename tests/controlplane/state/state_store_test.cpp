@@ -125,6 +125,39 @@ TEST_F(StateStoreTest, ReloadRestoresEverything) {
   EXPECT_EQ(again.table_index(Table::events), 2u);
 }
 
+// The per-node view a node's watch and the node loss check read instead of every allocation.
+TEST_F(StateStoreTest, AllocationsOfANodeFollowEveryCommitAndAReload) {
+  using Ids = std::set<std::string>;
+  Batch b;
+  b.put(fixtures::allocation("a1", "n1"));
+  b.put(fixtures::allocation("a2", "n1"));
+  b.put(fixtures::allocation("a3", "n2"));
+  commit(std::move(b));
+  EXPECT_EQ(store.allocation_ids_on("n1"), (Ids{"a1", "a2"}));
+  EXPECT_EQ(store.allocation_ids_on("n2"), (Ids{"a3"}));
+  EXPECT_TRUE(store.allocation_ids_on("n9").empty());
+
+  Batch b2;
+  b2.put(fixtures::allocation("a2", "n2"));  // moved
+  b2.erase_allocation("a1");
+  commit(std::move(b2));
+  EXPECT_TRUE(store.allocation_ids_on("n1").empty());
+  EXPECT_EQ(store.allocation_ids_on("n2"), (Ids{"a2", "a3"}));
+
+  backend.fail_apply = true;  // a failed write changes neither the table nor the view
+  Batch b3;
+  b3.erase_allocation("a3");
+  b3.put(fixtures::allocation("a4", "n1"));
+  EXPECT_FALSE(store.commit(std::move(b3)));
+  EXPECT_EQ(store.allocation_ids_on("n2"), (Ids{"a2", "a3"}));
+  EXPECT_TRUE(store.allocation_ids_on("n1").empty());
+
+  StateStore again{io.get_executor(), backend};
+  ASSERT_TRUE(again.load());
+  EXPECT_EQ(again.allocation_ids_on("n2"), (Ids{"a2", "a3"}));
+  EXPECT_TRUE(again.allocation_ids_on("n1").empty());
+}
+
 TEST_F(StateStoreTest, TableIndexSurvivesADeletionAndAReload) {
   Batch b;
   b.put(fixtures::volume("v1"));
