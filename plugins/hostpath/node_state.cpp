@@ -2,8 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <set>
-
 #include "shared/durable/durable_file.hpp"
 
 namespace mooring::hostpath {
@@ -107,14 +105,7 @@ namespace {
 
 std::vector<NodeRecord> all_records(const std::filesystem::path& data_dir) {
   std::vector<NodeRecord> out;
-  std::error_code ec;
-  std::set<std::filesystem::path> files;  // each node once: its two slots (or an older plain file)
-  for (const auto& entry : std::filesystem::directory_iterator(data_dir / "nodes", ec)) {
-    const auto name = entry.path().filename().string();
-    const auto file = entry.path().parent_path() / durable::durable_name_of_slot(name).value_or(name);
-    if (file.extension() == ".json") files.insert(file);
-  }
-  for (const auto& file : files) {
+  for (const auto& file : durable::list_durable(data_dir / "nodes", ".json")) {
     std::error_code rec;
     const auto text = durable::read_durable(file, rec);
     NodeRecord r;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdint>
+#include <set>
 
 namespace mooring::durable {
 namespace {
@@ -267,9 +268,15 @@ std::uint64_t generation_of(const std::filesystem::path& path) {
   return std::max(header_generation(slot_path(path, 0)), header_generation(slot_path(path, 1)));
 }
 
-std::optional<std::string> durable_name_of_slot(std::string_view name) {
-  if (name.size() < 3 || !(name.ends_with(".0") || name.ends_with(".1"))) return std::nullopt;
-  return std::string(name.substr(0, name.size() - 2));
+std::vector<std::filesystem::path> list_durable(const std::filesystem::path& dir, std::string_view suffix) {
+  std::set<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.size() > 2 && (name.ends_with(".0") || name.ends_with(".1"))) name.resize(name.size() - 2);  // a slot
+    if (name.ends_with(suffix)) files.insert(dir / name);
+  }
+  return {files.begin(), files.end()};
 }
 
 }  // namespace mooring::durable

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace mooring::durable {
 
@@ -50,7 +51,8 @@ std::error_code remove_durable(const std::filesystem::path& path);
 // The highest generation in the slots' headers (0 when there is no slot), read without the
 // content: it changes with every write, by any process, so it tells a cached copy is stale.
 std::uint64_t generation_of(const std::filesystem::path& path);
-// `name` is a slot file ("x.0", "x.1"): returns the durable file's name ("x"), else nullopt.
-std::optional<std::string> durable_name_of_slot(std::string_view name);
+// The durable files in `dir` whose names end with `suffix`, each once, whether kept in slots or
+// (written by an older build) as a plain file; sorted. Empty when `dir` does not exist.
+std::vector<std::filesystem::path> list_durable(const std::filesystem::path& dir, std::string_view suffix);
 
 }  // namespace mooring::durable

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <set>
 
 namespace mooring::nodeagent {
 
@@ -54,18 +53,11 @@ domain::Status MountRecordStore::load() {
   for (const auto& alloc_dir : fs::directory_iterator(dir_, ec)) {
     if (!alloc_dir.is_directory()) continue;
     std::error_code inner;
-    std::set<fs::path> files;  // each record once, whether in slots or (older agents) a plain file
     for (const auto& entry : fs::directory_iterator(alloc_dir.path(), inner)) {
-      const std::string name = entry.path().filename().string();
-      if (name.find(kTempSuffix) != std::string::npos) {  // "<volume>.json.tmp[.<pid>.<n>]"
-        // An interrupted write of an older agent: the rename never happened.
-        fs::remove(entry.path(), inner);
-        continue;
-      }
-      const std::string file = durable::durable_name_of_slot(name).value_or(name);
-      if (file.ends_with(kSuffix)) files.insert(alloc_dir.path() / file);
+      // "<volume>.json.tmp[.<pid>.<n>]": an interrupted write of an older agent (no rename happened).
+      if (entry.path().filename().string().find(kTempSuffix) != std::string::npos) fs::remove(entry.path(), inner);
     }
-    for (const auto& file : files) {
+    for (const auto& file : durable::list_durable(alloc_dir.path(), kSuffix)) {
       std::error_code rec;
       const auto text = durable::read_durable(file, rec);
       if (!text) {

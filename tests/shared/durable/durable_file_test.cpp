@@ -43,10 +43,10 @@ TEST(DurableFile, WritesAlternateSlotsAndTheNewestWins) {
   EXPECT_TRUE(fs::exists(dir / "sub" / "state.json.0"));
   EXPECT_TRUE(fs::exists(dir / "sub" / "state.json.1"));
   EXPECT_FALSE(fs::exists(p));
-  EXPECT_EQ(durable_name_of_slot("state.json.1"), "state.json");
+  EXPECT_EQ(list_durable(dir / "sub", ".json"), std::vector<fs::path>{p});  // one file, two slots
   EXPECT_EQ(generation_of(p), 3u);
   EXPECT_EQ(generation_of(dir / "none"), 0u);
-  EXPECT_FALSE(durable_name_of_slot("state.json").has_value());
+  EXPECT_TRUE(list_durable(dir / "none", ".json").empty());
 }
 
 TEST(DurableFile, ATornWriteFallsBackToThePreviousContentAndIsOverwrittenNext) {
