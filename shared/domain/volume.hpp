@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mooring::domain {
@@ -42,6 +43,9 @@ struct TopologyRequest {
   bool operator==(const TopologyRequest&) const = default;
 };
 
+// How refusals describe a volume marked `deleting` ("volume \"x\" " + kBeingDeleted + ...).
+inline constexpr std::string_view kBeingDeleted = "is being deleted (DeleteVolume sent, not yet answered)";
+
 struct Volume {
   std::string id;           // Mooring id: URL segment and host path component (validated)
   std::string name;
@@ -73,7 +77,8 @@ struct Volume {
   std::map<std::string, Claim> claims;  // keyed by allocation id; taken and past claims
 
   // A DeleteVolume was (or is about to be) sent and has not been answered with a final error:
-  // the volume takes no new claim, since its storage may already be gone.
+  // the volume takes no new claim, since its storage may already be gone. Refusals say why with
+  // kBeingDeleted.
   bool deleting = false;
 
   std::uint64_t create_index = 0;

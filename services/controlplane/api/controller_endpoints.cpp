@@ -675,8 +675,8 @@ asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Reque
     const auto* v = store_.volume(w.volume_id);
     if (!v) co_return not_found("volume", w.volume_id);
     if (v->deleting)
-      co_return http::error_response(409, "snapshot " + dq(w.name) + ": volume " + dq(w.volume_id) +
-                                              " is being deleted (DeleteVolume sent, not yet answered)");
+      co_return http::error_response(409, "snapshot " + dq(w.name) + ": volume " + dq(w.volume_id) + " " +
+                                              std::string(domain::kBeingDeleted));
     if (w.plugin_id.empty()) w.plugin_id = v->plugin_id;
     if (w.plugin_id != v->plugin_id)
       co_return bad_request("snapshot " + dq(w.name) + ": volume " + dq(w.volume_id) + " belongs to plugin " +

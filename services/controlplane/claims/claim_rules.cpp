@@ -21,7 +21,7 @@ std::string holder(const domain::Claim& c) {
 
 // Retryable: the mark is cleared if the plugin refuses the delete.
 Refusal being_deleted(const domain::Volume& v) {
-  return unavailable(name(v) + " is being deleted (DeleteVolume sent, not yet answered); it takes no new claims");
+  return unavailable(name(v) + " " + std::string(domain::kBeingDeleted) + "; it takes no new claims");
 }
 
 }  // namespace

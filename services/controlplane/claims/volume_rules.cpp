@@ -53,7 +53,7 @@ Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::V
 
   const auto& cur = *existing;
   if (cur.deleting)
-    return conflict(name(cur) + " is being deleted (DeleteVolume sent, not yet answered); it cannot be updated");
+    return conflict(name(cur) + " " + std::string(domain::kBeingDeleted) + "; it cannot be updated");
   if (req.plugin_id != cur.plugin_id)
     return invalid(name(cur) + ": field \"PluginID\" cannot be changed (" + quoted(cur.plugin_id) + " -> " +
                    quoted(req.plugin_id) + ")");

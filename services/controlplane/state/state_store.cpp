@@ -61,7 +61,6 @@ asio::awaitable<void> sleep_registered(std::list<W*>& list, W& waiter) {
   if (cs.cancelled() != asio::cancellation_type::none) throw boost::system::system_error(asio::error::operation_aborted);
 }
 
-
 template <class T, class Decode>
 domain::Status load_table(const Snapshot& snap, Table t, std::map<std::string, T>& out, Decode decode,
                           std::uint64_t& table_index) {

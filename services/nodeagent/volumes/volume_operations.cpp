@@ -32,6 +32,16 @@ void fill(google::protobuf::Map<std::string, std::string>& out, const domain::St
   for (const auto& [k, v] : in) out[k] = v;
 }
 
+// The fields NodeStageVolume and NodePublishVolume share (the CSI spec gives both the same).
+template <class Request>
+void fill_volume(Request& request, const domain::VolumeMount& volume, const ::csi::v1::VolumeCapability& capability) {
+  request.set_volume_id(volume.external_id);
+  fill(*request.mutable_publish_context(), volume.publish_context);
+  *request.mutable_volume_capability() = capability;
+  fill(*request.mutable_secrets(), volume.secrets);
+  fill(*request.mutable_volume_context(), volume.volume_context);
+}
+
 }  // namespace
 
 VolumeOperations::VolumeOperations(asio::any_io_executor executor, VolumePaths paths, MountRecordStore& store,
@@ -118,12 +128,8 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
 
   if (stage_now) {
     ::csi::v1::NodeStageVolumeRequest request;
-    request.set_volume_id(volume.external_id);
-    fill(*request.mutable_publish_context(), volume.publish_context);
+    fill_volume(request, volume, *capability);
     request.set_staging_target_path(record.staging_path);
-    *request.mutable_volume_capability() = *capability;
-    fill(*request.mutable_secrets(), volume.secrets);
-    fill(*request.mutable_volume_context(), volume.volume_context);
     auto r = co_await plugin->calls->stage(request);
     if (!r.done()) {
       if (r.outcome != csi::Outcome::uncertain) record.staged = StepState::none;
@@ -142,14 +148,10 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
     co_return co_await abandon(record, plugin, what + ": cannot record the publish intent: " + s.error(), true);
   }
   ::csi::v1::NodePublishVolumeRequest request;
-  request.set_volume_id(volume.external_id);
-  fill(*request.mutable_publish_context(), volume.publish_context);
+  fill_volume(request, volume, *capability);
   if (plugin->requires_stage) request.set_staging_target_path(record.staging_path);
   request.set_target_path(record.target_path);
-  *request.mutable_volume_capability() = *capability;
   request.set_readonly(volume.read_only);
-  fill(*request.mutable_secrets(), volume.secrets);
-  fill(*request.mutable_volume_context(), volume.volume_context);
   auto r = co_await plugin->calls->publish(request);
   if (!r.done()) {
     if (r.outcome != csi::Outcome::uncertain) record.published = StepState::none;
