@@ -5,75 +5,14 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 namespace mooring::hostpath {
 namespace {
 
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string unescape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7' && s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' &&
-        s[i + 3] <= '7') {
-      out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 std::error_code errno_code() { return {errno, std::generic_category()}; }
 
 }  // namespace
-
-bool MountEntry::read_only() const {
-  std::stringstream ss(options);
-  for (std::string opt; std::getline(ss, opt, ',');) {
-    if (opt == "ro") return true;
-  }
-  return false;
-}
-
-std::vector<MountEntry> parse_mount_table(std::string_view text) {
-  std::vector<MountEntry> out;
-  std::istringstream in{std::string(text)};
-  for (std::string line; std::getline(in, line);) {
-    // id parent major:minor root mount-point options [optional...] - fstype source super-options
-    std::istringstream ls(line);
-    std::vector<std::string> f;
-    for (std::string tok; ls >> tok;) f.push_back(tok);
-    if (f.size() < 7) continue;
-    MountEntry e;
-    try {
-      e.mount_id = std::stoi(f[0]);
-      e.parent_id = std::stoi(f[1]);
-    } catch (const std::exception&) {
-      continue;
-    }
-    e.root = unescape(f[3]);
-    e.mount_point = unescape(f[4]);
-    e.options = f[5];
-    std::size_t sep = 6;
-    while (sep < f.size() && f[sep] != "-") ++sep;
-    if (sep + 1 < f.size()) e.fs_type = f[sep + 1];
-    if (sep + 2 < f.size()) e.source = unescape(f[sep + 2]);
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
-std::vector<MountEntry> read_mount_table() {
-  std::ifstream in("/proc/self/mountinfo");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_mount_table(ss.str());
-}
 
 std::string canonical_mount_path(const std::filesystem::path& path) {
   std::error_code ec;
@@ -82,14 +21,6 @@ std::string canonical_mount_path(const std::filesystem::path& path) {
   std::string s = p.string();
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
-}
-
-bool is_mount_point(const std::filesystem::path& path) {
-  const std::string want = canonical_mount_path(path);
-  for (const auto& m : read_mount_table()) {
-    if (m.mount_point == want) return true;
-  }
-  return false;
 }
 
 std::error_code bind_mount(const std::filesystem::path& source, const std::filesystem::path& target, bool read_only) {

@@ -1,34 +1,20 @@
-// mooring-hostpath: the kernel's view of mounts (/proc/self/mountinfo) and the bind-mount
-// primitives NodeStage/NodePublish use. mount(2)/umount2(2) directly, no mount(8) binary.
+// mooring-hostpath: the bind-mount primitives NodeStage/NodePublish use, and the path form
+// mounts are recorded under. mount(2)/umount2(2) directly, no mount(8) binary.
 #pragma once
 
 #include <filesystem>
 #include <string>
 #include <system_error>
-#include <vector>
+
+#include "shared/mounts/mount_point.hpp"
 
 namespace mooring::hostpath {
-
-struct MountEntry {
-  int mount_id = 0;
-  int parent_id = 0;
-  std::string root;         // path inside the source filesystem (a bind mount shows its subdirectory)
-  std::string mount_point;  // unescaped
-  std::string options;      // per-mount options, e.g. "ro,relatime"
-  std::string fs_type;
-  std::string source;
-  bool read_only() const;
-};
-
-std::vector<MountEntry> read_mount_table();
-// Parses mountinfo text (exposed for tests).
-std::vector<MountEntry> parse_mount_table(std::string_view text);
 
 // The absolute, symlink-resolved form of `path` as it would appear in mountinfo.
 std::string canonical_mount_path(const std::filesystem::path& path);
 
-// True when `path` is itself a mount point (not merely inside one).
-bool is_mount_point(const std::filesystem::path& path);
+// True when `path` is itself a mount point (not merely inside one): shared/mounts.
+using mounts::is_mount_point;
 
 // Bind-mounts `source` onto `target`; with read_only, remounts the bind read-only
 // (MS_REMOUNT|MS_BIND|MS_RDONLY), the only way a bind becomes read-only. On a failed remount the

@@ -4,9 +4,6 @@
 #pragma once
 
 #include <filesystem>
-#include <string>
-#include <string_view>
-#include <vector>
 
 namespace mooring::nodeagent {
 
@@ -17,18 +14,11 @@ class MountTable {
   virtual bool is_mounted(const std::filesystem::path& path) const = 0;
 };
 
-// /proc/self/mountinfo. The agent runs in the host's mount namespace (bidirectional propagation),
-// so what plugins mount is visible here.
+// The kernel's mount table (shared/mounts). The agent runs in the host's mount namespace
+// (bidirectional propagation), so what plugins mount is visible here.
 class ProcMountTable final : public MountTable {
  public:
-  explicit ProcMountTable(std::filesystem::path mountinfo = "/proc/self/mountinfo");
   bool is_mounted(const std::filesystem::path& path) const override;
-
- private:
-  std::filesystem::path mountinfo_;
 };
-
-// The mount points (field 5) of a mountinfo text, with octal escapes (\040 etc.) decoded.
-std::vector<std::string> parse_mount_points(std::string_view mountinfo);
 
 }  // namespace mooring::nodeagent

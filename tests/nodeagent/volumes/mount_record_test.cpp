@@ -1,6 +1,5 @@
 #include "services/nodeagent/volumes/mount_record.hpp"
 #include "services/nodeagent/volumes/mount_record_store.hpp"
-#include "services/nodeagent/volumes/mount_table.hpp"
 
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -101,19 +100,6 @@ TEST(MountRecordStoreTest, BadIdsAreRefusedAndUnreadableFilesLeftInPlace) {
   EXPECT_TRUE(store.all().empty());
   EXPECT_TRUE(std::filesystem::exists(dir / "records" / "alloc-9" / "vol.json"));
   EXPECT_FALSE(std::filesystem::exists(dir / "records" / "alloc-9" / "vol2.json.tmp"));
-}
-
-TEST(MountTableTest, ParsesMountPointsWithEscapes) {
-  const auto points = parse_mount_points(
-      "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
-      "40 22 8:1 /vols/a /tmp/with\\040space rw - ext4 /dev/sda1 rw\n");
-  ASSERT_EQ(points.size(), 2u);
-  EXPECT_EQ(points[0], "/");
-  EXPECT_EQ(points[1], "/tmp/with space");
-  ProcMountTable table;
-  EXPECT_TRUE(table.is_mounted("/"));
-  test::TempDir dir("vol-mt");
-  EXPECT_FALSE(table.is_mounted(dir.path()));
 }
 
 }  // namespace
