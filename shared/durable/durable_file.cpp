@@ -192,6 +192,7 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
   int current = -1;  // the slot holding the newest valid content
   std::uint64_t generation = 1;
   bool target_exists = false;
+  bool other_exists = true;  // the slot not written now
   bool known = false;
   if (version && version->generation != 0 && version->slot >= 0) {
     // Checked when it was read or written here; only the headers are re-read. It still holds if
@@ -211,6 +212,7 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
     current = newest(slots);
     if (current >= 0) generation = slots[current].generation + 1;
     target_exists = slots[current == 0 ? 1 : 0].exists;
+    other_exists = slots[current == 0 ? 0 : 1].exists;
   }
   const int target = current == 0 ? 1 : 0;
   char hash[17];
@@ -231,7 +233,16 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
   if (!ec && ::fdatasync(fd) != 0) ec = last_error();
   ::close(fd);
   if (ec) return ec;
-  if (!target_exists) sync_dir(dir);  // a new slot's directory entry must survive a crash
+  if (!target_exists) {
+    // A new slot's directory entry must survive a crash. The first write also creates the other
+    // slot, empty (no valid header, so never read as content), so that one directory sync covers
+    // both entries and the second write needs none: a record costs one directory sync, not two.
+    if (!other_exists) {
+      const int other = ::open(slot_path(path, 1 - target).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+      if (other >= 0) ::close(other);
+    }
+    sync_dir(dir);
+  }
   if (current < 0 && ::unlink(path.c_str()) == 0) sync_dir(dir);  // an older agent's plain file
   if (version) *version = Version{generation, target};
   return {};

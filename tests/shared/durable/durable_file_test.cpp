@@ -101,6 +101,30 @@ TEST(DurableFile, EverySlotTornIsAnErrorNotAnEmptyFile) {
   EXPECT_EQ(ec, std::errc::illegal_byte_sequence);
 }
 
+// The first write also creates the second slot, empty, so one directory sync covers both
+// entries; the empty slot is never taken for content, and the second write fills it.
+TEST(DurableFile, TheFirstWriteCreatesBothSlotsAndTheEmptyOneIsNoContent) {
+  test::TempDir dir("durable");
+  const auto p = dir / "r.json";
+  ASSERT_FALSE(write_durable(p, "one"));
+  ASSERT_TRUE(fs::exists(dir / "r.json.1"));
+  EXPECT_EQ(fs::file_size(dir / "r.json.1"), 0u);
+  EXPECT_EQ(read(p), "one");
+  EXPECT_EQ(generation_of(p), 1u);
+  EXPECT_EQ(list_durable(dir.path(), ".json"), std::vector<fs::path>{p});
+  ASSERT_FALSE(write_durable(p, "two"));
+  EXPECT_GT(fs::file_size(dir / "r.json.1"), 0u);
+  EXPECT_EQ(read(p), "two");
+  tear(dir / "r.json.1");
+  EXPECT_EQ(read(p), "one");
+
+  const auto q = dir / "q.json";
+  ASSERT_FALSE(write_durable(q, "only"));
+  ASSERT_FALSE(remove_durable(q));  // removal takes the empty slot too
+  EXPECT_FALSE(fs::exists(dir / "q.json.0"));
+  EXPECT_FALSE(fs::exists(dir / "q.json.1"));
+}
+
 TEST(DurableFile, APlainFileFromAnOlderAgentIsReadThenReplaced) {
   test::TempDir dir("durable");
   const auto p = dir / "state.json";
