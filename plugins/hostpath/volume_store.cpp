@@ -161,34 +161,20 @@ grpc::Status VolumeStore::load_locked() {
   return grpc::Status::OK;
 }
 
-VolumeRecord* StoreTxn::edit_volume(const std::string& id) {
-  auto it = state_.volumes.find(id);
-  if (it == state_.volumes.end()) return nullptr;
-  volumes_.insert(id);
-  return &it->second;
-}
-
-void StoreTxn::put_volume(VolumeRecord v) {
-  volumes_.insert(v.id);
-  auto id = v.id;
-  state_.volumes.insert_or_assign(std::move(id), std::move(v));
-}
-
-void StoreTxn::erase_volume(const std::string& id) {
-  if (state_.volumes.erase(id) > 0) volumes_.insert(id);
-}
-
-void StoreTxn::put_snapshot(SnapshotRecord s) {
-  snapshots_.insert(s.id);
-  auto id = s.id;
-  state_.snapshots.insert_or_assign(std::move(id), std::move(s));
-}
-
-void StoreTxn::erase_snapshot(const std::string& id) {
-  if (state_.snapshots.erase(id) > 0) snapshots_.insert(id);
-}
-
 namespace {
+
+// A record put or erased by a transaction, and remembered as touched (erasing nothing touches nothing).
+template <class Record>
+void put_record(std::map<std::string, Record>& records, std::set<std::string>& touched, Record r) {
+  touched.insert(r.id);
+  auto id = r.id;
+  records.insert_or_assign(std::move(id), std::move(r));
+}
+
+template <class Record>
+void erase_record(std::map<std::string, Record>& records, std::set<std::string>& touched, const std::string& id) {
+  if (records.erase(id) > 0) touched.insert(id);
+}
 
 // Re-encodes the touched records into `text`, or drops the ones that are gone.
 template <class Record>
@@ -204,6 +190,18 @@ void update_records(const std::set<std::string>& touched, const std::map<std::st
 }
 
 }  // namespace
+
+VolumeRecord* StoreTxn::edit_volume(const std::string& id) {
+  auto it = state_.volumes.find(id);
+  if (it == state_.volumes.end()) return nullptr;
+  volumes_.insert(id);
+  return &it->second;
+}
+
+void StoreTxn::put_volume(VolumeRecord v) { put_record(state_.volumes, volumes_, std::move(v)); }
+void StoreTxn::erase_volume(const std::string& id) { erase_record(state_.volumes, volumes_, id); }
+void StoreTxn::put_snapshot(SnapshotRecord s) { put_record(state_.snapshots, snapshots_, std::move(s)); }
+void StoreTxn::erase_snapshot(const std::string& id) { erase_record(state_.snapshots, snapshots_, id); }
 
 grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreTxn&)>& fn) {
   std::lock_guard guard(mu_);
