@@ -163,7 +163,7 @@ std::string CsiServer::start(const std::string& endpoint, const CsiHandlers& han
   builder.AddListeningPort(endpoint, grpc::InsecureServerCredentials());
   // The sync server runs each call on a polling thread and, by default, lets at most two idle
   // pollers live: under eight concurrent lifecycles it created and destroyed a thread for most
-  // calls (about 150 per second in the lifecycle bench). Keeping up to 16 idle threads costs a
+  // calls (about 100 per second in the lifecycle bench). Keeping up to 16 idle threads costs a
   // few pages of stack each and ends the churn.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 16);
   impl_->identity = std::make_unique<IdentityService>(impl_->handlers);

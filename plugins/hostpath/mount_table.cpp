@@ -14,15 +14,6 @@ std::error_code errno_code() { return {errno, std::generic_category()}; }
 
 }  // namespace
 
-std::string canonical_mount_path(const std::filesystem::path& path) {
-  std::error_code ec;
-  auto p = std::filesystem::weakly_canonical(path, ec);
-  if (ec) p = path.lexically_normal();
-  std::string s = p.string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
 std::error_code bind_mount(const std::filesystem::path& source, const std::filesystem::path& target, bool read_only) {
   if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) return errno_code();
   if (read_only) {

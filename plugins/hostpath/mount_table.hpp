@@ -10,10 +10,8 @@
 
 namespace mooring::hostpath {
 
-// The absolute, symlink-resolved form of `path` as it would appear in mountinfo.
-std::string canonical_mount_path(const std::filesystem::path& path);
-
-// True when `path` is itself a mount point (not merely inside one): shared/mounts.
+// The path form mounts are recorded under, and whether a path is a mount point: shared/mounts.
+using mounts::canonical_mount_path;
 using mounts::is_mount_point;
 
 // Bind-mounts `source` onto `target`; with read_only, remounts the bind read-only

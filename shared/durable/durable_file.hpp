@@ -7,9 +7,10 @@
 // state, mount records, pending status reports). The content lives in two slots, `<path>.0` and
 // `<path>.1`, each "mooring-slot 1 <generation> <length> <hash64 hex>\n" + content. A write
 // overwrites, in place, the slot that does not hold the newest valid content, then fdatasyncs it;
-// a crash mid-write leaves that slot failing its checksum and the other one intact. No file is
-// created after the first two writes and no rename or directory sync is needed, which makes a
-// write several times cheaper than a rename (ext4 inode allocation under churn, three flushes).
+// a crash mid-write leaves that slot failing its checksum and the other one intact. The first
+// write creates both slots (one directory sync); after it no file is created and no rename or
+// directory sync is needed, which makes a write several times cheaper than a rename (ext4 inode
+// allocation under churn, three flushes).
 // A plain `<path>` written by an older agent is read until the first slot write replaces it.
 #pragma once
 

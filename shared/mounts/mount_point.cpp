@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 
@@ -29,16 +30,15 @@ std::string unescape(std::string_view field) {
   return out;
 }
 
-// Mountinfo spells paths without symlinks and without a trailing slash.
-std::string normal_path(const fs::path& path) {
+}  // namespace
+
+std::string canonical_mount_path(const fs::path& path) {
   std::error_code ec;
   const auto canonical = fs::weakly_canonical(path, ec);
   std::string s = (ec ? path.lexically_normal() : canonical).string();
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
 }
-
-}  // namespace
 
 std::vector<std::string> parse_mount_points(std::string_view text) {
   std::vector<std::string> out;
@@ -66,7 +66,7 @@ bool is_mount_point_in_mountinfo(const fs::path& path) {
   std::ifstream in("/proc/self/mountinfo");
   std::stringstream text;
   text << in.rdbuf();
-  const std::string wanted = normal_path(path);
+  const std::string wanted = canonical_mount_path(path);
   for (const auto& point : parse_mount_points(text.str())) {
     if (point == wanted) return true;
   }

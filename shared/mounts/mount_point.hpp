@@ -16,6 +16,9 @@ namespace mooring::mounts {
 // server. Kernels that do not report the attribute get a scan of /proc/self/mountinfo.
 bool is_mount_point(const std::filesystem::path& path);
 
+// `path` absolute, symlink-free and without a trailing slash: as mountinfo spells a mount point.
+std::string canonical_mount_path(const std::filesystem::path& path);
+
 // The same answer from /proc/self/mountinfo alone (the fallback; exposed for tests).
 bool is_mount_point_in_mountinfo(const std::filesystem::path& path);
 
