@@ -1,5 +1,10 @@
 #include "services/nodeagent/allocrunner/alloc_state.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <google/protobuf/util/json_util.h>
 
 #include <nlohmann/json.hpp>
@@ -78,10 +83,18 @@ domain::Expected<fs::path> AllocStateStore::alloc_dir(const std::string& alloc_i
 domain::Status AllocStateStore::save(const AllocState& state) {
   auto dir = alloc_dir(state.alloc.id);
   if (!dir) return domain::error(dir.error());
+  // Saved about six times per allocation: one mkdir answers "there already" (EEXIST). Only a
+  // new directory is set to 0700 exactly (mkdir applies the umask), with its parents if need be.
   std::error_code ec;
-  fs::create_directories(*dir, ec);
-  if (ec) return domain::error("cannot create " + dir->string() + ": " + ec.message());
-  fs::permissions(*dir, fs::perms::owner_all, ec);
+  if (::mkdir(dir->c_str(), 0700) == 0) {
+    fs::permissions(*dir, fs::perms::owner_all, ec);
+  } else if (errno == ENOENT) {
+    fs::create_directories(*dir, ec);
+    if (ec) return domain::error("cannot create " + dir->string() + ": " + ec.message());
+    fs::permissions(*dir, fs::perms::owner_all, ec);
+  } else if (errno != EEXIST) {
+    return domain::error("cannot create " + dir->string() + ": " + std::strerror(errno));
+  }
   if (const auto wec = durable::write_durable(*dir / "state.json", encode(state)))
     return domain::error("cannot write the state of allocation " + state.alloc.id + ": " + wec.message());
   return {};

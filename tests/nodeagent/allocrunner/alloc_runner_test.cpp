@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <boost/asio/io_context.hpp>
@@ -100,6 +101,24 @@ class AllocRunnerTest : public ::testing::Test {
   FakeControlPlaneCalls cp;
   FakeVolumeMounter mounter;
 };
+
+// The allocation's directory (state, task output) is the agent's alone: 0700 whatever the umask,
+// created with its parents on the first save and found in place on the next.
+TEST_F(AllocRunnerTest, StateDirectoryIsPrivateAndSavedStateReadsBack) {
+  const mode_t old_umask = ::umask(0);
+  AllocState s;
+  s.alloc = make_alloc("alloc-perm", shell("true"));
+  const auto saved = store.save(s);
+  ::umask(old_umask);
+  ASSERT_TRUE(saved) << saved.error();
+  const auto dir = store.dir() / "alloc-perm";
+  EXPECT_EQ(std::filesystem::status(dir).permissions(), std::filesystem::perms::owner_all);
+  s.stop_reason = "second save";
+  ASSERT_TRUE(store.save(s));
+  const auto all = store.load_all();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].stop_reason, "second save");
+}
 
 TEST_F(AllocRunnerTest, TaskSeesVolumePathAndAllocIdAndCompletes) {
   const auto out = dir / "env.txt";
