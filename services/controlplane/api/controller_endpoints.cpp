@@ -462,12 +462,12 @@ asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request
   const bool earlier = v->deleting;  // an earlier delete's outcome is unknown: this one retries it
   if (!earlier) {
     if (auto marked = mark_deleting(id, true, {}); !marked)
-      co_return write_failed("mark volume \"" + id + "\" as being deleted", marked.error());
+      co_return write_failed("mark volume " + dq(id) + " as being deleted", marked.error());
   }
   auto res = co_await router_.delete_volume(plugin_id, id, csi);
   if (res.done()) {
     auto index = deregister_deleted(id, plugin_id);
-    if (!index) co_return write_failed("deregister deleted volume \"" + id + "\"", index.error());
+    if (!index) co_return write_failed("deregister deleted volume " + dq(id), index.error());
     auto r = json_ok({{"Index", *index}});
     r.index = *index;
     co_return r;
