@@ -2,6 +2,7 @@
 // An allocation that turns terminal has its claims marked for release in the same commit, so the
 // claim GC, watching the volumes table, picks them up and nothing is lost between the two.
 #include <algorithm>
+#include <set>
 
 #include "services/controlplane/agentapi/handlers.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
@@ -19,20 +20,10 @@ constexpr std::size_t kMaxAllocationEvents = 50;
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
-// Does the allocation still hold a claim on any volume it requested (the agent may still have
-// to unmount it)?
-bool holds_claims(const StateStore& store, const domain::Allocation& a) {
-  for (const auto& [name, req] : a.volumes) {
-    const auto* v = store.volume(domain::claimed_volume_id(req, a.index));
-    if (v && v->claims.contains(a.id)) return true;
-  }
-  return false;
-}
-
+// Has an allocation of the node been written since the agent's last look? (One that was deleted
+// since, by the allocation GC, does not count: the agent has nothing to do for it.)
 bool node_changed_since(const StateStore& store, const std::string& node_id, std::uint64_t min_index) {
-  for (const auto& id : store.allocation_ids_on(node_id))
-    if (store.allocation(id)->modify_index > min_index) return true;
-  return false;
+  return store.last_allocation_change_on(node_id) > min_index;
 }
 
 }  // namespace
@@ -60,13 +51,15 @@ asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAll
   // The table index covers every allocation of the node, and is never 0 so an agent that
   // echoes it back never asks for a "first look" again.
   resp.set_index(std::max<std::uint64_t>(1, ctx.store.answer_index(Table::allocations)));
-  for (const auto& id : ctx.store.allocation_ids_on(node_id)) {
-    const domain::Allocation& a = *ctx.store.allocation(id);
-    // Terminal allocations only while the agent may still act on them: changed since its last
-    // look (e.g. stopped by the control plane) or still holding claims (volumes to unmount).
-    if (domain::is_terminal(a) && a.modify_index <= min_index && !holds_claims(ctx.store, a)) continue;
-    *resp.add_allocations() = domain::to_proto(a);
-  }
+  // The live allocations, and terminal ones only while the agent may still act on them: changed
+  // since its last look (e.g. stopped by the control plane) or still named in a volume's claims
+  // (volumes to unmount). From the store's indexes: an answer costs what it returns, not the
+  // terminal allocations the node keeps until the allocation GC.
+  std::set<std::string> ids = ctx.store.live_allocation_ids_on(node_id);
+  const auto& claiming = ctx.store.claiming_terminal_allocation_ids_on(node_id);
+  ids.insert(claiming.begin(), claiming.end());
+  for (auto& id : ctx.store.allocation_ids_changed_on(node_id, min_index)) ids.insert(std::move(id));
+  for (const auto& id : ids) *resp.add_allocations() = domain::to_proto(*ctx.store.allocation(id));
   co_return grpc::Status::OK;
 }
 

@@ -68,7 +68,9 @@ http::Response submit_allocation(Context& ctx, const http::Request& req) {
   auto& a = *alloc;
   if (!a.node_id.empty() && !ctx.store.node(a.node_id))
     return bad_request("allocation " + in_quotes(a.name) + ": field \"NodeID\": node not found: " + a.node_id);
-  a.index = next_alloc_index(ctx.store.allocations(), a.name);
+  std::vector<const domain::Allocation*> same_name;
+  for (const auto& id : ctx.store.allocation_ids_named(a.name)) same_name.push_back(ctx.store.allocation(id));
+  a.index = next_alloc_index(same_name, a.name);
   if (auto bad = check_volume_requests(ctx.store, a)) return bad_request(*bad);
   a.id = domain::new_id();
   a.desired_status = domain::DesiredStatus::run;

@@ -1,6 +1,7 @@
 #include "services/controlplane/placement/placement.hpp"
 
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "services/controlplane/claims/claim_rules.hpp"
@@ -38,9 +39,37 @@ struct Need {
 
 using Attached = std::map<std::pair<std::string, std::string>, std::set<std::string>>;  // (node, plugin) -> volumes
 
+// What checking a node needs beyond the node: the volumes asked for, the volumes attached per
+// node and plugin (only counted when a plugin limits them), and whether a claim's allocation is
+// going away.
+struct Context {
+  const ClusterView& cluster;
+  const std::vector<Need>& needs;
+  const std::set<std::string>& plugin_ids;
+  std::optional<Attached> attached_cache;
+  domain::Time now;
+
+  // Every claim holds an attachment until it is freed.
+  const Attached& attached() {
+    if (!attached_cache) {
+      attached_cache.emplace();
+      for (const auto& [vid, v] : cluster.volumes) {
+        if (!plugin_ids.contains(v.plugin_id)) continue;
+        for (const auto& [aid, claim] : v.claims) (*attached_cache)[{claim.node_id, v.plugin_id}].insert(vid);
+      }
+    }
+    return *attached_cache;
+  }
+  // Stopping or done: its claims are being released.
+  bool releasing(const std::string& alloc_id) const {
+    const auto* a = find(cluster.allocations, alloc_id);
+    return a && (domain::is_terminal(*a) || a->desired_status == domain::DesiredStatus::stop);
+  }
+};
+
 // Why `node` cannot run the allocation, or "" when it can.
-std::string check_node(const Allocation& alloc, const Node& node, const std::vector<Need>& needs,
-                       const Attached& attached, const std::set<std::string>& releasing, domain::Time now) {
+std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) {
+  const auto& needs = ctx.needs;
   if (node.status != domain::NodeStatus::ready) return "node is " + std::string(domain::to_string(node.status));
   std::map<std::string, std::set<std::string>> in_use;  // plugin -> volumes attached with this allocation
   std::map<std::string, Volume> trial;                   // volume copies the claims are tried on
@@ -61,6 +90,7 @@ std::string check_node(const Allocation& alloc, const Node& node, const std::vec
     if (info && info->max_volumes > 0) {
       auto [it, fresh] = in_use.try_emplace(p.id);
       if (fresh) {
+        const auto& attached = ctx.attached();
         if (auto a = attached.find({node.id, p.id}); a != attached.end()) it->second = a->second;
       }
       it->second.insert(v.id);
@@ -74,7 +104,7 @@ std::string check_node(const Allocation& alloc, const Node& node, const std::vec
     // Nomad's scheduler places once the previous allocation is terminal.
     if (added) {
       std::erase_if(copy->second.claims, [&](const auto& kv) {
-        return domain::is_past(kv.second.state) || releasing.contains(kv.first);
+        return domain::is_past(kv.second.state) || ctx.releasing(kv.first);
       });
       if (copy->second.claims.empty()) {
         copy->second.access_mode = domain::AccessMode::unknown;
@@ -87,7 +117,7 @@ std::string check_node(const Allocation& alloc, const Node& node, const std::vec
                      .mode = domain::claim_mode(*need.request),
                      .access_mode = need.request->access_mode,
                      .attachment_mode = need.request->attachment_mode};
-    if (auto r = take_claim(copy->second, req, now); !r) return r.refusal().message;
+    if (auto r = take_claim(copy->second, req, ctx.now); !r) return r.refusal().message;
   }
   return {};
 }
@@ -95,7 +125,8 @@ std::string check_node(const Allocation& alloc, const Node& node, const std::vec
 }  // namespace
 
 ClusterView cluster_view(const StateStore& store) {
-  return ClusterView{store.nodes(), store.plugins(), store.volumes(), store.allocations()};
+  return ClusterView{store.nodes(), store.plugins(), store.volumes(), store.allocations(),
+                     [&store](const std::string& node_id) { return store.live_allocation_ids_on(node_id).size(); }};
 }
 
 bool topology_allows(const Volume& volume, const std::map<std::string, std::string>& node_topology) {
@@ -115,11 +146,11 @@ bool topology_allows(const Volume& volume, const std::map<std::string, std::stri
   return false;
 }
 
-int next_alloc_index(const std::map<std::string, Allocation>& allocations, const std::string& name) {
+int next_alloc_index(const std::vector<const Allocation*>& allocations, const std::string& name) {
   std::set<int> used;
-  for (const auto& [id, a] : allocations)
-    if (a.name == name && a.desired_status == domain::DesiredStatus::run && !domain::is_terminal(a))
-      used.insert(a.index);
+  for (const auto* a : allocations)
+    if (a->name == name && a->desired_status == domain::DesiredStatus::run && !domain::is_terminal(*a))
+      used.insert(a->index);
   int n = 0;
   while (used.contains(n)) ++n;
   return n;
@@ -158,30 +189,15 @@ PlacementResult place(const Allocation& alloc, const ClusterView& c) {
     plugin_ids.insert(p->id);
   }
 
-  // Volumes attached per node and plugin: every claim holds an attachment until it is freed.
-  Attached attached;
-  if (!plugin_ids.empty()) {
-    for (const auto& [vid, v] : c.volumes) {
-      if (!plugin_ids.contains(v.plugin_id)) continue;
-      for (const auto& [aid, claim] : v.claims) attached[{claim.node_id, v.plugin_id}].insert(vid);
-    }
-  }
-  std::map<std::string, int> load;
-  std::set<std::string> releasing;
-  for (const auto& [id, a] : c.allocations) {
-    if (!a.node_id.empty() && !domain::is_terminal(a)) ++load[a.node_id];
-    if (domain::is_terminal(a) || a.desired_status == domain::DesiredStatus::stop) releasing.insert(id);
-  }
-
-  const auto now = domain::now();
-  int best_load = std::numeric_limits<int>::max();
+  Context ctx{.cluster = c, .needs = needs, .plugin_ids = plugin_ids, .attached_cache = {}, .now = domain::now()};
+  std::size_t best_load = std::numeric_limits<std::size_t>::max();
   auto consider = [&](const Node& node) {
-    auto reason = check_node(alloc, node, needs, attached, releasing, now);
+    auto reason = check_node(alloc, node, ctx);
     if (!reason.empty()) {
       out.rejections.push_back({node.id, std::move(reason)});
       return;
     }
-    int l = load[node.id];
+    const std::size_t l = c.live_allocations_on(node.id);
     if (l < best_load) {  // nodes come in id order: ties keep the smaller id
       best_load = l;
       out.node_id = node.id;

@@ -8,6 +8,8 @@
 // allocations) wins; ties go to the smallest node id so placement is predictable.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -27,6 +29,9 @@ struct ClusterView {
   const std::map<std::string, domain::Plugin>& plugins;
   const std::map<std::string, domain::Volume>& volumes;
   const std::map<std::string, domain::Allocation>& allocations;
+  // How many non-terminal allocations a node runs (its load). The state store keeps them
+  // indexed by node, so placing costs the nodes and volumes it looks at, not every allocation.
+  std::function<std::size_t(const std::string& node_id)> live_allocations_on;
 };
 ClusterView cluster_view(const StateStore& store);
 
@@ -57,8 +62,9 @@ PlacementResult place(const domain::Allocation& alloc, const ClusterView& cluste
 // required topology request; none means anywhere.
 bool topology_allows(const domain::Volume& volume, const std::map<std::string, std::string>& node_topology);
 
-// The lowest index not used by a non-terminal allocation with the same name: the N of its
-// per_alloc volume sources ("data[N]"), so a replacement allocation gets its predecessor's volume.
-int next_alloc_index(const std::map<std::string, domain::Allocation>& allocations, const std::string& name);
+// The lowest index not used by a non-terminal allocation named `name` among `allocations` (the
+// allocations with that name; others are skipped): the N of its per_alloc volume sources
+// ("data[N]"), so a replacement allocation gets its predecessor's volume.
+int next_alloc_index(const std::vector<const domain::Allocation*>& allocations, const std::string& name);
 
 }  // namespace mooring::controlplane

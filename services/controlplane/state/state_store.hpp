@@ -103,6 +103,17 @@ class StateStore {
   // The ids of the allocations placed on a node (empty when none): a node's watch and the node
   // loss check look at its own allocations, not at every allocation in the cluster.
   const std::set<std::string>& allocation_ids_on(const std::string& node_id) const;
+  // Indexes kept at every commit, so the hot paths cost what they return, not the number of
+  // allocations (terminal ones stay until the allocation GC):
+  // - a node's non-terminal allocations (placement's load, the node's watch);
+  const std::set<std::string>& live_allocation_ids_on(const std::string& node_id) const;
+  // - its terminal allocations that a volume's claims still name (the agent may still unmount);
+  const std::set<std::string>& claiming_terminal_allocation_ids_on(const std::string& node_id) const;
+  // - the highest modify index of its allocations (0 when none), and those modified after `after`;
+  std::uint64_t last_allocation_change_on(const std::string& node_id) const;
+  std::vector<std::string> allocation_ids_changed_on(const std::string& node_id, std::uint64_t after) const;
+  // - the allocations with a name (next_alloc_index).
+  const std::set<std::string>& allocation_ids_named(const std::string& name) const;
   const std::deque<domain::Event>& events() const { return events_; }  // oldest first
 
   // ---- writes ----
@@ -139,6 +150,12 @@ class StateStore {
  private:
   void notify(Table t);
   void install_allocations(std::map<std::string, std::optional<domain::Allocation>>& staged);
+  void install_volumes(std::map<std::string, std::optional<domain::Volume>>& staged);
+  void rebuild_indexes();
+  void index_allocation(const domain::Allocation& a);
+  void unindex_allocation(const domain::Allocation& a);
+  void index_claims(const domain::Volume& v, bool add);
+  void refresh_claiming(const std::string& alloc_id);
   void schedule_flush();
   domain::Status flush();  // writes the queued commits (posted by schedule_flush)
   void recover(const std::string& error);  // a flush failed: memory back to what is durable
@@ -157,7 +174,14 @@ class StateStore {
   std::map<std::string, domain::Plugin> plugins_;
   std::map<std::string, domain::Node> nodes_;
   std::map<std::string, domain::Allocation> allocations_;
-  std::map<std::string, std::set<std::string>> allocations_by_node_;  // follows allocations_
+  struct NodeAllocations {  // follows allocations_ and the volumes' claims
+    std::set<std::string> all, live, claiming_terminal;
+    std::set<std::pair<std::uint64_t, std::string>> by_modify;  // (modify index, id)
+  };
+  const NodeAllocations& node_allocations(const std::string& node_id) const;
+  std::map<std::string, NodeAllocations> allocations_by_node_;
+  std::map<std::string, std::set<std::string>> allocations_by_name_;
+  std::map<std::string, std::size_t> claims_by_allocation_;  // alloc id -> volumes whose claims name it
   std::deque<domain::Event> events_;
   std::deque<std::size_t> event_positions_;  // position within its commit: with the index, the storage key
   std::map<Table, std::list<Waiter*>> waiters_;

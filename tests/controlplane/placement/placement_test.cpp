@@ -2,6 +2,8 @@
 // would succeed, least loaded first, and a 409 message that says why each node was rejected.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "services/controlplane/placement/placement.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 
@@ -17,7 +19,13 @@ struct Cluster {
   std::map<std::string, domain::Plugin> plugins;
   std::map<std::string, domain::Volume> volumes;
   std::map<std::string, domain::Allocation> allocations;
-  ClusterView view() const { return {nodes, plugins, volumes, allocations}; }
+  ClusterView view() const {
+    return {nodes, plugins, volumes, allocations, [this](const std::string& node_id) {
+              return static_cast<std::size_t>(std::count_if(allocations.begin(), allocations.end(), [&](const auto& kv) {
+                return kv.second.node_id == node_id && !domain::is_terminal(kv.second);
+              }));
+            }};
+  }
 
   // A ready node running a healthy node instance of `plugin`.
   domain::PluginInstance& add_node(const std::string& id, const std::string& plugin = "hostpath",
@@ -294,7 +302,12 @@ TEST(Placement, PerAllocVolumesUseTheAllocationIndex) {
 
 TEST(Placement, NextAllocIndexReusesTheLowestFreeIndexOfTheName) {
   std::map<std::string, domain::Allocation> allocs;
-  EXPECT_EQ(next_alloc_index(allocs, "web"), 0);
+  auto next = [&](const std::string& name) {
+    std::vector<const domain::Allocation*> all;
+    for (const auto& [id, a] : allocs) all.push_back(&a);
+    return next_alloc_index(all, name);
+  };
+  EXPECT_EQ(next("web"), 0);
   auto add = [&](std::string id, std::string name, int index, domain::ClientStatus s) {
     auto a = fixtures::allocation(id);
     a.name = std::move(name);
@@ -305,10 +318,10 @@ TEST(Placement, NextAllocIndexReusesTheLowestFreeIndexOfTheName) {
   add("1", "web", 0, domain::ClientStatus::running);
   add("2", "web", 1, domain::ClientStatus::running);
   add("3", "db", 2, domain::ClientStatus::running);
-  EXPECT_EQ(next_alloc_index(allocs, "web"), 2);
+  EXPECT_EQ(next("web"), 2);
   allocs["1"].client_status = domain::ClientStatus::failed;  // its replacement takes index 0
-  EXPECT_EQ(next_alloc_index(allocs, "web"), 0);
-  EXPECT_EQ(next_alloc_index(allocs, "db"), 0);
+  EXPECT_EQ(next("web"), 0);
+  EXPECT_EQ(next("db"), 0);
 }
 
 }  // namespace mooring::controlplane

@@ -1,6 +1,8 @@
 // The state store: indexes, durability order (backend first, memory second), reload, watches.
 #include "services/controlplane/state/state_store.hpp"
 
+#include <algorithm>
+#include <random>
 #include <thread>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -156,6 +158,93 @@ TEST_F(StateStoreTest, AllocationsOfANodeFollowEveryCommitAndAReload) {
   ASSERT_TRUE(again.load());
   EXPECT_EQ(again.allocation_ids_on("n2"), (Ids{"a2", "a3"}));
   EXPECT_TRUE(again.allocation_ids_on("n1").empty());
+}
+
+// The indexes the hot paths read (a node's watch, placement's load, next_alloc_index) must say
+// exactly what a scan of every allocation and volume says, after any mix of commits and a reload.
+TEST_F(StateStoreTest, AllocationIndexesAgreeWithAFullScanThroughRandomCommits) {
+  using Ids = std::set<std::string>;
+  std::mt19937 rng(20261123);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const std::vector<std::string> nodes{"n1", "n2", "n3"};
+  const std::vector<std::string> names{"web", "db"};
+  const std::vector<domain::ClientStatus> statuses{domain::ClientStatus::pending, domain::ClientStatus::running,
+                                                   domain::ClientStatus::complete, domain::ClientStatus::failed,
+                                                   domain::ClientStatus::lost};
+  const std::vector<domain::ClaimState> claim_states{domain::ClaimState::taken, domain::ClaimState::node_detached,
+                                                     domain::ClaimState::ready_to_free};
+
+  auto check = [&](const StateStore& s) {
+    for (const auto& node : nodes) {
+      Ids all, live, claiming;
+      std::uint64_t last = 0;
+      const std::uint64_t after = s.index() / 2;
+      Ids changed;
+      for (const auto& [id, a] : s.allocations()) {
+        if (a.node_id != node) continue;
+        all.insert(id);
+        last = std::max(last, a.modify_index);
+        if (a.modify_index > after) changed.insert(id);
+        if (!domain::is_terminal(a)) {
+          live.insert(id);
+          continue;
+        }
+        for (const auto& [vid, v] : s.volumes())
+          if (v.claims.contains(id)) claiming.insert(id);
+      }
+      EXPECT_EQ(s.allocation_ids_on(node), all) << node;
+      EXPECT_EQ(s.live_allocation_ids_on(node), live) << node;
+      EXPECT_EQ(s.claiming_terminal_allocation_ids_on(node), claiming) << node;
+      EXPECT_EQ(s.last_allocation_change_on(node), last) << node;
+      auto got = s.allocation_ids_changed_on(node, after);
+      EXPECT_EQ(Ids(got.begin(), got.end()), changed) << node;
+    }
+    for (const auto& name : names) {
+      Ids named;
+      for (const auto& [id, a] : s.allocations())
+        if (a.name == name) named.insert(id);
+      EXPECT_EQ(s.allocation_ids_named(name), named) << name;
+    }
+  };
+
+  for (int round = 0; round < 300; ++round) {
+    Batch b;
+    const int writes = 1 + pick(3);
+    for (int w = 0; w < writes; ++w) {
+      const std::string aid = "a" + std::to_string(pick(12));
+      const std::string vid = "v" + std::to_string(pick(6));
+      switch (pick(4)) {
+        case 0:
+        case 1: {  // an allocation written: new, moved, renamed, or its status changed
+          auto a = fixtures::allocation(aid, nodes[static_cast<std::size_t>(pick(3))]);
+          a.name = names[static_cast<std::size_t>(pick(2))];
+          a.client_status = statuses[static_cast<std::size_t>(pick(5))];
+          b.put(a);
+          break;
+        }
+        case 2: {  // a volume's claims change: one taken, moved on, or dropped
+          auto v = store.volume(vid) ? *store.volume(vid) : fixtures::volume(vid);
+          if (pick(3) == 0)
+            v.claims.erase(aid);
+          else
+            v.claims[aid] = fixtures::claim(aid, nodes[static_cast<std::size_t>(pick(3))],
+                                            claim_states[static_cast<std::size_t>(pick(3))]);
+          b.put(v);
+          break;
+        }
+        default:
+          if (pick(2) == 0)
+            b.erase_allocation(aid);
+          else
+            b.erase_volume(vid);
+      }
+    }
+    commit(std::move(b));
+    check(store);
+  }
+  StateStore again{io.get_executor(), backend};
+  ASSERT_TRUE(again.load());
+  check(again);
 }
 
 TEST_F(StateStoreTest, TableIndexSurvivesADeletionAndAReload) {
