@@ -116,6 +116,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   am.watch_wait = options_.watch_wait;
   am.disconnect_check_interval = options_.disconnect_check_interval;
   allocs_ = std::make_unique<AllocManager>(ex, *controlplane_, *mounter_, *reporter_, am);
+  reporter_->set_before_send([this] { return allocs_->states_durable(); });
 
   LinkOptions link;
   link.node_id = config_.node_id;

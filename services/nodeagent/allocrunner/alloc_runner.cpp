@@ -37,12 +37,9 @@ AllocRunner::~AllocRunner() = default;
 
 void AllocRunner::add_hook(std::unique_ptr<AllocHook> hook) { hooks_.push_back(std::move(hook)); }
 
-void AllocRunner::save() {
-  if (auto st = store_.save(state_); !st) {
-    // The runner keeps going: the allocation matters more than its restart record.
-    logger().error("cannot persist the allocation state", {{"alloc", id()}, {"error", st.error()}});
-  }
-}
+// Queued for the store's writer thread (see AllocStateStore); what must be on disk before
+// something leaves the agent awaits store_.durable().
+void AllocRunner::save() { store_.submit(state_); }
 
 void AllocRunner::emit(std::string type, std::string message) {
   domain::TaskEvent e{domain::now(), std::move(type), std::move(message)};
@@ -57,11 +54,12 @@ void AllocRunner::set_status(ClientStatus status) {
   status_.report(id(), status, {});
 }
 
-void AllocRunner::note_claim(const std::string& volume_id) {
+asio::awaitable<void> AllocRunner::note_claim(std::string volume_id) {
   for (const auto& v : state_.claimed_volumes)
-    if (v == volume_id) return;
+    if (v == volume_id) co_return;
   state_.claimed_volumes.push_back(volume_id);
   save();
+  co_await store_.durable();  // write-ahead: a restart must know to release this claim
 }
 
 namespace {
@@ -219,6 +217,9 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
       spec.stdout_path = *dir / "stdout.log";
       spec.stderr_path = *dir / "stderr.log";
     }
+    // The state so far is on disk (and the directory the task's output goes to exists) before
+    // the task starts.
+    co_await store_.durable();
     auto started = TaskProcess::start(ex_, spec);
     if (!started) {
       state_.task_started = true;
@@ -267,8 +268,7 @@ void AllocRunner::shutdown() {
 
 void AllocRunner::destroy() {
   for (auto& hook : hooks_) hook->destroy();
-  if (auto st = store_.remove(id()); !st)
-    logger().warn("cannot remove the allocation's directory", {{"alloc", id()}, {"error", st.error()}});
+  store_.submit_remove(id());
 }
 
 }  // namespace mooring::nodeagent

@@ -1,7 +1,8 @@
 // One allocation on this node, from "received" to terminal: Prerun hooks (the CSI hook claims
 // and mounts), the task as a process (or, without a task, just holding the volumes until
-// stopped), then Postrun hooks, which return at once. Every step is persisted (alloc_state.hpp)
-// before the next starts, and every status change and task event goes to the status sink.
+// stopped), then Postrun hooks, which return at once. Every step is queued for disk in order
+// (alloc_state.hpp); a claim and the task's start wait until it is written, and the status
+// reporter waits for it before it sends. Every status change and task event goes to the status sink.
 //
 // Client status: pending -> running -> complete (task exited 0, or stopped) | failed (Prerun
 // failed, task could not start or exited non-zero). Stop (desired=stop, or the client-side
@@ -59,13 +60,13 @@ class AllocRunner {
 
   // Records a task event (and reports it with the current status).
   void emit(std::string type, std::string message);
-  // Persists a volume id the CSI hook is about to claim.
-  void note_claim(const std::string& volume_id);
+  // Persists a volume id the CSI hook is about to claim; completes once it is on disk.
+  boost::asio::awaitable<void> note_claim(std::string volume_id);
 
   // The agent is shutting down: tell the hooks (run() is cancelled by the task group).
   void shutdown();
-  // The allocation is gone for good: hooks' Destroy and the state directory removed. Only once
-  // run() has finished.
+  // The allocation is gone for good: hooks' Destroy, and the state directory's removal queued
+  // after its writes. Only once run() has finished.
   void destroy();
 
   const std::string& id() const { return state_.alloc.id; }

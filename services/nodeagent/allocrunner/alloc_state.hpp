@@ -5,7 +5,10 @@
 // still owes (Postrun, the final status report).
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,22 +34,47 @@ struct AllocState {
 std::string encode(const AllocState& state);
 domain::Expected<AllocState> decode_alloc_state(const std::string& text);
 
+// The runners write through submit(): a writer thread owned by the store does the disk work
+// (encode, write, fdatasync), so the agent's one executor thread never waits on a flush while
+// other allocations' steps queue behind it. Writes of one allocation land in submission order;
+// a state submitted while an older one of the same allocation still waits replaces it (only the
+// newest matters). Whatever leaves the agent because of a state (a claim, a status report) waits
+// for durable() first, so nothing is announced that a crash could take back.
 class AllocStateStore {
  public:
   explicit AllocStateStore(std::filesystem::path dir);
+  // Writes what is still queued, then stops the writer thread.
+  ~AllocStateStore();
+  AllocStateStore(const AllocStateStore&) = delete;
+  AllocStateStore& operator=(const AllocStateStore&) = delete;
 
   const std::filesystem::path& dir() const { return dir_; }
   // {dir}/{alloc_id}; the id is validated so it cannot escape the directory.
   domain::Expected<std::filesystem::path> alloc_dir(const std::string& alloc_id) const;
 
+  // On the caller's thread. Not for an allocation that also has submitted writes.
   domain::Status save(const AllocState& state);
-  // Removes the allocation's directory (state and task output).
+  // Removes the allocation's directory (state and task output), on the caller's thread.
   domain::Status remove(const std::string& alloc_id);
   // Every state on disk. A file that cannot be read is logged and left in place for an operator.
   std::vector<AllocState> load_all() const;
 
+  // Queued for the writer thread; a failure is logged there (the runner carries on: the
+  // allocation matters more than its restart record).
+  void submit(const AllocState& state);
+  void submit_remove(const std::string& alloc_id);
+  // Completes once everything submitted before the call is written (or failed and logged).
+  // Not cancellable: it lasts one queue of writes.
+  boost::asio::awaitable<void> durable();
+  // The same, blocking the caller (tests).
+  void wait_durable();
+
  private:
+  struct Writer;
+  void enqueue_fence(std::function<void()> done);
+
   std::filesystem::path dir_;
+  std::unique_ptr<Writer> writer_;
 };
 
 }  // namespace mooring::nodeagent

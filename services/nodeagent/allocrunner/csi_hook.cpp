@@ -46,7 +46,7 @@ async::Step classify_claim_status(const grpc::Status& status) {
 
 CsiHook::CsiHook(domain::Allocation alloc, ControlPlaneCalls& controlplane, VolumeMounter& mounter,
                  CsiHookOptions options, AllocEventSink events, std::vector<std::string> claimed,
-                 std::function<void(const std::string&)> note_claim)
+                 std::function<asio::awaitable<void>(const std::string&)> note_claim)
     : alloc_(std::move(alloc)),
       controlplane_(controlplane),
       mounter_(mounter),
@@ -95,7 +95,7 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
 
   // Recorded before the first claim is sent: a restart in the middle must still release it.
   if (!claimed_.contains(volume_id)) {
-    if (note_claim_) note_claim_(volume_id);
+    if (note_claim_) co_await note_claim_(volume_id);
     claimed_.insert(volume_id);
   }
 

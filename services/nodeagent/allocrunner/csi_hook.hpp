@@ -47,10 +47,10 @@ using AllocEventSink = std::function<void(std::string type, std::string message)
 class CsiHook final : public AllocHook {
  public:
   // `claimed` are the volume ids an earlier run of this allocation claimed (from its state);
-  // `note_claim` is called before each claim is sent so the caller can persist the id first.
+  // `note_claim` is awaited before each claim is sent so the caller can persist the id first.
   CsiHook(domain::Allocation alloc, ControlPlaneCalls& controlplane, VolumeMounter& mounter, CsiHookOptions options,
           AllocEventSink events, std::vector<std::string> claimed = {},
-          std::function<void(const std::string&)> note_claim = {});
+          std::function<boost::asio::awaitable<void>(const std::string&)> note_claim = {});
 
   std::string_view name() const override { return "csi"; }
   boost::asio::awaitable<domain::Status> prerun(std::map<std::string, std::string>& task_env) override;
@@ -73,7 +73,7 @@ class CsiHook final : public AllocHook {
   CsiHookOptions options_;
   AllocEventSink events_;
   std::set<std::string> claimed_;
-  std::function<void(const std::string&)> note_claim_;
+  std::function<boost::asio::awaitable<void>(const std::string&)> note_claim_;
   std::map<std::string, std::string> paths_;
   bool released_ = false;
 };

@@ -55,7 +55,7 @@ AllocRunner& AllocManager::start_runner(AllocState state) {
   r->add_hook(std::make_unique<CsiHook>(
       r->state().alloc, controlplane_, mounter_, options_.csi,
       [r](std::string type, std::string message) { r->emit(std::move(type), std::move(message)); }, claimed,
-      [r](const std::string& volume_id) { r->note_claim(volume_id); }));
+      [r](const std::string& volume_id) { return r->note_claim(volume_id); }));
   runners_[id] = std::move(runner);
   runs_.spawn("alloc " + id, [r]() { return r->run(); });
   return *r;

@@ -79,6 +79,9 @@ class AllocManager {
   // get Shutdown. Never waits on a plugin.
   boost::asio::awaitable<void> shutdown();
 
+  // Completes once every allocation state queued so far is on disk (see AllocStateStore).
+  boost::asio::awaitable<void> states_durable() { return store_.durable(); }
+
   AllocRunner* runner(const std::string& alloc_id);
   std::vector<std::string> alloc_ids() const;
   std::uint64_t last_index() const { return index_; }

@@ -101,6 +101,7 @@ void StatusReporter::report(const std::string& alloc_id, domain::ClientStatus st
 asio::awaitable<bool> StatusReporter::flush() {
   save_if_dirty();
   if (pending_.empty()) co_return true;
+  if (before_send_) co_await before_send_();
   ::mooring::v1::UpdateAllocationsRequest req;
   req.set_node_id(options_.node_id);
   std::map<std::string, std::pair<std::uint64_t, std::size_t>> sent;  // alloc -> (version, events sent)

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,6 +59,11 @@ class StatusReporter final : public AllocStatusSink {
   boost::asio::awaitable<void> run();
   // One attempt to deliver everything pending now; true when nothing is pending afterwards.
   boost::asio::awaitable<bool> flush();
+  // Awaited before each send: what a report announces must be on disk first (the allocations'
+  // states, see AllocStateStore::durable).
+  void set_before_send(std::function<boost::asio::awaitable<void>()> before_send) {
+    before_send_ = std::move(before_send);
+  }
 
   std::size_t pending() const { return pending_.size(); }
   std::size_t delivered_batches() const { return delivered_; }
@@ -80,6 +86,7 @@ class StatusReporter final : public AllocStatusSink {
   std::uint64_t next_version_ = 1;
   std::size_t delivered_ = 0;
   std::unique_ptr<async::WakeSignal> wake_;
+  std::function<boost::asio::awaitable<void>()> before_send_;
 };
 
 }  // namespace mooring::nodeagent

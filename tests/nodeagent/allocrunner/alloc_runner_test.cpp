@@ -76,7 +76,7 @@ class AllocRunnerTest : public ::testing::Test {
     o.claim_backoff = async::Backoff{5ms, 20ms, 2.0, 0.0, 60s};
     r->add_hook(std::make_unique<CsiHook>(
         r->state().alloc, cp, mounter, o, [r](std::string t, std::string m) { r->emit(std::move(t), std::move(m)); },
-        r->state().claimed_volumes, [r](const std::string& v) { r->note_claim(v); }));
+        r->state().claimed_volumes, [r](const std::string& v) { return r->note_claim(v); }));
     return runner;
   }
 
@@ -120,6 +120,43 @@ TEST_F(AllocRunnerTest, StateDirectoryIsPrivateAndSavedStateReadsBack) {
   EXPECT_EQ(all[0].stop_reason, "second save");
 }
 
+// The runners' writes go through the store's writer thread: in submission order per allocation,
+// the newest state wins, a removal queued after the saves removes, and durable() returns only
+// once everything submitted before it is on disk.
+TEST_F(AllocRunnerTest, SubmittedStatesAreWrittenInOrderAndDurableWaitsForThem) {
+  AllocState a, b;
+  a.alloc = make_alloc("alloc-a", shell("true"));
+  b.alloc = make_alloc("alloc-b", shell("true"));
+  for (int i = 0; i < 50; ++i) {
+    a.stop_reason = "step " + std::to_string(i);
+    store.submit(a);
+    b.task_result = "step " + std::to_string(i);
+    store.submit(b);
+  }
+  store.submit_remove("alloc-b");
+  bool durable = false;
+  std::vector<AllocState> seen;
+  run_async(io, [&]() -> asio::awaitable<void> {
+    co_await store.durable();
+    durable = true;
+    seen = store.load_all();
+  });
+  ASSERT_TRUE(durable);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].alloc.id, "alloc-a");
+  EXPECT_EQ(seen[0].stop_reason, "step 49");
+  EXPECT_FALSE(std::filesystem::exists(store.dir() / "alloc-b")) << "the removal came after every save";
+
+  // A save queued behind a removal that has not started replaces it: the newest intent wins.
+  store.submit_remove("alloc-a");
+  a.stop_reason = "kept";
+  store.submit(a);
+  store.wait_durable();
+  const auto after = store.load_all();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].stop_reason, "kept");
+}
+
 TEST_F(AllocRunnerTest, TaskSeesVolumePathAndAllocIdAndCompletes) {
   const auto out = dir / "env.txt";
   auto runner = make_runner(make_alloc(
@@ -133,6 +170,7 @@ TEST_F(AllocRunnerTest, TaskSeesVolumePathAndAllocIdAndCompletes) {
   EXPECT_TRUE(runner->state().postrun_done);
   ASSERT_EQ(mounter.releases.size(), 1u) << "Postrun hands the volume to the release";
   // The state on disk says the same.
+  store.wait_durable();
   auto saved = store.load_all();
   ASSERT_EQ(saved.size(), 1u);
   EXPECT_EQ(saved[0].client_status, ClientStatus::complete);
@@ -204,6 +242,7 @@ TEST_F(AllocRunnerTest, EchoedUpdatesWriteNothingAndSpecChangesAreWritten) {
   auto state_file = *store.alloc_dir("a1") / "state.json";
   auto content = [&] {  // an echo written would carry its new index
     std::error_code ec;
+    store.wait_durable();
     return durable::read_durable(state_file, ec).value_or("");
   };
   const auto before = content();
@@ -274,6 +313,7 @@ TEST_F(AllocRunnerTest, RestartReadoptsARunningTaskWithoutClaimingAgain) {
 
   // The restarted agent: the volume is still mounted.
   mounter.restored["a1"] = {RestoredVolume{.volume_id = "vol1", .path = "/fake/a1/vol1", .mounted = true}};
+  store.wait_durable();  // what the runner queued before the "crash"
   auto states = store.load_all();
   ASSERT_EQ(states.size(), 1u);
   ASSERT_TRUE(states[0].task);

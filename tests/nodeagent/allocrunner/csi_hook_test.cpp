@@ -86,7 +86,10 @@ TEST(CsiHookTest, FinalClaimErrorFailsPrerunAndPostrunStillReleases) {
   cp.claim_answers = {grpc::Status(grpc::StatusCode::NOT_FOUND, "volume not found: vol1")};
   std::vector<std::string> noted;
   CsiHook hook(alloc_with_volume(), cp, mounter, fast_options(), events.sink(), {},
-               [&](const std::string& v) { noted.push_back(v); });
+               [&](const std::string& v) -> asio::awaitable<void> {
+                 noted.push_back(v);
+                 co_return;
+               });
   std::map<std::string, std::string> env;
   run_async(io, [&]() -> asio::awaitable<void> {
     auto st = co_await hook.prerun(env);

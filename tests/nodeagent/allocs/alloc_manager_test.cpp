@@ -83,7 +83,8 @@ TEST_F(AllocManagerTest, StartsStopsAndCollectsRunners) {
   a.client_status = ClientStatus::complete;
   m->apply({a});
   EXPECT_EQ(m->runner("a1"), nullptr);
-  EXPECT_FALSE(std::filesystem::exists(dir / "allocs" / "a1"));
+  // Its removal is queued behind its state writes (AllocStateStore's writer thread).
+  EXPECT_TRUE(settle([&] { return !std::filesystem::exists(dir / "allocs" / "a1"); }));
   shutdown(*m);
 }
 
