@@ -157,6 +157,22 @@ TEST_F(AllocRunnerTest, SubmittedStatesAreWrittenInOrderAndDurableWaitsForThem) 
   EXPECT_EQ(after[0].stop_reason, "kept");
 }
 
+// Write-ahead through the writer thread: when the claim reaches the control plane, the state on
+// disk already names the volume, so a crash right after the claim still releases it.
+TEST_F(AllocRunnerTest, AClaimIsOnDiskBeforeItIsSent) {
+  std::vector<std::string> on_disk_at_claim;
+  auto answer = cp.mount_info_for;
+  cp.mount_info_for = [&](const ::mooring::v1::ClaimVolumeRequest& r) {
+    for (const auto& state : store.load_all())
+      if (state.alloc.id == r.alloc_id()) on_disk_at_claim = state.claimed_volumes;
+    return answer(r);
+  };
+  auto runner = make_runner(make_alloc("a1", shell("true")));
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  ASSERT_EQ(cp.claims.size(), 1u);
+  EXPECT_EQ(on_disk_at_claim, std::vector<std::string>{"vol1"});
+}
+
 TEST_F(AllocRunnerTest, TaskSeesVolumePathAndAllocIdAndCompletes) {
   const auto out = dir / "env.txt";
   auto runner = make_runner(make_alloc(

@@ -6,6 +6,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "shared/async/sleep.hpp"
 #include "shared/async/task_group.hpp"
 #include "tests/nodeagent/support/fake_controlplane_calls.hpp"
 #include "tests/nodeagent/support/run_async.hpp"
@@ -48,6 +49,32 @@ TEST(StatusReporterTest, BatchesAndRetriesUntilDelivered) {
   EXPECT_EQ(cp.last_status("a2"), ::mooring::v1::CLIENT_STATUS_FAILED);
   EXPECT_EQ(cp.event_types("a1"), (std::vector<std::string>{"Received", "Started"}));
   EXPECT_EQ(cp.updates.size(), 1u) << "one batch for everything pending";
+  group.cancel();
+  run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
+}
+
+// A report announces allocation states: nothing is sent before they are on disk (the agent
+// wires before_send to AllocStateStore::durable).
+TEST(StatusReporterTest, NothingIsSentBeforeTheReportedStatesAreDurable) {
+  test::TempDir dir{"status-reporter"};
+  asio::io_context io;
+  FakeControlPlaneCalls cp;
+  StatusReporter reporter(io.get_executor(), cp, options(dir / "updates.json"));
+  bool durable = false;
+  int fences = 0;
+  reporter.set_before_send([&]() -> asio::awaitable<void> {
+    ++fences;
+    while (!durable) co_await async::sleep_for(5ms);
+  });
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("reporter", reporter.run());
+  reporter.report("a1", ClientStatus::complete, {{domain::now(), "Terminated", "done"}});
+  run_for(io, 100ms);
+  EXPECT_GE(fences, 1);
+  EXPECT_TRUE(cp.updates.empty()) << "sent before the state it reports was durable";
+  durable = true;
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 10ms); return reporter.pending() == 0; }, 10s));
+  EXPECT_EQ(cp.last_status("a1"), ::mooring::v1::CLIENT_STATUS_COMPLETE);
   group.cancel();
   run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
 }
