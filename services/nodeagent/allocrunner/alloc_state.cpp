@@ -127,13 +127,17 @@ AllocStateStore::AllocStateStore(fs::path dir) : dir_(std::move(dir)), writer_(s
       w.queue.pop_front();
       if (!job.alloc_id.empty()) w.waiting.erase(job.alloc_id);
       lock.unlock();
-      if (job.done) {
-        job.done();
-      } else if (job.state) {
-        if (auto st = save(*job.state); !st)
-          logger().error("cannot persist the allocation state", {{"alloc", job.alloc_id}, {"error", st.error()}});
-      } else if (auto st = remove(job.alloc_id); !st) {
-        logger().warn("cannot remove the allocation's directory", {{"alloc", job.alloc_id}, {"error", st.error()}});
+      try {  // nothing may end the thread: later writes and fences would never complete
+        if (job.done) {
+          job.done();
+        } else if (job.state) {
+          if (auto st = save(*job.state); !st)
+            logger().error("cannot persist the allocation state", {{"alloc", job.alloc_id}, {"error", st.error()}});
+        } else if (auto st = remove(job.alloc_id); !st) {
+          logger().warn("cannot remove the allocation's directory", {{"alloc", job.alloc_id}, {"error", st.error()}});
+        }
+      } catch (const std::exception& e) {
+        logger().error("allocation state write failed", {{"alloc", job.alloc_id}, {"error", e.what()}});
       }
       lock.lock();
     }
