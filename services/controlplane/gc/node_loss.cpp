@@ -73,9 +73,8 @@ domain::Time NodeLossMonitor::check(domain::Time now) {
   std::size_t lost = 0;
   for (const auto& node_id : down) {
     const domain::Node& node = *store_.node(node_id);  // `down` was read from the nodes table
-    for (const auto& id : store_.allocation_ids_on(node_id)) {
+    for (const auto& id : store_.live_allocation_ids_on(node_id)) {
       const domain::Allocation& a = *store_.allocation(id);
-      if (domain::is_terminal(a)) continue;
       if (a.stop_after_client_disconnect <= domain::Duration::zero()) continue;
       domain::Time at = abandon_time(node, &a);
       if (now < at) {

@@ -181,8 +181,10 @@ const StateStore::NodeAllocations& StateStore::node_allocations(const std::strin
   return it == allocations_by_node_.end() ? none : it->second;
 }
 
-const std::set<std::string>& StateStore::allocation_ids_on(const std::string& node_id) const {
-  return node_allocations(node_id).all;
+std::set<std::string> StateStore::allocation_ids_on(const std::string& node_id) const {
+  std::set<std::string> out;
+  for (const auto& [index, id] : node_allocations(node_id).by_modify) out.insert(id);
+  return out;
 }
 
 const std::set<std::string>& StateStore::live_allocation_ids_on(const std::string& node_id) const {
@@ -222,7 +224,6 @@ void StateStore::rebuild_indexes() {
 
 void StateStore::index_allocation(const domain::Allocation& a) {
   auto& node = allocations_by_node_[a.node_id];
-  node.all.insert(a.id);
   node.by_modify.emplace(a.modify_index, a.id);
   if (!domain::is_terminal(a))
     node.live.insert(a.id);
@@ -234,11 +235,10 @@ void StateStore::index_allocation(const domain::Allocation& a) {
 void StateStore::unindex_allocation(const domain::Allocation& a) {
   if (auto it = allocations_by_node_.find(a.node_id); it != allocations_by_node_.end()) {
     auto& node = it->second;
-    node.all.erase(a.id);
     node.live.erase(a.id);
     node.claiming_terminal.erase(a.id);
     node.by_modify.erase({a.modify_index, a.id});
-    if (node.all.empty()) allocations_by_node_.erase(it);
+    if (node.by_modify.empty()) allocations_by_node_.erase(it);
   }
   if (auto it = allocations_by_name_.find(a.name); it != allocations_by_name_.end() && it->second.erase(a.id) &&
                                                    it->second.empty())

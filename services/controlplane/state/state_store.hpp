@@ -100,12 +100,11 @@ class StateStore {
   const std::map<std::string, domain::Plugin>& plugins() const { return plugins_; }
   const std::map<std::string, domain::Node>& nodes() const { return nodes_; }
   const std::map<std::string, domain::Allocation>& allocations() const { return allocations_; }
-  // The ids of the allocations placed on a node (empty when none): a node's watch and the node
-  // loss check look at its own allocations, not at every allocation in the cluster.
-  const std::set<std::string>& allocation_ids_on(const std::string& node_id) const;
+  // The ids of the allocations placed on a node, terminal ones included (empty when none).
+  std::set<std::string> allocation_ids_on(const std::string& node_id) const;
   // Indexes kept at every commit, so the hot paths cost what they return, not the number of
   // allocations (terminal ones stay until the allocation GC):
-  // - a node's non-terminal allocations (placement's load, the node's watch);
+  // - a node's non-terminal allocations (placement's load, the node's watch, node loss);
   const std::set<std::string>& live_allocation_ids_on(const std::string& node_id) const;
   // - its terminal allocations that a volume's claims still name (the agent may still unmount);
   const std::set<std::string>& claiming_terminal_allocation_ids_on(const std::string& node_id) const;
@@ -175,8 +174,8 @@ class StateStore {
   std::map<std::string, domain::Node> nodes_;
   std::map<std::string, domain::Allocation> allocations_;
   struct NodeAllocations {  // follows allocations_ and the volumes' claims
-    std::set<std::string> all, live, claiming_terminal;
-    std::set<std::pair<std::uint64_t, std::string>> by_modify;  // (modify index, id)
+    std::set<std::pair<std::uint64_t, std::string>> by_modify;  // (modify index, id): every one
+    std::set<std::string> live, claiming_terminal;
   };
   const NodeAllocations& node_allocations(const std::string& node_id) const;
   std::map<std::string, NodeAllocations> allocations_by_node_;
