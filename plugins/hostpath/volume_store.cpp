@@ -1,5 +1,6 @@
 #include "plugins/hostpath/volume_store.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -128,7 +129,8 @@ bool decode_state(std::string_view text, StoreState& out, std::string& error) {
   }
 }
 
-VolumeStore::VolumeStore(std::filesystem::path data_dir) : data_dir_(std::move(data_dir)) {}
+VolumeStore::VolumeStore(std::filesystem::path data_dir)
+    : journal_(data_dir / "controller-journal"), data_dir_(std::move(data_dir)) {}
 
 std::string VolumeStore::prepare() {
   std::error_code ec;
@@ -139,25 +141,95 @@ std::string VolumeStore::prepare() {
   return {};
 }
 
-bool VolumeStore::cache_current() const {
-  // Every write, by any plugin process sharing the data dir, raises the generation.
-  return version_.generation != 0 && durable::generation_of(data_dir_ / "controller-state.json") == version_.generation;
+grpc::Status VolumeStore::load_locked() {
+  // Every checkpoint write, by any plugin process sharing the data dir, raises its generation;
+  // an unchanged one means only the journal can have grown.
+  const auto seen = durable::generation_of(checkpoint_path());
+  if (!loaded_ || seen != checkpoint_seen_) {
+    loaded_ = false;
+    std::error_code ec;
+    const auto text = durable::read_durable(checkpoint_path(), ec, &version_);
+    if (ec) return {grpc::StatusCode::INTERNAL, "cannot read controller state: " + ec.message()};
+    cached_state_ = {};
+    cached_text_ = {};
+    if (text) {
+      std::string error;
+      if (!decode_state(*text, cached_state_, error))
+        return {grpc::StatusCode::INTERNAL, "controller state file is corrupt: " + error};
+    }
+    cached_text_ = encode_records(cached_state_);
+    checkpoint_seen_ = seen;
+    checkpoint_bytes_ = text ? text->size() : 0;
+    journal_.rewind();
+  }
+  std::vector<std::string> records;
+  if (const auto ec = journal_.read_new(version_.generation, records)) {
+    loaded_ = false;
+    return {grpc::StatusCode::INTERNAL, "cannot read controller journal: " + ec.message()};
+  }
+  for (const auto& record : records) {
+    if (auto st = apply_record(record); !st.ok()) {
+      loaded_ = false;
+      return st;
+    }
+  }
+  loaded_ = true;
+  return grpc::Status::OK;
 }
 
-grpc::Status VolumeStore::load_locked() {
-  if (cache_current()) return grpc::Status::OK;
-  std::error_code ec;
-  const auto text = durable::read_durable(data_dir_ / "controller-state.json", ec, &version_);
-  if (ec) return {grpc::StatusCode::INTERNAL, "cannot read controller state: " + ec.message()};
-  cached_state_ = {};
-  cached_text_ = {};
-  if (!text) return grpc::Status::OK;
-  std::string error;
-  if (!decode_state(*text, cached_state_, error)) {
-    version_ = {};  // nothing cached: the next call reads the file again
-    return {grpc::StatusCode::INTERNAL, "controller state file is corrupt: " + error};
+namespace {
+
+// A journal record's changes to one kind of record: id -> the record's JSON, or null when erased.
+template <class Record>
+void apply_changes(const json& changes, Record (*from_json)(const json&), std::map<std::string, Record>& records,
+                   std::map<std::string, std::string>& text) {
+  for (const auto& [id, j] : changes.items()) {
+    if (j.is_null()) {
+      records.erase(id);
+      text.erase(id);
+    } else {
+      auto rec = from_json(j);
+      text.insert_or_assign(id, to_json(rec).dump());
+      records.insert_or_assign(id, std::move(rec));
+    }
   }
-  cached_text_ = encode_records(cached_state_);
+}
+
+}  // namespace
+
+grpc::Status VolumeStore::apply_record(std::string_view text) {
+  try {
+    const json j = json::parse(text);
+    apply_changes(j.at("volumes"), &volume_from_json, cached_state_.volumes, cached_text_.volumes);
+    apply_changes(j.at("snapshots"), &snapshot_from_json, cached_state_.snapshots, cached_text_.snapshots);
+    return grpc::Status::OK;
+  } catch (const json::exception& e) {
+    return {grpc::StatusCode::INTERNAL, std::string("controller journal is corrupt: ") + e.what()};
+  }
+}
+
+grpc::Status VolumeStore::compact() {
+  std::lock_guard guard(mu_);
+  FileLock lock(data_dir_ / "controller-state.lock");
+  if (!lock.locked()) return {grpc::StatusCode::INTERNAL, "cannot lock the controller state in " + data_dir_.string()};
+  if (auto st = load_locked(); !st.ok()) return st;
+  return compact_locked();
+}
+
+grpc::Status VolumeStore::compact_locked() {
+  const auto text = assemble(cached_text_);
+  if (const auto ec = durable::write_durable(checkpoint_path(), text, &version_)) {
+    loaded_ = false;
+    return {grpc::StatusCode::INTERNAL, "cannot write controller state checkpoint: " + ec.message()};
+  }
+  checkpoint_seen_ = durable::generation_of(checkpoint_path());
+  checkpoint_bytes_ = text.size();
+  // The checkpoint holds every record now; a crash before the restart leaves a journal that
+  // names the previous generation, which is then read as empty.
+  if (const auto ec = journal_.restart(version_.generation)) {
+    loaded_ = false;
+    return {grpc::StatusCode::INTERNAL, "cannot restart controller journal: " + ec.message()};
+  }
   return grpc::Status::OK;
 }
 
@@ -176,17 +248,29 @@ void erase_record(std::map<std::string, Record>& records, std::set<std::string>&
   if (records.erase(id) > 0) touched.insert(id);
 }
 
-// Re-encodes the touched records into `text`, or drops the ones that are gone.
+// Re-encodes the touched records into `text`, or drops the ones that are gone, and adds each to
+// the journal record `out` ("id": text, or null when erased) as a member of `key`.
 template <class Record>
 void update_records(const std::set<std::string>& touched, const std::map<std::string, Record>& records,
-                    std::map<std::string, std::string>& text) {
+                    std::map<std::string, std::string>& text, std::string_view key, std::string& out) {
+  out += '"';
+  out += key;
+  out += "\":{";
+  bool first = true;
   for (const auto& id : touched) {
+    if (!first) out += ',';
+    first = false;
+    out += json(id).dump();
+    out += ':';
     if (auto it = records.find(id); it != records.end()) {
-      text.insert_or_assign(id, to_json(it->second).dump());
+      auto& encoded = text.insert_or_assign(id, to_json(it->second).dump()).first->second;
+      out += encoded;
     } else {
       text.erase(id);
+      out += "null";
     }
   }
+  out += '}';
 }
 
 }  // namespace
@@ -208,19 +292,27 @@ grpc::Status VolumeStore::transact(const std::function<grpc::Status(StoreTxn&)>&
   FileLock lock(data_dir_ / "controller-state.lock");
   if (!lock.locked()) return {grpc::StatusCode::INTERNAL, "cannot lock the controller state in " + data_dir_.string()};
   if (auto st = load_locked(); !st.ok()) return st;
-  // fn works on the cache itself. Until the write succeeds the version is forgotten, so a
-  // failure on the way makes the next call re-read the file, which undoes what fn did.
-  auto version = std::exchange(version_, {});
+  // fn works on the cache itself. Until the record is flushed the cache counts as unloaded, so a
+  // failure on the way makes the next call read the files again, which undoes what fn did.
+  loaded_ = false;
   StoreTxn txn(cached_state_);
   const grpc::Status st = fn(txn);
-  if (!st.ok() && txn.changed()) return st;
-  if (st.ok() && txn.changed()) {
-    update_records(txn.volumes_, cached_state_.volumes, cached_text_.volumes);
-    update_records(txn.snapshots_, cached_state_.snapshots, cached_text_.snapshots);
-    if (const auto ec = durable::write_durable(data_dir_ / "controller-state.json", assemble(cached_text_), &version))
-      return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
+  if (!txn.changed()) {
+    loaded_ = true;
+    return st;
   }
-  version_ = version;
+  if (!st.ok()) return st;
+  std::string record = "{";
+  update_records(txn.volumes_, cached_state_.volumes, cached_text_.volumes, "volumes", record);
+  record += ',';
+  update_records(txn.snapshots_, cached_state_.snapshots, cached_text_.snapshots, "snapshots", record);
+  record += '}';
+  if (const auto ec = journal_.append(record))
+    return {grpc::StatusCode::INTERNAL, "cannot persist controller state: " + ec.message()};
+  loaded_ = true;
+  // The change is durable and acknowledged; a failed compaction is retried by the next change
+  // (the journal still holds everything) and is not this call's failure.
+  if (journal_.record_bytes() > std::max<std::uint64_t>(kCompactBytes, checkpoint_bytes_)) (void)compact_locked();
   return st;
 }
 

@@ -37,23 +37,6 @@ std::filesystem::path dir_of(const std::filesystem::path& path) {
 
 constexpr std::string_view kSlotMagic = "mooring-slot 1 ";
 
-// Detects torn and foreign content, eight bytes a step (the catalogue of a plugin can be
-// hundreds of KiB). Not a cryptographic hash: nothing here is adversarial.
-std::uint64_t hash64(std::string_view s) {
-  constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
-  std::uint64_t h = 0xcbf29ce484222325ULL ^ (s.size() * kMul);
-  std::size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    h = (h ^ w) * kMul;
-    h ^= h >> 29;
-  }
-  for (; i < s.size(); ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ULL;
-  h ^= h >> 32;
-  return h * kMul;
-}
-
 std::filesystem::path slot_path(const std::filesystem::path& path, int i) {
   return path.string() + (i == 0 ? ".0" : ".1");
 }
@@ -132,6 +115,23 @@ std::uint64_t header_generation(const std::filesystem::path& file) {
 }
 
 }  // namespace
+
+// Detects torn and foreign content, eight bytes a step (the catalogue of a plugin can be
+// hundreds of KiB). Not a cryptographic hash: nothing here is adversarial.
+std::uint64_t hash64(std::string_view s) {
+  constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
+  std::uint64_t h = 0xcbf29ce484222325ULL ^ (s.size() * kMul);
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * kMul;
+    h ^= h >> 29;
+  }
+  for (; i < s.size(); ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ULL;
+  h ^= h >> 32;
+  return h * kMul;
+}
 
 void sync_dir(const std::filesystem::path& dir) {
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

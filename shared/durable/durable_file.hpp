@@ -29,6 +29,10 @@ std::error_code write_file_atomically(const std::filesystem::path& path, std::st
 // nullopt when the file does not exist; `ec` is set for any other failure.
 std::optional<std::string> read_file(const std::filesystem::path& path, std::error_code& ec);
 
+// The checksum of slot and journal content: detects torn and foreign bytes, eight bytes a step.
+// Not cryptographic: nothing here is adversarial.
+std::uint64_t hash64(std::string_view s);
+
 // fsync of a directory, so the entries created or removed in it survive a crash (best effort).
 void sync_dir(const std::filesystem::path& dir);
 
