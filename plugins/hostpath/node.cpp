@@ -2,6 +2,8 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
+
 #include "plugins/hostpath/mount_table.hpp"
 #include "plugins/hostpath/options.hpp"
 #include "plugins/hostpath/volume_capability.hpp"
@@ -44,6 +46,23 @@ std::int64_t used_bytes(const fs::path& dir) {
 
 }  // namespace
 
+PathLocks::Guard PathLocks::lock(std::vector<std::string> paths) {
+  std::unique_lock lock(mu_);
+  released_.wait(lock, [&] {
+    return std::none_of(paths.begin(), paths.end(), [&](const std::string& p) { return held_.contains(p); });
+  });
+  held_.insert(paths.begin(), paths.end());
+  return Guard(*this, std::move(paths));
+}
+
+PathLocks::Guard::~Guard() {
+  {
+    std::lock_guard lock(owner_.mu_);
+    for (const auto& p : paths_) owner_.held_.erase(p);
+  }
+  owner_.released_.notify_all();
+}
+
 Status Node::volume_source(const std::string& volume_id, const google::protobuf::Map<std::string, std::string>& ctx,
                            fs::path& out) const {
   if (!is_safe_id(volume_id)) return invalid("volume_id '" + volume_id + "' is not a valid hostpath volume id");
@@ -71,7 +90,7 @@ Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
   const std::string staging = canonical_mount_path(req.staging_target_path());
   const bool readonly = is_reader_only_mode(req.volume_capability().access_mode().mode());
 
-  std::lock_guard guard(mu_);
+  const auto guard = paths_.lock({staging});
   const auto rec = state_.snapshot();
   if (auto it = rec.staged.find(staging); it != rec.staged.end()) {
     if (it->second.volume_id != req.volume_id()) {
@@ -106,7 +125,7 @@ Status Node::unstage(const csi::v1::NodeUnstageVolumeRequest& req) {
   if (auto st = check_path(req.staging_target_path(), "staging_target_path"); !st.ok()) return st;
   const std::string staging = canonical_mount_path(req.staging_target_path());
 
-  std::lock_guard guard(mu_);
+  const auto guard = paths_.lock({staging});
   const auto rec = state_.snapshot();
   if (auto it = rec.staged.find(staging); it != rec.staged.end() && it->second.volume_id != req.volume_id()) {
     return {StatusCode::FAILED_PRECONDITION,
@@ -136,7 +155,7 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
   const std::string target = canonical_mount_path(req.target_path());
   const bool readonly = wants_read_only(req.volume_capability(), req.readonly());
 
-  std::lock_guard guard(mu_);
+  const auto guard = paths_.lock(staging == target ? std::vector<std::string>{target} : std::vector{staging, target});
   const auto rec = state_.snapshot();
   auto staged = rec.staged.find(staging);
   if (staged == rec.staged.end() || staged->second.volume_id != req.volume_id() || !is_mount_point(staging)) {
@@ -177,7 +196,7 @@ Status Node::unpublish(const csi::v1::NodeUnpublishVolumeRequest& req) {
   if (auto st = check_path(req.target_path(), "target_path"); !st.ok()) return st;
   const std::string target = canonical_mount_path(req.target_path());
 
-  std::lock_guard guard(mu_);
+  const auto guard = paths_.lock({target});
   const auto rec = state_.snapshot();
   if (auto it = rec.published.find(target); it != rec.published.end() && it->second.volume_id != req.volume_id()) {
     return {StatusCode::FAILED_PRECONDITION,

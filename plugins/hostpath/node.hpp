@@ -4,11 +4,14 @@
 // after unmounting, so a restarted plugin recognises its own mounts.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <grpcpp/support/status.h>
 
@@ -24,6 +27,29 @@ struct NodeConfig {
   std::string node_id;
   std::int64_t max_volumes = 0;
   std::map<std::string, std::string> topology;
+};
+
+// Exclusive locks on paths, taken all at once (so two callers never deadlock on each other's
+// half): mount changes of different volumes run concurrently, calls on one path one at a time.
+class PathLocks {
+ public:
+  class Guard {
+   public:
+    Guard(PathLocks& owner, std::vector<std::string> paths) : owner_(owner), paths_(std::move(paths)) {}
+    ~Guard();
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    PathLocks& owner_;
+    std::vector<std::string> paths_;
+  };
+  [[nodiscard]] Guard lock(std::vector<std::string> paths);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable released_;
+  std::set<std::string> held_;
 };
 
 class Node {
@@ -50,7 +76,11 @@ class Node {
   NodeConfig config_;
   NodeState& state_;
   VolumeStore& store_;
-  std::mutex mu_;  // one mount change at a time on this node; mounts are quick
+  // Stage and unstage hold their staging path, publish its staging and target paths, unpublish
+  // its target: a publish never races the unstage of its staging path, and the records of
+  // different volumes are written together (NodeState's group commit) instead of one after
+  // another behind a single mutex.
+  PathLocks paths_;
 };
 
 }  // namespace mooring::hostpath

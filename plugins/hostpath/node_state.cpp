@@ -1,5 +1,7 @@
 #include "plugins/hostpath/node_state.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "shared/durable/durable_file.hpp"
@@ -75,30 +77,51 @@ NodeRecord NodeState::snapshot() const {
   return record_;
 }
 
-bool NodeState::save_locked() { return !durable::write_durable(file_, encode(record_).dump(2) + "\n"); }
+bool NodeState::save_locked() { return !durable::write_durable(file_, encode(record_).dump(2) + "\n", &version_); }
+
+bool NodeState::commit(std::unique_lock<std::mutex>& lock) {
+  const auto mine = ++changes_;
+  while (written_ < mine) {
+    if (writing_) {
+      written_cv_.wait(lock);
+      continue;
+    }
+    writing_ = true;
+    const auto upto = changes_;
+    const auto text = encode(record_).dump(2) + "\n";
+    lock.unlock();
+    const bool ok = !durable::write_durable(file_, text, &version_);
+    lock.lock();
+    writing_ = false;
+    if (ok) written_ = std::max(written_, upto);
+    written_cv_.notify_all();
+    if (!ok) return false;  // a waiter whose change this write carried tries again itself
+  }
+  return true;
+}
 
 bool NodeState::put_staged(const std::string& path, const StagedVolume& v) {
-  std::lock_guard guard(mu_);
+  std::unique_lock lock(mu_);
   record_.staged[path] = v;
-  return save_locked();
+  return commit(lock);
 }
 
 bool NodeState::erase_staged(const std::string& path) {
-  std::lock_guard guard(mu_);
+  std::unique_lock lock(mu_);
   if (record_.staged.erase(path) == 0) return true;
-  return save_locked();
+  return commit(lock);
 }
 
 bool NodeState::put_published(const std::string& path, const PublishedVolume& v) {
-  std::lock_guard guard(mu_);
+  std::unique_lock lock(mu_);
   record_.published[path] = v;
-  return save_locked();
+  return commit(lock);
 }
 
 bool NodeState::erase_published(const std::string& path) {
-  std::lock_guard guard(mu_);
+  std::unique_lock lock(mu_);
   if (record_.published.erase(path) == 0) return true;
-  return save_locked();
+  return commit(lock);
 }
 
 namespace {

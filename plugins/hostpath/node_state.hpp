@@ -3,6 +3,7 @@
 // there as known (its id, max volumes and topology), the way a kubelet registers its CSI node.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -10,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "shared/durable/durable_file.hpp"
 
 namespace mooring::hostpath {
 
@@ -44,7 +47,11 @@ class NodeState {
   // Loads earlier records (a restart) and writes the registration; error text or empty.
   std::string open();
 
-  // Mutations persist before returning; false when the file could not be written.
+  // Mutations persist before returning; false when the file could not be written (the change
+  // stays in memory: a record without a mount is harmless, and the next write carries it).
+  // Concurrent mutations share writes (group commit): while one thread writes the file, the
+  // others' changes queue up and the next write carries them all, so N node calls in flight cost
+  // about two flushes, not N one after another.
   NodeRecord snapshot() const;
   bool put_staged(const std::string& path, const StagedVolume& v);
   bool erase_staged(const std::string& path);
@@ -53,10 +60,18 @@ class NodeState {
 
  private:
   bool save_locked();
+  // Waits until the file holds every change made so far (this caller's included), writing it
+  // when no other thread is.
+  bool commit(std::unique_lock<std::mutex>& lock);
 
   std::filesystem::path file_;
   mutable std::mutex mu_;
+  std::condition_variable written_cv_;
   NodeRecord record_;
+  std::uint64_t changes_ = 0;  // mutations so far
+  std::uint64_t written_ = 0;  // mutations the file holds
+  bool writing_ = false;
+  durable::Version version_;   // touched only by the thread writing
 };
 
 // Every node registered in the data dir (files under <data-dir>/nodes/).
