@@ -117,6 +117,8 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   am.disconnect_check_interval = options_.disconnect_check_interval;
   allocs_ = std::make_unique<AllocManager>(ex, *controlplane_, *mounter_, *reporter_, am);
   reporter_->set_before_send([this] { return allocs_->states_durable(); });
+  reporter_->set_write_behind(
+      [this](std::function<void()> write) { allocs_->write_behind("/alloc-updates", std::move(write)); });
 
   LinkOptions link;
   link.node_id = config_.node_id;

@@ -89,9 +89,10 @@ domain::Expected<AllocState> decode_alloc_state(const std::string& text) {
 
 struct AllocStateStore::Writer {
   struct Job {
-    std::string alloc_id;             // empty: a fence
+    std::string alloc_id;             // empty: a fence; '/'-prefixed: another file (submit_write)
     std::optional<AllocState> state;  // with an id: the state to write; none: remove the directory
-    std::function<void()> done;       // a fence: called on the writer thread once it is reached
+    std::function<void()> done;       // a fence: called on the writer thread once it is reached;
+                                      // another file: its write
   };
   std::mutex mutex;
   std::condition_variable wake;
@@ -102,14 +103,16 @@ struct AllocStateStore::Writer {
   // Fences resume their coroutine through the executor only while the store lives.
   std::shared_ptr<int> alive = std::make_shared<int>(0);
 
-  void queue_write(const std::string& alloc_id, std::optional<AllocState> state) {
+  void queue_write(const std::string& key, std::optional<AllocState> state, std::function<void()> write = {}) {
     {
       std::lock_guard lock(mutex);
-      if (auto it = waiting.find(alloc_id); it != waiting.end()) {
-        it->second->state = std::move(state);  // only the newest intent of an allocation matters
+      if (auto it = waiting.find(key); it != waiting.end()) {
+        // Only the newest intent of an allocation (or content of a file) matters.
+        it->second->state = std::move(state);
+        it->second->done = std::move(write);
       } else {
-        queue.push_back(Job{alloc_id, std::move(state), {}});
-        waiting[alloc_id] = std::prev(queue.end());
+        queue.push_back(Job{key, std::move(state), std::move(write)});
+        waiting[key] = std::prev(queue.end());
       }
     }
     wake.notify_one();
@@ -128,7 +131,7 @@ AllocStateStore::AllocStateStore(fs::path dir) : dir_(std::move(dir)), writer_(s
       if (!job.alloc_id.empty()) w.waiting.erase(job.alloc_id);
       lock.unlock();
       try {  // nothing may end the thread: later writes and fences would never complete
-        if (job.done) {
+        if (job.done) {  // a fence, or another file's write
           job.done();
         } else if (job.state) {
           if (auto st = save(*job.state); !st)
@@ -156,6 +159,10 @@ AllocStateStore::~AllocStateStore() {
 void AllocStateStore::submit(const AllocState& state) { writer_->queue_write(state.alloc.id, state); }
 
 void AllocStateStore::submit_remove(const std::string& alloc_id) { writer_->queue_write(alloc_id, std::nullopt); }
+
+void AllocStateStore::submit_write(const std::string& key, std::function<void()> write) {
+  writer_->queue_write(key.starts_with('/') ? key : "/" + key, std::nullopt, std::move(write));
+}
 
 void AllocStateStore::enqueue_fence(std::function<void()> done) {
   {

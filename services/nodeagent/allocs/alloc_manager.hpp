@@ -81,6 +81,8 @@ class AllocManager {
 
   // Completes once every allocation state queued so far is on disk (see AllocStateStore).
   boost::asio::awaitable<void> states_durable() { return store_.durable(); }
+  // Another durable write on the states' writer thread, covered by states_durable().
+  void write_behind(const std::string& key, std::function<void()> write) { store_.submit_write(key, std::move(write)); }
 
   AllocRunner* runner(const std::string& alloc_id);
   std::vector<std::string> alloc_ids() const;

@@ -29,7 +29,9 @@ StatusReporter::StatusReporter(asio::any_io_executor ex, ControlPlaneCalls& cont
       options_(std::move(options)),
       wake_(std::make_unique<async::WakeSignal>(ex)) {}
 
-StatusReporter::~StatusReporter() { save_if_dirty(); }
+StatusReporter::~StatusReporter() {
+  if (dirty_) save(true);  // whoever ran write-behind writes may be gone already
+}
 
 void StatusReporter::save_if_dirty() {
   if (!dirty_) return;
@@ -63,7 +65,7 @@ void StatusReporter::load() {
   }
 }
 
-void StatusReporter::save() const {
+void StatusReporter::save(bool on_this_thread) const {
   if (options_.state_file.empty()) return;
   json j = json::object();
   for (const auto& [alloc_id, e] : pending_) {
@@ -72,8 +74,15 @@ void StatusReporter::save() const {
       events.push_back({{"time_ms", domain::to_unix_ms(ev.time)}, {"type", ev.type}, {"message", ev.message}});
     j[alloc_id] = {{"status", std::string(domain::to_string(e.status))}, {"events", std::move(events)}};
   }
-  if (const auto ec = durable::write_durable(options_.state_file, j.dump()))
-    logger().error("cannot persist pending status reports", {{"error", ec.message()}});
+  auto write = [file = options_.state_file, text = j.dump()] {
+    if (const auto ec = durable::write_durable(file, text))
+      logger().error("cannot persist pending status reports", {{"error", ec.message()}});
+  };
+  if (write_behind_ && !on_this_thread) {
+    write_behind_(std::move(write));
+  } else {
+    write();
+  }
 }
 
 void StatusReporter::report(const std::string& alloc_id, domain::ClientStatus status,

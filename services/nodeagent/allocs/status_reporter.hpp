@@ -64,6 +64,13 @@ class StatusReporter final : public AllocStatusSink {
   void set_before_send(std::function<boost::asio::awaitable<void>()> before_send) {
     before_send_ = std::move(before_send);
   }
+  // Where the pending reports' file is written: the reports are encoded on the executor and the
+  // write handed over (the agent queues it on the allocation states' writer thread, which
+  // before_send awaits, so a report is still on disk before it is sent). Unset: written on the
+  // executor. The destructor always writes on the caller's thread.
+  void set_write_behind(std::function<void(std::function<void()>)> write_behind) {
+    write_behind_ = std::move(write_behind);
+  }
 
   std::size_t pending() const { return pending_.size(); }
   std::size_t delivered_batches() const { return delivered_; }
@@ -74,7 +81,7 @@ class StatusReporter final : public AllocStatusSink {
     std::deque<domain::TaskEvent> events;
     std::uint64_t version = 0;  // bumped at every report
   };
-  void save() const;
+  void save(bool on_this_thread = false) const;
   void save_if_dirty();
   bool dirty_ = false;    // reports not yet on disk
   bool failing_ = false;  // the last send failed: reports are written as they come
@@ -87,6 +94,7 @@ class StatusReporter final : public AllocStatusSink {
   std::size_t delivered_ = 0;
   std::unique_ptr<async::WakeSignal> wake_;
   std::function<boost::asio::awaitable<void>()> before_send_;
+  std::function<void(std::function<void()>)> write_behind_;
 };
 
 }  // namespace mooring::nodeagent

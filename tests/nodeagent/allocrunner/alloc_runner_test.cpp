@@ -4,6 +4,8 @@
 #include "services/nodeagent/allocrunner/alloc_runner.hpp"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -155,6 +157,17 @@ TEST_F(AllocRunnerTest, SubmittedStatesAreWrittenInOrderAndDurableWaitsForThem) 
   const auto after = store.load_all();
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after[0].stop_reason, "kept");
+
+  // Another file's writes ride the same thread: durable() covers them, in order, and a newer
+  // content of the same key replaces one that has not started.
+  std::vector<std::string> written;
+  for (int i = 0; i < 20; ++i) store.submit_write("/reports", [&written, i] { written.push_back(std::to_string(i)); });
+  store.wait_durable();
+  ASSERT_FALSE(written.empty());
+  EXPECT_EQ(written.back(), "19");
+  EXPECT_TRUE(std::is_sorted(written.begin(), written.end(), [](const std::string& l, const std::string& r) {
+    return std::stoi(l) < std::stoi(r);
+  }));
 }
 
 // Write-ahead through the writer thread: when the claim reaches the control plane, the state on

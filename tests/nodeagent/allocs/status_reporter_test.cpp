@@ -8,6 +8,7 @@
 
 #include "shared/async/sleep.hpp"
 #include "shared/async/task_group.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "tests/nodeagent/support/fake_controlplane_calls.hpp"
 #include "tests/nodeagent/support/run_async.hpp"
 #include "tests/support/files.hpp"
@@ -143,6 +144,45 @@ TEST(StatusReporterTest, PendingReportsSurviveARestart) {
   run_async(io, [&]() -> asio::awaitable<void> { EXPECT_TRUE(co_await reporter.flush()); });
   EXPECT_EQ(cp.last_status("a1"), ::mooring::v1::CLIENT_STATUS_COMPLETE);
   EXPECT_EQ(cp.event_types("a1"), std::vector<std::string>{"Terminated"});
+}
+
+// In the agent the pending reports' file is written on the allocation states' writer thread:
+// nothing is written on the executor, the write is on disk before the send (the fence runs the
+// queue), and the destructor, whose writer may be gone, writes on its own thread.
+TEST(StatusReporterTest, TheFileIsWrittenBehindAndOnDiskBeforeTheSend) {
+  test::TempDir dir{"status-reporter"};
+  const auto file = dir / "updates.json";
+  auto on_disk = [&] {
+    std::error_code ec;
+    return durable::read_durable(file, ec).value_or("");
+  };
+  asio::io_context io;
+  FakeControlPlaneCalls cp;
+  std::vector<std::function<void()>> queued;
+  std::string at_send;
+  {
+    StatusReporter reporter(io.get_executor(), cp, options(file));
+    reporter.set_write_behind([&](std::function<void()> write) { queued.push_back(std::move(write)); });
+    reporter.set_before_send([&]() -> asio::awaitable<void> {
+      EXPECT_EQ(on_disk(), "") << "written on the executor";
+      for (auto& write : queued) write();
+      queued.clear();
+      at_send = on_disk();
+      co_return;
+    });
+    reporter.report("a1", ClientStatus::complete, {{domain::now(), "Terminated", "done"}});
+    run_async(io, [&]() -> asio::awaitable<void> { EXPECT_TRUE(co_await reporter.flush()); });
+    EXPECT_NE(at_send.find("a1"), std::string::npos) << at_send;
+    EXPECT_EQ(cp.last_status("a1"), ::mooring::v1::CLIENT_STATUS_COMPLETE);
+    ASSERT_EQ(queued.size(), 1u);  // the file without a1, once delivered: queued, not written
+    EXPECT_NE(on_disk().find("a1"), std::string::npos);
+    queued.front()();
+    EXPECT_EQ(on_disk().find("a1"), std::string::npos);
+    queued.clear();
+    reporter.report("a2", ClientStatus::running, {});
+  }
+  EXPECT_TRUE(queued.empty());
+  EXPECT_NE(on_disk().find("a2"), std::string::npos) << "the destructor writes what is pending itself";
 }
 
 TEST(StatusReporterTest, EventsAreBoundedWithADropNotice) {
