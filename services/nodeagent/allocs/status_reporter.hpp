@@ -37,8 +37,11 @@ struct StatusReporterOptions {
   std::filesystem::path state_file;  // empty: in memory only (tests)
   async::Backoff backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
   std::size_t max_events_per_alloc = 200;
-  // Reports arriving within this window go out in the same batch.
-  std::chrono::milliseconds batch_window{std::chrono::milliseconds(50)};
+  // Reports arriving within this window go out in the same batch; so do the ones that arrive
+  // while a batch is in flight. Measured in the lifecycle bench (stop 18): 5 ms instead of 50
+  // took claim-to-mounted p50 from ~85 to ~54 ms and lifecycles/s from ~70 to ~87 with
+  // stop-to-freed unchanged, once the reporter's file writes left the executor.
+  std::chrono::milliseconds batch_window{std::chrono::milliseconds(5)};
   // Notified when the control plane answers again after a silence: a failed send is retried at
   // once instead of at the end of its backoff. Not owned; may be null.
   async::WakeSignal* controlplane_back = nullptr;
