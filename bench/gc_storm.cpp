@@ -21,6 +21,7 @@
 #include <future>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,25 +89,36 @@ class TimedBackend final : public StateBackend {
   domain::Status apply(const Transaction& tx) override {
     auto t0 = Clock::now();
     auto st = inner_.apply(tx);
-    apply_ms += bench::ms_since(t0);
-    ++transactions;
-    ++flushes;
+    count(bench::ms_since(t0), 1);
     return st;
   }
   domain::Status apply_group(std::span<const Transaction> txs) override {
     auto t0 = Clock::now();
     auto st = inner_.apply_group(txs);
-    apply_ms += bench::ms_since(t0);
-    transactions += txs.size();
-    ++flushes;
+    count(bench::ms_since(t0), txs.size());
     return st;
   }
-  double apply_ms = 0;
-  std::uint64_t transactions = 0;
-  std::uint64_t flushes = 0;  // SQLite transactions (fsyncs): fewer than `transactions` with group commit
+  // Written by the store's writer thread, read by the bench's.
+  struct Totals {
+    double apply_ms = 0;
+    std::uint64_t transactions = 0;
+    std::uint64_t flushes = 0;  // SQLite transactions (fsyncs): fewer than `transactions` with group commit
+  };
+  Totals totals() const {
+    std::lock_guard lock(mutex_);
+    return totals_;
+  }
 
  private:
+  void count(double ms, std::size_t transactions) {
+    std::lock_guard lock(mutex_);
+    totals_.apply_ms += ms;
+    totals_.transactions += transactions;
+    ++totals_.flushes;
+  }
   StateBackend& inner_;
+  mutable std::mutex mutex_;
+  Totals totals_;
 };
 
 domain::Claim claim(const std::string& alloc, const std::string& node) {
@@ -345,13 +357,16 @@ class Harness {
     });
   }
 
-  // The io thread's counters, read on it (the GC and the flushes write them there).
+  // The counters, read on the io thread (the GC writes its own there; the backend's are locked).
   struct Counters {
     std::uint64_t transactions = 0, flushes = 0, examined = 0;
     double apply_ms = 0;
   };
   Counters counters() {
-    return on_io([&] { return Counters{timed_->transactions, timed_->flushes, gc_->volumes_examined(), timed_->apply_ms}; });
+    return on_io([&] {
+      const auto t = timed_->totals();
+      return Counters{t.transactions, t.flushes, gc_->volumes_examined(), t.apply_ms};
+    });
   }
 
   json storm() {

@@ -17,17 +17,22 @@ domain::Status ChangeFeed::apply_group(std::span<const Transaction> txs) {
 // Recorded before the write: the store wakes watchers only after a successful apply, so a
 // subscriber woken by a commit always finds its keys here.
 void ChangeFeed::record(const Transaction& tx) {
+  std::lock_guard lock(mutex_);
   subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
                                     [](const auto& s) { return s.second.expired(); }),
                      subscribers_.end());
   for (const auto& m : tx.mutations)
     for (const auto& [table, weak] : subscribers_)
       if (table == m.table)
-        if (auto set = weak.lock()) set->keys_.insert(m.key);
+        if (auto set = weak.lock()) {
+          std::lock_guard keys(set->mutex_);
+          set->keys_.insert(m.key);
+        }
 }
 
 std::shared_ptr<ChangeSet> ChangeFeed::subscribe(Table table) {
   auto set = std::make_shared<ChangeSet>();
+  std::lock_guard lock(mutex_);
   subscribers_.emplace_back(table, set);
   return set;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -15,15 +16,26 @@
 namespace mooring::controlplane::gc {
 
 // Keys of one table touched since the last take(). A key may be listed even when its write
-// failed (it is then simply re-checked).
+// failed (it is then simply re-checked). Thread-safe: the store's writer thread records while the
+// executor takes.
 class ChangeSet {
  public:
-  std::set<std::string> take() { return std::exchange(keys_, {}); }
-  bool empty() const { return keys_.empty(); }
-  std::size_t size() const { return keys_.size(); }
+  std::set<std::string> take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(keys_, {});
+  }
+  bool empty() const {
+    std::lock_guard lock(mutex_);
+    return keys_.empty();
+  }
+  std::size_t size() const {
+    std::lock_guard lock(mutex_);
+    return keys_.size();
+  }
 
  private:
   friend class ChangeFeed;
+  mutable std::mutex mutex_;
   std::set<std::string> keys_;
 };
 
@@ -42,6 +54,7 @@ class ChangeFeed final : public StateBackend {
   void record(const Transaction& tx);
 
   StateBackend& inner_;
+  std::mutex mutex_;  // subscribe() on the executor, record() on the store's writer thread
   std::vector<std::pair<Table, std::weak_ptr<ChangeSet>>> subscribers_;
 };
 

@@ -1,6 +1,10 @@
 #include "services/controlplane/state/state_store.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <limits>
 #include <utility>
@@ -36,10 +40,49 @@ struct StateStore::DurableWaiter {
   std::optional<domain::Status> result;  // set by the flush that settles it
 };
 
+// One thread that runs the backend's group writes, one at a time, so the executor never waits on
+// SQLite and its fsync. The store hands it a job only when none is in flight.
+struct StateStore::Writer {
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::function<void()> job;
+  bool stopping = false;
+  std::thread thread{[this] {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      wake.wait(lock, [&] { return stopping || job; });
+      if (!job) return;  // stopping, and the last job has run
+      auto run = std::exchange(job, {});
+      lock.unlock();
+      run();
+      lock.lock();
+    }
+  }};
+
+  void submit(std::function<void()> fn) {
+    {
+      std::lock_guard lock(mutex);
+      job = std::move(fn);
+    }
+    wake.notify_one();
+  }
+  ~Writer() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    wake.notify_one();
+    thread.join();  // a job in flight finishes first: its writes are on disk
+  }
+};
+
 StateStore::StateStore(asio::any_io_executor executor, StateBackend& backend, StateOptions options)
-    : executor_(std::move(executor)), backend_(backend), options_(options) {}
+    : executor_(std::move(executor)), backend_(backend), options_(options) {
+  if (options_.group_commit) writer_ = std::make_unique<Writer>();
+}
 
 StateStore::~StateStore() {
+  writer_.reset();  // waits for a flush in flight; its answer is not needed any more
   // Best effort: nobody was told these commits are durable, but there is no reason to drop them.
   if (!pending_.empty()) (void)backend_.apply_group(pending_);
 }
@@ -348,7 +391,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
 }
 
 void StateStore::schedule_flush() {
-  if (flush_scheduled_) return;
+  if (flush_scheduled_ || flushing_) return;  // the flush in flight schedules the next when it ends
   flush_scheduled_ = true;
   // Posted, not run now: every coroutine already queued on the executor gets to commit first and
   // rides the same fsync.
@@ -357,26 +400,37 @@ void StateStore::schedule_flush() {
   });
 }
 
-domain::Status StateStore::flush() {
+void StateStore::flush() {
   flush_scheduled_ = false;
-  if (pending_.empty()) return {};
-  auto txs = std::exchange(pending_, {});
-  if (auto st = backend_.apply_group(txs); !st) {
+  if (pending_.empty() || flushing_) return;
+  flushing_ = true;
+  auto txs = std::make_shared<std::vector<Transaction>>(std::exchange(pending_, {}));
+  // Tracked: the io_context keeps running while the writer has the flush, so its answer lands.
+  auto ex = asio::prefer(executor_, asio::execution::outstanding_work.tracked);
+  writer_->submit([this, txs, ex, alive = std::weak_ptr<int>(alive_)] {
+    auto st = backend_.apply_group(*txs);
+    std::map<Table, std::uint64_t> touched;  // table -> the last of these commits that touched it
+    for (const auto& tx : *txs)
+      for (auto t : tx.tables) touched[t] = tx.index;
+    asio::post(ex, [this, alive, last = txs->back().index, touched = std::move(touched), st = std::move(st)]() mutable {
+      if (alive.lock()) flushed(last, std::move(touched), std::move(st));
+    });
+  });
+}
+
+void StateStore::flushed(std::uint64_t last_index, std::map<Table, std::uint64_t> touched, domain::Status st) {
+  flushing_ = false;
+  if (!st) {
     recover(st.error());
-    return st;
+    return;
   }
   // Table indexes move only now, so a watcher woken by one finds the change durable (and the
   // change feed's keys recorded).
-  std::vector<Table> touched;
-  for (const auto& tx : txs)
-    for (auto t : tx.tables) {
-      if (std::find(touched.begin(), touched.end(), t) == touched.end()) touched.push_back(t);
-      table_index_[t] = tx.index;
-    }
-  durable_index_ = txs.back().index;
-  for (auto t : touched) notify(t);
+  for (const auto& [t, index] : touched) table_index_[t] = index;
+  durable_index_ = last_index;
+  for (const auto& [t, index] : touched) notify(t);
   wake_durable({});
-  return {};
+  if (!pending_.empty()) schedule_flush();  // what was committed meanwhile
 }
 
 void StateStore::recover(const std::string& error) {
@@ -386,6 +440,7 @@ void StateStore::recover(const std::string& error) {
                                                                {"lost_to_index", handed_out}});
   lost_.push_back({durable_index_ + 1, handed_out, "the state write failed: " + error});
   wake_durable(domain::error(lost_.back().error));
+  pending_.clear();  // committed after the failed ones, on top of them: lost with them
   if (auto st = load(); !st) {
     // Memory keeps writes that are not on disk; durable() fails from now on, so nothing built
     // on them leaves the process.

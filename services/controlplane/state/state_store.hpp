@@ -8,8 +8,10 @@
 // Two ways to make a commit durable (StateOptions::group_commit):
 // - direct: commit() writes to the backend before memory changes; a failed write changes nothing.
 // - group commit (the binary): commit() changes memory at once and returns; a flush posted to the
-//   executor writes every commit made meanwhile in one backend transaction (one fsync for a
-//   whole wave of GC steps or agent reports). Memory may therefore run ahead of the disk, so
+//   executor hands every commit made meanwhile to the store's writer thread, which writes them
+//   in one backend transaction (one fsync for a whole wave of GC steps or agent reports) while
+//   the executor goes on serving; commits made during a flush ride the next one, and the
+//   writer's answer comes back through the executor. Memory may therefore run ahead of the disk, so
 //   nothing that depends on the state may leave the process before durable(index()) says it is
 //   on disk: the REST API, the agent service and the agent router wait for it before they answer
 //   or call out. If a flush fails, memory is reloaded from the backend (what is durable), every
@@ -136,6 +138,8 @@ class StateStore {
     return durable_index_ < index_ ? index_ : table_index(t);
   }
   std::uint64_t failed_flushes() const { return lost_.size(); }
+  // A flush is posted or with the writer thread (tests wait for its answer).
+  bool flushing() const { return flush_scheduled_ || flushing_; }
 
   // ---- watching ----
   // Returns the table's index once it exceeds `after`, or when `timeout` passes, or at once after
@@ -156,7 +160,8 @@ class StateStore {
   void index_claims(const domain::Volume& v, bool add);
   void refresh_claiming(const std::string& alloc_id);
   void schedule_flush();
-  domain::Status flush();  // writes the queued commits (posted by schedule_flush)
+  void flush();  // hands the queued commits to the writer thread (posted by schedule_flush)
+  void flushed(std::uint64_t last_index, std::map<Table, std::uint64_t> touched, domain::Status st);  // its answer
   void recover(const std::string& error);  // a flush failed: memory back to what is durable
   void wake_durable(const domain::Status& failure);
   struct Waiter;         // a timer a waiting coroutine sleeps on; defined in the .cpp
@@ -189,6 +194,9 @@ class StateStore {
   std::uint64_t durable_index_ = 0;
   std::vector<Transaction> pending_;
   bool flush_scheduled_ = false;
+  bool flushing_ = false;  // a flush is with the writer thread; its answer schedules the next
+  struct Writer;           // the thread that runs the backend's writes (group commit only)
+  std::unique_ptr<Writer> writer_;
   std::optional<std::string> broken_;  // a flush failed and reloading failed too: no more writes
   struct Lost {                         // the indexes a failed flush took back
     std::uint64_t first = 0, last = 0;

@@ -385,9 +385,15 @@ class GroupCommitTest : public ::testing::Test {
     return r ? *r : 0;
   }
 
-  void run() {  // everything ready, including a posted flush
+  void run() {  // everything ready, including a flush and its answer from the writer thread
     io.restart();
     io.poll();
+    while (store.flushing()) {
+      io.restart();
+      io.run_one_for(std::chrono::seconds(5));
+      io.restart();
+      io.poll();
+    }
   }
 
   asio::io_context io;
@@ -461,6 +467,30 @@ TEST_F(GroupCommitTest, WatchersWakeWhenTheChangeIsDurable) {
   ASSERT_TRUE(woke);
   EXPECT_EQ(*woke, 1u);
   EXPECT_EQ(written, 1u);
+}
+
+// The flush runs on the store's writer thread: a slow disk does not stop the executor. Reads are
+// served and commits made meanwhile ride the next flush; nothing counts as durable early.
+TEST_F(GroupCommitTest, ASlowFlushDoesNotStopTheExecutor) {
+  backend.group_delay = std::chrono::milliseconds(500);
+  const auto first = put_volume("v1");
+  io.restart();
+  io.poll();  // the flush is handed to the writer, which now sleeps in the "disk"
+  ASSERT_TRUE(store.flushing());
+  bool timer_fired = false;
+  asio::steady_timer timer(io, std::chrono::milliseconds(10));
+  timer.async_wait([&](boost::system::error_code) { timer_fired = true; });
+  io.restart();
+  io.run_one_for(std::chrono::seconds(5));  // the timer, long before the flush's answer
+  EXPECT_TRUE(timer_fired);
+  EXPECT_TRUE(store.flushing()) << "the executor waited for the disk";
+  EXPECT_TRUE(store.volume("v1"));                 // memory serves reads at once...
+  EXPECT_LT(store.durable_index(), first);         // ...and is not durable yet
+  const auto second = put_volume("v2");            // commits go on
+  backend.group_delay = std::chrono::milliseconds(0);
+  run();
+  EXPECT_EQ(store.durable_index(), second);
+  EXPECT_EQ(backend.groups, (std::vector<std::size_t>{1, 1}));  // v2 rode the next flush
 }
 
 TEST_F(GroupCommitTest, AFailedFlushReloadsWhatIsDurableAndFailsItsWaiters) {

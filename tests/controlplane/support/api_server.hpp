@@ -42,7 +42,12 @@ class ApiServer {
     if (server->listen()) throw std::runtime_error("listen failed");
     server->start();
     port = server->port();
+    const auto seeded = store.index();
     thread = std::thread([this] { io.run(); });
+    // Seeded commits are flushed by the store's writer thread: durable before a test compares
+    // the backend with what it sees next.
+    if (!boost::asio::co_spawn(io, store.durable(seeded), boost::asio::use_future).get())
+      throw std::runtime_error("seeded state not durable");
   }
 
   template <class F>

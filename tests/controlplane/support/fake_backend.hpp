@@ -1,7 +1,12 @@
 // Test support: an in-memory StateBackend that can be told to fail, and that counts and keeps
-// every transaction (and group) so tests can check what was (not) persisted.
+// every transaction (and group) so tests can check what was (not) persisted. With group commit
+// the store applies from its writer thread: read the records once the store says they are
+// durable (its answer comes through the executor, after the apply).
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "services/controlplane/state/backend.hpp"
@@ -28,6 +33,7 @@ class FakeBackend final : public StateBackend {
     return {};
   }
   domain::Status apply_group(std::span<const Transaction> txs) override {
+    if (const auto delay = group_delay.load(); delay.count() > 0) std::this_thread::sleep_for(delay);  // a slow disk
     if (fail_apply) return domain::error("fake: disk full");
     groups.push_back(txs.size());
     for (const auto& tx : txs) (void)apply(tx);
@@ -37,8 +43,10 @@ class FakeBackend final : public StateBackend {
   Snapshot snapshot;
   std::vector<Transaction> transactions;
   std::vector<std::size_t> groups;  // size of each apply_group call (group commit)
-  bool fail_apply = false;
-  bool fail_load = false;
+  // Set by tests while the store's writer thread may be applying.
+  std::atomic<bool> fail_apply = false;
+  std::atomic<bool> fail_load = false;
+  std::atomic<std::chrono::milliseconds> group_delay{std::chrono::milliseconds(0)};
 };
 
 }  // namespace mooring::controlplane
