@@ -408,7 +408,12 @@ void StateStore::flush() {
   // Tracked: the io_context keeps running while the writer has the flush, so its answer lands.
   auto ex = asio::prefer(executor_, asio::execution::outstanding_work.tracked);
   writer_->submit([this, txs, ex, alive = std::weak_ptr<int>(alive_)] {
-    auto st = backend_.apply_group(*txs);
+    domain::Status st;
+    try {  // a throw must not end the writer thread: the store would wait for this answer forever
+      st = backend_.apply_group(*txs);
+    } catch (const std::exception& e) {
+      st = domain::error(std::string("state write threw: ") + e.what());
+    }
     std::map<Table, std::uint64_t> touched;  // table -> the last of these commits that touched it
     for (const auto& tx : *txs)
       for (auto t : tx.tables) touched[t] = tx.index;
