@@ -211,6 +211,10 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
     if (!read_slots(path, slots, ec)) return ec;
     current = newest(slots);
     if (current >= 0) generation = slots[current].generation + 1;
+    // Above a torn slot's header too: generation_of() (the headers' maximum) must change with
+    // every write, or a reader that cached while the torn header was the highest would take the
+    // new content for the one it has (the hostpath catalogue keys its cache on it).
+    generation = std::max(generation, generation_of(path) + 1);
     target_exists = slots[current == 0 ? 1 : 0].exists;
     other_exists = slots[current == 0 ? 0 : 1].exists;
   }

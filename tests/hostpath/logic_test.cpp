@@ -351,6 +351,42 @@ TEST(HostpathVolumeStore, ACrashDuringCompactionOrMidRecordLosesNothingAcknowled
   EXPECT_TRUE(seen.volumes.contains("v0"));
 }
 
+// A compaction cut short leaves a checkpoint slot whose header is newer than its content. A store
+// that caches in that state must still see the next compaction as new, and the records after it.
+TEST(HostpathVolumeStore, AStoreThatCachedATornCheckpointSeesTheNextOne) {
+  test::TempDir dir;
+  VolumeStore a(dir.path()), b(dir.path());
+  ASSERT_EQ(a.prepare(), "");
+  auto put = [](VolumeStore& s, const std::string& id) {
+    return s.transact([&](StoreTxn& txn) {
+      txn.put_volume(volume(id));
+      return grpc::Status::OK;
+    });
+  };
+  ASSERT_TRUE(put(a, "v1").ok());
+  ASSERT_TRUE(a.compact().ok());  // generation 1, slot 0
+  ASSERT_TRUE(put(a, "v2").ok());
+  ASSERT_TRUE(a.compact().ok());  // generation 2, slot 1
+  ASSERT_TRUE(put(a, "v3").ok());
+  // A third compaction tears: slot 0 gets generation 3's header over bad content, the journal
+  // is not restarted (it still follows generation 2 and holds v3).
+  {
+    auto slot = test::read_file(dir.path() / "controller-state.json.0");
+    const auto body = slot.find('\n') + 1;
+    slot = "mooring-slot 1 3 " + std::to_string(slot.size() - body) + " 0000000000000000\n" + slot.substr(body);
+    std::ofstream(dir.path() / "controller-state.json.0", std::ios::binary | std::ios::trunc) << slot;
+  }
+  EXPECT_EQ(read_all(b).volumes.size(), 3u);  // b caches: checkpoint 2 + v3 from the journal
+  ASSERT_TRUE(a.compact().ok());               // a writes a good checkpoint and restarts the journal
+  ASSERT_TRUE(put(a, "v4").ok());
+  const auto seen = read_all(b);
+  EXPECT_EQ(seen.volumes.size(), 4u);
+  EXPECT_TRUE(seen.volumes.contains("v4"));
+  ASSERT_TRUE(put(b, "v5").ok());  // and b's change lands after a's, not over it
+  VolumeStore fresh(dir.path());
+  EXPECT_EQ(read_all(fresh).volumes.size(), 5u);
+}
+
 // Node calls in flight at once share the node record's writes (group commit): every change is
 // in the file when its call returns, and there are never more writes than changes.
 TEST(HostpathNodeState, ConcurrentChangesShareWritesAndAllLand) {

@@ -65,6 +65,22 @@ TEST(DurableFile, ATornWriteFallsBackToThePreviousContentAndIsOverwrittenNext) {
 
 // A writer that keeps the version re-reads only the headers, and still notices another writer,
 // or another writer's torn write, and then checks both slots again.
+// generation_of() is a cache key across processes: every write must change it, also the write
+// that follows a torn one (whose header already named the next generation).
+TEST(DurableFile, AWriteAfterATornOneRaisesTheHighestGeneration) {
+  test::TempDir dir("durable");
+  const auto p = dir / "r.json";
+  ASSERT_FALSE(write_durable(p, "one"));  // slot 0, generation 1
+  ASSERT_FALSE(write_durable(p, "two"));  // slot 1, generation 2
+  ASSERT_FALSE(write_durable(p, "three"));  // slot 0, generation 3
+  tear(dir / "r.json.0");
+  EXPECT_EQ(read(p), "two");
+  const auto cached_key = generation_of(p);  // 3: the torn header
+  ASSERT_FALSE(write_durable(p, "four"));
+  EXPECT_EQ(read(p), "four");
+  EXPECT_GT(generation_of(p), cached_key);
+}
+
 TEST(DurableFile, AKeptVersionSkipsTheCheckUnlessAnotherWriterCameBetween) {
   test::TempDir dir("durable");
   const auto p = dir / "big.json";
