@@ -45,6 +45,7 @@ struct Slot {
   bool exists = false;
   bool valid = false;
   std::uint64_t generation = 0;
+  std::uint64_t header_generation = 0;  // what the header says, valid content or not
   std::string content;
 };
 
@@ -69,7 +70,9 @@ Slot read_slot(const std::filesystem::path& file, std::error_code& ec) {
   slot.exists = true;
   std::string_view rest(*text);
   std::uint64_t generation = 0, length = 0, hash = 0;
-  if (!parse_generation(rest, generation) || !rest.starts_with(' ')) return slot;
+  if (!parse_generation(rest, generation)) return slot;
+  slot.header_generation = generation;
+  if (!rest.starts_with(' ')) return slot;
   rest.remove_prefix(1);
   if (!parse_u64(rest, length, 10) || !rest.starts_with(' ')) return slot;
   rest.remove_prefix(1);
@@ -214,7 +217,7 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
     // Above a torn slot's header too: generation_of() (the headers' maximum) must change with
     // every write, or a reader that cached while the torn header was the highest would take the
     // new content for the one it has (the hostpath catalogue keys its cache on it).
-    generation = std::max(generation, generation_of(path) + 1);
+    generation = std::max({generation, slots[0].header_generation + 1, slots[1].header_generation + 1});
     target_exists = slots[current == 0 ? 1 : 0].exists;
     other_exists = slots[current == 0 ? 0 : 1].exists;
   }
