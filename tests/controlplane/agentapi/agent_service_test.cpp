@@ -155,6 +155,7 @@ class AgentServiceTest : public ::testing::Test {
   }
 
   std::size_t writes() {
+    server.api.settle();
     return server.on_io([this] { return server.api.backend.transactions.size(); });
   }
 

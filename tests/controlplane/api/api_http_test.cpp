@@ -55,6 +55,7 @@ class ApiHttpTest : public ::testing::Test {
 
   // Index and transaction count: a rejected request must leave both alone.
   std::pair<std::uint64_t, std::size_t> fingerprint() {
+    server.settle();
     return server.on_io([this] { return std::make_pair(server.store.index(), server.backend.transactions.size()); });
   }
 

@@ -54,6 +54,7 @@ TEST_F(ClaimGcTest, NodeDetachThenControllerUnpublishThenFree) {
   EXPECT_EQ(agents["node-1"].count("ControllerUnpublishVolume"), 0u);
 
   // Every step was persisted: a write saw node-detached before the claim disappeared.
+  settle();
   bool saw_node_detached = false;
   for (const auto& tx : backend.transactions)
     for (const auto& m : tx.mutations)

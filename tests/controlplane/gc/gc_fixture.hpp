@@ -75,6 +75,16 @@ class GcFixture : public ::testing::Test {
     return fut.get();
   }
 
+  // Waits until everything committed so far is durable: the store's writer thread has applied it
+  // to `backend`, which the test may then read.
+  void settle() {
+    auto st = asio::co_spawn(
+                  io, [this]() -> asio::awaitable<domain::Status> { co_return co_await plane->store.durable(plane->store.index()); },
+                  asio::use_future)
+                  .get();
+    ASSERT_TRUE(st) << st.error();
+  }
+
   void make_plane(gc::GcOptions options = fast_gc()) {
     plane = on_io([&] { return std::make_unique<Plane>(io, backend, options); });
   }

@@ -50,6 +50,16 @@ class ApiServer {
       throw std::runtime_error("seeded state not durable");
   }
 
+  // Waits until everything committed so far is durable (the store's writer thread has flushed it),
+  // so the backend can be compared with what the test did, including commits made with on_io.
+  void settle() {
+    auto st = boost::asio::co_spawn(
+                  io, [this]() -> boost::asio::awaitable<domain::Status> { co_return co_await store.durable(store.index()); },
+                  boost::asio::use_future)
+                  .get();
+    if (!st) throw std::runtime_error("state not durable: " + st.error());
+  }
+
   template <class F>
   auto on_io(F f) {
     std::packaged_task<decltype(f())()> task(std::move(f));
