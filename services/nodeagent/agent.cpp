@@ -105,6 +105,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   sr.node_id = config_.node_id;
   sr.state_file = data_dir / "alloc-updates.json";
   sr.controlplane_back = controlplane_back_.get();
+  sr.batch_window = config_.status_batch_window;
   reporter_ = std::make_unique<StatusReporter>(ex, *controlplane_, sr);
 
   AllocManagerOptions am;

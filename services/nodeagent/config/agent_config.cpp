@@ -46,6 +46,9 @@ constexpr std::array kOptions{
            "on SIGTERM, stop every allocation and wait up to this long for its volumes to be released "
            "(0: allocations keep running and are re-adopted after the restart)",
            "0"},
+    Option{"status-batch-window", "MOORING_STATUS_BATCH_WINDOW", "status_batch_window", "DURATION",
+           "allocation status reports within this window reach the control plane in one call (0: at once)",
+           "5ms"},
     Option{"plugin", "MOORING_PLUGINS", "plugins", "SPEC",
            "a CSI plugin, repeatable; SPEC is id=ID,type=controller|node|monolith,command=PATH,arg=A,"
            "env=K=V,socket=PATH,health_timeout=30s,probe_interval=5s,fingerprint_interval=30s,"
@@ -235,6 +238,12 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
     }
     if (key == "drain_on_shutdown") {
       cfg.drain_on_shutdown = get_duration(layer, key, path, /*zero_ok=*/true);
+      continue;
+    }
+    if (key == "status_batch_window") {
+      cfg.status_batch_window = get_duration(layer, key, path, /*zero_ok=*/true);
+      if (cfg.status_batch_window > std::chrono::seconds(10))
+        throw Fail{path + ": " + layer.at(key).dump() + " must be at most 10s (reports would reach the control plane late)"};
       continue;
     }
     std::string* target = nullptr;

@@ -53,6 +53,10 @@ struct AgentConfig {
   // agent waits up to this long for their volumes to be released. 0 (the default, as in Nomad):
   // allocations keep running through an agent restart and are re-adopted.
   std::chrono::milliseconds drain_on_shutdown{0};
+  // Allocation status reports arriving within this window go to the control plane in one call
+  // (so do those arriving while a call is in flight). Longer: fewer calls from a busy node, later
+  // "running" in the API. 0: send at once. At most 10 s.
+  std::chrono::milliseconds status_batch_window{std::chrono::milliseconds(5)};
   std::vector<PluginConfig> plugins;
 };
 

@@ -59,6 +59,20 @@ TEST(AgentConfig, DefaultsMatchTheDesignPorts) {
   EXPECT_EQ(p.config.drain_on_shutdown.count(), 0) << "allocations survive an agent restart unless asked";
 }
 
+TEST(AgentConfig, StatusBatchWindowFromEachSourceAndBounded) {
+  TempDir dir;
+  EXPECT_EQ(ok({"agent"}).config.status_batch_window, std::chrono::milliseconds(5));
+  const auto file = dir.write("agent.json", R"({"status_batch_window":"50ms"})");
+  EXPECT_EQ(ok({"agent", "--config", file.string()}).config.status_batch_window, std::chrono::milliseconds(50));
+  EXPECT_EQ(ok({"agent"}, {{"MOORING_STATUS_BATCH_WINDOW", "200ms"}}).config.status_batch_window,
+            std::chrono::milliseconds(200));
+  EXPECT_EQ(ok({"agent", "--status-batch-window", "0"}).config.status_batch_window.count(), 0);
+  const auto too_long = err({"agent", "--status-batch-window", "1m"});
+  EXPECT_NE(too_long.find("status_batch_window"), std::string::npos) << too_long;
+  EXPECT_NE(too_long.find("at most 10s"), std::string::npos) << too_long;
+  EXPECT_NE(err({"agent", "--status-batch-window", "soon"}).find("not a duration"), std::string::npos);
+}
+
 TEST(AgentConfig, DrainOnShutdownFromEachSource) {
   TempDir dir;
   const auto file = dir.write("agent.json", R"({"drain_on_shutdown":"20s"})");
