@@ -77,7 +77,9 @@ NodeRecord NodeState::snapshot() const {
   return record_;
 }
 
-bool NodeState::save_locked() { return !durable::write_durable(file_, encode(record_).dump(2) + "\n", &version_); }
+std::string NodeState::text_locked() const { return encode(record_).dump(2) + "\n"; }
+
+bool NodeState::save_locked() { return !durable::write_durable(file_, text_locked(), &version_); }
 
 bool NodeState::commit(std::unique_lock<std::mutex>& lock) {
   const auto mine = ++changes_;
@@ -88,7 +90,7 @@ bool NodeState::commit(std::unique_lock<std::mutex>& lock) {
     }
     writing_ = true;
     const auto upto = changes_;
-    const auto text = encode(record_).dump(2) + "\n";
+    const auto text = text_locked();
     lock.unlock();
     const bool ok = !durable::write_durable(file_, text, &version_);
     lock.lock();

@@ -59,6 +59,7 @@ class NodeState {
   bool erase_published(const std::string& path);
 
  private:
+  std::string text_locked() const;  // the file's content for record_
   bool save_locked();
   // Waits until the file holds every change made so far (this caller's included), writing it
   // when no other thread is.

@@ -222,7 +222,7 @@ grpc::Status VolumeStore::compact_locked() {
     loaded_ = false;
     return {grpc::StatusCode::INTERNAL, "cannot write controller state checkpoint: " + ec.message()};
   }
-  checkpoint_seen_ = durable::generation_of(checkpoint_path());
+  checkpoint_seen_ = version_.generation;  // a write's generation is above every header's
   checkpoint_bytes_ = text.size();
   // The checkpoint holds every record now; a crash before the restart leaves a journal that
   // names the previous generation, which is then read as empty.

@@ -119,7 +119,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   allocs_ = std::make_unique<AllocManager>(ex, *controlplane_, *mounter_, *reporter_, am);
   reporter_->set_before_send([this] { return allocs_->states_durable(); });
   reporter_->set_write_behind(
-      [this](std::function<void()> write) { allocs_->write_behind("/alloc-updates", std::move(write)); });
+      [this](std::function<void()> write) { allocs_->write_behind("alloc-updates", std::move(write)); });
 
   LinkOptions link;
   link.node_id = config_.node_id;

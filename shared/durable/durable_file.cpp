@@ -1,5 +1,7 @@
 #include "shared/durable/durable_file.hpp"
 
+#include "shared/durable/io_detail.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -15,19 +17,8 @@
 namespace mooring::durable {
 namespace {
 
-std::error_code last_error() { return {errno, std::generic_category()}; }
-
-std::error_code write_all(int fd, std::string_view content) {
-  while (!content.empty()) {
-    const ssize_t n = ::write(fd, content.data(), content.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return last_error();
-    }
-    content.remove_prefix(static_cast<size_t>(n));
-  }
-  return {};
-}
+using detail::last_error;
+using detail::parse_u64;
 
 std::filesystem::path dir_of(const std::filesystem::path& path) {
   return path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
@@ -48,13 +39,6 @@ struct Slot {
   std::uint64_t header_generation = 0;  // what the header says, valid content or not
   std::string content;
 };
-
-bool parse_u64(std::string_view& text, std::uint64_t& out, int base) {
-  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), out, base);
-  if (err != std::errc{} || end == text.data()) return false;
-  text.remove_prefix(static_cast<std::size_t>(end - text.data()));
-  return true;
-}
 
 // The header's magic and generation; `text` is left after the generation.
 bool parse_generation(std::string_view& text, std::uint64_t& generation) {
@@ -154,7 +138,7 @@ std::error_code write_file_atomically(const std::filesystem::path& path, std::st
   const auto tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++sequence);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return last_error();
-  ec = write_all(fd, content);
+  ec = detail::write_at(fd, content, 0);
   if (!ec && ::fsync(fd) != 0) ec = last_error();
   ::close(fd);
   if (!ec && ::rename(tmp.c_str(), path.c_str()) != 0) ec = last_error();
@@ -222,10 +206,8 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
     other_exists = slots[current == 0 ? 0 : 1].exists;
   }
   const int target = current == 0 ? 1 : 0;
-  char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(hash64(content)));
   std::string data = std::string(kSlotMagic) + std::to_string(generation) + " " + std::to_string(content.size()) +
-                     " " + hash + "\n";
+                     " " + detail::hash_hex(content) + "\n";
   data.append(content);
   const auto dir = dir_of(path);
   const auto file = slot_path(path, target);
@@ -236,7 +218,7 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
     fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   }
   if (fd < 0) return last_error();
-  ec = write_all(fd, data);  // from offset 0: the slot is overwritten in place
+  ec = detail::write_at(fd, data, 0);  // the slot is overwritten in place
   if (!ec && ::fdatasync(fd) != 0) ec = last_error();
   ::close(fd);
   if (ec) return ec;

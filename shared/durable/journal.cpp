@@ -5,31 +5,17 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
-#include <cstdio>
 #include <utility>
 
 #include "shared/durable/durable_file.hpp"
+#include "shared/durable/io_detail.hpp"
 
 namespace mooring::durable {
 namespace {
 
+using detail::last_error;
+
 constexpr std::string_view kMagic = "mooring-journal 1 ";
-
-std::error_code last_error() { return {errno, std::generic_category()}; }
-
-std::error_code pwrite_all(int fd, std::string_view data, std::uint64_t offset) {
-  while (!data.empty()) {
-    const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return last_error();
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-    offset += static_cast<std::uint64_t>(n);
-  }
-  return {};
-}
 
 std::error_code pread_all(int fd, std::string& out, std::uint64_t offset, std::uint64_t size) {
   out.resize(size);
@@ -47,10 +33,10 @@ std::error_code pread_all(int fd, std::string& out, std::uint64_t offset, std::u
   return {};
 }
 
+// A number in `base` followed by `then`; `text` is left after both.
 bool parse_number(std::string_view& text, std::uint64_t& out, int base, char then) {
-  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), out, base);
-  if (err != std::errc{} || end == text.data() || end == text.data() + text.size() || *end != then) return false;
-  text.remove_prefix(static_cast<std::size_t>(end - text.data()) + 1);
+  if (!detail::parse_u64(text, out, base) || !text.starts_with(then)) return false;
+  text.remove_prefix(1);
   return true;
 }
 
@@ -149,14 +135,12 @@ std::error_code Journal::append(std::string_view record) {
     if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) return last_error();
     file_size_ = end_;
   }
-  char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(hash64(record)));
-  std::string data = "r " + std::to_string(record.size()) + " " + hash + "\n";
+  std::string data = "r " + std::to_string(record.size()) + " " + detail::hash_hex(record) + "\n";
   data.reserve(data.size() + record.size() + 1);
   data.append(record);
   data += '\n';
   file_size_ = end_ + data.size();  // until the flush is known good, the tail counts as torn
-  if (auto ec = pwrite_all(fd_, data, end_)) return ec;
+  if (auto ec = detail::write_at(fd_, data, end_)) return ec;
   if (::fdatasync(fd_) != 0) return last_error();
   end_ = file_size_;
   return {};
@@ -170,7 +154,7 @@ std::error_code Journal::restart(std::uint64_t generation) {
   file_size_ = 1;  // unknown until the header is flushed
   const auto text = header(generation);
   if (::ftruncate(fd_, 0) != 0) return last_error();
-  if (auto ec = pwrite_all(fd_, text, 0)) return ec;
+  if (auto ec = detail::write_at(fd_, text, 0)) return ec;
   if (::fdatasync(fd_) != 0) return last_error();
   header_size_ = end_ = file_size_ = text.size();
   follows_ = true;

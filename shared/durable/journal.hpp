@@ -52,8 +52,6 @@ class Journal {
   // Bytes of valid records (the header excluded), as far as read or written here.
   std::uint64_t record_bytes() const { return end_ > header_size_ ? end_ - header_size_ : 0; }
 
-  const std::filesystem::path& path() const { return path_; }
-
  private:
   std::error_code open_file(bool create);
 

@@ -148,6 +148,14 @@ VolumeRecord volume(const std::string& id) {
   return v;
 }
 
+// One transaction that puts volume(id).
+grpc::Status put_volume(VolumeStore& store, const std::string& id) {
+  return store.transact([&](StoreTxn& txn) {
+    txn.put_volume(volume(id));
+    return grpc::Status::OK;
+  });
+}
+
 // Two plugin processes share one data dir (nodes sharing a storage backend). Each caches the
 // state it last read or wrote; a change by the other (a journal record, or a new checkpoint)
 // must be seen.
@@ -155,22 +163,12 @@ TEST(HostpathVolumeStore, CachedStateFollowsWritesOfAnotherStoreOnTheSameDir) {
   test::TempDir dir;
   VolumeStore a(dir.path()), b(dir.path());
   ASSERT_EQ(a.prepare(), "");
-  auto add = [](VolumeStore& s, const std::string& id) {
-    return s.transact([&](StoreTxn& txn) {
-      VolumeRecord v;
-      v.id = id;
-      v.name = id;
-      v.path = "/x/" + id;
-      txn.put_volume(v);
-      return grpc::Status::OK;
-    });
-  };
-  ASSERT_TRUE(add(a, "v1").ok());
+  ASSERT_TRUE(put_volume(a, "v1").ok());
   StoreState seen;
   seen = read_all(b);
   EXPECT_EQ(seen.volumes.size(), 1u);
-  ASSERT_TRUE(add(b, "v2").ok());
-  ASSERT_TRUE(add(a, "v3").ok());  // a's cache is stale: it must reload, not overwrite v2
+  ASSERT_TRUE(put_volume(b, "v2").ok());
+  ASSERT_TRUE(put_volume(a, "v3").ok());  // a's cache is stale: it must reload, not overwrite v2
   seen = read_all(b);
   EXPECT_EQ(seen.volumes.size(), 3u);
   // A failing transaction changes nothing, in the file or in the cache.
@@ -357,17 +355,11 @@ TEST(HostpathVolumeStore, AStoreThatCachedATornCheckpointSeesTheNextOne) {
   test::TempDir dir;
   VolumeStore a(dir.path()), b(dir.path());
   ASSERT_EQ(a.prepare(), "");
-  auto put = [](VolumeStore& s, const std::string& id) {
-    return s.transact([&](StoreTxn& txn) {
-      txn.put_volume(volume(id));
-      return grpc::Status::OK;
-    });
-  };
-  ASSERT_TRUE(put(a, "v1").ok());
+  ASSERT_TRUE(put_volume(a, "v1").ok());
   ASSERT_TRUE(a.compact().ok());  // generation 1, slot 0
-  ASSERT_TRUE(put(a, "v2").ok());
+  ASSERT_TRUE(put_volume(a, "v2").ok());
   ASSERT_TRUE(a.compact().ok());  // generation 2, slot 1
-  ASSERT_TRUE(put(a, "v3").ok());
+  ASSERT_TRUE(put_volume(a, "v3").ok());
   // A third compaction tears: slot 0 gets generation 3's header over bad content, the journal
   // is not restarted (it still follows generation 2 and holds v3).
   {
@@ -378,11 +370,11 @@ TEST(HostpathVolumeStore, AStoreThatCachedATornCheckpointSeesTheNextOne) {
   }
   EXPECT_EQ(read_all(b).volumes.size(), 3u);  // b caches: checkpoint 2 + v3 from the journal
   ASSERT_TRUE(a.compact().ok());               // a writes a good checkpoint and restarts the journal
-  ASSERT_TRUE(put(a, "v4").ok());
+  ASSERT_TRUE(put_volume(a, "v4").ok());
   const auto seen = read_all(b);
   EXPECT_EQ(seen.volumes.size(), 4u);
   EXPECT_TRUE(seen.volumes.contains("v4"));
-  ASSERT_TRUE(put(b, "v5").ok());  // and b's change lands after a's, not over it
+  ASSERT_TRUE(put_volume(b, "v5").ok());  // and b's change lands after a's, not over it
   VolumeStore fresh(dir.path());
   EXPECT_EQ(read_all(fresh).volumes.size(), 5u);
 }

@@ -161,7 +161,7 @@ void AllocStateStore::submit(const AllocState& state) { writer_->queue_write(sta
 void AllocStateStore::submit_remove(const std::string& alloc_id) { writer_->queue_write(alloc_id, std::nullopt); }
 
 void AllocStateStore::submit_write(const std::string& key, std::function<void()> write) {
-  writer_->queue_write(key.starts_with('/') ? key : "/" + key, std::nullopt, std::move(write));
+  writer_->queue_write("/" + key, std::nullopt, std::move(write));
 }
 
 void AllocStateStore::enqueue_fence(std::function<void()> done) {

@@ -65,7 +65,7 @@ class AllocStateStore {
   void submit_remove(const std::string& alloc_id);
   // Queues another durable write of the agent's on the same thread, so durable() covers it too
   // (the pending status reports). `key` names the file: a write queued while an older one of the
-  // same key has not started replaces it. Keys start with '/', so they never meet an allocation id.
+  // same key has not started replaces it. Queued as "/<key>", so it never meets an allocation id.
   void submit_write(const std::string& key, std::function<void()> write);
   // Completes once everything submitted before the call is written (or failed and logged).
   // Not cancellable: it lasts one queue of writes.

@@ -161,7 +161,7 @@ TEST_F(AllocRunnerTest, SubmittedStatesAreWrittenInOrderAndDurableWaitsForThem) 
   // Another file's writes ride the same thread: durable() covers them, in order, and a newer
   // content of the same key replaces one that has not started.
   std::vector<std::string> written;
-  for (int i = 0; i < 20; ++i) store.submit_write("/reports", [&written, i] { written.push_back(std::to_string(i)); });
+  for (int i = 0; i < 20; ++i) store.submit_write("reports", [&written, i] { written.push_back(std::to_string(i)); });
   store.wait_durable();
   ASSERT_FALSE(written.empty());
   EXPECT_EQ(written.back(), "19");
