@@ -3,20 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <future>
-#include <list>
-#include <map>
-#include <mutex>
-#include <thread>
-
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/prefer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -87,113 +74,33 @@ domain::Expected<AllocState> decode_alloc_state(const std::string& text) {
   }
 }
 
-struct AllocStateStore::Writer {
-  struct Job {
-    std::string alloc_id;             // empty: a fence; '/'-prefixed: another file (submit_write)
-    std::optional<AllocState> state;  // with an id: the state to write; none: remove the directory
-    std::function<void()> done;       // a fence: called on the writer thread once it is reached;
-                                      // another file: its write
-  };
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::list<Job> queue;
-  std::map<std::string, std::list<Job>::iterator> waiting;  // alloc id -> its job, not started yet
-  bool stopping = false;
-  std::thread thread;
-  // Fences resume their coroutine through the executor only while the store lives.
-  std::shared_ptr<int> alive = std::make_shared<int>(0);
+AllocStateStore::AllocStateStore(fs::path dir)
+    : dir_(std::move(dir)), worker_(std::make_unique<async::SerialWorker>("allocation-states")) {}
 
-  void queue_write(const std::string& key, std::optional<AllocState> state, std::function<void()> write = {}) {
-    {
-      std::lock_guard lock(mutex);
-      if (auto it = waiting.find(key); it != waiting.end()) {
-        // Only the newest intent of an allocation (or content of a file) matters.
-        it->second->state = std::move(state);
-        it->second->done = std::move(write);
-      } else {
-        queue.push_back(Job{key, std::move(state), std::move(write)});
-        waiting[key] = std::prev(queue.end());
-      }
-    }
-    wake.notify_one();
-  }
-};
+AllocStateStore::~AllocStateStore() = default;
 
-AllocStateStore::AllocStateStore(fs::path dir) : dir_(std::move(dir)), writer_(std::make_unique<Writer>()) {
-  writer_->thread = std::thread([this] {
-    auto& w = *writer_;
-    std::unique_lock lock(w.mutex);
-    for (;;) {
-      w.wake.wait(lock, [&] { return w.stopping || !w.queue.empty(); });
-      if (w.queue.empty()) return;  // stopping, and everything queued is written
-      Writer::Job job = std::move(w.queue.front());
-      w.queue.pop_front();
-      if (!job.alloc_id.empty()) w.waiting.erase(job.alloc_id);
-      lock.unlock();
-      try {  // nothing may end the thread: later writes and fences would never complete
-        if (job.done) {  // a fence, or another file's write
-          job.done();
-        } else if (job.state) {
-          if (auto st = save(*job.state); !st)
-            logger().error("cannot persist the allocation state", {{"alloc", job.alloc_id}, {"error", st.error()}});
-        } else if (auto st = remove(job.alloc_id); !st) {
-          logger().warn("cannot remove the allocation's directory", {{"alloc", job.alloc_id}, {"error", st.error()}});
-        }
-      } catch (const std::exception& e) {
-        logger().error("allocation state write failed", {{"alloc", job.alloc_id}, {"error", e.what()}});
-      }
-      lock.lock();
-    }
+// Keyed by allocation: only the newest state of an allocation that waits in the queue is written.
+void AllocStateStore::submit(const AllocState& state) {
+  worker_->submit(state.alloc.id, [this, state] {
+    if (auto st = save(state); !st)
+      logger().error("cannot persist the allocation state", {{"alloc", state.alloc.id}, {"error", st.error()}});
   });
 }
 
-AllocStateStore::~AllocStateStore() {
-  {
-    std::lock_guard lock(writer_->mutex);
-    writer_->stopping = true;
-  }
-  writer_->wake.notify_one();
-  writer_->thread.join();
+void AllocStateStore::submit_remove(const std::string& alloc_id) {
+  worker_->submit(alloc_id, [this, alloc_id] {
+    if (auto st = remove(alloc_id); !st)
+      logger().warn("cannot remove the allocation's directory", {{"alloc", alloc_id}, {"error", st.error()}});
+  });
 }
-
-void AllocStateStore::submit(const AllocState& state) { writer_->queue_write(state.alloc.id, state); }
-
-void AllocStateStore::submit_remove(const std::string& alloc_id) { writer_->queue_write(alloc_id, std::nullopt); }
 
 void AllocStateStore::submit_write(const std::string& key, std::function<void()> write) {
-  writer_->queue_write("/" + key, std::nullopt, std::move(write));
+  worker_->submit("/" + key, std::move(write));
 }
 
-void AllocStateStore::enqueue_fence(std::function<void()> done) {
-  {
-    std::lock_guard lock(writer_->mutex);
-    writer_->queue.push_back(Writer::Job{{}, std::nullopt, std::move(done)});
-  }
-  writer_->wake.notify_one();
-}
+asio::awaitable<void> AllocStateStore::durable() { return worker_->drained(); }
 
-asio::awaitable<void> AllocStateStore::durable() {
-  co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-      [this](auto handler) {
-        using Handler = decltype(handler);
-        auto h = std::make_shared<Handler>(std::move(handler));
-        // Tracked: the io_context keeps running while a fence is in the writer's queue.
-        auto ex = asio::prefer(asio::get_associated_executor(*h), asio::execution::outstanding_work.tracked);
-        std::weak_ptr<int> alive = writer_->alive;
-        enqueue_fence([h, ex, alive]() {
-          asio::post(ex, [h, alive]() {
-            if (alive.lock()) (*h)();
-          });
-        });
-      },
-      asio::use_awaitable);
-}
-
-void AllocStateStore::wait_durable() {
-  std::promise<void> reached;
-  enqueue_fence([&reached] { reached.set_value(); });
-  reached.get_future().wait();
-}
+void AllocStateStore::wait_durable() { worker_->wait_drained(); }
 
 domain::Expected<fs::path> AllocStateStore::alloc_dir(const std::string& alloc_id) const {
   if (auto st = domain::validate_allocation_id(alloc_id); !st) return domain::error(st.error());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "services/nodeagent/allocrunner/task_process.hpp"
+#include "shared/async/serial_worker.hpp"
 #include "shared/domain/allocation.hpp"
 #include "shared/domain/result.hpp"
 
@@ -34,7 +35,7 @@ struct AllocState {
 std::string encode(const AllocState& state);
 domain::Expected<AllocState> decode_alloc_state(const std::string& text);
 
-// The runners write through submit(): a writer thread owned by the store does the disk work
+// The runners write through submit(): a worker thread owned by the store does the disk work
 // (encode, write, fdatasync), so the agent's one executor thread never waits on a flush while
 // other allocations' steps queue behind it. Writes of one allocation land in submission order;
 // a state submitted while an older one of the same allocation still waits replaces it (only the
@@ -43,7 +44,7 @@ domain::Expected<AllocState> decode_alloc_state(const std::string& text);
 class AllocStateStore {
  public:
   explicit AllocStateStore(std::filesystem::path dir);
-  // Writes what is still queued, then stops the writer thread.
+  // Writes what is still queued, then stops the worker thread.
   ~AllocStateStore();
   AllocStateStore(const AllocStateStore&) = delete;
   AllocStateStore& operator=(const AllocStateStore&) = delete;
@@ -59,7 +60,7 @@ class AllocStateStore {
   // Every state on disk. A file that cannot be read is logged and left in place for an operator.
   std::vector<AllocState> load_all() const;
 
-  // Queued for the writer thread; a failure is logged there (the runner carries on: the
+  // Queued for the worker thread; a failure is logged there (the runner carries on: the
   // allocation matters more than its restart record).
   void submit(const AllocState& state);
   void submit_remove(const std::string& alloc_id);
@@ -74,11 +75,8 @@ class AllocStateStore {
   void wait_durable();
 
  private:
-  struct Writer;
-  void enqueue_fence(std::function<void()> done);
-
   std::filesystem::path dir_;
-  std::unique_ptr<Writer> writer_;
+  std::unique_ptr<async::SerialWorker> worker_;  // last: drains the queue while the rest lives
 };
 
 }  // namespace mooring::nodeagent
