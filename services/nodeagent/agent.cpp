@@ -169,17 +169,19 @@ void Agent::start_grpc_server() {
     link_->set_advertise_addr(addr.substr(0, addr.size() - 1) + std::to_string(server_->port()));
 }
 
-// Mounts recorded for allocations this agent has no state for (the state was lost, or the
-// allocation was removed while the agent was down): nothing will ever use them, release them.
+// Mounts recorded for allocations that will never use them: the agent has no state for the
+// allocation (it was lost, or the allocation was removed while the agent was down), or the
+// allocation's Postrun ran (it handed its volumes over, and a crash may have come before the
+// release reached the mount records, which are written on another thread than the states).
 void Agent::release_orphaned_mounts() {
-  const auto known = allocs_->alloc_ids();
-  const std::set<std::string> known_set(known.begin(), known.end());
   for (const auto& alloc_id : volumes_->mounted_allocations()) {
-    if (known_set.contains(alloc_id)) continue;
+    const auto* runner = allocs_->runner(alloc_id);
+    if (runner && !runner->state().postrun_done) continue;
     std::vector<std::string> volume_ids;
     for (const auto& r : volumes_->records())
       if (r.alloc_id == alloc_id) volume_ids.push_back(r.volume_id);
-    logger().warn("releasing mounts of an allocation unknown to this agent",
+    logger().warn(runner ? "releasing mounts of an allocation whose Postrun already ran"
+                         : "releasing mounts of an allocation unknown to this agent",
                   {{"alloc", alloc_id}, {"volumes", static_cast<int64_t>(volume_ids.size())}});
     volumes_->release(alloc_id, volume_ids);
   }

@@ -1,15 +1,27 @@
 // Where the mount records live: one JSON file per (allocation, volume) under the agent's data
 // dir ({dir}/{alloc}/{volume}.json), each replaced atomically (temp file, fsync, rename, fsync
-// dir), with an in-memory copy for queries. A write that fails is reported and changes nothing in
-// memory, so the caller never sends an RPC whose intent is not on disk.
+// dir), with an in-memory copy for queries.
+//
+// The disk work runs on the store's own worker thread, in the order it was asked for, so the
+// agent's one executor thread never waits on an fsync while other allocations queue behind it.
+// Memory shows a change at once (a release() that marks a record while a mount's write is in
+// flight builds on that write); the caller awaits put()/remove() before it acts on the change,
+// so it never sends an RPC whose intent is not on disk. A write that fails is reported and its
+// change taken back from memory, unless a newer change of the record came after it.
 //
 // Not thread-safe: used from the agent's executor only.
 #pragma once
 
 #include "services/nodeagent/volumes/mount_record.hpp"
+#include "shared/async/serial_worker.hpp"
 #include "shared/domain/result.hpp"
 
+#include <boost/asio/awaitable.hpp>
+
+#include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,16 +47,44 @@ class MountRecordStore {
   std::vector<MountRecord> for_volume(const std::string& volume_id) const;
   std::vector<MountRecord> for_alloc(const std::string& alloc_id) const;
 
-  // Durably writes `record` (stamping updated_unix_ms), then updates memory. A stored
-  // `notify = true` is kept even when `record` says false (see MountRecord::notify).
-  domain::Status put(MountRecord& record);
-  domain::Status remove(const std::string& alloc_id, const std::string& volume_id);
+  // Updates memory with `record` (stamping updated_unix_ms) and completes once it is on disk.
+  // A stored `notify = true` is kept even when `record` says false (see MountRecord::notify).
+  boost::asio::awaitable<domain::Status> put(MountRecord& record);
+  // The same write, not awaited (Postrun never waits on a disk); a failure is logged. Writes
+  // land in order, so a later put() of the record completes after this one is on disk.
+  void submit(MountRecord record);
+  // Forgets the record and completes once its file is gone.
+  boost::asio::awaitable<domain::Status> remove(const std::string& alloc_id, const std::string& volume_id);
+
+  // The thread the records are written on. Other blocking file work of the mounts (creating and
+  // removing their directories) runs there too, in order with the records.
+  async::SerialWorker& worker() { return *worker_; }
+
+  // Completes once every write asked for before the call is done (tests, shutdown).
+  boost::asio::awaitable<void> durable() { return worker_->drained(); }
+  void wait_durable() { worker_->wait_drained(); }
 
  private:
+  using Key = std::pair<std::string, std::string>;  // (alloc, volume)
+  struct Entry {
+    MountRecord record;
+    std::uint64_t change = 0;  // which change of the store put it there
+  };
   domain::Expected<std::filesystem::path> file_of(const std::string& alloc_id, const std::string& volume_id) const;
+  // Applies the change to memory and returns the disk work (run on the worker) and the undo of
+  // the memory change (run on the executor if the disk work failed).
+  struct Change {
+    std::function<domain::Status()> write;
+    std::function<void()> undo;
+  };
+  domain::Expected<Change> prepare_put(MountRecord& record);
+  domain::Expected<Change> prepare_remove(const std::string& alloc_id, const std::string& volume_id);
+  boost::asio::awaitable<domain::Status> apply(Change change);
 
   std::filesystem::path dir_;
-  std::map<std::pair<std::string, std::string>, MountRecord> records_;  // (alloc, volume)
+  std::map<Key, Entry> records_;
+  std::uint64_t changes_ = 0;
+  std::unique_ptr<async::SerialWorker> worker_;  // last: drains the queue while the rest lives
 };
 
 }  // namespace mooring::nodeagent

@@ -75,10 +75,8 @@ void VolumeManager::release(const std::string& alloc_id, const std::vector<std::
     }
     if (!record.notify) {
       record.notify = true;
-      if (auto s = store_.put(record); !s) {
-        kLog.error("cannot record a release", {{"volume", volume_id}, {"alloc", alloc_id}, {"error", s.error()}});
-        continue;
-      }
+      // Queued, not awaited: Postrun never waits on a disk.
+      store_.submit(record);
     }
     start_release(alloc_id, volume_id);
   }

@@ -119,12 +119,12 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
     if (already) {
       record.staged = StepState::done;  // holds a use of the staging path
     } else {
-      if (auto s = paths_.ensure_dir(*staging); !s) co_return fail(s.error(), true);
+      if (auto s = co_await ensure_dir(*staging); !s) co_return fail(s.error(), true);
       record.staged = StepState::pending;  // intent first: a crash during the RPC owes an unstage
       stage_now = true;
     }
   }
-  if (auto s = store_.put(record); !s) co_return fail("cannot record the mount: " + s.error(), true);
+  if (auto s = co_await store_.put(record); !s) co_return fail("cannot record the mount: " + s.error(), true);
 
   if (stage_now) {
     ::csi::v1::NodeStageVolumeRequest request;
@@ -139,11 +139,11 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
     record.staged = StepState::done;  // written with the publish intent
   }
 
-  if (auto s = paths_.ensure_dir(target->parent_path()); !s) {
+  if (auto s = co_await ensure_dir(target->parent_path()); !s) {
     co_return co_await abandon(record, plugin, what + ": " + s.error(), true);
   }
   record.published = StepState::pending;
-  if (auto s = store_.put(record); !s) {
+  if (auto s = co_await store_.put(record); !s) {
     record.published = StepState::none;
     co_return co_await abandon(record, plugin, what + ": cannot record the publish intent: " + s.error(), true);
   }
@@ -161,9 +161,9 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
   record.published = StepState::done;
   record.phase = MountPhase::mounted;
   record.last_error.clear();
-  if (auto s = store_.put(record); !s) {
-    co_return co_await abandon(record, plugin, what + ": cannot record the publish: " + s.error(), true);
-  }
+  // Queued: until it lands the record says "publish pending", which a restart treats as a mount
+  // that may exist (and checks), so the task need not wait for it.
+  store_.submit(record);
   kLog.info("volume mounted", {{"volume", record.volume_id},
                                {"alloc", alloc_id},
                                {"plugin", record.plugin_id},
@@ -186,13 +186,25 @@ asio::awaitable<MountResult> VolumeOperations::abandon(MountRecord& record, cons
   const auto stored = store_.get(record.alloc_id, record.volume_id);
   const bool notify = record.notify || (stored && stored->notify);
   if (record.clean() && !notify) {
-    if (auto s = store_.remove(record.alloc_id, record.volume_id); s) {
+    if (auto s = co_await store_.remove(record.alloc_id, record.volume_id); s) {
       co_return MountResult{.error = std::move(error), .retryable = retryable};
     }
   }
   record.phase = record.clean() ? MountPhase::unmounted : MountPhase::unmounting;
-  if (auto s = store_.put(record); !s) kLog.error("cannot record an abandoned mount", {{"error", s.error()}});
+  if (auto s = co_await store_.put(record); !s) kLog.error("cannot record an abandoned mount", {{"error", s.error()}});
   co_return MountResult{.error = std::move(error), .retryable = retryable, .cleanup_owed = true};
+}
+
+asio::awaitable<domain::Status> VolumeOperations::ensure_dir(std::filesystem::path dir) {
+  domain::Status made;
+  co_await store_.worker().run([&] { made = paths_.ensure_dir(dir); });
+  co_return made;
+}
+
+void VolumeOperations::remove_empty(std::filesystem::path dir) {
+  // Queued, not awaited: nothing needs the directories gone, and a later ensure_dir() of the same
+  // path runs after it on the same thread.
+  store_.worker().submit([paths = paths_, dir = std::move(dir)] { paths.remove_empty(dir); });
 }
 
 asio::awaitable<std::optional<VolumeOperations::Failure>> VolumeOperations::unmount_locked(
@@ -212,7 +224,7 @@ asio::awaitable<std::optional<VolumeOperations::Failure>> VolumeOperations::unmo
     // Not written yet: the caller writes the record once (the final state, or the failure). A
     // crash before that repeats NodeUnpublishVolume, which is idempotent.
     record.published = StepState::none;
-    paths_.remove_empty(record.target_path);
+    remove_empty(record.target_path);
   }
   if (record.staged != StepState::none) {
     if (!others_hold_staging(record)) {
@@ -225,7 +237,7 @@ asio::awaitable<std::optional<VolumeOperations::Failure>> VolumeOperations::unmo
       if (mounts_.is_mounted(record.staging_path)) {
         co_return R{Failure{"NodeUnstageVolume answered OK but " + record.staging_path + " is still mounted", true}};
       }
-      paths_.remove_empty(record.staging_path);
+      remove_empty(record.staging_path);
     }
     // With other users left this record just drops its use: the last one unstages. Written by
     // the caller, as above.
@@ -242,7 +254,11 @@ asio::awaitable<UnmountResult> VolumeOperations::unmount(std::string alloc_id, s
   if (record.phase == MountPhase::unmounted) co_return UnmountResult{.plugin_id = record.plugin_id};
   if (record.phase != MountPhase::unmounting) {
     record.phase = MountPhase::unmounting;
-    if (auto s = store_.put(record); !s) {
+    if (record.notify) {
+      // A release: its record (written, or queued ahead of this write) already tells a restarted
+      // agent to finish it whatever the phase, so the RPC need not wait for this write.
+      store_.submit(record);
+    } else if (auto s = co_await store_.put(record); !s) {
       co_return UnmountResult{.error = "cannot record the unmount: " + s.error(), .plugin_id = record.plugin_id};
     }
   }
@@ -250,18 +266,20 @@ asio::awaitable<UnmountResult> VolumeOperations::unmount(std::string alloc_id, s
   if (failure) {
     record.last_error = failure->error;
     ++record.unmount_attempts;
-    if (auto s = store_.put(record); !s) kLog.error("cannot record an unmount failure", {{"error", s.error()}});
+    // Queued, not awaited: nothing waits on this note, and a caller being cancelled (shutdown
+    // interrupting the RPC) could not await it; the store writes it before it goes.
+    store_.submit(record);
     co_return UnmountResult{.error = "volume \"" + volume_id + "\" of allocation \"" + alloc_id + "\": " + failure->error,
                             .plugin_id = record.plugin_id};
   }
   record.last_error.clear();
   const auto stored = store_.get(alloc_id, volume_id);
   if (stored && stored->notify) {
-    record.phase = MountPhase::unmounted;  // the control plane is still to be told
-    if (auto s = store_.put(record); !s) {
-      co_return UnmountResult{.error = "cannot record the unmount: " + s.error(), .plugin_id = record.plugin_id};
-    }
-  } else if (auto s = store_.remove(alloc_id, volume_id); !s) {
+    // The control plane is still to be told. Queued: telling it before this write lands is safe
+    // (the node side is free; after a crash the unmount is repeated, and is idempotent).
+    record.phase = MountPhase::unmounted;
+    store_.submit(record);
+  } else if (auto s = co_await store_.remove(alloc_id, volume_id); !s) {
     co_return UnmountResult{.error = "cannot remove the mount record: " + s.error(), .plugin_id = record.plugin_id};
   }
   kLog.info("volume unmounted", {{"volume", volume_id}, {"alloc", alloc_id}, {"plugin", record.plugin_id}});
@@ -276,7 +294,7 @@ asio::awaitable<domain::Status> VolumeOperations::forget(std::string alloc_id, s
     co_return domain::error("volume "" + volume_id + "" of allocation "" + alloc_id + "" is " +
                             std::string(to_string(record->phase)) + ", not unmounted");
   }
-  co_return store_.remove(alloc_id, volume_id);
+  co_return co_await store_.remove(alloc_id, volume_id);
 }
 
 }  // namespace mooring::nodeagent

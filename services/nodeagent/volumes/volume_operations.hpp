@@ -73,6 +73,9 @@ class VolumeOperations {
 
   // Unpublish / unstage what `record` may still have mounted; the caller holds the lock and
   // writes the record afterwards (success or failure): this writes nothing itself.
+  // VolumePaths' directory work on the store's worker thread (mkdir and rmdir wait on the disk).
+  boost::asio::awaitable<domain::Status> ensure_dir(std::filesystem::path dir);
+  void remove_empty(std::filesystem::path dir);
   boost::asio::awaitable<std::optional<Failure>> unmount_locked(MountRecord& record,
                                                                 const std::optional<NodePlugin>& plugin);
   // A failed stage/publish: negate what may exist and report.

@@ -51,7 +51,21 @@ domain::Expected<fs::path> VolumePaths::publish(std::string_view alloc_id, std::
 }
 
 domain::Status VolumePaths::ensure_dir(const fs::path& dir) const {
-  // Create from the root down so each new directory gets 0700 (not the umask's choice).
+  const auto exists_as_dir = [](const fs::path& path) -> domain::Status {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return domain::error("cannot create directory " + path.string() + ": exists and is not a directory");
+    }
+    return {};
+  };
+  // Mostly the parent is there already (the staging root, the allocation's directory): one mkdir.
+  if (::mkdir(dir.c_str(), 0700) == 0) {
+    ::chmod(dir.c_str(), 0700);  // mkdir applies the umask; 0700 is what we promise
+    return {};
+  }
+  if (errno == EEXIST) return exists_as_dir(dir);
+  if (errno != ENOENT) return domain::error("cannot create directory " + dir.string() + ": " + std::strerror(errno));
+  // A parent is missing: create from the root down so each new directory gets 0700 too.
   fs::path current;
   for (const auto& part : dir) {
     current /= part;
@@ -68,10 +82,7 @@ domain::Status VolumePaths::ensure_dir(const fs::path& dir) const {
     if (errno != EEXIST) {
       return domain::error("cannot create directory " + current.string() + ": " + std::strerror(errno));
     }
-    struct stat st {};
-    if (::stat(current.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return domain::error("cannot create directory " + current.string() + ": exists and is not a directory");
-    }
+    if (auto s = exists_as_dir(current); !s) return s;
   }
   return {};
 }

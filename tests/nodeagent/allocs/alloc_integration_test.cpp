@@ -15,6 +15,7 @@
 
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "services/nodeagent/agent.hpp"
+#include "services/nodeagent/allocrunner/alloc_state.hpp"
 #include "services/nodeagent/node_status.hpp"
 #include "shared/rpc/client_call.hpp"
 #include "tests/nodeagent/support/fake_controlplane.hpp"
@@ -346,6 +347,35 @@ TEST_F(AllocIntegration, ShutdownIsPromptWhileAnUnmountWaitsOnAStoppedPlugin) {
   agent_->start();
   ASSERT_TRUE(run_until([&] { return unpublished("vol-e", "e1"); }, 60s));
   EXPECT_TRUE(run_until([&] { return test::mounts_under(mount_root()).empty(); }));
+}
+
+// A crash after the allocation's Postrun reached its state file but before the release reached
+// the mount records (two files, written on two threads): the restarted agent finds the mount
+// recorded in use by an allocation that already gave it up, and releases it all the same.
+TEST_F(AllocIntegration, RestartReleasesMountsOfAnAllocationWhosePostrunRanBeforeItsReleaseWasRecorded) {
+  create_volume("vol-p");
+  cp_.put_allocation(alloc("p1", "vol-p", std::nullopt));
+  ASSERT_TRUE(run_until([&] { return cp_.client_status("p1") == v1::CLIENT_STATUS_RUNNING; }));
+  bool done = false;
+  asio::co_spawn(io_, agent_->shutdown(), [&](std::exception_ptr) { done = true; });
+  ASSERT_TRUE(run_until([&] { return done; }, 30s));
+  agent_.reset();
+  ASSERT_FALSE(test::mounts_under(mount_root()).empty()) << "an agent restart leaves running allocations mounted";
+
+  {  // What the crash left: Postrun done in the state, nothing released in the mount records.
+    AllocStateStore states(tmp_ / "agent" / "allocs");
+    auto all = states.load_all();
+    ASSERT_EQ(all.size(), 1u);
+    all[0].postrun_done = true;
+    all[0].client_status = domain::ClientStatus::complete;
+    ASSERT_TRUE(states.save(all[0]).ok());
+  }
+  EXPECT_FALSE(unpublished("vol-p", "p1"));
+
+  agent_ = std::make_unique<Agent>(io_.get_executor(), config(), options());
+  agent_->start();
+  ASSERT_TRUE(run_until([&] { return unpublished("vol-p", "p1"); }, 30s)) << "the mount was never released";
+  EXPECT_TRUE(run_until([&] { return test::mounts_under(mount_root()).empty(); })) << "mount table not clean";
 }
 
 }  // namespace
