@@ -1,86 +1,175 @@
 #include "services/nodeagent/volumes/mount_record_store.hpp"
 
-#include "shared/durable/durable_file.hpp"
 #include "shared/domain/ids.hpp"
+#include "shared/durable/durable_file.hpp"
+#include "shared/durable/journal.hpp"
 #include "shared/log/log.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <chrono>
-#include <cstring>
 
 namespace mooring::nodeagent {
 
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 namespace {
 
 const log::Logger kLog{"mount-records"};
-constexpr std::string_view kSuffix = ".json";
-constexpr std::string_view kTempSuffix = ".json.tmp";
-
-std::string errno_text(std::string_view what, const fs::path& path) {
-  return std::string(what) + " " + path.string() + ": " + std::strerror(errno);
-}
-
-domain::Status make_dir(const fs::path& dir) {
-  if (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) return {};
-  return domain::error(errno_text("cannot create", dir));
-}
+constexpr std::string_view kLegacySuffix = ".json";
+constexpr std::string_view kLegacyTempSuffix = ".json.tmp";
+// A journal longer than this and than the checkpoint is folded into a new checkpoint.
+constexpr std::uint64_t kCompactBytes = 64 * 1024;
 
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
+domain::Status validate_key(const std::string& alloc_id, const std::string& volume_id) {
+  if (auto s = domain::validate_allocation_id(alloc_id); !s) return s;
+  return domain::validate_volume_id(volume_id);
+}
+
 }  // namespace
 
-MountRecordStore::MountRecordStore(fs::path dir)
-    : dir_(std::move(dir)), worker_(std::make_unique<async::SerialWorker>("mount-records")) {}
+// Touched by the worker thread only, and by load() before the first write.
+struct MountRecordStore::Disk {
+  explicit Disk(const fs::path& dir) : checkpoint(dir / "mounts.json"), journal(dir / "mounts.journal") {}
 
-domain::Expected<fs::path> MountRecordStore::file_of(const std::string& alloc_id, const std::string& volume_id) const {
-  if (auto s = domain::validate_allocation_id(alloc_id); !s) return domain::error(s.error());
-  if (auto s = domain::validate_volume_id(volume_id); !s) return domain::error(s.error());
-  return dir_ / alloc_id / (volume_id + std::string(kSuffix));
-}
+  fs::path checkpoint;
+  durable::Journal journal;
+  std::uint64_t generation = 0;        // of the checkpoint the journal follows
+  std::uint64_t checkpoint_bytes = 0;
+  std::map<Key, std::string> records;  // what checkpoint + journal hold, encoded
+  bool read = false;                   // the files were read (by load(), or by the first flush)
+
+  // Reads the checkpoint and the journal into `records`.
+  domain::Status read_files() {
+    std::error_code ec;
+    fs::create_directories(checkpoint.parent_path(), ec);
+    if (ec) return domain::error("cannot create " + checkpoint.parent_path().string() + ": " + ec.message());
+    durable::Version version;
+    const auto text = durable::read_durable(checkpoint, ec, &version);
+    if (ec) return domain::error("cannot read " + checkpoint.string() + ": " + ec.message());
+    records.clear();
+    try {
+      if (text) {
+        const json parsed = json::parse(*text);
+        for (const auto& r : parsed.at("records")) {
+          records[{r.at("alloc_id").get<std::string>(), r.at("volume_id").get<std::string>()}] = r.dump();
+        }
+      }
+      journal.rewind();
+      std::vector<std::string> changes;
+      if (auto jec = journal.read_new(version.generation, changes))
+        return domain::error("cannot read " + checkpoint.parent_path().string() + "/mounts.journal: " + jec.message());
+      for (const auto& change : changes) {
+        for (const auto& c : json::parse(change)) {
+          Key key{c.at(0).get<std::string>(), c.at(1).get<std::string>()};
+          if (c.at(2).is_null()) {
+            records.erase(key);
+          } else {
+            records[key] = c.at(2).dump();
+          }
+        }
+      }
+    } catch (const json::exception& e) {
+      return domain::error("mount records in " + checkpoint.parent_path().string() + " are corrupt: " + e.what());
+    }
+    generation = version.generation;
+    checkpoint_bytes = text ? text->size() : 0;
+    read = true;
+    return {};
+  }
+
+  // Writes every record into a new checkpoint and restarts the journal after it.
+  domain::Status compact() {
+    std::string text = "{\"records\":[";
+    bool first = true;
+    for (const auto& [key, record] : records) {
+      if (!first) text += ',';
+      first = false;
+      text += record;
+    }
+    text += "]}";
+    durable::Version version;
+    if (auto ec = durable::write_durable(checkpoint, text, &version))
+      return domain::error("cannot write " + checkpoint.string() + ": " + ec.message());
+    // The checkpoint holds every record now; a crash before the restart leaves a journal that
+    // names the previous generation, which is then read as empty.
+    generation = version.generation;
+    checkpoint_bytes = text.size();
+    if (auto ec = journal.restart(generation)) return domain::error("cannot restart the mount journal: " + ec.message());
+    return {};
+  }
+};
+
+MountRecordStore::MountRecordStore(fs::path dir)
+    : dir_(std::move(dir)),
+      disk_(std::make_unique<Disk>(dir_)),
+      worker_(std::make_unique<async::SerialWorker>("mount-records")) {}
+
+MountRecordStore::~MountRecordStore() = default;
 
 domain::Status MountRecordStore::load() {
   records_.clear();
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) return domain::error("cannot create " + dir_.string() + ": " + ec.message());
+  worker_->wait_drained();  // the disk side is ours until the next write
+  if (auto s = disk_->read_files(); !s) return s;
+  for (const auto& [key, text] : disk_->records) {
+    auto record = decode_mount_record(text);
+    if (!record) return domain::error("mount record of " + key.second + " in " + dir_.string() + ": " + record.error());
+    records_[key] = Entry{std::move(*record), 0};
+  }
+
+  // Per-record files of an older agent ({alloc}/{volume}.json): into the checkpoint, then gone.
+  std::vector<fs::path> migrated;
   for (const auto& alloc_dir : fs::directory_iterator(dir_, ec)) {
     if (!alloc_dir.is_directory()) continue;
     std::error_code inner;
     for (const auto& entry : fs::directory_iterator(alloc_dir.path(), inner)) {
-      // "<volume>.json.tmp[.<pid>.<n>]": an interrupted write of an older agent (no rename happened).
-      if (entry.path().filename().string().find(kTempSuffix) != std::string::npos) fs::remove(entry.path(), inner);
+      // "<volume>.json.tmp[.<pid>.<n>]": an interrupted write (no rename happened).
+      if (entry.path().filename().string().find(kLegacyTempSuffix) != std::string::npos) fs::remove(entry.path(), inner);
     }
-    for (const auto& file : durable::list_durable(alloc_dir.path(), kSuffix)) {
+    for (const auto& file : durable::list_durable(alloc_dir.path(), kLegacySuffix)) {
       std::error_code rec;
       const auto text = durable::read_durable(file, rec);
-      if (!text) {
-        kLog.error("unreadable mount record left in place", {{"file", file.string()}, {"error", rec.message()}});
-        continue;
-      }
-      auto record = decode_mount_record(*text);
+      auto record = text ? decode_mount_record(*text) : domain::Expected<MountRecord>(domain::error(rec.message()));
       if (!record) {
         kLog.error("unreadable mount record left in place", {{"file", file.string()}, {"error", record.error()}});
         continue;
       }
-      auto expected = file_of(record->alloc_id, record->volume_id);
-      if (!expected || *expected != file) {
+      if (!validate_key(record->alloc_id, record->volume_id) || alloc_dir.path().filename() != record->alloc_id ||
+          file.filename() != record->volume_id + std::string(kLegacySuffix)) {
         kLog.error("mount record in the wrong place left alone", {{"file", file.string()}});
         continue;
       }
-      Key key{record->alloc_id, record->volume_id};  // before the move below (C++17: right side first)
-      records_[std::move(key)] = Entry{std::move(*record), 0};
+      migrated.push_back(file);
+      Key key{record->alloc_id, record->volume_id};
+      // A crash part way through an earlier migration: the checkpoint has it already.
+      if (records_.contains(key)) continue;
+      disk_->records[key] = encode(*record);
+      records_[key] = Entry{std::move(*record), 0};
     }
   }
   if (ec) return domain::error("cannot list " + dir_.string() + ": " + ec.message());
+  if (!migrated.empty()) {
+    if (auto s = disk_->compact(); !s) return s;
+    for (const auto& file : migrated) {
+      if (auto rec = durable::remove_durable(file))
+        kLog.error("cannot remove a migrated mount record", {{"file", file.string()}, {"error", rec.message()}});
+      if (::rmdir(file.parent_path().c_str()) == 0) durable::sync_dir(dir_);
+    }
+    kLog.info("mount records moved into the journal", {{"records", static_cast<int64_t>(migrated.size())}});
+  }
   return {};
 }
 
@@ -112,9 +201,15 @@ std::vector<MountRecord> MountRecordStore::for_alloc(const std::string& alloc_id
   return out;
 }
 
-domain::Expected<MountRecordStore::Change> MountRecordStore::prepare_put(MountRecord& record) {
-  auto file = file_of(record.alloc_id, record.volume_id);
-  if (!file) return domain::error(file.error());
+std::shared_ptr<domain::Status> MountRecordStore::enqueue(Key key, std::optional<std::string> text) {
+  auto result = std::make_shared<domain::Status>();
+  std::lock_guard lock(pending_mutex_);
+  pending_.push_back(Pending{std::move(key), std::move(text), result});
+  return result;
+}
+
+domain::Expected<std::function<void()>> MountRecordStore::change_put(MountRecord& record) {
+  if (auto s = validate_key(record.alloc_id, record.volume_id); !s) return domain::error(s.error());
   const Key key{record.alloc_id, record.volume_id};
   std::optional<Entry> before;
   if (auto known = records_.find(key); known != records_.end()) {
@@ -126,21 +221,7 @@ domain::Expected<MountRecordStore::Change> MountRecordStore::prepare_put(MountRe
   record.updated_unix_ms = now_unix_ms();
   const auto change = ++changes_;
   records_[key] = Entry{record, change};
-  Change c;
-  c.write = [root = dir_, file = std::move(*file), text = encode(record)]() -> domain::Status {
-    // The allocation's directory (and the store's) may not exist yet, or may have gone with a
-    // removal queued before this write.
-    const auto parent = file.parent_path();
-    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
-      if (errno != ENOENT) return domain::error(errno_text("cannot create", parent));
-      if (auto s = make_dir(root); !s) return s;
-      if (auto s = make_dir(parent); !s) return s;
-    }
-    if (auto ec = durable::write_durable(file, text))
-      return domain::error("cannot write " + file.string() + ": " + ec.message());
-    return {};
-  };
-  c.undo = [this, key, change, before = std::move(before)] {
+  return std::function<void()>([this, key, change, before = std::move(before)] {
     auto it = records_.find(key);
     if (it == records_.end() || it->second.change != change) return;  // a newer change stands
     if (before) {
@@ -148,14 +229,12 @@ domain::Expected<MountRecordStore::Change> MountRecordStore::prepare_put(MountRe
     } else {
       records_.erase(it);
     }
-  };
-  return c;
+  });
 }
 
-domain::Expected<MountRecordStore::Change> MountRecordStore::prepare_remove(const std::string& alloc_id,
-                                                                            const std::string& volume_id) {
-  auto file = file_of(alloc_id, volume_id);
-  if (!file) return domain::error(file.error());
+domain::Expected<std::function<void()>> MountRecordStore::change_remove(const std::string& alloc_id,
+                                                                        const std::string& volume_id) {
+  if (auto s = validate_key(alloc_id, volume_id); !s) return domain::error(s.error());
   const Key key{alloc_id, volume_id};
   std::optional<Entry> before;
   if (auto known = records_.find(key); known != records_.end()) {
@@ -163,47 +242,82 @@ domain::Expected<MountRecordStore::Change> MountRecordStore::prepare_remove(cons
     records_.erase(known);
   }
   ++changes_;
-  Change c;
-  c.write = [root = dir_, file = std::move(*file)]() -> domain::Status {
-    if (auto ec = durable::remove_durable(file)) return domain::error("cannot remove " + file.string() + ": " + ec.message());
-    // The allocation's directory goes with its last record (rmdir fails while others remain).
-    if (::rmdir(file.parent_path().c_str()) == 0) durable::sync_dir(root);
-    return {};
-  };
-  c.undo = [this, key, before = std::move(before)] {
+  return std::function<void()>([this, key, before = std::move(before)] {
     if (before && !records_.contains(key)) records_[key] = *before;  // unless put again since
-  };
-  return c;
-}
-
-asio::awaitable<domain::Status> MountRecordStore::apply(Change change) {
-  domain::Status status;
-  co_await worker_->run([&] { status = change.write(); });
-  if (!status) change.undo();  // back on the executor: memory is ours again
-  co_return status;
-}
-
-asio::awaitable<domain::Status> MountRecordStore::put(MountRecord& record) {
-  auto change = prepare_put(record);
-  if (!change) co_return domain::error(change.error());
-  co_return co_await apply(std::move(*change));
-}
-
-void MountRecordStore::submit(MountRecord record) {
-  auto change = prepare_put(record);
-  if (!change) {
-    kLog.error("cannot record a mount change", {{"volume", record.volume_id}, {"alloc", record.alloc_id}, {"error", change.error()}});
-    return;
-  }
-  worker_->submit([write = std::move(change->write), alloc = record.alloc_id, volume = record.volume_id] {
-    if (auto s = write(); !s) kLog.error("cannot record a mount change", {{"volume", volume}, {"alloc", alloc}, {"error", s.error()}});
   });
 }
 
+asio::awaitable<domain::Status> MountRecordStore::written(std::shared_ptr<domain::Status> result,
+                                                         std::function<void()> undo) {
+  // Runs after every flush queued before it; the one that took this change set its result.
+  co_await worker_->run([this] { flush(); });
+  if (!*result) undo();  // back on the executor: memory is ours again
+  co_return *result;
+}
+
+asio::awaitable<domain::Status> MountRecordStore::put(MountRecord& record) {
+  auto undo = change_put(record);
+  if (!undo) co_return domain::error(undo.error());
+  auto result = enqueue({record.alloc_id, record.volume_id}, encode(record));
+  co_return co_await written(std::move(result), std::move(*undo));
+}
+
+void MountRecordStore::submit(MountRecord record) {
+  auto undo = change_put(record);
+  if (!undo) {
+    kLog.error("cannot record a mount change", {{"volume", record.volume_id}, {"alloc", record.alloc_id}, {"error", undo.error()}});
+    return;
+  }
+  (void)enqueue({record.alloc_id, record.volume_id}, encode(record));
+  worker_->submit([this] { flush(); });  // a failure is logged there
+}
+
 asio::awaitable<domain::Status> MountRecordStore::remove(const std::string& alloc_id, const std::string& volume_id) {
-  auto change = prepare_remove(alloc_id, volume_id);
-  if (!change) co_return domain::error(change.error());
-  co_return co_await apply(std::move(*change));
+  auto undo = change_remove(alloc_id, volume_id);
+  if (!undo) co_return domain::error(undo.error());
+  auto result = enqueue({alloc_id, volume_id}, std::nullopt);
+  co_return co_await written(std::move(result), std::move(*undo));
+}
+
+void MountRecordStore::flush() {
+  std::vector<Pending> batch;
+  {
+    std::lock_guard lock(pending_mutex_);
+    batch.swap(pending_);
+  }
+  if (batch.empty()) return;  // an earlier flush took them
+  domain::Status status;
+  if (!disk_->read) status = disk_->read_files();  // written before any load(): find the journal's end
+  if (status) {
+    std::string change = "[";
+    for (const auto& p : batch) {
+      if (change.size() > 1) change += ',';
+      change += '[' + json(p.key.first).dump() + ',' + json(p.key.second).dump() + ',' + p.text.value_or("null") + ']';
+    }
+    change += ']';
+    if (auto ec = disk_->journal.append(change)) {
+      status = domain::error("cannot write " + (dir_ / "mounts.journal").string() + ": " + ec.message());
+    }
+  }
+  if (!status) {
+    kLog.error("mount records not written", {{"changes", static_cast<int64_t>(batch.size())}, {"error", status.error()}});
+    // The journal may hold them or not: read it again before the next append.
+    disk_->read = false;
+  } else {
+    for (auto& p : batch) {
+      if (p.text) {
+        disk_->records[p.key] = std::move(*p.text);
+      } else {
+        disk_->records.erase(p.key);
+      }
+    }
+    // The changes are durable; a failed compaction is retried after the next flush (the journal
+    // still holds everything) and is no change's failure.
+    if (disk_->journal.record_bytes() > std::max(kCompactBytes, disk_->checkpoint_bytes)) {
+      if (auto s = disk_->compact(); !s) kLog.warn("mount records not compacted", {{"error", s.error()}});
+    }
+  }
+  for (auto& p : batch) *p.result = status;
 }
 
 }  // namespace mooring::nodeagent

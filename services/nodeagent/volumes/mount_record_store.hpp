@@ -1,9 +1,14 @@
-// Where the mount records live: one JSON file per (allocation, volume) under the agent's data
-// dir ({dir}/{alloc}/{volume}.json), each replaced atomically (temp file, fsync, rename, fsync
-// dir), with an in-memory copy for queries.
+// Where the mount records live: a checkpoint of every record ({dir}/mounts.json, a durable slot
+// file) and a journal of the changes since ({dir}/mounts.journal), with an in-memory copy for
+// queries. Agents before the journal kept one file per record ({dir}/{alloc}/{volume}.json);
+// load() takes those into the checkpoint and removes them.
 //
-// The disk work runs on the store's own worker thread, in the order it was asked for, so the
-// agent's one executor thread never waits on an fsync while other allocations queue behind it.
+// The disk work runs on the store's own worker thread, so the agent's one executor thread never
+// waits on a flush while other allocations queue behind it. Changes are appended to the journal
+// in the order they were made, and every change waiting when the worker gets to one is appended
+// with it, as one record and one fdatasync (group commit): under load the cost of a change does
+// not grow with the number of allocations changing at once.
+//
 // Memory shows a change at once (a release() that marks a record while a mount's write is in
 // flight builds on that write); the caller awaits put()/remove() before it acts on the change,
 // so it never sends an RPC whose intent is not on disk. A write that fails is reported and its
@@ -21,8 +26,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,12 +39,16 @@ namespace mooring::nodeagent {
 class MountRecordStore {
  public:
   explicit MountRecordStore(std::filesystem::path dir);
+  ~MountRecordStore();
+  MountRecordStore(const MountRecordStore&) = delete;
+  MountRecordStore& operator=(const MountRecordStore&) = delete;
 
   const std::filesystem::path& dir() const { return dir_; }
 
-  // Reads every record from disk (replacing the in-memory copy). Files that cannot be read or
-  // parsed are logged and left in place for an operator: they are never deleted blindly, since
-  // they may name a live mount. Leftover temp files of an interrupted write are removed.
+  // Reads every record from disk (replacing the in-memory copy); call it before the first write.
+  // Old per-record files that cannot be read or parsed are logged and left in place for an
+  // operator: they are never deleted blindly, since they may name a live mount. Leftover temp
+  // files of an interrupted write are removed.
   domain::Status load();
 
   std::optional<MountRecord> get(const std::string& alloc_id, const std::string& volume_id) const;
@@ -53,7 +63,7 @@ class MountRecordStore {
   // The same write, not awaited (Postrun never waits on a disk); a failure is logged. Writes
   // land in order, so a later put() of the record completes after this one is on disk.
   void submit(MountRecord record);
-  // Forgets the record and completes once its file is gone.
+  // Forgets the record and completes once that is on disk.
   boost::asio::awaitable<domain::Status> remove(const std::string& alloc_id, const std::string& volume_id);
 
   // The thread the records are written on. Other blocking file work of the mounts (creating and
@@ -70,20 +80,26 @@ class MountRecordStore {
     MountRecord record;
     std::uint64_t change = 0;  // which change of the store put it there
   };
-  domain::Expected<std::filesystem::path> file_of(const std::string& alloc_id, const std::string& volume_id) const;
-  // Applies the change to memory and returns the disk work (run on the worker) and the undo of
-  // the memory change (run on the executor if the disk work failed).
-  struct Change {
-    std::function<domain::Status()> write;
-    std::function<void()> undo;
+  // A change on its way to the journal: the record's encoded text, or none when removed.
+  struct Pending {
+    Key key;
+    std::optional<std::string> text;
+    std::shared_ptr<domain::Status> result;  // set by the flush that wrote it
   };
-  domain::Expected<Change> prepare_put(MountRecord& record);
-  domain::Expected<Change> prepare_remove(const std::string& alloc_id, const std::string& volume_id);
-  boost::asio::awaitable<domain::Status> apply(Change change);
+  struct Disk;  // the worker thread's side: journal, checkpoint, what they hold
+
+  domain::Expected<std::function<void()>> change_put(MountRecord& record);
+  domain::Expected<std::function<void()>> change_remove(const std::string& alloc_id, const std::string& volume_id);
+  std::shared_ptr<domain::Status> enqueue(Key key, std::optional<std::string> text);
+  boost::asio::awaitable<domain::Status> written(std::shared_ptr<domain::Status> result, std::function<void()> undo);
+  void flush();  // on the worker: everything pending as one journal record
 
   std::filesystem::path dir_;
   std::map<Key, Entry> records_;
   std::uint64_t changes_ = 0;
+  std::mutex pending_mutex_;
+  std::vector<Pending> pending_;
+  std::unique_ptr<Disk> disk_;
   std::unique_ptr<async::SerialWorker> worker_;  // last: drains the queue while the rest lives
 };
 

@@ -3,6 +3,7 @@
 // while the plugin is stopped or killed, one stuck volume among ten, and a manager "restart" in
 // the middle of an unmount. Needs root (mount(2)); skipped otherwise.
 #include "services/nodeagent/volumes/csi_node_calls.hpp"
+#include "services/nodeagent/volumes/mount_record_store.hpp"
 #include "services/nodeagent/volumes/node_plugin_table.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "tests/nodeagent/volumes/volume_test_util.hpp"
@@ -17,7 +18,6 @@
 #include <gtest/gtest.h>
 
 
-#include "shared/durable/durable_file.hpp"
 
 #include <fstream>
 #include <iostream>
@@ -132,13 +132,10 @@ class HostpathVolumesTest : public ::testing::Test {
   }
   bool nothing_mounted() const { return test::mounts_under(mount_root()).empty(); }
   // Records on disk (a record is kept in two slot files).
+  // The records on disk, as a restarted agent would read them now.
   std::size_t record_files() const {
-    std::size_t records = 0;
-    if (!std::filesystem::exists(dir / "state")) return 0;
-    for (const auto& e : std::filesystem::directory_iterator(dir / "state")) {
-      if (e.is_directory()) records += durable::list_durable(e.path(), ".json").size();
-    }
-    return records;
+    MountRecordStore disk(dir / "state");
+    return disk.load() ? disk.size() : 0;
   }
 
   test::TempDir dir{"vol-hp"};
