@@ -218,9 +218,10 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
       spec.stderr_path = *dir / "stderr.log";
     }
     // The state so far is on disk (and the directory the task's output goes to exists) before
-    // the task starts.
-    co_await store_.durable();
-    auto started = TaskProcess::start(ex_, spec);
+    // the task starts. Started on the writer thread: posix_spawn blocks its caller until the
+    // child has exec'd (~1 ms), which the executor's other allocations should not wait out.
+    domain::Expected<std::unique_ptr<TaskProcess>> started = domain::error("task not started");
+    co_await store_.after_durable([&] { started = TaskProcess::start(ex_, spec); });
     if (!started) {
       state_.task_started = true;
       state_.task_result = started.error();

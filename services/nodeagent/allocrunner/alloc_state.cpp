@@ -100,6 +100,10 @@ void AllocStateStore::submit_write(const std::string& key, std::function<void()>
 
 asio::awaitable<void> AllocStateStore::durable() { return worker_->drained(); }
 
+asio::awaitable<void> AllocStateStore::after_durable(std::function<void()> job) {
+  return worker_->run(std::move(job));
+}
+
 void AllocStateStore::wait_durable() { worker_->wait_drained(); }
 
 domain::Expected<fs::path> AllocStateStore::alloc_dir(const std::string& alloc_id) const {

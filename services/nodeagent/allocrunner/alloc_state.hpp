@@ -71,6 +71,9 @@ class AllocStateStore {
   // Completes once everything submitted before the call is written (or failed and logged).
   // Not cancellable: it lasts one queue of writes.
   boost::asio::awaitable<void> durable();
+  // durable(), then `job` on the writer thread: for a blocking step that must follow the writes
+  // and should not hold up the executor (starting a task: posix_spawn waits for the exec).
+  boost::asio::awaitable<void> after_durable(std::function<void()> job);
   // The same, blocking the caller (tests).
   void wait_durable();
 

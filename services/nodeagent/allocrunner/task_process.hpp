@@ -50,6 +50,8 @@ std::optional<std::uint64_t> process_start_ticks(pid_t pid);
 class TaskProcess {
  public:
   // Starts the task. A command that cannot be started (not found, not executable) is an error value.
+  // May run on any thread (the agent starts tasks on its writer thread); the object is then used
+  // on `ex` only.
   static domain::Expected<std::unique_ptr<TaskProcess>> start(boost::asio::any_io_executor ex, const TaskSpec& spec);
   // Re-attaches to a task started by an earlier agent; nullptr when it no longer runs.
   static std::unique_ptr<TaskProcess> adopt(boost::asio::any_io_executor ex, TaskHandle handle);
