@@ -173,7 +173,8 @@ def lifecycle_breakdown(c, sample):
         add("Started -> running seen by the client", ev.get("Started"), w1)
         add("stop -> stop answered by the API", w1, w1s)
         add("stop answered -> StopRequested (agent saw it)", w1s, ev.get("StopRequested"))
-        add("StopRequested -> Killed (task exited)", ev.get("StopRequested"), ev.get("Killed"))
+        add("StopRequested -> Killing (SIGTERM sent)", ev.get("StopRequested"), ev.get("Killing"))
+        add("Killing -> Killed (task exited)", ev.get("Killing"), ev.get("Killed"))
         add("Killed -> Released (Postrun)", ev.get("Killed"), ev.get("Released"))
         add("Released -> ClaimNodeDetached (unmount, Unpublish)", ev.get("Released"), cp.get("ClaimNodeDetached"))
         add("ClaimNodeDetached -> ClaimReleased (GC, ControllerUnpublish)", cp.get("ClaimNodeDetached"),
@@ -269,6 +270,10 @@ def bench_lifecycle(c, node):
     rt_k = run_json([grpc_bin, "--socket", sock, "--calls", str(max(1, round(k * done))), "--concurrency", str(C)], err)
     rt_n = run_json([grpc_bin, "--socket", sock, "--calls", str(max(1, done)), "--concurrency", str(C)], err)
     ceiling_lps = rt_k["per_second"] / k if k else 0
+    # Floor of any design with a real task per lifecycle: the same task processes alone.
+    task_bin = os.path.join(BIN, "bench", "mooring-bench-task")
+    task_alone = run_json([task_bin, "--dir", os.path.join(c.dir, "task-alone"), "--calls", str(max(1, done)),
+                           "--concurrency", str(C)], err)
 
     details["lifecycle"] = {
         "n": N, "completed": done, "failed": len(failures), "failures": failures[:20], "concurrency": C,
@@ -280,13 +285,22 @@ def bench_lifecycle(c, node):
         "csi_rpcs": counts, "csi_rpcs_per_lifecycle": k, "breakdown_p50_ms": breakdown,
         "breakdown_slowest_claims_ms": tail_claim, "breakdown_slowest_stops_ms": tail_stop,
         "drift_p50_ms": {"first_100": first, "last_100": last},
-        "reference_round_trips_k": rt_k, "reference_round_trips_n": rt_n,
+        "reference_round_trips_k": rt_k, "reference_round_trips_n": rt_n, "reference_task_alone": task_alone,
     }
     row("lifecycle", f"lifecycles/s (N={N}, c={C})", lps, "/s", ceiling_lps,
         f"{k:.1f} plain gRPC round trips per lifecycle (CSI calls seen by the plugin)",
         ("ratio", ">=", 0.5))
     row("lifecycle", "lifecycles/s vs 1 round trip each", lps, "/s", rt_n["per_second"],
         f"{done} plain gRPC round trips")
+    row("lifecycle", "lifecycles/s vs the task alone", lps, "/s", task_alone["per_second"],
+        f"{done} task processes alone (posix_spawn of the bench task's shell, which writes its file and exits)")
+    # Both references saturate the same CPUs, so their costs add: a lifecycle that only started its
+    # task and made its k CSI calls could go no faster than this.
+    bound = 1 / (1 / task_alone["per_second"] + k / rt_k["per_second"]) if k and task_alone["per_second"] else 0
+    details["lifecycle"]["task_plus_round_trips_per_second"] = bound
+    row("lifecycle", "lifecycles/s vs task + round trips", lps, "/s", bound,
+        f"1 / (1/task rate + {k:.1f}/round-trip rate): the task and the CSI calls alone, nothing else "
+        f"(half the round-trip ceiling is {ceiling_lps / 2:.0f}/s)")
     rtt50, rtt99 = rt_k["p50_ms"], rt_k["p99_ms"]
     row("lifecycle", "claim-to-mounted p50", percentile(to_mounted, 50), "ms", rtt50 * k,
         f"{k:.1f} x round-trip p50")

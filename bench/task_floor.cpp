@@ -1,0 +1,94 @@
+// Bench reference: the lifecycle's task alone. Each lifecycle starts one task process (the bench's
+// `sh -c 'echo ok > "$MOORING_VOLUME_DATA/bench" && exec sleep 600'`); here the same shell writes
+// its file and exits, `concurrency` at a time, started with posix_spawn as the agent does. No
+// design that runs a real task per lifecycle can go through lifecycles faster than this.
+// Output: one JSON object on stdout.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/stats.hpp"
+
+extern char** environ;
+
+namespace {
+
+using mooring::bench::Clock;
+
+// One task: spawn, wait for its exit. False when it could not start or did not exit cleanly.
+bool run_task(const std::filesystem::path& file) {
+  const std::string script = "echo ok > \"$MOORING_VOLUME_DATA/bench\"";
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e && *e; ++e) env_strings.emplace_back(*e);
+  env_strings.push_back("MOORING_VOLUME_DATA=" + file.string());
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string sh = "/bin/sh", dash_c = "-c", body = script;
+  char* argv[] = {sh.data(), dash_c.data(), body.data(), nullptr};
+  pid_t pid = 0;
+  if (::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv, envp.data()) != 0) return false;
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long calls = 1000;
+  int concurrency = 8;
+  std::string dir;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--calls") calls = std::stol(v);
+    else if (a == "--concurrency") concurrency = std::stoi(v);
+    else if (a == "--dir") dir = v;
+  }
+  if (dir.empty() || calls <= 0 || concurrency <= 0) {
+    std::cerr << "usage: mooring-bench-task --dir DIR [--calls N] [--concurrency C]\n";
+    return 2;
+  }
+  std::atomic<long> next{0};
+  std::atomic<long> errors{0};
+  std::mutex mu;
+  std::vector<double> latencies_ms;
+  latencies_ms.reserve(static_cast<std::size_t>(calls));
+  const auto t0 = Clock::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < concurrency; ++w) {
+    workers.emplace_back([&] {
+      for (long i = next++; i < calls; i = next++) {
+        const auto slot = std::filesystem::path(dir) / ("task-" + std::to_string(i % 64));
+        std::filesystem::create_directories(slot);
+        const auto start = Clock::now();
+        if (!run_task(slot)) ++errors;
+        const double ms = mooring::bench::ms_since(start);
+        std::lock_guard lock(mu);
+        latencies_ms.push_back(ms);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  nlohmann::json out{{"calls", calls},
+                     {"concurrency", concurrency},
+                     {"seconds", secs},
+                     {"per_second", static_cast<double>(calls) / secs},
+                     {"p50_ms", mooring::bench::percentile(latencies_ms, 50)},
+                     {"p99_ms", mooring::bench::percentile(latencies_ms, 99)},
+                     {"errors", errors.load()}};
+  std::cout << out.dump() << std::endl;
+  return errors.load() == 0 ? 0 : 1;
+}
