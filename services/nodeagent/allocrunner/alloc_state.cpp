@@ -75,36 +75,36 @@ domain::Expected<AllocState> decode_alloc_state(const std::string& text) {
 }
 
 AllocStateStore::AllocStateStore(fs::path dir)
-    : dir_(std::move(dir)), worker_(std::make_unique<async::SerialWorker>("allocation-states")) {}
+    : dir_(std::move(dir)), writer_(std::make_unique<async::SerialWorker>("allocation-states")) {}
 
 AllocStateStore::~AllocStateStore() = default;
 
 // Keyed by allocation: only the newest state of an allocation that waits in the queue is written.
 void AllocStateStore::submit(const AllocState& state) {
-  worker_->submit(state.alloc.id, [this, state] {
+  writer_->submit(state.alloc.id, [this, state] {
     if (auto st = save(state); !st)
       logger().error("cannot persist the allocation state", {{"alloc", state.alloc.id}, {"error", st.error()}});
   });
 }
 
 void AllocStateStore::submit_remove(const std::string& alloc_id) {
-  worker_->submit(alloc_id, [this, alloc_id] {
+  writer_->submit(alloc_id, [this, alloc_id] {
     if (auto st = remove(alloc_id); !st)
       logger().warn("cannot remove the allocation's directory", {{"alloc", alloc_id}, {"error", st.error()}});
   });
 }
 
 void AllocStateStore::submit_write(const std::string& key, std::function<void()> write) {
-  worker_->submit("/" + key, std::move(write));
+  writer_->submit("/" + key, std::move(write));
 }
 
-asio::awaitable<void> AllocStateStore::durable() { return worker_->drained(); }
+asio::awaitable<void> AllocStateStore::durable() { return writer_->drained(); }
 
 asio::awaitable<void> AllocStateStore::after_durable(std::function<void()> job) {
-  return worker_->run(std::move(job));
+  return writer_->run(std::move(job));
 }
 
-void AllocStateStore::wait_durable() { worker_->wait_drained(); }
+void AllocStateStore::wait_durable() { writer_->wait_drained(); }
 
 domain::Expected<fs::path> AllocStateStore::alloc_dir(const std::string& alloc_id) const {
   if (auto st = domain::validate_allocation_id(alloc_id); !st) return domain::error(st.error());

@@ -35,7 +35,7 @@ struct AllocState {
 std::string encode(const AllocState& state);
 domain::Expected<AllocState> decode_alloc_state(const std::string& text);
 
-// The runners write through submit(): a worker thread owned by the store does the disk work
+// The runners write through submit(): a writer thread owned by the store does the disk work
 // (encode, write, fdatasync), so the agent's one executor thread never waits on a flush while
 // other allocations' steps queue behind it. Writes of one allocation land in submission order;
 // a state submitted while an older one of the same allocation still waits replaces it (only the
@@ -44,7 +44,7 @@ domain::Expected<AllocState> decode_alloc_state(const std::string& text);
 class AllocStateStore {
  public:
   explicit AllocStateStore(std::filesystem::path dir);
-  // Writes what is still queued, then stops the worker thread.
+  // Writes what is still queued, then stops the writer thread.
   ~AllocStateStore();
   AllocStateStore(const AllocStateStore&) = delete;
   AllocStateStore& operator=(const AllocStateStore&) = delete;
@@ -60,7 +60,7 @@ class AllocStateStore {
   // Every state on disk. A file that cannot be read is logged and left in place for an operator.
   std::vector<AllocState> load_all() const;
 
-  // Queued for the worker thread; a failure is logged there (the runner carries on: the
+  // Queued for the writer thread; a failure is logged there (the runner carries on: the
   // allocation matters more than its restart record).
   void submit(const AllocState& state);
   void submit_remove(const std::string& alloc_id);
@@ -71,15 +71,15 @@ class AllocStateStore {
   // Completes once everything submitted before the call is written (or failed and logged).
   // Not cancellable: it lasts one queue of writes.
   boost::asio::awaitable<void> durable();
+  // The same, blocking the caller (tests).
+  void wait_durable();
   // durable(), then `job` on the writer thread: for a blocking step that must follow the writes
   // and should not hold up the executor (starting a task: posix_spawn waits for the exec).
   boost::asio::awaitable<void> after_durable(std::function<void()> job);
-  // The same, blocking the caller (tests).
-  void wait_durable();
 
  private:
   std::filesystem::path dir_;
-  std::unique_ptr<async::SerialWorker> worker_;  // last: drains the queue while the rest lives
+  std::unique_ptr<async::SerialWorker> writer_;  // last: drains the queue while the rest lives
 };
 
 }  // namespace mooring::nodeagent

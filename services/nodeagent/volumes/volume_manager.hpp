@@ -92,8 +92,9 @@ class VolumeManager {
   // NodeUnstage when this allocation was the last user. Nothing mounted is ok.
   boost::asio::awaitable<UnmountResult> unmount(std::string alloc_id, std::string volume_id);
 
-  // CSI hook Postrun: returns at once. The release is recorded durably (a restart resumes it),
-  // then each volume is unmounted in its own task, retried until done, and the control plane told.
+  // CSI hook Postrun: returns at once. The release is recorded (the write queued; a restart
+  // resumes it, or finds the allocation's Postrun done and releases again), then each volume is
+  // unmounted in its own task, retried until done, and the control plane told.
   void release(const std::string& alloc_id, const std::vector<std::string>& volume_ids);
 
   // release() for every volume recorded for the allocation (an allocation found gone or
