@@ -158,7 +158,8 @@ TEST_F(HostpathVolumesTest, FileWrittenThroughThePublishPathLandsInTheVolumeAndR
   EXPECT_EQ(test::read_file(std::filesystem::path(vol.volume_context.at("path")) / "hello.txt"), "written by the task\n");
 
   manager->release("alloc-1", {"data"});
-  ASSERT_TRUE(pump_until(io, [&] { return released("alloc-1", "data"); }, 30s));
+  // The record leaves memory at once; the release task ends once that is on disk too.
+  ASSERT_TRUE(pump_until(io, [&] { return released("alloc-1", "data") && manager->releases_in_flight() == 0; }, 30s));
   EXPECT_TRUE(nothing_mounted());
   EXPECT_EQ(record_files(), 0u);
   EXPECT_FALSE(std::filesystem::exists(mount_root() / "per-alloc" / "alloc-1"));
@@ -182,7 +183,7 @@ TEST_F(HostpathVolumesTest, ReleaseReturnsAtOnceWhileThePluginIsStoppedAndComple
   EXPECT_TRUE(test::is_mounted(path));  // the plugin cannot answer while stopped
   EXPECT_FALSE(released("alloc-1", "data"));
   ASSERT_TRUE(plugin->resume());
-  ASSERT_TRUE(pump_until(io, [&] { return released("alloc-1", "data"); }, 60s));
+  ASSERT_TRUE(pump_until(io, [&] { return released("alloc-1", "data") && manager->releases_in_flight() == 0; }, 60s));
   EXPECT_TRUE(nothing_mounted());
   EXPECT_EQ(record_files(), 0u);
 }
@@ -268,7 +269,7 @@ TEST_F(HostpathVolumesTest, ManagerRestartInTheMiddleOfAnUnmountResumesAndNothin
   EXPECT_EQ(test::mounts_under(mount_root()).size(), 2u);
 
   manager->release("alloc-2", {"vol-b"});
-  ASSERT_TRUE(pump_until(io, [&] { return released("alloc-2", "vol-b"); }, 60s));
+  ASSERT_TRUE(pump_until(io, [&] { return released("alloc-2", "vol-b") && manager->releases_in_flight() == 0; }, 60s));
   EXPECT_TRUE(nothing_mounted());
   EXPECT_EQ(record_files(), 0u);
 }
