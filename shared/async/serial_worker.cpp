@@ -109,7 +109,7 @@ asio::awaitable<void> SerialWorker::run(std::function<void()> job) {
   if (failure) std::rethrow_exception(failure);
 }
 
-asio::awaitable<void> SerialWorker::drained() { co_await run([] {}); }
+asio::awaitable<void> SerialWorker::drained() { return run([] {}); }
 
 void SerialWorker::wait_drained() {
   std::promise<void> reached;

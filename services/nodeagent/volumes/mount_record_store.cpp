@@ -40,14 +40,24 @@ domain::Status validate_key(const std::string& alloc_id, const std::string& volu
 
 // Touched by the worker thread only, and by load() before the first write.
 struct MountRecordStore::Disk {
-  explicit Disk(const fs::path& dir) : checkpoint(dir / "mounts.json"), journal(dir / "mounts.journal") {}
+  explicit Disk(const fs::path& dir)
+      : checkpoint(dir / "mounts.json"), journal_path(dir / "mounts.journal"), journal(journal_path) {}
 
   fs::path checkpoint;
+  fs::path journal_path;
   durable::Journal journal;
-  std::uint64_t generation = 0;        // of the checkpoint the journal follows
   std::uint64_t checkpoint_bytes = 0;
   std::map<Key, std::string> records;  // what checkpoint + journal hold, encoded
   bool read = false;                   // the files were read (by load(), or by the first flush)
+
+  // One change, as the journal holds it: the record's text, or none when removed.
+  void apply(const Key& key, std::optional<std::string> text) {
+    if (text) {
+      records[key] = std::move(*text);
+    } else {
+      records.erase(key);
+    }
+  }
 
   // Reads the checkpoint and the journal into `records`.
   domain::Status read_files() {
@@ -68,21 +78,16 @@ struct MountRecordStore::Disk {
       journal.rewind();
       std::vector<std::string> changes;
       if (auto jec = journal.read_new(version.generation, changes))
-        return domain::error("cannot read " + checkpoint.parent_path().string() + "/mounts.journal: " + jec.message());
+        return domain::error("cannot read " + journal_path.string() + ": " + jec.message());
       for (const auto& change : changes) {
         for (const auto& c : json::parse(change)) {
-          Key key{c.at(0).get<std::string>(), c.at(1).get<std::string>()};
-          if (c.at(2).is_null()) {
-            records.erase(key);
-          } else {
-            records[key] = c.at(2).dump();
-          }
+          apply({c.at(0).get<std::string>(), c.at(1).get<std::string>()},
+                c.at(2).is_null() ? std::nullopt : std::optional<std::string>(c.at(2).dump()));
         }
       }
     } catch (const json::exception& e) {
       return domain::error("mount records in " + checkpoint.parent_path().string() + " are corrupt: " + e.what());
     }
-    generation = version.generation;
     checkpoint_bytes = text ? text->size() : 0;
     read = true;
     return {};
@@ -103,9 +108,9 @@ struct MountRecordStore::Disk {
       return domain::error("cannot write " + checkpoint.string() + ": " + ec.message());
     // The checkpoint holds every record now; a crash before the restart leaves a journal that
     // names the previous generation, which is then read as empty.
-    generation = version.generation;
     checkpoint_bytes = text.size();
-    if (auto ec = journal.restart(generation)) return domain::error("cannot restart the mount journal: " + ec.message());
+    if (auto ec = journal.restart(version.generation))
+      return domain::error("cannot restart " + journal_path.string() + ": " + ec.message());
     return {};
   }
 };
@@ -201,14 +206,14 @@ std::vector<MountRecord> MountRecordStore::for_alloc(const std::string& alloc_id
   return out;
 }
 
-std::shared_ptr<domain::Status> MountRecordStore::enqueue(Key key, std::optional<std::string> text) {
+MountRecordStore::Queued MountRecordStore::enqueue(Key key, std::optional<std::string> text, std::function<void()> undo) {
   auto result = std::make_shared<domain::Status>();
   std::lock_guard lock(pending_mutex_);
   pending_.push_back(Pending{std::move(key), std::move(text), result});
-  return result;
+  return Queued{std::move(result), std::move(undo)};
 }
 
-domain::Expected<std::function<void()>> MountRecordStore::change_put(MountRecord& record) {
+domain::Expected<MountRecordStore::Queued> MountRecordStore::change_put(MountRecord& record) {
   if (auto s = validate_key(record.alloc_id, record.volume_id); !s) return domain::error(s.error());
   const Key key{record.alloc_id, record.volume_id};
   std::optional<Entry> before;
@@ -221,7 +226,7 @@ domain::Expected<std::function<void()>> MountRecordStore::change_put(MountRecord
   record.updated_unix_ms = now_unix_ms();
   const auto change = ++changes_;
   records_[key] = Entry{record, change};
-  return std::function<void()>([this, key, change, before = std::move(before)] {
+  return enqueue(key, encode(record), [this, key, change, before = std::move(before)] {
     auto it = records_.find(key);
     if (it == records_.end() || it->second.change != change) return;  // a newer change stands
     if (before) {
@@ -232,8 +237,8 @@ domain::Expected<std::function<void()>> MountRecordStore::change_put(MountRecord
   });
 }
 
-domain::Expected<std::function<void()>> MountRecordStore::change_remove(const std::string& alloc_id,
-                                                                        const std::string& volume_id) {
+domain::Expected<MountRecordStore::Queued> MountRecordStore::change_remove(const std::string& alloc_id,
+                                                                          const std::string& volume_id) {
   if (auto s = validate_key(alloc_id, volume_id); !s) return domain::error(s.error());
   const Key key{alloc_id, volume_id};
   std::optional<Entry> before;
@@ -242,41 +247,35 @@ domain::Expected<std::function<void()>> MountRecordStore::change_remove(const st
     records_.erase(known);
   }
   ++changes_;
-  return std::function<void()>([this, key, before = std::move(before)] {
+  return enqueue(key, std::nullopt, [this, key, before = std::move(before)] {
     if (before && !records_.contains(key)) records_[key] = *before;  // unless put again since
   });
 }
 
-asio::awaitable<domain::Status> MountRecordStore::written(std::shared_ptr<domain::Status> result,
-                                                         std::function<void()> undo) {
+asio::awaitable<domain::Status> MountRecordStore::written(domain::Expected<Queued> queued) {
+  if (!queued) co_return domain::error(queued.error());
   // Runs after every flush queued before it; the one that took this change set its result.
   co_await worker_->run([this] { flush(); });
-  if (!*result) undo();  // back on the executor: memory is ours again
-  co_return *result;
+  if (!*queued->result) queued->undo();  // back on the executor: memory is ours again
+  co_return *queued->result;
 }
 
+// Coroutines, so the change is made when the caller awaits it, not when it calls.
 asio::awaitable<domain::Status> MountRecordStore::put(MountRecord& record) {
-  auto undo = change_put(record);
-  if (!undo) co_return domain::error(undo.error());
-  auto result = enqueue({record.alloc_id, record.volume_id}, encode(record));
-  co_return co_await written(std::move(result), std::move(*undo));
+  co_return co_await written(change_put(record));
 }
 
 void MountRecordStore::submit(MountRecord record) {
-  auto undo = change_put(record);
-  if (!undo) {
-    kLog.error("cannot record a mount change", {{"volume", record.volume_id}, {"alloc", record.alloc_id}, {"error", undo.error()}});
+  if (auto queued = change_put(record); !queued) {
+    kLog.error("cannot record a mount change",
+               {{"volume", record.volume_id}, {"alloc", record.alloc_id}, {"error", queued.error()}});
     return;
   }
-  (void)enqueue({record.alloc_id, record.volume_id}, encode(record));
   worker_->submit([this] { flush(); });  // a failure is logged there
 }
 
 asio::awaitable<domain::Status> MountRecordStore::remove(const std::string& alloc_id, const std::string& volume_id) {
-  auto undo = change_remove(alloc_id, volume_id);
-  if (!undo) co_return domain::error(undo.error());
-  auto result = enqueue({alloc_id, volume_id}, std::nullopt);
-  co_return co_await written(std::move(result), std::move(*undo));
+  co_return co_await written(change_remove(alloc_id, volume_id));
 }
 
 void MountRecordStore::flush() {
@@ -296,7 +295,7 @@ void MountRecordStore::flush() {
     }
     change += ']';
     if (auto ec = disk_->journal.append(change)) {
-      status = domain::error("cannot write " + (dir_ / "mounts.journal").string() + ": " + ec.message());
+      status = domain::error("cannot write " + disk_->journal_path.string() + ": " + ec.message());
     }
   }
   if (!status) {
@@ -304,13 +303,7 @@ void MountRecordStore::flush() {
     // The journal may hold them or not: read it again before the next append.
     disk_->read = false;
   } else {
-    for (auto& p : batch) {
-      if (p.text) {
-        disk_->records[p.key] = std::move(*p.text);
-      } else {
-        disk_->records.erase(p.key);
-      }
-    }
+    for (auto& p : batch) disk_->apply(p.key, std::move(p.text));
     // The changes are durable; a failed compaction is retried after the next flush (the journal
     // still holds everything) and is no change's failure.
     if (disk_->journal.record_bytes() > std::max(kCompactBytes, disk_->checkpoint_bytes)) {

@@ -88,10 +88,16 @@ class MountRecordStore {
   };
   struct Disk;  // the worker thread's side: journal, checkpoint, what they hold
 
-  domain::Expected<std::function<void()>> change_put(MountRecord& record);
-  domain::Expected<std::function<void()>> change_remove(const std::string& alloc_id, const std::string& volume_id);
-  std::shared_ptr<domain::Status> enqueue(Key key, std::optional<std::string> text);
-  boost::asio::awaitable<domain::Status> written(std::shared_ptr<domain::Status> result, std::function<void()> undo);
+  // A change made in memory and queued for the journal: its result once flushed, and how to
+  // take it back from memory (on the executor) if the flush failed.
+  struct Queued {
+    std::shared_ptr<domain::Status> result;
+    std::function<void()> undo;
+  };
+  domain::Expected<Queued> change_put(MountRecord& record);
+  domain::Expected<Queued> change_remove(const std::string& alloc_id, const std::string& volume_id);
+  Queued enqueue(Key key, std::optional<std::string> text, std::function<void()> undo);
+  boost::asio::awaitable<domain::Status> written(domain::Expected<Queued> queued);
   void flush();  // on the worker: everything pending as one journal record
 
   std::filesystem::path dir_;

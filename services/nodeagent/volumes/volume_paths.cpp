@@ -51,38 +51,27 @@ domain::Expected<fs::path> VolumePaths::publish(std::string_view alloc_id, std::
 }
 
 domain::Status VolumePaths::ensure_dir(const fs::path& dir) const {
-  const auto exists_as_dir = [](const fs::path& path) -> domain::Status {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return domain::error("cannot create directory " + path.string() + ": exists and is not a directory");
-    }
-    return {};
-  };
   // Mostly the parent is there already (the staging root, the allocation's directory): one mkdir.
-  if (::mkdir(dir.c_str(), 0700) == 0) {
+  int rc = ::mkdir(dir.c_str(), 0700);
+  if (rc != 0 && errno == ENOENT) {
+    // A parent is missing: made the same way (0700), or above the root only made sure of.
+    const auto parent = dir.parent_path();
+    if (parent.native().size() < root_.native().size()) {
+      std::error_code ec;
+      fs::create_directories(parent, ec);
+    } else if (auto s = ensure_dir(parent); !s) {
+      return s;
+    }
+    rc = ::mkdir(dir.c_str(), 0700);
+  }
+  if (rc == 0) {
     ::chmod(dir.c_str(), 0700);  // mkdir applies the umask; 0700 is what we promise
     return {};
   }
-  if (errno == EEXIST) return exists_as_dir(dir);
-  if (errno != ENOENT) return domain::error("cannot create directory " + dir.string() + ": " + std::strerror(errno));
-  // A parent is missing: create from the root down so each new directory gets 0700 too.
-  fs::path current;
-  for (const auto& part : dir) {
-    current /= part;
-    if (current.native().size() < root_.native().size() && root_.native().starts_with(current.native())) {
-      // Above the root: only make sure it exists.
-      std::error_code ec;
-      fs::create_directories(current, ec);
-      continue;
-    }
-    if (::mkdir(current.c_str(), 0700) == 0) {
-      ::chmod(current.c_str(), 0700);  // mkdir applies the umask; 0700 is what we promise
-      continue;
-    }
-    if (errno != EEXIST) {
-      return domain::error("cannot create directory " + current.string() + ": " + std::strerror(errno));
-    }
-    if (auto s = exists_as_dir(current); !s) return s;
+  if (errno != EEXIST) return domain::error("cannot create directory " + dir.string() + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return domain::error("cannot create directory " + dir.string() + ": exists and is not a directory");
   }
   return {};
 }
