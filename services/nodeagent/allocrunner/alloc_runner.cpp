@@ -1,5 +1,7 @@
 #include "services/nodeagent/allocrunner/alloc_runner.hpp"
 
+#include <signal.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
@@ -9,6 +11,7 @@
 #include "services/nodeagent/allocrunner/task_process.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/async/with_timeout.hpp"
+#include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::nodeagent {
@@ -147,40 +150,104 @@ asio::awaitable<void> AllocRunner::run() {
     co_return;
   }
   const bool resumed = state_.task_started || state_.client_status != ClientStatus::pending ||
-                       !state_.claimed_volumes.empty();
+                       !state_.claimed_volumes.empty() || !state_.launch_id.empty();
   save();
   emit(resumed ? "Resumed" : "Received",
        resumed ? "allocation resumed after an agent restart" : "allocation received by the node agent");
   if (state_.alloc.desired_status == domain::DesiredStatus::stop && state_.stop_reason.empty())
     stop("stopped by the control plane");
 
-  const bool task_ended_earlier = state_.task_started && !state_.task;
-  if (!stop_requested() && !task_ended_earlier) {
+  // A task an earlier agent started is found before anything else runs, so that a stop in any
+  // phase after the restart (the volume setup below can take seconds) reaches it.
+  if (resumed) reattach_task();
+
+  const bool task_ended_earlier = state_.task_started && !task_;
+  if (task_ended_earlier) {
+    // The task ended (or its start failed) before the restart: nothing to set up again.
+    if (state_.client_status == ClientStatus::pending || state_.client_status == ClientStatus::running)
+      set_status(stop_requested() ? ClientStatus::complete : ClientStatus::failed);
+  } else if (stop_requested()) {
+    if (task_) {
+      co_await kill_task();
+    } else {
+      state_.task_result = "stopped before the task started";
+      set_status(ClientStatus::complete);
+    }
+  } else {
     std::map<std::string, std::string> env;
     auto prerun = co_await until_stopped(run_prerun(env));
     if (!prerun) {
-      state_.task_result = "stopped before the task started";
-      set_status(ClientStatus::complete);
+      if (task_) {
+        co_await kill_task();
+      } else {
+        state_.task_result = "stopped before the task started";
+        set_status(ClientStatus::complete);
+      }
     } else if (!*prerun) {
       emit("SetupFailure", prerun->error());
+      if (task_) {
+        // A re-adopted task whose volumes could not be set up again: it must not run on while
+        // Postrun releases them.
+        co_await kill_task();
+      }
       state_.task_result = prerun->error();
       set_status(ClientStatus::failed);
     } else {
       co_await run_task(env);
     }
-  } else if (task_ended_earlier) {
-    // The task ended and the agent stopped before Postrun: finish the job.
-    if (state_.client_status == ClientStatus::pending || state_.client_status == ClientStatus::running)
-      set_status(ClientStatus::failed);
-  } else {
-    state_.task_result = "stopped before the task started";
-    set_status(ClientStatus::complete);
   }
 
   run_postrun();
   emit("Terminated", state_.task_result.empty() ? std::string(domain::to_string(state_.client_status))
                                                 : state_.task_result);
   finished_ = true;
+}
+
+void AllocRunner::reattach_task() {
+  if (!state_.alloc.task) return;
+  if (!state_.task && !state_.task_started && !state_.launch_id.empty()) {
+    // The agent stopped between the start's intent and the pid's write: the task may run. Find
+    // it by its launch id; never start a second copy.
+    auto found = find_launch(state_.launch_id);
+    state_.task_started = true;
+    if (found.leader) {
+      state_.task = found.leader;
+      emit("Reattached", "task pid " + std::to_string(found.leader->pid) +
+                             " found by its launch id after an agent restart (its pid was not recorded yet)");
+    } else {
+      // The task itself is gone; what it started must not run on with its volumes.
+      for (const pid_t straggler : found.others) ::kill(straggler, SIGKILL);
+      state_.task_result = "the agent stopped while starting the task and found no process of it after the restart; "
+                           "it is not started a second time";
+      emit("DriverFailure", state_.task_result);
+    }
+    save();
+  }
+  if (!state_.task) return;
+  task_ = TaskProcess::adopt(ex_, *state_.task);
+  if (!task_) {
+    state_.task.reset();
+    state_.task_result = "the task ended while the agent was down; its exit status is unknown";
+    save();
+    return;
+  }
+  emit("Reattached", "task pid " + std::to_string(state_.task->pid) + " re-adopted after an agent restart");
+}
+
+asio::awaitable<void> AllocRunner::kill_task() {
+  const auto& alloc = state_.alloc;
+  auto kill_timeout = alloc.task ? std::chrono::duration_cast<std::chrono::milliseconds>(alloc.task->kill_timeout)
+                                 : std::chrono::milliseconds(0);
+  if (kill_timeout.count() <= 0) kill_timeout = options_.default_kill_timeout;
+  const std::string reason = state_.stop_reason.empty() ? std::string("its volumes could not be set up again")
+                                                        : state_.stop_reason;
+  emit("Killing", "sending SIGTERM (SIGKILL after " + std::to_string(kill_timeout.count()) + " ms): " + reason);
+  auto status = co_await task_->stop(kill_timeout);
+  state_.task_result = "stopped: " + reason + " (" +
+                       (status ? status->describe() : std::string("exit status unknown")) + ")";
+  emit("Killed", state_.task_result);
+  state_.task.reset();
+  if (stop_requested()) set_status(ClientStatus::complete);
 }
 
 asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::string>& volume_env) {
@@ -195,16 +262,7 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
     co_return;
   }
 
-  if (state_.task) {
-    task_ = TaskProcess::adopt(ex_, *state_.task);
-    if (!task_) {
-      state_.task.reset();
-      state_.task_result = "the task ended while the agent was down; its exit status is unknown";
-      set_status(stop_requested() ? ClientStatus::complete : ClientStatus::failed);
-      co_return;
-    }
-    emit("Reattached", "task pid " + std::to_string(state_.task->pid) + " re-adopted after an agent restart");
-  } else {
+  if (!task_) {
     auto dir = store_.alloc_dir(id());
     TaskSpec spec;
     spec.command = alloc.task->command;
@@ -213,6 +271,11 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
     for (const auto& [k, v] : volume_env) spec.env[k] = v;
     spec.env["MOORING_ALLOC_ID"] = alloc.id;
     spec.env["MOORING_ALLOC_NAME"] = alloc.name;
+    // The start's intent: written with the state below before the spawn, so a restart that
+    // finds it without a pid looks for this launch rather than starting the task again.
+    state_.launch_id = domain::new_id();
+    spec.env[kLaunchIdEnv] = state_.launch_id;
+    save();
     if (dir) {
       spec.stdout_path = *dir / "stdout.log";
       spec.stderr_path = *dir / "stderr.log";
@@ -240,16 +303,7 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
 
   auto exit = co_await until_stopped(task_->wait());
   if (!exit) {
-    auto kill_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(alloc.task->kill_timeout);
-    if (kill_timeout.count() <= 0) kill_timeout = options_.default_kill_timeout;
-    emit("Killing", "sending SIGTERM (SIGKILL after " + std::to_string(kill_timeout.count()) + " ms): " +
-                        state_.stop_reason);
-    auto status = co_await task_->stop(kill_timeout);
-    state_.task_result = "stopped: " + state_.stop_reason + " (" +
-                         (status ? status->describe() : std::string("exit status unknown")) + ")";
-    emit("Killed", state_.task_result);
-    state_.task.reset();
-    set_status(ClientStatus::complete);
+    co_await kill_task();
     co_return;
   }
   state_.task.reset();

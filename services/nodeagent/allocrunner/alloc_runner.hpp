@@ -77,6 +77,11 @@ class AllocRunner {
 
  private:
   boost::asio::awaitable<void> run_task(const std::map<std::string, std::string>& env);
+  // After a restart: re-adopts the task an earlier agent started (found by pid, or by launch id
+  // when the pid was not written yet) into task_, or records that it is gone.
+  void reattach_task();
+  // SIGTERM, SIGKILL after the kill timeout, and the result; complete when a stop was asked.
+  boost::asio::awaitable<void> kill_task();
   boost::asio::awaitable<domain::Status> run_prerun(std::map<std::string, std::string>& env);
   boost::asio::awaitable<void> wait_for_stop();
   template <class T>

@@ -37,6 +37,7 @@ std::string encode(const AllocState& s) {
   j["alloc"] = json::parse(alloc_json);
   j["client_status"] = std::string(domain::to_string(s.client_status));
   j["task_started"] = s.task_started;
+  if (!s.launch_id.empty()) j["launch_id"] = s.launch_id;
   if (s.task) j["task"] = {{"pid", s.task->pid}, {"start_ticks", s.task->start_ticks}};
   j["task_result"] = s.task_result;
   j["stop_reason"] = s.stop_reason;
@@ -61,6 +62,7 @@ domain::Expected<AllocState> decode_alloc_state(const std::string& text) {
     if (!status) return domain::error("allocation state: bad client_status");
     s.client_status = *status;
     s.task_started = j.value("task_started", false);
+    s.launch_id = j.value("launch_id", "");
     if (j.contains("task")) {
       s.task = TaskHandle{j["task"].at("pid").get<pid_t>(), j["task"].at("start_ticks").get<std::uint64_t>()};
     }

@@ -47,6 +47,18 @@ struct TaskSpec {
 // The start time of `pid`, or nullopt when it does not run.
 std::optional<std::uint64_t> process_start_ticks(pid_t pid);
 
+// The environment variable that names a task's launch (the runner's intent record holds the
+// same id): how a restarted agent finds a task whose pid it did not get to write down.
+inline constexpr const char* kLaunchIdEnv = "MOORING_LAUNCH_ID";
+
+// The processes of one launch, found by kLaunchIdEnv in /proc/<pid>/environ (readable by the
+// agent: it runs as root or as the tasks' user).
+struct LaunchProcesses {
+  std::optional<TaskHandle> leader;  // the task itself: its own session leader (setsid)
+  std::vector<pid_t> others;         // what it started, in its session or not
+};
+LaunchProcesses find_launch(const std::string& launch_id);
+
 class TaskProcess {
  public:
   // Starts the task. A command that cannot be started (not found, not executable) is an error value.

@@ -13,6 +13,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <fstream>
+#include <thread>
 
 #include "services/nodeagent/allocrunner/csi_hook.hpp"
 #include "services/nodeagent/allocrunner/task_process.hpp"
@@ -377,6 +378,153 @@ TEST_F(AllocRunnerTest, TaskThatEndedWhileAgentWasDownIsReportedNotRestarted) {
   EXPECT_NE(sink.message_of("Terminated").find("unknown"), std::string::npos) << sink.message_of("Terminated");
   ASSERT_EQ(mounter.releases.size(), 1u);
   EXPECT_EQ(mounter.releases[0].second, std::vector<std::string>{"vol1"});
+}
+
+// A task started by an earlier agent, as that agent left it: running in its own session with the
+// allocation's launch id in its environment. The test process stays its parent and reaps it.
+TaskHandle start_earlier_task(asio::io_context& io, const std::string& launch_id, const std::string& script) {
+  TaskSpec spec;
+  spec.command = "/bin/sh";
+  spec.args = {"-c", script};
+  spec.env[kLaunchIdEnv] = launch_id;
+  auto task = TaskProcess::start(io.get_executor(), spec);
+  EXPECT_TRUE(task) << task.error();
+  return task ? (*task)->handle() : TaskHandle{};
+}
+
+bool reaped(pid_t pid) {
+  for (int i = 0; i < 200; ++i) {
+    int wstatus = 0;
+    if (::waitpid(pid, &wstatus, WNOHANG) == pid) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+// Killed between the spawn and the pid's write: the state holds the launch's intent only. The
+// restarted runner finds the running task by its launch id and re-adopts it: one copy, never two.
+TEST_F(AllocRunnerTest, RestartBetweenSpawnAndPidRecordReadoptsTheTaskByItsLaunchId) {
+  const auto marker = dir / "starts";
+  const std::string script = "echo x >> " + marker.string() + "; while true; do sleep 0.1; done";
+  const auto earlier = start_earlier_task(io, "launch-1", script);
+  ASSERT_GT(earlier.pid, 0);
+  ASSERT_TRUE(test::wait_until([&] { return std::filesystem::exists(marker); }, 10s));
+
+  AllocState s;
+  s.alloc = make_alloc("a1", shell(script));
+  s.claimed_volumes = {"vol1"};
+  s.launch_id = "launch-1";
+  mounter.restored["a1"] = {RestoredVolume{.volume_id = "vol1", .path = "/fake/a1/vol1", .mounted = true}};
+  auto runner = make_runner(s);
+  async::TaskGroup group(io.get_executor(), "agent-2");
+  group.spawn("run", [&]() { return runner->run(); });
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->client_status() == ClientStatus::running; }, 10s));
+  EXPECT_TRUE(sink.has_event("Reattached")) << "found by its launch id";
+  EXPECT_FALSE(sink.has_event("Started")) << "never started a second time";
+  ASSERT_TRUE(runner->state().task);
+  EXPECT_EQ(runner->state().task->pid, earlier.pid);
+  runner->stop("test stop");
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_TRUE(reaped(earlier.pid)) << "the re-adopted task was stopped";
+  EXPECT_EQ(test::read_file(marker), "x\n") << "the task ran exactly once";
+}
+
+// The same crash window, but the task is gone (or never ran): the start is declared failed and
+// nothing is started.
+TEST_F(AllocRunnerTest, RestartWithALaunchIntentAndNoProcessFailsWithoutStarting) {
+  AllocState s;
+  s.alloc = make_alloc("a1", shell("touch " + (dir / "ran").string()));
+  s.claimed_volumes = {"vol1"};
+  s.launch_id = "launch-that-left-no-process";
+  mounter.restored["a1"] = {RestoredVolume{.volume_id = "vol1", .path = "/fake/a1/vol1", .mounted = true}};
+  auto runner = make_runner(s);
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  EXPECT_FALSE(std::filesystem::exists(dir / "ran")) << "a task is never started twice";
+  EXPECT_EQ(runner->client_status(), ClientStatus::failed);
+  EXPECT_NE(sink.message_of("DriverFailure").find("not started a second time"), std::string::npos);
+  ASSERT_EQ(mounter.releases.size(), 1u);
+}
+
+// A stop that arrives while the restarted runner is still setting its volumes up again (here: the
+// claim keeps being refused) reaches the re-adopted task before the allocation is reported
+// finished and its volumes released.
+TEST_F(AllocRunnerTest, StopDuringSetupAfterARestartKillsTheReadoptedTask) {
+  const auto earlier = start_earlier_task(io, "launch-2", "while true; do sleep 0.1; done");
+  ASSERT_GT(earlier.pid, 0);
+  for (int i = 0; i < 10000; ++i)
+    cp.claim_answers.push_back(grpc::Status(grpc::StatusCode::UNAVAILABLE, "control plane restarting"));
+  AllocState s;
+  s.alloc = make_alloc("a1", shell("while true; do sleep 0.1; done"));
+  s.client_status = ClientStatus::running;
+  s.task_started = true;
+  s.launch_id = "launch-2";
+  s.task = earlier;
+  s.claimed_volumes = {"vol1"};
+  // The volume is not mounted any more (a plugin whose NodeStage leaves no mount): set up again.
+  mounter.restored["a1"] = {RestoredVolume{.volume_id = "vol1", .path = "/fake/a1/vol1", .mounted = false}};
+  auto runner = make_runner(s);
+  async::TaskGroup group(io.get_executor(), "agent-2");
+  group.spawn("run", [&]() { return runner->run(); });
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return cp.claims.size() >= 2; }, 10s));
+  runner->stop("stopped right after the agent restart");
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_TRUE(sink.has_event("Killed"));
+  EXPECT_TRUE(reaped(earlier.pid)) << "the recorded task does not outlive its allocation";
+  ASSERT_EQ(mounter.releases.size(), 1u);
+}
+
+// A stop recorded before the agent went down: the restarted runner stops the task it finds
+// instead of reporting "stopped before the task started" over a running process.
+TEST_F(AllocRunnerTest, StopRecordedBeforeARestartKillsTheRecordedTask) {
+  const auto earlier = start_earlier_task(io, "launch-3", "while true; do sleep 0.1; done");
+  ASSERT_GT(earlier.pid, 0);
+  AllocState s;
+  s.alloc = make_alloc("a1", shell("while true; do sleep 0.1; done"));
+  s.client_status = ClientStatus::running;
+  s.task_started = true;
+  s.task = earlier;
+  s.claimed_volumes = {"vol1"};
+  s.stop_reason = "stopped by the control plane";
+  auto runner = make_runner(s);
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_TRUE(sink.has_event("Killed"));
+  EXPECT_TRUE(reaped(earlier.pid));
+  EXPECT_EQ(cp.claims.size(), 0u) << "nothing is set up again for a stopped allocation";
+}
+
+// The launch id is in the task's environment and in the state written before the spawn.
+TEST_F(AllocRunnerTest, TheLaunchIdIsOnDiskBeforeTheTaskStartsAndInItsEnvironment) {
+  const auto out = dir / "env";
+  auto runner = make_runner(make_alloc("a1", shell("echo $" + std::string(kLaunchIdEnv) + " > " + out.string())));
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  ASSERT_EQ(runner->client_status(), ClientStatus::complete);
+  const auto launch = runner->state().launch_id;
+  ASSERT_FALSE(launch.empty());
+  EXPECT_EQ(test::read_file(out), launch + "\n");
+  store.wait_durable();
+  auto states = store.load_all();
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].launch_id, launch);
+}
+
+TEST(TaskProcessTest, FindLaunchFindsTheSessionLeaderAndItsChildren) {
+  asio::io_context io;
+  TaskSpec spec;
+  spec.command = "/bin/sh";
+  spec.args = {"-c", "sleep 30 & sleep 30; wait"};
+  spec.env[kLaunchIdEnv] = "find-me";
+  auto task = TaskProcess::start(io.get_executor(), spec);
+  ASSERT_TRUE(task) << task.error();
+  LaunchProcesses found;
+  ASSERT_TRUE(test::wait_until([&] { found = find_launch("find-me"); return found.others.size() >= 2; }, 10s));
+  ASSERT_TRUE(found.leader);
+  EXPECT_EQ(*found.leader, (*task)->handle());
+  EXPECT_FALSE(find_launch("someone-else").leader);
+  (*task)->signal(SIGKILL);
+  run_async(io, [&]() -> asio::awaitable<void> { (void)co_await (*task)->wait(); });
 }
 
 // The task's stdout and stderr are the log files (open across the exec), and nothing else the
