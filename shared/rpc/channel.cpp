@@ -35,7 +35,13 @@ std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const Cha
   const auto target = normalize_target(endpoint);
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options.initial_reconnect_backoff.count()));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options.max_reconnect_backoff.count()));
+  // A connect() to a local socket that is not there fails in microseconds, so a plugin on a UNIX
+  // socket is dialled again every 250 ms at most: one that comes back after a long outage is
+  // reached at once instead of after gRPC's grown backoff (5 s), which the release waiting for
+  // it would sleep out.
+  auto max_backoff = options.max_reconnect_backoff;
+  if (is_unix_target(target)) max_backoff = std::min(max_backoff, kUnixMaxReconnectBackoff);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(max_backoff.count()));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options.min_reconnect_backoff.count()));
   args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   if (options.private_subchannels) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

@@ -20,6 +20,9 @@ namespace mooring::rpc {
 std::string normalize_target(std::string_view endpoint);
 bool is_unix_target(std::string_view target);
 
+// The longest reconnect backoff of a channel to a UNIX socket (see make_channel).
+inline constexpr std::chrono::milliseconds kUnixMaxReconnectBackoff{250};
+
 struct ChannelOptions {
   // Reconnect quickly: a restarted plugin re-creates its socket within moments.
   std::chrono::milliseconds initial_reconnect_backoff{100};

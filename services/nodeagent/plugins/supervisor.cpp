@@ -32,6 +32,10 @@ const log::Logger& logger() {
 constexpr auto kStartPollInitial = 20ms;
 constexpr auto kStartPollMax = 500ms;
 constexpr auto kStableRun = std::chrono::minutes(1);
+// An unhealthy plugin is probed this often, not every probe_interval: the moment it answers
+// again, the releases waiting for it (here and on the control plane) are woken. A probe of a
+// dead socket fails at once, so this costs next to nothing.
+constexpr auto kUnhealthyPoll = 200ms;
 // A probe given less time than this cannot tell us anything.
 constexpr auto kMinProbeBudget = std::chrono::milliseconds(50);
 
@@ -233,7 +237,9 @@ asio::awaitable<PluginSupervisor::InstanceEnd> PluginSupervisor::monitor() {
       if (config_.launched() && Clock::now() - *unhealthy_since >= config_.health_timeout)
         co_return InstanceEnd::unhealthy;
     }
-    if (co_await async::sleep_for(config_.probe_interval, exit_wake_.get(), gen) == async::SleepEnd::cancelled)
+    const auto interval = healthy ? config_.probe_interval
+                                  : std::min<std::chrono::milliseconds>(config_.probe_interval, kUnhealthyPoll);
+    if (co_await async::sleep_for(interval, exit_wake_.get(), gen) == async::SleepEnd::cancelled)
       throw boost::system::system_error(asio::error::operation_aborted);
   }
 }
@@ -257,7 +263,10 @@ asio::awaitable<void> PluginSupervisor::run() {
   ctx_.status.set_fingerprint(fingerprinter_.mark(false, "starting"));
   while (true) {
     if (failures > 0) {
-      const auto delay = ctx_.restart_backoff.delay(failures - 1);
+      // A plugin on an external socket has nothing to restart: it is looked for again soon, not
+      // after a growing backoff, so it is healthy within moments of coming back.
+      const auto delay = config_.launched() ? ctx_.restart_backoff.delay(failures - 1)
+                                            : std::chrono::milliseconds(kStartPollMax);
       logger().info("restarting plugin after backoff", {{"plugin", config_.id}, {"delay", delay}});
       if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
     }
