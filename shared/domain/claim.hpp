@@ -19,6 +19,7 @@ struct Claim {
   AttachmentMode attachment_mode = AttachmentMode::unknown;
   ClaimState state = ClaimState::taken;
   std::map<std::string, std::string> publish_context;  // from ControllerPublish; storage only
+  ControllerPublish controller_publish = ControllerPublish::unknown;  // recorded with the claim's intent
   std::string last_error;  // why the last release step failed ("" when none)
   Time next_attempt{};     // when the release is retried (unset when not waiting)
   Time create_time{};

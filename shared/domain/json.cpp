@@ -292,6 +292,7 @@ json claim_json(const Claim& c, bool storage) {
       {"State", to_string(c.state)},
       {"LastError", c.last_error},
   };
+  if (c.controller_publish != ControllerPublish::unknown) out["ControllerPublish"] = to_string(c.controller_publish);
   put_time(out, "NextAttempt", c.next_attempt);
   put_time(out, "CreateTime", c.create_time);
   put_time(out, "UpdateTime", c.update_time);
@@ -542,6 +543,7 @@ void read_claim(Reader& r, Claim& c) {
   r.enumeration("AttachmentMode", c.attachment_mode, parse_attachment_mode, "attachment mode");
   r.enumeration("State", c.state, parse_claim_state, "claim state");
   r.string_map("PublishContext", c.publish_context);
+  r.enumeration("ControllerPublish", c.controller_publish, parse_controller_publish, "controller publish");
   r.str("LastError", c.last_error);
   r.time("NextAttempt", c.next_attempt);
   r.time("CreateTime", c.create_time);

@@ -31,6 +31,11 @@ constexpr Table<ClaimState, 5> kClaimState{{
     {ClaimState::controller_detached, "controller-detached"},
     {ClaimState::ready_to_free, "ready-to-free"},
 }};
+constexpr Table<ControllerPublish, 3> kControllerPublish{{
+    {ControllerPublish::unknown, ""},
+    {ControllerPublish::not_needed, "not-needed"},
+    {ControllerPublish::sent, "sent"},
+}};
 constexpr Table<DesiredStatus, 2> kDesired{{{DesiredStatus::run, "run"}, {DesiredStatus::stop, "stop"}}};
 constexpr Table<ClientStatus, 5> kClient{{
     {ClientStatus::pending, "pending"},
@@ -72,6 +77,7 @@ std::string_view to_string(AccessMode m) { return name(kAccess, m); }
 std::string_view to_string(AttachmentMode m) { return name(kAttachment, m); }
 std::string_view to_string(ClaimMode m) { return name(kClaimMode, m); }
 std::string_view to_string(ClaimState s) { return name(kClaimState, s); }
+std::string_view to_string(ControllerPublish p) { return name(kControllerPublish, p); }
 std::string_view to_string(DesiredStatus s) { return name(kDesired, s); }
 std::string_view to_string(ClientStatus s) { return name(kClient, s); }
 std::string_view to_string(PluginType t) { return name(kPluginType, t); }
@@ -81,6 +87,7 @@ std::optional<AccessMode> parse_access_mode(std::string_view t) { return parse(k
 std::optional<AttachmentMode> parse_attachment_mode(std::string_view t) { return parse(kAttachment, t); }
 std::optional<ClaimMode> parse_claim_mode(std::string_view t) { return parse(kClaimMode, t); }
 std::optional<ClaimState> parse_claim_state(std::string_view t) { return parse(kClaimState, t); }
+std::optional<ControllerPublish> parse_controller_publish(std::string_view t) { return parse(kControllerPublish, t); }
 std::optional<DesiredStatus> parse_desired_status(std::string_view t) { return parse(kDesired, t); }
 std::optional<ClientStatus> parse_client_status(std::string_view t) { return parse(kClient, t); }
 std::optional<PluginType> parse_plugin_type(std::string_view t) { return parse(kPluginType, t); }

@@ -23,6 +23,11 @@ enum class ClaimMode { read, write };
 // it; unpublishing while the node side is in progress; then node-detached, controller-detached,
 // ready-to-free. Each step is persisted before the next begins.
 enum class ClaimState { taken, unpublishing, node_detached, controller_detached, ready_to_free };
+// What the claim path did on the controller side, so the release never has to guess from the
+// plugin's current (possibly not yet reported) facts: `sent` means ControllerPublish was or may
+// have been sent, so ControllerUnpublish must follow; `not_needed` means the plugin was known not
+// to attach through its controller; `unknown` is a claim recorded before this was kept.
+enum class ControllerPublish { unknown, not_needed, sent };
 enum class DesiredStatus { run, stop };
 enum class ClientStatus { pending, running, complete, failed, lost };
 enum class PluginType { controller, node, monolith };
@@ -33,6 +38,7 @@ std::string_view to_string(AccessMode m);
 std::string_view to_string(AttachmentMode m);
 std::string_view to_string(ClaimMode m);
 std::string_view to_string(ClaimState s);
+std::string_view to_string(ControllerPublish p);
 std::string_view to_string(DesiredStatus s);
 std::string_view to_string(ClientStatus s);
 std::string_view to_string(PluginType t);
@@ -43,6 +49,7 @@ std::optional<AccessMode> parse_access_mode(std::string_view text);
 std::optional<AttachmentMode> parse_attachment_mode(std::string_view text);
 std::optional<ClaimMode> parse_claim_mode(std::string_view text);
 std::optional<ClaimState> parse_claim_state(std::string_view text);
+std::optional<ControllerPublish> parse_controller_publish(std::string_view text);
 std::optional<DesiredStatus> parse_desired_status(std::string_view text);
 std::optional<ClientStatus> parse_client_status(std::string_view text);
 std::optional<PluginType> parse_plugin_type(std::string_view text);

@@ -53,4 +53,31 @@ bool remove_node(Plugin& plugin, const std::string& node_id) {
   return removed;
 }
 
+bool fingerprinted(const PluginInstance& i) {
+  if (has_controller(i.type) && !i.controller_info) return false;
+  if (has_node(i.type) && !i.node_info) return false;
+  return true;
+}
+
+std::optional<bool> needs_controller_publish(const Plugin& plugin) {
+  bool controller_reported = false;
+  for (const auto& [node, inst] : plugin.controllers) {
+    if (!inst.controller_info) continue;
+    controller_reported = true;
+    if (inst.controller_info->supports_attach_detach) return true;
+  }
+  if (controller_reported) return false;
+  // No controller facts: the plugin needs none only when a fingerprinted instance says it has
+  // no controller service at all.
+  bool any_fingerprinted = false;
+  for (const auto* map : {&plugin.controllers, &plugin.nodes})
+    for (const auto& [node, inst] : *map) {
+      if (!fingerprinted(inst)) continue;
+      any_fingerprinted = true;
+      if (inst.requires_controller_plugin) return std::nullopt;
+    }
+  if (any_fingerprinted && !plugin.controller_required) return false;
+  return std::nullopt;
+}
+
 }  // namespace mooring::domain

@@ -85,4 +85,16 @@ void upsert_instance(Plugin& plugin, const PluginInstance& instance);
 // Removes every instance of the node; returns true when something was removed.
 bool remove_node(Plugin& plugin, const std::string& node_id);
 
+// An instance whose plugin has answered the fingerprint calls at least once (it carries the
+// controller or node facts its type promises). A restarted agent reports its plugins before it
+// has fingerprinted them again: such an instance says nothing about the plugin's capabilities.
+bool fingerprinted(const PluginInstance& instance);
+
+// Does the plugin attach volumes through its controller (PUBLISH_UNPUBLISH_VOLUME)? nullopt
+// while that is not known: no controller instance has reported its capabilities, and the
+// fingerprinted instances advertise CONTROLLER_SERVICE or none is fingerprinted yet. Unknown is
+// never "no": skipping ControllerPublish or ControllerUnpublish on a guess leaves a volume
+// attached to a node that no claim names.
+std::optional<bool> needs_controller_publish(const Plugin& plugin);
+
 }  // namespace mooring::domain

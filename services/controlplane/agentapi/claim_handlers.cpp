@@ -9,16 +9,6 @@
 #include "shared/csi/error_table.hpp"
 #include "shared/domain/proto_convert.hpp"
 
-namespace mooring::controlplane {
-
-bool requires_controller_publish(const domain::Plugin& plugin) {
-  for (const auto& [node, inst] : plugin.controllers)
-    if (inst.controller_info && inst.controller_info->supports_attach_detach) return true;
-  return false;
-}
-
-}  // namespace mooring::controlplane
-
 namespace mooring::controlplane::agentapi {
 
 namespace asio = boost::asio;
@@ -131,13 +121,25 @@ asio::awaitable<grpc::Status> claim_volume(Context& ctx, const v1::ClaimVolumeRe
                             " has not reported its CSI node id");
   }
 
-  const bool publish = plugin && requires_controller_publish(*plugin) &&
-                       (*outcome == ClaimOutcome::created || was_pending);
+  // Whether the controller attaches the volume: a new claim on a plugin whose facts are not known
+  // yet (its controller's agent restarted and has not fingerprinted it again) waits rather than
+  // guessing "no" and leaving the release nothing to undo.
+  std::optional<bool> needs_publish = plugin ? domain::needs_controller_publish(*plugin) : std::optional<bool>(false);
+  if (*outcome == ClaimOutcome::created && !needs_publish)
+    co_return unavailable(what + ": plugin " + quoted(stored->plugin_id) +
+                          " advertises a controller service, but no controller instance has reported its "
+                          "capabilities yet; retry the claim");
+  const bool publish = needs_publish.value_or(false) && (*outcome == ClaimOutcome::created || was_pending);
   if (publish && !ctx.publisher && *outcome == ClaimOutcome::created)
     co_return unavailable(what + ": plugin " + quoted(stored->plugin_id) +
                           " needs ControllerPublishVolume and no controller route is configured");
   auto& claim = volume.claims.at(alloc_id);
-  if (publish) claim.last_error = kPublishPending;  // take_claim clears it; the intent carries it
+  if (publish) {
+    claim.last_error = kPublishPending;  // take_claim clears it; the intent carries it
+    claim.controller_publish = domain::ControllerPublish::sent;
+  } else if (*outcome == ClaimOutcome::created) {
+    claim.controller_publish = domain::ControllerPublish::not_needed;
+  }
   {
     Batch batch;
     if (*outcome == ClaimOutcome::created)

@@ -38,11 +38,6 @@ class ControllerPublisher {
                                                         std::string csi_node_id) = 0;
 };
 
-// A new claim must be controller-published when a controller instance of the plugin advertises
-// PUBLISH_UNPUBLISH_VOLUME (the same rule as the claim GC's needs_controller_unpublish; a plugin
-// that requires a controller but has none healthy is refused earlier by check_schedulable).
-bool requires_controller_publish(const domain::Plugin& plugin);
-
 // Set as the LastError of a taken claim between recording its intent and storing the publish
 // context, so a re-claim after a crash (or a cancelled call) publishes again instead of
 // answering without a publish context. A taken claim with this marker may or may not be

@@ -52,16 +52,29 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
     d.reason = "no CSI plugin named " + quoted(v.plugin_id) + " is registered; waiting for it to detach the volume";
     return d;
   }
-  auto needed = needs_controller_unpublish(*view.plugin);
-  if (!needed) {
-    ReleaseDecision d;
-    d.action = ReleaseAction::wait_for_controller;
-    d.reason = "plugin " + quoted(v.plugin_id) + " requires a controller but none has reported its capabilities";
-    return d;
+  // What the claim path recorded decides; the plugin's current facts only for claims recorded
+  // before that was kept, and unknown facts are waited for, never read as "not needed".
+  switch (c.controller_publish) {
+    case domain::ControllerPublish::not_needed:
+      return advance(ClaimState::controller_detached,
+                     "plugin " + quoted(v.plugin_id) + " did not need ControllerPublishVolume when the claim was taken");
+    case domain::ControllerPublish::sent:
+      break;
+    case domain::ControllerPublish::unknown: {
+      auto needed = domain::needs_controller_publish(*view.plugin);
+      if (!needed) {
+        ReleaseDecision d;
+        d.action = ReleaseAction::wait_for_controller;
+        d.reason = "plugin " + quoted(v.plugin_id) +
+                   " advertises a controller service but no controller instance has reported its capabilities yet";
+        return d;
+      }
+      if (!*needed)
+        return advance(ClaimState::controller_detached,
+                       "plugin " + quoted(v.plugin_id) + " has no controller with PUBLISH_UNPUBLISH_VOLUME");
+      break;
+    }
   }
-  if (!*needed)
-    return advance(ClaimState::controller_detached,
-                   "plugin " + quoted(v.plugin_id) + " has no controller with PUBLISH_UNPUBLISH_VOLUME");
   // The last claim to leave a node detaches it: until then the device is still in use there.
   for (const auto& [alloc, other] : v.claims) {
     if (alloc == c.allocation_id || other.node_id != c.node_id) continue;
@@ -104,15 +117,24 @@ domain::Time abandon_time(const domain::Node& node, const domain::Allocation* al
   return node_down_since(node) + allocation->stop_after_client_disconnect;
 }
 
-std::optional<bool> needs_controller_unpublish(const domain::Plugin& plugin) {
-  bool reported = false;
-  for (const auto& [node, inst] : plugin.controllers) {
-    if (!inst.controller_info) continue;
-    reported = true;
-    if (inst.controller_info->supports_attach_detach) return true;
+std::vector<std::string> release_steps_left(const domain::Volume& volume,
+                                            const std::function<ReleaseView(const domain::Claim&)>& view_of) {
+  std::vector<std::string> out;
+  domain::Volume v = volume;
+  for (auto& [alloc, c] : v.claims) {
+    const auto from = c.state;
+    for (int i = 0; i < 8; ++i) {
+      auto d = decide_release(v, c, view_of(c));
+      if (d.action == ReleaseAction::advance) {
+        c.state = d.to;
+        continue;
+      }
+      if (d.action != ReleaseAction::free)
+        out.push_back("allocation " + quoted(alloc) + " (" + std::string(domain::to_string(from)) + "): " + d.reason);
+      break;
+    }
   }
-  if (reported || !plugin.controller_required) return false;
-  return std::nullopt;
+  return out;
 }
 
 ReleaseDecision decide_release(const domain::Volume& v, const domain::Claim& c, const ReleaseView& view) {

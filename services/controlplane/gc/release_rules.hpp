@@ -4,8 +4,10 @@
 // why), wait for a down node, or free the claim. No I/O; the ClaimGc applies the decision.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "shared/domain/allocation.hpp"
 #include "shared/domain/node.hpp"
@@ -41,6 +43,14 @@ struct ReleaseDecision {
 
 ReleaseDecision decide_release(const domain::Volume& volume, const domain::Claim& claim, const ReleaseView& view);
 
+// What still has to happen outside the control plane before the volume's past claims can all be
+// dropped: one line per claim whose release needs a node or controller step (or waits for one),
+// naming the allocation, its state and the step. Empty when every claim can be freed by skips
+// alone. The claims are walked in turn on a copy, so two claims on one node cannot each leave
+// the controller detach to the other. `view_of` gives the view for one claim.
+std::vector<std::string> release_steps_left(const domain::Volume& volume,
+                                            const std::function<ReleaseView(const domain::Claim&)>& view_of);
+
 // When the node went down: the time of its latest "down" event, else its last heartbeat (the
 // instant from which a disconnected agent counts its own stop_after_client_disconnect).
 domain::Time node_down_since(const domain::Node& node);
@@ -48,9 +58,5 @@ domain::Time node_down_since(const domain::Node& node);
 // For an allocation on a down node: the time at which stop_after_client_disconnect has passed,
 // or unset when the allocation has no such setting.
 domain::Time abandon_time(const domain::Node& node, const domain::Allocation* allocation);
-
-// Does the plugin need ControllerUnpublish at all (a controller with PUBLISH_UNPUBLISH_VOLUME)?
-// nullopt: cannot tell yet (the plugin requires a controller but none has reported).
-std::optional<bool> needs_controller_unpublish(const domain::Plugin& plugin);
 
 }  // namespace mooring::controlplane::gc

@@ -57,6 +57,16 @@ void fold_instance(NodeChange& ch, const PluginLookup& lookup, PluginInstance in
                                      where + " registered (" + std::string(domain::to_string(inst.type)) +
                                          (inst.healthy ? ", healthy)" : ", unhealthy)")));
   } else {
+    if (!domain::fingerprinted(inst) && domain::fingerprinted(old->second) && old->second.type == inst.type) {
+      // A restarted agent reports its plugin before it has fingerprinted it again: only the
+      // health is news. The capabilities stay what the plugin last said, so the claim path and
+      // the release rules never read "not fingerprinted yet" as "needs no controller".
+      PluginInstance kept = old->second;
+      kept.healthy = inst.healthy;
+      kept.health_description = inst.health_description;
+      kept.update_time = inst.update_time;
+      inst = std::move(kept);
+    }
     // A fingerprint that differs only in its time is no change: keep the stored instance.
     PluginInstance probe = inst;
     probe.update_time = old->second.update_time;

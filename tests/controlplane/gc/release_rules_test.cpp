@@ -90,6 +90,41 @@ TEST_F(ReleaseRulesTest, ControllerStepRules) {
   EXPECT_NE(gone.reason.find("no CSI plugin named \"csi\""), std::string::npos);
 }
 
+// What the claim path recorded wins over the plugin's current facts, which a restarted agent may
+// not have reported yet.
+TEST_F(ReleaseRulesTest, TheControllerStepFollowsWhatTheClaimRecorded) {
+  auto v = GcFixture::volume("v", "csi", {fixtures::claim("a", "node-1", ClaimState::node_detached, false)});
+  auto no_attach = GcFixture::plugin("csi", {"node-1"}, {"node-2"}, false);
+  v.claims.at("a").controller_publish = domain::ControllerPublish::sent;
+  EXPECT_EQ(decide(v, "a", &n1, nullptr, &no_attach).action, ReleaseAction::unpublish_controller)
+      << "ControllerPublish was sent: ControllerUnpublish follows whatever the plugin reports now";
+  v.claims.at("a").controller_publish = domain::ControllerPublish::not_needed;
+  auto d = decide(v, "a", &n1);
+  EXPECT_EQ(d.action, ReleaseAction::advance);
+  EXPECT_NE(d.reason.find("did not need ControllerPublishVolume"), std::string::npos);
+}
+
+// A claim recorded before the field existed, on a plugin whose agents restarted and reported it
+// before fingerprinting it again: nothing is known, so the claim waits for the facts.
+TEST_F(ReleaseRulesTest, AnUnknownClaimWaitsWhileNoInstanceIsFingerprinted) {
+  auto v = GcFixture::volume("v", "csi", {fixtures::claim("a", "node-1", ClaimState::node_detached, false)});
+  domain::Plugin restarted;
+  restarted.id = "csi";
+  for (const auto& [node, type] : {std::pair{"node-1", domain::PluginType::node},
+                                   std::pair{"node-2", domain::PluginType::controller}}) {
+    domain::PluginInstance i;
+    i.plugin_id = "csi";
+    i.node_id = node;
+    i.type = type;
+    i.health_description = "not fingerprinted yet";
+    domain::upsert_instance(restarted, i);
+  }
+  EXPECT_FALSE(domain::needs_controller_publish(restarted).has_value());
+  auto d = decide(v, "a", &n1, nullptr, &restarted);
+  EXPECT_EQ(d.action, ReleaseAction::wait_for_controller);
+  EXPECT_NE(d.reason.find("has reported its capabilities"), std::string::npos) << d.reason;
+}
+
 TEST_F(ReleaseRulesTest, ControllerDetachedAndReadyToFreeAreFreed) {
   auto v = GcFixture::volume("v", "csi", {fixtures::claim("a", "node-1", ClaimState::controller_detached)});
   EXPECT_EQ(decide(v, "a", &n1).action, ReleaseAction::free);

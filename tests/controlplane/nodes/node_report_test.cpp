@@ -120,6 +120,33 @@ TEST(NodeReport, UnchangedHeartbeatPlansNoWriteEvenWithANewFingerprintTime) {
   EXPECT_FALSE(w.beat("n1", {changed}).empty());
 }
 
+// A restarted agent registers with its plugin "starting" before it has fingerprinted it: the
+// health changes, the capabilities the plugin last reported stay (a controller that attaches
+// must not read as "needs no controller" for those moments).
+TEST(NodeReport, AnUnfingerprintedReportKeepsTheCapabilitiesLastReported) {
+  World w;
+  w.reg("n1", {fp("hostpath", PluginType::monolith)});
+  ASSERT_EQ(domain::needs_controller_publish(w.plugins.at("hostpath")), std::optional<bool>(true));
+  PluginInstance starting;
+  starting.plugin_id = "hostpath";
+  starting.type = PluginType::monolith;
+  starting.health_description = "starting";
+  w.reg("n1", {starting});
+  const auto& inst = w.nodes.at("n1").plugins.at("hostpath");
+  EXPECT_FALSE(inst.healthy);
+  EXPECT_EQ(inst.health_description, "starting");
+  ASSERT_TRUE(inst.controller_info);
+  EXPECT_TRUE(inst.controller_info->supports_attach_detach);
+  EXPECT_EQ(inst.provider, "hostpath.mooring.dev");
+  EXPECT_TRUE(w.plugins.at("hostpath").controller_required);
+  EXPECT_EQ(domain::needs_controller_publish(w.plugins.at("hostpath")), std::optional<bool>(true));
+  // The first real fingerprint replaces them, whatever it says.
+  auto changed = fp("hostpath", PluginType::monolith, true, 3000);
+  changed.controller_info->supports_attach_detach = false;
+  w.beat("n1", {changed});
+  EXPECT_EQ(domain::needs_controller_publish(w.plugins.at("hostpath")), std::optional<bool>(false));
+}
+
 TEST(NodeReport, PluginAbsentFromTheFullSetIsRemovedAndDeletedWhenNoInstanceIsLeft) {
   World w;
   w.reg("n1", {fp("a", PluginType::node), fp("b", PluginType::node)});
