@@ -46,6 +46,7 @@ struct ClaimGc::Worker {
   struct Retry {
     unsigned attempts = 0;
     Steady::time_point due{};
+    ClaimState state = ClaimState::taken;  // the step that failed: a claim past it starts afresh
   };
   async::WakeSignal wake;
   std::map<std::string, Retry> retry;  // allocation id -> backoff state of its claim
@@ -192,8 +193,13 @@ asio::awaitable<void> ClaimGc::drive(std::string volume_id) {
     if (!v) break;
     auto past = past_claims(*v);
     if (past.empty()) break;
-    for (auto it = w.retry.begin(); it != w.retry.end();)  // claims freed by someone else
-      it = v->claims.count(it->first) ? std::next(it) : w.retry.erase(it);
+    // A backoff belongs to the step that failed. A claim freed by someone else, or moved past
+    // that step (the agent finished the unmount on its own once its plugin was back), starts
+    // its next step at once instead of sleeping out the old step's delay.
+    for (auto it = w.retry.begin(); it != w.retry.end();) {
+      auto c = v->claims.find(it->first);
+      it = c != v->claims.end() && c->second.state == it->second.state ? std::next(it) : w.retry.erase(it);
+    }
 
     auto now = Steady::now();
     std::string next;
@@ -301,6 +307,9 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
       std::string node_id = claim.node_id;
       auto res = co_await agents_.node_detach_volume(std::move(node_id), std::move(req));
       if (!res.done()) {
+        // Woken when the plugin's health changes (its node plugin is back), not only by the timer.
+        const auto* p = store_.plugin(v.plugin_id);
+        wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
         failure(volume_id, alloc_id, w, res.error, next_delay(w, alloc_id));
         co_return;
       }
@@ -315,10 +324,10 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
       std::string plugin_id = v.plugin_id, key = volume_id;
       auto res = co_await agents_.controller_unpublish_volume(std::move(plugin_id), std::move(key), std::move(req));
       if (!res.done()) {
-        if (res.no_target) {
-          const auto* p = store_.plugin(v.plugin_id);
-          wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
-        }
+        // No controller to ask, or the one asked failed: a change of the plugin (a controller
+        // healthy again, a new instance) retries at once.
+        const auto* p = store_.plugin(v.plugin_id);
+        wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
         failure(volume_id, alloc_id, w, res.error, next_delay(w, alloc_id));
         co_return;
       }
@@ -353,6 +362,7 @@ void ClaimGc::failure(const std::string& volume_id, const std::string& alloc_id,
   if (!current) return;
   auto it = current->claims.find(alloc_id);
   if (it == current->claims.end()) return;
+  w.retry[alloc_id].state = it->second.state;
   bool new_error = it->second.last_error != error;
   domain::Volume v = *current;
   auto now = domain::now();

@@ -197,6 +197,67 @@ TEST_F(ClaimGcTest, NodePluginDownMakesTheGcWaitAndCompleteWhenItReturns) {
   EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
 }
 
+// With a long backoff, so that sleeping it out would show.
+gc::GcOptions slow_gc() {
+  auto o = fast_gc();
+  o.backoff.initial = 20s;
+  o.backoff.max = 60s;
+  o.backoff.jitter = 0;
+  return o;
+}
+
+// The node step failed and its retry is 20 s away; then the agent finishes the unmount on its own
+// (its plugin came back) and reports it. The controller step starts at once: a backoff belongs to
+// the step that failed, not to the claim.
+TEST_F(ClaimGcTest, AStepDoneElsewhereDropsTheBackoffOfTheStepBefore) {
+  settle();
+  shutdown_plane();
+  make_plane(slow_gc());
+  agents["node-1"].fail("NodeDetachVolume", grpc::StatusCode::UNAVAILABLE, "plugin csi not running on node node-1");
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
+  start_gc();
+  ASSERT_TRUE(eventually([&] {
+    auto c = claim("vol-1", "a1");
+    return c && !c->last_error.empty() && domain::is_set(c->next_attempt);
+  }));
+  // What the agent service does when the agent reports the node side done.
+  on_io([&] {
+    domain::Volume v = *plane->store.volume("vol-1");
+    v.claims.at("a1").state = ClaimState::node_detached;
+    Batch b;
+    b.put(std::move(v));
+    return plane->store.commit(std::move(b)).ok();
+  });
+  const auto reported = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return freed("vol-1", "a1"); }, 5s)) << "slept out the node step's backoff";
+  const auto took = std::chrono::steady_clock::now() - reported;
+  std::cerr << "node side reported -> claim freed: "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
+}
+
+// ControllerUnpublish failed (the controller's plugin is down) and the next try is 20 s away; the
+// controller's agent then reports the plugin healthy again: the GC retries at once.
+TEST_F(ClaimGcTest, APluginChangeRetriesAFailedControllerStepAtOnce) {
+  settle();
+  shutdown_plane();
+  make_plane(slow_gc());
+  agents["node-2"].fail("ControllerUnpublishVolume", grpc::StatusCode::UNAVAILABLE, "plugin csi is restarting", 1);
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));
+  start_gc();
+  ASSERT_TRUE(eventually([&] {
+    auto c = claim("vol-1", "a1");
+    return c && c->last_error.find("restarting") != std::string::npos;
+  }));
+  Batch b;
+  auto p = plugin("csi", {"node-1"}, {"node-2"});
+  p.controllers.at("node-2").health_description = "healthy again";
+  b.put(std::move(p));
+  commit(std::move(b));
+  ASSERT_TRUE(eventually([&] { return freed("vol-1", "a1"); }, 5s)) << "slept out the failed step's backoff";
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 2u);
+}
+
 TEST_F(ClaimGcTest, ReleaseStartsOnTheChangeThatMadeTheClaimPast) {
   put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::taken)}));
   start_gc();
