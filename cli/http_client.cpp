@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <random>
+#include <thread>
 
 namespace mooring::cli {
 
@@ -73,7 +75,46 @@ domain::Expected<Endpoint> parse_address(std::string_view text) {
   return e;
 }
 
+namespace {
+
+// 128 random bits as hex: a fresh Idempotency-Key for one command's write.
+std::string new_idempotency_key() {
+  std::random_device rd;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    auto word = rd();
+    for (int j = 0; j < 8; ++j, word >>= 4) out.push_back(kHex[word & 15]);
+  }
+  return out;
+}
+
+bool has_header(const HttpRequest& r, std::string_view lower_name) {
+  for (const auto& [k, v] : r.headers)
+    if (lower(k) == lower_name) return true;
+  return false;
+}
+
+}  // namespace
+
 domain::Expected<HttpResponse> HttpClient::send(const HttpRequest& request) const {
+  // Every write carries an Idempotency-Key, so a retry after a lost answer (a reset connection,
+  // a control plane restarting) is answered with the first answer instead of acting twice.
+  HttpRequest req = request;
+  if (req.method != "GET" && req.method != "HEAD" && !has_header(req, "idempotency-key"))
+    req.headers.emplace_back("Idempotency-Key", new_idempotency_key());
+  constexpr int kAttempts = 4;
+  auto delay = std::chrono::milliseconds(250);
+  for (int attempt = 1;; ++attempt) {
+    auto res = send_once(req);
+    const bool again = !res || res->status == 503;  // no answer, or the state is still loading
+    if (!again || attempt == kAttempts) return res;
+    std::this_thread::sleep_for(delay);
+    delay *= 2;
+  }
+}
+
+domain::Expected<HttpResponse> HttpClient::send_once(const HttpRequest& request) const {
   asio::io_context io{1};
   HttpResponse out;
   std::string failure;  // empty: success

@@ -48,10 +48,13 @@ class HttpClient {
   const Endpoint& endpoint() const { return endpoint_; }
 
   // Any HTTP status is a response. The error (connection refused, timeout, a broken reply) is a
-  // sentence naming the address, ready to print.
+  // sentence naming the address, ready to print. A write gets an Idempotency-Key (unless it has
+  // one); a request that got no answer, or 503, is sent again (4 tries in about 2 s) with the
+  // same key, so the control plane acts on it once.
   domain::Expected<HttpResponse> send(const HttpRequest& request) const;
 
  private:
+  domain::Expected<HttpResponse> send_once(const HttpRequest& request) const;
   Endpoint endpoint_;
 };
 

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost1.81-dev libboost-url1.81-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  nlohmann-json3-dev libsqlite3-dev sqlite3
+  nlohmann-json3-dev libsqlite3-dev sqlite3 libssl-dev
   libgtest-dev libgmock-dev
   util-linux procps iproute2 curl
   python3 python3-yaml yamllint docker-compose

@@ -422,6 +422,35 @@ TEST_F(CliBinary, AllocRunWrapsABareAllocationAndStopAndStatusWork) {
   EXPECT_NE(one.out.find("Received  assigned to node node-1"), std::string::npos) << one.out;
 }
 
+// Every write carries an Idempotency-Key; a write that got no usable answer is sent again with the
+// same key (so the control plane acts once), and a new command gets a new key.
+TEST_F(CliBinary, WritesCarryAnIdempotencyKeyKeptAcrossRetries) {
+  FakeApi api;
+  api.on("GET", "/v1/allocations",
+         {200, R"([{"ID":"a1b2","Name":"w1","DesiredStatus":"run","ClientStatus":"running"},
+                   {"ID":"c3d4","Name":"w2","DesiredStatus":"run","ClientStatus":"running"}])"});
+  api.on("POST", "/v1/allocation/a1b2/stop", {503, R"({"Error":"state is not loaded yet"})"});
+  api.on("POST", "/v1/allocation/c3d4/stop", {200, R"({"ID":"c3d4","Index":4})"});
+  EXPECT_EQ(cli(api, {"alloc", "stop", "a1b2"}).code, 1);
+  EXPECT_EQ(cli(api, {"alloc", "stop", "c3d4"}).code, 0);
+  std::vector<std::string> first_keys;
+  std::string second_key;
+  for (const auto& r : api.requests()) {
+    if (r.target == "/v1/allocation/a1b2/stop") first_keys.push_back(r.headers.count("idempotency-key") ? r.headers.at("idempotency-key") : "");
+    if (r.target == "/v1/allocation/c3d4/stop") second_key = r.headers.count("idempotency-key") ? r.headers.at("idempotency-key") : "";
+  }
+  ASSERT_EQ(first_keys.size(), 4u) << "a 503 is retried";
+  EXPECT_EQ(first_keys[0].size(), 32u);
+  for (const auto& k : first_keys) EXPECT_EQ(k, first_keys[0]) << "the retries keep the key";
+  EXPECT_EQ(second_key.size(), 32u);
+  EXPECT_NE(second_key, first_keys[0]);
+  for (const auto& r : api.requests()) {
+    if (r.method == "GET") {
+      EXPECT_FALSE(r.headers.count("idempotency-key"));
+    }
+  }
+}
+
 TEST_F(CliBinary, PluginAndNodeDetails) {
   FakeApi api;
   api.on("GET", "/v1/plugin/csi/hostpath",

@@ -1,8 +1,10 @@
 #include "services/controlplane/api/api.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/http/query.hpp"
@@ -24,6 +26,14 @@ struct Blocking {
   std::uint64_t index = 0;
   std::chrono::milliseconds wait{0};
 };
+
+// A write's Idempotency-Key and what identifies its request.
+struct KeyedWrite {
+  std::string key;
+  std::string fingerprint;
+};
+
+bool is_write(const std::string& method) { return method != "GET" && method != "HEAD" && method != "OPTIONS"; }
 
 }  // namespace
 
@@ -143,6 +153,64 @@ struct Api::Impl {
     return res;
   }
 
+  // ---- Idempotency-Key: a write sent again with the key of an earlier one gets its answer ----
+  std::set<std::string> keys_in_flight;  // answers not given yet (asynchronous endpoints)
+
+  // The answer when the request ends here: the kept answer of this key, or why the key cannot
+  // be used. Otherwise `keyed` is set when the write carries a key to remember.
+  std::optional<http::Response> check_key(const http::Request& req, std::optional<KeyedWrite>& keyed) {
+    if (!is_write(req.method)) return std::nullopt;
+    const auto key = req.header("idempotency-key");
+    if (key.empty()) return std::nullopt;
+    const bool printable = std::all_of(key.begin(), key.end(), [](unsigned char c) { return c > 32 && c < 127; });
+    if (key.size() > 255 || !printable)
+      return bad_request("header \"Idempotency-Key\": must be 1 to 255 printable ASCII characters without spaces");
+    KeyedWrite k{std::string(key), request_fingerprint(req.method, req.target, req.body)};
+    if (const auto* kept = ctx.store.idempotent_request(k.key)) {
+      if (kept->fingerprint != k.fingerprint)
+        return http::error_response(422, "Idempotency-Key \"" + k.key + "\" was already used for another request (" +
+                                             kept->method + " " + kept->target +
+                                             " with another body); send a new request with a new key");
+      auto res = http::json_response(kept->body, kept->status);
+      if (kept->answer_index) res.index = kept->answer_index;
+      res.set_header("Idempotent-Replayed", "true");
+      return res;
+    }
+    if (keys_in_flight.contains(k.key))
+      return http::error_response(409, "a request with Idempotency-Key \"" + k.key +
+                                           "\" is still being answered; send it again once that one is done");
+    keyed = std::move(k);
+    return std::nullopt;
+  }
+
+  // Keeps a successful answer under its key. Called in the same executor turn as the endpoint's
+  // last commit, so with group commit both reach the disk in one backend transaction: a retry
+  // after any crash finds both or neither. A refusal changed nothing and is not kept: the same
+  // request may well succeed later.
+  void remember(const http::Request& req, const KeyedWrite& k, const http::Response& res) {
+    if (res.status < 200 || res.status >= 300) return;
+    const auto now = domain::now();
+    Batch batch;
+    batch.remember(IdempotentRequest{.key = k.key,
+                                     .method = req.method,
+                                     .target = req.target,
+                                     .fingerprint = k.fingerprint,
+                                     .status = res.status,
+                                     .body = res.body,
+                                     .answer_index = res.index.value_or(0),
+                                     .time = now});
+    // Answers older than the retention go in the same write, a few at a time.
+    for (const auto& old : ctx.store.requests_answered_before(now - kIdempotencyKeyTtl, 16)) batch.forget_request(old);
+    // A failed write fails the answer's durability wait (503), so the client retries.
+    (void)ctx.store.commit(std::move(batch));
+  }
+
+  struct InFlight {
+    std::set<std::string>& keys;
+    std::string key;
+    ~InFlight() { keys.erase(key); }
+  };
+
   std::chrono::milliseconds jitter(std::chrono::milliseconds wait) {
     auto span = wait.count() / 16;
     if (span <= 0) return wait;
@@ -168,7 +236,11 @@ http::Response Api::handle_now(http::Request req) {
   }
   if (route->async)
     return impl_->finish(req, *route, http::error_response(500, req.method + " " + req.path + " is asynchronous"));
-  return impl_->finish(req, *route, impl_->call(*route, req));
+  std::optional<KeyedWrite> keyed;
+  if (auto kept = impl_->check_key(req, keyed)) return impl_->finish(req, *route, std::move(*kept));
+  auto res = impl_->call(*route, req);
+  if (keyed) impl_->remember(req, *keyed, res);
+  return impl_->finish(req, *route, std::move(res));
 }
 
 void Api::add_async_route(std::string_view method, std::string_view path, AsyncEndpoint endpoint) {
@@ -193,10 +265,20 @@ boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
   // Counted after a blocking wait: a flush that failed during the wait took nothing this answer sees.
   const auto failed_flushes = impl_->ctx.store.failed_flushes();
   http::Response res;  // not a ?: around co_await: GCC 12 miscompiles that (use after free)
-  if (route->async)
-    res = impl_->finish(req, *route, co_await route->async(req));
-  else
-    res = impl_->finish(req, *route, impl_->call(*route, req));
+  std::optional<KeyedWrite> keyed;
+  if (auto kept = impl_->check_key(req, keyed)) {
+    res = impl_->finish(req, *route, std::move(*kept));  // a kept answer, once it is durable
+  } else if (route->async) {
+    std::optional<Impl::InFlight> in_flight;
+    if (keyed) in_flight.emplace(Impl::InFlight{impl_->keys_in_flight, *impl_->keys_in_flight.insert(keyed->key).first});
+    auto answer = co_await route->async(req);
+    if (keyed) impl_->remember(req, *keyed, answer);  // same turn as the endpoint's last commit
+    res = impl_->finish(req, *route, std::move(answer));
+  } else {
+    auto answer = impl_->call(*route, req);
+    if (keyed) impl_->remember(req, *keyed, answer);
+    res = impl_->finish(req, *route, std::move(answer));
+  }
   // With group commit the answer may show commits not yet on disk; it leaves only once they are.
   if (auto st = co_await impl_->ctx.store.durable_since(failed_flushes); !st)
     co_return impl_->finish(req, *route, http::error_response(503, st.error()));

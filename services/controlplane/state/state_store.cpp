@@ -142,6 +142,15 @@ domain::Status StateStore::load() {
                            table_index[Table::allocations]);
       !st)
     return st;
+  std::map<std::string, IdempotentRequest> requests;
+  if (auto it = snap->rows.find(Table::requests); it != snap->rows.end()) {
+    for (const auto& [key, text] : it->second) {
+      auto r = idempotent_request_from_storage(text);
+      if (!r) return domain::error("state: requests row \"" + key + "\": " + r.error());
+      table_index[Table::requests] = std::max(table_index[Table::requests], r->modify_index);
+      requests.emplace(key, std::move(*r));
+    }
+  }
   std::deque<domain::Event> events;
   std::deque<std::size_t> positions;
   if (auto it = snap->rows.find(Table::events); it != snap->rows.end()) {
@@ -160,6 +169,7 @@ domain::Status StateStore::load() {
   plugins_ = std::move(plugins);
   nodes_ = std::move(nodes);
   allocations_ = std::move(allocations);
+  requests_ = std::move(requests);
   rebuild_indexes();
   events_ = std::move(events);
   event_positions_ = std::move(positions);
@@ -217,6 +227,14 @@ const domain::Volume* StateStore::volume(const std::string& id) const { return f
 const domain::Plugin* StateStore::plugin(const std::string& id) const { return find(plugins_, id); }
 const domain::Node* StateStore::node(const std::string& id) const { return find(nodes_, id); }
 const domain::Allocation* StateStore::allocation(const std::string& id) const { return find(allocations_, id); }
+const IdempotentRequest* StateStore::idempotent_request(const std::string& key) const { return find(requests_, key); }
+
+std::vector<std::string> StateStore::requests_answered_before(domain::Time before, std::size_t max) const {
+  std::vector<std::string> out;
+  for (auto it = requests_by_time_.begin(); it != requests_by_time_.end() && it->first < before && out.size() < max; ++it)
+    out.push_back(it->second);
+  return out;
+}
 
 const StateStore::NodeAllocations& StateStore::node_allocations(const std::string& node_id) const {
   static const NodeAllocations none;
@@ -258,6 +276,8 @@ const std::set<std::string>& StateStore::allocation_ids_named(const std::string&
 }
 
 void StateStore::rebuild_indexes() {
+  requests_by_time_.clear();
+  for (const auto& [key, r] : requests_) requests_by_time_.emplace(r.time, key);
   allocations_by_node_.clear();
   allocations_by_name_.clear();
   claims_by_allocation_.clear();
@@ -338,6 +358,14 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   stage(Table::plugins, batch.plugins_, plugins_, next, tx);
   stage(Table::nodes, batch.nodes_, nodes_, next, tx);
   stage(Table::allocations, batch.allocations_, allocations_, next, tx);
+  for (auto& [key, r] : batch.requests_) {
+    if (r) {
+      auto existing = requests_.find(key);
+      r->create_index = existing == requests_.end() ? next : existing->second.create_index;
+      r->modify_index = next;
+    }
+    tx.mutations.push_back({Table::requests, key, r ? std::optional<std::string>(to_storage_text(*r)) : std::nullopt});
+  }
 
   std::vector<std::string> new_keys;
   auto now = domain::now();
@@ -359,6 +387,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!batch.plugins_.empty()) touched.push_back(Table::plugins);
   if (!batch.nodes_.empty()) touched.push_back(Table::nodes);
   if (!batch.allocations_.empty()) touched.push_back(Table::allocations);
+  if (!batch.requests_.empty()) touched.push_back(Table::requests);
   if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
 
   if (!options_.group_commit)
@@ -368,6 +397,16 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   install(batch.plugins_, plugins_);
   install(batch.nodes_, nodes_);
   install_allocations(batch.allocations_);
+  for (auto& [key, r] : batch.requests_) {
+    if (auto old = requests_.find(key); old != requests_.end()) {
+      requests_by_time_.erase({old->second.time, key});
+      requests_.erase(old);
+    }
+    if (r) {
+      requests_by_time_.emplace(r->time, key);
+      requests_.emplace(key, std::move(*r));
+    }
+  }
   for (std::size_t i = 0; i < drop; ++i) {
     events_.pop_front();
     event_positions_.pop_front();

@@ -34,6 +34,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "services/controlplane/state/backend.hpp"
+#include "services/controlplane/state/idempotent_request.hpp"
 #include "services/controlplane/state/table.hpp"
 #include "shared/domain/allocation.hpp"
 #include "shared/domain/event.hpp"
@@ -57,9 +58,12 @@ class Batch {
   void erase_allocation(const std::string& id) { allocations_[id] = std::nullopt; }
   // The event's index and (when unset) time are filled in at commit.
   void add_event(domain::Event e) { events_.push_back(std::move(e)); }
+  void remember(IdempotentRequest r) { requests_[r.key] = std::move(r); }
+  void forget_request(const std::string& key) { requests_[key] = std::nullopt; }
 
   bool empty() const {
-    return volumes_.empty() && plugins_.empty() && nodes_.empty() && allocations_.empty() && events_.empty();
+    return volumes_.empty() && plugins_.empty() && nodes_.empty() && allocations_.empty() && events_.empty() &&
+           requests_.empty();
   }
 
  private:
@@ -69,6 +73,7 @@ class Batch {
   std::map<std::string, std::optional<domain::Node>> nodes_;
   std::map<std::string, std::optional<domain::Allocation>> allocations_;
   std::vector<domain::Event> events_;
+  std::map<std::string, std::optional<IdempotentRequest>> requests_;
 };
 
 struct StateOptions {
@@ -116,6 +121,10 @@ class StateStore {
   // - the allocations with a name (next_alloc_index).
   const std::set<std::string>& allocation_ids_named(const std::string& name) const;
   const std::deque<domain::Event>& events() const { return events_; }  // oldest first
+  // The kept answer of an Idempotency-Key (null when none), and up to `max` keys answered
+  // before `before` (oldest first), for trimming.
+  const IdempotentRequest* idempotent_request(const std::string& key) const;
+  std::vector<std::string> requests_answered_before(domain::Time before, std::size_t max) const;
 
   // ---- writes ----
   // Assigns the next index, stamps create_index (new objects) and modify_index, persists (direct)
@@ -187,7 +196,9 @@ class StateStore {
   std::map<std::string, std::set<std::string>> allocations_by_name_;
   std::map<std::string, std::size_t> claims_by_allocation_;  // alloc id -> volumes whose claims name it
   std::deque<domain::Event> events_;
-  std::deque<std::size_t> event_positions_;  // position within its commit: with the index, the storage key
+  std::deque<std::size_t> event_positions_;
+  std::map<std::string, IdempotentRequest> requests_;
+  std::set<std::pair<domain::Time, std::string>> requests_by_time_;  // position within its commit: with the index, the storage key
   std::map<Table, std::list<Waiter*>> waiters_;
 
   // Group commit: written by the next flush, in index order.

@@ -9,6 +9,7 @@ std::string_view to_string(Table t) {
     case Table::nodes: return "nodes";
     case Table::allocations: return "allocations";
     case Table::events: return "events";
+    case Table::requests: return "requests";
   }
   return "unknown";
 }

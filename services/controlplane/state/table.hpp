@@ -8,10 +8,11 @@
 
 namespace mooring::controlplane {
 
-enum class Table { volumes, plugins, nodes, allocations, events };
+// `requests`: the answers kept for Idempotency-Key retries (state/idempotent_request.hpp).
+enum class Table { volumes, plugins, nodes, allocations, events, requests };
 
-inline constexpr std::array<Table, 5> kAllTables{Table::volumes, Table::plugins, Table::nodes, Table::allocations,
-                                                  Table::events};
+inline constexpr std::array<Table, 6> kAllTables{Table::volumes,     Table::plugins, Table::nodes,
+                                                  Table::allocations, Table::events,  Table::requests};
 
 // "volumes", "plugins", ...: the storage name.
 std::string_view to_string(Table t);

@@ -225,6 +225,32 @@ TEST_F(BinaryTest, AcknowledgedWritesSurviveKill9) {
   EXPECT_EQ(again->output().find("secret-vol-0"), std::string::npos);
 }
 
+// The answer to a keyed submit is durable with the allocation: a client whose connection died with
+// the control plane (kill -9 right after the answer) sends the submit again to the restarted one
+// and gets the same allocation, not a second one holding the volume.
+TEST_F(BinaryTest, AKeyedSubmitRetriedAcrossAKill9GetsTheSameAllocation) {
+  auto p = start();
+  ASSERT_NE(port, 0) << p->output();
+  ASSERT_EQ(http_request(port, "PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  json body = {{"Allocation",
+                {{"Name", "writer"},
+                 {"Volumes",
+                  {{"data", {{"Source", "vol-1"}, {"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+  const std::map<std::string, std::string> key = {{"Idempotency-Key", "7f1c2e0d-writer"}};
+  auto first = http_request(port, "POST", "/v1/allocations", body.dump(), key);
+  ASSERT_EQ(first.status, 200u) << first.body;
+  ASSERT_EQ(::kill(p->pid, SIGKILL), 0);
+  ASSERT_NE(p->wait(10s), -1);
+
+  auto again = start();
+  ASSERT_NE(port, 0) << again->output();
+  auto retry = http_request(port, "POST", "/v1/allocations", body.dump(), key);
+  ASSERT_EQ(retry.status, 200u) << retry.body;
+  EXPECT_EQ(json::parse(retry.body)["ID"], json::parse(first.body)["ID"]);
+  EXPECT_EQ(retry.header("idempotent-replayed"), "true");
+  EXPECT_EQ(json::parse(http_request(port, "GET", "/v1/allocations").body).size(), 1u);
+}
+
 TEST_F(BinaryTest, SecondInstanceOnTheSameDataDirRefusesToStart) {
   auto p = start();
   ASSERT_NE(port, 0) << p->output();
