@@ -133,7 +133,8 @@ struct AgentRouter::Impl {
     *wrapped.mutable_request() = std::move(request);
     std::string tried;
     bool asked = false;
-    for (const auto& node_id : candidates) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      const std::string& node_id = candidates[i];
       const domain::Node* node = router.store_.node(node_id);  // may have gone during an earlier attempt
       if (!node || node->address.empty()) continue;
       Resp response;
@@ -141,12 +142,18 @@ struct AgentRouter::Impl {
       out.outcome = csi::classify(rpc, out.status.error_code());
       out.node_id = node_id;
       asked = true;
+      tried += (tried.empty() ? "" : "; ") + std::string("via node ") + quoted(node_id) + ": " +
+               (out.ok() ? std::string("OK") : csi::status_text(out.status));
+      // NOT_FOUND from one instance is an answer about that instance only: controllers with
+      // per-node state (one backend per node) each know their own volumes. The others are asked
+      // too, and NOT_FOUND stands ("already deleted" / "not published" = done for a delete or an
+      // unpublish; a refusal for a publish) only when every healthy instance says so.
+      if (out.status.error_code() == grpc::StatusCode::NOT_FOUND && i + 1 < candidates.size()) continue;
       if (out.ok() || out.done()) {
         out.response = std::move(response);
         out.error.clear();
         co_return out;
       }
-      tried += (tried.empty() ? "" : "; ") + std::string("via node ") + quoted(node_id) + ": " + csi::status_text(out.status);
       if (!csi::should_retry(out.outcome)) break;
       if (out.outcome == csi::Outcome::uncertain) out.uncertain_earlier = true;
       logger().debug("controller call failed; trying the next controller",

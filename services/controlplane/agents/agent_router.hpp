@@ -1,7 +1,8 @@
 // Agents room: how the control plane reaches node agents (seed 000's "shim"). Node RPCs go to
 // the claim's node; controller RPCs go to a node running a healthy controller instance of the
 // plugin (sorted by node id), and move on to the next one on retryable errors (UNAVAILABLE
-// "plugin not running here", timeouts). One channel per node address, replaced when the node's
+// "plugin not running here", timeouts) and on NOT_FOUND, which stands only when every healthy
+// instance says it (controllers with per-node state know only their own volumes). One channel per node address, replaced when the node's
 // registered address changes. Controller calls that name a volume are serialized per volume.
 // gRPC stays in the .cpp; callers see protobuf messages and grpc::Status values.
 #pragma once

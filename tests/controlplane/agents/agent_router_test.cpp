@@ -55,6 +55,28 @@ TEST_F(AgentRouterTest, RetryableErrorTriesTheNextControllerFinalErrorDoesNot) {
   EXPECT_FALSE(bad.uncertain_earlier);
 }
 
+// Controllers with per-node state: NOT_FOUND from the first instance asked is not the answer
+// while another healthy instance may hold the volume. It stands only when all of them say it,
+// and a failure of another instance leaves the call unfinished, naming every instance asked.
+TEST_F(AgentRouterTest, NotFoundIsDoneOnlyWhenEveryHealthyControllerSaysIt) {
+  agents["node-2"].fail("ControllerUnpublishVolume", grpc::StatusCode::NOT_FOUND, "no such volume here");
+  auto held_elsewhere = unpublish("vol-1", "ext-1");
+  EXPECT_TRUE(held_elsewhere.ok()) << held_elsewhere.error;
+  EXPECT_EQ(held_elsewhere.node_id, "node-3");
+  EXPECT_EQ(agents["node-3"].count("ControllerUnpublishVolume"), 1u);
+
+  agents["node-3"].fail("ControllerUnpublishVolume", grpc::StatusCode::NOT_FOUND, "no such volume here either");
+  auto gone = unpublish("vol-1", "ext-1");
+  EXPECT_TRUE(gone.done()) << "every instance agrees: already unpublished";
+  EXPECT_EQ(gone.status.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  agents["node-3"].fail("ControllerUnpublishVolume", grpc::StatusCode::UNAVAILABLE, "plugin restarting");
+  auto unsure = unpublish("vol-1", "ext-1");
+  EXPECT_FALSE(unsure.done()) << "node-3 could not answer; it may hold the volume";
+  EXPECT_NE(unsure.error.find("via node \"node-2\": NOT_FOUND"), std::string::npos) << unsure.error;
+  EXPECT_NE(unsure.error.find("via node \"node-3\""), std::string::npos) << unsure.error;
+}
+
 // A timeout on one controller is remembered even when the next one gives a plain refusal: the
 // first may still be acting on the request (a delete must not be taken back then).
 TEST_F(AgentRouterTest, AnUncertainAnswerFromAnEarlierControllerIsReported) {
