@@ -6,6 +6,7 @@
 #include "services/controlplane/api/list_query.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/claims/volume_rules.hpp"
+#include "services/controlplane/gc/release_rules.hpp"
 #include "shared/domain/json.hpp"
 
 namespace mooring::controlplane::api {
@@ -124,6 +125,22 @@ http::Response deregister_volume(Context& ctx, const http::Request& req) {
   if (!v) return not_found("volume", id);
   auto lookup = [&](const std::string& alloc) { return ctx.store.allocation(alloc); };
   if (auto refusal = check_deregister(*v, force, lookup)) return refused(*refusal);
+  // Forced: the claims of terminal allocations go with the volume, but only once nothing is left
+  // attached for them; dropping a claim mid-release would leave the volume mounted on a node or
+  // published to it with nothing to undo it.
+  const auto left = gc::release_steps_left(*v, [&](const domain::Claim& c) {
+    return gc::ReleaseView{ctx.store.plugin(v->plugin_id), ctx.store.node(c.node_id),
+                           ctx.store.allocation(c.allocation_id), domain::now()};
+  });
+  if (!left.empty()) {
+    std::string steps;
+    for (const auto& l : left) steps += (steps.empty() ? "" : "; ") + l;
+    return http::error_response(
+        409, "volume \"" + id + "\": force deregistration would drop claims whose release is not finished: " + steps +
+                 ". Wait for the release (GET /v1/volume/csi/" + id +
+                 " shows each claim's State and LastError), or detach a down node with DELETE /v1/volume/csi/" + id +
+                 "/detach?node=ID");
+  }
   Batch batch;
   std::string message = "deregistered volume \"" + id + "\"";
   if (!v->claims.empty()) message += " with " + std::to_string(v->claims.size()) + " claim(s) of terminal allocations (forced)";

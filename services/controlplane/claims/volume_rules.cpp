@@ -96,10 +96,12 @@ Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::V
       return invalid(name(cur) + ": field \"RequestedCapacityMax\" (" + capacity_text(req.requested_capacity_max) +
                      ") is below the current capacity (" + capacity_text(cur.capacity) + "); volumes cannot shrink");
     // A lower minimum or a higher maximum is only recorded; a minimum above the known capacity
-    // asks the controller to expand.
+    // asks the controller to expand. A capacity of 0 is "unknown" in CSI: then a minimum above
+    // the one recorded is the request to grow (never silently recorded as if it had happened).
     v.requested_capacity_min = req.requested_capacity_min;
     v.requested_capacity_max = req.requested_capacity_max;
-    plan.expand = req.requested_capacity_min > cur.capacity && cur.capacity > 0;
+    plan.expand = cur.capacity > 0 ? req.requested_capacity_min > cur.capacity
+                                   : req.requested_capacity_min > cur.requested_capacity_min;
   }
   if (v.topologies.empty()) v.topologies = v.requested_topologies.required;
   return plan;

@@ -193,6 +193,24 @@ TEST_F(ApiHttpTest, CapabilityChangeWhileInUseIs409) {
     return server.store.commit(std::move(b)).ok();
   });
   EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1").status, 409u);
+  // Forced, but the claim still needs the node's unmount (its node is up): refused, naming the
+  // step, so nothing stays mounted with no claim to undo it.
+  before = fingerprint();
+  auto forced = call("DELETE", "/v1/volume/csi/vol-1?force=true");
+  EXPECT_EQ(forced.status, 409u);
+  EXPECT_NE(parse(forced).value("Error", "").find(
+                "release is not finished: allocation \"a1\" (taken): unmount on node \"node-1\""),
+            std::string::npos)
+      << forced.body;
+  EXPECT_EQ(fingerprint(), before);
+  // Once the release has done its steps, force drops what is left with the volume.
+  server.on_io([this] {
+    auto v = *server.store.volume("vol-1");
+    v.claims.at("a1").state = domain::ClaimState::controller_detached;
+    Batch b;
+    b.put(v);
+    return server.store.commit(std::move(b)).ok();
+  });
   EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1?force=true").status, 200u);
   EXPECT_EQ(call("GET", "/v1/volume/csi/vol-1").status, 404u);
 }
@@ -338,6 +356,58 @@ TEST_F(ApiHttpTest, AllocationSubmitReadListStop) {
   auto placed = parse(call("POST", "/v1/allocations", alloc.dump()));
   EXPECT_EQ(placed["NodeID"], "node-1");
   EXPECT_EQ(parse(call("GET", "/v1/allocations?node_id=node-1")).size(), 2u);
+}
+
+// A submit whose answer was lost is sent again with the same Idempotency-Key: the first answer
+// comes back and no second allocation exists. The key cannot be reused for another request.
+TEST_F(ApiHttpTest, ASubmitRetriedWithItsIdempotencyKeyGetsTheFirstAnswer) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  json alloc = {{"Allocation",
+                 {{"Name", "web"},
+                  {"Volumes",
+                   {{"data",
+                     {{"Source", "vol-1"}, {"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+  const std::map<std::string, std::string> key = {{"Idempotency-Key", "submit-web-1"}};
+  auto first = call("POST", "/v1/allocations", alloc.dump(), key);
+  ASSERT_EQ(first.status, 200u) << first.body;
+  EXPECT_TRUE(first.header("idempotent-replayed").empty());
+  auto before = fingerprint();
+  auto retry = call("POST", "/v1/allocations", alloc.dump(), key);
+  ASSERT_EQ(retry.status, 200u) << retry.body;
+  EXPECT_EQ(retry.body, first.body);
+  EXPECT_EQ(retry.header("x-mooring-index"), first.header("x-mooring-index"));
+  EXPECT_EQ(retry.header("idempotent-replayed"), "true");
+  EXPECT_EQ(fingerprint(), before) << "a replay writes nothing";
+  EXPECT_EQ(parse(call("GET", "/v1/allocations")).size(), 1u);
+
+  // The same key with another body: refused, naming the first request; nothing changes.
+  alloc["Allocation"]["Name"] = "other";
+  auto reuse = call("POST", "/v1/allocations", alloc.dump(), key);
+  EXPECT_EQ(reuse.status, 422u);
+  EXPECT_NE(reuse.body.find("submit-web-1"), std::string::npos) << reuse.body;
+  EXPECT_NE(reuse.body.find("POST /v1/allocations"), std::string::npos) << reuse.body;
+  EXPECT_EQ(fingerprint(), before);
+
+  // A bad key is a 400; without a key every submit is a new allocation, as before.
+  EXPECT_EQ(call("POST", "/v1/allocations", alloc.dump(), {{"Idempotency-Key", "has space"}}).status, 400u);
+  EXPECT_EQ(call("POST", "/v1/allocations", alloc.dump()).status, 200u);
+  EXPECT_EQ(call("POST", "/v1/allocations", alloc.dump()).status, 200u);
+  EXPECT_EQ(parse(call("GET", "/v1/allocations")).size(), 3u);
+
+  // A refusal is not kept: the same key works once the request can succeed.
+  json missing = alloc;
+  missing["Allocation"]["Volumes"]["data"]["Source"] = "vol-2";
+  const std::map<std::string, std::string> key2 = {{"Idempotency-Key", "submit-later"}};
+  EXPECT_EQ(call("POST", "/v1/allocations", missing.dump(), key2).status, 400u);
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-2", volume_body("vol-2", "hostpath", "multi-node-multi-writer")).status, 200u);
+  missing["Allocation"]["Volumes"]["data"]["AccessMode"] = "multi-node-multi-writer";
+  EXPECT_EQ(call("POST", "/v1/allocations", missing.dump(), key2).status, 200u);
+
+  // Other writes take a key too: a repeated stop answers as the first did.
+  const std::string id = parse(first)["ID"];
+  auto stop = call("POST", "/v1/allocation/" + id + "/stop", "", {{"Idempotency-Key", "stop-1"}});
+  ASSERT_EQ(stop.status, 200u);
+  EXPECT_EQ(call("POST", "/v1/allocation/" + id + "/stop", "", {{"Idempotency-Key", "stop-1"}}).body, stop.body);
 }
 
 TEST_F(ApiHttpTest, BadAllocationsGet400AndChangeNothing) {

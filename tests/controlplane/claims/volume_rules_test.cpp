@@ -223,6 +223,24 @@ TEST(VolumeUpdate, CapacityOnlyGrows) {
   EXPECT_FALSE(plan_volume_register(&cur, req, &p));
 }
 
+// Capacity 0 is "unknown" in CSI: a raised minimum is still a request to grow, so it goes to
+// the controller (and is refused there when it cannot expand), never recorded as if done.
+TEST(VolumeUpdate, ARaisedMinimumOnAnUnknownCapacityIsAnExpansion) {
+  auto p = plugin();
+  auto cur = registered();
+  cur.capacity = 0;
+  cur.requested_capacity_min = 100;
+  auto req = request();
+  req.requested_capacity_min = 100;
+  auto same = plan_volume_register(&cur, req, &p);
+  ASSERT_TRUE(same);
+  EXPECT_FALSE(same->expand) << "the same minimum again is no expansion";
+  req.requested_capacity_min = 200;
+  auto raised = plan_volume_register(&cur, req, &p);
+  ASSERT_TRUE(raised);
+  EXPECT_TRUE(raised->expand);
+}
+
 TEST(VolumeDeregister, RefusedWhileInUse) {
   auto v = in_use();
   domain::Allocation running;
