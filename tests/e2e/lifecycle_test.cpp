@@ -488,6 +488,51 @@ TEST_F(Lifecycle, VolumeCreateSnapshotRestoreExpandDeleteThroughTheApi) {
   EXPECT_TRUE(ext["Volumes"].empty()) << ext.dump();
 }
 
+// A plugin whose ControllerExpandVolume asks for node expansion: the control plane grows the
+// volume through the controller, then each node that has it published runs NodeExpandVolume (with
+// the volume's secrets, under the volume's lock); a retryable failure is retried by the agent, a
+// final one is reported to the operator, naming the node.
+TEST(Expansion, AVolumeInUseIsExpandedOnTheNodeThatPublishedIt) {
+  MOORING_REQUIRE_ROOT();
+  Cluster cluster;
+  cluster.start_controlplane();
+  cluster.start_node("node-1", NodeOptions{.plugin_args = {"--node-expansion-required"}});
+  ASSERT_FALSE(cluster.create_volume("grow", "single-node-writer", 1 << 20).is_null());
+  json holder = allocation("holder", "grow", "node-1", "sleep 600");
+  holder.erase("Task");  // no task: the allocation holds the volume until stopped
+  auto id = cluster.run_alloc(holder);
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster.alloc_status(id) == "running"; }));
+  auto grow_to = [&](std::int64_t bytes) {
+    auto v = cluster.volume("grow");
+    json body = {{"Volumes",
+                  {{{"ID", "grow"},
+                    {"PluginID", "hostpath"},
+                    {"ExternalID", v["ExternalID"]},
+                    {"RequestedCapacityMin", bytes},
+                    {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+    return cluster.request("PUT", "/v1/volume/csi/grow", body.dump());
+  };
+  cluster.set_faults("node-1", json::array({{{"rpc", "NodeExpandVolume"}, {"code", 14}, {"count", 1}}}));
+  auto g = grow_to(4 << 20);
+  ASSERT_EQ(g.status, 200u) << g.body;
+  EXPECT_EQ(cluster.volume("grow")["Capacity"], 4 << 20);
+  auto node_calls = cluster.calls("node-1", "NodeExpandVolume");
+  ASSERT_EQ(node_calls.size(), 2u) << "UNAVAILABLE once, then retried by the agent";
+  EXPECT_EQ(node_calls[0].code, "UNAVAILABLE");
+  EXPECT_EQ(node_calls[1].code, "OK");
+
+  cluster.set_faults("node-1", json::array({{{"rpc", "NodeExpandVolume"}, {"code", 9}}}));  // FAILED_PRECONDITION
+  auto refused = grow_to(8 << 20);
+  EXPECT_EQ(refused.status, 502u) << refused.body;
+  EXPECT_NE(refused.body.find("node expansion failed"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("node-1"), std::string::npos) << refused.body;
+  EXPECT_EQ(cluster.calls("node-1", "NodeExpandVolume").size(), 3u) << "a final error is not retried";
+
+  cluster.set_faults("node-1", json::array());
+  ASSERT_EQ(cluster.stop_alloc(id).status, 200u);
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster.claim_count("grow") == 0; }));
+}
+
 // A volume is marked Deleting before DeleteVolume is sent, so an allocation submitted while the
 // plugin works cannot claim storage that is about to vanish.
 TEST_F(Lifecycle, NoClaimIsTakenWhileTheVolumeIsBeingDeleted) {

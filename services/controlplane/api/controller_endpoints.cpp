@@ -257,6 +257,7 @@ asio::awaitable<http::Response> ControllerEndpoints::register_or_expand(http::Re
       ne.set_external_id(wanted.external_id);
       ne.set_alloc_id(alloc);
       *ne.mutable_capacity_range() = csi.capacity_range();
+      for (const auto& [k, val] : secrets) (*ne.mutable_secrets())[k] = val;
       auto r = co_await router_.node_expand_volume(claim.node_id, ne);
       if (!r.ok() && r.status.error_code() != grpc::StatusCode::NOT_FOUND) node_errors.push_back(r.error);
     }

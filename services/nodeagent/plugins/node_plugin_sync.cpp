@@ -13,7 +13,8 @@ void NodePluginSync::sync() {
   for (const auto& inst : registry_.list(PluginKind::node)) {
     const auto fp = status_.fingerprint(inst.reg.plugin_id);
     if (!fp || !fp->healthy()) continue;
-    now[inst.reg.plugin_id] = Known{inst.reg.socket_path, fp->node_info().requires_node_stage_volume()};
+    now[inst.reg.plugin_id] =
+        Known{inst.reg.socket_path, fp->node_info().requires_node_stage_volume(), fp->node_info().supports_expand()};
   }
   for (const auto& [id, known] : healthy_) {
     if (!now.contains(id)) table_.set_unhealthy(id);
@@ -21,7 +22,8 @@ void NodePluginSync::sync() {
   for (const auto& [id, known] : now) {
     auto it = healthy_.find(id);
     if (it != healthy_.end() && it->second == known) continue;
-    table_.set_healthy(id, NodePlugin{std::make_shared<CsiNodeCalls>(clients_.get(known.socket)), known.requires_stage});
+    table_.set_healthy(id, NodePlugin{std::make_shared<CsiNodeCalls>(clients_.get(known.socket)), known.requires_stage,
+                                      known.supports_expand});
   }
   healthy_ = std::move(now);
 }

@@ -1,6 +1,6 @@
 // Keeps the volume manager's view of node plugins (volumes/node_plugin_table.hpp) in step with
 // supervision: a node (or monolith) instance that is registered and whose latest fingerprint is
-// healthy is set healthy with a client for its socket and its STAGE_UNSTAGE capability, which
+// healthy is set healthy with a client for its socket and its STAGE_UNSTAGE and EXPAND_VOLUME capabilities, which
 // wakes the unmounts waiting for it; anything else is set unhealthy. Called on every node status
 // change; only transitions touch the table.
 #pragma once
@@ -26,6 +26,7 @@ class NodePluginSync {
   struct Known {
     std::string socket;
     bool requires_stage = false;
+    bool supports_expand = false;
     bool operator==(const Known&) const = default;
   };
   PluginRegistry& registry_;

@@ -56,36 +56,12 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
   ServerUnaryReactor* NodeExpandVolume(CallbackServerContext* ctx, const v1::NodeExpandVolumeRequest* req,
                                        v1::NodeExpandVolumeResponse* resp) override {
     return rpc::serve(ex_, ctx, "NodeExpandVolume", [this, req, resp]() -> asio::awaitable<Status> {
-      if (auto st = domain::validate_volume_id(req->volume_id()); !st)
-        co_return Status(StatusCode::INVALID_ARGUMENT, st.error());
-      std::optional<MountRecord> record;
-      for (const auto& r : d_.volumes.records()) {
-        if (r.volume_id != req->volume_id() || r.phase != MountPhase::mounted) continue;
-        if (!req->alloc_id().empty() && r.alloc_id != req->alloc_id()) continue;
-        record = r;
-        break;
-      }
-      if (!record)
-        co_return Status(StatusCode::NOT_FOUND, "volume " + req->volume_id() + " is not published on node " +
-                                                    d_.node_id + (req->alloc_id().empty() ? "" : " for allocation " + req->alloc_id()));
-      const std::string plugin_id = req->plugin_id().empty() ? record->plugin_id : req->plugin_id();
-      auto client = plugin_client(PluginKind::node, plugin_id);
-      if (!client) co_return not_running(plugin_id);
-      ::csi::v1::NodeExpandVolumeRequest csi_req;
-      csi_req.set_volume_id(req->external_id().empty() ? record->external_id : req->external_id());
-      csi_req.set_volume_path(record->target_path);
-      csi_req.set_staging_target_path(record->staging_path);
-      *csi_req.mutable_capacity_range() = req->capacity_range();
-      auto* cap = csi_req.mutable_volume_capability();
-      cap->mutable_access_mode()->set_mode(domain::to_csi(record->access_mode));
-      if (record->attachment_mode == domain::AttachmentMode::block_device) {
-        cap->mutable_block();
-      } else {
-        cap->mutable_mount();
-      }
-      auto result = co_await client->node_expand_volume(csi_req);
-      if (result.ok()) resp->set_capacity_bytes(result.response.capacity_bytes());
-      co_return result.status;
+      std::map<std::string, std::string> secrets(req->secrets().begin(), req->secrets().end());
+      auto result = co_await d_.volumes.expand(req->volume_id(), req->alloc_id(), req->external_id(),
+                                               req->capacity_range(), std::move(secrets));
+      if (!result.ok()) co_return Status(result.code, "node " + d_.node_id + ": " + result.error);
+      resp->set_capacity_bytes(result.capacity_bytes);
+      co_return Status::OK;
     });
   }
 

@@ -27,4 +27,9 @@ rpc::CsiClient::Call<::csi::v1::NodeUnpublishVolumeResponse> CsiNodeCalls::unpub
   co_return co_await client->node_unpublish_volume(request);
 }
 
+rpc::CsiClient::Call<::csi::v1::NodeExpandVolumeResponse> CsiNodeCalls::expand(const ::csi::v1::NodeExpandVolumeRequest& request) {
+  auto client = client_;
+  co_return co_await client->node_expand_volume(request);
+}
+
 }  // namespace mooring::nodeagent

@@ -17,6 +17,7 @@ class CsiNodeCalls final : public NodeVolumeCalls {
   rpc::CsiClient::Call<::csi::v1::NodeUnstageVolumeResponse> unstage(const ::csi::v1::NodeUnstageVolumeRequest& request) override;
   rpc::CsiClient::Call<::csi::v1::NodePublishVolumeResponse> publish(const ::csi::v1::NodePublishVolumeRequest& request) override;
   rpc::CsiClient::Call<::csi::v1::NodeUnpublishVolumeResponse> unpublish(const ::csi::v1::NodeUnpublishVolumeRequest& request) override;
+  rpc::CsiClient::Call<::csi::v1::NodeExpandVolumeResponse> expand(const ::csi::v1::NodeExpandVolumeRequest& request) override;
 
   rpc::CsiClient& client() { return *client_; }
 

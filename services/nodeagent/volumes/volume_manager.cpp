@@ -217,6 +217,28 @@ asio::awaitable<DetachResult> VolumeManager::detach(std::string volume_id, std::
   co_return DetachResult{errors};
 }
 
+asio::awaitable<ExpandResult> VolumeManager::expand(std::string volume_id, std::string alloc_id,
+                                                    std::string external_id, ::csi::v1::CapacityRange range,
+                                                    std::map<std::string, std::string> secrets) {
+  if (auto s = domain::validate_volume_id(volume_id); !s)
+    co_return ExpandResult{.code = grpc::StatusCode::INVALID_ARGUMENT, .error = s.error()};
+  if (!alloc_id.empty()) {
+    if (auto s = domain::validate_allocation_id(alloc_id); !s)
+      co_return ExpandResult{.code = grpc::StatusCode::INVALID_ARGUMENT, .error = s.error()};
+  }
+  ExpandResult last;
+  std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
+    last = co_await ops_.expand(volume_id, alloc_id, external_id, range, secrets);
+    if (last.ok()) co_return async::Attempt::ok();
+    co_return last.retryable ? async::Attempt::again(last.error) : async::Attempt::final_error(last.error);
+  };
+  async::RetryOptions options{.backoff = {.initial = std::chrono::milliseconds(200),
+                                          .max = std::chrono::seconds(1),
+                                          .max_elapsed = std::chrono::seconds(2)}};
+  (void)co_await async::retry(std::move(attempt), std::move(options));
+  co_return last;
+}
+
 asio::awaitable<bool> VolumeManager::shutdown(std::chrono::milliseconds grace) {
   tasks_.cancel();
   const bool stopped = co_await tasks_.join_for(grace);

@@ -116,6 +116,11 @@ class VolumeManager {
   // allocation on this node (`alloc_id` empty). One pass each; idempotent; ok when nothing is mounted.
   boost::asio::awaitable<DetachResult> detach(std::string volume_id, std::string alloc_id = {});
 
+  // NodeExpandVolume from the control plane (VolumeOperations::expand), retried as the CSI error
+  // table says for up to three attempts: the control plane's own call deadline bounds the rest.
+  boost::asio::awaitable<ExpandResult> expand(std::string volume_id, std::string alloc_id, std::string external_id,
+                                              ::csi::v1::CapacityRange range, std::map<std::string, std::string> secrets);
+
   // Cancels every release task and waits up to `grace` for them to stop; never waits on a
   // plugin. True when all stopped. Their progress stays in the records for resume().
   boost::asio::awaitable<bool> shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));

@@ -286,6 +286,51 @@ asio::awaitable<UnmountResult> VolumeOperations::unmount(std::string alloc_id, s
   co_return UnmountResult{.plugin_id = record.plugin_id};
 }
 
+asio::awaitable<ExpandResult> VolumeOperations::expand(std::string volume_id, std::string alloc_id,
+                                                       std::string external_id, ::csi::v1::CapacityRange range,
+                                                       std::map<std::string, std::string> secrets) {
+  const std::string what = "volume \"" + volume_id + "\"";
+  auto guard = co_await locks_.lock(volume_id);
+  std::optional<MountRecord> record;
+  for (const auto& r : store_.for_volume(volume_id)) {
+    if (r.phase != MountPhase::mounted || r.published != StepState::done) continue;
+    if (!alloc_id.empty() && r.alloc_id != alloc_id) continue;
+    record = r;
+    break;
+  }
+  if (!record)
+    co_return ExpandResult{.code = grpc::StatusCode::NOT_FOUND,
+                           .error = what + " is not published on this node" +
+                                    (alloc_id.empty() ? std::string{} : " for allocation \"" + alloc_id + "\"")};
+  auto plugin = plugins_.find(record->plugin_id);
+  if (!plugin)
+    co_return ExpandResult{.code = grpc::StatusCode::UNAVAILABLE, .error = what + ": " + not_running(record->plugin_id),
+                           .retryable = true};
+  if (!plugin->supports_expand)
+    co_return ExpandResult{.code = grpc::StatusCode::FAILED_PRECONDITION,
+                           .error = what + ": plugin \"" + record->plugin_id +
+                                    "\" does not advertise EXPAND_VOLUME on its node service; it cannot grow the "
+                                    "volume on the node"};
+  ::csi::v1::NodeExpandVolumeRequest request;
+  request.set_volume_id(external_id.empty() ? record->external_id : external_id);
+  request.set_volume_path(record->target_path);
+  if (plugin->requires_stage) request.set_staging_target_path(record->staging_path);
+  *request.mutable_capacity_range() = std::move(range);
+  // The mount options are not part of the record; the capability's shape (access and attachment)
+  // is what the plugin needs to tell a block device from a filesystem.
+  if (auto capability = domain::csi_volume_capability(record->access_mode, record->attachment_mode, {}))
+    *request.mutable_volume_capability() = *capability;
+  fill(*request.mutable_secrets(), secrets);
+  auto result = co_await plugin->calls->expand(request);
+  if (!result.ok())
+    co_return ExpandResult{.code = result.status.error_code(),
+                           .error = what + ": NodeExpandVolume failed: " + csi::status_text(result.status),
+                           .retryable = csi::should_retry(result.outcome)};
+  kLog.info("volume expanded on the node", {{"volume", volume_id}, {"alloc", record->alloc_id},
+                                            {"capacity", result.response.capacity_bytes()}});
+  co_return ExpandResult{.capacity_bytes = result.response.capacity_bytes()};
+}
+
 asio::awaitable<domain::Status> VolumeOperations::forget(std::string alloc_id, std::string volume_id) {
   auto guard = co_await locks_.lock(volume_id);
   auto record = store_.get(alloc_id, volume_id);

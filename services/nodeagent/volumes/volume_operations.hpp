@@ -10,6 +10,7 @@
 // (`cleanup_owed`) for a background unmount.
 // Unmount: NodeUnpublish, then NodeUnstage only when no other allocation holds the staging path;
 // NOT_FOUND / "already unmounted" is done.
+// Expand: NodeExpandVolume on a published volume, under the same lock, when the plugin can.
 //
 // Not thread-safe: use from the agent's executor.
 #pragma once
@@ -25,6 +26,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -35,6 +37,14 @@ struct MountResult {
   std::string error;           // empty on success; names the volume, allocation, RPC and status
   bool retryable = false;      // worth trying the mount again later (plugin away, timeout, ...)
   bool cleanup_owed = false;   // the negating calls did not all succeed: an unmount must be retried
+  bool ok() const { return error.empty(); }
+};
+
+struct ExpandResult {
+  std::int64_t capacity_bytes = 0;                 // the plugin's answer (0: not reported)
+  grpc::StatusCode code = grpc::StatusCode::OK;    // what to answer the control plane
+  std::string error;                               // empty on success; names the volume and the reason
+  bool retryable = false;                          // the CSI error table says try again
   bool ok() const { return error.empty(); }
 };
 
@@ -55,6 +65,13 @@ class VolumeOperations {
   // One pass. Nothing recorded for (alloc, volume), or node side already clean: ok. On success
   // the record is removed, or kept in phase `unmounted` when the control plane is still to be told.
   boost::asio::awaitable<UnmountResult> unmount(std::string alloc_id, std::string volume_id);
+
+  // NodeExpandVolume for the volume published here (for `alloc_id`, or the first allocation that
+  // has it mounted when empty), under the volume's lock like every other node call. NOT_FOUND
+  // when it is not published here; FAILED_PRECONDITION when the node plugin does not advertise
+  // EXPAND_VOLUME. One attempt.
+  boost::asio::awaitable<ExpandResult> expand(std::string volume_id, std::string alloc_id, std::string external_id,
+                                              ::csi::v1::CapacityRange range, std::map<std::string, std::string> secrets);
 
   // Removes the record of a finished release (after the control plane was told); refuses a
   // record that is not `unmounted`.

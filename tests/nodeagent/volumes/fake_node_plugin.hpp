@@ -70,6 +70,7 @@ class FakeNodeCsi final : public NodeVolumeCalls {
   std::vector<FakeCall> calls;
   ::csi::v1::NodeStageVolumeRequest last_stage;
   ::csi::v1::NodePublishVolumeRequest last_publish;
+  ::csi::v1::NodeExpandVolumeRequest last_expand;
   int max_in_flight_per_volume = 0;
   int max_in_flight_total = 0;
 
@@ -103,6 +104,14 @@ class FakeNodeCsi final : public NodeVolumeCalls {
   rpc::CsiClient::Call<::csi::v1::NodeUnpublishVolumeResponse> unpublish(const ::csi::v1::NodeUnpublishVolumeRequest& r) override {
     FakeCall call{csi::Rpc::NodeUnpublishVolume, r.volume_id(), r.target_path()};
     co_return co_await run<::csi::v1::NodeUnpublishVolumeResponse>(std::move(call));
+  }
+  // Answers with the requested size as the new capacity.
+  rpc::CsiClient::Call<::csi::v1::NodeExpandVolumeResponse> expand(const ::csi::v1::NodeExpandVolumeRequest& r) override {
+    last_expand = r;
+    FakeCall call{csi::Rpc::NodeExpandVolume, r.volume_id(), r.volume_path()};
+    auto result = co_await run<::csi::v1::NodeExpandVolumeResponse>(std::move(call));
+    if (result.ok()) result.response.set_capacity_bytes(r.capacity_range().required_bytes());
+    co_return result;
   }
 
  private:
@@ -150,7 +159,7 @@ class FakeNodeCsi final : public NodeVolumeCalls {
         status = grpc::Status(a->code, "injected (always)");
       }
     }
-    if (status.ok()) {
+    if (status.ok() && call.rpc != csi::Rpc::NodeExpandVolume) {
       if (call.rpc == csi::Rpc::NodeStageVolume || call.rpc == csi::Rpc::NodePublishVolume) {
         table_.mounted.insert(call.path);
       } else {

@@ -166,6 +166,60 @@ TEST_F(VolumeManagerTest, MountFromTheWireMessageAndSecretsNeverReachTheRecord) 
   EXPECT_NE(bad.error.find("access_mode"), std::string::npos) << bad.error;
 }
 
+::csi::v1::CapacityRange range(std::int64_t bytes) {
+  ::csi::v1::CapacityRange r;
+  r.set_required_bytes(bytes);
+  return r;
+}
+
+// NodeExpandVolume goes through the volume room like a mount: the published record's paths, the
+// provider's id, the secrets, a retry on a retryable answer, and never alongside another call on
+// the same volume.
+TEST_F(VolumeManagerTest, NodeExpansionUsesTheRecordTheSecretsTheRetryTableAndTheVolumeLock) {
+  plugins.set_healthy("fake", NodePlugin{csi, true, true});
+  ASSERT_TRUE(mount("alloc-1", volume("vol1")).ok());
+  csi->fail_next(Rpc::NodeExpandVolume, grpc::StatusCode::UNAVAILABLE);  // the table retries it
+  auto r = run(manager->expand("vol1", "alloc-1", "", range(2048), {{"token", "s3cret"}}));
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.capacity_bytes, 2048);
+  EXPECT_EQ(csi->count(Rpc::NodeExpandVolume), 2);
+  EXPECT_EQ(csi->last_expand.volume_id(), "ext-vol1");
+  EXPECT_EQ(csi->last_expand.volume_path(), target("alloc-1", "vol1"));
+  EXPECT_EQ(csi->last_expand.staging_target_path(), staging("vol1"));
+  EXPECT_EQ(csi->last_expand.secrets().at("token"), "s3cret");
+  EXPECT_TRUE(csi->last_expand.volume_capability().has_mount());
+
+  // An unmount started alongside waits for the expansion: one call per volume at a time.
+  csi->delay = 20ms;
+  auto expanded = std::make_shared<std::optional<ExpandResult>>();
+  auto unmount_done = std::make_shared<bool>(false);
+  asio::co_spawn(io, manager->expand("vol1", "alloc-1", "", range(4096), {}),
+                 [expanded](std::exception_ptr, ExpandResult e) { *expanded = std::move(e); });
+  asio::co_spawn(io, manager->unmount("alloc-1", "vol1"), [unmount_done](std::exception_ptr, UnmountResult) {
+    *unmount_done = true;
+  });
+  ASSERT_TRUE(pump_until(io, [&] { return expanded->has_value() && *unmount_done; }, 10s));
+  ASSERT_TRUE((*expanded)->ok()) << (*expanded)->error;
+  EXPECT_EQ(csi->max_in_flight_per_volume, 1);
+  EXPECT_EQ(csi->sequence("ext-vol1").back(), Rpc::NodeUnstageVolume) << "the unmount ran after the expansion";
+}
+
+TEST_F(VolumeManagerTest, NodeExpansionIsRefusedWithoutTheCapabilityOrAPublishedVolume) {
+  auto missing = run(manager->expand("vol1", "", "", range(2048), {}));
+  EXPECT_EQ(missing.code, grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(missing.error.find("not published on this node"), std::string::npos) << missing.error;
+  ASSERT_TRUE(mount("alloc-1", volume("vol1")).ok());
+  auto refused = run(manager->expand("vol1", "", "", range(2048), {}));  // the plugin lacks EXPAND_VOLUME
+  EXPECT_EQ(refused.code, grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(refused.error.find("does not advertise EXPAND_VOLUME"), std::string::npos) << refused.error;
+  EXPECT_EQ(csi->count(Rpc::NodeExpandVolume), 0);
+  plugins.set_healthy("fake", NodePlugin{csi, true, true});
+  csi->fail_always(Rpc::NodeExpandVolume, grpc::StatusCode::FAILED_PRECONDITION);  // in use, cannot grow online: final
+  auto final_error = run(manager->expand("vol1", "", "", range(2048), {}));
+  EXPECT_EQ(final_error.code, grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(csi->count(Rpc::NodeExpandVolume), 1) << "a final error is not retried";
+}
+
 TEST_F(VolumeManagerTest, PluginWithoutStageUnstageIsOnlyPublished) {
   plugins.set_healthy("fake", NodePlugin{csi, false});
   auto r = mount("alloc-1", volume("vol1"));
