@@ -260,7 +260,6 @@ void Agent::start() {
     supervisors_.push_back(std::make_unique<PluginSupervisor>(ex_, pc, std::move(ctx)));
     loops_->spawn("supervise-" + pc.id, supervisors_.back()->run());
   }
-  loops_->spawn("controlplane-link", link_->run());
 
   // Volumes and allocations (issue 6): finish releases left by the previous run, restore the
   // allocations (re-adopting their tasks), then follow the control plane.
@@ -274,6 +273,9 @@ void Agent::start() {
   loops_->spawn("alloc-watch", allocs_->watch());
   loops_->spawn("alloc-disconnect", allocs_->watch_disconnect([this] { return disconnected_for(); }));
   start_grpc_server();
+  // After the server: the first registration must advertise the port actually bound (with an
+  // OS-chosen port the control plane was otherwise told ":0" and dialled nothing until the next).
+  loops_->spawn("controlplane-link", link_->run());
   update_readiness();
   async::PeriodicOptions readiness{.name = "readiness", .period = std::chrono::seconds(1), .jitter = 0};
   loops_->spawn("readiness", async::periodic([this]() -> asio::awaitable<void> {
