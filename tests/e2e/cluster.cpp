@@ -64,9 +64,10 @@ Cluster::~Cluster() {
       n.agent->terminate();
       if (!n.agent->wait_for_exit(15s)) n.agent->kill();
     }
-  // A killed agent leaves its plugin running: stop every plugin of this cluster.
+  // A killed agent leaves its plugin running (each restart launches another): stop every plugin
+  // process of this cluster.
   for (auto& [id, n] : nodes_)
-    if (pid_t pid = plugin_pid(id); pid > 0) ::kill(pid, SIGKILL);
+    for (const pid_t pid : plugin_pids(id)) ::kill(pid, SIGKILL);
   for (auto& [id, n] : nodes_)
     if (!n.netns.empty()) sh_quietly("ip netns del " + n.netns);  // takes the veth pair along
   nodes_.clear();
@@ -115,18 +116,21 @@ std::string Cluster::controlplane_log() const { return test::read_file(dir() / "
 
 fs::path Cluster::node_dir(const std::string& id) const { return dir() / id; }
 
-void Cluster::start_node(const std::string& id, NodeOptions options) {
+void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_healthy) {
   auto& n = nodes_[id];
   if (n.agent && n.agent->running()) return;
   if (!n.agent) n.options = std::move(options);
   fs::create_directories(node_dir(id));
-  std::string plugin = "hostpath,type=" + n.options.plugin_type + ",command=" +
-                       test::binary_path("mooring-hostpath").string() + ",arg=--data-dir,arg=" +
-                       (dir() / "hostpath").string() + ",arg=--node-id,arg=csi-" + id + ",arg=--call-log,arg=" +
-                       (dir() / ("calls-" + id + ".jsonl")).string() + ",arg=--fault-file,arg=" +
-                       (dir() / ("faults-" + id + ".json")).string() +
-                       ",probe_interval=200ms,health_timeout=10s,fingerprint_interval=2s,stop_timeout=5s";
-  for (const auto& a : n.options.plugin_args) plugin += ",arg=" + a;
+  std::string plugin;
+  if (n.options.plugin_on_socket) {
+    start_plugin(id);
+    // The agent's defaults for probing (5 s): what a third-party plugin gets.
+    plugin = "hostpath,type=" + n.options.plugin_type + ",socket=" + (node_dir(id) / "csi.sock").string();
+  } else {
+    plugin = "hostpath,type=" + n.options.plugin_type + ",command=" + test::binary_path("mooring-hostpath").string();
+    for (const auto& a : plugin_args(id)) plugin += ",arg=" + a;
+    plugin += ",probe_interval=200ms,health_timeout=10s,fingerprint_interval=2s,stop_timeout=5s";
+  }
   if (n.options.own_network && n.netns.empty()) make_network(id, n);
   const std::string cp_host = n.netns.empty() ? "127.0.0.1" : n.host_ip;
   const std::string own_host = n.netns.empty() ? "127.0.0.1" : n.node_ip;
@@ -148,7 +152,35 @@ void Cluster::start_node(const std::string& id, NodeOptions options) {
   }
   o.output_file = dir() / (id + ".log");
   n.agent = std::make_unique<test::ChildProcess>(o);
-  wait_node_healthy(id);
+  if (wait_healthy) wait_node_healthy(id);
+}
+
+std::vector<std::string> Cluster::plugin_args(const std::string& id) const {
+  std::vector<std::string> args = {"--data-dir",   (dir() / "hostpath").string(),
+                                   "--node-id",    "csi-" + id,
+                                   "--call-log",   (dir() / ("calls-" + id + ".jsonl")).string(),
+                                   "--fault-file", (dir() / ("faults-" + id + ".json")).string()};
+  const auto& extra = nodes_.at(id).options.plugin_args;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+void Cluster::start_plugin(const std::string& id) {
+  auto& n = nodes_.at(id);
+  if (n.plugin && n.plugin->running()) return;
+  test::SpawnOptions o;
+  o.binary = test::binary_path("mooring-hostpath");
+  o.args = plugin_args(id);
+  o.args.insert(o.args.end(), {"--endpoint", "unix://" + (node_dir(id) / "csi.sock").string()});
+  o.output_file = dir() / (id + "-plugin.log");
+  n.plugin = std::make_unique<test::ChildProcess>(o);
+}
+
+void Cluster::kill_plugin(const std::string& id) {
+  auto& n = nodes_.at(id);
+  if (!n.plugin) return;
+  n.plugin->kill();
+  n.plugin->wait_for_exit(10s);
 }
 
 void Cluster::wait_node_healthy(const std::string& id) {
@@ -209,6 +241,12 @@ bool Cluster::node_running(const std::string& id) {
 std::string Cluster::node_log(const std::string& id) const { return test::read_file(dir() / (id + ".log")); }
 
 pid_t Cluster::plugin_pid(const std::string& id) const {
+  const auto all = plugin_pids(id);
+  return all.empty() ? 0 : all.front();
+}
+
+std::vector<pid_t> Cluster::plugin_pids(const std::string& id) const {
+  std::vector<pid_t> out;
   const std::string want = "csi-" + id;
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const auto name = entry.path().filename().string();
@@ -228,9 +266,9 @@ pid_t Cluster::plugin_pid(const std::string& id) const {
       if (args[i] == "--node-id" && args[i + 1] == want) mine = true;
       if (args[i] == "--data-dir" && args[i + 1] == (dir() / "hostpath").string()) ours = true;
     }
-    if (mine && ours) return static_cast<pid_t>(std::stoi(name));
+    if (mine && ours) out.push_back(static_cast<pid_t>(std::stoi(name)));
   }
-  return 0;
+  return out;
 }
 
 void Cluster::set_faults(const std::string& id, const json& rules) {

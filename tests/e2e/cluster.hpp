@@ -41,6 +41,9 @@ struct NodeOptions {
   // veth pair, so partition() can cut it off from the control plane. Mounts stay in the host's
   // mount namespace (nsenter --net only), so the mount table checks still see them.
   bool own_network = false;
+  // Run the plugin as its own process on a socket (the agent's `socket=` mode, with the agent's
+  // default probe interval), as third-party plugins are deployed: kill_plugin / start_plugin.
+  bool plugin_on_socket = false;
 };
 
 // One CSI call as the hostpath plugin logged it.
@@ -72,8 +75,9 @@ class Cluster {
 
   // ---- nodes ----
   // Starts node `id` (agent + its hostpath plugin, CSI node id "csi-<id>") and waits until the
-  // control plane sees its plugin healthy. Starting a stopped node again keeps its data dir.
-  void start_node(const std::string& id, NodeOptions options = {});
+  // control plane sees its plugin healthy (unless `wait_healthy` is false: a restart whose first
+  // moments are the test's subject). Starting a stopped node again keeps its data dir.
+  void start_node(const std::string& id, NodeOptions options = {}, bool wait_healthy = true);
   void kill_node(const std::string& id);  // SIGKILL the agent (its plugin is left running, as after a crash)
   void stop_node(const std::string& id);  // SIGTERM the agent and wait for it to exit
   bool node_running(const std::string& id);
@@ -83,8 +87,12 @@ class Cluster {
   std::string node_log(const std::string& id) const;
   // The node's agent data dir (mount roots live below it).
   std::filesystem::path node_dir(const std::string& id) const;
+  // plugin_on_socket nodes: SIGKILL the plugin process (its socket file stays), start it again.
+  void kill_plugin(const std::string& id);
+  void start_plugin(const std::string& id);
   // The pid of the node's hostpath plugin process (from its call log or process list), 0 if none.
   pid_t plugin_pid(const std::string& id) const;
+  std::vector<pid_t> plugin_pids(const std::string& id) const;  // all of them (orphans of killed agents too)
 
   // Fault rules for the node's plugin (hostpath fault-file format); {} clears them.
   void set_faults(const std::string& id, const json& rules);
@@ -118,11 +126,13 @@ class Cluster {
   struct Node {
     NodeOptions options;
     std::unique_ptr<test::ChildProcess> agent;
+    std::unique_ptr<test::ChildProcess> plugin;  // plugin_on_socket only
     std::string netns;      // own_network: the namespace and the host end of the veth pair
     std::string host_veth;
     std::string host_ip, node_ip;
   };
   void make_network(const std::string& id, Node& n);
+  std::vector<std::string> plugin_args(const std::string& id) const;  // data dir, node id, call log, faults
   void wait_node_healthy(const std::string& id);
 
   ClusterOptions options_;

@@ -1,0 +1,371 @@
+// Crash consistency with the real binaries: the control plane and the node agent are each killed
+// with SIGKILL at random moments (a fixed seed: the same run every time) while allocations claim,
+// mount, start, stop and release, and restarted at once. Afterwards the audit that matters for a
+// single-writer volume: every claim freed, every task started at most once and none left
+// running, the plugin's published list equal to the claims (empty), every mount gone.
+// Root only (bind mounts).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "tests/e2e/cluster.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/root.hpp"
+
+namespace mooring::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The live processes whose environment names one of `allocs` (MOORING_ALLOC_ID, set by the agent).
+std::map<std::string, std::vector<pid_t>> live_task_processes(const std::set<std::string>& allocs) {
+  std::map<std::string, std::vector<pid_t>> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(it->path() / "environ", std::ios::binary);
+    for (std::string kv; std::getline(in, kv, '\0');) {
+      if (kv.rfind("MOORING_ALLOC_ID=", 0) != 0) continue;
+      const auto id = kv.substr(17);
+      if (allocs.count(id)) out[id].push_back(static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  return out;
+}
+
+class Crash : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MOORING_REQUIRE_ROOT();
+    cluster = std::make_unique<Cluster>();
+    cluster->start_controlplane();
+    cluster->start_node("node-1");
+  }
+  void TearDown() override {
+    // Whatever the outcome, no task of this test outlives it.
+    for (const auto& [id, pids] : live_task_processes(allocs))
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+    if (HasFailure() && cluster) {
+      std::cerr << "---- control plane log (tail) ----\n" << tail(cluster->controlplane_log()) << "\n";
+      std::cerr << "---- node-1 log (tail) ----\n" << tail(cluster->node_log("node-1"));
+    }
+    cluster.reset();
+  }
+  static std::string tail(const std::string& s) { return s.size() > 8000 ? s.substr(s.size() - 8000) : s; }
+
+  // An API call while the control plane may be restarting: retried until it answers.
+  HttpResult call(const std::string& method, const std::string& target, const std::string& body = {}) {
+    HttpResult r;
+    Cluster::eventually([&] {
+      r = cluster->request(method, target, body);
+      return r.error.empty() && r.status != 0 && r.status < 500;
+    }, 30s);
+    return r;
+  }
+
+  // A submit while either service may be restarting, with an Idempotency-Key: sent again after
+  // a lost answer (the control plane killed mid-request) it is acted on once. A placement refusal
+  // (the node's plugin not healthy again yet) is retried too when `until_placed`.
+  HttpResult submit(const json& alloc, bool until_placed) {
+    static std::atomic<int> seq{0};
+    const std::map<std::string, std::string> key = {
+        {"Idempotency-Key", "crash-test-" + std::to_string(::getpid()) + "-" + std::to_string(seq++)}};
+    HttpResult r;
+    Cluster::eventually([&] {
+      r = cluster->request("POST", "/v1/allocations", json{{"Allocation", alloc}}.dump(), key);
+      if (!r.error.empty() || r.status == 0 || r.status >= 500) return false;
+      return !(until_placed && r.status == 409);
+    }, 60s);
+    return r;
+  }
+
+  // Settle (everything still running is stopped; every allocation ends and every claim is freed),
+  // then the audit of a single-writer volume's safety. Returns how many task starts it counted.
+  int settle_and_audit(const std::vector<std::string>& volumes, const std::vector<std::string>& running,
+                       const std::vector<std::string>& nodes) {
+    const auto starts = cluster->dir() / "starts";
+    for (const auto& id : running) EXPECT_EQ(call("POST", "/v1/allocation/" + id + "/stop").status, 200u);
+    for (const auto& id : allocs) {
+      EXPECT_TRUE(Cluster::eventually([&] {
+        auto s = cluster->alloc_status(id);
+        return s == "complete" || s == "failed";
+      }, 90s)) << "allocation " << id << " is still " << cluster->alloc_status(id);
+    }
+    for (const auto& vol : volumes) {
+      EXPECT_TRUE(Cluster::eventually([&] {
+        auto r = cluster->request("GET", "/v1/volume/csi/" + vol);
+        if (r.status != 200) return false;
+        auto j = json::parse(r.body, nullptr, false);
+        return j.is_object() && (!j.contains("Claims") || j["Claims"].empty());
+      }, 90s)) << "volume " << vol << " still has claims: " << cluster->volume(vol).dump();
+    }
+
+    // Every task started at most once, and none still runs.
+    std::map<std::string, int> started;
+    {
+      std::ifstream in(starts);
+      for (std::string line; std::getline(in, line);) ++started[line];
+    }
+    int ran = 0;
+    for (const auto& [id, count] : started) {
+      EXPECT_LE(count, 1) << "the task of allocation " << id << " was started " << count << " times";
+      ran += count;
+    }
+    EXPECT_GT(ran, 0) << "the scenario ran no task at all";
+    EXPECT_TRUE(Cluster::eventually([&] { return live_task_processes(allocs).empty(); }, 20s))
+        << live_task_processes(allocs).size() << " allocations still have processes running";
+
+    // The plugin's view: nothing published to any node; the node's mount table: nothing left.
+    EXPECT_TRUE(Cluster::eventually([&] {
+      auto r = cluster->request("GET", "/v1/volumes/external?plugin_id=hostpath");
+      if (r.status != 200) return false;
+      auto j = json::parse(r.body, nullptr, false);
+      if (!j.is_object() || !j.contains("Volumes")) return false;
+      for (const auto& v : j["Volumes"])
+        if (!v.value("PublishedExternalNodeIDs", json::array()).empty()) return false;
+      return true;
+    }, 30s)) << cluster->request("GET", "/v1/volumes/external?plugin_id=hostpath").body;
+    for (const auto& node : nodes)
+      EXPECT_TRUE(Cluster::eventually([&] { return cluster->mounts_of(node).empty(); }, 30s)) << "mounts left on " << node;
+    return ran;
+  }
+
+  std::unique_ptr<Cluster> cluster;
+  std::set<std::string> allocs;
+};
+
+TEST_F(Crash, KillsAtRandomMomentsNeverStartATaskTwiceNorLeaveAClaimMountOrPublication) {
+  constexpr int kVolumes = 4;
+  constexpr int kKillsEach = 5;
+  // A fixed seed: the same run every time. MOORING_CRASH_SEED explores others by hand.
+  const char* seed_env = std::getenv("MOORING_CRASH_SEED");
+  std::mt19937 rng(seed_env ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10)) : 20261125u);
+  const auto starts = cluster->dir() / "starts";
+  std::vector<std::string> volumes;
+  for (int i = 0; i < kVolumes; ++i) {
+    volumes.push_back("crash-" + std::to_string(i));
+    ASSERT_FALSE(cluster->create_volume(volumes.back()).is_null());
+  }
+  const std::string script = "echo \"$MOORING_ALLOC_ID\" >> " + starts.string() + "; while true; do sleep 0.1; done";
+
+  // The schedule: submits and stops, with the kills spread at random among them.
+  enum class Act { submit, stop, kill_agent, kill_controlplane };
+  std::vector<Act> plan;
+  for (int i = 0; i < 16; ++i) plan.push_back(Act::submit);
+  for (int i = 0; i < 12; ++i) plan.push_back(Act::stop);
+  for (int i = 0; i < kKillsEach; ++i) {
+    plan.push_back(Act::kill_agent);
+    plan.push_back(Act::kill_controlplane);
+  }
+  std::shuffle(plan.begin(), plan.end(), rng);
+
+  std::vector<std::string> running;  // submitted and not yet stopped by the test
+  std::map<std::string, std::string> holder;  // volume -> the running allocation that writes it
+  int n = 0;
+  for (const auto act : plan) {
+    switch (act) {
+      case Act::submit: {
+        // A volume nobody runs on: a second writer is refused at placement while the first runs
+        // (it is placed once the holder is stopping, which the stop below exercises).
+        std::vector<std::string> free;
+        for (const auto& v : volumes)
+          if (!holder.contains(v)) free.push_back(v);
+        if (free.empty()) break;
+        const auto vol = free[rng() % free.size()];
+        auto r = submit(allocation("crash-" + std::to_string(n++), vol, "node-1", script), /*until_placed=*/true);
+        ASSERT_EQ(r.status, 200u) << r.body;
+        const auto id = json::parse(r.body).value("ID", "");
+        ASSERT_FALSE(id.empty());
+        allocs.insert(id);
+        running.push_back(id);
+        holder[vol] = id;
+        break;
+      }
+      case Act::stop: {
+        if (running.empty()) break;
+        const auto i = rng() % running.size();
+        auto r = call("POST", "/v1/allocation/" + running[i] + "/stop");
+        ASSERT_EQ(r.status, 200u) << r.body;
+        std::erase_if(holder, [&](const auto& h) { return h.second == running[i]; });
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+      case Act::kill_agent:
+        cluster->kill_node("node-1");
+        cluster->start_node("node-1");
+        break;
+      case Act::kill_controlplane:
+        cluster->kill_controlplane();
+        cluster->start_controlplane();
+        break;
+    }
+    // A random moment: anywhere from the middle of the last change's mount to well after it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 150));
+  }
+
+  const auto ran = settle_and_audit(volumes, running, {"node-1"});
+  std::cerr << "crash audit: " << allocs.size() << " allocations, " << ran << " task starts, " << kKillsEach
+            << " kills of each service\n";
+}
+
+// A stop 20-60 ms into an agent restart (before the agent has fingerprinted its plugin again and
+// before it re-adopted the task): the task is stopped, and the claim is freed only after the
+// controller unpublished the volume (the plugin's facts are unknown at first, not "no controller").
+TEST_F(Crash, StopRightAfterAnAgentRestartStopsTheTaskAndUnpublishesOnTheController) {
+  const auto starts = cluster->dir() / "starts";
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    const std::string vol = "restart-stop-" + std::to_string(attempt);
+    auto created = cluster->create_volume(vol);
+    ASSERT_FALSE(created.is_null());
+    const std::string external = cluster->volume(vol).value("ExternalID", "");
+    ASSERT_FALSE(external.empty());
+    const auto id = cluster->run_alloc(allocation(
+        "restart-stop", vol, "node-1", "echo \"$MOORING_ALLOC_ID\" >> " + starts.string() + "; while true; do sleep 0.1; done"));
+    ASSERT_FALSE(id.empty());
+    allocs.insert(id);
+    ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }));
+
+    cluster->kill_node("node-1");
+    cluster->start_node("node-1", {}, /*wait_healthy=*/false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + 20 * attempt));
+    ASSERT_EQ(call("POST", "/v1/allocation/" + id + "/stop").status, 200u);
+
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count(vol) == 0 && cluster->alloc_status(id) == "complete"; }, 60s))
+        << cluster->volume(vol).dump();
+    EXPECT_TRUE(Cluster::eventually([&] { return live_task_processes({id}).empty(); }, 10s))
+        << "the task of " << id << " outlived its allocation";
+    int published = 0, unpublished = 0;
+    for (const auto& c : cluster->calls("node-1")) {
+      if (c.volume_id != external || c.code != "OK") continue;
+      published += c.rpc == "ControllerPublishVolume";
+      unpublished += c.rpc == "ControllerUnpublishVolume";
+    }
+    EXPECT_GE(published, 1);
+    EXPECT_GE(unpublished, 1) << "the claim was freed without ControllerUnpublishVolume";
+    cluster->start_node("node-1");  // healthy again before the next attempt
+  }
+}
+
+// The soak: not in the default run (MOORING_SOAK=1; MOORING_SOAK_MINUTES, default 30). Three nodes,
+// random submits (placed by the control plane), stops, plugin crashes and kill -9 of agents and
+// the control plane for the whole duration, then the same audit, with its counts printed.
+class Soak : public Crash {
+ protected:
+  void SetUp() override {
+    const char* on = std::getenv("MOORING_SOAK");
+    if (!on || std::string(on) != "1") GTEST_SKIP() << "the soak runs only with MOORING_SOAK=1 (see the README)";
+    Crash::SetUp();
+    cluster->start_node("node-2");
+    cluster->start_node("node-3");
+  }
+};
+
+TEST_F(Soak, RandomClaimsStopsPluginCrashesAndKillsOnThreeNodes) {
+  const char* minutes_env = std::getenv("MOORING_SOAK_MINUTES");
+  const auto minutes = std::chrono::minutes(minutes_env ? std::max(1, std::atoi(minutes_env)) : 30);
+  const std::vector<std::string> nodes = {"node-1", "node-2", "node-3"};
+  std::mt19937 rng(20261125);
+  const auto starts = cluster->dir() / "starts";
+  std::vector<std::string> volumes;
+  for (int i = 0; i < 8; ++i) {
+    volumes.push_back("soak-" + std::to_string(i));
+    ASSERT_FALSE(cluster->create_volume(volumes.back(), i % 2 ? "single-node-writer" : "multi-node-multi-writer").is_null());
+  }
+  const std::string script = "echo \"$MOORING_ALLOC_ID\" >> " + starts.string() + "; while true; do sleep 0.1; done";
+  std::map<std::string, int> counts;
+  std::vector<std::string> running;
+  const auto end = std::chrono::steady_clock::now() + minutes;
+  for (int n = 0; std::chrono::steady_clock::now() < end; ++n) {
+    const auto roll = rng() % 100;
+    const auto& node = nodes[rng() % nodes.size()];
+    if (roll < 45) {
+      const auto i = rng() % volumes.size();
+      auto a = allocation("soak-" + std::to_string(n), volumes[i], "", script,
+                          i % 2 ? "single-node-writer" : "multi-node-multi-writer");
+      auto r = submit(a, /*until_placed=*/false);
+      if (r.status == 200) {
+        allocs.insert(json::parse(r.body).value("ID", ""));
+        running.push_back(json::parse(r.body).value("ID", ""));
+        ++counts["submits"];
+      } else {
+        ++counts["submits refused (" + std::to_string(r.status) + ")"];
+      }
+    } else if (roll < 80) {
+      if (running.empty()) continue;
+      const auto i = rng() % running.size();
+      EXPECT_EQ(call("POST", "/v1/allocation/" + running[i] + "/stop").status, 200u);
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+      ++counts["stops"];
+    } else if (roll < 90) {
+      for (const pid_t p : cluster->plugin_pids(node)) ::kill(p, SIGKILL);  // the agent restarts it
+      ++counts["plugin crashes"];
+    } else if (roll < 96) {
+      cluster->kill_node(node);
+      cluster->start_node(node, {}, /*wait_healthy=*/false);
+      ++counts["agent kills"];
+    } else {
+      cluster->kill_controlplane();
+      cluster->start_controlplane();
+      ++counts["control plane kills"];
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 400));
+  }
+  const auto ran = settle_and_audit(volumes, running, nodes);
+  std::cerr << "soak audit after " << minutes.count() << " min: " << allocs.size() << " allocations, " << ran
+            << " task starts";
+  for (const auto& [what, count] : counts) std::cerr << ", " << count << " " << what;
+  std::cerr << "\n";
+}
+
+// A plugin deployed on its own socket (the agent only probes it, every 5 s by default) is killed
+// while an allocation stops, and comes back 10 s later. The release waited, visibly; once the
+// plugin answers again the node side and the controller side run at once: no leftover backoff of
+// either side is slept out.
+TEST(Recovery, ASocketPluginBackAfterAnOutageFreesTheWaitingClaimWithinASecond) {
+  MOORING_REQUIRE_ROOT();
+  Cluster cluster;
+  cluster.start_controlplane();
+  cluster.start_node("node-1", NodeOptions{.plugin_on_socket = true});
+  ASSERT_FALSE(cluster.create_volume("outage").is_null());
+  auto id = cluster.run_alloc(allocation("outage", "outage", "node-1", "while true; do sleep 0.1; done"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster.alloc_status(id) == "running"; }));
+
+  cluster.kill_plugin("node-1");
+  ASSERT_EQ(cluster.stop_alloc(id).status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] {
+    auto v = cluster.volume("outage");
+    return v.is_object() && v.contains("Claims") && !v["Claims"].empty() &&
+           !v["Claims"][0].value("LastError", "").empty();
+  })) << cluster.volume("outage").dump();
+  std::this_thread::sleep_for(10s);
+  auto waiting = cluster.volume("outage");
+  ASSERT_EQ(waiting["Claims"].size(), 1u) << "the claim is never freed while the node side is not clean";
+
+  cluster.start_plugin("node-1");
+  const auto back = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster.claim_count("outage") == 0; }, 30s))
+      << cluster.volume("outage").dump();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - back);
+  std::cerr << "socket plugin started again -> claim freed: " << took.count() << " ms\n";
+  // The target is 1 s; the process start of an ASan build and the polling of this check are in
+  // the figure, so the bound leaves room for a loaded machine (bench/ measures it properly).
+  EXPECT_LE(took.count(), 2500);
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster.mounts_of("node-1").empty(); }));
+  int unpublished = 0;
+  for (const auto& c : cluster.calls("node-1", "ControllerUnpublishVolume")) unpublished += c.code == "OK";
+  EXPECT_GE(unpublished, 1);
+}
+
+}  // namespace
+}  // namespace mooring::e2e
