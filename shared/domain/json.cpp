@@ -323,6 +323,7 @@ json volume_base_json(const Volume& v, bool storage) {
       {"AccessMode", to_string(v.access_mode)},
       {"AttachmentMode", to_string(v.attachment_mode)},
       {"Deleting", v.deleting},
+      {"Deregistering", v.deregistering},
       {"CreateIndex", v.create_index},
       {"ModifyIndex", v.modify_index},
   };
@@ -671,6 +672,7 @@ json to_api_stub(const Volume& v) {
       {"CurrentWriters", current_writers(v)},
       {"Schedulable", v.schedulable},
       {"Deleting", v.deleting},
+      {"Deregistering", v.deregistering},
       {"ControllerRequired", v.controller_required},
       {"ControllersHealthy", v.controllers_healthy},
       {"ControllersExpected", v.controllers_expected},
@@ -888,6 +890,7 @@ Expected<Volume> volume_from_storage(const json& j) {
     v.claims[claim.allocation_id] = std::move(claim);
   });
   r.boolean("Deleting", v.deleting);
+  r.boolean("Deregistering", v.deregistering);
   r.u64("CreateIndex", v.create_index);
   r.u64("ModifyIndex", v.modify_index);
   if (r.ok() && v.id.empty()) r.fail("ID", "required");

@@ -45,6 +45,8 @@ struct TopologyRequest {
 
 // How refusals describe a volume marked `deleting` ("volume \"x\" " + kBeingDeleted + ...).
 inline constexpr std::string_view kBeingDeleted = "is being deleted (DeleteVolume sent, not yet answered)";
+inline constexpr std::string_view kBeingDeregistered =
+    "is being deregistered (purge: its claims are released first, then it is removed)";
 
 struct Volume {
   std::string id;           // Mooring id: URL segment and host path component (validated)
@@ -80,6 +82,9 @@ struct Volume {
   // the volume takes no new claim, since its storage may already be gone. Refusals say why with
   // kBeingDeleted.
   bool deleting = false;
+  // DELETE /v1/volume/csi/:id?purge=true: its past claims are being released, and the volume is
+  // deregistered in the same write that frees the last one. Takes no new claim or update.
+  bool deregistering = false;
 
   std::uint64_t create_index = 0;
   std::uint64_t modify_index = 0;

@@ -533,6 +533,32 @@ TEST(Expansion, AVolumeInUseIsExpandedOnTheNodeThatPublishedIt) {
   EXPECT_TRUE(Cluster::eventually([&] { return cluster.claim_count("grow") == 0; }));
 }
 
+// Deregistering a volume whose last allocation stopped while its node plugin could not unmount:
+// force is refused (the volume is still mounted there), purge waits for the release and then
+// removes the volume, after NodeUnpublish and ControllerUnpublish both succeeded.
+TEST_F(Lifecycle, PurgeReleasesEveryClaimBeforeTheVolumeGoes) {
+  ASSERT_FALSE(cluster->create_volume("purged").is_null());
+  auto id = cluster->run_alloc(allocation("purged", "purged", "node-1", "while true; do sleep 0.1; done"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }));
+  cluster->set_faults("node-1", json::array({{{"rpc", "NodeUnpublishVolume"}, {"code", 14}, {"for_seconds", 3}}}));
+  ASSERT_EQ(cluster->stop_alloc(id).status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "complete"; }));
+  auto forced = cluster->request("DELETE", "/v1/volume/csi/purged?force=true");
+  EXPECT_EQ(forced.status, 409u) << forced.body;
+  auto purge = cluster->request("DELETE", "/v1/volume/csi/purged?purge=true");
+  ASSERT_EQ(purge.status, 202u) << purge.body;
+  EXPECT_TRUE(cluster->volume("purged").value("Deregistering", false));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->request("GET", "/v1/volume/csi/purged").status == 404; }))
+      << cluster->volume("purged").dump();
+  EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+  bool node_ok = false, controller_ok = false;
+  for (const auto& c : cluster->calls("node-1", "NodeUnpublishVolume")) node_ok |= c.code == "OK";
+  for (auto n : {"node-1", "node-2"})
+    for (const auto& c : cluster->calls(n, "ControllerUnpublishVolume")) controller_ok |= c.code == "OK";
+  EXPECT_TRUE(node_ok);
+  EXPECT_TRUE(controller_ok);
+}
+
 // A volume is marked Deleting before DeleteVolume is sent, so an allocation submitted while the
 // plugin works cannot claim storage that is about to vanish.
 TEST_F(Lifecycle, NoClaimIsTakenWhileTheVolumeIsBeingDeleted) {

@@ -23,7 +23,7 @@ struct Context {
 using Endpoint = http::Response (*)(Context&, const http::Request&);
 
 // ---- shared response helpers ----
-http::Response json_ok(const nlohmann::json& body);
+http::Response json_ok(const nlohmann::json& body, unsigned status = 200);
 http::Response bad_request(std::string_view message);
 http::Response not_found(std::string_view kind, std::string_view id);  // "volume not found: <id>"
 http::Response refused(const Refusal& r);                             // 400/404/409 by kind

@@ -4,8 +4,8 @@
 
 namespace mooring::controlplane::api {
 
-http::Response json_ok(const nlohmann::json& body) {
-  return http::json_response(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+http::Response json_ok(const nlohmann::json& body, unsigned status) {
+  return http::json_response(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), status);
 }
 
 http::Response bad_request(std::string_view message) { return http::error_response(400, message); }

@@ -119,29 +119,53 @@ http::Response deregister_volume(Context& ctx, const http::Request& req) {
   std::string id;
   http::Response err;
   if (!path_id(req, "id", domain::IdKind::volume, id, err)) return err;
-  bool force = false;
+  bool force = false, purge = false;
   if (!query_flag(req, "force", force, err)) return err;
+  if (!query_flag(req, "purge", purge, err)) return err;
   const domain::Volume* v = ctx.store.volume(id);
   if (!v) return not_found("volume", id);
+  if (v->deregistering && purge) {  // asked again: the release is under way
+    auto res = json_ok({{"Index", v->modify_index}, {"Deregistering", true}}, 202);
+    res.index = v->modify_index;
+    return res;
+  }
   auto lookup = [&](const std::string& alloc) { return ctx.store.allocation(alloc); };
-  if (auto refusal = check_deregister(*v, force, lookup)) return refused(*refusal);
-  // Forced: the claims of terminal allocations go with the volume, but only once nothing is left
-  // attached for them; dropping a claim mid-release would leave the volume mounted on a node or
-  // published to it with nothing to undo it.
+  if (auto refusal = check_deregister(*v, force || purge, lookup)) return refused(*refusal);
+  // The claims of terminal allocations go with the volume only once nothing is left attached for
+  // them: dropping a claim mid-release would leave the volume mounted on a node or published to
+  // it with nothing to undo it. Forced, that is refused; purged, the release runs first.
   const auto left = gc::release_steps_left(*v, [&](const domain::Claim& c) {
     return gc::ReleaseView{ctx.store.plugin(v->plugin_id), ctx.store.node(c.node_id),
                            ctx.store.allocation(c.allocation_id), domain::now()};
   });
-  if (!left.empty()) {
+  if (!left.empty() && !purge) {
     std::string steps;
     for (const auto& l : left) steps += (steps.empty() ? "" : "; ") + l;
     return http::error_response(
         409, "volume \"" + id + "\": force deregistration would drop claims whose release is not finished: " + steps +
                  ". Wait for the release (GET /v1/volume/csi/" + id +
-                 " shows each claim's State and LastError), or detach a down node with DELETE /v1/volume/csi/" + id +
-                 "/detach?node=ID");
+                 " shows each claim's State and LastError), deregister with purge=true to run those steps first, "
+                 "or detach a down node with DELETE /v1/volume/csi/" + id + "/detach?node=ID");
   }
   Batch batch;
+  if (!left.empty()) {
+    // Purge: the claim GC releases every claim, node side then controller side, and removes the
+    // volume in the write that frees the last one. Meanwhile it takes no claim and no update.
+    domain::Volume marked = *v;
+    marked.deregistering = true;
+    for (auto& [alloc, c] : marked.claims)
+      if (c.state == domain::ClaimState::taken) (void)advance_claim(marked, alloc, domain::ClaimState::unpublishing, domain::now());
+    batch.add_event({.topic = "Volume", .type = "VolumeDeregistrationRequested", .key = id,
+                     .message = "volume \"" + id + "\" will be deregistered once its " +
+                                std::to_string(marked.claims.size()) + " claim(s) are released",
+                     .details = {{"plugin_id", v->plugin_id}}});
+    batch.put(std::move(marked));
+    auto index = ctx.store.commit(std::move(batch));
+    if (!index) return write_failed("deregister volume \"" + id + "\"", index.error());
+    auto res = json_ok({{"Index", *index}, {"Deregistering", true}}, 202);
+    res.index = *index;
+    return res;
+  }
   std::string message = "deregistered volume \"" + id + "\"";
   if (!v->claims.empty()) message += " with " + std::to_string(v->claims.size()) + " claim(s) of terminal allocations (forced)";
   batch.add_event({.topic = "Volume", .type = "VolumeDeregistered", .key = id, .message = message,

@@ -24,10 +24,16 @@ Refusal being_deleted(const domain::Volume& v) {
   return unavailable(name(v) + " " + std::string(domain::kBeingDeleted) + "; it takes no new claims");
 }
 
+// Final: the volume goes once its claims are released.
+Refusal being_deregistered(const domain::Volume& v) {
+  return conflict(name(v) + " " + std::string(domain::kBeingDeregistered) + "; it takes no new claims");
+}
+
 }  // namespace
 
 Verdict check_schedulable(const domain::Volume& v, const domain::Plugin* plugin) {
   if (v.deleting) return being_deleted(v);
+  if (v.deregistering) return being_deregistered(v);
   if (!plugin) return unavailable(name(v) + ": no CSI plugin named " + quoted(v.plugin_id) + " is registered");
   if (plugin->controller_required && plugin->controllers_healthy == 0)
     return unavailable(name(v) + ": plugin " + quoted(plugin->id) + " has no healthy controllers");
@@ -38,6 +44,7 @@ Verdict check_schedulable(const domain::Volume& v, const domain::Plugin* plugin)
 Ruled<ClaimOutcome> take_claim(domain::Volume& v, const ClaimRequest& r, domain::Time now) {
   if (r.allocation_id.empty()) return invalid(name(v) + ": a claim needs an allocation id");
   if (v.deleting) return being_deleted(v);
+  if (v.deregistering) return being_deregistered(v);
   if (r.access_mode == AccessMode::unknown || r.attachment_mode == AttachmentMode::unknown)
     return invalid(name(v) + ": the claim of allocation " + quoted(r.allocation_id) +
                    " needs an access mode and an attachment mode");

@@ -54,6 +54,8 @@ Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::V
   const auto& cur = *existing;
   if (cur.deleting)
     return conflict(name(cur) + " " + std::string(domain::kBeingDeleted) + "; it cannot be updated");
+  if (cur.deregistering)
+    return conflict(name(cur) + " " + std::string(domain::kBeingDeregistered) + "; it cannot be updated");
   if (req.plugin_id != cur.plugin_id)
     return invalid(name(cur) + ": field \"PluginID\" cannot be changed (" + quoted(cur.plugin_id) + " -> " +
                    quoted(req.plugin_id) + ")");

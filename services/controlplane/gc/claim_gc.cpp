@@ -39,6 +39,22 @@ domain::Event claim_event(const domain::Volume& v, const domain::Claim& c, std::
   return e;
 }
 
+// Stages the volume after a release step. A volume being deregistered (purge) goes in the same
+// write that frees its last claim: there is no moment at which it is claim-free and still there
+// for a crash to leave behind, nor one at which it is gone with a claim unreleased.
+void stage_volume(Batch& batch, const domain::Volume& v) {
+  if (!v.deregistering || !v.claims.empty()) {
+    batch.put(v);
+    return;
+  }
+  batch.add_event({.topic = "Volume",
+                   .type = "VolumeDeregistered",
+                   .key = v.id,
+                   .message = "deregistered volume " + quoted(v.id) + ": every claim released (purge)",
+                   .details = {{"plugin_id", v.plugin_id}, {"purge", "true"}}});
+  batch.erase_volume(v.id);
+}
+
 }  // namespace
 
 struct ClaimGc::Worker {
@@ -159,6 +175,15 @@ asio::awaitable<void> ClaimGc::sweep_loop() {
 
 void ClaimGc::sweep() {
   ++sweeps_;
+  std::vector<std::string> purged;  // deregistering with nothing left to release (never expected)
+  for (const auto& [id, v] : store_.volumes())
+    if (v.deregistering && v.claims.empty()) purged.push_back(id);
+  for (const auto& id : purged) {
+    Batch batch;
+    stage_volume(batch, *store_.volume(id));
+    if (auto r = store_.commit(std::move(batch)); !r)
+      log_.error("cannot remove a deregistered volume", {{"volume_id", id}, {"error", r.error()}});
+  }
   for (const auto& [id, v] : store_.volumes()) {
     if (workers_.count(id) || past_claims(v).empty()) continue;
     log_.warn("sweep found a past claim without a worker; starting it", {{"volume_id", id}});
@@ -262,7 +287,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
   bool changed = false;
   auto d = settle(v, alloc_id, store_, batch, changed);
   if (changed) {
-    batch.put(v);
+    stage_volume(batch, v);
     if (auto r = store_.commit(std::move(batch)); !r) {
       failure(volume_id, alloc_id, w, "cannot persist the release step: " + r.error(), next_delay(w, alloc_id));
       co_return;
@@ -350,7 +375,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
   if (advance_claim(after, alloc_id, target, domain::now())) co_return;
   bool more = false;
   settle(after, alloc_id, store_, done, more);
-  done.put(after);
+  stage_volume(done, after);
   if (auto r = store_.commit(std::move(done)); !r)
     failure(volume_id, alloc_id, w, "cannot persist the release step: " + r.error(), next_delay(w, alloc_id));
 }

@@ -215,6 +215,38 @@ TEST_F(ApiHttpTest, CapabilityChangeWhileInUseIs409) {
   EXPECT_EQ(call("GET", "/v1/volume/csi/vol-1").status, 404u);
 }
 
+// purge=true: the claims of terminal allocations are released first (the claim GC's job), and the
+// volume takes no claim or update meanwhile; asked again, the answer is the same.
+TEST_F(ApiHttpTest, PurgeMarksTheVolumeAndLeavesTheReleaseToTheClaimGc) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  server.on_io([this] {
+    auto v = *server.store.volume("vol-1");
+    v.claims["a1"] = domain::Claim{.allocation_id = "a1", .node_id = "node-1", .mode = domain::ClaimMode::write,
+                                   .access_mode = domain::AccessMode::single_node_writer,
+                                   .attachment_mode = domain::AttachmentMode::file_system};
+    auto a = fixtures::allocation("a1", "node-1");
+    a.client_status = domain::ClientStatus::complete;
+    Batch b;
+    b.put(v);
+    b.put(a);
+    return server.store.commit(std::move(b)).ok();
+  });
+  EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1?force=true").status, 409u);
+  auto purge = call("DELETE", "/v1/volume/csi/vol-1?purge=true");
+  ASSERT_EQ(purge.status, 202u) << purge.body;
+  EXPECT_TRUE(parse(purge).value("Deregistering", false));
+  auto v = parse(call("GET", "/v1/volume/csi/vol-1"));
+  EXPECT_TRUE(v.value("Deregistering", false));
+  EXPECT_EQ(v["Claims"][0]["State"], "unpublishing") << "handed to the release";
+  auto before = fingerprint();
+  EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1?purge=true").status, 202u);
+  auto update = call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1"));
+  EXPECT_EQ(update.status, 409u);
+  EXPECT_NE(update.body.find("being deregistered"), std::string::npos) << update.body;
+  EXPECT_EQ(fingerprint(), before);
+  EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1?purge=maybe").status, 400u);
+}
+
 TEST_F(ApiHttpTest, BadRegistrationsGet4xxAndChangeNothing) {
   auto before = fingerprint();
   struct Case {

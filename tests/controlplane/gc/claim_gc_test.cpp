@@ -197,6 +197,24 @@ TEST_F(ClaimGcTest, NodePluginDownMakesTheGcWaitAndCompleteWhenItReturns) {
   EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
 }
 
+// A volume marked for deregistration (purge) is released like any other, node side then controller
+// side, and removed in the write that frees its last claim.
+TEST_F(ClaimGcTest, APurgedVolumeIsRemovedWithItsLastClaim) {
+  auto v = volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing),
+                                   fixtures::claim("a2", "node-1", ClaimState::node_detached)});
+  v.deregistering = true;
+  put_volume(std::move(v));
+  start_gc();
+  ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1") == nullptr; }));
+  EXPECT_EQ(agents["node-1"].count("NodeDetachVolume"), 1u);
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u) << "the last claim on the node detaches it";
+  EXPECT_TRUE(on_io([&] {
+    for (const auto& e : plane->store.events())
+      if (e.type == "VolumeDeregistered" && e.key == "vol-1") return true;
+    return false;
+  }));
+}
+
 // With a long backoff, so that sleeping it out would show.
 gc::GcOptions slow_gc() {
   auto o = fast_gc();

@@ -233,8 +233,10 @@ TEST_F(AllocRunnerTest, StopSendsSigtermThenSigkillAfterKillTimeout) {
       make_alloc("a1", shell("trap '' TERM; touch " + ready.string() + "; while true; do sleep 0.1; done", 300ms)));
   async::TaskGroup group(io.get_executor(), "test");
   group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return std::filesystem::exists(ready); }, 20s));
-  EXPECT_EQ(runner->client_status(), ClientStatus::running);
+  ASSERT_TRUE(test::wait_until([&] {
+    run_for(io, 20ms);
+    return std::filesystem::exists(ready) && runner->client_status() == ClientStatus::running;
+  }, 20s));
   const auto t0 = std::chrono::steady_clock::now();
   runner->stop("test stop");
   ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
@@ -330,8 +332,12 @@ TEST_F(AllocRunnerTest, RestartReadoptsARunningTaskWithoutClaimingAgain) {
         make_alloc("a1", shell("touch " + ready.string() + "; while true; do sleep 0.1; done")));
     async::TaskGroup group(io.get_executor(), "agent-1");
     group.spawn("run", [&]() { return runner->run(); });
-    ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return std::filesystem::exists(ready); }, 20s));
-    ASSERT_TRUE(runner->state().task);
+    // The task may write its file before the runner has taken the start's answer from the writer
+    // thread: wait for both.
+    ASSERT_TRUE(test::wait_until([&] {
+      run_for(io, 20ms);
+      return std::filesystem::exists(ready) && runner->state().task.has_value();
+    }, 20s));
     pid = runner->state().task->pid;
     // Agent shutdown: the runner is cancelled, the task keeps running.
     runner->shutdown();
@@ -380,6 +386,10 @@ TEST_F(AllocRunnerTest, TaskThatEndedWhileAgentWasDownIsReportedNotRestarted) {
   EXPECT_EQ(mounter.releases[0].second, std::vector<std::string>{"vol1"});
 }
 
+// Launch ids are found system-wide in /proc: unique per test process, so that runs side by side
+// never find each other's tasks.
+std::string unique_launch(const std::string& name) { return name + "-" + std::to_string(::getpid()); }
+
 // A task started by an earlier agent, as that agent left it: running in its own session with the
 // allocation's launch id in its environment. The test process stays its parent and reaps it.
 TaskHandle start_earlier_task(asio::io_context& io, const std::string& launch_id, const std::string& script) {
@@ -406,14 +416,14 @@ bool reaped(pid_t pid) {
 TEST_F(AllocRunnerTest, RestartBetweenSpawnAndPidRecordReadoptsTheTaskByItsLaunchId) {
   const auto marker = dir / "starts";
   const std::string script = "echo x >> " + marker.string() + "; while true; do sleep 0.1; done";
-  const auto earlier = start_earlier_task(io, "launch-1", script);
+  const auto earlier = start_earlier_task(io, unique_launch("launch-1"), script);
   ASSERT_GT(earlier.pid, 0);
   ASSERT_TRUE(test::wait_until([&] { return std::filesystem::exists(marker); }, 10s));
 
   AllocState s;
   s.alloc = make_alloc("a1", shell(script));
   s.claimed_volumes = {"vol1"};
-  s.launch_id = "launch-1";
+  s.launch_id = unique_launch("launch-1");
   mounter.restored["a1"] = {RestoredVolume{.volume_id = "vol1", .path = "/fake/a1/vol1", .mounted = true}};
   auto runner = make_runner(s);
   async::TaskGroup group(io.get_executor(), "agent-2");
@@ -436,7 +446,7 @@ TEST_F(AllocRunnerTest, RestartWithALaunchIntentAndNoProcessFailsWithoutStarting
   AllocState s;
   s.alloc = make_alloc("a1", shell("touch " + (dir / "ran").string()));
   s.claimed_volumes = {"vol1"};
-  s.launch_id = "launch-that-left-no-process";
+  s.launch_id = unique_launch("launch-that-left-no-process");
   mounter.restored["a1"] = {RestoredVolume{.volume_id = "vol1", .path = "/fake/a1/vol1", .mounted = true}};
   auto runner = make_runner(s);
   run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
@@ -450,7 +460,7 @@ TEST_F(AllocRunnerTest, RestartWithALaunchIntentAndNoProcessFailsWithoutStarting
 // claim keeps being refused) reaches the re-adopted task before the allocation is reported
 // finished and its volumes released.
 TEST_F(AllocRunnerTest, StopDuringSetupAfterARestartKillsTheReadoptedTask) {
-  const auto earlier = start_earlier_task(io, "launch-2", "while true; do sleep 0.1; done");
+  const auto earlier = start_earlier_task(io, unique_launch("launch-2"), "while true; do sleep 0.1; done");
   ASSERT_GT(earlier.pid, 0);
   for (int i = 0; i < 10000; ++i)
     cp.claim_answers.push_back(grpc::Status(grpc::StatusCode::UNAVAILABLE, "control plane restarting"));
@@ -458,7 +468,7 @@ TEST_F(AllocRunnerTest, StopDuringSetupAfterARestartKillsTheReadoptedTask) {
   s.alloc = make_alloc("a1", shell("while true; do sleep 0.1; done"));
   s.client_status = ClientStatus::running;
   s.task_started = true;
-  s.launch_id = "launch-2";
+  s.launch_id = unique_launch("launch-2");
   s.task = earlier;
   s.claimed_volumes = {"vol1"};
   // The volume is not mounted any more (a plugin whose NodeStage leaves no mount): set up again.
@@ -478,7 +488,7 @@ TEST_F(AllocRunnerTest, StopDuringSetupAfterARestartKillsTheReadoptedTask) {
 // A stop recorded before the agent went down: the restarted runner stops the task it finds
 // instead of reporting "stopped before the task started" over a running process.
 TEST_F(AllocRunnerTest, StopRecordedBeforeARestartKillsTheRecordedTask) {
-  const auto earlier = start_earlier_task(io, "launch-3", "while true; do sleep 0.1; done");
+  const auto earlier = start_earlier_task(io, unique_launch("launch-3"), "while true; do sleep 0.1; done");
   ASSERT_GT(earlier.pid, 0);
   AllocState s;
   s.alloc = make_alloc("a1", shell("while true; do sleep 0.1; done"));
@@ -515,11 +525,11 @@ TEST(TaskProcessTest, FindLaunchFindsTheSessionLeaderAndItsChildren) {
   TaskSpec spec;
   spec.command = "/bin/sh";
   spec.args = {"-c", "sleep 30 & sleep 30; wait"};
-  spec.env[kLaunchIdEnv] = "find-me";
+  spec.env[kLaunchIdEnv] = unique_launch("find-me");
   auto task = TaskProcess::start(io.get_executor(), spec);
   ASSERT_TRUE(task) << task.error();
   LaunchProcesses found;
-  ASSERT_TRUE(test::wait_until([&] { found = find_launch("find-me"); return found.others.size() >= 2; }, 10s));
+  ASSERT_TRUE(test::wait_until([&] { found = find_launch(unique_launch("find-me")); return found.others.size() >= 2; }, 10s));
   ASSERT_TRUE(found.leader);
   EXPECT_EQ(*found.leader, (*task)->handle());
   EXPECT_FALSE(find_launch("someone-else").leader);
