@@ -154,10 +154,19 @@ int volume_delete(Context& ctx, const Invocation& inv) {
 
 int volume_deregister(Context& ctx, const Invocation& inv) {
   const std::string& id = inv.args[0];
-  bool force = inv.enabled("force");
-  auto r = ctx.call("DELETE", volume_path(id) + (force ? "?force=true" : ""));
+  const bool force = inv.enabled("force"), purge = inv.enabled("purge");
+  if (force && purge) {
+    ctx.fail("-force and -purge exclude each other");
+    return kExitUsage;
+  }
+  auto r = ctx.call("DELETE", volume_path(id) + (force ? "?force=true" : purge ? "?purge=true" : ""));
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
+  if (r->body.is_object() && r->body.value("Deregistering", false)) {
+    ctx.out() << "Volume \"" << id << "\" is deregistered once its claims are released "
+              << "(`mooring volume status " << id << "` shows them)\n";
+    return kExitOk;
+  }
   ctx.out() << "Successfully deregistered volume \"" << id << "\"\n";
   return kExitOk;
 }
@@ -250,7 +259,8 @@ std::vector<CommandSpec> volume_commands() {
        .arguments = "ID",
        .min_args = 1,
        .max_args = 1,
-       .flags = {{"force", false, "", "also drop claims of allocations that are already terminal"}},
+       .flags = {{"force", false, "", "also drop claims of terminal allocations whose release is done"},
+                 {"purge", false, "", "release the claims of terminal allocations first, then deregister"}},
        .summary = "Forget a volume without deleting it in the storage",
        .run = volume_deregister},
       {.words = {"volume", "detach"},

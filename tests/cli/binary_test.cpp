@@ -303,6 +303,11 @@ TEST_F(CliBinary, DeleteDeregisterAndDetachUseTheirEndpoints) {
   EXPECT_EQ(detach.code, 0) << detach.err;
   auto reqs = api.requests();
   ASSERT_EQ(reqs.size(), 3u);
+  api.on("DELETE", "/v1/volume/csi/data?purge=true", {202, R"({"Index":10,"Deregistering":true})"});
+  auto purge = cli(api, {"volume", "deregister", "-purge", "data"});
+  EXPECT_EQ(purge.code, 0) << purge.err;
+  EXPECT_NE(purge.out.find("deregistered once its claims are released"), std::string::npos) << purge.out;
+  EXPECT_EQ(cli(api, {"volume", "deregister", "-purge", "-force", "data"}).code, 2);
   EXPECT_EQ(reqs[0].headers["x-mooring-csi-secrets"], "k=v");
   EXPECT_FALSE(reqs[2].headers.contains("x-mooring-csi-secrets"));
 }
