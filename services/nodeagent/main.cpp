@@ -7,12 +7,14 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 
 #include "services/nodeagent/agent.hpp"
 #include "services/nodeagent/config/agent_config.hpp"
 #include "services/nodeagent/config/node_identity.hpp"
 #include "shared/config/settings.hpp"
+#include "shared/durable/instance_lock.hpp"
 #include "shared/log/log.hpp"
 
 namespace {
@@ -52,6 +54,16 @@ int main(int argc, char** argv) {
 
   // Plugin processes must not kill the agent by closing a pipe on it.
   std::signal(SIGPIPE, SIG_IGN);
+
+  // One agent per data dir: a second one would re-adopt the same tasks, launch the same plugins
+  // and answer for the same node. Held until the process ends (the kernel drops it on kill -9).
+  auto lock = durable::InstanceLock::acquire(std::filesystem::path(cfg.data_dir) / "lock",
+                                             "a node agent of data dir " + cfg.data_dir);
+  if (!lock) {
+    log.error("refusing to start", {{"error", lock.error()}});
+    std::cerr << "mooring-nodeagent: " << lock.error() << "\n";
+    return 1;
+  }
 
   if (cfg.node_id.empty()) {
     std::error_code ec;

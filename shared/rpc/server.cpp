@@ -112,14 +112,17 @@ std::unique_ptr<Server> Server::start(const ServerOptions& options, std::string&
   // Let clients keep idle connections alive with pings (see channel.cpp) without a GOAWAY.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // gRPC turns SO_REUSEPORT on by default: a second process on the same address would then bind
+  // beside the first and take half of its calls. One listener per address.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server->server_ = builder.BuildAndStart();
   if (!server->server_) {
-    error = "cannot listen on " + options.address;
+    error = "cannot listen on " + options.address + " (address in use, or not an address of this host)";
     return nullptr;
   }
   const bool is_unix = options.address.rfind("unix:", 0) == 0;
   if (!is_unix && selected_port == 0) {
-    error = "cannot bind " + options.address;
+    error = "cannot bind " + options.address + " (address in use, or not an address of this host)";
     server->server_->Shutdown();
     return nullptr;
   }

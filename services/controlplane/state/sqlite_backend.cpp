@@ -1,13 +1,15 @@
 #include "services/controlplane/state/sqlite_backend.hpp"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
+
+#include "shared/durable/instance_lock.hpp"
 
 namespace mooring::controlplane {
 
@@ -20,7 +22,7 @@ std::string sqlite_error(sqlite3* db, std::string_view what) {
 }  // namespace
 
 struct SqliteBackend::Db {
-  int lock_fd = -1;  // flock held for the life of the backend
+  std::optional<durable::InstanceLock> lock;  // held for the life of the backend
   sqlite3* db = nullptr;
   sqlite3_stmt* put = nullptr;
   sqlite3_stmt* del = nullptr;
@@ -31,7 +33,6 @@ struct SqliteBackend::Db {
     sqlite3_finalize(del);
     sqlite3_finalize(set_index);
     if (db) sqlite3_close(db);
-    if (lock_fd >= 0) ::close(lock_fd);
   }
 
   domain::Status exec(const char* sql) {
@@ -56,12 +57,9 @@ domain::Expected<std::unique_ptr<SqliteBackend>> SqliteBackend::open(const std::
   if (ec) return domain::error("cannot create data dir " + data_dir.string() + ": " + ec.message());
   ::chmod(data_dir.c_str(), 0700);
   auto db = std::make_unique<Db>();
-  auto lock_path = data_dir / "lock";
-  db->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (db->lock_fd < 0) return domain::error("cannot open " + lock_path.string() + ": " + std::strerror(errno));
-  if (::flock(db->lock_fd, LOCK_EX | LOCK_NB) != 0)
-    return domain::error("data dir " + data_dir.string() + " is in use by another control plane (" +
-                         lock_path.string() + " is locked)");
+  auto lock = durable::InstanceLock::acquire(data_dir / "lock", "a control plane of data dir " + data_dir.string());
+  if (!lock) return domain::error(lock.error());
+  db->lock = std::move(*lock);
   auto path = data_dir / "state.db";
   // Create the file ourselves so it is 0600 from the first byte; SQLite gives its -wal and
   // -shm files the database file's permissions.

@@ -259,7 +259,8 @@ TEST_F(BinaryTest, SecondInstanceOnTheSameDataDirRefusesToStart) {
   int status = second->wait(20s);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);
-  EXPECT_NE(second->output().find("in use"), std::string::npos) << second->output();
+  EXPECT_NE(second->output().find("is already running (pid " + std::to_string(p->pid)), std::string::npos)
+      << second->output();
   EXPECT_EQ(http_request(port, "GET", "/v1/status/health").status, 200u);  // the first is unharmed
 }
 

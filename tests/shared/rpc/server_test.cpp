@@ -76,6 +76,18 @@ TEST_F(ServerTest, UnusableAddressIsReportedNotThrown) {
   EXPECT_NE(error.find("no/such/dir"), std::string::npos) << error;
 }
 
+// One listener per address: gRPC's default SO_REUSEPORT would let a second server bind beside the
+// first (two agents on one port, each taking half of the calls).
+TEST_F(ServerTest, ASecondServerOnTheSameAddressIsRefused) {
+  start_server("127.0.0.1:0");
+  const std::string address = "127.0.0.1:" + std::to_string(server_->port());
+  std::string error;
+  auto second = Server::start(ServerOptions{.address = address, .services = {&identity_}}, error);
+  EXPECT_FALSE(second);
+  EXPECT_NE(error.find(address), std::string::npos) << error;
+  EXPECT_NE(error.find("address in use"), std::string::npos) << error;
+}
+
 TEST_F(ServerTest, AwaitableShutdownCancelsInFlightHandlersWhileTheIoContextRuns) {
   start_plugin();
   identity_.probe_delay_ms = 30000;
