@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <csignal>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -23,6 +25,7 @@
 #include "plugins/hostpath/node_state.hpp"
 #include "plugins/hostpath/options.hpp"
 #include "plugins/hostpath/volume_store.hpp"
+#include "shared/durable/instance_lock.hpp"
 #include "shared/log/log.hpp"
 
 extern char** environ;
@@ -62,6 +65,22 @@ int run(const Options& o) {
   namespace fs = std::filesystem;
   const bool serve_controller = o.mode != Mode::node;
   const bool serve_node = o.mode != Mode::controller;
+
+  // One instance per service and node: two node services for one node would both mount and
+  // record the same paths; an orphan of a killed agent is refused here, not run beside the new one.
+  std::vector<durable::InstanceLock> locks;
+  for (const auto* service : {serve_node ? "node" : nullptr, serve_controller ? "controller" : nullptr}) {
+    if (!service) continue;
+    auto lock = durable::InstanceLock::acquire(fs::path(o.data_dir) / "locks" / (std::string(service) + "-" + o.node_id + ".lock"),
+                                               "a hostpath " + std::string(service) + " service for node \"" + o.node_id +
+                                                   "\" on data dir " + o.data_dir);
+    if (!lock) {
+      kLog.error("refusing to start", {{"error", lock.error()}});
+      std::cerr << "mooring-hostpath: " << lock.error() << "\n";
+      return 1;
+    }
+    locks.push_back(std::move(*lock));
+  }
 
   VolumeStore store(o.data_dir);
   if (auto err = store.prepare(); !err.empty()) {
@@ -130,11 +149,27 @@ int run(const Options& o) {
 
   std::atomic<bool> stopping{false};
   CallGate gate(faults.get(), call_log.get(), stopping);
+  // gRPC unlinks the path it listened on when it shuts down, whoever owns that path by then. So it
+  // listens on a private path that is then renamed into place (atomically), and at exit the
+  // public path is removed only while it is still this socket (same inode): an orphan that is
+  // stopped never takes a live plugin's socket along.
+  const std::string bind_path = o.socket_path + "." + std::to_string(::getpid()) + ".bind";
+  if (bind_path.size() >= 108) {
+    kLog.error("cannot listen", {{"error", "socket path too long for a unix socket: " + bind_path}});
+    return 1;
+  }
   CsiServer server;
-  if (auto err = server.start(o.endpoint, {&identity, controller ? &*controller : nullptr, node ? &*node : nullptr,
-                                           &gate, o.node_id});
+  if (auto err = server.start("unix://" + bind_path, {&identity, controller ? &*controller : nullptr,
+                                                      node ? &*node : nullptr, &gate, o.node_id});
       !err.empty()) {
     kLog.error("cannot start gRPC server", {{"error", err}});
+    return 1;
+  }
+  struct stat bound {};
+  const bool have_bound = ::stat(bind_path.c_str(), &bound) == 0;
+  if (::rename(bind_path.c_str(), o.socket_path.c_str()) != 0) {
+    kLog.error("cannot listen", {{"error", "cannot move the socket to " + o.socket_path + ": " + std::strerror(errno)}});
+    server.shutdown(std::chrono::seconds(1));
     return 1;
   }
   kLog.info("serving", {{"endpoint", o.endpoint},
@@ -149,7 +184,11 @@ int run(const Options& o) {
   kLog.info("shutting down", {{"signal", sig}});
   stopping = true;
   server.shutdown(std::chrono::seconds(2));
-  ::unlink(o.socket_path.c_str());
+  struct stat now {};
+  if (have_bound && ::stat(o.socket_path.c_str(), &now) == 0 && now.st_dev == bound.st_dev && now.st_ino == bound.st_ino)
+    ::unlink(o.socket_path.c_str());
+  else
+    kLog.warn("the socket is not ours any more; left in place", {{"path", o.socket_path}});
   kLog.info("stopped");
   return 0;
 }

@@ -189,7 +189,9 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
   o.socket_path = o.endpoint.substr(kUnixScheme.size());
   if (o.socket_path.empty() || o.socket_path.front() != '/')
     return fail("endpoint must name an absolute socket path, got '" + o.endpoint + "'");
-  if (o.socket_path.size() >= 108) return fail("socket path too long for a unix socket: " + o.socket_path);
+  // 108 bytes for a unix socket path, less the suffix of the private path it is bound on first.
+  if (o.socket_path.size() > 87)
+    return fail("socket path too long for a unix socket (at most 87 characters): " + o.socket_path);
   if (o.mode != Mode::controller && !is_safe_id(o.node_id))
     return fail("--node-id must match [A-Za-z0-9._-]{1,128}, got '" + o.node_id + "'");
   if (o.max_volume_size > 0 && o.default_volume_size > o.max_volume_size) o.default_volume_size = o.max_volume_size;

@@ -248,11 +248,11 @@ pid_t Cluster::plugin_pid(const std::string& id) const {
 std::vector<pid_t> Cluster::plugin_pids(const std::string& id) const {
   std::vector<pid_t> out;
   const std::string want = "csi-" + id;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const auto name = entry.path().filename().string();
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string cmdline = test::read_file(it->path() / "cmdline");  // "" once it exited
     std::vector<std::string> args;
     std::size_t start = 0;
     for (std::size_t i = 0; i < cmdline.size(); ++i)

@@ -15,6 +15,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/e2e/cluster.hpp"
@@ -33,7 +34,7 @@ std::map<std::string, std::vector<pid_t>> live_task_processes(const std::set<std
   for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
     const auto name = it->path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(it->path() / "environ", std::ios::binary);
+    std::istringstream in(test::read_file(it->path() / "environ"));  // "" once it exited
     for (std::string kv; std::getline(in, kv, '\0');) {
       if (kv.rfind("MOORING_ALLOC_ID=", 0) != 0) continue;
       const auto id = kv.substr(17);

@@ -1,6 +1,11 @@
 // mooring-hostpath survives crashes: state written before an acknowledgement is there after
 // kill -9 and restart, mounts are recognised, and the socket is handled on both kinds of exit.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include "tests/hostpath/plugin_harness.hpp"
 #include "tests/support/files.hpp"
@@ -106,6 +111,48 @@ TEST_F(HostpathRestart, AStaleSocketFromACrashIsReplaced) {
   set_deadline(ctx);
   const auto st = plugin_->identity().Probe(&ctx, {}, &resp);
   EXPECT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+}
+
+// One node service per node and data dir: a second one (an orphan of a killed agent and its
+// replacement, two agents) is refused, naming the first.
+TEST_F(HostpathRestart, ASecondInstanceForTheSameNodeIsRefusedNamingTheFirst) {
+  plugin_ = std::make_unique<HostpathPlugin>(dir_);
+  ASSERT_NO_FATAL_FAILURE(plugin_->start());
+  test::ChildProcess second({test::binary_path("mooring-hostpath"),
+                             {"--endpoint", "unix://" + (dir_ / "second.sock").string(), "--data-dir",
+                              plugin_->data_dir().string(), "--node-id", plugin_->node_id()},
+                             {},
+                             false,
+                             dir_ / "second.out"});
+  const auto st = second.wait_for_exit(std::chrono::seconds(30));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->code, 1) << second.output();
+  EXPECT_NE(second.output().find("is already running (pid " + std::to_string(plugin_->process().pid()) + ";"),
+            std::string::npos)
+      << second.output();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "second.sock"));
+  csi::v1::ProbeResponse resp;
+  grpc::ClientContext ctx;
+  set_deadline(ctx);
+  EXPECT_TRUE(plugin_->identity().Probe(&ctx, {}, &resp).ok()) << "the first one is unharmed";
+}
+
+// A plugin removes its socket at exit only while the socket is still its own: one that another
+// process created at the path meanwhile stays (a stopped orphan once took the live plugin's).
+TEST_F(HostpathRestart, ASocketThatIsNotItsOwnAnyMoreIsLeftInPlace) {
+  plugin_ = std::make_unique<HostpathPlugin>(dir_);
+  ASSERT_NO_FATAL_FAILURE(plugin_->start());
+  std::filesystem::remove(plugin_->socket());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, plugin_->socket().c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const auto st = plugin_->terminate();
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(std::filesystem::exists(plugin_->socket())) << plugin_->process().output();
+  ::close(fd);
 }
 
 TEST_F(HostpathRestart, BadFlagsExitWithUsageError) {

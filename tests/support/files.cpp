@@ -1,6 +1,9 @@
 #include "tests/support/files.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <fstream>
 #include <sstream>
@@ -20,11 +23,20 @@ void write_file(const std::filesystem::path& path, std::string_view content) {
 }
 
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // read(2), not a filebuf: libstdc++'s filebuf throws from underflow when a read fails, which a
+  // /proc/<pid>/ file does (ESRCH) when its process exits while it is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 std::vector<std::string> read_lines(const std::filesystem::path& path) {

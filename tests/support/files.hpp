@@ -13,7 +13,8 @@ namespace mooring::test {
 
 // Writes atomically (temp file + rename), so a process watching the file never sees half of it.
 void write_file(const std::filesystem::path& path, std::string_view content);
-// The file's content, or "" when it does not exist.
+// The file's content, or "" when it does not exist (or cannot be read: a /proc file of a process
+// that just exited). Never throws.
 std::string read_file(const std::filesystem::path& path);
 std::vector<std::string> read_lines(const std::filesystem::path& path);
 

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "services/nodeagent/process/proc_stat.hpp"
 #include "shared/async/with_timeout.hpp"
 #include "shared/log/log.hpp"
 
@@ -47,49 +48,6 @@ ExitStatus from_wait_status(int st) {
 // A plain function, not a lambda: the coroutine frame must not refer to a temporary closure.
 asio::awaitable<void> TaskProcess::wait_discarding(TaskProcess& task) { (void)co_await task.wait(); }
 
-namespace {
-
-// Fields 3.. of /proc/<pid>/stat (index 0 is field 3, the state); empty when it does not run.
-std::vector<std::string> stat_fields(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  if (!in) return {};
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // The command name (field 2) may contain spaces and parentheses: fields start after the last ')'.
-  const auto close = text.rfind(')');
-  if (close == std::string::npos) return {};
-  std::istringstream in_fields(text.substr(close + 1));
-  std::vector<std::string> fields;
-  for (std::string f; in_fields >> f;) fields.push_back(std::move(f));
-  return fields;
-}
-
-std::optional<std::uint64_t> number(const std::vector<std::string>& fields, int field) {
-  const auto i = static_cast<std::size_t>(field - 3);
-  if (i >= fields.size()) return std::nullopt;
-  try {
-    return std::stoull(fields[i]);
-  } catch (...) {
-    return std::nullopt;
-  }
-}
-
-bool environ_has(pid_t pid, const std::string& entry) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  if (!in) return false;
-  for (std::string kv; std::getline(in, kv, '\0');)
-    if (kv == entry) return true;
-  return false;
-}
-
-}  // namespace
-
-std::optional<std::uint64_t> process_start_ticks(pid_t pid) {
-  if (pid <= 0) return std::nullopt;
-  const auto fields = stat_fields(pid);
-  if (fields.empty() || fields[0] == "Z") return std::nullopt;  // gone, or exited and not yet reaped
-  return number(fields, 22);
-}
-
 LaunchProcesses find_launch(const std::string& launch_id) {
   LaunchProcesses out;
   if (launch_id.empty()) return out;
@@ -100,12 +58,10 @@ LaunchProcesses find_launch(const std::string& launch_id) {
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(name));
     if (pid == ::getpid() || !environ_has(pid, entry)) continue;
-    const auto fields = stat_fields(pid);
-    if (fields.empty() || fields[0] == "Z") continue;
-    const auto session = number(fields, 6);
-    const auto ticks = number(fields, 22);
-    if (session && static_cast<pid_t>(*session) == pid && ticks && !out.leader) {
-      out.leader = TaskHandle{pid, *ticks};
+    const auto st = proc_stat(pid);
+    if (!st || st->state == 'Z') continue;
+    if (st->session == pid && !out.leader) {
+      out.leader = TaskHandle{pid, st->start_ticks};
     } else {
       out.others.push_back(pid);
     }

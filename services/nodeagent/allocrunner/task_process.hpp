@@ -44,8 +44,6 @@ struct TaskSpec {
   std::filesystem::path working_dir;  // empty: the agent's
 };
 
-// The start time of `pid`, or nullopt when it does not run.
-std::optional<std::uint64_t> process_start_ticks(pid_t pid);
 
 // The environment variable that names a task's launch (the runner's intent record holds the
 // same id): how a restarted agent finds a task whose pid it did not get to write down.

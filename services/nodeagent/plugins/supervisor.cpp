@@ -1,18 +1,22 @@
 #include "services/nodeagent/plugins/supervisor.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "services/nodeagent/node_status.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/process/child_process.hpp"
+#include "services/nodeagent/process/proc_stat.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/async/with_timeout.hpp"
 #include "shared/csi/capabilities.hpp"
 #include "shared/csi/error_table.hpp"
+#include "shared/durable/durable_file.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::nodeagent {
@@ -118,11 +122,42 @@ std::string PluginSupervisor::exit_reason() const {
   return "plugin process is not running";
 }
 
+// The launch record: "<pid> <start ticks>" of the process this agent launched, next to its socket.
+// An agent killed with -9 leaves its plugin running; the next agent finds it here and stops it
+// before it launches another, so a node never runs two instances of one plugin.
+std::filesystem::path PluginSupervisor::launch_record() const {
+  return std::filesystem::path(socket_path_).parent_path() / "process";
+}
+
+asio::awaitable<void> PluginSupervisor::stop_leftover() {
+  std::error_code ec;
+  auto text = durable::read_file(launch_record(), ec);
+  if (!text) co_return;
+  std::istringstream in(*text);
+  pid_t pid = 0;
+  std::uint64_t ticks = 0;
+  if (!(in >> pid >> ticks) || pid <= 0) co_return;
+  const auto alive = [&] { return process_start_ticks(pid) == ticks; };  // the same process, not a reused pid
+  if (!alive()) co_return;
+  logger().warn("stopping the plugin process an earlier agent left running",
+                {{"plugin", config_.id}, {"pid", static_cast<int>(pid)}});
+  ::kill(-pid, SIGTERM);  // its own process group, as launched
+  const auto deadline = Clock::now() + config_.stop_timeout;
+  while (alive() && Clock::now() < deadline) co_await async::sleep_for(std::chrono::milliseconds(50));
+  if (alive()) {
+    ::kill(-pid, SIGKILL);
+    for (int i = 0; i < 100 && alive(); ++i) co_await async::sleep_for(std::chrono::milliseconds(20));
+  }
+  event("stopped plugin process " + std::to_string(pid) + " left running by an earlier agent",
+        {{"pid", std::to_string(pid)}});
+}
+
 asio::awaitable<bool> PluginSupervisor::launch() {
   std::error_code ec;
   const auto dir = std::filesystem::path(socket_path_).parent_path();
   std::filesystem::create_directories(dir, ec);
   if (!ec) std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  co_await stop_leftover();
   std::filesystem::remove(socket_path_, ec);  // a stale socket would look like a live plugin
   ProcessSpec spec;
   spec.name = config_.id;
@@ -138,6 +173,10 @@ asio::awaitable<bool> PluginSupervisor::launch() {
     co_return false;
   }
   process_ = *proc;
+  const auto ticks = process_start_ticks(process_->pid());
+  if (auto wec = durable::write_file_atomically(
+          launch_record(), std::to_string(process_->pid()) + " " + std::to_string(ticks.value_or(0)) + "\n"))
+    logger().warn("cannot record the plugin's launch", {{"plugin", config_.id}, {"error", wec.message()}});
   logger().info("plugin launched", {{"plugin", config_.id},
                                     {"pid", static_cast<int>(process_->pid())},
                                     {"socket", socket_path_}});

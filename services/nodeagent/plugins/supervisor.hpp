@@ -67,6 +67,9 @@ class PluginSupervisor {
  private:
   enum class InstanceEnd { exited, unhealthy, failed_start };
   boost::asio::awaitable<bool> launch();
+  std::filesystem::path launch_record() const;
+  // Stops the process a killed agent left running (found by the launch record), if it still runs.
+  boost::asio::awaitable<void> stop_leftover();
   boost::asio::awaitable<std::optional<std::string>> wait_until_healthy();
   boost::asio::awaitable<InstanceEnd> monitor();
   boost::asio::awaitable<void> end_instance(const std::string& why);

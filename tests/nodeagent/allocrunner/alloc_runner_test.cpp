@@ -17,6 +17,7 @@
 
 #include "services/nodeagent/allocrunner/csi_hook.hpp"
 #include "services/nodeagent/allocrunner/task_process.hpp"
+#include "services/nodeagent/process/proc_stat.hpp"
 #include "shared/durable/durable_file.hpp"
 #include "shared/async/task_group.hpp"
 #include "tests/nodeagent/support/fake_controlplane_calls.hpp"

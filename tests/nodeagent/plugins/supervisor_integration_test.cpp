@@ -22,6 +22,7 @@
 #include "services/nodeagent/plugins/registry.hpp"
 #include "tests/nodeagent/support/fake_controlplane.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace mooring::nodeagent {
@@ -30,6 +31,21 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+// The hostpath processes whose command line names `marker` (the test's temp dir).
+std::vector<pid_t> hostpath_processes(const std::string& marker) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string cmdline = test::read_file(it->path() / "cmdline");  // "" once it exited
+    const std::string argv0 = cmdline.substr(0, cmdline.find('\0'));  // the agent's own --plugin names it too
+    if (std::filesystem::path(argv0).filename() == "mooring-hostpath" && cmdline.find(marker) != std::string::npos)
+      out.push_back(static_cast<pid_t>(std::stoi(name)));
+  }
+  return out;
+}
 
 class SupervisorIntegration : public ::testing::Test {
  protected:
@@ -291,12 +307,7 @@ TEST_F(SupervisorIntegration, PersistedPluginNoLongerConfiguredIsDeregisteredAft
     crashed.wait_for_exit(10s);
   }
   // Its plugin outlived it (as after a crash); stop it the way the gone process would have.
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream in(entry.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmdline.find("mooring-hostpath") != std::string::npos && cmdline.find(hp_dir.string()) != std::string::npos)
-      ::kill(std::stoi(entry.path().filename().string()), SIGKILL);
-  }
+  for (const pid_t p : hostpath_processes(hp_dir.string())) ::kill(p, SIGKILL);
 
   auto c = config();
   c.plugins.clear();
@@ -380,6 +391,76 @@ TEST(NodeAgentBinary, RunsAgainstTheControlPlaneAndShutsDownGracefullyOnSigterm)
   EXPECT_TRUE(st->exited && st->code == 0) << st->describe();
   EXPECT_FALSE(cp.latest("hostpath")->healthy());
   EXPECT_NE(cp.latest("hostpath")->health_description().find("agent shutting down"), std::string::npos);
+}
+
+class NodeAgentProcesses : public ::testing::Test {
+ protected:
+  ~NodeAgentProcesses() override {
+    agents.clear();
+    for (const pid_t p : hostpath_processes(tmp.path().string())) ::kill(p, SIGKILL);
+  }
+  test::ChildProcess& start_agent(const std::string& log) {
+    const auto spec = "hostpath,type=monolith,command=" + test::binary_path("mooring-hostpath").string() +
+                      ",arg=--data-dir,arg=" + (tmp / "hp").string() +
+                      ",arg=--node-id,arg=csi-bin,health_timeout=5s,probe_interval=200ms,stop_timeout=3s";
+    agents.push_back(std::make_unique<test::ChildProcess>(test::SpawnOptions{
+        test::binary_path("mooring-nodeagent"),
+        {"--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
+         "--grpc-addr", "127.0.0.1:0", "--plugin", spec},
+        {},
+        true,
+        tmp / log}));
+    return *agents.back();
+  }
+  // A heartbeat after the first `from` ones reports the plugin healthy.
+  bool healthy_within(std::chrono::milliseconds timeout, std::size_t from = 0) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      const auto beats = cp.heartbeats();
+      for (std::size_t i = from; i < beats.size(); ++i)
+        for (const auto& fp : beats[i].plugins())
+          if (fp.plugin_id() == "hostpath" && fp.healthy()) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  test::TempDir tmp{"mooring-agent-one"};
+  FakeControlPlane cp;
+  std::vector<std::unique_ptr<test::ChildProcess>> agents;
+};
+
+// Two agents on one data dir would re-adopt the same tasks and launch the same plugins: the
+// second is refused, naming the first, and the first goes on unharmed.
+TEST_F(NodeAgentProcesses, ASecondAgentOnTheSameDataDirIsRefusedNamingTheFirst) {
+  auto& first = start_agent("first.log");
+  ASSERT_TRUE(healthy_within(20s)) << test::read_file(tmp / "first.log");
+  auto& second = start_agent("second.log");
+  const auto st = second.wait_for_exit(20s);
+  ASSERT_TRUE(st) << "the second agent kept running";
+  EXPECT_TRUE(st->exited && st->code == 1) << st->describe();
+  EXPECT_NE(test::read_file(tmp / "second.log").find("is already running (pid " + std::to_string(first.pid()) + ";"),
+            std::string::npos)
+      << test::read_file(tmp / "second.log");
+  EXPECT_TRUE(first.running());
+  EXPECT_EQ(hostpath_processes(tmp.path().string()).size(), 1u) << "the second agent launched no plugin";
+}
+
+// kill -9 of the agent leaves its plugin running; the next agent stops that one before it
+// launches its own: after three kills, one plugin process, serving on its socket.
+TEST_F(NodeAgentProcesses, ThreeKillsLeaveOnePluginProcessServingItsSocket) {
+  for (int i = 0; i < 4; ++i) {
+    const auto beats = cp.heartbeats().size();
+    auto& agent = start_agent("agent-" + std::to_string(i) + ".log");
+    ASSERT_TRUE(healthy_within(30s, beats)) << test::read_file(tmp / ("agent-" + std::to_string(i) + ".log"));
+    EXPECT_EQ(hostpath_processes(tmp.path().string()).size(), 1u) << "after " << i << " kills";
+    if (i < 3) {
+      ASSERT_TRUE(agent.kill());
+      ASSERT_TRUE(agent.wait_for_exit(10s));
+    }
+  }
+  EXPECT_TRUE(std::filesystem::exists(tmp / "agent" / "plugins" / "hostpath" / "csi.sock"));
+  EXPECT_NE(test::read_file(tmp / "agent-1.log").find("stopping the plugin process an earlier agent left running"),
+            std::string::npos);
 }
 
 }  // namespace
