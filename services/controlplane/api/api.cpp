@@ -1,6 +1,7 @@
 #include "services/controlplane/api/api.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <optional>
 #include <random>
@@ -102,6 +103,9 @@ struct Api::Impl {
         std::uint64_t n = 0;
         try {
           std::size_t used = 0;
+          // stoull reads "-1" as 2^64-1: only digits are an index.
+          if (idx->empty() || !std::isdigit(static_cast<unsigned char>(idx->front())))
+            throw std::invalid_argument("sign");
           n = std::stoull(std::string(*idx), &used);
           if (used != idx->size()) throw std::invalid_argument("trailing");
         } catch (const std::exception&) {

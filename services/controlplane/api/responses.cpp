@@ -36,7 +36,11 @@ bool parse_body(const http::Request& req, nlohmann::json& out, http::Response& e
   }
   try {
     out = nlohmann::json::parse(req.body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number JSON allows but a double cannot hold (1e400): the client's input, not our bug.
+    error = bad_request(std::string("request body has a number out of range: ") + e.what());
+    return false;
+  } catch (const nlohmann::json::exception& e) {
     error = bad_request(std::string("request body is not valid JSON: ") + e.what());
     return false;
   }
