@@ -1,4 +1,5 @@
-// `mooring plugin status` and `mooring node status`: read-only views of what node agents report.
+// `mooring plugin status` and `mooring node status`: read-only views of what node agents report;
+// `mooring node purge`.
 #include <algorithm>
 
 #include "cli/commands.hpp"
@@ -121,6 +122,18 @@ int node_status(Context& ctx, const Invocation& inv) {
   return kExitOk;
 }
 
+int node_purge(Context& ctx, const Invocation& inv) {
+  const std::string& id = inv.args[0];
+  auto r = ctx.call("DELETE", "/v1/node/" + url_encode(id));
+  if (!r) return kExitError;
+  if (ctx.json()) return ctx.print_json(r->body), kExitOk;
+  ctx.out() << "Node \"" << id << "\" purged";
+  if (const auto lost = r->body.is_object() ? r->body.value("LostAllocations", 0) : 0; lost > 0)
+    ctx.out() << "; " << lost << " of its allocations marked lost";
+  ctx.out() << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<CommandSpec> plugin_commands() {
@@ -138,7 +151,13 @@ std::vector<CommandSpec> node_commands() {
            .min_args = 0,
            .max_args = 1,
            .summary = "List nodes, or show one node with its plugins and recent events",
-           .run = node_status}};
+           .run = node_status},
+          {.words = {"node", "purge"},
+           .arguments = "ID",
+           .min_args = 1,
+           .max_args = 1,
+           .summary = "Remove a node with its plugin instances (refused while a volume claim names it)",
+           .run = node_purge}};
 }
 
 }  // namespace mooring::cli

@@ -20,6 +20,7 @@
 #include "services/controlplane/api/controller_endpoints.hpp"
 #include "services/controlplane/config/controlplane_config.hpp"
 #include "services/controlplane/gc/alloc_gc.hpp"
+#include "services/controlplane/gc/node_gc.hpp"
 #include "services/controlplane/gc/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
   gc::AllocGcOptions alloc_gc_options;
   alloc_gc_options.threshold = flags.alloc_gc_threshold;
   gc::AllocGc alloc_gc{io.get_executor(), store, alloc_gc_options};
+  gc::NodeGcOptions node_gc_options;
+  node_gc_options.threshold = flags.node_gc_threshold;
+  gc::NodeGc node_gc{io.get_executor(), store, node_gc_options};
   api::ControllerEndpoints controller_api{io.get_executor(), store, router, &claim_gc};
   controller_api.add_routes(api);
 
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
   claim_gc.start();   // resumes every release that was under way when we stopped
   node_loss.start();
   alloc_gc.start();
+  node_gc.start();
   controller_api.start();  // resumes deletes whose outcome was unknown when we stopped
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
   logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
@@ -141,6 +146,7 @@ int main(int argc, char** argv) {
           co_await claim_gc.stop();
           co_await node_loss.stop();
           co_await alloc_gc.stop();
+          co_await node_gc.stop();
           co_await controller_api.stop();
         },
         [&](std::exception_ptr e) {

@@ -456,6 +456,18 @@ TEST_F(CliBinary, WritesCarryAnIdempotencyKeyKeptAcrossRetries) {
   }
 }
 
+TEST_F(CliBinary, NodePurgeUsesItsEndpointAndSaysWhatWasLost) {
+  FakeApi api;
+  api.on("DELETE", "/v1/node/node-9", {200, R"({"Index":12,"LostAllocations":2})"});
+  api.on("DELETE", "/v1/node/node-8", {409, R"({"Error":"node \"node-8\" still holds claims on volumes \"data\""})"});
+  auto ok = cli(api, {"node", "purge", "node-9"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.out, "Node \"node-9\" purged; 2 of its allocations marked lost\n");
+  auto refused = cli(api, {"node", "purge", "node-8"});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("still holds claims"), std::string::npos) << refused.err;
+}
+
 TEST_F(CliBinary, PluginAndNodeDetails) {
   FakeApi api;
   api.on("GET", "/v1/plugin/csi/hostpath",

@@ -88,6 +88,7 @@ void Cluster::start_controlplane() {
             "--heartbeat-ttl", options_.heartbeat_ttl,
             "--gc-retry-max",  options_.gc_retry_max,
             "--alloc-gc-threshold", options_.alloc_gc_threshold,
+            "--node-gc-threshold", options_.node_gc_threshold,
             "--shutdown-grace", "2s"};
   o.output_file = dir() / "controlplane.log";
   controlplane_ = std::make_unique<test::ChildProcess>(o);

@@ -30,6 +30,7 @@ struct ClusterOptions {
   std::string heartbeat_ttl = "2s";  // the control plane marks a silent node down after this
   std::string gc_retry_max = "1s";   // failing releases are retried at least this often
   std::string alloc_gc_threshold = "1h";  // terminal, claim-free allocations are deleted after this
+  std::string node_gc_threshold = "24h";  // down nodes named by no claim are purged after this
 };
 
 struct NodeOptions {

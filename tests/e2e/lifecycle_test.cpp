@@ -3,7 +3,10 @@
 // what the API shows. Root only (bind mounts).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <future>
+#include <thread>
 
 #include "tests/e2e/cluster.hpp"
 #include "tests/support/files.hpp"
@@ -557,6 +560,40 @@ TEST_F(Lifecycle, PurgeReleasesEveryClaimBeforeTheVolumeGoes) {
     for (const auto& c : cluster->calls(n, "ControllerUnpublishVolume")) controller_ok |= c.code == "OK";
   EXPECT_TRUE(node_ok);
   EXPECT_TRUE(controller_ok);
+}
+
+// A node that went away for good: while a claim names it, it stays (its release still needs it),
+// and once the operator detached the volume it is purged when it has been down past
+// --node-gc-threshold, with its plugin instance, so the plugin counts forget it.
+TEST(NodeGc, ANodeDownPastTheThresholdIsPurgedOnceNoClaimNamesIt) {
+  MOORING_REQUIRE_ROOT();
+  Cluster cluster(ClusterOptions{.node_gc_threshold = "3s"});
+  cluster.start_controlplane();
+  cluster.start_node("node-1");
+  cluster.start_node("node-2");
+  ASSERT_FALSE(cluster.create_volume("left").is_null());
+  json holder = allocation("holder", "left", "node-2", "");
+  holder.erase("Task");
+  auto id = cluster.run_alloc(holder);
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster.alloc_status(id) == "running"; }));
+  cluster.kill_node("node-2");
+  for (const pid_t p : cluster.plugin_pids("node-2")) ::kill(p, SIGKILL);  // the machine is gone
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster.get("/v1/node/node-2").value("Status", "") == "down"; }));
+  std::this_thread::sleep_for(5s);  // past the threshold
+  EXPECT_EQ(cluster.request("GET", "/v1/node/node-2").status, 200u) << "a claim names it: it stays";
+  auto purge = cluster.request("DELETE", "/v1/node/node-2");
+  EXPECT_EQ(purge.status, 409u) << purge.body;
+  EXPECT_NE(purge.body.find("left"), std::string::npos) << purge.body;
+
+  ASSERT_EQ(cluster.stop_alloc(id).status, 200u);
+  ASSERT_EQ(cluster.request("DELETE", "/v1/volume/csi/left/detach?node=node-2").status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster.claim_count("left") == 0; }));
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster.request("GET", "/v1/node/node-2").status == 404; }, 20s))
+      << "purged by the node GC";
+  auto plugin = cluster.get("/v1/plugin/csi/hostpath");
+  EXPECT_EQ(plugin.value("NodesExpected", 0), 1) << plugin.dump();
+  EXPECT_FALSE(plugin["Nodes"].contains("node-2"));
+  EXPECT_EQ(cluster.request("DELETE", "/v1/node/node-2").status, 404u);
 }
 
 // A volume is marked Deleting before DeleteVolume is sent, so an allocation submitted while the

@@ -54,6 +54,7 @@ struct Api::Impl {
     get("/v1/plugin/csi/:id", get_plugin, Table::plugins);
     get("/v1/nodes", list_nodes, Table::nodes);
     get("/v1/node/:id", get_node, Table::nodes);
+    router.add("DELETE", "/v1/node/:id", Route{purge_node, {}});
     get("/v1/allocations", list_allocations, Table::allocations);
     router.add("POST", "/v1/allocations", Route{submit_allocation, {}});
     router.add("PUT", "/v1/allocations", Route{submit_allocation, {}});

@@ -1,8 +1,10 @@
-// Plugins, nodes, events and status: read-only views (node agents write plugins and nodes).
+// Plugins, nodes, events and status: read-only views (node agents write plugins and nodes), and
+// the operator's node purge.
 #include <charconv>
 
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/list_query.hpp"
+#include "services/controlplane/nodes/node_purge.hpp"
 #include "shared/domain/json.hpp"
 
 namespace mooring::controlplane::api {
@@ -50,6 +52,23 @@ http::Response get_node(Context& ctx, const http::Request& req) {
   const auto* n = ctx.store.node(id);
   if (!n) return not_found("node", id);
   return json_ok(domain::to_api_json(*n));
+}
+
+// Nomad's `node purge`: the node record, its plugin instances and (as lost) its allocations that
+// are not terminal go; refused while a volume claim names the node. A live agent registers again.
+http::Response purge_node(Context& ctx, const http::Request& req) {
+  std::string id;
+  http::Response err;
+  if (!path_id(req, "id", domain::IdKind::node, id, err)) return err;
+  if (!ctx.store.node(id)) return not_found("node", id);
+  auto plan = plan_node_purge(ctx.store, id, "purged by an operator", domain::now());
+  if (!plan) return http::error_response(409, plan.error());
+  const auto lost = plan->lost_allocations;
+  auto index = ctx.store.commit(std::move(plan->batch));
+  if (!index) return write_failed("purge node \"" + id + "\"", index.error());
+  auto res = json_ok({{"Index", *index}, {"LostAllocations", lost}});
+  res.index = *index;
+  return res;
 }
 
 // Oldest first. `index=N` (the blocking-query parameter) also filters: only events after N, so

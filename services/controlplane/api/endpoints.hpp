@@ -48,6 +48,7 @@ http::Response list_plugins(Context&, const http::Request&);
 http::Response get_plugin(Context&, const http::Request&);
 http::Response list_nodes(Context&, const http::Request&);
 http::Response get_node(Context&, const http::Request&);
+http::Response purge_node(Context&, const http::Request&);
 http::Response list_events(Context&, const http::Request&);
 http::Response health(Context&, const http::Request&);
 http::Response ready(Context&, const http::Request&);

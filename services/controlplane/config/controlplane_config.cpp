@@ -68,6 +68,9 @@ constexpr std::array kOptions{
     Option{"alloc-gc-threshold", "MOORING_CP_ALLOC_GC_THRESHOLD", "alloc_gc_threshold", Kind::positive_duration,
            "DURATION", "terminal allocations without claims are deleted after this long", "1h", nullptr,
            &Config::alloc_gc_threshold},
+    Option{"node-gc-threshold", "MOORING_CP_NODE_GC_THRESHOLD", "node_gc_threshold", Kind::positive_duration,
+           "DURATION", "nodes down this long and named by no claim are purged with their plugin instances", "24h",
+           nullptr, &Config::node_gc_threshold},
 };
 
 const Option* find_flag(std::string_view name) {

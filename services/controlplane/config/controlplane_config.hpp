@@ -27,6 +27,7 @@ struct ControlPlaneConfig {
   std::chrono::milliseconds gc_retry_max{30'000};
   std::chrono::milliseconds gc_sweep_period{300'000};
   std::chrono::milliseconds alloc_gc_threshold{3'600'000};
+  std::chrono::milliseconds node_gc_threshold{24 * 3'600'000};
 };
 
 struct ControlPlaneArgs {

@@ -1,0 +1,70 @@
+#include "services/controlplane/gc/node_gc.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "services/controlplane/gc/release_rules.hpp"
+#include "services/controlplane/nodes/node_purge.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "shared/async/periodic.hpp"
+
+namespace mooring::controlplane::gc {
+
+namespace asio = boost::asio;
+
+NodeGc::NodeGc(asio::any_io_executor executor, StateStore& store, NodeGcOptions options)
+    : store_(store), options_(options), tasks_(std::move(executor), "node-gc") {}
+
+NodeGc::~NodeGc() = default;
+
+std::size_t NodeGc::collect(domain::Time now) {
+  std::vector<std::string> due;
+  for (const auto& [id, n] : store_.nodes())
+    if (n.status == domain::NodeStatus::down && now - node_down_since(n) >= options_.threshold) due.push_back(id);
+  std::size_t purged = 0;
+  for (const auto& id : due) {
+    const auto reason = "down since " + domain::format_time(node_down_since(*store_.node(id))) +
+                        ", longer than the node GC threshold (" + domain::format_duration(options_.threshold) + ")";
+    auto plan = plan_node_purge(store_, id, reason, now);
+    if (!plan) {
+      if (refused_.insert(id).second) log_.info("node past the GC threshold stays", {{"node_id", id}, {"why", plan.error()}});
+      continue;
+    }
+    if (auto r = store_.commit(std::move(plan->batch)); !r) {
+      log_.error("cannot purge a node; retrying on the next pass", {{"node_id", id}, {"error", r.error()}});
+      continue;
+    }
+    refused_.erase(id);
+    log_.info("node purged", {{"node_id", id}, {"reason", reason}, {"lost_allocations", plan->lost_allocations}});
+    ++purged;
+  }
+  std::erase_if(refused_, [&](const std::string& id) { return !store_.node(id); });
+  return purged;
+}
+
+void NodeGc::start() {
+  // Named locals, not temporaries, as coroutine arguments (GCC 12; docs/engineering-notes.md).
+  async::PeriodicOptions options;
+  options.name = "node-gc";
+  options.period = options_.period.count() > 0
+                       ? options_.period
+                       : std::clamp<std::chrono::milliseconds>(options_.threshold / 8, std::chrono::seconds(1),
+                                                               std::chrono::minutes(5));
+  options.jitter = 0.1;
+  options.run_immediately = true;
+  std::function<asio::awaitable<void>()> fn = [this]() -> asio::awaitable<void> {
+    collect(domain::now());
+    co_return;
+  };
+  tasks_.spawn("node-gc", [fn = std::move(fn), options = std::move(options)]() mutable {
+    return async::periodic(std::move(fn), std::move(options));
+  });
+}
+
+asio::awaitable<void> NodeGc::stop() {
+  tasks_.cancel();
+  co_await tasks_.join();
+}
+
+}  // namespace mooring::controlplane::gc

@@ -1,0 +1,57 @@
+#include "services/controlplane/nodes/node_purge.hpp"
+
+namespace mooring::controlplane {
+
+namespace {
+
+std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
+
+}  // namespace
+
+domain::Expected<NodePurge> plan_node_purge(const StateStore& store, const std::string& node_id,
+                                            const std::string& reason, domain::Time now) {
+  const domain::Node* node = store.node(node_id);
+  if (!node) return domain::error("node not found: " + node_id);
+  std::string holding;
+  for (const auto& [vid, v] : store.volumes())
+    for (const auto& [alloc, c] : v.claims)
+      if (c.node_id == node_id) {
+        holding += (holding.empty() ? "" : ", ") + in_quotes(vid) + " (allocation " + in_quotes(alloc) + ", " +
+                   std::string(domain::to_string(c.state)) + ")";
+        break;
+      }
+  if (!holding.empty())
+    return domain::error("node " + in_quotes(node_id) + " still holds claims on volumes " + holding +
+                         "; they are released first (or detach them: DELETE /v1/volume/csi/ID/detach?node=" +
+                         node_id + ")");
+
+  NodePurge out;
+  for (const auto& [plugin_id, inst] : node->plugins) {
+    const domain::Plugin* p = store.plugin(plugin_id);
+    if (!p) continue;
+    domain::Plugin agg = *p;
+    if (!domain::remove_node(agg, node_id)) continue;
+    ++out.plugin_instances;
+    if (agg.controllers.empty() && agg.nodes.empty())
+      out.batch.erase_plugin(plugin_id);
+    else
+      out.batch.put(std::move(agg));
+  }
+  for (const auto& alloc_id : store.live_allocation_ids_on(node_id)) {
+    domain::Allocation a = *store.allocation(alloc_id);
+    a.client_status = domain::ClientStatus::lost;
+    a.events.push_back({now, "NodePurged", "node " + in_quotes(node_id) + " was purged: " + reason});
+    out.batch.put(std::move(a));
+    ++out.lost_allocations;
+  }
+  out.batch.erase_node(node_id);
+  out.batch.add_event({.topic = "Node",
+                       .type = "NodePurged",
+                       .key = node_id,
+                       .message = "node " + in_quotes(node_id) + " purged: " + reason,
+                       .details = {{"plugin_instances", std::to_string(out.plugin_instances)},
+                                   {"lost_allocations", std::to_string(out.lost_allocations)}}});
+  return out;
+}
+
+}  // namespace mooring::controlplane
