@@ -516,9 +516,12 @@ TEST_F(ServerTest, IdleFloodAndSlowlorisDoNotStarveRequests) {
   // comes from four addresses, 250 each, so the per-client limit (256) is not what helps here.
   cfg.max_connections = 512;
   start(cfg);
-  // A closed connection is reopened after 250 ms: held open as in the issue, not a connect flood
-  // (that one only measures how fast a sanitizer build accepts; 100 ms gives p99 ~0.3 s here).
-  Flood flood(port, 250ms);
+  // A closed connection is reopened after a second: connections held open as in the issue, with
+  // about 490 of them evicted and reopened every second. Reopening faster turns it into a connect
+  // flood, which measures how fast a sanitizer build accepts (FIFO) rather than the limits: with
+  // 250 ms (2,000 reconnects/s) p99 was 0.1-0.6 s on a loaded 2-core machine, yet every request
+  // still succeeded.
+  Flood flood(port, 1s);
   flood.start(1000, {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}, "127.0.0.6");
   const auto setup_deadline = Clock::now() + 30s;
   while ((flood.connects < 1000 || flood.closed_by_server == 0) && Clock::now() < setup_deadline)
@@ -534,8 +537,12 @@ TEST_F(ServerTest, IdleFloodAndSlowlorisDoNotStarveRequests) {
     const auto t0 = Clock::now();
     auto r = fetch(port, "/v1/anything");
     latencies.push_back(Clock::now() - t0);
-    if (r.status == 200) ++ok;
-    else ADD_FAILURE() << "request " << i << ": status " << r.status << " " << r.error << " " << r.body;
+    if (r.status == 200) {
+      ++ok;
+    } else {
+      ADD_FAILURE() << "request " << i << ": status " << r.status << " " << r.error << " " << r.body;
+      if (latencies.size() - ok >= 10) break;
+    }
   }
   const int requests = static_cast<int>(latencies.size());
   std::sort(latencies.begin(), latencies.end());
