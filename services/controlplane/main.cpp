@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
   std::string grpc_host;
   std::uint16_t grpc_port = 0;
   split_host_port(flags.http_addr, http_config.address, http_config.port);  // validated by the parser
+  http_config.max_connections = flags.http_max_connections;
+  http_config.max_connections_per_client = flags.http_max_connections_per_client;
   split_host_port(flags.grpc_addr, grpc_host, grpc_port);
 
   auto backend = SqliteBackend::open(flags.data_dir);

@@ -1,6 +1,7 @@
 #include "services/controlplane/config/controlplane_config.hpp"
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -20,12 +21,13 @@ struct Fail {
   std::string message;
 };
 
-enum class Kind { string, list, duration, positive_duration, level, format };
+enum class Kind { string, list, duration, positive_duration, count, level, format };
 
 using Config = ControlPlaneConfig;
 using Text = std::string Config::*;
 using Span = std::chrono::milliseconds Config::*;
 using List = std::vector<std::string> Config::*;
+using Count = std::size_t Config::*;
 
 // One row per setting: how --help shows it (flag, environment variable, file key), its kind and
 // the field it sets (none for --config, which is read before everything else; level and format
@@ -33,13 +35,14 @@ using List = std::vector<std::string> Config::*;
 struct Option : config::Doc {
   constexpr Option(std::string_view flag_, std::string_view env_, std::string_view key_, Kind kind_,
                    std::string_view value_name_, std::string_view help_, std::string_view default_value_,
-                   Text text_ = nullptr, Span span_ = nullptr, List list_ = nullptr)
+                   Text text_ = nullptr, Span span_ = nullptr, List list_ = nullptr, Count count_ = nullptr)
       : config::Doc{flag_, env_, key_, value_name_, help_, default_value_},
-        kind(kind_), text(text_), span(span_), list(list_) {}
+        kind(kind_), text(text_), span(span_), list(list_), count(count_) {}
   Kind kind;
   Text text;
   Span span;
   List list;
+  Count count;
 };
 
 constexpr std::array kOptions{
@@ -50,6 +53,13 @@ constexpr std::array kOptions{
            "REST API listen address (port 0: any)", "127.0.0.1:4700", &Config::http_addr},
     Option{"grpc-addr", "MOORING_CP_GRPC_ADDR", "grpc_addr", Kind::string, "HOST:PORT",
            "node agent RPC listen address (port 0: any)", "127.0.0.1:4701", &Config::grpc_addr},
+    Option{"http-max-connections", "MOORING_CP_HTTP_MAX_CONNECTIONS", "http_max_connections", Kind::count, "N",
+           "REST API connections in all; over it an idle one is closed, else the new one gets 503", "1024",
+           nullptr, nullptr, nullptr, &Config::http_max_connections},
+    Option{"http-max-connections-per-client", "MOORING_CP_HTTP_MAX_CONNECTIONS_PER_CLIENT",
+           "http_max_connections_per_client", Kind::count, "N",
+           "REST API connections per client address (as above; behind a proxy all share one)", "256", nullptr,
+           nullptr, nullptr, &Config::http_max_connections_per_client},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
            "a node silent this long is marked down", "10s", nullptr, &Config::heartbeat_ttl},
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
@@ -98,6 +108,11 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+std::optional<std::uint64_t> parse_count(const std::string& text) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoull(text);
+}
+
 // Applies one value; `where` names its source ("--heartbeat-ttl", "MOORING_CP_…", "file key …").
 void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std::string& where) {
   if (o.kind == Kind::list) {
@@ -113,6 +128,15 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
       throw Fail{where + ": expected a string or an array of strings, got " + value.dump()};
     }
     c.*o.list = std::move(items);
+    return;
+  }
+  if (o.kind == Kind::count) {
+    // A number in the file, text from flags and the environment.
+    std::optional<std::uint64_t> n;
+    if (value.is_number_unsigned()) n = value.get<std::uint64_t>();
+    if (value.is_string()) n = parse_count(value.get<std::string>());
+    if (!n || *n == 0) throw Fail{where + ": expected a positive integer, got " + value.dump()};
+    c.*o.count = static_cast<std::size_t>(*n);
     return;
   }
   if (!value.is_string()) throw Fail{where + ": expected a string, got " + value.dump()};
@@ -138,7 +162,8 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
     case Kind::format:
       if (!log::parse_format(text, c.log_format)) throw Fail{where + ": expected text|json, got " + qt(text)};
       return;
-    case Kind::list: return;
+    case Kind::list:
+    case Kind::count: return;
   }
 }
 

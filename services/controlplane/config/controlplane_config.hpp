@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <variant>
@@ -18,6 +19,9 @@ struct ControlPlaneConfig {
   std::string data_dir;  // required
   std::string http_addr = "127.0.0.1:4700";
   std::string grpc_addr = "127.0.0.1:4701";
+  // REST API connection limits (defaults and their reasons: http::ServerConfig).
+  std::size_t http_max_connections = 1024;
+  std::size_t http_max_connections_per_client = 256;
   log::Level log_level = log::Level::info;
   log::Format log_format = log::Format::text;
   std::vector<std::string> cors_read_origins;   // empty: any origin may read

@@ -1,8 +1,11 @@
 #include "services/controlplane/http/server.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cctype>
 #include <exception>
-#include <list>
+#include <sstream>
+#include <unordered_map>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -19,6 +22,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "services/controlplane/http/connection_limits.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::controlplane::http {
@@ -35,48 +39,70 @@ const log::Logger logger{"http"};
 
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
-// Connections over the limit still get a proper 503 to their first request; this many of those
-// may be in progress at once, beyond that the socket is simply closed.
-constexpr std::size_t max_rejecting = 64;
+// A refused connection gets its 503 at once; then what the client sends is read and dropped until
+// it closes, for at most linger_timeout, so that closing does not reset the connection (a reset
+// can destroy the 503 before the client reads it). This many may linger at once; beyond that the
+// socket is closed right after the 503.
+constexpr std::size_t max_lingering = 64;
+constexpr std::chrono::seconds linger_timeout{1};
+
+// Evictions and refusals come in floods; one warning per this period sums them up.
+constexpr std::chrono::seconds pressure_log_period{10};
 
 }  // namespace
 
 struct Session {
-  explicit Session(tcp::socket socket, bool reject) : stream(std::move(socket)), rejecting(reject) {}
+  Session(tcp::socket socket, std::uint64_t id_, bool lingering_)
+      : stream(std::move(socket)), id(id_), lingering(lingering_) {}
   beast::tcp_stream stream;
   asio::cancellation_signal cancel;
+  std::uint64_t id;  // in Impl::sessions and, unless lingering, in Impl::limits
   // Only sessions waiting for a request are cancelled by a graceful shutdown; a request being
   // handled or answered is allowed to finish.
   bool waiting_for_request = true;
-  bool rejecting;  // over the connection limit: answer 503 and close
+  bool lingering;        // refused: its 503 is written, the rest is read and dropped
+  bool evicted = false;  // closed while idle to make room for a new connection
 };
 
 struct Server::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::any_io_executor ex, ServerConfig cfg, Handler h)
-      : executor(ex), config(std::move(cfg)), handler(std::move(h)), acceptor(ex), idle(ex) {}
+      : executor(ex),
+        config(std::move(cfg)),
+        handler(std::move(h)),
+        acceptor(ex),
+        limits(std::max<std::size_t>(config.max_connections, 1),
+               std::max<std::size_t>(config.max_connections_per_client, 1)),
+        idle(ex) {}
 
   asio::any_io_executor executor;
   ServerConfig config;
   Handler handler;
   tcp::acceptor acceptor;
-  std::list<std::shared_ptr<Session>> sessions;
+  ConnectionLimits limits;
+  std::unordered_map<std::uint64_t, std::shared_ptr<Session>> sessions;
+  std::uint64_t next_id = 1;
+  std::size_t lingering = 0;
   std::size_t active = 0;  // accept loop + sessions; shutdown waits for 0
   bool stopping = false;
   // Used as a condition variable: cancelled whenever `active` drops to zero.
   asio::steady_timer idle;
+  std::chrono::steady_clock::time_point last_pressure_log{};
+  std::size_t evicted_since_log = 0;
+  std::size_t refused_since_log = 0;
 
-  std::size_t counted_sessions() const {
-    std::size_t n = 0;
-    for (const auto& s : sessions) n += s->rejecting ? 0 : 1;
-    return n;
-  }
+  std::chrono::milliseconds header_timeout() const { return std::min(config.header_timeout, config.read_timeout); }
 
   void finished() {
     if (--active == 0) idle.cancel();
   }
 
   asio::awaitable<void> accept_loop();
+  void on_accept(tcp::socket socket);
+  void evict(std::uint64_t id);
+  void refuse(tcp::socket socket, const std::string& client, ConnectionLimits::Refusal why);
+  void note_pressure(bool refused);
   asio::awaitable<void> run_session(std::shared_ptr<Session> s);
+  asio::awaitable<void> linger(std::shared_ptr<Session> s);
   struct RequestFacts {
     unsigned version;
     bool keep_alive;
@@ -84,7 +110,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   };
   asio::awaitable<bool> respond(Session& s, RequestFacts req, Response r);
   asio::awaitable<void> respond_raw(Session& s, unsigned status, std::string_view message);
-  void spawn_session(tcp::socket socket);
+  void spawn_session(std::shared_ptr<Session> s);
 };
 
 namespace {
@@ -159,23 +185,37 @@ asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
   // response, so cancellation never throws.
   co_await asio::this_coro::throw_if_cancelled(false);
   beast::flat_buffer buffer;
-  for (;;) {
+  // A new connection must deliver its first request's headers within header_timeout of now
+  // (just after the accept).
+  auto header_deadline = std::chrono::steady_clock::now() + header_timeout();
+  for (bool first = true;; first = false) {
     s->waiting_for_request = true;
-    if (stopping && !s->rejecting) co_return;
+    if (stopping) co_return;
+    if (buffer.size() == 0) {
+      // Idle until the first byte of the next request arrives; meanwhile the slot may be given to
+      // a new connection (see ConnectionLimits). Read directly rather than waiting for
+      // readability, so the stream's timeout applies.
+      limits.set_idle(s->id, true);
+      if (first) s->stream.expires_at(header_deadline);
+      else s->stream.expires_after(config.read_timeout);
+      auto [ec, n] = co_await s->stream.async_read_some(buffer.prepare(4096), tuple_awaitable);
+      limits.set_idle(s->id, false);
+      if (ec || s->evicted) co_return;  // closed, timed out, evicted or shutting down
+      buffer.commit(n);
+    } else {
+      limits.set_idle(s->id, false);  // a pipelined request is already here
+    }
+    if (!first) header_deadline = std::chrono::steady_clock::now() + header_timeout();
     bhttp::request_parser<bhttp::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(config.header_limit));
     parser.body_limit(config.body_limit);
-    s->stream.expires_after(config.read_timeout);
+    s->stream.expires_at(header_deadline);
     auto [ec, n] = co_await bhttp::async_read_header(s->stream, buffer, parser, tuple_awaitable);
     (void)n;
     s->waiting_for_request = false;
     if (ec) {
       if (is_disconnect(ec)) co_return;
       co_await respond_raw(*s, static_cast<unsigned>(status_for_read_error(ec)), ec.message());
-      co_return;
-    }
-    if (s->rejecting) {
-      co_await respond_raw(*s, 503, "too many connections; retry later");
       co_return;
     }
     // curl and others send "Expect: 100-continue" for larger bodies and wait for this line.
@@ -219,20 +259,26 @@ asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
   }
 }
 
-void Server::Impl::spawn_session(tcp::socket socket) {
-  bool reject = counted_sessions() >= config.max_connections;
-  if (reject && sessions.size() - counted_sessions() >= max_rejecting) {
-    error_code ignored;
-    socket.close(ignored);
-    return;
+asio::awaitable<void> Server::Impl::linger(std::shared_ptr<Session> s) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  std::array<char, 4096> scratch;
+  std::size_t dropped = 0;
+  s->stream.expires_after(linger_timeout);  // one deadline for the whole drain
+  while (dropped <= config.header_limit + config.body_limit) {
+    auto [ec, n] = co_await s->stream.async_read_some(asio::buffer(scratch), tuple_awaitable);
+    if (ec) co_return;
+    dropped += n;
   }
-  auto s = std::make_shared<Session>(std::move(socket), reject);
-  sessions.push_back(s);
-  auto it = std::prev(sessions.end());
+}
+
+void Server::Impl::spawn_session(std::shared_ptr<Session> s) {
+  sessions.emplace(s->id, s);
+  if (s->lingering) ++lingering;
   ++active;
   auto slot = s->cancel.slot();
-  asio::co_spawn(executor, run_session(s),
-                 asio::bind_cancellation_slot(slot, [self = shared_from_this(), it](std::exception_ptr e) {
+  auto body = s->lingering ? linger(s) : run_session(s);
+  asio::co_spawn(executor, std::move(body),
+                 asio::bind_cancellation_slot(slot, [self = shared_from_this(), s](std::exception_ptr e) {
                    if (e) {
                      try {
                        std::rethrow_exception(e);
@@ -241,11 +287,86 @@ void Server::Impl::spawn_session(tcp::socket socket) {
                      }
                    }
                    error_code ignored;
-                   (*it)->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-                   (*it)->stream.close();
-                   self->sessions.erase(it);
+                   s->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+                   s->stream.close();
+                   if (s->lingering) --self->lingering;
+                   else self->limits.remove(s->id);
+                   self->sessions.erase(s->id);
                    self->finished();
                  }));
+}
+
+void Server::Impl::on_accept(tcp::socket socket) {
+  error_code ec;
+  auto peer = socket.remote_endpoint(ec);
+  if (ec) return;  // the client is already gone
+  const auto client = peer.address().to_string();
+  const auto id = next_id++;
+  auto admission = limits.admit(id, client);
+  if (admission.evicted) {
+    evict(*admission.evicted);
+    note_pressure(false);
+  }
+  if (admission.refused) {
+    refuse(std::move(socket), client, *admission.refused);
+    note_pressure(true);
+    return;
+  }
+  spawn_session(std::make_shared<Session>(std::move(socket), id, false));
+}
+
+void Server::Impl::evict(std::uint64_t id) {
+  auto it = sessions.find(id);
+  if (it == sessions.end()) return;
+  // Closing frees the descriptor now; the session's pending read ends with operation_aborted.
+  auto& s = *it->second;
+  s.evicted = true;
+  s.cancel.emit(asio::cancellation_type::terminal);
+  error_code ignored;
+  s.stream.socket().close(ignored);
+}
+
+void Server::Impl::refuse(tcp::socket socket, const std::string& client, ConnectionLimits::Refusal why) {
+  const std::string message =
+      why == ConnectionLimits::Refusal::per_client
+          ? "too many connections from " + client + " (per-client limit " +
+                std::to_string(limits.max_per_client()) + "); retry later"
+          : "too many connections (server limit " + std::to_string(limits.max_total()) + "); retry later";
+  bhttp::response<bhttp::string_body> res{bhttp::status::service_unavailable, 11};
+  res.set(bhttp::field::server, "mooring");
+  res.set(bhttp::field::content_type, "application/json");
+  res.set(bhttp::field::retry_after, "1");
+  res.keep_alive(false);
+  res.body() = error_response(503, message).body;
+  res.prepare_payload();
+  std::ostringstream out;
+  out << res;
+  const std::string bytes = out.str();
+  // Answered before the request is read, without waiting: a new socket's send buffer takes a few
+  // hundred bytes at once, and a client that is the cause of the pressure gets no slot to hold.
+  error_code ec;
+  socket.non_blocking(true, ec);
+  if (!ec) socket.write_some(asio::buffer(bytes), ec);
+  if (!ec) socket.shutdown(tcp::socket::shutdown_send, ec);
+  if (ec || lingering >= max_lingering) {
+    socket.close(ec);
+    return;
+  }
+  spawn_session(std::make_shared<Session>(std::move(socket), next_id++, true));
+}
+
+void Server::Impl::note_pressure(bool refused) {
+  ++(refused ? refused_since_log : evicted_since_log);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_pressure_log < pressure_log_period) return;
+  logger.warn("http connection limits reached: closing idle connections, refusing new ones if none is idle",
+              {{"connections", limits.size()},
+               {"max_connections", limits.max_total()},
+               {"max_connections_per_client", limits.max_per_client()},
+               {"idle_closed", evicted_since_log},
+               {"refused", refused_since_log}});
+  last_pressure_log = now;
+  evicted_since_log = refused_since_log = 0;
 }
 
 asio::awaitable<void> Server::Impl::accept_loop() {
@@ -255,13 +376,22 @@ asio::awaitable<void> Server::Impl::accept_loop() {
     if (stopping) co_return;
     if (ec) {
       if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) co_return;
-      // Typically EMFILE: wait a little rather than spin.
+      // Out of descriptors (the process limit may be lower than max_connections): an idle
+      // connection gives way, as it would at the connection limit.
+      if (ec == asio::error::no_descriptors || ec == boost::system::errc::too_many_files_open_in_system) {
+        if (auto id = limits.evict_oldest_idle()) {
+          evict(*id);
+          note_pressure(false);
+          continue;
+        }
+      }
+      // Wait a little rather than spin.
       logger.warn("accept failed", {{"error", ec.message()}});
       backoff.expires_after(std::chrono::milliseconds(100));
       co_await backoff.async_wait(tuple_awaitable);
       continue;
     }
-    spawn_session(std::move(socket));
+    on_accept(std::move(socket));
   }
 }
 
@@ -274,7 +404,7 @@ Server::~Server() {
   impl_->stopping = true;
   error_code ignored;
   impl_->acceptor.close(ignored);
-  for (auto& s : impl_->sessions) {
+  for (auto& [id, s] : impl_->sessions) {
     s->cancel.emit(asio::cancellation_type::terminal);
     s->stream.socket().close(ignored);
   }
@@ -320,7 +450,7 @@ asio::awaitable<void> Server::shutdown(std::chrono::milliseconds grace) {
   self->stopping = true;
   error_code ignored;
   self->acceptor.close(ignored);
-  for (auto& s : self->sessions)
+  for (auto& [id, s] : self->sessions)
     if (s->waiting_for_request) s->cancel.emit(asio::cancellation_type::terminal);
   if (self->active > 0) {
     self->idle.expires_after(grace);
@@ -329,7 +459,7 @@ asio::awaitable<void> Server::shutdown(std::chrono::milliseconds grace) {
   if (self->active > 0) {
     logger.warn("closing connections still busy after the grace period",
                 {{"connections", self->sessions.size()}, {"grace", grace}});
-    for (auto& s : self->sessions) {
+    for (auto& [id, s] : self->sessions) {
       s->cancel.emit(asio::cancellation_type::terminal);
       s->stream.socket().close(ignored);
     }
@@ -340,6 +470,6 @@ asio::awaitable<void> Server::shutdown(std::chrono::milliseconds grace) {
   }
 }
 
-std::size_t Server::connections() const { return impl_->counted_sessions(); }
+std::size_t Server::connections() const { return impl_->limits.size(); }
 
 }  // namespace mooring::controlplane::http

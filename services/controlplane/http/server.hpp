@@ -21,11 +21,26 @@ namespace mooring::controlplane::http {
 struct ServerConfig {
   std::string address = "127.0.0.1";
   std::uint16_t port = 4700;  // 0: the OS picks (tests)
-  std::size_t max_connections = 512;     // more get 503 and are closed
+  // Connection limits. A new connection over one first takes the place of an idle one (waiting
+  // for a request, no byte of it read yet): the oldest idle connection of the same client for the
+  // per-client limit, the oldest idle of anyone for the global one. Only when none is idle does it
+  // get a 503 with Retry-After naming the limit, and is closed, rather than being reset. Both are
+  // at least 1.
+  // 1024 in all: far more than the API's users need (CLI calls, a few schedulers or UIs each
+  // holding some blocking queries), and still a small share of the file descriptors a service
+  // gets. 256 per client address (Nomad uses 100, Consul 200): one busy host holding a blocking
+  // query per watched volume fits, while no single address can take more than a quarter of the
+  // slots. Behind a proxy every client shares its address; raise the per-client limit there.
+  std::size_t max_connections = 1024;
+  std::size_t max_connections_per_client = 256;
   std::size_t header_limit = 16 * 1024;  // larger headers: 431
   std::size_t body_limit = 1024 * 1024;  // larger bodies: 413
-  // A request (headers and body) must arrive within this time once the client starts it, and a
-  // keep-alive connection may sit idle this long.
+  // The request line and headers must arrive within this time: from the accept for a new
+  // connection, from the first byte for a request on a kept-alive one. A client trickling its
+  // headers (slowloris) holds a slot no longer than this. Capped by read_timeout.
+  std::chrono::milliseconds header_timeout{5'000};
+  // A body must arrive within this time once its headers did, and a keep-alive connection may sit
+  // idle this long (unless its slot is needed sooner, see above).
   std::chrono::milliseconds read_timeout{30'000};
   std::chrono::milliseconds write_timeout{30'000};
 };
@@ -54,6 +69,7 @@ class Server {
   // store does that), or they run into the grace deadline.
   boost::asio::awaitable<void> shutdown(std::chrono::milliseconds grace);
 
+  // Connections being served (not counting refused ones still being closed).
   std::size_t connections() const;
 
  private:

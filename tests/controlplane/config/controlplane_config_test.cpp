@@ -32,6 +32,8 @@ TEST(ControlPlaneConfig, DefaultsNeedOnlyTheDataDir) {
   EXPECT_EQ(c.http_addr, "127.0.0.1:4700");
   EXPECT_EQ(c.grpc_addr, "127.0.0.1:4701");
   EXPECT_EQ(c.heartbeat_ttl, 10s);
+  EXPECT_EQ(c.http_max_connections, 1024u);
+  EXPECT_EQ(c.http_max_connections_per_client, 256u);
   EXPECT_EQ(c.gc_retry_max, 30s);
   EXPECT_EQ(c.gc_sweep_period, 5min);
   EXPECT_EQ(c.log_level, log::Level::info);
@@ -68,6 +70,29 @@ TEST(ControlPlaneConfig, ConfigFileFromTheEnvironmentAndRepeatedListFlags) {
   EXPECT_EQ(c.cors_read_origins, (std::vector<std::string>{"https://a", "https://b"}));
 }
 
+TEST(ControlPlaneConfig, HttpConnectionLimitsFromFlagsEnvironmentAndFile) {
+  test::TempDir dir;
+  const auto file = dir.path() / "cp.json";
+  test::write_file(file, R"({"data_dir": "/d", "http_max_connections": 4096, "http_max_connections_per_client": "64"})");
+  auto c = parse_ok({"--config", file.string()});
+  EXPECT_EQ(c.http_max_connections, 4096u);
+  EXPECT_EQ(c.http_max_connections_per_client, 64u);
+  c = parse_ok({"--config", file.string(), "--http-max-connections-per-client", "32"},
+               {{"MOORING_CP_HTTP_MAX_CONNECTIONS", "2048"}});
+  EXPECT_EQ(c.http_max_connections, 2048u);
+  EXPECT_EQ(c.http_max_connections_per_client, 32u);
+
+  EXPECT_EQ(parse_error({"--data-dir", "/d", "--http-max-connections", "0"}),
+            "--http-max-connections: expected a positive integer, got \"0\"");
+  EXPECT_EQ(parse_error({"--data-dir", "/d", "--http-max-connections-per-client=1k"}),
+            "--http-max-connections-per-client: expected a positive integer, got \"1k\"");
+  EXPECT_EQ(parse_error({"--data-dir", "/d"}, {{"MOORING_CP_HTTP_MAX_CONNECTIONS", "-5"}}),
+            "MOORING_CP_HTTP_MAX_CONNECTIONS: expected a positive integer, got \"-5\"");
+  test::write_file(file, R"({"data_dir": "/d", "http_max_connections": -1})");
+  EXPECT_EQ(parse_error({"--config", file.string()}),
+            "config file \"" + file.string() + "\": http_max_connections: expected a positive integer, got -1");
+}
+
 TEST(ControlPlaneConfig, BadValuesNameTheirSource) {
   EXPECT_EQ(parse_error({"--data-dir", "/d", "--bogus", "1"}), "unknown flag --bogus (see --help)");
   EXPECT_EQ(parse_error({"--data-dir", "/d", "--heartbeat-ttl", "0s"}),
@@ -94,7 +119,8 @@ TEST(ControlPlaneConfig, HelpListsEveryFlagWithItsVariableAndKey) {
   EXPECT_TRUE(std::get<ControlPlaneArgs>(r).help);
   const auto help = controlplane_config_help();
   for (const char* s : {"--data-dir", "MOORING_CP_DATA_DIR", "\"gc_sweep_period\"", "--gc-retry-max", "--config",
-                        "MOORING_CP_CORS_WRITE_ORIGINS", "default 127.0.0.1:4700"})
+                        "MOORING_CP_CORS_WRITE_ORIGINS", "default 127.0.0.1:4700",
+                        "--http-max-connections-per-client", "MOORING_CP_HTTP_MAX_CONNECTIONS", "default 1024"})
     EXPECT_NE(help.find(s), std::string::npos) << s;
 }
 
