@@ -1,6 +1,10 @@
 // mooring-controlplane: wiring only — flags, logging, the state store, the REST API on Beast,
 // the node agents' gRPC service, the claim GC and node-loss handling, and a graceful stop on
 // SIGINT/SIGTERM.
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstring>
 #include <csignal>
 #include <cstdlib>
 #include <variant>
@@ -52,6 +56,14 @@ int main(int argc, char** argv) {
   const ControlPlaneConfig& flags = args.config;
   log::configure(flags.log_level, flags.log_format);
   log::Logger logger{"controlplane"};
+
+  // The API keeps up to --http-max-connections sockets and gRPC and SQLite need descriptors too,
+  // while the soft limit is often 1024: take the hard limit, as Go's runtime does.
+  if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &files) != 0)
+      logger.warn("cannot raise the open-file limit", {{"error", std::string(std::strerror(errno))}});
+  }
 
   http::ServerConfig http_config;
   std::string grpc_host;
