@@ -2,8 +2,11 @@
 # The local stack behind `make run`: control plane + one node agent that launches the hostpath
 # CSI plugin (plugin id "hostpath"), as plain processes with all data under $MOORING_DATA.
 # Services run in their own sessions (setsid) so a terminal's Ctrl-C reaches only this script,
-# which then stops them in order. Stays in the foreground; Ctrl-C (or SIGTERM) shuts down gracefully: the agent first (it stops
-# its allocations and unmounts their volumes), then the control plane. Safe to run twice in a row.
+# which then stops them in order. Stays in the foreground; Ctrl-C (or SIGTERM, or SIGHUP when the
+# terminal goes away) shuts down gracefully: the agent first (it stops its allocations and
+# unmounts their volumes), then the control plane. Safe to run twice in a row; a second one while
+# the first runs is refused (the address is served already, or the data dir is locked) and leaves
+# the first stack alone.
 set -euo pipefail
 
 BIN=${MOORING_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/release}
@@ -48,9 +51,16 @@ cat > "$DATA/agent.json" <<JSON
 }
 JSON
 
+# Another stack on this address (a second `make run`): its API would answer our health checks and
+# the agent started next would be the second one on its data dir.
+if curl -fsS "http://$HTTP_ADDR/v1/status/health" >/dev/null 2>&1; then
+  echo "run-local: http://$HTTP_ADDR is already served (another 'make run'?); stop that one first" >&2
+  exit 1
+fi
+
 pids=()
 stop_all() {
-  trap - INT TERM
+  trap - INT TERM HUP
   echo
   echo "run-local: shutting down (agent first, then control plane)..."
   if [ -n "${AGENT_PID:-}" ] && kill -0 "$AGENT_PID" 2>/dev/null; then
@@ -70,20 +80,28 @@ stop_all() {
     exit 1
   fi
   echo "run-local: stopped; nothing left mounted under $DATA"
-  exit 0
+  exit "${EXIT_STATUS:-0}"
 }
-trap stop_all INT TERM
+trap stop_all INT TERM HUP
 
 setsid "$CP" --data-dir "$DATA/controlplane" --http-addr "$HTTP_ADDR" --grpc-addr "$CP_GRPC_ADDR" \
   --log-level "$LOG_LEVEL" > >(tee -a "$DATA/logs/controlplane.log") 2>&1 &
 CP_PID=$!
 pids+=("$CP_PID")
 
+cp_exited() {
+  echo "run-local: the control plane exited: $(grep -E 'already running|cannot|refusing' "$DATA/logs/controlplane.log" | tail -n 1)" >&2
+  echo "run-local: see $DATA/logs/controlplane.log" >&2
+  exit 1  # nothing else was started yet
+}
 for _ in $(seq 1 100); do
-  curl -fsS "http://$HTTP_ADDR/v1/status/health" >/dev/null 2>&1 && break
-  kill -0 "$CP_PID" 2>/dev/null || { echo "run-local: control plane exited; see $DATA/logs/controlplane.log" >&2; exit 1; }
+  # Only an answer while our control plane runs counts (another one may have won the race).
+  curl -fsS "http://$HTTP_ADDR/v1/status/health" >/dev/null 2>&1 && kill -0 "$CP_PID" 2>/dev/null && break
+  kill -0 "$CP_PID" 2>/dev/null || cp_exited
   sleep 0.1
 done
+sleep 0.3  # a control plane refused by the data dir lock or the address exits within moments
+kill -0 "$CP_PID" 2>/dev/null || cp_exited
 
 setsid "$AGENT" --config "$DATA/agent.json" > >(tee -a "$DATA/logs/agent.log") 2>&1 &
 AGENT_PID=$!
@@ -92,7 +110,12 @@ pids+=("$AGENT_PID")
 # Ready when the control plane reports a healthy node instance of the plugin.
 for _ in $(seq 1 150); do
   if curl -fsS "http://$HTTP_ADDR/v1/plugin/csi/hostpath" 2>/dev/null | grep -q '"NodesHealthy": *[1-9]'; then break; fi
-  kill -0 "$AGENT_PID" 2>/dev/null || { echo "run-local: node agent exited; see $DATA/logs/agent.log" >&2; stop_all; }
+  kill -0 "$AGENT_PID" 2>/dev/null || {
+    echo "run-local: the node agent exited: $(grep -E 'already running|refusing' "$DATA/logs/agent.log" | tail -n 1)" >&2
+    echo "run-local: see $DATA/logs/agent.log" >&2
+    EXIT_STATUS=1
+    stop_all
+  }
   sleep 0.2
 done
 
@@ -113,4 +136,5 @@ MSG
 
 wait -n "$CP_PID" "$AGENT_PID" || true
 echo "run-local: a service exited on its own; see $DATA/logs" >&2
+EXIT_STATUS=1
 stop_all

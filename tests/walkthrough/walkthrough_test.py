@@ -88,6 +88,20 @@ def main():
                     raise RuntimeError(f"walkthrough step failed: {command}\nexit {r.returncode}, "
                                        f"expected /{expect}/, got:\n{out}")
                 time.sleep(0.5)
+        # `make run` a second time while the first runs: refused with a clear message, and the
+        # first stack goes on untouched (its API, its plugin, its node).
+        second = subprocess.run([os.path.join(ROOT, "scripts", "run-local.sh")], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=60, start_new_session=True)
+        said = second.stdout + second.stderr
+        if second.returncode == 0 or "already" not in said:
+            raise RuntimeError(f"a second run-local.sh was not refused (exit {second.returncode}):\n{said}")
+        print(f"second run-local.sh refused: {said.strip().splitlines()[0]}")
+        if stack.poll() is not None:
+            raise RuntimeError("the first stack stopped when a second one was started")
+        r = subprocess.run(["mooring", "plugin", "status", "hostpath"], cwd=ROOT, env=env, capture_output=True,
+                           text=True)
+        if r.returncode != 0 or not re.search(r"Nodes Healthy\s+= 1/1", r.stdout):
+            raise RuntimeError("the first stack is not healthy after the second start:\n" + r.stdout + r.stderr)
         ok = True
     finally:
         # Ctrl-C, as a reader ends `make run`.
