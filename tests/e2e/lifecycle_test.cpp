@@ -596,6 +596,27 @@ TEST(NodeGc, ANodeDownPastTheThresholdIsPurgedOnceNoClaimNamesIt) {
   EXPECT_EQ(cluster.request("DELETE", "/v1/node/node-2").status, 404u);
 }
 
+// Several snapshots in one request are answered per item: one that fails does not hide the one
+// created, and the answer's status is the failure's.
+TEST_F(Lifecycle, SnapshotsInOneRequestAreAnsweredPerItem) {
+  ASSERT_FALSE(cluster->create_volume("snap-a").is_null());
+  ASSERT_FALSE(cluster->create_volume("snap-b").is_null());
+  for (auto n : {"node-1", "node-2"})
+    cluster->set_faults(n, json::array({{{"rpc", "CreateSnapshot"}, {"code", 9}, {"count", 1}}}));
+  auto r = cluster->request("PUT", "/v1/volumes/snapshot",
+                            json{{"Snapshots", {{{"SourceVolumeID", "snap-a"}, {"Name", "first"}},
+                                                {{"SourceVolumeID", "snap-b"}, {"Name", "second"}}}}}
+                                .dump());
+  EXPECT_GE(r.status, 400u) << r.body;
+  auto body = json::parse(r.body, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << r.body;
+  EXPECT_NE(body.value("Error", "").find("1 of 2 snapshots failed"), std::string::npos) << r.body;
+  ASSERT_EQ(body["Snapshots"].size(), 1u) << r.body;
+  EXPECT_EQ(body["Snapshots"][0].value("SourceVolumeID", ""), "snap-b") << r.body;
+  ASSERT_EQ(body["Errors"].size(), 1u) << r.body;
+  EXPECT_EQ(body["Errors"][0].value("Name", ""), "first");
+}
+
 // A volume is marked Deleting before DeleteVolume is sent, so an allocation submitted while the
 // plugin works cannot claim storage that is about to vanish.
 TEST_F(Lifecycle, NoClaimIsTakenWhileTheVolumeIsBeingDeleted) {

@@ -694,7 +694,12 @@ asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Reque
     wanted.push_back(std::move(w));
   }
 
+  // Each snapshot is its own CSI call and is answered per item: one that fails does not hide the
+  // ones created before it (CreateSnapshot is idempotent by name, so sending the request again
+  // after a failure creates nothing twice).
   json out = json::array();
+  json errors = json::array();
+  std::optional<http::Response> first_failure;
   for (const auto& w : wanted) {
     ::csi::v1::CreateSnapshotRequest csi;
     csi.set_source_volume_id(w.external_id);
@@ -705,7 +710,13 @@ asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Reque
     if (!res.ok()) {
       if (res.outcome == csi::Outcome::uncertain)
         tasks_.spawn("negate snapshot " + w.name, negate_snapshot(w.plugin_id, csi));
-      co_return plugin_failure(res);
+      auto failure = plugin_failure(res);
+      const auto said = json::parse(failure.body, nullptr, false);
+      errors.push_back({{"SourceVolumeID", w.volume_id},
+                        {"Name", w.name},
+                        {"Error", said.is_object() ? said.value("Error", res.error) : res.error}});
+      if (!first_failure) first_failure = std::move(failure);
+      continue;
     }
     out.push_back(snapshot_json(res.response.snapshot(), w.plugin_id, store_, w.name));
     Batch batch;
@@ -717,7 +728,14 @@ asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Reque
                      .details = {{"plugin_id", w.plugin_id}, {"snapshot_id", res.response.snapshot().snapshot_id()}}});
     (void)store_.commit(std::move(batch));
   }
-  co_return json_ok({{"Snapshots", out}, {"Index", store_.index()}});
+  if (!first_failure) co_return json_ok({{"Snapshots", out}, {"Index", store_.index()}});
+  // The first failure's status; the body says what was created and what failed.
+  json answer = {{"Error", std::to_string(errors.size()) + " of " + std::to_string(wanted.size()) +
+                               " snapshots failed: " + errors[0].value("Error", std::string())},
+                 {"Snapshots", out},
+                 {"Errors", errors},
+                 {"Index", store_.index()}};
+  co_return http::json_response(answer.dump(), first_failure->status);
 }
 
 asio::awaitable<void> ControllerEndpoints::negate_snapshot(std::string plugin_id, ::csi::v1::CreateSnapshotRequest request) {
