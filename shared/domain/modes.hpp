@@ -65,6 +65,9 @@ int max_writers(AccessMode m);
 bool is_terminal(ClientStatus s);
 // A past claim is any claim that is being released (every state but taken).
 inline bool is_past(ClaimState s) { return s != ClaimState::taken; }
+// The release walk is ordered (taken, unpublishing, node-detached, controller-detached,
+// ready-to-free): has `s` not yet reached `target`?
+inline bool is_before(ClaimState s, ClaimState target) { return static_cast<int>(s) < static_cast<int>(target); }
 
 bool has_node(PluginType t);        // node or monolith
 bool has_controller(PluginType t);  // controller or monolith

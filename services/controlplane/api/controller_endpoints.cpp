@@ -613,7 +613,7 @@ asio::awaitable<http::Response> ControllerEndpoints::detach_volume(http::Request
   auto target = node_lost ? domain::ClaimState::node_detached : domain::ClaimState::unpublishing;
   for (const auto& alloc : allocs) {
     auto& c = copy.claims.at(alloc);
-    if (static_cast<int>(c.state) < static_cast<int>(target)) (void)advance_claim(copy, alloc, target, now);
+    if (domain::is_before(c.state, target)) (void)advance_claim(copy, alloc, target, now);
   }
   batch.add_event({.topic = "Volume",
                    .type = "VolumeDetachRequested",

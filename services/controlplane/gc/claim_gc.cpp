@@ -365,7 +365,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
   current = store_.volume(volume_id);
   if (!current) co_return;
   auto it = current->claims.find(alloc_id);
-  if (it == current->claims.end() || static_cast<int>(it->second.state) >= static_cast<int>(target)) co_return;
+  if (it == current->claims.end() || !domain::is_before(it->second.state, target)) co_return;
   domain::Volume after = *current;
   Batch done;
   done.add_event(claim_event(after, it->second,

@@ -78,7 +78,7 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
   // The last claim to leave a node detaches it: until then the device is still in use there.
   for (const auto& [alloc, other] : v.claims) {
     if (alloc == c.allocation_id || other.node_id != c.node_id) continue;
-    if (static_cast<int>(other.state) < static_cast<int>(ClaimState::controller_detached))
+    if (domain::is_before(other.state, ClaimState::controller_detached))
       return advance(ClaimState::controller_detached,
                      "allocation " + quoted(alloc) + " on the same node " + quoted(c.node_id) +
                          " still claims the volume; the controller detach is left to the last claim");

@@ -31,18 +31,6 @@ const log::Logger& logger() {
   return l;
 }
 
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
-
-ExitStatus from_wait_status(int st) {
-  ExitStatus s;
-  if (WIFEXITED(st)) {
-    s.exit_code = WEXITSTATUS(st);
-  } else if (WIFSIGNALED(st)) {
-    s.signal = WTERMSIG(st);
-  }
-  return s;
-}
-
 }  // namespace
 
 // A plain function, not a lambda: the coroutine frame must not refer to a temporary closure.
@@ -131,7 +119,7 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return domain::error("cannot start task \"" + spec.command + "\": " + std::strerror(rc));
 
-  const int fd = pidfd_open(pid);
+  const int fd = open_pidfd(pid);
   if (fd < 0) {
     const int e = errno;
     ::kill(-pid, SIGKILL);
@@ -148,7 +136,7 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
 
 std::unique_ptr<TaskProcess> TaskProcess::adopt(asio::any_io_executor ex, TaskHandle handle) {
   if (handle.pid <= 0) return nullptr;
-  const int fd = pidfd_open(handle.pid);
+  const int fd = open_pidfd(handle.pid);
   if (fd < 0) return nullptr;
   // Checked after opening the pidfd: if the start time still matches now, the pidfd refers to
   // our task and not to a process that reused its pid.
@@ -167,7 +155,7 @@ std::optional<ExitStatus> TaskProcess::reap() {
   if (!child_) return std::nullopt;
   int st = 0;
   const pid_t r = ::waitpid(handle_.pid, &st, 0);
-  if (r == handle_.pid) return from_wait_status(st);
+  if (r == handle_.pid) return exit_status_from_wait(st);
   return std::nullopt;
 }
 

@@ -44,9 +44,11 @@ struct Fd {
   }
 };
 
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+}  // namespace
 
-ExitStatus decode(int wstatus) {
+int open_pidfd(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+ExitStatus exit_status_from_wait(int wstatus) {
   ExitStatus s;
   if (WIFEXITED(wstatus)) {
     s.exit_code = WEXITSTATUS(wstatus);
@@ -55,8 +57,6 @@ ExitStatus decode(int wstatus) {
   }
   return s;
 }
-
-}  // namespace
 
 std::string ExitStatus::describe() const {
   if (signal == 0) return "exited with code " + std::to_string(exit_code);
@@ -157,7 +157,7 @@ boost::system::result<std::shared_ptr<ChildProcess>> ChildProcess::spawn(asio::a
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return errno_code(rc);
 
-  Fd pidfd{pidfd_open(pid)};
+  Fd pidfd{open_pidfd(pid)};
   if (pidfd.fd < 0) {
     const int e = errno;
     ::kill(-pid, SIGKILL);
@@ -183,7 +183,7 @@ void ChildProcess::reap(bool block) {
   while (true) {
     const pid_t r = ::waitpid(pid_, &ws, block ? 0 : WNOHANG);
     if (r == pid_) {
-      status_ = decode(ws);
+      status_ = exit_status_from_wait(ws);
       return;
     }
     if (r < 0 && errno == EINTR) continue;

@@ -42,6 +42,11 @@ struct ExitStatus {
   std::string describe() const;  // "exited with code 3", "killed by signal 9 (SIGKILL)"
 };
 
+// What waitpid's status word says. Shared by the plugin processes and the tasks.
+ExitStatus exit_status_from_wait(int wait_status);
+// pidfd_open(2): a descriptor that becomes readable when `pid` exits (-1 and errno on failure).
+int open_pidfd(pid_t pid);
+
 enum class OutputStream { out, err };
 // Receives every complete output line (without the newline). Runs on the process's executor.
 using LineSink = std::function<void(OutputStream, std::string_view)>;
