@@ -1,10 +1,9 @@
 // Agent API room (internal): the handlers behind the ControlPlane service and what they share.
 // Each reads the store, plans with the pure rules, and commits at most one batch per step
-// without suspending in between; only WatchAllocations (waiting) and ClaimVolume (the
-// controller call) suspend, and both re-read the store afterwards.
+// without suspending in between; only WatchAllocations (waiting) and ClaimVolume (the claim
+// path's controller call) suspend, and both re-read the store afterwards.
 #pragma once
 
-#include <set>
 #include <string>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -13,8 +12,8 @@
 
 #include "mooring/v1/controlplane.pb.h"
 #include "services/controlplane/agentapi/agent_service.hpp"
+#include "services/controlplane/claims/claim_path.hpp"
 #include "services/controlplane/claims/refusal.hpp"
-#include "shared/async/wake_signal.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 
@@ -22,16 +21,13 @@ namespace mooring::controlplane::agentapi {
 
 struct Context {
   Context(boost::asio::any_io_executor ex, StateStore& s, NodeLiveness& l, ControllerPublisher* p, AgentServiceOptions o)
-      : executor(ex), store(s), liveness(l), publisher(p), options(o), publish_done(ex) {}
+      : executor(ex), store(s), liveness(l), options(o), claims(ex, s, p) {}
 
   boost::asio::any_io_executor executor;
   StateStore& store;
   NodeLiveness& liveness;
-  ControllerPublisher* publisher;
   AgentServiceOptions options;
-  // Volumes with a ControllerPublish in flight: one CSI call per volume at a time.
-  std::set<std::string> publishing;
-  async::WakeSignal publish_done;
+  ClaimPath claims;
   log::Logger log{"agentapi"};
 };
 

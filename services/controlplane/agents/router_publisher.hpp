@@ -2,7 +2,7 @@
 // runs a healthy controller instance of the volume's plugin, serialized per volume).
 #pragma once
 
-#include "services/controlplane/agentapi/controller_publisher.hpp"
+#include "services/controlplane/claims/controller_publisher.hpp"
 
 namespace mooring::controlplane::agents {
 

@@ -1,0 +1,181 @@
+#include "services/controlplane/claims/claim_path.hpp"
+
+#include <grpcpp/support/status.h>
+
+#include "services/controlplane/claims/publish_outcome.hpp"
+#include "services/controlplane/state/state_store.hpp"
+
+namespace mooring::controlplane {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+domain::Event claim_event(std::string type, const std::string& volume_id, const std::string& alloc_id,
+                          const std::string& node_id, std::string message) {
+  return {.topic = "Claim",
+          .type = std::move(type),
+          .key = volume_id,
+          .message = std::move(message),
+          .details = {{"alloc_id", alloc_id}, {"node_id", node_id}}};
+}
+
+ClaimFailure failed(Refusal refusal) { return {.refusal = std::move(refusal), .code = std::nullopt}; }
+
+}  // namespace
+
+// Marks the volume busy with a ControllerPublish for as long as it lives, and wakes claims
+// waiting for it when it ends (also when the call is cancelled).
+struct ClaimPath::Publishing {
+  ClaimPath& path;
+  std::string volume_id;
+  Publishing(ClaimPath& p, std::string id) : path(p), volume_id(std::move(id)) { path.publishing_.insert(volume_id); }
+  ~Publishing() {
+    path.publishing_.erase(volume_id);
+    path.publish_done_.notify();
+  }
+  Publishing(const Publishing&) = delete;
+  Publishing& operator=(const Publishing&) = delete;
+};
+
+ClaimPath::ClaimPath(asio::any_io_executor executor, StateStore& store, ControllerPublisher* publisher)
+    : store_(store), publisher_(publisher), publish_done_(std::move(executor)) {}
+
+asio::awaitable<void> ClaimPath::wait_for_publish(const std::string& volume_id) {
+  for (;;) {
+    const auto gen = publish_done_.generation();
+    if (!publishing_.contains(volume_id)) co_return;
+    co_await publish_done_.wait(gen);
+  }
+}
+
+asio::awaitable<ClaimAnswer> ClaimPath::claim(ClaimInput input) {
+  co_await wait_for_publish(input.volume_id);
+
+  // No suspension from the checks to the commit of the intent.
+  const domain::Volume* stored = store_.volume(input.volume_id);
+  auto plan = plan_claim(input, store_.node(input.node_id), stored, store_.allocation(input.allocation_id),
+                         stored ? store_.plugin(stored->plugin_id) : nullptr, publisher_ != nullptr, domain::now());
+  if (!plan) co_return failed(plan.refusal());
+  if (plan->record) {
+    Batch batch;
+    if (plan->outcome == ClaimOutcome::created)
+      batch.add_event(claim_event("ClaimTaken", input.volume_id, input.allocation_id, input.node_id,
+                                  "volume " + quoted(input.volume_id) + " claimed for " +
+                                      std::string(domain::to_string(input.mode)) + " by allocation " +
+                                      quoted(input.allocation_id) + " on node " + quoted(input.node_id)));
+    if (plan->volume != *stored) batch.put(plan->volume);
+    if (auto refused = commit(std::move(batch), claim_subject(input))) co_return failed(*refused);
+  }
+  if (!plan->publish) {
+    const auto& claim = plan->volume.claims.at(input.allocation_id);
+    co_return GrantedClaim{.volume = plan->volume, .claim = claim, .read_only = plan->read_only};
+  }
+  co_return co_await publish(input, std::move(*plan));
+}
+
+// The intent is committed; the store may change while the controller works.
+asio::awaitable<ClaimAnswer> ClaimPath::publish(const ClaimInput& input, ClaimPlan plan) {
+  const Publishing busy(*this, input.volume_id);
+  const domain::Claim claim = plan.volume.claims.at(input.allocation_id);
+  // Group commit: the intent is in memory; it must be on disk before the controller hears of it.
+  if (auto st = co_await store_.durable(store_.index()); !st)
+    co_return failed(write_failed(claim_subject(input), st.error()));
+  PublishResult result;
+  if (publisher_)
+    result = co_await publisher_->publish(plan.volume, claim, claim.external_node_id);
+  else
+    result.status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "no controller route is configured");
+  co_return settle(input, plan, std::move(result));
+}
+
+ClaimAnswer ClaimPath::settle(const ClaimInput& input, const ClaimPlan& plan, PublishResult result) {
+  const std::string what = claim_subject(input);
+  const domain::Volume* after = store_.volume(input.volume_id);
+  const domain::Claim* current = nullptr;
+  if (after)
+    if (auto it = after->claims.find(input.allocation_id); it != after->claims.end()) current = &it->second;
+  if (!current || current->state != domain::ClaimState::taken) {
+    // Released while the controller worked (allocation stopped, operator detach): the release
+    // path owns it now and ends with ControllerUnpublish.
+    log_.warn("claim released while ControllerPublishVolume ran",
+              {{"volume_id", input.volume_id}, {"alloc_id", input.allocation_id}, {"publish_ok", result.status.ok()}});
+    return ClaimFailure{.refusal = conflict(what + ": the claim was released while ControllerPublishVolume ran"),
+                        .code = grpc::StatusCode::ABORTED};
+  }
+  domain::Volume updated = *after;
+  if (!result.status.ok()) return settle_failure(input, plan, std::move(updated), result.status, result.sent);
+
+  record_publish(updated, input.allocation_id, std::move(result.publish_context), domain::now());
+  const auto& claim = updated.claims.at(input.allocation_id);
+  Batch batch;
+  batch.put(updated);
+  batch.add_event(claim_event("ClaimPublished", input.volume_id, input.allocation_id, input.node_id,
+                              "volume " + quoted(input.volume_id) + " controller-published to node " +
+                                  quoted(input.node_id) + " (CSI node " + quoted(claim.external_node_id) + ")"));
+  if (auto refused = commit(std::move(batch), what)) return failed(*refused);
+  return GrantedClaim{.volume = updated, .claim = claim, .read_only = plan.read_only};
+}
+
+ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& plan, domain::Volume updated,
+                                      const grpc::Status& status, bool sent) {
+  const auto code = status.error_code();
+  const auto failure = classify_publish_failure(code, sent, plan.retry_of_pending);
+  const std::string text = "ControllerPublishVolume failed: " + csi::status_text(status);
+  const std::string subject = "volume " + quoted(input.volume_id);
+  record_publish_failure(updated, input.allocation_id, failure, text, domain::now());
+  Batch batch;
+  if (failure.certain)
+    batch.add_event(claim_event("ClaimDropped", input.volume_id, input.allocation_id, input.node_id,
+                                subject + ": claim of allocation " + quoted(input.allocation_id) + " dropped: " + text));
+  else
+    batch.add_event(claim_event("ClaimReleaseRequested", input.volume_id, input.allocation_id, input.node_id,
+                                subject + ": " + text +
+                                    "; the publish may have happened, so the claim is released with "
+                                    "ControllerUnpublishVolume"));
+  batch.put(updated);
+  if (auto refused = commit(std::move(batch), claim_subject(input))) return failed(*refused);
+  log_.warn("controller publish failed",
+            {{"volume_id", input.volume_id}, {"alloc_id", input.allocation_id}, {"node_id", input.node_id},
+             {"code", std::string(csi::code_name(code))}, {"outcome", csi::to_string(failure.outcome)},
+             {"claim", failure.certain ? "dropped" : "released"}});
+  if (failure.rejected) return ClaimFailure{.refusal = invalid(subject + ": " + text), .code = code};
+  return failed(unavailable(subject + ": " + text + (failure.certain ? "" : "; the claim is being released") +
+                            "; retry the claim"));
+}
+
+Verdict ClaimPath::node_detached(const std::string& volume_id, const std::string& allocation_id,
+                                 const std::string& node_id) {
+  const auto* stored = store_.volume(volume_id);
+  if (!stored) return std::nullopt;  // nothing left to release
+  auto it = stored->claims.find(allocation_id);
+  if (it == stored->claims.end()) return std::nullopt;  // already freed
+  if (it->second.node_id != node_id)
+    return invalid("volume " + quoted(volume_id) + ": the claim of allocation " + quoted(allocation_id) +
+                   " belongs to node " + quoted(it->second.node_id) + ", not to node " + quoted(node_id));
+  if (static_cast<int>(it->second.state) >= static_cast<int>(domain::ClaimState::node_detached)) return std::nullopt;
+  domain::Volume volume = *stored;
+  if (auto refused = advance_claim(volume, allocation_id, domain::ClaimState::node_detached, domain::now()))
+    return refused;
+  Batch batch;
+  batch.put(std::move(volume));
+  batch.add_event(claim_event("ClaimNodeDetached", volume_id, allocation_id, node_id,
+                              "volume " + quoted(volume_id) + ": node " + quoted(node_id) +
+                                  " unmounted it for allocation " + quoted(allocation_id)));
+  return commit(std::move(batch), "unpublish of volume " + quoted(volume_id));
+}
+
+Verdict ClaimPath::commit(Batch batch, const std::string& what) {
+  if (auto r = store_.commit(std::move(batch)); !r) return write_failed(what, r.error());
+  return std::nullopt;
+}
+
+// The state could not be made durable: retryable for the agent.
+Refusal ClaimPath::write_failed(const std::string& what, const std::string& error) const {
+  log_.error("state write failed", {{"what", what}, {"error", error}});
+  return unavailable(what + ": the state could not be written: " + error);
+}
+
+}  // namespace mooring::controlplane

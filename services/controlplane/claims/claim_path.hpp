@@ -1,0 +1,72 @@
+// Claims room: the claim path a node agent drives — record a claim's intent durably, then (new
+// claims only) ControllerPublish it and store the outcome; and the node side of its release.
+// Transport-free: the agent API translates its messages to these values and back.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "services/controlplane/claims/claim_plan.hpp"
+#include "services/controlplane/claims/controller_publisher.hpp"
+#include "shared/async/wake_signal.hpp"
+#include "shared/log/log.hpp"
+
+namespace mooring::controlplane {
+
+class StateStore;
+class Batch;
+
+// The claim as the node mounts it.
+struct GrantedClaim {
+  domain::Volume volume;
+  domain::Claim claim;  // carries the publish context
+  bool read_only = false;
+};
+
+struct ClaimFailure {
+  Refusal refusal;
+  // Answer with this code instead of the refusal's kind: the controller's final error, passed
+  // on, or ABORTED when the claim was released while ControllerPublish ran.
+  std::optional<grpc::StatusCode> code;
+};
+
+using ClaimAnswer = std::variant<GrantedClaim, ClaimFailure>;
+
+class ClaimPath {
+ public:
+  // `executor` must be the store's. `publisher` may be null: claims that need a
+  // ControllerPublish are then refused as unavailable and record nothing.
+  ClaimPath(boost::asio::any_io_executor executor, StateStore& store, ControllerPublisher* publisher);
+
+  // Waits for a ControllerPublish of the same volume in flight, then decides afresh.
+  boost::asio::awaitable<ClaimAnswer> claim(ClaimInput input);
+
+  // The node unmounted the volume for the allocation: its claim moves to node-detached.
+  // Idempotent; a claim of another node is refused.
+  Verdict node_detached(const std::string& volume_id, const std::string& allocation_id, const std::string& node_id);
+
+ private:
+  struct Publishing;
+
+  boost::asio::awaitable<void> wait_for_publish(const std::string& volume_id);
+  boost::asio::awaitable<ClaimAnswer> publish(const ClaimInput& input, ClaimPlan plan);
+  ClaimAnswer settle(const ClaimInput& input, const ClaimPlan& plan, PublishResult result);
+  ClaimAnswer settle_failure(const ClaimInput& input, const ClaimPlan& plan, domain::Volume updated,
+                             const grpc::Status& status, bool sent);
+  Verdict commit(Batch batch, const std::string& what);
+  Refusal write_failed(const std::string& what, const std::string& error) const;
+
+  StateStore& store_;
+  ControllerPublisher* publisher_;
+  // Volumes with a ControllerPublish in flight: one CSI call per volume at a time.
+  std::set<std::string> publishing_;
+  async::WakeSignal publish_done_;
+  log::Logger log_{"claims"};
+};
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,36 @@
+#include "services/controlplane/claims/publish_outcome.hpp"
+
+#include "services/controlplane/claims/claim_rules.hpp"
+
+namespace mooring::controlplane {
+
+bool publish_pending(const domain::Claim& claim) {
+  return claim.state == domain::ClaimState::taken && claim.last_error == kPublishPending;
+}
+
+PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool retry_of_pending) {
+  const auto outcome = csi::classify(csi::Rpc::ControllerPublishVolume, code);
+  // A final error is certain only on the first attempt: an earlier one may have published.
+  const bool final_first = outcome == csi::Outcome::final_error && !retry_of_pending;
+  return {.outcome = outcome, .certain = !sent || final_first, .rejected = sent && final_first};
+}
+
+void record_publish(domain::Volume& volume, const std::string& allocation_id,
+                    std::map<std::string, std::string> publish_context, domain::Time now) {
+  auto& claim = volume.claims.at(allocation_id);
+  claim.publish_context = std::move(publish_context);
+  claim.last_error.clear();
+  claim.update_time = now;
+}
+
+void record_publish_failure(domain::Volume& volume, const std::string& allocation_id, const PublishFailure& failure,
+                            std::string error, domain::Time now) {
+  if (failure.certain) {
+    free_claim(volume, allocation_id);
+    return;
+  }
+  (void)advance_claim(volume, allocation_id, domain::ClaimState::unpublishing, now);
+  (void)record_release_failure(volume, allocation_id, std::move(error), domain::Time{}, now);
+}
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,47 @@
+// Claims room: what a ControllerPublishVolume outcome does to the claim that asked for it. Pure:
+// the claim path calls the controller and commits; these rules decide. A publish that failed for
+// certain frees the claim; one that may have happened leaves it for release, so
+// ControllerUnpublish always follows an uncertain publish.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "shared/csi/error_table.hpp"
+#include "shared/domain/time.hpp"
+#include "shared/domain/volume.hpp"
+
+namespace mooring::controlplane {
+
+// Set as the LastError of a taken claim between recording its intent and storing the publish
+// context, so a re-claim after a crash (or a cancelled call) publishes again instead of
+// answering without a publish context. A taken claim with this marker may or may not be
+// published; its release always issues ControllerUnpublish.
+inline constexpr const char* kPublishPending = "waiting for ControllerPublishVolume to be confirmed";
+
+// The claim's intent was recorded and its publish is not confirmed yet.
+bool publish_pending(const domain::Claim& claim);
+
+struct PublishFailure {
+  csi::Outcome outcome;  // the error table's reading of the code
+  // Nothing can have been published: the claim is freed. Otherwise it is released with
+  // ControllerUnpublish.
+  bool certain;
+  // The controller refused the first attempt for good: the caller passes its code on.
+  bool rejected;
+};
+
+// `sent`: a controller received the call (PublishResult::sent). `retry_of_pending`: the claim
+// was already waiting for a publish, so an earlier attempt may have published even when this
+// one failed for good.
+PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool retry_of_pending);
+
+// Stores the publish context on the allocation's claim and clears the pending marker.
+void record_publish(domain::Volume& volume, const std::string& allocation_id,
+                    std::map<std::string, std::string> publish_context, domain::Time now);
+
+// Frees the claim (certain) or moves it to unpublishing with `error` as its LastError.
+void record_publish_failure(domain::Volume& volume, const std::string& allocation_id, const PublishFailure& failure,
+                            std::string error, domain::Time now);
+
+}  // namespace mooring::controlplane

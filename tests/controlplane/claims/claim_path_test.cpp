@@ -1,0 +1,185 @@
+// The claim path without sockets: a store over an in-memory backend, a scripted publisher, and
+// the claim plan it starts from.
+#include "services/controlplane/claims/claim_path.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "services/controlplane/claims/publish_outcome.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "tests/controlplane/support/fake_backend.hpp"
+#include "tests/controlplane/support/fixtures.hpp"
+#include "tests/controlplane/support/scripted_publisher.hpp"
+
+namespace mooring::controlplane {
+
+namespace asio = boost::asio;
+using grpc::StatusCode;
+
+namespace {
+
+// One node "n1" with a monolith plugin that attaches (ControllerPublish needed), a volume and
+// allocations "a1", "a2" on n1 that request it for writing.
+class ClaimPathTest : public ::testing::Test {
+ protected:
+  ClaimPathTest() {
+    EXPECT_TRUE(store.load());
+    auto plugin = fixtures::plugin("hostpath", "n1", true);
+    for (auto* map : {&plugin.controllers, &plugin.nodes})
+      for (auto& [id, inst] : *map) inst.controller_info->supports_attach_detach = true;
+    domain::Node node;
+    node.id = "n1";
+    node.status = domain::NodeStatus::ready;
+    node.plugins["hostpath"] = plugin.nodes.at("n1");
+    Batch batch;
+    batch.put(plugin);
+    batch.put(node);
+    batch.put(fixtures::volume("vol-1"));
+    for (const char* id : {"a1", "a2"}) {
+      auto alloc = fixtures::allocation(id, "n1");
+      alloc.volumes["data"] = {.name = "data",
+                               .source = "vol-1",
+                               .access_mode = domain::AccessMode::single_node_writer,
+                               .attachment_mode = domain::AttachmentMode::file_system};
+      batch.put(alloc);
+    }
+    EXPECT_TRUE(store.commit(std::move(batch)));
+  }
+
+  static ClaimInput input(std::string alloc = "a1") {
+    return {.volume_id = "vol-1",
+            .allocation_id = std::move(alloc),
+            .node_id = "n1",
+            .mode = domain::ClaimMode::write,
+            .access_mode = domain::AccessMode::single_node_writer,
+            .attachment_mode = domain::AttachmentMode::file_system};
+  }
+
+  ClaimAnswer claim(ClaimInput in) {
+    std::optional<ClaimAnswer> out;
+    asio::co_spawn(io, path.claim(std::move(in)), [&](std::exception_ptr e, ClaimAnswer a) {
+      if (e) std::rethrow_exception(e);
+      out = std::move(a);
+    });
+    io.run();
+    io.restart();
+    return std::move(*out);
+  }
+
+  const domain::Claim* stored_claim(const std::string& alloc) {
+    const auto* v = store.volume("vol-1");
+    auto it = v->claims.find(alloc);
+    return it == v->claims.end() ? nullptr : &it->second;
+  }
+
+  asio::io_context io;
+  FakeBackend backend;
+  StateStore store{io.get_executor(), backend};
+  ScriptedPublisher publisher;
+  ClaimPath path{io.get_executor(), store, &publisher};
+};
+
+}  // namespace
+
+TEST_F(ClaimPathTest, ANewClaimIsPublishedWithTheCsiNodeIdAndKeepsTheContext) {
+  auto answer = claim(input());
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(answer));
+  const auto& granted = std::get<GrantedClaim>(answer);
+  EXPECT_EQ(granted.claim.publish_context.at("device"), "/dev/fake-vol-1");
+  EXPECT_FALSE(granted.read_only);
+  ASSERT_EQ(publisher.calls.size(), 1u);
+  EXPECT_EQ(publisher.calls[0].csi_node_id, "csi-n1");
+  ASSERT_NE(stored_claim("a1"), nullptr);
+  EXPECT_FALSE(publish_pending(*stored_claim("a1")));
+}
+
+TEST_F(ClaimPathTest, AReClaimAnswersFromTheStoreWithoutPublishingOrWriting) {
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(input())));
+  const auto writes = backend.transactions.size();
+  auto again = claim(input());
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(again));
+  EXPECT_EQ(std::get<GrantedClaim>(again).claim.publish_context.at("device"), "/dev/fake-vol-1");
+  EXPECT_EQ(publisher.calls.size(), 1u);
+  EXPECT_EQ(backend.transactions.size(), writes);
+}
+
+TEST_F(ClaimPathTest, APublishThatSurelyFailedFreesTheClaimAndPassesTheCodeOn) {
+  publisher.script.push_back(ScriptedPublisher::failure(StatusCode::INVALID_ARGUMENT));
+  auto answer = claim(input());
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(answer));
+  EXPECT_EQ(std::get<ClaimFailure>(answer).code, StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(stored_claim("a1"), nullptr);
+}
+
+TEST_F(ClaimPathTest, APublishNeverSentFreesTheClaimAndIsRetryable) {
+  publisher.script.push_back(ScriptedPublisher::failure(StatusCode::UNAVAILABLE, /*sent=*/false));
+  auto answer = claim(input());
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(answer));
+  const auto& failure = std::get<ClaimFailure>(answer);
+  EXPECT_FALSE(failure.code);
+  EXPECT_EQ(failure.refusal.kind, Refusal::Kind::unavailable);
+  EXPECT_EQ(stored_claim("a1"), nullptr);
+}
+
+TEST_F(ClaimPathTest, APublishThatMayHaveHappenedLeavesTheClaimForRelease) {
+  publisher.script.push_back(ScriptedPublisher::failure(StatusCode::DEADLINE_EXCEEDED));
+  auto answer = claim(input());
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(answer));
+  EXPECT_EQ(std::get<ClaimFailure>(answer).refusal.kind, Refusal::Kind::unavailable);
+  ASSERT_NE(stored_claim("a1"), nullptr);
+  EXPECT_EQ(stored_claim("a1")->state, domain::ClaimState::unpublishing);
+}
+
+TEST_F(ClaimPathTest, ClaimsOfOneVolumeNeverPublishAtTheSameTime) {
+  publisher.delay = std::chrono::milliseconds(20);
+  std::vector<ClaimAnswer> answers;
+  for (const char* alloc : {"a1", "a1"})
+    asio::co_spawn(io, path.claim(input(alloc)), [&](std::exception_ptr e, ClaimAnswer a) {
+      if (e) std::rethrow_exception(e);
+      answers.push_back(std::move(a));
+    });
+  io.run();
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(publisher.max_in_flight, 1);
+  EXPECT_EQ(publisher.calls.size(), 1u);  // the second saw the published claim
+}
+
+TEST_F(ClaimPathTest, WithoutAPublisherANewClaimIsRefusedAndNothingIsWritten) {
+  ClaimPath without{io.get_executor(), store, nullptr};
+  const auto writes = backend.transactions.size();
+  std::optional<ClaimAnswer> out;
+  asio::co_spawn(io, without.claim(input()), [&](std::exception_ptr, ClaimAnswer a) { out = std::move(a); });
+  io.run();
+  ASSERT_TRUE(out && std::holds_alternative<ClaimFailure>(*out));
+  EXPECT_EQ(std::get<ClaimFailure>(*out).refusal.kind, Refusal::Kind::unavailable);
+  EXPECT_EQ(backend.transactions.size(), writes);
+}
+
+TEST_F(ClaimPathTest, NodeDetachedAdvancesOnceAndRefusesAnotherNode) {
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(input())));
+  EXPECT_EQ(path.node_detached("vol-1", "a1", "n2")->kind, Refusal::Kind::invalid);
+  EXPECT_FALSE(path.node_detached("vol-1", "a1", "n1"));
+  EXPECT_EQ(stored_claim("a1")->state, domain::ClaimState::node_detached);
+  const auto writes = backend.transactions.size();
+  EXPECT_FALSE(path.node_detached("vol-1", "a1", "n1"));  // idempotent
+  EXPECT_FALSE(path.node_detached("vol-1", "gone", "n1"));
+  EXPECT_FALSE(path.node_detached("no-volume", "a1", "n1"));
+  EXPECT_EQ(backend.transactions.size(), writes);
+}
+
+TEST(ClaimPlan, AnAllocationOnAnotherNodeIsRefusedBeforeAnythingElse) {
+  auto volume = fixtures::volume("vol-1");
+  auto alloc = fixtures::allocation("a1", "n2");
+  domain::Node node;
+  node.id = "n1";
+  ClaimInput in{.volume_id = "vol-1", .allocation_id = "a1", .node_id = "n1"};
+  auto plan = plan_claim(in, &node, &volume, &alloc, nullptr, true, domain::now());
+  ASSERT_FALSE(plan);
+  EXPECT_EQ(plan.refusal().kind, Refusal::Kind::invalid);
+  EXPECT_NE(plan.refusal().message.find("placed on node \"n2\""), std::string::npos);
+  EXPECT_EQ(plan_claim(in, nullptr, &volume, &alloc, nullptr, true, domain::now()).refusal().kind,
+            Refusal::Kind::not_found);
+}
+
+}  // namespace mooring::controlplane

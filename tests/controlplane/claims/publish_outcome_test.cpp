@@ -1,0 +1,80 @@
+// Which ControllerPublish failures free the claim and which leave it for release with
+// ControllerUnpublish.
+#include "services/controlplane/claims/publish_outcome.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tests/controlplane/support/fixtures.hpp"
+
+namespace mooring::controlplane {
+
+using grpc::StatusCode;
+
+namespace {
+
+const domain::Time t0 = domain::from_unix_ms(1'000'000);
+
+domain::Volume claimed_volume() {
+  auto v = fixtures::volume("vol-1");
+  v.claims["a1"] = fixtures::claim("a1", "n1", domain::ClaimState::taken);
+  v.claims["a1"].last_error = kPublishPending;
+  v.access_mode = domain::AccessMode::single_node_writer;
+  v.attachment_mode = domain::AttachmentMode::file_system;
+  return v;
+}
+
+}  // namespace
+
+TEST(PublishOutcome, NothingSentIsCertainWhateverTheCode) {
+  for (auto code : {StatusCode::UNAVAILABLE, StatusCode::DEADLINE_EXCEEDED, StatusCode::INVALID_ARGUMENT}) {
+    const auto f = classify_publish_failure(code, /*sent=*/false, /*retry_of_pending=*/false);
+    EXPECT_TRUE(f.certain) << code;
+    EXPECT_FALSE(f.rejected) << code;
+  }
+}
+
+TEST(PublishOutcome, AFinalErrorOnTheFirstAttemptIsCertainAndPassedOn) {
+  const auto f = classify_publish_failure(StatusCode::INVALID_ARGUMENT, true, false);
+  EXPECT_EQ(f.outcome, csi::Outcome::final_error);
+  EXPECT_TRUE(f.certain);
+  EXPECT_TRUE(f.rejected);
+}
+
+TEST(PublishOutcome, AFinalErrorOnARetryOfAPendingPublishIsUncertain) {
+  const auto f = classify_publish_failure(StatusCode::INVALID_ARGUMENT, true, true);
+  EXPECT_FALSE(f.certain);
+  EXPECT_FALSE(f.rejected);
+}
+
+TEST(PublishOutcome, TimeoutsAndUnavailableAreUncertain) {
+  for (auto code : {StatusCode::DEADLINE_EXCEEDED, StatusCode::UNAVAILABLE, StatusCode::ABORTED}) {
+    const auto f = classify_publish_failure(code, true, false);
+    EXPECT_FALSE(f.certain) << code;
+    EXPECT_FALSE(f.rejected) << code;
+  }
+}
+
+TEST(PublishOutcome, ACertainFailureFreesTheClaim) {
+  auto v = claimed_volume();
+  record_publish_failure(v, "a1", classify_publish_failure(StatusCode::INVALID_ARGUMENT, true, false), "boom", t0);
+  EXPECT_FALSE(v.claims.contains("a1"));
+}
+
+TEST(PublishOutcome, AnUncertainFailureLeavesTheClaimUnpublishingWithTheError) {
+  auto v = claimed_volume();
+  record_publish_failure(v, "a1", classify_publish_failure(StatusCode::DEADLINE_EXCEEDED, true, false), "boom", t0);
+  ASSERT_TRUE(v.claims.contains("a1"));
+  EXPECT_EQ(v.claims["a1"].state, domain::ClaimState::unpublishing);
+  EXPECT_EQ(v.claims["a1"].last_error, "boom");
+}
+
+TEST(PublishOutcome, ASuccessStoresTheContextAndClearsThePendingMarker) {
+  auto v = claimed_volume();
+  EXPECT_TRUE(publish_pending(v.claims["a1"]));
+  record_publish(v, "a1", {{"device", "/dev/x"}}, t0);
+  EXPECT_FALSE(publish_pending(v.claims["a1"]));
+  EXPECT_EQ(v.claims["a1"].publish_context.at("device"), "/dev/x");
+  EXPECT_EQ(v.claims["a1"].update_time, t0);
+}
+
+}  // namespace mooring::controlplane
