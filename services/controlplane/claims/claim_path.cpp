@@ -155,7 +155,7 @@ Verdict ClaimPath::node_detached(const std::string& volume_id, const std::string
   if (it->second.node_id != node_id)
     return invalid("volume " + quoted(volume_id) + ": the claim of allocation " + quoted(allocation_id) +
                    " belongs to node " + quoted(it->second.node_id) + ", not to node " + quoted(node_id));
-  if (static_cast<int>(it->second.state) >= static_cast<int>(domain::ClaimState::node_detached)) return std::nullopt;
+  if (!domain::is_before(it->second.state, domain::ClaimState::node_detached)) return std::nullopt;
   domain::Volume volume = *stored;
   if (auto refused = advance_claim(volume, allocation_id, domain::ClaimState::node_detached, domain::now()))
     return refused;

@@ -122,7 +122,7 @@ Verdict advance_claim(domain::Volume& v, const std::string& allocation_id, Claim
   auto it = v.claims.find(allocation_id);
   if (it == v.claims.end()) return not_found(name(v) + " has no claim by allocation " + quoted(allocation_id));
   auto& c = it->second;
-  if (static_cast<int>(to) < static_cast<int>(c.state))
+  if (domain::is_before(to, c.state))
     return invalid(name(v) + ": the claim of allocation " + quoted(allocation_id) + " cannot move back from " +
                    std::string(domain::to_string(c.state)) + " to " + std::string(domain::to_string(to)));
   c.state = to;

@@ -18,7 +18,8 @@
 
 #include "mooring/v1/controlplane.grpc.pb.h"
 #include "services/controlplane/agentapi/agent_service.hpp"
-#include "services/controlplane/agentapi/controller_publisher.hpp"
+#include "services/controlplane/claims/controller_publisher.hpp"
+#include "services/controlplane/claims/publish_outcome.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/rpc/server.hpp"
