@@ -21,28 +21,22 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
   explicit InstanceClient(std::shared_ptr<rpc::CsiClient> channel) : channel_(std::move(channel)) {}
 
   asio::awaitable<grpc::Status> get_plugin_info(csiv1::GetPluginInfoResponse& out) override {
-    csiv1::GetPluginInfoRequest request;  // in this frame: it must outlive the call
-    co_return take(co_await call(csi::Rpc::GetPluginInfo, &rpc::CsiClient::get_plugin_info, request), out);
+    return fetch(csi::Rpc::GetPluginInfo, &rpc::CsiClient::get_plugin_info, out);
   }
   asio::awaitable<grpc::Status> get_plugin_capabilities(csiv1::GetPluginCapabilitiesResponse& out) override {
-    csiv1::GetPluginCapabilitiesRequest request;
-    co_return take(co_await call(csi::Rpc::GetPluginCapabilities, &rpc::CsiClient::get_plugin_capabilities, request), out);
+    return fetch(csi::Rpc::GetPluginCapabilities, &rpc::CsiClient::get_plugin_capabilities, out);
   }
   asio::awaitable<grpc::Status> probe(csiv1::ProbeResponse& out) override {
-    csiv1::ProbeRequest request;
-    co_return take(co_await call(csi::Rpc::Probe, &rpc::CsiClient::probe, request), out);
+    return fetch(csi::Rpc::Probe, &rpc::CsiClient::probe, out);
   }
   asio::awaitable<grpc::Status> controller_get_capabilities(csiv1::ControllerGetCapabilitiesResponse& out) override {
-    csiv1::ControllerGetCapabilitiesRequest request;
-    co_return take(co_await call(csi::Rpc::ControllerGetCapabilities, &rpc::CsiClient::controller_get_capabilities, request), out);
+    return fetch(csi::Rpc::ControllerGetCapabilities, &rpc::CsiClient::controller_get_capabilities, out);
   }
   asio::awaitable<grpc::Status> node_get_capabilities(csiv1::NodeGetCapabilitiesResponse& out) override {
-    csiv1::NodeGetCapabilitiesRequest request;
-    co_return take(co_await call(csi::Rpc::NodeGetCapabilities, &rpc::CsiClient::node_get_capabilities, request), out);
+    return fetch(csi::Rpc::NodeGetCapabilities, &rpc::CsiClient::node_get_capabilities, out);
   }
   asio::awaitable<grpc::Status> node_get_info(csiv1::NodeGetInfoResponse& out) override {
-    csiv1::NodeGetInfoRequest request;
-    co_return take(co_await call(csi::Rpc::NodeGetInfo, &rpc::CsiClient::node_get_info, request), out);
+    return fetch(csi::Rpc::NodeGetInfo, &rpc::CsiClient::node_get_info, out);
   }
   void close(std::string reason) override { closed_ = std::move(reason); }
 
@@ -76,10 +70,14 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
     }
     co_return co_await ((*channel).*method)(request, rpc::CsiCallOptions{});
   }
-  template <class Response>
-  static grpc::Status take(rpc::CsiResult<Response> result, Response& out) {
+  template <class Response, class Request>
+  asio::awaitable<grpc::Status> fetch(csi::Rpc which,
+                                      rpc::CsiClient::Call<Response> (rpc::CsiClient::*method)(const Request&, rpc::CsiCallOptions),
+                                      Response& out) {
+    Request request;  // in this frame: it must outlive the call
+    auto result = co_await call(which, method, request);
     if (result.ok()) out = std::move(result.response);
-    return result.status;
+    co_return result.status;
   }
 
   std::shared_ptr<rpc::CsiClient> channel_;
