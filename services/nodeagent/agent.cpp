@@ -14,13 +14,10 @@
 #include "services/nodeagent/controlplane_calls.hpp"
 #include "services/nodeagent/controlplane_link.hpp"
 #include "services/nodeagent/node_status.hpp"
-#include "services/nodeagent/plugins/grpc_plugin_client.hpp"
-#include "services/nodeagent/plugins/node_plugin_sync.hpp"
-#include "services/nodeagent/plugins/plugin_clients.hpp"
+#include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/rpcserver/nodeagent_service.hpp"
 #include "services/nodeagent/volumes/mount_table.hpp"
-#include "services/nodeagent/volumes/node_plugin_table.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/async/periodic.hpp"
 #include "shared/async/sleep.hpp"
@@ -59,16 +56,14 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
       last_contact_(std::chrono::steady_clock::now()),
       processes_(std::make_unique<async::TaskGroup>(ex, "plugin-processes")),
       loops_(std::make_unique<async::TaskGroup>(ex, "agent")) {
-  clients_ = std::make_unique<PluginClients>(ex);
+  plugins_ = std::make_unique<PluginManager>(ex, *registry_, *status_);
   if (!options_.make_client) {
     // The supervisor's client shares the plugin's channel with the volume and controller calls.
-    options_.make_client = [clients = clients_.get()](const std::string& socket) {
-      return make_plugin_client(clients->get(socket));
+    options_.make_client = [plugins = plugins_.get()](const std::string& socket) {
+      return plugins->supervisor_client(socket);
     };
   }
   const std::filesystem::path data_dir(config_.data_dir);
-  node_plugins_ = std::make_unique<NodePluginTable>(ex);
-  node_plugin_sync_ = std::make_unique<NodePluginSync>(*registry_, *status_, *clients_, *node_plugins_);
   mount_table_ = std::make_unique<ProcMountTable>();
   GrpcControlPlaneOptions cp;
   cp.address = config_.controlplane_addr;
@@ -98,7 +93,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     }
     co_return domain::error("UnpublishVolume: " + st.error_message());
   };
-  volumes_ = std::make_unique<VolumeManager>(ex, *node_plugins_, *mount_table_, notify, vm);
+  volumes_ = std::make_unique<VolumeManager>(ex, *plugins_, *mount_table_, notify, vm);
   mounter_ = std::make_unique<VolumeManagerMounter>(*volumes_);
 
   StatusReporterOptions sr;
@@ -137,7 +132,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   link_ = std::make_unique<ControlPlaneLink>(ex, link, *status_);
   status_->on_change([this] {
     link_->wake();
-    node_plugin_sync_->sync();
+    plugins_->status_changed();
   });
 }
 
@@ -150,7 +145,7 @@ std::chrono::steady_clock::duration Agent::disconnected_for() const {
 void Agent::start_grpc_server() {
   if (config_.grpc_addr.empty()) return;
   service_ = make_nodeagent_service(
-      ex_, NodeAgentServiceDeps{config_.node_id, *volumes_, *registry_, *status_, *clients_});
+      ex_, NodeAgentServiceDeps{config_.node_id, *volumes_, *plugins_});
   rpc::ServerOptions so;
   so.address = config_.grpc_addr;
   so.services = {service_.get()};
@@ -346,7 +341,7 @@ asio::awaitable<void> Agent::shutdown() {
   for (auto& s : supervisors_) co_await s->stop_and_deregister();
   processes_->cancel();
   co_await processes_->join();
-  clients_->close_all();
+  plugins_->close_all();
   logger().info("shut down");
 }
 

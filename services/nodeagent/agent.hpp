@@ -30,10 +30,8 @@ namespace mooring::nodeagent {
 class AllocManager;
 class ControlPlaneCalls;
 class ControlPlaneLink;
-class NodePluginSync;
-class NodePluginTable;
 class NodeStatus;
-class PluginClients;
+class PluginManager;
 class PluginRegistry;
 class ProcMountTable;
 class StatusReporter;
@@ -110,9 +108,7 @@ class Agent {
   bool controlplane_failed_ = false;  // a call failed since the last answer
   bool contacted_ = false;
   std::unique_ptr<async::WakeSignal> controlplane_back_;
-  std::unique_ptr<PluginClients> clients_;
-  std::unique_ptr<NodePluginTable> node_plugins_;
-  std::unique_ptr<NodePluginSync> node_plugin_sync_;
+  std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<ProcMountTable> mount_table_;
   std::unique_ptr<ControlPlaneCalls> controlplane_;
   std::unique_ptr<VolumeManager> volumes_;

@@ -1,6 +1,6 @@
 // The calls the supervisor and the fingerprinter make on one CSI plugin instance: a small
 // consumer-side interface, so their logic is unit-tested with a fake plugin and runs against the
-// real plugin through gRPC (grpc_plugin_client.hpp). Failures are grpc::Status values.
+// real plugin through gRPC (plugin_manager.hpp). Failures are grpc::Status values.
 #pragma once
 
 #include <grpcpp/support/status.h>

@@ -4,8 +4,7 @@
 #include <grpcpp/support/server_callback.h>
 
 #include "mooring/v1/nodeagent.grpc.pb.h"
-#include "services/nodeagent/node_status.hpp"
-#include "services/nodeagent/plugins/plugin_clients.hpp"
+#include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/domain/ids.hpp"
@@ -69,7 +68,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
   ServerUnaryReactor* Method(CallbackServerContext* ctx, const v1::Method##Request* req,                    \
                              ::csi::v1::Method##Response* resp) override {                                  \
     return rpc::serve(ex_, ctx, #Method, [this, req, resp]() -> asio::awaitable<Status> {                   \
-      auto client = plugin_client(PluginKind::controller, req->plugin_id());                                \
+      auto client = d_.plugins.healthy_client(PluginKind::controller, req->plugin_id());                    \
       if (!client) co_return not_running(req->plugin_id());                                                 \
       auto result = co_await client->method_fn(req->request());                                             \
       if (result.ok()) *resp = std::move(result.response);                                                  \
@@ -91,16 +90,6 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
 #undef MOORING_FORWARD
 
  private:
-  // The client of a plugin instance of `kind` that is registered here and currently healthy.
-  std::shared_ptr<rpc::CsiClient> plugin_client(PluginKind kind, const std::string& plugin_id) {
-    if (plugin_id.empty()) return nullptr;
-    const auto inst = d_.registry.lookup(kind, plugin_id);
-    if (!inst) return nullptr;
-    const auto fp = d_.status.fingerprint(plugin_id);
-    if (!fp || !fp->healthy()) return nullptr;
-    return d_.clients.get(inst->reg.socket_path);
-  }
-
   Status not_running(const std::string& plugin_id) const {
     return Status(StatusCode::UNAVAILABLE, "plugin " + plugin_id + " not running on node " + d_.node_id);
   }

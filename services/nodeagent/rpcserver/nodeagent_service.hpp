@@ -16,17 +16,13 @@ class Service;
 
 namespace mooring::nodeagent {
 
-class NodeStatus;
-class PluginClients;
-class PluginRegistry;
+class PluginManager;
 class VolumeManager;
 
 struct NodeAgentServiceDeps {
   std::string node_id;
   VolumeManager& volumes;
-  PluginRegistry& registry;
-  NodeStatus& status;
-  PluginClients& clients;
+  PluginManager& plugins;  // the controller instances the forwarded calls go to
 };
 
 // The handlers run as coroutines on `ex`.

@@ -1,7 +1,7 @@
 // What the volume manager needs from the node's CSI plugins, seen from the consumer side (Nomad's
 // VolumeMounter split): the node RPCs of a plugin instance (the four of a mount, and expansion), whether it stages, and a signal
 // for "this plugin is healthy again" that early-wakes retrying unmounts. The agent wires it to the
-// plugin registry and fingerprinter (node_plugin_table.hpp); unit tests use a fake.
+// plugin registry and fingerprinter (plugins/plugin_manager.hpp); unit tests use a fake.
 #pragma once
 
 #include "shared/rpc/csi_client.hpp"

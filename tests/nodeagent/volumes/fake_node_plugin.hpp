@@ -1,12 +1,14 @@
 // Test fakes for the volume manager: a node plugin that records every call (with the request),
 // fails or hangs on demand, takes a configurable time per call and tracks how many calls run at
-// once per volume; and a mount table it keeps in step with what it "mounted".
+// once per volume; a mount table it keeps in step with what it "mounted"; and the plugin lookup
+// the test sets healthy and unhealthy as the supervisor would.
 #pragma once
 
 #include "services/nodeagent/volumes/mount_table.hpp"
 #include "services/nodeagent/volumes/node_plugins.hpp"
 
 #include "csi/v1/csi.pb.h"
+#include "shared/async/wake_signal.hpp"
 #include "shared/csi/error_table.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -20,6 +22,8 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -179,6 +183,34 @@ class FakeNodeCsi final : public NodeVolumeCalls {
   std::set<csi::Rpc> hanging_;
   std::map<std::string, int> in_flight_;
   int in_flight_total_ = 0;
+};
+
+class FakeNodePlugins final : public NodePluginLookup {
+ public:
+  explicit FakeNodePlugins(boost::asio::any_io_executor executor) : executor_(std::move(executor)) {}
+
+  // `plugin` now runs healthy; wakes the unmounts waiting for it.
+  void set_healthy(const std::string& plugin_id, NodePlugin plugin) {
+    running_[plugin_id] = std::move(plugin);
+    healthy_again(plugin_id).notify();
+  }
+  void set_unhealthy(const std::string& plugin_id) { running_.erase(plugin_id); }
+
+  std::optional<NodePlugin> find(const std::string& plugin_id) override {
+    auto it = running_.find(plugin_id);
+    if (it == running_.end()) return std::nullopt;
+    return it->second;
+  }
+  async::WakeSignal& healthy_again(const std::string& plugin_id) override {
+    auto& signal = signals_[plugin_id];
+    if (!signal) signal = std::make_unique<async::WakeSignal>(executor_);
+    return *signal;
+  }
+
+ private:
+  boost::asio::any_io_executor executor_;
+  std::map<std::string, NodePlugin> running_;
+  std::map<std::string, std::unique_ptr<async::WakeSignal>> signals_;
 };
 
 }  // namespace mooring::nodeagent

@@ -2,9 +2,10 @@
 // real bind mounts, checked in /proc/self/mountinfo: mount and write through the path, release
 // while the plugin is stopped or killed, one stuck volume among ten, and a manager "restart" in
 // the middle of an unmount. Needs root (mount(2)); skipped otherwise.
-#include "services/nodeagent/volumes/csi_node_calls.hpp"
+#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/plugins/plugin_manager.hpp"
+#include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/volumes/mount_record_store.hpp"
-#include "services/nodeagent/volumes/node_plugin_table.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "tests/nodeagent/volumes/volume_test_util.hpp"
 #include "tests/support/child_process.hpp"
@@ -32,6 +33,7 @@ class HostpathVolumesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     MOORING_REQUIRE_ROOT();
+    status.on_change([this] { plugins.status_changed(); });
     start_plugin();
     connect_plugin();
     manager = make_manager();
@@ -72,7 +74,19 @@ class HostpathVolumesTest : public ::testing::Test {
   void connect_plugin() {
     client = std::make_shared<rpc::CsiClient>(io.get_executor(), socket().string());
     ASSERT_TRUE(run(client->connect(10s)));
-    plugins.set_healthy("hostpath", NodePlugin{std::make_shared<CsiNodeCalls>(client), true});
+    PluginRegistration reg;
+    reg.plugin_id = "hostpath";
+    reg.socket_path = socket().string();
+    registry.register_plugin({PluginKind::node}, reg);
+    report_plugin(true);
+  }
+  // The fingerprint the supervisor reports: the plugin stages.
+  void report_plugin(bool healthy) {
+    ::mooring::v1::PluginFingerprint fp;
+    fp.set_plugin_id("hostpath");
+    fp.set_healthy(healthy);
+    fp.mutable_node_info()->set_requires_node_stage_volume(true);
+    status.set_fingerprint(fp);
   }
 
   std::unique_ptr<VolumeManager> make_manager(std::optional<async::Backoff> backoff = std::nullopt) {
@@ -141,7 +155,9 @@ class HostpathVolumesTest : public ::testing::Test {
   test::TempDir dir{"vol-hp"};
   asio::io_context io;
   ProcMountTable mount_table;
-  NodePluginTable plugins{io.get_executor()};
+  PluginRegistry registry;
+  NodeStatus status;
+  PluginManager plugins{io.get_executor(), registry, status};
   std::unique_ptr<test::ChildProcess> plugin;
   std::shared_ptr<rpc::CsiClient> client;
   std::vector<std::pair<std::string, std::string>> notified;
@@ -222,7 +238,7 @@ TEST_F(HostpathVolumesTest, PluginKilledMidReleaseCompletesWhenTheRestartedPlugi
   const auto path = mount("alloc-1", vol);
   ASSERT_TRUE(plugin->kill());
   ASSERT_TRUE(plugin->wait_for_exit(10s).has_value());
-  plugins.set_unhealthy("hostpath");  // what the supervisor reports
+  report_plugin(false);  // what the supervisor reports
   manager->release("alloc-1", {"data"});
   pump_for(io, 500ms);
   ASSERT_EQ(manager->records().size(), 1u);

@@ -2,7 +2,6 @@
 // before each call, how it serializes, and how releases retry, wake, notify, stop and resume.
 #include "services/nodeagent/volumes/volume_manager.hpp"
 
-#include "services/nodeagent/volumes/node_plugin_table.hpp"
 #include "shared/domain/proto_convert.hpp"
 #include "tests/nodeagent/volumes/fake_node_plugin.hpp"
 #include "tests/nodeagent/volumes/volume_test_util.hpp"
@@ -102,7 +101,7 @@ class VolumeManagerTest : public ::testing::Test {
   test::TempDir dir{"vol-mgr"};
   FakeMountTable table;
   std::shared_ptr<FakeNodeCsi> csi = std::make_shared<FakeNodeCsi>(io.get_executor(), table);
-  NodePluginTable plugins{io.get_executor()};
+  FakeNodePlugins plugins{io.get_executor()};
   std::vector<std::pair<std::string, std::string>> notified;  // (volume, alloc)
   int notify_failures = 0;
   std::unique_ptr<VolumeManager> manager;
