@@ -65,6 +65,9 @@ class FakeCalls final : public NodeVolumeCalls {
   rpc::CsiClient::Call<::csi::v1::NodeUnpublishVolumeResponse> unpublish(const ::csi::v1::NodeUnpublishVolumeRequest& r) override {
     return answer<::csi::v1::NodeUnpublishVolumeResponse>(r.target_path(), false);
   }
+  rpc::CsiClient::Call<::csi::v1::NodeExpandVolumeResponse> expand(const ::csi::v1::NodeExpandVolumeRequest&) override {
+    return expand_answer();  // not used by this bench
+  }
 
  private:
   template <class Response>
@@ -79,6 +82,9 @@ class FakeCalls final : public NodeVolumeCalls {
     if (mount) mounts_.paths.insert(path);
     else mounts_.paths.erase(path);
     co_return rpc::CsiResult<Response>{};
+  }
+  asio::awaitable<rpc::CsiResult<::csi::v1::NodeExpandVolumeResponse>> expand_answer() {
+    co_return rpc::CsiResult<::csi::v1::NodeExpandVolumeResponse>{};
   }
   FakeMounts& mounts_;
 };
