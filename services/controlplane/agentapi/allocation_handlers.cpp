@@ -8,8 +8,11 @@
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/proto_convert.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::agentapi {
+
+using domain::in_quotes;
 
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
@@ -18,7 +21,6 @@ namespace {
 
 constexpr std::size_t kMaxAllocationEvents = 50;
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 // Has an allocation of the node been written since the agent's last look? (One that was deleted
 // since, by the allocation GC, does not count: the agent has nothing to do for it.)
@@ -74,10 +76,10 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
     const auto* a = ctx.store.allocation(u.alloc_id());
     if (!a) continue;  // deleted by the allocation GC (terminal long ago): nothing left to update
     if (a->node_id != node_id)
-      return invalid_argument("allocation " + quoted(u.alloc_id()) + " is placed on node " + quoted(a->node_id) +
-                              ", not on node " + quoted(node_id));
+      return invalid_argument("allocation " + in_quotes(u.alloc_id()) + " is placed on node " + in_quotes(a->node_id) +
+                              ", not on node " + in_quotes(node_id));
     if (u.client_status() != v1::CLIENT_STATUS_UNSPECIFIED && !domain::from_proto(u.client_status()))
-      return invalid_argument("allocation " + quoted(u.alloc_id()) + ": field \"client_status\": unknown value " +
+      return invalid_argument("allocation " + in_quotes(u.alloc_id()) + ": field \"client_status\": unknown value " +
                               std::to_string(u.client_status()));
   }
 
@@ -114,8 +116,8 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
         batch.add_event({.topic = "Allocation",
                          .type = "AllocationClientStatus",
                          .key = a.id,
-                         .message = "allocation " + quoted(a.name) + " is " + std::string(domain::to_string(*status)) +
-                                    " on node " + quoted(node_id),
+                         .message = "allocation " + in_quotes(a.name) + " is " + std::string(domain::to_string(*status)) +
+                                    " on node " + in_quotes(node_id),
                          .details = {{"node_id", node_id}, {"client_status", std::string(domain::to_string(*status))}}});
         if (domain::is_terminal(*status)) {
           // Its claims become past claims: the node side is released first (the agent
@@ -132,7 +134,7 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
             batch.add_event({.topic = "Claim",
                              .type = "ClaimReleaseRequested",
                              .key = vid,
-                             .message = "volume " + quoted(vid) + ": allocation " + quoted(a.id) + " is " +
+                             .message = "volume " + in_quotes(vid) + ": allocation " + in_quotes(a.id) + " is " +
                                         std::string(domain::to_string(*status)) + "; its claim is being released",
                              .details = {{"alloc_id", a.id}, {"node_id", node_id}}});
           }
@@ -145,7 +147,7 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
   for (auto& [id, v] : volumes) batch.put(std::move(v));
   if (batch.empty()) return grpc::Status::OK;
   if (auto r = ctx.store.commit(std::move(batch)); !r)
-    return write_failed(ctx, "update allocations of node " + quoted(node_id), r.error());
+    return write_failed(ctx, "update allocations of node " + in_quotes(node_id), r.error());
   return grpc::Status::OK;
 }
 

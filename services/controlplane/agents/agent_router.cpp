@@ -6,10 +6,13 @@
 
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/text.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/client_call.hpp"
 
 namespace mooring::controlplane::agents {
+
+using domain::in_quotes;
 
 namespace asio = boost::asio;
 using Stub = v1::NodeAgent::Stub;
@@ -21,7 +24,6 @@ const log::Logger& logger() {
   return instance;
 }
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 }  // namespace
 
@@ -91,7 +93,7 @@ struct AgentRouter::Impl {
     const std::uint64_t seen = router.store_.index();
     AgentResult<Resp> out;
     out.node_id = node_id;
-    const std::string where = what + " on node " + quoted(node_id);
+    const std::string where = what + " on node " + in_quotes(node_id);
     if (auto st = co_await router.store_.durable(seen); !st) {
       not_sent(out, classify_as, where, "control plane: " + st.error());
       co_return out;
@@ -99,7 +101,7 @@ struct AgentRouter::Impl {
     const domain::Node* node = router.store_.node(node_id);
     if (!node || node->address.empty()) {
       not_sent(out, classify_as, where,
-               node ? "node " + quoted(node_id) + " has no agent address" : "node " + quoted(node_id) + " is not registered");
+               node ? "node " + in_quotes(node_id) + " has no agent address" : "node " + in_quotes(node_id) + " is not registered");
       co_return out;
     }
     out.status = co_await call(*node, timeout, request, out.response, start);
@@ -116,8 +118,8 @@ struct AgentRouter::Impl {
     const std::uint64_t seen = router.store_.index();
     async::KeyedLocks::Guard guard;
     if (!key.empty()) guard = co_await router.locks_.lock(key);
-    const std::string what = std::string(csi::to_string(rpc)) + " for plugin " + quoted(plugin_id) +
-                             (key.empty() ? std::string{} : " (volume " + quoted(key) + ")");
+    const std::string what = std::string(csi::to_string(rpc)) + " for plugin " + in_quotes(plugin_id) +
+                             (key.empty() ? std::string{} : " (volume " + in_quotes(key) + ")");
     AgentResult<Resp> out;
     if (auto st = co_await router.store_.durable(seen); !st) {  // as in to_node
       not_sent(out, rpc, what, "control plane: " + st.error());
@@ -142,7 +144,7 @@ struct AgentRouter::Impl {
       out.outcome = csi::classify(rpc, out.status.error_code());
       out.node_id = node_id;
       asked = true;
-      tried += (tried.empty() ? "" : "; ") + std::string("via node ") + quoted(node_id) + ": " +
+      tried += (tried.empty() ? "" : "; ") + std::string("via node ") + in_quotes(node_id) + ": " +
                (out.ok() ? std::string("OK") : csi::status_text(out.status));
       // NOT_FOUND from one instance is an answer about that instance only: controllers with
       // per-node state (one backend per node) each know their own volumes. The others are asked
@@ -192,14 +194,14 @@ std::vector<std::string> AgentRouter::controller_candidates(const std::string& p
 
 std::string AgentRouter::no_controller_reason(const std::string& plugin_id) const {
   const domain::Plugin* p = store_.plugin(plugin_id);
-  if (!p) return "no CSI plugin named " + quoted(plugin_id) + " is registered";
-  if (p->controllers.empty()) return "plugin " + quoted(plugin_id) + " has no controller instances";
+  if (!p) return "no CSI plugin named " + in_quotes(plugin_id) + " is registered";
+  if (p->controllers.empty()) return "plugin " + in_quotes(plugin_id) + " has no controller instances";
   if (!controller_candidates(plugin_id).empty()) return "";
-  std::string out = "plugin " + quoted(plugin_id) + " has no healthy controller on a ready node (";
+  std::string out = "plugin " + in_quotes(plugin_id) + " has no healthy controller on a ready node (";
   bool first = true;
   for (const auto& [node_id, inst] : p->controllers) {
     const domain::Node* n = store_.node(node_id);
-    out += (first ? "" : ", ") + quoted(node_id) + ": ";
+    out += (first ? "" : ", ") + in_quotes(node_id) + ": ";
     first = false;
     if (!inst.healthy) out += "unhealthy" + (inst.health_description.empty() ? "" : " (" + inst.health_description + ")");
     else if (!n) out += "node not registered";
@@ -223,7 +225,7 @@ asio::awaitable<AgentResult<v1::NodeDetachVolumeResponse>> AgentRouter::node_det
     std::string node_id, v1::NodeDetachVolumeRequest request) {
   // The agent unpublishes and, when the last user is gone, unstages: both attempts fit.
   auto timeout = impl_->timeout(csi::Rpc::NodeUnpublishVolume, csi::policy(csi::Rpc::NodeUnstageVolume).timeout);
-  std::string what = "NodeDetachVolume of volume " + quoted(request.volume_id());
+  std::string what = "NodeDetachVolume of volume " + in_quotes(request.volume_id());
   co_return co_await impl_->to_node<v1::NodeDetachVolumeRequest, v1::NodeDetachVolumeResponse>(
       csi::Rpc::NodeUnpublishVolume, what, std::move(node_id), std::move(request), timeout,
       [](Stub& s, grpc::ClientContext* c, const v1::NodeDetachVolumeRequest* r, v1::NodeDetachVolumeResponse* o,
@@ -232,7 +234,7 @@ asio::awaitable<AgentResult<v1::NodeDetachVolumeResponse>> AgentRouter::node_det
 
 asio::awaitable<AgentResult<v1::NodeExpandVolumeResponse>> AgentRouter::node_expand_volume(
     std::string node_id, v1::NodeExpandVolumeRequest request) {
-  std::string what = "NodeExpandVolume of volume " + quoted(request.volume_id());
+  std::string what = "NodeExpandVolume of volume " + in_quotes(request.volume_id());
   co_return co_await impl_->to_node<v1::NodeExpandVolumeRequest, v1::NodeExpandVolumeResponse>(
       csi::Rpc::NodeExpandVolume, what, std::move(node_id), std::move(request), impl_->timeout(csi::Rpc::NodeExpandVolume),
       [](Stub& s, grpc::ClientContext* c, const v1::NodeExpandVolumeRequest* r, v1::NodeExpandVolumeResponse* o,

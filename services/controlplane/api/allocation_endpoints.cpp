@@ -5,13 +5,14 @@
 #include "services/controlplane/api/list_query.hpp"
 #include "services/controlplane/placement/placement.hpp"
 #include "shared/domain/json.hpp"
+#include "shared/domain/text.hpp"
 #include "shared/domain/time.hpp"
 
 namespace mooring::controlplane::api {
 
-namespace {
+using domain::in_quotes;
 
-std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
+namespace {
 
 // The allocation's volume requests must name registered volumes, in a mode they support.
 std::optional<std::string> check_volume_requests(const StateStore& store, const domain::Allocation& a) {

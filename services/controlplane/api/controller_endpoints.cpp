@@ -15,17 +15,18 @@
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/async/retry.hpp"
 #include "shared/domain/json.hpp"
+#include "shared/domain/text.hpp"
 #include "shared/domain/volume_capability.hpp"
 
 namespace mooring::controlplane::api {
+
+using domain::in_quotes;
 
 namespace asio = boost::asio;
 using json = nlohmann::json;
 using StringMap = std::map<std::string, std::string>;
 
 namespace {
-
-std::string dq(const std::string& s) { return "\"" + s + "\""; }
 
 // The HTTP answer for a controller call that did not succeed; `message` (default: the result's
 // error) is the error text.
@@ -63,7 +64,7 @@ bool not_deleted(const R& r) {
 template <class R>
 http::Response listing_failure(const R& r, const std::string& token, const std::string& plugin_id) {
   if (r.status.error_code() == grpc::StatusCode::ABORTED && !token.empty())
-    return bad_request("query parameter \"next_token\": no longer valid for plugin " + dq(plugin_id) +
+    return bad_request("query parameter \"next_token\": no longer valid for plugin " + in_quotes(plugin_id) +
                        "; restart the listing without it");
   return plugin_failure(r);
 }
@@ -216,9 +217,9 @@ asio::awaitable<http::Response> ControllerEndpoints::register_or_expand(http::Re
 
   const domain::Volume wanted = plan->volume;
   const domain::Plugin* plugin = store_.plugin(wanted.plugin_id);
-  if (!plugin) co_return bad_request("volume " + dq(id) + ": no CSI plugin named " + dq(wanted.plugin_id));
+  if (!plugin) co_return bad_request("volume " + in_quotes(id) + ": no CSI plugin named " + in_quotes(wanted.plugin_id));
   if (!controller_supports(*plugin, &domain::ControllerInfo::supports_expand))
-    co_return bad_request("volume " + dq(id) + ": plugin " + dq(wanted.plugin_id) +
+    co_return bad_request("volume " + in_quotes(id) + ": plugin " + in_quotes(wanted.plugin_id) +
                           " has no controller that supports EXPAND_VOLUME; cannot grow it from " +
                           std::to_string(current->capacity) + " to " + std::to_string(wanted.requested_capacity_min) +
                           " bytes");
@@ -265,12 +266,12 @@ asio::awaitable<http::Response> ControllerEndpoints::register_or_expand(http::Re
 
   // Record what the plugin now says, on top of whatever else changed meanwhile.
   const domain::Volume* latest = store_.volume(id);
-  if (!latest) co_return http::error_response(409, "volume " + dq(id) + " was deregistered while it was expanded");
+  if (!latest) co_return http::error_response(409, "volume " + in_quotes(id) + " was deregistered while it was expanded");
   auto again = plan_volume_register(latest, wanted, store_.plugin(wanted.plugin_id));
   if (!again) co_return refused(again.refusal());
   again->volume.capacity = std::max(capacity, latest->capacity);
   Batch batch;
-  std::string message = "expanded volume " + dq(id) + " to " + std::to_string(again->volume.capacity) + " bytes";
+  std::string message = "expanded volume " + in_quotes(id) + " to " + std::to_string(again->volume.capacity) + " bytes";
   if (!node_errors.empty()) message += "; node expansion failed: " + node_errors.front();
   batch.add_event({.topic = "Volume",
                    .type = node_errors.empty() ? "VolumeExpanded" : "VolumeNodeExpansionFailed",
@@ -285,7 +286,7 @@ asio::awaitable<http::Response> ControllerEndpoints::register_or_expand(http::Re
   log_.info("volume expanded", {{"volume_id", id}, {"capacity", again->volume.capacity},
                                 {"node_expansion", node_expansion}, {"node_errors", node_errors.size()}});
   if (!node_errors.empty())
-    co_return http::error_response(502, "volume " + dq(id) + " was expanded by the controller to " +
+    co_return http::error_response(502, "volume " + in_quotes(id) + " was expanded by the controller to " +
                                             std::to_string(again->volume.capacity) +
                                             " bytes, but node expansion failed: " + node_errors.front());
   json out = {{"Index", *index}, {"Volumes", json::array({domain::to_api_json(*store_.volume(id))})}};
@@ -311,16 +312,16 @@ asio::awaitable<http::Response> ControllerEndpoints::create_volume(http::Request
     co_return bad_request("volume \"" + v.id + "\": field \"ID\" does not match the path id \"" + id + "\"");
   if (!header_secrets(req, v.secrets, err)) co_return err;
   if (store_.volume(id))
-    co_return http::error_response(409, "volume " + dq(id) + " already exists; update it with PUT /v1/volume/csi/" + id);
+    co_return http::error_response(409, "volume " + in_quotes(id) + " already exists; update it with PUT /v1/volume/csi/" + id);
   const domain::Plugin* plugin = store_.plugin(v.plugin_id);
-  if (!plugin) co_return bad_request("volume " + dq(id) + ": no CSI plugin named " + dq(v.plugin_id));
+  if (!plugin) co_return bad_request("volume " + in_quotes(id) + ": no CSI plugin named " + in_quotes(v.plugin_id));
   if (!controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
-    co_return bad_request("volume " + dq(id) + ": plugin " + dq(v.plugin_id) +
+    co_return bad_request("volume " + in_quotes(id) + ": plugin " + in_quotes(v.plugin_id) +
                           " has no controller that supports CREATE_DELETE_VOLUME; register an existing volume instead");
   if (!v.clone_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_clone))
-    co_return bad_request("volume " + dq(id) + ": plugin " + dq(v.plugin_id) + " cannot clone volumes (CloneID)");
+    co_return bad_request("volume " + in_quotes(id) + ": plugin " + in_quotes(v.plugin_id) + " cannot clone volumes (CloneID)");
   if (!v.snapshot_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete_snapshot))
-    co_return bad_request("volume " + dq(id) + ": plugin " + dq(v.plugin_id) +
+    co_return bad_request("volume " + in_quotes(id) + ": plugin " + in_quotes(v.plugin_id) +
                           " cannot create volumes from snapshots (SnapshotID)");
   if (auto plan = plan_volume_register(nullptr, v, plugin); !plan) co_return refused(plan.refusal());
 
@@ -331,7 +332,7 @@ asio::awaitable<http::Response> ControllerEndpoints::create_volume(http::Request
   csi.mutable_capacity_range()->set_limit_bytes(v.requested_capacity_max);
   for (const auto& cap : v.requested_capabilities) {
     auto c = domain::csi_volume_capability(cap.access_mode, cap.attachment_mode, v.mount_options);
-    if (!c) co_return bad_request("volume " + dq(id) + ": " + c.error());
+    if (!c) co_return bad_request("volume " + in_quotes(id) + ": " + c.error());
     *csi.add_volume_capabilities() = *c;
   }
   for (const auto& [k, val] : v.parameters) (*csi.mutable_parameters())[k] = val;
@@ -374,7 +375,7 @@ asio::awaitable<http::Response> ControllerEndpoints::create_volume(http::Request
     return answer;
   };
   if (store_.volume(id))
-    co_return abandon(http::error_response(409, "volume " + dq(id) + " was registered while it was being created"));
+    co_return abandon(http::error_response(409, "volume " + in_quotes(id) + " was registered while it was being created"));
   auto plan = plan_volume_register(nullptr, v, store_.plugin(v.plugin_id));
   if (!plan) co_return abandon(refused(plan.refusal()));
   auto& stored = plan->volume;
@@ -390,8 +391,8 @@ asio::awaitable<http::Response> ControllerEndpoints::create_volume(http::Request
   batch.add_event({.topic = "Volume",
                    .type = "VolumeCreated",
                    .key = id,
-                   .message = "created volume " + dq(id) + " through plugin " + dq(v.plugin_id) +
-                              " (external id " + dq(stored.external_id) + ")",
+                   .message = "created volume " + in_quotes(id) + " through plugin " + in_quotes(v.plugin_id) +
+                              " (external id " + in_quotes(stored.external_id) + ")",
                    .details = {{"plugin_id", v.plugin_id}, {"external_id", stored.external_id},
                                {"controller_node", res.node_id}}});
   batch.put(stored);
@@ -445,16 +446,16 @@ asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request
   if (!v->claims.empty()) {
     std::string holders;
     for (const auto& [alloc, c] : v->claims)
-      holders += (holders.empty() ? "" : ", ") + dq(alloc) + " (" + std::string(domain::to_string(c.state)) + ")";
-    co_return http::error_response(409, "volume " + dq(id) + " is in use by allocations " + holders +
+      holders += (holders.empty() ? "" : ", ") + in_quotes(alloc) + " (" + std::string(domain::to_string(c.state)) + ")";
+    co_return http::error_response(409, "volume " + in_quotes(id) + " is in use by allocations " + holders +
                                             "; it cannot be deleted until every claim is released");
   }
   const domain::Plugin* plugin = store_.plugin(v->plugin_id);
   if (!plugin)
-    co_return http::error_response(503, "cannot delete volume " + dq(id) + ": its plugin " + dq(v->plugin_id) +
+    co_return http::error_response(503, "cannot delete volume " + in_quotes(id) + ": its plugin " + in_quotes(v->plugin_id) +
                                             " is not registered (no controller to delete it with)");
   if (!plugin->controllers.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
-    co_return bad_request("volume " + dq(id) + ": plugin " + dq(v->plugin_id) +
+    co_return bad_request("volume " + in_quotes(id) + ": plugin " + in_quotes(v->plugin_id) +
                           " does not support CREATE_DELETE_VOLUME; deregister it with DELETE /v1/volume/csi/" + id);
   const std::string plugin_id = v->plugin_id;
   auto csi = delete_request(*v, extra);
@@ -463,12 +464,12 @@ asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request
   const bool earlier = v->deleting;  // an earlier delete's outcome is unknown: this one retries it
   if (!earlier) {
     if (auto marked = mark_deleting(id, true, {}); !marked)
-      co_return write_failed("mark volume " + dq(id) + " as being deleted", marked.error());
+      co_return write_failed("mark volume " + in_quotes(id) + " as being deleted", marked.error());
   }
   auto res = co_await router_.delete_volume(plugin_id, id, csi);
   if (res.done()) {
     auto index = deregister_deleted(id, plugin_id);
-    if (!index) co_return write_failed("deregister deleted volume " + dq(id), index.error());
+    if (!index) co_return write_failed("deregister deleted volume " + in_quotes(id), index.error());
     auto r = json_ok({{"Index", *index}});
     r.index = *index;
     co_return r;
@@ -482,7 +483,7 @@ asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request
   }
   // The plugin may have deleted it: the mark stays and the delete is finished in the background.
   finish_delete_later(plugin_id, id, csi);
-  co_return plugin_failure(res, res.error + "; volume " + dq(id) +
+  co_return plugin_failure(res, res.error + "; volume " + in_quotes(id) +
                                     " stays marked as being deleted (no new claims) and the delete is retried in "
                                     "the background until the plugin answers");
 }
@@ -499,7 +500,7 @@ asio::awaitable<http::Response> ControllerEndpoints::delete_volume(http::Request
 domain::Expected<std::uint64_t> ControllerEndpoints::mark_deleting(const std::string& id, bool deleting,
                                                                    const std::string& refused_because) {
   const domain::Volume* v = store_.volume(id);
-  if (!v) return domain::error("volume " + dq(id) + " is no longer registered");
+  if (!v) return domain::error("volume " + in_quotes(id) + " is no longer registered");
   if (v->deleting == deleting) return store_.index();
   domain::Volume copy = *v;
   copy.deleting = deleting;
@@ -508,7 +509,7 @@ domain::Expected<std::uint64_t> ControllerEndpoints::mark_deleting(const std::st
     batch.add_event({.topic = "Volume",
                      .type = "VolumeDeleteRefused",
                      .key = id,
-                     .message = "volume " + dq(id) + " was not deleted; it takes claims again",
+                     .message = "volume " + in_quotes(id) + " was not deleted; it takes claims again",
                      .details = {{"plugin_id", v->plugin_id}, {"error", refused_because}}});
   batch.put(std::move(copy));
   return store_.commit(std::move(batch));
@@ -522,7 +523,7 @@ domain::Expected<std::uint64_t> ControllerEndpoints::deregister_deleted(const st
   batch.add_event({.topic = "Volume",
                    .type = "VolumeDeleted",
                    .key = id,
-                   .message = "deleted volume " + dq(id) + " through plugin " + dq(plugin_id) + " and deregistered it",
+                   .message = "deleted volume " + in_quotes(id) + " through plugin " + in_quotes(plugin_id) + " and deregistered it",
                    .details = {{"plugin_id", plugin_id}, {"external_id", v->external_id}}});
   batch.erase_volume(id);
   auto index = store_.commit(std::move(batch));
@@ -581,7 +582,7 @@ asio::awaitable<http::Response> ControllerEndpoints::detach_volume(http::Request
   for (const auto& [alloc, c] : v->claims)
     if (c.node_id == node_id) allocs.push_back(alloc);
   if (allocs.empty())
-    co_return http::error_response(404, "volume " + dq(id) + " has no claim on node " + dq(node_id));
+    co_return http::error_response(404, "volume " + in_quotes(id) + " has no claim on node " + in_quotes(node_id));
 
   const domain::Node* node = store_.node(node_id);
   const bool node_lost = !node || node->status == domain::NodeStatus::down;
@@ -594,19 +595,19 @@ asio::awaitable<http::Response> ControllerEndpoints::detach_volume(http::Request
       const auto* a = store_.allocation(alloc);
       if (v->claims.at(alloc).state == domain::ClaimState::taken && a && !domain::is_terminal(*a) &&
           a->desired_status == domain::DesiredStatus::run)
-        running += (running.empty() ? "" : ", ") + dq(alloc);
+        running += (running.empty() ? "" : ", ") + in_quotes(alloc);
     }
     if (!running.empty())
-      co_return http::error_response(409, "volume " + dq(id) + ": allocations " + running + " still run on node " +
-                                              dq(node_id) + "; stop them before detaching");
+      co_return http::error_response(409, "volume " + in_quotes(id) + ": allocations " + running + " still run on node " +
+                                              in_quotes(node_id) + "; stop them before detaching");
   } else {
     // The node is gone or down: its allocations will not run again, and the operator takes
     // responsibility for the node side (the node step is skipped).
     for (const auto& alloc : allocs)
       if (const auto* a = store_.allocation(alloc); a && !domain::is_terminal(*a))
         gc::mark_allocation_lost(store_, *a,
-                                 "operator detached volume " + dq(id) + " from " +
-                                     (node ? "down" : "unknown") + " node " + dq(node_id),
+                                 "operator detached volume " + in_quotes(id) + " from " +
+                                     (node ? "down" : "unknown") + " node " + in_quotes(node_id),
                                  batch, now);
   }
   domain::Volume copy = *v;
@@ -618,7 +619,7 @@ asio::awaitable<http::Response> ControllerEndpoints::detach_volume(http::Request
   batch.add_event({.topic = "Volume",
                    .type = "VolumeDetachRequested",
                    .key = id,
-                   .message = "operator detach of volume " + dq(id) + " from node " + dq(node_id) +
+                   .message = "operator detach of volume " + in_quotes(id) + " from node " + in_quotes(node_id) +
                               (node_lost ? " (node unavailable: node step skipped)" : ""),
                    .details = {{"node_id", node_id}, {"claims", std::to_string(allocs.size())}}});
   batch.put(copy);  // after mark_allocation_lost's copy of this volume, so this one wins
@@ -672,19 +673,19 @@ asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Reque
         !map("Secrets", w.secrets) || !map("Parameters", w.parameters))
       co_return bad_request("snapshot: fields SourceVolumeID, PluginID, Name must be strings and Secrets, Parameters objects of strings");
     if (w.volume_id.empty()) co_return bad_request("snapshot: field \"SourceVolumeID\" is required");
-    if (w.name.empty()) co_return bad_request("snapshot of volume " + dq(w.volume_id) + ": field \"Name\" is required");
+    if (w.name.empty()) co_return bad_request("snapshot of volume " + in_quotes(w.volume_id) + ": field \"Name\" is required");
     const auto* v = store_.volume(w.volume_id);
     if (!v) co_return not_found("volume", w.volume_id);
     if (v->deleting)
-      co_return http::error_response(409, "snapshot " + dq(w.name) + ": volume " + dq(w.volume_id) + " " +
+      co_return http::error_response(409, "snapshot " + in_quotes(w.name) + ": volume " + in_quotes(w.volume_id) + " " +
                                               std::string(domain::kBeingDeleted));
     if (w.plugin_id.empty()) w.plugin_id = v->plugin_id;
     if (w.plugin_id != v->plugin_id)
-      co_return bad_request("snapshot " + dq(w.name) + ": volume " + dq(w.volume_id) + " belongs to plugin " +
-                            dq(v->plugin_id) + ", not " + dq(w.plugin_id));
+      co_return bad_request("snapshot " + in_quotes(w.name) + ": volume " + in_quotes(w.volume_id) + " belongs to plugin " +
+                            in_quotes(v->plugin_id) + ", not " + in_quotes(w.plugin_id));
     const auto* p = store_.plugin(w.plugin_id);
     if (p && !p->controllers.empty() && !controller_supports(*p, &domain::ControllerInfo::supports_create_delete_snapshot))
-      co_return bad_request("snapshot " + dq(w.name) + ": plugin " + dq(w.plugin_id) +
+      co_return bad_request("snapshot " + in_quotes(w.name) + ": plugin " + in_quotes(w.plugin_id) +
                             " does not support CREATE_DELETE_SNAPSHOT");
     w.external_id = v->external_id;
     StringMap merged = v->secrets;
@@ -723,8 +724,8 @@ asio::awaitable<http::Response> ControllerEndpoints::create_snapshot(http::Reque
     batch.add_event({.topic = "Volume",
                      .type = "SnapshotCreated",
                      .key = w.volume_id,
-                     .message = "created snapshot " + dq(res.response.snapshot().snapshot_id()) + " of volume " +
-                                dq(w.volume_id),
+                     .message = "created snapshot " + in_quotes(res.response.snapshot().snapshot_id()) + " of volume " +
+                                in_quotes(w.volume_id),
                      .details = {{"plugin_id", w.plugin_id}, {"snapshot_id", res.response.snapshot().snapshot_id()}}});
     (void)store_.commit(std::move(batch));
   }
@@ -804,7 +805,7 @@ asio::awaitable<http::Response> ControllerEndpoints::list_external_volumes(http:
   const auto* p = store_.plugin(plugin_id);
   if (!p) co_return not_found("plugin", plugin_id);
   if (!p->controllers.empty() && !controller_supports(*p, &domain::ControllerInfo::supports_list_volumes))
-    co_return bad_request("plugin " + dq(plugin_id) + " does not support LIST_VOLUMES");
+    co_return bad_request("plugin " + in_quotes(plugin_id) + " does not support LIST_VOLUMES");
   ::csi::v1::ListVolumesRequest csi;
   csi.set_max_entries(max_entries);
   csi.set_starting_token(token);

@@ -4,14 +4,15 @@
 
 #include "services/controlplane/claims/publish_outcome.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
+
+using domain::in_quotes;
 
 namespace asio = boost::asio;
 
 namespace {
-
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 domain::Event claim_event(std::string type, const std::string& volume_id, const std::string& alloc_id,
                           const std::string& node_id, std::string message) {
@@ -63,9 +64,9 @@ asio::awaitable<ClaimAnswer> ClaimPath::claim(ClaimInput input) {
     Batch batch;
     if (plan->outcome == ClaimOutcome::created)
       batch.add_event(claim_event("ClaimTaken", input.volume_id, input.allocation_id, input.node_id,
-                                  "volume " + quoted(input.volume_id) + " claimed for " +
+                                  "volume " + in_quotes(input.volume_id) + " claimed for " +
                                       std::string(domain::to_string(input.mode)) + " by allocation " +
-                                      quoted(input.allocation_id) + " on node " + quoted(input.node_id)));
+                                      in_quotes(input.allocation_id) + " on node " + in_quotes(input.node_id)));
     if (plan->volume != *stored) batch.put(plan->volume);
     if (auto refused = commit(std::move(batch), claim_subject(input))) co_return failed(*refused);
   }
@@ -113,8 +114,8 @@ ClaimAnswer ClaimPath::settle(const ClaimInput& input, const ClaimPlan& plan, Pu
   Batch batch;
   batch.put(updated);
   batch.add_event(claim_event("ClaimPublished", input.volume_id, input.allocation_id, input.node_id,
-                              "volume " + quoted(input.volume_id) + " controller-published to node " +
-                                  quoted(input.node_id) + " (CSI node " + quoted(claim.external_node_id) + ")"));
+                              "volume " + in_quotes(input.volume_id) + " controller-published to node " +
+                                  in_quotes(input.node_id) + " (CSI node " + in_quotes(claim.external_node_id) + ")"));
   if (auto refused = commit(std::move(batch), what)) return failed(*refused);
   return GrantedClaim{.volume = updated, .claim = claim, .read_only = plan.read_only};
 }
@@ -124,12 +125,12 @@ ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& 
   const auto code = status.error_code();
   const auto failure = classify_publish_failure(code, sent, plan.retry_of_pending);
   const std::string text = "ControllerPublishVolume failed: " + csi::status_text(status);
-  const std::string subject = "volume " + quoted(input.volume_id);
+  const std::string subject = "volume " + in_quotes(input.volume_id);
   record_publish_failure(updated, input.allocation_id, failure, text, domain::now());
   Batch batch;
   if (failure.certain)
     batch.add_event(claim_event("ClaimDropped", input.volume_id, input.allocation_id, input.node_id,
-                                subject + ": claim of allocation " + quoted(input.allocation_id) + " dropped: " + text));
+                                subject + ": claim of allocation " + in_quotes(input.allocation_id) + " dropped: " + text));
   else
     batch.add_event(claim_event("ClaimReleaseRequested", input.volume_id, input.allocation_id, input.node_id,
                                 subject + ": " + text +
@@ -153,8 +154,8 @@ Verdict ClaimPath::node_detached(const std::string& volume_id, const std::string
   auto it = stored->claims.find(allocation_id);
   if (it == stored->claims.end()) return std::nullopt;  // already freed
   if (it->second.node_id != node_id)
-    return invalid("volume " + quoted(volume_id) + ": the claim of allocation " + quoted(allocation_id) +
-                   " belongs to node " + quoted(it->second.node_id) + ", not to node " + quoted(node_id));
+    return invalid("volume " + in_quotes(volume_id) + ": the claim of allocation " + in_quotes(allocation_id) +
+                   " belongs to node " + in_quotes(it->second.node_id) + ", not to node " + in_quotes(node_id));
   if (!domain::is_before(it->second.state, domain::ClaimState::node_detached)) return std::nullopt;
   domain::Volume volume = *stored;
   if (auto refused = advance_claim(volume, allocation_id, domain::ClaimState::node_detached, domain::now()))
@@ -162,9 +163,9 @@ Verdict ClaimPath::node_detached(const std::string& volume_id, const std::string
   Batch batch;
   batch.put(std::move(volume));
   batch.add_event(claim_event("ClaimNodeDetached", volume_id, allocation_id, node_id,
-                              "volume " + quoted(volume_id) + ": node " + quoted(node_id) +
-                                  " unmounted it for allocation " + quoted(allocation_id)));
-  return commit(std::move(batch), "unpublish of volume " + quoted(volume_id));
+                              "volume " + in_quotes(volume_id) + ": node " + in_quotes(node_id) +
+                                  " unmounted it for allocation " + in_quotes(allocation_id)));
+  return commit(std::move(batch), "unpublish of volume " + in_quotes(volume_id));
 }
 
 Verdict ClaimPath::commit(Batch batch, const std::string& what) {

@@ -1,12 +1,13 @@
 #include "services/controlplane/claims/claim_plan.hpp"
 
 #include "services/controlplane/claims/publish_outcome.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
 
-namespace {
+using domain::in_quotes;
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+namespace {
 
 // The allocation's request for this volume, or null when it does not name it.
 const domain::VolumeRequest* requested(const domain::Allocation& alloc, const std::string& volume_id) {
@@ -35,13 +36,13 @@ Verdict check_new_claim(const std::string& what, const ClaimInput& input, const 
   if (auto refused = check_schedulable(volume, plugin)) return refused;
   const std::string& plugin_id = volume.plugin_id;
   if (!instance)
-    return unavailable(what + ": node " + quoted(input.node_id) + " has not reported a node instance of plugin " +
-                       quoted(plugin_id) + " yet");
+    return unavailable(what + ": node " + in_quotes(input.node_id) + " has not reported a node instance of plugin " +
+                       in_quotes(plugin_id) + " yet");
   if (!instance->healthy)
-    return unavailable(what + ": plugin " + quoted(plugin_id) + " is unhealthy on node " + quoted(input.node_id) +
+    return unavailable(what + ": plugin " + in_quotes(plugin_id) + " is unhealthy on node " + in_quotes(input.node_id) +
                        (instance->health_description.empty() ? "" : ": " + instance->health_description));
   if (!instance->node_info || instance->node_info->id.empty())
-    return unavailable(what + ": plugin " + quoted(plugin_id) + " on node " + quoted(input.node_id) +
+    return unavailable(what + ": plugin " + in_quotes(plugin_id) + " on node " + in_quotes(input.node_id) +
                        " has not reported its CSI node id");
   return std::nullopt;
 }
@@ -49,7 +50,7 @@ Verdict check_new_claim(const std::string& what, const ClaimInput& input, const 
 }  // namespace
 
 std::string claim_subject(const ClaimInput& input) {
-  return "claim of volume " + quoted(input.volume_id) + " by allocation " + quoted(input.allocation_id);
+  return "claim of volume " + in_quotes(input.volume_id) + " by allocation " + in_quotes(input.allocation_id);
 }
 
 Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, const domain::Volume* stored,
@@ -60,8 +61,8 @@ Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, c
   if (!stored) return not_found("volume not found: " + input.volume_id);
   if (!alloc) return not_found("allocation not found: " + input.allocation_id);
   if (alloc->node_id != input.node_id)
-    return invalid(what + ": the allocation is placed on node " + quoted(alloc->node_id) + ", not on node " +
-                   quoted(input.node_id));
+    return invalid(what + ": the allocation is placed on node " + in_quotes(alloc->node_id) + ", not on node " +
+                   in_quotes(input.node_id));
   const domain::VolumeRequest* request = requested(*alloc, input.volume_id);
   if (!request) return invalid(what + ": the allocation does not request this volume");
 
@@ -94,12 +95,12 @@ Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, c
   const std::optional<bool> needs_publish =
       plugin ? domain::needs_controller_publish(*plugin) : std::optional<bool>(false);
   if (created && !needs_publish)
-    return unavailable(what + ": plugin " + quoted(stored->plugin_id) +
+    return unavailable(what + ": plugin " + in_quotes(stored->plugin_id) +
                        " advertises a controller service, but no controller instance has reported its "
                        "capabilities yet; retry the claim");
   plan.publish = needs_publish.value_or(false) && (created || plan.retry_of_pending);
   if (plan.publish && !can_publish && created)
-    return unavailable(what + ": plugin " + quoted(stored->plugin_id) +
+    return unavailable(what + ": plugin " + in_quotes(stored->plugin_id) +
                        " needs ControllerPublishVolume and no controller route is configured");
   auto& claim = plan.volume.claims.at(input.allocation_id);
   if (plan.publish) {

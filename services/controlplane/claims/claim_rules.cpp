@@ -1,6 +1,9 @@
 #include "services/controlplane/claims/claim_rules.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
+
+using domain::in_quotes;
 
 using domain::AccessMode;
 using domain::AttachmentMode;
@@ -9,12 +12,11 @@ using domain::ClaimState;
 
 namespace {
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
-std::string name(const domain::Volume& v) { return "volume " + quoted(v.id); }
+std::string name(const domain::Volume& v) { return "volume " + in_quotes(v.id); }
 
 std::string holder(const domain::Claim& c) {
-  std::string out = "allocation " + quoted(c.allocation_id);
-  if (!c.node_id.empty()) out += " on node " + quoted(c.node_id);
+  std::string out = "allocation " + in_quotes(c.allocation_id);
+  if (!c.node_id.empty()) out += " on node " + in_quotes(c.node_id);
   if (domain::is_past(c.state)) out += " (release in progress: " + std::string(domain::to_string(c.state)) + ")";
   return out;
 }
@@ -34,10 +36,10 @@ Refusal being_deregistered(const domain::Volume& v) {
 Verdict check_schedulable(const domain::Volume& v, const domain::Plugin* plugin) {
   if (v.deleting) return being_deleted(v);
   if (v.deregistering) return being_deregistered(v);
-  if (!plugin) return unavailable(name(v) + ": no CSI plugin named " + quoted(v.plugin_id) + " is registered");
+  if (!plugin) return unavailable(name(v) + ": no CSI plugin named " + in_quotes(v.plugin_id) + " is registered");
   if (plugin->controller_required && plugin->controllers_healthy == 0)
-    return unavailable(name(v) + ": plugin " + quoted(plugin->id) + " has no healthy controllers");
-  if (plugin->nodes_healthy == 0) return unavailable(name(v) + ": plugin " + quoted(plugin->id) + " has no healthy nodes");
+    return unavailable(name(v) + ": plugin " + in_quotes(plugin->id) + " has no healthy controllers");
+  if (plugin->nodes_healthy == 0) return unavailable(name(v) + ": plugin " + in_quotes(plugin->id) + " has no healthy nodes");
   return std::nullopt;
 }
 
@@ -46,24 +48,24 @@ Ruled<ClaimOutcome> take_claim(domain::Volume& v, const ClaimRequest& r, domain:
   if (v.deleting) return being_deleted(v);
   if (v.deregistering) return being_deregistered(v);
   if (r.access_mode == AccessMode::unknown || r.attachment_mode == AttachmentMode::unknown)
-    return invalid(name(v) + ": the claim of allocation " + quoted(r.allocation_id) +
+    return invalid(name(v) + ": the claim of allocation " + in_quotes(r.allocation_id) +
                    " needs an access mode and an attachment mode");
   if (!domain::has_capability(v, r.access_mode, r.attachment_mode))
     return invalid(name(v) + " does not support access mode " + std::string(domain::to_string(r.access_mode)) +
                    " with attachment mode " + std::string(domain::to_string(r.attachment_mode)));
   if (r.mode == ClaimMode::write && domain::is_read_only(r.access_mode))
     return invalid(name(v) + ": access mode " + std::string(domain::to_string(r.access_mode)) +
-                   " is read-only; allocation " + quoted(r.allocation_id) + " cannot claim it for writing");
+                   " is read-only; allocation " + in_quotes(r.allocation_id) + " cannot claim it for writing");
 
   auto own = v.claims.find(r.allocation_id);
   if (own != v.claims.end()) {
     const auto& c = own->second;
     if (domain::is_past(c.state))
-      return conflict(name(v) + ": the claim of allocation " + quoted(r.allocation_id) + " is being released (" +
+      return conflict(name(v) + ": the claim of allocation " + in_quotes(r.allocation_id) + " is being released (" +
                       std::string(domain::to_string(c.state)) + "); it can be claimed again once freed");
     if (!c.node_id.empty() && c.node_id != r.node_id)
-      return conflict(name(v) + ": allocation " + quoted(r.allocation_id) + " already claims it from node " +
-                      quoted(c.node_id));
+      return conflict(name(v) + ": allocation " + in_quotes(r.allocation_id) + " already claims it from node " +
+                      in_quotes(c.node_id));
     if (c.mode == r.mode && c.access_mode == r.access_mode && c.attachment_mode == r.attachment_mode)
       return ClaimOutcome::unchanged;
   }
@@ -73,7 +75,7 @@ Ruled<ClaimOutcome> take_claim(domain::Volume& v, const ClaimRequest& r, domain:
       (v.access_mode != r.access_mode || v.attachment_mode != r.attachment_mode))
     return conflict(name(v) + " is in use with access mode " + std::string(domain::to_string(v.access_mode)) +
                     " and attachment mode " + std::string(domain::to_string(v.attachment_mode)) +
-                    "; allocation " + quoted(r.allocation_id) + " asked for " +
+                    "; allocation " + in_quotes(r.allocation_id) + " asked for " +
                     std::string(domain::to_string(r.access_mode)) + " and " +
                     std::string(domain::to_string(r.attachment_mode)));
   int other_writers = 0;
@@ -82,8 +84,8 @@ Ruled<ClaimOutcome> take_claim(domain::Volume& v, const ClaimRequest& r, domain:
     if (alloc == r.allocation_id) continue;
     if (domain::is_single_node(r.access_mode) && c.node_id != r.node_id)
       return conflict(name(v) + " (" + std::string(domain::to_string(r.access_mode)) + ") is attached to node " +
-                      quoted(c.node_id) + " for " + holder(c) + "; it cannot be claimed from node " +
-                      quoted(r.node_id));
+                      in_quotes(c.node_id) + " for " + holder(c) + "; it cannot be claimed from node " +
+                      in_quotes(r.node_id));
     if (c.mode == ClaimMode::write) {
       ++other_writers;
       if (!first_writer) first_writer = &c;
@@ -120,10 +122,10 @@ Ruled<ClaimOutcome> take_claim(domain::Volume& v, const ClaimRequest& r, domain:
 
 Verdict advance_claim(domain::Volume& v, const std::string& allocation_id, ClaimState to, domain::Time now) {
   auto it = v.claims.find(allocation_id);
-  if (it == v.claims.end()) return not_found(name(v) + " has no claim by allocation " + quoted(allocation_id));
+  if (it == v.claims.end()) return not_found(name(v) + " has no claim by allocation " + in_quotes(allocation_id));
   auto& c = it->second;
   if (domain::is_before(to, c.state))
-    return invalid(name(v) + ": the claim of allocation " + quoted(allocation_id) + " cannot move back from " +
+    return invalid(name(v) + ": the claim of allocation " + in_quotes(allocation_id) + " cannot move back from " +
                    std::string(domain::to_string(c.state)) + " to " + std::string(domain::to_string(to)));
   c.state = to;
   c.last_error.clear();
@@ -135,7 +137,7 @@ Verdict advance_claim(domain::Volume& v, const std::string& allocation_id, Claim
 Verdict record_release_failure(domain::Volume& v, const std::string& allocation_id, std::string error,
                                domain::Time next_attempt, domain::Time now) {
   auto it = v.claims.find(allocation_id);
-  if (it == v.claims.end()) return not_found(name(v) + " has no claim by allocation " + quoted(allocation_id));
+  if (it == v.claims.end()) return not_found(name(v) + " has no claim by allocation " + in_quotes(allocation_id));
   it->second.last_error = std::move(error);
   it->second.next_attempt = next_attempt;
   it->second.update_time = now;

@@ -1,13 +1,15 @@
 #include "services/controlplane/claims/volume_rules.hpp"
 
 #include "shared/domain/json.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
 
+using domain::in_quotes;
+
 namespace {
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
-std::string name(const domain::Volume& v) { return "volume " + quoted(v.id); }
+std::string name(const domain::Volume& v) { return "volume " + in_quotes(v.id); }
 
 bool redacted_flags(const domain::MountOptions& m) {
   return m.mount_flags.size() == 1 && m.mount_flags.front() == domain::kRedacted;
@@ -28,7 +30,7 @@ Verdict check_capacity_range(const domain::Volume& v) {
 
 Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::Volume req,
                                        const domain::Plugin* plugin) {
-  if (!plugin) return invalid(name(req) + ": no CSI plugin named " + quoted(req.plugin_id));
+  if (!plugin) return invalid(name(req) + ": no CSI plugin named " + in_quotes(req.plugin_id));
   if (req.requested_capabilities.empty())
     return invalid(name(req) + ": field \"RequestedCapabilities\" must name at least one access and attachment mode");
   if (auto bad = check_capacity_range(req)) return *bad;
@@ -57,11 +59,11 @@ Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::V
   if (cur.deregistering)
     return conflict(name(cur) + " " + std::string(domain::kBeingDeregistered) + "; it cannot be updated");
   if (req.plugin_id != cur.plugin_id)
-    return invalid(name(cur) + ": field \"PluginID\" cannot be changed (" + quoted(cur.plugin_id) + " -> " +
-                   quoted(req.plugin_id) + ")");
+    return invalid(name(cur) + ": field \"PluginID\" cannot be changed (" + in_quotes(cur.plugin_id) + " -> " +
+                   in_quotes(req.plugin_id) + ")");
   if (req.external_id != cur.external_id)
-    return invalid(name(cur) + ": field \"ExternalID\" cannot be changed (" + quoted(cur.external_id) + " -> " +
-                   quoted(req.external_id) + ")");
+    return invalid(name(cur) + ": field \"ExternalID\" cannot be changed (" + in_quotes(cur.external_id) + " -> " +
+                   in_quotes(req.external_id) + ")");
   if (!req.parameters.empty() && req.parameters != cur.parameters)
     return invalid(name(cur) + ": field \"Parameters\" cannot be changed after registration");
 
@@ -117,7 +119,7 @@ Verdict check_deregister(const domain::Volume& v, bool force, const AllocationLo
     bool terminal = !a || domain::is_terminal(*a);
     if (force && terminal) continue;
     if (!holders.empty()) holders += ", ";
-    holders += quoted(alloc_id);
+    holders += in_quotes(alloc_id);
     if (a) holders += " (" + std::string(domain::to_string(a->client_status)) + ")";
   }
   if (holders.empty()) return std::nullopt;

@@ -11,8 +11,11 @@
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/domain/proto_convert.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::gc {
+
+using domain::in_quotes;
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -20,8 +23,6 @@ using domain::ClaimState;
 using Steady = std::chrono::steady_clock;
 
 namespace {
-
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 constexpr auto kLongWait = std::chrono::hours(1);
 
@@ -50,7 +51,7 @@ void stage_volume(Batch& batch, const domain::Volume& v) {
   batch.add_event({.topic = "Volume",
                    .type = "VolumeDeregistered",
                    .key = v.id,
-                   .message = "deregistered volume " + quoted(v.id) + ": every claim released (purge)",
+                   .message = "deregistered volume " + in_quotes(v.id) + ": every claim released (purge)",
                    .details = {{"plugin_id", v.plugin_id}, {"purge", "true"}}});
   batch.erase_volume(v.id);
 }
@@ -260,13 +261,13 @@ ReleaseDecision settle(domain::Volume& v, const std::string& alloc, const StateS
     auto d = decide_release(v, c, view);
     if (d.action == ReleaseAction::free) {
       batch.add_event(claim_event(v, c, "ClaimReleased",
-                                  "released the claim of allocation " + quoted(alloc) + " on volume " + quoted(v.id)));
+                                  "released the claim of allocation " + in_quotes(alloc) + " on volume " + in_quotes(v.id)));
       free_claim(v, alloc);
       changed = true;
       return d;
     }
     if (d.action != ReleaseAction::advance) return d;
-    auto ev = claim_event(v, c, "ClaimStepSkipped", "volume " + quoted(v.id) + ", allocation " + quoted(alloc) + ": " +
+    auto ev = claim_event(v, c, "ClaimStepSkipped", "volume " + in_quotes(v.id) + ", allocation " + in_quotes(alloc) + ": " +
                                                         std::string(domain::to_string(c.state)) + " -> " +
                                                         std::string(domain::to_string(d.to)) + ": " + d.reason);
     if (advance_claim(v, alloc, d.to, domain::now())) return d;  // cannot move back: leave it to the next look
@@ -370,7 +371,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
   Batch done;
   done.add_event(claim_event(after, it->second,
                              target == ClaimState::node_detached ? "ClaimNodeDetached" : "ClaimControllerDetached",
-                             "volume " + quoted(volume_id) + ", allocation " + quoted(alloc_id) + ": " +
+                             "volume " + in_quotes(volume_id) + ", allocation " + in_quotes(alloc_id) + ": " +
                                  std::string(domain::to_string(target)) + " (" + d.reason + ")"));
   if (advance_claim(after, alloc_id, target, domain::now())) co_return;
   bool more = false;
@@ -396,7 +397,7 @@ void ClaimGc::failure(const std::string& volume_id, const std::string& alloc_id,
   Batch batch;
   if (new_error) {
     batch.add_event(claim_event(v, v.claims.at(alloc_id), "ClaimReleaseFailed",
-                                "volume " + quoted(volume_id) + ", allocation " + quoted(alloc_id) + " (" +
+                                "volume " + in_quotes(volume_id) + ", allocation " + in_quotes(alloc_id) + " (" +
                                     std::string(domain::to_string(it->second.state)) + "): " + error));
     log_.warn("release step failed; will retry",
               {{"volume_id", volume_id}, {"allocation_id", alloc_id}, {"state", domain::to_string(it->second.state)},

@@ -7,14 +7,16 @@
 #include "services/controlplane/gc/release_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/async/sleep.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::gc {
+
+using domain::in_quotes;
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 namespace {
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 }  // namespace
 
 void mark_allocation_lost(const StateStore& store, const domain::Allocation& alloc, const std::string& reason,
@@ -26,7 +28,7 @@ void mark_allocation_lost(const StateStore& store, const domain::Allocation& all
   batch.add_event({.topic = "Allocation",
                    .type = "AllocationLost",
                    .key = a.id,
-                   .message = "allocation " + quoted(a.id) + ": " + reason,
+                   .message = "allocation " + in_quotes(a.id) + ": " + reason,
                    .details = {{"node_id", a.node_id}}});
   std::map<std::string, domain::Volume> volumes;
   for (const auto& [name, req] : a.volumes) {
@@ -82,7 +84,7 @@ domain::Time NodeLossMonitor::check(domain::Time now) {
         continue;
       }
       mark_allocation_lost(store_, a,
-                           "node " + quoted(a.node_id) + " has been down for longer than stop_after_client_disconnect (" +
+                           "node " + in_quotes(a.node_id) + " has been down for longer than stop_after_client_disconnect (" +
                                domain::format_duration(a.stop_after_client_disconnect) +
                                "); the allocation is considered stopped and its volumes are released",
                            batch, now);

@@ -1,12 +1,13 @@
 #include "services/controlplane/gc/release_rules.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::gc {
+
+using domain::in_quotes;
 
 using domain::ClaimState;
 
 namespace {
-
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 ReleaseDecision advance(ClaimState to, std::string reason) {
   ReleaseDecision d;
@@ -20,28 +21,28 @@ ReleaseDecision node_step(const domain::Claim& c, const ReleaseView& view) {
   if (c.access_mode == domain::AccessMode::unknown)
     return advance(ClaimState::node_detached, "no access mode was recorded: the client already unmounted");
   if (!view.node)
-    return advance(ClaimState::node_detached, "node " + quoted(c.node_id) + " is gone; nothing to unmount there");
+    return advance(ClaimState::node_detached, "node " + in_quotes(c.node_id) + " is gone; nothing to unmount there");
   if (view.node->status != domain::NodeStatus::down) {
     ReleaseDecision d;
     d.action = ReleaseAction::detach_node;
-    d.reason = "unmount on node " + quoted(c.node_id);
+    d.reason = "unmount on node " + in_quotes(c.node_id);
     return d;
   }
   domain::Time abandon = abandon_time(*view.node, view.allocation);
   if (domain::is_set(abandon) && view.now >= abandon)
     return advance(ClaimState::node_detached,
-                   "node " + quoted(c.node_id) + " is down and allocation " + quoted(c.allocation_id) +
+                   "node " + in_quotes(c.node_id) + " is down and allocation " + in_quotes(c.allocation_id) +
                        " passed stop_after_client_disconnect: its node plugin is treated as abandoned "
                        "(the agent unmounts on its own side)");
   ReleaseDecision d;
   d.action = ReleaseAction::wait_for_node;
   d.retry_at = abandon;
   if (domain::is_set(abandon))
-    d.reason = "node " + quoted(c.node_id) + " is down; its node plugin counts as abandoned at " +
+    d.reason = "node " + in_quotes(c.node_id) + " is down; its node plugin counts as abandoned at " +
                domain::format_time(abandon) + " (stop_after_client_disconnect of allocation " +
-               quoted(c.allocation_id) + ")";
+               in_quotes(c.allocation_id) + ")";
   else
-    d.reason = "node " + quoted(c.node_id) + " is down; waiting for it to return or for an operator detach";
+    d.reason = "node " + in_quotes(c.node_id) + " is down; waiting for it to return or for an operator detach";
   return d;
 }
 
@@ -49,7 +50,7 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
   if (!view.plugin) {
     ReleaseDecision d;
     d.action = ReleaseAction::wait_for_controller;
-    d.reason = "no CSI plugin named " + quoted(v.plugin_id) + " is registered; waiting for it to detach the volume";
+    d.reason = "no CSI plugin named " + in_quotes(v.plugin_id) + " is registered; waiting for it to detach the volume";
     return d;
   }
   // What the claim path recorded decides; the plugin's current facts only for claims recorded
@@ -57,7 +58,7 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
   switch (c.controller_publish) {
     case domain::ControllerPublish::not_needed:
       return advance(ClaimState::controller_detached,
-                     "plugin " + quoted(v.plugin_id) + " did not need ControllerPublishVolume when the claim was taken");
+                     "plugin " + in_quotes(v.plugin_id) + " did not need ControllerPublishVolume when the claim was taken");
     case domain::ControllerPublish::sent:
       break;
     case domain::ControllerPublish::unknown: {
@@ -65,13 +66,13 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
       if (!needed) {
         ReleaseDecision d;
         d.action = ReleaseAction::wait_for_controller;
-        d.reason = "plugin " + quoted(v.plugin_id) +
+        d.reason = "plugin " + in_quotes(v.plugin_id) +
                    " advertises a controller service but no controller instance has reported its capabilities yet";
         return d;
       }
       if (!*needed)
         return advance(ClaimState::controller_detached,
-                       "plugin " + quoted(v.plugin_id) + " has no controller with PUBLISH_UNPUBLISH_VOLUME");
+                       "plugin " + in_quotes(v.plugin_id) + " has no controller with PUBLISH_UNPUBLISH_VOLUME");
       break;
     }
   }
@@ -80,7 +81,7 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
     if (alloc == c.allocation_id || other.node_id != c.node_id) continue;
     if (domain::is_before(other.state, ClaimState::controller_detached))
       return advance(ClaimState::controller_detached,
-                     "allocation " + quoted(alloc) + " on the same node " + quoted(c.node_id) +
+                     "allocation " + in_quotes(alloc) + " on the same node " + in_quotes(c.node_id) +
                          " still claims the volume; the controller detach is left to the last claim");
   }
   std::string csi_node = c.external_node_id;
@@ -90,12 +91,12 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
   }
   if (csi_node.empty())
     return advance(ClaimState::controller_detached,
-                   "no CSI node id is known for node " + quoted(c.node_id) +
+                   "no CSI node id is known for node " + in_quotes(c.node_id) +
                        "; a controller detach cannot name the node, and an empty node id would detach it everywhere");
   ReleaseDecision d;
   d.action = ReleaseAction::unpublish_controller;
   d.external_node_id = csi_node;
-  d.reason = "detach from CSI node " + quoted(csi_node);
+  d.reason = "detach from CSI node " + in_quotes(csi_node);
   return d;
 }
 
@@ -130,7 +131,7 @@ std::vector<std::string> release_steps_left(const domain::Volume& volume,
         continue;
       }
       if (d.action != ReleaseAction::free)
-        out.push_back("allocation " + quoted(alloc) + " (" + std::string(domain::to_string(from)) + "): " + d.reason);
+        out.push_back("allocation " + in_quotes(alloc) + " (" + std::string(domain::to_string(from)) + "): " + d.reason);
       break;
     }
   }

@@ -1,12 +1,9 @@
 #include "services/controlplane/nodes/node_purge.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
 
-namespace {
-
-std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
-
-}  // namespace
+using domain::in_quotes;
 
 domain::Expected<NodePurge> plan_node_purge(const StateStore& store, const std::string& node_id,
                                             const std::string& reason, domain::Time now) {

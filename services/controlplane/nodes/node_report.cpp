@@ -1,8 +1,11 @@
 #include "services/controlplane/nodes/node_report.hpp"
 
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
+
+using domain::in_quotes;
 
 using domain::Event;
 using domain::Node;
@@ -11,8 +14,6 @@ using domain::Plugin;
 using domain::PluginInstance;
 
 namespace {
-
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 void add_node_event(Node& node, NodeEvent e) {
   node.events.push_back(std::move(e));
@@ -51,7 +52,7 @@ void fold_instance(NodeChange& ch, const PluginLookup& lookup, PluginInstance in
   inst.node_id = node.id;
   if (!domain::is_set(inst.update_time)) inst.update_time = now;
   auto old = node.plugins.find(inst.plugin_id);
-  const std::string where = "plugin " + quoted(inst.plugin_id) + " on node " + quoted(node.id);
+  const std::string where = "plugin " + in_quotes(inst.plugin_id) + " on node " + in_quotes(node.id);
   if (old == node.plugins.end()) {
     ch.events.push_back(plugin_event("PluginRegistered", inst,
                                      where + " registered (" + std::string(domain::to_string(inst.type)) +
@@ -95,7 +96,7 @@ void remove_instance(NodeChange& ch, const PluginLookup& lookup, const std::stri
   auto it = node.plugins.find(plugin_id);
   if (it == node.plugins.end()) return;
   ch.events.push_back(plugin_event("PluginDeregistered", it->second,
-                                   "plugin " + quoted(plugin_id) + " is no longer reported by node " + quoted(node.id)));
+                                   "plugin " + in_quotes(plugin_id) + " is no longer reported by node " + in_quotes(node.id)));
   node.plugins.erase(it);
   ch.node_changed = true;
   auto agg = planned(ch, lookup, plugin_id);
@@ -149,7 +150,7 @@ NodeChange plan_registration(const Node* current, const NodeRegistration& reg, s
   ch.events.push_back(Event{.topic = "Node",
                             .type = "NodeRegistered",
                             .key = node.id,
-                            .message = what + ": " + quoted(node.id) + " (" + node.name + ") at " + reg.address,
+                            .message = what + ": " + in_quotes(node.id) + " (" + node.name + ") at " + reg.address,
                             .details = {{"address", reg.address}, {"name", node.name}}});
   fold_fingerprints(ch, lookup, std::move(plugins), now);
   return ch;
@@ -167,7 +168,7 @@ NodeChange plan_heartbeat(const Node& current, std::vector<PluginInstance> plugi
     const std::string what = was_down ? "node is ready again: heartbeat received" : "node is ready";
     add_node_event(node, NodeEvent{now, "cluster", what, {}});
     ch.events.push_back(
-        Event{.topic = "Node", .type = "NodeReady", .key = node.id, .message = what + " from " + quoted(node.id)});
+        Event{.topic = "Node", .type = "NodeReady", .key = node.id, .message = what + " from " + in_quotes(node.id)});
   }
   fold_fingerprints(ch, lookup, std::move(plugins), now);
   for (auto& e : events) {
@@ -178,7 +179,7 @@ NodeChange plan_heartbeat(const Node& current, std::vector<PluginInstance> plugi
                               .topic = "Node",
                               .type = "NodeEvent",
                               .key = node.id,
-                              .message = "node " + quoted(node.id) + ": " + e.message,
+                              .message = "node " + in_quotes(node.id) + ": " + e.message,
                               .details = std::move(details)});
     add_node_event(node, std::move(e));
     ch.node_changed = true;
@@ -198,7 +199,7 @@ NodeChange plan_node_down(const Node& current, const std::string& reason, const 
   ch.events.push_back(Event{.topic = "Node",
                             .type = "NodeDown",
                             .key = node.id,
-                            .message = "node " + quoted(node.id) + " is down: " + reason});
+                            .message = "node " + in_quotes(node.id) + " is down: " + reason});
   std::vector<PluginInstance> instances;
   for (const auto& [id, inst] : node.plugins) {
     PluginInstance i = inst;

@@ -6,8 +6,11 @@
 
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
+
+using domain::in_quotes;
 
 using domain::Allocation;
 using domain::Node;
@@ -15,8 +18,6 @@ using domain::Plugin;
 using domain::Volume;
 
 namespace {
-
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 template <class T>
 const T* find(const std::map<std::string, T>& m, const std::string& id) {
@@ -77,16 +78,16 @@ std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) 
     const auto& v = *need.volume;
     const auto& p = *need.plugin;
     auto inst = p.nodes.find(node.id);
-    if (inst == p.nodes.end()) return "plugin " + quoted(p.id) + " has no node instance on this node";
+    if (inst == p.nodes.end()) return "plugin " + in_quotes(p.id) + " has no node instance on this node";
     if (!inst->second.healthy) {
       std::string desc = inst->second.health_description;
-      return "plugin " + quoted(p.id) + " is unhealthy on this node" + (desc.empty() ? "" : ": " + desc);
+      return "plugin " + in_quotes(p.id) + " is unhealthy on this node" + (desc.empty() ? "" : ": " + desc);
     }
     static const std::map<std::string, std::string> kNoTopology;
     const auto& info = inst->second.node_info;
     const auto& topology = info ? info->accessible_topology : kNoTopology;
     if (!topology_allows(v, topology))
-      return "volume " + quoted(v.id) + " is not accessible from this node's topology " + segments(topology);
+      return "volume " + in_quotes(v.id) + " is not accessible from this node's topology " + segments(topology);
     if (info && info->max_volumes > 0) {
       auto [it, fresh] = in_use.try_emplace(p.id);
       if (fresh) {
@@ -95,7 +96,7 @@ std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) 
       }
       it->second.insert(v.id);
       if (static_cast<std::int64_t>(it->second.size()) > info->max_volumes)
-        return "plugin " + quoted(p.id) + " allows at most " + std::to_string(info->max_volumes) +
+        return "plugin " + in_quotes(p.id) + " allows at most " + std::to_string(info->max_volumes) +
                " volumes on this node and this allocation would need " + std::to_string(it->second.size());
     }
     auto [copy, added] = trial.try_emplace(v.id, v);
@@ -157,14 +158,14 @@ int next_alloc_index(const std::vector<const Allocation*>& allocations, const st
 }
 
 std::string PlacementResult::message(const Allocation& alloc) const {
-  std::string out = "allocation " + quoted(alloc.name) + " cannot be placed";
-  if (!alloc.node_id.empty()) out += " on node " + quoted(alloc.node_id);
+  std::string out = "allocation " + in_quotes(alloc.name) + " cannot be placed";
+  if (!alloc.node_id.empty()) out += " on node " + in_quotes(alloc.node_id);
   if (!cluster_reason.empty()) return out + ": " + cluster_reason;
   if (rejections.empty()) return out + ": no node is registered";
   out += ": ";
   for (std::size_t i = 0; i < rejections.size(); ++i) {
     if (i > 0) out += "; ";
-    out += "node " + quoted(rejections[i].node_id) + ": " + rejections[i].reason;
+    out += "node " + in_quotes(rejections[i].node_id) + ": " + rejections[i].reason;
   }
   return out;
 }
