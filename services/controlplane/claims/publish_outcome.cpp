@@ -10,9 +10,13 @@ bool publish_pending(const domain::Claim& claim) {
 
 PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool retry_of_pending) {
   const auto outcome = csi::classify(csi::Rpc::ControllerPublishVolume, code);
-  // A final error is certain only on the first attempt: an earlier one may have published.
+  // Nothing sent, or a final error, is certain only on the first attempt: an earlier attempt may
+  // have published (the control plane was killed before it recorded the answer), so a retry
+  // that fails in any way leaves the claim for release with ControllerUnpublish. Found by the
+  // kill -9 test: a retry that found no healthy controller dropped a published claim.
   const bool final_first = outcome == csi::Outcome::final_error && !retry_of_pending;
-  return {.outcome = outcome, .certain = !sent || final_first, .rejected = sent && final_first};
+  const bool nothing_sent_first = !sent && !retry_of_pending;
+  return {.outcome = outcome, .certain = nothing_sent_first || final_first, .rejected = sent && final_first};
 }
 
 void record_publish(domain::Volume& volume, const std::string& allocation_id,

@@ -33,6 +33,15 @@ TEST(PublishOutcome, NothingSentIsCertainWhateverTheCode) {
   }
 }
 
+// The retry of a pending publish that reached no controller (the controller's agent restarting):
+// an earlier attempt may have published before the control plane was killed, so the claim goes
+// to release with ControllerUnpublish, never dropped.
+TEST(PublishOutcome, NothingSentOnARetryOfAPendingPublishIsUncertain) {
+  const auto f = classify_publish_failure(StatusCode::UNAVAILABLE, /*sent=*/false, /*retry_of_pending=*/true);
+  EXPECT_FALSE(f.certain);
+  EXPECT_FALSE(f.rejected);
+}
+
 TEST(PublishOutcome, AFinalErrorOnTheFirstAttemptIsCertainAndPassedOn) {
   const auto f = classify_publish_failure(StatusCode::INVALID_ARGUMENT, true, false);
   EXPECT_EQ(f.outcome, csi::Outcome::final_error);
