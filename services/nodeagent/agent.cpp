@@ -256,7 +256,7 @@ void Agent::start() {
     loops_->spawn("supervise-" + pc.id, supervisors_.back()->run());
   }
 
-  // Volumes and allocations (issue 6): finish releases left by the previous run, restore the
+  // Volumes and allocations: finish releases left by the previous run, restore the
   // allocations (re-adopting their tasks), then follow the control plane.
   if (auto st = volumes_->load(); !st)
     logger().error("mount records could not be loaded", {{"error", st.error()}});

@@ -38,7 +38,7 @@ struct StatusReporterOptions {
   async::Backoff backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
   std::size_t max_events_per_alloc = 200;
   // Reports arriving within this window go out in the same batch; so do the ones that arrive
-  // while a batch is in flight. Measured in the lifecycle bench (stop 18): 5 ms instead of 50
+  // while a batch is in flight. Measured in the lifecycle bench: 5 ms instead of 50
   // took claim-to-mounted p50 from ~85 to ~54 ms and lifecycles/s from ~70 to ~87 with
   // stop-to-freed unchanged, once the reporter's file writes left the executor.
   std::chrono::milliseconds batch_window{std::chrono::milliseconds(5)};

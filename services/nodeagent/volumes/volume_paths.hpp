@@ -1,4 +1,4 @@
-// The volumes room: mounting CSI volumes for allocations and releasing them durably (issue 6).
+// The volumes room: mounting CSI volumes for allocations and releasing them durably.
 // This file: where staging and publish targets live under the agent's mount root (Nomad's
 // csimanager layout) and creating their directories 0700. Every id is validated first, so no id
 // can name a path outside the root.
