@@ -4,8 +4,8 @@
 #include <set>
 #include <vector>
 
+#include "services/controlplane/gc/gc_passes.hpp"
 #include "services/controlplane/state/state_store.hpp"
-#include "shared/async/periodic.hpp"
 #include "shared/domain/time.hpp"
 
 namespace mooring::controlplane::gc {
@@ -56,22 +56,7 @@ std::size_t AllocGc::collect(Clock::time_point now) {
 }
 
 void AllocGc::start() {
-  // Named locals, not temporaries, as coroutine arguments (GCC 12; docs/engineering-notes.md).
-  async::PeriodicOptions options;
-  options.name = "alloc-gc";
-  options.period = options_.period.count() > 0
-                       ? options_.period
-                       : std::clamp<std::chrono::milliseconds>(options_.threshold / 4, std::chrono::seconds(1),
-                                                               std::chrono::minutes(5));
-  options.jitter = 0.1;
-  options.run_immediately = true;
-  std::function<asio::awaitable<void>()> fn = [this]() -> asio::awaitable<void> {
-    collect(Clock::now());
-    co_return;
-  };
-  tasks_.spawn("alloc-gc", [fn = std::move(fn), options = std::move(options)]() mutable {
-    return async::periodic(std::move(fn), std::move(options));
-  });
+  start_passes(tasks_, "alloc-gc", pass_period(options_.period, options_.threshold, 4), [this] { collect(Clock::now()); });
 }
 
 asio::awaitable<void> AllocGc::stop() {

@@ -1,13 +1,11 @@
 #include "services/controlplane/gc/node_gc.hpp"
 
-#include <algorithm>
-#include <functional>
 #include <vector>
 
+#include "services/controlplane/gc/gc_passes.hpp"
 #include "services/controlplane/gc/release_rules.hpp"
 #include "services/controlplane/nodes/node_purge.hpp"
 #include "services/controlplane/state/state_store.hpp"
-#include "shared/async/periodic.hpp"
 
 namespace mooring::controlplane::gc {
 
@@ -44,22 +42,7 @@ std::size_t NodeGc::collect(domain::Time now) {
 }
 
 void NodeGc::start() {
-  // Named locals, not temporaries, as coroutine arguments (GCC 12; docs/engineering-notes.md).
-  async::PeriodicOptions options;
-  options.name = "node-gc";
-  options.period = options_.period.count() > 0
-                       ? options_.period
-                       : std::clamp<std::chrono::milliseconds>(options_.threshold / 8, std::chrono::seconds(1),
-                                                               std::chrono::minutes(5));
-  options.jitter = 0.1;
-  options.run_immediately = true;
-  std::function<asio::awaitable<void>()> fn = [this]() -> asio::awaitable<void> {
-    collect(domain::now());
-    co_return;
-  };
-  tasks_.spawn("node-gc", [fn = std::move(fn), options = std::move(options)]() mutable {
-    return async::periodic(std::move(fn), std::move(options));
-  });
+  start_passes(tasks_, "node-gc", pass_period(options_.period, options_.threshold, 8), [this] { collect(domain::now()); });
 }
 
 asio::awaitable<void> NodeGc::stop() {
