@@ -36,7 +36,7 @@
 
 #include "bench/stats.hpp"
 #include "mooring/v1/nodeagent.grpc.pb.h"
-#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/gc/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
@@ -208,7 +208,7 @@ class Harness {
       options.group_commit = true;  // as the binary runs it
       store_ = std::make_unique<StateStore>(io_.get_executor(), *feed_, options);
       if (!store_->load()) throw std::runtime_error("load failed");
-      router_ = std::make_unique<agents::AgentRouter>(io_.get_executor(), *store_);
+      router_ = std::make_unique<agentclient::AgentRouter>(io_.get_executor(), *store_);
       gc_ = std::make_unique<gc::ClaimGc>(io_.get_executor(), *store_, *feed_, *router_, gc::GcOptions{});
       return 0;
     });
@@ -462,7 +462,7 @@ class Harness {
   std::thread thread_;
   std::unique_ptr<gc::ChangeFeed> feed_;
   std::unique_ptr<StateStore> store_;
-  std::unique_ptr<agents::AgentRouter> router_;
+  std::unique_ptr<agentclient::AgentRouter> router_;
   std::unique_ptr<gc::ClaimGc> gc_;
 };
 

@@ -17,9 +17,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "services/controlplane/agentapi/agent_service.hpp"
-#include "services/controlplane/agents/agent_router.hpp"
-#include "services/controlplane/agents/router_publisher.hpp"
+#include "services/controlplane/agentservice/agent_service.hpp"
+#include "services/controlplane/agentclient/agent_router.hpp"
+#include "services/controlplane/agentclient/router_publisher.hpp"
 #include "services/controlplane/api/api.hpp"
 #include "services/controlplane/api/controller_endpoints.hpp"
 #include "services/controlplane/config/controlplane_config.hpp"
@@ -100,8 +100,8 @@ int main(int argc, char** argv) {
   api::Api api{store, api_options};
 
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
-  agents::AgentRouter router{io.get_executor(), store};
-  agents::RouterPublisher publisher{router};
+  agentclient::AgentRouter router{io.get_executor(), store};
+  agentclient::RouterPublisher publisher{router};
   gc::GcOptions gc_options;
   gc_options.backoff.max = flags.gc_retry_max;
   gc_options.backoff.initial = std::min(gc_options.backoff.initial, flags.gc_retry_max);

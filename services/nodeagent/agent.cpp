@@ -9,8 +9,8 @@
 
 #include "mooring/v1/controlplane.pb.h"
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
-#include "services/nodeagent/allocs/alloc_manager.hpp"
-#include "services/nodeagent/allocs/status_reporter.hpp"
+#include "services/nodeagent/allocrunner/alloc_manager.hpp"
+#include "services/nodeagent/allocrunner/status_reporter.hpp"
 #include "services/nodeagent/controlplane_calls.hpp"
 #include "services/nodeagent/controlplane_link.hpp"
 #include "services/nodeagent/node_status.hpp"

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/api/api.hpp"
 #include "services/controlplane/api/controller_support.hpp"
 #include "services/controlplane/api/endpoints.hpp"
@@ -44,7 +44,7 @@ domain::Expected<StringMap> parse_secrets_header(std::string_view text) {
 }
 
 ControllerEndpoints::ControllerEndpoints(asio::any_io_executor executor, StateStore& store,
-                                         agents::AgentRouter& router, gc::ClaimGc* gc)
+                                         agentclient::AgentRouter& router, gc::ClaimGc* gc)
     : store_(store), router_(router), gc_(gc), tasks_(std::move(executor), "controller-api") {}
 
 ControllerEndpoints::~ControllerEndpoints() = default;

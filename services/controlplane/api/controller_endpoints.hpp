@@ -1,5 +1,5 @@
 // API room: the endpoints that need a controller plugin, reached through a node agent that runs
-// a healthy controller instance (agents/AgentRouter): create and delete volumes, operator
+// a healthy controller instance (agentclient/AgentRouter): create and delete volumes, operator
 // detach, snapshots and the external volume listing. They await RPCs, so they are added to the
 // Api as asynchronous routes at wiring time. Plugin secrets may also come in the header
 // `X-Mooring-CSI-Secrets: k=v,k2=v2` (or Nomad's `X-Nomad-CSI-Secrets`); they are passed to
@@ -32,7 +32,7 @@ struct Volume;
 
 namespace mooring::controlplane {
 class StateStore;
-namespace agents {
+namespace agentclient {
 class AgentRouter;
 }
 namespace gc {
@@ -47,7 +47,7 @@ class Api;
 class ControllerEndpoints {
  public:
   // `gc` (optional) is told to retry a detached volume's release at once.
-  ControllerEndpoints(boost::asio::any_io_executor executor, StateStore& store, agents::AgentRouter& router,
+  ControllerEndpoints(boost::asio::any_io_executor executor, StateStore& store, agentclient::AgentRouter& router,
                       gc::ClaimGc* gc = nullptr);
   ~ControllerEndpoints();
   ControllerEndpoints(const ControllerEndpoints&) = delete;
@@ -96,7 +96,7 @@ class ControllerEndpoints {
   void finish_delete_later(const std::string& plugin_id, const std::string& id, ::csi::v1::DeleteVolumeRequest request);
 
   StateStore& store_;
-  agents::AgentRouter& router_;
+  agentclient::AgentRouter& router_;
   gc::ClaimGc* gc_;
   Api* api_ = nullptr;  // set by add_routes: the fallback for plain registrations
   std::set<std::string> finishing_;  // volumes with a background delete running

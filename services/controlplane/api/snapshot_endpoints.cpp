@@ -2,7 +2,7 @@
 // list, through a controller of the volume's plugin (ControllerEndpoints' routes).
 #include "services/controlplane/api/controller_endpoints.hpp"
 
-#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/api/controller_support.hpp"
 #include "shared/async/retry.hpp"
 

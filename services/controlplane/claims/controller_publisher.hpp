@@ -1,6 +1,6 @@
 // Claims room: what the claim path needs from the controller side — one ControllerPublishVolume
 // for a freshly recorded claim. A consumer-side interface so the claim path is tested with a
-// fake; the controller router (agents/) implements it by picking a node with a healthy
+// fake; the controller router (agentclient/) implements it by picking a node with a healthy
 // controller instance of the volume's plugin.
 #pragma once
 

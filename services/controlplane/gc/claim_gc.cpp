@@ -3,7 +3,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/gc/release_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -69,7 +69,7 @@ struct ClaimGc::Worker {
   std::map<std::string, Retry> retry;  // allocation id -> backoff state of its claim
 };
 
-ClaimGc::ClaimGc(asio::any_io_executor executor, StateStore& store, ChangeFeed& feed, agents::AgentRouter& agents,
+ClaimGc::ClaimGc(asio::any_io_executor executor, StateStore& store, ChangeFeed& feed, agentclient::AgentRouter& agents,
                  GcOptions options)
     : store_(store),
       agents_(agents),

@@ -24,7 +24,7 @@
 
 namespace mooring::controlplane {
 class StateStore;
-namespace agents {
+namespace agentclient {
 class AgentRouter;
 }
 }  // namespace mooring::controlplane
@@ -48,7 +48,7 @@ struct GcOptions {
 class ClaimGc {
  public:
   // `feed` must be the backend decorator the store writes through.
-  ClaimGc(boost::asio::any_io_executor executor, StateStore& store, ChangeFeed& feed, agents::AgentRouter& agents,
+  ClaimGc(boost::asio::any_io_executor executor, StateStore& store, ChangeFeed& feed, agentclient::AgentRouter& agents,
           GcOptions options = {});
   ~ClaimGc();
   ClaimGc(const ClaimGc&) = delete;
@@ -90,7 +90,7 @@ class ClaimGc {
   void sweep();
 
   StateStore& store_;
-  agents::AgentRouter& agents_;
+  agentclient::AgentRouter& agents_;
   GcOptions options_;
   log::Logger log_{"claim-gc"};
   std::shared_ptr<ChangeSet> volume_changes_;

@@ -1,5 +1,5 @@
 // Where an alloc runner sends its client status and task events: the reporter that batches them
-// into UpdateAllocations (allocs/status_reporter.hpp), or a recording fake in tests.
+// into UpdateAllocations (allocrunner/status_reporter.hpp), or a recording fake in tests.
 #pragma once
 
 #include <string>

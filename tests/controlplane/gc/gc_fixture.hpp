@@ -15,7 +15,7 @@
 #include <boost/asio/use_future.hpp>
 #include <gtest/gtest.h>
 
-#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/gc/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
@@ -43,14 +43,14 @@ struct Plane {
   Plane(asio::io_context& io, StateBackend& backend, gc::GcOptions options)
       : feed(backend),
         store(io.get_executor(), feed, StateOptions{.group_commit = true}),
-        router(io.get_executor(), store, agents::AgentRouterOptions{.timeout_override = 3s}),
+        router(io.get_executor(), store, agentclient::AgentRouterOptions{.timeout_override = 3s}),
         gc(io.get_executor(), store, feed, router, options),
         loss(io.get_executor(), store, gc::NodeLossOptions{.max_wait = 200ms}) {
     if (!store.load()) throw std::runtime_error("load failed");
   }
   gc::ChangeFeed feed;
   StateStore store;
-  agents::AgentRouter router;
+  agentclient::AgentRouter router;
   gc::ClaimGc gc;
   gc::NodeLossMonitor loss;
 };

@@ -1,9 +1,9 @@
-#include "services/controlplane/agents/router_publisher.hpp"
+#include "services/controlplane/agentclient/router_publisher.hpp"
 
-#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/agentclient/agent_router.hpp"
 #include "shared/domain/volume_capability.hpp"
 
-namespace mooring::controlplane::agents {
+namespace mooring::controlplane::agentclient {
 
 boost::asio::awaitable<PublishResult> RouterPublisher::publish(const domain::Volume& volume,
                                                                const domain::Claim& claim, std::string csi_node_id) {
@@ -34,4 +34,4 @@ boost::asio::awaitable<PublishResult> RouterPublisher::publish(const domain::Vol
   co_return out;
 }
 
-}  // namespace mooring::controlplane::agents
+}  // namespace mooring::controlplane::agentclient

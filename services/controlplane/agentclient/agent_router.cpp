@@ -1,4 +1,4 @@
-#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/agentclient/agent_router.hpp"
 
 #include <map>
 
@@ -10,7 +10,7 @@
 #include "shared/log/log.hpp"
 #include "shared/rpc/client_call.hpp"
 
-namespace mooring::controlplane::agents {
+namespace mooring::controlplane::agentclient {
 
 using domain::in_quotes;
 
@@ -20,7 +20,7 @@ using Stub = v1::NodeAgent::Stub;
 namespace {
 
 const log::Logger& logger() {
-  static const log::Logger instance{"agents"};
+  static const log::Logger instance{"agentclient"};
   return instance;
 }
 
@@ -324,4 +324,4 @@ asio::awaitable<AgentResult<::csi::v1::GetCapacityResponse>> AgentRouter::get_ca
 
 #undef MOORING_FORWARD
 
-}  // namespace mooring::controlplane::agents
+}  // namespace mooring::controlplane::agentclient

@@ -26,7 +26,7 @@ namespace mooring::controlplane {
 class StateStore;
 }
 
-namespace mooring::controlplane::agents {
+namespace mooring::controlplane::agentclient {
 
 template <class Response>
 struct AgentResult {
@@ -112,4 +112,4 @@ class AgentRouter {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace mooring::controlplane::agents
+}  // namespace mooring::controlplane::agentclient

@@ -1,8 +1,8 @@
 // How the agent API says no: gRPC codes the node agent acts on (INVALID_ARGUMENT and NOT_FOUND
 // are final for it; FAILED_PRECONDITION and UNAVAILABLE are retried).
-#include "services/controlplane/agentapi/handlers.hpp"
+#include "services/controlplane/agentservice/handlers.hpp"
 
-namespace mooring::controlplane::agentapi {
+namespace mooring::controlplane::agentservice {
 
 grpc::Status invalid_argument(std::string message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
@@ -32,4 +32,4 @@ grpc::Status check_id(domain::IdKind kind, const std::string& id) {
   return grpc::Status::OK;
 }
 
-}  // namespace mooring::controlplane::agentapi
+}  // namespace mooring::controlplane::agentservice

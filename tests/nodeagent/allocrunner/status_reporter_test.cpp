@@ -1,6 +1,6 @@
 // The status reporter: batches reports, keeps them while the control plane is away, delivers
 // them once it is back, and survives an agent restart through its file.
-#include "services/nodeagent/allocs/status_reporter.hpp"
+#include "services/nodeagent/allocrunner/status_reporter.hpp"
 
 #include <gtest/gtest.h>
 

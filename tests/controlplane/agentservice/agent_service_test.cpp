@@ -3,7 +3,7 @@
 // ClaimVolume's intent → publish → context path with every publish outcome.
 #include <future>
 
-#include "tests/controlplane/agentapi/agent_fixture.hpp"
+#include "tests/controlplane/agentservice/agent_fixture.hpp"
 
 namespace mooring::controlplane {
 

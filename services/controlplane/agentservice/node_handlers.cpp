@@ -1,12 +1,12 @@
 // RegisterNode and Heartbeat: the node record, the plugin aggregates its fingerprints feed, and
 // liveness. A heartbeat that changes nothing writes nothing.
-#include "services/controlplane/agentapi/handlers.hpp"
+#include "services/controlplane/agentservice/handlers.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/nodes/node_report.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/proto_convert.hpp"
 
-namespace mooring::controlplane::agentapi {
+namespace mooring::controlplane::agentservice {
 
 namespace {
 
@@ -76,4 +76,4 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   return grpc::Status::OK;
 }
 
-}  // namespace mooring::controlplane::agentapi
+}  // namespace mooring::controlplane::agentservice

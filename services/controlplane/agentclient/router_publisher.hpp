@@ -4,7 +4,7 @@
 
 #include "services/controlplane/claims/controller_publisher.hpp"
 
-namespace mooring::controlplane::agents {
+namespace mooring::controlplane::agentclient {
 
 class AgentRouter;
 
@@ -18,4 +18,4 @@ class RouterPublisher final : public ControllerPublisher {
   AgentRouter& router_;
 };
 
-}  // namespace mooring::controlplane::agents
+}  // namespace mooring::controlplane::agentclient

@@ -1,11 +1,11 @@
 // The gRPC face of the agent API: each method hands its request to a handler running as a
 // coroutine on the store's executor (rpc::serve), so handlers never race the REST API.
-#include "services/controlplane/agentapi/agent_service.hpp"
+#include "services/controlplane/agentservice/agent_service.hpp"
 
 #include <grpcpp/support/server_callback.h>
 
 #include "mooring/v1/controlplane.grpc.pb.h"
-#include "services/controlplane/agentapi/handlers.hpp"
+#include "services/controlplane/agentservice/handlers.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/rpc/server.hpp"
 
@@ -17,42 +17,42 @@ namespace {
 
 class Service final : public v1::ControlPlane::CallbackService {
  public:
-  explicit Service(agentapi::Context& ctx) : ctx_(ctx) {}
+  explicit Service(agentservice::Context& ctx) : ctx_(ctx) {}
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* c, const v1::RegisterNodeRequest* req,
                                          v1::RegisterNodeResponse* resp) override {
     return serve(c, "RegisterNode", [this, req, resp]() -> asio::awaitable<grpc::Status> {
-      co_return agentapi::register_node(ctx_, *req, *resp);
+      co_return agentservice::register_node(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* c, const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
     return serve(c, "Heartbeat", [this, req, resp]() -> asio::awaitable<grpc::Status> {
-      co_return agentapi::heartbeat(ctx_, *req, *resp);
+      co_return agentservice::heartbeat(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* WatchAllocations(grpc::CallbackServerContext* c, const v1::WatchAllocationsRequest* req,
                                              v1::WatchAllocationsResponse* resp) override {
     return serve(c, "WatchAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
-      co_return co_await agentapi::watch_allocations(ctx_, *req, *resp);
+      co_return co_await agentservice::watch_allocations(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* UpdateAllocations(grpc::CallbackServerContext* c, const v1::UpdateAllocationsRequest* req,
                                               v1::UpdateAllocationsResponse* resp) override {
     return serve(c, "UpdateAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
-      co_return agentapi::update_allocations(ctx_, *req, *resp);
+      co_return agentservice::update_allocations(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* ClaimVolume(grpc::CallbackServerContext* c, const v1::ClaimVolumeRequest* req,
                                         v1::ClaimVolumeResponse* resp) override {
     return serve(c, "ClaimVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
-      co_return co_await agentapi::claim_volume(ctx_, *req, *resp);
+      co_return co_await agentservice::claim_volume(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* UnpublishVolume(grpc::CallbackServerContext* c, const v1::UnpublishVolumeRequest* req,
                                             v1::UnpublishVolumeResponse* resp) override {
     return serve(c, "UnpublishVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
-      co_return agentapi::unpublish_volume(ctx_, *req, *resp);
+      co_return agentservice::unpublish_volume(ctx_, *req, *resp);
     });
   }
 
@@ -70,7 +70,7 @@ class Service final : public v1::ControlPlane::CallbackService {
     });
   }
 
-  agentapi::Context& ctx_;
+  agentservice::Context& ctx_;
 };
 
 }  // namespace
@@ -79,7 +79,7 @@ struct AgentService::Impl {
   Impl(asio::any_io_executor ex, StateStore& store, NodeLiveness& liveness, ControllerPublisher* publisher,
        AgentServiceOptions options)
       : ctx(ex, store, liveness, publisher, options), service(ctx) {}
-  agentapi::Context ctx;
+  agentservice::Context ctx;
   Service service;
 };
 

@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <set>
 
-#include "services/controlplane/agentapi/handlers.hpp"
+#include "services/controlplane/agentservice/handlers.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/proto_convert.hpp"
 #include "shared/domain/text.hpp"
 
-namespace mooring::controlplane::agentapi {
+namespace mooring::controlplane::agentservice {
 
 using domain::in_quotes;
 
@@ -151,4 +151,4 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
   return grpc::Status::OK;
 }
 
-}  // namespace mooring::controlplane::agentapi
+}  // namespace mooring::controlplane::agentservice

@@ -1,9 +1,9 @@
 // ClaimVolume and UnpublishVolume: protobuf to the claim path's values and back. The claim path
 // (claims/claim_path.hpp) records the intent, publishes and classifies the outcome.
-#include "services/controlplane/agentapi/handlers.hpp"
+#include "services/controlplane/agentservice/handlers.hpp"
 #include "shared/domain/proto_convert.hpp"
 
-namespace mooring::controlplane::agentapi {
+namespace mooring::controlplane::agentservice {
 
 namespace asio = boost::asio;
 
@@ -58,4 +58,4 @@ grpc::Status unpublish_volume(Context& ctx, const v1::UnpublishVolumeRequest& re
   return grpc::Status::OK;
 }
 
-}  // namespace mooring::controlplane::agentapi
+}  // namespace mooring::controlplane::agentservice

@@ -11,13 +11,13 @@
 #include <grpcpp/support/status.h>
 
 #include "mooring/v1/controlplane.pb.h"
-#include "services/controlplane/agentapi/agent_service.hpp"
+#include "services/controlplane/agentservice/agent_service.hpp"
 #include "services/controlplane/claims/claim_path.hpp"
 #include "services/controlplane/claims/refusal.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 
-namespace mooring::controlplane::agentapi {
+namespace mooring::controlplane::agentservice {
 
 struct Context {
   Context(boost::asio::any_io_executor ex, StateStore& s, NodeLiveness& l, ControllerPublisher* p, AgentServiceOptions o)
@@ -28,7 +28,7 @@ struct Context {
   NodeLiveness& liveness;
   AgentServiceOptions options;
   ClaimPath claims;
-  log::Logger log{"agentapi"};
+  log::Logger log{"agentservice"};
 };
 
 // ---- status helpers ----
@@ -52,4 +52,4 @@ grpc::Status update_allocations(Context&, const v1::UpdateAllocationsRequest&, v
 boost::asio::awaitable<grpc::Status> claim_volume(Context&, const v1::ClaimVolumeRequest&, v1::ClaimVolumeResponse&);
 grpc::Status unpublish_volume(Context&, const v1::UnpublishVolumeRequest&, v1::UnpublishVolumeResponse&);
 
-}  // namespace mooring::controlplane::agentapi
+}  // namespace mooring::controlplane::agentservice

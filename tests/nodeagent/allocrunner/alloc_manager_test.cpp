@@ -1,7 +1,7 @@
 // The allocation set: runners start for new allocations, stop on desired=stop, are removed once
 // the control plane lists them terminal; the client-side disconnect rule stops allocations with
 // StopAfterClientDisconnect; restore() picks up allocations from the data dir.
-#include "services/nodeagent/allocs/alloc_manager.hpp"
+#include "services/nodeagent/allocrunner/alloc_manager.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,12 +2,12 @@
 // serialization, channels that follow a node's address, clear errors when nobody can serve.
 #include <gtest/gtest.h>
 
-#include "services/controlplane/agents/agent_router.hpp"
+#include "services/controlplane/agentclient/agent_router.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
 
 namespace mooring::controlplane::testing {
 
-using Result = agents::AgentResult<::csi::v1::ControllerUnpublishVolumeResponse>;
+using Result = agentclient::AgentResult<::csi::v1::ControllerUnpublishVolumeResponse>;
 
 class AgentRouterTest : public GcFixture {
  protected:
@@ -177,7 +177,7 @@ TEST_F(AgentRouterTest, ChannelFollowsTheNodesAddress) {
 }
 
 TEST_F(AgentRouterTest, NodeRpcGoesToTheNamedNode) {
-  auto r = asio::co_spawn(io, [&]() -> asio::awaitable<agents::AgentResult<v1::NodeDetachVolumeResponse>> {
+  auto r = asio::co_spawn(io, [&]() -> asio::awaitable<agentclient::AgentResult<v1::NodeDetachVolumeResponse>> {
     v1::NodeDetachVolumeRequest req;
     req.set_volume_id("vol-1");
     co_return co_await plane->router.node_detach_volume("node-1", req);
@@ -185,7 +185,7 @@ TEST_F(AgentRouterTest, NodeRpcGoesToTheNamedNode) {
   EXPECT_TRUE(r.done()) << r.error;
   EXPECT_EQ(agents["node-1"].count("NodeDetachVolume"), 1u);
 
-  auto missing = asio::co_spawn(io, [&]() -> asio::awaitable<agents::AgentResult<v1::NodeDetachVolumeResponse>> {
+  auto missing = asio::co_spawn(io, [&]() -> asio::awaitable<agentclient::AgentResult<v1::NodeDetachVolumeResponse>> {
     std::string node_id = "node-9";
     v1::NodeDetachVolumeRequest req;
     co_return co_await plane->router.node_detach_volume(node_id, req);

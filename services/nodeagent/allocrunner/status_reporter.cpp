@@ -1,4 +1,4 @@
-#include "services/nodeagent/allocs/status_reporter.hpp"
+#include "services/nodeagent/allocrunner/status_reporter.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "services/nodeagent/allocs/alloc_manager.hpp"
+#include "services/nodeagent/allocrunner/alloc_manager.hpp"
 
 #include <algorithm>
 

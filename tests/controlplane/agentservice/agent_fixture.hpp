@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mooring/v1/controlplane.grpc.pb.h"
-#include "services/controlplane/agentapi/agent_service.hpp"
+#include "services/controlplane/agentservice/agent_service.hpp"
 #include "services/controlplane/claims/controller_publisher.hpp"
 #include "services/controlplane/claims/publish_outcome.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
