@@ -99,6 +99,10 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
       } else if (name == "secrets") {
         if (!take_value()) return fail("flag -secrets needs a value (key=value,...)");
         inv.globals.secrets = *value;
+      } else if (name == "ca-cert" || name == "client-cert" || name == "client-key") {
+        if (!take_value()) return fail("flag -" + name + " needs a value (a PEM file)");
+        (name == "ca-cert" ? inv.globals.ca_cert : name == "client-cert" ? inv.globals.client_cert : inv.globals.client_key) =
+            *value;
       } else if (name == "json") {
         if (!switch_value(inv.globals.json)) return fail("flag -json: expected true or false, got \"" + *value + "\"");
       } else if (const FlagSpec* f = find_flag(inv.command, name)) {
@@ -168,7 +172,12 @@ bool parse_secrets(const std::string& text, std::map<std::string, std::string>& 
 
 std::string global_flags_usage() {
   return "Global flags:\n"
-         "  -address URL       control plane HTTP API (default http://127.0.0.1:4700; env MOORING_ADDR)\n"
+         "  -address URL       control plane API, https:// or http:// (default http://127.0.0.1:4700;\n"
+         "                     env MOORING_ADDR)\n"
+         "  -ca-cert FILE      CA that signed the control plane's HTTPS certificate (env MOORING_CACERT;\n"
+         "                     default: the system's CAs)\n"
+         "  -client-cert FILE  client certificate for HTTPS, with -client-key (env MOORING_CLIENT_CERT,\n"
+         "                     MOORING_CLIENT_KEY)\n"
          "  -json              print the API's JSON instead of tables\n"
          "  -secrets k=v,...   CSI secrets for create/delete/snapshot (sent as X-Mooring-CSI-Secrets)\n"
          "  -h                 help for any command\n";

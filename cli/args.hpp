@@ -37,6 +37,10 @@ struct GlobalOptions {
   std::string address;  // "" = not given on the command line
   bool json = false;
   std::string secrets;  // raw "k=v,k2=v2"
+  // HTTPS ("" = not given on the command line; the environment may give them).
+  std::string ca_cert;
+  std::string client_cert;
+  std::string client_key;
 };
 
 struct Invocation {

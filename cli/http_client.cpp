@@ -3,15 +3,22 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/version.hpp>
+#include <openssl/ssl.h>
 
 #include <algorithm>
 #include <cctype>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -21,6 +28,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using asio::ip::tcp;
+namespace ssl = asio::ssl;
 
 namespace {
 
@@ -42,26 +50,32 @@ domain::Expected<Endpoint> parse_address(std::string_view text) {
   auto bad = [&](const std::string& why) {
     return domain::error("address \"" + std::string(text) + "\": " + why);
   };
-  if (rest.starts_with("https://")) return bad("https is not supported by this client; use http://");
-  if (rest.starts_with("http://")) rest.remove_prefix(7);
-  else if (rest.find("://") != std::string_view::npos) return bad("only http:// addresses are supported");
+  Endpoint e;
+  if (rest.starts_with("https://")) {
+    rest.remove_prefix(8);
+    e.tls = true;
+  } else if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+  } else if (rest.find("://") != std::string_view::npos) {
+    return bad("only https:// and http:// addresses are supported");
+  }
+  const std::string default_port = e.tls ? "443" : "80";
   while (rest.ends_with('/')) rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) return bad("expected http://HOST:PORT without a path");
   if (rest.empty()) return bad("no host");
-  Endpoint e;
   if (rest.front() == '[') {
     auto close = rest.find(']');
     if (close == std::string_view::npos) return bad("unterminated [IPv6] host");
     e.host = std::string(rest.substr(1, close - 1));
     auto after = rest.substr(close + 1);
-    if (after.empty()) e.port = "80";
+    if (after.empty()) e.port = default_port;
     else if (after.front() == ':' && all_digits(after.substr(1))) e.port = std::string(after.substr(1));
     else return bad("expected [HOST]:PORT");
   } else {
     auto colon = rest.rfind(':');
     if (colon == std::string_view::npos) {
       e.host = std::string(rest);
-      e.port = "80";
+      e.port = default_port;
     } else {
       e.host = std::string(rest.substr(0, colon));
       e.port = std::string(rest.substr(colon + 1));
@@ -71,7 +85,7 @@ domain::Expected<Endpoint> parse_address(std::string_view text) {
   if (e.host.empty()) return bad("no host");
   if (std::stoul(e.port.substr(0, 6)) > 65535 || e.port.size() > 5) return bad("port " + e.port + " is out of range");
   bool v6 = e.host.find(':') != std::string::npos;
-  e.url = "http://" + (v6 ? "[" + e.host + "]" : e.host) + ":" + e.port;
+  e.url = (e.tls ? "https://" : "http://") + (v6 ? "[" + e.host + "]" : e.host) + ":" + e.port;
   return e;
 }
 
@@ -106,71 +120,139 @@ domain::Expected<HttpResponse> HttpClient::send(const HttpRequest& request) cons
   constexpr int kAttempts = 4;
   auto delay = std::chrono::milliseconds(250);
   for (int attempt = 1;; ++attempt) {
-    auto res = send_once(req);
-    const bool again = !res || res->status == 503;  // no answer, or the state is still loading
+    bool permanent = false;
+    auto res = send_once(req, permanent);
+    const bool again = (!res && !permanent) || (res && res->status == 503);  // no answer, or still loading
     if (!again || attempt == kAttempts) return res;
     std::this_thread::sleep_for(delay);
     delay *= 2;
   }
 }
 
-domain::Expected<HttpResponse> HttpClient::send_once(const HttpRequest& request) const {
-  asio::io_context io{1};
+namespace {
+
+struct Exchange {
   HttpResponse out;
   std::string failure;  // empty: success
   bool connected = false;
+  bool permanent = false;  // sending again cannot help (a certificate refused)
+};
+
+bhttp::request<bhttp::string_body> to_beast(const HttpRequest& request, const Endpoint& endpoint) {
+  bhttp::request<bhttp::string_body> req;
+  req.method(bhttp::string_to_verb(request.method));
+  req.target(request.target);
+  req.version(11);
+  req.set(bhttp::field::host, endpoint.host + ":" + endpoint.port);
+  req.set(bhttp::field::user_agent, "mooring-cli");
+  req.set(bhttp::field::accept, "application/json");
+  req.set(bhttp::field::connection, "close");
+  for (const auto& [k, v] : request.headers) req.set(k, v);
+  if (!request.body.empty()) {
+    req.set(bhttp::field::content_type, "application/json");
+    req.body() = request.body;
+  }
+  req.prepare_payload();
+  return req;
+}
+
+// One request and its answer over a connected stream (TCP or TLS).
+template <class Stream>
+asio::awaitable<void> request_response(Stream& stream, const HttpRequest& request, const Endpoint& endpoint,
+                                       Exchange& x) {
+  auto token = asio::as_tuple(asio::use_awaitable);
+  auto req = to_beast(request, endpoint);
+  auto [wec, w] = co_await bhttp::async_write(stream, req, token);
+  if (wec) {
+    x.failure = "sending the request failed: " + wec.message();
+    co_return;
+  }
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(kBodyLimit);
+  auto [ec, r] = co_await bhttp::async_read(stream, buffer, parser, token);
+  if (ec) {
+    x.failure = ec == beast::error::timeout ? "no answer within " + std::to_string(request.timeout.count() / 1000) + "s"
+                                            : "reading the answer failed: " + ec.message();
+    co_return;
+  }
+  auto& res = parser.get();
+  x.out.status = res.result_int();
+  x.out.body = std::move(res.body());
+  for (const auto& field : res) x.out.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+}
+
+// The client side of HTTPS: the peer's chain checked against the CA file (or the system's CAs)
+// and its certificate checked for the host name dialled.
+domain::Expected<std::unique_ptr<ssl::context>> client_tls(const TlsClientFiles& files, const std::string& host) {
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
+  beast::error_code ec;
+  ::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  if (files.ca_file.empty()) ctx->set_default_verify_paths(ec);
+  else ctx->load_verify_file(files.ca_file, ec);
+  if (ec) return domain::error("CA certificate " + (files.ca_file.empty() ? "(system)" : files.ca_file) + ": " + ec.message());
+  if (files.cert_file.empty() != files.key_file.empty())
+    return domain::error("a client certificate needs its key (MOORING_CLIENT_CERT and MOORING_CLIENT_KEY)");
+  if (!files.cert_file.empty()) {
+    if (ctx->use_certificate_chain_file(files.cert_file, ec); ec)
+      return domain::error("client certificate " + files.cert_file + ": " + ec.message());
+    if (ctx->use_private_key_file(files.key_file, ssl::context::pem, ec); ec)
+      return domain::error("client key " + files.key_file + ": " + ec.message());
+  }
+  ctx->set_verify_mode(ssl::verify_peer);
+  ctx->set_verify_callback(ssl::host_name_verification(host));
+  return ctx;
+}
+
+}  // namespace
+
+domain::Expected<HttpResponse> HttpClient::send_once(const HttpRequest& request, bool& permanent) const {
+  permanent = false;
+  std::unique_ptr<ssl::context> tls;
+  if (endpoint_.tls) {
+    auto ctx = client_tls(tls_, endpoint_.host);
+    permanent = !ctx;
+    if (!ctx) return domain::error("cannot set up HTTPS to " + endpoint_.url + ": " + ctx.error());
+    tls = std::move(*ctx);
+  }
+  asio::io_context io{1};
+  Exchange x;
 
   auto exchange = [&]() -> asio::awaitable<void> {
     auto token = asio::as_tuple(asio::use_awaitable);
     tcp::resolver resolver(io);
     auto [rec, endpoints] = co_await resolver.async_resolve(endpoint_.host, endpoint_.port, token);
     if (rec) {
-      failure = "cannot resolve " + endpoint_.host + ": " + rec.message();
+      x.failure = "cannot resolve " + endpoint_.host + ": " + rec.message();
       co_return;
     }
     beast::tcp_stream stream(io);
     stream.expires_after(request.timeout);
     auto [cec, _] = co_await stream.async_connect(endpoints, token);
     if (cec) {
-      failure = cec == beast::error::timeout ? "connection timed out" : cec.message();
+      x.failure = cec == beast::error::timeout ? "connection timed out" : cec.message();
       co_return;
     }
-    connected = true;
-    bhttp::request<bhttp::string_body> req;
-    auto verb = bhttp::string_to_verb(request.method);
-    req.method(verb);
-    req.target(request.target);
-    req.version(11);
-    req.set(bhttp::field::host, endpoint_.host + ":" + endpoint_.port);
-    req.set(bhttp::field::user_agent, "mooring-cli");
-    req.set(bhttp::field::accept, "application/json");
-    req.set(bhttp::field::connection, "close");
-    for (const auto& [k, v] : request.headers) req.set(k, v);
-    if (!request.body.empty()) {
-      req.set(bhttp::field::content_type, "application/json");
-      req.body() = request.body;
-    }
-    req.prepare_payload();
-    auto [wec, w] = co_await bhttp::async_write(stream, req, token);
-    if (wec) {
-      failure = "sending the request failed: " + wec.message();
-      co_return;
-    }
-    beast::flat_buffer buffer;
-    bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(kBodyLimit);
-    auto [ec, r] = co_await bhttp::async_read(stream, buffer, parser, token);
-    if (ec) {
-      failure = ec == beast::error::timeout ? "no answer within " + std::to_string(request.timeout.count() / 1000) + "s"
-                                            : "reading the answer failed: " + ec.message();
-      co_return;
-    }
-    auto& res = parser.get();
-    out.status = res.result_int();
-    out.body = std::move(res.body());
-    for (const auto& field : res) out.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+    x.connected = true;
     beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    if (!tls) {
+      co_await request_response(stream, request, endpoint_, x);
+      stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      co_return;
+    }
+    beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), *tls);
+    beast::error_code ip_ec;
+    asio::ip::make_address(endpoint_.host, ip_ec);
+    if (ip_ec) ::SSL_set_tlsext_host_name(secure.native_handle(), endpoint_.host.c_str());  // SNI: names only
+    auto [hec] = co_await secure.async_handshake(ssl::stream_base::client, token);
+    if (hec) {
+      x.permanent = true;
+      x.failure = "TLS handshake failed: " + hec.message() +
+                  (hec.category() == asio::error::get_ssl_category() ? " (is MOORING_CACERT the CA that signed it?)" : "");
+      co_return;
+    }
+    co_await request_response(secure, request, endpoint_, x);
+    beast::get_lowest_layer(secure).socket().shutdown(tcp::socket::shutdown_both, ignored);
   };
 
   // Exceptions here are bugs (allocation failure, a Beast precondition): say so instead of aborting.
@@ -179,13 +261,14 @@ domain::Expected<HttpResponse> HttpClient::send_once(const HttpRequest& request)
     try {
       std::rethrow_exception(e);
     } catch (const std::exception& ex) {
-      failure = std::string("internal error: ") + ex.what();
+      x.failure = std::string("internal error: ") + ex.what();
     }
   });
   io.run();
-  if (failure.empty()) return out;
-  if (connected) return domain::error("the control plane at " + endpoint_.url + " did not answer: " + failure);
-  return domain::error("cannot reach the control plane at " + endpoint_.url + ": " + failure +
+  if (x.failure.empty()) return std::move(x.out);
+  permanent = x.permanent;
+  if (x.connected) return domain::error("the control plane at " + endpoint_.url + " did not answer: " + x.failure);
+  return domain::error("cannot reach the control plane at " + endpoint_.url + ": " + x.failure +
                        " (is it running? set -address or MOORING_ADDR)");
 }
 

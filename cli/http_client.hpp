@@ -16,11 +16,12 @@ namespace mooring::cli {
 struct Endpoint {
   std::string host;
   std::string port;
-  std::string url;  // normalised, for messages: "http://127.0.0.1:4700"
+  std::string url;  // normalised, for messages: "https://127.0.0.1:4700"
+  bool tls = false;
 };
 
-// "http://HOST:PORT", "HOST:PORT", "http://HOST" (port 80), "[::1]:4700"; a trailing "/" is
-// ignored. https and paths are refused with a message saying why.
+// "https://HOST:PORT", "http://HOST:PORT", "HOST:PORT" (http), "https://HOST" (port 443),
+// "[::1]:4700"; a trailing "/" is ignored. Other schemes and paths are refused saying why.
 domain::Expected<Endpoint> parse_address(std::string_view text);
 
 struct HttpRequest {
@@ -42,20 +43,30 @@ struct HttpResponse {
   }
 };
 
+// HTTPS: the server's certificate is checked against `ca_file` (the system's CAs when empty)
+// and must name the host dialled; a client certificate is sent when given.
+struct TlsClientFiles {
+  std::string ca_file;    // MOORING_CACERT / -ca-cert
+  std::string cert_file;  // MOORING_CLIENT_CERT / -client-cert
+  std::string key_file;   // MOORING_CLIENT_KEY / -client-key
+};
+
 class HttpClient {
  public:
-  explicit HttpClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
+  explicit HttpClient(Endpoint endpoint, TlsClientFiles tls = {}) : endpoint_(std::move(endpoint)), tls_(std::move(tls)) {}
   const Endpoint& endpoint() const { return endpoint_; }
 
   // Any HTTP status is a response. The error (connection refused, timeout, a broken reply) is a
   // sentence naming the address, ready to print. A write gets an Idempotency-Key (unless it has
   // one); a request that got no answer, or 503, is sent again (4 tries in about 2 s) with the
-  // same key, so the control plane acts on it once.
+  // same key, so the control plane acts on it once. A refused certificate is not retried.
   domain::Expected<HttpResponse> send(const HttpRequest& request) const;
 
  private:
-  domain::Expected<HttpResponse> send_once(const HttpRequest& request) const;
+  // `permanent`: the failure will not go away by sending again (HTTPS set-up or certificate).
+  domain::Expected<HttpResponse> send_once(const HttpRequest& request, bool& permanent) const;
   Endpoint endpoint_;
+  TlsClientFiles tls_;
 };
 
 // Percent-encodes a path segment or query value (ids may hold characters like '/').

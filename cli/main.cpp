@@ -6,7 +6,8 @@
 
 int main(int argc, char** argv) {
   std::map<std::string, std::string> env;
-  if (const char* addr = std::getenv("MOORING_ADDR")) env["MOORING_ADDR"] = addr;
+  for (const char* name : {"MOORING_ADDR", "MOORING_CACERT", "MOORING_CLIENT_CERT", "MOORING_CLIENT_KEY", "MOORING_TOKEN"})
+    if (const char* value = std::getenv(name)) env[name] = value;
   int rc = mooring::cli::run(std::vector<std::string>(argv + 1, argv + argc), env, std::cout, std::cerr);
   std::cout.flush();
   return rc;

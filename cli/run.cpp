@@ -35,7 +35,15 @@ int run(const std::vector<std::string>& args, const std::map<std::string, std::s
     err << "Error: " << error << "\n";
     return kExitUsage;
   }
-  Context ctx(HttpClient(std::move(*endpoint)), inv.globals, std::move(secrets), out, err);
+  auto setting = [&](const std::string& given, const char* variable) {
+    if (!given.empty()) return given;
+    auto it = env.find(variable);
+    return it != env.end() ? it->second : std::string{};
+  };
+  TlsClientFiles tls{.ca_file = setting(inv.globals.ca_cert, "MOORING_CACERT"),
+                     .cert_file = setting(inv.globals.client_cert, "MOORING_CLIENT_CERT"),
+                     .key_file = setting(inv.globals.client_key, "MOORING_CLIENT_KEY")};
+  Context ctx(HttpClient(std::move(*endpoint), std::move(tls)), inv.globals, std::move(secrets), out, err);
   return inv.command->run(ctx, inv);
 }
 

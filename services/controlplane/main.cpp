@@ -7,6 +7,7 @@
 #include <cstring>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <variant>
 #include <iostream>
 #include <string>
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   split_host_port(flags.http_addr, http_config.address, http_config.port);  // validated by the parser
   http_config.max_connections = flags.http_max_connections;
   http_config.max_connections_per_client = flags.http_max_connections_per_client;
+  http_config.tls = {.cert_file = flags.tls_cert, .key_file = flags.tls_key, .client_ca_file = flags.tls_client_ca};
   split_host_port(flags.grpc_addr, grpc_host, grpc_port);
 
   auto backend = SqliteBackend::open(flags.data_dir);
@@ -118,6 +120,10 @@ int main(int argc, char** argv) {
   controller_api.add_routes(api);
 
   http::Server server{io.get_executor(), http_config, [&api](http::Request r) { return api.handle(std::move(r)); }};
+  if (auto tls = server.reload_tls(); !tls) {
+    logger.error("cannot serve HTTPS", {{"error", tls.error()}});
+    return 1;
+  }
   if (auto ec = server.listen()) {
     logger.error("cannot listen", {{"addr", flags.http_addr}, {"error", ec.message()}});
     return 1;
@@ -146,12 +152,25 @@ int main(int argc, char** argv) {
   controller_api.start();  // resumes deletes whose outcome was unknown when we stopped
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
   logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
-                                     {"grpc_addr", flags.grpc_addr}});
+                                     {"scheme", server.secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr}});
+
+  // SIGHUP: renewed certificates are picked up without a restart (new connections use them).
+  asio::signal_set reload_signals(io, SIGHUP);
+  std::function<void()> await_reload = [&] {
+    reload_signals.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      if (auto tls = server.reload_tls(); !tls) logger.error("TLS reload failed; the old files stay in use", {{"error", tls.error()}});
+      else if (server.secure()) logger.info("TLS files reloaded", {{"cert", flags.tls_cert}});
+      await_reload();
+    });
+  };
+  await_reload();
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
     logger.info("shutting down", {{"signal", signo}, {"grace", flags.shutdown_grace}});
+    reload_signals.cancel();
     store.release_waiters();  // blocking queries answer now instead of holding the shutdown
     node_tasks.cancel();
     asio::co_spawn(

@@ -98,12 +98,20 @@ TEST(CliAddress, AcceptedForms) {
   ASSERT_TRUE(v6);
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(v6->url, "http://[::1]:4700");
+  EXPECT_FALSE(v6->tls);
+  auto tls = parse_address("https://cp:4700");
+  ASSERT_TRUE(tls) << tls.error();
+  EXPECT_TRUE(tls->tls);
+  EXPECT_EQ(tls->url, "https://cp:4700");
+  auto tls_default = parse_address("https://cp.example/");
+  ASSERT_TRUE(tls_default);
+  EXPECT_EQ(tls_default->port, "443");
 }
 
 TEST(CliAddress, RefusedFormsSayWhy) {
-  auto tls = parse_address("https://cp:4700");
-  ASSERT_FALSE(tls);
-  EXPECT_NE(tls.error().find("https is not supported"), std::string::npos);
+  auto ftp = parse_address("ftp://cp:21");
+  ASSERT_FALSE(ftp);
+  EXPECT_NE(ftp.error().find("only https:// and http://"), std::string::npos);
   EXPECT_FALSE(parse_address("http://cp:4700/v1"));
   EXPECT_FALSE(parse_address("http://cp:port"));
   EXPECT_FALSE(parse_address("http://cp:70000"));

@@ -60,6 +60,13 @@ constexpr std::array kOptions{
            "http_max_connections_per_client", Kind::count, "N",
            "REST API connections per client address (as above; behind a proxy all share one)", "256", nullptr,
            nullptr, nullptr, &Config::http_max_connections_per_client},
+    Option{"tls-cert", "MOORING_CP_TLS_CERT", "tls_cert", Kind::string, "FILE",
+           "PEM certificate (and chain) of this control plane: the REST API serves HTTPS with it", "",
+           &Config::tls_cert},
+    Option{"tls-key", "MOORING_CP_TLS_KEY", "tls_key", Kind::string, "FILE", "PEM private key of --tls-cert", "",
+           &Config::tls_key},
+    Option{"tls-client-ca", "MOORING_CP_TLS_CLIENT_CA", "tls_client_ca", Kind::string, "FILE",
+           "REST API clients must present a certificate this CA signed (optional)", "", &Config::tls_client_ca},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
            "a node silent this long is marked down", "10s", nullptr, &Config::heartbeat_ttl},
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
@@ -232,6 +239,11 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
       throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
     if (!split_host_port(c.grpc_addr, host, port))
       throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
+    if (c.tls_cert.empty() != c.tls_key.empty())
+      throw Fail{"--tls-cert and --tls-key go together (got only " +
+                 std::string(c.tls_cert.empty() ? "--tls-key" : "--tls-cert") + ")"};
+    if (!c.tls_client_ca.empty() && c.tls_cert.empty())
+      throw Fail{"--tls-client-ca needs --tls-cert and --tls-key (client certificates are checked over HTTPS)"};
     return out;
   } catch (const Fail& f) {
     return ControlPlaneConfigError{f.message};

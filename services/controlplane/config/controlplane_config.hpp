@@ -22,6 +22,10 @@ struct ControlPlaneConfig {
   // REST API connection limits (defaults and their reasons: http::ServerConfig).
   std::size_t http_max_connections = 1024;
   std::size_t http_max_connections_per_client = 256;
+  // HTTPS for the REST API (both files, or neither); a client CA makes client certificates required.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
   log::Level log_level = log::Level::info;
   log::Format log_format = log::Format::text;
   std::vector<std::string> cors_read_origins;   // empty: any origin may read

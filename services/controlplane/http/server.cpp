@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <exception>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -15,14 +16,18 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "services/controlplane/http/connection_limits.hpp"
+#include "services/controlplane/http/tls_context.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::controlplane::http {
@@ -30,6 +35,7 @@ namespace mooring::controlplane::http {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
+namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
@@ -52,9 +58,16 @@ constexpr std::chrono::seconds pressure_log_period{10};
 }  // namespace
 
 struct Session {
-  Session(tcp::socket socket, std::uint64_t id_, bool lingering_)
-      : stream(std::move(socket)), id(id_), lingering(lingering_) {}
-  beast::tcp_stream stream;
+  // `tls`: the listener's context when it serves HTTPS (kept alive by the session, so a reload
+  // never pulls it from under a connection), null for plain HTTP.
+  Session(tcp::socket socket, std::uint64_t id_, bool lingering_, std::shared_ptr<ssl::context> tls)
+      : id(id_), lingering(lingering_), tls_context(std::move(tls)) {
+    if (tls_context) secure.emplace(beast::tcp_stream(std::move(socket)), *tls_context);
+    else plain.emplace(std::move(socket));
+  }
+  // The TCP stream, where the timeouts and the socket are, whichever stream runs on it.
+  beast::tcp_stream& transport() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
+
   asio::cancellation_signal cancel;
   std::uint64_t id;  // in Impl::sessions and, unless lingering, in Impl::limits
   // Only sessions waiting for a request are cancelled by a graceful shutdown; a request being
@@ -62,6 +75,10 @@ struct Session {
   bool waiting_for_request = true;
   bool lingering;        // refused: its 503 is written, the rest is read and dropped
   bool evicted = false;  // closed while idle to make room for a new connection
+  std::string refusal;   // HTTPS only: the 503's message, written once the handshake is done
+  std::shared_ptr<ssl::context> tls_context;
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
 };
 
 struct Server::Impl : std::enable_shared_from_this<Impl> {
@@ -89,6 +106,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   std::chrono::steady_clock::time_point last_pressure_log{};
   std::size_t evicted_since_log = 0;
   std::size_t refused_since_log = 0;
+  std::shared_ptr<ssl::context> tls;  // set by reload_tls(); null: plain HTTP
 
   std::chrono::milliseconds header_timeout() const { return std::min(config.header_timeout, config.read_timeout); }
 
@@ -102,14 +120,19 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   void refuse(tcp::socket socket, const std::string& client, ConnectionLimits::Refusal why);
   void note_pressure(bool refused);
   asio::awaitable<void> run_session(std::shared_ptr<Session> s);
+  using TimePoint = std::chrono::steady_clock::time_point;
+  template <class Stream>
+  asio::awaitable<void> serve(Session& s, Stream& io, TimePoint header_deadline);
   asio::awaitable<void> linger(std::shared_ptr<Session> s);
   struct RequestFacts {
     unsigned version;
     bool keep_alive;
     bool head;
   };
-  asio::awaitable<bool> respond(Session& s, RequestFacts req, Response r);
-  asio::awaitable<void> respond_raw(Session& s, unsigned status, std::string_view message);
+  template <class Stream>
+  asio::awaitable<bool> respond(Session& s, Stream& io, RequestFacts req, Response r);
+  template <class Stream>
+  asio::awaitable<void> respond_raw(Session& s, Stream& io, unsigned status, std::string_view message);
   void spawn_session(std::shared_ptr<Session> s);
 };
 
@@ -139,12 +162,13 @@ bhttp::status status_for_read_error(const error_code& ec) {
 bool is_disconnect(const error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
          ec == asio::error::operation_aborted || ec == beast::error::timeout || ec == asio::error::broken_pipe ||
-         ec == bhttp::error::partial_message || ec == asio::error::bad_descriptor;
+         ec == bhttp::error::partial_message || ec == asio::error::bad_descriptor || ec == ssl::error::stream_truncated;
 }
 
 }  // namespace
 
-asio::awaitable<void> Server::Impl::respond_raw(Session& s, unsigned status, std::string_view message) {
+template <class Stream>
+asio::awaitable<void> Server::Impl::respond_raw(Session& s, Stream& io, unsigned status, std::string_view message) {
   bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(status), 11};
   Response body = error_response(status, message);
   res.set(bhttp::field::server, "mooring");
@@ -153,11 +177,12 @@ asio::awaitable<void> Server::Impl::respond_raw(Session& s, unsigned status, std
   res.keep_alive(false);
   res.body() = std::move(body.body);
   res.prepare_payload();
-  s.stream.expires_after(config.write_timeout);
-  co_await bhttp::async_write(s.stream, res, tuple_awaitable);
+  s.transport().expires_after(config.write_timeout);
+  co_await bhttp::async_write(io, res, tuple_awaitable);
 }
 
-asio::awaitable<bool> Server::Impl::respond(Session& s, RequestFacts req, Response r) {
+template <class Stream>
+asio::awaitable<bool> Server::Impl::respond(Session& s, Stream& io, RequestFacts req, Response r) {
   bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(r.status), req.version};
   res.set(bhttp::field::server, "mooring");
   if (!r.body.empty() || r.status != 204) res.set(bhttp::field::content_type, r.content_type);
@@ -174,8 +199,8 @@ asio::awaitable<bool> Server::Impl::respond(Session& s, RequestFacts req, Respon
     res.body() = std::move(r.body);
     res.prepare_payload();
   }
-  s.stream.expires_after(config.write_timeout);
-  auto [ec, n] = co_await bhttp::async_write(s.stream, res, tuple_awaitable);
+  s.transport().expires_after(config.write_timeout);
+  auto [ec, n] = co_await bhttp::async_write(io, res, tuple_awaitable);
   (void)n;
   co_return !ec && keep_alive;
 }
@@ -184,10 +209,27 @@ asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
   // Errors are values here (as_tuple); a cancelled session must still be able to write its last
   // response, so cancellation never throws.
   co_await asio::this_coro::throw_if_cancelled(false);
-  beast::flat_buffer buffer;
   // A new connection must deliver its first request's headers within header_timeout of now
-  // (just after the accept).
-  auto header_deadline = std::chrono::steady_clock::now() + header_timeout();
+  // (just after the accept). For HTTPS the handshake counts against it: a client stalling in the
+  // handshake holds a slot no longer than one trickling its headers.
+  const auto header_deadline = std::chrono::steady_clock::now() + header_timeout();
+  if (!s->secure) {
+    co_await serve(*s, *s->plain, header_deadline);
+    co_return;
+  }
+  s->transport().expires_at(header_deadline);
+  auto [ec] = co_await s->secure->async_handshake(ssl::stream_base::server, tuple_awaitable);
+  if (ec) {
+    logger.debug("tls handshake failed", {{"error", ec.message()}});
+    co_return;
+  }
+  co_await serve(*s, *s->secure, header_deadline);
+}
+
+template <class Stream>
+asio::awaitable<void> Server::Impl::serve(Session& session, Stream& io, TimePoint header_deadline) {
+  auto* s = &session;
+  beast::flat_buffer buffer;
   for (bool first = true;; first = false) {
     s->waiting_for_request = true;
     if (stopping) co_return;
@@ -196,9 +238,9 @@ asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
       // a new connection (see ConnectionLimits). Read directly rather than waiting for
       // readability, so the stream's timeout applies.
       limits.set_idle(s->id, true);
-      if (first) s->stream.expires_at(header_deadline);
-      else s->stream.expires_after(config.read_timeout);
-      auto [ec, n] = co_await s->stream.async_read_some(buffer.prepare(4096), tuple_awaitable);
+      if (first) s->transport().expires_at(header_deadline);
+      else s->transport().expires_after(config.read_timeout);
+      auto [ec, n] = co_await io.async_read_some(buffer.prepare(4096), tuple_awaitable);
       limits.set_idle(s->id, false);
       if (ec || s->evicted) co_return;  // closed, timed out, evicted or shutting down
       buffer.commit(n);
@@ -209,31 +251,31 @@ asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
     bhttp::request_parser<bhttp::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(config.header_limit));
     parser.body_limit(config.body_limit);
-    s->stream.expires_at(header_deadline);
-    auto [ec, n] = co_await bhttp::async_read_header(s->stream, buffer, parser, tuple_awaitable);
+    s->transport().expires_at(header_deadline);
+    auto [ec, n] = co_await bhttp::async_read_header(io, buffer, parser, tuple_awaitable);
     (void)n;
     s->waiting_for_request = false;
     if (ec) {
       if (is_disconnect(ec)) co_return;
-      co_await respond_raw(*s, static_cast<unsigned>(status_for_read_error(ec)), ec.message());
+      co_await respond_raw(*s, io, static_cast<unsigned>(status_for_read_error(ec)), ec.message());
       co_return;
     }
     // curl and others send "Expect: 100-continue" for larger bodies and wait for this line.
     auto expect = parser.get()[bhttp::field::expect];
     if (!parser.is_done() && beast::iequals(expect, "100-continue")) {
       static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
-      s->stream.expires_after(config.write_timeout);
-      auto [wec, wn] = co_await asio::async_write(s->stream, asio::buffer(cont), tuple_awaitable);
+      s->transport().expires_after(config.write_timeout);
+      auto [wec, wn] = co_await asio::async_write(io, asio::buffer(cont), tuple_awaitable);
       (void)wn;
       if (wec) co_return;
     }
     if (!parser.is_done()) {
-      s->stream.expires_after(config.read_timeout);
-      auto [bec, bn] = co_await bhttp::async_read(s->stream, buffer, parser, tuple_awaitable);
+      s->transport().expires_after(config.read_timeout);
+      auto [bec, bn] = co_await bhttp::async_read(io, buffer, parser, tuple_awaitable);
       (void)bn;
       if (bec) {
         if (is_disconnect(bec)) co_return;
-        co_await respond_raw(*s, static_cast<unsigned>(status_for_read_error(bec)), bec.message());
+        co_await respond_raw(*s, io, static_cast<unsigned>(status_for_read_error(bec)), bec.message());
         co_return;
       }
     }
@@ -242,7 +284,7 @@ asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
     std::string method(req.method_string());
     std::string target(req.target());
     Response response;
-    s->stream.expires_never();  // blocking queries may take minutes
+    s->transport().expires_never();  // blocking queries may take minutes
     try {
       response = co_await handler(to_request(std::move(req)));
     } catch (const boost::system::system_error& e) {
@@ -255,7 +297,7 @@ asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
       logger.error("request handler failed", {{"method", method}, {"target", target}, {"error", e.what()}});
       response = error_response(500, "internal error");
     }
-    if (!co_await respond(*s, facts, std::move(response))) co_return;
+    if (!co_await respond(*s, io, facts, std::move(response))) co_return;
   }
 }
 
@@ -263,9 +305,15 @@ asio::awaitable<void> Server::Impl::linger(std::shared_ptr<Session> s) {
   co_await asio::this_coro::throw_if_cancelled(false);
   std::array<char, 4096> scratch;
   std::size_t dropped = 0;
-  s->stream.expires_after(linger_timeout);  // one deadline for the whole drain
+  s->transport().expires_after(linger_timeout);  // one deadline for the whole drain
+  if (s->secure) {
+    // HTTPS: the 503 can only be written once the handshake is done; then the connection ends.
+    auto [ec] = co_await s->secure->async_handshake(ssl::stream_base::server, tuple_awaitable);
+    if (!ec) co_await respond_raw(*s, *s->secure, 503, s->refusal);
+    co_return;
+  }
   while (dropped <= config.header_limit + config.body_limit) {
-    auto [ec, n] = co_await s->stream.async_read_some(asio::buffer(scratch), tuple_awaitable);
+    auto [ec, n] = co_await s->plain->async_read_some(asio::buffer(scratch), tuple_awaitable);
     if (ec) co_return;
     dropped += n;
   }
@@ -287,8 +335,8 @@ void Server::Impl::spawn_session(std::shared_ptr<Session> s) {
                      }
                    }
                    error_code ignored;
-                   s->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-                   s->stream.close();
+                   s->transport().socket().shutdown(tcp::socket::shutdown_both, ignored);
+                   s->transport().close();
                    if (s->lingering) --self->lingering;
                    else self->limits.remove(s->id);
                    self->sessions.erase(s->id);
@@ -312,7 +360,7 @@ void Server::Impl::on_accept(tcp::socket socket) {
     note_pressure(true);
     return;
   }
-  spawn_session(std::make_shared<Session>(std::move(socket), id, false));
+  spawn_session(std::make_shared<Session>(std::move(socket), id, false, tls));
 }
 
 void Server::Impl::evict(std::uint64_t id) {
@@ -323,7 +371,7 @@ void Server::Impl::evict(std::uint64_t id) {
   s.evicted = true;
   s.cancel.emit(asio::cancellation_type::terminal);
   error_code ignored;
-  s.stream.socket().close(ignored);
+  s.transport().socket().close(ignored);
 }
 
 void Server::Impl::refuse(tcp::socket socket, const std::string& client, ConnectionLimits::Refusal why) {
@@ -332,6 +380,13 @@ void Server::Impl::refuse(tcp::socket socket, const std::string& client, Connect
           ? "too many connections from " + client + " (per-client limit " +
                 std::to_string(limits.max_per_client()) + "); retry later"
           : "too many connections (server limit " + std::to_string(limits.max_total()) + "); retry later";
+  if (tls) {
+    if (lingering >= max_lingering) return;  // closed as it goes out of scope
+    auto s = std::make_shared<Session>(std::move(socket), next_id++, true, tls);
+    s->refusal = message;
+    spawn_session(std::move(s));
+    return;
+  }
   bhttp::response<bhttp::string_body> res{bhttp::status::service_unavailable, 11};
   res.set(bhttp::field::server, "mooring");
   res.set(bhttp::field::content_type, "application/json");
@@ -352,7 +407,7 @@ void Server::Impl::refuse(tcp::socket socket, const std::string& client, Connect
     socket.close(ec);
     return;
   }
-  spawn_session(std::make_shared<Session>(std::move(socket), next_id++, true));
+  spawn_session(std::make_shared<Session>(std::move(socket), next_id++, true, nullptr));
 }
 
 void Server::Impl::note_pressure(bool refused) {
@@ -406,7 +461,7 @@ Server::~Server() {
   impl_->acceptor.close(ignored);
   for (auto& [id, s] : impl_->sessions) {
     s->cancel.emit(asio::cancellation_type::terminal);
-    s->stream.socket().close(ignored);
+    s->transport().socket().close(ignored);
   }
 }
 
@@ -424,6 +479,16 @@ error_code Server::listen() {
   impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   return ec;
 }
+
+domain::Expected<void> Server::reload_tls() {
+  if (!impl_->config.tls.enabled()) return {};
+  auto ctx = make_server_tls(impl_->config.tls);
+  if (!ctx) return domain::error(ctx.error());
+  impl_->tls = std::move(*ctx);  // new connections use it; open ones keep theirs
+  return {};
+}
+
+bool Server::secure() const { return impl_->tls != nullptr; }
 
 std::uint16_t Server::port() const {
   error_code ec;
@@ -461,7 +526,7 @@ asio::awaitable<void> Server::shutdown(std::chrono::milliseconds grace) {
                 {{"connections", self->sessions.size()}, {"grace", grace}});
     for (auto& [id, s] : self->sessions) {
       s->cancel.emit(asio::cancellation_type::terminal);
-      s->stream.socket().close(ignored);
+      s->transport().socket().close(ignored);
     }
     while (self->active > 0) {
       self->idle.expires_after(std::chrono::seconds(5));

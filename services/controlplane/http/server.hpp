@@ -15,6 +15,8 @@
 #include <boost/system/error_code.hpp>
 
 #include "services/controlplane/http/message.hpp"
+#include "services/controlplane/http/tls_context.hpp"
+#include "shared/domain/result.hpp"
 
 namespace mooring::controlplane::http {
 
@@ -43,6 +45,8 @@ struct ServerConfig {
   // idle this long (unless its slot is needed sooner, see above).
   std::chrono::milliseconds read_timeout{30'000};
   std::chrono::milliseconds write_timeout{30'000};
+  // HTTPS when a certificate is given (see reload_tls).
+  TlsFiles tls;
 };
 
 // Called once per request on the server's executor. It may suspend (blocking queries); an
@@ -55,6 +59,12 @@ class Server {
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
+
+  // Loads (again) the certificate, key and client CA named in the config; call it before
+  // listen() when serving HTTPS, and on SIGHUP to pick up renewed files. New connections use the
+  // new files, open ones keep the old; on an error the old stay in use. No-op for plain HTTP.
+  domain::Expected<void> reload_tls();
+  bool secure() const;  // HTTPS is loaded
 
   // Binds and listens; an error (address in use, bad address) is returned, not thrown.
   boost::system::error_code listen();

@@ -39,6 +39,7 @@ class ApiServer {
     config.port = 0;
     server = std::make_unique<http::Server>(io.get_executor(), config,
                                             [this](http::Request r) { return api.handle(std::move(r)); });
+    if (auto tls = server->reload_tls(); !tls) throw std::runtime_error(tls.error());
     if (server->listen()) throw std::runtime_error("listen failed");
     server->start();
     port = server->port();
