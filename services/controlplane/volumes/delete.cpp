@@ -47,7 +47,7 @@ std::optional<Failure> VolumeLifecycle::check_delete(const std::string& id) cons
   return std::nullopt;
 }
 
-asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::remove(const std::string& id, const StringMap& extra) {
+asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::remove(std::string id, StringMap extra) {
   if (auto refused = check_delete(id)) co_return *refused;
   const domain::Volume& v = *store_.volume(id);
   const std::string plugin_id = v.plugin_id;

@@ -25,7 +25,7 @@ ExternalVolume external_of(const ::csi::v1::ListVolumesResponse::Entry& e) {
 
 }  // namespace
 
-asio::awaitable<Outcome<Page<ExternalVolume>>> VolumeLifecycle::list_external(const std::string& plugin_id,
+asio::awaitable<Outcome<Page<ExternalVolume>>> VolumeLifecycle::list_external(std::string plugin_id,
                                                                               PageRequest page) {
   const auto* p = store_.plugin(plugin_id);
   if (!p) co_return missing("plugin", plugin_id);

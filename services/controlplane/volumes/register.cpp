@@ -97,7 +97,7 @@ Outcome<Written> VolumeLifecycle::register_volumes(std::vector<domain::Volume> v
 }
 
 asio::awaitable<Outcome<Written>> VolumeLifecycle::register_or_expand(domain::Volume wanted,
-                                                                      const domain::Expected<StringMap>& header_secrets) {
+                                                                      domain::Expected<StringMap> header_secrets) {
   const domain::Volume* current = store_.volume(wanted.id);
   if (!current) co_return register_volumes({std::move(wanted)});
   auto plan = plan_volume_register(current, wanted, store_.plugin(wanted.plugin_id));

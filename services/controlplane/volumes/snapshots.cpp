@@ -105,8 +105,7 @@ asio::awaitable<void> VolumeLifecycle::negate_snapshot(std::string plugin_id, ::
               {{"plugin_id", plugin_id}, {"name", request.name()}, {"error", result.last_error}});
 }
 
-asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_snapshot(const std::string& plugin_id,
-                                                                         const std::string& snapshot_id,
+asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_snapshot(std::string plugin_id, std::string snapshot_id,
                                                                          StringMap secrets) {
   if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
   ::csi::v1::DeleteSnapshotRequest csi;
@@ -117,7 +116,7 @@ asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_snapshot(const s
   co_return store_.index();
 }
 
-asio::awaitable<Outcome<Page<Snapshot>>> VolumeLifecycle::list_snapshots(const std::string& plugin_id,
+asio::awaitable<Outcome<Page<Snapshot>>> VolumeLifecycle::list_snapshots(std::string plugin_id,
                                                                          PageRequest page, StringMap secrets) {
   if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
   ::csi::v1::ListSnapshotsRequest csi;

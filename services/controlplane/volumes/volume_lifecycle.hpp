@@ -53,18 +53,19 @@ class VolumeLifecycle {
   // Cancels the background negations and deletes, and waits for them.
   boost::asio::awaitable<void> stop();
 
+  // The coroutines take their arguments by value: they may outlive the caller's temporaries.
   // ---- register.cpp: every volume registered in one transaction, or none ----
   Outcome<Written> register_volumes(std::vector<domain::Volume> volumes);
   // One volume: a re-registration that raises RequestedCapacityMin above the capacity expands it
   // (expand.cpp); `header_secrets` are only read then.
   boost::asio::awaitable<Outcome<Written>> register_or_expand(domain::Volume wanted,
-                                                              const domain::Expected<StringMap>& header_secrets);
+                                                              domain::Expected<StringMap> header_secrets);
   Outcome<Deregistered> deregister(const std::string& id, bool force, bool purge);
 
   // ---- create.cpp: `v.secrets` already hold the request's secrets ----
   boost::asio::awaitable<Outcome<Written>> create(domain::Volume v);
   // ---- delete.cpp: the answer is the index of the deregistration ----
-  boost::asio::awaitable<Outcome<std::uint64_t>> remove(const std::string& id, const StringMap& extra_secrets);
+  boost::asio::awaitable<Outcome<std::uint64_t>> remove(std::string id, StringMap extra_secrets);
   // ---- detach.cpp ----
   Outcome<Detached> detach(const std::string& id, const std::string& node_id);
 
@@ -73,12 +74,12 @@ class VolumeLifecycle {
   // the request's, then `header_secrets`).
   Outcome<SnapshotRequest> plan_snapshot(SnapshotRequest wanted, const StringMap& header_secrets) const;
   boost::asio::awaitable<SnapshotsCreated> create_snapshots(std::vector<SnapshotRequest> planned);
-  boost::asio::awaitable<Outcome<std::uint64_t>> delete_snapshot(const std::string& plugin_id,
-                                                                 const std::string& snapshot_id, StringMap secrets);
-  boost::asio::awaitable<Outcome<Page<Snapshot>>> list_snapshots(const std::string& plugin_id, PageRequest page,
+  boost::asio::awaitable<Outcome<std::uint64_t>> delete_snapshot(std::string plugin_id, std::string snapshot_id,
+                                                                 StringMap secrets);
+  boost::asio::awaitable<Outcome<Page<Snapshot>>> list_snapshots(std::string plugin_id, PageRequest page,
                                                                  StringMap secrets);
   // ---- external.cpp: the plugin's own listing ----
-  boost::asio::awaitable<Outcome<Page<ExternalVolume>>> list_external(const std::string& plugin_id, PageRequest page);
+  boost::asio::awaitable<Outcome<Page<ExternalVolume>>> list_external(std::string plugin_id, PageRequest page);
 
  private:
   // expand.cpp
