@@ -22,7 +22,6 @@
 #include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/agentclient/router_publisher.hpp"
 #include "services/controlplane/api/api.hpp"
-#include "services/controlplane/api/controller_endpoints.hpp"
 #include "services/controlplane/config/controlplane_config.hpp"
 #include "services/controlplane/gc/alloc_gc.hpp"
 #include "services/controlplane/gc/node_gc.hpp"
@@ -34,6 +33,8 @@
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "services/controlplane/volumes/controller_calls.hpp"
+#include "services/controlplane/volumes/volume_lifecycle.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/config/settings.hpp"
 #include "shared/log/log.hpp"
@@ -96,11 +97,6 @@ int main(int argc, char** argv) {
                                {"volumes", store.volumes().size()},
                                {"allocations", store.allocations().size()}});
 
-  api::ApiOptions api_options;
-  if (!flags.cors_read_origins.empty()) api_options.cors.read_origins = flags.cors_read_origins;
-  api_options.cors.write_origins = flags.cors_write_origins;
-  api::Api api{store, api_options};
-
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
   agentclient::AgentRouter router{io.get_executor(), store};
   agentclient::RouterPublisher publisher{router};
@@ -116,8 +112,14 @@ int main(int argc, char** argv) {
   gc::NodeGcOptions node_gc_options;
   node_gc_options.threshold = flags.node_gc_threshold;
   gc::NodeGc node_gc{io.get_executor(), store, node_gc_options};
-  api::ControllerEndpoints controller_api{io.get_executor(), store, router, &claim_gc};
-  controller_api.add_routes(api);
+  volumes::RouterControllerCalls controller_calls{router};
+  volumes::VolumeLifecycle volume_lifecycle{io.get_executor(), store, controller_calls,
+                                            [&claim_gc](const std::string& id) { claim_gc.retry_now(id); }};
+
+  api::ApiOptions api_options;
+  if (!flags.cors_read_origins.empty()) api_options.cors.read_origins = flags.cors_read_origins;
+  api_options.cors.write_origins = flags.cors_write_origins;
+  api::Api api{store, volume_lifecycle, api_options};
 
   http::Server server{io.get_executor(), http_config, [&api](http::Request r) { return api.handle(std::move(r)); }};
   if (auto tls = server.reload_tls(); !tls) {
@@ -149,7 +151,7 @@ int main(int argc, char** argv) {
   node_loss.start();
   alloc_gc.start();
   node_gc.start();
-  controller_api.start();  // resumes deletes whose outcome was unknown when we stopped
+  volume_lifecycle.start();  // resumes deletes whose outcome was unknown when we stopped
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
   logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
                                      {"scheme", server.secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr}});
@@ -180,7 +182,7 @@ int main(int argc, char** argv) {
           co_await node_loss.stop();
           co_await alloc_gc.stop();
           co_await node_gc.stop();
-          co_await controller_api.stop();
+          co_await volume_lifecycle.stop();
         },
         [&](std::exception_ptr e) {
           if (e) logger.error("background shutdown failed");

@@ -15,11 +15,10 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <grpcpp/support/status.h>
 
 #include "mooring/v1/nodeagent.pb.h"
+#include "services/controlplane/agentclient/agent_result.hpp"
 #include "shared/async/keyed_locks.hpp"
-#include "shared/csi/error_table.hpp"
 #include "shared/rpc/channel.hpp"
 
 namespace mooring::controlplane {
@@ -27,20 +26,6 @@ class StateStore;
 }
 
 namespace mooring::controlplane::agentclient {
-
-template <class Response>
-struct AgentResult {
-  grpc::Status status;
-  Response response;                        // meaningful when status.ok()
-  csi::Outcome outcome = csi::Outcome::ok;  // the CSI error table's reading of status
-  std::string node_id;                      // the node that gave the final answer ("" if none)
-  bool no_target = false;                   // no node could be asked (no healthy controller, node unknown)
-  bool uncertain_earlier = false;           // a controller asked gave an uncertain answer (it may still act)
-  std::string error;                        // names the RPC, plugin/volume and every node tried
-
-  bool ok() const { return status.ok(); }
-  bool done() const { return csi::is_done(outcome); }
-};
 
 struct AgentRouterOptions {
   rpc::ChannelOptions channel;

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <random>
 #include <set>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
 
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/http/query.hpp"
@@ -19,7 +24,6 @@ namespace {
 struct Route {
   Endpoint endpoint = nullptr;
   std::optional<Table> watch;  // reads that support blocking queries
-  Api::AsyncEndpoint async;    // set instead of `endpoint` for asynchronous routes
 };
 
 struct Blocking {
@@ -39,32 +43,46 @@ bool is_write(const std::string& method) { return method != "GET" && method != "
 }  // namespace
 
 struct Api::Impl {
-  Impl(StateStore& s, ApiOptions o) : ctx{s}, options(std::move(o)) {
-    auto get = [&](std::string_view path, Endpoint e, std::optional<Table> watch = std::nullopt) {
-      router.add("GET", path, Route{e, watch});
-    };
-    get("/v1/volumes", list_volumes, Table::volumes);
-    router.add("PUT", "/v1/volumes", Route{register_volumes, {}});
-    router.add("POST", "/v1/volumes", Route{register_volumes, {}});
-    get("/v1/volume/csi/:id", get_volume, Table::volumes);
-    router.add("PUT", "/v1/volume/csi/:id", Route{register_volume, {}});
-    router.add("POST", "/v1/volume/csi/:id", Route{register_volume, {}});
-    router.add("DELETE", "/v1/volume/csi/:id", Route{deregister_volume, {}});
-    get("/v1/plugins", list_plugins, Table::plugins);
-    get("/v1/plugin/csi/:id", get_plugin, Table::plugins);
-    get("/v1/nodes", list_nodes, Table::nodes);
-    get("/v1/node/:id", get_node, Table::nodes);
-    router.add("DELETE", "/v1/node/:id", Route{purge_node, {}});
-    get("/v1/allocations", list_allocations, Table::allocations);
-    router.add("POST", "/v1/allocations", Route{submit_allocation, {}});
-    router.add("PUT", "/v1/allocations", Route{submit_allocation, {}});
-    get("/v1/allocation/:id", get_allocation, Table::allocations);
-    router.add("POST", "/v1/allocation/:id/stop", Route{stop_allocation, {}});
-    router.add("PUT", "/v1/allocation/:id/stop", Route{stop_allocation, {}});
-    get("/v1/events", list_events, Table::events);
-    get("/v1/status/health", health);
-    get("/v1/status/ready", ready);
-    builtin = router;
+  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v}, options(std::move(o)) {
+    add_volume_routes();
+    add_cluster_routes();
+  }
+
+  void get(std::string_view path, Endpoint e, std::optional<Table> watch = std::nullopt) {
+    router.add("GET", path, Route{e, watch});
+  }
+  void write(std::initializer_list<const char*> methods, std::string_view path, Endpoint e) {
+    for (const char* m : methods) router.add(m, path, Route{e, {}});
+  }
+
+  void add_volume_routes() {
+    get("/v1/volumes", at_once<list_volumes>, Table::volumes);
+    write({"PUT", "POST"}, "/v1/volumes", register_volumes);
+    get("/v1/volume/csi/:id", at_once<get_volume>, Table::volumes);
+    write({"PUT", "POST"}, "/v1/volume/csi/:id", register_volume);
+    write({"DELETE"}, "/v1/volume/csi/:id", deregister_volume);
+    write({"PUT", "POST"}, "/v1/volume/csi/:id/create", create_volume);
+    write({"DELETE"}, "/v1/volume/csi/:id/delete", delete_volume);
+    write({"DELETE"}, "/v1/volume/csi/:id/detach", detach_volume);
+    get("/v1/volumes/external", list_external_volumes);
+    get("/v1/volumes/snapshot", list_snapshots);
+    write({"PUT", "POST"}, "/v1/volumes/snapshot", create_snapshots);
+    write({"DELETE"}, "/v1/volumes/snapshot", delete_snapshot);
+  }
+
+  void add_cluster_routes() {
+    get("/v1/plugins", at_once<list_plugins>, Table::plugins);
+    get("/v1/plugin/csi/:id", at_once<get_plugin>, Table::plugins);
+    get("/v1/nodes", at_once<list_nodes>, Table::nodes);
+    get("/v1/node/:id", at_once<get_node>, Table::nodes);
+    write({"DELETE"}, "/v1/node/:id", at_once<purge_node>);
+    get("/v1/allocations", at_once<list_allocations>, Table::allocations);
+    write({"POST", "PUT"}, "/v1/allocations", at_once<submit_allocation>);
+    get("/v1/allocation/:id", at_once<get_allocation>, Table::allocations);
+    write({"POST", "PUT"}, "/v1/allocation/:id/stop", at_once<stop_allocation>);
+    get("/v1/events", at_once<list_events>, Table::events);
+    get("/v1/status/health", at_once<health>);
+    get("/v1/status/ready", at_once<ready>);
   }
 
   // Everything up to the endpoint call. Returns a response when the request ends here (errors,
@@ -95,7 +113,7 @@ struct Api::Impl {
                                            " are not allowed (see --cors-write-origin)");
     req.params = std::move(m.params);
     route = m.target;
-    if (!ctx.store.ready() && route->endpoint != health && route->endpoint != ready)
+    if (!ctx.store.ready() && route->endpoint != at_once<health> && route->endpoint != at_once<ready>)
       return http::error_response(503, "state is not loaded yet");
 
     if (route->watch) {
@@ -125,9 +143,6 @@ struct Api::Impl {
     return std::nullopt;
   }
 
-  // The synchronous routes as built in, kept apart so an asynchronous route can fall back to them.
-  http::Router<Route> builtin;
-
   // A GET of a watched table is a pure function of its target and the store's index, so while no
   // write happened, the same target is answered from here: dashboards polling a list of a
   // thousand volumes cost a lookup and a copy, not a rebuild of the JSON. Any write moves the
@@ -139,17 +154,17 @@ struct Api::Impl {
   static constexpr std::size_t kReadCacheEntries = 128;
   std::map<std::string, CachedRead, std::less<>> read_cache;
 
-  http::Response call(const Route& route, const http::Request& req) {
-    if (req.method != "GET" || !route.watch) return route.endpoint(ctx, req);
+  boost::asio::awaitable<http::Response> call(const Route& route, const http::Request& req) {
+    if (req.method != "GET" || !route.watch) co_return co_await route.endpoint(ctx, req);
     const auto index = ctx.store.index();
     if (auto it = read_cache.find(req.target); it != read_cache.end() && it->second.index == index)
-      return it->second.response;
-    auto res = route.endpoint(ctx, req);
+      co_return it->second.response;
+    auto res = co_await route.endpoint(ctx, req);
     if (res.status == 200) {
       if (read_cache.size() >= kReadCacheEntries) read_cache.clear();
       read_cache.insert_or_assign(req.target, CachedRead{index, res});
     }
-    return res;
+    co_return res;
   }
 
   http::Response finish(const http::Request& req, const Route& route, http::Response res) {
@@ -159,7 +174,7 @@ struct Api::Impl {
   }
 
   // ---- Idempotency-Key: a write sent again with the key of an earlier one gets its answer ----
-  std::set<std::string> keys_in_flight;  // answers not given yet (asynchronous endpoints)
+  std::set<std::string> keys_in_flight;  // answers not given yet (endpoints that wait)
 
   // The answer when the request ends here: the kept answer of this key, or why the key cannot
   // be used. Otherwise `keyed` is set when the write carries a key to remember.
@@ -229,7 +244,8 @@ struct Api::Impl {
   std::minstd_rand rng{std::random_device{}()};
 };
 
-Api::Api(StateStore& store, ApiOptions options) : impl_(std::make_unique<Impl>(store, std::move(options))) {}
+Api::Api(StateStore& store, volumes::VolumeLifecycle& volumes, ApiOptions options)
+    : impl_(std::make_unique<Impl>(store, volumes, std::move(options))) {}
 Api::~Api() = default;
 
 http::Response Api::handle_now(http::Request req) {
@@ -239,23 +255,14 @@ http::Response Api::handle_now(http::Request req) {
     http::apply_cors(impl_->options.cors, req, *early);
     return *early;
   }
-  if (route->async)
-    return impl_->finish(req, *route, http::error_response(500, req.method + " " + req.path + " is asynchronous"));
   std::optional<KeyedWrite> keyed;
   if (auto kept = impl_->check_key(req, keyed)) return impl_->finish(req, *route, std::move(*kept));
-  auto res = impl_->call(*route, req);
+  boost::asio::io_context io;
+  auto answer = boost::asio::co_spawn(io, impl_->call(*route, req), boost::asio::use_future);
+  io.run();
+  auto res = answer.get();
   if (keyed) impl_->remember(req, *keyed, res);
   return impl_->finish(req, *route, std::move(res));
-}
-
-void Api::add_async_route(std::string_view method, std::string_view path, AsyncEndpoint endpoint) {
-  impl_->router.add_first(std::string(method), path, Route{nullptr, std::nullopt, std::move(endpoint)});
-}
-
-http::Response Api::fallback_sync(const http::Request& req) {
-  auto m = impl_->builtin.match(req.method, req.path);
-  if (!m.target || !m.target->endpoint) return http::error_response(404, "no such endpoint: " + req.path);
-  return m.target->endpoint(impl_->ctx, req);
 }
 
 boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
@@ -273,15 +280,11 @@ boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
   std::optional<KeyedWrite> keyed;
   if (auto kept = impl_->check_key(req, keyed)) {
     res = impl_->finish(req, *route, std::move(*kept));  // a kept answer, once it is durable
-  } else if (route->async) {
+  } else {
     std::optional<Impl::InFlight> in_flight;
     if (keyed) in_flight.emplace(Impl::InFlight{impl_->keys_in_flight, *impl_->keys_in_flight.insert(keyed->key).first});
-    auto answer = co_await route->async(req);
+    auto answer = co_await impl_->call(*route, req);
     if (keyed) impl_->remember(req, *keyed, answer);  // same turn as the endpoint's last commit
-    res = impl_->finish(req, *route, std::move(answer));
-  } else {
-    auto answer = impl_->call(*route, req);
-    if (keyed) impl_->remember(req, *keyed, answer);
     res = impl_->finish(req, *route, std::move(answer));
   }
   // With group commit the answer may show commits not yet on disk; it leaves only once they are.

@@ -1,7 +1,8 @@
 // API room: the REST API as a pure request -> response layer over the state store. No sockets:
 // the HTTP server hands requests in; tests call handle_now() directly. Routing, CORS, blocking
 // queries (?index=N&wait=D) and error shapes ({"Error":"..."}) live here; each endpoint is a
-// plain function in one of the *_endpoints.cpp files.
+// coroutine in one of the *_endpoints.cpp files, registered once. Volume lifecycle work (create,
+// delete, expand, snapshots, detach) is the volumes room's; the endpoints only translate.
 //
 // Blocking queries: with `index=N` a read waits until its table's index exceeds N or `wait`
 // passes (default 5m, capped at 10m, plus up to wait/16 of jitter so dashboards do not wake in
@@ -10,9 +11,7 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <memory>
-#include <string_view>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -21,7 +20,10 @@
 
 namespace mooring::controlplane {
 class StateStore;
+namespace volumes {
+class VolumeLifecycle;
 }
+}  // namespace mooring::controlplane
 
 namespace mooring::controlplane::api {
 
@@ -33,25 +35,16 @@ struct ApiOptions {
 
 class Api {
  public:
-  explicit Api(StateStore& store, ApiOptions options = {});
+  Api(StateStore& store, volumes::VolumeLifecycle& volumes, ApiOptions options = {});
   ~Api();
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
 
   // The HTTP server's handler. Runs on the store's executor.
   boost::asio::awaitable<http::Response> handle(http::Request request);
-  // Same routing and endpoints, never waits (blocking-query parameters only select the index).
-  // An asynchronous route answers 500 here: it can only be served by handle().
+  // Same routing and endpoints, never waits: no blocking query, no durability wait, and the
+  // endpoint runs on a private io_context, so it suits endpoints that answer without I/O (tests).
   http::Response handle_now(http::Request request);
-
-  // Endpoints that await other services (controller calls through node agents) are added at
-  // wiring time. Such a route wins over a synchronous one for the same method and path, so it
-  // may serve some requests itself and hand the rest to `fallback_sync` (the built-in endpoint).
-  using AsyncEndpoint = std::function<boost::asio::awaitable<http::Response>(const http::Request&)>;
-  void add_async_route(std::string_view method, std::string_view path, AsyncEndpoint endpoint);
-  // The built-in synchronous endpoint for this method and path, applied to a request that has
-  // already been routed (path parameters set). 404 when there is none.
-  http::Response fallback_sync(const http::Request& request);
 
  private:
   struct Impl;

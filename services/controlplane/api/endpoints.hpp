@@ -1,26 +1,43 @@
-// API room (internal): the endpoint functions and what they share. Each endpoint reads the state
-// store, applies the pure rules, commits at most one batch, and returns a response value.
+// API room (internal): the endpoint functions and what they share. An endpoint parses the request,
+// reads the state store or calls the volumes room, and turns the answer into a response. Every
+// endpoint is a coroutine, so each route is registered once whether it waits or not.
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/claims/refusal.hpp"
 #include "services/controlplane/http/message.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "services/controlplane/volumes/outcome.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 
-namespace mooring::controlplane::api {
+namespace mooring::controlplane {
+
+namespace volumes {
+class VolumeLifecycle;
+}
+
+namespace api {
 
 struct Context {
   StateStore& store;
+  volumes::VolumeLifecycle& volumes;
   log::Logger log{"api"};
 };
 
-using Endpoint = http::Response (*)(Context&, const http::Request&);
+using Answer = boost::asio::awaitable<http::Response>;
+using Endpoint = Answer (*)(Context&, const http::Request&);
+
+// An endpoint that never waits, as an Endpoint: a coroutine that answers at once.
+template <http::Response (*Now)(Context&, const http::Request&)>
+Answer at_once(Context& ctx, const http::Request& req) {
+  co_return Now(ctx, req);
+}
 
 // ---- shared response helpers ----
 http::Response json_ok(const nlohmann::json& body, unsigned status = 200);
@@ -28,6 +45,7 @@ http::Response bad_request(std::string_view message);
 http::Response not_found(std::string_view kind, std::string_view id);  // "volume not found: <id>"
 http::Response refused(const Refusal& r);                             // 400/404/409 by kind
 http::Response write_failed(std::string_view what, const std::string& error);  // 500, logged
+http::Response failed(const volumes::Failure& f);                             // by kind
 // Parses the body as JSON; on failure `error` is the 400 to return.
 bool parse_body(const http::Request& req, nlohmann::json& out, http::Response& error);
 // The path parameter, validated as an id of that kind; on failure `error` is the 400 to return.
@@ -36,12 +54,21 @@ bool path_id(const http::Request& req, std::string_view param, domain::IdKind ki
 // true/false query flags ("force=true"); anything else is a 400.
 bool query_flag(const http::Request& req, std::string_view name, bool& out, http::Response& error);
 
-// ---- volumes ----
+// ---- volumes (volume_endpoints.cpp) ----
 http::Response list_volumes(Context&, const http::Request&);
 http::Response get_volume(Context&, const http::Request&);
-http::Response register_volume(Context&, const http::Request&);   // PUT /v1/volume/csi/:id
-http::Response register_volumes(Context&, const http::Request&);  // PUT /v1/volumes
-http::Response deregister_volume(Context&, const http::Request&);
+Answer register_volume(Context&, const http::Request&);   // PUT /v1/volume/csi/:id (may expand)
+Answer register_volumes(Context&, const http::Request&);  // PUT /v1/volumes
+Answer deregister_volume(Context&, const http::Request&);
+Answer create_volume(Context&, const http::Request&);     // PUT /v1/volume/csi/:id/create
+Answer delete_volume(Context&, const http::Request&);     // DELETE /v1/volume/csi/:id/delete
+Answer detach_volume(Context&, const http::Request&);     // DELETE /v1/volume/csi/:id/detach?node=
+Answer list_external_volumes(Context&, const http::Request&);
+
+// ---- snapshots (snapshot_endpoints.cpp) ----
+Answer create_snapshots(Context&, const http::Request&);
+Answer delete_snapshot(Context&, const http::Request&);
+Answer list_snapshots(Context&, const http::Request&);
 
 // ---- plugins, nodes, events, status ----
 http::Response list_plugins(Context&, const http::Request&);
@@ -59,4 +86,5 @@ http::Response get_allocation(Context&, const http::Request&);
 http::Response submit_allocation(Context&, const http::Request&);
 http::Response stop_allocation(Context&, const http::Request&);
 
-}  // namespace mooring::controlplane::api
+}  // namespace api
+}  // namespace mooring::controlplane

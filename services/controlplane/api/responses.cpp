@@ -29,6 +29,22 @@ http::Response write_failed(std::string_view what, const std::string& error) {
   return http::error_response(500, std::string(what) + ": state write failed: " + error);
 }
 
+http::Response failed(const volumes::Failure& f) {
+  using Kind = volumes::Failure::Kind;
+  switch (f.kind) {
+    case Kind::invalid: return http::error_response(400, f.message);
+    case Kind::not_found: return http::error_response(404, f.message);
+    case Kind::conflict: return http::error_response(409, f.message);
+    case Kind::forbidden: return http::error_response(403, f.message);
+    case Kind::unimplemented: return http::error_response(501, f.message);
+    case Kind::unavailable: return http::error_response(503, f.message);
+    case Kind::timeout: return http::error_response(504, f.message);
+    case Kind::plugin_error: return http::error_response(502, f.message);
+    case Kind::state_write: return http::error_response(500, f.message);
+  }
+  return http::error_response(500, f.message);
+}
+
 bool parse_body(const http::Request& req, nlohmann::json& out, http::Response& error) {
   if (req.body.empty()) {
     error = bad_request("request body is empty; a JSON object is required");

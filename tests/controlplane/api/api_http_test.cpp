@@ -558,7 +558,9 @@ TEST(ApiNotLoaded, EverythingButHealthIs503) {
   boost::asio::io_context io;
   FakeBackend backend;
   StateStore store{io.get_executor(), backend};
-  api::Api api{store};
+  FakeController controller;
+  volumes::VolumeLifecycle volumes{io.get_executor(), store, controller};
+  api::Api api{store, volumes};
   http::Request r;
   r.method = "GET";
   r.target = "/v1/volumes";

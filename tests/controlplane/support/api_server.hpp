@@ -1,5 +1,5 @@
 // Test support: the real API behind the real HTTP server on an OS-chosen port, over a fake or
-// SQLite backend, with the io thread owned by the fixture. `on_io` runs code on the io thread
+// SQLite backend and a scripted controller, with the io thread owned by the fixture. `on_io` runs code on the io thread
 // (the store is single-threaded).
 #pragma once
 
@@ -15,7 +15,9 @@
 #include "services/controlplane/api/api.hpp"
 #include "services/controlplane/http/server.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "services/controlplane/volumes/volume_lifecycle.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
+#include "tests/controlplane/support/fake_controller.hpp"
 
 namespace mooring::controlplane {
 
@@ -23,7 +25,9 @@ class ApiServer {
  public:
   // The store runs with group commit, as in the binary: every answer waits until it is durable.
   explicit ApiServer(api::ApiOptions options = {})
-      : store(io.get_executor(), backend, StateOptions{.group_commit = true}), api(store, options) {
+      : store(io.get_executor(), backend, StateOptions{.group_commit = true}),
+        volumes(io.get_executor(), store, controller),
+        api(store, volumes, options) {
     if (!store.load()) throw std::runtime_error("load failed");
   }
   ~ApiServer() { stop(); }
@@ -82,6 +86,8 @@ class ApiServer {
   boost::asio::io_context io;
   FakeBackend backend;
   StateStore store;
+  FakeController controller;
+  volumes::VolumeLifecycle volumes;
   api::Api api;
   std::unique_ptr<http::Server> server;
   std::thread thread;

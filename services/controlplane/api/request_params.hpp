@@ -1,0 +1,27 @@
+// API room: request parts the volume and snapshot endpoints share — plugin secrets from the
+// header `X-Mooring-CSI-Secrets: k=v,k2=v2` (or Nomad's `X-Nomad-CSI-Secrets`; passed to the
+// plugin, never logged or returned), paging of plugin listings, required query parameters.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "services/controlplane/http/message.hpp"
+#include "services/controlplane/volumes/results.hpp"
+#include "shared/domain/result.hpp"
+
+namespace mooring::controlplane::api {
+
+using StringMap = std::map<std::string, std::string>;
+
+// "k=v,k2=v2" -> map. Values may contain '='; empty entries are skipped. The error names the
+// malformed entry's position (never its value: it is a secret).
+domain::Expected<StringMap> parse_secrets_header(std::string_view text);
+// Both headers merged (the Mooring one wins); the error names the header.
+domain::Expected<StringMap> header_secrets(const http::Request& req);
+// ?per_page=N&next_token=T; on failure `err` is the 400 to return.
+bool page_params(const http::Request& req, volumes::PageRequest& page, http::Response& err);
+bool required_param(const http::Request& req, std::string_view name, std::string& out, http::Response& err);
+
+}  // namespace mooring::controlplane::api

@@ -1,0 +1,70 @@
+// Volumes room: the controller and node calls the volume lifecycle makes. A consumer-side
+// interface so the lifecycle is tested with a fake; RouterControllerCalls sends them through the
+// agent router (a node with a healthy controller instance of the plugin, serialized per volume).
+#pragma once
+
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "csi/v1/csi.pb.h"
+#include "mooring/v1/nodeagent.pb.h"
+#include "services/controlplane/agentclient/agent_result.hpp"
+
+namespace mooring::controlplane::agentclient {
+class AgentRouter;
+}
+
+namespace mooring::controlplane::volumes {
+
+template <class R>
+using Task = boost::asio::awaitable<agentclient::AgentResult<R>>;
+
+class ControllerCalls {
+ public:
+  virtual ~ControllerCalls() = default;
+  // `volume_key` (the Mooring volume id) serializes calls per volume; "" does not serialize.
+  virtual Task<::csi::v1::CreateVolumeResponse> create_volume(std::string plugin_id, std::string volume_key,
+                                                              ::csi::v1::CreateVolumeRequest request) = 0;
+  virtual Task<::csi::v1::DeleteVolumeResponse> delete_volume(std::string plugin_id, std::string volume_key,
+                                                              ::csi::v1::DeleteVolumeRequest request) = 0;
+  virtual Task<::csi::v1::ControllerExpandVolumeResponse> controller_expand_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request) = 0;
+  // To the claim's node.
+  virtual Task<v1::NodeExpandVolumeResponse> node_expand_volume(std::string node_id,
+                                                                v1::NodeExpandVolumeRequest request) = 0;
+  virtual Task<::csi::v1::CreateSnapshotResponse> create_snapshot(std::string plugin_id, std::string volume_key,
+                                                                  ::csi::v1::CreateSnapshotRequest request) = 0;
+  virtual Task<::csi::v1::DeleteSnapshotResponse> delete_snapshot(std::string plugin_id,
+                                                                  ::csi::v1::DeleteSnapshotRequest request) = 0;
+  virtual Task<::csi::v1::ListSnapshotsResponse> list_snapshots(std::string plugin_id,
+                                                                ::csi::v1::ListSnapshotsRequest request) = 0;
+  virtual Task<::csi::v1::ListVolumesResponse> list_volumes(std::string plugin_id,
+                                                            ::csi::v1::ListVolumesRequest request) = 0;
+};
+
+class RouterControllerCalls final : public ControllerCalls {
+ public:
+  explicit RouterControllerCalls(agentclient::AgentRouter& router) : router_(router) {}
+  Task<::csi::v1::CreateVolumeResponse> create_volume(std::string plugin_id, std::string volume_key,
+                                                      ::csi::v1::CreateVolumeRequest request) override;
+  Task<::csi::v1::DeleteVolumeResponse> delete_volume(std::string plugin_id, std::string volume_key,
+                                                      ::csi::v1::DeleteVolumeRequest request) override;
+  Task<::csi::v1::ControllerExpandVolumeResponse> controller_expand_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request) override;
+  Task<v1::NodeExpandVolumeResponse> node_expand_volume(std::string node_id,
+                                                        v1::NodeExpandVolumeRequest request) override;
+  Task<::csi::v1::CreateSnapshotResponse> create_snapshot(std::string plugin_id, std::string volume_key,
+                                                          ::csi::v1::CreateSnapshotRequest request) override;
+  Task<::csi::v1::DeleteSnapshotResponse> delete_snapshot(std::string plugin_id,
+                                                          ::csi::v1::DeleteSnapshotRequest request) override;
+  Task<::csi::v1::ListSnapshotsResponse> list_snapshots(std::string plugin_id,
+                                                        ::csi::v1::ListSnapshotsRequest request) override;
+  Task<::csi::v1::ListVolumesResponse> list_volumes(std::string plugin_id,
+                                                    ::csi::v1::ListVolumesRequest request) override;
+
+ private:
+  agentclient::AgentRouter& router_;
+};
+
+}  // namespace mooring::controlplane::volumes

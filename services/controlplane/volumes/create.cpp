@@ -1,0 +1,160 @@
+// Create through a controller. The Mooring id is the CSI name, so a create sent again finds the
+// same volume. A create whose outcome is unknown, or whose volume cannot be registered after all,
+// is undone in the background.
+#include "services/controlplane/claims/volume_rules.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "services/controlplane/volumes/controller_calls.hpp"
+#include "services/controlplane/volumes/lifecycle_support.hpp"
+#include "services/controlplane/volumes/volume_lifecycle.hpp"
+#include "shared/domain/volume_capability.hpp"
+
+namespace mooring::controlplane::volumes {
+
+namespace asio = boost::asio;
+
+namespace {
+
+::csi::v1::Topology csi_topology(const domain::Topology& t) {
+  ::csi::v1::Topology out;
+  for (const auto& [k, val] : t.segments) (*out.mutable_segments())[k] = val;
+  return out;
+}
+
+Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v) {
+  ::csi::v1::CreateVolumeRequest csi;
+  // The Mooring id is the idempotency key: unique here, stable across retries.
+  csi.set_name(v.id);
+  csi.mutable_capacity_range()->set_required_bytes(v.requested_capacity_min);
+  csi.mutable_capacity_range()->set_limit_bytes(v.requested_capacity_max);
+  for (const auto& cap : v.requested_capabilities) {
+    auto c = domain::csi_volume_capability(cap.access_mode, cap.attachment_mode, v.mount_options);
+    if (!c) return invalid("volume " + in_quotes(v.id) + ": " + c.error());
+    *csi.add_volume_capabilities() = *c;
+  }
+  for (const auto& [k, val] : v.parameters) (*csi.mutable_parameters())[k] = val;
+  put_secrets(csi.mutable_secrets(), v.secrets);
+  if (!v.snapshot_id.empty()) csi.mutable_volume_content_source()->mutable_snapshot()->set_snapshot_id(v.snapshot_id);
+  if (!v.clone_id.empty()) csi.mutable_volume_content_source()->mutable_volume()->set_volume_id(v.clone_id);
+  auto* reach = csi.mutable_accessibility_requirements();
+  for (const auto& t : v.requested_topologies.required) *reach->add_requisite() = csi_topology(t);
+  for (const auto& t : v.requested_topologies.preferred) *reach->add_preferred() = csi_topology(t);
+  return csi;
+}
+
+}  // namespace
+
+std::optional<Failure> VolumeLifecycle::check_create(const domain::Volume& v) const {
+  const auto& id = v.id;
+  if (store_.volume(id))
+    return conflict("volume " + in_quotes(id) + " already exists; update it with PUT /v1/volume/csi/" + id);
+  const domain::Plugin* plugin = store_.plugin(v.plugin_id);
+  const auto named = "volume " + in_quotes(id) + ": ";
+  if (!plugin) return invalid(named + "no CSI plugin named " + in_quotes(v.plugin_id));
+  const auto of_plugin = named + "plugin " + in_quotes(v.plugin_id);
+  if (!controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
+    return invalid(of_plugin + " has no controller that supports CREATE_DELETE_VOLUME; register an existing volume instead");
+  if (!v.clone_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_clone))
+    return invalid(of_plugin + " cannot clone volumes (CloneID)");
+  if (!v.snapshot_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete_snapshot))
+    return invalid(of_plugin + " cannot create volumes from snapshots (SnapshotID)");
+  if (auto plan = plan_volume_register(nullptr, v, plugin); !plan) return from_refusal(plan.refusal());
+  return std::nullopt;
+}
+
+asio::awaitable<Outcome<Written>> VolumeLifecycle::create(domain::Volume v) {
+  if (auto refused = check_create(v)) co_return *refused;
+  auto csi = create_request(v);
+  if (!csi) co_return csi.error();
+  auto res = co_await controller_.create_volume(v.plugin_id, v.id, *csi);
+  if (res.ok()) co_return register_created(v, res.response.volume(), res.node_id);
+  if (res.outcome == csi::Outcome::uncertain) {
+    log_.warn("create volume outcome unknown; negating it in the background",
+              {{"volume_id", v.id}, {"plugin_id", v.plugin_id}, {"error", res.error}});
+    tasks_.spawn("negate create " + v.id, negate_create(v.plugin_id, v.id, *csi));
+  }
+  co_return plugin_failure(res);
+}
+
+// The state may have moved while the plugin worked: plan again against what is there now.
+Outcome<Written> VolumeLifecycle::register_created(const domain::Volume& v, const ::csi::v1::Volume& created,
+                                                   const std::string& controller_node) {
+  const auto& id = v.id;
+  if (store_.volume(id)) {
+    abandon_created(v, created.volume_id());
+    return conflict("volume " + in_quotes(id) + " was registered while it was being created");
+  }
+  auto plan = plan_volume_register(nullptr, v, store_.plugin(v.plugin_id));
+  if (!plan) {
+    abandon_created(v, created.volume_id());
+    return from_refusal(plan.refusal());
+  }
+  auto& stored = plan->volume;
+  stored.external_id = created.volume_id();
+  stored.capacity = created.capacity_bytes();
+  for (const auto& [k, val] : created.volume_context()) stored.context[k] = val;
+  if (created.accessible_topology_size() > 0) {
+    stored.topologies.clear();
+    for (const auto& t : created.accessible_topology())
+      stored.topologies.push_back(domain::Topology{{t.segments().begin(), t.segments().end()}});
+  }
+  Batch batch;
+  batch.add_event({.topic = "Volume",
+                   .type = "VolumeCreated",
+                   .key = id,
+                   .message = "created volume " + in_quotes(id) + " through plugin " + in_quotes(v.plugin_id) +
+                              " (external id " + in_quotes(stored.external_id) + ")",
+                   .details = {{"plugin_id", v.plugin_id}, {"external_id", stored.external_id},
+                               {"controller_node", controller_node}}});
+  batch.put(stored);
+  auto index = store_.commit(std::move(batch));
+  if (!index) {
+    abandon_created(v, created.volume_id());
+    return write_failed("register created volume \"" + id + "\"", index.error());
+  }
+  log_.info("volume created", {{"volume_id", id}, {"plugin_id", v.plugin_id}, {"external_id", stored.external_id},
+                               {"capacity", stored.capacity}});
+  return Written{*index, {*store_.volume(id)}};
+}
+
+bool VolumeLifecycle::registered_as(const std::string& id, const std::string& external_id) const {
+  const auto* v = store_.volume(id);
+  return v && v->external_id == external_id;
+}
+
+void VolumeLifecycle::abandon_created(const domain::Volume& v, const std::string& external_id) {
+  if (registered_as(v.id, external_id)) return;  // the same volume, registered by a concurrent create
+  ::csi::v1::DeleteVolumeRequest del;
+  del.set_volume_id(external_id);
+  put_secrets(del.mutable_secrets(), v.secrets);
+  tasks_.spawn("negate create " + v.id, [this, plugin_id = v.plugin_id, id = v.id, del]() -> asio::awaitable<void> {
+    std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
+      auto r = co_await controller_.delete_volume(plugin_id, id, del);
+      co_return r.done() ? async::Attempt::ok() : async::Attempt::again(r.error);
+    };
+    co_await async::retry(std::move(attempt), negation_retry());
+  });
+}
+
+asio::awaitable<void> VolumeLifecycle::negate_create(std::string plugin_id, std::string volume_id,
+                                                     ::csi::v1::CreateVolumeRequest request) {
+  std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
+    auto made = co_await controller_.create_volume(plugin_id, volume_id, request);
+    if (!made.ok())
+      co_return made.outcome == csi::Outcome::final_error ? async::Attempt::final_error(made.error)
+                                                          : async::Attempt::again(made.error);
+    if (registered_as(volume_id, made.response.volume().volume_id())) co_return async::Attempt::ok();
+    ::csi::v1::DeleteVolumeRequest del;
+    del.set_volume_id(made.response.volume().volume_id());
+    *del.mutable_secrets() = request.secrets();
+    auto gone = co_await controller_.delete_volume(plugin_id, volume_id, del);
+    if (!gone.done()) co_return async::Attempt::again(gone.error);
+    log_.info("abandoned create negated", {{"volume_id", volume_id}, {"external_id", del.volume_id()}});
+    co_return async::Attempt::ok();
+  };
+  auto result = co_await async::retry(std::move(attempt), negation_retry());
+  if (!result.ok())
+    log_.warn("cannot negate an abandoned create; the plugin may hold an unregistered volume",
+              {{"volume_id", volume_id}, {"plugin_id", plugin_id}, {"error", result.last_error}});
+}
+
+}  // namespace mooring::controlplane::volumes

@@ -1,0 +1,81 @@
+// The operator's detach of a volume from one node. A live node keeps what it runs, so only claims
+// no running allocation needs are moved on; a node that is down or gone will not run its
+// allocations again, so they are marked lost and the node step is skipped. The claim GC then
+// releases what is left.
+#include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/gc/node_loss.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "services/controlplane/volumes/lifecycle_support.hpp"
+#include "services/controlplane/volumes/volume_lifecycle.hpp"
+
+namespace mooring::controlplane::volumes {
+
+namespace {
+
+std::vector<std::string> claims_on(const domain::Volume& v, const std::string& node_id) {
+  std::vector<std::string> allocs;
+  for (const auto& [alloc, c] : v.claims)
+    if (c.node_id == node_id) allocs.push_back(alloc);
+  return allocs;
+}
+
+// Unmounting under a running allocation would break it.
+std::string still_running(const StateStore& store, const domain::Volume& v, const std::vector<std::string>& allocs) {
+  std::string running;
+  for (const auto& alloc : allocs) {
+    const auto* a = store.allocation(alloc);
+    if (v.claims.at(alloc).state == domain::ClaimState::taken && a && !domain::is_terminal(*a) &&
+        a->desired_status == domain::DesiredStatus::run)
+      running += (running.empty() ? "" : ", ") + in_quotes(alloc);
+  }
+  return running;
+}
+
+void mark_lost(const StateStore& store, const domain::Volume& v, const std::vector<std::string>& allocs,
+               const domain::Node* node, const std::string& node_id, Batch& batch, domain::Time now) {
+  const std::string reason = "operator detached volume " + in_quotes(v.id) + " from " + (node ? "down" : "unknown") +
+                             " node " + in_quotes(node_id);
+  for (const auto& alloc : allocs)
+    if (const auto* a = store.allocation(alloc); a && !domain::is_terminal(*a))
+      gc::mark_allocation_lost(store, *a, reason, batch, now);
+}
+
+}  // namespace
+
+Outcome<Detached> VolumeLifecycle::detach(const std::string& id, const std::string& node_id) {
+  const domain::Volume* v = store_.volume(id);
+  if (!v) return missing("volume", id);
+  const auto allocs = claims_on(*v, node_id);
+  if (allocs.empty())
+    return Failure{Failure::Kind::not_found, "volume " + in_quotes(id) + " has no claim on node " + in_quotes(node_id)};
+  const domain::Node* node = store_.node(node_id);
+  const bool node_lost = !node || node->status == domain::NodeStatus::down;
+  const auto now = domain::now();
+  Batch batch;
+  if (!node_lost) {
+    if (auto running = still_running(store_, *v, allocs); !running.empty())
+      return conflict("volume " + in_quotes(id) + ": allocations " + running + " still run on node " +
+                      in_quotes(node_id) + "; stop them before detaching");
+  } else {
+    mark_lost(store_, *v, allocs, node, node_id, batch, now);
+  }
+  domain::Volume copy = *v;
+  const auto target = node_lost ? domain::ClaimState::node_detached : domain::ClaimState::unpublishing;
+  for (const auto& alloc : allocs)
+    if (domain::is_before(copy.claims.at(alloc).state, target)) (void)advance_claim(copy, alloc, target, now);
+  batch.add_event({.topic = "Volume",
+                   .type = "VolumeDetachRequested",
+                   .key = id,
+                   .message = "operator detach of volume " + in_quotes(id) + " from node " + in_quotes(node_id) +
+                              (node_lost ? " (node unavailable: node step skipped)" : ""),
+                   .details = {{"node_id", node_id}, {"claims", std::to_string(allocs.size())}}});
+  batch.put(copy);  // after mark_allocation_lost's copy of this volume, so this one wins
+  auto index = store_.commit(std::move(batch));
+  if (!index) return write_failed("detach volume \"" + id + "\"", index.error());
+  if (retry_release_) retry_release_(id);
+  Detached out{*index, {}};
+  for (const auto& alloc : allocs) out.claims.push_back(store_.volume(id)->claims.at(alloc));
+  return out;
+}
+
+}  // namespace mooring::controlplane::volumes

@@ -1,0 +1,55 @@
+// Volumes room (internal): what the lifecycle's files share — plugin capability checks, secrets
+// into a CSI request, the retry of background negations.
+#pragma once
+
+#include <chrono>
+
+#include "csi/v1/csi.pb.h"
+#include "services/controlplane/volumes/results.hpp"
+#include "shared/async/retry.hpp"
+#include "shared/csi/error_table.hpp"
+#include "shared/domain/plugin.hpp"
+#include "shared/domain/text.hpp"
+
+namespace mooring::controlplane::volumes {
+
+using domain::in_quotes;
+
+inline void put_secrets(google::protobuf::Map<std::string, std::string>* dst, const StringMap& src) {
+  for (const auto& [k, v] : src) (*dst)[k] = v;
+}
+
+inline bool controller_supports(const domain::Plugin& p, bool domain::ControllerInfo::*flag) {
+  for (const auto& [n, inst] : p.controllers)
+    if (inst.controller_info && (*inst.controller_info).*flag) return true;
+  return false;
+}
+
+// A DeleteVolume answer that says the volume is still there and nothing is in progress (a
+// final error, or FAILED_PRECONDITION: in use or has snapshots), from every controller asked.
+template <class R>
+bool not_deleted(const R& r) {
+  return !r.no_target && !r.uncertain_earlier &&
+         (r.outcome == csi::Outcome::final_error || r.outcome == csi::Outcome::retry);
+}
+
+// A negation is retried for up to an hour (1 s -> 30 s); it is logged if it gives up.
+inline async::RetryOptions negation_retry() {
+  async::RetryOptions o;
+  o.backoff.initial = std::chrono::seconds(1);
+  o.backoff.max = std::chrono::seconds(30);
+  o.backoff.max_elapsed = std::chrono::hours(1);
+  return o;
+}
+
+// A failed page of a plugin listing: ABORTED for a token the plugin no longer knows is the
+// caller's to fix (restart the listing); anything else as plugin_failure.
+template <class R>
+Failure listing_failure(const R& r, const std::string& token, const std::string& plugin_id) {
+  if (r.status.error_code() == grpc::StatusCode::ABORTED && !token.empty())
+    return invalid("query parameter \"next_token\": no longer valid for plugin " + in_quotes(plugin_id) +
+                   "; restart the listing without it");
+  return plugin_failure(r);
+}
+
+}  // namespace mooring::controlplane::volumes

@@ -1,0 +1,132 @@
+// Registration of existing volumes and their deregistration (forced or with a purge that lets
+// the claim GC release every claim first).
+#include <algorithm>
+
+#include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/claims/volume_rules.hpp"
+#include "services/controlplane/gc/release_rules.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "services/controlplane/volumes/lifecycle_support.hpp"
+#include "services/controlplane/volumes/volume_lifecycle.hpp"
+#include "services/controlplane/volumes/volume_view.hpp"
+
+namespace mooring::controlplane::volumes {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// The claims of terminal allocations go with the volume only once nothing is left attached for
+// them: dropping a claim mid-release would leave the volume mounted on a node or published to
+// it with nothing to undo it. Forced, that is refused; purged, the release runs first.
+std::vector<std::string> release_left(const StateStore& store, const domain::Volume& v) {
+  return gc::release_steps_left(v, [&](const domain::Claim& c) {
+    return gc::ReleaseView{store.plugin(v.plugin_id), store.node(c.node_id), store.allocation(c.allocation_id),
+                           domain::now()};
+  });
+}
+
+Failure release_unfinished(const std::string& id, const std::vector<std::string>& left) {
+  std::string steps;
+  for (const auto& l : left) steps += (steps.empty() ? "" : "; ") + l;
+  return conflict("volume \"" + id + "\": force deregistration would drop claims whose release is not finished: " +
+                  steps + ". Wait for the release (GET /v1/volume/csi/" + id +
+                  " shows each claim's State and LastError), deregister with purge=true to run those steps first, "
+                  "or detach a down node with DELETE /v1/volume/csi/" + id + "/detach?node=ID");
+}
+
+// Purge: the claim GC releases every claim, node side then controller side, and removes the
+// volume in the write that frees the last one. Meanwhile it takes no claim and no update.
+Outcome<Deregistered> mark_deregistering(StateStore& store, const domain::Volume& v) {
+  domain::Volume marked = v;
+  marked.deregistering = true;
+  for (auto& [alloc, c] : marked.claims)
+    if (c.state == domain::ClaimState::taken)
+      (void)advance_claim(marked, alloc, domain::ClaimState::unpublishing, domain::now());
+  Batch batch;
+  batch.add_event({.topic = "Volume", .type = "VolumeDeregistrationRequested", .key = v.id,
+                   .message = "volume \"" + v.id + "\" will be deregistered once its " +
+                              std::to_string(marked.claims.size()) + " claim(s) are released",
+                   .details = {{"plugin_id", v.plugin_id}}});
+  batch.put(std::move(marked));
+  auto index = store.commit(std::move(batch));
+  if (!index) return write_failed("deregister volume \"" + v.id + "\"", index.error());
+  return Deregistered{*index, true};
+}
+
+Outcome<Deregistered> erase(StateStore& store, const domain::Volume& v, bool force) {
+  std::string message = "deregistered volume \"" + v.id + "\"";
+  if (!v.claims.empty())
+    message += " with " + std::to_string(v.claims.size()) + " claim(s) of terminal allocations (forced)";
+  Batch batch;
+  batch.add_event({.topic = "Volume", .type = "VolumeDeregistered", .key = v.id, .message = message,
+                   .details = {{"plugin_id", v.plugin_id}, {"force", force ? "true" : "false"}}});
+  const std::string id = v.id;  // `v` lives in the store, which the erase changes
+  batch.erase_volume(id);
+  auto index = store.commit(std::move(batch));
+  if (!index) return write_failed("deregister volume \"" + id + "\"", index.error());
+  return Deregistered{*index, false};
+}
+
+}  // namespace
+
+Outcome<Written> VolumeLifecycle::register_volumes(std::vector<domain::Volume> volumes) {
+  Batch batch;
+  std::vector<std::string> ids;
+  for (auto& req : volumes) {
+    if (std::find(ids.begin(), ids.end(), req.id) != ids.end())
+      return invalid("volume \"" + req.id + "\" appears twice in the request");
+    const domain::Volume* existing = store_.volume(req.id);
+    const domain::Plugin* plugin = store_.plugin(req.plugin_id);
+    auto plan = plan_volume_register(existing, std::move(req), plugin);
+    if (!plan) return from_refusal(plan.refusal());
+    ids.push_back(plan->volume.id);
+    batch.add_event({.topic = "Volume",
+                     .type = plan->created ? "VolumeRegistered" : "VolumeUpdated",
+                     .key = plan->volume.id,
+                     .message = std::string(plan->created ? "registered" : "updated") + " volume \"" +
+                                plan->volume.id + "\" (plugin \"" + plan->volume.plugin_id + "\")",
+                     .details = {{"plugin_id", plan->volume.plugin_id}}});
+    batch.put(std::move(plan->volume));
+  }
+  auto index = store_.commit(std::move(batch));
+  if (!index) return write_failed("register volumes", index.error());
+  Written out{*index, {}};
+  for (const auto& id : ids) out.volumes.push_back(decorated(*store_.volume(id), store_));
+  return out;
+}
+
+asio::awaitable<Outcome<Written>> VolumeLifecycle::register_or_expand(domain::Volume wanted,
+                                                                      domain::Expected<StringMap> header_secrets) {
+  const domain::Volume* current = store_.volume(wanted.id);
+  if (!current) co_return register_volumes({std::move(wanted)});
+  auto plan = plan_volume_register(current, wanted, store_.plugin(wanted.plugin_id));
+  // Everything that is not an expansion (including every refusal) is a plain registration.
+  if (!plan || !plan->expand) co_return register_volumes({std::move(wanted)});
+  const domain::Plugin* plugin = store_.plugin(plan->volume.plugin_id);
+  const auto& id = wanted.id;
+  if (!plugin) co_return invalid("volume " + in_quotes(id) + ": no CSI plugin named " + in_quotes(wanted.plugin_id));
+  if (!controller_supports(*plugin, &domain::ControllerInfo::supports_expand))
+    co_return invalid("volume " + in_quotes(id) + ": plugin " + in_quotes(wanted.plugin_id) +
+                      " has no controller that supports EXPAND_VOLUME; cannot grow it from " +
+                      std::to_string(current->capacity) + " to " + std::to_string(plan->volume.requested_capacity_min) +
+                      " bytes");
+  if (!header_secrets) co_return invalid(header_secrets.error());
+  StringMap secrets = plan->volume.secrets;
+  for (const auto& [k, v] : *header_secrets) secrets[k] = v;
+  co_return co_await expand(std::move(plan->volume), secrets);
+}
+
+Outcome<Deregistered> VolumeLifecycle::deregister(const std::string& id, bool force, bool purge) {
+  const domain::Volume* v = store_.volume(id);
+  if (!v) return missing("volume", id);
+  if (v->deregistering && purge) return Deregistered{v->modify_index, true};  // asked again: under way
+  auto lookup = [&](const std::string& alloc) { return store_.allocation(alloc); };
+  if (auto refusal = check_deregister(*v, force || purge, lookup)) return from_refusal(*refusal);
+  const auto left = release_left(store_, *v);
+  if (!left.empty() && !purge) return release_unfinished(id, left);
+  if (!left.empty()) return mark_deregistering(store_, *v);
+  return erase(store_, *v, force);
+}
+
+}  // namespace mooring::controlplane::volumes

@@ -1,0 +1,91 @@
+// Volumes room: what the lifecycle's operations answer with, as plain values (no protobuf, no
+// HTTP): the transport renders them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "services/controlplane/volumes/outcome.hpp"
+#include "shared/domain/volume.hpp"
+
+namespace mooring::controlplane::volumes {
+
+using StringMap = std::map<std::string, std::string>;
+
+// A write that leaves these volumes registered, as they are to be shown.
+struct Written {
+  std::uint64_t index = 0;
+  std::vector<domain::Volume> volumes;
+};
+
+struct Deregistered {
+  std::uint64_t index = 0;
+  bool pending = false;  // the claim GC releases the claims first and then removes the volume
+};
+
+struct Detached {
+  std::uint64_t index = 0;
+  std::vector<domain::Claim> claims;  // the detached claims, as now recorded
+};
+
+// One snapshot asked for. Secrets here win over the volume's own.
+struct SnapshotRequest {
+  std::string volume_id;
+  std::string plugin_id;  // "" = the volume's plugin
+  std::string name;
+  StringMap secrets;
+  StringMap parameters;
+  std::string external_id;  // filled in by plan_snapshot
+};
+
+struct Snapshot {
+  std::string id;
+  std::string external_source_volume_id;
+  std::string source_volume_id;  // the registered volume with that external id, or ""
+  std::int64_t size_bytes = 0;
+  std::int64_t create_time = 0;  // seconds since the epoch
+  bool ready = false;
+  std::string plugin_id;
+  std::string name;  // known only for the snapshots created by this request
+};
+
+struct SnapshotError {
+  std::string volume_id;
+  std::string name;
+  Failure failure;
+};
+
+// Each snapshot is answered on its own: a failure does not hide the ones created before it.
+struct SnapshotsCreated {
+  std::vector<Snapshot> created;
+  std::vector<SnapshotError> errors;
+  std::size_t asked = 0;
+  std::uint64_t index = 0;
+};
+
+struct PageRequest {
+  std::int32_t max_entries = 0;
+  std::string token;
+};
+
+template <class T>
+struct Page {
+  std::vector<T> items;
+  std::string next_token;
+};
+
+// A volume as the plugin lists it (registered here or not).
+struct ExternalVolume {
+  std::string external_id;
+  std::int64_t capacity = 0;
+  StringMap context;
+  std::string snapshot_id;
+  std::string clone_id;
+  std::vector<std::string> published_node_ids;
+  bool abnormal = false;
+  std::string status;
+};
+
+}  // namespace mooring::controlplane::volumes

@@ -1,0 +1,129 @@
+// Volumes room: the lifecycle of a volume beyond its claims — register and validate, create
+// (undoing a create whose outcome is unknown), delete (resumed until the plugin answers), expand
+// then node-expand, snapshots, and the operator's detach. Validate everything first (bad input
+// changes nothing and calls no plugin), then the controller call, then one commit. The answers
+// are values; the background work (negations, unfinished deletes) runs in this class's task group.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "services/controlplane/volumes/results.hpp"
+#include "shared/async/task_group.hpp"
+#include "shared/domain/result.hpp"
+#include "shared/log/log.hpp"
+
+namespace csi::v1 {  // passed by value, so only declared here (the protos stay out of this header)
+class CreateVolumeRequest;
+class CreateSnapshotRequest;
+class DeleteVolumeRequest;
+class ControllerExpandVolumeRequest;
+class Volume;
+}  // namespace csi::v1
+
+namespace mooring::controlplane {
+class StateStore;
+}
+
+namespace mooring::controlplane::volumes {
+
+class ControllerCalls;
+
+class VolumeLifecycle {
+ public:
+  // Asks the claim GC to retry a volume's release at once (after an operator detach).
+  using RetryRelease = std::function<void(const std::string& volume_id)>;
+
+  VolumeLifecycle(boost::asio::any_io_executor executor, StateStore& store, ControllerCalls& controller,
+                  RetryRelease retry_release = {});
+  ~VolumeLifecycle();
+  VolumeLifecycle(const VolumeLifecycle&) = delete;
+  VolumeLifecycle& operator=(const VolumeLifecycle&) = delete;
+
+  // Resumes, in the background, the deletes whose outcome was unknown when the process stopped
+  // (volumes still marked Deleting).
+  void start();
+  // Cancels the background negations and deletes, and waits for them.
+  boost::asio::awaitable<void> stop();
+
+  // The coroutines take their arguments by value: they may outlive the caller's temporaries.
+  // ---- register.cpp: every volume registered in one transaction, or none ----
+  Outcome<Written> register_volumes(std::vector<domain::Volume> volumes);
+  // One volume: a re-registration that raises RequestedCapacityMin above the capacity expands it
+  // (expand.cpp); `header_secrets` are only read then.
+  boost::asio::awaitable<Outcome<Written>> register_or_expand(domain::Volume wanted,
+                                                              domain::Expected<StringMap> header_secrets);
+  Outcome<Deregistered> deregister(const std::string& id, bool force, bool purge);
+
+  // ---- create.cpp: `v.secrets` already hold the request's secrets ----
+  boost::asio::awaitable<Outcome<Written>> create(domain::Volume v);
+  // ---- delete.cpp: the answer is the index of the deregistration ----
+  boost::asio::awaitable<Outcome<std::uint64_t>> remove(std::string id, StringMap extra_secrets);
+  // ---- detach.cpp ----
+  Outcome<Detached> detach(const std::string& id, const std::string& node_id);
+
+  // ---- snapshots.cpp ----
+  // Checks one snapshot against the volume and its plugin and merges the secrets (volume, then
+  // the request's, then `header_secrets`).
+  Outcome<SnapshotRequest> plan_snapshot(SnapshotRequest wanted, const StringMap& header_secrets) const;
+  boost::asio::awaitable<SnapshotsCreated> create_snapshots(std::vector<SnapshotRequest> planned);
+  boost::asio::awaitable<Outcome<std::uint64_t>> delete_snapshot(std::string plugin_id, std::string snapshot_id,
+                                                                 StringMap secrets);
+  boost::asio::awaitable<Outcome<Page<Snapshot>>> list_snapshots(std::string plugin_id, PageRequest page,
+                                                                 StringMap secrets);
+  // ---- external.cpp: the plugin's own listing ----
+  boost::asio::awaitable<Outcome<Page<ExternalVolume>>> list_external(std::string plugin_id, PageRequest page);
+
+ private:
+  // expand.cpp
+  boost::asio::awaitable<Outcome<Written>> expand(domain::Volume wanted, const StringMap& secrets);
+  boost::asio::awaitable<std::vector<std::string>> expand_on_nodes(const domain::Volume& wanted,
+                                                                   const ::csi::v1::ControllerExpandVolumeRequest& csi,
+                                                                   const StringMap& secrets);
+  Outcome<Written> record_expansion(const domain::Volume& wanted, std::int64_t capacity, bool node_expansion,
+                                    const std::vector<std::string>& node_errors);
+
+  // create.cpp
+  std::optional<Failure> check_create(const domain::Volume& v) const;
+  Outcome<Written> register_created(const domain::Volume& v, const ::csi::v1::Volume& created,
+                                    const std::string& controller_node);
+  // Undo a create whose outcome is unknown: the same request again (idempotent on its name, and
+  // a plugin refuses one without its capabilities) tells what exists, which is then deleted.
+  boost::asio::awaitable<void> negate_create(std::string plugin_id, std::string volume_id,
+                                             ::csi::v1::CreateVolumeRequest request);
+  // A created volume that could not be registered is deleted again in the background, unless
+  // it is the same volume a concurrent create registered.
+  void abandon_created(const domain::Volume& v, const std::string& external_id);
+  // The volume `id` is registered with this provider id (a concurrent create of the same id won).
+  bool registered_as(const std::string& id, const std::string& external_id) const;
+
+  // delete.cpp: the volume is marked Deleting before DeleteVolume is sent
+  std::optional<Failure> check_delete(const std::string& id) const;
+  // Sets or clears the mark; clearing records why (the plugin's refusal) in an event.
+  domain::Expected<std::uint64_t> mark_deleting(const std::string& id, bool deleting, const std::string& refused_because);
+  // The plugin deleted it: deregister with a VolumeDeleted event.
+  domain::Expected<std::uint64_t> deregister_deleted(const std::string& id, const std::string& plugin_id);
+  // Retries DeleteVolume in the background until the plugin gives a final answer (at most one
+  // task per volume).
+  void finish_delete_later(const std::string& plugin_id, const std::string& id, ::csi::v1::DeleteVolumeRequest request);
+  boost::asio::awaitable<void> finish_delete(std::string plugin_id, std::string id, ::csi::v1::DeleteVolumeRequest request);
+
+  // snapshots.cpp
+  boost::asio::awaitable<void> negate_snapshot(std::string plugin_id, ::csi::v1::CreateSnapshotRequest request);
+
+  StateStore& store_;
+  ControllerCalls& controller_;
+  RetryRelease retry_release_;
+  std::set<std::string> finishing_;  // volumes with a background delete running
+  log::Logger log_{"volumes"};
+  async::TaskGroup tasks_;  // last: destroyed first, so no task outlives what it uses
+};
+
+}  // namespace mooring::controlplane::volumes

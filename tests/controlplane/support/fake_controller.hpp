@@ -1,0 +1,101 @@
+// Test support: the volumes room's controller calls answered from a script per RPC. An empty
+// script answers as the router does when no controller can be asked (UNAVAILABLE, nothing
+// sent); every request is recorded.
+#pragma once
+
+#include <deque>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "services/controlplane/volumes/controller_calls.hpp"
+
+namespace mooring::controlplane {
+
+class FakeController final : public volumes::ControllerCalls {
+ public:
+  template <class Req, class Resp>
+  struct Rpc {
+    csi::Rpc rpc;
+    std::deque<agentclient::AgentResult<Resp>> script;
+    std::vector<Req> requests;
+  };
+
+  // A successful answer from the controller on node-1.
+  template <class Resp>
+  static agentclient::AgentResult<Resp> ok(Resp response) {
+    agentclient::AgentResult<Resp> r;
+    r.response = std::move(response);
+    r.node_id = "node-1";
+    return r;
+  }
+  // An answer with this status, classified as the CSI error table does for `rpc`.
+  template <class Resp>
+  static agentclient::AgentResult<Resp> failed(csi::Rpc rpc, grpc::StatusCode code, std::string error = "scripted") {
+    agentclient::AgentResult<Resp> r;
+    r.status = grpc::Status(code, error);
+    r.outcome = csi::classify(rpc, code);
+    r.error = std::move(error);
+    return r;
+  }
+
+  volumes::Task<::csi::v1::CreateVolumeResponse> create_volume(std::string, std::string,
+                                                               ::csi::v1::CreateVolumeRequest req) override {
+    co_return next(creates, std::move(req));
+  }
+  volumes::Task<::csi::v1::DeleteVolumeResponse> delete_volume(std::string, std::string,
+                                                               ::csi::v1::DeleteVolumeRequest req) override {
+    co_return next(deletes, std::move(req));
+  }
+  volumes::Task<::csi::v1::ControllerExpandVolumeResponse> controller_expand_volume(
+      std::string, std::string, ::csi::v1::ControllerExpandVolumeRequest req) override {
+    co_return next(expands, std::move(req));
+  }
+  volumes::Task<v1::NodeExpandVolumeResponse> node_expand_volume(std::string node_id,
+                                                                 v1::NodeExpandVolumeRequest req) override {
+    expanded_nodes.push_back(std::move(node_id));
+    co_return next(node_expands, std::move(req));
+  }
+  volumes::Task<::csi::v1::CreateSnapshotResponse> create_snapshot(std::string, std::string,
+                                                                   ::csi::v1::CreateSnapshotRequest req) override {
+    co_return next(snapshots, std::move(req));
+  }
+  volumes::Task<::csi::v1::DeleteSnapshotResponse> delete_snapshot(std::string,
+                                                                   ::csi::v1::DeleteSnapshotRequest req) override {
+    co_return next(snapshot_deletes, std::move(req));
+  }
+  volumes::Task<::csi::v1::ListSnapshotsResponse> list_snapshots(std::string,
+                                                                 ::csi::v1::ListSnapshotsRequest req) override {
+    co_return next(snapshot_lists, std::move(req));
+  }
+  volumes::Task<::csi::v1::ListVolumesResponse> list_volumes(std::string, ::csi::v1::ListVolumesRequest req) override {
+    co_return next(volume_lists, std::move(req));
+  }
+
+  Rpc<::csi::v1::CreateVolumeRequest, ::csi::v1::CreateVolumeResponse> creates{csi::Rpc::CreateVolume};
+  Rpc<::csi::v1::DeleteVolumeRequest, ::csi::v1::DeleteVolumeResponse> deletes{csi::Rpc::DeleteVolume};
+  Rpc<::csi::v1::ControllerExpandVolumeRequest, ::csi::v1::ControllerExpandVolumeResponse> expands{
+      csi::Rpc::ControllerExpandVolume};
+  Rpc<v1::NodeExpandVolumeRequest, v1::NodeExpandVolumeResponse> node_expands{csi::Rpc::NodeExpandVolume};
+  Rpc<::csi::v1::CreateSnapshotRequest, ::csi::v1::CreateSnapshotResponse> snapshots{csi::Rpc::CreateSnapshot};
+  Rpc<::csi::v1::DeleteSnapshotRequest, ::csi::v1::DeleteSnapshotResponse> snapshot_deletes{csi::Rpc::DeleteSnapshot};
+  Rpc<::csi::v1::ListSnapshotsRequest, ::csi::v1::ListSnapshotsResponse> snapshot_lists{csi::Rpc::ListSnapshots};
+  Rpc<::csi::v1::ListVolumesRequest, ::csi::v1::ListVolumesResponse> volume_lists{csi::Rpc::ListVolumes};
+  std::vector<std::string> expanded_nodes;
+
+ private:
+  template <class Req, class Resp>
+  static agentclient::AgentResult<Resp> next(Rpc<Req, Resp>& rpc, Req req) {
+    rpc.requests.push_back(std::move(req));
+    if (rpc.script.empty()) {
+      auto r = failed<Resp>(rpc.rpc, grpc::StatusCode::UNAVAILABLE, "no healthy controller (fake)");
+      r.no_target = true;
+      return r;
+    }
+    auto r = std::move(rpc.script.front());
+    rpc.script.pop_front();
+    return r;
+  }
+};
+
+}  // namespace mooring::controlplane

@@ -1,0 +1,133 @@
+// Create and delete through a scripted controller: what is registered, what is undone in the
+// background, and what a refusal leaves behind.
+#include "tests/controlplane/volumes/lifecycle_fixture.hpp"
+
+namespace mooring::controlplane {
+
+namespace {
+
+using grpc::StatusCode;
+using Kind = volumes::Failure::Kind;
+
+::csi::v1::CreateVolumeResponse created(const std::string& external_id, std::int64_t capacity = 1024) {
+  ::csi::v1::CreateVolumeResponse r;
+  r.mutable_volume()->set_volume_id(external_id);
+  r.mutable_volume()->set_capacity_bytes(capacity);
+  return r;
+}
+
+domain::Volume wanted(const std::string& id) {
+  auto v = fixtures::volume(id);
+  v.external_id.clear();
+  return v;
+}
+
+using Deleted = FakeController::Rpc<::csi::v1::DeleteVolumeRequest, ::csi::v1::DeleteVolumeResponse>;
+void answer_delete(Deleted& rpc, StatusCode code) {
+  rpc.script.push_back(code == StatusCode::OK
+                           ? FakeController::ok(::csi::v1::DeleteVolumeResponse{})
+                           : FakeController::failed<::csi::v1::DeleteVolumeResponse>(csi::Rpc::DeleteVolume, code));
+}
+
+}  // namespace
+
+TEST_F(VolumeLifecycleTest, CreateRegistersWhatThePluginMadeUnderTheVolumeIdAsName) {
+  controller.creates.script.push_back(FakeController::ok(created("ext-7", 4096)));
+  auto r = run(lifecycle.create(wanted("vol-1")));
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(controller.creates.requests.size(), 1u);
+  EXPECT_EQ(controller.creates.requests[0].name(), "vol-1");
+  EXPECT_EQ(controller.creates.requests[0].secrets().at("password"), "hunter2");
+  ASSERT_NE(store.volume("vol-1"), nullptr);
+  EXPECT_EQ(store.volume("vol-1")->external_id, "ext-7");
+  EXPECT_EQ(r->volumes.at(0).capacity, 4096);
+}
+
+TEST_F(VolumeLifecycleTest, AnUncertainCreateIsNegatedInTheBackgroundWithTheSameRequest) {
+  controller.creates.script.push_back(
+      FakeController::failed<::csi::v1::CreateVolumeResponse>(csi::Rpc::CreateVolume, StatusCode::DEADLINE_EXCEEDED));
+  controller.creates.script.push_back(FakeController::ok(created("ext-late")));
+  answer_delete(controller.deletes, StatusCode::OK);
+  auto r = run(lifecycle.create(wanted("vol-1")));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::timeout);
+  ASSERT_EQ(controller.creates.requests.size(), 2u);
+  EXPECT_EQ(controller.creates.requests[1].name(), "vol-1");
+  ASSERT_EQ(controller.deletes.requests.size(), 1u);
+  EXPECT_EQ(controller.deletes.requests[0].volume_id(), "ext-late");
+  EXPECT_EQ(store.volume("vol-1"), nullptr);
+}
+
+TEST_F(VolumeLifecycleTest, CreatingARegisteredVolumeIsAConflictAndCallsNoPlugin) {
+  Batch batch;
+  batch.put(fixtures::volume("vol-1"));
+  seed(std::move(batch));
+  auto r = run(lifecycle.create(wanted("vol-1")));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::conflict);
+  EXPECT_TRUE(controller.creates.requests.empty());
+}
+
+TEST_F(VolumeLifecycleTest, ADeleteThePluginDidDeregistersTheVolume) {
+  Batch batch;
+  batch.put(fixtures::volume("vol-1"));
+  seed(std::move(batch));
+  answer_delete(controller.deletes, StatusCode::OK);
+  auto r = run(lifecycle.remove("vol-1", {{"token", "from-header"}}));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(store.volume("vol-1"), nullptr);
+  EXPECT_EQ(controller.deletes.requests.at(0).secrets().at("token"), "from-header");
+}
+
+TEST_F(VolumeLifecycleTest, ADeleteWithUnknownOutcomeKeepsTheMarkAndIsFinishedInTheBackground) {
+  Batch batch;
+  batch.put(fixtures::volume("vol-1"));
+  seed(std::move(batch));
+  answer_delete(controller.deletes, StatusCode::DEADLINE_EXCEEDED);
+  answer_delete(controller.deletes, StatusCode::OK);
+  auto r = run(lifecycle.remove("vol-1", {}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::timeout);
+  EXPECT_NE(r.error().message.find("stays marked as being deleted"), std::string::npos) << r.error().message;
+  EXPECT_EQ(controller.deletes.requests.size(), 2u);
+  EXPECT_EQ(store.volume("vol-1"), nullptr);
+}
+
+TEST_F(VolumeLifecycleTest, ARefusedDeleteClearsTheMark) {
+  Batch batch;
+  batch.put(fixtures::volume("vol-1"));
+  seed(std::move(batch));
+  answer_delete(controller.deletes, StatusCode::FAILED_PRECONDITION);
+  auto r = run(lifecycle.remove("vol-1", {}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::conflict);
+  ASSERT_NE(store.volume("vol-1"), nullptr);
+  EXPECT_FALSE(store.volume("vol-1")->deleting);
+}
+
+TEST_F(VolumeLifecycleTest, StartResumesTheDeletesMarkedBeforeARestart) {
+  auto v = fixtures::volume("vol-1");
+  v.deleting = true;
+  Batch batch;
+  batch.put(v);
+  seed(std::move(batch));
+  answer_delete(controller.deletes, StatusCode::OK);
+  lifecycle.start();
+  run_background();
+  EXPECT_EQ(store.volume("vol-1"), nullptr);
+  EXPECT_EQ(controller.deletes.requests.at(0).volume_id(), "ext-vol-1");
+}
+
+TEST_F(VolumeLifecycleTest, AVolumeInUseIsNotDeletedAndThePluginIsNotAsked) {
+  auto v = fixtures::volume("vol-1");
+  v.claims["a1"] = fixtures::claim("a1", "n1", domain::ClaimState::taken);
+  Batch batch;
+  batch.put(v);
+  seed(std::move(batch));
+  auto r = run(lifecycle.remove("vol-1", {}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::conflict);
+  EXPECT_TRUE(controller.deletes.requests.empty());
+}
+
+}  // namespace mooring::controlplane
