@@ -18,7 +18,7 @@
 #include "shared/async/retry.hpp"
 #include "shared/domain/json.hpp"
 #include "shared/domain/text.hpp"
-#include "shared/domain/volume_capability.hpp"
+#include "shared/wire/volume_capability.hpp"
 
 namespace mooring::controlplane::api {
 
