@@ -8,6 +8,7 @@
 //           types but ignores unknown fields so a newer writer's rows still load.
 // Times are RFC 3339 strings, durations Go-style strings ("30s", "1m30s"); unset times are
 // omitted in API output.
+// Each type's fields are one table (json/<type>.cpp, machinery in json/fields.hpp): add a field there.
 #pragma once
 
 #include "shared/domain/allocation.hpp"

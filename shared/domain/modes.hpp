@@ -1,6 +1,6 @@
 // Domain: the small enums every room shares (access, attachment and claim modes, claim states,
 // allocation statuses, plugin types) with Nomad's spellings for the API and storage.
-// Proto conversions live in proto_convert.hpp so this header stays free of generated code.
+// Proto conversions live in shared/wire/proto_convert.hpp so this header stays free of generated code.
 #pragma once
 
 #include <optional>

@@ -1,7 +1,7 @@
 #include "services/controlplane/agentclient/router_publisher.hpp"
 
 #include "services/controlplane/agentclient/agent_router.hpp"
-#include "shared/domain/volume_capability.hpp"
+#include "shared/wire/volume_capability.hpp"
 
 namespace mooring::controlplane::agentclient {
 

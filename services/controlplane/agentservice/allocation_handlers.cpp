@@ -7,7 +7,7 @@
 #include "services/controlplane/agentservice/handlers.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::agentservice {

@@ -1,7 +1,7 @@
 // ClaimVolume and UnpublishVolume: protobuf to the claim path's values and back. The claim path
 // (claims/claim_path.hpp) records the intent, publishes and classifies the outcome.
 #include "services/controlplane/agentservice/handlers.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 
 namespace mooring::controlplane::agentservice {
 

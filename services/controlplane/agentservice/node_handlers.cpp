@@ -4,7 +4,7 @@
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/nodes/node_report.hpp"
 #include "services/controlplane/state/state_store.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 
 namespace mooring::controlplane::agentservice {
 

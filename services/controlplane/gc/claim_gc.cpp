@@ -10,7 +10,7 @@
 #include "shared/async/cancelled.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::gc {

@@ -8,7 +8,7 @@
 #include "services/controlplane/volumes/controller_calls.hpp"
 #include "services/controlplane/volumes/lifecycle_support.hpp"
 #include "services/controlplane/volumes/volume_lifecycle.hpp"
-#include "shared/domain/volume_capability.hpp"
+#include "shared/wire/volume_capability.hpp"
 
 namespace mooring::controlplane::volumes {
 

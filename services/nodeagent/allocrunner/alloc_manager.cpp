@@ -6,7 +6,7 @@
 #include "services/nodeagent/controlplane_calls.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/domain/ids.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::nodeagent {

@@ -11,7 +11,7 @@
 
 #include "shared/durable/durable_file.hpp"
 #include "shared/domain/ids.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::nodeagent {

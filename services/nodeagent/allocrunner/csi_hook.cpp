@@ -4,7 +4,7 @@
 
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
 #include "services/nodeagent/controlplane_calls.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::nodeagent {

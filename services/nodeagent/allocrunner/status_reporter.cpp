@@ -6,7 +6,7 @@
 #include "shared/durable/durable_file.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::nodeagent {

@@ -8,7 +8,7 @@
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/domain/ids.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/csi_client.hpp"
 #include "shared/rpc/server.hpp"

@@ -4,7 +4,7 @@
 #include "shared/async/retry.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/domain/ids.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
 
 #include <boost/asio/use_awaitable.hpp>

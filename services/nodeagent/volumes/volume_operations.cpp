@@ -3,8 +3,8 @@
 #include "csi/v1/csi.pb.h"
 #include "shared/async/cancelled.hpp"
 #include "shared/csi/error_table.hpp"
-#include "shared/domain/proto_convert.hpp"
-#include "shared/domain/volume_capability.hpp"
+#include "shared/wire/proto_convert.hpp"
+#include "shared/wire/volume_capability.hpp"
 #include "shared/log/log.hpp"
 
 #include <boost/asio/this_coro.hpp>

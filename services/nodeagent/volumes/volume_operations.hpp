@@ -20,7 +20,7 @@
 #include "services/nodeagent/volumes/node_plugins.hpp"
 #include "shared/async/keyed_locks.hpp"
 #include "services/nodeagent/volumes/volume_paths.hpp"
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "shared/domain/volume.hpp"
 
 #include <boost/asio/any_io_executor.hpp>

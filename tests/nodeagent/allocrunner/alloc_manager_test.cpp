@@ -7,7 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "tests/nodeagent/support/fake_controlplane_calls.hpp"
 #include "tests/nodeagent/support/fake_volume_mounter.hpp"
 #include "tests/nodeagent/support/run_async.hpp"

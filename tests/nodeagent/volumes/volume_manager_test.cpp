@@ -2,7 +2,7 @@
 // before each call, how it serializes, and how releases retry, wake, notify, stop and resume.
 #include "services/nodeagent/volumes/volume_manager.hpp"
 
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 #include "tests/nodeagent/volumes/fake_node_plugin.hpp"
 #include "tests/nodeagent/volumes/volume_test_util.hpp"
 #include "tests/support/temp_dir.hpp"

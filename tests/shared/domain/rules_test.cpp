@@ -1,5 +1,5 @@
 // Pure rules shared by both services: mount option merge, env var names, usage directory
-// names, CSI capabilities, per-alloc sources, claim counts and plugin aggregation.
+// names, per-alloc sources, claim counts and plugin aggregation.
 #include "shared/domain/allocation.hpp"
 #include "shared/domain/plugin.hpp"
 #include "shared/domain/volume.hpp"
@@ -31,34 +31,6 @@ TEST(Usage, MatchesNomadsDirectoryNames) {
             "rw-file-system-single-node-writer");
   EXPECT_EQ(usage_dir_name(true, AttachmentMode::block_device, AccessMode::multi_node_reader_only),
             "ro-block-device-multi-node-reader-only");
-}
-
-TEST(CsiCapability, FileSystemCarriesMountOptions) {
-  auto cap = csi_volume_capability(AccessMode::multi_node_single_writer, AttachmentMode::file_system,
-                                   {"ext4", {"noatime"}});
-  ASSERT_TRUE(cap.ok()) << cap.error();
-  EXPECT_EQ(cap->access_mode().mode(), ::csi::v1::VolumeCapability::AccessMode::MULTI_NODE_SINGLE_WRITER);
-  ASSERT_TRUE(cap->has_mount());
-  EXPECT_EQ(cap->mount().fs_type(), "ext4");
-  ASSERT_EQ(cap->mount().mount_flags_size(), 1);
-  EXPECT_EQ(cap->mount().mount_flags(0), "noatime");
-}
-
-TEST(CsiCapability, BlockDeviceHasNoMount) {
-  auto cap = csi_volume_capability(AccessMode::single_node_writer, AttachmentMode::block_device, {"ext4", {"x"}});
-  ASSERT_TRUE(cap.ok());
-  EXPECT_TRUE(cap->has_block());
-  EXPECT_FALSE(cap->has_mount());
-  EXPECT_EQ(cap->access_mode().mode(), ::csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
-}
-
-TEST(CsiCapability, UnknownModesAreErrors) {
-  auto cap = csi_volume_capability(AccessMode::unknown, AttachmentMode::file_system, {});
-  ASSERT_FALSE(cap.ok());
-  EXPECT_NE(cap.error().find("access mode"), std::string::npos);
-  cap = csi_volume_capability(AccessMode::single_node_writer, AttachmentMode::unknown, {});
-  ASSERT_FALSE(cap.ok());
-  EXPECT_NE(cap.error().find("attachment mode"), std::string::npos);
 }
 
 TEST(VolumeRequest, PerAllocClaimsSuffixedSourceAndModeFollowsReadOnly) {

@@ -1,5 +1,5 @@
 // Domain <-> mooring.v1 / csi.v1 conversions: round trips and rejection of unknown enums.
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 
 #include <gtest/gtest.h>
 

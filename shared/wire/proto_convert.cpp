@@ -1,6 +1,6 @@
 // Domain <-> mooring.v1. Enum mappings are explicit switches so a new proto value is a
 // compile-time warning (with -Werror) rather than a silent default.
-#include "shared/domain/proto_convert.hpp"
+#include "shared/wire/proto_convert.hpp"
 
 namespace mooring::domain {
 namespace {

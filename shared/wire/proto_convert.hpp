@@ -1,4 +1,4 @@
-// Domain <-> mooring.v1 wire messages (control plane <-> node agent) and the mode enums'
+// Wire: domain <-> mooring.v1 messages (control plane <-> node agent) and the mode enums'
 // csi.v1 spellings. Conversions from the wire validate enums: an unknown/unset value is an
 // error naming the field, never silently a default.
 #pragma once

@@ -1,0 +1,128 @@
+// JSON tables and codecs for allocations: volume requests, the task and its events. API output
+// redacts credential-keyed env vars and mount flags; API input adds the submit rules.
+#include "shared/domain/ids.hpp"
+#include "shared/domain/json.hpp"
+#include "shared/domain/json/fields.hpp"
+
+namespace mooring::domain {
+namespace codec {
+namespace {
+
+constexpr unsigned kIn = kOut | kInput;
+using VolumeRequests = std::map<std::string, VolumeRequest>;
+
+constexpr Field<VolumeRequest> kVolumeRequest[] = {
+    field<&VolumeRequest::type>("Type", kIn),
+    field<&VolumeRequest::source>("Source", kIn),
+    field<&VolumeRequest::read_only>("ReadOnly", kIn),
+    field<&VolumeRequest::access_mode>("AccessMode", kIn),
+    field<&VolumeRequest::attachment_mode>("AttachmentMode", kIn),
+    field<&VolumeRequest::per_alloc>("PerAlloc", kIn),
+    field<&VolumeRequest::mount_options>("MountOptions", kIn),
+};
+
+constexpr Field<Task> kTask[] = {
+    field<&Task::command>("Command", kIn),
+    field<&Task::args>("Args", kIn),
+    field<&Task::env>("Env", kIn, {.redact = true}),
+    field<&Task::kill_timeout>("KillTimeout", kIn),
+};
+
+constexpr Field<TaskEvent> kTaskEvent[] = {
+    field<&TaskEvent::time>("Time", kOut),
+    field<&TaskEvent::type>("Type", kOut),
+    field<&TaskEvent::message>("Message", kOut),
+};
+
+// A submitted request must name a csi volume it can claim, and both modes.
+void check_submitted(Reader& c, const VolumeRequest& req) {
+  if (req.type != "csi") return c.fail("Type", "unsupported volume type \"" + req.type + "\" (only \"csi\")");
+  if (req.source.empty()) return c.fail("Source", "required");
+  if (auto s = validate_volume_id(req.per_alloc ? per_alloc_volume_id(req.source, 0) : req.source); !s) {
+    return c.fail("Source", s.error());
+  }
+  if (req.access_mode == AccessMode::unknown) return c.fail("AccessMode", "required");
+  if (req.attachment_mode == AttachmentMode::unknown) return c.fail("AttachmentMode", "required");
+}
+
+// Requests are keyed by name; the name is not a field of the request's object.
+void read_volume_requests(Reader& r, std::string_view key, VolumeRequests& out) {
+  r.object_map(key, [&](Reader& c, const std::string& name) {
+    VolumeRequest req;
+    req.name = name;
+    read_fields(c, req);
+    if (r.strict()) {
+      if (!c.ok()) return;
+      if (name.empty()) return r.fail(key, "volume request names must not be empty");
+      check_submitted(c, req);
+      if (!c.ok()) return;
+    }
+    out[name] = std::move(req);
+  });
+}
+
+json volume_requests_json(const VolumeRequests& requests, View view) { return *write_value(requests, {}, view); }
+
+// Input takes what a submitter chooses; ID, statuses and indexes are the control plane's.
+constexpr Field<Allocation> kAllocation[] = {
+    field<&Allocation::id>("ID", kAll),
+    field<&Allocation::name>("Name", kAll | kInput),
+    field<&Allocation::node_id>("NodeID", kAll | kInput),
+    field<&Allocation::desired_status>("DesiredStatus", kAll),
+    field<&Allocation::client_status>("ClientStatus", kAll),
+    field<&Allocation::stop_after_client_disconnect>("StopAfterClientDisconnect", kIn, {.null_when_empty = true}),
+    custom<&Allocation::volumes, volume_requests_json, read_volume_requests>("Volumes", kIn),
+    field<&Allocation::task>("Task", kIn),
+    field<&Allocation::index>("Index", kOut),
+    field<&Allocation::events>("Events", kOut),
+    field<&Allocation::create_index>("CreateIndex", kAll),
+    field<&Allocation::modify_index>("ModifyIndex", kAll),
+};
+
+}  // namespace
+
+Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>) { return kVolumeRequest; }
+Table<Task> fields_of(std::type_identity<Task>) { return kTask; }
+Table<TaskEvent> fields_of(std::type_identity<TaskEvent>) { return kTaskEvent; }
+Table<Allocation> fields_of(std::type_identity<Allocation>) { return kAllocation; }
+
+void check_input(Reader& r, Task& task) {
+  if (r.ok() && task.command.empty()) r.fail("Command", "required");
+}
+
+}  // namespace codec
+
+using codec::json;
+using codec::View;
+
+json to_api_json(const Allocation& a) { return codec::write_object(a, View::api); }
+json to_api_stub(const Allocation& a) { return codec::write_object(a, View::stub); }
+json to_storage_json(const Allocation& a) { return codec::write_object(a, View::storage); }
+
+Expected<Allocation> allocation_from_api(const json& j) {
+  codec::Ctx ctx{codec::object_name("allocation", j, "Name"), {}};
+  Allocation a;
+  codec::Reader r(j, ctx, "", true);
+  codec::read_fields(r, a);
+  r.finish();
+  if (r.ok() && !a.node_id.empty()) {
+    if (auto s = validate_id(IdKind::node, a.node_id); !s) r.fail("NodeID", s.error());
+  }
+  return codec::finish(ctx, std::move(a));
+}
+
+Expected<Allocation> allocation_request_from_api(const json& j) {
+  codec::Ctx ctx{"request", {}};
+  codec::Reader r(j, ctx, "", true);
+  const json* inner = r.get("Allocation");
+  r.finish();
+  if (r.ok() && inner == nullptr) r.fail("Allocation", "required");
+  if (ctx.error) return error(*ctx.error);
+  return allocation_from_api(*inner);
+}
+
+Expected<Allocation> allocation_from_storage(const json& j) {
+  return codec::from_storage<Allocation>(j, "stored " + codec::object_name("allocation", j, "ID"), &Allocation::id);
+}
+
+}  // namespace mooring::domain

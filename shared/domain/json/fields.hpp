@@ -1,0 +1,252 @@
+// One table of field descriptors per type drives all of its JSON: API output, list stubs,
+// storage (both ways) and strict API input. A row names the JSON key, the member, where the
+// field appears and how it is shown; the member's C++ type picks the reader and the writer.
+// Tables are read in row order, so the first error a decoder reports follows the table.
+#pragma once
+
+#include "shared/domain/allocation.hpp"
+#include "shared/domain/event.hpp"
+#include "shared/domain/json/reader.hpp"
+#include "shared/domain/node.hpp"
+#include "shared/domain/plugin.hpp"
+#include "shared/domain/volume.hpp"
+
+#include <span>
+#include <type_traits>
+
+namespace mooring::domain::codec {
+
+// Where a field appears (a bit set).
+enum Where : unsigned {
+  kApi = 1,    // API output of the full object
+  kStub = 2,   // API list stubs
+  kStore = 4,  // storage, written and read
+  kInput = 8,  // accepted in strict API input
+};
+inline constexpr unsigned kOut = kApi | kStore;
+inline constexpr unsigned kAll = kApi | kStub | kStore;
+
+enum class View { api, stub, storage };
+
+// Nested objects of a stub are shown as in the full object.
+inline View nested(View v) { return v == View::stub ? View::api : v; }
+inline unsigned bit(View v) { return v == View::api ? kApi : v == View::stub ? kStub : kStore; }
+inline unsigned read_bit(const Reader& r) { return r.strict() ? kInput : kStore; }
+
+struct Opts {
+  bool redact = false;           // API output: credential-keyed values, or every mount flag, masked
+  bool null_when_empty = false;  // written as null when empty (a zero duration, an empty request)
+  bool omit_when_unset = false;  // an enum at its first ("unknown") value is left out
+  unsigned non_negative = 0;     // kInput and/or kStore: a negative number is an error there
+};
+
+template <class T>
+struct Field {
+  std::string_view key;
+  unsigned where;
+  Opts opts;
+  std::optional<json> (*write)(const Field& f, const T& obj, View view);  // nullopt: key left out
+  void (*read)(const Field& f, Reader& r, T& obj);                         // nullptr: never read
+};
+
+// ---- each type's table, defined next to its codec (json/<type>.cpp) ----
+template <class T>
+using Table = std::span<const Field<T>>;
+Table<VolumeCapability> fields_of(std::type_identity<VolumeCapability>);
+Table<MountOptions> fields_of(std::type_identity<MountOptions>);
+Table<Topology> fields_of(std::type_identity<Topology>);
+Table<TopologyRequest> fields_of(std::type_identity<TopologyRequest>);
+Table<Claim> fields_of(std::type_identity<Claim>);
+Table<Volume> fields_of(std::type_identity<Volume>);
+Table<ControllerInfo> fields_of(std::type_identity<ControllerInfo>);
+Table<NodeInfo> fields_of(std::type_identity<NodeInfo>);
+Table<PluginInstance> fields_of(std::type_identity<PluginInstance>);
+Table<Plugin> fields_of(std::type_identity<Plugin>);
+Table<NodeEvent> fields_of(std::type_identity<NodeEvent>);
+Table<Node> fields_of(std::type_identity<Node>);
+Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>);
+Table<Task> fields_of(std::type_identity<Task>);
+Table<TaskEvent> fields_of(std::type_identity<TaskEvent>);
+Table<Allocation> fields_of(std::type_identity<Allocation>);
+Table<Event> fields_of(std::type_identity<Event>);
+
+// Rules a nested object of API input must meet before its unknown fields are checked.
+template <class T>
+void check_input(Reader&, T&) {}
+void check_input(Reader& r, VolumeCapability& cap);
+void check_input(Reader& r, Task& task);
+
+// ---- enums: how each is parsed and named in errors ----
+template <class E>
+struct EnumText {
+  std::optional<E> (*parse)(std::string_view);
+  const char* what;
+};
+inline EnumText<AccessMode> enum_text(AccessMode) { return {parse_access_mode, "access mode"}; }
+inline EnumText<AttachmentMode> enum_text(AttachmentMode) { return {parse_attachment_mode, "attachment mode"}; }
+inline EnumText<ClaimMode> enum_text(ClaimMode) { return {parse_claim_mode, "claim mode"}; }
+inline EnumText<ClaimState> enum_text(ClaimState) { return {parse_claim_state, "claim state"}; }
+inline EnumText<ControllerPublish> enum_text(ControllerPublish) { return {parse_controller_publish, "controller publish"}; }
+inline EnumText<DesiredStatus> enum_text(DesiredStatus) { return {parse_desired_status, "desired status"}; }
+inline EnumText<ClientStatus> enum_text(ClientStatus) { return {parse_client_status, "client status"}; }
+inline EnumText<PluginType> enum_text(PluginType) { return {parse_plugin_type, "plugin type"}; }
+inline EnumText<NodeStatus> enum_text(NodeStatus) { return {parse_node_status, "node status"}; }
+
+// ---- whole objects ----
+template <class T>
+json write_object(const T& obj, View view) {
+  json out = json::object();
+  for (const auto& f : fields_of(std::type_identity<T>{})) {
+    if ((f.where & bit(view)) == 0) continue;
+    if (auto value = f.write(f, obj, view)) out[std::string(f.key)] = std::move(*value);
+  }
+  return out;
+}
+
+// The fields this reader takes, in table order; the caller checks rules and unknown fields.
+template <class T>
+void read_fields(Reader& r, T& obj) {
+  for (const auto& f : fields_of(std::type_identity<T>{})) {
+    if ((f.where & read_bit(r)) != 0 && f.read != nullptr) f.read(f, r, obj);
+  }
+}
+
+template <class T>
+void read_object(Reader& r, T& obj) {
+  read_fields(r, obj);
+  if (r.strict()) check_input(r, obj);
+}
+
+// A stored object: types are checked, unknown fields ignored (a newer writer's rows still load).
+template <class T>
+Expected<T> from_storage(const json& j, std::string object, std::string T::*id = nullptr) {
+  Ctx ctx{std::move(object), {}};
+  T value;
+  Reader r(j, ctx, "", false);
+  read_fields(r, value);
+  if (id != nullptr && r.ok() && (value.*id).empty()) r.fail("ID", "required");
+  return finish(ctx, std::move(value));
+}
+
+// ---- values, by C++ type ----
+template <class T>
+struct IsVector : std::false_type {};
+template <class T>
+struct IsVector<std::vector<T>> : std::true_type {};
+template <class T>
+struct IsMap : std::false_type {};
+template <class T>
+struct IsMap<std::map<std::string, T>> : std::true_type {};
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
+json string_map_json(const StringMap& m, bool redact);
+json string_list_json(const std::vector<std::string>& list, bool redact);
+
+template <class M>
+std::optional<json> write_value(const M& v, const Opts& o, View view) {
+  const bool redact = o.redact && view == View::api;
+  if constexpr (std::is_same_v<M, StringMap>) {
+    return string_map_json(v, redact);
+  } else if constexpr (std::is_same_v<M, std::vector<std::string>>) {
+    return string_list_json(v, redact);
+  } else if constexpr (std::is_same_v<M, Duration>) {
+    if (o.null_when_empty && v.count() <= 0) return json(nullptr);
+    return format_duration(v);
+  } else if constexpr (std::is_same_v<M, Time>) {
+    if (!is_set(v)) return std::nullopt;
+    return format_time(v);
+  } else if constexpr (std::is_enum_v<M>) {
+    if (o.omit_when_unset && v == M{}) return std::nullopt;
+    return std::string(to_string(v));
+  } else if constexpr (std::is_arithmetic_v<M> || std::is_same_v<M, std::string>) {
+    return json(v);
+  } else if constexpr (IsVector<M>::value) {
+    json out = json::array();
+    for (const auto& item : v) out.push_back(write_object(item, nested(view)));
+    return out;
+  } else if constexpr (IsMap<M>::value) {
+    json out = json::object();
+    for (const auto& [name, item] : v) out[name] = write_object(item, nested(view));
+    return out;
+  } else if constexpr (IsOptional<M>::value) {
+    return v ? write_object(*v, nested(view)) : json(nullptr);
+  } else {
+    if constexpr (requires { v.empty(); }) {
+      if (o.null_when_empty && v.empty()) return json(nullptr);
+    }
+    return write_object(v, nested(view));
+  }
+}
+
+template <class M>
+void read_value(Reader& r, std::string_view key, M& out, const Opts& o) {
+  if constexpr (std::is_same_v<M, std::string>) {
+    r.str(key, out);
+  } else if constexpr (std::is_same_v<M, bool>) {
+    r.boolean(key, out);
+  } else if constexpr (std::is_same_v<M, std::int64_t>) {
+    r.i64(key, out, (o.non_negative & read_bit(r)) != 0);
+  } else if constexpr (std::is_same_v<M, int>) {
+    r.i32(key, out);
+  } else if constexpr (std::is_same_v<M, std::uint64_t>) {
+    r.u64(key, out);
+  } else if constexpr (std::is_same_v<M, StringMap>) {
+    r.string_map(key, out);
+  } else if constexpr (std::is_same_v<M, std::vector<std::string>>) {
+    r.string_list(key, out);
+  } else if constexpr (std::is_same_v<M, Duration>) {
+    r.duration(key, out);
+  } else if constexpr (std::is_same_v<M, Time>) {
+    r.time(key, out);
+  } else if constexpr (std::is_enum_v<M>) {
+    const auto text = enum_text(M{});
+    r.enumeration(key, out, text.parse, text.what);
+  } else if constexpr (IsVector<M>::value) {
+    M list;
+    r.object_array(key, [&](Reader& c) { read_object(c, list.emplace_back()); });
+    if (r.ok()) out = std::move(list);
+  } else if constexpr (IsMap<M>::value) {
+    r.object_map(key, [&](Reader& c, const std::string& name) { read_object(c, out[name]); });
+  } else if constexpr (IsOptional<M>::value) {
+    r.object(key, [&](Reader& c) { read_object(c, out.emplace()); });
+  } else {
+    r.object(key, [&](Reader& c) { read_object(c, out); });
+  }
+}
+
+// ---- rows ----
+template <class M>
+struct MemberOf;
+template <class T, class V>
+struct MemberOf<V T::*> {
+  using Owner = T;
+  using Value = V;
+};
+
+// A member read and written by its type's codec.
+template <auto Member, class T = typename MemberOf<decltype(Member)>::Owner>
+constexpr Field<T> field(std::string_view key, unsigned where, Opts opts = {}) {
+  return {key, where, opts,
+          [](const Field<T>& f, const T& obj, View view) { return write_value(obj.*Member, f.opts, view); },
+          [](const Field<T>& f, Reader& r, T& obj) { read_value(r, f.key, obj.*Member, f.opts); }};
+}
+
+// A member with its own shape: Write(value, view) and Read(reader, key, value).
+template <auto Member, auto Write, auto Read, class T = typename MemberOf<decltype(Member)>::Owner>
+constexpr Field<T> custom(std::string_view key, unsigned where) {
+  return {key, where, {},
+          [](const Field<T>&, const T& obj, View view) -> std::optional<json> { return Write(obj.*Member, view); },
+          [](const Field<T>& f, Reader& r, T& obj) { Read(r, f.key, obj.*Member); }};
+}
+
+// Output only, derived from the whole object.
+template <class T, json (*Derive)(const T&)>
+constexpr Field<T> derived(std::string_view key, unsigned where) {
+  return {key, where, {},
+          [](const Field<T>&, const T& obj, View) -> std::optional<json> { return Derive(obj); }, nullptr};
+}
+
+}  // namespace mooring::domain::codec
