@@ -9,11 +9,15 @@
 #include <string>
 #include <string_view>
 
+#include "shared/tls/identity.hpp"
+
 namespace grpc {
 class Channel;
 }
 
 namespace mooring::rpc {
+
+class TransportSecurity;
 
 // "unix:///p" and "unix:/p" stay as they are; an absolute path "/p" becomes "unix:///p";
 // anything else is taken as a gRPC target such as "host:port".
@@ -36,6 +40,10 @@ struct ChannelOptions {
   // subchannel that sits in reconnect backoff.
   bool private_subchannels = true;
   int max_receive_message_bytes = 16 * 1024 * 1024;
+  // Mutual TLS on TCP targets (null: plaintext): the peer must present a certificate from the CA
+  // carrying `peer` (transport_security.hpp). UNIX-socket targets ignore both.
+  std::shared_ptr<const TransportSecurity> security;
+  tls::Identity peer{tls::Role::server, {}};
 };
 
 std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const ChannelOptions& options = {});

@@ -275,6 +275,14 @@ bool signed_by(std::string_view cert_pem_text, std::string_view ca_pem) {
   return ok;
 }
 
+bool key_matches(std::string_view cert_pem_text, std::string_view key_pem_text) {
+  Cert cert = read_cert(cert_pem_text);
+  Key key = read_key(key_pem_text);
+  const bool ok = cert && key && X509_check_private_key(cert.get(), key.get()) == 1;
+  ERR_clear_error();
+  return ok;
+}
+
 std::optional<std::string> expiry_warning(const CertificateInfo& info, std::chrono::system_clock::time_point now,
                                           std::chrono::hours within) {
   if (info.not_after - now > within) return std::nullopt;

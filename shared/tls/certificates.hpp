@@ -55,6 +55,8 @@ struct CertificateInfo {
 Expected<CertificateInfo> inspect(std::string_view pem);
 // True when `cert_pem`'s signature verifies with the CA certificate's key.
 bool signed_by(std::string_view cert_pem, std::string_view ca_pem);
+// True when `key_pem` is the private key of `cert_pem`.
+bool key_matches(std::string_view cert_pem, std::string_view key_pem);
 
 // A warning for a certificate that expires within `within` of `now` (or has expired); nullopt
 // otherwise. Names the subject and the days left. Pure.
