@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <ctime>
 
+#include "shared/async/sleep.hpp"
+#include "shared/log/log.hpp"
 #include "shared/tls/cert_files.hpp"
 #include "shared/tls/certificates.hpp"
 
@@ -151,6 +153,21 @@ PeerCertificate peer_certificate(const grpc::ServerContextBase& context) {
     }
   }
   return out;
+}
+
+void log_certificate_status(const TransportSecurity& security) {
+  static const log::Logger logger{"tls"};
+  logger.info("mutual TLS certificate", {{"identity", tls::identity_uri(security.identity())},
+                                         {"certificate", security.describe_certificate()},
+                                         {"file", security.files().cert_file},
+                                         {"reload", "when the files change (checked every " +
+                                                        std::to_string(kTlsReloadInterval.count()) + "s)"}});
+  for (const auto& warning : security.expiry_warnings()) logger.warn("renew the certificate", {{"warning", warning}});
+}
+
+boost::asio::awaitable<void> warn_expiry_daily(std::shared_ptr<const TransportSecurity> security) {
+  while (co_await async::sleep_for(std::chrono::hours(24)) == async::SleepEnd::elapsed)
+    log_certificate_status(*security);
 }
 
 }  // namespace mooring::rpc

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/asio/awaitable.hpp>
+
 #include "shared/domain/result.hpp"
 #include "shared/tls/identity.hpp"
 
@@ -81,5 +83,11 @@ struct PeerCertificate {
   std::string subject;                     // for logs
 };
 PeerCertificate peer_certificate(const grpc::ServerContextBase& context);
+
+// Logs the certificate now on disk and a warning for each file expiring within 30 days (at
+// start and on SIGHUP).
+void log_certificate_status(const TransportSecurity& security);
+// log_certificate_status once a day, until cancelled.
+boost::asio::awaitable<void> warn_expiry_daily(std::shared_ptr<const TransportSecurity> security);
 
 }  // namespace mooring::rpc

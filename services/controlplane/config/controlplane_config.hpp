@@ -32,6 +32,12 @@ struct ControlPlaneConfig {
   std::chrono::milliseconds gc_sweep_period{300'000};
   std::chrono::milliseconds alloc_gc_threshold{3'600'000};
   std::chrono::milliseconds node_gc_threshold{24 * 3'600'000};
+  // Mutual TLS on the gRPC port (all three, or none): the CA that signs agents' certificates, and
+  // the control plane's own certificate and key (`mooring tls cert create -server`).
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  bool insecure = false;  // plaintext gRPC on purpose (no warning about missing TLS files)
 };
 
 struct ControlPlaneArgs {
