@@ -31,7 +31,11 @@ asio::awaitable<void> run_agent(nodeagent::Agent& agent, std::shared_ptr<const r
   if (security) signals.add(SIGHUP);
   agent.start();
   int sig = 0;
-  while ((sig = co_await signals.async_wait(asio::use_awaitable)) == SIGHUP) rpc::log_certificate_status(*security);
+  for (;;) {
+    sig = co_await signals.async_wait(asio::use_awaitable);
+    if (sig != SIGHUP) break;
+    rpc::log_certificate_status(*security);
+  }
   log::Logger("main").info("signal received; shutting down", {{"signal", sig}});
   co_await agent.shutdown();
 }

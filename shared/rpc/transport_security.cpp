@@ -166,8 +166,11 @@ void log_certificate_status(const TransportSecurity& security) {
 }
 
 boost::asio::awaitable<void> warn_expiry_daily(std::shared_ptr<const TransportSecurity> security) {
-  while (co_await async::sleep_for(std::chrono::hours(24)) == async::SleepEnd::elapsed)
+  for (;;) {
+    const auto end = co_await async::sleep_for(std::chrono::hours(24));
+    if (end != async::SleepEnd::elapsed) co_return;
     log_certificate_status(*security);
+  }
 }
 
 }  // namespace mooring::rpc
