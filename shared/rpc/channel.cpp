@@ -55,6 +55,8 @@ std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const Cha
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 
+std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint) { return make_channel(endpoint, ChannelOptions{}); }
+
 namespace {
 
 // One process-wide completion queue and thread deliver connectivity notifications; the C++

@@ -46,7 +46,11 @@ struct ChannelOptions {
   tls::Identity peer{tls::Role::server, {}};
 };
 
-std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const ChannelOptions& options = {});
+std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const ChannelOptions& options);
+// With the defaults. An overload, not a default argument: GCC 12 mis-destroys a default
+// argument's temporary with a non-trivial destructor inside a co_await full-expression
+// (`co_await wait_connected(make_channel(p), t)` freed a bad pointer under ASan).
+std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint);
 
 // Starts connecting and waits until the channel is READY (true) or `timeout` passes (false).
 // Cancelling the awaiting coroutine returns false promptly. The executor is never blocked.
