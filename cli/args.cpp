@@ -108,7 +108,8 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
       } else if (const FlagSpec* f = find_flag(inv.command, name)) {
         if (f->takes_value) {
           if (!take_value()) return fail("flag -" + name + " needs a value (" + f->value_name + ")");
-          inv.flags[name] = *value;
+          auto [it, fresh] = inv.flags.try_emplace(name, *value);
+          if (!fresh) it->second = f->repeatable ? it->second + "," + *value : *value;
         } else {
           bool on = false;
           if (!switch_value(on)) return fail("flag -" + name + ": expected true or false, got \"" + *value + "\"");

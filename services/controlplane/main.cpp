@@ -39,6 +39,7 @@
 #include "shared/config/settings.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/server.hpp"
+#include "shared/rpc/transport_security.hpp"
 
 namespace asio = boost::asio;
 using namespace mooring;
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
   split_host_port(flags.http_addr, http_config.address, http_config.port);  // validated by the parser
   http_config.max_connections = flags.http_max_connections;
   http_config.max_connections_per_client = flags.http_max_connections_per_client;
-  http_config.tls = {.cert_file = flags.tls_cert, .key_file = flags.tls_key, .client_ca_file = flags.tls_client_ca};
+  http_config.tls = {.cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file,
+                     .client_ca_file = flags.http_client_ca_file};
   split_host_port(flags.grpc_addr, grpc_host, grpc_port);
 
   auto backend = SqliteBackend::open(flags.data_dir);
@@ -81,6 +83,27 @@ int main(int argc, char** argv) {
     logger.error("cannot open state", {{"error", backend.error()}});
     return 1;
   }
+  // The agents' gRPC port: mutual TLS when the files are given (agents must present a certificate
+  // from the CA naming their node), plaintext otherwise, with a warning.
+  std::shared_ptr<const rpc::TransportSecurity> security;
+  if (!flags.tls_cert_file.empty()) {
+    auto loaded = rpc::TransportSecurity::load({flags.tls_ca_file, flags.tls_cert_file, flags.tls_key_file},
+                                               tls::Identity{tls::Role::server, {}});
+    if (!loaded) {
+      logger.error("cannot use the TLS files", {{"error", loaded.error()}});
+      return 1;
+    }
+    security = *loaded;
+    rpc::log_certificate_status(*security);
+  } else if (flags.insecure) {
+    logger.warn("--insecure: the gRPC port is plaintext; any process that reaches it can act as any node",
+                {{"grpc_addr", flags.grpc_addr}});
+  } else {
+    logger.warn("no --tls-ca-file/--tls-cert-file/--tls-key-file: the gRPC port is plaintext; any process that "
+                "reaches it can act as any node (create certificates with `mooring tls`, or pass --insecure)",
+                {{"grpc_addr", flags.grpc_addr}});
+  }
+
   asio::io_context io{1};
   // Every write passes the change feed on its way to SQLite, so the claim GC sees which
   // volumes changed without scanning them all.
@@ -98,7 +121,9 @@ int main(int argc, char** argv) {
                                {"allocations", store.allocations().size()}});
 
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
-  agentclient::AgentRouter router{io.get_executor(), store};
+  agentclient::AgentRouterOptions router_options;
+  router_options.channel.security = security;
+  agentclient::AgentRouter router{io.get_executor(), store, router_options};
   agentclient::RouterPublisher publisher{router};
   gc::GcOptions gc_options;
   gc_options.backoff.max = flags.gc_retry_max;
@@ -134,11 +159,13 @@ int main(int argc, char** argv) {
 
   // Node agents' RPC service and node liveness.
   NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl}};
-  AgentService agent_service{io.get_executor(), store, liveness, &publisher};
+  AgentService agent_service{io.get_executor(), store, liveness, &publisher,
+                             AgentServiceOptions{.require_node_identity = security != nullptr}};
   std::string grpc_error;
-  auto grpc_server = rpc::Server::start(
-      rpc::ServerOptions{.address = grpc_host + ":" + std::to_string(grpc_port), .services = {agent_service.service()}},
-      grpc_error);
+  auto grpc_server = rpc::Server::start(rpc::ServerOptions{.address = grpc_host + ":" + std::to_string(grpc_port),
+                                                           .services = {agent_service.service()},
+                                                           .security = security},
+                                        grpc_error);
   if (!grpc_server) {
     logger.error("cannot listen", {{"addr", flags.grpc_addr}, {"error", grpc_error}});
     return 1;
@@ -147,6 +174,21 @@ int main(int argc, char** argv) {
                                      {"heartbeat_ttl", flags.heartbeat_ttl}});
   async::TaskGroup node_tasks{io.get_executor(), "nodes"};
   node_tasks.spawn("liveness", [&liveness] { return liveness.run(); });
+  if (security) {
+    // gRPC picks renewed certificates up from the files; SIGHUP reloads the REST API's HTTPS
+    // (new connections use the new files), logs the certificate in use and re-checks expiry at
+    // once, and a daily check warns 30 days ahead.
+    node_tasks.spawn("tls-expiry", [security] { return rpc::warn_expiry_daily(security); });
+    node_tasks.spawn("tls-sighup", [&io, &server, &logger, security]() -> asio::awaitable<void> {
+      asio::signal_set hup(io, SIGHUP);
+      for (;;) {
+        co_await hup.async_wait(asio::use_awaitable);
+        if (auto tls = server.reload_tls(); !tls)
+          logger.error("HTTPS reload failed; the old files stay in use", {{"error", tls.error()}});
+        rpc::log_certificate_status(*security);
+      }
+    });
+  }
   claim_gc.start();   // resumes every release that was under way when we stopped
   node_loss.start();
   alloc_gc.start();
@@ -156,23 +198,10 @@ int main(int argc, char** argv) {
   logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
                                      {"scheme", server.secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr}});
 
-  // SIGHUP: renewed certificates are picked up without a restart (new connections use them).
-  asio::signal_set reload_signals(io, SIGHUP);
-  std::function<void()> await_reload = [&] {
-    reload_signals.async_wait([&](const boost::system::error_code& ec, int) {
-      if (ec) return;
-      if (auto tls = server.reload_tls(); !tls) logger.error("TLS reload failed; the old files stay in use", {{"error", tls.error()}});
-      else if (server.secure()) logger.info("TLS files reloaded", {{"cert", flags.tls_cert}});
-      await_reload();
-    });
-  };
-  await_reload();
-
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
     logger.info("shutting down", {{"signal", signo}, {"grace", flags.shutdown_grace}});
-    reload_signals.cancel();
     store.release_waiters();  // blocking queries answer now instead of holding the shutdown
     node_tasks.cancel();
     asio::co_spawn(

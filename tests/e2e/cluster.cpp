@@ -54,6 +54,7 @@ std::uint16_t wait_for_port(test::ChildProcess& p, const std::string& what, unsi
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   fs::create_directories(dir() / "hostpath");
   fs::create_directories(dir() / "cp");
+  if (options_.mutual_tls) pki_ = std::make_unique<test::TestPki>(dir() / "pki");
 }
 
 Cluster::~Cluster() {
@@ -90,6 +91,10 @@ void Cluster::start_controlplane() {
             "--alloc-gc-threshold", options_.alloc_gc_threshold,
             "--node-gc-threshold", options_.node_gc_threshold,
             "--shutdown-grace", "2s"};
+  if (pki_) {
+    const auto tls = pki_->server();
+    o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
+  }
   o.output_file = dir() / "controlplane.log";
   controlplane_ = std::make_unique<test::ChildProcess>(o);
   ++controlplane_runs_;
@@ -145,6 +150,10 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
             "--heartbeat-interval", n.options.heartbeat_interval,
             "--kill-timeout", "2s",
             "--plugin", plugin};
+  if (pki_) {
+    const auto tls = pki_->agent(id);
+    o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
+  }
   o.args.insert(o.args.end(), n.options.agent_args.begin(), n.options.agent_args.end());
   if (!n.netns.empty()) {
     // nsenter execs the agent (no fork): the child's pid is the agent's.

@@ -21,7 +21,7 @@ struct Fail {
   std::string message;
 };
 
-enum class Kind { string, list, duration, positive_duration, count, level, format };
+enum class Kind { string, list, duration, positive_duration, count, level, format, boolean };
 
 using Config = ControlPlaneConfig;
 using Text = std::string Config::*;
@@ -60,13 +60,6 @@ constexpr std::array kOptions{
            "http_max_connections_per_client", Kind::count, "N",
            "REST API connections per client address (as above; behind a proxy all share one)", "256", nullptr,
            nullptr, nullptr, &Config::http_max_connections_per_client},
-    Option{"tls-cert", "MOORING_CP_TLS_CERT", "tls_cert", Kind::string, "FILE",
-           "PEM certificate (and chain) of this control plane: the REST API serves HTTPS with it", "",
-           &Config::tls_cert},
-    Option{"tls-key", "MOORING_CP_TLS_KEY", "tls_key", Kind::string, "FILE", "PEM private key of --tls-cert", "",
-           &Config::tls_key},
-    Option{"tls-client-ca", "MOORING_CP_TLS_CLIENT_CA", "tls_client_ca", Kind::string, "FILE",
-           "REST API clients must present a certificate this CA signed (optional)", "", &Config::tls_client_ca},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
            "a node silent this long is marked down", "10s", nullptr, &Config::heartbeat_ttl},
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
@@ -88,6 +81,21 @@ constexpr std::array kOptions{
     Option{"node-gc-threshold", "MOORING_CP_NODE_GC_THRESHOLD", "node_gc_threshold", Kind::positive_duration,
            "DURATION", "nodes down this long and named by no claim are purged with their plugin instances", "24h",
            nullptr, &Config::node_gc_threshold},
+    Option{"tls-ca-file", "MOORING_CP_TLS_CA_FILE", "tls_ca_file", Kind::string, "FILE",
+           "CA certificate for mutual TLS on the gRPC port: agents must present a certificate it signed", "",
+           &Config::tls_ca_file},
+    Option{"tls-cert-file", "MOORING_CP_TLS_CERT_FILE", "tls_cert_file", Kind::string, "FILE",
+           "the control plane's certificate (mooring tls cert create -server), for gRPC (re-read when it "
+           "changes) and the REST API's HTTPS (re-read on SIGHUP)", "",
+           &Config::tls_cert_file},
+    Option{"tls-key-file", "MOORING_CP_TLS_KEY_FILE", "tls_key_file", Kind::string, "FILE",
+           "the key of --tls-cert-file", "", &Config::tls_key_file},
+    Option{"http-client-ca-file", "MOORING_CP_HTTP_CLIENT_CA_FILE", "http_client_ca_file", Kind::string, "FILE",
+           "REST API clients must also present a certificate this CA signed (optional; needs the TLS files)", "",
+           &Config::http_client_ca_file},
+    Option{"insecure", "MOORING_CP_INSECURE", "insecure", Kind::boolean, "",
+           "plaintext gRPC without TLS files (anyone who reaches the port can act as any node); logs a warning",
+           "false"},
 };
 
 const Option* find_flag(std::string_view name) {
@@ -146,6 +154,10 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
     c.*o.count = static_cast<std::size_t>(*n);
     return;
   }
+  if (o.kind == Kind::boolean && value.is_boolean()) {  // the file's true/false
+    c.insecure = value.get<bool>();
+    return;
+  }
   if (!value.is_string()) throw Fail{where + ": expected a string, got " + value.dump()};
   const auto text = value.get<std::string>();
   switch (o.kind) {
@@ -168,6 +180,10 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
       return;
     case Kind::format:
       if (!log::parse_format(text, c.log_format)) throw Fail{where + ": expected text|json, got " + qt(text)};
+      return;
+    case Kind::boolean:
+      if (text != "true" && text != "false") throw Fail{where + ": expected true or false, got " + qt(text)};
+      c.insecure = text == "true";
       return;
     case Kind::list:
     case Kind::count: return;
@@ -204,7 +220,7 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     std::vector<std::pair<const Option*, std::string>> flags;
     std::string config_file;
     std::map<const Option*, std::vector<std::string>> lists;
-    for (auto& [name, value] : config::split_flags(argv)) {
+    for (auto& [name, value] : config::split_flags(argv, {"insecure"})) {
       const Option* o = find_flag(name);
       if (!o) throw Fail{"unknown flag --" + name + " (see --help)"};
       if (o->flag == "config") config_file = value;
@@ -239,11 +255,12 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
       throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
     if (!split_host_port(c.grpc_addr, host, port))
       throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
-    if (c.tls_cert.empty() != c.tls_key.empty())
-      throw Fail{"--tls-cert and --tls-key go together (got only " +
-                 std::string(c.tls_cert.empty() ? "--tls-key" : "--tls-cert") + ")"};
-    if (!c.tls_client_ca.empty() && c.tls_cert.empty())
-      throw Fail{"--tls-client-ca needs --tls-cert and --tls-key (client certificates are checked over HTTPS)"};
+    const bool any_tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
+    const bool all_tls = !c.tls_ca_file.empty() && !c.tls_cert_file.empty() && !c.tls_key_file.empty();
+    if (any_tls && !all_tls) throw Fail{"mutual TLS needs all of --tls-ca-file, --tls-cert-file and --tls-key-file"};
+    if (any_tls && c.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
+    if (!c.http_client_ca_file.empty() && !all_tls)
+      throw Fail{"--http-client-ca-file needs the --tls-* files (client certificates are checked over HTTPS)"};
     return out;
   } catch (const Fail& f) {
     return ControlPlaneConfigError{f.message};
