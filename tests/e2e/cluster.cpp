@@ -1,5 +1,7 @@
 #include "tests/e2e/cluster.hpp"
 
+#include "cli/http_client.hpp"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -314,7 +316,21 @@ std::vector<PluginCall> Cluster::calls(const std::string& id, const std::string&
 
 HttpResult Cluster::request(const std::string& method, const std::string& target, const std::string& body,
                             const std::map<std::string, std::string>& headers) {
-  return controlplane::http_request(http_port_, method, target, body, headers);
+  if (!pki_) return controlplane::http_request(http_port_, method, target, body, headers);
+  // Over mutual TLS the REST API serves HTTPS with the server certificate: ask as the CLI does.
+  cli::HttpRequest req{.method = method, .target = target, .body = body};
+  for (const auto& [k, v] : headers) req.headers.emplace_back(k, v);
+  auto endpoint = cli::parse_address("https://127.0.0.1:" + std::to_string(http_port_));
+  auto res = cli::HttpClient(*endpoint, {.ca_file = pki_->server().ca}).send(req);
+  HttpResult out;
+  if (!res) {
+    out.error = res.error();
+    return out;
+  }
+  out.status = res->status;
+  out.headers = res->headers;
+  out.body = res->body;
+  return out;
 }
 
 json Cluster::get(const std::string& target) {
