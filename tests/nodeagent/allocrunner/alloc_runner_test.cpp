@@ -569,5 +569,59 @@ TEST(TaskProcessTest, AdoptRefusesAReusedPid) {
   EXPECT_NE(TaskProcess::adopt(io.get_executor(), TaskHandle{::getpid(), *ticks}), nullptr);
 }
 
+// /proc/<pid>/environ of a running process as a map.
+std::map<std::string, std::string> environ_of(pid_t pid) {
+  std::map<std::string, std::string> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(in, entry, '\0')) {
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) out[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return out;
+}
+
+// Nothing of the agent's own environment reaches a task: it sees the spec's variables and a
+// minimal PATH and HOME, read from the kernel's copy of the real process's environment.
+TEST(TaskProcessTest, TaskStartsWithACleanEnvironment) {
+  ::setenv("MOORING_TEST_AGENT_ONLY", "agent-credential", 1);
+  TaskSpec spec;
+  spec.command = "sleep";  // a bare name: looked up in the task's PATH
+  spec.args = {"30"};
+  spec.env = {{"APP_MODE", "prod"}, {kLaunchIdEnv, unique_launch("clean-env")}};
+  asio::io_context io;
+  auto task = TaskProcess::start(io.get_executor(), spec);
+  ::unsetenv("MOORING_TEST_AGENT_ONLY");
+  ASSERT_TRUE(task) << task.error();
+  std::map<std::string, std::string> env;
+  ASSERT_TRUE(test::wait_until([&] { env = environ_of((*task)->handle().pid); return env.contains("APP_MODE"); }, 10s));
+  EXPECT_EQ(env, (std::map<std::string, std::string>{{"APP_MODE", "prod"},
+                                                      {"HOME", kTaskHome},
+                                                      {"PATH", kTaskPath},
+                                                      {kLaunchIdEnv, unique_launch("clean-env")}}));
+  (*task)->signal(SIGKILL);
+  run_async(io, [&]() -> asio::awaitable<void> { (void)co_await (*task)->wait(); });
+}
+
+// PATH and HOME are defaults: a task's own PATH wins, and a bare command is looked up there.
+TEST(TaskProcessTest, TheTasksOwnPathIsUsedToFindItsCommand) {
+  test::TempDir dir;
+  const auto tool = dir.path() / "my-tool";
+  {
+    std::ofstream f(tool);
+    f << "#!/bin/sh\necho \"$PATH $HOME\" > " << (dir.path() / "out").string() << "\n";
+  }
+  ::chmod(tool.c_str(), 0755);
+  EXPECT_FALSE(resolve_command("my-tool", kTaskPath));
+  TaskSpec spec;
+  spec.command = "my-tool";
+  spec.env = {{"PATH", dir.path().string() + ":/bin"}, {"HOME", "/home/app"}};
+  asio::io_context io;
+  auto task = TaskProcess::start(io.get_executor(), spec);
+  ASSERT_TRUE(task) << task.error();
+  run_async(io, [&]() -> asio::awaitable<void> { (void)co_await (*task)->wait(); });
+  EXPECT_EQ(test::read_file(dir.path() / "out"), dir.path().string() + ":/bin /home/app\n");
+}
+
 }  // namespace
 }  // namespace mooring::nodeagent
