@@ -7,6 +7,7 @@
 #include <cstring>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <variant>
 #include <iostream>
 #include <string>
@@ -31,6 +32,8 @@
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
+#include "services/controlplane/secrets/keyring_endpoint.hpp"
+#include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/async/task_group.hpp"
@@ -78,21 +81,35 @@ int main(int argc, char** argv) {
     logger.error("cannot open state", {{"error", backend.error()}});
     return 1;
   }
+  // Secrets are sealed on their way to SQLite and opened on load (secrets/sealed_backend.hpp);
+  // the keyring is written on the first start, before anything is sealed with it.
+  const std::filesystem::path keyring_path =
+      flags.keyring_file.empty() ? std::filesystem::path(flags.data_dir) / "keyring" : std::filesystem::path(flags.keyring_file);
+  auto keyring = secrets::Keyring::load_or_new(keyring_path);
+  if (!keyring) {
+    logger.error("cannot open the keyring", {{"path", keyring_path.string()}, {"error", keyring.error()}});
+    return 1;
+  }
+  secrets::SealedBackend sealed{**backend, std::move(*keyring)};
   asio::io_context io{1};
   // Every write passes the change feed on its way to SQLite, so the claim GC sees which
   // volumes changed without scanning them all.
-  gc::ChangeFeed feed{**backend};
+  gc::ChangeFeed feed{sealed};
   // Group commit: a wave of commits (GC steps, agent reports) shares one fsync; answers and
   // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
   StateStore store{io.get_executor(), feed, StateOptions{.group_commit = true}};
   if (auto st = store.load(); !st) {
-    logger.error("cannot load state", {{"path", (*backend)->path().string()}, {"error", st.error()}});
+    logger.error("cannot load state", {{"path", (*backend)->path().string()},
+                                       {"keyring", keyring_path.string()},
+                                       {"error", st.error()}});
     return 1;
   }
   logger.info("state loaded", {{"path", (*backend)->path().string()},
                                {"index", store.index()},
                                {"volumes", store.volumes().size()},
-                               {"allocations", store.allocations().size()}});
+                               {"allocations", store.allocations().size()},
+                               {"keyring", keyring_path.string()},
+                               {"key_id", sealed.active_key_id()}});
 
   api::ApiOptions api_options;
   if (!flags.cors_read_origins.empty()) api_options.cors.read_origins = flags.cors_read_origins;
@@ -116,6 +133,7 @@ int main(int argc, char** argv) {
   gc::NodeGc node_gc{io.get_executor(), store, node_gc_options};
   api::ControllerEndpoints controller_api{io.get_executor(), store, router, &claim_gc};
   controller_api.add_routes(api);
+  secrets::add_keyring_routes(api, sealed, store);
 
   http::Server server{io.get_executor(), http_config, [&api](http::Request r) { return api.handle(std::move(r)); }};
   if (auto ec = server.listen()) {

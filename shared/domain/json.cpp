@@ -448,12 +448,19 @@ json volume_request_json(const VolumeRequest& r, bool redact) {
 }
 
 json task_json(const Task& t, bool redact) {
-  return {
+  json out = {
       {"Command", t.command},
       {"Args", t.args},
       {"Env", redact ? redacted_map_json(t.env) : string_map_json(t.env)},
       {"KillTimeout", format_duration(t.kill_timeout)},
   };
+  // SecretEnv: API output names the keys only, every value [REDACTED]; storage keeps the values
+  // (sealed by the control plane's state layer, services/controlplane/secrets/).
+  if (!t.secret_env.empty()) {
+    json& secret = out["SecretEnv"] = json::object();
+    for (const auto& [k, v] : t.secret_env) secret[k] = redact ? json(kRedacted) : json(v);
+  }
+  return out;
 }
 
 json allocation_json(const Allocation& a, bool redact) {
@@ -611,6 +618,7 @@ void read_task(Reader& r, Task& t) {
   r.str("Command", t.command);
   r.string_list("Args", t.args);
   r.string_map("Env", t.env);
+  r.string_map("SecretEnv", t.secret_env);
   r.duration("KillTimeout", t.kill_timeout);
 }
 

@@ -52,6 +52,9 @@ class StateBackend {
       if (auto st = apply(tx); !st) return st;
     return {};
   }
+  // Drops what the medium may still hold of overwritten or deleted rows (SQLite: its WAL), after
+  // a rewrite meant to replace their bytes (sealing plain secrets, a key rotation).
+  virtual domain::Status scrub() { return {}; }
 };
 
 }  // namespace mooring::controlplane
