@@ -66,6 +66,7 @@ std::string where(Table t, const std::string& key, const SecretField& f) {
 
 domain::Expected<std::string> seal_row(Table table, const std::string& key, const std::string& text, const Key& active) {
   std::optional<json> row;
+  bool changed = false;
   for (const auto& f : kSecretFields) {
     if (f.table != table || !may_hold(text, f, false)) continue;
     if (!row) row = json::parse(text, nullptr, false);
@@ -74,8 +75,9 @@ domain::Expected<std::string> seal_row(Table table, const std::string& key, cons
     auto sealed = seal(active, field->dump(), associated_data(table, key, f));
     if (!sealed) return domain::error(where(table, key, f) + ": " + sealed.error());
     *field = std::move(*sealed);
+    changed = true;
   }
-  return row ? row->dump() : text;
+  return changed ? row->dump() : text;
 }
 
 domain::Expected<OpenedRow> open_row(Table table, const std::string& key, const std::string& text,
@@ -100,7 +102,7 @@ domain::Expected<OpenedRow> open_row(Table table, const std::string& key, const 
     out.key_ids.push_back(sealed_key_id(sealed));
     *field = std::move(map);
   }
-  out.text = row ? row->dump() : text;
+  out.text = out.key_ids.empty() ? text : row->dump();
   return out;
 }
 
