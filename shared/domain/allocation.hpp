@@ -31,10 +31,10 @@ struct Task {
   std::string command;
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
+  Duration kill_timeout{0};  // 0 = the agent's default
   // Injected into the task like env, but never returned by the API (key names only), logged or
   // put in an event; sealed at rest, and sent only to the node the allocation is placed on.
   std::map<std::string, std::string> secret_env;
-  Duration kill_timeout{0};  // 0 = the agent's default
   bool operator==(const Task&) const = default;
 };
 

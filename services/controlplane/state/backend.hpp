@@ -1,7 +1,8 @@
 // State room: where the state is made durable. The in-memory store hands every write to a
 // StateBackend as one transaction and changes memory only after the backend says it is durable.
 // SQLite implements it today; a replicated log could implement it later without touching the
-// store's users. Rows are the storage JSON of shared/domain (full fidelity, secrets included).
+// store's users. Rows are the storage JSON of shared/domain (full fidelity); in the binary their
+// secret fields are sealed on the way down by secrets/sealed_backend.hpp.
 #pragma once
 
 #include <cstdint>
