@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <functional>
+#include <filesystem>
 #include <variant>
 #include <iostream>
 #include <string>
@@ -31,6 +32,7 @@
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
+#include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "services/controlplane/volumes/controller_calls.hpp"
@@ -104,21 +106,35 @@ int main(int argc, char** argv) {
                 {{"grpc_addr", flags.grpc_addr}});
   }
 
+  // Secrets are sealed on their way to SQLite and opened on load (secrets/sealed_backend.hpp);
+  // the keyring is written on the first start, before anything is sealed with it.
+  const std::filesystem::path keyring_path =
+      flags.keyring_file.empty() ? std::filesystem::path(flags.data_dir) / "keyring" : std::filesystem::path(flags.keyring_file);
+  auto keyring = secrets::Keyring::load_or_new(keyring_path);
+  if (!keyring) {
+    logger.error("cannot open the keyring", {{"path", keyring_path.string()}, {"error", keyring.error()}});
+    return 1;
+  }
+  secrets::SealedBackend sealed{**backend, std::move(*keyring)};
   asio::io_context io{1};
   // Every write passes the change feed on its way to SQLite, so the claim GC sees which
   // volumes changed without scanning them all.
-  gc::ChangeFeed feed{**backend};
+  gc::ChangeFeed feed{sealed};
   // Group commit: a wave of commits (GC steps, agent reports) shares one fsync; answers and
   // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
   StateStore store{io.get_executor(), feed, StateOptions{.group_commit = true}};
   if (auto st = store.load(); !st) {
-    logger.error("cannot load state", {{"path", (*backend)->path().string()}, {"error", st.error()}});
+    logger.error("cannot load state", {{"path", (*backend)->path().string()},
+                                       {"keyring", keyring_path.string()},
+                                       {"error", st.error()}});
     return 1;
   }
   logger.info("state loaded", {{"path", (*backend)->path().string()},
                                {"index", store.index()},
                                {"volumes", store.volumes().size()},
-                               {"allocations", store.allocations().size()}});
+                               {"allocations", store.allocations().size()},
+                               {"keyring", keyring_path.string()},
+                               {"key_id", sealed.active_key_id()}});
 
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
   agentclient::AgentRouterOptions router_options;
@@ -144,6 +160,7 @@ int main(int argc, char** argv) {
   api::ApiOptions api_options;
   if (!flags.cors_read_origins.empty()) api_options.cors.read_origins = flags.cors_read_origins;
   api_options.cors.write_origins = flags.cors_write_origins;
+  api_options.keyring = &sealed;
   api::Api api{store, volume_lifecycle, api_options};
 
   http::Server server{io.get_executor(), http_config, [&api](http::Request r) { return api.handle(std::move(r)); }};

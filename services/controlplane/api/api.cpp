@@ -43,7 +43,7 @@ bool is_write(const std::string& method) { return method != "GET" && method != "
 }  // namespace
 
 struct Api::Impl {
-  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v}, options(std::move(o)) {
+  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring}, options(std::move(o)) {
     add_volume_routes();
     add_cluster_routes();
   }
@@ -83,6 +83,7 @@ struct Api::Impl {
     get("/v1/events", at_once<list_events>, Table::events);
     get("/v1/status/health", at_once<health>);
     get("/v1/status/ready", at_once<ready>);
+    write({"PUT", "POST"}, "/v1/operator/keyring/rotate", rotate_keyring);
   }
 
   // Everything up to the endpoint call. Returns a response when the request ends here (errors,

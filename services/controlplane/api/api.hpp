@@ -23,6 +23,9 @@ class StateStore;
 namespace volumes {
 class VolumeLifecycle;
 }
+namespace secrets {
+class SealedBackend;
+}
 }  // namespace mooring::controlplane
 
 namespace mooring::controlplane::api {
@@ -31,6 +34,7 @@ struct ApiOptions {
   http::CorsPolicy cors;
   std::chrono::milliseconds default_wait{std::chrono::minutes(5)};
   std::chrono::milliseconds max_wait{std::chrono::minutes(10)};
+  secrets::SealedBackend* keyring = nullptr;  // the state's sealing layer, for keyring rotation
 };
 
 class Api {

@@ -21,12 +21,16 @@ namespace mooring::controlplane {
 namespace volumes {
 class VolumeLifecycle;
 }
+namespace secrets {
+class SealedBackend;
+}
 
 namespace api {
 
 struct Context {
   StateStore& store;
   volumes::VolumeLifecycle& volumes;
+  secrets::SealedBackend* sealed = nullptr;  // none: keyring rotation answers 501
   log::Logger log{"api"};
 };
 
@@ -79,6 +83,9 @@ http::Response purge_node(Context&, const http::Request&);
 http::Response list_events(Context&, const http::Request&);
 http::Response health(Context&, const http::Request&);
 http::Response ready(Context&, const http::Request&);
+
+// ---- operator (operator_endpoints.cpp) ----
+Answer rotate_keyring(Context&, const http::Request&);  // PUT|POST /v1/operator/keyring/rotate
 
 // ---- allocations ----
 http::Response list_allocations(Context&, const http::Request&);

@@ -17,6 +17,7 @@ namespace mooring::controlplane {
 struct ControlPlaneConfig {
   std::string config_file;
   std::string data_dir;  // required
+  std::string keyring_file;  // empty: <data_dir>/keyring
   std::string http_addr = "127.0.0.1:4700";
   std::string grpc_addr = "127.0.0.1:4701";
   // REST API connection limits (defaults and their reasons: http::ServerConfig).
