@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The local stack behind `make run`: control plane + one node agent that launches the hostpath
 # CSI plugin (plugin id "hostpath"), as plain processes with all data under $MOORING_DATA.
+# Secure by default: on the first start a CA and certificates are made under $MOORING_DATA/tls
+# (`mooring tls`), the agents' gRPC runs over mutual TLS with the node's identity and the REST API
+# serves HTTPS; MOORING_INSECURE=1 runs the old plaintext stack for experiments.
 # Services run in their own sessions (setsid) so a terminal's Ctrl-C reaches only this script,
 # which then stops them in order. Stays in the foreground; Ctrl-C (or SIGTERM, or SIGHUP when the
 # terminal goes away) shuts down gracefully: the agent first (it stops its allocations and
@@ -20,7 +23,9 @@ LOG_LEVEL=${MOORING_LOG_LEVEL:-info}
 CP=$BIN/services/controlplane/mooring-controlplane
 AGENT=$BIN/services/nodeagent/mooring-nodeagent
 HOSTPATH=$BIN/plugins/hostpath/mooring-hostpath
-for b in "$CP" "$AGENT" "$HOSTPATH"; do
+MOORING=$BIN/cli/mooring
+INSECURE=${MOORING_INSECURE:-}
+for b in "$CP" "$AGENT" "$HOSTPATH" "$MOORING"; do
   [ -x "$b" ] || { echo "run-local: $b is missing; run 'make build' first" >&2; exit 1; }
 done
 if [ "$(id -u)" != 0 ]; then
@@ -30,10 +35,35 @@ fi
 mkdir -p "$DATA"/{controlplane,agent,hostpath,logs}
 chmod 0700 "$DATA"
 
+# The node id is kept in the agent's data dir (as the agent itself would keep it), so the
+# certificate made for it names the same node on every run.
+[ -s "$DATA/agent/node-id" ] || cat /proc/sys/kernel/random/uuid > "$DATA/agent/node-id"
+NODE_ID=$(tr -d ' \n' < "$DATA/agent/node-id")
+TLS=$DATA/tls
+if [ -z "$INSECURE" ]; then
+  [ -f "$TLS/ca.pem" ] || "$MOORING" tls ca create -dir "$TLS" >/dev/null
+  [ -f "$TLS/server.pem" ] || "$MOORING" tls cert create -server -dir "$TLS" >/dev/null
+  [ -f "$TLS/agent-$NODE_ID.pem" ] || "$MOORING" tls cert create -agent -node-id "$NODE_ID" -dir "$TLS" >/dev/null
+  [ -f "$TLS/cli.pem" ] || "$MOORING" tls cert create -cli -dir "$TLS" >/dev/null
+  SCHEME=https
+  CURL=(curl --cacert "$TLS/ca.pem")
+  CP_TLS=(--tls-ca-file "$TLS/ca.pem" --tls-cert-file "$TLS/server.pem" --tls-key-file "$TLS/server-key.pem")
+  AGENT_TLS='"tls_ca_file": "'$TLS'/ca.pem", "tls_cert_file": "'$TLS'/agent-'$NODE_ID'.pem", "tls_key_file": "'$TLS'/agent-'$NODE_ID'-key.pem",'
+else
+  echo "run-local: MOORING_INSECURE is set: plaintext HTTP and gRPC, anyone who reaches the ports can act" >&2
+  SCHEME=http
+  CURL=(curl)
+  CP_TLS=(--insecure)
+  AGENT_TLS='"insecure": true,'
+fi
+API=$SCHEME://$HTTP_ADDR
+
 # Agent config: the plugin is launched and supervised by the agent (CSI_ENDPOINT is set by it).
 cat > "$DATA/agent.json" <<JSON
 {
   "node_name": "$NODE_NAME",
+  "node_id": "$NODE_ID",
+  $AGENT_TLS
   "data_dir": "$DATA/agent",
   "controlplane_addr": "$CP_GRPC_ADDR",
   "grpc_addr": "$AGENT_GRPC_ADDR",
@@ -53,8 +83,9 @@ JSON
 
 # Another stack on this address (a second `make run`): its API would answer our health checks and
 # the agent started next would be the second one on its data dir.
-if curl -fsS "http://$HTTP_ADDR/v1/status/health" >/dev/null 2>&1; then
-  echo "run-local: http://$HTTP_ADDR is already served (another 'make run'?); stop that one first" >&2
+if curl -fsSk "https://$HTTP_ADDR/v1/status/health" >/dev/null 2>&1 ||
+   curl -fsS "http://$HTTP_ADDR/v1/status/health" >/dev/null 2>&1; then
+  echo "run-local: $HTTP_ADDR is already served (another 'make run'?); stop that one first" >&2
   exit 1
 fi
 
@@ -85,7 +116,7 @@ stop_all() {
 trap stop_all INT TERM HUP
 
 setsid "$CP" --data-dir "$DATA/controlplane" --http-addr "$HTTP_ADDR" --grpc-addr "$CP_GRPC_ADDR" \
-  --log-level "$LOG_LEVEL" > >(tee -a "$DATA/logs/controlplane.log") 2>&1 &
+  --log-level "$LOG_LEVEL" "${CP_TLS[@]}" > >(tee -a "$DATA/logs/controlplane.log") 2>&1 &
 CP_PID=$!
 pids+=("$CP_PID")
 
@@ -96,7 +127,7 @@ cp_exited() {
 }
 for _ in $(seq 1 100); do
   # Only an answer while our control plane runs counts (another one may have won the race).
-  curl -fsS "http://$HTTP_ADDR/v1/status/health" >/dev/null 2>&1 && kill -0 "$CP_PID" 2>/dev/null && break
+  "${CURL[@]}" -fsS "$API/v1/status/health" >/dev/null 2>&1 && kill -0 "$CP_PID" 2>/dev/null && break
   kill -0 "$CP_PID" 2>/dev/null || cp_exited
   sleep 0.1
 done
@@ -109,7 +140,7 @@ pids+=("$AGENT_PID")
 
 # Ready when the control plane reports a healthy node instance of the plugin.
 for _ in $(seq 1 150); do
-  if curl -fsS "http://$HTTP_ADDR/v1/plugin/csi/hostpath" 2>/dev/null | grep -q '"NodesHealthy": *[1-9]'; then break; fi
+  if "${CURL[@]}" -fsS "$API/v1/plugin/csi/hostpath" 2>/dev/null | grep -q '"NodesHealthy": *[1-9]'; then break; fi
   kill -0 "$AGENT_PID" 2>/dev/null || {
     echo "run-local: the node agent exited: $(grep -E 'already running|refusing' "$DATA/logs/agent.log" | tail -n 1)" >&2
     echo "run-local: see $DATA/logs/agent.log" >&2
@@ -123,13 +154,16 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cat <<MSG
 
 Mooring is running.
-  REST API:   http://$HTTP_ADDR   (health: http://$HTTP_ADDR/v1/status/health)
-  data:       $DATA   (logs in $DATA/logs)
+  REST API:   $API   (health: $API/v1/status/health)
+  data:       $DATA   (logs in $DATA/logs; certificates in $TLS)
+
+For the CLI, paste:
+  export MOORING_ADDR=$API$( [ -n "$INSECURE" ] || echo " MOORING_CACERT=$TLS/ca.pem" )
 
 Try:
-  curl -s http://$HTTP_ADDR/v1/plugin/csi/hostpath
-  curl -s -X PUT http://$HTTP_ADDR/v1/volume/csi/data/create --data @$ROOT/examples/volume-create.json
-  curl -s -X POST http://$HTTP_ADDR/v1/allocations --data @$ROOT/examples/alloc.json
+  ${CURL[*]} -s $API/v1/plugin/csi/hostpath
+  ${CURL[*]} -s -X PUT $API/v1/volume/csi/data/create --data @$ROOT/examples/volume-create.json
+  ${CURL[*]} -s -X POST $API/v1/allocations --data @$ROOT/examples/alloc.json
 
 Press Ctrl-C to stop (allocations are stopped and volumes unmounted first).
 MSG
