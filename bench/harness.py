@@ -184,7 +184,7 @@ class Cluster:
         runs = self.cp_runs = getattr(self, "cp_runs", 0) + 1
         args = [self.bin("mooring-controlplane"), "--data-dir", os.path.join(self.dir, "cp"),
                 "--http-addr", f"127.0.0.1:{self.http_port}", "--grpc-addr", f"127.0.0.1:{self.grpc_port}",
-                "--shutdown-grace", "2s", *extra]
+                "--shutdown-grace", "2s", "--insecure", *extra]
         self.cp = Proc(args, os.path.join(self.dir, "controlplane.log"))
 
         def ports():
@@ -223,7 +223,7 @@ class Cluster:
                 "--data-dir", os.path.join(self.node_dir(nid), "agent"),
                 # A fixed free port, not ":0": the agent advertises the configured address (see run_bench's report).
                 "--controlplane-addr", f"127.0.0.1:{self.grpc_port}", "--grpc-addr", f"127.0.0.1:{free_port()}",
-                "--heartbeat-interval", heartbeat, "--plugin", plugin]
+                "--heartbeat-interval", heartbeat, "--plugin", plugin, "--insecure"]
         self.nodes[nid] = Proc(args, os.path.join(self.dir, f"{nid}.log"))
         self.wait_node_healthy(nid)
 

@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // The agents' gRPC port: mutual TLS when the files are given (agents must present a certificate
-  // from the CA naming their node), plaintext otherwise, with a warning.
+  // from the CA naming their node), plaintext only with --insecure.
   std::shared_ptr<const rpc::TransportSecurity> security;
   if (!flags.tls_cert_file.empty()) {
     auto loaded = rpc::TransportSecurity::load({flags.tls_ca_file, flags.tls_cert_file, flags.tls_key_file},
@@ -101,9 +101,12 @@ int main(int argc, char** argv) {
     logger.warn("--insecure: the gRPC port is plaintext; any process that reaches it can act as any node",
                 {{"grpc_addr", flags.grpc_addr}});
   } else {
-    logger.warn("no --tls-ca-file/--tls-cert-file/--tls-key-file: the gRPC port is plaintext; any process that "
-                "reaches it can act as any node (create certificates with `mooring tls`, or pass --insecure)",
-                {{"grpc_addr", flags.grpc_addr}});
+    // Secure by default: plaintext is a choice made with --insecure, never the result of a
+    // forgotten flag.
+    logger.error("refusing to serve plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them "
+                 "with `mooring tls`), or --insecure to accept that anyone who reaches the ports can act as any node",
+                 {{"grpc_addr", flags.grpc_addr}, {"http_addr", flags.http_addr}});
+    return 2;
   }
 
   // Secrets are sealed on their way to SQLite and opened on load (secrets/sealed_backend.hpp);

@@ -98,8 +98,10 @@ int main(int argc, char** argv) {
   } else if (cfg.insecure) {
     log.warn("--insecure: gRPC with the control plane is plaintext; anyone who reaches the agent's port can call it");
   } else {
-    log.warn("no --tls-ca-file/--tls-cert-file/--tls-key-file: gRPC with the control plane is plaintext; anyone who "
-             "reaches the agent's port can call it (create certificates with `mooring tls`, or pass --insecure)");
+    log.error("refusing to run plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them with "
+              "`mooring tls cert create -agent`), or --insecure to accept that anyone who reaches the agent's port "
+              "can call it");
+    return 2;
   }
 
   if (cfg.node_id.empty()) {

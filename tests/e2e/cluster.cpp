@@ -96,6 +96,8 @@ void Cluster::start_controlplane() {
   if (pki_) {
     const auto tls = pki_->server();
     o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
+  } else {
+    o.args.push_back("--insecure");  // the plaintext clusters most scenarios use, said out loud
   }
   o.output_file = dir() / "controlplane.log";
   controlplane_ = std::make_unique<test::ChildProcess>(o);
@@ -155,6 +157,8 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
   if (pki_) {
     const auto tls = pki_->agent(id);
     o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
+  } else {
+    o.args.push_back("--insecure");  // the plaintext clusters most scenarios use, said out loud
   }
   o.args.insert(o.args.end(), n.options.agent_args.begin(), n.options.agent_args.end());
   if (!n.netns.empty()) {

@@ -65,7 +65,10 @@ struct Process {
   }
 };
 
-std::unique_ptr<Process> spawn(const fs::path& log, std::vector<std::string> args) {
+// Plaintext (--insecure) unless `plaintext_by_choice` is false: these tests are about state, not
+// transport security.
+std::unique_ptr<Process> spawn(const fs::path& log, std::vector<std::string> args, bool plaintext_by_choice = true) {
+  if (plaintext_by_choice) args.push_back("--insecure");
   auto p = std::make_unique<Process>();
   p->log = log;
   pid_t pid = ::fork();
@@ -303,6 +306,17 @@ TEST_F(BinaryTest, BadFlagsExitWithUsage) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
   EXPECT_NE(ttl->output().find("--heartbeat-ttl"), std::string::npos);
+}
+
+TEST_F(BinaryTest, RefusesToServePlaintextUnlessToldToWithInsecure) {
+  auto p = spawn(dir / "plain.log", {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"},
+                 false);
+  int status = p->wait(20s);
+  ASSERT_TRUE(WIFEXITED(status)) << p->output();
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(p->output().find("refusing to serve plaintext"), std::string::npos) << p->output();
+  EXPECT_NE(p->output().find("--insecure"), std::string::npos) << p->output();
+  EXPECT_EQ(p->output().find("listening"), std::string::npos) << p->output();
 }
 
 TEST_F(BinaryTest, ServesNodeAgentsOverGrpcAndMarksSilentNodesDown) {

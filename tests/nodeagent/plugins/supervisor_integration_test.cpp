@@ -294,7 +294,7 @@ TEST_F(SupervisorIntegration, PersistedPluginNoLongerConfiguredIsDeregisteredAft
   {
     test::ChildProcess crashed(test::SpawnOptions{
         test::binary_path("mooring-nodeagent"),
-        {"--node-id", "node-1", "--data-dir", (tmp_ / "agent").string(), "--controlplane-addr", cp_.address(),
+        {"--insecure", "--node-id", "node-1", "--data-dir", (tmp_ / "agent").string(), "--controlplane-addr", cp_.address(),
          "--grpc-addr", "127.0.0.1:0", "--heartbeat-interval", "200ms", "--plugin", spec},
         {},
         true,
@@ -371,7 +371,7 @@ TEST(NodeAgentBinary, RunsAgainstTheControlPlaneAndShutsDownGracefullyOnSigterm)
                     "probe_interval=200ms";
   test::ChildProcess agent(test::SpawnOptions{
       test::binary_path("mooring-nodeagent"),
-      {"--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
+      {"--insecure", "--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
        "--plugin", spec},
       {},
       true,
@@ -405,7 +405,7 @@ class NodeAgentProcesses : public ::testing::Test {
                       ",arg=--node-id,arg=csi-bin,health_timeout=5s,probe_interval=200ms,stop_timeout=3s";
     agents.push_back(std::make_unique<test::ChildProcess>(test::SpawnOptions{
         test::binary_path("mooring-nodeagent"),
-        {"--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
+        {"--insecure", "--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
          "--grpc-addr", "127.0.0.1:0", "--plugin", spec},
         {},
         true,
@@ -470,7 +470,7 @@ TEST_F(NodeAgentProcesses, ASidecarSocketThatAppearsLaterIsHealthyWithinASecond)
   std::filesystem::create_directories(socket.parent_path());
   agents.push_back(std::make_unique<test::ChildProcess>(test::SpawnOptions{
       test::binary_path("mooring-nodeagent"),
-      {"--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
+      {"--insecure", "--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
        "--grpc-addr", "127.0.0.1:0", "--plugin", "hostpath,type=monolith,socket=" + socket.string()},
       {},
       true,
