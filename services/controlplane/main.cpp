@@ -23,6 +23,7 @@
 #include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/agentclient/router_publisher.hpp"
 #include "services/controlplane/api/api.hpp"
+#include "services/controlplane/audit/audit_log.hpp"
 #include "services/controlplane/config/controlplane_config.hpp"
 #include "services/controlplane/gc/alloc_gc.hpp"
 #include "services/controlplane/gc/node_gc.hpp"
@@ -160,7 +161,17 @@ int main(int argc, char** argv) {
   volumes::VolumeLifecycle volume_lifecycle{io.get_executor(), store, controller_calls,
                                             [&claim_gc](const std::string& id) { claim_gc.retry_now(id); }};
 
+  // Who changed what: one line per write, REST and agent gRPC (audit/audit_log.hpp).
+  std::vector<std::filesystem::path> audit_files{std::filesystem::path(flags.data_dir) / "audit.log"};
+  if (!flags.audit_log.empty()) audit_files.emplace_back(flags.audit_log);
+  auto audit_log = audit::AuditLog::open(audit_files);
+  if (!audit_log) {
+    logger.error("cannot open the audit log", {{"error", audit_log.error()}});
+    return 1;
+  }
+
   api::ApiOptions api_options;
+  api_options.audit = audit_log->get();
   if (!flags.cors_read_origins.empty()) api_options.cors.read_origins = flags.cors_read_origins;
   api_options.cors.write_origins = flags.cors_write_origins;
   api_options.keyring = &sealed;
@@ -180,7 +191,8 @@ int main(int argc, char** argv) {
   // Node agents' RPC service and node liveness.
   NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl}};
   AgentService agent_service{io.get_executor(), store, liveness, &publisher,
-                             AgentServiceOptions{.require_node_identity = security != nullptr}};
+                             AgentServiceOptions{.require_node_identity = security != nullptr,
+                                                 .audit = audit_log->get()}};
   std::string grpc_error;
   auto grpc_server = rpc::Server::start(rpc::ServerOptions{.address = grpc_host + ":" + std::to_string(grpc_port),
                                                            .services = {agent_service.service()},

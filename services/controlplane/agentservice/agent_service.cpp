@@ -6,6 +6,7 @@
 
 #include "mooring/v1/controlplane.grpc.pb.h"
 #include "services/controlplane/agentservice/handlers.hpp"
+#include "services/controlplane/audit/audit_log.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/rpc/server.hpp"
 #include "shared/rpc/transport_security.hpp"
@@ -15,6 +16,16 @@ namespace mooring::controlplane {
 namespace asio = boost::asio;
 
 namespace {
+
+// What a call names, for the audit log.
+std::string audited_object(const v1::RegisterNodeRequest& r) { return r.node_id(); }
+std::string audited_object(const v1::HeartbeatRequest& r) { return r.node_id(); }
+std::string audited_object(const v1::WatchAllocationsRequest&) { return {}; }
+std::string audited_object(const v1::UpdateAllocationsRequest& r) { return r.node_id(); }
+std::string audited_object(const v1::ClaimVolumeRequest& r) { return r.volume_id(); }
+std::string audited_object(const v1::UnpublishVolumeRequest& r) { return r.volume_id(); }
+template <class Request>
+std::string node_of(const Request& r) { return r.node_id(); }
 
 class Service final : public v1::ControlPlane::CallbackService {
  public:
@@ -72,14 +83,38 @@ class Service final : public v1::ControlPlane::CallbackService {
       if (peer.identity && peer.identity->role == tls::Role::agent) caller.node_id = peer.identity->node_id;
     }
     return rpc::serve(ctx_.executor, c, name,
-                      [this, &req, caller = std::move(caller), handler = std::move(handler)]() -> asio::awaitable<grpc::Status> {
-      if (auto st = agentservice::check_caller(ctx_, caller, req); !st.ok()) co_return st;
-      const auto failed_flushes = ctx_.store.failed_flushes();
-      grpc::Status status = co_await handler();
-      if (auto st = co_await ctx_.store.durable_since(failed_flushes); !st)
-        co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, "control plane: " + st.error());
+                      [this, &req, name, remote = c->peer(), caller = std::move(caller),
+                       handler = std::move(handler)]() -> asio::awaitable<grpc::Status> {
+      grpc::Status status = co_await answer(caller, req, handler);
+      audit(name, remote, caller, req, status);
       co_return status;
     });
+  }
+
+  template <class Request, class Handler>
+  asio::awaitable<grpc::Status> answer(const agentservice::Caller& caller, const Request& req, Handler& handler) {
+    if (auto st = agentservice::check_caller(ctx_, caller, req); !st.ok()) co_return st;
+    const auto failed_flushes = ctx_.store.failed_flushes();
+    grpc::Status status = co_await handler();
+    if (auto st = co_await ctx_.store.durable_since(failed_flushes); !st)
+      co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, "control plane: " + st.error());
+    co_return status;
+  }
+
+  template <class Request>
+  void audit(std::string_view name, const std::string& remote, const agentservice::Caller& caller, const Request& req,
+             const grpc::Status& status) {
+    if (!ctx_.options.audit || name == "WatchAllocations") return;
+    if (name == "Heartbeat" && status.error_code() != grpc::StatusCode::PERMISSION_DENIED) return;
+    // Under mutual TLS the node is the certificate's; in plaintext only what the call claims.
+    const std::string node = caller.checked ? caller.node_id : node_of(req);
+    ctx_.options.audit->record({.transport = "grpc",
+                                .actor_type = node.empty() ? "anonymous" : "node",
+                                .actor = node,
+                                .remote = remote,
+                                .method = std::string(name),
+                                .object = audited_object(req),
+                                .status = static_cast<unsigned>(status.error_code())});
   }
 
   agentservice::Context& ctx_;

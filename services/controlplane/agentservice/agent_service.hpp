@@ -19,6 +19,9 @@ namespace mooring::controlplane {
 class StateStore;
 class NodeLiveness;
 class ControllerPublisher;
+namespace audit {
+class AuditLog;
+}
 
 struct AgentServiceOptions {
   // WatchAllocations waits at most this long, whatever the agent asks for.
@@ -26,6 +29,9 @@ struct AgentServiceOptions {
   // Mutual TLS is on: every call must come with an agent certificate and may act only for the
   // node it names (caller_checks.cpp). A plaintext call is then refused.
   bool require_node_identity = false;
+  // Calls that change state (all but WatchAllocations; Heartbeat only when refused, it comes every
+  // few seconds from every node) get a line there.
+  audit::AuditLog* audit = nullptr;
 };
 
 class AgentService {

@@ -13,6 +13,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/audit/audit_log.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/router.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -239,6 +240,15 @@ struct Api::Impl {
     return wait + std::chrono::milliseconds(dist(rng));
   }
 
+  // Writes only, whatever the answer (a refusal is worth auditing too); never a body or a query.
+  void audit(const http::Request& req, const http::Response& res) {
+    if (!options.audit || !is_write(req.method)) return;
+    audit::Entry e{.transport = "http", .remote = req.remote, .method = req.method, .path = req.path,
+                   .status = res.status};
+    if (auto it = req.params.find("id"); it != req.params.end()) e.object = it->second;
+    options.audit->record(e);
+  }
+
   Context ctx;
   ApiOptions options;
   http::Router<Route> router;
@@ -267,6 +277,12 @@ http::Response Api::handle_now(http::Request req) {
 }
 
 boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
+  auto res = co_await answer(req);
+  impl_->audit(req, res);
+  co_return res;
+}
+
+boost::asio::awaitable<http::Response> Api::answer(http::Request& req) {
   const Route* route = nullptr;
   std::optional<Blocking> blocking;
   if (auto early = impl_->prepare(req, route, blocking)) {

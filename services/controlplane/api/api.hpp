@@ -26,6 +26,9 @@ class VolumeLifecycle;
 namespace secrets {
 class SealedBackend;
 }
+namespace audit {
+class AuditLog;
+}
 }  // namespace mooring::controlplane
 
 namespace mooring::controlplane::api {
@@ -35,6 +38,7 @@ struct ApiOptions {
   std::chrono::milliseconds default_wait{std::chrono::minutes(5)};
   std::chrono::milliseconds max_wait{std::chrono::minutes(10)};
   secrets::SealedBackend* keyring = nullptr;  // the state's sealing layer, for keyring rotation
+  audit::AuditLog* audit = nullptr;           // every write (any answer) gets a line there
 };
 
 class Api {
@@ -51,6 +55,7 @@ class Api {
   http::Response handle_now(http::Request request);
 
  private:
+  boost::asio::awaitable<http::Response> answer(http::Request& request);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

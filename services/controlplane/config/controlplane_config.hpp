@@ -41,6 +41,7 @@ struct ControlPlaneConfig {
   // With the TLS files, the REST API serves HTTPS with the same certificate; this CA makes REST
   // clients present certificates too.
   std::string http_client_ca_file;
+  std::string audit_log;  // a second audit log besides <data-dir>/audit.log
   bool insecure = false;  // plaintext gRPC on purpose (no warning about missing TLS files)
 };
 

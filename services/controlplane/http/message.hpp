@@ -27,6 +27,7 @@ struct Request {
   std::map<std::string, std::string, std::less<>> headers;  // names lower-cased
   std::string body;
   PathParams params;  // filled in by the router
+  std::string remote;  // the client's "address:port", for the audit log
 
   // Header value by lower-case name, or empty.
   std::string_view header(std::string_view lower_name) const {

@@ -76,6 +76,7 @@ struct Session {
   bool lingering;        // refused: its 503 is written, the rest is read and dropped
   bool evicted = false;  // closed while idle to make room for a new connection
   std::string refusal;   // HTTPS only: the 503's message, written once the handshake is done
+  std::string remote;    // the peer's "address:port"
   std::shared_ptr<ssl::context> tls_context;
   std::optional<beast::tcp_stream> plain;
   std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
@@ -286,7 +287,9 @@ asio::awaitable<void> Server::Impl::serve(Session& session, Stream& io, TimePoin
     Response response;
     s->transport().expires_never();  // blocking queries may take minutes
     try {
-      response = co_await handler(to_request(std::move(req)));
+      auto request = to_request(std::move(req));
+      request.remote = s->remote;
+      response = co_await handler(std::move(request));
     } catch (const boost::system::system_error& e) {
       // A handler cancelled by a forced shutdown is not a bug.
       if (e.code() != asio::error::operation_aborted)
@@ -360,7 +363,10 @@ void Server::Impl::on_accept(tcp::socket socket) {
     note_pressure(true);
     return;
   }
-  spawn_session(std::make_shared<Session>(std::move(socket), id, false, tls));
+  auto session = std::make_shared<Session>(std::move(socket), id, false, tls);
+  session->remote = peer.address().is_v6() ? "[" + client + "]:" + std::to_string(peer.port())
+                                           : client + ":" + std::to_string(peer.port());
+  spawn_session(std::move(session));
 }
 
 void Server::Impl::evict(std::uint64_t id) {

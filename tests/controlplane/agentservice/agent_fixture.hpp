@@ -66,9 +66,11 @@ class FakePublisher final : public ControllerPublisher {
 
 class AgentServer {
  public:
-  explicit AgentServer(LivenessOptions liveness_options = {})
-      : liveness(api.store, liveness_options),
-        service(api.io.get_executor(), api.store, liveness, &publisher) {
+  explicit AgentServer(LivenessOptions liveness_options = {}, AgentServiceOptions service_options = {},
+                       api::ApiOptions api_options = {})
+      : api(std::move(api_options)),
+        liveness(api.store, liveness_options),
+        service(api.io.get_executor(), api.store, liveness, &publisher, service_options) {
     publisher.store = &api.store;
     publisher.backend = &api.backend;
   }

@@ -5,6 +5,13 @@
 
 #include "tests/controlplane/agentservice/agent_fixture.hpp"
 
+#include <filesystem>
+#include <sstream>
+
+#include "services/controlplane/audit/audit_log.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/temp_dir.hpp"
+
 namespace mooring::controlplane {
 
 using json = nlohmann::json;
@@ -159,7 +166,18 @@ class AgentServiceTest : public ::testing::Test {
     return server.on_io([this] { return server.api.backend.transactions.size(); });
   }
 
-  AgentServer server{LivenessOptions{.ttl = 10s}};
+  // Every call is audited, as in the binary, so a test can read what the log says.
+  test::TempDir audit_dir{"mooring-audit"};
+  std::unique_ptr<audit::AuditLog> audit_log = audit::AuditLog::open({audit_dir / "audit.log"}).value();
+  AgentServer server{LivenessOptions{.ttl = 10s}, AgentServiceOptions{.audit = audit_log.get()},
+                     api::ApiOptions{.audit = audit_log.get()}};
+
+  std::vector<json> audit_lines() {
+    std::vector<json> out;
+    std::istringstream in(test::read_file(audit_dir / "audit.log"));
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+  }
 };
 
 TEST_F(AgentServiceTest, RegisterStoresTheNodeAndItsPluginsAppearInThePluginApi) {
@@ -425,6 +443,58 @@ TEST_F(AgentServiceTest, UpdateAllocationsRejectsForeignAllocationsAndIgnoresGon
   EXPECT_TRUE(update("no-such-alloc", v1::CLIENT_STATUS_RUNNING).ok());
   EXPECT_EQ(update(id, v1::CLIENT_STATUS_RUNNING, "ghost").error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(writes(), before);
+}
+
+TEST_F(AgentServiceTest, WritesAndStateChangingCallsAreAuditedWithoutSecrets) {
+  cluster(false, "vol-a");
+  json body = json::parse(volume_body("vol-s"));
+  body["Volumes"][0]["Secrets"] = {{"token", "hunter2-in-body"}};
+  auto put = http_request(server.http_port, "PUT", "/v1/volume/csi/vol-s?x=query-value", body.dump(),
+                          {{"X-Mooring-CSI-Secrets", "token=hunter2-in-header"}});
+  ASSERT_EQ(put.status, 200u) << put.body;
+  EXPECT_EQ(http("PUT", "/v1/volume/csi/vol-bad", "{not json").status, 400u);
+  heartbeat("n1", {fingerprint("hostpath", "n1", false)});
+  get("/v1/volumes");
+  const auto alloc = submit("vol-a");
+  ASSERT_TRUE(claim("vol-a", alloc).ok());
+
+  const auto lines = audit_lines();
+  auto find = [&](const std::string& method, const std::string& object) -> json {
+    for (const auto& l : lines)
+      if (l["Method"] == method && l["Object"] == object) return l;
+    ADD_FAILURE() << "no audit line for " << method << " " << object << " in " << json(lines).dump();
+    return json::object();
+  };
+  auto reg = find("RegisterNode", "n1");
+  EXPECT_EQ(reg["Transport"], "grpc");
+  EXPECT_EQ(reg["Actor"]["Type"], "node");
+  EXPECT_EQ(reg["Actor"]["ID"], "n1");
+  EXPECT_EQ(reg["Status"], 0);
+  auto vol = find("PUT", "vol-s");
+  EXPECT_EQ(vol["Transport"], "http");
+  EXPECT_EQ(vol["Path"], "/v1/volume/csi/vol-s");
+  EXPECT_EQ(vol["Status"], 200);
+  EXPECT_EQ(vol["Namespace"], "default");
+  EXPECT_TRUE(vol["Remote"].get<std::string>().starts_with("127.0.0.1:")) << vol.dump();
+  EXPECT_FALSE(vol["Time"].get<std::string>().empty());
+  EXPECT_EQ(find("PUT", "vol-bad")["Status"], 400);  // refusals are audited too
+  EXPECT_EQ(find("POST", "")["Path"], "/v1/allocations");
+  EXPECT_EQ(find("ClaimVolume", "vol-a")["Actor"]["ID"], "n1");
+  for (const auto& l : lines) {
+    EXPECT_NE(l["Method"], "GET") << l.dump();
+    EXPECT_NE(l["Method"], "Heartbeat") << l.dump();  // only refused heartbeats are worth a line
+    EXPECT_NE(l["Method"], "WatchAllocations") << l.dump();
+  }
+  const auto text = test::read_file(audit_dir / "audit.log");
+  for (const char* secret : {"hunter2", "query-value"}) EXPECT_EQ(text.find(secret), std::string::npos) << secret;
+  EXPECT_EQ(std::filesystem::status(audit_dir / "audit.log").permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
+TEST(AuditLog, AnUnwritablePathIsNamedInTheError) {
+  auto log = audit::AuditLog::open({"/nonexistent-dir/audit.log"});
+  ASSERT_FALSE(log);
+  EXPECT_NE(log.error().find("/nonexistent-dir/audit.log"), std::string::npos) << log.error();
 }
 
 TEST_F(AgentServiceTest, ClaimOfAnUnknownVolumeIsNotFound) {
