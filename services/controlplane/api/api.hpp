@@ -12,9 +12,12 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 
+#include "services/controlplane/acl/capability.hpp"
 #include "services/controlplane/http/cors.hpp"
 #include "services/controlplane/http/message.hpp"
 
@@ -31,6 +34,16 @@ struct ApiOptions {
   http::CorsPolicy cors;
   std::chrono::milliseconds default_wait{std::chrono::minutes(5)};
   std::chrono::milliseconds max_wait{std::chrono::minutes(10)};
+  // ACLs (--acl): every request is checked against its route's need (see acl/acl.hpp). A request
+  // without a token gets the `anonymous` policy when there is one; 401 when that is not enough.
+  bool acl = false;
+};
+
+// A route and what it needs: the route table, for tests that walk every route.
+struct RouteInfo {
+  std::string method;
+  std::string pattern;  // "/v1/volume/csi/:id"
+  acl::Need need;
 };
 
 class Api {
@@ -45,6 +58,10 @@ class Api {
   // Same routing and endpoints, never waits: no blocking query, no durability wait, and the
   // endpoint runs on a private io_context, so it suits endpoints that answer without I/O (tests).
   http::Response handle_now(http::Request request);
+
+  // Every route, in the order they are tried. No route without a declared need gets here: the
+  // route-table test fails on one.
+  static std::vector<RouteInfo> route_table();
 
  private:
   struct Impl;

@@ -21,13 +21,14 @@ struct Fail {
   std::string message;
 };
 
-enum class Kind { string, list, duration, positive_duration, count, level, format };
+enum class Kind { string, list, duration, positive_duration, count, level, format, boolean };
 
 using Config = ControlPlaneConfig;
 using Text = std::string Config::*;
 using Span = std::chrono::milliseconds Config::*;
 using List = std::vector<std::string> Config::*;
 using Count = std::size_t Config::*;
+using Switch = bool Config::*;
 
 // One row per setting: how --help shows it (flag, environment variable, file key), its kind and
 // the field it sets (none for --config, which is read before everything else; level and format
@@ -35,14 +36,16 @@ using Count = std::size_t Config::*;
 struct Option : config::Doc {
   constexpr Option(std::string_view flag_, std::string_view env_, std::string_view key_, Kind kind_,
                    std::string_view value_name_, std::string_view help_, std::string_view default_value_,
-                   Text text_ = nullptr, Span span_ = nullptr, List list_ = nullptr, Count count_ = nullptr)
+                   Text text_ = nullptr, Span span_ = nullptr, List list_ = nullptr, Count count_ = nullptr,
+                   Switch on_ = nullptr)
       : config::Doc{flag_, env_, key_, value_name_, help_, default_value_},
-        kind(kind_), text(text_), span(span_), list(list_), count(count_) {}
+        kind(kind_), text(text_), span(span_), list(list_), count(count_), on(on_) {}
   Kind kind;
   Text text;
   Span span;
   List list;
   Count count;
+  Switch on;
 };
 
 constexpr std::array kOptions{
@@ -67,6 +70,9 @@ constexpr std::array kOptions{
            &Config::tls_key},
     Option{"tls-client-ca", "MOORING_CP_TLS_CLIENT_CA", "tls_client_ca", Kind::string, "FILE",
            "REST API clients must present a certificate this CA signed (optional)", "", &Config::tls_client_ca},
+    Option{"acl", "MOORING_CP_ACL", "acl", Kind::boolean, "BOOL",
+           "require ACL tokens on the REST API (bootstrap with POST /v1/acl/bootstrap)", "false", nullptr, nullptr,
+           nullptr, nullptr, &Config::acl},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
            "a node silent this long is marked down", "10s", nullptr, &Config::heartbeat_ttl},
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
@@ -146,6 +152,14 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
     c.*o.count = static_cast<std::size_t>(*n);
     return;
   }
+  if (o.kind == Kind::boolean) {
+    // true/false in the file, text from flags and the environment.
+    if (value.is_boolean()) c.*o.on = value.get<bool>();
+    else if (value == "true" || value == "1") c.*o.on = true;
+    else if (value == "false" || value == "0") c.*o.on = false;
+    else throw Fail{where + ": expected true or false, got " + value.dump()};
+    return;
+  }
   if (!value.is_string()) throw Fail{where + ": expected a string, got " + value.dump()};
   const auto text = value.get<std::string>();
   switch (o.kind) {
@@ -170,8 +184,21 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
       if (!log::parse_format(text, c.log_format)) throw Fail{where + ": expected text|json, got " + qt(text)};
       return;
     case Kind::list:
-    case Kind::count: return;
+    case Kind::count:
+    case Kind::boolean: return;
   }
+}
+
+// A switch given bare ("--acl", followed by another flag or nothing) means "--acl=true".
+std::vector<std::string> with_switch_values(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    out.push_back(argv[i]);
+    if (i == 0 || !argv[i].starts_with("--") || argv[i].find('=') != std::string::npos) continue;
+    const Option* o = find_flag(std::string_view(argv[i]).substr(2));
+    if (o && o->kind == Kind::boolean && (i + 1 == argv.size() || argv[i + 1].starts_with("--"))) out.back() += "=true";
+  }
+  return out;
 }
 
 }  // namespace
@@ -204,7 +231,7 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     std::vector<std::pair<const Option*, std::string>> flags;
     std::string config_file;
     std::map<const Option*, std::vector<std::string>> lists;
-    for (auto& [name, value] : config::split_flags(argv)) {
+    for (auto& [name, value] : config::split_flags(with_switch_values(argv))) {
       const Option* o = find_flag(name);
       if (!o) throw Fail{"unknown flag --" + name + " (see --help)"};
       if (o->flag == "config") config_file = value;

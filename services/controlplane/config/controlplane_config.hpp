@@ -26,6 +26,7 @@ struct ControlPlaneConfig {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  bool acl = false;  // ACL tokens and policies on the REST API (off until `make run` bootstraps)
   log::Level log_level = log::Level::info;
   log::Format log_format = log::Format::text;
   std::vector<std::string> cors_read_origins;   // empty: any origin may read
