@@ -18,6 +18,7 @@ struct FlagSpec {
   bool takes_value = false;  // false: a boolean switch ("-force", "-force=false" also accepted)
   std::string value_name;    // for usage: "ID", "DURATION"
   std::string help;
+  bool repeatable = false;  // given again, the values are joined with ',' (else the last wins)
 };
 
 struct Invocation;
@@ -41,6 +42,7 @@ struct GlobalOptions {
   std::string ca_cert;
   std::string client_cert;
   std::string client_key;
+  std::string token;  // ACL SecretID ("" = not given; MOORING_TOKEN may give it)
 };
 
 struct Invocation {

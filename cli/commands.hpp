@@ -14,6 +14,7 @@ std::vector<CommandSpec> plugin_commands();    // plugin status
 std::vector<CommandSpec> node_commands();      // node status
 std::vector<CommandSpec> alloc_commands();     // alloc run|stop|status
 std::vector<CommandSpec> event_commands();     // events
+std::vector<CommandSpec> acl_commands();       // acl bootstrap, acl policy ..., acl token ...
 
 // Every command, in the order the top-level usage lists them.
 const std::vector<CommandSpec>& all_commands();

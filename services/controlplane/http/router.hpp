@@ -34,16 +34,6 @@ class Router {
     routes_.insert(routes_.begin(), make(std::move(method), pattern, std::move(target)));
   }
 
-  // Every route as (method, pattern, target), in the order they are tried.
-  template <class F>
-  void for_each(F&& f) const {
-    for (const auto& r : routes_) {
-      std::string pattern;
-      for (const auto& s : r.segments) pattern += "/" + s;
-      f(r.method, pattern, r.target);
-    }
-  }
-
   Match match(std::string_view method, std::string_view path) const {
     Match m;
     auto raw = split_path(path);
