@@ -167,7 +167,7 @@ struct Api::Impl {
       const auto* anonymous = ctx.store.acl_policy("anonymous");
       c.name = "anonymous";
       c.acl = acl::Acl::from_policies(anonymous ? std::vector{anonymous} : std::vector<const acl::Policy*>{});
-      if (route.need.kind == acl::Need::Kind::any_token || missing(c, route, req))
+      if (!anonymous || route.need.kind == acl::Need::Kind::any_token || missing(c, route, req))
         return http::error_response(401, "ACL token required: send it as X-Mooring-Token (or Authorization: Bearer)");
     } else {
       const auto* t = ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
