@@ -27,8 +27,9 @@ struct Route {
   Endpoint endpoint = nullptr;
   std::optional<Table> watch;  // reads that support blocking queries
   acl::Need need;              // what the caller needs (ACLs on)
-  bool operator_flags = false;  // ?force=true / ?purge=true also need operator:write
-  bool keep_answer = true;      // false: an answer carrying a SecretID is never kept for Idempotency-Key
+  bool (*when)(const http::Request&) = nullptr;  // when this says so, the caller needs `also` too
+  acl::Need also;
+  bool keep_answer = true;  // false: an answer carrying a SecretID is never kept for Idempotency-Key
 };
 
 struct Blocking {
@@ -53,9 +54,12 @@ struct RouteEntry {
 
 // What a few routes add to their need.
 struct Extra {
-  bool operator_flags = false;
+  bool (*when)(const http::Request&) = nullptr;
+  acl::Need also;
   bool keep_answer = true;
 };
+
+bool forced(const http::Request& req) { return req.param("force") == "true" || req.param("purge") == "true"; }
 
 // The route table. Each route is registered once and names what it needs; until namespaces
 // exist, namespace capabilities are checked in "default".
@@ -79,7 +83,7 @@ class RouteTable {
   }
   void write(std::initializer_list<const char*> methods, std::string_view path, Need need, Endpoint e, Extra x = {}) {
     for (const char* m : methods)
-      entries.push_back({m, std::string(path), Route{e, {}, need, x.operator_flags, x.keep_answer}});
+      entries.push_back({m, std::string(path), Route{e, {}, need, x.when, x.also, x.keep_answer}});
   }
 
   void add_volume_routes() {
@@ -87,7 +91,8 @@ class RouteTable {
     write({"PUT", "POST"}, "/v1/volumes", Need::cap(Cap::csi_write_volume), register_volumes);
     get("/v1/volume/csi/:id", Need::cap(Cap::csi_read_volume), at_once<get_volume>, Table::volumes);
     write({"PUT", "POST"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), register_volume);
-    write({"DELETE"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), deregister_volume, {.operator_flags = true});
+    write({"DELETE"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), deregister_volume,
+          {.when = forced, .also = Need::on(Area::operator_, Level::write)});
     write({"PUT", "POST"}, "/v1/volume/csi/:id/create", Need::cap(Cap::csi_write_volume), create_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/delete", Need::cap(Cap::csi_write_volume), delete_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/detach", Need::on(Area::operator_, Level::write), detach_volume);
@@ -104,7 +109,8 @@ class RouteTable {
     get("/v1/node/:id", Need::on(Area::node, Level::read), at_once<get_node>, Table::nodes);
     write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>);
     get("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
-    write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>);
+    write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
+          {.when = requests_volumes, .also = Need::cap(Cap::csi_mount_volume)});
     get("/v1/allocation/:id", Need::cap(Cap::read_alloc), at_once<get_allocation>, Table::allocations);
     write({"POST", "PUT"}, "/v1/allocation/:id/stop", Need::cap(Cap::alloc_lifecycle), at_once<stop_allocation>);
     get("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
@@ -196,8 +202,7 @@ struct Api::Impl {
 
   static std::optional<std::string> missing(const Caller& c, const Route& route, const http::Request& req) {
     if (auto lacks = c.acl.missing(route.need, kDefaultNamespace)) return lacks;
-    if (route.operator_flags && (req.param("force") == "true" || req.param("purge") == "true"))
-      return c.acl.missing(acl::Need::on(acl::Area::operator_, acl::Level::write), kDefaultNamespace);
+    if (route.when && route.when(req)) return c.acl.missing(route.also, kDefaultNamespace);
     return std::nullopt;
   }
 

@@ -86,6 +86,8 @@ http::Response list_allocations(Context&, const http::Request&);
 http::Response get_allocation(Context&, const http::Request&);
 http::Response submit_allocation(Context&, const http::Request&);
 http::Response stop_allocation(Context&, const http::Request&);
+// The body asks for volumes (so submitting it needs csi-mount-volume too).
+bool requests_volumes(const http::Request&);
 
 // ---- ACLs (acl_endpoints.cpp) ----
 // The request's SecretID: X-Mooring-Token, X-Nomad-Token or "Authorization: Bearer"; empty when none.

@@ -162,6 +162,27 @@ TEST_F(AclApiTest, ForceAndPurgeNeedOperatorWriteBesidesCsiWriteVolume) {
   EXPECT_EQ(call("DELETE", "/v1/volume/csi/vol-1", "", writer).status, 200u);
 }
 
+TEST_F(AclApiTest, SubmittingAnAllocationThatMountsVolumesNeedsCsiMountVolume) {
+  const auto mgmt = bootstrap();
+  const auto submitter = token_with(mgmt, "submit", {{"Namespace", {{"default", {{"Capabilities", {"submit-alloc"}}}}}}});
+  const json with_volume = {{"Allocation",
+                             {{"Name", "job"},
+                              {"Volumes",
+                               {{"data",
+                                 {{"Source", "vol-1"},
+                                  {"AccessMode", "single-node-writer"},
+                                  {"AttachmentMode", "file-system"}}}}}}}};
+  const auto before = fingerprint();
+  auto r = call("POST", "/v1/allocations", with_volume.dump(), submitter);
+  EXPECT_EQ(r.status, 403u);
+  EXPECT_NE(r.body.find("lacks csi-mount-volume in namespace"), std::string::npos) << r.body;
+  EXPECT_EQ(fingerprint(), before);
+  EXPECT_EQ(call("POST", "/v1/allocations", json{{"Allocation", {{"Name", "plain"}}}}.dump(), submitter).status, 200u);
+  const auto mounter = token_with(mgmt, "mount",
+                                  {{"Namespace", {{"default", {{"Capabilities", {"submit-alloc", "csi-mount-volume"}}}}}}});
+  EXPECT_EQ(call("POST", "/v1/allocations", with_volume.dump(), mounter).status, 200u);
+}
+
 TEST_F(AclApiTest, UnknownExpiredAndDeletedTokensAre401) {
   const auto mgmt = bootstrap();
   EXPECT_EQ(call("GET", "/v1/volumes", "", "not-a-token").status, 401u);
