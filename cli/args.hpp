@@ -18,7 +18,7 @@ struct FlagSpec {
   bool takes_value = false;  // false: a boolean switch ("-force", "-force=false" also accepted)
   std::string value_name;    // for usage: "ID", "DURATION"
   std::string help;
-  bool repeatable = false;  // given again, the values are joined with ',' (else the last wins)
+  bool repeatable = false;  // given more than once: the values joined with ','
 };
 
 struct Invocation;

@@ -1,15 +1,16 @@
 # gRPC, protobuf and Abseil reach every target through one INTERFACE target, mooring_grpc.
 #
 # By default they are linked statically from the archives Debian's -dev packages ship
-# (libgrpc++_unsecure.a, libgrpc_unsecure.a, libprotobuf.a, libabsl_*.a, ...). Linked
+# (libgrpc++.a, libgrpc.a, libprotobuf.a, libabsl_*.a, ...). Linked
 # dynamically, every process maps about 90 shared objects and the dynamic linker touches all of
 # their symbol tables and relocations at start: the node agent sat at 19.7 MiB RSS idle, of which
 # only 2.2 MiB was its own heap. Linked statically it keeps only the objects it calls: 12.8 MiB
 # (measured with one plugin, docs/engineering-notes.md). libstdc++ and libc stay shared: they
 # are in every Debian image, and ASan needs them dynamic.
 #
-# Nothing here uses TLS (agents, plugins and the control plane speak plain gRPC over UNIX
-# sockets and TCP), so the unsecure variants are linked and OpenSSL is not.
+# The control plane and node agents speak mutual TLS over TCP (shared/rpc/transport_security),
+# so the secure variants are linked; OpenSSL itself stays shared (the system's libssl/libcrypto,
+# the same copy shared/tls uses), never a second static copy inside gRPC.
 # -DMOORING_STATIC_GRPC=OFF links the shared libraries instead.
 option(MOORING_STATIC_GRPC "Link gRPC, protobuf and Abseil statically" ON)
 
@@ -24,11 +25,11 @@ endif()
 
 find_package(PkgConfig REQUIRED)
 execute_process(
-  COMMAND ${PKG_CONFIG_EXECUTABLE} --static --libs-only-l grpc++_unsecure protobuf
+  COMMAND ${PKG_CONFIG_EXECUTABLE} --static --libs-only-l grpc++ protobuf
   OUTPUT_VARIABLE _mooring_grpc_flags OUTPUT_STRIP_TRAILING_WHITESPACE
   RESULT_VARIABLE _mooring_grpc_rc)
 if(NOT _mooring_grpc_rc EQUAL 0)
-  message(FATAL_ERROR "pkg-config knows no grpc++_unsecure or protobuf; install libgrpc++-dev "
+  message(FATAL_ERROR "pkg-config knows no grpc++ or protobuf; install libgrpc++-dev "
                       "and libprotobuf-dev, or configure with -DMOORING_STATIC_GRPC=OFF")
 endif()
 separate_arguments(_mooring_grpc_flags UNIX_COMMAND "${_mooring_grpc_flags}")
@@ -38,9 +39,10 @@ foreach(flag IN LISTS _mooring_grpc_flags)
     list(APPEND _mooring_grpc_names ${CMAKE_MATCH_1})
   endif()
 endforeach()
-# Debian's grpc_unsecure.pc leaves out gRPC's private dependencies; a shared link never needs
-# them, a static one does.
+# Debian's .pc files may leave out gRPC's private dependencies; a shared link never needs them,
+# a static one does.
 list(APPEND _mooring_grpc_names upb re2 cares address_sorting z)
+list(REMOVE_ITEM _mooring_grpc_names ssl crypto)
 list(REMOVE_DUPLICATES _mooring_grpc_names)
 set(_mooring_grpc_system atomic rt dl m pthread)
 list(REMOVE_ITEM _mooring_grpc_names ${_mooring_grpc_system})
@@ -60,4 +62,4 @@ endforeach()
 # rescans them as one group.
 string(JOIN "," _mooring_grpc_group ${_mooring_grpc_archives})
 target_link_libraries(mooring_grpc INTERFACE
-  "$<LINK_GROUP:RESCAN,${_mooring_grpc_group}>" Threads::Threads ${_mooring_grpc_system})
+  "$<LINK_GROUP:RESCAN,${_mooring_grpc_group}>" OpenSSL::SSL OpenSSL::Crypto Threads::Threads ${_mooring_grpc_system})

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <functional>
+#include <filesystem>
 #include <variant>
 #include <iostream>
 #include <string>
@@ -31,6 +32,7 @@
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
+#include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "services/controlplane/volumes/controller_calls.hpp"
@@ -39,6 +41,7 @@
 #include "shared/config/settings.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/server.hpp"
+#include "shared/rpc/transport_security.hpp"
 
 namespace asio = boost::asio;
 using namespace mooring;
@@ -73,7 +76,8 @@ int main(int argc, char** argv) {
   split_host_port(flags.http_addr, http_config.address, http_config.port);  // validated by the parser
   http_config.max_connections = flags.http_max_connections;
   http_config.max_connections_per_client = flags.http_max_connections_per_client;
-  http_config.tls = {.cert_file = flags.tls_cert, .key_file = flags.tls_key, .client_ca_file = flags.tls_client_ca};
+  http_config.tls = {.cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file,
+                     .client_ca_file = flags.http_client_ca_file};
   split_host_port(flags.grpc_addr, grpc_host, grpc_port);
 
   auto backend = SqliteBackend::open(flags.data_dir);
@@ -81,24 +85,61 @@ int main(int argc, char** argv) {
     logger.error("cannot open state", {{"error", backend.error()}});
     return 1;
   }
+  // The agents' gRPC port: mutual TLS when the files are given (agents must present a certificate
+  // from the CA naming their node), plaintext otherwise, with a warning.
+  std::shared_ptr<const rpc::TransportSecurity> security;
+  if (!flags.tls_cert_file.empty()) {
+    auto loaded = rpc::TransportSecurity::load({flags.tls_ca_file, flags.tls_cert_file, flags.tls_key_file},
+                                               tls::Identity{tls::Role::server, {}});
+    if (!loaded) {
+      logger.error("cannot use the TLS files", {{"error", loaded.error()}});
+      return 1;
+    }
+    security = *loaded;
+    rpc::log_certificate_status(*security);
+  } else if (flags.insecure) {
+    logger.warn("--insecure: the gRPC port is plaintext; any process that reaches it can act as any node",
+                {{"grpc_addr", flags.grpc_addr}});
+  } else {
+    logger.warn("no --tls-ca-file/--tls-cert-file/--tls-key-file: the gRPC port is plaintext; any process that "
+                "reaches it can act as any node (create certificates with `mooring tls`, or pass --insecure)",
+                {{"grpc_addr", flags.grpc_addr}});
+  }
+
+  // Secrets are sealed on their way to SQLite and opened on load (secrets/sealed_backend.hpp);
+  // the keyring is written on the first start, before anything is sealed with it.
+  const std::filesystem::path keyring_path =
+      flags.keyring_file.empty() ? std::filesystem::path(flags.data_dir) / "keyring" : std::filesystem::path(flags.keyring_file);
+  auto keyring = secrets::Keyring::load_or_new(keyring_path);
+  if (!keyring) {
+    logger.error("cannot open the keyring", {{"path", keyring_path.string()}, {"error", keyring.error()}});
+    return 1;
+  }
+  secrets::SealedBackend sealed{**backend, std::move(*keyring)};
   asio::io_context io{1};
   // Every write passes the change feed on its way to SQLite, so the claim GC sees which
   // volumes changed without scanning them all.
-  gc::ChangeFeed feed{**backend};
+  gc::ChangeFeed feed{sealed};
   // Group commit: a wave of commits (GC steps, agent reports) shares one fsync; answers and
   // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
   StateStore store{io.get_executor(), feed, StateOptions{.group_commit = true}};
   if (auto st = store.load(); !st) {
-    logger.error("cannot load state", {{"path", (*backend)->path().string()}, {"error", st.error()}});
+    logger.error("cannot load state", {{"path", (*backend)->path().string()},
+                                       {"keyring", keyring_path.string()},
+                                       {"error", st.error()}});
     return 1;
   }
   logger.info("state loaded", {{"path", (*backend)->path().string()},
                                {"index", store.index()},
                                {"volumes", store.volumes().size()},
-                               {"allocations", store.allocations().size()}});
+                               {"allocations", store.allocations().size()},
+                               {"keyring", keyring_path.string()},
+                               {"key_id", sealed.active_key_id()}});
 
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
-  agentclient::AgentRouter router{io.get_executor(), store};
+  agentclient::AgentRouterOptions router_options;
+  router_options.channel.security = security;
+  agentclient::AgentRouter router{io.get_executor(), store, router_options};
   agentclient::RouterPublisher publisher{router};
   gc::GcOptions gc_options;
   gc_options.backoff.max = flags.gc_retry_max;
@@ -119,6 +160,7 @@ int main(int argc, char** argv) {
   api::ApiOptions api_options;
   if (!flags.cors_read_origins.empty()) api_options.cors.read_origins = flags.cors_read_origins;
   api_options.cors.write_origins = flags.cors_write_origins;
+  api_options.keyring = &sealed;
   api_options.acl = flags.acl;
   api::Api api{store, volume_lifecycle, api_options};
 
@@ -135,11 +177,13 @@ int main(int argc, char** argv) {
 
   // Node agents' RPC service and node liveness.
   NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl}};
-  AgentService agent_service{io.get_executor(), store, liveness, &publisher};
+  AgentService agent_service{io.get_executor(), store, liveness, &publisher,
+                             AgentServiceOptions{.require_node_identity = security != nullptr}};
   std::string grpc_error;
-  auto grpc_server = rpc::Server::start(
-      rpc::ServerOptions{.address = grpc_host + ":" + std::to_string(grpc_port), .services = {agent_service.service()}},
-      grpc_error);
+  auto grpc_server = rpc::Server::start(rpc::ServerOptions{.address = grpc_host + ":" + std::to_string(grpc_port),
+                                                           .services = {agent_service.service()},
+                                                           .security = security},
+                                        grpc_error);
   if (!grpc_server) {
     logger.error("cannot listen", {{"addr", flags.grpc_addr}, {"error", grpc_error}});
     return 1;
@@ -148,6 +192,21 @@ int main(int argc, char** argv) {
                                      {"heartbeat_ttl", flags.heartbeat_ttl}});
   async::TaskGroup node_tasks{io.get_executor(), "nodes"};
   node_tasks.spawn("liveness", [&liveness] { return liveness.run(); });
+  if (security) {
+    // gRPC picks renewed certificates up from the files; SIGHUP reloads the REST API's HTTPS
+    // (new connections use the new files), logs the certificate in use and re-checks expiry at
+    // once, and a daily check warns 30 days ahead.
+    node_tasks.spawn("tls-expiry", [security] { return rpc::warn_expiry_daily(security); });
+    node_tasks.spawn("tls-sighup", [&io, &server, &logger, security]() -> asio::awaitable<void> {
+      asio::signal_set hup(io, SIGHUP);
+      for (;;) {
+        co_await hup.async_wait(asio::use_awaitable);
+        if (auto tls = server.reload_tls(); !tls)
+          logger.error("HTTPS reload failed; the old files stay in use", {{"error", tls.error()}});
+        rpc::log_certificate_status(*security);
+      }
+    });
+  }
   claim_gc.start();   // resumes every release that was under way when we stopped
   node_loss.start();
   alloc_gc.start();
@@ -158,23 +217,10 @@ int main(int argc, char** argv) {
                                      {"scheme", server.secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr},
                                      {"acl", flags.acl ? "on" : "off"}});
 
-  // SIGHUP: renewed certificates are picked up without a restart (new connections use them).
-  asio::signal_set reload_signals(io, SIGHUP);
-  std::function<void()> await_reload = [&] {
-    reload_signals.async_wait([&](const boost::system::error_code& ec, int) {
-      if (ec) return;
-      if (auto tls = server.reload_tls(); !tls) logger.error("TLS reload failed; the old files stay in use", {{"error", tls.error()}});
-      else if (server.secure()) logger.info("TLS files reloaded", {{"cert", flags.tls_cert}});
-      await_reload();
-    });
-  };
-  await_reload();
-
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
     logger.info("shutting down", {{"signal", signo}, {"grace", flags.shutdown_grace}});
-    reload_signals.cancel();
     store.release_waiters();  // blocking queries answer now instead of holding the shutdown
     node_tasks.cancel();
     asio::co_spawn(

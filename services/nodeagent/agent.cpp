@@ -1,5 +1,7 @@
 #include "services/nodeagent/agent.hpp"
 
+#include "shared/rpc/transport_security.hpp"
+
 #include <sys/stat.h>
 
 #include <grpcpp/impl/service_type.h>
@@ -67,6 +69,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   mount_table_ = std::make_unique<ProcMountTable>();
   GrpcControlPlaneOptions cp;
   cp.address = config_.controlplane_addr;
+  cp.channel.security = options_.security;  // the peer must be the control plane (peer = server)
   cp.on_contact = [this](bool answered) { controlplane_contact(answered); };
   controlplane_ = make_grpc_controlplane_calls(cp);
 
@@ -121,6 +124,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   link.node_name = config_.node_name;
   link.advertise_addr = config_.grpc_addr;
   link.controlplane_addr = config_.controlplane_addr;
+  link.channel.security = options_.security;
   link.heartbeat_interval = config_.heartbeat_interval;
   link.on_contact = [this](bool answered) {
     controlplane_contact(answered);
@@ -145,11 +149,12 @@ std::chrono::steady_clock::duration Agent::disconnected_for() const {
 void Agent::start_grpc_server() {
   if (config_.grpc_addr.empty()) return;
   service_ = make_nodeagent_service(
-      ex_, NodeAgentServiceDeps{config_.node_id, *volumes_, *plugins_});
+      ex_, NodeAgentServiceDeps{config_.node_id, *volumes_, *plugins_, options_.security != nullptr});
   rpc::ServerOptions so;
   so.address = config_.grpc_addr;
   so.services = {service_.get()};
   so.health_service = true;
+  so.security = options_.security;
   std::string error;
   server_ = rpc::Server::start(so, error);
   if (!server_) {
@@ -273,6 +278,7 @@ void Agent::start() {
   loops_->spawn("controlplane-link", link_->run());
   update_readiness();
   async::PeriodicOptions readiness{.name = "readiness", .period = std::chrono::seconds(1), .jitter = 0};
+  if (options_.security) loops_->spawn("tls-expiry", rpc::warn_expiry_daily(options_.security));
   loops_->spawn("readiness", async::periodic([this]() -> asio::awaitable<void> {
     update_readiness();
     co_return;

@@ -25,6 +25,10 @@ namespace grpc {
 class Service;
 }
 
+namespace mooring::rpc {
+class TransportSecurity;
+}
+
 namespace mooring::nodeagent {
 
 class AllocManager;
@@ -54,6 +58,8 @@ struct AgentOptions {
   // What in-flight calls of the control plane get when the agent's gRPC service stops; they may be
   // waiting on a plugin, and the control plane retries them (they are idempotent).
   std::chrono::milliseconds server_grace{std::chrono::milliseconds(50)};
+  // Mutual TLS with the control plane, both directions; null: plaintext.
+  std::shared_ptr<const rpc::TransportSecurity> security;
 };
 
 class Agent {

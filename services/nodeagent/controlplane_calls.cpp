@@ -28,7 +28,7 @@ class GrpcControlPlaneCalls final : public ControlPlaneCalls {
  public:
   explicit GrpcControlPlaneCalls(GrpcControlPlaneOptions options)
       : options_(std::move(options)),
-        channel_(rpc::make_channel(options_.address)),
+        channel_(rpc::make_channel(options_.address, options_.channel)),
         stub_(v1::ControlPlane::NewStub(channel_)) {}
 
   asio::awaitable<grpc::Status> watch_allocations(const v1::WatchAllocationsRequest& request,

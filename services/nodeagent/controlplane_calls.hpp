@@ -5,6 +5,8 @@
 // Failures are grpc::Status values.
 #pragma once
 
+#include "shared/rpc/channel.hpp"
+
 #include <grpcpp/support/status.h>
 
 #include <boost/asio/awaitable.hpp>
@@ -32,6 +34,7 @@ class ControlPlaneCalls {
 
 struct GrpcControlPlaneOptions {
   std::string address;  // host:port or unix:path
+  rpc::ChannelOptions channel;  // mutual TLS (channel.security) when set
   std::chrono::milliseconds call_timeout{std::chrono::seconds(10)};
   // Called after every call: answered = the control plane answered (any status but UNAVAILABLE,
   // DEADLINE_EXCEEDED, CANCELLED). Feeds the "how long have we been disconnected" clock and the

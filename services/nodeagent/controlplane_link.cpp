@@ -28,8 +28,8 @@ const log::Logger& logger() {
 }  // namespace
 
 struct ControlPlaneLink::Transport {
-  explicit Transport(const std::string& addr)
-      : channel(rpc::make_channel(addr)), stub(v1::ControlPlane::NewStub(channel)) {}
+  Transport(const std::string& addr, const rpc::ChannelOptions& options)
+      : channel(rpc::make_channel(addr, options)), stub(v1::ControlPlane::NewStub(channel)) {}
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::ControlPlane::Stub> stub;
 };
@@ -38,7 +38,7 @@ ControlPlaneLink::ControlPlaneLink(asio::any_io_executor ex, LinkOptions options
     : ex_(ex),
       options_(std::move(options)),
       status_(status),
-      transport_(std::make_unique<Transport>(options_.controlplane_addr)),
+      transport_(std::make_unique<Transport>(options_.controlplane_addr, options_.channel)),
       wake_(std::make_unique<async::WakeSignal>(ex)) {}
 
 ControlPlaneLink::~ControlPlaneLink() = default;

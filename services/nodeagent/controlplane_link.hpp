@@ -12,6 +12,7 @@
 #include <string>
 
 #include "shared/async/backoff.hpp"
+#include "shared/rpc/channel.hpp"
 
 namespace mooring::async {
 class WakeSignal;
@@ -26,6 +27,7 @@ struct LinkOptions {
   std::string node_name;
   std::string advertise_addr;     // the agent's gRPC address the control plane dials
   std::string controlplane_addr;  // host:port or unix:path
+  rpc::ChannelOptions channel;    // mutual TLS (channel.security) when set
   std::string agent_version = "0.1.0";
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};
   std::chrono::milliseconds call_timeout{std::chrono::seconds(5)};

@@ -16,16 +16,26 @@
 #include "shared/config/settings.hpp"
 #include "shared/durable/instance_lock.hpp"
 #include "shared/log/log.hpp"
+#include "shared/rpc/transport_security.hpp"
+#include "shared/tls/cert_files.hpp"
 
 namespace {
 
 namespace asio = boost::asio;
 using namespace mooring;
 
-asio::awaitable<void> run_agent(nodeagent::Agent& agent) {
+// With mutual TLS, SIGHUP logs the certificate in use and its expiry (gRPC re-reads changed files
+// on its own); otherwise SIGHUP keeps its default action.
+asio::awaitable<void> run_agent(nodeagent::Agent& agent, std::shared_ptr<const rpc::TransportSecurity> security) {
   asio::signal_set signals(co_await asio::this_coro::executor, SIGTERM, SIGINT);
+  if (security) signals.add(SIGHUP);
   agent.start();
-  const int sig = co_await signals.async_wait(asio::use_awaitable);
+  int sig = 0;
+  for (;;) {
+    sig = co_await signals.async_wait(asio::use_awaitable);
+    if (sig != SIGHUP) break;
+    rpc::log_certificate_status(*security);
+  }
   log::Logger("main").info("signal received; shutting down", {{"signal", sig}});
   co_await agent.shutdown();
 }
@@ -65,6 +75,33 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // With mutual TLS the certificate names the node: it is the id unless --node-id is given, and
+  // then they must agree (the control plane refuses calls for any other node).
+  std::shared_ptr<const rpc::TransportSecurity> security;
+  if (!cfg.tls_cert_file.empty()) {
+    auto pem = tls::read_text(cfg.tls_cert_file);
+    auto info = pem ? tls::inspect(*pem) : tls::Expected<tls::CertificateInfo>(domain::error(pem.error()));
+    if (!info || !info->identity || info->identity->role != tls::Role::agent) {
+      const std::string why = !info ? info.error() : "it is not a node agent's certificate (mooring tls cert create -agent)";
+      log.error("cannot use the TLS certificate", {{"file", cfg.tls_cert_file}, {"error", why}});
+      return 1;
+    }
+    if (cfg.node_id.empty()) cfg.node_id = info->identity->node_id;
+    auto loaded = rpc::TransportSecurity::load({cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file},
+                                               tls::Identity{tls::Role::agent, cfg.node_id});
+    if (!loaded) {
+      log.error("cannot use the TLS files", {{"node_id", cfg.node_id}, {"error", loaded.error()}});
+      return 1;
+    }
+    security = *loaded;
+    rpc::log_certificate_status(*security);
+  } else if (cfg.insecure) {
+    log.warn("--insecure: gRPC with the control plane is plaintext; anyone who reaches the agent's port can call it");
+  } else {
+    log.warn("no --tls-ca-file/--tls-cert-file/--tls-key-file: gRPC with the control plane is plaintext; anyone who "
+             "reaches the agent's port can call it (create certificates with `mooring tls`, or pass --insecure)");
+  }
+
   if (cfg.node_id.empty()) {
     std::error_code ec;
     cfg.node_id = nodeagent::load_or_create_node_id(cfg.data_dir, ec);
@@ -87,8 +124,10 @@ int main(int argc, char** argv) {
   asio::io_context io;
   int rc = 0;
   {
-    nodeagent::Agent agent(io.get_executor(), cfg);
-    asio::co_spawn(io, run_agent(agent), [&](std::exception_ptr e) {
+    nodeagent::AgentOptions options;
+    options.security = security;
+    nodeagent::Agent agent(io.get_executor(), cfg, std::move(options));
+    asio::co_spawn(io, run_agent(agent, security), [&](std::exception_ptr e) {
       if (!e) return;
       try {
         std::rethrow_exception(e);

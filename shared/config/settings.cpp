@@ -29,7 +29,7 @@ bool wants_help(const std::vector<std::string>& argv) {
   return false;
 }
 
-std::vector<Flag> split_flags(const std::vector<std::string>& argv) {
+std::vector<Flag> split_flags(const std::vector<std::string>& argv, const std::set<std::string>& switches) {
   std::vector<Flag> out;
   for (std::size_t i = 1; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
@@ -38,6 +38,8 @@ std::vector<Flag> split_flags(const std::vector<std::string>& argv) {
     if (const auto eq = f.name.find('='); eq != std::string::npos) {
       f.value = f.name.substr(eq + 1);
       f.name.resize(eq);
+    } else if (switches.contains(f.name)) {
+      f.value = "true";
     } else {
       if (i + 1 >= argv.size()) throw Error{"flag --" + f.name + " needs a value"};
       f.value = argv[++i];
@@ -64,7 +66,8 @@ std::string help_text(std::string_view intro, const std::vector<Doc>& docs) {
   std::ostringstream out;
   out << intro << "\n";
   for (const auto& d : docs) {
-    out << "  --" << d.flag << " " << d.value_name << "\n      " << d.help << "\n      env " << d.env;
+    out << "  --" << d.flag << (d.value_name.empty() ? "" : " ") << d.value_name << "\n      " << d.help
+        << "\n      env " << d.env;
     if (!d.key.empty()) out << ", file key \"" << d.key << "\"";
     if (!d.default_value.empty()) out << ", default " << d.default_value;
     out << "\n";

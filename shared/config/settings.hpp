@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +39,9 @@ struct Flag {
   std::string value;
 };
 // argv[0] is skipped. "--name value" and "--name=value"; a word that is not a flag, or a flag
-// without a value, is an Error. Names are not checked here.
-std::vector<Flag> split_flags(const std::vector<std::string>& argv);
+// without a value, is an Error. Names are not checked here. A name in `switches` takes no value
+// ("--insecure" is "true"), unless written "--insecure=false".
+std::vector<Flag> split_flags(const std::vector<std::string>& argv, const std::set<std::string>& switches = {});
 
 // The file's JSON object; an Error names the file when it cannot be read, is not JSON or is not
 // an object.

@@ -32,6 +32,9 @@ struct Task {
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
   Duration kill_timeout{0};  // 0 = the agent's default
+  // Injected into the task like env, but never returned by the API (key names only), logged or
+  // put in an event; sealed at rest, and sent only to the node the allocation is placed on.
+  std::map<std::string, std::string> secret_env;
   bool operator==(const Task&) const = default;
 };
 

@@ -1,6 +1,7 @@
 #include "shared/rpc/channel.hpp"
 
 #include "shared/async/cancelled.hpp"
+#include "shared/rpc/transport_security.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
@@ -49,8 +50,12 @@ std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const Cha
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time.count()));
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(options.keepalive_timeout.count()));
   }
+  if (options.security && !is_unix_target(target))
+    return grpc::CreateCustomChannel(target, options.security->channel_credentials(options.peer), args);
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
+
+std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint) { return make_channel(endpoint, ChannelOptions{}); }
 
 namespace {
 

@@ -9,11 +9,15 @@
 #include <string>
 #include <string_view>
 
+#include "shared/tls/identity.hpp"
+
 namespace grpc {
 class Channel;
 }
 
 namespace mooring::rpc {
+
+class TransportSecurity;
 
 // "unix:///p" and "unix:/p" stay as they are; an absolute path "/p" becomes "unix:///p";
 // anything else is taken as a gRPC target such as "host:port".
@@ -36,9 +40,17 @@ struct ChannelOptions {
   // subchannel that sits in reconnect backoff.
   bool private_subchannels = true;
   int max_receive_message_bytes = 16 * 1024 * 1024;
+  // Mutual TLS on TCP targets (null: plaintext): the peer must present a certificate from the CA
+  // carrying `peer` (transport_security.hpp). UNIX-socket targets ignore both.
+  std::shared_ptr<const TransportSecurity> security;
+  tls::Identity peer{tls::Role::server, {}};
 };
 
-std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const ChannelOptions& options = {});
+std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const ChannelOptions& options);
+// With the defaults. An overload, not a default argument: GCC 12 mis-destroys a default
+// argument's temporary with a non-trivial destructor inside a co_await full-expression
+// (`co_await wait_connected(make_channel(p), t)` freed a bad pointer under ASan).
+std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint);
 
 // Starts connecting and waits until the channel is READY (true) or `timeout` passes (false).
 // Cancelling the awaiting coroutine returns false promptly. The executor is never blocked.

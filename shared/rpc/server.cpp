@@ -1,6 +1,7 @@
 #include "shared/rpc/server.hpp"
 
 #include "shared/log/log.hpp"
+#include "shared/rpc/transport_security.hpp"
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -106,7 +107,11 @@ std::unique_ptr<Server> Server::start(const ServerOptions& options, std::string&
   grpc::EnableDefaultHealthCheckService(options.health_service);
   grpc::ServerBuilder builder;
   int selected_port = 0;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &selected_port);
+  const bool is_unix = options.address.rfind("unix:", 0) == 0;
+  const bool tls = options.security && !is_unix;
+  builder.AddListeningPort(options.address,
+                           tls ? options.security->server_credentials() : grpc::InsecureServerCredentials(),
+                           &selected_port);
   for (auto* service : options.services) builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   // Let clients keep idle connections alive with pings (see channel.cpp) without a GOAWAY.
@@ -120,7 +125,6 @@ std::unique_ptr<Server> Server::start(const ServerOptions& options, std::string&
     error = "cannot listen on " + options.address + " (address in use, or not an address of this host)";
     return nullptr;
   }
-  const bool is_unix = options.address.rfind("unix:", 0) == 0;
   if (!is_unix && selected_port == 0) {
     error = "cannot bind " + options.address + " (address in use, or not an address of this host)";
     server->server_->Shutdown();
@@ -128,7 +132,8 @@ std::unique_ptr<Server> Server::start(const ServerOptions& options, std::string&
   }
   server->address_ = options.address;
   server->port_ = is_unix ? 0 : selected_port;
-  logger().info("grpc server listening", {{"address", options.address}, {"port", server->port_}});
+  logger().info("grpc server listening",
+                {{"address", options.address}, {"port", server->port_}, {"tls", tls ? "mutual" : "off"}});
   return server;
 }
 

@@ -23,6 +23,8 @@ class Service;
 
 namespace mooring::rpc {
 
+class TransportSecurity;
+
 using UnaryHandler = std::function<boost::asio::awaitable<grpc::Status>()>;
 
 // Use inside a CallbackService method:
@@ -50,6 +52,9 @@ struct ServerOptions {
   // grpc_health_probe call): service "" is SERVING while the server runs; other names are set
   // with Server::set_serving.
   bool health_service = false;
+  // Mutual TLS on a TCP address (client certificates required, signed by the CA); null: plaintext.
+  // UNIX sockets are always plaintext (CSI's model: local, file-permission protected).
+  std::shared_ptr<const TransportSecurity> security;
 };
 
 class Server {

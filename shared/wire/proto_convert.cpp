@@ -326,6 +326,7 @@ v1::Task to_proto(const Task& t) {
   out.set_command(t.command);
   for (const auto& a : t.args) out.add_args(a);
   fill(out.mutable_env(), t.env);
+  fill(out.mutable_secret_env(), t.secret_env);
   out.set_kill_timeout_ms(t.kill_timeout.count());
   return out;
 }
@@ -335,6 +336,7 @@ Task from_proto(const v1::Task& t) {
   out.command = t.command();
   out.args.assign(t.args().begin(), t.args().end());
   out.env = to_map(t.env());
+  out.secret_env = to_map(t.secret_env());
   out.kill_timeout = Duration{t.kill_timeout_ms() > 0 ? t.kill_timeout_ms() : 0};
   return out;
 }

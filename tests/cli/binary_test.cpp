@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -507,6 +508,68 @@ TEST_F(CliBinary, EventsWaitWithoutIndexStartsFromTheCurrentIndex) {
   auto bad = cli(api, {"events", "-index", "x"});
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("-index: expected a non-negative integer"), std::string::npos);
+}
+
+// `mooring tls`: local files only, so no fake API is needed.
+TEST_F(CliBinary, TlsCaAndCertCreateWriteSignedPairs0600) {
+  const auto tls_dir = (dir_ / "tls").string();
+  auto ca = run({"tls", "ca", "create", "-dir", tls_dir, "-days", "30"});
+  ASSERT_EQ(ca.code, 0) << ca.err;
+  EXPECT_NE(ca.out.find("ca.pem"), std::string::npos) << ca.out;
+  auto agent = run({"tls", "cert", "create", "-agent", "-node-id", "node-1", "-dir", tls_dir, "-additional-dnsname",
+                    "node1.example.com", "-additional-ipaddress", "10.1.2.3", "-additional-ipaddress", "::1"});
+  ASSERT_EQ(agent.code, 0) << agent.err;
+  EXPECT_NE(agent.out.find("spiffe://mooring/node/node-1"), std::string::npos) << agent.out;
+  auto server = run({"tls", "cert", "create", "-server", "-dir", tls_dir});
+  ASSERT_EQ(server.code, 0) << server.err;
+  auto client = run({"tls", "cert", "create", "-cli", "-ca", tls_dir + "/ca.pem", "-ca-key", tls_dir + "/ca-key.pem",
+                     "-dir", (dir_ / "elsewhere").string()});
+  ASSERT_EQ(client.code, 0) << client.err;
+  for (const auto& f : {"tls/ca.pem", "tls/ca-key.pem", "tls/agent-node-1.pem", "tls/agent-node-1-key.pem",
+                        "tls/server.pem", "tls/server-key.pem", "elsewhere/cli.pem", "elsewhere/cli-key.pem"}) {
+    std::error_code ec;
+    const auto perms = fs::status(dir_ / f, ec).permissions();
+    ASSERT_FALSE(ec) << f;
+    EXPECT_EQ(perms, fs::perms::owner_read | fs::perms::owner_write) << f;
+  }
+  const auto pem = slurp(dir_ / "tls/agent-node-1.pem");
+  EXPECT_NE(pem.find("BEGIN CERTIFICATE"), std::string::npos);
+  EXPECT_NE(slurp(dir_ / "tls/agent-node-1-key.pem").find("BEGIN PRIVATE KEY"), std::string::npos);
+}
+
+TEST_F(CliBinary, TlsBadInputIsRefusedAndWritesNothing) {
+  const auto tls_dir = (dir_ / "tls").string();
+  ASSERT_EQ(run({"tls", "ca", "create", "-dir", tls_dir}).code, 0);
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"tls", "cert", "create", "-dir", tls_dir}, 2, "exactly one of -server, -agent or -cli"},
+      {{"tls", "cert", "create", "-server", "-cli", "-dir", tls_dir}, 2, "exactly one of"},
+      {{"tls", "cert", "create", "-agent", "-dir", tls_dir}, 2, "-agent needs -node-id"},
+      {{"tls", "cert", "create", "-agent", "-node-id", "a/b", "-dir", tls_dir}, 2, "-node-id: \"a/b\""},
+      {{"tls", "cert", "create", "-server", "-node-id", "n1", "-dir", tls_dir}, 2, "-node-id goes with -agent only"},
+      {{"tls", "cert", "create", "-server", "-days", "0", "-dir", tls_dir}, 2, "-days: expected a positive number"},
+      {{"tls", "cert", "create", "-server", "-additional-ipaddress", "1.2.3.999", "-dir", tls_dir}, 1,
+       "\"1.2.3.999\" is not an IP address"},
+      {{"tls", "cert", "create", "-server", "-additional-dnsname", "bad name", "-dir", tls_dir}, 1,
+       "\"bad name\" is not a DNS name"},
+      {{"tls", "cert", "create", "-server", "-dir", (dir_ / "no-ca").string()}, 1, "ca.pem does not exist"},
+      {{"tls", "ca", "create", "-dir", tls_dir}, 1, "already exists"},
+      {{"tls", "ca", "create", "-days", "soon", "-dir", tls_dir}, 2, "-days: expected a positive number"},
+  };
+  for (const auto& c : cases) {
+    auto r = run(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args.back() << ": " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  // Only the CA is there: no failed command left a file behind.
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(tls_dir)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"ca-key.pem", "ca.pem"}));
 }
 
 TEST_F(CliBinary, TheTokenComesFromMooringTokenAndTheFlagWins) {

@@ -1,5 +1,7 @@
 #include "tests/e2e/cluster.hpp"
 
+#include "cli/http_client.hpp"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -54,6 +56,7 @@ std::uint16_t wait_for_port(test::ChildProcess& p, const std::string& what, unsi
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   fs::create_directories(dir() / "hostpath");
   fs::create_directories(dir() / "cp");
+  if (options_.mutual_tls) pki_ = std::make_unique<test::TestPki>(dir() / "pki");
 }
 
 Cluster::~Cluster() {
@@ -90,6 +93,10 @@ void Cluster::start_controlplane() {
             "--alloc-gc-threshold", options_.alloc_gc_threshold,
             "--node-gc-threshold", options_.node_gc_threshold,
             "--shutdown-grace", "2s"};
+  if (pki_) {
+    const auto tls = pki_->server();
+    o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
+  }
   o.output_file = dir() / "controlplane.log";
   controlplane_ = std::make_unique<test::ChildProcess>(o);
   ++controlplane_runs_;
@@ -145,6 +152,10 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
             "--heartbeat-interval", n.options.heartbeat_interval,
             "--kill-timeout", "2s",
             "--plugin", plugin};
+  if (pki_) {
+    const auto tls = pki_->agent(id);
+    o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
+  }
   o.args.insert(o.args.end(), n.options.agent_args.begin(), n.options.agent_args.end());
   if (!n.netns.empty()) {
     // nsenter execs the agent (no fork): the child's pid is the agent's.
@@ -305,7 +316,21 @@ std::vector<PluginCall> Cluster::calls(const std::string& id, const std::string&
 
 HttpResult Cluster::request(const std::string& method, const std::string& target, const std::string& body,
                             const std::map<std::string, std::string>& headers) {
-  return controlplane::http_request(http_port_, method, target, body, headers);
+  if (!pki_) return controlplane::http_request(http_port_, method, target, body, headers);
+  // Over mutual TLS the REST API serves HTTPS with the server certificate: ask as the CLI does.
+  cli::HttpRequest req{.method = method, .target = target, .body = body};
+  for (const auto& [k, v] : headers) req.headers.emplace_back(k, v);
+  auto endpoint = cli::parse_address("https://127.0.0.1:" + std::to_string(http_port_));
+  auto res = cli::HttpClient(*endpoint, {.ca_file = pki_->server().ca}).send(req);
+  HttpResult out;
+  if (!res) {
+    out.error = res.error();
+    return out;
+  }
+  out.status = res->status;
+  out.headers = res->headers;
+  out.body = res->body;
+  return out;
 }
 
 json Cluster::get(const std::string& target) {

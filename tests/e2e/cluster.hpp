@@ -20,6 +20,7 @@
 #include "tests/controlplane/support/http_client.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/test_pki.hpp"
 
 namespace mooring::e2e {
 
@@ -31,6 +32,9 @@ struct ClusterOptions {
   std::string gc_retry_max = "1s";   // failing releases are retried at least this often
   std::string alloc_gc_threshold = "1h";  // terminal, claim-free allocations are deleted after this
   std::string node_gc_threshold = "24h";  // down nodes named by no claim are purged after this
+  // A CA and certificates (tests/support/test_pki) under dir()/pki; the control plane and every
+  // agent run with --tls-ca-file/--tls-cert-file/--tls-key-file (each agent with its own node's).
+  bool mutual_tls = false;
 };
 
 struct NodeOptions {
@@ -72,6 +76,9 @@ class Cluster {
   void kill_controlplane();  // SIGKILL
   void stop_controlplane();  // SIGTERM and wait
   std::uint16_t http_port() const { return http_port_; }
+  std::uint16_t grpc_port() const { return grpc_port_; }
+  // The cluster's CA and certificates (ClusterOptions::mutual_tls only).
+  test::TestPki& pki() { return *pki_; }
   std::string controlplane_log() const;
 
   // ---- nodes ----
@@ -138,6 +145,7 @@ class Cluster {
 
   ClusterOptions options_;
   test::TempDir tmp_{"mooring-e2e"};
+  std::unique_ptr<test::TestPki> pki_;
   std::unique_ptr<test::ChildProcess> controlplane_;
   std::uint16_t http_port_ = 0;
   std::uint16_t grpc_port_ = 0;

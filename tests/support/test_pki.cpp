@@ -1,54 +1,37 @@
 #include "tests/support/test_pki.hpp"
 
-#include <cstdlib>
-#include <fstream>
 #include <stdexcept>
+
+#include "shared/tls/cert_files.hpp"
 
 namespace mooring::test {
 
-namespace fs = std::filesystem;
-
-namespace {
-
-void run(const std::string& command) {
-  const std::string quiet = command + " >/dev/null 2>&1";
-  if (std::system(quiet.c_str()) != 0) throw std::runtime_error("test PKI: command failed: " + command);
+TestPki::TestPki(std::filesystem::path dir, const std::string& name) : dir_(std::move(dir)) {
+  auto ca = tls::create_ca({.common_name = "Mooring CA " + name, .days = 30});
+  if (!ca) throw std::runtime_error(ca.error());
+  if (auto w = tls::write_pair(tls::ca_paths(dir_), *ca); !w) throw std::runtime_error(w.error());
 }
 
-const char* kNewKey = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-
-}  // namespace
-
-TestPki::TestPki(fs::path dir) : dir_(std::move(dir)) {
-  fs::create_directories(dir_);
-  ca_ = make_ca("ca");
-  other_ = make_ca("other-ca");
+TlsPaths TestPki::leaf(tls::Role role, const std::string& node_id) {
+  const tls::Identity id{role, node_id};
+  const auto paths = tls::pair_paths(dir_, id);
+  const TlsPaths out{tls::ca_paths(dir_).cert.string(), paths.cert.string(), paths.key.string()};
+  if (std::filesystem::exists(paths.cert)) return out;
+  auto ca = tls::read_pair(tls::ca_paths(dir_));
+  if (!ca) throw std::runtime_error(ca.error());
+  auto cert = tls::create_certificate(*ca, {.identity = id, .days = 30});
+  if (!cert) throw std::runtime_error(cert.error());
+  if (auto w = tls::write_pair(paths, *cert); !w) throw std::runtime_error(w.error());
+  return out;
 }
 
-CertFiles TestPki::make_ca(const std::string& name) const {
-  CertFiles f{dir_ / (name + ".pem"), dir_ / (name + "-key.pem")};
-  run("openssl req -x509 " + std::string(kNewKey) + " -days 1 -subj /CN=mooring-test-" + name + " -keyout " +
-      f.key.string() + " -out " + f.cert.string());
-  return f;
+std::string TestPki::read(const std::string& path) {
+  auto text = tls::read_text(path);
+  return text ? *text : std::string();
 }
 
-CertFiles TestPki::issue(const std::string& name, const std::vector<std::string>& sans, bool by_other) const {
-  const CertFiles& signer = by_other ? other_ : ca_;
-  CertFiles f{dir_ / (name + ".pem"), dir_ / (name + "-key.pem")};
-  const auto csr = dir_ / (name + ".csr");
-  const auto ext = dir_ / (name + ".ext");
-  {
-    std::ofstream out(ext);
-    std::string list;
-    for (const auto& s : sans) list += (list.empty() ? "" : ",") + s;
-    if (!list.empty()) out << "subjectAltName=" << list << "\n";
-    out << "extendedKeyUsage=serverAuth,clientAuth\n";
-  }
-  run("openssl req " + std::string(kNewKey) + " -subj /CN=" + name + " -keyout " + f.key.string() + " -out " +
-      csr.string());
-  run("openssl x509 -req -days 1 -in " + csr.string() + " -CA " + signer.cert.string() + " -CAkey " +
-      signer.key.string() + " -CAcreateserial -extfile " + ext.string() + " -out " + f.cert.string());
-  return f;
-}
+TlsPaths TestPki::server() { return leaf(tls::Role::server, {}); }
+TlsPaths TestPki::agent(const std::string& node_id) { return leaf(tls::Role::agent, node_id); }
+TlsPaths TestPki::cli() { return leaf(tls::Role::cli, {}); }
 
 }  // namespace mooring::test

@@ -1,38 +1,37 @@
-// Test support: throwaway certificates made with the openssl command (Debian's `openssl`): a CA,
-// certificates it signs for a server (SAN localhost, 127.0.0.1 unless told otherwise) and a
-// client, and a second, unrelated CA. ECDSA P-256, valid for a day.
+// Test support: a CA with server, agent and cli certificates in a directory, made with shared/tls
+// as `mooring tls` makes them, for tests that run services or gRPC over mutual TLS.
 #pragma once
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "shared/tls/identity.hpp"
+
 namespace mooring::test {
 
-struct CertFiles {
-  std::filesystem::path cert;
-  std::filesystem::path key;
+struct TlsPaths {
+  std::string ca;
+  std::string cert;
+  std::string key;
 };
 
 class TestPki {
  public:
-  // Creates the CA (and the unrelated one) under `dir`. Throws std::runtime_error naming the
-  // command when openssl fails or is missing.
-  explicit TestPki(std::filesystem::path dir);
+  // Writes <dir>/ca.pem and ca-key.pem; `name` tells CAs apart in subjects ("Mooring CA <name>").
+  explicit TestPki(std::filesystem::path dir, const std::string& name = "test");
 
-  const std::filesystem::path& ca() const { return ca_.cert; }
-  const std::filesystem::path& other_ca() const { return other_.cert; }
+  TlsPaths server();                            // server.pem (made on first use)
+  TlsPaths agent(const std::string& node_id);  // agent-<id>.pem
+  TlsPaths cli();                               // cli.pem
 
-  // A leaf certificate signed by the CA (or, with `by_other`, by the unrelated CA). `sans` like
-  // "DNS:localhost", "IP:127.0.0.1", "URI:spiffe://…".
-  CertFiles issue(const std::string& name, const std::vector<std::string>& sans = {"DNS:localhost", "IP:127.0.0.1"},
-                  bool by_other = false) const;
+  const std::filesystem::path& dir() const { return dir_; }
+  // A file's content ("" when unreadable).
+  static std::string read(const std::string& path);
 
  private:
-  CertFiles make_ca(const std::string& name) const;
+  TlsPaths leaf(tls::Role role, const std::string& node_id);
   std::filesystem::path dir_;
-  CertFiles ca_;
-  CertFiles other_;
 };
 
 }  // namespace mooring::test

@@ -45,7 +45,11 @@ struct AgentRouter::Impl {
         logger().info("node agent address changed; new channel",
                       {{"node_id", node.id}, {"old", c.address}, {"new", node.address}});
       c.address = node.address;
-      c.channel = rpc::make_channel(node.address, router.options_.channel);
+      // With mutual TLS the agent must prove it is this node: its certificate must carry the
+      // node id, whatever answers at the registered address.
+      auto options = router.options_.channel;
+      options.peer = tls::Identity{tls::Role::agent, node.id};
+      c.channel = rpc::make_channel(node.address, options);
       c.stub = std::shared_ptr<Stub>(v1::NodeAgent::NewStub(c.channel).release());
     }
     return c.stub;

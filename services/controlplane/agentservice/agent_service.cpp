@@ -8,6 +8,7 @@
 #include "services/controlplane/agentservice/handlers.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/rpc/server.hpp"
+#include "shared/rpc/transport_security.hpp"
 
 namespace mooring::controlplane {
 
@@ -21,37 +22,37 @@ class Service final : public v1::ControlPlane::CallbackService {
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* c, const v1::RegisterNodeRequest* req,
                                          v1::RegisterNodeResponse* resp) override {
-    return serve(c, "RegisterNode", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "RegisterNode", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return agentservice::register_node(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* c, const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
-    return serve(c, "Heartbeat", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "Heartbeat", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return agentservice::heartbeat(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* WatchAllocations(grpc::CallbackServerContext* c, const v1::WatchAllocationsRequest* req,
                                              v1::WatchAllocationsResponse* resp) override {
-    return serve(c, "WatchAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "WatchAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return co_await agentservice::watch_allocations(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* UpdateAllocations(grpc::CallbackServerContext* c, const v1::UpdateAllocationsRequest* req,
                                               v1::UpdateAllocationsResponse* resp) override {
-    return serve(c, "UpdateAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "UpdateAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return agentservice::update_allocations(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* ClaimVolume(grpc::CallbackServerContext* c, const v1::ClaimVolumeRequest* req,
                                         v1::ClaimVolumeResponse* resp) override {
-    return serve(c, "ClaimVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "ClaimVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return co_await agentservice::claim_volume(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* UnpublishVolume(grpc::CallbackServerContext* c, const v1::UnpublishVolumeRequest* req,
                                             v1::UnpublishVolumeResponse* resp) override {
-    return serve(c, "UnpublishVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "UnpublishVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
       co_return agentservice::unpublish_volume(ctx_, *req, *resp);
     });
   }
@@ -59,9 +60,20 @@ class Service final : public v1::ControlPlane::CallbackService {
  private:
   // Every answer waits until the state it may reflect is durable (group commit), so an agent
   // never acts on a claim or an acknowledgement that a crash could take back.
-  template <class Handler>
-  grpc::ServerUnaryReactor* serve(grpc::CallbackServerContext* c, const char* name, Handler handler) {
-    return rpc::serve(ctx_.executor, c, name, [this, handler = std::move(handler)]() -> asio::awaitable<grpc::Status> {
+  // With mutual TLS, the caller's certificate must allow the request (check_caller) first.
+  template <class Request, class Handler>
+  grpc::ServerUnaryReactor* serve(grpc::CallbackServerContext* c, const Request& req, const char* name,
+                                  Handler handler) {
+    agentservice::Caller caller;
+    if (ctx_.options.require_node_identity) {
+      const auto peer = rpc::peer_certificate(*c);
+      caller.checked = true;
+      caller.subject = peer.tls ? peer.subject : "(no TLS)";
+      if (peer.identity && peer.identity->role == tls::Role::agent) caller.node_id = peer.identity->node_id;
+    }
+    return rpc::serve(ctx_.executor, c, name,
+                      [this, &req, caller = std::move(caller), handler = std::move(handler)]() -> asio::awaitable<grpc::Status> {
+      if (auto st = agentservice::check_caller(ctx_, caller, req); !st.ok()) co_return st;
       const auto failed_flushes = ctx_.store.failed_flushes();
       grpc::Status status = co_await handler();
       if (auto st = co_await ctx_.store.durable_since(failed_flushes); !st)

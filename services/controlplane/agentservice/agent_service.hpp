@@ -23,6 +23,9 @@ class ControllerPublisher;
 struct AgentServiceOptions {
   // WatchAllocations waits at most this long, whatever the agent asks for.
   std::chrono::milliseconds max_watch_wait{std::chrono::minutes(5)};
+  // Mutual TLS is on: every call must come with an agent certificate and may act only for the
+  // node it names (caller_checks.cpp). A plaintext call is then refused.
+  bool require_node_identity = false;
 };
 
 class AgentService {

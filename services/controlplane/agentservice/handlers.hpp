@@ -43,6 +43,21 @@ grpc::Status write_failed(Context& ctx, const std::string& what, const std::stri
 // validate_id as a status (INVALID_ARGUMENT naming the kind of id and why), or OK.
 grpc::Status check_id(domain::IdKind kind, const std::string& id);
 
+// ---- node identity (caller_checks.cpp) ----
+// Who is calling, from the connection's certificate.
+struct Caller {
+  bool checked = false;  // false: plaintext (--insecure), nothing to check
+  std::string node_id;   // the node the certificate names; empty: it names none
+  std::string subject;   // the certificate's subject, for the log line of a refusal
+};
+// OK, or PERMISSION_DENIED (logged) when the request acts for a node other than the caller's.
+grpc::Status check_caller(Context&, const Caller&, const v1::RegisterNodeRequest&);
+grpc::Status check_caller(Context&, const Caller&, const v1::HeartbeatRequest&);
+grpc::Status check_caller(Context&, const Caller&, const v1::WatchAllocationsRequest&);
+grpc::Status check_caller(Context&, const Caller&, const v1::UpdateAllocationsRequest&);
+grpc::Status check_caller(Context&, const Caller&, const v1::ClaimVolumeRequest&);
+grpc::Status check_caller(Context&, const Caller&, const v1::UnpublishVolumeRequest&);
+
 // ---- handlers ----
 grpc::Status register_node(Context&, const v1::RegisterNodeRequest&, v1::RegisterNodeResponse&);
 grpc::Status heartbeat(Context&, const v1::HeartbeatRequest&, v1::HeartbeatResponse&);

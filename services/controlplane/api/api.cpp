@@ -116,6 +116,8 @@ class RouteTable {
     get("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
     get("/v1/status/health", Need::anyone(), at_once<health>);
     get("/v1/status/ready", Need::anyone(), at_once<ready>);
+    // Rotating the key that seals every stored secret is for management tokens only.
+    write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring);
   }
 
   void add_acl_routes() {
@@ -159,7 +161,7 @@ constexpr std::string_view kDefaultNamespace = "default";
 }  // namespace
 
 struct Api::Impl {
-  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.acl}, options(std::move(o)) {
+  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring, o.acl}, options(std::move(o)) {
     for (const auto& e : route_entries()) router.add(e.method, e.pattern, e.route);
   }
 

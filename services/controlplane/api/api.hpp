@@ -26,6 +26,9 @@ class StateStore;
 namespace volumes {
 class VolumeLifecycle;
 }
+namespace secrets {
+class SealedBackend;
+}
 }  // namespace mooring::controlplane
 
 namespace mooring::controlplane::api {
@@ -34,6 +37,7 @@ struct ApiOptions {
   http::CorsPolicy cors;
   std::chrono::milliseconds default_wait{std::chrono::minutes(5)};
   std::chrono::milliseconds max_wait{std::chrono::minutes(10)};
+  secrets::SealedBackend* keyring = nullptr;  // the state's sealing layer, for keyring rotation
   // ACLs (--acl): every request is checked against its route's need (see acl/acl.hpp). A request
   // without a token gets the `anonymous` policy when there is one; 401 when that is not enough.
   bool acl = false;

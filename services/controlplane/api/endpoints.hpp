@@ -21,12 +21,16 @@ namespace mooring::controlplane {
 namespace volumes {
 class VolumeLifecycle;
 }
+namespace secrets {
+class SealedBackend;
+}
 
 namespace api {
 
 struct Context {
   StateStore& store;
   volumes::VolumeLifecycle& volumes;
+  secrets::SealedBackend* sealed = nullptr;  // none: keyring rotation answers 501
   bool acl_enabled = false;  // --acl: the ACL endpoints answer, every route checks its need
   log::Logger log{"api"};
 };
@@ -80,6 +84,9 @@ http::Response purge_node(Context&, const http::Request&);
 http::Response list_events(Context&, const http::Request&);
 http::Response health(Context&, const http::Request&);
 http::Response ready(Context&, const http::Request&);
+
+// ---- operator (operator_endpoints.cpp) ----
+Answer rotate_keyring(Context&, const http::Request&);  // PUT|POST /v1/operator/keyring/rotate
 
 // ---- allocations ----
 http::Response list_allocations(Context&, const http::Request&);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -52,6 +53,9 @@ constexpr std::array kOptions{
     Option{"config", "MOORING_CP_CONFIG", "", Kind::string, "FILE", "JSON config file (keys as listed below)", ""},
     Option{"data-dir", "MOORING_CP_DATA_DIR", "data_dir", Kind::string, "DIR",
            "where the state lives (SQLite, created 0700/0600)", "(required)", &Config::data_dir},
+    Option{"keyring-file", "MOORING_CP_KEYRING_FILE", "keyring_file", Kind::string, "FILE",
+           "the keys sealing secrets in the state (AES-256-GCM; created 0600 on first start)", "DATA_DIR/keyring",
+           &Config::keyring_file},
     Option{"http-addr", "MOORING_CP_HTTP_ADDR", "http_addr", Kind::string, "HOST:PORT",
            "REST API listen address (port 0: any)", "127.0.0.1:4700", &Config::http_addr},
     Option{"grpc-addr", "MOORING_CP_GRPC_ADDR", "grpc_addr", Kind::string, "HOST:PORT",
@@ -63,14 +67,7 @@ constexpr std::array kOptions{
            "http_max_connections_per_client", Kind::count, "N",
            "REST API connections per client address (as above; behind a proxy all share one)", "256", nullptr,
            nullptr, nullptr, &Config::http_max_connections_per_client},
-    Option{"tls-cert", "MOORING_CP_TLS_CERT", "tls_cert", Kind::string, "FILE",
-           "PEM certificate (and chain) of this control plane: the REST API serves HTTPS with it", "",
-           &Config::tls_cert},
-    Option{"tls-key", "MOORING_CP_TLS_KEY", "tls_key", Kind::string, "FILE", "PEM private key of --tls-cert", "",
-           &Config::tls_key},
-    Option{"tls-client-ca", "MOORING_CP_TLS_CLIENT_CA", "tls_client_ca", Kind::string, "FILE",
-           "REST API clients must present a certificate this CA signed (optional)", "", &Config::tls_client_ca},
-    Option{"acl", "MOORING_CP_ACL", "acl", Kind::boolean, "BOOL",
+    Option{"acl", "MOORING_CP_ACL", "acl", Kind::boolean, "",
            "require ACL tokens on the REST API (bootstrap with POST /v1/acl/bootstrap)", "false", nullptr, nullptr,
            nullptr, nullptr, &Config::acl},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
@@ -94,6 +91,21 @@ constexpr std::array kOptions{
     Option{"node-gc-threshold", "MOORING_CP_NODE_GC_THRESHOLD", "node_gc_threshold", Kind::positive_duration,
            "DURATION", "nodes down this long and named by no claim are purged with their plugin instances", "24h",
            nullptr, &Config::node_gc_threshold},
+    Option{"tls-ca-file", "MOORING_CP_TLS_CA_FILE", "tls_ca_file", Kind::string, "FILE",
+           "CA certificate for mutual TLS on the gRPC port: agents must present a certificate it signed", "",
+           &Config::tls_ca_file},
+    Option{"tls-cert-file", "MOORING_CP_TLS_CERT_FILE", "tls_cert_file", Kind::string, "FILE",
+           "the control plane's certificate (mooring tls cert create -server), for gRPC (re-read when it "
+           "changes) and the REST API's HTTPS (re-read on SIGHUP)", "",
+           &Config::tls_cert_file},
+    Option{"tls-key-file", "MOORING_CP_TLS_KEY_FILE", "tls_key_file", Kind::string, "FILE",
+           "the key of --tls-cert-file", "", &Config::tls_key_file},
+    Option{"http-client-ca-file", "MOORING_CP_HTTP_CLIENT_CA_FILE", "http_client_ca_file", Kind::string, "FILE",
+           "REST API clients must also present a certificate this CA signed (optional; needs the TLS files)", "",
+           &Config::http_client_ca_file},
+    Option{"insecure", "MOORING_CP_INSECURE", "insecure", Kind::boolean, "",
+           "plaintext gRPC without TLS files (anyone who reaches the port can act as any node); logs a warning",
+           "false", nullptr, nullptr, nullptr, nullptr, &Config::insecure},
 };
 
 const Option* find_flag(std::string_view name) {
@@ -189,15 +201,11 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
   }
 }
 
-// A switch given bare ("--acl", followed by another flag or nothing) means "--acl=true".
-std::vector<std::string> with_switch_values(const std::vector<std::string>& argv) {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < argv.size(); ++i) {
-    out.push_back(argv[i]);
-    if (i == 0 || !argv[i].starts_with("--") || argv[i].find('=') != std::string::npos) continue;
-    const Option* o = find_flag(std::string_view(argv[i]).substr(2));
-    if (o && o->kind == Kind::boolean && (i + 1 == argv.size() || argv[i + 1].starts_with("--"))) out.back() += "=true";
-  }
+// The boolean flags: given bare ("--acl", "--insecure") they mean true.
+std::set<std::string> switch_names() {
+  std::set<std::string> out;
+  for (const auto& o : kOptions)
+    if (o.kind == Kind::boolean) out.emplace(o.flag);
   return out;
 }
 
@@ -231,7 +239,7 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     std::vector<std::pair<const Option*, std::string>> flags;
     std::string config_file;
     std::map<const Option*, std::vector<std::string>> lists;
-    for (auto& [name, value] : config::split_flags(with_switch_values(argv))) {
+    for (auto& [name, value] : config::split_flags(argv, switch_names())) {
       const Option* o = find_flag(name);
       if (!o) throw Fail{"unknown flag --" + name + " (see --help)"};
       if (o->flag == "config") config_file = value;
@@ -266,11 +274,12 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
       throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
     if (!split_host_port(c.grpc_addr, host, port))
       throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
-    if (c.tls_cert.empty() != c.tls_key.empty())
-      throw Fail{"--tls-cert and --tls-key go together (got only " +
-                 std::string(c.tls_cert.empty() ? "--tls-key" : "--tls-cert") + ")"};
-    if (!c.tls_client_ca.empty() && c.tls_cert.empty())
-      throw Fail{"--tls-client-ca needs --tls-cert and --tls-key (client certificates are checked over HTTPS)"};
+    const bool any_tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
+    const bool all_tls = !c.tls_ca_file.empty() && !c.tls_cert_file.empty() && !c.tls_key_file.empty();
+    if (any_tls && !all_tls) throw Fail{"mutual TLS needs all of --tls-ca-file, --tls-cert-file and --tls-key-file"};
+    if (any_tls && c.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
+    if (!c.http_client_ca_file.empty() && !all_tls)
+      throw Fail{"--http-client-ca-file needs the --tls-* files (client certificates are checked over HTTPS)"};
     return out;
   } catch (const Fail& f) {
     return ControlPlaneConfigError{f.message};

@@ -17,15 +17,12 @@ namespace mooring::controlplane {
 struct ControlPlaneConfig {
   std::string config_file;
   std::string data_dir;  // required
+  std::string keyring_file;  // empty: <data_dir>/keyring
   std::string http_addr = "127.0.0.1:4700";
   std::string grpc_addr = "127.0.0.1:4701";
   // REST API connection limits (defaults and their reasons: http::ServerConfig).
   std::size_t http_max_connections = 1024;
   std::size_t http_max_connections_per_client = 256;
-  // HTTPS for the REST API (both files, or neither); a client CA makes client certificates required.
-  std::string tls_cert;
-  std::string tls_key;
-  std::string tls_client_ca;
   bool acl = false;  // ACL tokens and policies on the REST API (off until `make run` bootstraps)
   log::Level log_level = log::Level::info;
   log::Format log_format = log::Format::text;
@@ -37,6 +34,15 @@ struct ControlPlaneConfig {
   std::chrono::milliseconds gc_sweep_period{300'000};
   std::chrono::milliseconds alloc_gc_threshold{3'600'000};
   std::chrono::milliseconds node_gc_threshold{24 * 3'600'000};
+  // Mutual TLS on the gRPC port (all three, or none): the CA that signs agents' certificates, and
+  // the control plane's own certificate and key (`mooring tls cert create -server`).
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // With the TLS files, the REST API serves HTTPS with the same certificate; this CA makes REST
+  // clients present certificates too.
+  std::string http_client_ca_file;
+  bool insecure = false;  // plaintext gRPC on purpose (no warning about missing TLS files)
 };
 
 struct ControlPlaneArgs {

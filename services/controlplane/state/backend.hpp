@@ -1,7 +1,8 @@
 // State room: where the state is made durable. The in-memory store hands every write to a
 // StateBackend as one transaction and changes memory only after the backend says it is durable.
 // SQLite implements it today; a replicated log could implement it later without touching the
-// store's users. Rows are the storage JSON of shared/domain (full fidelity, secrets included).
+// store's users. Rows are the storage JSON of shared/domain (full fidelity); in the binary their
+// secret fields are sealed on the way down by secrets/sealed_backend.hpp.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +53,9 @@ class StateBackend {
       if (auto st = apply(tx); !st) return st;
     return {};
   }
+  // Drops what the medium may still hold of overwritten or deleted rows (SQLite: its WAL), after
+  // a rewrite meant to replace their bytes (sealing plain secrets, a key rotation).
+  virtual domain::Status scrub() { return {}; }
 };
 
 }  // namespace mooring::controlplane

@@ -74,6 +74,9 @@ domain::Expected<std::unique_ptr<SqliteBackend>> SqliteBackend::open(const std::
   for (const char* sql : {
            "PRAGMA journal_mode=WAL",
            "PRAGMA synchronous=FULL",
+           // Deleted and replaced content is overwritten with zeros, not left in free space:
+           // rows once held secrets in plain text (before sealing, see secrets/).
+           "PRAGMA secure_delete=ON",
            "CREATE TABLE IF NOT EXISTS rows (tbl TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
            "PRIMARY KEY (tbl, key)) WITHOUT ROWID",
            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
@@ -143,6 +146,11 @@ domain::Status SqliteBackend::apply_group(std::span<const Transaction> txs) {
     (void)db_->exec("ROLLBACK");  // best effort: the error that matters is the first one
     return st;
   }
+  return {};
+}
+
+domain::Status SqliteBackend::scrub() {
+  if (auto st = db_->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !st) return domain::error(path_.string() + ": " + st.error());
   return {};
 }
 

@@ -20,6 +20,9 @@ class SqliteBackend final : public StateBackend {
   domain::Expected<Snapshot> load() override;
   domain::Status apply(const Transaction& tx) override;
   domain::Status apply_group(std::span<const Transaction> txs) override;  // one SQLite transaction
+  // secure_delete is on, so replaced rows are zeroed in their pages; this checkpoints the WAL
+  // into the database and truncates it, so no older page version stays in either file.
+  domain::Status scrub() override;
 
   const std::filesystem::path& path() const { return path_; }
 

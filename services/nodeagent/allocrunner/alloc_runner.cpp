@@ -34,7 +34,8 @@ AllocRunner::AllocRunner(asio::any_io_executor ex, AllocState state, AllocStateS
       store_(store),
       status_(status),
       options_(options),
-      stop_signal_(std::make_unique<async::WakeSignal>(ex)) {}
+      stop_signal_(std::make_unique<async::WakeSignal>(ex)),
+      update_signal_(std::make_unique<async::WakeSignal>(ex)) {}
 
 AllocRunner::~AllocRunner() = default;
 
@@ -88,6 +89,8 @@ void AllocRunner::update(const domain::Allocation& alloc) {
   auto client_status = state_.client_status;
   state_.alloc = alloc;
   state_.alloc.client_status = client_status;
+  state_.secret_env_pending = false;  // the control plane's copy carries the values
+  update_signal_->notify();
   if (alloc.desired_status == domain::DesiredStatus::stop) {
     stop("stopped by the control plane");
   } else if (changed) {
@@ -101,6 +104,12 @@ void AllocRunner::stop(std::string reason) {
   save();
   emit("StopRequested", state_.stop_reason);
   stop_signal_->notify();
+}
+
+asio::awaitable<bool> AllocRunner::wait_for_secret_env() {
+  auto gen = update_signal_->generation();
+  while (state_.secret_env_pending) gen = co_await update_signal_->wait(gen);
+  co_return true;
 }
 
 asio::awaitable<void> AllocRunner::wait_for_stop() {
@@ -262,12 +271,23 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
     co_return;
   }
 
+  if (!task_ && state_.secret_env_pending) {
+    // Restored from disk, where SecretEnv values are never written: the task starts once the
+    // watch has brought the control plane's copy.
+    emit("WaitingForSecrets", "waiting for the control plane to send the task's SecretEnv");
+    if (!co_await until_stopped(wait_for_secret_env())) {
+      state_.task_result = "stopped before the task started";
+      set_status(ClientStatus::complete);
+      co_return;
+    }
+  }
   if (!task_) {
     auto dir = store_.alloc_dir(id());
     TaskSpec spec;
     spec.command = alloc.task->command;
     spec.args = alloc.task->args;
     spec.env = alloc.task->env;
+    for (const auto& [k, v] : alloc.task->secret_env) spec.env[k] = v;
     for (const auto& [k, v] : volume_env) spec.env[k] = v;
     spec.env["MOORING_ALLOC_ID"] = alloc.id;
     spec.env["MOORING_ALLOC_NAME"] = alloc.name;

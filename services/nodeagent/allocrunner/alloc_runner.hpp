@@ -84,6 +84,8 @@ class AllocRunner {
   boost::asio::awaitable<void> kill_task();
   boost::asio::awaitable<domain::Status> run_prerun(std::map<std::string, std::string>& env);
   boost::asio::awaitable<void> wait_for_stop();
+  // Completes once the control plane's copy of the allocation (with its SecretEnv values) came in.
+  boost::asio::awaitable<bool> wait_for_secret_env();
   template <class T>
   boost::asio::awaitable<std::optional<T>> until_stopped(boost::asio::awaitable<T> op);
   void set_status(domain::ClientStatus status);
@@ -98,6 +100,7 @@ class AllocRunner {
   std::vector<std::unique_ptr<AllocHook>> hooks_;
   std::unique_ptr<TaskProcess> task_;
   std::unique_ptr<async::WakeSignal> stop_signal_;
+  std::unique_ptr<async::WakeSignal> update_signal_;  // update() took a new allocation
   bool finished_ = false;
 };
 

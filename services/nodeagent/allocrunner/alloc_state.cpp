@@ -32,9 +32,14 @@ std::string encode(const AllocState& s) {
   std::string alloc_json;
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(domain::to_proto(s.alloc), &alloc_json, opts);
+  auto proto = domain::to_proto(s.alloc);
+  const bool withheld = s.secret_env_pending || !proto.task().secret_env().empty();
+  proto.mutable_task()->clear_secret_env();  // never on disk in plain text; fetched again after a restart
+  if (!s.alloc.task) proto.clear_task();
+  (void)google::protobuf::util::MessageToJsonString(proto, &alloc_json, opts);
   json j;
   j["alloc"] = json::parse(alloc_json);
+  if (withheld) j["secret_env_withheld"] = true;
   j["client_status"] = std::string(domain::to_string(s.client_status));
   j["task_started"] = s.task_started;
   if (!s.launch_id.empty()) j["launch_id"] = s.launch_id;
@@ -70,6 +75,7 @@ domain::Expected<AllocState> decode_alloc_state(const std::string& text) {
     s.stop_reason = j.value("stop_reason", "");
     s.postrun_done = j.value("postrun_done", false);
     s.claimed_volumes = j.value("claimed_volumes", std::vector<std::string>{});
+    s.secret_env_pending = j.value("secret_env_withheld", false);
     return s;
   } catch (const json::exception& e) {
     return domain::error(std::string("allocation state: ") + e.what());

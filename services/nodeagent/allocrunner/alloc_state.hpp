@@ -33,9 +33,14 @@ struct AllocState {
   std::string stop_reason;          // non-empty once a stop was asked (control plane, disconnect)
   bool postrun_done = false;        // the volumes were handed to the volume manager
   std::vector<std::string> claimed_volumes;  // volume ids claimed (or possibly claimed)
+  // Task.SecretEnv never reaches the disk (the file says only that it was withheld): a state read
+  // back has none, and its task is not started before the control plane sends the allocation
+  // again (AllocRunner::update).
+  bool secret_env_pending = false;
   bool operator==(const AllocState&) const = default;
 };
 
+// The state file's text, without Task.SecretEnv.
 std::string encode(const AllocState& state);
 domain::Expected<AllocState> decode_alloc_state(const std::string& text);
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,8 +20,6 @@
 #include "shared/async/with_timeout.hpp"
 #include "shared/log/log.hpp"
 
-extern char** environ;
-
 namespace mooring::nodeagent {
 namespace {
 
@@ -32,6 +31,23 @@ const log::Logger& logger() {
 }
 
 }  // namespace
+
+domain::Expected<std::string> resolve_command(const std::string& command, const std::string& path) {
+  if (command.find('/') != std::string::npos) return command;
+  std::string_view rest(path);
+  while (true) {
+    const auto colon = rest.find(':');
+    std::string dir(rest.substr(0, colon));
+    if (dir.empty()) dir = ".";  // POSIX: an empty PATH entry is the current directory
+    const std::string candidate = dir + "/" + command;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return domain::error("not found in the task's PATH (" + path + ")");
+}
 
 // A plain function, not a lambda: the coroutine frame must not refer to a temporary closure.
 asio::awaitable<void> TaskProcess::wait_discarding(TaskProcess& task) { (void)co_await task.wait(); }
@@ -69,13 +85,14 @@ TaskProcess::~TaskProcess() = default;
 
 domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_executor ex, const TaskSpec& spec) {
   if (spec.command.empty()) return domain::error("task has no command");
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view kv(*e);
-    if (const auto eq = kv.find('='); eq != std::string_view::npos)
-      env[std::string(kv.substr(0, eq))] = std::string(kv.substr(eq + 1));
-  }
+  // A clean environment: nothing of the agent's own (plugin credentials, its tokens) reaches
+  // the task; the spec (Task.Env, Task.SecretEnv, the MOORING_* variables) may override these.
+  std::map<std::string, std::string> env{{"PATH", kTaskPath}, {"HOME", kTaskHome}};
   for (const auto& [k, v] : spec.env) env[k] = v;
+  // A bare command name is looked up in the task's PATH, not the agent's (posix_spawnp would
+  // search the caller's).
+  const auto program = resolve_command(spec.command, env["PATH"]);
+  if (!program) return domain::error("cannot start task \"" + spec.command + "\": " + program.error());
   std::vector<std::string> env_strings;
   env_strings.reserve(env.size());
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
@@ -112,9 +129,7 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
   pid_t pid = 0;
-  const bool search_path = spec.command.find('/') == std::string::npos;
-  const int rc = search_path ? ::posix_spawnp(&pid, spec.command.c_str(), &actions, &attr, argv.data(), envp.data())
-                             : ::posix_spawn(&pid, spec.command.c_str(), &actions, &attr, argv.data(), envp.data());
+  const int rc = ::posix_spawn(&pid, program->c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return domain::error("cannot start task \"" + spec.command + "\": " + std::strerror(rc));

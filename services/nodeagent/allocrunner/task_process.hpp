@@ -38,12 +38,21 @@ struct TaskHandle {
 struct TaskSpec {
   std::string command;
   std::vector<std::string> args;
-  std::map<std::string, std::string> env;  // added to (and overriding) the agent's environment
+  // The task's whole environment besides kTaskPath/kTaskHome (which it may override): the
+  // agent's own environment never reaches a task.
+  std::map<std::string, std::string> env;
   std::filesystem::path stdout_path;
   std::filesystem::path stderr_path;
   std::filesystem::path working_dir;  // empty: the agent's
 };
 
+// What a task gets when its spec does not set PATH or HOME.
+inline constexpr const char* kTaskPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+inline constexpr const char* kTaskHome = "/";
+
+// `command` as is when it holds a '/', else the first executable regular file named `command`
+// in the directories of `path` (the task's PATH).
+domain::Expected<std::string> resolve_command(const std::string& command, const std::string& path);
 
 // The environment variable that names a task's launch (the runner's intent record holds the
 // same id): how a restarted agent finds a task whose pid it did not get to write down.

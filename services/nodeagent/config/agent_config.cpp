@@ -54,6 +54,14 @@ constexpr std::array kOptions{
            "env=K=V,socket=PATH,health_timeout=30s,probe_interval=5s,fingerprint_interval=30s,"
            "stop_timeout=10s (arg/env repeatable; MOORING_PLUGINS separates specs with ';')",
            ""},
+    Option{"tls-ca-file", "MOORING_TLS_CA_FILE", "tls_ca_file", "FILE",
+           "CA certificate for mutual TLS with the control plane (both directions)", ""},
+    Option{"tls-cert-file", "MOORING_TLS_CERT_FILE", "tls_cert_file", "FILE",
+           "this node's certificate (mooring tls cert create -agent -node-id ID); it names the node id", ""},
+    Option{"tls-key-file", "MOORING_TLS_KEY_FILE", "tls_key_file", "FILE", "the key of --tls-cert-file", ""},
+    Option{"insecure", "MOORING_INSECURE", "insecure", "",
+           "plaintext gRPC without TLS files (anyone who reaches the port can call the agent); logs a warning",
+           "false"},
 };
 
 const Option* find_flag(std::string_view name) {
@@ -246,8 +254,18 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
         throw Fail{path + ": " + layer.at(key).dump() + " must be at most 10s (reports would reach the control plane late)"};
       continue;
     }
+    if (key == "insecure") {
+      const auto& v = layer.at(key);
+      if (v.is_boolean()) cfg.insecure = v.get<bool>();
+      else if (v == "true" || v == "false") cfg.insecure = v == "true";
+      else throw Fail{path + ": expected true or false, got " + v.dump()};
+      continue;
+    }
     std::string* target = nullptr;
     if (key == "node_id") target = &cfg.node_id;
+    else if (key == "tls_ca_file") target = &cfg.tls_ca_file;
+    else if (key == "tls_cert_file") target = &cfg.tls_cert_file;
+    else if (key == "tls_key_file") target = &cfg.tls_key_file;
     else if (key == "node_name") target = &cfg.node_name;
     else if (key == "data_dir") target = &cfg.data_dir;
     else if (key == "controlplane_addr") target = &cfg.controlplane_addr;
@@ -269,6 +287,10 @@ void validate(const AgentConfig& cfg) {
   if (cfg.data_dir.empty()) throw Fail{"data_dir: must not be empty"};
   if (!cfg.node_id.empty() && !is_valid_id(cfg.node_id, 128))
     throw Fail{"node_id: " + qt(cfg.node_id) + " must be 1-128 characters of [A-Za-z0-9._-]"};
+  const bool any_tls = !cfg.tls_ca_file.empty() || !cfg.tls_cert_file.empty() || !cfg.tls_key_file.empty();
+  const bool all_tls = !cfg.tls_ca_file.empty() && !cfg.tls_cert_file.empty() && !cfg.tls_key_file.empty();
+  if (any_tls && !all_tls) throw Fail{"mutual TLS needs all of --tls-ca-file, --tls-cert-file and --tls-key-file"};
+  if (any_tls && cfg.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
   for (const auto* addr : {&cfg.controlplane_addr, &cfg.grpc_addr}) {
     if (addr->empty()) throw Fail{std::string(addr == &cfg.grpc_addr ? "grpc_addr" : "controlplane_addr") + ": must not be empty"};
   }
@@ -330,7 +352,7 @@ std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::
     // Flags first into a JSON layer (so every source goes through one decoder).
     json flags = json::object();
     std::string config_file;
-    for (auto& [name, value] : config::split_flags(argv)) {
+    for (auto& [name, value] : config::split_flags(argv, {"insecure"})) {
       const Option* opt = find_flag(name);
       if (!opt) throw Fail{"unknown flag --" + name + " (see --help)"};
       if (opt->flag == "config") {

@@ -58,6 +58,13 @@ struct AgentConfig {
   // "running" in the API. 0: send at once. At most 10 s.
   std::chrono::milliseconds status_batch_window{std::chrono::milliseconds(5)};
   std::vector<PluginConfig> plugins;
+  // Mutual TLS with the control plane, both directions (all three, or none): the CA, and this
+  // node's certificate and key (`mooring tls cert create -agent -node-id ID`). The certificate
+  // names the node: without --node-id the agent takes its id from it.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  bool insecure = false;  // plaintext gRPC on purpose (no warning about missing TLS files)
 };
 
 struct ConfigError {

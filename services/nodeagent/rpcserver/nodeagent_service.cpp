@@ -12,6 +12,7 @@
 #include "shared/log/log.hpp"
 #include "shared/rpc/csi_client.hpp"
 #include "shared/rpc/server.hpp"
+#include "shared/rpc/transport_security.hpp"
 
 namespace mooring::nodeagent {
 namespace {
@@ -34,7 +35,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
 
   ServerUnaryReactor* NodeDetachVolume(CallbackServerContext* ctx, const v1::NodeDetachVolumeRequest* req,
                                        v1::NodeDetachVolumeResponse*) override {
-    return rpc::serve(ex_, ctx, "NodeDetachVolume", [this, req]() -> asio::awaitable<Status> {
+    return serve(ctx, "NodeDetachVolume", [this, req]() -> asio::awaitable<Status> {
       if (auto st = domain::validate_volume_id(req->volume_id()); !st)
         co_return Status(StatusCode::INVALID_ARGUMENT, st.error());
       if (!req->alloc_id().empty()) {
@@ -54,7 +55,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
 
   ServerUnaryReactor* NodeExpandVolume(CallbackServerContext* ctx, const v1::NodeExpandVolumeRequest* req,
                                        v1::NodeExpandVolumeResponse* resp) override {
-    return rpc::serve(ex_, ctx, "NodeExpandVolume", [this, req, resp]() -> asio::awaitable<Status> {
+    return serve(ctx, "NodeExpandVolume", [this, req, resp]() -> asio::awaitable<Status> {
       std::map<std::string, std::string> secrets(req->secrets().begin(), req->secrets().end());
       auto result = co_await d_.volumes.expand(req->volume_id(), req->alloc_id(), req->external_id(),
                                                req->capacity_range(), std::move(secrets));
@@ -67,7 +68,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
 #define MOORING_FORWARD(Method, method_fn)                                                                   \
   ServerUnaryReactor* Method(CallbackServerContext* ctx, const v1::Method##Request* req,                    \
                              ::csi::v1::Method##Response* resp) override {                                  \
-    return rpc::serve(ex_, ctx, #Method, [this, req, resp]() -> asio::awaitable<Status> {                   \
+    return serve(ctx, #Method, [this, req, resp]() -> asio::awaitable<Status> {                   \
       auto client = d_.plugins.healthy_client(PluginKind::controller, req->plugin_id());                    \
       if (!client) co_return not_running(req->plugin_id());                                                 \
       auto result = co_await client->method_fn(req->request());                                             \
@@ -90,6 +91,24 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
 #undef MOORING_FORWARD
 
  private:
+  // With mutual TLS only the control plane may call: the handshake proved the caller holds a
+  // certificate from our CA; its identity must be the control plane's, not another node's.
+  template <class Handler>
+  ServerUnaryReactor* serve(CallbackServerContext* ctx, const char* method, Handler handler) {
+    if (d_.require_controlplane) {
+      const auto peer = rpc::peer_certificate(*ctx);
+      if (!peer.identity || peer.identity->role != tls::Role::server) {
+        logger().warn("call refused: the caller is not the control plane",
+                      {{"method", method}, {"subject", peer.tls ? peer.subject : "(no TLS)"}});
+        return rpc::serve(ex_, ctx, method, [subject = peer.subject]() -> asio::awaitable<Status> {
+          co_return Status(StatusCode::PERMISSION_DENIED,
+                           "only the control plane may call a node agent; certificate \"" + subject + "\" is not its");
+        });
+      }
+    }
+    return rpc::serve(ex_, ctx, method, std::move(handler));
+  }
+
   Status not_running(const std::string& plugin_id) const {
     return Status(StatusCode::UNAVAILABLE, "plugin " + plugin_id + " not running on node " + d_.node_id);
   }

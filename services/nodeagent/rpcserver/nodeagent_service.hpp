@@ -23,6 +23,9 @@ struct NodeAgentServiceDeps {
   std::string node_id;
   VolumeManager& volumes;
   PluginManager& plugins;  // the controller instances the forwarded calls go to
+  // Mutual TLS is on: only the control plane (a spiffe://mooring/server certificate) may call;
+  // another node's agent or a CLI certificate from the same CA gets PERMISSION_DENIED.
+  bool require_controlplane = false;
 };
 
 // The handlers run as coroutines on `ex`.

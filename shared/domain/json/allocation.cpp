@@ -25,6 +25,7 @@ constexpr Field<Task> kTask[] = {
     field<&Task::command>("Command", kIn),
     field<&Task::args>("Args", kIn),
     field<&Task::env>("Env", kIn, {.redact = true}),
+    field<&Task::secret_env>("SecretEnv", kIn, {.secret = true}),
     field<&Task::kill_timeout>("KillTimeout", kIn),
 };
 

@@ -13,6 +13,13 @@ json string_map_json(const StringMap& m, bool redact) {
   return out;
 }
 
+std::optional<json> secret_map_json(const StringMap& m, View view) {
+  if (m.empty()) return std::nullopt;
+  json out = json::object();
+  for (const auto& [k, v] : m) out[k] = view == View::storage ? v : std::string(kRedacted);
+  return out;
+}
+
 // A redacted list (mount flags) shows one [REDACTED] when it has any entry.
 json string_list_json(const std::vector<std::string>& list, bool redact) {
   json out = json::array();

@@ -38,6 +38,9 @@ struct Opts {
   bool null_when_empty = false;  // written as null when empty (a zero duration, an empty request)
   bool omit_when_unset = false;  // an enum at its first ("unknown") value is left out
   unsigned non_negative = 0;     // kInput and/or kStore: a negative number is an error there
+  // A map of secrets: left out when empty; API output names the keys only, every value masked
+  // (storage keeps them; the control plane's state layer seals them, services/controlplane/secrets).
+  bool secret = false;
 };
 
 template <class T>
@@ -143,12 +146,14 @@ template <class T>
 struct IsOptional<std::optional<T>> : std::true_type {};
 
 json string_map_json(const StringMap& m, bool redact);
+std::optional<json> secret_map_json(const StringMap& m, View view);
 json string_list_json(const std::vector<std::string>& list, bool redact);
 
 template <class M>
 std::optional<json> write_value(const M& v, const Opts& o, View view) {
   const bool redact = o.redact && view == View::api;
   if constexpr (std::is_same_v<M, StringMap>) {
+    if (o.secret) return secret_map_json(v, view);
     return string_map_json(v, redact);
   } else if constexpr (std::is_same_v<M, std::vector<std::string>>) {
     return string_list_json(v, redact);

@@ -4,6 +4,9 @@
 
 #include "services/controlplane/agentclient/agent_router.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/test_pki.hpp"
+#include "shared/rpc/transport_security.hpp"
 
 namespace mooring::controlplane::testing {
 
@@ -192,6 +195,49 @@ TEST_F(AgentRouterTest, NodeRpcGoesToTheNamedNode) {
   }, asio::use_future).get();
   EXPECT_TRUE(missing.no_target);
   EXPECT_NE(missing.error.find("node \"node-9\" is not registered"), std::string::npos) << missing.error;
+}
+
+// With mutual TLS the control plane talks to a node's agent only when the agent's certificate
+// names that node: an agent (or anyone) at the registered address holding another node's
+// certificate gets no call.
+TEST_F(AgentRouterTest, OverMutualTlsOnlyTheNodesOwnCertificateIsTrusted) {
+  test::TempDir dir("router-tls");
+  test::TestPki pki(dir / "pki");
+  auto load = [](const test::TlsPaths& p) {
+    auto s = rpc::TransportSecurity::load({p.ca, p.cert, p.key});
+    if (!s) throw std::runtime_error(s.error());
+    return *s;
+  };
+  // node-2's address answers with node-1's certificate; node-3's with its own.
+  const auto spoofed = agents.start("node-2", load(pki.agent("node-1")));
+  const auto genuine = agents.start("node-3", load(pki.agent("node-3")));
+  Batch b;
+  b.put(node("node-2", spoofed));
+  b.put(node("node-3", genuine));
+  commit(std::move(b));
+  auto router = on_io([&] {
+    return std::make_unique<agentclient::AgentRouter>(
+        io.get_executor(), plane->store,
+        agentclient::AgentRouterOptions{.channel = {.security = load(pki.server())}, .timeout_override = 3s});
+  });
+  auto detach = [&](const std::string& node_id) {
+    return asio::co_spawn(io, [&, node_id]() -> asio::awaitable<agentclient::AgentResult<v1::NodeDetachVolumeResponse>> {
+      v1::NodeDetachVolumeRequest req;
+      req.set_volume_id("vol-1");
+      co_return co_await router->node_detach_volume(node_id, req);
+    }, asio::use_future).get();
+  };
+  auto refused = detach("node-2");
+  EXPECT_FALSE(refused.done());
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error;
+  EXPECT_EQ(agents["node-2"].count("NodeDetachVolume"), 0u);
+  auto served = detach("node-3");
+  EXPECT_TRUE(served.done()) << served.error;
+  EXPECT_EQ(agents["node-3"].count("NodeDetachVolume"), 1u);
+  on_io([&] {
+    router.reset();
+    return 0;
+  });
 }
 
 }  // namespace mooring::controlplane::testing

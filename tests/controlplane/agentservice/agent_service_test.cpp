@@ -356,6 +356,29 @@ TEST_F(AgentServiceTest, WatchAllocationsTimesOutCleanlyWithTheCurrentSet) {
   EXPECT_EQ(server.stub->WatchAllocations(context().get(), req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// Task.SecretEnv reaches the node the allocation is placed on (its watch), and no other node's.
+TEST_F(AgentServiceTest, SecretEnvGoesOnlyToTheNodeTheAllocationIsPlacedOn) {
+  cluster(false);
+  ASSERT_TRUE(register_node("n2", {fingerprint("hostpath", "n2", false)}).ok());
+  json body = {{"Allocation",
+                {{"Name", "web"},
+                 {"NodeID", "n1"},
+                 {"Task", {{"Command", "/bin/true"}, {"SecretEnv", {{"TOKEN", "watch-secret-51e"}}}}}}}};
+  auto r = http("POST", "/v1/allocations", body.dump());
+  ASSERT_EQ(r.status, 200u) << r.body;
+  v1::WatchAllocationsRequest req;
+  req.set_node_id("n1");
+  v1::WatchAllocationsResponse resp;
+  ASSERT_TRUE(server.stub->WatchAllocations(context().get(), req, &resp).ok());
+  ASSERT_EQ(resp.allocations_size(), 1);
+  EXPECT_EQ(resp.allocations(0).task().secret_env().at("TOKEN"), "watch-secret-51e");
+  req.set_node_id("n2");
+  v1::WatchAllocationsResponse other;
+  ASSERT_TRUE(server.stub->WatchAllocations(context().get(), req, &other).ok());
+  EXPECT_EQ(other.allocations_size(), 0);
+  EXPECT_EQ(other.SerializeAsString().find("watch-secret-51e"), std::string::npos);
+}
+
 TEST_F(AgentServiceTest, UpdateAllocationsToTerminalMarksItsClaimsForRelease) {
   cluster(false);
   auto id = submit("vol-1");

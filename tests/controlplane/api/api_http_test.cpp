@@ -453,6 +453,38 @@ TEST_F(ApiHttpTest, ASubmitRetriedWithItsIdempotencyKeyGetsTheFirstAnswer) {
   EXPECT_EQ(call("POST", "/v1/allocation/" + id + "/stop", "", {{"Idempotency-Key", "stop-1"}}).body, stop.body);
 }
 
+// Task.SecretEnv is accepted on submit and kept (for the node), but the API shows its key names
+// only; Task.Env stays readable. No answer, list or event carries a SecretEnv value.
+TEST_F(ApiHttpTest, SecretEnvIsAcceptedButOnlyItsKeyNamesAreEverReturned) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  json alloc = {{"Allocation",
+                 {{"Name", "web"},
+                  {"Volumes",
+                   {{"data",
+                     {{"Type", "csi"}, {"Source", "vol-1"}, {"AccessMode", "single-node-writer"},
+                      {"AttachmentMode", "file-system"}}}}},
+                  {"Task",
+                   {{"Command", "/bin/sleep"},
+                    {"Env", {{"MODE", "blue"}}},
+                    {"SecretEnv", {{"DB_PASSWORD", "env-secret-9c1d"}}}}}}}};
+  auto r = call("POST", "/v1/allocations", alloc.dump(), {{"Idempotency-Key", "secret-env-1"}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.body.find("env-secret-9c1d"), std::string::npos);
+  const std::string id = parse(r)["ID"];
+  auto got = call("GET", "/v1/allocation/" + id);
+  EXPECT_EQ(parse(got)["Task"]["SecretEnv"], (json{{"DB_PASSWORD", "[REDACTED]"}}));
+  EXPECT_EQ(parse(got)["Task"]["Env"]["MODE"], "blue");
+  for (const auto* target : {"/v1/allocations", "/v1/events"}) {
+    auto listed = call("GET", target);
+    EXPECT_EQ(listed.body.find("env-secret-9c1d"), std::string::npos) << target;
+  }
+  auto replay = call("POST", "/v1/allocations", alloc.dump(), {{"Idempotency-Key", "secret-env-1"}});
+  EXPECT_EQ(replay.body.find("env-secret-9c1d"), std::string::npos);
+  server.settle();
+  const auto kept = server.on_io([&] { return server.store.allocation(id)->task->secret_env; });
+  EXPECT_EQ(kept, (std::map<std::string, std::string>{{"DB_PASSWORD", "env-secret-9c1d"}}));
+}
+
 TEST_F(ApiHttpTest, BadAllocationsGet400AndChangeNothing) {
   ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
   auto before = fingerprint();

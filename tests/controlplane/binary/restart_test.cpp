@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "mooring/v1/controlplane.grpc.pb.h"
+#include "services/controlplane/secrets/keyring.hpp"
+#include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
@@ -209,7 +211,7 @@ TEST_F(BinaryTest, AcknowledgedWritesSurviveKill9) {
   ASSERT_EQ(r.status, 200u);
   EXPECT_GT(std::stoull(r.header("x-mooring-index")), std::stoull(index_before));
 
-  // SIGTERM: a clean exit, and the secrets are in the (private) file, never in the API.
+  // SIGTERM: a clean exit; the secrets are in the (private) file only sealed, never in the API.
   ASSERT_EQ(::kill(again->pid, SIGTERM), 0);
   int status = again->wait(20s);
   ASSERT_TRUE(WIFEXITED(status)) << again->output();
@@ -217,12 +219,34 @@ TEST_F(BinaryTest, AcknowledgedWritesSurviveKill9) {
   struct stat st {};
   ASSERT_EQ(::stat((data / "state.db").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  auto backend = SqliteBackend::open(data);
-  ASSERT_TRUE(backend) << backend.error();
-  auto snap = (*backend)->load();
-  ASSERT_TRUE(snap);
-  EXPECT_NE(snap->rows[Table::volumes]["vol-0"].find("secret-vol-0"), std::string::npos);
+  ASSERT_EQ(::stat((data / "keyring").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  {
+    auto backend = SqliteBackend::open(data);
+    ASSERT_TRUE(backend) << backend.error();
+    auto snap = (*backend)->load();
+    ASSERT_TRUE(snap);
+    EXPECT_EQ(snap->rows[Table::volumes]["vol-0"].find("secret-vol-0"), std::string::npos);
+    auto keyring = secrets::Keyring::load_or_new(data / "keyring");
+    ASSERT_TRUE(keyring) << keyring.error();
+    secrets::SealedBackend sealed{**backend, std::move(*keyring)};
+    auto opened = sealed.load();
+    ASSERT_TRUE(opened) << opened.error();
+    EXPECT_NE(opened->rows[Table::volumes]["vol-0"].find("secret-vol-0"), std::string::npos);
+  }
   EXPECT_EQ(again->output().find("secret-vol-0"), std::string::npos);
+
+  // Another keyring: the start fails with an error naming the file, and the state is untouched.
+  const auto other = data.parent_path() / "other-keyring";
+  ASSERT_TRUE(secrets::Keyring::load_or_new(other)->save());
+  auto wrong = spawn(dir / "wrong-keyring.log", {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0",
+                                                 "--grpc-addr", "127.0.0.1:0", "--keyring-file", other.string()});
+  status = wrong->wait(20s);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_NE(wrong->output().find(other.string()), std::string::npos) << wrong->output();
+  EXPECT_NE(wrong->output().find("field \\\"Secrets\\\""), std::string::npos) << wrong->output();
+  EXPECT_EQ(wrong->output().find("secret-vol-0"), std::string::npos);
 }
 
 // The answer to a keyed submit is durable with the allocation: a client whose connection died with

@@ -30,7 +30,7 @@ TEST(ControlPlaneConfig, AclIsOffByDefaultAndABareFlagTurnsItOn) {
   EXPECT_FALSE(parse_ok({"--data-dir", "/tmp/x"}).acl);
   EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x", "--acl"}).acl);
   EXPECT_TRUE(parse_ok({"--acl", "--data-dir", "/tmp/x"}).acl);
-  EXPECT_FALSE(parse_ok({"--acl", "false", "--data-dir", "/tmp/x"}).acl);
+  EXPECT_FALSE(parse_ok({"--acl=false", "--data-dir", "/tmp/x"}).acl);
   EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x"}, {{"MOORING_CP_ACL", "true"}}).acl);
   EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--acl=maybe"}).find("--acl"), std::string::npos);
 }
@@ -50,15 +50,12 @@ TEST(ControlPlaneConfig, DefaultsNeedOnlyTheDataDir) {
   EXPECT_EQ(parse_error({}), "--data-dir (MOORING_CP_DATA_DIR, file key data_dir) is required");
 }
 
-TEST(ControlPlaneConfig, HttpsFilesComeTogether) {
-  const auto c = parse_ok({"--data-dir", "/tmp/x", "--tls-cert", "c.pem", "--tls-key", "k.pem"},
-                          {{"MOORING_CP_TLS_CLIENT_CA", "ca.pem"}});
-  EXPECT_EQ(c.tls_cert, "c.pem");
-  EXPECT_EQ(c.tls_key, "k.pem");
-  EXPECT_EQ(c.tls_client_ca, "ca.pem");
-  EXPECT_EQ(parse_error({"--data-dir", "/tmp/x", "--tls-cert", "c.pem"}),
-            "--tls-cert and --tls-key go together (got only --tls-cert)");
-  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--tls-client-ca", "ca.pem"}).find("--tls-client-ca needs"),
+TEST(ControlPlaneConfig, HttpsClientCaNeedsTheTlsFiles) {
+  const auto c = parse_ok({"--data-dir", "/tmp/x", "--tls-ca-file", "ca.pem", "--tls-cert-file", "c.pem",
+                           "--tls-key-file", "k.pem"},
+                          {{"MOORING_CP_HTTP_CLIENT_CA_FILE", "clients.pem"}});
+  EXPECT_EQ(c.http_client_ca_file, "clients.pem");
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--http-client-ca-file", "ca.pem"}).find("--http-client-ca-file needs"),
             std::string::npos);
 }
 

@@ -21,6 +21,7 @@
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "shared/async/sleep.hpp"
 #include "shared/rpc/server.hpp"
+#include "shared/rpc/transport_security.hpp"
 
 namespace mooring::controlplane::testing {
 
@@ -151,10 +152,13 @@ class FakeAgents {
   }
 
   // Starts the agent of `node` and returns its address "127.0.0.1:port".
-  std::string start(const std::string& node) {
+  // `security`: serve mutual TLS with that certificate (rpc/transport_security.hpp).
+  std::string start(const std::string& node, std::shared_ptr<const rpc::TransportSecurity> security = nullptr) {
     if (!agents_.count(node)) agents_[node] = std::make_unique<FakeAgent>(io_.get_executor());
     std::string error;
-    auto server = rpc::Server::start(rpc::ServerOptions{.address = "127.0.0.1:0", .services = {agents_[node].get()}}, error);
+    auto server = rpc::Server::start(
+        rpc::ServerOptions{.address = "127.0.0.1:0", .services = {agents_[node].get()}, .security = std::move(security)},
+        error);
     if (!server) throw std::runtime_error("fake agent: " + error);
     std::string address = "127.0.0.1:" + std::to_string(server->port());
     servers_[node] = std::move(server);

@@ -209,6 +209,67 @@ TEST_F(AllocRunnerTest, TaskSeesVolumePathAndAllocIdAndCompletes) {
   EXPECT_EQ(saved[0].claimed_volumes, std::vector<std::string>{"vol1"});
 }
 
+// The task's environment, as the kernel holds it for the real process: Task.Env, Task.SecretEnv,
+// the MOORING_* variables and a minimal PATH/HOME, nothing of the agent's own environment.
+TEST_F(AllocRunnerTest, TaskEnvironmentIsEnvSecretEnvMooringVariablesAndPathHomeOnly) {
+  ::setenv("MOORING_TEST_AGENT_CREDENTIAL", "agent-only-5d2", 1);
+  const auto out = dir / "environ";
+  auto task = shell("tr '\\0' '\\n' < /proc/$$/environ > " + out.string());
+  task.env = {{"MODE", "blue"}};
+  task.secret_env = {{"DB_PASSWORD", "runner-secret-2b7"}};
+  auto runner = make_runner(make_alloc("a1", task));
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  ::unsetenv("MOORING_TEST_AGENT_CREDENTIAL");
+  ASSERT_EQ(runner->client_status(), ClientStatus::complete) << sink.message_of("Terminated");
+  std::map<std::string, std::string> env;
+  for (const auto& line : test::read_lines(out)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  EXPECT_EQ(env, (std::map<std::string, std::string>{{"DB_PASSWORD", "runner-secret-2b7"},
+                                                      {"HOME", kTaskHome},
+                                                      {"MODE", "blue"},
+                                                      {"MOORING_ALLOC_ID", "a1"},
+                                                      {"MOORING_ALLOC_NAME", "job"},
+                                                      {kLaunchIdEnv, runner->state().launch_id},
+                                                      {"MOORING_VOLUME_MY_DATA", "/fake/a1/vol1"},
+                                                      {"PATH", kTaskPath}}));
+  // Never on the agent's disk, never in an event.
+  store.wait_durable();
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(store.dir())) {
+    if (entry.path().filename() == "environ" || !entry.is_regular_file()) continue;
+    EXPECT_EQ(test::read_file(entry.path()).find("runner-secret-2b7"), std::string::npos) << entry.path();
+  }
+  for (const auto& e : sink.events) EXPECT_EQ(e.message.find("runner-secret-2b7"), std::string::npos) << e.type;
+}
+
+// A state read back after a restart has no SecretEnv values: the task waits for the control
+// plane's copy of the allocation (the watch) and then starts with them.
+TEST_F(AllocRunnerTest, ARestoredAllocationStartsItsTaskOnlyOnceTheSecretEnvCameBack) {
+  const auto out = dir / "token";
+  auto task = shell("echo \"$TOKEN\" > " + out.string());
+  task.secret_env = {{"TOKEN", "restored-secret-8e4"}};
+  AllocState before;
+  before.alloc = make_alloc("a1", task);
+  ASSERT_TRUE(store.save(before));
+  auto loaded = store.load_all();
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_TRUE(loaded[0].secret_env_pending);
+  EXPECT_TRUE(loaded[0].alloc.task->secret_env.empty());
+
+  auto runner = make_runner(std::move(loaded[0]));
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("run", [&]() { return runner->run(); });
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return sink.has_event("WaitingForSecrets"); }, 10s));
+  run_for(io, 100ms);
+  EXPECT_FALSE(sink.has_event("Started"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  runner->update(before.alloc);  // the watch's answer
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_EQ(test::read_file(out), "restored-secret-8e4\n");
+}
+
 TEST_F(AllocRunnerTest, NonZeroExitFailsTheAllocation) {
   auto runner = make_runner(make_alloc("a1", shell("exit 3")));
   run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
@@ -567,6 +628,60 @@ TEST(TaskProcessTest, AdoptRefusesAReusedPid) {
   ASSERT_TRUE(ticks);
   asio::io_context io;
   EXPECT_NE(TaskProcess::adopt(io.get_executor(), TaskHandle{::getpid(), *ticks}), nullptr);
+}
+
+// /proc/<pid>/environ of a running process as a map.
+std::map<std::string, std::string> environ_of(pid_t pid) {
+  std::map<std::string, std::string> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(in, entry, '\0')) {
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) out[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return out;
+}
+
+// Nothing of the agent's own environment reaches a task: it sees the spec's variables and a
+// minimal PATH and HOME, read from the kernel's copy of the real process's environment.
+TEST(TaskProcessTest, TaskStartsWithACleanEnvironment) {
+  ::setenv("MOORING_TEST_AGENT_ONLY", "agent-credential", 1);
+  TaskSpec spec;
+  spec.command = "sleep";  // a bare name: looked up in the task's PATH
+  spec.args = {"30"};
+  spec.env = {{"APP_MODE", "prod"}, {kLaunchIdEnv, unique_launch("clean-env")}};
+  asio::io_context io;
+  auto task = TaskProcess::start(io.get_executor(), spec);
+  ::unsetenv("MOORING_TEST_AGENT_ONLY");
+  ASSERT_TRUE(task) << task.error();
+  std::map<std::string, std::string> env;
+  ASSERT_TRUE(test::wait_until([&] { env = environ_of((*task)->handle().pid); return env.contains("APP_MODE"); }, 10s));
+  EXPECT_EQ(env, (std::map<std::string, std::string>{{"APP_MODE", "prod"},
+                                                      {"HOME", kTaskHome},
+                                                      {"PATH", kTaskPath},
+                                                      {kLaunchIdEnv, unique_launch("clean-env")}}));
+  (*task)->signal(SIGKILL);
+  run_async(io, [&]() -> asio::awaitable<void> { (void)co_await (*task)->wait(); });
+}
+
+// PATH and HOME are defaults: a task's own PATH wins, and a bare command is looked up there.
+TEST(TaskProcessTest, TheTasksOwnPathIsUsedToFindItsCommand) {
+  test::TempDir dir;
+  const auto tool = dir.path() / "my-tool";
+  {
+    std::ofstream f(tool);
+    f << "#!/bin/sh\necho \"$PATH $HOME\" > " << (dir.path() / "out").string() << "\n";
+  }
+  ::chmod(tool.c_str(), 0755);
+  EXPECT_FALSE(resolve_command("my-tool", kTaskPath));
+  TaskSpec spec;
+  spec.command = "my-tool";
+  spec.env = {{"PATH", dir.path().string() + ":/bin"}, {"HOME", "/home/app"}};
+  asio::io_context io;
+  auto task = TaskProcess::start(io.get_executor(), spec);
+  ASSERT_TRUE(task) << task.error();
+  run_async(io, [&]() -> asio::awaitable<void> { (void)co_await (*task)->wait(); });
+  EXPECT_EQ(test::read_file(dir.path() / "out"), dir.path().string() + ":/bin /home/app\n");
 }
 
 }  // namespace

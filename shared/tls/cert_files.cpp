@@ -1,0 +1,61 @@
+#include "shared/tls/cert_files.hpp"
+
+#include <sys/stat.h>
+
+#include "shared/durable/durable_file.hpp"
+
+namespace mooring::tls {
+
+namespace fs = std::filesystem;
+
+std::string base_name(const Identity& identity) {
+  if (identity.role == Role::agent) return "agent-" + identity.node_id;
+  return std::string(to_string(identity.role));
+}
+
+PairPaths ca_paths(const fs::path& dir) { return {dir / "ca.pem", dir / "ca-key.pem"}; }
+
+PairPaths pair_paths(const fs::path& dir, const Identity& identity) {
+  const auto base = base_name(identity);
+  return {dir / (base + ".pem"), dir / (base + "-key.pem")};
+}
+
+Expected<PairPaths> write_pair(const PairPaths& paths, const KeyPair& pair) {
+  for (const auto* p : {&paths.cert, &paths.key}) {
+    std::error_code ec;
+    if (fs::exists(*p, ec)) return domain::error(p->string() + " already exists; remove it first to replace it");
+  }
+  const auto dir = paths.cert.parent_path();
+  if (!dir.empty()) {
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) {
+      fs::create_directories(dir, ec);
+      if (ec) return domain::error("cannot create " + dir.string() + ": " + ec.message());
+      ::chmod(dir.c_str(), 0700);
+    }
+  }
+  // write_file_atomically creates its temp file 0600 and renames it into place.
+  if (auto ec = durable::write_file_atomically(paths.key, pair.key_pem))
+    return domain::error("cannot write " + paths.key.string() + ": " + ec.message());
+  if (auto ec = durable::write_file_atomically(paths.cert, pair.cert_pem))
+    return domain::error("cannot write " + paths.cert.string() + ": " + ec.message());
+  return paths;
+}
+
+Expected<std::string> read_text(const fs::path& path) {
+  std::error_code ec;
+  auto text = durable::read_file(path, ec);
+  if (ec) return domain::error("cannot read " + path.string() + ": " + ec.message());
+  if (!text) return domain::error(path.string() + " does not exist");
+  return std::move(*text);
+}
+
+Expected<KeyPair> read_pair(const PairPaths& paths) {
+  auto cert = read_text(paths.cert);
+  if (!cert) return domain::error(cert.error());
+  auto key = read_text(paths.key);
+  if (!key) return domain::error(key.error());
+  return KeyPair{std::move(*cert), std::move(*key)};
+}
+
+}  // namespace mooring::tls

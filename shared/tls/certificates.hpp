@@ -1,0 +1,69 @@
+// Creating and reading certificates with OpenSSL: an ECDSA P-256 CA, leaf certificates signed by
+// it for the control plane, a node agent or the CLI (identity.hpp), and what a PEM certificate
+// says (subject, identity, SANs, validity) for logs, expiry warnings and `mooring node status`.
+// No I/O: PEM text in, PEM text out (cert_files.hpp writes them).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shared/domain/result.hpp"
+#include "shared/tls/identity.hpp"
+
+namespace mooring::tls {
+
+template <class T>
+using Expected = domain::Expected<T>;
+
+struct KeyPair {
+  std::string cert_pem;
+  std::string key_pem;  // PKCS#8, unencrypted
+};
+
+struct CaRequest {
+  std::string common_name = "Mooring CA";
+  int days = 1825;
+};
+
+struct CertRequest {
+  Identity identity;
+  std::vector<std::string> dns_names{"localhost"};
+  std::vector<std::string> ip_addresses{"127.0.0.1"};
+  int days = 365;
+};
+
+Expected<KeyPair> create_ca(const CaRequest& request);
+// Signed by `ca`; an error names a bad DNS name or IP address, or a CA key that does not match.
+Expected<KeyPair> create_certificate(const KeyPair& ca, const CertRequest& request);
+
+struct CertificateInfo {
+  std::string subject;  // RFC 2253, e.g. "CN=agent.node-1.mooring,O=Mooring"
+  std::string issuer;
+  std::optional<Identity> identity;  // from the URI SAN
+  std::vector<std::string> dns_names;
+  std::vector<std::string> ip_addresses;
+  std::vector<std::string> uris;
+  bool is_ca = false;
+  std::chrono::system_clock::time_point not_before;
+  std::chrono::system_clock::time_point not_after;
+};
+
+// The first certificate in `pem`.
+Expected<CertificateInfo> inspect(std::string_view pem);
+// True when `cert_pem`'s signature verifies with the CA certificate's key.
+bool signed_by(std::string_view cert_pem, std::string_view ca_pem);
+// True when `key_pem` is the private key of `cert_pem`.
+bool key_matches(std::string_view cert_pem, std::string_view key_pem);
+
+// A warning for a certificate that expires within `within` of `now` (or has expired); nullopt
+// otherwise. Names the subject and the days left. Pure.
+std::optional<std::string> expiry_warning(const CertificateInfo& info, std::chrono::system_clock::time_point now,
+                                          std::chrono::hours within = std::chrono::hours(24 * 30));
+
+// "a.example.com", "*.example.com": letters, digits, '-', '.', a leading "*." ; no empty label.
+bool is_valid_dns_name(std::string_view name);
+
+}  // namespace mooring::tls

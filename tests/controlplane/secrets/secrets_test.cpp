@@ -1,0 +1,313 @@
+// Encryption at rest: the sealer (AES-256-GCM through OpenSSL), the keyring file, and the sealed
+// backend over a real SQLite file — secrets absent from the file's bytes, migration of plain
+// state, and every way a start must fail loudly instead of losing secrets.
+#include "services/controlplane/secrets/keyring.hpp"
+#include "services/controlplane/secrets/sealed_backend.hpp"
+#include "services/controlplane/secrets/sealer.hpp"
+
+#include <sys/stat.h>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "services/controlplane/state/sqlite_backend.hpp"
+#include "services/controlplane/state/state_store.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::controlplane::secrets {
+namespace {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+
+constexpr const char* kVolumeSecret = "volume-password-3f9a1c";
+constexpr const char* kTaskSecret = "task-token-77b2e0";
+
+Keyring keyring_at(const std::filesystem::path& path) {
+  auto ring = Keyring::load_or_new(path);
+  EXPECT_TRUE(ring) << ring.error();
+  return std::move(*ring);
+}
+
+// ---- sealer ----
+
+TEST(SealerTest, SealedValueOpensWithItsKeyAndPlaceOnly) {
+  test::TempDir dir;
+  auto ring = keyring_at(dir / "keyring");
+  auto a = seal(ring.active(), "hunter2", "volumes|v1|Secrets");
+  auto b = seal(ring.active(), "hunter2", "volumes|v1|Secrets");
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(*a, *b) << "a fresh nonce per seal";
+  EXPECT_TRUE(is_sealed(*a));
+  EXPECT_EQ(sealed_key_id(*a), ring.active().id);
+  EXPECT_EQ(a->find("hunter2"), std::string::npos);
+  auto opened = open_sealed(ring, *a, "volumes|v1|Secrets");
+  ASSERT_TRUE(opened) << opened.error();
+  EXPECT_EQ(*opened, "hunter2");
+
+  auto moved = open_sealed(ring, *a, "volumes|v2|Secrets");
+  ASSERT_FALSE(moved);
+  EXPECT_NE(moved.error().find("does not open"), std::string::npos) << moved.error();
+
+  std::string tampered = *a;
+  tampered[tampered.size() - 5] = tampered[tampered.size() - 5] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(open_sealed(ring, tampered, "volumes|v1|Secrets"));
+
+  auto other = keyring_at(dir / "other");
+  auto unknown = open_sealed(other, *a, "volumes|v1|Secrets");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().find((dir / "other").string()), std::string::npos) << unknown.error();
+  EXPECT_EQ(unknown.error().find("hunter2"), std::string::npos);
+}
+
+TEST(SealerTest, Base64RoundTripsEveryLength) {
+  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
+    auto back = base64_decode(base64_encode(s));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(*back, s);
+  }
+  EXPECT_FALSE(base64_decode("abc"));
+}
+
+// ---- keyring ----
+
+TEST(KeyringTest, ANewKeyringIsWrittenPrivateOnSaveAndReadsBack) {
+  test::TempDir dir;
+  auto ring = keyring_at(dir / "keyring");
+  EXPECT_FALSE(ring.on_disk());
+  EXPECT_FALSE(std::filesystem::exists(dir / "keyring")) << "nothing written before save()";
+  ASSERT_TRUE(ring.save());
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "keyring").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = keyring_at(dir / "keyring");
+  EXPECT_TRUE(again.on_disk());
+  EXPECT_EQ(again.active().id, ring.active().id);
+  EXPECT_EQ(again.active().bytes, ring.active().bytes);
+}
+
+TEST(KeyringTest, ACorruptKeyringIsAnErrorNamingTheFile) {
+  test::TempDir dir;
+  auto ring = keyring_at(dir / "keyring");
+  auto good = json::parse(ring.to_text());
+  auto short_key = good;
+  short_key["Keys"][0]["Key"] = "c2hvcnQ=";
+  auto no_active = good;
+  no_active["Active"] = "missing";
+  for (const std::string& text : {std::string("{not json"), short_key.dump(), no_active.dump(), std::string("{}")}) {
+    test::write_file(dir / "keyring", text);
+    auto r = Keyring::load_or_new(dir / "keyring");
+    ASSERT_FALSE(r) << text;
+    EXPECT_NE(r.error().find((dir / "keyring").string()), std::string::npos) << r.error();
+  }
+}
+
+// ---- the sealed backend over SQLite ----
+
+class SealedStateTest : public ::testing::Test {
+ protected:
+  std::filesystem::path data() const { return dir / "data"; }
+  std::filesystem::path keyring_path() const { return dir / "data" / "keyring"; }
+
+  static domain::Volume volume(const std::string& id) {
+    domain::Volume v;
+    v.id = id;
+    v.plugin_id = "p";
+    v.external_id = "ext-" + id;
+    v.requested_capabilities = {{domain::AccessMode::single_node_writer, domain::AttachmentMode::file_system}};
+    v.secrets = {{"password", kVolumeSecret}};
+    return v;
+  }
+  static domain::Allocation allocation(const std::string& id) {
+    domain::Allocation a;
+    a.id = id;
+    a.node_id = "n1";
+    a.task = domain::Task{};
+    a.task->command = "/bin/true";
+    a.task->env = {{"MODE", "plain"}};
+    a.task->secret_env = {{"TOKEN", kTaskSecret}};
+    return a;
+  }
+
+  // Opens the data dir (optionally sealed) and loads it; the status of the load.
+  domain::Status open(bool sealed_too = true) {
+    store.reset();
+    sealed.reset();
+    sqlite.reset();
+    auto b = SqliteBackend::open(data());
+    if (!b) return domain::error(b.error());
+    sqlite = std::move(*b);
+    StateBackend* top = sqlite.get();
+    if (sealed_too) {
+      auto ring = Keyring::load_or_new(keyring_path());
+      if (!ring) return domain::error(ring.error());
+      sealed = std::make_unique<SealedBackend>(*sqlite, std::move(*ring));
+      top = sealed.get();
+    }
+    store = std::make_unique<StateStore>(io.get_executor(), *top);
+    return store->load();
+  }
+  void put(domain::Volume v, std::optional<domain::Allocation> a = std::nullopt) {
+    Batch b;
+    b.put(std::move(v));
+    if (a) b.put(std::move(*a));
+    ASSERT_TRUE(store->commit(std::move(b)));
+  }
+  // Every byte SQLite keeps: the database, its WAL and shared memory file.
+  std::string raw_bytes() const {
+    return test::read_file(data() / "state.db") + test::read_file(data() / "state.db-wal") +
+           test::read_file(data() / "state.db-shm");
+  }
+  std::string raw_row(Table t, const std::string& key) {
+    auto snap = sqlite->load();
+    EXPECT_TRUE(snap);
+    return snap->rows[t][key];
+  }
+  void write_raw_row(Table t, const std::string& key, const std::string& text) {
+    ASSERT_TRUE(sqlite->apply(Transaction{.index = store->index(), .mutations = {{t, key, text}}, .tables = {}}));
+  }
+
+  test::TempDir dir{"sealed-state"};
+  asio::io_context io;
+  std::unique_ptr<SqliteBackend> sqlite;
+  std::unique_ptr<SealedBackend> sealed;
+  std::unique_ptr<StateStore> store;
+};
+
+TEST_F(SealedStateTest, SecretsNeverReachTheDatabaseBytesAndReadBackWhole) {
+  ASSERT_TRUE(open());
+  EXPECT_TRUE(std::filesystem::exists(keyring_path())) << "created on the first start";
+  put(volume("v1"), allocation("a1"));
+  const auto bytes = raw_bytes();
+  EXPECT_EQ(bytes.find(kVolumeSecret), std::string::npos);
+  EXPECT_EQ(bytes.find(kTaskSecret), std::string::npos);
+  EXPECT_NE(bytes.find("plain"), std::string::npos) << "Task.Env is not a secret";
+  const auto row = json::parse(raw_row(Table::volumes, "v1"));
+  ASSERT_TRUE(row["Secrets"].is_string());
+  EXPECT_TRUE(is_sealed(row["Secrets"].get<std::string>()));
+
+  ASSERT_TRUE(open());
+  ASSERT_TRUE(store->volume("v1"));
+  EXPECT_EQ(store->volume("v1")->secrets.at("password"), kVolumeSecret);
+  ASSERT_TRUE(store->allocation("a1"));
+  EXPECT_EQ(store->allocation("a1")->task->secret_env.at("TOKEN"), kTaskSecret);
+}
+
+TEST_F(SealedStateTest, PlainStateFromBeforeSealingIsSealedOnStartAndScrubbed) {
+  ASSERT_TRUE(open(/*sealed_too=*/false));
+  put(volume("v1"), allocation("a1"));
+  put(volume("v2"));  // overwritten rows too: their old bytes must go
+  ASSERT_NE(raw_bytes().find(kVolumeSecret), std::string::npos) << "the old format really is plain";
+
+  ASSERT_TRUE(open());
+  EXPECT_EQ(store->volume("v1")->secrets.at("password"), kVolumeSecret);
+  EXPECT_EQ(store->allocation("a1")->task->secret_env.at("TOKEN"), kTaskSecret);
+  const auto bytes = raw_bytes();
+  EXPECT_EQ(bytes.find(kVolumeSecret), std::string::npos);
+  EXPECT_EQ(bytes.find(kTaskSecret), std::string::npos);
+  EXPECT_TRUE(is_sealed(json::parse(raw_row(Table::volumes, "v2"))["Secrets"].get<std::string>()));
+}
+
+TEST_F(SealedStateTest, AnotherKeyringFailsTheStartNamingTheFileAndChangesNothing) {
+  ASSERT_TRUE(open());
+  put(volume("v1"));
+  const auto before = raw_row(Table::volumes, "v1");
+  store.reset();
+  sealed.reset();
+  std::filesystem::remove(keyring_path());
+  auto other = keyring_at(keyring_path());
+  ASSERT_TRUE(other.save());
+
+  auto st = open();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find(keyring_path().string()), std::string::npos) << st.error();
+  EXPECT_NE(st.error().find("volumes row \"v1\""), std::string::npos) << st.error();
+  EXPECT_EQ(raw_row(Table::volumes, "v1"), before);
+}
+
+TEST_F(SealedStateTest, AMissingKeyringFailsTheStartAndIsNotReplacedByANewOne) {
+  ASSERT_TRUE(open());
+  put(volume("v1"));
+  std::filesystem::remove(keyring_path());
+  auto st = open();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("does not exist"), std::string::npos) << st.error();
+  EXPECT_NE(st.error().find(keyring_path().string()), std::string::npos) << st.error();
+  EXPECT_FALSE(std::filesystem::exists(keyring_path())) << "a new keyring would hide the lost one";
+}
+
+TEST_F(SealedStateTest, ACorruptKeyringFailsTheStartNamingTheFile) {
+  ASSERT_TRUE(open());
+  put(volume("v1"));
+  test::write_file(keyring_path(), "{\"Format\":\"mooring-keyring/1\",\"Keys\":[]}");
+  auto st = open();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find(keyring_path().string()), std::string::npos) << st.error();
+}
+
+TEST_F(SealedStateTest, TamperedOrSwappedCiphertextFailsTheStart) {
+  ASSERT_TRUE(open());
+  put(volume("v1"));
+  put(volume("v2"));
+  auto v1 = json::parse(raw_row(Table::volumes, "v1"));
+  auto v2 = json::parse(raw_row(Table::volumes, "v2"));
+
+  // v1's sealed secrets copied into v2's row: they are bound to v1.
+  auto swapped = v2;
+  swapped["Secrets"] = v1["Secrets"];
+  write_raw_row(Table::volumes, "v2", swapped.dump());
+  auto st = open();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("volumes row \"v2\" field \"Secrets\""), std::string::npos) << st.error();
+
+  // One byte of the ciphertext changed.
+  write_raw_row(Table::volumes, "v2", v2.dump());
+  auto sealed_text = v1["Secrets"].get<std::string>();
+  auto& c = sealed_text[sealed_text.size() - 10];
+  c = c == 'A' ? 'B' : 'A';
+  v1["Secrets"] = sealed_text;
+  write_raw_row(Table::volumes, "v1", v1.dump());
+  st = open();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("volumes row \"v1\""), std::string::npos) << st.error();
+  EXPECT_NE(st.error().find("does not open"), std::string::npos) << st.error();
+}
+
+TEST_F(SealedStateTest, RotationResealsEveryRowAndRetiresTheOldKey) {
+  ASSERT_TRUE(open());
+  put(volume("v1"), allocation("a1"));
+  const auto old_id = sealed->active_key_id();
+  auto rotation = sealed->rotate();
+  ASSERT_TRUE(rotation) << rotation.error();
+  EXPECT_NE(rotation->key_id, old_id);
+  EXPECT_EQ(rotation->rows_resealed, 2u);
+  EXPECT_EQ(rotation->retired, std::vector<std::string>{old_id});
+  auto ring = keyring_at(keyring_path());
+  ASSERT_EQ(ring.keys().size(), 1u);
+  EXPECT_EQ(ring.active().id, rotation->key_id);
+  EXPECT_EQ(sealed_key_id(json::parse(raw_row(Table::volumes, "v1"))["Secrets"].get<std::string>()), rotation->key_id);
+  EXPECT_EQ(raw_bytes().find(old_id), std::string::npos) << "no row names the retired key";
+
+  // Writes after the rotation use the new key; a restart opens everything.
+  put(volume("v3"));
+  ASSERT_TRUE(open());
+  EXPECT_EQ(store->volume("v1")->secrets.at("password"), kVolumeSecret);
+  EXPECT_EQ(store->volume("v3")->secrets.at("password"), kVolumeSecret);
+  EXPECT_EQ(store->allocation("a1")->task->secret_env.at("TOKEN"), kTaskSecret);
+}
+
+TEST(SealRowTest, RowsWithoutSecretsPassThroughUnchanged) {
+  test::TempDir dir;
+  auto ring = keyring_at(dir / "keyring");
+  const std::string text = R"({"ID":"v1","Secrets":{},"Parameters":{"Secrets":{"x":"y"}}})";
+  auto out = seal_row(Table::volumes, "v1", text, ring.active());
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, text);
+  const std::string plugin = R"({"ID":"p","Secrets":{"a":"b"}})";
+  EXPECT_EQ(*seal_row(Table::plugins, "p", plugin, ring.active()), plugin) << "only the tables with secrets";
+}
+
+}  // namespace
+}  // namespace mooring::controlplane::secrets
