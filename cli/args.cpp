@@ -103,6 +103,9 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
         if (!take_value()) return fail("flag -" + name + " needs a value (a PEM file)");
         (name == "ca-cert" ? inv.globals.ca_cert : name == "client-cert" ? inv.globals.client_cert : inv.globals.client_key) =
             *value;
+      } else if (name == "token") {
+        if (!take_value()) return fail("flag -token needs a value (an ACL Secret ID)");
+        inv.globals.token = *value;
       } else if (name == "json") {
         if (!switch_value(inv.globals.json)) return fail("flag -json: expected true or false, got \"" + *value + "\"");
       } else if (const FlagSpec* f = find_flag(inv.command, name)) {
@@ -180,6 +183,7 @@ std::string global_flags_usage() {
          "  -client-cert FILE  client certificate for HTTPS, with -client-key (env MOORING_CLIENT_CERT,\n"
          "                     MOORING_CLIENT_KEY)\n"
          "  -json              print the API's JSON instead of tables\n"
+         "  -token SECRET      ACL token, sent as X-Mooring-Token (env MOORING_TOKEN)\n"
          "  -secrets k=v,...   CSI secrets for create/delete/snapshot (sent as X-Mooring-CSI-Secrets)\n"
          "  -h                 help for any command\n";
 }

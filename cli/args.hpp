@@ -42,6 +42,7 @@ struct GlobalOptions {
   std::string ca_cert;
   std::string client_cert;
   std::string client_key;
+  std::string token;  // ACL SecretID ("" = not given; MOORING_TOKEN may give it)
 };
 
 struct Invocation {

@@ -16,6 +16,7 @@ std::vector<CommandSpec> alloc_commands();     // alloc run|stop|status
 std::vector<CommandSpec> event_commands();     // events
 std::vector<CommandSpec> tls_commands();       // tls ca create, tls cert create (local files, no API call)
 std::vector<CommandSpec> operator_commands();  // operator keyring rotate
+std::vector<CommandSpec> acl_commands();       // acl bootstrap, acl policy ..., acl token ...
 
 // Every command, in the order the top-level usage lists them.
 const std::vector<CommandSpec>& all_commands();

@@ -39,6 +39,7 @@ std::optional<ApiReply> Context::call(const std::string& method, const std::stri
   req.target = target;
   req.timeout = options.timeout;
   if (body) req.body = body->dump();
+  if (!globals_.token.empty()) req.headers.emplace_back(kTokenHeader, globals_.token);
   if (options.send_secrets && !secrets_.empty()) {
     std::string value;
     for (const auto& [k, v] : secrets_) value += (value.empty() ? "" : ",") + k + "=" + v;

@@ -22,6 +22,7 @@ inline constexpr int kExitError = 1;
 inline constexpr int kExitUsage = 2;
 
 inline constexpr const char* kSecretsHeader = "X-Mooring-CSI-Secrets";
+inline constexpr const char* kTokenHeader = "X-Mooring-Token";
 
 struct ApiReply {
   nlohmann::json body;      // null for an empty body

@@ -43,7 +43,9 @@ int run(const std::vector<std::string>& args, const std::map<std::string, std::s
   TlsClientFiles tls{.ca_file = setting(inv.globals.ca_cert, "MOORING_CACERT"),
                      .cert_file = setting(inv.globals.client_cert, "MOORING_CLIENT_CERT"),
                      .key_file = setting(inv.globals.client_key, "MOORING_CLIENT_KEY")};
-  Context ctx(HttpClient(std::move(*endpoint), std::move(tls)), inv.globals, std::move(secrets), out, err);
+  GlobalOptions globals = inv.globals;
+  globals.token = setting(inv.globals.token, "MOORING_TOKEN");
+  Context ctx(HttpClient(std::move(*endpoint), std::move(tls)), std::move(globals), std::move(secrets), out, err);
   return inv.command->run(ctx, inv);
 }
 

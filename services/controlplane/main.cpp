@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
   if (!flags.cors_read_origins.empty()) api_options.cors.read_origins = flags.cors_read_origins;
   api_options.cors.write_origins = flags.cors_write_origins;
   api_options.keyring = &sealed;
+  api_options.acl = flags.acl;
   api::Api api{store, volume_lifecycle, api_options};
 
   http::Server server{io.get_executor(), http_config, [&api](http::Request r) { return api.handle(std::move(r)); }};
@@ -228,7 +229,8 @@ int main(int argc, char** argv) {
   volume_lifecycle.start();  // resumes deletes whose outcome was unknown when we stopped
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
   logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
-                                     {"scheme", server.secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr}});
+                                     {"scheme", server.secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr},
+                                     {"acl", flags.acl ? "on" : "off"}});
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {

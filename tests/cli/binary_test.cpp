@@ -572,5 +572,60 @@ TEST_F(CliBinary, TlsBadInputIsRefusedAndWritesNothing) {
   EXPECT_EQ(files, (std::vector<std::string>{"ca-key.pem", "ca.pem"}));
 }
 
+TEST_F(CliBinary, TheTokenComesFromMooringTokenAndTheFlagWins) {
+  FakeApi api;
+  api.on("GET", "/v1/nodes", {200, "[]"});
+  ASSERT_EQ(run({"-address", api.url(), "node", "status"}, {{"MOORING_TOKEN", "env-secret"}}).code, 0);
+  ASSERT_EQ(run({"-address", api.url(), "-token", "flag-secret", "node", "status"}, {{"MOORING_TOKEN", "env-secret"}}).code,
+            0);
+  ASSERT_EQ(run({"-address", api.url(), "node", "status"}).code, 0);
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[0].headers["x-mooring-token"], "env-secret");
+  EXPECT_EQ(reqs[1].headers["x-mooring-token"], "flag-secret");
+  EXPECT_FALSE(reqs[2].headers.contains("x-mooring-token"));
+}
+
+TEST_F(CliBinary, AclBootstrapAndTokenCreatePrintTheSecretOnce) {
+  FakeApi api;
+  const json token = {{"AccessorID", "acc-1"}, {"SecretID", "sec-1"}, {"Name", "ro"}, {"Type", "client"},
+                      {"Policies", {"reader", "ops"}}, {"CreateTime", "2026-01-01T00:00:00Z"}, {"ExpirationTime", nullptr}};
+  api.on("POST", "/v1/acl/bootstrap", {200, token.dump()});
+  api.on("PUT", "/v1/acl/token", {200, token.dump()});
+  json listed = token;
+  listed.erase("SecretID");
+  api.on("GET", "/v1/acl/tokens", {200, json::array({listed}).dump()});
+  auto b = cli(api, {"acl", "bootstrap"});
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NE(b.out.find("Secret ID    = sec-1"), std::string::npos) << b.out;
+  auto c = cli(api, {"-token", "mgmt", "acl", "token", "create", "-name", "ro", "-policy", "reader", "-policy", "ops",
+                     "-ttl", "1h"});
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("Policies     = reader, ops"), std::string::npos) << c.out;
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(json::parse(reqs[1].body),
+            (json{{"Name", "ro"}, {"Type", "client"}, {"Policies", {"reader", "ops"}}, {"ExpirationTTL", "1h"}}));
+  EXPECT_EQ(reqs[1].headers["x-mooring-token"], "mgmt");
+  auto l = cli(api, {"acl", "token", "list"});
+  ASSERT_EQ(l.code, 0) << l.err;
+  EXPECT_NE(l.out.find("acc-1"), std::string::npos);
+  EXPECT_EQ(l.out.find("sec-1"), std::string::npos);
+}
+
+TEST_F(CliBinary, AclPolicyApplyTakesTheRulesFromAFile) {
+  FakeApi api;
+  api.on("PUT", "/v1/acl/policy/reader", {200, R"({"Name":"reader"})"});
+  auto file = write("reader.json", R"({"Namespace":{"*":{"Policy":"read"}},"Node":"read"})");
+  auto r = cli(api, {"acl", "policy", "apply", "-description", "read all", "reader", file});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "Successfully wrote \"reader\" ACL policy!\n");
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(json::parse(reqs[0].body), (json{{"Name", "reader"},
+                                             {"Description", "read all"},
+                                             {"Rules", {{"Namespace", {{"*", {{"Policy", "read"}}}}}, {"Node", "read"}}}}));
+}
+
 }  // namespace
 }  // namespace mooring::cli

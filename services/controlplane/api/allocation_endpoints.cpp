@@ -60,6 +60,13 @@ http::Response get_allocation(Context& ctx, const http::Request& req) {
   return json_ok(domain::to_api_json(*a));
 }
 
+bool requests_volumes(const http::Request& req) {
+  auto body = nlohmann::json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) return false;  // the endpoint answers 400
+  auto alloc = domain::allocation_request_from_api(body);
+  return alloc && !alloc->volumes.empty();
+}
+
 http::Response submit_allocation(Context& ctx, const http::Request& req) {
   nlohmann::json body;
   http::Response err;

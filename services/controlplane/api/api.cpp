@@ -12,6 +12,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include "services/controlplane/acl/acl.hpp"
+#include "services/controlplane/acl/secret.hpp"
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/audit/audit_log.hpp"
 #include "services/controlplane/http/query.hpp"
@@ -25,6 +27,10 @@ namespace {
 struct Route {
   Endpoint endpoint = nullptr;
   std::optional<Table> watch;  // reads that support blocking queries
+  acl::Need need;              // what the caller needs (ACLs on)
+  bool (*when)(const http::Request&) = nullptr;  // when this says so, the caller needs `also` too
+  acl::Need also;
+  bool keep_answer = true;  // false: an answer carrying a SecretID is never kept for Idempotency-Key
 };
 
 struct Blocking {
@@ -41,55 +47,189 @@ struct KeyedWrite {
 
 bool is_write(const std::string& method) { return method != "GET" && method != "HEAD" && method != "OPTIONS"; }
 
-}  // namespace
+struct RouteEntry {
+  std::string method;
+  std::string pattern;
+  Route route;
+};
 
-struct Api::Impl {
-  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring}, options(std::move(o)) {
+// What a few routes add to their need.
+struct Extra {
+  bool (*when)(const http::Request&) = nullptr;
+  acl::Need also;
+  bool keep_answer = true;
+};
+
+bool forced(const http::Request& req) { return req.param("force") == "true" || req.param("purge") == "true"; }
+
+// The route table. Each route is registered once and names what it needs; until namespaces
+// exist, namespace capabilities are checked in "default".
+class RouteTable {
+ public:
+  using Need = acl::Need;
+  using Cap = acl::Capability;
+  using Area = acl::Area;
+  using Level = acl::Level;
+
+  RouteTable() {
     add_volume_routes();
     add_cluster_routes();
+    add_acl_routes();
   }
+  std::vector<RouteEntry> entries;
 
-  void get(std::string_view path, Endpoint e, std::optional<Table> watch = std::nullopt) {
-    router.add("GET", path, Route{e, watch});
+ private:
+  void get(std::string_view path, Need need, Endpoint e, std::optional<Table> watch = std::nullopt) {
+    entries.push_back({"GET", std::string(path), Route{e, watch, need}});
   }
-  void write(std::initializer_list<const char*> methods, std::string_view path, Endpoint e) {
-    for (const char* m : methods) router.add(m, path, Route{e, {}});
+  void write(std::initializer_list<const char*> methods, std::string_view path, Need need, Endpoint e, Extra x = {}) {
+    for (const char* m : methods)
+      entries.push_back({m, std::string(path), Route{e, {}, need, x.when, x.also, x.keep_answer}});
   }
 
   void add_volume_routes() {
-    get("/v1/volumes", at_once<list_volumes>, Table::volumes);
-    write({"PUT", "POST"}, "/v1/volumes", register_volumes);
-    get("/v1/volume/csi/:id", at_once<get_volume>, Table::volumes);
-    write({"PUT", "POST"}, "/v1/volume/csi/:id", register_volume);
-    write({"DELETE"}, "/v1/volume/csi/:id", deregister_volume);
-    write({"PUT", "POST"}, "/v1/volume/csi/:id/create", create_volume);
-    write({"DELETE"}, "/v1/volume/csi/:id/delete", delete_volume);
-    write({"DELETE"}, "/v1/volume/csi/:id/detach", detach_volume);
-    get("/v1/volumes/external", list_external_volumes);
-    get("/v1/volumes/snapshot", list_snapshots);
-    write({"PUT", "POST"}, "/v1/volumes/snapshot", create_snapshots);
-    write({"DELETE"}, "/v1/volumes/snapshot", delete_snapshot);
+    get("/v1/volumes", Need::cap(Cap::csi_list_volume), at_once<list_volumes>, Table::volumes);
+    write({"PUT", "POST"}, "/v1/volumes", Need::cap(Cap::csi_write_volume), register_volumes);
+    get("/v1/volume/csi/:id", Need::cap(Cap::csi_read_volume), at_once<get_volume>, Table::volumes);
+    write({"PUT", "POST"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), register_volume);
+    write({"DELETE"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), deregister_volume,
+          {.when = forced, .also = Need::on(Area::operator_, Level::write)});
+    write({"PUT", "POST"}, "/v1/volume/csi/:id/create", Need::cap(Cap::csi_write_volume), create_volume);
+    write({"DELETE"}, "/v1/volume/csi/:id/delete", Need::cap(Cap::csi_write_volume), delete_volume);
+    write({"DELETE"}, "/v1/volume/csi/:id/detach", Need::on(Area::operator_, Level::write), detach_volume);
+    get("/v1/volumes/external", Need::cap(Cap::csi_list_volume), list_external_volumes);
+    get("/v1/volumes/snapshot", Need::cap(Cap::csi_list_volume), list_snapshots);
+    write({"PUT", "POST"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), create_snapshots);
+    write({"DELETE"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), delete_snapshot);
   }
 
   void add_cluster_routes() {
-    get("/v1/plugins", at_once<list_plugins>, Table::plugins);
-    get("/v1/plugin/csi/:id", at_once<get_plugin>, Table::plugins);
-    get("/v1/nodes", at_once<list_nodes>, Table::nodes);
-    get("/v1/node/:id", at_once<get_node>, Table::nodes);
-    write({"DELETE"}, "/v1/node/:id", at_once<purge_node>);
-    get("/v1/allocations", at_once<list_allocations>, Table::allocations);
-    write({"POST", "PUT"}, "/v1/allocations", at_once<submit_allocation>);
-    get("/v1/allocation/:id", at_once<get_allocation>, Table::allocations);
-    write({"POST", "PUT"}, "/v1/allocation/:id/stop", at_once<stop_allocation>);
-    get("/v1/events", at_once<list_events>, Table::events);
-    get("/v1/status/health", at_once<health>);
-    get("/v1/status/ready", at_once<ready>);
-    write({"PUT", "POST"}, "/v1/operator/keyring/rotate", rotate_keyring);
+    get("/v1/plugins", Need::on(Area::plugin, Level::list), at_once<list_plugins>, Table::plugins);
+    get("/v1/plugin/csi/:id", Need::on(Area::plugin, Level::read), at_once<get_plugin>, Table::plugins);
+    get("/v1/nodes", Need::on(Area::node, Level::read), at_once<list_nodes>, Table::nodes);
+    get("/v1/node/:id", Need::on(Area::node, Level::read), at_once<get_node>, Table::nodes);
+    write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>);
+    get("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
+    write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
+          {.when = requests_volumes, .also = Need::cap(Cap::csi_mount_volume)});
+    get("/v1/allocation/:id", Need::cap(Cap::read_alloc), at_once<get_allocation>, Table::allocations);
+    write({"POST", "PUT"}, "/v1/allocation/:id/stop", Need::cap(Cap::alloc_lifecycle), at_once<stop_allocation>);
+    get("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
+    get("/v1/status/health", Need::anyone(), at_once<health>);
+    get("/v1/status/ready", Need::anyone(), at_once<ready>);
+    // Rotating the key that seals every stored secret is for management tokens only.
+    write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring);
   }
 
-  // Everything up to the endpoint call. Returns a response when the request ends here (errors,
+  void add_acl_routes() {
+    // Bootstrap needs no token (there is none yet) and works once.
+    write({"POST", "PUT"}, "/v1/acl/bootstrap", Need::anyone(), at_once<acl_bootstrap>, {.keep_answer = false});
+    get("/v1/acl/policies", Need::management(), at_once<list_acl_policies>, Table::acl_policies);
+    get("/v1/acl/policy/:name", Need::management(), at_once<get_acl_policy>, Table::acl_policies);
+    write({"PUT", "POST"}, "/v1/acl/policy/:name", Need::management(), at_once<put_acl_policy>);
+    write({"DELETE"}, "/v1/acl/policy/:name", Need::management(), at_once<delete_acl_policy>);
+    write({"PUT", "POST"}, "/v1/acl/token", Need::management(), at_once<create_acl_token>, {.keep_answer = false});
+    get("/v1/acl/tokens", Need::management(), at_once<list_acl_tokens>, Table::acl_tokens);
+    get("/v1/acl/token/self", Need::any_token(), at_once<acl_token_self>);  // before :accessor
+    get("/v1/acl/token/:accessor", Need::management(), at_once<get_acl_token>, Table::acl_tokens);
+    write({"DELETE"}, "/v1/acl/token/:accessor", Need::management(), at_once<delete_acl_token>);
+  }
+};
+
+const std::vector<RouteEntry>& route_entries() {
+  static const std::vector<RouteEntry> entries = RouteTable().entries;
+  return entries;
+}
+
+// Who is asking, once ACLs are on: the compiled rules and the name refusals use.
+struct Caller {
+  acl::Acl acl;
+  std::string name;      // the token's name, or "anonymous"
+  std::string accessor;  // the token's AccessorID (audit log); empty when anonymous
+};
+
+// What an event's topic needs to be seen in an event list.
+acl::Need event_need(const std::string& topic) {
+  using acl::Need;
+  if (topic == "Volume" || topic == "Claim") return Need::cap(acl::Capability::csi_read_volume);
+  if (topic == "Allocation") return Need::cap(acl::Capability::read_alloc);
+  if (topic == "Node") return Need::on(acl::Area::node, acl::Level::read);
+  if (topic == "Plugin") return Need::on(acl::Area::plugin, acl::Level::read);
+  return Need::management();
+}
+
+constexpr std::string_view kDefaultNamespace = "default";
+
+}  // namespace
+
+struct Api::Impl {
+  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring, o.acl}, options(std::move(o)) {
+    for (const auto& e : route_entries()) router.add(e.method, e.pattern, e.route);
+  }
+
+  // ---- ACLs: 401 without a usable token, 403 naming what is missing; nothing runs on refusal ----
+  std::optional<http::Response> authorize(const http::Request& req, const Route& route, std::optional<Caller>& caller) {
+    caller.reset();
+    if (!options.acl || route.need.kind == acl::Need::Kind::anyone) return std::nullopt;
+    const auto secret = request_secret(req);
+    Caller c;
+    if (secret.empty()) {
+      const auto* anonymous = ctx.store.acl_policy("anonymous");
+      c.name = "anonymous";
+      c.acl = acl::Acl::from_policies(anonymous ? std::vector{anonymous} : std::vector<const acl::Policy*>{});
+      if (!anonymous || route.need.kind == acl::Need::Kind::any_token || missing(c, route, req))
+        return http::error_response(401, "ACL token required: send it as X-Mooring-Token (or Authorization: Bearer)");
+    } else {
+      const auto* t = ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
+      if (!t) return http::error_response(401, "ACL token not found");
+      if (acl::expired(*t, domain::now())) return http::error_response(401, "ACL token expired");
+      c.name = t->name;
+      c.accessor = t->accessor_id;
+      if (t->type == acl::TokenType::management) {
+        c.acl = acl::Acl::management();
+      } else {
+        std::vector<const acl::Policy*> policies;
+        for (const auto& name : t->policies)
+          if (const auto* p = ctx.store.acl_policy(name)) policies.push_back(p);
+        c.acl = acl::Acl::from_policies(policies);
+      }
+      if (auto lacks = missing(c, route, req)) {
+        std::string where = route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
+                                ? " in namespace \"" + std::string(kDefaultNamespace) + "\""
+                                : "";
+        caller = std::move(c);  // refused, but known: the audit log names the token
+        return http::error_response(403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " +
+                                             *lacks + where);
+      }
+    }
+    caller = std::move(c);
+    return std::nullopt;
+  }
+
+  static std::optional<std::string> missing(const Caller& c, const Route& route, const http::Request& req) {
+    if (auto lacks = c.acl.missing(route.need, kDefaultNamespace)) return lacks;
+    if (route.when && route.when(req)) return c.acl.missing(route.also, kDefaultNamespace);
+    return std::nullopt;
+  }
+
+  // A filtered list (events) keeps only what the caller may read.
+  static http::Response filter(const std::optional<Caller>& caller, const Route& route, http::Response res) {
+    if (!caller || route.need.kind != acl::Need::Kind::filtered || res.status != 200 || caller->acl.is_management())
+      return res;
+    auto items = nlohmann::json::parse(res.body, nullptr, false);
+    if (!items.is_array()) return res;
+    nlohmann::json kept = nlohmann::json::array();
+    for (auto& item : items)
+      if (!caller->acl.missing(event_need(item.value("Topic", std::string())), kDefaultNamespace))
+        kept.push_back(std::move(item));
+    res.body = json_ok(kept).body;
+    return res;
+  }
+
+// Everything up to the endpoint call. Returns a response when the request ends here (errors,
   // preflight); otherwise fills `route` and `blocking`.
-  std::optional<http::Response> prepare(http::Request& req, const Route*& route, std::optional<Blocking>& blocking) {
+  std::optional<http::Response> prepare(http::Request& req, const Route*& route, std::optional<Blocking>& blocking,
+                                        std::optional<Caller>& caller) {
     auto [path, query] = http::split_target(req.target);
     req.path = std::string(path);
     auto params = http::parse_query(query);
@@ -117,6 +257,7 @@ struct Api::Impl {
     route = m.target;
     if (!ctx.store.ready() && route->endpoint != at_once<health> && route->endpoint != at_once<ready>)
       return http::error_response(503, "state is not loaded yet");
+    if (auto refusal = authorize(req, *route, caller)) return refusal;
 
     if (route->watch) {
       Blocking b{*route->watch};
@@ -180,8 +321,9 @@ struct Api::Impl {
 
   // The answer when the request ends here: the kept answer of this key, or why the key cannot
   // be used. Otherwise `keyed` is set when the write carries a key to remember.
-  std::optional<http::Response> check_key(const http::Request& req, std::optional<KeyedWrite>& keyed) {
-    if (!is_write(req.method)) return std::nullopt;
+  std::optional<http::Response> check_key(const http::Request& req, const Route& route,
+                                         std::optional<KeyedWrite>& keyed) {
+    if (!is_write(req.method) || !route.keep_answer) return std::nullopt;
     const auto key = req.header("idempotency-key");
     if (key.empty()) return std::nullopt;
     const bool printable = std::all_of(key.begin(), key.end(), [](unsigned char c) { return c > 32 && c < 127; });
@@ -241,9 +383,14 @@ struct Api::Impl {
   }
 
   // Writes only, whatever the answer (a refusal is worth auditing too); never a body or a query.
-  void audit(const http::Request& req, const http::Response& res) {
+  void audit(const http::Request& req, const std::string& accessor, const http::Response& res) {
     if (!options.audit || !is_write(req.method)) return;
-    audit::Entry e{.transport = "http", .remote = req.remote, .method = req.method, .path = req.path,
+    audit::Entry e{.transport = "http",
+                   .actor_type = accessor.empty() ? "anonymous" : "token",
+                   .actor = accessor,
+                   .remote = req.remote,
+                   .method = req.method,
+                   .path = req.path,
                    .status = res.status};
     if (auto it = req.params.find("id"); it != req.params.end()) e.object = it->second;
     options.audit->record(e);
@@ -262,47 +409,64 @@ Api::~Api() = default;
 http::Response Api::handle_now(http::Request req) {
   const Route* route = nullptr;
   std::optional<Blocking> blocking;
-  if (auto early = impl_->prepare(req, route, blocking)) {
+  std::optional<Caller> caller;
+  if (auto early = impl_->prepare(req, route, blocking, caller)) {
     http::apply_cors(impl_->options.cors, req, *early);
     return *early;
   }
   std::optional<KeyedWrite> keyed;
-  if (auto kept = impl_->check_key(req, keyed)) return impl_->finish(req, *route, std::move(*kept));
+  if (auto kept = impl_->check_key(req, *route, keyed)) return impl_->finish(req, *route, std::move(*kept));
   boost::asio::io_context io;
   auto answer = boost::asio::co_spawn(io, impl_->call(*route, req), boost::asio::use_future);
   io.run();
   auto res = answer.get();
   if (keyed) impl_->remember(req, *keyed, res);
-  return impl_->finish(req, *route, std::move(res));
+  return impl_->finish(req, *route, Impl::filter(caller, *route, std::move(res)));
+}
+
+std::vector<RouteInfo> Api::route_table() {
+  std::vector<RouteInfo> out;
+  for (const auto& e : route_entries()) out.push_back({e.method, e.pattern, e.route.need});
+  return out;
 }
 
 boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
-  auto res = co_await answer(req);
-  impl_->audit(req, res);
+  std::string accessor;
+  auto res = co_await answer(req, accessor);
+  impl_->audit(req, accessor, res);
   co_return res;
 }
 
-boost::asio::awaitable<http::Response> Api::answer(http::Request& req) {
+boost::asio::awaitable<http::Response> Api::answer(http::Request& req, std::string& accessor) {
   const Route* route = nullptr;
   std::optional<Blocking> blocking;
-  if (auto early = impl_->prepare(req, route, blocking)) {
+  std::optional<Caller> caller;
+  auto early = impl_->prepare(req, route, blocking, caller);
+  if (caller) accessor = caller->accessor;
+  if (early) {
     http::apply_cors(impl_->options.cors, req, *early);
     co_return *early;
   }
-  if (blocking && blocking->index > 0)
+  if (blocking && blocking->index > 0) {
     co_await impl_->ctx.store.wait_for_change(blocking->table, blocking->index, impl_->jitter(blocking->wait));
+    // The token may have been deleted or its policies changed meanwhile.
+    if (auto refusal = impl_->authorize(req, *route, caller)) {
+      http::apply_cors(impl_->options.cors, req, *refusal);
+      co_return *refusal;
+    }
+  }
   // Counted after a blocking wait: a flush that failed during the wait took nothing this answer sees.
   const auto failed_flushes = impl_->ctx.store.failed_flushes();
   http::Response res;  // not a ?: around co_await: GCC 12 miscompiles that (use after free)
   std::optional<KeyedWrite> keyed;
-  if (auto kept = impl_->check_key(req, keyed)) {
+  if (auto kept = impl_->check_key(req, *route, keyed)) {
     res = impl_->finish(req, *route, std::move(*kept));  // a kept answer, once it is durable
   } else {
     std::optional<Impl::InFlight> in_flight;
     if (keyed) in_flight.emplace(Impl::InFlight{impl_->keys_in_flight, *impl_->keys_in_flight.insert(keyed->key).first});
     auto answer = co_await impl_->call(*route, req);
     if (keyed) impl_->remember(req, *keyed, answer);  // same turn as the endpoint's last commit
-    res = impl_->finish(req, *route, std::move(answer));
+    res = impl_->finish(req, *route, Impl::filter(caller, *route, std::move(answer)));
   }
   // With group commit the answer may show commits not yet on disk; it leaves only once they are.
   if (auto st = co_await impl_->ctx.store.durable_since(failed_flushes); !st)

@@ -12,9 +12,12 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 
+#include "services/controlplane/acl/capability.hpp"
 #include "services/controlplane/http/cors.hpp"
 #include "services/controlplane/http/message.hpp"
 
@@ -39,6 +42,16 @@ struct ApiOptions {
   std::chrono::milliseconds max_wait{std::chrono::minutes(10)};
   secrets::SealedBackend* keyring = nullptr;  // the state's sealing layer, for keyring rotation
   audit::AuditLog* audit = nullptr;           // every write (any answer) gets a line there
+  // ACLs (--acl): every request is checked against its route's need (see acl/acl.hpp). A request
+  // without a token gets the `anonymous` policy when there is one; 401 when that is not enough.
+  bool acl = false;
+};
+
+// A route and what it needs: the route table, for tests that walk every route.
+struct RouteInfo {
+  std::string method;
+  std::string pattern;  // "/v1/volume/csi/:id"
+  acl::Need need;
 };
 
 class Api {
@@ -54,8 +67,13 @@ class Api {
   // endpoint runs on a private io_context, so it suits endpoints that answer without I/O (tests).
   http::Response handle_now(http::Request request);
 
+  // Every route, in the order they are tried. No route without a declared need gets here: the
+  // route-table test fails on one.
+  static std::vector<RouteInfo> route_table();
+
  private:
-  boost::asio::awaitable<http::Response> answer(http::Request& request);
+  // `accessor`: the AccessorID of the token that asked (ACLs on), for the audit log.
+  boost::asio::awaitable<http::Response> answer(http::Request& request, std::string& accessor);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -31,6 +31,7 @@ struct Context {
   StateStore& store;
   volumes::VolumeLifecycle& volumes;
   secrets::SealedBackend* sealed = nullptr;  // none: keyring rotation answers 501
+  bool acl_enabled = false;  // --acl: the ACL endpoints answer, every route checks its need
   log::Logger log{"api"};
 };
 
@@ -92,6 +93,22 @@ http::Response list_allocations(Context&, const http::Request&);
 http::Response get_allocation(Context&, const http::Request&);
 http::Response submit_allocation(Context&, const http::Request&);
 http::Response stop_allocation(Context&, const http::Request&);
+// The body asks for volumes (so submitting it needs csi-mount-volume too).
+bool requests_volumes(const http::Request&);
+
+// ---- ACLs (acl_endpoints.cpp) ----
+// The request's SecretID: X-Mooring-Token, X-Nomad-Token or "Authorization: Bearer"; empty when none.
+std::string request_secret(const http::Request& req);
+http::Response acl_bootstrap(Context&, const http::Request&);
+http::Response put_acl_policy(Context&, const http::Request&);
+http::Response list_acl_policies(Context&, const http::Request&);
+http::Response get_acl_policy(Context&, const http::Request&);
+http::Response delete_acl_policy(Context&, const http::Request&);
+http::Response create_acl_token(Context&, const http::Request&);
+http::Response list_acl_tokens(Context&, const http::Request&);
+http::Response acl_token_self(Context&, const http::Request&);
+http::Response get_acl_token(Context&, const http::Request&);
+http::Response delete_acl_token(Context&, const http::Request&);
 
 }  // namespace api
 }  // namespace mooring::controlplane

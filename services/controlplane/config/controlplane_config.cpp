@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -28,6 +29,7 @@ using Text = std::string Config::*;
 using Span = std::chrono::milliseconds Config::*;
 using List = std::vector<std::string> Config::*;
 using Count = std::size_t Config::*;
+using Switch = bool Config::*;
 
 // One row per setting: how --help shows it (flag, environment variable, file key), its kind and
 // the field it sets (none for --config, which is read before everything else; level and format
@@ -35,14 +37,16 @@ using Count = std::size_t Config::*;
 struct Option : config::Doc {
   constexpr Option(std::string_view flag_, std::string_view env_, std::string_view key_, Kind kind_,
                    std::string_view value_name_, std::string_view help_, std::string_view default_value_,
-                   Text text_ = nullptr, Span span_ = nullptr, List list_ = nullptr, Count count_ = nullptr)
+                   Text text_ = nullptr, Span span_ = nullptr, List list_ = nullptr, Count count_ = nullptr,
+                   Switch on_ = nullptr)
       : config::Doc{flag_, env_, key_, value_name_, help_, default_value_},
-        kind(kind_), text(text_), span(span_), list(list_), count(count_) {}
+        kind(kind_), text(text_), span(span_), list(list_), count(count_), on(on_) {}
   Kind kind;
   Text text;
   Span span;
   List list;
   Count count;
+  Switch on;
 };
 
 constexpr std::array kOptions{
@@ -63,6 +67,9 @@ constexpr std::array kOptions{
            "http_max_connections_per_client", Kind::count, "N",
            "REST API connections per client address (as above; behind a proxy all share one)", "256", nullptr,
            nullptr, nullptr, &Config::http_max_connections_per_client},
+    Option{"acl", "MOORING_CP_ACL", "acl", Kind::boolean, "",
+           "require ACL tokens on the REST API (bootstrap with POST /v1/acl/bootstrap)", "false", nullptr, nullptr,
+           nullptr, nullptr, &Config::acl},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
            "a node silent this long is marked down", "10s", nullptr, &Config::heartbeat_ttl},
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
@@ -101,7 +108,7 @@ constexpr std::array kOptions{
            &Config::http_client_ca_file},
     Option{"insecure", "MOORING_CP_INSECURE", "insecure", Kind::boolean, "",
            "plaintext gRPC without TLS files (anyone who reaches the port can act as any node); logs a warning",
-           "false"},
+           "false", nullptr, nullptr, nullptr, nullptr, &Config::insecure},
 };
 
 const Option* find_flag(std::string_view name) {
@@ -160,8 +167,12 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
     c.*o.count = static_cast<std::size_t>(*n);
     return;
   }
-  if (o.kind == Kind::boolean && value.is_boolean()) {  // the file's true/false
-    c.insecure = value.get<bool>();
+  if (o.kind == Kind::boolean) {
+    // true/false in the file, text from flags and the environment.
+    if (value.is_boolean()) c.*o.on = value.get<bool>();
+    else if (value == "true" || value == "1") c.*o.on = true;
+    else if (value == "false" || value == "0") c.*o.on = false;
+    else throw Fail{where + ": expected true or false, got " + value.dump()};
     return;
   }
   if (!value.is_string()) throw Fail{where + ": expected a string, got " + value.dump()};
@@ -187,13 +198,18 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
     case Kind::format:
       if (!log::parse_format(text, c.log_format)) throw Fail{where + ": expected text|json, got " + qt(text)};
       return;
-    case Kind::boolean:
-      if (text != "true" && text != "false") throw Fail{where + ": expected true or false, got " + qt(text)};
-      c.insecure = text == "true";
-      return;
     case Kind::list:
-    case Kind::count: return;
+    case Kind::count:
+    case Kind::boolean: return;
   }
+}
+
+// The boolean flags: given bare ("--acl", "--insecure") they mean true.
+std::set<std::string> switch_names() {
+  std::set<std::string> out;
+  for (const auto& o : kOptions)
+    if (o.kind == Kind::boolean) out.emplace(o.flag);
+  return out;
 }
 
 }  // namespace
@@ -226,7 +242,7 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     std::vector<std::pair<const Option*, std::string>> flags;
     std::string config_file;
     std::map<const Option*, std::vector<std::string>> lists;
-    for (auto& [name, value] : config::split_flags(argv, {"insecure"})) {
+    for (auto& [name, value] : config::split_flags(argv, switch_names())) {
       const Option* o = find_flag(name);
       if (!o) throw Fail{"unknown flag --" + name + " (see --help)"};
       if (o->flag == "config") config_file = value;

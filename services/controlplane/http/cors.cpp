@@ -19,7 +19,8 @@ std::string allow_origin(const std::vector<std::string>& origins, std::string_vi
 
 constexpr std::string_view exposed = "X-Mooring-Index, X-Nomad-Index, X-Mooring-NextToken, X-Nomad-NextToken";
 constexpr std::string_view allowed_headers =
-    "Content-Type, Idempotency-Key, X-Mooring-Token, X-Nomad-Token, X-Mooring-CSI-Secrets, X-Nomad-CSI-Secrets";
+    "Authorization, Content-Type, Idempotency-Key, X-Mooring-Token, X-Nomad-Token, X-Mooring-CSI-Secrets, "
+    "X-Nomad-CSI-Secrets";
 
 }  // namespace
 

@@ -151,6 +151,15 @@ domain::Status StateStore::load() {
       requests.emplace(key, std::move(*r));
     }
   }
+  std::map<std::string, acl::Policy> acl_policies;
+  std::map<std::string, acl::Token> acl_tokens;
+  if (auto st = load_table(*snap, Table::acl_policies, acl_policies, acl::policy_from_storage,
+                           table_index[Table::acl_policies]);
+      !st)
+    return st;
+  if (auto st = load_table(*snap, Table::acl_tokens, acl_tokens, acl::token_from_storage, table_index[Table::acl_tokens]);
+      !st)
+    return st;
   std::deque<domain::Event> events;
   std::deque<std::size_t> positions;
   if (auto it = snap->rows.find(Table::events); it != snap->rows.end()) {
@@ -170,6 +179,8 @@ domain::Status StateStore::load() {
   nodes_ = std::move(nodes);
   allocations_ = std::move(allocations);
   requests_ = std::move(requests);
+  acl_policies_ = std::move(acl_policies);
+  acl_tokens_ = std::move(acl_tokens);
   rebuild_indexes();
   events_ = std::move(events);
   event_positions_ = std::move(positions);
@@ -177,6 +188,7 @@ domain::Status StateStore::load() {
   for (const auto& [t, i] : snap->table_index) table_index_[t] = std::max(table_index_[t], i);
   index_ = snap->index;
   for (const auto& [t, i] : table_index_) index_ = std::max(index_, i);
+  acl_bootstrapped_ = !acl_tokens_.empty() || this->table_index(Table::acl_tokens) > 0;
   durable_index_ = index_;
   ready_ = true;
   return {};
@@ -195,6 +207,13 @@ const T* find(const std::map<std::string, T>& m, const std::string& id) {
   return it == m.end() ? nullptr : &it->second;
 }
 
+std::string storage_text(const domain::Volume& v) { return domain::to_storage_json(v).dump(); }
+std::string storage_text(const domain::Plugin& p) { return domain::to_storage_json(p).dump(); }
+std::string storage_text(const domain::Node& n) { return domain::to_storage_json(n).dump(); }
+std::string storage_text(const domain::Allocation& a) { return domain::to_storage_json(a).dump(); }
+std::string storage_text(const acl::Policy& p) { return acl::to_json(p).dump(); }
+std::string storage_text(const acl::Token& t) { return acl::to_storage_text(t); }
+
 // Stamps indexes on the batch's objects and appends their mutations.
 template <class T>
 void stage(Table t, std::map<std::string, std::optional<T>>& staged, const std::map<std::string, T>& current,
@@ -207,7 +226,7 @@ void stage(Table t, std::map<std::string, std::optional<T>>& staged, const std::
     auto existing = current.find(id);
     obj->create_index = existing == current.end() ? index : existing->second.create_index;
     obj->modify_index = index;
-    tx.mutations.push_back({t, id, domain::to_storage_json(*obj).dump()});
+    tx.mutations.push_back({t, id, storage_text(*obj)});
   }
 }
 
@@ -228,6 +247,13 @@ const domain::Plugin* StateStore::plugin(const std::string& id) const { return f
 const domain::Node* StateStore::node(const std::string& id) const { return find(nodes_, id); }
 const domain::Allocation* StateStore::allocation(const std::string& id) const { return find(allocations_, id); }
 const IdempotentRequest* StateStore::idempotent_request(const std::string& key) const { return find(requests_, key); }
+const acl::Policy* StateStore::acl_policy(const std::string& name) const { return find(acl_policies_, name); }
+const acl::Token* StateStore::acl_token(const std::string& accessor_id) const { return find(acl_tokens_, accessor_id); }
+
+const acl::Token* StateStore::acl_token_by_secret_hash(const std::string& hash) const {
+  auto it = acl_token_by_hash_.find(hash);
+  return it == acl_token_by_hash_.end() ? nullptr : acl_token(it->second);
+}
 
 std::vector<std::string> StateStore::requests_answered_before(domain::Time before, std::size_t max) const {
   std::vector<std::string> out;
@@ -276,6 +302,8 @@ const std::set<std::string>& StateStore::allocation_ids_named(const std::string&
 }
 
 void StateStore::rebuild_indexes() {
+  acl_token_by_hash_.clear();
+  for (const auto& [accessor, t] : acl_tokens_) acl_token_by_hash_.emplace(t.secret_hash, accessor);
   requests_by_time_.clear();
   for (const auto& [key, r] : requests_) requests_by_time_.emplace(r.time, key);
   allocations_by_node_.clear();
@@ -358,6 +386,8 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   stage(Table::plugins, batch.plugins_, plugins_, next, tx);
   stage(Table::nodes, batch.nodes_, nodes_, next, tx);
   stage(Table::allocations, batch.allocations_, allocations_, next, tx);
+  stage(Table::acl_policies, batch.acl_policies_, acl_policies_, next, tx);
+  stage(Table::acl_tokens, batch.acl_tokens_, acl_tokens_, next, tx);
   for (auto& [key, r] : batch.requests_) {
     if (r) {
       auto existing = requests_.find(key);
@@ -388,6 +418,8 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!batch.nodes_.empty()) touched.push_back(Table::nodes);
   if (!batch.allocations_.empty()) touched.push_back(Table::allocations);
   if (!batch.requests_.empty()) touched.push_back(Table::requests);
+  if (!batch.acl_policies_.empty()) touched.push_back(Table::acl_policies);
+  if (!batch.acl_tokens_.empty()) touched.push_back(Table::acl_tokens);
   if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
 
   if (!options_.group_commit)
@@ -397,6 +429,14 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   install(batch.plugins_, plugins_);
   install(batch.nodes_, nodes_);
   install_allocations(batch.allocations_);
+  install(batch.acl_policies_, acl_policies_);
+  for (auto& [accessor, t] : batch.acl_tokens_) {
+    if (auto old = acl_tokens_.find(accessor); old != acl_tokens_.end()) acl_token_by_hash_.erase(old->second.secret_hash);
+    if (!t) continue;
+    acl_token_by_hash_.insert_or_assign(t->secret_hash, accessor);
+    acl_bootstrapped_ = true;
+  }
+  install(batch.acl_tokens_, acl_tokens_);
   for (auto& [key, r] : batch.requests_) {
     if (auto old = requests_.find(key); old != requests_.end()) {
       requests_by_time_.erase({old->second.time, key});

@@ -33,6 +33,8 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "services/controlplane/acl/policy.hpp"
+#include "services/controlplane/acl/token.hpp"
 #include "services/controlplane/state/backend.hpp"
 #include "services/controlplane/state/idempotent_request.hpp"
 #include "services/controlplane/state/table.hpp"
@@ -60,10 +62,14 @@ class Batch {
   void add_event(domain::Event e) { events_.push_back(std::move(e)); }
   void remember(IdempotentRequest r) { requests_[r.key] = std::move(r); }
   void forget_request(const std::string& key) { requests_[key] = std::nullopt; }
+  void put(acl::Policy p) { acl_policies_[p.name] = std::move(p); }
+  void put(acl::Token t) { acl_tokens_[t.accessor_id] = std::move(t); }
+  void erase_acl_policy(const std::string& name) { acl_policies_[name] = std::nullopt; }
+  void erase_acl_token(const std::string& accessor_id) { acl_tokens_[accessor_id] = std::nullopt; }
 
   bool empty() const {
     return volumes_.empty() && plugins_.empty() && nodes_.empty() && allocations_.empty() && events_.empty() &&
-           requests_.empty();
+           requests_.empty() && acl_policies_.empty() && acl_tokens_.empty();
   }
 
  private:
@@ -74,6 +80,8 @@ class Batch {
   std::map<std::string, std::optional<domain::Allocation>> allocations_;
   std::vector<domain::Event> events_;
   std::map<std::string, std::optional<IdempotentRequest>> requests_;
+  std::map<std::string, std::optional<acl::Policy>> acl_policies_;
+  std::map<std::string, std::optional<acl::Token>> acl_tokens_;
 };
 
 struct StateOptions {
@@ -125,6 +133,14 @@ class StateStore {
   // before `before` (oldest first), for trimming.
   const IdempotentRequest* idempotent_request(const std::string& key) const;
   std::vector<std::string> requests_answered_before(domain::Time before, std::size_t max) const;
+  // ACL records: policies by name, tokens by AccessorID and by the hash of their SecretID. Once a
+  // token was ever written, ACLs count as bootstrapped (deleting every token does not reopen it).
+  const std::map<std::string, acl::Policy>& acl_policies() const { return acl_policies_; }
+  const std::map<std::string, acl::Token>& acl_tokens() const { return acl_tokens_; }
+  const acl::Policy* acl_policy(const std::string& name) const;
+  const acl::Token* acl_token(const std::string& accessor_id) const;
+  const acl::Token* acl_token_by_secret_hash(const std::string& hash) const;
+  bool acl_bootstrapped() const { return acl_bootstrapped_; }
 
   // ---- writes ----
   // Assigns the next index, stamps create_index (new objects) and modify_index, persists (direct)
@@ -199,6 +215,10 @@ class StateStore {
   std::deque<std::size_t> event_positions_;
   std::map<std::string, IdempotentRequest> requests_;
   std::set<std::pair<domain::Time, std::string>> requests_by_time_;  // position within its commit: with the index, the storage key
+  std::map<std::string, acl::Policy> acl_policies_;
+  std::map<std::string, acl::Token> acl_tokens_;
+  std::map<std::string, std::string> acl_token_by_hash_;  // secret hash -> accessor id
+  bool acl_bootstrapped_ = false;
   std::map<Table, std::list<Waiter*>> waiters_;
 
   // Group commit: written by the next flush, in index order.

@@ -10,6 +10,8 @@ std::string_view to_string(Table t) {
     case Table::allocations: return "allocations";
     case Table::events: return "events";
     case Table::requests: return "requests";
+    case Table::acl_policies: return "acl_policies";
+    case Table::acl_tokens: return "acl_tokens";
   }
   return "unknown";
 }

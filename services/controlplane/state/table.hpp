@@ -9,10 +9,12 @@
 namespace mooring::controlplane {
 
 // `requests`: the answers kept for Idempotency-Key retries (state/idempotent_request.hpp).
-enum class Table { volumes, plugins, nodes, allocations, events, requests };
+// `acl_policies`, `acl_tokens`: the ACL room's records (acl/policy.hpp, acl/token.hpp).
+enum class Table { volumes, plugins, nodes, allocations, events, requests, acl_policies, acl_tokens };
 
-inline constexpr std::array<Table, 6> kAllTables{Table::volumes,     Table::plugins, Table::nodes,
-                                                  Table::allocations, Table::events,  Table::requests};
+inline constexpr std::array<Table, 8> kAllTables{Table::volumes,     Table::plugins, Table::nodes,
+                                                  Table::allocations, Table::events,  Table::requests,
+                                                  Table::acl_policies, Table::acl_tokens};
 
 // "volumes", "plugins", ...: the storage name.
 std::string_view to_string(Table t);

@@ -26,6 +26,15 @@ std::string parse_error(std::vector<std::string> args, const Env& env = {}) {
   return {};
 }
 
+TEST(ControlPlaneConfig, AclIsOffByDefaultAndABareFlagTurnsItOn) {
+  EXPECT_FALSE(parse_ok({"--data-dir", "/tmp/x"}).acl);
+  EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x", "--acl"}).acl);
+  EXPECT_TRUE(parse_ok({"--acl", "--data-dir", "/tmp/x"}).acl);
+  EXPECT_FALSE(parse_ok({"--acl=false", "--data-dir", "/tmp/x"}).acl);
+  EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x"}, {{"MOORING_CP_ACL", "true"}}).acl);
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--acl=maybe"}).find("--acl"), std::string::npos);
+}
+
 TEST(ControlPlaneConfig, DefaultsNeedOnlyTheDataDir) {
   const auto c = parse_ok({"--data-dir", "/tmp/x"});
   EXPECT_EQ(c.data_dir, "/tmp/x");

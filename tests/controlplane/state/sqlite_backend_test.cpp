@@ -1,6 +1,10 @@
 // The SQLite backend on a real file: durability settings, permissions, exclusivity, round trips.
 #include "services/controlplane/state/sqlite_backend.hpp"
 
+#include <boost/asio/io_context.hpp>
+
+#include "services/controlplane/state/state_store.hpp"
+
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -87,6 +91,52 @@ TEST_F(SqliteBackendTest, UnwritableDataDirIsAnErrorNamingThePath) {
   auto b = SqliteBackend::open("/proc/mooring-nope/data");
   ASSERT_FALSE(b);
   EXPECT_NE(b.error().find("/proc/mooring-nope/data"), std::string::npos);
+}
+
+TEST_F(SqliteBackendTest, AclRecordsSurviveARestartAndBootstrapStaysDoneAfterEveryTokenIsDeleted) {
+  acl::Token t;
+  t.accessor_id = "acc-1";
+  t.secret_hash = "ab12";
+  t.name = "ops";
+  t.policies = {"reader"};
+  t.create_time = domain::from_unix_ms(1000);
+  auto policy = acl::parse_policy(nlohmann::json::parse(R"({"Rules":{"Namespace":{"*":{"Policy":"read"}},"Node":"read"}})"),
+                                  "reader");
+  ASSERT_TRUE(policy) << policy.error();
+  boost::asio::io_context io;
+  {
+    auto b = SqliteBackend::open(dir / "data");
+    ASSERT_TRUE(b) << b.error();
+    StateStore store{io.get_executor(), **b};
+    ASSERT_TRUE(store.load());
+    EXPECT_FALSE(store.acl_bootstrapped());
+    Batch batch;
+    batch.put(*policy);
+    batch.put(t);
+    ASSERT_TRUE(store.commit(std::move(batch)));
+  }
+  {
+    auto b = SqliteBackend::open(dir / "data");
+    ASSERT_TRUE(b) << b.error();
+    StateStore store{io.get_executor(), **b};
+    ASSERT_TRUE(store.load());
+    ASSERT_NE(store.acl_policy("reader"), nullptr);
+    EXPECT_EQ(store.acl_policy("reader")->namespaces, policy->namespaces);
+    const auto* found = store.acl_token_by_secret_hash("ab12");
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(found->name, "ops");
+    EXPECT_TRUE(store.acl_bootstrapped());
+    Batch batch;
+    batch.erase_acl_token("acc-1");
+    ASSERT_TRUE(store.commit(std::move(batch)));
+    EXPECT_EQ(store.acl_token_by_secret_hash("ab12"), nullptr);
+  }
+  auto b = SqliteBackend::open(dir / "data");
+  ASSERT_TRUE(b) << b.error();
+  StateStore store{io.get_executor(), **b};
+  ASSERT_TRUE(store.load());
+  EXPECT_TRUE(store.acl_tokens().empty());
+  EXPECT_TRUE(store.acl_bootstrapped());  // deleting every token does not reopen bootstrap
 }
 
 }  // namespace mooring::controlplane

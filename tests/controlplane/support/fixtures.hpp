@@ -4,6 +4,7 @@
 #include <string>
 
 #include "shared/domain/allocation.hpp"
+#include "shared/domain/node.hpp"
 #include "shared/domain/plugin.hpp"
 #include "shared/domain/volume.hpp"
 
@@ -59,6 +60,17 @@ inline domain::Allocation allocation(std::string id, std::string node = "") {
   a.name = "web";
   a.node_id = std::move(node);
   return a;
+}
+
+// A ready node at an unreachable address carrying `plugin`'s instance on it, as its agent would
+// have reported it (volumes need the plugin to register, allocations a node to be placed on).
+inline domain::Node ready_node(const domain::Plugin& plugin, const std::string& id) {
+  domain::Node node;
+  node.id = id;
+  node.address = "127.0.0.1:1";
+  node.status = domain::NodeStatus::ready;
+  node.plugins[plugin.id] = plugin.nodes.at(id);
+  return node;
 }
 
 }  // namespace mooring::controlplane::fixtures
