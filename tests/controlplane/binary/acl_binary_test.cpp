@@ -18,6 +18,7 @@
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/http_client.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace mooring::controlplane {
@@ -148,6 +149,22 @@ TEST_F(AclBinaryTest, AReadOnlyTokenGets403OnEveryWriteAndTheStateDoesNotMove) {
   ASSERT_EQ(self.status, 200u) << self.body;
   EXPECT_EQ(json::parse(self.body)["Name"], "ro");
   EXPECT_EQ(self.body.find(reader), std::string::npos);
+
+  // The audit log names the refused token by its AccessorID, never by its secret.
+  const std::string accessor = json::parse(tok.body)["AccessorID"];
+  const auto audit = test::read_file(data / "audit.log");
+  EXPECT_EQ(audit.find(reader), std::string::npos);
+  EXPECT_EQ(audit.find(mgmt), std::string::npos);
+  std::size_t refused = 0;
+  std::istringstream lines(audit);
+  for (std::string line; std::getline(lines, line);) {
+    auto entry = json::parse(line);
+    if (entry["Status"] != 403) continue;
+    ++refused;
+    EXPECT_EQ(entry["Actor"]["Type"], "token") << line;
+    EXPECT_EQ(entry["Actor"]["ID"], accessor) << line;
+  }
+  EXPECT_EQ(refused, writes + 2);
 }
 
 TEST_F(AclBinaryTest, BootstrapOnceEvenAfterARestartAndExpiredTokensAre401AndNoSecretIsWrittenAnywhere) {
