@@ -184,7 +184,7 @@ class Cluster:
         runs = self.cp_runs = getattr(self, "cp_runs", 0) + 1
         args = [self.bin("mooring-controlplane"), "--data-dir", os.path.join(self.dir, "cp"),
                 "--http-addr", f"127.0.0.1:{self.http_port}", "--grpc-addr", f"127.0.0.1:{self.grpc_port}",
-                "--shutdown-grace", "2s", "--insecure", *extra]
+                "--shutdown-grace", "2s", "--insecure", "--acl=false", *extra]
         self.cp = Proc(args, os.path.join(self.dir, "controlplane.log"))
 
         def ports():

@@ -53,9 +53,10 @@ else
   echo "run-local: MOORING_INSECURE is set: plaintext HTTP and gRPC, anyone who reaches the ports can act" >&2
   SCHEME=http
   CURL=(curl)
-  CP_TLS=(--insecure)
+  CP_TLS=(--insecure --acl=false)
   AGENT_TLS='"insecure": true,'
 fi
+TOKEN_FILE=$DATA/bootstrap-token
 API=$SCHEME://$HTTP_ADDR
 
 # Agent config: the plugin is launched and supervised by the agent (CSI_ENDPOINT is set by it).
@@ -134,6 +135,22 @@ done
 sleep 0.3  # a control plane refused by the data dir lock or the address exits within moments
 kill -0 "$CP_PID" 2>/dev/null || cp_exited
 
+# ACLs: the first start bootstraps them and keeps the management token in $DATA/bootstrap-token
+# (0600); later starts reuse it.
+if [ -z "$INSECURE" ]; then
+  if [ ! -s "$TOKEN_FILE" ]; then
+    answer=$("${CURL[@]}" -fsS -X POST "$API/v1/acl/bootstrap") || {
+      echo "run-local: ACL bootstrap failed (was it done by hand? put the management SecretID in $TOKEN_FILE)" >&2
+      EXIT_STATUS=1
+      stop_all
+    }
+    (umask 077 && printf '%s\n' "$(printf '%s' "$answer" | sed -n 's/.*"SecretID": *"\([^"]*\)".*/\1/p')" > "$TOKEN_FILE")
+  fi
+  # The header from a file (0600), so the token is not on a command line for `ps` to show.
+  (umask 077 && printf 'X-Mooring-Token: %s\n' "$(cat "$TOKEN_FILE")" > "$DATA/.token-header")
+  CURL+=(-H "@$DATA/.token-header")
+fi
+
 setsid "$AGENT" --config "$DATA/agent.json" > >(tee -a "$DATA/logs/agent.log") 2>&1 &
 AGENT_PID=$!
 pids+=("$AGENT_PID")
@@ -158,12 +175,12 @@ Mooring is running.
   data:       $DATA   (logs in $DATA/logs; certificates in $TLS)
 
 For the CLI, paste:
-  export MOORING_ADDR=$API$( [ -n "$INSECURE" ] || echo " MOORING_CACERT=$TLS/ca.pem" )
+  export MOORING_ADDR=$API$( [ -n "$INSECURE" ] || echo " MOORING_CACERT=$TLS/ca.pem MOORING_TOKEN=\$(cat $TOKEN_FILE)" )
 
 Try:
-  ${CURL[*]} -s $API/v1/plugin/csi/hostpath
-  ${CURL[*]} -s -X PUT $API/v1/volume/csi/data/create --data @$ROOT/examples/volume-create.json
-  ${CURL[*]} -s -X POST $API/v1/allocations --data @$ROOT/examples/alloc.json
+  mooring plugin status hostpath
+  mooring volume create $ROOT/examples/volume-create.json
+  mooring alloc run $ROOT/examples/alloc.json
 
 Press Ctrl-C to stop (allocations are stopped and volumes unmounted first).
 MSG

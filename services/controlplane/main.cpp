@@ -17,6 +17,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "services/controlplane/agentservice/agent_service.hpp"
@@ -48,6 +49,85 @@ namespace asio = boost::asio;
 using namespace mooring;
 using namespace mooring::controlplane;
 
+namespace {
+
+const log::Logger logger{"controlplane"};
+
+// The API keeps up to --http-max-connections sockets and gRPC and SQLite need descriptors too,
+// while the soft limit is often 1024: take the hard limit, as Go's runtime does.
+void raise_open_file_limit(const log::Logger& log) {
+  if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &files) != 0)
+      log.warn("cannot raise the open-file limit", {{"error", std::string(std::strerror(errno))}});
+  }
+}
+
+http::ServerConfig http_server_config(const ControlPlaneConfig& flags) {
+  http::ServerConfig config;
+  split_host_port(flags.http_addr, config.address, config.port);  // validated by the parser
+  config.max_connections = flags.http_max_connections;
+  config.max_connections_per_client = flags.http_max_connections_per_client;
+  // HTTPS with the same certificate as the agents' gRPC port (none with --insecure).
+  config.tls = {.cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file,
+                .client_ca_file = flags.http_client_ca_file};
+  return config;
+}
+
+// The agents' gRPC port: mutual TLS when the files are given (agents must present a certificate
+// from the CA naming their node), plaintext only with --insecure. Returns the exit code when the
+// control plane must not start (0: go on; `security` stays null for plaintext).
+int transport_security(const ControlPlaneConfig& flags, const log::Logger& log,
+                       std::shared_ptr<const rpc::TransportSecurity>& security) {
+  if (!flags.tls_cert_file.empty()) {
+    auto loaded = rpc::TransportSecurity::load({flags.tls_ca_file, flags.tls_cert_file, flags.tls_key_file},
+                                               tls::Identity{tls::Role::server, {}});
+    if (!loaded) {
+      log.error("cannot use the TLS files", {{"error", loaded.error()}});
+      return 1;
+    }
+    security = *loaded;
+    rpc::log_certificate_status(*security);
+    return 0;
+  }
+  if (flags.insecure) {
+    log.warn("--insecure: the gRPC port is plaintext; any process that reaches it can act as any node",
+             {{"grpc_addr", flags.grpc_addr}});
+    return 0;
+  }
+  // Secure by default: plaintext is a choice made with --insecure, never the result of a
+  // forgotten flag.
+  log.error("refusing to serve plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them "
+            "with `mooring tls`), or --insecure to accept that anyone who reaches the ports can act as any node",
+            {{"grpc_addr", flags.grpc_addr}, {"http_addr", flags.http_addr}});
+  return 2;
+}
+
+domain::Expected<std::unique_ptr<audit::AuditLog>> open_audit_log(const ControlPlaneConfig& flags) {
+  std::vector<std::filesystem::path> files{std::filesystem::path(flags.data_dir) / "audit.log"};
+  if (!flags.audit_log.empty()) files.emplace_back(flags.audit_log);
+  return audit::AuditLog::open(files);
+}
+
+// gRPC picks renewed certificates up from the files; SIGHUP reloads the REST API's HTTPS (new
+// connections use the new files), logs the certificate in use and re-checks expiry at once, and
+// a daily check warns 30 days ahead.
+void watch_certificates(async::TaskGroup& tasks, http::Server& server,
+                        std::shared_ptr<const rpc::TransportSecurity> security) {
+  tasks.spawn("tls-expiry", [security] { return rpc::warn_expiry_daily(security); });
+  tasks.spawn("tls-sighup", [&server, security]() -> asio::awaitable<void> {
+    asio::signal_set hup(co_await asio::this_coro::executor, SIGHUP);
+    for (;;) {
+      co_await hup.async_wait(asio::use_awaitable);
+      if (auto tls = server.reload_tls(); !tls)
+        logger.error("HTTPS reload failed; the old files stay in use", {{"error", tls.error()}});
+      rpc::log_certificate_status(*security);
+    }
+  });
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   auto parsed = parse_controlplane_config(std::vector<std::string>(argv, argv + argc), config::environment("MOORING_CP_"));
   if (const auto* error = std::get_if<ControlPlaneConfigError>(&parsed)) {
@@ -61,54 +141,20 @@ int main(int argc, char** argv) {
   }
   const ControlPlaneConfig& flags = args.config;
   log::configure(flags.log_level, flags.log_format);
-  log::Logger logger{"controlplane"};
 
-  // The API keeps up to --http-max-connections sockets and gRPC and SQLite need descriptors too,
-  // while the soft limit is often 1024: take the hard limit, as Go's runtime does.
-  if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &files) != 0)
-      logger.warn("cannot raise the open-file limit", {{"error", std::string(std::strerror(errno))}});
-  }
-
-  http::ServerConfig http_config;
+  raise_open_file_limit(logger);
+  const http::ServerConfig http_config = http_server_config(flags);
   std::string grpc_host;
   std::uint16_t grpc_port = 0;
-  split_host_port(flags.http_addr, http_config.address, http_config.port);  // validated by the parser
-  http_config.max_connections = flags.http_max_connections;
-  http_config.max_connections_per_client = flags.http_max_connections_per_client;
-  http_config.tls = {.cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file,
-                     .client_ca_file = flags.http_client_ca_file};
-  split_host_port(flags.grpc_addr, grpc_host, grpc_port);
+  split_host_port(flags.grpc_addr, grpc_host, grpc_port);  // validated by the parser
 
   auto backend = SqliteBackend::open(flags.data_dir);
   if (!backend) {
     logger.error("cannot open state", {{"error", backend.error()}});
     return 1;
   }
-  // The agents' gRPC port: mutual TLS when the files are given (agents must present a certificate
-  // from the CA naming their node), plaintext only with --insecure.
   std::shared_ptr<const rpc::TransportSecurity> security;
-  if (!flags.tls_cert_file.empty()) {
-    auto loaded = rpc::TransportSecurity::load({flags.tls_ca_file, flags.tls_cert_file, flags.tls_key_file},
-                                               tls::Identity{tls::Role::server, {}});
-    if (!loaded) {
-      logger.error("cannot use the TLS files", {{"error", loaded.error()}});
-      return 1;
-    }
-    security = *loaded;
-    rpc::log_certificate_status(*security);
-  } else if (flags.insecure) {
-    logger.warn("--insecure: the gRPC port is plaintext; any process that reaches it can act as any node",
-                {{"grpc_addr", flags.grpc_addr}});
-  } else {
-    // Secure by default: plaintext is a choice made with --insecure, never the result of a
-    // forgotten flag.
-    logger.error("refusing to serve plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them "
-                 "with `mooring tls`), or --insecure to accept that anyone who reaches the ports can act as any node",
-                 {{"grpc_addr", flags.grpc_addr}, {"http_addr", flags.http_addr}});
-    return 2;
-  }
+  if (int refused = transport_security(flags, logger, security)) return refused;
 
   // Secrets are sealed on their way to SQLite and opened on load (secrets/sealed_backend.hpp);
   // the keyring is written on the first start, before anything is sealed with it.
@@ -162,9 +208,7 @@ int main(int argc, char** argv) {
                                             [&claim_gc](const std::string& id) { claim_gc.retry_now(id); }};
 
   // Who changed what: one line per write, REST and agent gRPC (audit/audit_log.hpp).
-  std::vector<std::filesystem::path> audit_files{std::filesystem::path(flags.data_dir) / "audit.log"};
-  if (!flags.audit_log.empty()) audit_files.emplace_back(flags.audit_log);
-  auto audit_log = audit::AuditLog::open(audit_files);
+  auto audit_log = open_audit_log(flags);
   if (!audit_log) {
     logger.error("cannot open the audit log", {{"error", audit_log.error()}});
     return 1;
@@ -207,21 +251,7 @@ int main(int argc, char** argv) {
                                      {"heartbeat_ttl", flags.heartbeat_ttl}});
   async::TaskGroup node_tasks{io.get_executor(), "nodes"};
   node_tasks.spawn("liveness", [&liveness] { return liveness.run(); });
-  if (security) {
-    // gRPC picks renewed certificates up from the files; SIGHUP reloads the REST API's HTTPS
-    // (new connections use the new files), logs the certificate in use and re-checks expiry at
-    // once, and a daily check warns 30 days ahead.
-    node_tasks.spawn("tls-expiry", [security] { return rpc::warn_expiry_daily(security); });
-    node_tasks.spawn("tls-sighup", [&io, &server, &logger, security]() -> asio::awaitable<void> {
-      asio::signal_set hup(io, SIGHUP);
-      for (;;) {
-        co_await hup.async_wait(asio::use_awaitable);
-        if (auto tls = server.reload_tls(); !tls)
-          logger.error("HTTPS reload failed; the old files stay in use", {{"error", tls.error()}});
-        rpc::log_certificate_status(*security);
-      }
-    });
-  }
+  if (security) watch_certificates(node_tasks, server, security);
   claim_gc.start();   // resumes every release that was under way when we stopped
   node_loss.start();
   alloc_gc.start();

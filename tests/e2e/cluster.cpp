@@ -92,7 +92,9 @@ void Cluster::start_controlplane() {
             "--gc-retry-max",  options_.gc_retry_max,
             "--alloc-gc-threshold", options_.alloc_gc_threshold,
             "--node-gc-threshold", options_.node_gc_threshold,
-            "--shutdown-grace", "2s"};
+            "--shutdown-grace", "2s",
+            // The scenarios are about volumes; ACLs have their own tests (AclBinaryTest, AclApiTest).
+            "--acl=false"};
   if (pki_) {
     const auto tls = pki_->server();
     o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});

@@ -73,6 +73,8 @@ def main():
             if stack.poll() is not None or time.time() > deadline:
                 raise RuntimeError("the stack did not come up:\n" + open(log.name).read()[-4000:])
             time.sleep(0.2)
+        # The management token `make run` bootstrapped, as the README's export line reads it.
+        env["MOORING_TOKEN"] = open(os.path.join(data, "bootstrap-token")).read().strip()
         # The README's commands use the CLI of a Release build and ./.mooring; point them here.
         env["PATH"] = os.path.join(BUILD, "cli") + os.pathsep + env["PATH"]
         for command, expect in walkthrough_commands():

@@ -23,7 +23,7 @@ struct ControlPlaneConfig {
   // REST API connection limits (defaults and their reasons: http::ServerConfig).
   std::size_t http_max_connections = 1024;
   std::size_t http_max_connections_per_client = 256;
-  bool acl = false;  // ACL tokens and policies on the REST API (off until `make run` bootstraps)
+  bool acl = true;  // ACL tokens and policies on the REST API; --acl=false opens it
   log::Level log_level = log::Level::info;
   log::Format log_format = log::Format::text;
   std::vector<std::string> cors_read_origins;   // empty: any origin may read

@@ -65,10 +65,13 @@ struct Process {
   }
 };
 
-// Plaintext (--insecure) unless `plaintext_by_choice` is false: these tests are about state, not
-// transport security.
+// Plaintext without ACLs (--insecure --acl=false) unless `plaintext_by_choice` is false: these
+// tests are about state, not security.
 std::unique_ptr<Process> spawn(const fs::path& log, std::vector<std::string> args, bool plaintext_by_choice = true) {
-  if (plaintext_by_choice) args.push_back("--insecure");
+  if (plaintext_by_choice) {
+    args.push_back("--insecure");
+    args.push_back("--acl=false");
+  }
   auto p = std::make_unique<Process>();
   p->log = log;
   pid_t pid = ::fork();

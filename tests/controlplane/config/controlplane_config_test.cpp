@@ -27,11 +27,11 @@ std::string parse_error(std::vector<std::string> args, const Env& env = {}) {
 }
 
 TEST(ControlPlaneConfig, AclIsOffByDefaultAndABareFlagTurnsItOn) {
-  EXPECT_FALSE(parse_ok({"--data-dir", "/tmp/x"}).acl);
+  EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x"}).acl);  // secure by default
   EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x", "--acl"}).acl);
   EXPECT_TRUE(parse_ok({"--acl", "--data-dir", "/tmp/x"}).acl);
   EXPECT_FALSE(parse_ok({"--acl=false", "--data-dir", "/tmp/x"}).acl);
-  EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x"}, {{"MOORING_CP_ACL", "true"}}).acl);
+  EXPECT_FALSE(parse_ok({"--data-dir", "/tmp/x"}, {{"MOORING_CP_ACL", "false"}}).acl);
   EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--acl=maybe"}).find("--acl"), std::string::npos);
 }
 
