@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
 
   api::ApiOptions api_options;
   api_options.audit = audit_log->get();
-  if (!flags.cors_read_origins.empty()) api_options.cors.read_origins = flags.cors_read_origins;
+  api_options.cors.read_origins = flags.cors_read_origins;
   api_options.cors.write_origins = flags.cors_write_origins;
   api_options.keyring = &sealed;
   api_options.acl = flags.acl;

@@ -76,7 +76,7 @@ constexpr std::array kOptions{
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
     Option{"log-format", "MOORING_CP_LOG_FORMAT", "log_format", Kind::format, "FORMAT", "text|json", "text"},
     Option{"cors-read-origin", "MOORING_CP_CORS_READ_ORIGINS", "cors_read_origins", Kind::list, "ORIGIN",
-           "browser origin allowed to read the API (flag repeatable; env comma-separated; file array)", "any",
+           "browser origin allowed to read the API (flag repeatable; env comma-separated; file array)", "none",
            nullptr, nullptr, &Config::cors_read_origins},
     Option{"cors-write-origin", "MOORING_CP_CORS_WRITE_ORIGINS", "cors_write_origins", Kind::list, "ORIGIN",
            "browser origin allowed to write (as above)", "none", nullptr, nullptr, &Config::cors_write_origins},

@@ -26,7 +26,7 @@ struct ControlPlaneConfig {
   bool acl = true;  // ACL tokens and policies on the REST API; --acl=false opens it
   log::Level log_level = log::Level::info;
   log::Format log_format = log::Format::text;
-  std::vector<std::string> cors_read_origins;   // empty: any origin may read
+  std::vector<std::string> cors_read_origins;   // empty: no foreign origin may read
   std::vector<std::string> cors_write_origins;  // empty: no origin may write
   std::chrono::milliseconds shutdown_grace{10'000};
   std::chrono::milliseconds heartbeat_ttl{10'000};

@@ -1,7 +1,7 @@
-// HTTP room: CORS for browser dashboards. Reads are open to any origin by default; writes from a
-// browser are allowed only for origins the operator lists, so a web page the operator happens to
-// visit cannot deregister volumes on localhost (a "simple" cross-origin POST needs no preflight,
-// hence the 403 for unlisted origins, not just a missing header).
+// HTTP room: CORS for browser dashboards. No foreign origin may read or write unless the operator
+// lists it (--cors-read-origin, --cors-write-origin), so a web page the operator happens to visit
+// can neither read allocations nor deregister volumes on localhost (a "simple" cross-origin POST
+// needs no preflight, hence the 403 for unlisted origins, not just a missing header).
 #pragma once
 
 #include <string>
@@ -13,8 +13,8 @@
 namespace mooring::controlplane::http {
 
 struct CorsPolicy {
-  std::vector<std::string> read_origins{"*"};  // GET, HEAD; "*" = any
-  std::vector<std::string> write_origins;      // PUT, POST, DELETE; "*" = any (not the default)
+  std::vector<std::string> read_origins;   // GET, HEAD; "*" = any (not the default)
+  std::vector<std::string> write_origins;  // PUT, POST, DELETE; "*" = any (not the default)
 };
 
 bool is_read_method(std::string_view method);

@@ -21,12 +21,18 @@ std::string header(const Response& r, std::string_view name) {
 
 }  // namespace
 
-TEST(Cors, ReadsAreOpenToAnyOriginByDefault) {
+TEST(Cors, NoForeignOriginMayReadByDefault) {
   CorsPolicy p;
   Response r;
   apply_cors(p, browser("GET", "https://dash.example"), r);
-  EXPECT_EQ(header(r, "Access-Control-Allow-Origin"), "*");
-  EXPECT_NE(header(r, "Access-Control-Expose-Headers").find("X-Nomad-Index"), std::string::npos);
+  EXPECT_EQ(header(r, "Access-Control-Allow-Origin"), "");
+  auto pre = cors_preflight(p, browser("OPTIONS", "https://dash.example"), "GET, OPTIONS");
+  EXPECT_EQ(header(pre, "Access-Control-Allow-Origin"), "");
+  p.read_origins = {"*"};
+  Response open;
+  apply_cors(p, browser("GET", "https://dash.example"), open);
+  EXPECT_EQ(header(open, "Access-Control-Allow-Origin"), "*");
+  EXPECT_NE(header(open, "Access-Control-Expose-Headers").find("X-Nomad-Index"), std::string::npos);
 }
 
 TEST(Cors, WritesFromUnlistedBrowserOriginsAreForbidden) {
@@ -42,6 +48,7 @@ TEST(Cors, WritesFromUnlistedBrowserOriginsAreForbidden) {
 
 TEST(Cors, PreflightOffersOnlyWhatTheOriginMayDo) {
   CorsPolicy p;
+  p.read_origins = {"*"};
   p.write_origins = {"https://dash.example"};
   auto reader = cors_preflight(p, browser("OPTIONS", "https://other.example"), "GET, PUT, DELETE, OPTIONS");
   EXPECT_EQ(reader.status, 204u);
