@@ -98,6 +98,12 @@ int node_status(Context& ctx, const Invocation& inv) {
   kv.add("Address", field(n, "Address"));
   kv.add("Status", field(n, "Status"));
   kv.add("Last Heartbeat", time_text(field(n, "LastHeartbeat"), now));
+  if (const auto expires = field(n, "CertificateExpires"); !expires.empty()) {
+    // The agent's mutual-TLS certificate: a warning a month ahead, as the services log it.
+    auto when = parse_rfc3339(expires);
+    const bool soon = when && *when - now < std::chrono::hours(24 * 30);
+    kv.add("Certificate Expires", time_text(expires, now) + (soon ? "  (renew it: mooring tls cert create -agent)" : ""));
+  }
   kv.add("Attributes", map_text(n.value("Attributes", json())));
   ctx.out() << kv.render();
 

@@ -29,6 +29,9 @@ struct Node {
   std::map<std::string, std::string> attributes;
   std::map<std::string, PluginInstance> plugins;  // plugin id -> this node's fingerprint
   Time last_heartbeat{};
+  // The not-after time of the certificate the agent last called with (mutual TLS); unset in
+  // plaintext. `mooring node status` shows it, so renewals are not missed.
+  Time certificate_expires{};
   std::vector<NodeEvent> events;  // newest last; capped by the control plane
   std::uint64_t create_index = 0;
   std::uint64_t modify_index = 0;

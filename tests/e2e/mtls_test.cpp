@@ -12,6 +12,11 @@
 #include "shared/rpc/channel.hpp"
 #include "shared/rpc/transport_security.hpp"
 #include "tests/e2e/cluster.hpp"
+#include "shared/domain/time.hpp"
+#include "shared/tls/cert_files.hpp"
+#include "shared/tls/certificates.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/root.hpp"
 
 namespace mooring::e2e {
@@ -194,6 +199,33 @@ TEST_F(MutualTls, AnAgentRefusesToStartWithAnotherNodesCertificate) {
   cluster->start_node("node-3", options, /*wait_healthy=*/false);
   EXPECT_TRUE(Cluster::eventually([&] { return !cluster->node_running("node-3"); }));
   EXPECT_NE(cluster->node_log("node-3").find("agent of node node-1"), std::string::npos) << cluster->node_log("node-3");
+}
+
+TEST_F(MutualTls, NodeStatusShowsTheAgentsCertificateExpiry) {
+  // The control plane reads it from the certificate the agent called with, not from its word.
+  auto pem = tls::read_text(cluster->pki().agent("node-1").cert);
+  ASSERT_TRUE(pem) << pem.error();
+  auto info = tls::inspect(*pem);
+  ASSERT_TRUE(info) << info.error();
+  const auto expected =
+      domain::format_time(std::chrono::time_point_cast<std::chrono::milliseconds>(info->not_after));
+  EXPECT_EQ(cluster->get("/v1/node/node-1").value("CertificateExpires", ""), expected);
+  EXPECT_EQ(cluster->get("/v1/nodes")[0].value("CertificateExpires", ""), expected);
+
+  // The CLI shows it, with a hint a month ahead (the test certificates last 30 days).
+  const auto out_file = cluster->dir() / "node-status.out";
+  test::ChildProcess cli(test::SpawnOptions{
+      .binary = test::binary_path("cli/mooring"),
+      .args = {"node", "status", "node-1"},
+      .env = {{"MOORING_ADDR", "https://127.0.0.1:" + std::to_string(cluster->http_port())},
+              {"MOORING_CACERT", cluster->pki().server().ca}},
+      .output_file = out_file});
+  auto status = cli.wait_for_exit(30s);
+  ASSERT_TRUE(status && status->exited && status->code == 0) << test::read_file(out_file);
+  const auto out = test::read_file(out_file);
+  EXPECT_NE(out.find("Certificate Expires"), std::string::npos) << out;
+  EXPECT_NE(out.find(expected), std::string::npos) << out;
+  EXPECT_NE(out.find("renew it"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -33,37 +33,37 @@ class Service final : public v1::ControlPlane::CallbackService {
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* c, const v1::RegisterNodeRequest* req,
                                          v1::RegisterNodeResponse* resp) override {
-    return serve(c, *req, "RegisterNode", [this, req, resp]() -> asio::awaitable<grpc::Status> {
-      co_return agentservice::register_node(ctx_, *req, *resp);
+    return serve(c, *req, "RegisterNode", [this, req, resp](const agentservice::Caller& caller) -> asio::awaitable<grpc::Status> {
+      co_return agentservice::register_node(ctx_, *req, *resp, caller);
     });
   }
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* c, const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
-    return serve(c, *req, "Heartbeat", [this, req, resp]() -> asio::awaitable<grpc::Status> {
-      co_return agentservice::heartbeat(ctx_, *req, *resp);
+    return serve(c, *req, "Heartbeat", [this, req, resp](const agentservice::Caller& caller) -> asio::awaitable<grpc::Status> {
+      co_return agentservice::heartbeat(ctx_, *req, *resp, caller);
     });
   }
   grpc::ServerUnaryReactor* WatchAllocations(grpc::CallbackServerContext* c, const v1::WatchAllocationsRequest* req,
                                              v1::WatchAllocationsResponse* resp) override {
-    return serve(c, *req, "WatchAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "WatchAllocations", [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
       co_return co_await agentservice::watch_allocations(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* UpdateAllocations(grpc::CallbackServerContext* c, const v1::UpdateAllocationsRequest* req,
                                               v1::UpdateAllocationsResponse* resp) override {
-    return serve(c, *req, "UpdateAllocations", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "UpdateAllocations", [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
       co_return agentservice::update_allocations(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* ClaimVolume(grpc::CallbackServerContext* c, const v1::ClaimVolumeRequest* req,
                                         v1::ClaimVolumeResponse* resp) override {
-    return serve(c, *req, "ClaimVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "ClaimVolume", [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
       co_return co_await agentservice::claim_volume(ctx_, *req, *resp);
     });
   }
   grpc::ServerUnaryReactor* UnpublishVolume(grpc::CallbackServerContext* c, const v1::UnpublishVolumeRequest* req,
                                             v1::UnpublishVolumeResponse* resp) override {
-    return serve(c, *req, "UnpublishVolume", [this, req, resp]() -> asio::awaitable<grpc::Status> {
+    return serve(c, *req, "UnpublishVolume", [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
       co_return agentservice::unpublish_volume(ctx_, *req, *resp);
     });
   }
@@ -81,6 +81,8 @@ class Service final : public v1::ControlPlane::CallbackService {
       caller.checked = true;
       caller.subject = peer.tls ? peer.subject : "(no TLS)";
       if (peer.identity && peer.identity->role == tls::Role::agent) caller.node_id = peer.identity->node_id;
+      if (peer.not_after)
+        caller.certificate_expires = std::chrono::time_point_cast<std::chrono::milliseconds>(*peer.not_after);
     }
     return rpc::serve(ctx_.executor, c, name,
                       [this, &req, name, remote = c->peer(), caller = std::move(caller),
@@ -95,7 +97,7 @@ class Service final : public v1::ControlPlane::CallbackService {
   asio::awaitable<grpc::Status> answer(const agentservice::Caller& caller, const Request& req, Handler& handler) {
     if (auto st = agentservice::check_caller(ctx_, caller, req); !st.ok()) co_return st;
     const auto failed_flushes = ctx_.store.failed_flushes();
-    grpc::Status status = co_await handler();
+    grpc::Status status = co_await handler(caller);
     if (auto st = co_await ctx_.store.durable_since(failed_flushes); !st)
       co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, "control plane: " + st.error());
     co_return status;

@@ -49,6 +49,7 @@ struct Caller {
   bool checked = false;  // false: plaintext (--insecure), nothing to check
   std::string node_id;   // the node the certificate names; empty: it names none
   std::string subject;   // the certificate's subject, for the log line of a refusal
+  domain::Time certificate_expires{};  // its not-after; unset in plaintext or when unreadable
 };
 // OK, or PERMISSION_DENIED (logged) when the request acts for a node other than the caller's.
 grpc::Status check_caller(Context&, const Caller&, const v1::RegisterNodeRequest&);
@@ -59,8 +60,9 @@ grpc::Status check_caller(Context&, const Caller&, const v1::ClaimVolumeRequest&
 grpc::Status check_caller(Context&, const Caller&, const v1::UnpublishVolumeRequest&);
 
 // ---- handlers ----
-grpc::Status register_node(Context&, const v1::RegisterNodeRequest&, v1::RegisterNodeResponse&);
-grpc::Status heartbeat(Context&, const v1::HeartbeatRequest&, v1::HeartbeatResponse&);
+// The caller's certificate expiry (mutual TLS) is kept on the node record.
+grpc::Status register_node(Context&, const v1::RegisterNodeRequest&, v1::RegisterNodeResponse&, const Caller&);
+grpc::Status heartbeat(Context&, const v1::HeartbeatRequest&, v1::HeartbeatResponse&, const Caller&);
 boost::asio::awaitable<grpc::Status> watch_allocations(Context&, const v1::WatchAllocationsRequest&,
                                                        v1::WatchAllocationsResponse&);
 grpc::Status update_allocations(Context&, const v1::UpdateAllocationsRequest&, v1::UpdateAllocationsResponse&);

@@ -28,7 +28,8 @@ PluginLookup lookup(Context& ctx) {
 
 }  // namespace
 
-grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1::RegisterNodeResponse& resp) {
+grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1::RegisterNodeResponse& resp,
+                           const Caller& caller) {
   if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) return st;
   if (req.address().empty())
     return invalid_argument("node \"" + req.node_id() + "\": field \"address\": required (the control plane dials it)");
@@ -38,7 +39,8 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
                        .name = req.name(),
                        .address = req.address(),
                        .attributes = {req.attributes().begin(), req.attributes().end()},
-                       .agent_version = req.agent_version()};
+                       .agent_version = req.agent_version(),
+                       .certificate_expires = caller.certificate_expires};
   auto change = plan_registration(ctx.store.node(req.node_id()), reg, std::move(plugins), lookup(ctx), domain::now());
   Batch batch;
   change.stage(batch);
@@ -51,7 +53,8 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
   return grpc::Status::OK;
 }
 
-grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::HeartbeatResponse& resp) {
+grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::HeartbeatResponse& resp,
+                       const Caller& caller) {
   if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) return st;
   resp.set_heartbeat_ttl_ms(ctx.liveness.ttl().count());
   const domain::Node* node = ctx.store.node(req.node_id());
@@ -67,6 +70,11 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   // Seen before the commit: a heartbeat that arrives is proof of life even if the disk is full.
   ctx.liveness.seen(req.node_id());
   auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), lookup(ctx), domain::now());
+  // A renewed certificate shows up with the first call made over it (a new connection).
+  if (caller.checked && change.node.certificate_expires != caller.certificate_expires) {
+    change.node.certificate_expires = caller.certificate_expires;
+    change.node_changed = true;
+  }
   if (change.empty()) return grpc::Status::OK;
   Batch batch;
   change.stage(batch);

@@ -21,6 +21,7 @@ constexpr Field<Node> kNode[] = {
     field<&Node::attributes>("Attributes", kOut),
     field<&Node::plugins>("Plugins", kOut),
     field<&Node::last_heartbeat>("LastHeartbeat", kAll),
+    field<&Node::certificate_expires>("CertificateExpires", kAll),
     field<&Node::events>("Events", kOut),
     field<&Node::create_index>("CreateIndex", kAll),
     field<&Node::modify_index>("ModifyIndex", kAll),
