@@ -145,7 +145,7 @@ PeerCertificate peer_certificate(const grpc::ServerContextBase& context) {
   if (const auto subject = auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME); !subject.empty())
     out.subject = text_of(subject.front());
   if (const auto pem = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME); !pem.empty())
-    if (auto info = tls::inspect(text_of(pem.front()))) out.not_after = info->not_after;
+    out.pem = text_of(pem.front());
   for (const char* property : {GRPC_PEER_URI_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME}) {
     for (const auto& value : auth->FindPropertyValues(property)) {
       if (auto id = tls::parse_identity_uri(text_of(value))) {

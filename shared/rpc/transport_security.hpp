@@ -81,7 +81,7 @@ struct PeerCertificate {
   bool tls = false;                        // false: a plaintext connection (an --insecure server)
   std::optional<tls::Identity> identity;   // from the certificate's URI SAN
   std::string subject;                     // for logs
-  std::optional<std::chrono::system_clock::time_point> not_after;  // its expiry, when readable
+  std::string pem;                         // the certificate itself; parse it only where needed
 };
 PeerCertificate peer_certificate(const grpc::ServerContextBase& context);
 

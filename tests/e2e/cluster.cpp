@@ -258,6 +258,13 @@ bool Cluster::node_running(const std::string& id) {
 
 std::string Cluster::node_log(const std::string& id) const { return test::read_file(dir() / (id + ".log")); }
 
+std::string Cluster::log_tails(std::size_t bytes) const {
+  auto tail = [bytes](const std::string& s) { return s.size() > bytes ? s.substr(s.size() - bytes) : s; };
+  std::string out = "---- control plane log (tail) ----\n" + tail(controlplane_log()) + "\n";
+  for (const auto& [id, node] : nodes_) out += "---- " + id + " log (tail) ----\n" + tail(node_log(id));
+  return out;
+}
+
 pid_t Cluster::plugin_pid(const std::string& id) const {
   const auto all = plugin_pids(id);
   return all.empty() ? 0 : all.front();

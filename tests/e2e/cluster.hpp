@@ -93,6 +93,9 @@ class Cluster {
   void partition(const std::string& id);
   void heal(const std::string& id);
   std::string node_log(const std::string& id) const;
+  // The last `bytes` of the control plane's log and of every node's, headed by whose they are:
+  // what a failed test prints.
+  std::string log_tails(std::size_t bytes = 6000) const;
   // The node's agent data dir (mount roots live below it).
   std::filesystem::path node_dir(const std::string& id) const;
   // plugin_on_socket nodes: SIGKILL the plugin process (its socket file stays), start it again.

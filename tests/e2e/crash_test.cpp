@@ -56,13 +56,9 @@ class Crash : public ::testing::Test {
     // Whatever the outcome, no task of this test outlives it.
     for (const auto& [id, pids] : live_task_processes(allocs))
       for (pid_t p : pids) ::kill(p, SIGKILL);
-    if (HasFailure() && cluster) {
-      std::cerr << "---- control plane log (tail) ----\n" << tail(cluster->controlplane_log()) << "\n";
-      std::cerr << "---- node-1 log (tail) ----\n" << tail(cluster->node_log("node-1"));
-    }
+    if (HasFailure() && cluster) std::cerr << cluster->log_tails(8000);
     cluster.reset();
   }
-  static std::string tail(const std::string& s) { return s.size() > 8000 ? s.substr(s.size() - 8000) : s; }
 
   // An API call while the control plane may be restarting: retried until it answers.
   HttpResult call(const std::string& method, const std::string& target, const std::string& body = {}) {

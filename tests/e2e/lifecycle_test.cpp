@@ -27,13 +27,9 @@ class Lifecycle : public ::testing::Test {
     cluster->start_node("node-2");
   }
   void TearDown() override {
-    if (HasFailure() && cluster) {
-      std::cerr << "---- control plane log (tail) ----\n" << tail(cluster->controlplane_log()) << "\n";
-      for (auto n : {"node-1", "node-2"}) std::cerr << "---- " << n << " log (tail) ----\n" << tail(cluster->node_log(n));
-    }
+    if (HasFailure() && cluster) std::cerr << cluster->log_tails();
     cluster.reset();
   }
-  static std::string tail(const std::string& s) { return s.size() > 6000 ? s.substr(s.size() - 6000) : s; }
 
   bool freed(const std::string& volume) {
     return Cluster::eventually([&] { return cluster->claim_count(volume) == 0; });

@@ -36,13 +36,9 @@ class MutualTls : public ::testing::Test {
     agent = cluster->get("/v1/node/node-1").value("Address", "");
   }
   void TearDown() override {
-    if (HasFailure() && cluster) {
-      std::cerr << "---- control plane log (tail) ----\n" << tail(cluster->controlplane_log()) << "\n";
-      for (auto n : {"node-1", "node-2"}) std::cerr << "---- " << n << " log (tail) ----\n" << tail(cluster->node_log(n));
-    }
+    if (HasFailure() && cluster) std::cerr << cluster->log_tails();
     cluster.reset();
   }
-  static std::string tail(const std::string& s) { return s.size() > 6000 ? s.substr(s.size() - 6000) : s; }
 
   // A channel presenting `cert` (null: plaintext) that trusts the peer only as `peer`.
   static std::shared_ptr<grpc::Channel> channel(const std::string& target, const test::TlsPaths* cert,

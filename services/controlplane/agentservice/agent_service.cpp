@@ -77,12 +77,11 @@ class Service final : public v1::ControlPlane::CallbackService {
                                   Handler handler) {
     agentservice::Caller caller;
     if (ctx_.options.require_node_identity) {
-      const auto peer = rpc::peer_certificate(*c);
+      auto peer = rpc::peer_certificate(*c);
       caller.checked = true;
       caller.subject = peer.tls ? peer.subject : "(no TLS)";
       if (peer.identity && peer.identity->role == tls::Role::agent) caller.node_id = peer.identity->node_id;
-      if (peer.not_after)
-        caller.certificate_expires = std::chrono::time_point_cast<std::chrono::milliseconds>(*peer.not_after);
+      caller.certificate = std::move(peer.pem);
     }
     return rpc::serve(ctx_.executor, c, name,
                       [this, &req, name, remote = c->peer(), caller = std::move(caller),

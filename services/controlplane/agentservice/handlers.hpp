@@ -49,7 +49,7 @@ struct Caller {
   bool checked = false;  // false: plaintext (--insecure), nothing to check
   std::string node_id;   // the node the certificate names; empty: it names none
   std::string subject;   // the certificate's subject, for the log line of a refusal
-  domain::Time certificate_expires{};  // its not-after; unset in plaintext or when unreadable
+  std::string certificate;  // PEM; empty in plaintext. Only node records read it (its expiry).
 };
 // OK, or PERMISSION_DENIED (logged) when the request acts for a node other than the caller's.
 grpc::Status check_caller(Context&, const Caller&, const v1::RegisterNodeRequest&);

@@ -4,6 +4,7 @@
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/nodes/node_report.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/tls/certificates.hpp"
 #include "shared/wire/proto_convert.hpp"
 
 namespace mooring::controlplane::agentservice {
@@ -20,6 +21,14 @@ grpc::Status read_fingerprints(const google::protobuf::RepeatedPtrField<v1::Plug
     out.push_back(std::move(*inst));
   }
   return grpc::Status::OK;
+}
+
+// The not-after of the caller's certificate; unset in plaintext. Parsed here, on node records
+// only, rather than for every call.
+domain::Time certificate_expiry(const Caller& caller) {
+  if (caller.certificate.empty()) return {};
+  auto info = tls::inspect(caller.certificate);
+  return info ? std::chrono::time_point_cast<std::chrono::milliseconds>(info->not_after) : domain::Time{};
 }
 
 PluginLookup lookup(Context& ctx) {
@@ -40,7 +49,7 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
                        .address = req.address(),
                        .attributes = {req.attributes().begin(), req.attributes().end()},
                        .agent_version = req.agent_version(),
-                       .certificate_expires = caller.certificate_expires};
+                       .certificate_expires = certificate_expiry(caller)};
   auto change = plan_registration(ctx.store.node(req.node_id()), reg, std::move(plugins), lookup(ctx), domain::now());
   Batch batch;
   change.stage(batch);
@@ -71,9 +80,11 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   ctx.liveness.seen(req.node_id());
   auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), lookup(ctx), domain::now());
   // A renewed certificate shows up with the first call made over it (a new connection).
-  if (caller.checked && change.node.certificate_expires != caller.certificate_expires) {
-    change.node.certificate_expires = caller.certificate_expires;
-    change.node_changed = true;
+  if (caller.checked) {
+    if (const auto expiry = certificate_expiry(caller); expiry != change.node.certificate_expires) {
+      change.node.certificate_expires = expiry;
+      change.node_changed = true;
+    }
   }
   if (change.empty()) return grpc::Status::OK;
   Batch batch;
