@@ -134,13 +134,8 @@ class BinaryTest : public ::testing::Test {
     ASSERT_TRUE(store.load());
     Batch b;
     auto plugin = fixtures::plugin("hostpath", "node-1");
-    domain::Node node;  // allocations are placed on it
-    node.id = "node-1";
-    node.address = "127.0.0.1:1";
-    node.status = domain::NodeStatus::ready;
-    node.plugins["hostpath"] = plugin.nodes.at("node-1");
     b.put(plugin);
-    b.put(node);
+    b.put(fixtures::ready_node(plugin, "node-1"));  // allocations are placed on it
     ASSERT_TRUE(store.commit(std::move(b)));
   }
   void TearDown() override { fs::remove_all(dir); }
