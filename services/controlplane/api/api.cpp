@@ -17,6 +17,7 @@
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/request_params.hpp"
 #include "services/controlplane/audit/audit_log.hpp"
+#include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/router.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -351,9 +352,15 @@ struct Api::Impl {
     const bool printable = std::all_of(key.begin(), key.end(), [](unsigned char c) { return c > 32 && c < 127; });
     if (key.size() > 255 || !printable)
       return bad_request("header \"Idempotency-Key\": must be 1 to 255 printable ASCII characters without spaces");
-    KeyedWrite k{std::string(key), request_fingerprint(req.method, req.target, req.body)};
+    KeyedWrite k{std::string(key), fingerprint(req, {})};
     if (const auto* kept = ctx.store.idempotent_request(k.key)) {
-      if (kept->fingerprint != k.fingerprint)
+      const auto colon = kept->fingerprint.find(':');
+      const auto same = fingerprint(req, colon == std::string::npos ? "" : kept->fingerprint.substr(0, colon));
+      if (same.empty())
+        return http::error_response(422, "Idempotency-Key \"" + k.key +
+                                             "\" was fingerprinted with a key since retired from the keyring; send "
+                                             "the request again with a new key");
+      if (kept->fingerprint != same)
         return http::error_response(422, "Idempotency-Key \"" + k.key + "\" was already used for another request (" +
                                              kept->method + " " + kept->target +
                                              " with another body); send a new request with a new key");
@@ -367,6 +374,15 @@ struct Api::Impl {
                                            "\" is still being answered; send it again once that one is done");
     keyed = std::move(k);
     return std::nullopt;
+  }
+
+  // What identifies a request for its Idempotency-Key: an HMAC under the keyring's key `key_id`
+  // ("" = the active one; "" back when the keyring no longer has it), so the state never holds a
+  // bare hash of a body that carried secrets. Without a keyring (in-process tests), a SHA-256.
+  std::string fingerprint(const http::Request& req, const std::string& key_id) const {
+    if (!options.keyring) return request_fingerprint(req.method, req.target, req.body);
+    const std::string data = req.method + "\n" + req.target + "\n" + req.body;
+    return options.keyring->fingerprint(key_id, data).value_or("");
   }
 
   // Keeps a successful answer under its key. Called in the same executor turn as the endpoint's

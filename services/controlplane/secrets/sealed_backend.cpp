@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <nlohmann/json.hpp>
 
@@ -107,6 +111,41 @@ domain::Expected<OpenedRow> open_row(Table table, const std::string& key, const 
 }
 
 SealedBackend::SealedBackend(StateBackend& inner, Keyring keyring) : inner_(inner), keyring_(std::move(keyring)) {}
+
+namespace {
+
+std::string hex(const unsigned char* bytes, unsigned length) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(length * 2);
+  for (unsigned i = 0; i < length; ++i) {
+    out.push_back(kHex[bytes[i] >> 4]);
+    out.push_back(kHex[bytes[i] & 0xf]);
+  }
+  return out;
+}
+
+// HMAC-SHA256 through OpenSSL; `out` holds 32 bytes.
+void hmac_sha256(const unsigned char* key, std::size_t key_length, std::string_view data, unsigned char* out) {
+  unsigned length = 0;
+  if (!HMAC(EVP_sha256(), key, static_cast<int>(key_length), reinterpret_cast<const unsigned char*>(data.data()),
+            data.size(), out, &length) ||
+      length != 32)
+    throw std::runtime_error("HMAC-SHA256 is not available from OpenSSL");
+}
+
+}  // namespace
+
+std::optional<std::string> SealedBackend::fingerprint(std::string_view key_id, std::string_view data) const {
+  std::lock_guard lock(mutex_);
+  const Key* key = key_id.empty() ? &keyring_.active() : keyring_.find(std::string(key_id));
+  if (!key) return std::nullopt;
+  // A subkey for this one use, so the sealing key itself never keys an HMAC.
+  unsigned char subkey[32], mac[32];
+  hmac_sha256(key->bytes.data(), key->bytes.size(), "mooring/request-fingerprint/v1", subkey);
+  hmac_sha256(subkey, sizeof subkey, data, mac);
+  return key->id + ":" + hex(mac, sizeof mac);
+}
 
 std::string SealedBackend::active_key_id() const {
   std::lock_guard lock(mutex_);

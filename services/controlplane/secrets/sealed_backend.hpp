@@ -15,7 +15,9 @@
 #pragma once
 
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "services/controlplane/secrets/keyring.hpp"
@@ -54,6 +56,10 @@ class SealedBackend final : public StateBackend {
   domain::Expected<Rotation> rotate();
 
   std::string active_key_id() const;
+  // "<key id>:<hex HMAC-SHA256 of data>" under a subkey of key `key_id` ("" = the active key);
+  // nullopt when the keyring no longer holds that key. Idempotency-Key fingerprints use it, so
+  // the state never holds a bare hash of a request body that carried secrets.
+  std::optional<std::string> fingerprint(std::string_view key_id, std::string_view data) const;
   std::string keyring_path() const;
 
  private:

@@ -18,7 +18,9 @@ struct IdempotentRequest {
   std::string key;          // the client's Idempotency-Key
   std::string method;       // what the key was used for (named in the refusal of a reuse)
   std::string target;
-  std::string fingerprint;  // SHA-256 of method, target and body: a reuse for another request is refused
+  // "<key id>:<HMAC>" of method, target and body under the keyring (api.cpp); a reuse of the key
+  // for another request is refused. A bare SHA-256 only without a keyring (in-process tests).
+  std::string fingerprint;
   unsigned status = 0;      // the first answer
   std::string body;
   std::uint64_t answer_index = 0;  // its X-Mooring-Index (0: none)
@@ -31,7 +33,7 @@ struct IdempotentRequest {
 // How long an answer is kept for retries (Stripe's and the IETF draft's usual day).
 inline constexpr auto kIdempotencyKeyTtl = std::chrono::hours(24);
 
-// Hex SHA-256 of the request's method, target and body.
+// Hex SHA-256 of the request's method, target and body (the fingerprint without a keyring).
 std::string request_fingerprint(std::string_view method, std::string_view target, std::string_view body);
 
 std::string to_storage_text(const IdempotentRequest& r);

@@ -4,7 +4,9 @@
 // reaches the log or the database files.
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -57,6 +59,10 @@ class AclBinaryTest : public ::testing::Test {
     b.put(fixtures::ready_node(plugin, "node-1"));
     b.put(plugin);
     b.put(fixtures::volume("vol-1"));
+    auto team = fixtures::volume("vol-1");
+    team.ns = "team-a";
+    team.external_id = "team-a-ext";
+    b.put(team);
     ASSERT_TRUE(store.commit(std::move(b)));
   }
 
@@ -200,6 +206,59 @@ TEST_F(AclBinaryTest, BootstrapOnceEvenAfterARestartAndExpiredTokensAre401AndNoS
     EXPECT_EQ(log.find(secret), std::string::npos) << "a SecretID is in the log";
     EXPECT_EQ(files.find(secret), std::string::npos) << "a SecretID is in the data dir";
   }
+}
+
+TEST_F(AclBinaryTest, ANamespaceLimitedTokenSeesOnlyItsNamespaceInListsBlockingQueriesEventsAndTheAuditLog) {
+  start();
+  auto boot = call("POST", "/v1/acl/bootstrap");
+  ASSERT_EQ(boot.status, 200u) << boot.body;
+  const std::string mgmt = json::parse(boot.body)["SecretID"];
+  ASSERT_EQ(call("PUT", "/v1/acl/policy/team-a", R"({"Rules":{"Namespace":{"team-a":{"Policy":"write"}}}})", mgmt).status,
+            200u);
+  auto tok = call("PUT", "/v1/acl/token", R"({"Name":"team-a","Policies":["team-a"]})", mgmt);
+  ASSERT_EQ(tok.status, 200u) << tok.body;
+  const std::string team = json::parse(tok.body)["SecretID"];
+  const std::string volume = R"({"Volumes":[{"ID":"vol-2","PluginID":"hostpath","ExternalID":"e2",)"
+                             R"("RequestedCapabilities":[{"AccessMode":"single-node-writer","AttachmentMode":"file-system"}]}]})";
+
+  auto mine = json::parse(call("GET", "/v1/volumes?namespace=*", {}, team).body);
+  ASSERT_EQ(mine.size(), 1u) << mine.dump();
+  EXPECT_EQ(mine[0]["Namespace"], "team-a");
+  EXPECT_EQ(json::parse(call("GET", "/v1/volume/csi/vol-1?namespace=team-a", {}, team).body)["ExternalID"], "team-a-ext");
+  EXPECT_EQ(call("GET", "/v1/volumes", {}, team).status, 403u);
+  EXPECT_EQ(call("PUT", "/v1/volume/csi/vol-2", volume, team).status, 403u);
+
+  // A blocking query over every namespace wakes for another namespace's write, and shows none of it.
+  auto first = call("GET", "/v1/volumes?namespace=*", {}, team);
+  const auto index = first.header("x-mooring-index");
+  std::atomic<bool> answered{false};
+  HttpResult woke;
+  std::thread waiter([&] {
+    woke = call("GET", "/v1/volumes?namespace=*&index=" + index + "&wait=20s", {}, team);
+    answered = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(answered);
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-2?namespace=team-b", volume, mgmt).status, 200u);
+  waiter.join();
+  ASSERT_EQ(woke.status, 200u) << woke.body;
+  EXPECT_GT(std::stoull(woke.header("x-mooring-index")), std::stoull(index));
+  EXPECT_EQ(json::parse(woke.body).size(), 1u) << woke.body;
+
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-3?namespace=team-a", volume, team).status, 400u);  // body says vol-2
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-2?namespace=team-a", volume, team).status, 200u);
+  auto events = json::parse(call("GET", "/v1/events?namespace=*", {}, team).body);
+  ASSERT_FALSE(events.empty());
+  for (const auto& e : events) EXPECT_EQ(e["Namespace"], "team-a") << e.dump();
+
+  // The audit log names the namespace each write acted in.
+  std::set<std::string> audited;
+  std::istringstream lines(test::read_file(data / "audit.log"));
+  for (std::string line; std::getline(lines, line);) {
+    auto entry = json::parse(line);
+    if (entry["Path"] == "/v1/volume/csi/vol-2" && entry["Status"] == 200) audited.insert(entry["Namespace"]);
+  }
+  EXPECT_EQ(audited, (std::set<std::string>{"team-a", "team-b"}));
 }
 
 }  // namespace mooring::controlplane

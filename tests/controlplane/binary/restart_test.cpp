@@ -21,10 +21,12 @@
 #include "mooring/v1/controlplane.grpc.pb.h"
 #include "services/controlplane/secrets/keyring.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
+#include "services/controlplane/state/idempotent_request.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/http_client.hpp"
+#include "tests/support/files.hpp"
 
 namespace mooring::controlplane {
 
@@ -274,6 +276,10 @@ TEST_F(BinaryTest, AKeyedSubmitRetriedAcrossAKill9GetsTheSameAllocation) {
   EXPECT_EQ(json::parse(retry.body)["ID"], json::parse(first.body)["ID"]);
   EXPECT_EQ(retry.header("idempotent-replayed"), "true");
   EXPECT_EQ(json::parse(http_request(port, "GET", "/v1/allocations").body).size(), 1u);
+  // The kept fingerprint is keyed by the keyring: no bare SHA-256 of the request is on disk.
+  std::string bytes;
+  for (const auto& e : std::filesystem::directory_iterator(data)) bytes += test::read_file(e.path());
+  EXPECT_EQ(bytes.find(request_fingerprint("POST", "/v1/allocations", body.dump())), std::string::npos);
 }
 
 TEST_F(BinaryTest, SecondInstanceOnTheSameDataDirRefusesToStart) {

@@ -4,6 +4,7 @@
 #include "services/controlplane/secrets/keyring.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/secrets/sealer.hpp"
+#include "services/controlplane/state/idempotent_request.hpp"
 
 #include <sys/stat.h>
 
@@ -296,6 +297,28 @@ TEST_F(SealedStateTest, RotationResealsEveryRowAndRetiresTheOldKey) {
   EXPECT_EQ(store->volume("v1")->secrets.at("password"), kVolumeSecret);
   EXPECT_EQ(store->volume("v3")->secrets.at("password"), kVolumeSecret);
   EXPECT_EQ(store->allocation("a1")->task->secret_env.at("TOKEN"), kTaskSecret);
+}
+
+// Idempotency-Key fingerprints: keyed (no bare hash of a body with secrets in the state), stable
+// for one key, different under another, unverifiable once their key is retired.
+TEST_F(SealedStateTest, RequestFingerprintsAreKeyedByTheKeyringAndNameTheirKey) {
+  ASSERT_TRUE(open());
+  const std::string data = "PUT\n/v1/volume/csi/v1\n{\"Secrets\":{\"password\":\"hunter2\"}}";
+  const auto old_id = sealed->active_key_id();
+  auto first = sealed->fingerprint("", data);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->substr(0, old_id.size() + 1), old_id + ":");
+  EXPECT_EQ(first->size(), old_id.size() + 1 + 64);
+  EXPECT_EQ(sealed->fingerprint(old_id, data), first);
+  EXPECT_NE(sealed->fingerprint("", data + " "), first);
+  EXPECT_EQ(first->find(request_fingerprint("PUT", "/v1/volume/csi/v1", "{\"Secrets\":{\"password\":\"hunter2\"}}")),
+            std::string::npos);
+  auto rotation = sealed->rotate();
+  ASSERT_TRUE(rotation) << rotation.error();
+  EXPECT_FALSE(sealed->fingerprint(old_id, data)) << "the retired key verifies nothing";
+  auto second = sealed->fingerprint("", data);
+  ASSERT_TRUE(second);
+  EXPECT_NE(second->substr(second->find(':')), first->substr(first->find(':')));
 }
 
 TEST(SealRowTest, RowsWithoutSecretsPassThroughUnchanged) {
