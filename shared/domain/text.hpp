@@ -23,4 +23,16 @@ inline std::string in_namespace(std::string_view ns) {
   return " in namespace " + in_quotes(ns);
 }
 
+// Lower-case hex of raw bytes (digests, MACs, random ids).
+inline std::string to_hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 0xf]);
+  }
+  return out;
+}
+
 }  // namespace mooring::domain

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/secrets/sealer.hpp"
+#include "shared/domain/text.hpp"
 #include "shared/domain/time.hpp"
 #include "shared/durable/durable_file.hpp"
 
@@ -15,22 +16,12 @@ namespace {
 using nlohmann::json;
 constexpr const char* kFormat = "mooring-keyring/1";
 
-std::string hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
-}
-
 domain::Expected<Key> new_key() {
   auto material = random_bytes(32);
   auto id = random_bytes(8);
   if (!material || !id) return domain::error("cannot make a key: " + (material ? id.error() : material.error()));
   Key k;
-  k.id = hex(*id);
+  k.id = domain::to_hex(*id);
   std::memcpy(k.bytes.data(), material->data(), k.bytes.size());
   k.created = domain::format_time(domain::now());
   return k;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/secrets/sealer.hpp"
+#include "shared/domain/text.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::controlplane::secrets {
@@ -114,17 +115,6 @@ SealedBackend::SealedBackend(StateBackend& inner, Keyring keyring) : inner_(inne
 
 namespace {
 
-std::string hex(const unsigned char* bytes, unsigned length) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(length * 2);
-  for (unsigned i = 0; i < length; ++i) {
-    out.push_back(kHex[bytes[i] >> 4]);
-    out.push_back(kHex[bytes[i] & 0xf]);
-  }
-  return out;
-}
-
 // HMAC-SHA256 through OpenSSL; `out` holds 32 bytes.
 void hmac_sha256(const unsigned char* key, std::size_t key_length, std::string_view data, unsigned char* out) {
   unsigned length = 0;
@@ -144,7 +134,7 @@ std::optional<std::string> SealedBackend::fingerprint(std::string_view key_id, s
   unsigned char subkey[32], mac[32];
   hmac_sha256(key->bytes.data(), key->bytes.size(), "mooring/request-fingerprint/v1", subkey);
   hmac_sha256(subkey, sizeof subkey, data, mac);
-  return key->id + ":" + hex(mac, sizeof mac);
+  return key->id + ":" + domain::to_hex({reinterpret_cast<const char*>(mac), sizeof mac});
 }
 
 std::string SealedBackend::active_key_id() const {

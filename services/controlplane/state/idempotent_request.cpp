@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared/domain/text.hpp"
+
 namespace mooring::controlplane {
 
 std::string request_fingerprint(std::string_view method, std::string_view target, std::string_view body) {
@@ -17,14 +19,7 @@ std::string request_fingerprint(std::string_view method, std::string_view target
                   EVP_DigestUpdate(ctx, body.data(), body.size()) == 1 && EVP_DigestFinal_ex(ctx, digest, &length) == 1;
   EVP_MD_CTX_free(ctx);
   if (!ok) throw std::runtime_error("SHA-256 is not available from OpenSSL");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(length * 2);
-  for (unsigned i = 0; i < length; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
-  }
-  return out;
+  return domain::to_hex({reinterpret_cast<const char*>(digest), length});
 }
 
 std::string to_storage_text(const IdempotentRequest& r) {
