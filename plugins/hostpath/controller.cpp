@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -40,14 +41,42 @@ std::int64_t now_ns() {
 
 Status invalid(std::string msg) { return {StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
 
+// Bytes of the regular files under `dir` (what a copy writes: copies are not sparse).
+std::int64_t tree_bytes(const fs::path& dir) {
+  std::int64_t sum = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code fec;
+    if (it->is_regular_file(fec) && !it->is_symlink(fec)) sum += static_cast<std::int64_t>(it->file_size(fec));
+  }
+  return sum;
+}
+
 // Copies a directory tree; symlinks are copied as links, never followed out of the volume.
 Status copy_tree(const fs::path& from, const fs::path& to) {
+  // Not enough space is the spec's RESOURCE_EXHAUSTED ("not enough space to create snapshot"):
+  // checked first, as a copy that runs out midway reports only an I/O error.
+  struct statvfs st {};
+  const std::int64_t needed = tree_bytes(from);
+  if (::statvfs(to.parent_path().c_str(), &st) == 0) {
+    const auto free_bytes = static_cast<std::int64_t>(st.f_bavail) * static_cast<std::int64_t>(st.f_frsize);
+    if (needed > free_bytes) {
+      return {StatusCode::RESOURCE_EXHAUSTED, "not enough space to copy " + from.string() + ": " +
+                                                  std::to_string(needed) + " bytes needed, " +
+                                                  std::to_string(free_bytes) + " free"};
+    }
+  }
   std::error_code ec;
   fs::create_directories(to, ec);
   if (!ec) fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
   if (ec) {
-    fs::remove_all(to, ec);
-    return {StatusCode::INTERNAL, "cannot copy " + from.string() + " to " + to.string() + ": " + ec.message()};
+    // Out of space after all (another writer took it meanwhile): RESOURCE_EXHAUSTED too.
+    const bool no_space = ec == std::errc::no_space_on_device || ec.value() == EDQUOT;
+    const std::string message = "cannot copy " + from.string() + " to " + to.string() + ": " + ec.message();
+    std::error_code rec;
+    fs::remove_all(to, rec);
+    return {no_space ? StatusCode::RESOURCE_EXHAUSTED : StatusCode::INTERNAL, message};
   }
   return Status::OK;
 }
@@ -257,8 +286,10 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
     std::int64_t size = required > 0 ? required : (source_size > 0 ? source_size : config_.default_volume_size);
     if (required == 0 && limit > 0 && size > limit) size = limit;
     if (source_size > 0 && size < source_size) {
-      return invalid("requested capacity " + std::to_string(size) + " is smaller than the content source (" +
-                     std::to_string(source_size) + " bytes)");
+      // The spec's "unsupported capacity_range" row names exactly this case.
+      return {StatusCode::OUT_OF_RANGE, "requested capacity " + std::to_string(size) +
+                                            " is smaller than the content source (" + std::to_string(source_size) +
+                                            " bytes)"};
     }
     if (config_.max_volume_size > 0 && size > config_.max_volume_size) {
       return {StatusCode::OUT_OF_RANGE, "volume size " + std::to_string(size) + " exceeds the largest volume (" +

@@ -52,6 +52,13 @@ class PathLocks {
   std::set<std::string> held_;
 };
 
+// The target path where `volume_id` is already published (and still mounted) when a publish at
+// `target` with access mode `mode` would give a SINGLE_NODE_SINGLE_WRITER volume a second target;
+// empty otherwise. (SINGLE_NODE_WRITER stays lenient: older orchestrators use it for several
+// workloads on one node.)
+std::string published_elsewhere(const NodeRecord& rec, const std::string& volume_id, const std::string& target,
+                                int mode);
+
 class Node {
  public:
   // store: the shared controller catalogue, used for capacities in stats (may be absent from disk).
@@ -73,6 +80,13 @@ class Node {
                              std::filesystem::path& out) const;
 
  private:
+  // Whether this plugin has the volume at all (its directory, or the controller's catalogue):
+  // unstage/unpublish of a volume it has not staged or published there are OK only then.
+  bool volume_known(const std::string& volume_id) const;
+  // NodeGetVolumeStats / NodeExpandVolume: the canonical volume_path when volume_id is staged or
+  // published there, else NOT_FOUND (the spec's one error for both).
+  grpc::Status find_volume_path(const std::string& volume_id, const std::string& volume_path, std::string& out) const;
+
   NodeConfig config_;
   NodeState& state_;
   VolumeStore& store_;

@@ -18,7 +18,10 @@ json encode(const NodeRecord& r) {
   }
   json published = json::object();
   for (const auto& [path, p] : r.published) {
-    published[path] = {{"volume_id", p.volume_id}, {"staging_path", p.staging_path}, {"readonly", p.readonly}};
+    published[path] = {{"volume_id", p.volume_id},
+                       {"staging_path", p.staging_path},
+                       {"readonly", p.readonly},
+                       {"access_mode", p.access_mode}};
   }
   return {{"node_id", r.registration.node_id},
           {"max_volumes", r.registration.max_volumes},
@@ -40,7 +43,7 @@ bool decode(const std::string& text, NodeRecord& r) {
     }
     for (const auto& [path, p] : published.items()) {
       r.published[path] = {p.at("volume_id").get<std::string>(), p.value("staging_path", ""),
-                           p.value("readonly", false)};
+                           p.value("readonly", false), p.value("access_mode", 0)};
     }
     return true;
   } catch (const json::exception&) {

@@ -26,6 +26,7 @@ struct PublishedVolume {
   std::string volume_id;
   std::string staging_path;
   bool readonly = false;
+  int access_mode = 0;  // csi AccessMode.Mode; 0 in records written before it was kept
 };
 
 struct NodeRegistration {

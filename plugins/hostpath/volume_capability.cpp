@@ -6,19 +6,34 @@ namespace mooring::hostpath {
 
 using Mode = csi::v1::VolumeCapability::AccessMode;
 
+std::string malformed_reason(const csi::v1::VolumeCapability& cap) {
+  if (!cap.has_mount() && !cap.has_block()) return "access_type is missing (expected mount)";
+  if (!cap.has_access_mode() || cap.access_mode().mode() == Mode::UNKNOWN) return "access_mode is missing or UNKNOWN";
+  if (!csi::v1::VolumeCapability_AccessMode_Mode_IsValid(cap.access_mode().mode())) return "access_mode is unknown";
+  return {};
+}
+
 std::string unsupported_reason(const csi::v1::VolumeCapability& cap) {
+  if (auto reason = malformed_reason(cap); !reason.empty()) return reason;
   if (cap.has_block()) {
     return "block access is not supported: hostpath volumes are directories, request a mount access type";
   }
-  if (!cap.has_mount()) return "access_type is missing (expected mount)";
-  if (!cap.has_access_mode() || cap.access_mode().mode() == Mode::UNKNOWN) return "access_mode is missing or UNKNOWN";
-  if (!csi::v1::VolumeCapability_AccessMode_Mode_IsValid(cap.access_mode().mode())) return "access_mode is unknown";
   return {};
 }
 
 grpc::Status check_capability(const csi::v1::VolumeCapability& cap, std::string_view field) {
   if (auto reason = unsupported_reason(cap); !reason.empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT, std::string(field) + ": " + reason};
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status check_node_capability(const csi::v1::VolumeCapability& cap, std::string_view field) {
+  if (auto reason = malformed_reason(cap); !reason.empty()) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, std::string(field) + ": " + reason};
+  }
+  if (auto reason = unsupported_reason(cap); !reason.empty()) {
+    return {grpc::StatusCode::FAILED_PRECONDITION, std::string(field) + ": " + reason};
   }
   return grpc::Status::OK;
 }

@@ -10,13 +10,22 @@
 
 namespace mooring::hostpath {
 
+// Why the capability is malformed (no access type, no or an unknown access mode); empty when it
+// is well formed. A malformed capability is INVALID_ARGUMENT everywhere.
+std::string malformed_reason(const csi::v1::VolumeCapability& cap);
+
+// Why the capability cannot be served (malformed, or block access: directories only); empty when
+// supported. ValidateVolumeCapabilities reports it in its message, not as an error.
+std::string unsupported_reason(const csi::v1::VolumeCapability& cap);
+
 // OK, or INVALID_ARGUMENT naming `field` ("volume_capability", "volume_capabilities[2]") when the
-// capability is missing its access type or mode, or asks for block access (directories only).
+// capability is malformed or unsupported: what CreateVolume, ControllerPublishVolume and both
+// expansions answer (for the expansions the spec's "exceeds capabilities" is INVALID_ARGUMENT).
 grpc::Status check_capability(const csi::v1::VolumeCapability& cap, std::string_view field);
 
-// Same check, but returns the reason instead of a status (ValidateVolumeCapabilities reports
-// unsupported capabilities in its message, not as an error). Empty when supported.
-std::string unsupported_reason(const csi::v1::VolumeCapability& cap);
+// NodeStageVolume and NodePublishVolume: a malformed capability is INVALID_ARGUMENT, one the
+// volume does not support is FAILED_PRECONDITION (the spec's "exceeds capabilities" row for them).
+grpc::Status check_node_capability(const csi::v1::VolumeCapability& cap, std::string_view field);
 
 bool is_single_node_mode(int mode);
 bool is_reader_only_mode(int mode);

@@ -159,14 +159,6 @@ TEST_F(HostpathRules, MissingRequiredFieldsAreInvalidArgument) {
     csi::v1::NodePublishVolumeResponse o;
     return n.NodePublishVolume(&ctx, r, &o);
   });
-  add("NodePublish without staging path", [&](grpc::ClientContext& ctx) {
-    csi::v1::NodePublishVolumeRequest r;
-    r.set_volume_id(id);
-    r.set_target_path((dir_ / "t").string());
-    *r.mutable_volume_capability() = cap;
-    csi::v1::NodePublishVolumeResponse o;
-    return n.NodePublishVolume(&ctx, r, &o);
-  });
   add("NodePublish without volume id", [&](grpc::ClientContext& ctx) {
     csi::v1::NodePublishVolumeRequest r;
     r.set_staging_target_path((dir_ / "s").string());
@@ -212,6 +204,12 @@ TEST_F(HostpathRules, MissingRequiredFieldsAreInvalidArgument) {
     r.set_volume_id(id);
     csi::v1::NodeGetVolumeStatsResponse o;
     return n.NodeGetVolumeStats(&ctx, r, &o);
+  });
+  add("NodeExpandVolume without volume id", [&](grpc::ClientContext& ctx) {
+    csi::v1::NodeExpandVolumeRequest r;
+    r.set_volume_path((dir_ / "t").string());
+    csi::v1::NodeExpandVolumeResponse o;
+    return n.NodeExpandVolume(&ctx, r, &o);
   });
   add("NodeExpandVolume without path", [&](grpc::ClientContext& ctx) {
     csi::v1::NodeExpandVolumeRequest r;
