@@ -113,7 +113,7 @@ Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
       return {StatusCode::ALREADY_EXISTS, "volume " + req.volume_id() + " is already staged at " + staging +
                                               " with a different access mode (read-only vs read-write)"};
     }
-    if (is_mount_point(staging)) return Status::OK;  // already staged
+    if (config_.stage_without_mount || is_mount_point(staging)) return Status::OK;  // already staged
   } else if (is_mount_point(staging)) {
     return {StatusCode::ALREADY_EXISTS, "staging path " + staging + " is already a mount point not made by this plugin"};
   }
@@ -124,6 +124,10 @@ Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
   // dropped on unstage), a mount without a record would be unknown to us.
   if (!state_.put_staged(staging, {req.volume_id(), source.string(), readonly})) {
     return {StatusCode::INTERNAL, "cannot persist node state"};
+  }
+  if (config_.stage_without_mount) {
+    kLog.info("volume staged (recorded, nothing mounted)", {{"volume_id", req.volume_id()}, {"staging_path", staging}});
+    return Status::OK;
   }
   if (auto mec = bind_mount(source, staging, readonly)) {
     state_.erase_staged(staging);
@@ -179,7 +183,8 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
   const auto guard = paths_.lock(staging == target ? std::vector<std::string>{target} : std::vector{staging, target});
   const auto rec = state_.snapshot();
   auto staged = rec.staged.find(staging);
-  if (staged == rec.staged.end() || staged->second.volume_id != req.volume_id() || !is_mount_point(staging)) {
+  if (staged == rec.staged.end() || staged->second.volume_id != req.volume_id() ||
+      (!config_.stage_without_mount && !is_mount_point(staging))) {
     // Not staged here: maybe the volume does not exist at all.
     fs::path source;
     if (auto st = volume_source(req.volume_id(), req.volume_context(), source); !st.ok()) return st;
@@ -209,9 +214,11 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
   if (!state_.put_published(target, {req.volume_id(), staging, readonly, mode})) {
     return {StatusCode::INTERNAL, "cannot persist node state"};
   }
-  if (auto mec = bind_mount(staging, target, readonly)) {
+  // Staged without a mount, the volume directory itself is what the target shows.
+  const std::string source = config_.stage_without_mount ? staged->second.source : staging;
+  if (auto mec = bind_mount(source, target, readonly)) {
     state_.erase_published(target);
-    return mount_error("bind-mount " + staging + " on " + target, mec);
+    return mount_error("bind-mount " + source + " on " + target, mec);
   }
   kLog.info("volume published", {{"volume_id", req.volume_id()}, {"target_path", target}, {"readonly", readonly}});
   return Status::OK;
@@ -249,9 +256,14 @@ Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1
   if (req.volume_path().empty()) return invalid("volume_path is required");
   std::string path;
   if (auto st = find_volume_path(req.volume_id(), req.volume_path(), path); !st.ok()) return st;
+  // A staging path this plugin mounted nothing at: the volume directory is what it measures.
+  const auto rec = state_.snapshot();
+  const auto staged = rec.staged.find(path);
+  const bool unmounted_stage = config_.stage_without_mount && staged != rec.staged.end();
+  const std::string measured = unmounted_stage ? staged->second.source : path;
   struct statvfs st {};
-  if (::statvfs(path.c_str(), &st) != 0) return {StatusCode::INTERNAL, "statvfs " + path + " failed"};
-  const std::int64_t used = used_bytes(path);
+  if (::statvfs(measured.c_str(), &st) != 0) return {StatusCode::INTERNAL, "statvfs " + measured + " failed"};
+  const std::int64_t used = used_bytes(measured);
   std::int64_t total = static_cast<std::int64_t>(st.f_blocks) * static_cast<std::int64_t>(st.f_frsize);
   store_.read([&](const StoreState& catalogue) {
     if (auto it = catalogue.volumes.find(req.volume_id()); it != catalogue.volumes.end()) total = it->second.capacity_bytes;
@@ -268,7 +280,12 @@ Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1
   inodes->set_available(static_cast<std::int64_t>(st.f_ffree));
   inodes->set_used(static_cast<std::int64_t>(st.f_files - st.f_ffree));
   auto* cond = resp.mutable_volume_condition();
-  if (!is_mount_point(path)) {
+  if (unmounted_stage) {
+    std::error_code ec;
+    const bool present = fs::is_directory(measured, ec);
+    cond->set_abnormal(!present);
+    cond->set_message(present ? "staged (nothing mounted at the staging path)" : "volume directory " + measured + " is missing");
+  } else if (!is_mount_point(path)) {
     cond->set_abnormal(true);
     cond->set_message(path + " is no longer a mount point");
   } else {

@@ -27,6 +27,7 @@ struct NodeConfig {
   std::string node_id;
   std::int64_t max_volumes = 0;
   std::map<std::string, std::string> topology;
+  bool stage_without_mount = false;  // see Options::stage_without_mount
 };
 
 // Exclusive locks on paths, taken all at once (so two callers never deadlock on each other's

@@ -259,11 +259,43 @@ TEST_F(VolumeManagerTest, StagingIsSharedAndUnstagedOnlyAfterTheLastUser) {
   EXPECT_FALSE(std::filesystem::exists(dir / "mnt" / "staging"));
 }
 
-TEST_F(VolumeManagerTest, StagingGoneFromTheMountTableIsStagedAgain) {
+TEST_F(VolumeManagerTest, StagedIsWhatThePluginAnsweredNotWhatTheMountTableShows) {
   ASSERT_TRUE(mount("alloc-1", volume("vol1")).ok());
-  table.mounted.erase(staging("vol1"));  // e.g. a reboot took it
+  table.mounted.erase(staging("vol1"));  // a plugin that stages without mounting anything there
   ASSERT_TRUE(mount("alloc-2", volume("vol1")).ok());
+  EXPECT_EQ(csi->count(Rpc::NodeStageVolume), 1);  // staged once per volume and node
+
+  EXPECT_TRUE(run(manager->shutdown(1s)));
+  manager = make_manager();  // agent restart
+  const auto restored = manager->restore("alloc-1");
+  ASSERT_EQ(restored.size(), 1u);
+  EXPECT_TRUE(restored[0].mounted) << restored[0].reason;
+  EXPECT_EQ(csi->count(Rpc::NodeStageVolume), 1);
+  EXPECT_EQ(csi->count(Rpc::NodePublishVolume), 2);
+
+  ASSERT_TRUE(run(manager->unmount("alloc-1", "vol1")).ok());
+  ASSERT_TRUE(run(manager->unmount("alloc-2", "vol1")).ok());
+  EXPECT_EQ(csi->count(Rpc::NodeUnstageVolume), 1);
+  EXPECT_TRUE(manager->records().empty());
+}
+
+TEST_F(VolumeManagerTest, AStageThePluginLostIsStagedAgainOnTheRetryOfTheMount) {
+  ASSERT_TRUE(mount("alloc-1", volume("vol1")).ok());
+  EXPECT_TRUE(run(manager->shutdown(1s)));
+  manager = make_manager();  // agent restart after a reboot: target and stage are gone
+  table.mounted.clear();
+  ASSERT_FALSE(manager->restore("alloc-1")[0].mounted);
+  // The record says staged, so only the publish is driven again; the plugin lost the stage.
+  csi->fail_next(Rpc::NodePublishVolume, grpc::StatusCode::FAILED_PRECONDITION);
+  auto first = mount("alloc-1", volume("vol1"));
+  EXPECT_FALSE(first.ok());
+  EXPECT_TRUE(first.retryable) << first.error;
+  EXPECT_EQ(csi->count(Rpc::NodeStageVolume), 1);
+  EXPECT_EQ(csi->count(Rpc::NodeUnstageVolume), 1);  // the failed mount gave up its stage
+  auto again = mount("alloc-1", volume("vol1"));
+  ASSERT_TRUE(again.ok()) << again.error;
   EXPECT_EQ(csi->count(Rpc::NodeStageVolume), 2);
+  EXPECT_TRUE(table.is_mounted(target("alloc-1", "vol1")));
 }
 
 TEST_F(VolumeManagerTest, IntentIsRecordedOnDiskBeforeEachRpc) {
@@ -552,7 +584,7 @@ TEST_F(VolumeManagerTest, RestoreKeepsConfirmedMountsAndAsksToRemountGoneOnes) {
   const auto stages = csi->count(Rpc::NodeStageVolume);
   auto again = mount("alloc-1", volume("vol2"));
   ASSERT_TRUE(again.ok()) << again.error;
-  EXPECT_EQ(csi->count(Rpc::NodeStageVolume), stages);  // staging still mounted
+  EXPECT_EQ(csi->count(Rpc::NodeStageVolume), stages);  // the record says staged: only published again
   EXPECT_TRUE(manager->restore("alloc-1")[1].mounted);
 }
 
