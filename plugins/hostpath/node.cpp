@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "plugins/hostpath/loop_device.hpp"
 #include "plugins/hostpath/mount_table.hpp"
 #include "plugins/hostpath/options.hpp"
 #include "plugins/hostpath/volume_capability.hpp"
@@ -97,9 +98,12 @@ Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
   if (auto st = check_path(req.staging_target_path(), "staging_target_path"); !st.ok()) return st;
   if (!req.has_volume_capability()) return invalid("volume_capability is required");
-  if (auto st = check_node_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
+  if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
   fs::path source;
   if (auto st = volume_source(req.volume_id(), req.volume_context(), source); !st.ok()) return st;
+  const bool block = is_block_volume(source);
+  if (auto why = access_type_mismatch(req.volume_capability(), req.volume_id(), block); !why.empty())
+    return {StatusCode::FAILED_PRECONDITION, "volume_capability: " + why};
   const std::string staging = canonical_mount_path(req.staging_target_path());
   const bool readonly = is_reader_only_mode(req.volume_capability().access_mode().mode());
 
@@ -113,13 +117,15 @@ Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
       return {StatusCode::ALREADY_EXISTS, "volume " + req.volume_id() + " is already staged at " + staging +
                                               " with a different access mode (read-only vs read-write)"};
     }
-    if (config_.stage_without_mount || is_mount_point(staging)) return Status::OK;  // already staged
+    // Already staged (a block volume whose device went away, after a reboot, is attached again).
+    if (block ? device_attached(it->second) : config_.stage_without_mount || is_mount_point(staging)) return Status::OK;
   } else if (is_mount_point(staging)) {
     return {StatusCode::ALREADY_EXISTS, "staging path " + staging + " is already a mount point not made by this plugin"};
   }
   std::error_code ec;
   fs::create_directories(staging, ec);
   if (ec) return {StatusCode::INTERNAL, "cannot create staging path " + staging + ": " + ec.message()};
+  if (block) return stage_block(req.volume_id(), source / kBlockImage, staging, readonly);
   // Record the intent first: after a crash a record without a mount is harmless (re-staged or
   // dropped on unstage), a mount without a record would be unknown to us.
   if (!state_.put_staged(staging, {req.volume_id(), source.string(), readonly})) {
@@ -161,6 +167,9 @@ Status Node::unstage(const csi::v1::NodeUnstageVolumeRequest& req) {
     }
   }
   if (auto ec = unmount_all(staging)) return mount_error("unmount " + staging, ec);
+  if (staged != rec.staged.end() && staged->second.block) {
+    if (auto st = unstage_block(staged->second, rec); !st.ok()) return st;
+  }
   if (!state_.erase_staged(staging)) return {StatusCode::INTERNAL, "cannot persist node state"};
   kLog.info("volume unstaged", {{"volume_id", req.volume_id()}, {"staging_path", staging}});
   return Status::OK;
@@ -170,7 +179,7 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
   if (auto st = check_path(req.target_path(), "target_path"); !st.ok()) return st;
   if (!req.has_volume_capability()) return invalid("volume_capability is required");
-  if (auto st = check_node_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
+  if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
   if (req.staging_target_path().empty()) {
     return {StatusCode::FAILED_PRECONDITION,
             "staging_target_path is not set, but this plugin has STAGE_UNSTAGE_VOLUME: call NodeStageVolume first"};
@@ -183,14 +192,18 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
   const auto guard = paths_.lock(staging == target ? std::vector<std::string>{target} : std::vector{staging, target});
   const auto rec = state_.snapshot();
   auto staged = rec.staged.find(staging);
-  if (staged == rec.staged.end() || staged->second.volume_id != req.volume_id() ||
-      (!config_.stage_without_mount && !is_mount_point(staging))) {
+  const auto is_staged = [&](const StagedVolume& s) {
+    return s.block ? device_attached(s) : config_.stage_without_mount || is_mount_point(staging);
+  };
+  if (staged == rec.staged.end() || staged->second.volume_id != req.volume_id() || !is_staged(staged->second)) {
     // Not staged here: maybe the volume does not exist at all.
     fs::path source;
     if (auto st = volume_source(req.volume_id(), req.volume_context(), source); !st.ok()) return st;
     return {StatusCode::FAILED_PRECONDITION,
             "volume " + req.volume_id() + " is not staged at " + staging + "; call NodeStageVolume first"};
   }
+  if (auto why = access_type_mismatch(req.volume_capability(), req.volume_id(), staged->second.block); !why.empty())
+    return {StatusCode::FAILED_PRECONDITION, "volume_capability: " + why};
   const int mode = req.volume_capability().access_mode().mode();
   if (auto other = published_elsewhere(rec, req.volume_id(), target, mode); !other.empty()) {
     return {StatusCode::FAILED_PRECONDITION, "volume " + req.volume_id() + " is already published at " + other +
@@ -208,6 +221,7 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
   } else if (is_mount_point(target)) {
     return {StatusCode::ALREADY_EXISTS, "target path " + target + " is already a mount point not made by this plugin"};
   }
+  if (staged->second.block) return publish_block(req.volume_id(), staged->second, staging, target, readonly, mode);
   std::error_code ec;
   fs::create_directories(target, ec);  // creating target_path is the plugin's job (CSI spec)
   if (ec) return {StatusCode::INTERNAL, "cannot create target path " + target + ": " + ec.message()};
@@ -242,6 +256,9 @@ Status Node::unpublish(const csi::v1::NodeUnpublishVolumeRequest& req) {
                                        ", and this plugin has no such volume)"};
   }
   if (auto ec = unmount_all(target)) return mount_error("unmount " + target, ec);
+  if (published != rec.published.end() && published->second.block) {
+    if (auto st = unpublish_block(published->second, target); !st.ok()) return st;
+  }
   std::error_code ec;
   // The plugin created the target directory, so it removes it; only when empty (never a
   // recursive delete of what might still be someone's data).
@@ -256,10 +273,17 @@ Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1
   if (req.volume_path().empty()) return invalid("volume_path is required");
   std::string path;
   if (auto st = find_volume_path(req.volume_id(), req.volume_path(), path); !st.ok()) return st;
-  // A staging path this plugin mounted nothing at: the volume directory is what it measures.
   const auto rec = state_.snapshot();
-  const auto staged = rec.staged.find(path);
-  const bool unmounted_stage = config_.stage_without_mount && staged != rec.staged.end();
+  // A block volume: its backing file and the device the path shows.
+  const auto published = rec.published.find(path);
+  const auto staged = rec.staged.find(published != rec.published.end() ? published->second.staging_path : path);
+  if (staged != rec.staged.end() && staged->second.block) {
+    const bool own = published != rec.published.end() && !published->second.device.empty();
+    block_stats(staged->second, own ? published->second.device : staged->second.device, resp);
+    return Status::OK;
+  }
+  // A staging path this plugin mounted nothing at: the volume directory is what it measures.
+  const bool unmounted_stage = config_.stage_without_mount && published == rec.published.end() && staged != rec.staged.end();
   const std::string measured = unmounted_stage ? staged->second.source : path;
   struct statvfs st {};
   if (::statvfs(measured.c_str(), &st) != 0) return {StatusCode::INTERNAL, "statvfs " + measured + " failed"};
@@ -308,6 +332,15 @@ Status Node::expand(const csi::v1::NodeExpandVolumeRequest& req, csi::v1::NodeEx
   }
   std::string path;
   if (auto st = find_volume_path(req.volume_id(), req.volume_path(), path); !st.ok()) return st;
+  const auto rec = state_.snapshot();
+  const auto published = rec.published.find(path);
+  const auto staged = rec.staged.find(published != rec.published.end() ? published->second.staging_path : path);
+  const bool block = staged != rec.staged.end() && staged->second.block;
+  if (req.has_volume_capability()) {
+    if (auto why = access_type_mismatch(req.volume_capability(), req.volume_id(), block); !why.empty())
+      return invalid("volume_capability: " + why);
+  }
+  if (block) return expand_block(req.volume_id(), resp);
   // A directory has no filesystem to grow: the controller's record is the capacity.
   std::int64_t capacity = range.required_bytes();
   std::int64_t recorded = -1;

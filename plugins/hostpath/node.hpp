@@ -53,6 +53,10 @@ class PathLocks {
   std::set<std::string> held_;
 };
 
+// A staged block volume is attached when its recorded loop device still shows its backing file
+// (node_block.cpp).
+bool device_attached(const StagedVolume& staged);
+
 // The target path where `volume_id` is already published (and still mounted) when a publish at
 // `target` with access mode `mode` would give a SINGLE_NODE_SINGLE_WRITER volume a second target;
 // empty otherwise. (SINGLE_NODE_WRITER stays lenient: older orchestrators use it for several
@@ -87,6 +91,16 @@ class Node {
   // NodeGetVolumeStats / NodeExpandVolume: the canonical volume_path when volume_id is staged or
   // published there, else NOT_FOUND (the spec's one error for both).
   grpc::Status find_volume_path(const std::string& volume_id, const std::string& volume_path, std::string& out) const;
+
+  // Block volumes (node_block.cpp), called with the paths' locks held.
+  grpc::Status stage_block(const std::string& volume_id, const std::filesystem::path& image, const std::string& staging,
+                           bool readonly);
+  grpc::Status publish_block(const std::string& volume_id, const StagedVolume& staged, const std::string& staging,
+                             const std::string& target, bool readonly, int mode);
+  grpc::Status unpublish_block(const PublishedVolume& published, const std::string& target);
+  grpc::Status unstage_block(const StagedVolume& staged, const NodeRecord& rec);
+  void block_stats(const StagedVolume& staged, const std::string& device, csi::v1::NodeGetVolumeStatsResponse& resp);
+  grpc::Status expand_block(const std::string& volume_id, csi::v1::NodeExpandVolumeResponse& resp);
 
   NodeConfig config_;
   NodeState& state_;

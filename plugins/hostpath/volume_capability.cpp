@@ -6,34 +6,24 @@ namespace mooring::hostpath {
 
 using Mode = csi::v1::VolumeCapability::AccessMode;
 
-std::string malformed_reason(const csi::v1::VolumeCapability& cap) {
-  if (!cap.has_mount() && !cap.has_block()) return "access_type is missing (expected mount)";
+std::string unsupported_reason(const csi::v1::VolumeCapability& cap) {
+  if (!cap.has_mount() && !cap.has_block()) return "access_type is missing (expected mount or block)";
   if (!cap.has_access_mode() || cap.access_mode().mode() == Mode::UNKNOWN) return "access_mode is missing or UNKNOWN";
   if (!csi::v1::VolumeCapability_AccessMode_Mode_IsValid(cap.access_mode().mode())) return "access_mode is unknown";
   return {};
 }
 
-std::string unsupported_reason(const csi::v1::VolumeCapability& cap) {
-  if (auto reason = malformed_reason(cap); !reason.empty()) return reason;
-  if (cap.has_block()) {
-    return "block access is not supported: hostpath volumes are directories, request a mount access type";
-  }
+std::string access_type_mismatch(const csi::v1::VolumeCapability& cap, const std::string& volume_id, bool block_volume) {
+  if (cap.has_block() && !block_volume)
+    return "volume " + volume_id + " is a filesystem volume (a directory): request the mount access type, not block";
+  if (cap.has_mount() && block_volume)
+    return "volume " + volume_id + " is a block volume (a loop device): request the block access type, not mount";
   return {};
 }
 
 grpc::Status check_capability(const csi::v1::VolumeCapability& cap, std::string_view field) {
   if (auto reason = unsupported_reason(cap); !reason.empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT, std::string(field) + ": " + reason};
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status check_node_capability(const csi::v1::VolumeCapability& cap, std::string_view field) {
-  if (auto reason = malformed_reason(cap); !reason.empty()) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, std::string(field) + ": " + reason};
-  }
-  if (auto reason = unsupported_reason(cap); !reason.empty()) {
-    return {grpc::StatusCode::FAILED_PRECONDITION, std::string(field) + ": " + reason};
   }
   return grpc::Status::OK;
 }

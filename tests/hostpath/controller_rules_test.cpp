@@ -228,21 +228,11 @@ TEST_F(HostpathRules, MissingRequiredFieldsAreInvalidArgument) {
   EXPECT_TRUE(test::mounts_under(dir_.path()).empty());
 }
 
-TEST_F(HostpathRules, BlockAccessIsRefusedWithAClearMessage) {
+TEST_F(HostpathRules, BlockAccessToAFilesystemVolumeIsNotConfirmedAndSaysWhy) {
   ASSERT_NO_FATAL_FAILURE(start());
   csi::v1::VolumeCapability block;
   block.mutable_block();
   block.mutable_access_mode()->set_mode(AM::SINGLE_NODE_WRITER);
-  csi::v1::CreateVolumeRequest req;
-  req.set_name("blk");
-  *req.add_volume_capabilities() = block;
-  csi::v1::CreateVolumeResponse resp;
-  grpc::ClientContext ctx;
-  set_deadline(ctx);
-  const auto st = plugin_->controller().CreateVolume(&ctx, req, &resp);
-  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(st.error_message().find("block"), std::string::npos) << st.error_message();
-
   csi::v1::Volume vol;
   ASSERT_TRUE(plugin_->create_volume("v", kMi, &vol).ok());
   csi::v1::ValidateVolumeCapabilitiesRequest vreq;
