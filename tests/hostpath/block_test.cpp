@@ -24,73 +24,38 @@ using grpc::StatusCode;
 namespace fs = std::filesystem;
 constexpr std::int64_t kMi = 1 << 20;
 
-csi::v1::VolumeCapability block_capability(AM::Mode mode) {
-  csi::v1::VolumeCapability cap;
-  cap.mutable_block();
-  cap.mutable_access_mode()->set_mode(mode);
-  return cap;
-}
-
-class HostpathBlock : public ::testing::Test {
+class HostpathBlock : public PluginTest {
  protected:
+  HostpathBlock() : PluginTest("hp-block") {}
   void SetUp() override {
     MOORING_REQUIRE_ROOT();
     if (auto why = check_loop_support(); !why.empty())
       GTEST_SKIP() << "loop devices are not available here (" << why << "): block volumes cannot be tested";
-    plugin_ = std::make_unique<HostpathPlugin>(dir_);
-    ASSERT_NO_FATAL_FAILURE(plugin_->start());
+    ASSERT_NO_FATAL_FAILURE(start());
   }
   void TearDown() override {
-    plugin_.reset();
-    dir_.unmount_all();
+    PluginTest::TearDown();
     // Never leave a device of this test attached, whatever failed.
     for (const auto& image : images_)
       for (const auto& device : loops_backed_by(image)) detach_loop(device);
   }
 
-  csi::v1::Volume create(const std::string& name, std::int64_t bytes, AM::Mode mode = AM::SINGLE_NODE_WRITER) {
-    csi::v1::CreateVolumeRequest r;
-    r.set_name(name);
-    r.mutable_capacity_range()->set_required_bytes(bytes);
-    *r.add_volume_capabilities() = block_capability(mode);
-    csi::v1::CreateVolumeResponse o;
-    grpc::ClientContext ctx;
-    set_deadline(ctx);
-    const auto st = plugin_->controller().CreateVolume(&ctx, r, &o);
+  csi::v1::Volume create(const std::string& name, std::int64_t bytes) {
+    csi::v1::Volume vol;
+    const auto st = plugin_->create_volume(name, bytes, &vol, block_);
     EXPECT_TRUE(st.ok()) << st.error_message();
-    images_.push_back(image_of(o.volume()));
-    return o.volume();
+    images_.push_back(image_of(vol));
+    return vol;
   }
   static fs::path image_of(const csi::v1::Volume& v) { return fs::path(v.volume_context().at("path")) / kBlockImage; }
-
-  grpc::Status stage(const std::string& id, AM::Mode mode = AM::SINGLE_NODE_WRITER) {
-    csi::v1::NodeStageVolumeRequest r;
-    r.set_volume_id(id);
-    r.set_staging_target_path(staging().string());
-    *r.mutable_volume_capability() = block_capability(mode);
-    csi::v1::NodeStageVolumeResponse o;
-    grpc::ClientContext ctx;
-    set_deadline(ctx);
-    return plugin_->node().NodeStageVolume(&ctx, r, &o);
-  }
-  grpc::Status publish(const std::string& id, const fs::path& target, bool readonly = false,
-                       AM::Mode mode = AM::SINGLE_NODE_WRITER) {
-    csi::v1::NodePublishVolumeRequest r;
-    r.set_volume_id(id);
-    r.set_staging_target_path(staging().string());
-    r.set_target_path(target.string());
-    r.set_readonly(readonly);
-    *r.mutable_volume_capability() = block_capability(mode);
-    csi::v1::NodePublishVolumeResponse o;
-    grpc::ClientContext ctx;
-    set_deadline(ctx);
-    return plugin_->node().NodePublishVolume(&ctx, r, &o);
+  grpc::Status stage(const std::string& id) { return plugin_->stage(id, staging(), block_); }
+  grpc::Status publish(const std::string& id, const fs::path& target, bool readonly = false) {
+    return plugin_->publish(id, staging(), target, block_, readonly);
   }
   fs::path staging() const { return dir_ / "staging"; }
   fs::path target() const { return dir_ / "pub" / "dev"; }
 
-  test::TempDir dir_{"hp-block"};
-  std::unique_ptr<HostpathPlugin> plugin_;
+  const csi::v1::VolumeCapability block_ = block_capability(AM::SINGLE_NODE_WRITER);
   std::vector<fs::path> images_;
 };
 
@@ -190,7 +155,7 @@ TEST_F(HostpathBlock, ExpansionGrowsTheBackingFileAndTheNodeRefreshesTheDevice) 
   csi::v1::ControllerExpandVolumeRequest creq;
   creq.set_volume_id(vol.volume_id());
   creq.mutable_capacity_range()->set_required_bytes(6 * kMi);
-  *creq.mutable_volume_capability() = block_capability(AM::SINGLE_NODE_WRITER);
+  *creq.mutable_volume_capability() = block_;
   csi::v1::ControllerExpandVolumeResponse cresp;
   {
     grpc::ClientContext ctx;
@@ -242,15 +207,15 @@ TEST_F(HostpathBlock, AccessTypesMustFitTheVolume) {
     EXPECT_TRUE(plugin_->controller().ValidateVolumeCapabilities(&ctx, r, &o).ok());
     return o;
   };
-  EXPECT_TRUE(validate(blk.volume_id(), block_capability(AM::SINGLE_NODE_WRITER)).has_confirmed());
+  EXPECT_TRUE(validate(blk.volume_id(), block_).has_confirmed());
   const auto refused = validate(blk.volume_id(), mount_capability(AM::SINGLE_NODE_WRITER));
   EXPECT_FALSE(refused.has_confirmed());
   EXPECT_NE(refused.message().find("block volume"), std::string::npos) << refused.message();
-  EXPECT_FALSE(validate(dir.volume_id(), block_capability(AM::SINGLE_NODE_WRITER)).has_confirmed());
+  EXPECT_FALSE(validate(dir.volume_id(), block_).has_confirmed());
   // CreateVolume: one access type per volume, and a name keeps its type.
   csi::v1::CreateVolumeRequest mixed;
   mixed.set_name("mixed");
-  *mixed.add_volume_capabilities() = block_capability(AM::SINGLE_NODE_WRITER);
+  *mixed.add_volume_capabilities() = block_;
   *mixed.add_volume_capabilities() = mount_capability(AM::SINGLE_NODE_WRITER);
   csi::v1::CreateVolumeResponse o;
   {

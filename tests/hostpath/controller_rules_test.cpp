@@ -14,19 +14,9 @@ using AM = csi::v1::VolumeCapability::AccessMode;
 using grpc::StatusCode;
 constexpr std::int64_t kMi = 1 << 20;
 
-class HostpathRules : public ::testing::Test {
+class HostpathRules : public PluginTest {
  protected:
-  void start(PluginSetup setup = {}) {
-    plugin_ = std::make_unique<HostpathPlugin>(dir_, std::move(setup));
-    ASSERT_NO_FATAL_FAILURE(plugin_->start());
-  }
-  void TearDown() override {
-    plugin_.reset();
-    dir_.unmount_all();
-  }
-
-  test::TempDir dir_{"hp-rules"};
-  std::unique_ptr<HostpathPlugin> plugin_;
+  HostpathRules() : PluginTest("hp-rules") {}
 };
 
 template <class Fn>

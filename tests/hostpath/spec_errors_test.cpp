@@ -21,17 +21,10 @@ using AM = csi::v1::VolumeCapability::AccessMode;
 using grpc::StatusCode;
 constexpr std::int64_t kMi = 1 << 20;
 
-class HostpathSpecErrors : public ::testing::Test {
+class HostpathSpecErrors : public PluginTest {
  protected:
+  HostpathSpecErrors() : PluginTest("hp-spec") {}
   void SetUp() override { MOORING_REQUIRE_ROOT(); }
-  void start(PluginSetup setup = {}) {
-    plugin_ = std::make_unique<HostpathPlugin>(dir_, std::move(setup));
-    ASSERT_NO_FATAL_FAILURE(plugin_->start());
-  }
-  void TearDown() override {
-    plugin_.reset();
-    dir_.unmount_all();
-  }
   // A volume created, staged at dir/staging and published at dir/target (as csi-sanity does).
   std::string published_volume(const std::string& name, AM::Mode mode = AM::SINGLE_NODE_WRITER) {
     csi::v1::Volume vol;
@@ -87,17 +80,7 @@ class HostpathSpecErrors : public ::testing::Test {
     if (id) *id = o.snapshot().snapshot_id();
     return st;
   }
-
-  test::TempDir dir_{"hp-spec"};
-  std::unique_ptr<HostpathPlugin> plugin_;
 };
-
-csi::v1::VolumeCapability block_capability(AM::Mode mode) {
-  csi::v1::VolumeCapability cap;
-  cap.mutable_block();
-  cap.mutable_access_mode()->set_mode(mode);
-  return cap;
-}
 
 // --- NodeGetVolumeStats: "volume does not exist on specified volume_path" is NOT_FOUND ---
 
@@ -162,14 +145,7 @@ TEST_F(HostpathSpecErrors, NodeStageVolumeWithACapabilityTheVolumeLacksIsFailedP
   ASSERT_NO_FATAL_FAILURE(start());
   csi::v1::Volume vol;
   ASSERT_TRUE(plugin_->create_volume("stage-block", kMi, &vol).ok());
-  csi::v1::NodeStageVolumeRequest r;
-  r.set_volume_id(vol.volume_id());
-  r.set_staging_target_path(staging().string());
-  *r.mutable_volume_capability() = block_capability(AM::SINGLE_NODE_WRITER);
-  csi::v1::NodeStageVolumeResponse o;
-  grpc::ClientContext ctx;
-  set_deadline(ctx);
-  const auto st = plugin_->node().NodeStageVolume(&ctx, r, &o);
+  const auto st = plugin_->stage(vol.volume_id(), staging(), block_capability(AM::SINGLE_NODE_WRITER));
   EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION) << st.error_message();
   EXPECT_FALSE(test::is_mounted(staging()));
 }
@@ -229,15 +205,8 @@ TEST_F(HostpathSpecErrors, NodePublishVolumeWithACapabilityTheVolumeLacksIsFaile
   csi::v1::Volume vol;
   ASSERT_TRUE(plugin_->create_volume("publish-block", kMi, &vol).ok());
   ASSERT_TRUE(plugin_->stage(vol.volume_id(), staging(), AM::SINGLE_NODE_WRITER).ok());
-  csi::v1::NodePublishVolumeRequest r;
-  r.set_volume_id(vol.volume_id());
-  r.set_staging_target_path(staging().string());
-  r.set_target_path(target().string());
-  *r.mutable_volume_capability() = block_capability(AM::SINGLE_NODE_WRITER);
-  csi::v1::NodePublishVolumeResponse o;
-  grpc::ClientContext ctx;
-  set_deadline(ctx);
-  EXPECT_EQ(plugin_->node().NodePublishVolume(&ctx, r, &o).error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(plugin_->publish(vol.volume_id(), staging(), target(), block_capability(AM::SINGLE_NODE_WRITER)).error_code(),
+            StatusCode::FAILED_PRECONDITION);
   EXPECT_FALSE(test::is_mounted(target()));
 }
 
