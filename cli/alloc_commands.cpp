@@ -78,6 +78,7 @@ void print_alloc(Context& ctx, const json& a) {
   KeyValues kv;
   kv.add("ID", field(a, "ID"));
   kv.add("Name", field(a, "Name"));
+  kv.add("Namespace", field(a, "Namespace"));
   kv.add("Node ID", field(a, "NodeID").empty() ? "<not placed>" : field(a, "NodeID"));
   kv.add("Desired Status", field(a, "DesiredStatus"));
   kv.add("Client Status", field(a, "ClientStatus"));
@@ -131,9 +132,16 @@ int alloc_status(Context& ctx, const Invocation& inv) {
     ctx.out() << "No allocations\n";
     return kExitOk;
   }
-  Table t({"ID", "Name", "Node ID", "Desired", "Status"});
-  for (const auto& a : r->body)
-    t.add_row({field(a, "ID"), field(a, "Name"), field(a, "NodeID"), field(a, "DesiredStatus"), field(a, "ClientStatus")});
+  const bool spans = ctx.every_namespace();
+  std::vector<std::string> headers{"ID", "Name", "Node ID", "Desired", "Status"};
+  if (spans) headers.insert(headers.begin() + 2, "Namespace");
+  Table t(headers);
+  for (const auto& a : r->body) {
+    std::vector<std::string> row{field(a, "ID"), field(a, "Name"), field(a, "NodeID"), field(a, "DesiredStatus"),
+                                 field(a, "ClientStatus")};
+    if (spans) row.insert(row.begin() + 2, field(a, "Namespace"));
+    t.add_row(std::move(row));
+  }
   ctx.out() << t.render();
   return kExitOk;
 }

@@ -106,6 +106,9 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
       } else if (name == "token") {
         if (!take_value()) return fail("flag -token needs a value (an ACL Secret ID)");
         inv.globals.token = *value;
+      } else if (name == "namespace") {
+        if (!take_value()) return fail("flag -namespace needs a value (a namespace, or * to list every one)");
+        inv.globals.ns = *value;
       } else if (name == "json") {
         if (!switch_value(inv.globals.json)) return fail("flag -json: expected true or false, got \"" + *value + "\"");
       } else if (const FlagSpec* f = find_flag(inv.command, name)) {
@@ -184,6 +187,8 @@ std::string global_flags_usage() {
          "                     MOORING_CLIENT_KEY)\n"
          "  -json              print the API's JSON instead of tables\n"
          "  -token SECRET      ACL token, sent as X-Mooring-Token (env MOORING_TOKEN)\n"
+         "  -namespace NS      namespace of the volumes and allocations acted on; * lists every one\n"
+         "                     the token may read (env MOORING_NAMESPACE; default \"default\")\n"
          "  -secrets k=v,...   CSI secrets for create/delete/snapshot (sent as X-Mooring-CSI-Secrets)\n"
          "  -h                 help for any command\n";
 }

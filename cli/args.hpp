@@ -43,6 +43,7 @@ struct GlobalOptions {
   std::string client_cert;
   std::string client_key;
   std::string token;  // ACL SecretID ("" = not given; MOORING_TOKEN may give it)
+  std::string ns;     // -namespace ("" = not given; MOORING_NAMESPACE may give it; else the API's "default")
 };
 
 struct Invocation {

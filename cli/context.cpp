@@ -37,6 +37,9 @@ std::optional<ApiReply> Context::call(const std::string& method, const std::stri
   HttpRequest req;
   req.method = method;
   req.target = target;
+  // Every call names the namespace when one was chosen; routes without one ignore it.
+  if (!globals_.ns.empty() && target.find("namespace=") == std::string::npos)
+    req.target += (target.find('?') == std::string::npos ? "?namespace=" : "&namespace=") + globals_.ns;
   req.timeout = options.timeout;
   if (body) req.body = body->dump();
   if (!globals_.token.empty()) req.headers.emplace_back(kTokenHeader, globals_.token);

@@ -44,6 +44,8 @@ class Context {
   std::ostream& out() { return out_; }
   std::ostream& err() { return err_; }
   bool json() const { return globals_.json; }
+  // The list spans namespaces (-namespace '*'): tables then show a Namespace column.
+  bool every_namespace() const { return globals_.ns == "*"; }
   const std::string& address() const { return client_.endpoint().url; }
 
   // The API's answer, or nullopt after printing why not. `error_message` (when given) receives

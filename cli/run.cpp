@@ -2,6 +2,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
+#include "shared/domain/ids.hpp"
 
 namespace mooring::cli {
 
@@ -45,6 +46,12 @@ int run(const std::vector<std::string>& args, const std::map<std::string, std::s
                      .key_file = setting(inv.globals.client_key, "MOORING_CLIENT_KEY")};
   GlobalOptions globals = inv.globals;
   globals.token = setting(inv.globals.token, "MOORING_TOKEN");
+  globals.ns = setting(inv.globals.ns, "MOORING_NAMESPACE");
+  if (!globals.ns.empty() && globals.ns != "*")
+    if (auto st = domain::validate_namespace(globals.ns); !st) {
+      err << "Error: -namespace: " << st.error() << "\n";
+      return kExitUsage;
+    }
   Context ctx(HttpClient(std::move(*endpoint), std::move(tls)), std::move(globals), std::move(secrets), out, err);
   return inv.command->run(ctx, inv);
 }

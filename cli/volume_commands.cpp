@@ -49,6 +49,7 @@ void print_volume(Context& ctx, const json& v) {
   KeyValues kv;
   kv.add("ID", field(v, "ID"));
   kv.add("Name", field(v, "Name"));
+  kv.add("Namespace", field(v, "Namespace"));
   kv.add("External ID", field(v, "ExternalID"));
   kv.add("Plugin ID", field(v, "PluginID"));
   kv.add("Provider", field(v, "Provider"));
@@ -104,11 +105,17 @@ int volume_status(Context& ctx, const Invocation& inv) {
     ctx.out() << "No CSI volumes\n";
     return kExitOk;
   }
-  Table t({"ID", "Name", "Plugin ID", "Schedulable", "Access Mode", "Readers", "Writers"});
-  for (const auto& v : r->body)
-    t.add_row({field(v, "ID"), field(v, "Name"), field(v, "PluginID"), field(v, "Schedulable"),
-               field(v, "AccessMode").empty() ? "<none>" : field(v, "AccessMode"), field(v, "CurrentReaders"),
-               field(v, "CurrentWriters")});
+  const bool spans = ctx.every_namespace();
+  std::vector<std::string> headers{"ID", "Name", "Plugin ID", "Schedulable", "Access Mode", "Readers", "Writers"};
+  if (spans) headers.insert(headers.begin() + 2, "Namespace");
+  Table t(headers);
+  for (const auto& v : r->body) {
+    std::vector<std::string> row{field(v, "ID"), field(v, "Name"), field(v, "PluginID"), field(v, "Schedulable"),
+                                 field(v, "AccessMode").empty() ? "<none>" : field(v, "AccessMode"),
+                                 field(v, "CurrentReaders"), field(v, "CurrentWriters")};
+    if (spans) row.insert(row.begin() + 2, field(v, "Namespace"));
+    t.add_row(std::move(row));
+  }
   ctx.out() << t.render();
   return kExitOk;
 }

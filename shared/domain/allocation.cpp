@@ -9,6 +9,10 @@ std::string claimed_volume_id(const VolumeRequest& request, int alloc_index) {
   return request.per_alloc ? per_alloc_volume_id(request.source, alloc_index) : request.source;
 }
 
+std::string claimed_volume_key(const Allocation& alloc, const VolumeRequest& request) {
+  return volume_key(alloc.ns, claimed_volume_id(request, alloc.index));
+}
+
 std::string volume_env_var(std::string_view request_name) {
   std::string out = "MOORING_VOLUME_";
   out.reserve(out.size() + request_name.size());

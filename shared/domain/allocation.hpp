@@ -46,7 +46,8 @@ struct TaskEvent {
 };
 
 struct Allocation {
-  std::string id;
+  std::string ns{kDefaultNamespace};  // its volume requests name volumes of this namespace
+  std::string id;                     // a fresh UUID: unique across namespaces
   std::string name;
   std::string node_id;
   DesiredStatus desired_status = DesiredStatus::run;
@@ -63,6 +64,8 @@ struct Allocation {
 
 // The volume id a request claims: source, or "source[index]" when per_alloc.
 std::string claimed_volume_id(const VolumeRequest& request, int alloc_index);
+// The key (ids.hpp) of the volume a request claims: in the allocation's namespace.
+std::string claimed_volume_key(const Allocation& alloc, const VolumeRequest& request);
 
 // MOORING_VOLUME_<NAME>: the name upper-cased, every character outside [A-Z0-9_] becomes '_'.
 std::string volume_env_var(std::string_view request_name);

@@ -15,6 +15,7 @@ struct Event {
   Time time{};
   std::string topic;  // "Volume", "Plugin", "Node", "Allocation", "Claim"
   std::string type;   // "ClaimReleased", "NodeDown", "PluginUnhealthy", ...
+  std::string ns;     // the namespace of a volume, claim or allocation; empty for nodes and plugins
   std::string key;    // the id of the object it is about
   std::string message;
   std::map<std::string, std::string> details;  // never secrets

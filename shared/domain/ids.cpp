@@ -90,6 +90,48 @@ Status validate_id(IdKind kind, std::string_view id) {
   return {};
 }
 
+Status validate_namespace(std::string_view ns) {
+  if (ns.empty()) return error("invalid namespace: must not be empty");
+  if (ns.size() > kMaxNamespaceLength)
+    return error("invalid namespace \"" + printable(ns) + "\": longer than " + std::to_string(kMaxNamespaceLength) +
+                 " bytes");
+  for (char c : ns) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+    if (!ok)
+      return error("invalid namespace \"" + printable(ns) + "\": must not contain " + describe(c) +
+                   " (allowed: letters, digits, '-')");
+  }
+  return {};
+}
+
+std::string volume_key(std::string_view ns, std::string_view id) {
+  if (ns.empty() || ns == kDefaultNamespace) return std::string(id);
+  std::string key;
+  key.reserve(ns.size() + 1 + id.size());
+  key.append(ns).append(1, ':').append(id);
+  return key;
+}
+
+Expected<VolumeRef> split_volume_key(std::string_view key) {
+  const auto colon = key.find(':');
+  VolumeRef ref{std::string(kDefaultNamespace), std::string(key)};
+  if (colon != std::string_view::npos) {
+    ref.ns = std::string(key.substr(0, colon));
+    ref.id = std::string(key.substr(colon + 1));
+    if (auto s = validate_namespace(ref.ns); !s) return error(s.error());
+    if (ref.ns == kDefaultNamespace)  // one volume, one key
+      return error("invalid volume key \"" + printable(key) + "\": the default namespace is not written out");
+  }
+  if (auto s = validate_volume_id(ref.id); !s) return error(s.error());
+  return ref;
+}
+
+Status validate_volume_key(std::string_view key) {
+  auto ref = split_volume_key(key);
+  if (!ref) return error(ref.error());
+  return {};
+}
+
 std::string per_alloc_volume_id(std::string_view base, int index) {
   return std::string(base) + "[" + std::to_string(index) + "]";
 }

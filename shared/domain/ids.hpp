@@ -26,6 +26,27 @@ inline Status validate_allocation_id(std::string_view id) { return validate_id(I
 inline Status validate_node_id(std::string_view id) { return validate_id(IdKind::node, id); }
 inline Status validate_plugin_id(std::string_view id) { return validate_id(IdKind::plugin, id); }
 
+// ---- namespaces (as in Nomad: volumes and allocations belong to one) ----
+inline constexpr std::string_view kDefaultNamespace = "default";
+inline constexpr std::size_t kMaxNamespaceLength = 128;
+// 1..128 bytes of [A-Za-z0-9-] (Nomad's rule); "*" is a query value, never a namespace.
+Status validate_namespace(std::string_view ns);
+
+// The key of a volume across namespaces: the control plane's maps and state rows, and the node
+// agent's mount records and directory names. A volume in the default namespace is keyed by its
+// id alone, so state and mounts from before namespaces keep their keys; elsewhere "ns:id". ':' is
+// in neither alphabet, so two keys never collide and a key never nests a directory.
+std::string volume_key(std::string_view ns, std::string_view id);
+struct VolumeRef {
+  std::string ns;
+  std::string id;
+  bool operator==(const VolumeRef&) const = default;
+};
+// The namespace and id of a key; an error names what is wrong with it.
+Expected<VolumeRef> split_volume_key(std::string_view key);
+// A volume key as the node agent receives it: a valid volume id, optionally "ns:" before it.
+Status validate_volume_key(std::string_view key);
+
 // "base[N]": the volume a per_alloc request claims for the allocation with index N.
 std::string per_alloc_volume_id(std::string_view base, int index);
 

@@ -16,4 +16,11 @@ inline std::string in_quotes(std::string_view s) {
   return out;
 }
 
+// "" in the default namespace, else ` in namespace "ns"`: appended where a message names a volume
+// or an allocation, so messages about the default namespace read as they always did.
+inline std::string in_namespace(std::string_view ns) {
+  if (ns.empty() || ns == "default") return {};
+  return " in namespace " + in_quotes(ns);
+}
+
 }  // namespace mooring::domain

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "shared/domain/claim.hpp"
+#include "shared/domain/ids.hpp"
 #include "shared/domain/modes.hpp"
 
 #include <cstdint>
@@ -49,6 +50,7 @@ inline constexpr std::string_view kBeingDeregistered =
     "is being deregistered (purge: its claims are released first, then it is removed)";
 
 struct Volume {
+  std::string ns{kDefaultNamespace};  // ids are unique per namespace; volume_key(ns, id) keys it
   std::string id;           // Mooring id: URL segment and host path component (validated)
   std::string name;
   std::string plugin_id;

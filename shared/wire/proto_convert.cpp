@@ -381,6 +381,7 @@ v1::Allocation to_proto(const Allocation& a) {
   out.set_create_index(a.create_index);
   out.set_modify_index(a.modify_index);
   out.set_index(a.index);
+  if (a.ns != kDefaultNamespace) out.set_namespace_(a.ns);
   return out;
 }
 
@@ -409,12 +410,16 @@ Expected<Allocation> from_proto(const v1::Allocation& a) {
   out.create_index = a.create_index();
   out.modify_index = a.modify_index();
   out.index = a.index();
+  if (!a.namespace_().empty()) {
+    if (auto s = validate_namespace(a.namespace_()); !s) return error(ctx + ": field \"namespace\": " + s.error());
+    out.ns = a.namespace_();
+  }
   return out;
 }
 
 v1::VolumeMountInfo mount_info(const Volume& v, const Claim& claim, bool read_only) {
   VolumeMount m;
-  m.volume_id = v.id;
+  m.volume_id = volume_key(v.ns, v.id);
   m.external_id = v.external_id;
   m.plugin_id = v.plugin_id;
   m.secrets = v.secrets;

@@ -71,7 +71,18 @@ std::set<Capability> Acl::capabilities(std::string_view ns) const {
   return merged.deny ? std::set<Capability>{} : merged.caps;
 }
 
-bool Acl::allows(Capability c, std::string_view ns) const { return capabilities(ns).contains(c); }
+bool Acl::allows(Capability c, std::string_view ns) const {
+  if (ns == "*") return allows_somewhere(c);
+  return capabilities(ns).contains(c);
+}
+
+bool Acl::allows_somewhere(Capability c) const {
+  if (management_) return true;
+  for (const auto* rules : {&exact_, &globs_})
+    for (const auto& [pattern, m] : *rules)
+      if (!m.deny && m.caps.contains(c)) return true;
+  return false;
+}
 
 Level Acl::level(Area a) const {
   if (management_) return Level::write;

@@ -33,7 +33,10 @@ class Acl {
   static Acl from_policies(const std::vector<const Policy*>& policies);
 
   bool is_management() const { return management_; }
+  // In namespace `ns`; "*" (a list of every namespace) asks allows_somewhere.
   bool allows(Capability c, std::string_view ns) const;
+  // Some namespace rule grants `c` (the list then shows only the namespaces that do).
+  bool allows_somewhere(Capability c) const;
   Level level(Area a) const;
   // The capabilities granted in a namespace after the rules above (empty when denied).
   std::set<Capability> capabilities(std::string_view ns) const;

@@ -22,7 +22,7 @@ boost::asio::awaitable<PublishResult> RouterPublisher::publish(const domain::Vol
   req.set_readonly(claim.mode == domain::ClaimMode::read);
   for (const auto& [k, v] : volume.secrets) (*req.mutable_secrets())[k] = v;
   for (const auto& [k, v] : volume.context) (*req.mutable_volume_context())[k] = v;
-  std::string plugin_id = volume.plugin_id, key = volume.id;
+  std::string plugin_id = volume.plugin_id, key = domain::volume_key(volume.ns, volume.id);
   auto res = co_await router_.controller_publish_volume(std::move(plugin_id), std::move(key), std::move(req));
   out.sent = !res.no_target;
   if (res.ok()) {

@@ -115,6 +115,7 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
         changed = true;
         batch.add_event({.topic = "Allocation",
                          .type = "AllocationClientStatus",
+                         .ns = a.ns,
                          .key = a.id,
                          .message = "allocation " + in_quotes(a.name) + " is " + std::string(domain::to_string(*status)) +
                                     " on node " + in_quotes(node_id),
@@ -124,17 +125,19 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
           // unmounts, then UnpublishVolume), then the claim GC finishes the controller side.
           for (const auto& [name, vr] : a.volumes) {
             const auto vid = domain::claimed_volume_id(vr, a.index);
-            auto vit = volumes.find(vid);
-            const domain::Volume* current = vit != volumes.end() ? &vit->second : ctx.store.volume(vid);
+            const auto key = domain::volume_key(a.ns, vid);
+            auto vit = volumes.find(key);
+            const domain::Volume* current = vit != volumes.end() ? &vit->second : ctx.store.volume(key);
             if (!current) continue;
             auto claim = current->claims.find(a.id);
             if (claim == current->claims.end() || claim->second.state != domain::ClaimState::taken) continue;
-            if (vit == volumes.end()) vit = volumes.emplace(vid, *current).first;
+            if (vit == volumes.end()) vit = volumes.emplace(key, *current).first;
             if (advance_claim(vit->second, a.id, domain::ClaimState::unpublishing, now)) continue;
             batch.add_event({.topic = "Claim",
                              .type = "ClaimReleaseRequested",
+                             .ns = a.ns,
                              .key = vid,
-                             .message = "volume " + in_quotes(vid) + ": allocation " + in_quotes(a.id) + " is " +
+                             .message = "volume " + in_quotes(vid) + domain::in_namespace(a.ns) + ": allocation " + in_quotes(a.id) + " is " +
                                         std::string(domain::to_string(*status)) + "; its claim is being released",
                              .details = {{"alloc_id", a.id}, {"node_id", node_id}}});
           }

@@ -10,6 +10,7 @@
 
 namespace mooring::controlplane::api {
 
+using domain::in_namespace;
 using domain::in_quotes;
 
 namespace {
@@ -20,8 +21,8 @@ std::optional<std::string> check_volume_requests(const StateStore& store, const 
   for (const auto& [name, req] : a.volumes) {
     std::string field = "field \"Volumes." + name + "\"";
     auto id = domain::claimed_volume_id(req, a.index);
-    const domain::Volume* v = store.volume(id);
-    if (!v) return who + ": " + field + ": volume not found: " + id;
+    const domain::Volume* v = store.volume(a.ns, id);
+    if (!v) return who + ": " + field + ": volume not found" + in_namespace(a.ns) + ": " + id;
     if (!domain::has_capability(*v, req.access_mode, req.attachment_mode))
       return who + ": " + field + ": volume " + in_quotes(id) + " does not support access mode " +
              std::string(domain::to_string(req.access_mode)) + " with attachment mode " +
@@ -33,14 +34,22 @@ std::optional<std::string> check_volume_requests(const StateStore& store, const 
   return std::nullopt;
 }
 
+// An allocation is found only in the namespace the request acts in (the one its ACL check used).
+const domain::Allocation* allocation_in(const StateStore& store, const http::Request& req, const std::string& id) {
+  const auto* a = store.allocation(id);
+  return a && a->ns == request_namespace(req) ? a : nullptr;
+}
+
 }  // namespace
 
 http::Response list_allocations(Context& ctx, const http::Request& req) {
   auto q = parse_list_query(req.query);
   if (!q) return bad_request(q.error());
   std::string node_id(req.param("node_id").value_or(""));
-  auto page = paginate(ctx.store.allocations(), *q,
-                       [&](const domain::Allocation& a) { return node_id.empty() || a.node_id == node_id; });
+  const auto& ns = request_namespace(req);
+  auto page = paginate(ctx.store.allocations(), *q, [&](const domain::Allocation& a) {
+    return (ns == kAnyNamespace || a.ns == ns) && (node_id.empty() || a.node_id == node_id);
+  });
   nlohmann::json out = nlohmann::json::array();
   for (const auto* a : page.items) out.push_back(domain::to_api_stub(*a));
   auto res = json_ok(out);
@@ -55,8 +64,8 @@ http::Response get_allocation(Context& ctx, const http::Request& req) {
   std::string id;
   http::Response err;
   if (!path_id(req, "id", domain::IdKind::allocation, id, err)) return err;
-  const auto* a = ctx.store.allocation(id);
-  if (!a) return not_found("allocation", id);
+  const auto* a = allocation_in(ctx.store, req, id);
+  if (!a) return not_found("allocation", id, request_namespace(req));
   return json_ok(domain::to_api_json(*a));
 }
 
@@ -74,10 +83,11 @@ http::Response submit_allocation(Context& ctx, const http::Request& req) {
   auto alloc = domain::allocation_request_from_api(body);
   if (!alloc) return bad_request(alloc.error());
   auto& a = *alloc;
+  a.ns = request_namespace(req);
   if (!a.node_id.empty() && !ctx.store.node(a.node_id))
     return bad_request("allocation " + in_quotes(a.name) + ": field \"NodeID\": node not found: " + a.node_id);
   std::vector<const domain::Allocation*> same_name;
-  for (const auto& id : ctx.store.allocation_ids_named(a.name)) same_name.push_back(ctx.store.allocation(id));
+  for (const auto& id : ctx.store.allocation_ids_named(a.ns, a.name)) same_name.push_back(ctx.store.allocation(id));
   a.index = next_alloc_index(same_name, a.name);
   if (auto bad = check_volume_requests(ctx.store, a)) return bad_request(*bad);
   a.id = domain::new_id();
@@ -89,7 +99,7 @@ http::Response submit_allocation(Context& ctx, const http::Request& req) {
   a.node_id = *placed.node_id;
   a.events = {{domain::now(), "Received", (chosen ? "assigned to node " : "placed on node ") + a.node_id}};
   Batch batch;
-  batch.add_event({.topic = "Allocation", .type = "AllocationSubmitted", .key = a.id,
+  batch.add_event({.topic = "Allocation", .type = "AllocationSubmitted", .ns = a.ns, .key = a.id,
                    .message = "submitted allocation " + in_quotes(a.name),
                    .details = {{"node_id", a.node_id}}});
   std::string id = a.id, node = a.node_id;
@@ -105,8 +115,8 @@ http::Response stop_allocation(Context& ctx, const http::Request& req) {
   std::string id;
   http::Response err;
   if (!path_id(req, "id", domain::IdKind::allocation, id, err)) return err;
-  const auto* current = ctx.store.allocation(id);
-  if (!current) return not_found("allocation", id);
+  const auto* current = allocation_in(ctx.store, req, id);
+  if (!current) return not_found("allocation", id, request_namespace(req));
   if (current->desired_status == domain::DesiredStatus::stop) {
     auto res = json_ok({{"ID", id}, {"Index", current->modify_index}});
     res.index = current->modify_index;
@@ -119,7 +129,7 @@ http::Response stop_allocation(Context& ctx, const http::Request& req) {
   if (unplaced) a.client_status = domain::ClientStatus::complete;
   a.events.push_back({domain::now(), "StopRequested", unplaced ? "stopped before placement" : "stop requested"});
   Batch batch;
-  batch.add_event({.topic = "Allocation", .type = "AllocationStopRequested", .key = id,
+  batch.add_event({.topic = "Allocation", .type = "AllocationStopRequested", .ns = a.ns, .key = id,
                    .message = "stop requested for allocation " + in_quotes(a.name),
                    .details = {{"node_id", a.node_id}}});
   batch.put(std::move(a));

@@ -15,6 +15,7 @@
 #include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/acl/secret.hpp"
 #include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/api/request_params.hpp"
 #include "services/controlplane/audit/audit_log.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/router.hpp"
@@ -31,7 +32,13 @@ struct Route {
   bool (*when)(const http::Request&) = nullptr;  // when this says so, the caller needs `also` too
   acl::Need also;
   bool keep_answer = true;  // false: an answer carrying a SecretID is never kept for Idempotency-Key
+  bool any_namespace = false;  // a list that takes ?namespace=* (its items are then filtered)
 };
+
+// Routes whose objects live in a namespace: the request names one (or "*" on a list).
+bool namespaced(const Route& r) {
+  return r.need.kind == acl::Need::Kind::capability || r.need.kind == acl::Need::Kind::filtered;
+}
 
 struct Blocking {
   Table table;
@@ -62,8 +69,8 @@ struct Extra {
 
 bool forced(const http::Request& req) { return req.param("force") == "true" || req.param("purge") == "true"; }
 
-// The route table. Each route is registered once and names what it needs; until namespaces
-// exist, namespace capabilities are checked in "default".
+// The route table. Each route is registered once and names what it needs; a namespace
+// capability is checked in the namespace the request acts in.
 class RouteTable {
  public:
   using Need = acl::Need;
@@ -82,13 +89,18 @@ class RouteTable {
   void get(std::string_view path, Need need, Endpoint e, std::optional<Table> watch = std::nullopt) {
     entries.push_back({"GET", std::string(path), Route{e, watch, need}});
   }
+  // A list that may span namespaces (?namespace=*).
+  void list(std::string_view path, Need need, Endpoint e, Table watch) {
+    get(path, need, e, watch);
+    entries.back().route.any_namespace = true;
+  }
   void write(std::initializer_list<const char*> methods, std::string_view path, Need need, Endpoint e, Extra x = {}) {
     for (const char* m : methods)
       entries.push_back({m, std::string(path), Route{e, {}, need, x.when, x.also, x.keep_answer}});
   }
 
   void add_volume_routes() {
-    get("/v1/volumes", Need::cap(Cap::csi_list_volume), at_once<list_volumes>, Table::volumes);
+    list("/v1/volumes", Need::cap(Cap::csi_list_volume), at_once<list_volumes>, Table::volumes);
     write({"PUT", "POST"}, "/v1/volumes", Need::cap(Cap::csi_write_volume), register_volumes);
     get("/v1/volume/csi/:id", Need::cap(Cap::csi_read_volume), at_once<get_volume>, Table::volumes);
     write({"PUT", "POST"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), register_volume);
@@ -109,12 +121,12 @@ class RouteTable {
     get("/v1/nodes", Need::on(Area::node, Level::read), at_once<list_nodes>, Table::nodes);
     get("/v1/node/:id", Need::on(Area::node, Level::read), at_once<get_node>, Table::nodes);
     write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>);
-    get("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
+    list("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
     write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
           {.when = requests_volumes, .also = Need::cap(Cap::csi_mount_volume)});
     get("/v1/allocation/:id", Need::cap(Cap::read_alloc), at_once<get_allocation>, Table::allocations);
     write({"POST", "PUT"}, "/v1/allocation/:id/stop", Need::cap(Cap::alloc_lifecycle), at_once<stop_allocation>);
-    get("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
+    list("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
     get("/v1/status/health", Need::anyone(), at_once<health>);
     get("/v1/status/ready", Need::anyone(), at_once<ready>);
     // Rotating the key that seals every stored secret is for management tokens only.
@@ -158,8 +170,6 @@ acl::Need event_need(const std::string& topic) {
   return Need::management();
 }
 
-constexpr std::string_view kDefaultNamespace = "default";
-
 }  // namespace
 
 struct Api::Impl {
@@ -194,8 +204,9 @@ struct Api::Impl {
         c.acl = acl::Acl::from_policies(policies);
       }
       if (auto lacks = missing(c, route, req)) {
+        const auto& ns = request_namespace(req);
         std::string where = route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
-                                ? " in namespace \"" + std::string(kDefaultNamespace) + "\""
+                                ? (ns == kAnyNamespace ? std::string(" in any namespace") : " in namespace \"" + ns + "\"")
                                 : "";
         caller = std::move(c);  // refused, but known: the audit log names the token
         return http::error_response(403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " +
@@ -207,21 +218,26 @@ struct Api::Impl {
   }
 
   static std::optional<std::string> missing(const Caller& c, const Route& route, const http::Request& req) {
-    if (auto lacks = c.acl.missing(route.need, kDefaultNamespace)) return lacks;
-    if (route.when && route.when(req)) return c.acl.missing(route.also, kDefaultNamespace);
+    const auto& ns = request_namespace(req);
+    if (auto lacks = c.acl.missing(route.need, ns)) return lacks;
+    if (route.when && route.when(req)) return c.acl.missing(route.also, ns);
     return std::nullopt;
   }
 
-  // A filtered list (events) keeps only what the caller may read.
-  static http::Response filter(const std::optional<Caller>& caller, const Route& route, http::Response res) {
-    if (!caller || route.need.kind != acl::Need::Kind::filtered || res.status != 200 || caller->acl.is_management())
-      return res;
+  // A filtered list (events) and a list of every namespace ("*") keep only the items the caller
+  // may read, each in its own namespace (events about nodes and plugins have none).
+  static http::Response filter(const std::optional<Caller>& caller, const Route& route, const http::Request& req,
+                               http::Response res) {
+    const bool events = route.need.kind == acl::Need::Kind::filtered;
+    if (!caller || res.status != 200 || caller->acl.is_management()) return res;
+    if (!events && !(route.any_namespace && request_namespace(req) == kAnyNamespace)) return res;
     auto items = nlohmann::json::parse(res.body, nullptr, false);
     if (!items.is_array()) return res;
     nlohmann::json kept = nlohmann::json::array();
-    for (auto& item : items)
-      if (!caller->acl.missing(event_need(item.value("Topic", std::string())), kDefaultNamespace))
-        kept.push_back(std::move(item));
+    for (auto& item : items) {
+      const auto need = events ? event_need(item.value("Topic", std::string())) : route.need;
+      if (!caller->acl.missing(need, item.value("Namespace", std::string()))) kept.push_back(std::move(item));
+    }
     res.body = json_ok(kept).body;
     return res;
   }
@@ -255,6 +271,12 @@ struct Api::Impl {
                                            " are not allowed (see --cors-write-origin)");
     req.params = std::move(m.params);
     route = m.target;
+    // Resolved once, here: the ACL check and the endpoint read the same namespace from the query.
+    if (namespaced(*route)) {
+      auto ns = resolve_namespace(req, route->any_namespace);
+      if (!ns) return bad_request(ns.error());
+      req.query.insert_or_assign("namespace", std::move(*ns));
+    }
     if (!ctx.store.ready() && route->endpoint != at_once<health> && route->endpoint != at_once<ready>)
       return http::error_response(503, "state is not loaded yet");
     if (auto refusal = authorize(req, *route, caller)) return refusal;
@@ -393,6 +415,7 @@ struct Api::Impl {
                    .path = req.path,
                    .status = res.status};
     if (auto it = req.params.find("id"); it != req.params.end()) e.object = it->second;
+    if (auto ns = req.param("namespace")) e.ns = std::string(*ns);
     options.audit->record(e);
   }
 
@@ -421,7 +444,7 @@ http::Response Api::handle_now(http::Request req) {
   io.run();
   auto res = answer.get();
   if (keyed) impl_->remember(req, *keyed, res);
-  return impl_->finish(req, *route, Impl::filter(caller, *route, std::move(res)));
+  return impl_->finish(req, *route, Impl::filter(caller, *route, req, std::move(res)));
 }
 
 std::vector<RouteInfo> Api::route_table() {
@@ -466,7 +489,7 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, std::stri
     if (keyed) in_flight.emplace(Impl::InFlight{impl_->keys_in_flight, *impl_->keys_in_flight.insert(keyed->key).first});
     auto answer = co_await impl_->call(*route, req);
     if (keyed) impl_->remember(req, *keyed, answer);  // same turn as the endpoint's last commit
-    res = impl_->finish(req, *route, Impl::filter(caller, *route, std::move(answer)));
+    res = impl_->finish(req, *route, Impl::filter(caller, *route, req, std::move(answer)));
   }
   // With group commit the answer may show commits not yet on disk; it leaves only once they are.
   if (auto st = co_await impl_->ctx.store.durable_since(failed_flushes); !st)

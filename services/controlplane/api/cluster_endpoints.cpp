@@ -85,8 +85,11 @@ http::Response list_events(Context& ctx, const http::Request& req) {
   }
   auto topic = req.param("topic"), key = req.param("key"), type = req.param("type");
   std::vector<const domain::Event*> hits;
+  // Events of one namespace, with those about nodes and plugins (which have none); "*": all.
+  const auto& ns = request_namespace(req);
   for (const auto& e : ctx.store.events()) {
     if (e.index <= after) continue;
+    if (ns != kAnyNamespace && !e.ns.empty() && e.ns != ns) continue;
     if (topic && e.topic != *topic) continue;
     if (key && e.key != *key) continue;
     if (type && e.type != *type) continue;

@@ -47,7 +47,8 @@ Answer at_once(Context& ctx, const http::Request& req) {
 // ---- shared response helpers ----
 http::Response json_ok(const nlohmann::json& body, unsigned status = 200);
 http::Response bad_request(std::string_view message);
-http::Response not_found(std::string_view kind, std::string_view id);  // "volume not found: <id>"
+// "volume not found: <id>", or "volume not found in namespace \"ns\": <id>" outside the default.
+http::Response not_found(std::string_view kind, std::string_view id, std::string_view ns = domain::kDefaultNamespace);
 http::Response refused(const Refusal& r);                             // 400/404/409 by kind
 http::Response write_failed(std::string_view what, const std::string& error);  // 500, logged
 http::Response failed(const volumes::Failure& f);                             // by kind
@@ -56,6 +57,11 @@ bool parse_body(const http::Request& req, nlohmann::json& out, http::Response& e
 // The path parameter, validated as an id of that kind; on failure `error` is the 400 to return.
 bool path_id(const http::Request& req, std::string_view param, domain::IdKind kind, std::string& out,
              http::Response& error);
+// The namespace the request acts in: resolved and validated before the endpoint runs (?namespace=,
+// a Namespace in the body, or "default"); "*" on the lists that take it (every namespace, each
+// item then filtered by what the caller may read).
+inline constexpr std::string_view kAnyNamespace = "*";
+const std::string& request_namespace(const http::Request& req);
 // true/false query flags ("force=true"); anything else is a 400.
 bool query_flag(const http::Request& req, std::string_view name, bool& out, http::Response& error);
 

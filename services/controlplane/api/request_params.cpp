@@ -1,10 +1,60 @@
 #include "services/controlplane/api/request_params.hpp"
 
+#include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "services/controlplane/api/endpoints.hpp"
 
 namespace mooring::controlplane::api {
+
+namespace {
+
+// Every "Namespace" string the body names, at the top or one level down.
+void body_namespaces(const nlohmann::json& body, std::set<std::string>& out) {
+  auto take = [&](const nlohmann::json& obj) {
+    if (!obj.is_object()) return;
+    if (auto it = obj.find("Namespace"); it != obj.end() && it->is_string()) out.insert(it->get<std::string>());
+  };
+  take(body);
+  if (!body.is_object()) return;
+  for (const auto& [key, value] : body.items()) {
+    take(value);
+    if (value.is_array())
+      for (const auto& item : value) take(item);
+  }
+}
+
+}  // namespace
+
+domain::Expected<std::string> resolve_namespace(const http::Request& req, bool any) {
+  std::optional<std::string> ns;
+  if (auto q = req.param("namespace")) {
+    ns = std::string(*q);
+    if (*ns == kAnyNamespace) {
+      if (!any) return domain::error("query parameter \"namespace\": \"*\" lists every namespace; it names none to act in");
+    } else if (auto st = domain::validate_namespace(*ns); !st) {
+      return domain::error("query parameter \"namespace\": " + st.error());
+    }
+  }
+  // Only a body that says "Namespace" is parsed here; the endpoint reads it again as usual.
+  if (!req.body.empty() && req.body.find("\"Namespace\"") != std::string::npos) {
+    std::set<std::string> named;
+    body_namespaces(nlohmann::json::parse(req.body, nullptr, false), named);
+    if (named.size() > 1)
+      return domain::error("field \"Namespace\": one request acts in one namespace, the body names " +
+                           std::to_string(named.size()));
+    if (named.size() == 1) {
+      const auto& body_ns = *named.begin();
+      if (auto st = domain::validate_namespace(body_ns); !st) return domain::error("field \"Namespace\": " + st.error());
+      if (ns && *ns != body_ns)
+        return domain::error("field \"Namespace\": \"" + body_ns + "\" does not match the query parameter namespace=" +
+                             *ns);
+      ns = body_ns;
+    }
+  }
+  return ns.value_or(std::string(domain::kDefaultNamespace));
+}
 
 domain::Expected<StringMap> parse_secrets_header(std::string_view text) {
   StringMap out;

@@ -22,6 +22,11 @@ domain::Expected<StringMap> parse_secrets_header(std::string_view text);
 domain::Expected<StringMap> header_secrets(const http::Request& req);
 // ?per_page=N&next_token=T; on failure `err` is the 400 to return.
 bool page_params(const http::Request& req, volumes::PageRequest& page, http::Response& err);
+// The namespace a request names: ?namespace=, else the "Namespace" its JSON body gives (the
+// object's own, or its items' one level down: {"Volumes":[...]}, {"Allocation":{...}}), else
+// "default". One request acts in one namespace, the one its ACL check used: a body naming
+// another (or two) is refused, as is "*" where `any` is false. Errors name the parameter or field.
+domain::Expected<std::string> resolve_namespace(const http::Request& req, bool any);
 bool required_param(const http::Request& req, std::string_view name, std::string& out, http::Response& err);
 
 }  // namespace mooring::controlplane::api

@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/api/endpoints.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::api {
 
@@ -10,8 +11,8 @@ http::Response json_ok(const nlohmann::json& body, unsigned status) {
 
 http::Response bad_request(std::string_view message) { return http::error_response(400, message); }
 
-http::Response not_found(std::string_view kind, std::string_view id) {
-  return http::error_response(404, std::string(kind) + " not found: " + std::string(id));
+http::Response not_found(std::string_view kind, std::string_view id, std::string_view ns) {
+  return http::error_response(404, std::string(kind) + " not found" + domain::in_namespace(ns) + ": " + std::string(id));
 }
 
 http::Response refused(const Refusal& r) {
@@ -76,6 +77,12 @@ bool path_id(const http::Request& req, std::string_view param, domain::IdKind ki
     return false;
   }
   return true;
+}
+
+const std::string& request_namespace(const http::Request& req) {
+  static const std::string fallback{domain::kDefaultNamespace};
+  auto it = req.query.find("namespace");
+  return it == req.query.end() ? fallback : it->second;
 }
 
 bool query_flag(const http::Request& req, std::string_view name, bool& out, http::Response& error) {

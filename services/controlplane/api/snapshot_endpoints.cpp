@@ -84,6 +84,7 @@ Answer create_snapshots(Context& ctx, const http::Request& req) {
   for (const auto& s : body["Snapshots"]) {
     volumes::SnapshotRequest w;
     if (auto bad = snapshot_item(s, w)) co_return *bad;
+    w.ns = request_namespace(req);
     auto plan = ctx.volumes.plan_snapshot(std::move(w), *secrets);
     if (!plan) co_return failed(plan.error());
     planned.push_back(std::move(*plan));
@@ -111,7 +112,7 @@ Answer list_snapshots(Context& ctx, const http::Request& req) {
   if (!page_params(req, page, err)) co_return err;
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
-  auto listed = co_await ctx.volumes.list_snapshots(plugin_id, page, std::move(*secrets));
+  auto listed = co_await ctx.volumes.list_snapshots(plugin_id, page, std::move(*secrets), request_namespace(req));
   if (!listed) co_return failed(listed.error());
   json out = json::array();
   for (const auto& s : listed->items) out.push_back(snapshot_json(s));

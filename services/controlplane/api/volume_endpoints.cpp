@@ -44,6 +44,7 @@ std::optional<http::Response> one_volume(const http::Request& req, bool register
   if (volumes->front().id != id)
     return bad_request("volume \"" + volumes->front().id + "\": field \"ID\" does not match the path id \"" + id + "\"");
   out = std::move(volumes->front());
+  out.ns = request_namespace(req);
   return std::nullopt;
 }
 
@@ -56,7 +57,13 @@ http::Response list_volumes(Context& ctx, const http::Request& req) {
     return bad_request("query parameter \"type\": only \"csi\" volumes exist, got \"" + std::string(*type) + "\"");
   std::string plugin_id(req.param("plugin_id").value_or(""));
   std::string node_id(req.param("node_id").value_or(""));
+  // Keys sort by namespace, then id: one namespace is a key range; "*" filters ids by prefix.
+  const auto& ns = request_namespace(req);
+  const bool every = ns == kAnyNamespace;
+  const std::string id_prefix = q->prefix;
+  q->prefix = every ? std::string() : domain::volume_key(ns, id_prefix);
   auto page = paginate(ctx.store.volumes(), *q, [&](const domain::Volume& v) {
+    if (every ? !v.id.starts_with(id_prefix) : v.ns != ns) return false;
     if (!plugin_id.empty() && v.plugin_id != plugin_id) return false;
     if (!node_id.empty())
       return std::any_of(v.claims.begin(), v.claims.end(), [&](const auto& c) { return c.second.node_id == node_id; });
@@ -76,8 +83,8 @@ http::Response get_volume(Context& ctx, const http::Request& req) {
   std::string id;
   http::Response err;
   if (!path_id(req, "id", domain::IdKind::volume, id, err)) return err;
-  const domain::Volume* v = ctx.store.volume(id);
-  if (!v) return not_found("volume", id);
+  const domain::Volume* v = ctx.store.volume(request_namespace(req), id);
+  if (!v) return not_found("volume", id, request_namespace(req));
   return json_ok(domain::to_api_json(volumes::decorated(*v, ctx.store)));
 }
 
@@ -95,6 +102,7 @@ Answer register_volumes(Context& ctx, const http::Request& req) {
   if (!parse_body(req, body, err)) co_return err;
   auto volumes = domain::volumes_request_from_api(body, true);
   if (!volumes) co_return bad_request(volumes.error());
+  for (auto& v : *volumes) v.ns = request_namespace(req);
   co_return written(ctx.volumes.register_volumes(std::move(*volumes)));
 }
 
@@ -105,7 +113,7 @@ Answer deregister_volume(Context& ctx, const http::Request& req) {
   bool force = false, purge = false;
   if (!query_flag(req, "force", force, err)) co_return err;
   if (!query_flag(req, "purge", purge, err)) co_return err;
-  auto done = ctx.volumes.deregister(id, force, purge);
+  auto done = ctx.volumes.deregister(domain::volume_key(request_namespace(req), id), force, purge);
   if (!done) co_return failed(done.error());
   if (done->pending) co_return indexed({{"Index", done->index}, {"Deregistering", true}}, done->index, 202);
   co_return indexed({{"Index", done->index}}, done->index);
@@ -126,7 +134,7 @@ Answer delete_volume(Context& ctx, const http::Request& req) {
   if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
-  auto index = co_await ctx.volumes.remove(id, *secrets);
+  auto index = co_await ctx.volumes.remove(domain::volume_key(request_namespace(req), id), *secrets);
   if (!index) co_return failed(index.error());
   co_return indexed({{"Index", *index}}, *index);
 }
@@ -137,7 +145,7 @@ Answer detach_volume(Context& ctx, const http::Request& req) {
   if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
   if (!required_param(req, "node", node_id, err)) co_return err;
   if (auto ok = domain::validate_node_id(node_id); !ok) co_return bad_request("query parameter \"node\": " + ok.error());
-  auto done = ctx.volumes.detach(id, node_id);
+  auto done = ctx.volumes.detach(domain::volume_key(request_namespace(req), id), node_id);
   if (!done) co_return failed(done.error());
   json claims = json::array();
   for (const auto& c : done->claims) claims.push_back(domain::to_api_json(c));

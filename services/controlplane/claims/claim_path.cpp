@@ -14,11 +14,14 @@ namespace asio = boost::asio;
 
 namespace {
 
-domain::Event claim_event(std::string type, const std::string& volume_id, const std::string& alloc_id,
+// Keyed by the volume's id in its namespace, as every volume event is.
+domain::Event claim_event(std::string type, const std::string& volume_key, const std::string& alloc_id,
                           const std::string& node_id, std::string message) {
+  auto ref = domain::split_volume_key(volume_key);
   return {.topic = "Claim",
           .type = std::move(type),
-          .key = volume_id,
+          .ns = ref ? ref->ns : std::string(domain::kDefaultNamespace),
+          .key = ref ? ref->id : volume_key,
           .message = std::move(message),
           .details = {{"alloc_id", alloc_id}, {"node_id", node_id}}};
 }
@@ -53,18 +56,18 @@ asio::awaitable<void> ClaimPath::wait_for_publish(const std::string& volume_id) 
 }
 
 asio::awaitable<ClaimAnswer> ClaimPath::claim(ClaimInput input) {
-  co_await wait_for_publish(input.volume_id);
+  co_await wait_for_publish(input.volume_key);
 
   // No suspension from the checks to the commit of the intent.
-  const domain::Volume* stored = store_.volume(input.volume_id);
+  const domain::Volume* stored = store_.volume(input.volume_key);
   auto plan = plan_claim(input, store_.node(input.node_id), stored, store_.allocation(input.allocation_id),
                          stored ? store_.plugin(stored->plugin_id) : nullptr, publisher_ != nullptr, domain::now());
   if (!plan) co_return failed(plan.refusal());
   if (plan->record) {
     Batch batch;
     if (plan->outcome == ClaimOutcome::created)
-      batch.add_event(claim_event("ClaimTaken", input.volume_id, input.allocation_id, input.node_id,
-                                  "volume " + in_quotes(input.volume_id) + " claimed for " +
+      batch.add_event(claim_event("ClaimTaken", input.volume_key, input.allocation_id, input.node_id,
+                                  "volume " + in_quotes(input.volume_key) + " claimed for " +
                                       std::string(domain::to_string(input.mode)) + " by allocation " +
                                       in_quotes(input.allocation_id) + " on node " + in_quotes(input.node_id)));
     if (plan->volume != *stored) batch.put(plan->volume);
@@ -79,7 +82,7 @@ asio::awaitable<ClaimAnswer> ClaimPath::claim(ClaimInput input) {
 
 // The intent is committed; the store may change while the controller works.
 asio::awaitable<ClaimAnswer> ClaimPath::publish(const ClaimInput& input, ClaimPlan plan) {
-  const Publishing busy(*this, input.volume_id);
+  const Publishing busy(*this, input.volume_key);
   const domain::Claim claim = plan.volume.claims.at(input.allocation_id);
   // Group commit: the intent is in memory; it must be on disk before the controller hears of it.
   if (auto st = co_await store_.durable(store_.index()); !st)
@@ -94,7 +97,7 @@ asio::awaitable<ClaimAnswer> ClaimPath::publish(const ClaimInput& input, ClaimPl
 
 ClaimAnswer ClaimPath::settle(const ClaimInput& input, const ClaimPlan& plan, PublishResult result) {
   const std::string what = claim_subject(input);
-  const domain::Volume* after = store_.volume(input.volume_id);
+  const domain::Volume* after = store_.volume(input.volume_key);
   const domain::Claim* current = nullptr;
   if (after)
     if (auto it = after->claims.find(input.allocation_id); it != after->claims.end()) current = &it->second;
@@ -102,7 +105,7 @@ ClaimAnswer ClaimPath::settle(const ClaimInput& input, const ClaimPlan& plan, Pu
     // Released while the controller worked (allocation stopped, operator detach): the release
     // path owns it now and ends with ControllerUnpublish.
     log_.warn("claim released while ControllerPublishVolume ran",
-              {{"volume_id", input.volume_id}, {"alloc_id", input.allocation_id}, {"publish_ok", result.status.ok()}});
+              {{"volume_id", input.volume_key}, {"alloc_id", input.allocation_id}, {"publish_ok", result.status.ok()}});
     return ClaimFailure{.refusal = conflict(what + ": the claim was released while ControllerPublishVolume ran"),
                         .code = grpc::StatusCode::ABORTED};
   }
@@ -113,8 +116,8 @@ ClaimAnswer ClaimPath::settle(const ClaimInput& input, const ClaimPlan& plan, Pu
   const auto& claim = updated.claims.at(input.allocation_id);
   Batch batch;
   batch.put(updated);
-  batch.add_event(claim_event("ClaimPublished", input.volume_id, input.allocation_id, input.node_id,
-                              "volume " + in_quotes(input.volume_id) + " controller-published to node " +
+  batch.add_event(claim_event("ClaimPublished", input.volume_key, input.allocation_id, input.node_id,
+                              "volume " + in_quotes(input.volume_key) + " controller-published to node " +
                                   in_quotes(input.node_id) + " (CSI node " + in_quotes(claim.external_node_id) + ")"));
   if (auto refused = commit(std::move(batch), what)) return failed(*refused);
   return GrantedClaim{.volume = updated, .claim = claim, .read_only = plan.read_only};
@@ -125,21 +128,21 @@ ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& 
   const auto code = status.error_code();
   const auto failure = classify_publish_failure(code, sent, plan.retry_of_pending);
   const std::string text = "ControllerPublishVolume failed: " + csi::status_text(status);
-  const std::string subject = "volume " + in_quotes(input.volume_id);
+  const std::string subject = "volume " + in_quotes(input.volume_key);
   record_publish_failure(updated, input.allocation_id, failure, text, domain::now());
   Batch batch;
   if (failure.certain)
-    batch.add_event(claim_event("ClaimDropped", input.volume_id, input.allocation_id, input.node_id,
+    batch.add_event(claim_event("ClaimDropped", input.volume_key, input.allocation_id, input.node_id,
                                 subject + ": claim of allocation " + in_quotes(input.allocation_id) + " dropped: " + text));
   else
-    batch.add_event(claim_event("ClaimReleaseRequested", input.volume_id, input.allocation_id, input.node_id,
+    batch.add_event(claim_event("ClaimReleaseRequested", input.volume_key, input.allocation_id, input.node_id,
                                 subject + ": " + text +
                                     "; the publish may have happened, so the claim is released with "
                                     "ControllerUnpublishVolume"));
   batch.put(updated);
   if (auto refused = commit(std::move(batch), claim_subject(input))) return failed(*refused);
   log_.warn("controller publish failed",
-            {{"volume_id", input.volume_id}, {"alloc_id", input.allocation_id}, {"node_id", input.node_id},
+            {{"volume_id", input.volume_key}, {"alloc_id", input.allocation_id}, {"node_id", input.node_id},
              {"code", std::string(csi::code_name(code))}, {"outcome", csi::to_string(failure.outcome)},
              {"claim", failure.certain ? "dropped" : "released"}});
   if (failure.rejected) return ClaimFailure{.refusal = invalid(subject + ": " + text), .code = code};
@@ -147,14 +150,14 @@ ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& 
                             "; retry the claim"));
 }
 
-Verdict ClaimPath::node_detached(const std::string& volume_id, const std::string& allocation_id,
+Verdict ClaimPath::node_detached(const std::string& volume_key, const std::string& allocation_id,
                                  const std::string& node_id) {
-  const auto* stored = store_.volume(volume_id);
+  const auto* stored = store_.volume(volume_key);
   if (!stored) return std::nullopt;  // nothing left to release
   auto it = stored->claims.find(allocation_id);
   if (it == stored->claims.end()) return std::nullopt;  // already freed
   if (it->second.node_id != node_id)
-    return invalid("volume " + in_quotes(volume_id) + ": the claim of allocation " + in_quotes(allocation_id) +
+    return invalid("volume " + in_quotes(volume_key) + ": the claim of allocation " + in_quotes(allocation_id) +
                    " belongs to node " + in_quotes(it->second.node_id) + ", not to node " + in_quotes(node_id));
   if (!domain::is_before(it->second.state, domain::ClaimState::node_detached)) return std::nullopt;
   domain::Volume volume = *stored;
@@ -162,10 +165,10 @@ Verdict ClaimPath::node_detached(const std::string& volume_id, const std::string
     return refused;
   Batch batch;
   batch.put(std::move(volume));
-  batch.add_event(claim_event("ClaimNodeDetached", volume_id, allocation_id, node_id,
-                              "volume " + in_quotes(volume_id) + ": node " + in_quotes(node_id) +
+  batch.add_event(claim_event("ClaimNodeDetached", volume_key, allocation_id, node_id,
+                              "volume " + in_quotes(volume_key) + ": node " + in_quotes(node_id) +
                                   " unmounted it for allocation " + in_quotes(allocation_id)));
-  return commit(std::move(batch), "unpublish of volume " + in_quotes(volume_id));
+  return commit(std::move(batch), "unpublish of volume " + in_quotes(volume_key));
 }
 
 Verdict ClaimPath::commit(Batch batch, const std::string& what) {

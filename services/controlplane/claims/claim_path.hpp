@@ -48,7 +48,7 @@ class ClaimPath {
 
   // The node unmounted the volume for the allocation: its claim moves to node-detached.
   // Idempotent; a claim of another node is refused.
-  Verdict node_detached(const std::string& volume_id, const std::string& allocation_id, const std::string& node_id);
+  Verdict node_detached(const std::string& volume_key, const std::string& allocation_id, const std::string& node_id);
 
  private:
   struct Publishing;

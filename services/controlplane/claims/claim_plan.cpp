@@ -10,10 +10,10 @@ using domain::in_quotes;
 namespace {
 
 // The allocation's request for this volume, or null when it does not name it.
-const domain::VolumeRequest* requested(const domain::Allocation& alloc, const std::string& volume_id) {
+const domain::VolumeRequest* requested(const domain::Allocation& alloc, const std::string& volume_key) {
   const domain::VolumeRequest* request = nullptr;
   for (const auto& [name, vr] : alloc.volumes)
-    if (domain::claimed_volume_id(vr, alloc.index) == volume_id) request = &vr;
+    if (domain::claimed_volume_key(alloc, vr) == volume_key) request = &vr;
   return request;
 }
 
@@ -50,7 +50,7 @@ Verdict check_new_claim(const std::string& what, const ClaimInput& input, const 
 }  // namespace
 
 std::string claim_subject(const ClaimInput& input) {
-  return "claim of volume " + in_quotes(input.volume_id) + " by allocation " + in_quotes(input.allocation_id);
+  return "claim of volume " + in_quotes(input.volume_key) + " by allocation " + in_quotes(input.allocation_id);
 }
 
 Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, const domain::Volume* stored,
@@ -58,12 +58,12 @@ Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, c
                             domain::Time now) {
   const std::string what = claim_subject(input);
   if (!node) return not_found("node not found: " + input.node_id);
-  if (!stored) return not_found("volume not found: " + input.volume_id);
+  if (!stored) return not_found("volume not found: " + input.volume_key);
   if (!alloc) return not_found("allocation not found: " + input.allocation_id);
   if (alloc->node_id != input.node_id)
     return invalid(what + ": the allocation is placed on node " + in_quotes(alloc->node_id) + ", not on node " +
                    in_quotes(input.node_id));
-  const domain::VolumeRequest* request = requested(*alloc, input.volume_id);
+  const domain::VolumeRequest* request = requested(*alloc, input.volume_key);
   if (!request) return invalid(what + ": the allocation does not request this volume");
 
   const domain::PluginInstance* instance = node_instance(*node, stored->plugin_id);

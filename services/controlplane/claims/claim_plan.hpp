@@ -13,7 +13,7 @@ namespace mooring::controlplane {
 
 // A claim as an agent asks for it, in domain values.
 struct ClaimInput {
-  std::string volume_id;
+  std::string volume_key;  // domain::volume_key: the agent service resolves it in the allocation's namespace
   std::string allocation_id;
   std::string node_id;
   domain::ClaimMode mode = domain::ClaimMode::read;

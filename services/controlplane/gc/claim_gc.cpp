@@ -30,6 +30,7 @@ domain::Event claim_event(const domain::Volume& v, const domain::Claim& c, std::
   domain::Event e;
   e.topic = "Claim";
   e.type = std::move(type);
+  e.ns = v.ns;
   e.key = v.id;
   e.message = std::move(message);
   e.details = {{"volume_id", v.id},
@@ -50,10 +51,12 @@ void stage_volume(Batch& batch, const domain::Volume& v) {
   }
   batch.add_event({.topic = "Volume",
                    .type = "VolumeDeregistered",
+                   .ns = v.ns,
                    .key = v.id,
-                   .message = "deregistered volume " + in_quotes(v.id) + ": every claim released (purge)",
+                   .message = "deregistered volume " + in_quotes(v.id) + domain::in_namespace(v.ns) +
+                              ": every claim released (purge)",
                    .details = {{"plugin_id", v.plugin_id}, {"purge", "true"}}});
-  batch.erase_volume(v.id);
+  batch.erase_volume(domain::volume_key(v.ns, v.id));
 }
 
 }  // namespace
@@ -324,7 +327,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
     case ReleaseAction::detach_node: {
       v1::NodeDetachVolumeRequest req;
       req.set_plugin_id(v.plugin_id);
-      req.set_volume_id(v.id);
+      req.set_volume_id(volume_id);  // the key: the agent's records and directories are named by it
       req.set_external_id(v.external_id);
       req.set_alloc_id(alloc_id);
       req.set_access_mode(domain::to_proto(claim.access_mode));

@@ -27,12 +27,13 @@ void mark_allocation_lost(const StateStore& store, const domain::Allocation& all
   a.events.push_back({now, "Lost", reason});
   batch.add_event({.topic = "Allocation",
                    .type = "AllocationLost",
+                   .ns = a.ns,
                    .key = a.id,
                    .message = "allocation " + in_quotes(a.id) + ": " + reason,
                    .details = {{"node_id", a.node_id}}});
   std::map<std::string, domain::Volume> volumes;
   for (const auto& [name, req] : a.volumes) {
-    auto vid = domain::claimed_volume_id(req, a.index);
+    auto vid = domain::claimed_volume_key(a, req);
     const domain::Volume* v = volumes.count(vid) ? &volumes.at(vid) : store.volume(vid);
     if (!v) continue;
     auto it = v->claims.find(a.id);

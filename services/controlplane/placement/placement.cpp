@@ -33,7 +33,7 @@ std::string segments(const std::map<std::string, std::string>& s) {
 
 struct Need {
   const domain::VolumeRequest* request;
-  std::string volume_id;
+  std::string volume_key;  // domain::volume_key, as the cluster's volumes are keyed
   const Volume* volume;
   const Plugin* plugin;
 };
@@ -94,12 +94,12 @@ std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) 
         const auto& attached = ctx.attached();
         if (auto a = attached.find({node.id, p.id}); a != attached.end()) it->second = a->second;
       }
-      it->second.insert(v.id);
+      it->second.insert(need.volume_key);
       if (static_cast<std::int64_t>(it->second.size()) > info->max_volumes)
         return "plugin " + in_quotes(p.id) + " allows at most " + std::to_string(info->max_volumes) +
                " volumes on this node and this allocation would need " + std::to_string(it->second.size());
     }
-    auto [copy, added] = trial.try_emplace(v.id, v);
+    auto [copy, added] = trial.try_emplace(need.volume_key, v);
     // Claims being released (past, or held by an allocation that is stopping or done) do not
     // block placement: the new allocation's claim waits for them on the node (seed 004), as
     // Nomad's scheduler places once the previous allocation is terminal.
@@ -175,10 +175,11 @@ PlacementResult place(const Allocation& alloc, const ClusterView& c) {
   std::vector<Need> needs;
   std::set<std::string> plugin_ids;
   for (const auto& [name, req] : alloc.volumes) {
-    auto id = domain::claimed_volume_id(req, alloc.index);
+    auto id = domain::claimed_volume_key(alloc, req);
     const Volume* v = find(c.volumes, id);
     if (!v) {
-      out.cluster_reason = "volume not found: " + id;
+      out.cluster_reason = "volume not found" + domain::in_namespace(alloc.ns) + ": " +
+                           domain::claimed_volume_id(req, alloc.index);
       return out;
     }
     const Plugin* p = find(c.plugins, v->plugin_id);

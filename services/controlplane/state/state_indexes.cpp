@@ -37,9 +37,9 @@ std::vector<std::string> StateStore::allocation_ids_changed_on(const std::string
   return out;
 }
 
-const std::set<std::string>& StateStore::allocation_ids_named(const std::string& name) const {
+const std::set<std::string>& StateStore::allocation_ids_named(const std::string& ns, const std::string& name) const {
   static const std::set<std::string> none;
-  auto it = allocations_by_name_.find(name);
+  auto it = allocations_by_name_.find({ns, name});
   return it == allocations_by_name_.end() ? none : it->second;
 }
 
@@ -62,7 +62,7 @@ void StateStore::index_allocation(const domain::Allocation& a) {
     node.live.insert(a.id);
   else if (claims_by_allocation_.contains(a.id))
     node.claiming_terminal.insert(a.id);
-  allocations_by_name_[a.name].insert(a.id);
+  allocations_by_name_[{a.ns, a.name}].insert(a.id);
 }
 
 void StateStore::unindex_allocation(const domain::Allocation& a) {
@@ -73,7 +73,7 @@ void StateStore::unindex_allocation(const domain::Allocation& a) {
     node.by_modify.erase({a.modify_index, a.id});
     if (node.by_modify.empty()) allocations_by_node_.erase(it);
   }
-  if (auto it = allocations_by_name_.find(a.name); it != allocations_by_name_.end() && it->second.erase(a.id) &&
+  if (auto it = allocations_by_name_.find({a.ns, a.name}); it != allocations_by_name_.end() && it->second.erase(a.id) &&
                                                    it->second.empty())
     allocations_by_name_.erase(it);
 }

@@ -134,6 +134,12 @@ domain::Status StateStore::load() {
   std::map<Table, std::uint64_t> table_index;
   if (auto st = load_table(*snap, Table::volumes, volumes, domain::volume_from_storage, table_index[Table::volumes]); !st)
     return st;
+  // A row's key is its volume's key (rows from before namespaces decode into "default" under
+  // the same key); any other key would make two volumes of one.
+  for (const auto& [key, v] : volumes)
+    if (key != domain::volume_key(v.ns, v.id))
+      return domain::error("state: volumes row \"" + key + "\" holds volume \"" + v.id + "\" of namespace \"" +
+                           v.ns + "\"");
   if (auto st = load_table(*snap, Table::plugins, plugins, domain::plugin_from_storage, table_index[Table::plugins]); !st)
     return st;
   if (auto st = load_table(*snap, Table::nodes, nodes, domain::node_from_storage, table_index[Table::nodes]); !st)
@@ -242,7 +248,7 @@ void install(std::map<std::string, std::optional<T>>& staged, std::map<std::stri
 
 }  // namespace
 
-const domain::Volume* StateStore::volume(const std::string& id) const { return find(volumes_, id); }
+const domain::Volume* StateStore::volume(const std::string& key) const { return find(volumes_, key); }
 const domain::Plugin* StateStore::plugin(const std::string& id) const { return find(plugins_, id); }
 const domain::Node* StateStore::node(const std::string& id) const { return find(nodes_, id); }
 const domain::Allocation* StateStore::allocation(const std::string& id) const { return find(allocations_, id); }

@@ -50,11 +50,14 @@ namespace mooring::controlplane {
 // The writes of one transaction. Objects are whole (read a copy, change it, put it back).
 class Batch {
  public:
-  void put(domain::Volume v) { volumes_[v.id] = std::move(v); }
+  void put(domain::Volume v) {
+    auto key = domain::volume_key(v.ns, v.id);
+    volumes_[std::move(key)] = std::move(v);
+  }
   void put(domain::Plugin p) { plugins_[p.id] = std::move(p); }
   void put(domain::Node n) { nodes_[n.id] = std::move(n); }
   void put(domain::Allocation a) { allocations_[a.id] = std::move(a); }
-  void erase_volume(const std::string& id) { volumes_[id] = std::nullopt; }
+  void erase_volume(const std::string& key) { volumes_[key] = std::nullopt; }  // domain::volume_key
   void erase_plugin(const std::string& id) { plugins_[id] = std::nullopt; }
   void erase_node(const std::string& id) { nodes_[id] = std::nullopt; }
   void erase_allocation(const std::string& id) { allocations_[id] = std::nullopt; }
@@ -107,7 +110,11 @@ class StateStore {
   // may trail index(): a commit counts here once flushed.
   std::uint64_t table_index(Table t) const;
 
-  const domain::Volume* volume(const std::string& id) const;
+  // Volumes are keyed by domain::volume_key(ns, id): their id in "default", "ns:id" elsewhere.
+  const domain::Volume* volume(const std::string& key) const;
+  const domain::Volume* volume(std::string_view ns, std::string_view id) const {
+    return volume(domain::volume_key(ns, id));
+  }
   const domain::Plugin* plugin(const std::string& id) const;
   const domain::Node* node(const std::string& id) const;
   const domain::Allocation* allocation(const std::string& id) const;
@@ -126,8 +133,8 @@ class StateStore {
   // - the highest modify index of its allocations (0 when none), and those modified after `after`;
   std::uint64_t last_allocation_change_on(const std::string& node_id) const;
   std::vector<std::string> allocation_ids_changed_on(const std::string& node_id, std::uint64_t after) const;
-  // - the allocations with a name (next_alloc_index).
-  const std::set<std::string>& allocation_ids_named(const std::string& name) const;
+  // - the allocations with a name in a namespace (next_alloc_index).
+  const std::set<std::string>& allocation_ids_named(const std::string& ns, const std::string& name) const;
   const std::deque<domain::Event>& events() const { return events_; }  // oldest first
   // The kept answer of an Idempotency-Key (null when none), and up to `max` keys answered
   // before `before` (oldest first), for trimming.
@@ -209,7 +216,7 @@ class StateStore {
   };
   const NodeAllocations& node_allocations(const std::string& node_id) const;
   std::map<std::string, NodeAllocations> allocations_by_node_;
-  std::map<std::string, std::set<std::string>> allocations_by_name_;
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> allocations_by_name_;  // (ns, name)
   std::map<std::string, std::size_t> claims_by_allocation_;  // alloc id -> volumes whose claims name it
   std::deque<domain::Event> events_;
   std::deque<std::size_t> event_positions_;

@@ -1,5 +1,5 @@
-// Create through a controller. The Mooring id is the CSI name, so a create sent again finds the
-// same volume. A create whose outcome is unknown, or whose volume cannot be registered after all,
+// Create through a controller. The volume's key (its id, "ns:id" outside the default namespace)
+// is the CSI name, so a create sent again finds the same volume and two namespaces never share one. A create whose outcome is unknown, or whose volume cannot be registered after all,
 // is undone in the background.
 #include "services/controlplane/claims/volume_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -22,8 +22,8 @@ namespace {
 
 Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v) {
   ::csi::v1::CreateVolumeRequest csi;
-  // The Mooring id is the idempotency key: unique here, stable across retries.
-  csi.set_name(v.id);
+  // The volume's key is the idempotency key: unique here, stable across retries.
+  csi.set_name(domain::volume_key(v.ns, v.id));
   csi.mutable_capacity_range()->set_required_bytes(v.requested_capacity_min);
   csi.mutable_capacity_range()->set_limit_bytes(v.requested_capacity_max);
   for (const auto& cap : v.requested_capabilities) {
@@ -45,8 +45,9 @@ Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v) 
 
 std::optional<Failure> VolumeLifecycle::check_create(const domain::Volume& v) const {
   const auto& id = v.id;
-  if (store_.volume(id))
-    return conflict("volume " + in_quotes(id) + " already exists; update it with PUT /v1/volume/csi/" + id);
+  if (store_.volume(v.ns, id))
+    return conflict("volume " + in_quotes(id) + domain::in_namespace(v.ns) +
+                    " already exists; update it with PUT /v1/volume/csi/" + id);
   const domain::Plugin* plugin = store_.plugin(v.plugin_id);
   const auto named = "volume " + in_quotes(id) + ": ";
   if (!plugin) return invalid(named + "no CSI plugin named " + in_quotes(v.plugin_id));
@@ -65,12 +66,13 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::create(domain::Volume v) {
   if (auto refused = check_create(v)) co_return *refused;
   auto csi = create_request(v);
   if (!csi) co_return csi.error();
-  auto res = co_await controller_.create_volume(v.plugin_id, v.id, *csi);
+  const auto key = domain::volume_key(v.ns, v.id);
+  auto res = co_await controller_.create_volume(v.plugin_id, key, *csi);
   if (res.ok()) co_return register_created(v, res.response.volume(), res.node_id);
   if (res.outcome == csi::Outcome::uncertain) {
     log_.warn("create volume outcome unknown; negating it in the background",
               {{"volume_id", v.id}, {"plugin_id", v.plugin_id}, {"error", res.error}});
-    tasks_.spawn("negate create " + v.id, negate_create(v.plugin_id, v.id, *csi));
+    tasks_.spawn("negate create " + key, negate_create(v.plugin_id, key, *csi));
   }
   co_return plugin_failure(res);
 }
@@ -79,7 +81,8 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::create(domain::Volume v) {
 Outcome<Written> VolumeLifecycle::register_created(const domain::Volume& v, const ::csi::v1::Volume& created,
                                                    const std::string& controller_node) {
   const auto& id = v.id;
-  if (store_.volume(id)) {
+  const auto key = domain::volume_key(v.ns, v.id);
+  if (store_.volume(key)) {
     abandon_created(v, created.volume_id());
     return conflict("volume " + in_quotes(id) + " was registered while it was being created");
   }
@@ -100,6 +103,7 @@ Outcome<Written> VolumeLifecycle::register_created(const domain::Volume& v, cons
   Batch batch;
   batch.add_event({.topic = "Volume",
                    .type = "VolumeCreated",
+                   .ns = v.ns,
                    .key = id,
                    .message = "created volume " + in_quotes(id) + " through plugin " + in_quotes(v.plugin_id) +
                               " (external id " + in_quotes(stored.external_id) + ")",
@@ -113,20 +117,21 @@ Outcome<Written> VolumeLifecycle::register_created(const domain::Volume& v, cons
   }
   log_.info("volume created", {{"volume_id", id}, {"plugin_id", v.plugin_id}, {"external_id", stored.external_id},
                                {"capacity", stored.capacity}});
-  return Written{*index, {*store_.volume(id)}};
+  return Written{*index, {*store_.volume(key)}};
 }
 
-bool VolumeLifecycle::registered_as(const std::string& id, const std::string& external_id) const {
-  const auto* v = store_.volume(id);
+bool VolumeLifecycle::registered_as(const std::string& key, const std::string& external_id) const {
+  const auto* v = store_.volume(key);
   return v && v->external_id == external_id;
 }
 
 void VolumeLifecycle::abandon_created(const domain::Volume& v, const std::string& external_id) {
-  if (registered_as(v.id, external_id)) return;  // the same volume, registered by a concurrent create
+  const auto key = domain::volume_key(v.ns, v.id);
+  if (registered_as(key, external_id)) return;  // the same volume, registered by a concurrent create
   ::csi::v1::DeleteVolumeRequest del;
   del.set_volume_id(external_id);
   put_secrets(del.mutable_secrets(), v.secrets);
-  tasks_.spawn("negate create " + v.id, [this, plugin_id = v.plugin_id, id = v.id, del]() -> asio::awaitable<void> {
+  tasks_.spawn("negate create " + key, [this, plugin_id = v.plugin_id, id = key, del]() -> asio::awaitable<void> {
     std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
       auto r = co_await controller_.delete_volume(plugin_id, id, del);
       co_return r.done() ? async::Attempt::ok() : async::Attempt::again(r.error);
@@ -135,26 +140,26 @@ void VolumeLifecycle::abandon_created(const domain::Volume& v, const std::string
   });
 }
 
-asio::awaitable<void> VolumeLifecycle::negate_create(std::string plugin_id, std::string volume_id,
+asio::awaitable<void> VolumeLifecycle::negate_create(std::string plugin_id, std::string volume_key,
                                                      ::csi::v1::CreateVolumeRequest request) {
   std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
-    auto made = co_await controller_.create_volume(plugin_id, volume_id, request);
+    auto made = co_await controller_.create_volume(plugin_id, volume_key, request);
     if (!made.ok())
       co_return made.outcome == csi::Outcome::final_error ? async::Attempt::final_error(made.error)
                                                           : async::Attempt::again(made.error);
-    if (registered_as(volume_id, made.response.volume().volume_id())) co_return async::Attempt::ok();
+    if (registered_as(volume_key, made.response.volume().volume_id())) co_return async::Attempt::ok();
     ::csi::v1::DeleteVolumeRequest del;
     del.set_volume_id(made.response.volume().volume_id());
     *del.mutable_secrets() = request.secrets();
-    auto gone = co_await controller_.delete_volume(plugin_id, volume_id, del);
+    auto gone = co_await controller_.delete_volume(plugin_id, volume_key, del);
     if (!gone.done()) co_return async::Attempt::again(gone.error);
-    log_.info("abandoned create negated", {{"volume_id", volume_id}, {"external_id", del.volume_id()}});
+    log_.info("abandoned create negated", {{"volume_id", volume_key}, {"external_id", del.volume_id()}});
     co_return async::Attempt::ok();
   };
   auto result = co_await async::retry(std::move(attempt), negation_retry());
   if (!result.ok())
     log_.warn("cannot negate an abandoned create; the plugin may hold an unregistered volume",
-              {{"volume_id", volume_id}, {"plugin_id", plugin_id}, {"error", result.last_error}});
+              {{"volume_id", volume_key}, {"plugin_id", plugin_id}, {"error", result.last_error}});
 }
 
 }  // namespace mooring::controlplane::volumes

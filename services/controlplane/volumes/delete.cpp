@@ -32,7 +32,7 @@ std::string claim_holders(const domain::Volume& v) {
 
 std::optional<Failure> VolumeLifecycle::check_delete(const std::string& id) const {
   const domain::Volume* v = store_.volume(id);
-  if (!v) return missing("volume", id);
+  if (!v) return missing_volume(id);
   if (!v->claims.empty())
     return conflict("volume " + in_quotes(id) + " is in use by allocations " + claim_holders(*v) +
                     "; it cannot be deleted until every claim is released");
@@ -43,7 +43,8 @@ std::optional<Failure> VolumeLifecycle::check_delete(const std::string& id) cons
                                                    " is not registered (no controller to delete it with)"};
   if (!plugin->controllers.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
     return invalid("volume " + in_quotes(id) + ": plugin " + in_quotes(v->plugin_id) +
-                   " does not support CREATE_DELETE_VOLUME; deregister it with DELETE /v1/volume/csi/" + id);
+                   " does not support CREATE_DELETE_VOLUME; deregister it with DELETE /v1/volume/csi/" + v->id +
+                   (v->ns == domain::kDefaultNamespace ? "" : "?namespace=" + v->ns));
   return std::nullopt;
 }
 
@@ -89,7 +90,8 @@ domain::Expected<std::uint64_t> VolumeLifecycle::mark_deleting(const std::string
   if (!deleting)
     batch.add_event({.topic = "Volume",
                      .type = "VolumeDeleteRefused",
-                     .key = id,
+                     .ns = v->ns,
+                     .key = v->id,
                      .message = "volume " + in_quotes(id) + " was not deleted; it takes claims again",
                      .details = {{"plugin_id", v->plugin_id}, {"error", refused_because}}});
   batch.put(std::move(copy));
@@ -102,7 +104,8 @@ domain::Expected<std::uint64_t> VolumeLifecycle::deregister_deleted(const std::s
   Batch batch;
   batch.add_event({.topic = "Volume",
                    .type = "VolumeDeleted",
-                   .key = id,
+                   .ns = v->ns,
+                   .key = v->id,
                    .message = "deleted volume " + in_quotes(id) + " through plugin " + in_quotes(plugin_id) +
                               " and deregistered it",
                    .details = {{"plugin_id", plugin_id}, {"external_id", v->external_id}}});

@@ -43,8 +43,8 @@ void mark_lost(const StateStore& store, const domain::Volume& v, const std::vect
 }  // namespace
 
 Outcome<Detached> VolumeLifecycle::detach(const std::string& id, const std::string& node_id) {
-  const domain::Volume* v = store_.volume(id);
-  if (!v) return missing("volume", id);
+  const domain::Volume* v = store_.volume(id);  // `id` is the volume's key
+  if (!v) return missing_volume(id);
   const auto allocs = claims_on(*v, node_id);
   if (allocs.empty())
     return Failure{Failure::Kind::not_found, "volume " + in_quotes(id) + " has no claim on node " + in_quotes(node_id)};
@@ -65,7 +65,8 @@ Outcome<Detached> VolumeLifecycle::detach(const std::string& id, const std::stri
     if (domain::is_before(copy.claims.at(alloc).state, target)) (void)advance_claim(copy, alloc, target, now);
   batch.add_event({.topic = "Volume",
                    .type = "VolumeDetachRequested",
-                   .key = id,
+                   .ns = v->ns,
+                   .key = v->id,
                    .message = "operator detach of volume " + in_quotes(id) + " from node " + in_quotes(node_id) +
                               (node_lost ? " (node unavailable: node step skipped)" : ""),
                    .details = {{"node_id", node_id}, {"claims", std::to_string(allocs.size())}}});

@@ -40,7 +40,7 @@ namespace {
 
 asio::awaitable<Outcome<Written>> VolumeLifecycle::expand(domain::Volume wanted, const StringMap& secrets) {
   auto csi = expand_request(wanted, secrets);
-  auto res = co_await controller_.controller_expand_volume(wanted.plugin_id, wanted.id, csi);
+  auto res = co_await controller_.controller_expand_volume(wanted.plugin_id, domain::volume_key(wanted.ns, wanted.id), csi);
   if (!res.ok()) co_return plugin_failure(res);
   const bool node_expansion = res.response.node_expansion_required();
   std::vector<std::string> node_errors;
@@ -57,7 +57,7 @@ asio::awaitable<std::vector<std::string>> VolumeLifecycle::expand_on_nodes(
     if (claim.state != domain::ClaimState::taken) continue;
     v1::NodeExpandVolumeRequest ne;
     ne.set_plugin_id(wanted.plugin_id);
-    ne.set_volume_id(wanted.id);
+    ne.set_volume_id(domain::volume_key(wanted.ns, wanted.id));  // the agent's records are keyed by it
     ne.set_external_id(wanted.external_id);
     ne.set_alloc_id(alloc);
     *ne.mutable_capacity_range() = csi.capacity_range();
@@ -71,7 +71,8 @@ asio::awaitable<std::vector<std::string>> VolumeLifecycle::expand_on_nodes(
 Outcome<Written> VolumeLifecycle::record_expansion(const domain::Volume& wanted, std::int64_t capacity,
                                                    bool node_expansion, const std::vector<std::string>& node_errors) {
   const auto& id = wanted.id;
-  const domain::Volume* latest = store_.volume(id);
+  const auto key = domain::volume_key(wanted.ns, wanted.id);
+  const domain::Volume* latest = store_.volume(key);
   if (!latest) return conflict("volume " + in_quotes(id) + " was deregistered while it was expanded");
   auto again = plan_volume_register(latest, wanted, store_.plugin(wanted.plugin_id));
   if (!again) return from_refusal(again.refusal());
@@ -82,6 +83,7 @@ Outcome<Written> VolumeLifecycle::record_expansion(const domain::Volume& wanted,
   Batch batch;
   batch.add_event({.topic = "Volume",
                    .type = node_errors.empty() ? "VolumeExpanded" : "VolumeNodeExpansionFailed",
+                   .ns = wanted.ns,
                    .key = id,
                    .message = message,
                    .details = {{"plugin_id", wanted.plugin_id},
@@ -95,7 +97,7 @@ Outcome<Written> VolumeLifecycle::record_expansion(const domain::Volume& wanted,
   if (!node_errors.empty())
     return Failure{Failure::Kind::plugin_error, "volume " + in_quotes(id) + " was expanded by the controller to " +
                                                     grown + " bytes, but node expansion failed: " + node_errors.front()};
-  return Written{*index, {*store_.volume(id)}};
+  return Written{*index, {*store_.volume(key)}};
 }
 
 }  // namespace mooring::controlplane::volumes

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "shared/domain/ids.hpp"
+#include "shared/domain/text.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::controlplane::volumes {
@@ -20,6 +22,12 @@ Failure invalid(std::string message) { return {Failure::Kind::invalid, std::move
 
 Failure missing(std::string_view kind, std::string_view id) {
   return {Failure::Kind::not_found, std::string(kind) + " not found: " + std::string(id)};
+}
+
+Failure missing_volume(std::string_view key) {
+  auto ref = domain::split_volume_key(key);
+  if (!ref) return missing("volume", key);
+  return {Failure::Kind::not_found, "volume not found" + domain::in_namespace(ref->ns) + ": " + ref->id};
 }
 
 Failure conflict(std::string message) { return {Failure::Kind::conflict, std::move(message)}; }

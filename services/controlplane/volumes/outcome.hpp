@@ -37,6 +37,8 @@ using Outcome = boost::system::result<T, Failure>;
 Failure from_refusal(const Refusal& r);
 Failure invalid(std::string message);
 Failure missing(std::string_view kind, std::string_view id);  // "<kind> not found: <id>"
+// "volume not found: <id>", naming its namespace outside the default (key: domain::volume_key).
+Failure missing_volume(std::string_view key);
 Failure conflict(std::string message);
 // Logged: a failed write is ours to look into, not the caller's.
 Failure write_failed(std::string_view what, const std::string& error);

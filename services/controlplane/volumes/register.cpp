@@ -26,13 +26,16 @@ std::vector<std::string> release_left(const StateStore& store, const domain::Vol
   });
 }
 
-Failure release_unfinished(const std::string& id, const std::vector<std::string>& left) {
+Failure release_unfinished(const domain::Volume& v, const std::vector<std::string>& left) {
   std::string steps;
   for (const auto& l : left) steps += (steps.empty() ? "" : "; ") + l;
-  return conflict("volume \"" + id + "\": force deregistration would drop claims whose release is not finished: " +
-                  steps + ". Wait for the release (GET /v1/volume/csi/" + id +
+  const std::string ns = v.ns == domain::kDefaultNamespace ? "" : "?namespace=" + v.ns;
+  const std::string node_param = ns.empty() ? "?node=ID" : ns + "&node=ID";
+  return conflict("volume \"" + v.id + "\"" + domain::in_namespace(v.ns) +
+                  ": force deregistration would drop claims whose release is not finished: " + steps +
+                  ". Wait for the release (GET /v1/volume/csi/" + v.id + ns +
                   " shows each claim's State and LastError), deregister with purge=true to run those steps first, "
-                  "or detach a down node with DELETE /v1/volume/csi/" + id + "/detach?node=ID");
+                  "or detach a down node with DELETE /v1/volume/csi/" + v.id + "/detach" + node_param);
 }
 
 // Purge: the claim GC releases every claim, node side then controller side, and removes the
@@ -44,7 +47,7 @@ Outcome<Deregistered> mark_deregistering(StateStore& store, const domain::Volume
     if (c.state == domain::ClaimState::taken)
       (void)advance_claim(marked, alloc, domain::ClaimState::unpublishing, domain::now());
   Batch batch;
-  batch.add_event({.topic = "Volume", .type = "VolumeDeregistrationRequested", .key = v.id,
+  batch.add_event({.topic = "Volume", .type = "VolumeDeregistrationRequested", .ns = v.ns, .key = v.id,
                    .message = "volume \"" + v.id + "\" will be deregistered once its " +
                               std::to_string(marked.claims.size()) + " claim(s) are released",
                    .details = {{"plugin_id", v.plugin_id}}});
@@ -59,10 +62,10 @@ Outcome<Deregistered> erase(StateStore& store, const domain::Volume& v, bool for
   if (!v.claims.empty())
     message += " with " + std::to_string(v.claims.size()) + " claim(s) of terminal allocations (forced)";
   Batch batch;
-  batch.add_event({.topic = "Volume", .type = "VolumeDeregistered", .key = v.id, .message = message,
+  batch.add_event({.topic = "Volume", .type = "VolumeDeregistered", .ns = v.ns, .key = v.id, .message = message,
                    .details = {{"plugin_id", v.plugin_id}, {"force", force ? "true" : "false"}}});
   const std::string id = v.id;  // `v` lives in the store, which the erase changes
-  batch.erase_volume(id);
+  batch.erase_volume(domain::volume_key(v.ns, v.id));
   auto index = store.commit(std::move(batch));
   if (!index) return write_failed("deregister volume \"" + id + "\"", index.error());
   return Deregistered{*index, false};
@@ -72,17 +75,19 @@ Outcome<Deregistered> erase(StateStore& store, const domain::Volume& v, bool for
 
 Outcome<Written> VolumeLifecycle::register_volumes(std::vector<domain::Volume> volumes) {
   Batch batch;
-  std::vector<std::string> ids;
+  std::vector<std::string> keys;
   for (auto& req : volumes) {
-    if (std::find(ids.begin(), ids.end(), req.id) != ids.end())
+    const auto key = domain::volume_key(req.ns, req.id);
+    if (std::find(keys.begin(), keys.end(), key) != keys.end())
       return invalid("volume \"" + req.id + "\" appears twice in the request");
-    const domain::Volume* existing = store_.volume(req.id);
+    const domain::Volume* existing = store_.volume(key);
     const domain::Plugin* plugin = store_.plugin(req.plugin_id);
     auto plan = plan_volume_register(existing, std::move(req), plugin);
     if (!plan) return from_refusal(plan.refusal());
-    ids.push_back(plan->volume.id);
+    keys.push_back(key);
     batch.add_event({.topic = "Volume",
                      .type = plan->created ? "VolumeRegistered" : "VolumeUpdated",
+                     .ns = plan->volume.ns,
                      .key = plan->volume.id,
                      .message = std::string(plan->created ? "registered" : "updated") + " volume \"" +
                                 plan->volume.id + "\" (plugin \"" + plan->volume.plugin_id + "\")",
@@ -92,13 +97,13 @@ Outcome<Written> VolumeLifecycle::register_volumes(std::vector<domain::Volume> v
   auto index = store_.commit(std::move(batch));
   if (!index) return write_failed("register volumes", index.error());
   Written out{*index, {}};
-  for (const auto& id : ids) out.volumes.push_back(decorated(*store_.volume(id), store_));
+  for (const auto& key : keys) out.volumes.push_back(decorated(*store_.volume(key), store_));
   return out;
 }
 
 asio::awaitable<Outcome<Written>> VolumeLifecycle::register_or_expand(domain::Volume wanted,
                                                                       domain::Expected<StringMap> header_secrets) {
-  const domain::Volume* current = store_.volume(wanted.id);
+  const domain::Volume* current = store_.volume(wanted.ns, wanted.id);
   if (!current) co_return register_volumes({std::move(wanted)});
   auto plan = plan_volume_register(current, wanted, store_.plugin(wanted.plugin_id));
   // Everything that is not an expansion (including every refusal) is a plain registration.
@@ -117,14 +122,14 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::register_or_expand(domain::Vo
   co_return co_await expand(std::move(plan->volume), secrets);
 }
 
-Outcome<Deregistered> VolumeLifecycle::deregister(const std::string& id, bool force, bool purge) {
-  const domain::Volume* v = store_.volume(id);
-  if (!v) return missing("volume", id);
+Outcome<Deregistered> VolumeLifecycle::deregister(const std::string& key, bool force, bool purge) {
+  const domain::Volume* v = store_.volume(key);
+  if (!v) return missing_volume(key);
   if (v->deregistering && purge) return Deregistered{v->modify_index, true};  // asked again: under way
   auto lookup = [&](const std::string& alloc) { return store_.allocation(alloc); };
   if (auto refusal = check_deregister(*v, force || purge, lookup)) return from_refusal(*refusal);
   const auto left = release_left(store_, *v);
-  if (!left.empty() && !purge) return release_unfinished(id, left);
+  if (!left.empty() && !purge) return release_unfinished(*v, left);
   if (!left.empty()) return mark_deregistering(store_, *v);
   return erase(store_, *v, force);
 }

@@ -32,6 +32,7 @@ struct Detached {
 
 // One snapshot asked for. Secrets here win over the volume's own.
 struct SnapshotRequest {
+  std::string ns{domain::kDefaultNamespace};  // the source volume's namespace (the request's)
   std::string volume_id;
   std::string plugin_id;  // "" = the volume's plugin
   std::string name;
@@ -43,7 +44,7 @@ struct SnapshotRequest {
 struct Snapshot {
   std::string id;
   std::string external_source_volume_id;
-  std::string source_volume_id;  // the registered volume with that external id, or ""
+  std::string source_volume_id;  // the registered volume with that external id in the caller's namespace, or ""
   std::int64_t size_bytes = 0;
   std::int64_t create_time = 0;  // seconds since the epoch
   bool ready = false;

@@ -12,12 +12,14 @@ namespace asio = boost::asio;
 
 namespace {
 
+// The source is named only when it is a volume of the caller's namespace: another namespace's
+// volume ids are not the caller's to see.
 Snapshot snapshot_of(const ::csi::v1::Snapshot& s, const std::string& plugin_id, const StateStore& store,
-                     const std::string& name = {}) {
+                     const std::string& ns, const std::string& name = {}) {
   std::string source;
-  for (const auto& [id, v] : store.volumes())
-    if (v.plugin_id == plugin_id && v.external_id == s.source_volume_id()) {
-      source = id;
+  for (const auto& [key, v] : store.volumes())
+    if (v.ns == ns && v.plugin_id == plugin_id && v.external_id == s.source_volume_id()) {
+      source = v.id;
       break;
     }
   return Snapshot{.id = s.snapshot_id(),
@@ -42,8 +44,8 @@ Snapshot snapshot_of(const ::csi::v1::Snapshot& s, const std::string& plugin_id,
 }  // namespace
 
 Outcome<SnapshotRequest> VolumeLifecycle::plan_snapshot(SnapshotRequest w, const StringMap& header_secrets) const {
-  const auto* v = store_.volume(w.volume_id);
-  if (!v) return missing("volume", w.volume_id);
+  const auto* v = store_.volume(w.ns, w.volume_id);
+  if (!v) return missing_volume(domain::volume_key(w.ns, w.volume_id));
   const auto named = "snapshot " + in_quotes(w.name) + ": ";
   if (v->deleting)
     return conflict(named + "volume " + in_quotes(w.volume_id) + " " + std::string(domain::kBeingDeleted));
@@ -67,17 +69,18 @@ asio::awaitable<SnapshotsCreated> VolumeLifecycle::create_snapshots(std::vector<
   out.asked = planned.size();
   for (const auto& w : planned) {
     auto csi = snapshot_request(w);
-    auto res = co_await controller_.create_snapshot(w.plugin_id, w.volume_id, csi);
+    auto res = co_await controller_.create_snapshot(w.plugin_id, domain::volume_key(w.ns, w.volume_id), csi);
     if (!res.ok()) {
       if (res.outcome == csi::Outcome::uncertain) tasks_.spawn("negate snapshot " + w.name, negate_snapshot(w.plugin_id, csi));
       out.errors.push_back({w.volume_id, w.name, plugin_failure(res)});
       continue;
     }
     const auto& made = res.response.snapshot();
-    out.created.push_back(snapshot_of(made, w.plugin_id, store_, w.name));
+    out.created.push_back(snapshot_of(made, w.plugin_id, store_, w.ns, w.name));
     Batch batch;
     batch.add_event({.topic = "Volume",
                      .type = "SnapshotCreated",
+                     .ns = w.ns,
                      .key = w.volume_id,
                      .message = "created snapshot " + in_quotes(made.snapshot_id()) + " of volume " + in_quotes(w.volume_id),
                      .details = {{"plugin_id", w.plugin_id}, {"snapshot_id", made.snapshot_id()}}});
@@ -117,7 +120,8 @@ asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_snapshot(std::st
 }
 
 asio::awaitable<Outcome<Page<Snapshot>>> VolumeLifecycle::list_snapshots(std::string plugin_id,
-                                                                         PageRequest page, StringMap secrets) {
+                                                                         PageRequest page, StringMap secrets,
+                                                                         std::string ns) {
   if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
   ::csi::v1::ListSnapshotsRequest csi;
   csi.set_max_entries(page.max_entries);
@@ -126,7 +130,7 @@ asio::awaitable<Outcome<Page<Snapshot>>> VolumeLifecycle::list_snapshots(std::st
   auto res = co_await controller_.list_snapshots(plugin_id, csi);
   if (!res.ok()) co_return listing_failure(res, page.token, plugin_id);
   Page<Snapshot> out;
-  for (const auto& e : res.response.entries()) out.items.push_back(snapshot_of(e.snapshot(), plugin_id, store_));
+  for (const auto& e : res.response.entries()) out.items.push_back(snapshot_of(e.snapshot(), plugin_id, store_, ns));
   out.next_token = res.response.next_token();
   co_return out;
 }

@@ -60,7 +60,8 @@ class VolumeLifecycle {
   // (expand.cpp); `header_secrets` are only read then.
   boost::asio::awaitable<Outcome<Written>> register_or_expand(domain::Volume wanted,
                                                               domain::Expected<StringMap> header_secrets);
-  Outcome<Deregistered> deregister(const std::string& id, bool force, bool purge);
+  // `key`: domain::volume_key(ns, id), here and in remove() and detach().
+  Outcome<Deregistered> deregister(const std::string& key, bool force, bool purge);
 
   // ---- create.cpp: `v.secrets` already hold the request's secrets ----
   boost::asio::awaitable<Outcome<Written>> create(domain::Volume v);
@@ -76,8 +77,9 @@ class VolumeLifecycle {
   boost::asio::awaitable<SnapshotsCreated> create_snapshots(std::vector<SnapshotRequest> planned);
   boost::asio::awaitable<Outcome<std::uint64_t>> delete_snapshot(std::string plugin_id, std::string snapshot_id,
                                                                  StringMap secrets);
+  // Each snapshot names its source volume when that is a volume of namespace `ns`.
   boost::asio::awaitable<Outcome<Page<Snapshot>>> list_snapshots(std::string plugin_id, PageRequest page,
-                                                                 StringMap secrets);
+                                                                 StringMap secrets, std::string ns);
   // ---- external.cpp: the plugin's own listing ----
   boost::asio::awaitable<Outcome<Page<ExternalVolume>>> list_external(std::string plugin_id, PageRequest page);
 
@@ -96,13 +98,13 @@ class VolumeLifecycle {
                                     const std::string& controller_node);
   // Undo a create whose outcome is unknown: the same request again (idempotent on its name, and
   // a plugin refuses one without its capabilities) tells what exists, which is then deleted.
-  boost::asio::awaitable<void> negate_create(std::string plugin_id, std::string volume_id,
+  boost::asio::awaitable<void> negate_create(std::string plugin_id, std::string volume_key,
                                              ::csi::v1::CreateVolumeRequest request);
   // A created volume that could not be registered is deleted again in the background, unless
   // it is the same volume a concurrent create registered.
   void abandon_created(const domain::Volume& v, const std::string& external_id);
-  // The volume `id` is registered with this provider id (a concurrent create of the same id won).
-  bool registered_as(const std::string& id, const std::string& external_id) const;
+  // The volume `key` is registered with this provider id (a concurrent create of the same id won).
+  bool registered_as(const std::string& key, const std::string& external_id) const;
 
   // delete.cpp: the volume is marked Deleting before DeleteVolume is sent
   std::optional<Failure> check_delete(const std::string& id) const;

@@ -61,7 +61,7 @@ asio::awaitable<domain::Status> CsiHook::prerun(std::map<std::string, std::strin
 
   for (const auto& [name, request] : alloc_.volumes) {
     if (request.type != "csi") continue;
-    const auto volume_id = domain::claimed_volume_id(request, alloc_.index);
+    const auto volume_id = domain::claimed_volume_key(alloc_, request);  // "ns:id" outside the default namespace
     std::string path;
     if (auto it = restored.find(volume_id); it != restored.end() && it->second.mounted) {
       // Mounted by this allocation before the agent restarted: keep it, no new claim.

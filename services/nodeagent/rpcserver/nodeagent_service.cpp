@@ -36,7 +36,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
   ServerUnaryReactor* NodeDetachVolume(CallbackServerContext* ctx, const v1::NodeDetachVolumeRequest* req,
                                        v1::NodeDetachVolumeResponse*) override {
     return serve(ctx, "NodeDetachVolume", [this, req]() -> asio::awaitable<Status> {
-      if (auto st = domain::validate_volume_id(req->volume_id()); !st)
+      if (auto st = domain::validate_volume_key(req->volume_id()); !st)
         co_return Status(StatusCode::INVALID_ARGUMENT, st.error());
       if (!req->alloc_id().empty()) {
         if (auto st = domain::validate_allocation_id(req->alloc_id()); !st)

@@ -33,7 +33,7 @@ std::int64_t now_unix_ms() {
 
 domain::Status validate_key(const std::string& alloc_id, const std::string& volume_id) {
   if (auto s = domain::validate_allocation_id(alloc_id); !s) return s;
-  return domain::validate_volume_id(volume_id);
+  return domain::validate_volume_key(volume_id);
 }
 
 }  // namespace

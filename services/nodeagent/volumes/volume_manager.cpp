@@ -200,7 +200,7 @@ std::vector<std::string> VolumeManager::mounted_allocations() const {
 }
 
 asio::awaitable<DetachResult> VolumeManager::detach(std::string volume_id, std::string alloc_id) {
-  if (auto s = domain::validate_volume_id(volume_id); !s) co_return DetachResult{s.error()};
+  if (auto s = domain::validate_volume_key(volume_id); !s) co_return DetachResult{s.error()};
   if (!alloc_id.empty()) {
     if (auto s = domain::validate_allocation_id(alloc_id); !s) co_return DetachResult{s.error()};
   }
@@ -221,7 +221,7 @@ asio::awaitable<DetachResult> VolumeManager::detach(std::string volume_id, std::
 asio::awaitable<ExpandResult> VolumeManager::expand(std::string volume_id, std::string alloc_id,
                                                     std::string external_id, ::csi::v1::CapacityRange range,
                                                     std::map<std::string, std::string> secrets) {
-  if (auto s = domain::validate_volume_id(volume_id); !s)
+  if (auto s = domain::validate_volume_key(volume_id); !s)
     co_return ExpandResult{.code = grpc::StatusCode::INVALID_ARGUMENT, .error = s.error()};
   if (!alloc_id.empty()) {
     if (auto s = domain::validate_allocation_id(alloc_id); !s)

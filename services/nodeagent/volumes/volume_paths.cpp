@@ -37,7 +37,7 @@ domain::Status validate_usage(std::string_view usage) {
 VolumePaths::VolumePaths(fs::path root) : root_(std::move(root)) {}
 
 domain::Expected<fs::path> VolumePaths::staging(std::string_view volume_id, std::string_view usage) const {
-  if (auto s = domain::validate_volume_id(volume_id); !s) return domain::error(s.error());
+  if (auto s = domain::validate_volume_key(volume_id); !s) return domain::error(s.error());
   if (auto s = validate_usage(usage); !s) return domain::error(s.error());
   return root_ / "staging" / std::string(volume_id) / std::string(usage);
 }
@@ -45,7 +45,7 @@ domain::Expected<fs::path> VolumePaths::staging(std::string_view volume_id, std:
 domain::Expected<fs::path> VolumePaths::publish(std::string_view alloc_id, std::string_view volume_id,
                                                 std::string_view usage) const {
   if (auto s = domain::validate_allocation_id(alloc_id); !s) return domain::error(s.error());
-  if (auto s = domain::validate_volume_id(volume_id); !s) return domain::error(s.error());
+  if (auto s = domain::validate_volume_key(volume_id); !s) return domain::error(s.error());
   if (auto s = validate_usage(usage); !s) return domain::error(s.error());
   return root_ / "per-alloc" / std::string(alloc_id) / std::string(volume_id) / std::string(usage);
 }

@@ -1,5 +1,5 @@
 // JSON tables and codecs for allocations: volume requests, the task and its events. API output
-// redacts credential-keyed env vars and mount flags; API input adds the submit rules.
+// redacts mount flags and names SecretEnv's keys only; API input adds the submit rules.
 #include "shared/domain/ids.hpp"
 #include "shared/domain/json.hpp"
 #include "shared/domain/json/fields.hpp"
@@ -24,7 +24,7 @@ constexpr Field<VolumeRequest> kVolumeRequest[] = {
 constexpr Field<Task> kTask[] = {
     field<&Task::command>("Command", kIn),
     field<&Task::args>("Args", kIn),
-    field<&Task::env>("Env", kIn, {.redact = true}),
+    field<&Task::env>("Env", kIn),  // readable with read-alloc; secrets go in SecretEnv
     field<&Task::secret_env>("SecretEnv", kIn, {.secret = true}),
     field<&Task::kill_timeout>("KillTimeout", kIn),
 };
@@ -66,6 +66,7 @@ json volume_requests_json(const VolumeRequests& requests, View view) { return *w
 
 // Input takes what a submitter chooses; ID, statuses and indexes are the control plane's.
 constexpr Field<Allocation> kAllocation[] = {
+    field<&Allocation::ns>("Namespace", kAll | kInput),
     field<&Allocation::id>("ID", kAll),
     field<&Allocation::name>("Name", kAll | kInput),
     field<&Allocation::node_id>("NodeID", kAll | kInput),
@@ -106,6 +107,8 @@ Expected<Allocation> allocation_from_api(const json& j) {
   codec::Reader r(j, ctx, "", true);
   codec::read_fields(r, a);
   r.finish();
+  if (r.ok())
+    if (auto s = validate_namespace(a.ns); !s) r.fail("Namespace", s.error());
   if (r.ok() && !a.node_id.empty()) {
     if (auto s = validate_id(IdKind::node, a.node_id); !s) r.fail("NodeID", s.error());
   }

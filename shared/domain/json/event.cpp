@@ -11,6 +11,7 @@ constexpr Field<Event> kEvent[] = {
     field<&Event::time>("Time", kOut),
     field<&Event::topic>("Topic", kOut),
     field<&Event::type>("Type", kOut),
+    field<&Event::ns>("Namespace", kOut),
     field<&Event::key>("Key", kOut),
     field<&Event::message>("Message", kOut),
     field<&Event::details>("Details", kOut, {.redact = true}),

@@ -75,6 +75,7 @@ json write_allocs_json(const Volume& v) { return allocs_json(v, ClaimMode::write
 
 // Input takes the top-level AccessMode/AttachmentMode as Nomad's legacy single capability.
 constexpr Field<Volume> kVolume[] = {
+    field<&Volume::ns>("Namespace", kAll | kInput),
     field<&Volume::id>("ID", kAll | kInput),
     field<&Volume::name>("Name", kAll | kInput),
     field<&Volume::plugin_id>("PluginID", kAll | kInput),
@@ -119,6 +120,8 @@ void check_id(Reader& r, std::string_view key, IdKind kind, const std::string& i
 }
 
 void check_ids(Reader& r, const Volume& v, bool require_external_id) {
+  if (r.ok())
+    if (auto s = validate_namespace(v.ns); !s) r.fail("Namespace", s.error());
   if (r.ok() && v.id.empty()) r.fail("ID", "required");
   check_id(r, "ID", IdKind::volume, v.id);
   if (r.ok() && v.plugin_id.empty()) r.fail("PluginID", "required");

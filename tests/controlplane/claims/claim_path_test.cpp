@@ -48,7 +48,7 @@ class ClaimPathTest : public ::testing::Test {
   }
 
   static ClaimInput input(std::string alloc = "a1") {
-    return {.volume_id = "vol-1",
+    return {.volume_key = "vol-1",
             .allocation_id = std::move(alloc),
             .node_id = "n1",
             .mode = domain::ClaimMode::write,
@@ -173,7 +173,7 @@ TEST(ClaimPlan, AnAllocationOnAnotherNodeIsRefusedBeforeAnythingElse) {
   auto alloc = fixtures::allocation("a1", "n2");
   domain::Node node;
   node.id = "n1";
-  ClaimInput in{.volume_id = "vol-1", .allocation_id = "a1", .node_id = "n1"};
+  ClaimInput in{.volume_key = "vol-1", .allocation_id = "a1", .node_id = "n1"};
   auto plan = plan_claim(in, &node, &volume, &alloc, nullptr, true, domain::now());
   ASSERT_FALSE(plan);
   EXPECT_EQ(plan.refusal().kind, Refusal::Kind::invalid);

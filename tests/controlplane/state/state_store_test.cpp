@@ -203,7 +203,7 @@ TEST_F(StateStoreTest, AllocationIndexesAgreeWithAFullScanThroughRandomCommits) 
       Ids named;
       for (const auto& [id, a] : s.allocations())
         if (a.name == name) named.insert(id);
-      EXPECT_EQ(s.allocation_ids_named(name), named) << name;
+      EXPECT_EQ(s.allocation_ids_named("default", name), named) << name;
     }
   };
 

@@ -79,5 +79,34 @@ TEST(Ids, NewIdIsAUniqueValidUuidV4) {
   EXPECT_EQ(seen.size(), 200u);
 }
 
+TEST(Namespaces, NamesAreLettersDigitsAndDashes) {
+  EXPECT_TRUE(validate_namespace("default").ok());
+  EXPECT_TRUE(validate_namespace("team-A-2").ok());
+  EXPECT_EQ(validate_namespace("").error(), "invalid namespace: must not be empty");
+  EXPECT_EQ(validate_namespace("a b").error(), "invalid namespace \"a b\": must not contain ' ' (allowed: letters, digits, '-')");
+  EXPECT_FALSE(validate_namespace("a:b").ok());
+  EXPECT_FALSE(validate_namespace("*").ok());
+  EXPECT_FALSE(validate_namespace("a/b").ok());
+  EXPECT_FALSE(validate_namespace(std::string(129, 'a')).ok());
+}
+
+TEST(Namespaces, AVolumeKeyIsItsIdInDefaultAndNamespaceColonIdElsewhere) {
+  EXPECT_EQ(volume_key("default", "data"), "data");
+  EXPECT_EQ(volume_key("team-a", "data[2]"), "team-a:data[2]");
+  auto plain = split_volume_key("data");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(*plain, (VolumeRef{"default", "data"}));
+  auto qualified = split_volume_key("team-a:data[2]");
+  ASSERT_TRUE(qualified.ok());
+  EXPECT_EQ(*qualified, (VolumeRef{"team-a", "data[2]"}));
+  // One volume has one key: the default namespace is never written out.
+  EXPECT_FALSE(split_volume_key("default:data").ok());
+  EXPECT_FALSE(split_volume_key("team a:data").ok());
+  EXPECT_FALSE(split_volume_key("team-a:../x").ok());
+  EXPECT_FALSE(split_volume_key("a:b:c").ok());
+  EXPECT_TRUE(validate_volume_key("team-a:data").ok());
+  EXPECT_FALSE(validate_volume_key(":data").ok());
+}
+
 }  // namespace
 }  // namespace mooring::domain

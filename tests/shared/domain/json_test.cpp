@@ -191,7 +191,7 @@ TEST(JsonStorage, AllocationRoundTripsWithAndWithoutTask) {
 }
 
 TEST(JsonStorage, EventRoundTrips) {
-  const Event e{5, from_unix_ms(1'700'000'000'001), "Claim", "ClaimReleased", "vol-1", "released", {{"alloc", "a1"}}};
+  const Event e{5, from_unix_ms(1'700'000'000'001), "Claim", "ClaimReleased", "team-a", "vol-1", "released", {{"alloc", "a1"}}};
   auto back = event_from_storage(to_storage_json(e));
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(*back, e);
@@ -262,9 +262,10 @@ TEST(JsonApi, VolumeShowsClaimsAndDerivedFields) {
   EXPECT_EQ(j["RequestedTopologies"]["Preferred"][0]["Segments"]["rack"], "7");
 }
 
-TEST(JsonApi, AllocationRedactsCredentialEnvAndMountFlags) {
+// Env is readable with read-alloc (secrets belong in SecretEnv, which shows key names only).
+TEST(JsonApi, AllocationShowsEnvButRedactsMountFlags) {
   const json j = to_api_json(sample_allocation());
-  EXPECT_EQ(j["Task"]["Env"]["DB_PASSWORD"], "[REDACTED]");
+  EXPECT_EQ(j["Task"]["Env"]["DB_PASSWORD"], sample_allocation().task->env.at("DB_PASSWORD"));
   EXPECT_EQ(j["Task"]["Env"]["MODE"], "prod");
   EXPECT_EQ(j["Task"]["KillTimeout"], "5s");
   EXPECT_EQ(j["StopAfterClientDisconnect"], "1m30s");
@@ -300,7 +301,7 @@ TEST(JsonApi, StubsCarryListFields) {
 }
 
 TEST(JsonApi, EventAndNodeDetailsRedactCredentialKeys) {
-  Event e{1, from_unix_ms(1), "Volume", "Registered", "vol-1", "m", {{"secret_token", "x"}, {"plugin", "p"}}};
+  Event e{1, from_unix_ms(1), "Volume", "Registered", "", "vol-1", "m", {{"secret_token", "x"}, {"plugin", "p"}}};
   const json j = to_api_json(e);
   EXPECT_EQ(j["Details"]["secret_token"], "[REDACTED]");
   EXPECT_EQ(j["Details"]["plugin"], "p");
