@@ -109,10 +109,13 @@ int node_status(Context& ctx, const Invocation& inv) {
 
   ctx.out() << "\nCSI Plugins\n";
   Table plugins({"Plugin ID", "Type", "Healthy", "Description", "Provider", "Version"});
-  json ps = n.value("Plugins", json::object());
-  for (auto it = ps.begin(); it != ps.end(); ++it)
-    plugins.add_row({ps.is_object() ? it.key() : field(*it, "PluginID"), field(*it, "Type"), field(*it, "Healthy"),
-                     field(*it, "HealthDescription"), field(*it, "Provider"), field(*it, "Version")});
+  // A split plugin's controller instance (SplitControllers) is a row of its own beside its node instance.
+  for (const char* key : {"Plugins", "SplitControllers"}) {
+    json ps = n.value(key, json::object());
+    for (auto it = ps.begin(); it != ps.end(); ++it)
+      plugins.add_row({ps.is_object() ? it.key() : field(*it, "PluginID"), field(*it, "Type"), field(*it, "Healthy"),
+                       field(*it, "HealthDescription"), field(*it, "Provider"), field(*it, "Version")});
+  }
   ctx.out() << (plugins.empty() ? std::string("None\n") : plugins.render());
 
   json events = n.value("Events", json::array());

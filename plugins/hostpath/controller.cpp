@@ -7,9 +7,12 @@
 #include <cstdio>
 #include <random>
 
+#include "plugins/hostpath/loop_device.hpp"
 #include "plugins/hostpath/node_state.hpp"
 #include "plugins/hostpath/options.hpp"
+#include "plugins/hostpath/topology.hpp"
 #include "plugins/hostpath/volume_capability.hpp"
+#include "plugins/hostpath/volume_content.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::hostpath {
@@ -40,14 +43,12 @@ std::int64_t now_ns() {
 
 Status invalid(std::string msg) { return {StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
 
-// Copies a directory tree; symlinks are copied as links, never followed out of the volume.
-Status copy_tree(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::create_directories(to, ec);
-  if (!ec) fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
-  if (ec) {
-    fs::remove_all(to, ec);
-    return {StatusCode::INTERNAL, "cannot copy " + from.string() + " to " + to.string() + ": " + ec.message()};
+// Block or mount: every requested capability asks for the same access type.
+Status requested_access_type(const google::protobuf::RepeatedPtrField<csi::v1::VolumeCapability>& caps, bool& block) {
+  block = !caps.empty() && caps.Get(0).has_block();
+  for (const auto& cap : caps) {
+    if (cap.has_block() != block)
+      return invalid("volume_capabilities mix block and mount access types; a hostpath volume is one or the other");
   }
   return Status::OK;
 }
@@ -94,64 +95,6 @@ void fill_snapshot(const SnapshotRecord& s, csi::v1::Snapshot& out) {
   out.set_ready_to_use(true);
   out.mutable_creation_time()->set_seconds(s.created_unix_ns / 1000000000);
   out.mutable_creation_time()->set_nanos(static_cast<int>(s.created_unix_ns % 1000000000));
-}
-
-bool segments_match(const std::map<std::string, std::string>& want, const std::map<std::string, std::string>& have) {
-  for (const auto& [k, v] : want) {
-    auto it = have.find(k);
-    if (it == have.end() || it->second != v) return false;
-  }
-  return true;
-}
-
-std::map<std::string, std::string> to_map(const csi::v1::Topology& t) { return {t.segments().begin(), t.segments().end()}; }
-
-std::string describe(const std::map<std::string, std::string>& segs) {
-  std::string out = "{";
-  for (const auto& [k, v] : segs) out += (out.size() > 1 ? "," : "") + k + "=" + v;
-  return out + "}";
-}
-
-// Chooses the volume's topology: preferred first, then requisite, each only if some known node
-// (or this plugin) lives there. No requirement → this plugin's own topology.
-Status choose_topology(const csi::v1::TopologyRequirement& req, const std::map<std::string, std::string>& own,
-                       const std::vector<NodeRegistration>& nodes, std::vector<std::map<std::string, std::string>>& out) {
-  out.clear();
-  std::vector<std::map<std::string, std::string>> places;
-  if (!own.empty()) places.push_back(own);
-  for (const auto& n : nodes) {
-    if (!n.topology.empty()) places.push_back(n.topology);
-  }
-  if (req.requisite().empty() && req.preferred().empty()) {
-    if (!own.empty()) out.push_back(own);
-    return Status::OK;
-  }
-  auto reachable = [&](const std::map<std::string, std::string>& want) {
-    if (places.empty()) return true;  // nothing known about topology: accept the request
-    return std::any_of(places.begin(), places.end(), [&](const auto& have) { return segments_match(want, have); });
-  };
-  std::vector<std::map<std::string, std::string>> requisite;
-  for (const auto& t : req.requisite()) requisite.push_back(to_map(t));
-  auto allowed = [&](const std::map<std::string, std::string>& t) {
-    return requisite.empty() || std::find(requisite.begin(), requisite.end(), t) != requisite.end();
-  };
-  for (const auto& t : req.preferred()) {
-    auto m = to_map(t);
-    if (allowed(m) && reachable(m)) {
-      out.push_back(m);
-      return Status::OK;
-    }
-  }
-  for (const auto& m : requisite) {
-    if (reachable(m)) {
-      out.push_back(m);
-      return Status::OK;
-    }
-  }
-  std::string want;
-  for (const auto& m : requisite.empty() ? std::vector<std::map<std::string, std::string>>{} : requisite)
-    want += describe(m) + " ";
-  return {StatusCode::RESOURCE_EXHAUSTED, "no node in the requested topology " + want + "can reach this plugin's storage"};
 }
 
 Status check_range(const csi::v1::CapacityRange& r) {
@@ -209,6 +152,8 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
       return st;
   }
   if (auto st = check_range(req.capacity_range()); !st.ok()) return st;
+  bool block = false;
+  if (auto st = requested_access_type(req.volume_capabilities(), block); !st.ok()) return st;
   const std::int64_t required = req.capacity_range().required_bytes();
   const std::int64_t limit = req.capacity_range().limit_bytes();
   if (config_.max_volume_size > 0 && required > config_.max_volume_size) {
@@ -236,6 +181,10 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
         return {StatusCode::ALREADY_EXISTS,
                 "volume named '" + req.name() + "' exists as " + id + " with a different content source"};
       }
+      if (v.block != block) {
+        return {StatusCode::ALREADY_EXISTS, "volume named '" + req.name() + "' exists as " + id + ", a " +
+                                                (v.block ? "block" : "filesystem") + " volume"};
+      }
       fill_volume(v, *resp.mutable_volume());
       return Status::OK;
     }
@@ -254,11 +203,17 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
       source_dir = it->second.path;
     }
 
+    if (!source_dir.empty() && is_block_volume(source_dir) != block) {
+      return invalid(std::string("the content source is a ") + (block ? "filesystem" : "block") +
+                     " volume; it cannot fill a " + (block ? "block" : "filesystem") + " volume");
+    }
     std::int64_t size = required > 0 ? required : (source_size > 0 ? source_size : config_.default_volume_size);
     if (required == 0 && limit > 0 && size > limit) size = limit;
     if (source_size > 0 && size < source_size) {
-      return invalid("requested capacity " + std::to_string(size) + " is smaller than the content source (" +
-                     std::to_string(source_size) + " bytes)");
+      // The spec's "unsupported capacity_range" row names exactly this case.
+      return {StatusCode::OUT_OF_RANGE, "requested capacity " + std::to_string(size) +
+                                            " is smaller than the content source (" + std::to_string(source_size) +
+                                            " bytes)"};
     }
     if (config_.max_volume_size > 0 && size > config_.max_volume_size) {
       return {StatusCode::OUT_OF_RANGE, "volume size " + std::to_string(size) + " exceeds the largest volume (" +
@@ -279,11 +234,18 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
     v.source_snapshot_id = src_snapshot;
     v.source_volume_id = src_volume;
     v.created_unix_ms = now_ms();
+    v.block = block;
     std::error_code ec;
     if (!source_dir.empty()) {
       if (auto st = copy_tree(source_dir, v.path); !st.ok()) return st;
     } else if (fs::create_directories(v.path, ec); ec) {
       return {StatusCode::INTERNAL, "cannot create " + v.path + ": " + ec.message()};
+    }
+    if (block) {
+      if (auto st = size_block_image(v.path, size); !st.ok()) {
+        fs::remove_all(v.path, ec);
+        return st;
+      }
     }
     fs::permissions(v.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                                 fs::perms::others_read | fs::perms::others_exec, ec);
@@ -354,6 +316,8 @@ Status Controller::publish(const csi::v1::ControllerPublishVolumeRequest& req,
     if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
     if (!known) return {StatusCode::NOT_FOUND, "node " + req.node_id() + " not found (not registered with this plugin)"};
     const VolumeRecord& v = it->second;
+    if (auto why = access_type_mismatch(req.volume_capability(), v.id, v.block); !why.empty())
+      return invalid("volume_capability: " + why);
     (*resp.mutable_publish_context())["node_id"] = req.node_id();
     (*resp.mutable_publish_context())["readonly"] = readonly ? "true" : "false";
     for (const auto& p : v.publications) {
@@ -409,9 +373,12 @@ Status Controller::validate_capabilities(const csi::v1::ValidateVolumeCapabiliti
   if (req.volume_id().empty()) return invalid("volume_id is required");
   if (req.volume_capabilities().empty()) return invalid("volume_capabilities is required");
   return store_.read([&](const StoreState& state) -> Status {
-    if (!state.volumes.contains(req.volume_id())) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
+    const auto volume = state.volumes.find(req.volume_id());
+    if (volume == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
     for (const auto& cap : req.volume_capabilities()) {
-      if (auto reason = unsupported_reason(cap); !reason.empty()) {
+      auto reason = unsupported_reason(cap);
+      if (reason.empty()) reason = access_type_mismatch(cap, volume->first, volume->second.block);
+      if (!reason.empty()) {
         resp.set_message(reason);
         return Status::OK;  // unsupported: no confirmation, reason in the message
       }
@@ -560,6 +527,10 @@ Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& r
     auto it = state.volumes.find(req.volume_id());
     if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
     const VolumeRecord& v = it->second;
+    if (req.has_volume_capability()) {
+      if (auto why = access_type_mismatch(req.volume_capability(), v.id, v.block); !why.empty())
+        return invalid("volume_capability: " + why);
+    }
     if (limit > 0 && v.capacity_bytes > limit) {
       return {StatusCode::OUT_OF_RANGE, "volume " + v.id + " already has " + std::to_string(v.capacity_bytes) +
                                             " bytes, above limit_bytes; volumes never shrink"};
@@ -570,11 +541,15 @@ Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& r
         return {StatusCode::RESOURCE_EXHAUSTED, "not enough capacity to grow volume " + v.id + " by " +
                                                     std::to_string(growth) + " bytes"};
       }
+      // A block volume's backing file grows with it; the node's loop device sees it at NodeExpandVolume.
+      if (v.block) {
+        if (auto st = size_block_image(v.path, required); !st.ok()) return st;
+      }
       kLog.info("volume expanded", {{"volume_id", v.id}, {"from", v.capacity_bytes}, {"to", required}});
       txn.edit_volume(v.id)->capacity_bytes = required;
     }
     resp.set_capacity_bytes(v.capacity_bytes);
-    resp.set_node_expansion_required(config_.node_expansion_required);
+    resp.set_node_expansion_required(config_.node_expansion_required || v.block);
     return Status::OK;
   });
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "plugins/hostpath/loop_device.hpp"
 #include "plugins/hostpath/mount_table.hpp"
 #include "plugins/hostpath/options.hpp"
 #include "plugins/hostpath/volume_capability.hpp"
@@ -65,7 +66,9 @@ PathLocks::Guard::~Guard() {
 
 Status Node::volume_source(const std::string& volume_id, const google::protobuf::Map<std::string, std::string>& ctx,
                            fs::path& out) const {
-  if (!is_safe_id(volume_id)) return invalid("volume_id '" + volume_id + "' is not a valid hostpath volume id");
+  // Volume ids are opaque to the orchestrator: one this plugin could never have made names no
+  // volume of it ("volume does not exist"), which also keeps it from becoming a path.
+  if (!is_safe_id(volume_id)) return {StatusCode::NOT_FOUND, "volume '" + volume_id + "' not found (not a hostpath volume id)"};
   if (auto it = ctx.find("path"); it != ctx.end() && !it->second.empty()) {
     const fs::path p(it->second);
     if (!p.is_absolute() || p.lexically_normal() != p || p.filename() != volume_id) {
@@ -80,6 +83,17 @@ Status Node::volume_source(const std::string& volume_id, const google::protobuf:
   return Status::OK;
 }
 
+bool Node::volume_known(const std::string& volume_id) const {
+  fs::path dir;
+  if (volume_source(volume_id, {}, dir).ok()) return true;
+  bool in_catalogue = false;
+  store_.read([&](const StoreState& catalogue) {
+    in_catalogue = catalogue.volumes.contains(volume_id);
+    return Status::OK;
+  });
+  return in_catalogue;
+}
+
 Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
   if (auto st = check_path(req.staging_target_path(), "staging_target_path"); !st.ok()) return st;
@@ -87,6 +101,9 @@ Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
   if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
   fs::path source;
   if (auto st = volume_source(req.volume_id(), req.volume_context(), source); !st.ok()) return st;
+  const bool block = is_block_volume(source);
+  if (auto why = access_type_mismatch(req.volume_capability(), req.volume_id(), block); !why.empty())
+    return {StatusCode::FAILED_PRECONDITION, "volume_capability: " + why};
   const std::string staging = canonical_mount_path(req.staging_target_path());
   const bool readonly = is_reader_only_mode(req.volume_capability().access_mode().mode());
 
@@ -100,17 +117,23 @@ Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
       return {StatusCode::ALREADY_EXISTS, "volume " + req.volume_id() + " is already staged at " + staging +
                                               " with a different access mode (read-only vs read-write)"};
     }
-    if (is_mount_point(staging)) return Status::OK;  // already staged
+    // Already staged (a block volume whose device went away, after a reboot, is attached again).
+    if (block ? device_attached(it->second) : config_.stage_without_mount || is_mount_point(staging)) return Status::OK;
   } else if (is_mount_point(staging)) {
     return {StatusCode::ALREADY_EXISTS, "staging path " + staging + " is already a mount point not made by this plugin"};
   }
   std::error_code ec;
   fs::create_directories(staging, ec);
   if (ec) return {StatusCode::INTERNAL, "cannot create staging path " + staging + ": " + ec.message()};
+  if (block) return stage_block(req.volume_id(), source / kBlockImage, staging, readonly);
   // Record the intent first: after a crash a record without a mount is harmless (re-staged or
   // dropped on unstage), a mount without a record would be unknown to us.
   if (!state_.put_staged(staging, {req.volume_id(), source.string(), readonly})) {
     return {StatusCode::INTERNAL, "cannot persist node state"};
+  }
+  if (config_.stage_without_mount) {
+    kLog.info("volume staged (recorded, nothing mounted)", {{"volume_id", req.volume_id()}, {"staging_path", staging}});
+    return Status::OK;
   }
   if (auto mec = bind_mount(source, staging, readonly)) {
     state_.erase_staged(staging);
@@ -127,9 +150,15 @@ Status Node::unstage(const csi::v1::NodeUnstageVolumeRequest& req) {
 
   const auto guard = paths_.lock({staging});
   const auto rec = state_.snapshot();
-  if (auto it = rec.staged.find(staging); it != rec.staged.end() && it->second.volume_id != req.volume_id()) {
+  const auto staged = rec.staged.find(staging);
+  if (staged != rec.staged.end() && staged->second.volume_id != req.volume_id()) {
     return {StatusCode::FAILED_PRECONDITION,
-            "staging path " + staging + " holds volume " + it->second.volume_id + ", not " + req.volume_id()};
+            "staging path " + staging + " holds volume " + staged->second.volume_id + ", not " + req.volume_id()};
+  }
+  // Not staged here is OK (idempotent); a volume this plugin does not have at all is NOT_FOUND.
+  if (staged == rec.staged.end() && !is_mount_point(staging) && !volume_known(req.volume_id())) {
+    return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found (not staged at " + staging +
+                                       ", and this plugin has no such volume)"};
   }
   for (const auto& [target, p] : rec.published) {
     if (p.staging_path == staging && is_mount_point(target)) {
@@ -138,6 +167,9 @@ Status Node::unstage(const csi::v1::NodeUnstageVolumeRequest& req) {
     }
   }
   if (auto ec = unmount_all(staging)) return mount_error("unmount " + staging, ec);
+  if (staged != rec.staged.end() && staged->second.block) {
+    if (auto st = unstage_block(staged->second, rec); !st.ok()) return st;
+  }
   if (!state_.erase_staged(staging)) return {StatusCode::INTERNAL, "cannot persist node state"};
   kLog.info("volume unstaged", {{"volume_id", req.volume_id()}, {"staging_path", staging}});
   return Status::OK;
@@ -145,12 +177,14 @@ Status Node::unstage(const csi::v1::NodeUnstageVolumeRequest& req) {
 
 Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
-  if (auto st = check_path(req.staging_target_path(), "staging_target_path (this plugin has STAGE_UNSTAGE_VOLUME)");
-      !st.ok())
-    return st;
   if (auto st = check_path(req.target_path(), "target_path"); !st.ok()) return st;
   if (!req.has_volume_capability()) return invalid("volume_capability is required");
   if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
+  if (req.staging_target_path().empty()) {
+    return {StatusCode::FAILED_PRECONDITION,
+            "staging_target_path is not set, but this plugin has STAGE_UNSTAGE_VOLUME: call NodeStageVolume first"};
+  }
+  if (auto st = check_path(req.staging_target_path(), "staging_target_path"); !st.ok()) return st;
   const std::string staging = canonical_mount_path(req.staging_target_path());
   const std::string target = canonical_mount_path(req.target_path());
   const bool readonly = wants_read_only(req.volume_capability(), req.readonly());
@@ -158,12 +192,22 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
   const auto guard = paths_.lock(staging == target ? std::vector<std::string>{target} : std::vector{staging, target});
   const auto rec = state_.snapshot();
   auto staged = rec.staged.find(staging);
-  if (staged == rec.staged.end() || staged->second.volume_id != req.volume_id() || !is_mount_point(staging)) {
+  const auto is_staged = [&](const StagedVolume& s) {
+    return s.block ? device_attached(s) : config_.stage_without_mount || is_mount_point(staging);
+  };
+  if (staged == rec.staged.end() || staged->second.volume_id != req.volume_id() || !is_staged(staged->second)) {
     // Not staged here: maybe the volume does not exist at all.
     fs::path source;
     if (auto st = volume_source(req.volume_id(), req.volume_context(), source); !st.ok()) return st;
     return {StatusCode::FAILED_PRECONDITION,
             "volume " + req.volume_id() + " is not staged at " + staging + "; call NodeStageVolume first"};
+  }
+  if (auto why = access_type_mismatch(req.volume_capability(), req.volume_id(), staged->second.block); !why.empty())
+    return {StatusCode::FAILED_PRECONDITION, "volume_capability: " + why};
+  const int mode = req.volume_capability().access_mode().mode();
+  if (auto other = published_elsewhere(rec, req.volume_id(), target, mode); !other.empty()) {
+    return {StatusCode::FAILED_PRECONDITION, "volume " + req.volume_id() + " is already published at " + other +
+                                                 " and SINGLE_NODE_SINGLE_WRITER allows one target path"};
   }
   if (auto it = rec.published.find(target); it != rec.published.end()) {
     if (it->second.volume_id != req.volume_id()) {
@@ -177,15 +221,18 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
   } else if (is_mount_point(target)) {
     return {StatusCode::ALREADY_EXISTS, "target path " + target + " is already a mount point not made by this plugin"};
   }
+  if (staged->second.block) return publish_block(req.volume_id(), staged->second, staging, target, readonly, mode);
   std::error_code ec;
   fs::create_directories(target, ec);  // creating target_path is the plugin's job (CSI spec)
   if (ec) return {StatusCode::INTERNAL, "cannot create target path " + target + ": " + ec.message()};
-  if (!state_.put_published(target, {req.volume_id(), staging, readonly})) {
+  if (!state_.put_published(target, {req.volume_id(), staging, readonly, mode})) {
     return {StatusCode::INTERNAL, "cannot persist node state"};
   }
-  if (auto mec = bind_mount(staging, target, readonly)) {
+  // Staged without a mount, the volume directory itself is what the target shows.
+  const std::string source = config_.stage_without_mount ? staged->second.source : staging;
+  if (auto mec = bind_mount(source, target, readonly)) {
     state_.erase_published(target);
-    return mount_error("bind-mount " + staging + " on " + target, mec);
+    return mount_error("bind-mount " + source + " on " + target, mec);
   }
   kLog.info("volume published", {{"volume_id", req.volume_id()}, {"target_path", target}, {"readonly", readonly}});
   return Status::OK;
@@ -198,11 +245,20 @@ Status Node::unpublish(const csi::v1::NodeUnpublishVolumeRequest& req) {
 
   const auto guard = paths_.lock({target});
   const auto rec = state_.snapshot();
-  if (auto it = rec.published.find(target); it != rec.published.end() && it->second.volume_id != req.volume_id()) {
+  const auto published = rec.published.find(target);
+  if (published != rec.published.end() && published->second.volume_id != req.volume_id()) {
     return {StatusCode::FAILED_PRECONDITION,
-            "target path " + target + " holds volume " + it->second.volume_id + ", not " + req.volume_id()};
+            "target path " + target + " holds volume " + published->second.volume_id + ", not " + req.volume_id()};
+  }
+  // Not published here is OK (idempotent); a volume this plugin does not have at all is NOT_FOUND.
+  if (published == rec.published.end() && !is_mount_point(target) && !volume_known(req.volume_id())) {
+    return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found (not published at " + target +
+                                       ", and this plugin has no such volume)"};
   }
   if (auto ec = unmount_all(target)) return mount_error("unmount " + target, ec);
+  if (published != rec.published.end() && published->second.block) {
+    if (auto st = unpublish_block(published->second, target); !st.ok()) return st;
+  }
   std::error_code ec;
   // The plugin created the target directory, so it removes it; only when empty (never a
   // recursive delete of what might still be someone's data).
@@ -214,24 +270,24 @@ Status Node::unpublish(const csi::v1::NodeUnpublishVolumeRequest& req) {
 
 Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1::NodeGetVolumeStatsResponse& resp) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
-  if (auto st = check_path(req.volume_path(), "volume_path"); !st.ok()) return st;
-  std::error_code ec;
-  if (!fs::exists(req.volume_path(), ec)) {
-    return {StatusCode::NOT_FOUND, "volume path " + req.volume_path() + " does not exist"};
-  }
+  if (req.volume_path().empty()) return invalid("volume_path is required");
+  std::string path;
+  if (auto st = find_volume_path(req.volume_id(), req.volume_path(), path); !st.ok()) return st;
   const auto rec = state_.snapshot();
-  const std::string path = canonical_mount_path(req.volume_path());
-  const bool known = [&] {
-    if (auto it = rec.published.find(path); it != rec.published.end()) return it->second.volume_id == req.volume_id();
-    if (auto it = rec.staged.find(path); it != rec.staged.end()) return it->second.volume_id == req.volume_id();
-    return false;
-  }();
-  if (!known) {
-    return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " is not staged or published at " + path};
+  // A block volume: its backing file and the device the path shows.
+  const auto published = rec.published.find(path);
+  const auto staged = rec.staged.find(published != rec.published.end() ? published->second.staging_path : path);
+  if (staged != rec.staged.end() && staged->second.block) {
+    const bool own = published != rec.published.end() && !published->second.device.empty();
+    block_stats(staged->second, own ? published->second.device : staged->second.device, resp);
+    return Status::OK;
   }
+  // A staging path this plugin mounted nothing at: the volume directory is what it measures.
+  const bool unmounted_stage = config_.stage_without_mount && published == rec.published.end() && staged != rec.staged.end();
+  const std::string measured = unmounted_stage ? staged->second.source : path;
   struct statvfs st {};
-  if (::statvfs(path.c_str(), &st) != 0) return {StatusCode::INTERNAL, "statvfs " + path + " failed"};
-  const std::int64_t used = used_bytes(path);
+  if (::statvfs(measured.c_str(), &st) != 0) return {StatusCode::INTERNAL, "statvfs " + measured + " failed"};
+  const std::int64_t used = used_bytes(measured);
   std::int64_t total = static_cast<std::int64_t>(st.f_blocks) * static_cast<std::int64_t>(st.f_frsize);
   store_.read([&](const StoreState& catalogue) {
     if (auto it = catalogue.volumes.find(req.volume_id()); it != catalogue.volumes.end()) total = it->second.capacity_bytes;
@@ -248,7 +304,12 @@ Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1
   inodes->set_available(static_cast<std::int64_t>(st.f_ffree));
   inodes->set_used(static_cast<std::int64_t>(st.f_files - st.f_ffree));
   auto* cond = resp.mutable_volume_condition();
-  if (!is_mount_point(path)) {
+  if (unmounted_stage) {
+    std::error_code ec;
+    const bool present = fs::is_directory(measured, ec);
+    cond->set_abnormal(!present);
+    cond->set_message(present ? "staged (nothing mounted at the staging path)" : "volume directory " + measured + " is missing");
+  } else if (!is_mount_point(path)) {
     cond->set_abnormal(true);
     cond->set_message(path + " is no longer a mount point");
   } else {
@@ -260,24 +321,73 @@ Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1
 
 Status Node::expand(const csi::v1::NodeExpandVolumeRequest& req, csi::v1::NodeExpandVolumeResponse& resp) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
-  if (auto st = check_path(req.volume_path(), "volume_path"); !st.ok()) return st;
+  if (req.volume_path().empty()) return invalid("volume_path is required");
   if (req.has_volume_capability()) {
     if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
   }
-  std::error_code ec;
-  if (!fs::exists(req.volume_path(), ec)) {
-    return {StatusCode::NOT_FOUND, "volume path " + req.volume_path() + " does not exist"};
+  const auto& range = req.capacity_range();
+  if (range.required_bytes() < 0 || range.limit_bytes() < 0) return invalid("capacity_range: sizes must not be negative");
+  if (range.limit_bytes() > 0 && range.required_bytes() > range.limit_bytes()) {
+    return invalid("capacity_range: required_bytes exceeds limit_bytes");
   }
+  std::string path;
+  if (auto st = find_volume_path(req.volume_id(), req.volume_path(), path); !st.ok()) return st;
+  const auto rec = state_.snapshot();
+  const auto published = rec.published.find(path);
+  const auto staged = rec.staged.find(published != rec.published.end() ? published->second.staging_path : path);
+  const bool block = staged != rec.staged.end() && staged->second.block;
+  if (req.has_volume_capability()) {
+    if (auto why = access_type_mismatch(req.volume_capability(), req.volume_id(), block); !why.empty())
+      return invalid("volume_capability: " + why);
+  }
+  if (block) return expand_block(req.volume_id(), resp);
   // A directory has no filesystem to grow: the controller's record is the capacity.
-  std::int64_t capacity = req.capacity_range().required_bytes();
+  std::int64_t capacity = range.required_bytes();
+  std::int64_t recorded = -1;
   store_.read([&](const StoreState& catalogue) {
     if (auto it = catalogue.volumes.find(req.volume_id()); it != catalogue.volumes.end()) {
-      capacity = std::max(capacity, it->second.capacity_bytes);
+      recorded = it->second.capacity_bytes;
     }
     return Status::OK;
   });  // unreadable: the requested size stands
-  resp.set_capacity_bytes(capacity);
+  if (range.limit_bytes() > 0 && recorded > range.limit_bytes()) {
+    return {StatusCode::OUT_OF_RANGE, "volume " + req.volume_id() + " already has " + std::to_string(recorded) +
+                                          " bytes, above limit_bytes; volumes never shrink"};
+  }
+  resp.set_capacity_bytes(std::max(capacity, recorded));
   return Status::OK;
+}
+
+Status Node::find_volume_path(const std::string& volume_id, const std::string& volume_path, std::string& out) const {
+  // The spec's one error for both RPCs: the volume does not exist at volume_path. A relative path
+  // is never one this plugin staged or published at.
+  if (volume_path.front() != '/') {
+    return {StatusCode::NOT_FOUND,
+            "volume " + volume_id + " is not staged or published at '" + volume_path + "' (not an absolute path)"};
+  }
+  std::error_code ec;
+  if (!fs::exists(volume_path, ec)) {
+    return {StatusCode::NOT_FOUND, "volume " + volume_id + " not found: volume path " + volume_path + " does not exist"};
+  }
+  const auto rec = state_.snapshot();
+  out = canonical_mount_path(volume_path);
+  const bool here = [&] {
+    if (auto it = rec.published.find(out); it != rec.published.end()) return it->second.volume_id == volume_id;
+    if (auto it = rec.staged.find(out); it != rec.staged.end()) return it->second.volume_id == volume_id;
+    return false;
+  }();
+  if (!here) return {StatusCode::NOT_FOUND, "volume " + volume_id + " is not staged or published at " + out};
+  return Status::OK;
+}
+
+std::string published_elsewhere(const NodeRecord& rec, const std::string& volume_id, const std::string& target,
+                                int mode) {
+  using AM = csi::v1::VolumeCapability::AccessMode;
+  for (const auto& [path, p] : rec.published) {
+    if (path == target || p.volume_id != volume_id || !is_mount_point(path)) continue;
+    if (mode == AM::SINGLE_NODE_SINGLE_WRITER || p.access_mode == AM::SINGLE_NODE_SINGLE_WRITER) return path;
+  }
+  return {};
 }
 
 Status Node::get_capabilities(csi::v1::NodeGetCapabilitiesResponse& resp) {

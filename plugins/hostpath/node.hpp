@@ -27,6 +27,7 @@ struct NodeConfig {
   std::string node_id;
   std::int64_t max_volumes = 0;
   std::map<std::string, std::string> topology;
+  bool stage_without_mount = false;  // see Options::stage_without_mount
 };
 
 // Exclusive locks on paths, taken all at once (so two callers never deadlock on each other's
@@ -52,6 +53,17 @@ class PathLocks {
   std::set<std::string> held_;
 };
 
+// A staged block volume is attached when its recorded loop device still shows its backing file
+// (node_block.cpp).
+bool device_attached(const StagedVolume& staged);
+
+// The target path where `volume_id` is already published (and still mounted) when a publish at
+// `target` with access mode `mode` would give a SINGLE_NODE_SINGLE_WRITER volume a second target;
+// empty otherwise. (SINGLE_NODE_WRITER stays lenient: older orchestrators use it for several
+// workloads on one node.)
+std::string published_elsewhere(const NodeRecord& rec, const std::string& volume_id, const std::string& target,
+                                int mode);
+
 class Node {
  public:
   // store: the shared controller catalogue, used for capacities in stats (may be absent from disk).
@@ -73,6 +85,23 @@ class Node {
                              std::filesystem::path& out) const;
 
  private:
+  // Whether this plugin has the volume at all (its directory, or the controller's catalogue):
+  // unstage/unpublish of a volume it has not staged or published there are OK only then.
+  bool volume_known(const std::string& volume_id) const;
+  // NodeGetVolumeStats / NodeExpandVolume: the canonical volume_path when volume_id is staged or
+  // published there, else NOT_FOUND (the spec's one error for both).
+  grpc::Status find_volume_path(const std::string& volume_id, const std::string& volume_path, std::string& out) const;
+
+  // Block volumes (node_block.cpp), called with the paths' locks held.
+  grpc::Status stage_block(const std::string& volume_id, const std::filesystem::path& image, const std::string& staging,
+                           bool readonly);
+  grpc::Status publish_block(const std::string& volume_id, const StagedVolume& staged, const std::string& staging,
+                             const std::string& target, bool readonly, int mode);
+  grpc::Status unpublish_block(const PublishedVolume& published, const std::string& target);
+  grpc::Status unstage_block(const StagedVolume& staged, const NodeRecord& rec);
+  void block_stats(const StagedVolume& staged, const std::string& device, csi::v1::NodeGetVolumeStatsResponse& resp);
+  grpc::Status expand_block(const std::string& volume_id, csi::v1::NodeExpandVolumeResponse& resp);
+
   NodeConfig config_;
   NodeState& state_;
   VolumeStore& store_;

@@ -18,14 +18,19 @@ namespace mooring::hostpath {
 
 struct StagedVolume {
   std::string volume_id;
-  std::string source;  // the volume directory
+  std::string source;  // the volume directory; for a block volume its backing file
   bool readonly = false;
+  bool block = false;
+  std::string device;  // block: the loop device attached to the backing file ("" while attaching)
 };
 
 struct PublishedVolume {
   std::string volume_id;
   std::string staging_path;
   bool readonly = false;
+  int access_mode = 0;  // csi AccessMode.Mode; 0 in records written before it was kept
+  bool block = false;   // the target is a file with the loop device bind-mounted on it
+  std::string device;   // block, published read-only from a read-write stage: its own read-only loop device
 };
 
 struct NodeRegistration {

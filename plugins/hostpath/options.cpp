@@ -34,6 +34,8 @@ Usage: mooring-hostpath [flags]
   --max-volume-size SIZE             largest volume (default: no limit)
   --default-volume-size SIZE         size when CreateVolume gives no range (default: 1Gi)
   --node-expansion-required          ControllerExpandVolume answers node_expansion_required=true
+  --stage-without-mount              NodeStageVolume mounts nothing at the staging path (only records it);
+                                     NodePublishVolume bind-mounts the volume directory itself
   --fault-file PATH                  fault injection control file (default: $MOORING_FAULT_FILE; off if unset)
   --call-log PATH                    append one JSON line per RPC received
   --log-level debug|info|warn|error  (default: info)
@@ -131,6 +133,10 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
     }
     if (flag == "--node-expansion-required") {
       o.node_expansion_required = true;
+      continue;
+    }
+    if (flag == "--stage-without-mount") {
+      o.stage_without_mount = true;
       continue;
     }
     std::string v;

@@ -27,6 +27,10 @@ struct Options {
   std::int64_t max_volume_size = 0;        // 0 = no per-volume limit
   std::int64_t default_volume_size = 1LL << 30;
   bool node_expansion_required = false;
+  // NodeStageVolume records the volume as staged but mounts nothing at the staging path, and
+  // NodePublishVolume bind-mounts the volume directory itself (the upstream host-path driver's
+  // shape: the CSI spec lets a plugin stage nothing).
+  bool stage_without_mount = false;
   std::string fault_file;  // --fault-file or MOORING_FAULT_FILE
   std::string call_log;    // --call-log
   std::string log_level = "info";

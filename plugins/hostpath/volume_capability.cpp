@@ -7,12 +7,17 @@ namespace mooring::hostpath {
 using Mode = csi::v1::VolumeCapability::AccessMode;
 
 std::string unsupported_reason(const csi::v1::VolumeCapability& cap) {
-  if (cap.has_block()) {
-    return "block access is not supported: hostpath volumes are directories, request a mount access type";
-  }
-  if (!cap.has_mount()) return "access_type is missing (expected mount)";
+  if (!cap.has_mount() && !cap.has_block()) return "access_type is missing (expected mount or block)";
   if (!cap.has_access_mode() || cap.access_mode().mode() == Mode::UNKNOWN) return "access_mode is missing or UNKNOWN";
   if (!csi::v1::VolumeCapability_AccessMode_Mode_IsValid(cap.access_mode().mode())) return "access_mode is unknown";
+  return {};
+}
+
+std::string access_type_mismatch(const csi::v1::VolumeCapability& cap, const std::string& volume_id, bool block_volume) {
+  if (cap.has_block() && !block_volume)
+    return "volume " + volume_id + " is a filesystem volume (a directory): request the mount access type, not block";
+  if (cap.has_mount() && block_volume)
+    return "volume " + volume_id + " is a block volume (a loop device): request the block access type, not mount";
   return {};
 }
 

@@ -1,7 +1,8 @@
-// mooring-hostpath: which CSI volume capabilities a directory-backed volume supports, and what
-// an access mode implies (single node? read-only?). Pure functions.
+// mooring-hostpath: which CSI volume capabilities a hostpath volume (a directory, or a block
+// device) supports, and what an access mode implies (single node? read-only?). Pure functions.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include <grpcpp/support/status.h>
@@ -10,13 +11,18 @@
 
 namespace mooring::hostpath {
 
-// OK, or INVALID_ARGUMENT naming `field` ("volume_capability", "volume_capabilities[2]") when the
-// capability is missing its access type or mode, or asks for block access (directories only).
-grpc::Status check_capability(const csi::v1::VolumeCapability& cap, std::string_view field);
-
-// Same check, but returns the reason instead of a status (ValidateVolumeCapabilities reports
-// unsupported capabilities in its message, not as an error). Empty when supported.
+// Why no hostpath volume can serve the capability (it is malformed: no access type, no or an
+// unknown access mode); empty when it is well formed. ValidateVolumeCapabilities reports it in
+// its message, everything else answers INVALID_ARGUMENT.
 std::string unsupported_reason(const csi::v1::VolumeCapability& cap);
+
+// Why the capability does not fit the volume's kind (block access to a directory volume, mount
+// access to a block volume); empty when it fits. The spec's "exceeds capabilities".
+std::string access_type_mismatch(const csi::v1::VolumeCapability& cap, const std::string& volume_id, bool block_volume);
+
+// OK, or INVALID_ARGUMENT naming `field` ("volume_capability", "volume_capabilities[2]") when the
+// capability is malformed.
+grpc::Status check_capability(const csi::v1::VolumeCapability& cap, std::string_view field);
 
 bool is_single_node_mode(int mode);
 bool is_reader_only_mode(int mode);

@@ -28,7 +28,8 @@ json to_json(const VolumeRecord& v) {
           {"source_volume_id", v.source_volume_id},
           {"topology", v.topology},
           {"publications", pubs},
-          {"created_unix_ms", v.created_unix_ms}};
+          {"created_unix_ms", v.created_unix_ms},
+          {"block", v.block}};
 }
 
 VolumeRecord volume_from_json(const json& j) {
@@ -46,6 +47,7 @@ VolumeRecord volume_from_json(const json& j) {
                               p.value("access_mode", 0)});
   }
   v.created_unix_ms = j.value("created_unix_ms", std::int64_t{0});
+  v.block = j.value("block", false);
   return v;
 }
 

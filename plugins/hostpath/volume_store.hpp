@@ -48,6 +48,7 @@ struct VolumeRecord {
   std::vector<StringMap> topology;  // accessible_topology segments
   std::vector<Publication> publications;
   std::int64_t created_unix_ms = 0;
+  bool block = false;  // a block volume: <path>/block.img, attached to a loop device on the node
   bool operator==(const VolumeRecord&) const = default;
 };
 

@@ -209,9 +209,9 @@ Agent::~Agent() {
   loops_->cancel();
 }
 
-PluginSupervisor* Agent::supervisor(const std::string& plugin_id) {
+PluginSupervisor* Agent::supervisor(const std::string& plugin_id, std::optional<PluginRole> role) {
   for (auto& s : supervisors_) {
-    if (s->config().id == plugin_id) return s.get();
+    if (s->config().id == plugin_id && (!role || s->config().type == *role)) return s.get();
   }
   return nullptr;
 }
@@ -227,18 +227,26 @@ void Agent::reconcile_persisted_plugins() {
     if (!configured) orphans[inst.reg.plugin_id].push_back(inst);
   }
   for (const auto& [id, instances] : orphans) {
-    const auto& first = instances.front();
-    if (!first.reg.launched && is_socket(first.reg.socket_path)) {
-      PluginConfig pc;
-      pc.id = id;
-      pc.socket = first.reg.socket_path;
-      const bool controller = std::any_of(instances.begin(), instances.end(),
-                                          [](const auto& i) { return i.kind == PluginKind::controller; });
-      const bool node = std::any_of(instances.begin(), instances.end(),
-                                    [](const auto& i) { return i.kind == PluginKind::node; });
-      pc.type = controller && node ? PluginRole::monolith : controller ? PluginRole::controller : PluginRole::node;
-      logger().info("adopting a plugin registered before the restart", {{"plugin", id}, {"socket", pc.socket}});
-      config_.plugins.push_back(pc);
+    // By socket: one socket registered as controller and node is a monolith; a split plugin's two
+    // sockets are adopted as its controller and its node.
+    std::map<std::string, std::vector<PluginKind>> sockets;
+    bool adoptable = true;
+    for (const auto& inst : instances) {
+      sockets[inst.reg.socket_path].push_back(inst.kind);
+      adoptable = adoptable && !inst.reg.launched && is_socket(inst.reg.socket_path);
+    }
+    if (adoptable) {
+      for (const auto& [socket, kinds] : sockets) {
+        PluginConfig pc;
+        pc.id = id;
+        pc.socket = socket;
+        pc.type = kinds.size() > 1 ? PluginRole::monolith
+                  : kinds.front() == PluginKind::controller ? PluginRole::controller
+                                                            : PluginRole::node;
+        logger().info("adopting a plugin registered before the restart",
+                      {{"plugin", id}, {"type", std::string(to_string(pc.type))}, {"socket", pc.socket}});
+        config_.plugins.push_back(pc);
+      }
       continue;
     }
     for (const auto& inst : instances) registry_->deregister(inst.kind, id, inst.generation);
@@ -258,7 +266,7 @@ void Agent::start() {
     SupervisorContext ctx{*registry_, *status_, *processes_, options_.make_client, config_.data_dir,
                           options_.restart_backoff};
     supervisors_.push_back(std::make_unique<PluginSupervisor>(ex_, pc, std::move(ctx)));
-    loops_->spawn("supervise-" + pc.id, supervisors_.back()->run());
+    loops_->spawn("supervise-" + pc.id + "-" + std::string(to_string(pc.type)), supervisors_.back()->run());
   }
 
   // Volumes and allocations: finish releases left by the previous run, restore the

@@ -84,7 +84,8 @@ class Agent {
   NodeStatus& status() { return *status_; }
   PluginRegistry& registry() { return *registry_; }
   ControlPlaneLink& link() { return *link_; }
-  PluginSupervisor* supervisor(const std::string& plugin_id);
+  // The supervisor of the plugin's entry (of `role`, for a split plugin's controller or node).
+  PluginSupervisor* supervisor(const std::string& plugin_id, std::optional<PluginRole> role = std::nullopt);
   const AgentConfig& config() const { return config_; }
   VolumeManager& volumes() { return *volumes_; }
   AllocManager& allocations() { return *allocs_; }

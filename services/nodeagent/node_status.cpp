@@ -5,12 +5,12 @@
 namespace mooring::nodeagent {
 
 void NodeStatus::set_fingerprint(const ::mooring::v1::PluginFingerprint& fp) {
-  fingerprints_[fp.plugin_id()] = fp;
+  fingerprints_[{fp.plugin_id(), fp.type()}] = fp;
   changed();
 }
 
 void NodeStatus::remove_fingerprint(const std::string& plugin_id) {
-  if (fingerprints_.erase(plugin_id) > 0) changed();
+  if (std::erase_if(fingerprints_, [&](const auto& entry) { return entry.first.first == plugin_id; }) > 0) changed();
 }
 
 std::vector<::mooring::v1::PluginFingerprint> NodeStatus::fingerprints() const {
@@ -20,10 +20,15 @@ std::vector<::mooring::v1::PluginFingerprint> NodeStatus::fingerprints() const {
   return out;
 }
 
-std::optional<::mooring::v1::PluginFingerprint> NodeStatus::fingerprint(const std::string& plugin_id) const {
-  const auto it = fingerprints_.find(plugin_id);
-  if (it == fingerprints_.end()) return std::nullopt;
-  return it->second;
+std::optional<::mooring::v1::PluginFingerprint> NodeStatus::fingerprint(const std::string& plugin_id,
+                                                                      ::mooring::v1::PluginType serving) const {
+  for (const auto& [key, fp] : fingerprints_) {
+    if (key.first != plugin_id) continue;
+    if (serving == ::mooring::v1::PLUGIN_TYPE_UNSPECIFIED || fp.type() == serving ||
+        fp.type() == ::mooring::v1::PLUGIN_TYPE_MONOLITH)
+      return fp;
+  }
+  return std::nullopt;
 }
 
 uint64_t NodeStatus::add_event(std::string subsystem, std::string message, std::map<std::string, std::string> details) {

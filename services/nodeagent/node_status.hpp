@@ -23,10 +23,15 @@ class NodeStatus {
  public:
   explicit NodeStatus(size_t max_events = 1000) : max_events_(max_events) {}
 
+  // Fingerprints are kept per plugin id and type: a plugin split into a controller and a node
+  // instance on this node reports two.
   void set_fingerprint(const ::mooring::v1::PluginFingerprint& fp);
-  void remove_fingerprint(const std::string& plugin_id);
+  void remove_fingerprint(const std::string& plugin_id);  // every instance of the id
   std::vector<::mooring::v1::PluginFingerprint> fingerprints() const;
-  std::optional<::mooring::v1::PluginFingerprint> fingerprint(const std::string& plugin_id) const;
+  // The fingerprint of the instance of `plugin_id` that serves `serving` (PLUGIN_TYPE_CONTROLLER
+  // or PLUGIN_TYPE_NODE: that instance, or a monolith); UNSPECIFIED: any instance of the id.
+  std::optional<::mooring::v1::PluginFingerprint> fingerprint(
+      const std::string& plugin_id, ::mooring::v1::PluginType serving = ::mooring::v1::PLUGIN_TYPE_UNSPECIFIED) const;
 
   // Records an event (time = now) and returns its sequence number.
   uint64_t add_event(std::string subsystem, std::string message, std::map<std::string, std::string> details = {});
@@ -52,7 +57,7 @@ class NodeStatus {
     ::mooring::v1::NodeEvent event;
   };
   size_t max_events_;
-  std::map<std::string, ::mooring::v1::PluginFingerprint> fingerprints_;
+  std::map<std::pair<std::string, int>, ::mooring::v1::PluginFingerprint> fingerprints_;  // (id, type)
   std::deque<Entry> events_;
   uint64_t next_seq_ = 1;
   uint64_t dropped_ = 0;

@@ -28,6 +28,9 @@ struct Node {
   NodeStatus status = NodeStatus::initializing;
   std::map<std::string, std::string> attributes;
   std::map<std::string, PluginInstance> plugins;  // plugin id -> this node's fingerprint
+  // plugin id -> the controller instance of a plugin that runs split on this node (a controller
+  // and a node process or socket of one id); its node instance is the one in `plugins`.
+  std::map<std::string, PluginInstance> split_controllers;
   Time last_heartbeat{};
   // The not-after time of the certificate the agent last called with (mutual TLS); unset in
   // plaintext. `mooring node status` shows it, so renewals are not missed.

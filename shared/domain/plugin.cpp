@@ -33,17 +33,25 @@ void recount(Plugin& plugin) {
 }
 
 void upsert_instance(Plugin& plugin, const PluginInstance& instance) {
-  if (plugin.id.empty()) plugin.id = instance.plugin_id;
-  if (has_controller(instance.type)) {
-    plugin.controllers[instance.node_id] = instance;
-  } else {
-    plugin.controllers.erase(instance.node_id);
+  set_node_instances(plugin, instance.node_id, {instance});
+}
+
+void set_node_instances(Plugin& plugin, const std::string& node_id, const std::vector<PluginInstance>& instances) {
+  bool controller = false;
+  bool node = false;
+  for (const auto& instance : instances) {
+    if (plugin.id.empty()) plugin.id = instance.plugin_id;
+    if (has_controller(instance.type)) {
+      plugin.controllers[node_id] = instance;
+      controller = true;
+    }
+    if (has_node(instance.type)) {
+      plugin.nodes[node_id] = instance;
+      node = true;
+    }
   }
-  if (has_node(instance.type)) {
-    plugin.nodes[instance.node_id] = instance;
-  } else {
-    plugin.nodes.erase(instance.node_id);
-  }
+  if (!controller) plugin.controllers.erase(node_id);
+  if (!node) plugin.nodes.erase(node_id);
   recount(plugin);
 }
 

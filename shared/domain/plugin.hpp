@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mooring::domain {
 
@@ -82,6 +83,10 @@ void recount(Plugin& plugin);
 // controller and/or node map according to its type, removes it from the map it no longer
 // belongs to, then recounts.
 void upsert_instance(Plugin& plugin, const PluginInstance& instance);
+// Folds all of one node's instances of the plugin: one instance, or the controller and the node
+// instance of a plugin split on that node. Each lands in the map of its type; the node leaves a
+// map none of them serves. Then recounts.
+void set_node_instances(Plugin& plugin, const std::string& node_id, const std::vector<PluginInstance>& instances);
 // Removes every instance of the node; returns true when something was removed.
 bool remove_node(Plugin& plugin, const std::string& node_id);
 

@@ -134,14 +134,24 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
   if (!n.agent) n.options = std::move(options);
   fs::create_directories(node_dir(id));
   std::string plugin;
+  std::string split_controller;  // the second --plugin entry of a split plugin
   if (n.options.plugin_on_socket) {
     start_plugin(id);
     // The agent's defaults for probing (5 s): what a third-party plugin gets.
     plugin = "hostpath,type=" + n.options.plugin_type + ",socket=" + (node_dir(id) / "csi.sock").string();
   } else {
-    plugin = "hostpath,type=" + n.options.plugin_type + ",command=" + test::binary_path("mooring-hostpath").string();
-    for (const auto& a : plugin_args(id)) plugin += ",arg=" + a;
-    plugin += ",probe_interval=200ms,health_timeout=10s,fingerprint_interval=2s,stop_timeout=5s";
+    auto launched = [&](const std::string& type, const std::vector<std::string>& extra) {
+      std::string spec = "hostpath,type=" + type + ",command=" + test::binary_path("mooring-hostpath").string();
+      for (const auto& a : plugin_args(id)) spec += ",arg=" + a;
+      for (const auto& a : extra) spec += ",arg=" + a;
+      return spec + ",probe_interval=200ms,health_timeout=10s,fingerprint_interval=2s,stop_timeout=5s";
+    };
+    if (n.options.plugin_type == "split") {
+      split_controller = launched("controller", {"--mode", "controller"});
+      plugin = launched("node", {"--mode", "node"});
+    } else {
+      plugin = launched(n.options.plugin_type, {});
+    }
   }
   if (n.options.own_network && n.netns.empty()) make_network(id, n);
   const std::string cp_host = n.netns.empty() ? "127.0.0.1" : n.host_ip;
@@ -156,6 +166,7 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
             "--heartbeat-interval", n.options.heartbeat_interval,
             "--kill-timeout", "2s",
             "--plugin", plugin};
+  if (!split_controller.empty()) o.args.insert(o.args.end(), {"--plugin", split_controller});
   if (pki_) {
     const auto tls = pki_->agent(id);
     o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
@@ -209,6 +220,11 @@ void Cluster::wait_node_healthy(const std::string& id) {
         auto j = json::parse(r.body, nullptr, false);
         if (!j.is_object() || !j.contains("Nodes") || !j["Nodes"].contains(id)) return false;
         const auto& node = j["Nodes"][id];
+        // A split plugin's controller instance reports on its own.
+        if (nodes_.at(id).options.plugin_type == "split" &&
+            !(j.contains("Controllers") && j["Controllers"].contains(id) &&
+              j["Controllers"][id].value("Healthy", false)))
+          return false;
         auto nodes = get("/v1/node/" + id);
         return node.value("Healthy", false) && nodes.is_object() && nodes.value("Status", "") == "ready";
       },
@@ -312,6 +328,7 @@ std::vector<PluginCall> Cluster::calls(const std::string& id) const {
     c.code = j.value("code_name", "");
     c.unix_ms = j.value("unix_ms", std::int64_t{0});
     c.fault = j.value("fault", "");
+    c.pid = j.value("pid", std::int64_t{0});
     out.push_back(std::move(c));
   }
   return out;

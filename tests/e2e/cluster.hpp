@@ -38,7 +38,9 @@ struct ClusterOptions {
 };
 
 struct NodeOptions {
-  std::string plugin_type = "monolith";  // monolith | node | controller
+  // monolith | node | controller | split: "split" runs hostpath twice under one plugin id, as a
+  // controller (--mode controller) and as a node (--mode node), two processes on two sockets.
+  std::string plugin_type = "monolith";
   std::string heartbeat_interval = "200ms";
   std::vector<std::string> plugin_args;  // extra mooring-hostpath flags
   std::vector<std::string> agent_args;   // extra mooring-nodeagent flags
@@ -59,6 +61,7 @@ struct PluginCall {
   std::string code;  // "OK" or the status name (code_name)
   std::int64_t unix_ms = 0;
   std::string fault;
+  std::int64_t pid = 0;  // the plugin process that answered
 };
 
 class Cluster {

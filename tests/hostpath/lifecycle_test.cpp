@@ -312,7 +312,7 @@ TEST_F(HostpathLifecycle, CloneFromVolumeCopiesContentAndKeepsSourceIndependent)
   {
     grpc::ClientContext ctx;
     set_deadline(ctx);
-    EXPECT_EQ(p.controller().CreateVolume(&ctx, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(p.controller().CreateVolume(&ctx, req, &resp).error_code(), grpc::StatusCode::OUT_OF_RANGE);
   }
   req.mutable_capacity_range()->set_required_bytes(2 * kMi);
   grpc::ClientContext ctx;

@@ -21,7 +21,7 @@ namespace {
 
 TEST(HostpathOptions, ParsesFlagsAndFallsBackToEnvironment) {
   const auto r = parse_options({"--node-id", "n1", "--mode=node", "--topology", "zone=a", "--topology", "rack=r1",
-                                "--max-volumes", "4", "--known-nodes", "a,b", "--capacity", "2Gi"},
+                                "--max-volumes", "4", "--known-nodes", "a,b", "--capacity", "2Gi", "--stage-without-mount"},
                                {{"CSI_ENDPOINT", "unix:///tmp/x.sock"}, {"MOORING_FAULT_FILE", "/tmp/f.json"}}, "host");
   ASSERT_EQ(r.outcome, ParseResult::Outcome::run) << r.message;
   EXPECT_EQ(r.options.socket_path, "/tmp/x.sock");
@@ -32,6 +32,8 @@ TEST(HostpathOptions, ParsesFlagsAndFallsBackToEnvironment) {
   EXPECT_EQ(r.options.known_nodes, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(r.options.capacity_bytes, 2LL << 30);
   EXPECT_EQ(r.options.fault_file, "/tmp/f.json");
+  EXPECT_TRUE(r.options.stage_without_mount);
+  EXPECT_FALSE(parse_options({}, {{"CSI_ENDPOINT", "unix:///tmp/x.sock"}}, "h").options.stage_without_mount);
 }
 
 TEST(HostpathOptions, RejectsBadInputWithAMessage) {

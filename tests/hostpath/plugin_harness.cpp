@@ -17,6 +17,13 @@ csi::v1::VolumeCapability mount_capability(Mode mode) {
   return cap;
 }
 
+csi::v1::VolumeCapability block_capability(Mode mode) {
+  csi::v1::VolumeCapability cap;
+  cap.mutable_block();
+  cap.mutable_access_mode()->set_mode(mode);
+  return cap;
+}
+
 void set_deadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) {
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
 }
@@ -87,10 +94,15 @@ std::vector<std::string> HostpathPlugin::call_names(const std::string& volume_id
 
 grpc::Status HostpathPlugin::create_volume(const std::string& name, std::int64_t bytes, csi::v1::Volume* out,
                                            Mode mode) {
+  return create_volume(name, bytes, out, mount_capability(mode));
+}
+
+grpc::Status HostpathPlugin::create_volume(const std::string& name, std::int64_t bytes, csi::v1::Volume* out,
+                                           const csi::v1::VolumeCapability& capability) {
   csi::v1::CreateVolumeRequest req;
   req.set_name(name);
   req.mutable_capacity_range()->set_required_bytes(bytes);
-  *req.add_volume_capabilities() = mount_capability(mode);
+  *req.add_volume_capabilities() = capability;
   csi::v1::CreateVolumeResponse resp;
   grpc::ClientContext ctx;
   set_deadline(ctx);
@@ -133,10 +145,15 @@ grpc::Status HostpathPlugin::controller_unpublish(const std::string& volume_id, 
 
 grpc::Status HostpathPlugin::stage(const std::string& volume_id, const std::filesystem::path& staging, Mode mode,
                                    const std::string& volume_path) {
+  return stage(volume_id, staging, mount_capability(mode), volume_path);
+}
+
+grpc::Status HostpathPlugin::stage(const std::string& volume_id, const std::filesystem::path& staging,
+                                   const csi::v1::VolumeCapability& capability, const std::string& volume_path) {
   csi::v1::NodeStageVolumeRequest req;
   req.set_volume_id(volume_id);
   req.set_staging_target_path(staging.string());
-  *req.mutable_volume_capability() = mount_capability(mode);
+  *req.mutable_volume_capability() = capability;
   if (!volume_path.empty()) (*req.mutable_volume_context())["path"] = volume_path;
   csi::v1::NodeStageVolumeResponse resp;
   grpc::ClientContext ctx;
@@ -156,11 +173,17 @@ grpc::Status HostpathPlugin::unstage(const std::string& volume_id, const std::fi
 
 grpc::Status HostpathPlugin::publish(const std::string& volume_id, const std::filesystem::path& staging,
                                      const std::filesystem::path& target, Mode mode, bool readonly) {
+  return publish(volume_id, staging, target, mount_capability(mode), readonly);
+}
+
+grpc::Status HostpathPlugin::publish(const std::string& volume_id, const std::filesystem::path& staging,
+                                     const std::filesystem::path& target, const csi::v1::VolumeCapability& capability,
+                                     bool readonly) {
   csi::v1::NodePublishVolumeRequest req;
   req.set_volume_id(volume_id);
   req.set_staging_target_path(staging.string());
   req.set_target_path(target.string());
-  *req.mutable_volume_capability() = mount_capability(mode);
+  *req.mutable_volume_capability() = capability;
   req.set_readonly(readonly);
   csi::v1::NodePublishVolumeResponse resp;
   grpc::ClientContext ctx;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "csi/v1/csi.grpc.pb.h"
@@ -55,15 +56,22 @@ class HostpathPlugin {
   // Common calls (10 s deadline). Each returns the status; outputs through pointers.
   grpc::Status create_volume(const std::string& name, std::int64_t bytes, csi::v1::Volume* out,
                              Mode mode = csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+  grpc::Status create_volume(const std::string& name, std::int64_t bytes, csi::v1::Volume* out,
+                             const csi::v1::VolumeCapability& capability);
   grpc::Status delete_volume(const std::string& id);
   grpc::Status controller_publish(const std::string& volume_id, const std::string& node_id, Mode mode,
                                   bool readonly = false);
   grpc::Status controller_unpublish(const std::string& volume_id, const std::string& node_id);
   grpc::Status stage(const std::string& volume_id, const std::filesystem::path& staging, Mode mode,
                      const std::string& volume_path = "");
+  grpc::Status stage(const std::string& volume_id, const std::filesystem::path& staging,
+                     const csi::v1::VolumeCapability& capability, const std::string& volume_path = "");
   grpc::Status unstage(const std::string& volume_id, const std::filesystem::path& staging);
   grpc::Status publish(const std::string& volume_id, const std::filesystem::path& staging,
                        const std::filesystem::path& target, Mode mode, bool readonly = false);
+  grpc::Status publish(const std::string& volume_id, const std::filesystem::path& staging,
+                       const std::filesystem::path& target, const csi::v1::VolumeCapability& capability,
+                       bool readonly = false);
   grpc::Status unpublish(const std::string& volume_id, const std::filesystem::path& target);
 
  private:
@@ -77,6 +85,25 @@ class HostpathPlugin {
 };
 
 csi::v1::VolumeCapability mount_capability(Mode mode);
+csi::v1::VolumeCapability block_capability(Mode mode);
 void set_deadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+// A test with one plugin in its own temp dir: start() it (with its setup), and it is stopped and
+// everything it mounted unmounted after the test, also when it failed.
+class PluginTest : public ::testing::Test {
+ protected:
+  explicit PluginTest(std::string_view dir_prefix) : dir_(dir_prefix) {}
+  void start(PluginSetup setup = {}) {
+    plugin_ = std::make_unique<HostpathPlugin>(dir_, std::move(setup));
+    ASSERT_NO_FATAL_FAILURE(plugin_->start());
+  }
+  void TearDown() override {
+    plugin_.reset();
+    dir_.unmount_all();
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<HostpathPlugin> plugin_;
+};
 
 }  // namespace mooring::hostpath

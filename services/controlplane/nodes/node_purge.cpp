@@ -28,7 +28,7 @@ domain::Expected<NodePurge> plan_node_purge(const StateStore& store, const std::
     if (!p) continue;
     domain::Plugin agg = *p;
     if (!domain::remove_node(agg, node_id)) continue;
-    ++out.plugin_instances;
+    out.plugin_instances += node->split_controllers.contains(plugin_id) ? 2 : 1;  // a split plugin has two
     if (agg.controllers.empty() && agg.nodes.empty())
       out.batch.erase_plugin(plugin_id);
     else

@@ -47,13 +47,18 @@ Event plugin_event(const std::string& type, const PluginInstance& i, std::string
                .details = {{"node_id", i.node_id}, {"plugin_id", i.plugin_id}}};
 }
 
-void fold_instance(NodeChange& ch, const PluginLookup& lookup, PluginInstance inst, domain::Time now) {
+// Folds one reported instance into the node's stored one in `slot` (plugins, or split_controllers
+// for a split plugin's controller): the events of a change, and what to store.
+void fold_instance(NodeChange& ch, std::map<std::string, PluginInstance>& slot, PluginInstance& inst, bool split,
+                   domain::Time now) {
   auto& node = ch.node;
   inst.node_id = node.id;
   if (!domain::is_set(inst.update_time)) inst.update_time = now;
-  auto old = node.plugins.find(inst.plugin_id);
-  const std::string where = "plugin " + in_quotes(inst.plugin_id) + " on node " + in_quotes(node.id);
-  if (old == node.plugins.end()) {
+  auto old = slot.find(inst.plugin_id);
+  // A split plugin's two instances say which one they are.
+  const std::string where = "plugin " + in_quotes(inst.plugin_id) + " on node " + in_quotes(node.id) +
+                            (split ? " (" + std::string(domain::to_string(inst.type)) + " instance)" : "");
+  if (old == slot.end()) {
     ch.events.push_back(plugin_event("PluginRegistered", inst,
                                      where + " registered (" + std::string(domain::to_string(inst.type)) +
                                          (inst.healthy ? ", healthy)" : ", unhealthy)")));
@@ -79,16 +84,35 @@ void fold_instance(NodeChange& ch, const PluginLookup& lookup, PluginInstance in
                                        : plugin_event("PluginUnhealthy", inst, where + " became unhealthy" + desc));
     }
   }
-  if (old == node.plugins.end() || old->second != inst) {
-    node.plugins[inst.plugin_id] = inst;
+  if (old == slot.end() || old->second != inst) {
+    slot[inst.plugin_id] = inst;
+    ch.node_changed = true;
+  }
+}
+
+// Folds everything the node reports for one plugin id (one instance, or a split plugin's
+// controller and node instance) into the node and the plugin's aggregate.
+void fold_plugin(NodeChange& ch, const PluginLookup& lookup, std::vector<PluginInstance> instances, domain::Time now) {
+  auto& node = ch.node;
+  const std::string id = instances.front().plugin_id;
+  const bool split = instances.size() == 2;
+  for (auto& inst : instances) {
+    const bool split_controller = split && inst.type == domain::PluginType::controller;
+    fold_instance(ch, split_controller ? node.split_controllers : node.plugins, inst, split, now);
+  }
+  if (!split && node.split_controllers.erase(id) > 0) {
+    // The controller that ran beside the node instance is no longer reported on its own.
+    ch.events.push_back(plugin_event("PluginDeregistered", instances.front(),
+                                     "the controller instance of plugin " + in_quotes(id) +
+                                         " is no longer reported by node " + in_quotes(node.id)));
     ch.node_changed = true;
   }
   // Folded into the aggregate even when the node's copy did not change: this also repairs an
   // aggregate that lost the instance.
-  Plugin agg = planned(ch, lookup, inst.plugin_id).value_or(Plugin{});
-  agg.id = inst.plugin_id;
-  domain::upsert_instance(agg, inst);
-  set_planned(ch, lookup, inst.plugin_id, std::move(agg));
+  Plugin agg = planned(ch, lookup, id).value_or(Plugin{});
+  agg.id = id;
+  domain::set_node_instances(agg, node.id, instances);
+  set_planned(ch, lookup, id, std::move(agg));
 }
 
 void remove_instance(NodeChange& ch, const PluginLookup& lookup, const std::string& plugin_id) {
@@ -98,6 +122,7 @@ void remove_instance(NodeChange& ch, const PluginLookup& lookup, const std::stri
   ch.events.push_back(plugin_event("PluginDeregistered", it->second,
                                    "plugin " + in_quotes(plugin_id) + " is no longer reported by node " + in_quotes(node.id)));
   node.plugins.erase(it);
+  node.split_controllers.erase(plugin_id);
   ch.node_changed = true;
   auto agg = planned(ch, lookup, plugin_id);
   if (!agg) return;
@@ -107,16 +132,26 @@ void remove_instance(NodeChange& ch, const PluginLookup& lookup, const std::stri
   set_planned(ch, lookup, plugin_id, std::move(agg));
 }
 
-// The full set replaces what the node reported before (last one wins for a repeated id).
+// The full set replaces what the node reported before. An id names one instance, or a split
+// plugin's controller and node instance; anything else reported for an id (an older agent's
+// duplicate) is the last one (as before).
 void fold_fingerprints(NodeChange& ch, const PluginLookup& lookup, std::vector<PluginInstance> plugins,
                        domain::Time now) {
-  std::map<std::string, PluginInstance> full;
-  for (auto& p : plugins) full[p.plugin_id] = std::move(p);
+  std::map<std::string, std::vector<PluginInstance>> full;
+  for (auto& p : plugins) full[p.plugin_id].push_back(std::move(p));
+  for (auto& [id, instances] : full) {
+    const bool pair = instances.size() == 2 && instances[0].type != instances[1].type &&
+                      instances[0].type != domain::PluginType::monolith &&
+                      instances[1].type != domain::PluginType::monolith;
+    if (!pair && instances.size() > 1) instances.erase(instances.begin(), instances.end() - 1);
+    // The node instance first: it is the one the node's `plugins` keeps.
+    if (pair && instances[0].type == domain::PluginType::controller) std::swap(instances[0], instances[1]);
+  }
   std::vector<std::string> gone;
   for (const auto& [id, inst] : ch.node.plugins)
     if (!full.contains(id)) gone.push_back(id);
   for (const auto& id : gone) remove_instance(ch, lookup, id);
-  for (auto& [id, inst] : full) fold_instance(ch, lookup, std::move(inst), now);
+  for (auto& [id, instances] : full) fold_plugin(ch, lookup, std::move(instances), now);
 }
 
 }  // namespace
@@ -202,14 +237,16 @@ NodeChange plan_node_down(const Node& current, const std::string& reason, const 
                             .key = node.id,
                             .message = "node " + in_quotes(node.id) + " is down: " + reason});
   std::vector<PluginInstance> instances;
-  for (const auto& [id, inst] : node.plugins) {
-    PluginInstance i = inst;
-    if (i.healthy) {
-      i.healthy = false;
-      i.health_description = "node down: " + reason;
-      i.update_time = now;
+  for (const auto* slot : {&node.plugins, &node.split_controllers}) {
+    for (const auto& [id, inst] : *slot) {
+      PluginInstance i = inst;
+      if (i.healthy) {
+        i.healthy = false;
+        i.health_description = "node down: " + reason;
+        i.update_time = now;
+      }
+      instances.push_back(std::move(i));
     }
-    instances.push_back(std::move(i));
   }
   fold_fingerprints(ch, lookup, std::move(instances), now);
   return ch;

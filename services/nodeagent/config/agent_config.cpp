@@ -52,7 +52,8 @@ constexpr std::array kOptions{
     Option{"plugin", "MOORING_PLUGINS", "plugins", "SPEC",
            "a CSI plugin, repeatable; SPEC is id=ID,type=controller|node|monolith,command=PATH,arg=A,"
            "env=K=V,socket=PATH,health_timeout=30s,probe_interval=5s,fingerprint_interval=30s,"
-           "stop_timeout=10s (arg/env repeatable; MOORING_PLUGINS separates specs with ';')",
+           "stop_timeout=10s (arg/env repeatable; MOORING_PLUGINS separates specs with ';'); one id names one "
+           "entry, or a controller and a node entry of a plugin split into two processes or sockets",
            ""},
     Option{"tls-ca-file", "MOORING_TLS_CA_FILE", "tls_ca_file", "FILE",
            "CA certificate for mutual TLS with the control plane (both directions)", ""},
@@ -199,27 +200,55 @@ PluginConfig decode_plugin(const json& p, const std::string& path) {
   return pc;
 }
 
-// Adds `incoming` plugins to `out`; a plugin with an id already present replaces it (the
-// later source wins, as for every other setting).
-void merge_plugins(std::vector<PluginConfig>& out, std::vector<PluginConfig> incoming) {
-  for (auto& p : incoming) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const PluginConfig& q) { return q.id == p.id; });
-    if (it != out.end()) {
-      *it = std::move(p);
-    } else {
-      out.push_back(std::move(p));
-    }
+// Adds `incoming` plugins to `out`; the entries of an id already present are replaced by the
+// incoming ones of that id (the later source wins, as for every other setting, and a split
+// plugin's pair is replaced as one).
+void merge_plugins(std::vector<PluginConfig>& out, const std::vector<PluginConfig>& incoming) {
+  std::vector<PluginConfig> merged;
+  std::set<std::string> emitted;
+  auto emit_incoming = [&](const std::string& id) {
+    if (!emitted.insert(id).second) return;
+    for (const auto& p : incoming)
+      if (p.id == id) merged.push_back(p);
+  };
+  std::set<std::string> replaced;
+  for (const auto& p : incoming) replaced.insert(p.id);
+  for (auto& q : out) {
+    if (replaced.contains(q.id))
+      emit_incoming(q.id);  // in the place of the entries it replaces
+    else
+      merged.push_back(std::move(q));
   }
+  for (const auto& p : incoming) emit_incoming(p.id);  // new ids, in their order
+  out = std::move(merged);
+}
+
+// One id may name one plugin entry, or exactly one controller and one node entry: a plugin
+// shipped as separate controller and node processes (or sockets) on one node, as Kubernetes and
+// Nomad allow. Two of one type, or a monolith beside another entry, would serve one service twice.
+void check_split_pair(const PluginConfig& first, const PluginConfig& second, const std::string& path) {
+  const bool pair = (first.type == PluginRole::controller && second.type == PluginRole::node) ||
+                    (first.type == PluginRole::node && second.type == PluginRole::controller);
+  if (!pair)
+    throw Fail{path + ": plugin id " + qt(first.id) + " appears twice (as " + std::string(to_string(first.type)) +
+               " and " + std::string(to_string(second.type)) +
+               "); one id may only name one controller and one node instance"};
+  if (!first.socket.empty() && first.socket == second.socket)
+    throw Fail{path + ": plugin " + qt(first.id) + ": its controller and node entries name the same socket " +
+               qt(first.socket) + "; one socket serving both is type=monolith"};
 }
 
 std::vector<PluginConfig> decode_plugin_list(const json& list, const std::string& path) {
   if (!list.is_array()) throw Fail{path + ": expected an array, got " + list.dump()};
   std::vector<PluginConfig> out;
-  std::set<std::string> seen;
-  for (size_t i = 0; i < list.size(); ++i) {
-    auto pc = decode_plugin(list[i], path + "[" + std::to_string(i) + "]");
-    if (!seen.insert(pc.id).second) throw Fail{path + ": plugin id " + qt(pc.id) + " appears twice"};
-    out.push_back(std::move(pc));
+  std::map<std::string, std::vector<const PluginConfig*>> by_id;
+  for (size_t i = 0; i < list.size(); ++i) out.push_back(decode_plugin(list[i], path + "[" + std::to_string(i) + "]"));
+  for (const auto& pc : out) by_id[pc.id].push_back(&pc);
+  for (const auto& [id, entries] : by_id) {
+    if (entries.size() == 2) check_split_pair(*entries[0], *entries[1], path);
+    if (entries.size() > 2)
+      throw Fail{path + ": plugin id " + qt(id) + " appears " + std::to_string(entries.size()) +
+                 " times; one id may only name one controller and one node instance"};
   }
   return out;
 }

@@ -99,7 +99,9 @@ std::optional<PluginManager::Healthy> PluginManager::healthy(PluginKind kind, co
   if (plugin_id.empty()) return std::nullopt;
   const auto inst = registry_.lookup(kind, plugin_id);
   if (!inst) return std::nullopt;
-  const auto fp = status_.fingerprint(plugin_id);
+  // A split plugin's controller and node instances are healthy (or not) each on their own.
+  const auto fp = status_.fingerprint(plugin_id, kind == PluginKind::controller ? ::mooring::v1::PLUGIN_TYPE_CONTROLLER
+                                                                                  : ::mooring::v1::PLUGIN_TYPE_NODE);
   if (!fp || !fp->healthy()) return std::nullopt;
   return Healthy{inst->reg.socket_path, fp->node_info().requires_node_stage_volume(), fp->node_info().supports_expand()};
 }

@@ -81,7 +81,11 @@ PluginSupervisor::PluginSupervisor(asio::any_io_executor ex, PluginConfig config
       ctx_(std::move(ctx)),
       fingerprinter_(config_.id, config_.type),
       exit_wake_(std::make_shared<async::WakeSignal>(ex)) {
-  socket_path_ = config_.launched() ? (ctx_.data_dir / "plugins" / config_.id / "csi.sock").string() : config_.socket;
+  // A split plugin's controller runs beside its node instance of the same id: its socket (and
+  // launch record) live in their own directory.
+  auto dir = ctx_.data_dir / "plugins" / config_.id;
+  if (config_.type == PluginRole::controller) dir /= "controller";
+  socket_path_ = config_.launched() ? (dir / "csi.sock").string() : config_.socket;
 }
 
 PluginSupervisor::~PluginSupervisor() = default;
@@ -93,6 +97,7 @@ std::optional<pid_t> PluginSupervisor::pid() const {
 
 void PluginSupervisor::event(std::string message, std::map<std::string, std::string> details) {
   details["plugin_id"] = config_.id;
+  details["plugin_type"] = std::string(to_string(config_.type));
   ctx_.status.add_event("plugin", std::move(message), std::move(details));
 }
 

@@ -180,9 +180,10 @@ std::vector<RestoredVolume> VolumeManager::restore(const std::string& alloc_id) 
       v.reason = "the mount was interrupted (" + std::string(to_string(record.phase)) + ")";
     } else if (!ops_.mounts().is_mounted(record.target_path)) {
       v.reason = "recorded as mounted but " + record.target_path + " is not a mount point any more";
-    } else if (!record.staging_path.empty() && !ops_.mounts().is_mounted(record.staging_path)) {
-      v.reason = "recorded as staged but " + record.staging_path + " is not a mount point any more";
     } else {
+      // The staging path is not looked at: NodeStageVolume MAY leave nothing mounted there (the
+      // upstream host-path driver stages nothing), so what the plugin said it staged stays
+      // staged. Only the target the task uses must still be there.
       v.mounted = true;
     }
     out.push_back(std::move(v));

@@ -109,12 +109,15 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
   bool stage_now = false;
   if (plugin->requires_stage) {
     record.staging_path = staging->string();
-    bool already = false;
-    if (mounts_.is_mounted(*staging)) {
-      if (record.staged == StepState::done) already = true;
-      for (const auto& other : store_.for_volume(record.volume_id)) {
-        if (other.alloc_id != alloc_id && other.usage == usage && other.staged == StepState::done) already = true;
-      }
+    // Staged is what the plugin answered, not what the kernel shows: NodeStageVolume MAY mount
+    // nothing at the staging path (the upstream host-path driver stages nothing). A record (this
+    // one, or another allocation's of the same usage) that holds a done stage means it is staged,
+    // so a mount driven again after its target was lost only publishes again. Should the plugin
+    // have lost the stage too (a reboot), its NodePublishVolume answers FAILED_PRECONDITION, the
+    // failed mount is undone (unstaged) and the claim's retry stages afresh.
+    bool already = record.staged == StepState::done;
+    for (const auto& other : store_.for_volume(record.volume_id)) {
+      if (other.alloc_id != alloc_id && other.usage == usage && other.staged == StepState::done) already = true;
     }
     if (already) {
       record.staged = StepState::done;  // holds a use of the staging path

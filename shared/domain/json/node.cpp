@@ -20,6 +20,7 @@ constexpr Field<Node> kNode[] = {
     field<&Node::status>("Status", kAll),
     field<&Node::attributes>("Attributes", kOut),
     field<&Node::plugins>("Plugins", kOut),
+    field<&Node::split_controllers>("SplitControllers", kOut),
     field<&Node::last_heartbeat>("LastHeartbeat", kAll),
     field<&Node::certificate_expires>("CertificateExpires", kAll),
     field<&Node::events>("Events", kOut),

@@ -219,4 +219,57 @@ TEST(NodeReport, StageWritesOnlyWhatChanged) {
   EXPECT_TRUE(none.empty());
 }
 
+TEST(NodeReport, ASplitPluginsControllerAndNodeInstancesOnOneNodeAreBothKeptAndCounted) {
+  World w;
+  w.reg("n1", {fp("split", PluginType::controller), fp("split", PluginType::node)});
+  const auto& node = w.nodes.at("n1");
+  EXPECT_EQ(node.plugins.at("split").type, PluginType::node);  // the instance that mounts
+  EXPECT_EQ(node.split_controllers.at("split").type, PluginType::controller);
+  const auto& p = w.plugins.at("split");
+  EXPECT_EQ(p.controllers.at("n1").type, PluginType::controller);
+  EXPECT_EQ(p.nodes.at("n1").type, PluginType::node);
+  EXPECT_EQ(p.controllers_expected, 1);
+  EXPECT_EQ(p.controllers_healthy, 1);
+  EXPECT_EQ(p.nodes_expected, 1);
+  EXPECT_EQ(p.nodes_healthy, 1);
+
+  // Each instance is healthy or not on its own, and says which one it is.
+  auto ch = w.beat("n1", {fp("split", PluginType::node), fp("split", PluginType::controller, false)});
+  EXPECT_EQ(w.plugins.at("split").controllers_healthy, 0);
+  EXPECT_EQ(w.plugins.at("split").nodes_healthy, 1);
+  bool named = false;
+  for (const auto& e : ch.events)
+    named |= e.type == "PluginUnhealthy" && e.message.find("(controller instance)") != std::string::npos;
+  EXPECT_TRUE(named);
+  EXPECT_TRUE(w.beat("n1", {fp("split", PluginType::node), fp("split", PluginType::controller, false)}).empty());
+
+  // Node down: both unhealthy; purge-like removal of the id takes both.
+  w.apply(plan_node_down(w.nodes.at("n1"), "missed heartbeats", w.lookup(), domain::now()));
+  EXPECT_EQ(w.plugins.at("split").nodes_healthy, 0);
+  EXPECT_EQ(w.plugins.at("split").controllers_expected, 1);
+  EXPECT_TRUE(w.nodes.at("n1").split_controllers.contains("split"));
+
+  // The controller no longer reported: only the node instance stays, in both records.
+  ch = w.beat("n1", {fp("split", PluginType::node)});
+  EXPECT_FALSE(w.nodes.at("n1").split_controllers.contains("split"));
+  EXPECT_TRUE(w.plugins.at("split").controllers.empty());
+  EXPECT_EQ(w.plugins.at("split").nodes_expected, 1);
+  bool deregistered = false;
+  for (const auto& e : ch.events) deregistered |= e.type == "PluginDeregistered";
+  EXPECT_TRUE(deregistered);
+
+  // Nothing reported: the plugin is gone.
+  w.beat("n1", {});
+  EXPECT_FALSE(w.plugins.contains("split"));
+  EXPECT_TRUE(w.nodes.at("n1").plugins.empty());
+}
+
+TEST(NodeReport, TwoInstancesOfOneTypeForAnIdKeepTheLastAsBefore) {
+  World w;
+  w.reg("n1", {fp("dup", PluginType::node, false), fp("dup", PluginType::node, true)});
+  EXPECT_TRUE(w.nodes.at("n1").split_controllers.empty());
+  EXPECT_TRUE(w.nodes.at("n1").plugins.at("dup").healthy);
+  EXPECT_EQ(w.plugins.at("dup").nodes_expected, 1);
+}
+
 }  // namespace mooring::controlplane

@@ -161,6 +161,39 @@ TEST(AgentConfig, PluginsFromEnvironmentSeparatedBySemicolons) {
   EXPECT_EQ(p.config.plugins[1].id, "y");
 }
 
+TEST(AgentConfig, OneIdMayNameAControllerAndANodeInstanceOfASplitPlugin) {
+  const auto p = ok({"agent", "--plugin", "csi,type=controller,command=/bin/ctl", "--plugin",
+                     "csi,type=node,socket=/run/csi/node.sock"});
+  ASSERT_EQ(p.config.plugins.size(), 2u);
+  EXPECT_EQ(p.config.plugins[0].type, PluginRole::controller);
+  EXPECT_EQ(p.config.plugins[1].type, PluginRole::node);
+  EXPECT_EQ(p.config.plugins[1].socket, "/run/csi/node.sock");
+
+  // A later source replaces the pair as a whole (the flags' monolith wins over the file's pair).
+  TempDir dir;
+  const auto file = dir.write("split.json", R"({"plugins":[{"id":"csi","type":"controller","command":"/c"},
+                                                           {"id":"csi","type":"node","command":"/n"},
+                                                           {"id":"other","type":"node","command":"/o"}]})");
+  const auto merged = ok({"agent", "--config", file.string(), "--plugin", "csi,type=monolith,command=/m"});
+  ASSERT_EQ(merged.config.plugins.size(), 2u);
+  EXPECT_EQ(merged.config.plugins[0].id, "csi");
+  EXPECT_EQ(merged.config.plugins[0].type, PluginRole::monolith);
+  EXPECT_EQ(merged.config.plugins[1].id, "other");
+}
+
+TEST(AgentConfig, AnIdNamingTwoOfOneTypeOrAMonolithBesideAnotherEntryIsRefused) {
+  const auto two_nodes = err({"agent", "--plugin", "p,type=node,command=/a", "--plugin", "p,type=node,command=/b"});
+  EXPECT_NE(two_nodes.find("plugin id \"p\" appears twice (as node and node)"), std::string::npos) << two_nodes;
+  const auto monolith = err({"agent", "--plugin", "p,type=monolith,command=/a", "--plugin", "p,type=node,command=/b"});
+  EXPECT_NE(monolith.find("one controller and one node instance"), std::string::npos) << monolith;
+  const auto three = err({"agent", "--plugin", "p,type=controller,command=/a", "--plugin", "p,type=node,command=/b",
+                          "--plugin", "p,type=node,command=/c"});
+  EXPECT_NE(three.find("appears 3 times"), std::string::npos) << three;
+  const auto one_socket =
+      err({"agent", "--plugin", "p,type=controller,socket=/s.sock", "--plugin", "p,type=node,socket=/s.sock"});
+  EXPECT_NE(one_socket.find("type=monolith"), std::string::npos) << one_socket;
+}
+
 TEST(AgentConfig, HelpListsEveryFlagAndItsEnvironmentVariable) {
   EXPECT_TRUE(ok({"agent", "--help"}).help);
   EXPECT_TRUE(ok({"agent", "-h", "--bogus-is-ignored-with-help"}).help);

@@ -64,6 +64,7 @@ class HostpathVolumesTest : public ::testing::Test {
                                      "--mode",       "monolith",
                                      "--call-log",   (dir / "calls.log").string(),
                                      "--fault-file", (dir / "faults.json").string()};
+    args.insert(args.end(), plugin_args.begin(), plugin_args.end());
     plugin.reset();
     plugin = std::make_unique<test::ChildProcess>(
         test::SpawnOptions{test::binary_path("mooring-hostpath"), args, {}, true, dir / "plugin.out"});
@@ -84,6 +85,7 @@ class HostpathVolumesTest : public ::testing::Test {
   void report_plugin(bool healthy) {
     ::mooring::v1::PluginFingerprint fp;
     fp.set_plugin_id("hostpath");
+    fp.set_type(::mooring::v1::PLUGIN_TYPE_MONOLITH);
     fp.set_healthy(healthy);
     fp.mutable_node_info()->set_requires_node_stage_volume(true);
     status.set_fingerprint(fp);
@@ -145,6 +147,13 @@ class HostpathVolumesTest : public ::testing::Test {
     return std::find(notified.begin(), notified.end(), std::make_pair(vol, alloc)) != notified.end();
   }
   bool nothing_mounted() const { return test::mounts_under(mount_root()).empty(); }
+  // How often the plugin answered `rpc` (its call log).
+  int calls_of(const std::string& rpc) const {
+    std::ifstream in(dir / "calls.log");
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += line.find("\"rpc\":\"" + rpc + "\"") != std::string::npos;
+    return n;
+  }
   // Records on disk (a record is kept in two slot files).
   // The records on disk, as a restarted agent would read them now.
   std::size_t record_files() const {
@@ -153,6 +162,7 @@ class HostpathVolumesTest : public ::testing::Test {
   }
 
   test::TempDir dir{"vol-hp"};
+  std::vector<std::string> plugin_args;  // extra mooring-hostpath flags for start_plugin()
   asio::io_context io;
   ProcMountTable mount_table;
   PluginRegistry registry;
@@ -286,6 +296,41 @@ TEST_F(HostpathVolumesTest, ManagerRestartInTheMiddleOfAnUnmountResumesAndNothin
 
   manager->release("alloc-2", {"vol-b"});
   ASSERT_TRUE(pump_until(io, [&] { return released("alloc-2", "vol-b") && manager->releases_in_flight() == 0; }, 60s));
+  EXPECT_TRUE(nothing_mounted());
+  EXPECT_EQ(record_files(), 0u);
+}
+
+TEST_F(HostpathVolumesTest, AVolumeStagedWithoutAMountStaysStagedThroughAnAgentRestart) {
+  // The upstream host-path driver's shape: NodeStageVolume mounts nothing at the staging path.
+  plugin->terminate();
+  ASSERT_TRUE(plugin->wait_for_exit(10s).has_value());
+  plugin_args = {"--stage-without-mount"};
+  ASSERT_NO_FATAL_FAILURE(start_plugin());
+  ASSERT_NO_FATAL_FAILURE(connect_plugin());
+  auto vol = create_volume("data");
+  const auto path = mount("alloc-1", vol);
+  const auto staging = mount_root() / "staging" / "data" / "rw-file-system-single-node-writer";
+  EXPECT_FALSE(test::is_mounted(staging));
+  { std::ofstream(std::filesystem::path(path) / "hello.txt") << "through an unmounted stage\n"; }
+  EXPECT_EQ(test::read_file(std::filesystem::path(vol.volume_context.at("path")) / "hello.txt"),
+            "through an unmounted stage\n");
+
+  EXPECT_TRUE(run(manager->shutdown(5s)));
+  manager = make_manager();  // the agent restarts
+  const auto restored = manager->restore("alloc-1");
+  ASSERT_EQ(restored.size(), 1u);
+  EXPECT_TRUE(restored[0].mounted) << restored[0].reason;
+  // A second allocation on the node shares the stage the plugin reported: no second NodeStage.
+  const auto second = mount("alloc-2", vol);
+  EXPECT_EQ(test::read_file(std::filesystem::path(second) / "hello.txt"), "through an unmounted stage\n");
+  EXPECT_EQ(calls_of("NodeStageVolume"), 1);
+  EXPECT_EQ(calls_of("NodePublishVolume"), 2);
+
+  manager->release("alloc-1", {"data"});
+  manager->release("alloc-2", {"data"});
+  ASSERT_TRUE(pump_until(io, [&] { return released("alloc-1", "data") && released("alloc-2", "data") &&
+                                          manager->releases_in_flight() == 0; }, 30s));
+  EXPECT_EQ(calls_of("NodeUnstageVolume"), 1);
   EXPECT_TRUE(nothing_mounted());
   EXPECT_EQ(record_files(), 0u);
 }

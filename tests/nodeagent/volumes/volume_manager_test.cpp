@@ -3,9 +3,7 @@
 #include "services/nodeagent/volumes/volume_manager.hpp"
 
 #include "shared/wire/proto_convert.hpp"
-#include "tests/nodeagent/volumes/fake_node_plugin.hpp"
-#include "tests/nodeagent/volumes/volume_test_util.hpp"
-#include "tests/support/temp_dir.hpp"
+#include "tests/nodeagent/volumes/volume_manager_fixture.hpp"
 
 #include "mooring/v1/types.pb.h"
 
@@ -17,95 +15,6 @@
 
 namespace mooring::nodeagent {
 namespace {
-
-namespace asio = boost::asio;
-using namespace std::chrono_literals;
-using csi::Rpc;
-using domain::AccessMode;
-using domain::AttachmentMode;
-
-constexpr std::string_view kUsage = "rw-file-system-single-node-writer";
-
-domain::VolumeMount volume(const std::string& id, const std::string& external = "") {
-  domain::VolumeMount v;
-  v.volume_id = id;
-  v.external_id = external.empty() ? "ext-" + id : external;
-  v.plugin_id = "fake";
-  v.secrets = {{"token", "s3cret"}};
-  v.volume_context = {{"path", "/data/" + id}};
-  v.publish_context = {{"device", "/dev/fake"}};
-  v.mount_options = {"ext4", {"noatime"}};
-  v.access_mode = AccessMode::single_node_writer;
-  v.attachment_mode = AttachmentMode::file_system;
-  return v;
-}
-
-class VolumeManagerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    plugins.set_healthy("fake", NodePlugin{csi, true});
-    manager = make_manager();
-  }
-  void TearDown() override {
-    if (manager) {
-      EXPECT_TRUE(run(manager->shutdown(2s)));
-    }
-  }
-
-  VolumeManagerOptions options() const {
-    VolumeManagerOptions o;
-    o.mount_root = dir / "mnt";
-    o.state_dir = dir / "state";
-    o.unmount_backoff = {.initial = 10ms, .max = 50ms};
-    o.notify_backoff = {.initial = 10ms, .max = 50ms};
-    return o;
-  }
-
-  std::unique_ptr<VolumeManager> make_manager(std::optional<VolumeManagerOptions> opts = std::nullopt) {
-    auto m = std::make_unique<VolumeManager>(
-        io.get_executor(), plugins, table,
-        [this](const std::string& volume_id, const std::string& alloc_id) -> asio::awaitable<domain::Status> {
-          if (notify_failures > 0) {
-            --notify_failures;
-            co_return domain::error("control plane unreachable");
-          }
-          notified.emplace_back(volume_id, alloc_id);
-          co_return domain::Status{};
-        },
-        opts ? *opts : options());
-    EXPECT_TRUE(m->load().ok());
-    return m;
-  }
-
-  template <class T>
-  T run(asio::awaitable<T> op) {
-    return run_awaitable(io, std::move(op));
-  }
-  MountResult mount(const std::string& alloc, const domain::VolumeMount& v, domain::MountOptions request = {}) {
-    return run(manager->mount(alloc, v, std::move(request)));
-  }
-  std::string target(const std::string& alloc, const std::string& vol) const {
-    return (dir / "mnt" / "per-alloc" / alloc / vol / std::string(kUsage)).string();
-  }
-  std::string staging(const std::string& vol) const {
-    return (dir / "mnt" / "staging" / vol / std::string(kUsage)).string();
-  }
-  bool released(const std::string& alloc, const std::string& vol) const {
-    for (const auto& r : manager->records()) {
-      if (r.alloc_id == alloc && r.volume_id == vol) return false;
-    }
-    return std::find(notified.begin(), notified.end(), std::make_pair(vol, alloc)) != notified.end();
-  }
-
-  asio::io_context io;
-  test::TempDir dir{"vol-mgr"};
-  FakeMountTable table;
-  std::shared_ptr<FakeNodeCsi> csi = std::make_shared<FakeNodeCsi>(io.get_executor(), table);
-  FakeNodePlugins plugins{io.get_executor()};
-  std::vector<std::pair<std::string, std::string>> notified;  // (volume, alloc)
-  int notify_failures = 0;
-  std::unique_ptr<VolumeManager> manager;
-};
 
 TEST_F(VolumeManagerTest, MountStagesThenPublishesWithExternalIdContextsSecretsAndMergedOptions) {
   auto r = mount("alloc-1", volume("vol1"), domain::MountOptions{"", {"ro", "sync"}});
@@ -257,13 +166,6 @@ TEST_F(VolumeManagerTest, StagingIsSharedAndUnstagedOnlyAfterTheLastUser) {
   EXPECT_TRUE(manager->records().empty());
   EXPECT_FALSE(std::filesystem::exists(dir / "mnt" / "per-alloc"));
   EXPECT_FALSE(std::filesystem::exists(dir / "mnt" / "staging"));
-}
-
-TEST_F(VolumeManagerTest, StagingGoneFromTheMountTableIsStagedAgain) {
-  ASSERT_TRUE(mount("alloc-1", volume("vol1")).ok());
-  table.mounted.erase(staging("vol1"));  // e.g. a reboot took it
-  ASSERT_TRUE(mount("alloc-2", volume("vol1")).ok());
-  EXPECT_EQ(csi->count(Rpc::NodeStageVolume), 2);
 }
 
 TEST_F(VolumeManagerTest, IntentIsRecordedOnDiskBeforeEachRpc) {
@@ -529,31 +431,6 @@ TEST_F(VolumeManagerTest, MountAfterReleaseIsRefused) {
   EXPECT_NE(r.error.find("released"), std::string::npos) << r.error;
   csi->clear_failures();
   ASSERT_TRUE(pump_until(io, [&] { return released("alloc-1", "vol1"); }, 10s));
-}
-
-TEST_F(VolumeManagerTest, RestoreKeepsConfirmedMountsAndAsksToRemountGoneOnes) {
-  ASSERT_TRUE(mount("alloc-1", volume("vol1")).ok());
-  ASSERT_TRUE(mount("alloc-1", volume("vol2")).ok());
-  EXPECT_TRUE(run(manager->shutdown(1s)));
-  manager = make_manager();  // agent restart
-  table.mounted.erase(target("alloc-1", "vol2"));
-  auto restored = manager->restore("alloc-1");
-  ASSERT_EQ(restored.size(), 2u);
-  EXPECT_EQ(restored[0].volume_id, "vol1");
-  EXPECT_TRUE(restored[0].mounted);
-  EXPECT_EQ(restored[0].path, target("alloc-1", "vol1"));
-  EXPECT_EQ(restored[1].volume_id, "vol2");
-  EXPECT_FALSE(restored[1].mounted);
-  EXPECT_NE(restored[1].reason.find("not a mount point"), std::string::npos) << restored[1].reason;
-  EXPECT_EQ(manager->mounted_allocations(), std::vector<std::string>{"alloc-1"});
-  EXPECT_TRUE(manager->restore("alloc-unknown").empty());
-
-  // Mounting again re-drives only what is missing.
-  const auto stages = csi->count(Rpc::NodeStageVolume);
-  auto again = mount("alloc-1", volume("vol2"));
-  ASSERT_TRUE(again.ok()) << again.error;
-  EXPECT_EQ(csi->count(Rpc::NodeStageVolume), stages);  // staging still mounted
-  EXPECT_TRUE(manager->restore("alloc-1")[1].mounted);
 }
 
 TEST_F(VolumeManagerTest, ReleaseAllReleasesEveryRecordedVolumeOfTheAllocation) {
