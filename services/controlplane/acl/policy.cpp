@@ -44,7 +44,7 @@ NamespaceRule parse_namespace_rule(const json& j, const std::string& where) {
 
 AreaRule parse_area(const json& j, const std::string& where, std::initializer_list<Level> allowed) {
   std::string names;
-  for (auto l : allowed) names += "\"" + std::string(to_string(l)) + "\", ";
+  for (auto l : allowed) names.append("\"").append(to_string(l)).append("\", ");
   names += "or \"deny\"";
   if (j.is_string()) {
     const auto text = j.get<std::string>();
