@@ -1,5 +1,7 @@
 #include "services/controlplane/acl/secret.hpp"
 
+#include "shared/domain/text.hpp"
+
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
@@ -27,16 +29,14 @@ std::string random_uuid() {
 }
 
 std::string secret_hash(std::string_view secret_id) {
+  // Fetched once: EVP_sha256() with EVP_Digest looks the algorithm up in OpenSSL 3's provider
+  // tables (under a lock) on every call, and every authenticated request hashes its token.
+  static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  if (EVP_Digest(secret_id.data(), secret_id.size(), digest, &length, EVP_sha256(), nullptr) != 1)
+  if (sha256 == nullptr || EVP_Digest(secret_id.data(), secret_id.size(), digest, &length, sha256, nullptr) != 1)
     throw std::runtime_error("SHA-256 is not available from OpenSSL");
-  std::string out;
-  for (unsigned i = 0; i < length; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
-  }
-  return out;
+  return domain::to_hex({reinterpret_cast<const char*>(digest), length});
 }
 
 }  // namespace mooring::controlplane::acl
