@@ -1,5 +1,7 @@
 #include "cli/http_client.hpp"
 
+#include "shared/tls/certificates.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -14,6 +16,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/version.hpp>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 
 #include <algorithm>
@@ -182,8 +185,33 @@ asio::awaitable<void> request_response(Stream& stream, const HttpRequest& reques
   for (const auto& field : res) x.out.headers[lower(std::string(field.name_string()))] = std::string(field.value());
 }
 
-// The client side of HTTPS: the peer's chain checked against the CA file (or the system's CAs)
-// and its certificate checked for the host name dialled.
+// A certificate from the Mooring CA names its role (shared/tls/identity.hpp). A node agent's
+// certificate also carries "localhost" and serverAuth, so on a node it could pass the host-name
+// check for the control plane: only spiffe://mooring/server may. A certificate with no Mooring
+// identity (one from the operator's own CA, for the REST API alone) is judged by its name.
+bool speaks_for_the_control_plane(X509* cert) {
+  if (cert == nullptr) return false;
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr || PEM_write_bio_X509(bio, cert) != 1) {
+    BIO_free(bio);
+    return false;
+  }
+  char* data = nullptr;
+  const long length = BIO_get_mem_data(bio, &data);
+  auto info = tls::inspect(std::string_view(data, static_cast<std::size_t>(length)));
+  BIO_free(bio);
+  if (!info) return false;
+  for (const auto& uri : info->uris) {
+    if (!uri.starts_with(tls::kUriPrefix)) continue;
+    const auto identity = tls::parse_identity_uri(uri);
+    if (!identity || identity->role != tls::Role::server) return false;
+  }
+  return true;
+}
+
+// The client side of HTTPS: the peer's chain checked against the CA file (or the system's CAs),
+// its certificate checked for the host name dialled and, if it is a Mooring one, for the
+// control plane's identity.
 domain::Expected<std::unique_ptr<ssl::context>> client_tls(const TlsClientFiles& files, const std::string& host) {
   auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
   beast::error_code ec;
@@ -200,7 +228,12 @@ domain::Expected<std::unique_ptr<ssl::context>> client_tls(const TlsClientFiles&
       return domain::error("client key " + files.key_file + ": " + ec.message());
   }
   ctx->set_verify_mode(ssl::verify_peer);
-  ctx->set_verify_callback(ssl::host_name_verification(host));
+  ctx->set_verify_callback(
+      [by_name = ssl::host_name_verification(host)](bool preverified, ssl::verify_context& vctx) mutable {
+        if (!by_name(preverified, vctx)) return false;
+        return X509_STORE_CTX_get_error_depth(vctx.native_handle()) != 0 ||
+               speaks_for_the_control_plane(X509_STORE_CTX_get_current_cert(vctx.native_handle()));
+      });
   return ctx;
 }
 

@@ -572,6 +572,29 @@ TEST_F(CliBinary, TlsBadInputIsRefusedAndWritesNothing) {
   EXPECT_EQ(files, (std::vector<std::string>{"ca-key.pem", "ca.pem"}));
 }
 
+TEST_F(CliBinary, OverHttpsOnlyTheControlPlanesCertificateIsTrusted) {
+  // An agent's certificate is signed by the same CA and names localhost too: on a node it would
+  // pass a host-name check alone. The CLI wants spiffe://mooring/server from a Mooring CA.
+  const auto tls_dir = (dir_ / "tls").string();
+  ASSERT_EQ(run({"tls", "ca", "create", "-dir", tls_dir}).code, 0);
+  ASSERT_EQ(run({"tls", "cert", "create", "-server", "-dir", tls_dir}).code, 0);
+  ASSERT_EQ(run({"tls", "cert", "create", "-agent", "-node-id", "node-1", "-dir", tls_dir}).code, 0);
+  const std::map<std::string, std::string> env = {{"MOORING_CACERT", tls_dir + "/ca.pem"}};
+
+  FakeApi server(FakeApiTls{tls_dir + "/server.pem", tls_dir + "/server-key.pem"});
+  server.on("GET", "/v1/volumes", {200, "[]", {}});
+  auto ok = run({"-address", server.url(), "volume", "status"}, env);
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(server.requests().size(), 1u);
+
+  FakeApi impostor(FakeApiTls{tls_dir + "/agent-node-1.pem", tls_dir + "/agent-node-1-key.pem"});
+  impostor.on("GET", "/v1/volumes", {200, "[]", {}});
+  auto refused = run({"-address", impostor.url(), "volume", "status"}, env);
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_NE(refused.err.find("TLS handshake failed"), std::string::npos) << refused.err;
+  EXPECT_TRUE(impostor.requests().empty()) << "the request reached a server that is not the control plane";
+}
+
 TEST_F(CliBinary, TheTokenComesFromMooringTokenAndTheFlagWins) {
   FakeApi api;
   api.on("GET", "/v1/nodes", {200, "[]"});

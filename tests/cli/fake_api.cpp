@@ -3,6 +3,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
@@ -13,6 +15,7 @@ namespace mooring::cli {
 
 namespace asio = boost::asio;
 namespace bhttp = boost::beast::http;
+namespace ssl = asio::ssl;
 using asio::ip::tcp;
 
 struct FakeApi::Impl {
@@ -22,22 +25,30 @@ struct FakeApi::Impl {
   mutable std::mutex mu;
   std::map<std::string, CannedResponse> canned;
   std::vector<RecordedRequest> recorded;
+  std::unique_ptr<ssl::context> tls;  // null: plain HTTP
   std::thread thread;
 
   void accept() {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
       if (ec) return;
-      serve(std::move(socket));
+      if (!tls) {
+        serve(socket);
+      } else {
+        ssl::stream<tcp::socket&> secure(socket, *tls);
+        if (secure.handshake(ssl::stream_base::server, ec); !ec) serve(secure);
+      }
+      socket.shutdown(tcp::socket::shutdown_both, ec);
       accept();
     });
   }
 
   // One request per connection (the CLI sends Connection: close); blocking is fine for a test.
-  void serve(tcp::socket socket) {
+  template <class Stream>
+  void serve(Stream& stream) {
     boost::beast::flat_buffer buffer;
     bhttp::request<bhttp::string_body> req;
     boost::system::error_code ec;
-    bhttp::read(socket, buffer, req, ec);
+    bhttp::read(stream, buffer, req, ec);
     if (ec) return;
     RecordedRequest rec{std::string(req.method_string()), std::string(req.target()), req.body(), {}};
     for (const auto& f : req) {
@@ -56,12 +67,19 @@ struct FakeApi::Impl {
     for (const auto& [k, v] : answer.headers) res.set(k, v);
     res.body() = answer.body;
     res.prepare_payload();
-    bhttp::write(socket, res, ec);
-    socket.shutdown(tcp::socket::shutdown_both, ec);
+    bhttp::write(stream, res, ec);
   }
 };
 
 FakeApi::FakeApi() : impl_(std::make_unique<Impl>()) {
+  impl_->accept();
+  impl_->thread = std::thread([this] { impl_->io.run(); });
+}
+
+FakeApi::FakeApi(const FakeApiTls& tls) : impl_(std::make_unique<Impl>()) {
+  impl_->tls = std::make_unique<ssl::context>(ssl::context::tls_server);
+  impl_->tls->use_certificate_chain_file(tls.cert_file);
+  impl_->tls->use_private_key_file(tls.key_file, ssl::context::pem);
   impl_->accept();
   impl_->thread = std::thread([this] { impl_->io.run(); });
 }
@@ -80,7 +98,7 @@ void FakeApi::on(const std::string& method, const std::string& target, CannedRes
 }
 
 std::string FakeApi::url() const {
-  return "http://127.0.0.1:" + std::to_string(impl_->port);
+  return (impl_->tls ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(impl_->port);
 }
 
 std::vector<RecordedRequest> FakeApi::requests() const {

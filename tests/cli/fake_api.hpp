@@ -1,5 +1,6 @@
 // Test support for the CLI: a tiny control plane stand-in. A Beast server on 127.0.0.1 with an
-// OS-chosen port that answers canned JSON per "METHOD target" and records every request.
+// OS-chosen port that answers canned JSON per "METHOD target" and records every request; over
+// HTTPS when given a certificate and key.
 #pragma once
 
 #include <map>
@@ -23,9 +24,15 @@ struct CannedResponse {
   std::map<std::string, std::string> headers;
 };
 
+struct FakeApiTls {
+  std::string cert_file;
+  std::string key_file;
+};
+
 class FakeApi {
  public:
   FakeApi();
+  explicit FakeApi(const FakeApiTls& tls);
   ~FakeApi();
   FakeApi(const FakeApi&) = delete;
   FakeApi& operator=(const FakeApi&) = delete;
