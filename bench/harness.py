@@ -2,6 +2,10 @@
 
 One mooring-controlplane (real HTTP, gRPC, SQLite), node agents (mooring-nodeagent), each
 launching its own mooring-hostpath plugin with real bind mounts, a call log and a fault file.
+Secure like `make run` unless asked otherwise: a CA and certificates made with `mooring tls`,
+mutual TLS between the services, HTTPS for the REST API, ACLs on and bootstrapped (every request
+carries the management token). Cluster(secure=False) is the plaintext stack (--insecure
+--acl=false), for comparison.
 Everything lives in one temp dir under /tmp; close() (also on failure, Ctrl-C or SIGTERM)
 stops every process it started, unmounts whatever is left below the dir and removes it.
 Python standard library only.
@@ -14,6 +18,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -47,26 +52,43 @@ def percentile(values, p):
     return s[rank - 1]
 
 
-class Api:
-    """Keep-alive HTTP/1.1 client, one connection per thread."""
+def tls_client_context(ca_file):
+    """Checks the server against the bench's CA (and the host name, 127.0.0.1 is in the SANs)."""
+    return ssl.create_default_context(cafile=ca_file)
 
-    def __init__(self, port):
+
+class Api:
+    """Keep-alive HTTP/1.1 (or HTTPS, with `ca_file`) client, one connection per thread; sends
+    `token` as X-Mooring-Token when set."""
+
+    def __init__(self, port, ca_file=None, token=None):
         self.port = port
+        self.token = token
+        self.context = tls_client_context(ca_file) if ca_file else None
         self.local = threading.local()
 
     def _conn(self):
         c = getattr(self.local, "conn", None)
         if c is None:
-            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+            if self.context:
+                c = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=60, context=self.context)
+            else:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
             self.local.conn = c
         return c
+
+    def headers(self, has_body=False):
+        h = {"Content-Type": "application/json"} if has_body else {}
+        if self.token:
+            h["X-Mooring-Token"] = self.token
+        return h
 
     def request(self, method, path, body=None):
         data = None if body is None else (body if isinstance(body, (bytes, str)) else json.dumps(body))
         for attempt in range(2):
             c = self._conn()
             try:
-                c.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+                c.request(method, path, body=data, headers=self.headers(bool(data)))
                 r = c.getresponse()
                 payload = r.read()
                 return r.status, r.headers, payload
@@ -160,31 +182,62 @@ def wait_until(pred, timeout, interval=0.05):
 class Cluster:
     """Control plane + node agents (each with a hostpath plugin) in one temp dir."""
 
-    def __init__(self, bindir, name="mooring-bench", logs_dir=None):
+    def __init__(self, bindir, name="mooring-bench", logs_dir=None, secure=True):
         self.bindir = bindir
         self.logs_dir = logs_dir
+        self.secure = secure
         self.dir = tempfile.mkdtemp(prefix=name + "-", dir="/tmp")
         os.makedirs(os.path.join(self.dir, "hostpath"))
         os.makedirs(os.path.join(self.dir, "cp"))
         self.cp = None
         self.api = None
+        self.token = None  # the management token, once bootstrapped
         self.http_port = 0
         self.grpc_port = 0
         self.nodes = {}
         self.closed = False
+        self.tls_dir = os.path.join(self.dir, "tls")
+        if secure:
+            self.mooring("tls", "ca", "create", "-dir", self.tls_dir)
+            self.mooring("tls", "cert", "create", "-server", "-dir", self.tls_dir)
 
     FOLDERS = {"mooring-controlplane": "services/controlplane", "mooring-nodeagent": "services/nodeagent",
-               "mooring-hostpath": "plugins/hostpath"}
+               "mooring-hostpath": "plugins/hostpath", "mooring": "cli"}
 
     def bin(self, name):
         return os.path.join(self.bindir, self.FOLDERS.get(name, "bench"), name)
+
+    def mooring(self, *args):
+        """Runs the CLI (certificates); raises with its stderr when it fails."""
+        p = subprocess.run([self.bin("mooring"), *args], capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError(f"mooring {' '.join(args)}: {p.stderr.strip()}")
+        return p.stdout
+
+    def tls_file(self, name):
+        return os.path.join(self.tls_dir, name)
+
+    @property
+    def ca_file(self):
+        return self.tls_file("ca.pem") if self.secure else None
+
+    @property
+    def scheme(self):
+        return "https" if self.secure else "http"
+
+    def tls_args(self, cert):
+        """The --tls-* flags for a service presenting `cert` (a base name in tls/), or --insecure."""
+        if not self.secure:
+            return ["--insecure"]
+        return ["--tls-ca-file", self.tls_file("ca.pem"), "--tls-cert-file", self.tls_file(cert + ".pem"),
+                "--tls-key-file", self.tls_file(cert + "-key.pem")]
 
     # ---- control plane ----
     def start_controlplane(self, extra=()):
         runs = self.cp_runs = getattr(self, "cp_runs", 0) + 1
         args = [self.bin("mooring-controlplane"), "--data-dir", os.path.join(self.dir, "cp"),
                 "--http-addr", f"127.0.0.1:{self.http_port}", "--grpc-addr", f"127.0.0.1:{self.grpc_port}",
-                "--shutdown-grace", "2s", "--insecure", "--acl=false", *extra]
+                "--shutdown-grace", "2s", *self.tls_args("server"), *([] if self.secure else ["--acl=false"]), *extra]
         self.cp = Proc(args, os.path.join(self.dir, "controlplane.log"))
 
         def ports():
@@ -196,7 +249,10 @@ class Cluster:
         if not wait_until(lambda: ports() or not self.cp.running(), 60) or not ports():
             raise RuntimeError("control plane did not start:\n" + self.cp.output()[-3000:])
         self.http_port, self.grpc_port = ports()
-        self.api = Api(self.http_port)
+        self.api = Api(self.http_port, self.ca_file, self.token)
+        if self.secure and not self.token:  # first start: the one bootstrap, as `make run` does
+            self.token = self.api.json("POST", "/v1/acl/bootstrap")["SecretID"]
+            self.api.token = self.token
 
     # ---- nodes ----
     def node_dir(self, nid):
@@ -213,6 +269,8 @@ class Cluster:
 
     def start_node(self, nid, heartbeat="1s", probe_interval="500ms", extra_plugin=""):
         os.makedirs(self.node_dir(nid), exist_ok=True)
+        if self.secure and not os.path.exists(self.tls_file(f"agent-{nid}.pem")):
+            self.mooring("tls", "cert", "create", "-agent", "-node-id", nid, "-dir", self.tls_dir)
         plugin = ("hostpath,type=monolith,command=" + self.bin("mooring-hostpath") +
                   ",arg=--data-dir,arg=" + os.path.join(self.dir, "hostpath") +
                   ",arg=--node-id,arg=csi-" + nid +
@@ -223,7 +281,7 @@ class Cluster:
                 "--data-dir", os.path.join(self.node_dir(nid), "agent"),
                 # A fixed free port, not ":0": the agent advertises the configured address (see run_bench's report).
                 "--controlplane-addr", f"127.0.0.1:{self.grpc_port}", "--grpc-addr", f"127.0.0.1:{free_port()}",
-                "--heartbeat-interval", heartbeat, "--plugin", plugin, "--insecure"]
+                "--heartbeat-interval", heartbeat, "--plugin", plugin, *self.tls_args(f"agent-{nid}")]
         self.nodes[nid] = Proc(args, os.path.join(self.dir, f"{nid}.log"))
         self.wait_node_healthy(nid)
 

@@ -12,6 +12,11 @@ its target (MET / MISSED). Prints a table and writes JSON. Driven by scripts/run
   MOORING_BENCH_FOOTPRINT_N    volumes registered for the control plane footprint (default 100000)
   MOORING_BENCH_WRK_SECONDS    duration of each wrk run (default 5)
   MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,footprint,gc (default all)
+  MOORING_BENCH_INSECURE       1: every bench on the plaintext stack (--insecure --acl=false) only.
+                               Default: the stack is secure as `make run` (mutual TLS, HTTPS, ACL
+                               token on every request), and lifecycle and api run a second time on
+                               the plaintext stack in the same run, for the cost of security
+  MOORING_BENCH_COMPARE_N      lifecycles of that plaintext pass (default MOORING_BENCH_N)
   MOORING_BENCH_OUT            JSON output (default $MOORING_BIN/bench-results.json; also
                                copied to bench/results/latest.json)
 """
@@ -37,7 +42,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Cluster, free_port, now_ms, percentile, read_status, wait_until  # noqa: E402
+from harness import Cluster, free_port, now_ms, percentile, read_status, tls_client_context, wait_until  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("MOORING_BIN", "")
@@ -48,6 +53,12 @@ GC_SIZES = [int(x) for x in os.environ.get("MOORING_BENCH_GC_SIZES", "1000,10000
 FOOTPRINT_N = int(os.environ.get("MOORING_BENCH_FOOTPRINT_N", "100000"))
 WRK_SECONDS = int(os.environ.get("MOORING_BENCH_WRK_SECONDS", "5"))
 ONLY = set(x for x in os.environ.get("MOORING_BENCH_ONLY", "").split(",") if x)
+INSECURE = os.environ.get("MOORING_BENCH_INSECURE", "") == "1"
+COMPARE_N = int(os.environ.get("MOORING_BENCH_COMPARE_N", str(N)))
+
+# The pass being measured: "" for the main stack (secure unless MOORING_BENCH_INSECURE=1) whose
+# rows carry the targets, "plaintext" for the comparison pass (its rows are labelled and carry none).
+PASS = ""
 
 TASK = 'echo ok > "$MOORING_VOLUME_DATA/bench" && exec sleep 600'
 
@@ -66,6 +77,8 @@ def wanted(name):
 
 def row(bench, metric, value, unit, ref=None, ref_what="", target=None, note=""):
     """target: ("value", "<=", x) or ("ratio", ">=", x); ratio = value / ref."""
+    if PASS:
+        metric, target = f"{metric} [{PASS}]", None
     ratio = value / ref if (ref not in (None, 0) and value is not None) else None
     status = "FAILED" if target and value is None else "-"
     if target and value is not None:
@@ -78,6 +91,21 @@ def row(bench, metric, value, unit, ref=None, ref_what="", target=None, note="")
                  "reference_what": ref_what, "ratio": ratio,
                  "target": None if not target else f"{'ratio ' if target[0] == 'ratio' else ''}{target[1]} {target[2]}",
                  "status": status, "note": note})
+
+
+def dkey(name):
+    """The details key of a bench in the current pass."""
+    return f"{name}_{PASS}" if PASS else name
+
+
+def cpu_ms(pid):
+    """User + system CPU time of a process so far, ms (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def parallel(fn, items, workers):
@@ -128,8 +156,9 @@ def keep_logs(d, name):
                 pass
 
 
-def new_cluster(name):
-    c = Cluster(BIN, logs_dir=os.path.join(BIN, "bench-logs", name))
+def new_cluster(name, secure=None):
+    secure = not INSECURE if secure is None else secure
+    c = Cluster(BIN, logs_dir=os.path.join(BIN, "bench-logs", name), secure=secure)
     open_clusters.append(c)
     return c
 
@@ -234,18 +263,23 @@ def run_lifecycles(c, node, vids, concurrency, prefix):
     return to_mounted, to_freed, failures, timeline, time.perf_counter() - t0
 
 
-def bench_lifecycle(c, node):
-    vids = [f"lv-{i:05d}" for i in range(N)]
+def bench_lifecycle(c, node, n=N):
+    vids = [f"lv-{i:05d}" for i in range(n)]
     t = time.perf_counter()
     parallel(c.create_volume, vids, 4)
-    log(f"lifecycle: created {N} volumes through the hostpath controller in {time.perf_counter() - t:.1f}s")
+    log(f"lifecycle: created {n} volumes through the hostpath controller in {time.perf_counter() - t:.1f}s")
 
+    pids = {"controlplane": c.cp.pid, "agent": c.nodes[node].pid, "plugin": c.plugin_pid(node)}
+    cpu0 = {k: cpu_ms(p) for k, p in pids.items()}
     start_ms = now_ms()
     to_mounted, to_freed, failures, timeline, wall = run_lifecycles(c, node, vids, C, "life")
     end_ms = now_ms()
+    cpu1 = {k: cpu_ms(p) for k, p in pids.items()}
     done = len(to_freed)
     lps = done / wall
-    log(f"lifecycle: {done}/{N} lifecycles in {wall:.1f}s at concurrency {C} ({len(failures)} failed)")
+    log(f"lifecycle: {done}/{n} lifecycles in {wall:.1f}s at concurrency {C} ({len(failures)} failed)")
+    cpu_per = {k: (cpu1[k] - cpu0[k]) / max(1, done) for k in pids
+               if cpu0.get(k) is not None and cpu1.get(k) is not None}
     for f in failures[:5]:
         log(f"  failed: {f}")
 
@@ -275,8 +309,8 @@ def bench_lifecycle(c, node):
     task_alone = run_json([task_bin, "--dir", os.path.join(c.dir, "task-alone"), "--calls", str(max(1, done)),
                            "--concurrency", str(C)], err)
 
-    details["lifecycle"] = {
-        "n": N, "completed": done, "failed": len(failures), "failures": failures[:20], "concurrency": C,
+    details[dkey("lifecycle")] = {
+        "n": n, "cpu_ms_per_lifecycle": cpu_per, "completed": done, "failed": len(failures), "failures": failures[:20], "concurrency": C,
         "seconds": wall, "lifecycles_per_second": lps,
         "claim_to_mounted_ms": {"p50": percentile(to_mounted, 50), "p99": percentile(to_mounted, 99),
                                 "max": max(to_mounted or [0])},
@@ -287,7 +321,7 @@ def bench_lifecycle(c, node):
         "drift_p50_ms": {"first_100": first, "last_100": last},
         "reference_round_trips_k": rt_k, "reference_round_trips_n": rt_n, "reference_task_alone": task_alone,
     }
-    row("lifecycle", f"lifecycles/s (N={N}, c={C})", lps, "/s", ceiling_lps,
+    row("lifecycle", f"lifecycles/s (N={n}, c={C})", lps, "/s", ceiling_lps,
         f"{k:.1f} plain gRPC round trips per lifecycle (CSI calls seen by the plugin)",
         ("ratio", ">=", 0.5))
     row("lifecycle", "lifecycles/s vs 1 round trip each", lps, "/s", rt_n["per_second"],
@@ -297,7 +331,7 @@ def bench_lifecycle(c, node):
     # Both references saturate the same CPUs, so their costs add: a lifecycle that only started its
     # task and made its k CSI calls could go no faster than this.
     bound = 1 / (1 / task_alone["per_second"] + k / rt_k["per_second"]) if k and task_alone["per_second"] else 0
-    details["lifecycle"]["task_plus_round_trips_per_second"] = bound
+    details[dkey("lifecycle")]["task_plus_round_trips_per_second"] = bound
     row("lifecycle", "lifecycles/s vs task + round trips", lps, "/s", bound,
         f"1 / (1/task rate + {k:.1f}/round-trip rate): the task and the CSI calls alone, nothing else "
         f"(half the round-trip ceiling is {ceiling_lps / 2:.0f}/s)")
@@ -313,13 +347,13 @@ def bench_lifecycle(c, node):
     # The same lifecycle one at a time: what the design costs when the machine is not saturated
     # (at concurrency 8 the 2 vCPUs are ~80% busy and the difference is queueing).
     if SOLO_N > 0:
-        solo = vids[:min(SOLO_N, N)]
+        solo = vids[:min(SOLO_N, n)]
         s_mounted, s_freed, s_failures, _, s_wall = run_lifecycles(c, node, solo, 1, "solo")
         log(f"lifecycle: {len(s_freed)}/{len(solo)} lifecycles one at a time in {s_wall:.1f}s "
             f"({len(s_failures)} failed)")
         rt_1 = run_json([grpc_bin, "--socket", sock, "--calls", str(max(1, round(k * len(solo)))),
                          "--concurrency", "1"], err)
-        details["lifecycle"]["one_at_a_time"] = {
+        details[dkey("lifecycle")]["one_at_a_time"] = {
             "n": len(solo), "completed": len(s_freed), "failed": len(s_failures), "failures": s_failures[:20],
             "seconds": s_wall,
             "claim_to_mounted_ms": {"p50": percentile(s_mounted, 50), "p99": percentile(s_mounted, 99)},
@@ -332,14 +366,19 @@ def bench_lifecycle(c, node):
             row("lifecycle", "failed lifecycles at c=1", len(s_failures), "", None, "", ("value", "<=", 0))
     if failures:
         row("lifecycle", "failed lifecycles", len(failures), "", None, "", ("value", "<=", 0))
+    if "controlplane" in cpu_per and "agent" in cpu_per:
+        row("lifecycle", "CPU per lifecycle, control plane + agent", cpu_per["controlplane"] + cpu_per["agent"], "ms",
+            cpu_per.get("plugin"), "the plugin's CPU per lifecycle",
+            note=f"control plane {cpu_per['controlplane']:.2f} ms, agent {cpu_per['agent']:.2f} ms")
 
 
 # --------------------------------------------------------------------------------------------
 # API: wrk against the control plane and against nginx serving the same bytes
 
-def wrk(url, seconds):
-    p = subprocess.run(["wrk", "-t1", "-c16", f"-d{seconds}s", "--latency", url], capture_output=True, text=True,
-                       timeout=seconds + 60)
+def wrk(url, seconds, token=None):
+    auth = ["-H", f"X-Mooring-Token: {token}"] if token else []
+    p = subprocess.run(["wrk", "-t1", "-c16", f"-d{seconds}s", "--latency", *auth, url], capture_output=True,
+                       text=True, timeout=seconds + 60)
     out = p.stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 
@@ -378,6 +417,10 @@ def bench_api(c, one_vid):
                 f.write(body)
             os.chmod(os.path.join(ndir, name), 0o644)
         port = free_port()
+        # Over HTTPS when the stack is: the same certificate and key as the control plane's.
+        listen = (f"listen 127.0.0.1:{port} ssl; ssl_certificate {c.tls_file('server.pem')}; "
+                  f"ssl_certificate_key {c.tls_file('server-key.pem')}; ssl_protocols TLSv1.2 TLSv1.3;") \
+            if c.secure else f"listen 127.0.0.1:{port};"
         temps = " ".join(f"{k}_temp_path {ndir}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         conf = f"""
 worker_processes 1;
@@ -390,7 +433,7 @@ http {{
   sendfile on;
   {temps}
   server {{
-    listen 127.0.0.1:{port};
+    {listen}
     location = /v1/volumes {{ default_type application/json; alias {ndir}/volumes.json; }}
     location = /v1/volume/csi/{one_vid} {{ default_type application/json; alias {ndir}/volume.json; }}
   }}
@@ -410,15 +453,16 @@ http {{
 
         if not wait_until(nginx_up, 10):
             raise RuntimeError("nginx did not start: " + open(os.path.join(ndir, "error.log")).read())
-        mooring = f"http://127.0.0.1:{c.http_port}"
-        ref = f"http://127.0.0.1:{port}"
+        mooring = f"{c.scheme}://127.0.0.1:{c.http_port}"
+        ref = f"{c.scheme}://127.0.0.1:{port}"
+        ctx = tls_client_context(c.ca_file) if c.secure else None
         out = {"list_volumes": count, "list_bytes": len(list_body), "one_bytes": len(one_body)}
         for key, path in (("list", "/v1/volumes"), ("one", f"/v1/volume/csi/{one_vid}")):
             # a sanity check that both serve the same bytes
-            if urllib.request.urlopen(ref + path).read() != (list_body if key == "list" else one_body):
+            if urllib.request.urlopen(ref + path, context=ctx).read() != (list_body if key == "list" else one_body):
                 raise RuntimeError("nginx does not serve the saved bytes")
-            wrk(mooring + path, 1)  # warm-up
-            m = wrk(mooring + path, WRK_SECONDS)
+            wrk(mooring + path, 1, c.token)  # warm-up
+            m = wrk(mooring + path, WRK_SECONDS, c.token)
             wrk(ref + path, 1)
             r = wrk(ref + path, WRK_SECONDS)
             out[key] = {"mooring": {k: v for k, v in m.items() if k != "raw"},
@@ -426,10 +470,11 @@ http {{
             label = f"GET /v1/volumes ({count} volumes, {len(list_body) // 1024} KiB)" if key == "list" \
                 else f"GET /v1/volume/csi/:id ({len(one_body)} B)"
             note = "" if not m["non_2xx"] and not m["socket_errors"] else f"non-2xx {m['non_2xx']} {m['socket_errors']}"
-            row("api", label + " req/s", m["rps"], "/s", r["rps"], "nginx, same bytes, wrk -t1 -c16",
+            over = "over HTTPS, same certificate" if c.secure else "plain HTTP"
+            row("api", label + " req/s", m["rps"], "/s", r["rps"], f"nginx, same bytes, {over}, wrk -t1 -c16",
                 ("ratio", ">=", 0.5), note)
             row("api", label.split(" (")[0] + " p99", m["p99_ms"], "ms", r["p99_ms"], "nginx p99")
-        details["api"] = out
+        details[dkey("api")] = out
     finally:
         if nginx:
             nginx.send_signal(signal.SIGQUIT)
@@ -694,6 +739,51 @@ def bench_gc():
 
 
 # --------------------------------------------------------------------------------------------
+# the cost of security: lifecycle and api again on the plaintext stack, in the same run
+
+def plaintext_pass():
+    global PASS
+    c = new_cluster("cluster-plaintext", secure=False)
+    PASS = "plaintext"
+    try:
+        c.start_controlplane()
+        c.start_node("n1")
+        time.sleep(2.0)
+        if wanted("lifecycle"):
+            bench_lifecycle(c, "n1", COMPARE_N)
+        if wanted("api"):
+            bench_api(c, "lv-00000" if wanted("lifecycle") else "av-00000")
+    finally:
+        PASS = ""
+        close_cluster(c)
+    security_cost_rows()
+
+
+def security_cost_rows():
+    """The secure stack's figures over the plaintext stack's, measured in this run."""
+    sec, pt = details.get("lifecycle"), details.get("lifecycle_plaintext")
+    if sec and pt:
+        for label, key, pct in (("claim-to-mounted p50", "claim_to_mounted_ms", "p50"),
+                                ("stop-to-freed p50", "stop_to_freed_ms", "p50"),
+                                ("stop-to-freed p99", "stop_to_freed_ms", "p99")):
+            row("security", f"{label}, secure", sec[key][pct], "ms", pt[key][pct], "plaintext stack, same run")
+        row("security", "lifecycles/s, secure", sec["lifecycles_per_second"], "/s", pt["lifecycles_per_second"],
+            "plaintext stack, same run")
+        cs, cp = sec.get("cpu_ms_per_lifecycle", {}), pt.get("cpu_ms_per_lifecycle", {})
+        if all(k in d for d in (cs, cp) for k in ("controlplane", "agent")):
+            row("security", "CPU per lifecycle (control plane + agent), secure", cs["controlplane"] + cs["agent"], "ms",
+                cp["controlplane"] + cp["agent"], "plaintext stack, same run",
+                note=f"control plane {cs['controlplane']:.2f} vs {cp['controlplane']:.2f} ms, "
+                     f"agent {cs['agent']:.2f} vs {cp['agent']:.2f} ms")
+    sec, pt = details.get("api"), details.get("api_plaintext")
+    if sec and pt:
+        for key, label in (("list", "GET /v1/volumes"), ("one", "GET /v1/volume/csi/:id")):
+            row("security", f"{label} req/s, HTTPS + token", sec[key]["mooring"]["rps"], "/s",
+                pt[key]["mooring"]["rps"], "plain HTTP, no ACL, same run",
+                note=f"nginx: HTTPS {sec[key]['nginx']['rps']:.0f}/s, plain {pt[key]['nginx']['rps']:.0f}/s")
+
+
+# --------------------------------------------------------------------------------------------
 
 def fmt(v, unit=""):
     if v is None:
@@ -766,8 +856,9 @@ def main():
     failed = []
 
     def run_one(name, fn):
-        """Runs one bench if asked for; a failed bench is a row and a note, and never hides the others."""
-        if not wanted(name):
+        """Runs one bench if asked for; a failed bench is a row and a note, and never hides the others.
+        The plaintext pass is asked for through lifecycle and api."""
+        if not wanted(name) and name != "plaintext":
             return
         log(f"{name} ...")
         t = time.perf_counter()
@@ -780,7 +871,8 @@ def main():
             failed.append(f"{name}: {e}")
             row(name, "bench failed", None, "", None, "", ("value", "<=", 0), str(e)[:200])
         log(f"{name} done in {time.perf_counter() - t:.0f}s")
-    log(f"N={N} concurrency={C} gc={GC_SIZES} footprint={FOOTPRINT_N} wrk={WRK_SECONDS}s on {os.cpu_count()} cores")
+    log(f"N={N} concurrency={C} gc={GC_SIZES} footprint={FOOTPRINT_N} wrk={WRK_SECONDS}s on {os.cpu_count()} cores; "
+        f"stack {'plaintext (MOORING_BENCH_INSECURE=1)' if INSECURE else 'secure (mutual TLS, HTTPS, ACL token)'}")
     try:
         if wanted("lifecycle") or wanted("api") or wanted("agent"):
             c = new_cluster("cluster")
@@ -806,6 +898,8 @@ def main():
                     run_one(name, fn)
             finally:
                 close_cluster(c)
+        if not INSECURE and (wanted("lifecycle") or wanted("api")):
+            run_one("plaintext", plaintext_pass)
         for name, fn in (("footprint", bench_footprint), ("gc", bench_gc)):
             run_one(name, fn)
     finally:
@@ -827,6 +921,8 @@ def main():
         for k, v in lc["breakdown_p50_ms"].items():
             print(f"  {k:<62} {v:8.1f} {tc.get(k, float('nan')):8.1f} {ts.get(k, float('nan')):8.1f}")
     result = {"machine": machine(), "settings": {"n": N, "concurrency": C, "gc_sizes": GC_SIZES,
+                                                 "stack": "plaintext" if INSECURE else "secure",
+                                                 "compare_n": None if INSECURE else COMPARE_N,
                                                  "footprint_volumes": FOOTPRINT_N, "wrk_seconds": WRK_SECONDS},
               "rows": rows, "details": details, "failed": failed,
               "seconds": time.perf_counter() - started}
