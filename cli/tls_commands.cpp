@@ -1,13 +1,16 @@
 // `mooring tls ca create` and `mooring tls cert create` (the shape of `nomad tls`): a CA and the
 // certificates for mutual TLS between the control plane and node agents, written as files
 // (0600) in -dir. Local only: no API call. The identity each certificate carries is described
-// in shared/tls/identity.hpp.
+// in shared/tls/identity.hpp. `mooring tls cert request` is node enrollment: the key is made
+// here, only its CSR goes to the control plane (POST /v1/node/:id/enroll), which signs it.
 #include <charconv>
 #include <filesystem>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
+#include "cli/format.hpp"
+#include "shared/domain/time.hpp"
 #include "shared/tls/cert_files.hpp"
 
 namespace mooring::cli {
@@ -94,6 +97,73 @@ int cert_create(Context& ctx, const Invocation& inv) {
                        *written);
 }
 
+// The node certificate in `paths` is still good for longer than `within` with its key: nothing
+// to request.
+bool still_valid(const tls::PairPaths& paths, const tls::Identity& identity, std::chrono::milliseconds within,
+                 std::string& until) {
+  auto pair = tls::read_pair(paths);
+  if (!pair || !tls::key_matches(pair->cert_pem, pair->key_pem)) return false;
+  auto info = tls::inspect(pair->cert_pem);
+  if (!info || info->identity != identity) return false;
+  until = domain::format_time(std::chrono::time_point_cast<std::chrono::milliseconds>(info->not_after));
+  return info->not_after - std::chrono::system_clock::now() > within;
+}
+
+int cert_request(Context& ctx, const Invocation& inv) {
+  const auto node_id = inv.flag("node-id");
+  if (!node_id) return usage_error(ctx, "-node-id ID is required (the node id the agent runs with)");
+  if (!tls::is_valid_node_id(*node_id))
+    return usage_error(ctx, "-node-id: \"" + *node_id + "\" must be 1-128 characters of [A-Za-z0-9._-]");
+  std::optional<std::chrono::milliseconds> renew_within;
+  if (auto w = inv.flag("renew-within")) {
+    renew_within = parse_duration(*w);
+    if (!renew_within) return usage_error(ctx, "-renew-within: expected a duration like \"720h\", got \"" + *w + "\"");
+  }
+  const tls::Identity identity{tls::Role::agent, *node_id};
+  const fs::path dir = inv.flag("dir").value_or(".");
+  const auto paths = tls::pair_paths(dir, identity);
+  const auto ca_path = tls::ca_paths(dir).cert;
+  if (std::string until; renew_within && still_valid(paths, identity, *renew_within, until)) {
+    ctx.out() << "==> " << paths.cert.string() << " is valid until " << until << "; nothing to request\n";
+    return kExitOk;
+  }
+
+  // A key that is there already is kept: renewing with it is what a live node may do.
+  std::error_code ec;
+  const bool have_key = fs::exists(paths.key, ec);
+  std::string key_pem;
+  if (have_key) {
+    auto key = tls::read_text(paths.key);
+    if (!key) return ctx.fail(key.error());
+    key_pem = std::move(*key);
+  }
+  auto csr = tls::create_csr(identity, key_pem);
+  if (!csr) return ctx.fail((have_key ? paths.key.string() + ": " : std::string()) + csr.error());
+  auto reply = ctx.call("POST", "/v1/node/" + url_encode(*node_id) + "/enroll", nlohmann::json{{"CSR", csr->csr_pem}});
+  if (!reply) return kExitError;
+  const auto cert = reply->body.value("Certificate", std::string());
+  const auto ca = reply->body.value("CA", std::string());
+  auto info = tls::inspect(cert);
+  // What came back must be for our key and identity, from the CA it came with.
+  if (!info || info->identity != identity || !tls::key_matches(cert, csr->key_pem) || !tls::signed_by(cert, ca))
+    return ctx.fail("the control plane at " + ctx.address() + " answered with a certificate that is not for " +
+                    tls::identity_uri(identity) + " and this key; nothing was written");
+  // Key first, then the certificate, then the CA: a reader never sees a certificate without its key.
+  if (!have_key)
+    if (auto w = tls::replace_file(paths.key, csr->key_pem); !w) return ctx.fail(w.error());
+  if (auto w = tls::replace_file(paths.cert, cert); !w) return ctx.fail(w.error());
+  if (auto w = tls::replace_file(ca_path, ca); !w) return ctx.fail(w.error());
+  if (ctx.json())
+    return ctx.print_json({{"NodeID", *node_id}, {"Certificate", paths.cert.string()}, {"Key", paths.key.string()},
+                           {"CA", ca_path.string()}, {"Expires", reply->body.value("Expires", std::string())}}),
+           kExitOk;
+  ctx.out() << "==> " << (have_key ? "Renewed" : "Enrolled") << " " << tls::identity_uri(identity) << ", valid until "
+            << reply->body.value("Expires", std::string()) << "\n";
+  print_written(ctx, "node certificate", paths);
+  ctx.out() << "==> CA certificate saved to: " << ca_path.string() << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<CommandSpec> tls_commands() {
@@ -125,6 +195,19 @@ std::vector<CommandSpec> tls_commands() {
                "(-server), a node agent (-agent -node-id ID) or the CLI (-cli). Files: server.pem,\n"
                "agent-ID.pem or cli.pem, each with a -key.pem beside it (0600), in -dir.",
        .run = cert_create},
+      {.words = {"tls", "cert", "request"},
+       .flags = {{.name = "node-id", .takes_value = true, .value_name = "ID",
+                  .help = "the node id the agent runs with (spiffe://mooring/node/ID)"},
+                 {.name = "renew-within", .takes_value = true, .value_name = "DURATION",
+                  .help = "do nothing while DIR holds a certificate for the node valid longer than this"},
+                 dir},
+       .summary = "Enroll a node: have the control plane sign a certificate for a local key",
+       .help = "Node enrollment: makes an ECDSA P-256 key in -dir (or keeps the one there, so a renewal\n"
+               "keeps the key), sends only a CSR to POST /v1/node/ID/enroll and writes agent-ID.pem,\n"
+               "agent-ID-key.pem and the CA's ca.pem (0600) in -dir. Needs a token with node:write\n"
+               "(-token or MOORING_TOKEN). While the node is live the control plane signs only for the\n"
+               "key its current certificate holds, unless the token is a management token.",
+       .run = cert_request},
   };
 }
 

@@ -44,6 +44,7 @@
 #include "shared/log/log.hpp"
 #include "shared/rpc/server.hpp"
 #include "shared/rpc/transport_security.hpp"
+#include "shared/tls/cert_files.hpp"
 
 namespace asio = boost::asio;
 using namespace mooring;
@@ -103,6 +104,25 @@ int transport_security(const ControlPlaneConfig& flags, const log::Logger& log,
   return 2;
 }
 
+// Node enrollment signs with the CA of --tls-ca-file and the key of --tls-ca-key-file: a key that
+// is missing or does not match stops the start, rather than the first node's enrollment.
+int enrollment_ca(const ControlPlaneConfig& flags, const log::Logger& log, tls::PairPaths& out) {
+  if (flags.tls_ca_key_file.empty()) return 0;
+  out = {flags.tls_ca_file, flags.tls_ca_key_file};
+  auto ca = tls::read_pair(out);
+  if (!ca) {
+    log.error("cannot use --tls-ca-key-file", {{"error", ca.error()}});
+    return 1;
+  }
+  if (!tls::key_matches(ca->cert_pem, ca->key_pem)) {
+    log.error("cannot use --tls-ca-key-file: it is not the key of --tls-ca-file",
+              {{"tls_ca_file", flags.tls_ca_file}, {"tls_ca_key_file", flags.tls_ca_key_file}});
+    return 1;
+  }
+  log.info("node enrollment on: nodes' CSRs are signed with the CA", {{"tls_ca_file", flags.tls_ca_file}});
+  return 0;
+}
+
 domain::Expected<std::unique_ptr<audit::AuditLog>> open_audit_log(const ControlPlaneConfig& flags) {
   std::vector<std::filesystem::path> files{std::filesystem::path(flags.data_dir) / "audit.log"};
   if (!flags.audit_log.empty()) files.emplace_back(flags.audit_log);
@@ -155,6 +175,8 @@ int main(int argc, char** argv) {
   }
   std::shared_ptr<const rpc::TransportSecurity> security;
   if (int refused = transport_security(flags, logger, security)) return refused;
+  tls::PairPaths enrollment;
+  if (int refused = enrollment_ca(flags, logger, enrollment)) return refused;
 
   // Secrets are sealed on their way to SQLite and opened on load (secrets/sealed_backend.hpp);
   // the keyring is written on the first start, before anything is sealed with it.
@@ -220,6 +242,7 @@ int main(int argc, char** argv) {
   api_options.cors.write_origins = flags.cors_write_origins;
   api_options.keyring = &sealed;
   api_options.acl = flags.acl;
+  api_options.enrollment_ca = enrollment;
   api::Api api{store, volume_lifecycle, api_options};
 
   http::Server server{io.get_executor(), http_config, [&api](http::Request r) { return api.handle(std::move(r)); }};

@@ -35,6 +35,9 @@ struct Node {
   // The not-after time of the certificate the agent last called with (mutual TLS); unset in
   // plaintext. `mooring node status` shows it, so renewals are not missed.
   Time certificate_expires{};
+  // The hex SHA-256 of that certificate's public key: node enrollment signs a new certificate
+  // for a live node only for this key (services/controlplane/nodes/enrollment.hpp).
+  std::string certificate_key_sha256;
   std::vector<NodeEvent> events;  // newest last; capped by the control plane
   std::uint64_t create_index = 0;
   std::uint64_t modify_index = 0;

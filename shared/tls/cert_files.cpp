@@ -25,7 +25,13 @@ Expected<PairPaths> write_pair(const PairPaths& paths, const KeyPair& pair) {
     std::error_code ec;
     if (fs::exists(*p, ec)) return domain::error(p->string() + " already exists; remove it first to replace it");
   }
-  const auto dir = paths.cert.parent_path();
+  if (auto key = replace_file(paths.key, pair.key_pem); !key) return domain::error(key.error());
+  if (auto cert = replace_file(paths.cert, pair.cert_pem); !cert) return domain::error(cert.error());
+  return paths;
+}
+
+Expected<fs::path> replace_file(const fs::path& path, std::string_view content) {
+  const auto dir = path.parent_path();
   if (!dir.empty()) {
     std::error_code ec;
     if (!fs::exists(dir, ec)) {
@@ -35,11 +41,9 @@ Expected<PairPaths> write_pair(const PairPaths& paths, const KeyPair& pair) {
     }
   }
   // write_file_atomically creates its temp file 0600 and renames it into place.
-  if (auto ec = durable::write_file_atomically(paths.key, pair.key_pem))
-    return domain::error("cannot write " + paths.key.string() + ": " + ec.message());
-  if (auto ec = durable::write_file_atomically(paths.cert, pair.cert_pem))
-    return domain::error("cannot write " + paths.cert.string() + ": " + ec.message());
-  return paths;
+  if (auto ec = durable::write_file_atomically(path, content))
+    return domain::error("cannot write " + path.string() + ": " + ec.message());
+  return path;
 }
 
 Expected<std::string> read_text(const fs::path& path) {

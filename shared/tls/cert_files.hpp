@@ -27,6 +27,10 @@ PairPaths pair_paths(const std::filesystem::path& dir, const Identity& identity)
 // when either file exists, so a CA or a key is never replaced by mistake.
 Expected<PairPaths> write_pair(const PairPaths& paths, const KeyPair& pair);
 
+// Writes one file 0600 atomically, replacing what is there (a renewed certificate, the CA an
+// enrollment answered with); the directory is created 0700 if missing.
+Expected<std::filesystem::path> replace_file(const std::filesystem::path& path, std::string_view content);
+
 // The file's whole content; an error names the file.
 Expected<std::string> read_text(const std::filesystem::path& path);
 // Both files; an error names the one that could not be read.

@@ -1,6 +1,7 @@
 // Creating and reading certificates with OpenSSL: an ECDSA P-256 CA, leaf certificates signed by
 // it for the control plane, a node agent or the CLI (identity.hpp), and what a PEM certificate
-// says (subject, identity, SANs, validity) for logs, expiry warnings and `mooring node status`.
+// says (subject, identity, SANs, validity, key) for logs, expiry warnings and `mooring node
+// status`. Node enrollment: a CSR made where its key stays, checked and signed by the CA.
 // No I/O: PEM text in, PEM text out (cert_files.hpp writes them).
 #pragma once
 
@@ -47,6 +48,7 @@ struct CertificateInfo {
   std::vector<std::string> ip_addresses;
   std::vector<std::string> uris;
   bool is_ca = false;
+  std::string public_key_sha256;  // hex SHA-256 of the DER SubjectPublicKeyInfo
   std::chrono::system_clock::time_point not_before;
   std::chrono::system_clock::time_point not_after;
 };
@@ -57,6 +59,28 @@ Expected<CertificateInfo> inspect(std::string_view pem);
 bool signed_by(std::string_view cert_pem, std::string_view ca_pem);
 // True when `key_pem` is the private key of `cert_pem`.
 bool key_matches(std::string_view cert_pem, std::string_view key_pem);
+
+// ---- certificate signing requests (node enrollment) ----
+struct CsrPair {
+  std::string csr_pem;
+  std::string key_pem;  // PKCS#8, unencrypted; never leaves the machine that made it
+};
+// A CSR for `identity` (its URI SAN), with the key in `key_pem`, or a new P-256 key when empty.
+Expected<CsrPair> create_csr(const Identity& identity, std::string_view key_pem = {});
+
+struct CsrInfo {
+  std::vector<std::string> uris;
+  std::vector<std::string> dns_names;
+  std::vector<std::string> ip_addresses;
+  std::vector<std::string> other_names;  // SANs of any other type ("email:...", "other")
+  std::string public_key_sha256;         // as in CertificateInfo
+};
+// A CSR that is PEM, whose self-signature verifies and whose key is ECDSA P-256; otherwise an
+// error saying which. What it may ask for is the caller's decision.
+Expected<CsrInfo> inspect_csr(std::string_view pem);
+// A certificate for `request`, signed by `ca`, for the key of the CSR (checked as inspect_csr
+// does). Only `request` decides the names: nothing else of the CSR is copied.
+Expected<std::string> sign_csr(const KeyPair& ca, std::string_view csr_pem, const CertRequest& request);
 
 // A warning for a certificate that expires within `within` of `now` (or has expired); nullopt
 // otherwise. Names the subject and the days left. Pure.

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shared/tls/certificates.hpp"
 #include "tests/cli/fake_api.hpp"
 
 extern char** environ;
@@ -593,6 +594,46 @@ TEST_F(CliBinary, OverHttpsOnlyTheControlPlanesCertificateIsTrusted) {
   EXPECT_EQ(refused.code, 1) << refused.out;
   EXPECT_NE(refused.err.find("TLS handshake failed"), std::string::npos) << refused.err;
   EXPECT_TRUE(impostor.requests().empty()) << "the request reached a server that is not the control plane";
+}
+
+// `mooring tls cert request` (node enrollment) against canned answers: the CSR and the token
+// go to the node's enroll endpoint; what comes back is written only when it is a certificate for
+// the key made here, from the CA it came with; a refusal writes nothing, not even the key.
+TEST_F(CliBinary, TlsCertRequestSendsOnlyACsrAndWritesTheAnswerForItsKey) {
+  const auto tls_dir = dir_ / "node-tls";
+  // The fake cannot sign, so the "control plane" answers with a certificate for another key.
+  auto ca = tls::create_ca({});
+  ASSERT_TRUE(ca);
+  auto foreign = tls::create_certificate(*ca, {.identity = {tls::Role::agent, "node-1"}});
+  ASSERT_TRUE(foreign);
+  FakeApi api;
+  api.on("POST", "/v1/node/node-1/enroll",
+         {200, nlohmann::json{{"NodeID", "node-1"}, {"Certificate", foreign->cert_pem}, {"CA", ca->cert_pem}}.dump()});
+  api.on("POST", "/v1/node/node-2/enroll", {409, R"({"Error":"node \"node-2\" is live with a certificate for another key"})"});
+  auto r = run({"-address", api.url(), "tls", "cert", "request", "-node-id", "node-1", "-dir", tls_dir.string()},
+               {{"MOORING_TOKEN", "enroll-secret"}});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("not for spiffe://mooring/node/node-1 and this key; nothing was written"), std::string::npos) << r.err;
+  auto refused = run({"-address", api.url(), "tls", "cert", "request", "-node-id", "node-2", "-dir", tls_dir.string()},
+                     {{"MOORING_TOKEN", "enroll-secret"}});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("is live with a certificate for another key"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(tls_dir));
+
+  const auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].headers.at("x-mooring-token"), "enroll-secret");
+  const auto body = nlohmann::json::parse(reqs[0].body);
+  auto csr = tls::inspect_csr(body.value("CSR", ""));
+  ASSERT_TRUE(csr) << csr.error();
+  EXPECT_EQ(csr->uris, std::vector<std::string>{"spiffe://mooring/node/node-1"});
+  EXPECT_EQ(reqs[0].body.find("PRIVATE KEY"), std::string::npos);
+
+  EXPECT_EQ(run({"tls", "cert", "request", "-dir", tls_dir.string()}).code, 2);
+  auto bad = run({"tls", "cert", "request", "-node-id", "../x", "-dir", tls_dir.string()});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("-node-id: \"../x\""), std::string::npos) << bad.err;
+  EXPECT_EQ(run({"tls", "cert", "request", "-node-id", "n", "-renew-within", "soon"}).code, 2);
 }
 
 TEST_F(CliBinary, TheTokenComesFromMooringTokenAndTheFlagWins) {

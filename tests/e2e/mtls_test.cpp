@@ -197,7 +197,7 @@ TEST_F(MutualTls, AnAgentRefusesToStartWithAnotherNodesCertificate) {
   EXPECT_NE(cluster->node_log("node-3").find("agent of node node-1"), std::string::npos) << cluster->node_log("node-3");
 }
 
-TEST_F(MutualTls, NodeStatusShowsTheAgentsCertificateExpiry) {
+TEST_F(MutualTls, NodeStatusShowsTheAgentsCertificateExpiryAndKey) {
   // The control plane reads it from the certificate the agent called with, not from its word.
   auto pem = tls::read_text(cluster->pki().agent("node-1").cert);
   ASSERT_TRUE(pem) << pem.error();
@@ -207,6 +207,8 @@ TEST_F(MutualTls, NodeStatusShowsTheAgentsCertificateExpiry) {
       domain::format_time(std::chrono::time_point_cast<std::chrono::milliseconds>(info->not_after));
   EXPECT_EQ(cluster->get("/v1/node/node-1").value("CertificateExpires", ""), expected);
   EXPECT_EQ(cluster->get("/v1/nodes")[0].value("CertificateExpires", ""), expected);
+  // And the certificate's key, which node enrollment holds a live node to.
+  EXPECT_EQ(cluster->get("/v1/node/node-1").value("CertificateKeySHA256", ""), info->public_key_sha256);
 
   // The CLI shows it, with a hint a month ahead (the test certificates last 30 days).
   const auto out_file = cluster->dir() / "node-status.out";

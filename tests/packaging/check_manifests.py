@@ -13,6 +13,12 @@ What is checked (each check says PASS, FAIL or SKIP with the reason):
     the health/ready paths exist in the control plane's router, and sockets/mounts line up between
     each agent and its plugin (same socket path, rshared/Bidirectional data dir, privileged)
   - `docker-compose config` and `kubectl kustomize` accept the files (when installed)
+  - nothing runs in plaintext or without ACLs: no --insecure or --acl=false (nor their
+    environment or config-file spellings) anywhere; the control plane has its TLS files and the
+    CA key for node enrollment, agents theirs from their enrollment (compose: an enroll service;
+    Kubernetes: an init container with the node name and the enrollment token from a Secret),
+    probes and healthchecks use HTTPS, the CA key reaches no node, and the one-shot init steps
+    (docker/mooring-init.sh) are ones the script knows, with options it parses
 Exit 0 when nothing failed, 1 on failures, 77 (ctest skip) when nothing could be checked.
 """
 import argparse
@@ -38,6 +44,9 @@ BINARIES = {
 }
 IMAGE_BINARY = {"controlplane": "mooring-controlplane", "nodeagent": "mooring-nodeagent", "hostpath": "mooring-hostpath"}
 DEFAULT_PORTS = {"http": 4700, "controlplane-grpc": 4701, "agent-grpc": 4702}
+INIT_SCRIPT = "docker/mooring-init.sh"
+INIT_STEPS = {"tls", "acl", "enroll", "k8s-tls", "k8s-acl"}
+TLS_FLAGS = ("tls-ca-file", "tls-cert-file", "tls-key-file")
 PLUGIN_KEYS = {"id", "type", "command", "args", "env", "socket", "health_timeout", "probe_interval",
                "fingerprint_interval", "stop_timeout"}
 
@@ -205,6 +214,128 @@ def check_dockerfile(c):
     c.check_target("mooring")
 
 
+# ---- nothing in plaintext, nothing without ACLs ----
+def plaintext_settings(value, where="", out=None):
+    """Every place in a parsed manifest (dicts, lists, strings) that turns TLS or ACLs off:
+    --insecure, --acl=false (or "--acl" "false"), MOORING_*INSECURE / MOORING_CP_ACL in an env
+    list or map, and "insecure": true / "acl": false in an embedded JSON config."""
+    out = [] if out is None else out
+    false_words = {"false", "0", "no", "off"}
+    if isinstance(value, dict):
+        name, val = value.get("name"), value.get("value")
+        if isinstance(name, str) and "value" in value:  # a Kubernetes env entry
+            check_env(name, val, where, out)
+        for k, v in value.items():
+            if isinstance(k, str) and k.startswith("MOORING") and not isinstance(v, (dict, list)):
+                check_env(k, v, where, out)  # a compose environment map
+            if k == "insecure" and v is True:
+                out.append(f"{where}: \"insecure\": true")
+            if k == "acl" and v is False:
+                out.append(f"{where}: \"acl\": false")
+            plaintext_settings(v, f"{where}.{k}" if where else str(k), out)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if v == "--acl" and i + 1 < len(value) and str(value[i + 1]).lower() in false_words:
+                out.append(f"{where}: --acl {value[i + 1]}")
+            plaintext_settings(v, f"{where}[{i}]", out)
+    elif isinstance(value, str):
+        for word in value.split():
+            m = re.match(r"^--(insecure|acl)(?:=(.*))?$", word)
+            if m and m.group(1) == "insecure" and (m.group(2) or "true").lower() not in false_words:
+                out.append(f"{where}: {word}")
+            elif m and m.group(1) == "acl" and (m.group(2) or "").lower() in false_words and m.group(2):
+                out.append(f"{where}: {word}")
+        if value.lstrip().startswith("{"):
+            try:
+                plaintext_settings(json.loads(value), where, out)
+            except json.JSONDecodeError:
+                pass
+    return out
+
+
+def check_env(name, val, where, out):
+    text = str(val).lower() if val is not None else "true"
+    if re.fullmatch(r"MOORING(_CP)?_INSECURE", name) and text not in {"false", "0", "no", "off", ""}:
+        out.append(f"{where}: {name}={val}")
+    if name == "MOORING_CP_ACL" and text in {"false", "0", "no", "off"}:
+        out.append(f"{where}: {name}={val}")
+
+
+def self_test_plaintext_detection(c):
+    """The detector must see each spelling, or the check below proves nothing."""
+    bad = [{"command": ["--insecure"]}, {"args": ["--acl=false"]}, {"args": ["--acl", "false"]},
+           {"command": "mooring-controlplane --insecure --data-dir x"}, {"CMD": ["--insecure=true"]},
+           {"env": [{"name": "MOORING_CP_INSECURE", "value": "1"}]}, {"environment": {"MOORING_INSECURE": "true"}},
+           {"env": [{"name": "MOORING_CP_ACL", "value": "false"}]}, {"data": {"agent.json": '{"insecure": true}'}}]
+    good = [{"args": ["--acl=true", "--insecure=false", "--tls-ca-file=x"]}, {"command": ["--data-dir", "/x"]}]
+    missed = [d for d in bad if not plaintext_settings(d)]
+    wrong = [d for d in good if plaintext_settings(d)]
+    c.expect(not missed and not wrong, "the plaintext check detects --insecure/--acl=false in every spelling"
+             + (f" (missed {missed}, wrongly flagged {wrong})" if missed or wrong else ""))
+
+
+def check_no_plaintext(c):
+    self_test_plaintext_detection(c)
+    sources = {"docker/compose.yaml": yaml.safe_load(c.read("docker/compose.yaml"))}
+    kdir = "deploy/kubernetes"
+    for f in sorted(os.listdir(c.path(kdir))):
+        if f.endswith(".yaml"):
+            sources[f"{kdir}/{f}"] = list(yaml.safe_load_all(c.read(f"{kdir}/{f}")))
+    sources["docker/agent.json"] = json.loads(c.read("docker/agent.json"))
+    stages = dockerfile_stages(c.read("docker/Dockerfile"))
+    sources["docker/Dockerfile"] = {t: {"ENTRYPOINT": st["entrypoint"], "CMD": st["cmd"]} for t, st in stages.items()}
+    healthchecks = [ln for ln in c.read("docker/Dockerfile").splitlines() if "curl" in ln and "http://" in ln]
+    for where, doc in sources.items():
+        found = plaintext_settings(doc, where)
+        c.expect(not found, f"{where}: nothing turns TLS or ACLs off" + (f": {found}" if found else ""))
+    c.expect(not healthchecks, "Dockerfile: healthchecks use https" + (f": {healthchecks}" if healthchecks else ""))
+
+
+def check_init_script(c):
+    path = c.path(INIT_SCRIPT)
+    if not c.expect(os.access(path, os.X_OK), f"{INIT_SCRIPT} exists and is executable"):
+        return
+    res = subprocess.run(["bash", "-n", path], capture_output=True, text=True, timeout=30)
+    c.expect(res.returncode == 0, f"bash -n {INIT_SCRIPT}" + (f": {res.stderr}" if res.returncode else ""))
+    sc = shutil.which("shellcheck")
+    if sc:
+        res = subprocess.run([sc, path], capture_output=True, text=True, timeout=60)
+        c.expect(res.returncode == 0, f"shellcheck {INIT_SCRIPT}" + (f":\n{res.stdout}" if res.returncode else ""))
+    else:
+        c.skip("shellcheck is not installed")
+    c.expect(re.search(r"COPY docker/mooring-init\.sh /usr/local/bin/mooring-init\.sh", c.read("docker/Dockerfile"))
+             is not None, "Dockerfile: the runtime image carries /usr/local/bin/mooring-init.sh")
+
+
+def init_options():
+    """The options mooring-init.sh parses (its parse_options case labels)."""
+    text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", INIT_SCRIPT)).read()
+    block = text[text.index("parse_options() {"):]
+    block = block[:block.index("\n}\n")]
+    return set(re.findall(r"^\s+-([a-z][a-z-]*)\)", block, re.M))
+
+
+def init_step(entrypoint, command):
+    """(step, {option: [values]}) when a container runs mooring-init.sh, else None."""
+    argv = list(entrypoint or []) + list(command or [])
+    idx = next((i for i, a in enumerate(argv) if str(a).endswith("/mooring-init.sh")), None)
+    if idx is None or idx + 1 >= len(argv):
+        return None
+    opts = {}
+    rest = argv[idx + 2:]
+    for i in range(0, len(rest) - 1, 2):
+        opts.setdefault(str(rest[i]).lstrip("-"), []).append(str(rest[i + 1]))
+    return argv[idx + 1], opts, rest
+
+
+def check_init_use(c, where, step, opts, rest):
+    known = init_options()
+    c.expect(step in INIT_STEPS, f"{where}: mooring-init.sh step {step!r} is one the script has")
+    c.expect(len(rest) % 2 == 0 and all(str(a).startswith("-") for a in rest[::2]) and set(opts) <= known,
+             f"{where}: mooring-init.sh options {sorted(opts)} are ones it parses" +
+             (f" (unknown: {sorted(set(opts) - known)})" if set(opts) - known else ""))
+
+
 def check_routes(c):
     api = c.read("services/controlplane/api/api.cpp")
     for path in ("/v1/status/health", "/v1/status/ready"):
@@ -215,9 +346,16 @@ def check_compose(c):
     doc = yaml.safe_load(c.read("docker/compose.yaml"))
     services = doc.get("services", {})
     by_target = {}
+    inits = {}
     for name, svc in services.items():
-        target = (svc.get("build") or {}).get("target")
-        if not c.expect(target in IMAGE_BINARY, f"compose service {name} builds a known image target ({target})"):
+        target = (svc.get("build") or {}).get("target") or svc.get("image", "").split("/")[-1].split(":")[0]
+        if not c.expect(target in IMAGE_BINARY, f"compose service {name} runs a known image ({target})"):
+            continue
+        step = init_step(svc.get("entrypoint"), svc.get("command"))
+        if step:
+            inits[name] = (target, *step)
+            check_init_use(c, f"compose service {name}", *step)
+            c.expect(svc.get("restart") in ("no", None), f"compose service {name}: a one-shot init (restart: no)")
             continue
         by_target.setdefault(target, []).append(name)
         c.check_flags(IMAGE_BINARY[target], svc.get("command", []), f"compose service {name}")
@@ -235,7 +373,71 @@ def check_compose(c):
     c.expect(any(str(p).endswith(f":{DEFAULT_PORTS['http']}:{http_port}") for p in cp.get("ports", [])),
              "compose: the API is published on 4700")
     hc = " ".join(cp.get("healthcheck", {}).get("test", []))
-    c.expect(f"127.0.0.1:{http_port}/v1/status/health" in hc, "compose: control plane healthcheck uses /v1/status/health")
+    c.expect(f"https://127.0.0.1:{http_port}/v1/status/health" in hc and "--cacert" in hc,
+             "compose: control plane healthcheck is GET https://…/v1/status/health checked against the CA")
+
+    # TLS: the init steps, the control plane's files, each agent's enrollment.
+    def mounts_of(svc):
+        out = {}
+        for v in svc.get("volumes", []):
+            if isinstance(v, str):
+                parts = v.split(":")
+                out[parts[1]] = parts[0]
+            else:
+                out[v["target"]] = v.get("source")
+        return out
+
+    def volume_of(svc, path):
+        """The volume (or bind source) a file path lives in, by the longest mount prefix."""
+        best = None
+        for target, source in mounts_of(svc).items():
+            if (path == target or path.startswith(target.rstrip("/") + "/")) and (not best or len(target) > len(best[0])):
+                best = (target, source)
+        return best[1] if best else None
+
+    tls_inits = [(n, i) for n, i in inits.items() if i[1] == "tls"]
+    acl_inits = [(n, i) for n, i in inits.items() if i[1] == "acl"]
+    c.expect(len(tls_inits) == 1 and len(acl_inits) == 1, "compose: one tls and one acl init service")
+    for flag in TLS_FLAGS + ("tls-ca-key-file",):
+        c.expect(c.flag_value(cmd, flag) is not None, f"compose: control plane has --{flag}")
+    deps = cp.get("depends_on") or {}
+    if tls_inits:
+        tls_name, (_, _, tls_opts, _) = tls_inits[0]
+        tls_dir = tls_opts.get("dir", [""])[0]
+        key_volume = volume_of(services[tls_name], tls_dir + "/ca-key.pem")
+        c.expect(c.flag_value(cmd, "tls-ca-key-file") == tls_dir + "/ca-key.pem" and
+                 volume_of(cp, c.flag_value(cmd, "tls-ca-key-file") or "") == key_volume,
+                 f"compose: the control plane's CA key is the one {tls_name} makes (volume {key_volume})")
+        c.expect(isinstance(deps, dict) and deps.get(tls_name, {}).get("condition") == "service_completed_successfully",
+                 f"compose: the control plane starts after {tls_name} completed")
+        holders = [n for n, svc in services.items()
+                   if key_volume in mounts_of(svc).values() and n not in (cp_name, tls_name)]
+        c.expect(not holders, f"compose: the CA key's volume {key_volume} is mounted by the control plane and "
+                 f"{tls_name} only" + (f" (also: {holders})" if holders else ""))
+    if acl_inits:
+        acl_name, (_, _, acl_opts, _) = acl_inits[0]
+        adeps = services[acl_name].get("depends_on") or {}
+        c.expect(adeps.get(cp_name, {}).get("condition") == "service_healthy" and
+                 acl_opts.get("addr", [""])[0] == f"https://{cp_name}:{http_port}",
+                 f"compose: {acl_name} bootstraps ACLs at https://{cp_name}:{http_port} once it is healthy")
+    for agent_name in by_target.get("nodeagent", []):
+        agent = services[agent_name]
+        acmd = agent.get("command", [])
+        node_id = c.flag_value(acmd, "node-id")
+        adeps = agent.get("depends_on") or {}
+        enrolls = [n for n in adeps if n in inits and inits[n][1] == "enroll"]
+        if not c.expect(len(enrolls) == 1 and adeps[enrolls[0]].get("condition") == "service_completed_successfully",
+                        f"compose {agent_name}: starts after its enroll service completed"):
+            continue
+        _, _, eopts, _ = inits[enrolls[0]]
+        edir = eopts.get("dir", [""])[0]
+        c.expect(eopts.get("node-id", [None])[0] == node_id,
+                 f"compose {enrolls[0]}: enrolls node {node_id}, the node id {agent_name} runs with")
+        expected = {"tls-ca-file": f"{edir}/ca.pem", "tls-cert-file": f"{edir}/agent-{node_id}.pem",
+                    "tls-key-file": f"{edir}/agent-{node_id}-key.pem"}
+        c.expect(all(c.flag_value(acmd, f) == p and volume_of(agent, p) == volume_of(services[enrolls[0]], p)
+                     for f, p in expected.items()),
+                 f"compose {agent_name}: its TLS files are the ones {enrolls[0]} writes ({edir})")
 
     agent_cfg = json.loads(c.read("docker/agent.json"))
     c.check_agent_config(agent_cfg, "docker/agent.json")
@@ -293,6 +495,80 @@ def check_compose(c):
         c.skip("docker-compose is not installed; compose schema not validated")
 
 
+def check_kubernetes_tls(c, docs, cp, ds):
+    """TLS and ACLs in the manifests: Secrets, the init Job, the enroll init container, HTTPS."""
+    find = lambda kind: [d for d in docs if d["kind"] == kind]  # noqa: E731
+    jobs = find("Job")
+    steps = {}
+    for job in jobs:
+        pod = job["spec"]["template"]["spec"]
+        for ctr in pod.get("initContainers", []) + pod.get("containers", []):
+            st = init_step(ctr.get("command"), ctr.get("args"))
+            if st:
+                steps[st[0]] = (job, ctr, st)
+                check_init_use(c, f"Job {job['metadata']['name']} container {ctr['name']}", *st)
+    c.expect("k8s-tls" in steps and "k8s-acl" in steps, "kubernetes: a Job runs the k8s-tls and k8s-acl init steps")
+    if "k8s-tls" in steps:
+        job, _, _ = steps["k8s-tls"]
+        sa = job["spec"]["template"]["spec"].get("serviceAccountName")
+        roles = {r["metadata"]["name"]: r for r in find("Role")}
+        binding = next((b for b in find("RoleBinding") if any(s.get("name") == sa for s in b.get("subjects", []))), None)
+        rules = roles.get((binding or {}).get("roleRef", {}).get("name"), {}).get("rules", [])
+        verbs = {v for r in rules if "secrets" in r.get("resources", []) for v in r.get("verbs", [])}
+        c.expect(verbs == {"get", "create"}, f"kubernetes: the init Job's service account {sa} may get and create "
+                 f"Secrets, nothing more (has {sorted(verbs)})")
+
+    def secret_volumes(pod):
+        return {v["name"]: v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v}
+
+    pod = cp["spec"]["template"]["spec"]
+    ctr = next(x for x in pod["containers"] if x["image"].split("/")[-1].startswith("controlplane"))
+    svols = secret_volumes(pod)
+    mounts = {m["mountPath"]: m["name"] for m in ctr.get("volumeMounts", [])}
+    for flag in TLS_FLAGS + ("tls-ca-key-file",):
+        path = c.flag_value(ctr.get("args", []), flag) or ""
+        c.expect(svols.get(mounts.get(os.path.dirname(path))) == "mooring-controlplane-tls",
+                 f"kubernetes: control plane --{flag} {path} comes from Secret mooring-controlplane-tls")
+    for probe in ("livenessProbe", "readinessProbe"):
+        c.expect(ctr.get(probe, {}).get("httpGet", {}).get("scheme") == "HTTPS",
+                 f"kubernetes: control plane {probe} uses HTTPS")
+    for flag in ("http-addr", "grpc-addr"):
+        addr = c.flag_value(ctr.get("args", []), flag) or ""
+        c.expect(not addr.startswith("0.0.0.0") and not addr.startswith(":"),
+                 f"kubernetes: control plane --{flag} {addr} is not a wildcard address")
+
+    pod = ds["spec"]["template"]["spec"]
+    svols = secret_volumes(pod)
+    enroll = [(x, init_step(x.get("command"), x.get("args"))) for x in pod.get("initContainers", [])]
+    enroll = [(x, st) for x, st in enroll if st and st[0] == "enroll"]
+    if not c.expect(len(enroll) == 1, "kubernetes: the DaemonSet enrolls its node in an init container"):
+        return
+    ectr, (_, eopts, rest) = enroll[0]
+    check_init_use(c, "DaemonSet init container " + ectr["name"], "enroll", eopts, rest)
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in ectr.get("env", [])}
+    node_ref = eopts.get("node-id", [""])[0]
+    c.expect(node_ref.startswith("$(") and env.get(node_ref[2:-1]) == "spec.nodeName",
+             f"kubernetes: the node enrolls as {node_ref}, its spec.nodeName (downward API)")
+    emounts = {m["mountPath"]: m["name"] for m in ectr.get("volumeMounts", [])}
+    token_dir = os.path.dirname(eopts.get("token-file", [""])[0])
+    ca_dir = os.path.dirname(eopts.get("ca-cert", [""])[0])
+    c.expect(svols.get(emounts.get(token_dir)) == "mooring-enroll-token" and
+             svols.get(emounts.get(ca_dir)) == "mooring-ca",
+             "kubernetes: the enrollment token and the CA certificate come from Secrets mooring-enroll-token, mooring-ca")
+    c.expect("mooring-controlplane-tls" not in svols.values(), "kubernetes: the CA key's Secret is not on the nodes")
+    agent = next(x for x in pod["containers"] if x["image"].split("/")[-1].startswith("nodeagent"))
+    amounts = {m["mountPath"]: m["name"] for m in agent.get("volumeMounts", [])}
+    edir = eopts.get("dir", [""])[0]
+    node_id = c.flag_value(agent.get("args", []), "node-id")
+    expected = {"tls-ca-file": f"{edir}/ca.pem", "tls-cert-file": f"{edir}/agent-{node_id}.pem",
+                "tls-key-file": f"{edir}/agent-{node_id}-key.pem"}
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    c.expect(all(c.flag_value(agent.get("args", []), f) == p for f, p in expected.items()) and
+             amounts.get(edir) == emounts.get(edir) and "hostPath" in vols.get(amounts.get(edir), {}),
+             f"kubernetes: the agent's TLS files are the ones the enroll init container writes ({edir}, a hostPath "
+             "kept across pod restarts so a renewal keeps the key)")
+
+
 def check_kubernetes(c):
     kdir = "deploy/kubernetes"
     kust = yaml.safe_load(c.read(f"{kdir}/kustomization.yaml"))
@@ -329,7 +605,7 @@ def check_kubernetes(c):
              grpc_port == DEFAULT_PORTS["controlplane-grpc"] == named.get("grpc"),
              "kubernetes: control plane ports http 4700 / grpc 4701 match its flags")
     for probe, path in (("livenessProbe", "/v1/status/health"), ("readinessProbe", "/v1/status/ready")):
-        g = ctr.get(probe, {}).get("httpGet", {})
+        g = ctr.get(probe, {}).get("httpGet", {})  # HTTPS: check_kubernetes_tls
         c.expect(g.get("path") == path and named.get(g.get("port"), g.get("port")) == http_port,
                  f"kubernetes: control plane {probe} on {path}")
     c.expect(pod.get("securityContext", {}).get("runAsNonRoot") is True, "kubernetes: control plane runs as non-root")
@@ -366,11 +642,11 @@ def check_kubernetes(c):
         c.expect(x.get("securityContext", {}).get("privileged") is True, f"kubernetes: {x['name']} is privileged")
     c.expect(c.port_of(c.flag_value(agent["args"], "grpc-addr")) == DEFAULT_PORTS["agent-grpc"],
              "kubernetes: agent gRPC on the default port 4702")
-    # The agent serves grpc.health.v1 (services/nodeagent/agent.cpp, Agent::kReadinessService).
-    for probe, service in (("livenessProbe", None), ("readinessProbe", "mooring.ready")):
-        g = agent.get(probe, {}).get("grpc", {})
-        c.expect(g.get("port") == DEFAULT_PORTS["agent-grpc"] and g.get("service") == service,
-                 f"kubernetes: agent {probe} is a grpc probe on 4702" + (f" for service {service}" if service else ""))
+    # Under mutual TLS the agent's grpc.health.v1 needs a client certificate, which the kubelet's
+    # grpc probes cannot present: the probes check the port (README "Mutual TLS").
+    for probe in ("livenessProbe", "readinessProbe"):
+        g = agent.get(probe, {}).get("tcpSocket", {})
+        c.expect(g.get("port") == DEFAULT_PORTS["agent-grpc"], f"kubernetes: agent {probe} is a tcpSocket probe on 4702")
     cfg_path = c.flag_value(agent["args"], "config")
     amounts = {m["mountPath"]: m for m in agent.get("volumeMounts", [])}
     pmounts = {m["mountPath"]: m for m in plugin.get("volumeMounts", [])}
@@ -400,6 +676,8 @@ def check_kubernetes(c):
              pmounts[data_dir].get("mountPropagation") == "Bidirectional" and
              "hostPath" in vols.get(amounts[data_dir]["name"], {}),
              f"kubernetes: agent data dir {data_dir} is a hostPath with Bidirectional propagation in both containers")
+
+    check_kubernetes_tls(c, docs, cp, ds)
 
     kubectl = shutil.which("kubectl")
     if kubectl:
@@ -440,6 +718,8 @@ def main():
     c = Checker(os.path.abspath(args.repo), args.build, overrides)
     run_yamllint(c, os.path.join(os.path.dirname(os.path.abspath(__file__)), "yamllint.yaml"))
     check_routes(c)
+    check_no_plaintext(c)
+    check_init_script(c)
     check_dockerfile(c)
     check_compose(c)
     check_kubernetes(c)

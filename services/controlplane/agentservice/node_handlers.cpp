@@ -23,12 +23,17 @@ grpc::Status read_fingerprints(const google::protobuf::RepeatedPtrField<v1::Plug
   return grpc::Status::OK;
 }
 
-// The not-after of the caller's certificate; unset in plaintext. Parsed here, on node records
-// only, rather than for every call.
-domain::Time certificate_expiry(const Caller& caller) {
+// What the node record keeps of the caller's certificate: its not-after and its key's hash;
+// nothing in plaintext. Parsed here, on node records only, rather than for every call.
+struct CertificateFacts {
+  domain::Time expires{};
+  std::string key_sha256;
+};
+CertificateFacts certificate_facts(const Caller& caller) {
   if (caller.certificate.empty()) return {};
   auto info = tls::inspect(caller.certificate);
-  return info ? std::chrono::time_point_cast<std::chrono::milliseconds>(info->not_after) : domain::Time{};
+  if (!info) return {};
+  return {std::chrono::time_point_cast<std::chrono::milliseconds>(info->not_after), info->public_key_sha256};
 }
 
 PluginLookup lookup(Context& ctx) {
@@ -48,8 +53,10 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
                        .name = req.name(),
                        .address = req.address(),
                        .attributes = {req.attributes().begin(), req.attributes().end()},
-                       .agent_version = req.agent_version(),
-                       .certificate_expires = certificate_expiry(caller)};
+                       .agent_version = req.agent_version()};
+  const auto cert = certificate_facts(caller);
+  reg.certificate_expires = cert.expires;
+  reg.certificate_key_sha256 = cert.key_sha256;
   auto change = plan_registration(ctx.store.node(req.node_id()), reg, std::move(plugins), lookup(ctx), domain::now());
   Batch batch;
   change.stage(batch);
@@ -81,8 +88,10 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), lookup(ctx), domain::now());
   // A renewed certificate shows up with the first call made over it (a new connection).
   if (caller.checked) {
-    if (const auto expiry = certificate_expiry(caller); expiry != change.node.certificate_expires) {
-      change.node.certificate_expires = expiry;
+    if (auto cert = certificate_facts(caller); cert.expires != change.node.certificate_expires ||
+                                               cert.key_sha256 != change.node.certificate_key_sha256) {
+      change.node.certificate_expires = cert.expires;
+      change.node.certificate_key_sha256 = std::move(cert.key_sha256);
       change.node_changed = true;
     }
   }

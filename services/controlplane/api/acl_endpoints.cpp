@@ -57,6 +57,13 @@ std::string request_secret(const http::Request& req) {
   return {};
 }
 
+bool is_management_request(Context& ctx, const http::Request& req) {
+  if (!ctx.acl_enabled) return false;
+  const auto secret = request_secret(req);
+  const auto* t = secret.empty() ? nullptr : ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
+  return t && t->type == acl::TokenType::management && !acl::expired(*t, domain::now());
+}
+
 http::Response acl_bootstrap(Context& ctx, const http::Request&) {
   if (auto off = acl_disabled(ctx)) return *off;
   if (ctx.store.acl_bootstrapped())

@@ -122,6 +122,9 @@ class RouteTable {
     get("/v1/nodes", Need::on(Area::node, Level::read), at_once<list_nodes>, Table::nodes);
     get("/v1/node/:id", Need::on(Area::node, Level::read), at_once<get_node>, Table::nodes);
     write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>);
+    // Node enrollment: node:write, and a live node's new key also a management token (checked
+    // by the endpoint, nodes/enrollment.hpp).
+    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::on(Area::node, Level::write), at_once<enroll_node>);
     list("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
     write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
           {.when = requests_volumes, .also = Need::cap(Cap::csi_mount_volume)});
@@ -174,7 +177,7 @@ acl::Need event_need(const std::string& topic) {
 }  // namespace
 
 struct Api::Impl {
-  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring, o.acl}, options(std::move(o)) {
+  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring, o.acl, o.enrollment_ca}, options(std::move(o)) {
     for (const auto& e : route_entries()) router.add(e.method, e.pattern, e.route);
   }
 

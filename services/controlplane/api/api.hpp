@@ -20,6 +20,7 @@
 #include "services/controlplane/acl/capability.hpp"
 #include "services/controlplane/http/cors.hpp"
 #include "services/controlplane/http/message.hpp"
+#include "shared/tls/cert_files.hpp"
 
 namespace mooring::controlplane {
 class StateStore;
@@ -45,6 +46,8 @@ struct ApiOptions {
   // ACLs (--acl): every request is checked against its route's need (see acl/acl.hpp). A request
   // without a token gets the `anonymous` policy when there is one; 401 when that is not enough.
   bool acl = false;
+  // Node enrollment (POST /v1/node/:id/enroll) signs with this CA; without a key it answers 501.
+  tls::PairPaths enrollment_ca;
 };
 
 // A route and what it needs: the route table, for tests that walk every route.

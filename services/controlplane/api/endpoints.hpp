@@ -15,6 +15,7 @@
 #include "services/controlplane/volumes/outcome.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
+#include "shared/tls/cert_files.hpp"
 
 namespace mooring::controlplane {
 
@@ -32,6 +33,7 @@ struct Context {
   volumes::VolumeLifecycle& volumes;
   secrets::SealedBackend* sealed = nullptr;  // none: keyring rotation answers 501
   bool acl_enabled = false;  // --acl: the ACL endpoints answer, every route checks its need
+  tls::PairPaths enrollment_ca;  // the CA that signs enrolled nodes; no key: enrollment answers 501
   log::Logger log{"api"};
 };
 
@@ -87,6 +89,7 @@ http::Response get_plugin(Context&, const http::Request&);
 http::Response list_nodes(Context&, const http::Request&);
 http::Response get_node(Context&, const http::Request&);
 http::Response purge_node(Context&, const http::Request&);
+http::Response enroll_node(Context&, const http::Request&);  // POST /v1/node/:id/enroll (enrollment_endpoints.cpp)
 http::Response list_events(Context&, const http::Request&);
 http::Response health(Context&, const http::Request&);
 http::Response ready(Context&, const http::Request&);
@@ -105,6 +108,8 @@ bool requests_volumes(const http::Request&);
 // ---- ACLs (acl_endpoints.cpp) ----
 // The request's SecretID: X-Mooring-Token, X-Nomad-Token or "Authorization: Bearer"; empty when none.
 std::string request_secret(const http::Request& req);
+// The request carries a valid (known, unexpired) management token. False with ACLs off.
+bool is_management_request(Context& ctx, const http::Request& req);
 http::Response acl_bootstrap(Context&, const http::Request&);
 http::Response put_acl_policy(Context&, const http::Request&);
 http::Response list_acl_policies(Context&, const http::Request&);

@@ -101,6 +101,10 @@ constexpr std::array kOptions{
            &Config::tls_cert_file},
     Option{"tls-key-file", "MOORING_CP_TLS_KEY_FILE", "tls_key_file", Kind::string, "FILE",
            "the key of --tls-cert-file", "", &Config::tls_key_file},
+    Option{"tls-ca-key-file", "MOORING_CP_TLS_CA_KEY_FILE", "tls_ca_key_file", Kind::string, "FILE",
+           "the key of --tls-ca-file: node enrollment (POST /v1/node/:id/enroll) signs nodes' CSRs with it, so the "
+           "CA key never goes to the nodes (optional; without it enrollment answers 501)", "",
+           &Config::tls_ca_key_file},
     Option{"audit-log", "MOORING_CP_AUDIT_LOG", "audit_log", Kind::string, "FILE",
            "also append the audit log (one JSON line per write, REST and agent gRPC) here", "<data-dir>/audit.log only",
            &Config::audit_log},
@@ -282,6 +286,8 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     const bool all_tls = !c.tls_ca_file.empty() && !c.tls_cert_file.empty() && !c.tls_key_file.empty();
     if (any_tls && !all_tls) throw Fail{"mutual TLS needs all of --tls-ca-file, --tls-cert-file and --tls-key-file"};
     if (any_tls && c.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
+    if (!c.tls_ca_key_file.empty() && !all_tls)
+      throw Fail{"--tls-ca-key-file needs the --tls-* files (it is the key of --tls-ca-file)"};
     if (!c.http_client_ca_file.empty() && !all_tls)
       throw Fail{"--http-client-ca-file needs the --tls-* files (client certificates are checked over HTTPS)"};
     return out;

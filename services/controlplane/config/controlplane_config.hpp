@@ -39,6 +39,8 @@ struct ControlPlaneConfig {
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
+  // The key of tls_ca_file, for node enrollment (signing nodes' CSRs); optional.
+  std::string tls_ca_key_file;
   // With the TLS files, the REST API serves HTTPS with the same certificate; this CA makes REST
   // clients present certificates too.
   std::string http_client_ca_file;

@@ -178,6 +178,7 @@ NodeChange plan_registration(const Node* current, const NodeRegistration& reg, s
   node.attributes = reg.attributes;
   if (!reg.agent_version.empty()) node.attributes["mooring.agent_version"] = reg.agent_version;
   node.certificate_expires = reg.certificate_expires;
+  node.certificate_key_sha256 = reg.certificate_key_sha256;
   node.status = domain::NodeStatus::ready;
   node.last_heartbeat = now;
   ch.node_changed = true;

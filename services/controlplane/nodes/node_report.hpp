@@ -48,6 +48,7 @@ struct NodeRegistration {
   std::map<std::string, std::string> attributes;
   std::string agent_version;  // kept as attribute "mooring.agent_version"
   domain::Time certificate_expires{};  // of the certificate it called with; unset in plaintext
+  std::string certificate_key_sha256;  // of that certificate's public key; empty in plaintext
 };
 
 // Registration (first or again after an agent restart): the node is stored ready with the given

@@ -23,6 +23,7 @@ constexpr Field<Node> kNode[] = {
     field<&Node::split_controllers>("SplitControllers", kOut),
     field<&Node::last_heartbeat>("LastHeartbeat", kAll),
     field<&Node::certificate_expires>("CertificateExpires", kAll),
+    field<&Node::certificate_key_sha256>("CertificateKeySHA256", kOut),
     field<&Node::events>("Events", kOut),
     field<&Node::create_index>("CreateIndex", kAll),
     field<&Node::modify_index>("ModifyIndex", kAll),

@@ -50,13 +50,15 @@ TEST(ControlPlaneConfig, DefaultsNeedOnlyTheDataDir) {
   EXPECT_EQ(parse_error({}), "--data-dir (MOORING_CP_DATA_DIR, file key data_dir) is required");
 }
 
-TEST(ControlPlaneConfig, HttpsClientCaNeedsTheTlsFiles) {
+// The HTTPS client CA and the CA key for node enrollment both go with the TLS files.
+TEST(ControlPlaneConfig, HttpsClientCaAndCaKeyNeedTheTlsFiles) {
   const auto c = parse_ok({"--data-dir", "/tmp/x", "--tls-ca-file", "ca.pem", "--tls-cert-file", "c.pem",
                            "--tls-key-file", "k.pem"},
-                          {{"MOORING_CP_HTTP_CLIENT_CA_FILE", "clients.pem"}});
+                          {{"MOORING_CP_HTTP_CLIENT_CA_FILE", "clients.pem"}, {"MOORING_CP_TLS_CA_KEY_FILE", "ca-key.pem"}});
   EXPECT_EQ(c.http_client_ca_file, "clients.pem");
-  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--http-client-ca-file", "ca.pem"}).find("--http-client-ca-file needs"),
-            std::string::npos);
+  EXPECT_EQ(c.tls_ca_key_file, "ca-key.pem");
+  for (const std::string flag : {"--http-client-ca-file", "--tls-ca-key-file"})
+    EXPECT_NE(parse_error({"--data-dir", "/tmp/x", flag, "ca.pem"}).find(flag + " needs"), std::string::npos) << flag;
 }
 
 TEST(ControlPlaneConfig, FlagsWinOverEnvironmentWhichWinsOverTheFile) {

@@ -27,7 +27,7 @@ inline json parse(const HttpResult& r) { return json::parse(r.body, nullptr, fal
 
 class AclApiFixture : public ::testing::Test {
  protected:
-  AclApiFixture() : server(api::ApiOptions{.acl = true}) {}
+  explicit AclApiFixture(api::ApiOptions options = {.acl = true}) : server(std::move(options)) {}
   void SetUp() override {
     Batch b;
     b.put(fixtures::plugin("hostpath", "node-1"));

@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""docker/mooring-init.sh, run for real with the built binaries (no docker needed).
+
+  - `tls` makes the CA and the server certificate once (0600); a second run changes nothing;
+  - the real control plane starts with them over HTTPS (plain HTTP gets no answer), with the CA
+    key for enrollment;
+  - `acl` bootstraps once and keeps the management token, then makes the node-enroll policy
+    and token (0600); a second run changes nothing;
+  - `enroll` gets node-1 a certificate for a key made on the agent's side; a second run
+    requests nothing; the real node agent then registers over mutual TLS with it, and the
+    control plane records its key;
+  - while node-1 is live, enrolling it with another key is refused (409 naming the node), and
+    a read-only token gets 403;
+  - `k8s-tls` / `k8s-acl` against a stand-in Kubernetes API keep the same files as Secrets:
+    created when absent, read (never replaced) when present.
+Every process and directory is removed at the end, also when a check fails.
+Exit 0 when all passed, 1 on a failure, 77 (skip) when the binaries are not built.
+"""
+import argparse
+import base64
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+ARGS = None
+SCRIPT = None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+class FakeKubernetes(http.server.ThreadingHTTPServer):
+    """GET and POST of Secrets in one namespace, as the API server answers them."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+        self.secrets = {}
+        self.posts = []
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), FakeKubernetesHandler)
+
+
+class FakeKubernetesHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def authorized(self):
+        if self.headers.get("Authorization") != "Bearer sa-token":
+            self.answer(401, {"kind": "Status", "code": 401})
+            return False
+        return True
+
+    def do_GET(self):  # noqa: N802
+        if not self.authorized():
+            return
+        prefix = f"/api/v1/namespaces/{self.server.namespace}/secrets/"
+        name = self.path[len(prefix):] if self.path.startswith(prefix) else None
+        with self.server.lock:
+            secret = self.server.secrets.get(name)
+        if secret is None:
+            return self.answer(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+        self.answer(200, secret)
+
+    def do_POST(self):  # noqa: N802
+        if not self.authorized():
+            return
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        name = body["metadata"]["name"]
+        with self.server.lock:
+            self.server.posts.append(name)
+            if name in self.server.secrets:
+                return self.answer(409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"})
+            self.server.secrets[name] = body
+        self.answer(201, body)
+
+
+class InitScriptTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.procs = []
+        cls.dir = tempfile.mkdtemp(prefix="mooring-init-test-")
+        cls.env = dict(os.environ, MOORING=ARGS.cli, ASAN_OPTIONS="detect_leaks=0", MOORING_INIT_WAIT="60")
+        for k in ("MOORING_ADDR", "MOORING_TOKEN", "MOORING_CACERT"):
+            cls.env.pop(k, None)
+        try:
+            cls.start_controlplane()
+        except Exception:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in reversed(cls.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for p in cls.procs:
+            for f in (p.stdout, p.stderr):
+                if f:
+                    f.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    # ---- helpers ----
+    @classmethod
+    def path(cls, *parts):
+        return os.path.join(cls.dir, *parts)
+
+    @classmethod
+    def init(cls, *args, env=None, check=True):
+        res = subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, timeout=120,
+                             env=dict(cls.env, **(env or {})))
+        if check and res.returncode != 0:
+            raise AssertionError(f"mooring-init.sh {' '.join(args)} exited {res.returncode}:\n{res.stderr}")
+        return res
+
+    @classmethod
+    def spawn(cls, argv, log):
+        out = open(cls.path(log), "w")
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=cls.env)
+        p.stdout = out  # closed in tearDownClass
+        cls.procs.append(p)
+        return p
+
+    @classmethod
+    def wait_for(cls, what, cond, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if cond():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    @classmethod
+    def start_controlplane(cls):
+        cls.init("tls", "-dir", cls.path("tls"))
+        cls.http_port, cls.grpc_port = free_port(), free_port()
+        cls.api = f"https://127.0.0.1:{cls.http_port}"
+        tls = cls.path("tls")
+        cls.cp = cls.spawn([ARGS.controlplane, "--data-dir", cls.path("cp"),
+                            "--http-addr", f"127.0.0.1:{cls.http_port}", "--grpc-addr", f"127.0.0.1:{cls.grpc_port}",
+                            "--tls-ca-file", f"{tls}/ca.pem", "--tls-cert-file", f"{tls}/server.pem",
+                            "--tls-key-file", f"{tls}/server-key.pem", "--tls-ca-key-file", f"{tls}/ca-key.pem",
+                            "--heartbeat-ttl", "10s"], "controlplane.log")
+        cls.wait_for("the control plane's HTTPS API", lambda: cls.cp.poll() is None and cls.get("/v1/status/ready")[0] == 200)
+        # acl: bootstrap and the enrollment token.
+        cls.acl_args = ["-addr", cls.api, "-ca-cert", f"{tls}/ca.pem", "-token-file", cls.path("admin", "bootstrap-token"),
+                        "-enroll-token-file", cls.path("enroll", "token")]
+        cls.acl_first = cls.init("acl", *cls.acl_args)
+
+    @classmethod
+    def get(cls, path, token=None, method="GET", body=None):
+        ctx = ssl.create_default_context(cafile=cls.path("tls", "ca.pem"))
+        req = urllib.request.Request(cls.api + path, method=method, data=body)
+        if token:
+            req.add_header("X-Mooring-Token", token)
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+        except (urllib.error.URLError, ConnectionError, socket.timeout):
+            return 0, None
+
+    def read(self, *parts):
+        with open(self.path(*parts)) as f:
+            return f.read()
+
+    def token(self):
+        return self.read("admin", "bootstrap-token").strip()
+
+    def enroll(self, node, directory, token_file=None, check=True):
+        return self.init("enroll", "-addr", self.api, "-ca-cert", self.path("tls", "ca.pem"),
+                         "-token-file", token_file or self.path("enroll", "token"), "-node-id", node,
+                         "-dir", self.path(directory), check=check)
+
+    def openssl_verify(self, cert):
+        if not shutil.which("openssl"):
+            return
+        res = subprocess.run(["openssl", "verify", "-CAfile", self.path("tls", "ca.pem"), cert], capture_output=True,
+                             text=True)
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+
+    # ---- tests ----
+    def test_1_tls_step_makes_the_ca_and_server_certificate_once(self):
+        files = ["ca.pem", "ca-key.pem", "server.pem", "server-key.pem"]
+        before = {f: self.read("tls", f) for f in files}
+        for f in files:
+            self.assertEqual(mode(self.path("tls", f)), 0o600, f)
+        again = self.init("tls", "-dir", self.path("tls"))
+        self.assertIn("is there", again.stderr)
+        self.assertEqual({f: self.read("tls", f) for f in files}, before)
+        self.openssl_verify(self.path("tls", "server.pem"))
+
+    def test_2_nothing_listens_in_plaintext(self):
+        with socket.create_connection(("127.0.0.1", self.http_port), timeout=5) as s:
+            s.sendall(b"GET /v1/status/health HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.settimeout(5)
+            try:
+                reply = s.recv(100)
+            except (socket.timeout, ConnectionError):
+                reply = b""
+        self.assertFalse(reply.startswith(b"HTTP/1.1 200"), reply)
+
+    def test_3_acl_step_bootstraps_once_and_makes_the_enrollment_token(self):
+        for f in (("admin", "bootstrap-token"), ("enroll", "token")):
+            self.assertEqual(mode(self.path(*f)), 0o600, f)
+            self.assertRegex(self.read(*f).strip(), r"^[0-9a-f-]{36}$")
+        mgmt, enroll = self.token(), self.read("enroll", "token").strip()
+        self.assertNotIn(mgmt, self.acl_first.stderr + self.acl_first.stdout)
+        self.assertNotIn(enroll, self.acl_first.stderr + self.acl_first.stdout)
+        status, me = self.get("/v1/acl/token/self", mgmt)
+        self.assertEqual((status, me["Type"]), (200, "management"))
+        status, me = self.get("/v1/acl/token/self", enroll)
+        self.assertEqual((status, me["Policies"]), (200, ["node-enroll"]))
+        again = self.init("acl", *self.acl_args)
+        self.assertIn("done before", again.stderr)
+        self.assertEqual((self.token(), self.read("enroll", "token").strip()), (mgmt, enroll))
+        self.assertEqual(len(self.get("/v1/acl/tokens", mgmt)[1]), 2)
+        # Without the token file, a second bootstrap is refused with a clear message.
+        lost = self.init("acl", "-addr", self.api, "-ca-cert", self.path("tls", "ca.pem"),
+                         "-token-file", self.path("lost", "token"), "-enroll-token-file", self.path("lost", "e"), check=False)
+        self.assertEqual(lost.returncode, 1)
+        self.assertIn("not by this init", lost.stderr)
+
+    def test_4_an_enrolled_agent_registers_over_mutual_tls(self):
+        self.enroll("node-1", "agent-tls")
+        tls = self.path("agent-tls")
+        for f in ("agent-node-1.pem", "agent-node-1-key.pem", "ca.pem"):
+            self.assertEqual(mode(os.path.join(tls, f)), 0o600, f)
+        self.assertEqual(self.read("agent-tls", "ca.pem"), self.read("tls", "ca.pem"))
+        self.openssl_verify(os.path.join(tls, "agent-node-1.pem"))
+        key = self.read("agent-tls", "agent-node-1-key.pem")
+        again = self.enroll("node-1", "agent-tls")
+        self.assertIn("nothing to request", again.stdout + again.stderr)
+        self.assertEqual(self.read("agent-tls", "agent-node-1-key.pem"), key)
+
+        agent = self.spawn([ARGS.nodeagent, "--node-id", "node-1", "--data-dir", self.path("agent"),
+                            "--controlplane-addr", f"127.0.0.1:{self.grpc_port}", "--grpc-addr", "127.0.0.1:0",
+                            "--heartbeat-interval", "1s", "--tls-ca-file", f"{tls}/ca.pem",
+                            "--tls-cert-file", f"{tls}/agent-node-1.pem", "--tls-key-file", f"{tls}/agent-node-1-key.pem"],
+                           "agent.log")
+        mgmt = self.token()
+
+        def registered():
+            self.assertIsNone(agent.poll(), self.read("agent.log"))
+            status, node = self.get("/v1/node/node-1", mgmt)
+            return status == 200 and node.get("Status") == "ready" and node.get("CertificateKeySHA256")
+        self.wait_for("node-1 to register over mutual TLS", registered)
+
+        # node-1 is live: its key may renew, another key may not.
+        other = self.enroll("node-1", "intruder", check=False)
+        self.assertEqual(other.returncode, 1)
+        self.assertIn('node "node-1" is live with a certificate for another key', other.stderr)
+        self.assertFalse(os.path.exists(self.path("intruder", "agent-node-1.pem")))
+        # A token without node:write is refused.
+        with open(self.path("reader-token"), "w") as f:
+            f.write("00000000-0000-0000-0000-000000000000\n")
+        refused = self.enroll("node-7", "reader", token_file=self.path("reader-token"), check=False)
+        self.assertEqual(refused.returncode, 1)
+        self.assertIn("ACL token not found", refused.stderr)
+
+    def test_5_kubernetes_steps_keep_the_files_as_secrets(self):
+        fake = FakeKubernetes("mooring")
+        thread = threading.Thread(target=fake.serve_forever, daemon=True)
+        thread.start()
+        try:
+            sa = self.path("sa")
+            os.makedirs(sa)
+            with open(os.path.join(sa, "token"), "w") as f:
+                f.write("sa-token")
+            with open(os.path.join(sa, "ca.crt"), "w") as f:
+                f.write("")
+            k8s = {"KUBERNETES_API": f"http://127.0.0.1:{fake.server_address[1]}", "MOORING_INIT_SA_DIR": sa}
+
+            self.init("k8s-tls", "-namespace", "mooring", "-dns", "mooring-controlplane", env=k8s)
+            self.assertEqual(sorted(fake.secrets), ["mooring-ca", "mooring-controlplane-tls"])
+            data = fake.secrets["mooring-controlplane-tls"]["data"]
+            self.assertEqual(sorted(data), ["ca-key.pem", "ca.pem", "server-key.pem", "server.pem"])
+            self.assertEqual(fake.secrets["mooring-ca"]["data"], {"ca.pem": data["ca.pem"]})
+            server = base64.b64decode(data["server.pem"]).decode()
+            self.assertIn("BEGIN CERTIFICATE", server)
+            posts = list(fake.posts)
+            again = self.init("k8s-tls", "-namespace", "mooring", env=k8s)
+            self.assertEqual(fake.posts, posts, again.stderr)
+
+            # k8s-acl against the running control plane: its CA and management token as Secrets
+            # (as if k8s-tls and an earlier k8s-acl made them); the enrollment token is added.
+            def secret(name, key, text):
+                fake.secrets[name] = {"metadata": {"name": name},
+                                      "data": {key: base64.b64encode(text.encode()).decode()}}
+            secret("mooring-ca", "ca.pem", self.read("tls", "ca.pem"))
+            secret("mooring-bootstrap-token", "token", self.read("admin", "bootstrap-token"))
+            res = self.init("k8s-acl", "-namespace", "mooring", "-addr", self.api, env=k8s)
+            self.assertIn("mooring-enroll-token", fake.secrets, res.stderr)
+            token = base64.b64decode(fake.secrets["mooring-enroll-token"]["data"]["token"]).decode().strip()
+            self.assertNotIn(token, res.stderr + res.stdout)
+            with open(self.path("k8s-enroll-token"), "w") as f:
+                f.write(token)
+            self.enroll("node-2", "node-2-tls", token_file=self.path("k8s-enroll-token"))
+            posts = list(fake.posts)
+            self.init("k8s-acl", "-namespace", "mooring", "-addr", self.api, env=k8s)
+            self.assertEqual(fake.posts, posts)
+        finally:
+            fake.shutdown()
+            fake.server_close()
+
+
+def main():
+    global ARGS, SCRIPT
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--controlplane", required=True)
+    ap.add_argument("--nodeagent", required=True)
+    ap.add_argument("--cli", required=True)
+    ARGS, rest = ap.parse_known_args()
+    SCRIPT = os.path.join(ARGS.repo, "docker", "mooring-init.sh")
+    missing = [p for p in (ARGS.controlplane, ARGS.nodeagent, ARGS.cli) if not os.access(p, os.X_OK)]
+    if missing:
+        print(f"SKIP: not built: {missing}")
+        return 77
+    if not shutil.which("curl"):
+        print("SKIP: curl is not installed")
+        return 77
+    result = unittest.main(argv=[sys.argv[0], "-v", *rest], exit=False).result
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
