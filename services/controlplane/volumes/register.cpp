@@ -1,6 +1,7 @@
 // Registration of existing volumes and their deregistration (forced or with a purge that lets
 // the claim GC release every claim first).
 #include <algorithm>
+#include <optional>
 
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/claims/volume_rules.hpp"
@@ -24,6 +25,25 @@ std::vector<std::string> release_left(const StateStore& store, const domain::Vol
     return gc::ReleaseView{store.plugin(v.plugin_id), store.node(c.node_id), store.allocation(c.allocation_id),
                            domain::now()};
   });
+}
+
+// One backend volume under two volume ids would be claimed twice as if it were two: two writers
+// on a single-writer disk, or its storage deleted under the other. Refused with the one already
+// registered (O(1): the store's backend index); `planned` gives the provider and external id.
+std::optional<Failure> registered_elsewhere(const StateStore& store, const domain::Volume& planned,
+                                            const std::vector<VolumePlan>& earlier) {
+  const auto key = domain::volume_key(planned.ns, planned.id);
+  const auto backend = backend_id(planned);
+  std::optional<domain::Volume> other;
+  for (const auto& k : store.volume_keys_with_backend(planned))
+    if (k != key) other = *store.volume(k);
+  for (const auto& p : earlier)  // the same request registers it twice
+    if (backend_id(p.volume) == backend) other = p.volume;
+  if (!other) return std::nullopt;
+  return conflict("volume " + in_quotes(planned.id) + domain::in_namespace(planned.ns) + ": external id " +
+                  in_quotes(planned.external_id) + " of provider " + in_quotes(backend.first) +
+                  " is already registered as volume " + in_quotes(other->id) + " in namespace " + in_quotes(other->ns) +
+                  (other->plugin_id == planned.plugin_id ? std::string{} : " (plugin " + in_quotes(other->plugin_id) + ")"));
 }
 
 Failure release_unfinished(const domain::Volume& v, const std::vector<std::string>& left) {
@@ -84,6 +104,7 @@ Outcome<std::vector<VolumePlan>> VolumeLifecycle::plan_registrations(std::vector
     const domain::Plugin* plugin = store_.plugin(req.plugin_id);
     auto plan = plan_volume_register(existing, std::move(req), plugin);
     if (!plan) return from_refusal(plan.refusal());
+    if (auto dup = registered_elsewhere(store_, plan->volume, plans)) return *dup;
     keys.push_back(key);
     plans.push_back(std::move(*plan));
   }
