@@ -74,7 +74,9 @@ const RpcPolicy kPolicies[] = {
      "a release is never dropped: NOT_FOUND = already detached (done); every other non-final code, "
      "including PERMISSION_DENIED and FAILED_PRECONDITION, is retried"},
     {Rpc::ValidateVolumeCapabilities, kQueryTimeout, true, std::nullopt,
-     "read-only check; NOT_FOUND retried (the volume may not be visible yet)"},
+     "read-only check at register/update, nothing to negate; NOT_FOUND and timeouts move on to the next "
+     "healthy controller (NOT_FOUND stands when every one says it: 400 naming the external id); an empty "
+     "`confirmed` is an answer (unsupported), not an error"},
     {Rpc::ListVolumes, kQueryTimeout, true, std::nullopt,
      "read-only passthrough; ABORTED = stale starting_token, restart the listing with an empty token"},
     {Rpc::GetCapacity, kQueryTimeout, true, std::nullopt, "read-only query"},

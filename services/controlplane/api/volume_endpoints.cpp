@@ -103,7 +103,7 @@ Answer register_volumes(Context& ctx, const http::Request& req) {
   auto volumes = domain::volumes_request_from_api(body, true);
   if (!volumes) co_return bad_request(volumes.error());
   for (auto& v : *volumes) v.ns = request_namespace(req);
-  co_return written(ctx.volumes.register_volumes(std::move(*volumes)));
+  co_return written(co_await ctx.volumes.register_volumes(std::move(*volumes)));
 }
 
 Answer deregister_volume(Context& ctx, const http::Request& req) {

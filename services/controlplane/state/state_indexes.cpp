@@ -1,5 +1,5 @@
 // The state store's in-memory indexes (allocations per node, claiming allocations, names, token
-// hashes): rebuilt on load, kept current by every commit, read by the GCs and the agent service.
+// hashes, volumes by backend volume): rebuilt on load, kept current by every commit, read by the GCs and the agent service.
 #include "services/controlplane/state/state_store.hpp"
 
 namespace mooring::controlplane {
@@ -43,6 +43,27 @@ const std::set<std::string>& StateStore::allocation_ids_named(const std::string&
   return it == allocations_by_name_.end() ? none : it->second;
 }
 
+std::pair<std::string, std::string> backend_id(const domain::Volume& v) {
+  return {v.provider.empty() ? "plugin " + v.plugin_id : v.provider, v.external_id};
+}
+
+const std::set<std::string>& StateStore::volume_keys_with_backend(const domain::Volume& v) const {
+  static const std::set<std::string> none;
+  auto it = volumes_by_backend_.find(backend_id(v));
+  return it == volumes_by_backend_.end() ? none : it->second;
+}
+
+void StateStore::index_backend(const std::string& key, const domain::Volume& v, bool add) {
+  if (v.external_id.empty()) return;
+  const auto backend = backend_id(v);
+  if (add) {
+    volumes_by_backend_[backend].insert(key);
+  } else if (auto it = volumes_by_backend_.find(backend); it != volumes_by_backend_.end() && it->second.erase(key) &&
+                                                          it->second.empty()) {
+    volumes_by_backend_.erase(it);
+  }
+}
+
 void StateStore::rebuild_indexes() {
   acl_token_by_hash_.clear();
   for (const auto& [accessor, t] : acl_tokens_) acl_token_by_hash_.emplace(t.secret_hash, accessor);
@@ -51,7 +72,11 @@ void StateStore::rebuild_indexes() {
   allocations_by_node_.clear();
   allocations_by_name_.clear();
   claims_by_allocation_.clear();
-  for (const auto& [id, v] : volumes_) index_claims(v, true);
+  volumes_by_backend_.clear();
+  for (const auto& [key, v] : volumes_) {
+    index_claims(v, true);
+    index_backend(key, v, true);
+  }
   for (const auto& [id, a] : allocations_) index_allocation(a);
 }
 

@@ -278,8 +278,14 @@ void StateStore::install_allocations(std::map<std::string, std::optional<domain:
 
 void StateStore::install_volumes(std::map<std::string, std::optional<domain::Volume>>& staged) {
   for (auto& [id, volume] : staged) {
-    if (auto old = volumes_.find(id); old != volumes_.end()) index_claims(old->second, false);
-    if (volume) index_claims(*volume, true);
+    if (auto old = volumes_.find(id); old != volumes_.end()) {
+      index_claims(old->second, false);
+      index_backend(id, old->second, false);
+    }
+    if (volume) {
+      index_claims(*volume, true);
+      index_backend(id, *volume, true);
+    }
   }
   install(staged, volumes_);
 }

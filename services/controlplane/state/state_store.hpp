@@ -135,6 +135,11 @@ class StateStore {
   std::vector<std::string> allocation_ids_changed_on(const std::string& node_id, std::uint64_t after) const;
   // - the allocations with a name in a namespace (next_alloc_index).
   const std::set<std::string>& allocation_ids_named(const std::string& ns, const std::string& name) const;
+  // - the keys of the volumes registered for the backend volume `v` names: its external id at its
+  //   provider (GetPluginInfo name, so two plugin ids of one driver meet; the plugin id while the
+  //   provider is unknown). At most one once registration refuses duplicates; `v` itself included
+  //   when it is stored.
+  const std::set<std::string>& volume_keys_with_backend(const domain::Volume& v) const;
   const std::deque<domain::Event>& events() const { return events_; }  // oldest first
   // The kept answer of an Idempotency-Key (null when none), and up to `max` keys answered
   // before `before` (oldest first), for trimming.
@@ -190,6 +195,7 @@ class StateStore {
   void index_allocation(const domain::Allocation& a);
   void unindex_allocation(const domain::Allocation& a);
   void index_claims(const domain::Volume& v, bool add);
+  void index_backend(const std::string& key, const domain::Volume& v, bool add);
   void refresh_claiming(const std::string& alloc_id);
   void schedule_flush();
   void flush();  // hands the queued commits to the writer thread (posted by schedule_flush)
@@ -218,6 +224,7 @@ class StateStore {
   std::map<std::string, NodeAllocations> allocations_by_node_;
   std::map<std::pair<std::string, std::string>, std::set<std::string>> allocations_by_name_;  // (ns, name)
   std::map<std::string, std::size_t> claims_by_allocation_;  // alloc id -> volumes whose claims name it
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> volumes_by_backend_;  // (provider, external id)
   std::deque<domain::Event> events_;
   std::deque<std::size_t> event_positions_;
   std::map<std::string, IdempotentRequest> requests_;
@@ -244,6 +251,10 @@ class StateStore {
   mutable std::list<DurableWaiter*> durable_waiters_;  // waiting is a read
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // a posted flush checks it
 };
+
+// The backend volume a volume names: (provider, external id). The provider is the plugin's
+// GetPluginInfo name, so two plugin ids of one driver meet; "plugin <id>" while it is unknown.
+std::pair<std::string, std::string> backend_id(const domain::Volume& v);
 
 // Storage key of an event: its index and position in the commit, zero-padded so keys sort in
 // commit order.

@@ -41,6 +41,8 @@ class ControllerCalls {
                                                                 ::csi::v1::ListSnapshotsRequest request) = 0;
   virtual Task<::csi::v1::ListVolumesResponse> list_volumes(std::string plugin_id,
                                                             ::csi::v1::ListVolumesRequest request) = 0;
+  virtual Task<::csi::v1::ValidateVolumeCapabilitiesResponse> validate_volume_capabilities(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request) = 0;
 };
 
 class RouterControllerCalls final : public ControllerCalls {
@@ -62,6 +64,8 @@ class RouterControllerCalls final : public ControllerCalls {
                                                         ::csi::v1::ListSnapshotsRequest request) override;
   Task<::csi::v1::ListVolumesResponse> list_volumes(std::string plugin_id,
                                                     ::csi::v1::ListVolumesRequest request) override;
+  Task<::csi::v1::ValidateVolumeCapabilitiesResponse> validate_volume_capabilities(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request) override;
 
  private:
   agentclient::AgentRouter& router_;

@@ -1,6 +1,7 @@
 // Registration of existing volumes and their deregistration (forced or with a purge that lets
 // the claim GC release every claim first).
 #include <algorithm>
+#include <optional>
 
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/claims/volume_rules.hpp"
@@ -24,6 +25,25 @@ std::vector<std::string> release_left(const StateStore& store, const domain::Vol
     return gc::ReleaseView{store.plugin(v.plugin_id), store.node(c.node_id), store.allocation(c.allocation_id),
                            domain::now()};
   });
+}
+
+// One backend volume under two volume ids would be claimed twice as if it were two: two writers
+// on a single-writer disk, or its storage deleted under the other. Refused with the one already
+// registered (O(1): the store's backend index); `planned` gives the provider and external id.
+std::optional<Failure> registered_elsewhere(const StateStore& store, const domain::Volume& planned,
+                                            const std::vector<VolumePlan>& earlier) {
+  const auto key = domain::volume_key(planned.ns, planned.id);
+  const auto backend = backend_id(planned);
+  std::optional<domain::Volume> other;
+  for (const auto& k : store.volume_keys_with_backend(planned))
+    if (k != key) other = *store.volume(k);
+  for (const auto& p : earlier)  // the same request registers it twice
+    if (backend_id(p.volume) == backend) other = p.volume;
+  if (!other) return std::nullopt;
+  return conflict("volume " + in_quotes(planned.id) + domain::in_namespace(planned.ns) + ": external id " +
+                  in_quotes(planned.external_id) + " of provider " + in_quotes(backend.first) +
+                  " is already registered as volume " + in_quotes(other->id) + " in namespace " + in_quotes(other->ns) +
+                  (other->plugin_id == planned.plugin_id ? std::string{} : " (plugin " + in_quotes(other->plugin_id) + ")"));
 }
 
 Failure release_unfinished(const domain::Volume& v, const std::vector<std::string>& left) {
@@ -73,8 +93,8 @@ Outcome<Deregistered> erase(StateStore& store, const domain::Volume& v, bool for
 
 }  // namespace
 
-Outcome<Written> VolumeLifecycle::register_volumes(std::vector<domain::Volume> volumes) {
-  Batch batch;
+Outcome<std::vector<VolumePlan>> VolumeLifecycle::plan_registrations(std::vector<domain::Volume> volumes) const {
+  std::vector<VolumePlan> plans;
   std::vector<std::string> keys;
   for (auto& req : volumes) {
     const auto key = domain::volume_key(req.ns, req.id);
@@ -84,30 +104,54 @@ Outcome<Written> VolumeLifecycle::register_volumes(std::vector<domain::Volume> v
     const domain::Plugin* plugin = store_.plugin(req.plugin_id);
     auto plan = plan_volume_register(existing, std::move(req), plugin);
     if (!plan) return from_refusal(plan.refusal());
+    if (auto dup = registered_elsewhere(store_, plan->volume, plans)) return *dup;
     keys.push_back(key);
+    plans.push_back(std::move(*plan));
+  }
+  return plans;
+}
+
+asio::awaitable<Outcome<Written>> VolumeLifecycle::register_volumes(std::vector<domain::Volume> volumes) {
+  // Bad input changes nothing and calls no plugin; then each plugin checks its volume.
+  auto plans = plan_registrations(volumes);
+  if (!plans) co_return plans.error();
+  for (const auto& plan : *plans) {
+    const domain::Volume* existing = store_.volume(domain::volume_key(plan.volume.ns, plan.volume.id));
+    if (auto refused = co_await validate_capabilities(existing, plan.volume)) co_return *refused;
+  }
+  // The state may have moved while the plugins answered: plan again against what is there now.
+  plans = plan_registrations(std::move(volumes));
+  if (!plans) co_return plans.error();
+  Batch batch;
+  std::vector<std::string> keys;
+  for (auto& plan : *plans) {
+    keys.push_back(domain::volume_key(plan.volume.ns, plan.volume.id));
     batch.add_event({.topic = "Volume",
-                     .type = plan->created ? "VolumeRegistered" : "VolumeUpdated",
-                     .ns = plan->volume.ns,
-                     .key = plan->volume.id,
-                     .message = std::string(plan->created ? "registered" : "updated") + " volume \"" +
-                                plan->volume.id + "\" (plugin \"" + plan->volume.plugin_id + "\")",
-                     .details = {{"plugin_id", plan->volume.plugin_id}}});
-    batch.put(std::move(plan->volume));
+                     .type = plan.created ? "VolumeRegistered" : "VolumeUpdated",
+                     .ns = plan.volume.ns,
+                     .key = plan.volume.id,
+                     .message = std::string(plan.created ? "registered" : "updated") + " volume \"" +
+                                plan.volume.id + "\" (plugin \"" + plan.volume.plugin_id + "\")",
+                     .details = {{"plugin_id", plan.volume.plugin_id}}});
+    batch.put(std::move(plan.volume));
   }
   auto index = store_.commit(std::move(batch));
-  if (!index) return write_failed("register volumes", index.error());
+  if (!index) co_return write_failed("register volumes", index.error());
   Written out{*index, {}};
   for (const auto& key : keys) out.volumes.push_back(decorated(*store_.volume(key), store_));
-  return out;
+  co_return out;
 }
 
 asio::awaitable<Outcome<Written>> VolumeLifecycle::register_or_expand(domain::Volume wanted,
                                                                       domain::Expected<StringMap> header_secrets) {
   const domain::Volume* current = store_.volume(wanted.ns, wanted.id);
-  if (!current) co_return register_volumes({std::move(wanted)});
   auto plan = plan_volume_register(current, wanted, store_.plugin(wanted.plugin_id));
-  // Everything that is not an expansion (including every refusal) is a plain registration.
-  if (!plan || !plan->expand) co_return register_volumes({std::move(wanted)});
+  // Everything that is not an expansion (a new volume, every refusal) is a plain registration. A
+  // named vector, not a temporary, as the coroutine's argument (GCC 12, see agent_router.cpp).
+  if (!plan || !plan->expand) {
+    std::vector<domain::Volume> one{std::move(wanted)};
+    co_return co_await register_volumes(std::move(one));
+  }
   const domain::Plugin* plugin = store_.plugin(plan->volume.plugin_id);
   const auto& id = wanted.id;
   if (!plugin) co_return invalid("volume " + in_quotes(id) + ": no CSI plugin named " + in_quotes(wanted.plugin_id));
@@ -117,6 +161,7 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::register_or_expand(domain::Vo
                       std::to_string(current->capacity) + " to " + std::to_string(plan->volume.requested_capacity_min) +
                       " bytes");
   if (!header_secrets) co_return invalid(header_secrets.error());
+  if (auto refused = co_await validate_capabilities(current, plan->volume)) co_return *refused;
   StringMap secrets = plan->volume.secrets;
   for (const auto& [k, v] : *header_secrets) secrets[k] = v;
   co_return co_await expand(std::move(plan->volume), secrets);

@@ -45,4 +45,9 @@ Task<::csi::v1::ListVolumesResponse> RouterControllerCalls::list_volumes(std::st
   return router_.list_volumes(std::move(plugin_id), std::move(request));
 }
 
+Task<::csi::v1::ValidateVolumeCapabilitiesResponse> RouterControllerCalls::validate_volume_capabilities(
+    std::string plugin_id, std::string key, ::csi::v1::ValidateVolumeCapabilitiesRequest request) {
+  return router_.validate_volume_capabilities(std::move(plugin_id), std::move(key), std::move(request));
+}
+
 }  // namespace mooring::controlplane::volumes

@@ -30,6 +30,7 @@ class Volume;
 
 namespace mooring::controlplane {
 class StateStore;
+struct VolumePlan;
 }
 
 namespace mooring::controlplane::volumes {
@@ -55,7 +56,9 @@ class VolumeLifecycle {
 
   // The coroutines take their arguments by value: they may outlive the caller's temporaries.
   // ---- register.cpp: every volume registered in one transaction, or none ----
-  Outcome<Written> register_volumes(std::vector<domain::Volume> volumes);
+  // A volume new to the store, or an update that changes what its plugin is told (capabilities,
+  // mount options, context, secrets), is first checked by the plugin (validate.cpp).
+  boost::asio::awaitable<Outcome<Written>> register_volumes(std::vector<domain::Volume> volumes);
   // One volume: a re-registration that raises RequestedCapacityMin above the capacity expands it
   // (expand.cpp); `header_secrets` are only read then.
   boost::asio::awaitable<Outcome<Written>> register_or_expand(domain::Volume wanted,
@@ -84,6 +87,16 @@ class VolumeLifecycle {
   boost::asio::awaitable<Outcome<Page<ExternalVolume>>> list_external(std::string plugin_id, PageRequest page);
 
  private:
+  // register.cpp: what each volume of a registration would be stored as, or why not.
+  Outcome<std::vector<VolumePlan>> plan_registrations(std::vector<domain::Volume> volumes) const;
+  // validate.cpp: ControllerValidateVolumeCapabilities for each requested capability through a
+  // healthy controller. Skipped for a plugin without a controller (as Nomad), or when nothing the
+  // plugin is told changed from `existing`. Unsupported (no `confirmed`) or an unknown external
+  // id: invalid (400); no healthy controller: unavailable (503), since storing a volume nobody
+  // checked would only fail at its first claim; UNIMPLEMENTED: registered unchecked.
+  boost::asio::awaitable<std::optional<Failure>> validate_capabilities(const domain::Volume* existing,
+                                                                       domain::Volume planned);
+
   // expand.cpp
   boost::asio::awaitable<Outcome<Written>> expand(domain::Volume wanted, const StringMap& secrets);
   boost::asio::awaitable<std::vector<std::string>> expand_on_nodes(const domain::Volume& wanted,

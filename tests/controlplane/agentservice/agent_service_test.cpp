@@ -99,6 +99,12 @@ class AgentServiceTest : public ::testing::Test {
   // and volume `vol`.
   void cluster(bool controller, const std::string& vol = "vol-1", const std::string& mode = "single-node-writer") {
     ASSERT_TRUE(register_node("n1", {fingerprint("hostpath", "n1", controller)}).ok());
+    // A plugin with a controller checks the registration (ValidateVolumeCapabilities): it agrees.
+    if (controller)
+      server.on_io([this] {
+        server.api.controller.validations.script.push_back(FakeController::confirmed());
+        return 0;
+      });
     auto r = http("PUT", "/v1/volume/csi/" + vol, volume_body(vol, mode));
     ASSERT_EQ(r.status, 200u) << r.body;
   }

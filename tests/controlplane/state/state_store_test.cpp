@@ -160,6 +160,34 @@ TEST_F(StateStoreTest, AllocationsOfANodeFollowEveryCommitAndAReload) {
   EXPECT_TRUE(again.allocation_ids_on("n1").empty());
 }
 
+TEST_F(StateStoreTest, VolumesByBackendFollowEveryCommitAndAReload) {
+  using Keys = std::set<std::string>;
+  auto v1 = fixtures::volume("v1");
+  v1.provider = "hostpath.mooring.dev";
+  auto other_ns = v1;
+  other_ns.id = "v2";
+  other_ns.ns = "team";
+  auto unknown_provider = fixtures::volume("v3");  // no provider yet: keyed by its plugin id
+  unknown_provider.external_id = v1.external_id;
+  Batch b;
+  b.put(v1);
+  b.put(other_ns);
+  b.put(unknown_provider);
+  commit(std::move(b));
+  EXPECT_EQ(store.volume_keys_with_backend(v1), (Keys{"v1", "team:v2"}));
+  EXPECT_EQ(store.volume_keys_with_backend(unknown_provider), (Keys{"v3"}));
+
+  Batch b2;
+  b2.erase_volume("v1");
+  commit(std::move(b2));
+  EXPECT_EQ(store.volume_keys_with_backend(v1), (Keys{"team:v2"}));
+
+  StateStore again{io.get_executor(), backend};
+  ASSERT_TRUE(again.load());
+  EXPECT_EQ(again.volume_keys_with_backend(v1), (Keys{"team:v2"}));
+  EXPECT_EQ(again.volume_keys_with_backend(unknown_provider), (Keys{"v3"}));
+}
+
 // The indexes the hot paths read (a node's watch, placement's load, next_alloc_index) must say
 // exactly what a scan of every allocation and volume says, after any mix of commits and a reload.
 TEST_F(StateStoreTest, AllocationIndexesAgreeWithAFullScanThroughRandomCommits) {

@@ -71,6 +71,22 @@ class FakeController final : public volumes::ControllerCalls {
   volumes::Task<::csi::v1::ListVolumesResponse> list_volumes(std::string, ::csi::v1::ListVolumesRequest req) override {
     co_return next(volume_lists, std::move(req));
   }
+  volumes::Task<::csi::v1::ValidateVolumeCapabilitiesResponse> validate_volume_capabilities(
+      std::string, std::string, ::csi::v1::ValidateVolumeCapabilitiesRequest req) override {
+    co_return next(validations, std::move(req));
+  }
+  // ValidateVolumeCapabilities answers: supported (`confirmed` set), or not (empty, with the
+  // plugin's reason).
+  static agentclient::AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse> confirmed() {
+    ::csi::v1::ValidateVolumeCapabilitiesResponse resp;
+    resp.mutable_confirmed()->add_volume_capabilities();
+    return ok(std::move(resp));
+  }
+  static agentclient::AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse> unconfirmed(std::string message) {
+    ::csi::v1::ValidateVolumeCapabilitiesResponse resp;
+    resp.set_message(std::move(message));
+    return ok(std::move(resp));
+  }
 
   Rpc<::csi::v1::CreateVolumeRequest, ::csi::v1::CreateVolumeResponse> creates{csi::Rpc::CreateVolume};
   Rpc<::csi::v1::DeleteVolumeRequest, ::csi::v1::DeleteVolumeResponse> deletes{csi::Rpc::DeleteVolume};
@@ -81,6 +97,8 @@ class FakeController final : public volumes::ControllerCalls {
   Rpc<::csi::v1::DeleteSnapshotRequest, ::csi::v1::DeleteSnapshotResponse> snapshot_deletes{csi::Rpc::DeleteSnapshot};
   Rpc<::csi::v1::ListSnapshotsRequest, ::csi::v1::ListSnapshotsResponse> snapshot_lists{csi::Rpc::ListSnapshots};
   Rpc<::csi::v1::ListVolumesRequest, ::csi::v1::ListVolumesResponse> volume_lists{csi::Rpc::ListVolumes};
+  Rpc<::csi::v1::ValidateVolumeCapabilitiesRequest, ::csi::v1::ValidateVolumeCapabilitiesResponse> validations{
+      csi::Rpc::ValidateVolumeCapabilities};
   std::vector<std::string> expanded_nodes;
 
  private:
