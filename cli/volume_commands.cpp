@@ -45,6 +45,23 @@ std::string capabilities_text(const json& caps) {
 
 std::string capacity_text(std::int64_t bytes) { return bytes > 0 ? human_bytes(bytes) : "<unknown>"; }
 
+// A claim's Usage as "1.0 MiB / 1.0 GiB used, 12 / 65536 inodes"; "-" until its node reports it.
+std::string usage_text(const json& u) {
+  if (!u.is_object()) return "-";
+  std::string out = human_bytes(field_int(u, "BytesUsed")) + " / " + capacity_text(field_int(u, "BytesTotal")) + " used";
+  if (field_int(u, "InodesTotal") > 0)
+    out += ", " + std::to_string(field_int(u, "InodesUsed")) + " / " + std::to_string(field_int(u, "InodesTotal")) +
+           " inodes";
+  return out;
+}
+
+// "normal", or "ABNORMAL: <plugin's message>"; "-" when the plugin reports no condition.
+std::string condition_text(const json& c) {
+  if (!c.is_object()) return "-";
+  if (!c.value("Abnormal", false)) return "normal";
+  return "ABNORMAL" + (field(c, "Message").empty() ? std::string{} : ": " + field(c, "Message"));
+}
+
 void print_volume(Context& ctx, const json& v) {
   KeyValues kv;
   kv.add("ID", field(v, "ID"));
@@ -80,17 +97,24 @@ void print_volume(Context& ctx, const json& v) {
     return;
   }
   Table t({"Allocation ID", "Node ID", "Mode", "State", "Last Error", "Next Attempt"});
+  Table health({"Allocation ID", "Node ID", "Usage", "Condition"});
   auto now = std::chrono::system_clock::now();
   for (const auto& c : claims) {
     t.add_row({field(c, "AllocationID"), field(c, "NodeID"), field(c, "Mode"), field(c, "State"),
                field(c, "LastError"), time_text(field(c, "NextAttempt"), now)});
+    const json usage = c.value("Usage", json()), condition = c.value("Condition", json());
+    if (usage.is_object() || condition.is_object())
+      health.add_row({field(c, "AllocationID"), field(c, "NodeID"), usage_text(usage), condition_text(condition)});
   }
   ctx.out() << (t.empty() ? std::string("No claims\n") : t.render());
+  // What the claims' nodes last reported (NodeGetVolumeStats), when their plugin reports it.
+  if (!health.empty()) ctx.out() << "\nVolume Health\n" << health.render();
 }
 
 int volume_status(Context& ctx, const Invocation& inv) {
   if (!inv.args.empty()) {
-    auto r = ctx.call("GET", volume_path(inv.args[0]));
+    // -refresh-stats: the claims' nodes poll NodeGetVolumeStats now (GET ...?stats=refresh).
+    auto r = ctx.call("GET", volume_path(inv.args[0]) + (inv.enabled("refresh-stats") ? "?stats=refresh" : ""));
     if (!r) return kExitError;
     if (ctx.json()) return ctx.print_json(r->body), kExitOk;
     print_volume(ctx, r->body);
@@ -235,10 +259,12 @@ std::vector<CommandSpec> volume_commands() {
        .arguments = "[ID]",
        .min_args = 0,
        .max_args = 1,
-       .flags = {{"plugin", true, "ID", "list only the volumes of this plugin"}},
+       .flags = {{"plugin", true, "ID", "list only the volumes of this plugin"},
+                 {"refresh-stats", false, "", "with an ID: the claims' nodes poll the volume's usage and condition now"}},
        .summary = "List volumes, or show one volume with its claims",
        .help = "With an ID: the volume's details and every claim with its release state, last error and\n"
-               "next attempt, so a stuck release explains itself.",
+               "next attempt, so a stuck release explains itself; then each claim's usage and condition\n"
+               "(NodeGetVolumeStats) as its node last reported them.",
        .run = volume_status},
       {.words = {"volume", "register"},
        .arguments = "FILE",

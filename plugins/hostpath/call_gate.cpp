@@ -25,7 +25,8 @@ bool deadline_passed(const grpc::ServerContext& ctx) {
 }  // namespace
 
 grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
-                           const std::function<grpc::Status()>& handler) {
+                           const std::function<grpc::Status()>& handler,
+                           const std::function<void(const std::string&)>& abnormal) {
   const auto started = std::chrono::steady_clock::now();
   FaultDecision fault;
   if (faults_) fault = faults_->decide(info.rpc, info.volume_id);
@@ -73,7 +74,9 @@ grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
   }
 
   try {
-    return finish(handler());
+    auto st = handler();
+    if (st.ok() && fault.abnormal && abnormal) abnormal(*fault.abnormal);
+    return finish(st);
   } catch (const std::exception& e) {
     // A bug, not an expected failure: report it as INTERNAL and keep serving.
     kLog.error("handler threw", {{"rpc", info.rpc}, {"error", e.what()}});

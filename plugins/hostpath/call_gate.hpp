@@ -31,7 +31,10 @@ class CallGate {
   CallGate(FaultInjector* faults, CallLog* call_log, const std::atomic<bool>& stopping)
       : faults_(faults), call_log_(call_log), stopping_(stopping) {}
 
-  grpc::Status run(grpc::ServerContext& ctx, const CallInfo& info, const std::function<grpc::Status()>& handler);
+  // `abnormal`: how a successful answer reports an injected abnormal volume condition (only the
+  // calls that carry one pass it).
+  grpc::Status run(grpc::ServerContext& ctx, const CallInfo& info, const std::function<grpc::Status()>& handler,
+                   const std::function<void(const std::string&)>& abnormal = {});
 
  private:
   FaultInjector* faults_;

@@ -123,7 +123,11 @@ class NodeService final : public v1::Node::Service {
   Status NodeGetVolumeStats(ServerContext* ctx, const v1::NodeGetVolumeStatsRequest* req,
                             v1::NodeGetVolumeStatsResponse* resp) override {
     return h_.gate->run(*ctx, {"NodeGetVolumeStats", req->volume_id(), h_.node_id, req->volume_path()},
-                        [&] { return n_.volume_stats(*req, *resp); });
+                        [&] { return n_.volume_stats(*req, *resp); },
+                        [&](const std::string& why) {
+                          resp->mutable_volume_condition()->set_abnormal(true);
+                          resp->mutable_volume_condition()->set_message(why);
+                        });
   }
   Status NodeExpandVolume(ServerContext* ctx, const v1::NodeExpandVolumeRequest* req,
                           v1::NodeExpandVolumeResponse* resp) override {

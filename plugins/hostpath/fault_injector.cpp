@@ -25,12 +25,13 @@ std::string FaultDecision::describe() const {
   std::string out = delay.count() > 0 ? "delay" : "";
   const char* act = action == Action::fail ? "fail" : action == Action::hang ? "hang" : action == Action::exit ? "exit" : "";
   if (*act) out += out.empty() ? act : std::string("+") + act;
+  if (abnormal) out += out.empty() ? "abnormal" : "+abnormal";
   return out;
 }
 
 bool parse_fault_rules(std::string_view text, std::vector<FaultRule>& out, std::string& error) {
   static const std::set<std::string> kKeys = {"rpc",  "volume_id", "code", "message",   "count",
-                                              "for_seconds", "delay_ms", "hang", "exit", "exit_code"};
+                                              "for_seconds", "delay_ms", "hang", "exit", "exit_code", "abnormal"};
   out.clear();
   try {
     json j = text.find_first_not_of(" \t\r\n") == std::string_view::npos ? json::array() : json::parse(text);
@@ -73,8 +74,9 @@ bool parse_fault_rules(std::string_view text, std::vector<FaultRule>& out, std::
       rule.hang = r.value("hang", false);
       rule.exit = r.value("exit", false);
       rule.exit_code = r.value("exit_code", 137);
-      if (!rule.code && !rule.hang && !rule.exit && rule.delay_ms <= 0) {
-        error = where + "needs one of code, delay_ms, hang, exit";
+      if (r.contains("abnormal")) rule.abnormal = r.at("abnormal").get<std::string>();
+      if (!rule.code && !rule.hang && !rule.exit && rule.delay_ms <= 0 && !rule.abnormal) {
+        error = where + "needs one of code, delay_ms, hang, exit, abnormal";
         return false;
       }
       if ((rule.code ? 1 : 0) + (rule.hang ? 1 : 0) + (rule.exit ? 1 : 0) > 1) {
@@ -161,6 +163,7 @@ FaultDecision FaultInjector::decide(std::string_view rpc, std::string_view volum
     ++used_[i];
     consumed_counted = consumed_counted || r.count >= 0;
     d.delay += std::chrono::milliseconds(r.delay_ms);
+    if (r.abnormal && !d.abnormal) d.abnormal = r.abnormal;
     if (r.code) {
       d.action = FaultDecision::Action::fail;
       d.code = *r.code;

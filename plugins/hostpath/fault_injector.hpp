@@ -26,6 +26,8 @@ struct FaultRule {
   bool hang = false;
   bool exit = false;
   int exit_code = 137;
+  // NodeGetVolumeStats answers normally but with an abnormal VolumeCondition saying this.
+  std::optional<std::string> abnormal;
 };
 
 struct FaultDecision {
@@ -35,7 +37,8 @@ struct FaultDecision {
   int code = 0;
   std::string message;
   int exit_code = 137;
-  std::string describe() const;  // "delay", "fail", "hang", "exit", "delay+fail", or ""
+  std::optional<std::string> abnormal;  // the call succeeds; its volume condition says this
+  std::string describe() const;  // "delay", "fail", "hang", "exit", "abnormal", "delay+fail", or ""
 };
 
 // Parses the control file: {"rules":[...]} or a bare array of rules. Unknown keys are errors

@@ -28,6 +28,7 @@
 #include "shared/async/with_timeout.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/server.hpp"
+#include "shared/wire/proto_convert.hpp"
 
 namespace mooring::nodeagent {
 namespace {
@@ -74,8 +75,10 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   controlplane_ = make_grpc_controlplane_calls(cp);
 
   controlplane_back_ = std::make_unique<async::WakeSignal>(ex);
+  stats_now_ = std::make_unique<async::WakeSignal>(ex);
   VolumeManagerOptions vm;
   vm.controlplane_back = controlplane_back_.get();
+  vm.mounted = stats_now_.get();
   vm.mount_root = data_dir / "mounts";
   vm.state_dir = data_dir / "volumes";
   vm.unmount_backoff = options_.release_backoff;
@@ -287,6 +290,18 @@ void Agent::start() {
   update_readiness();
   async::PeriodicOptions readiness{.name = "readiness", .period = std::chrono::seconds(1), .jitter = 0};
   if (options_.security) loops_->spawn("tls-expiry", rpc::warn_expiry_daily(options_.security));
+  if (config_.volume_stats_interval.count() > 0) {
+    // In the loops group: shutdown cancels it (a call in flight is cancelled, never awaited), and
+    // it holds a volume's lock only for that volume's calls, so a release waits one call at most.
+    async::PeriodicOptions stats{.name = "volume-stats", .period = config_.volume_stats_interval,
+                                 .run_now = stats_now_.get()};
+    loops_->spawn("volume-stats", async::periodic([this]() -> asio::awaitable<void> {
+      auto reports = co_await volumes_->collect_stats();
+      std::vector<::mooring::v1::VolumeStats> wire;
+      for (const auto& r : reports) wire.push_back(domain::to_proto(r));
+      status_->set_volume_stats(wire);
+    }, stats));
+  }
   loops_->spawn("readiness", async::periodic([this]() -> asio::awaitable<void> {
     update_readiness();
     co_return;

@@ -85,6 +85,8 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   for (auto& fp : status_.fingerprints()) *req.add_plugins() = std::move(fp);
   const auto batch = status_.pending_events();
   for (const auto& e : batch.events) *req.add_events() = e;
+  const auto stats = status_.pending_volume_stats();
+  for (const auto& s : stats.stats) *req.add_volume_stats() = s;
   const auto st = co_await rpc::unary(rpc::CallOptions{timeout, false}, [&](grpc::ClientContext* ctx, rpc::UnaryDone done) {
     transport_->stub->async()->Heartbeat(ctx, &req, &resp, std::move(done));
   });
@@ -100,6 +102,7 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
     co_return false;
   }
   status_.ack(batch.last_seq);
+  status_.ack_volume_stats(stats.last_seq);
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
   if (options_.on_contact) options_.on_contact(true);
   ++heartbeats_ok_;

@@ -1,5 +1,7 @@
 #include "services/nodeagent/node_status.hpp"
 
+#include <algorithm>
+
 #include "shared/domain/time.hpp"
 
 namespace mooring::nodeagent {
@@ -66,6 +68,25 @@ NodeStatus::Batch NodeStatus::pending_events() const {
 void NodeStatus::ack(uint64_t last_seq) {
   while (!events_.empty() && events_.front().seq <= last_seq) events_.pop_front();
   dropped_ = 0;
+}
+
+void NodeStatus::set_volume_stats(const std::vector<::mooring::v1::VolumeStats>& stats) {
+  if (stats.empty()) return;
+  for (const auto& s : stats) stats_[{s.volume_id(), s.alloc_id()}] = {next_stats_seq_++, s};
+  changed();
+}
+
+NodeStatus::StatsBatch NodeStatus::pending_volume_stats() const {
+  StatsBatch b;
+  for (const auto& [key, entry] : stats_) {
+    b.stats.push_back(entry.second);
+    b.last_seq = std::max(b.last_seq, entry.first);
+  }
+  return b;
+}
+
+void NodeStatus::ack_volume_stats(uint64_t last_seq) {
+  std::erase_if(stats_, [&](const auto& kv) { return kv.second.first <= last_seq; });
 }
 
 }  // namespace mooring::nodeagent

@@ -1,5 +1,6 @@
-// What this node reports to the control plane: the latest fingerprint of every plugin and the
-// node events not yet acknowledged. Events are numbered; the control plane link sends those after
+// What this node reports to the control plane: the latest fingerprint of every plugin, the
+// node events not yet acknowledged and the volume stats polled since the last acknowledged
+// heartbeat (the latest per volume and allocation). Events are numbered; the control plane link sends those after
 // the last acknowledged number, so a failed heartbeat loses nothing. The buffer is bounded: when
 // the control plane is away for long, the oldest events are dropped and one "events dropped"
 // event says how many.
@@ -45,6 +46,16 @@ class NodeStatus {
   void ack(uint64_t last_seq);
   size_t pending_count() const { return events_.size(); }
 
+  // Volume stats to send: each replaces the pending one of its (volume, allocation).
+  void set_volume_stats(const std::vector<::mooring::v1::VolumeStats>& stats);
+  struct StatsBatch {
+    std::vector<::mooring::v1::VolumeStats> stats;
+    uint64_t last_seq = 0;  // pass to ack_volume_stats() once the control plane accepted them
+  };
+  StatsBatch pending_volume_stats() const;
+  // Drops what was sent, unless a newer poll replaced it meanwhile.
+  void ack_volume_stats(uint64_t last_seq);
+
   // Called after every change (fingerprint or event), e.g. to send a heartbeat early.
   void on_change(std::function<void()> fn) { on_change_ = std::move(fn); }
 
@@ -59,6 +70,8 @@ class NodeStatus {
   size_t max_events_;
   std::map<std::pair<std::string, int>, ::mooring::v1::PluginFingerprint> fingerprints_;  // (id, type)
   std::deque<Entry> events_;
+  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, ::mooring::v1::VolumeStats>> stats_;  // (volume, alloc)
+  uint64_t next_stats_seq_ = 1;
   uint64_t next_seq_ = 1;
   uint64_t dropped_ = 0;
   std::function<void()> on_change_;

@@ -5,10 +5,37 @@
 #include "shared/domain/modes.hpp"
 #include "shared/domain/time.hpp"
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace mooring::domain {
+
+// NodeGetVolumeStats where the claim's allocation uses the volume, as its node last reported it.
+struct VolumeUsage {
+  std::int64_t bytes_available = 0, bytes_total = 0, bytes_used = 0;
+  std::int64_t inodes_available = 0, inodes_total = 0, inodes_used = 0;  // 0 when not reported
+  Time update_time{};
+  bool operator==(const VolumeUsage&) const = default;
+};
+
+// The plugin's VolumeCondition (when it advertises VOLUME_CONDITION).
+struct VolumeCondition {
+  bool abnormal = false;
+  std::string message;
+  Time update_time{};
+  bool operator==(const VolumeCondition&) const = default;
+};
+
+// One report of a node agent: the volume (its key) as one allocation uses it.
+struct VolumeStatsReport {
+  std::string volume_id;
+  std::string alloc_id;
+  std::optional<VolumeUsage> usage;
+  std::optional<VolumeCondition> condition;
+  bool operator==(const VolumeStatsReport&) const = default;
+};
 
 struct Claim {
   std::string allocation_id;
@@ -24,6 +51,8 @@ struct Claim {
   Time next_attempt{};     // when the release is retried (unset when not waiting)
   Time create_time{};
   Time update_time{};
+  std::optional<VolumeUsage> usage;          // from the node's stats; unset until reported
+  std::optional<VolumeCondition> condition;  // likewise
 
   bool operator==(const Claim&) const = default;
 };

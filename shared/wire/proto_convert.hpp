@@ -63,6 +63,9 @@ TaskEvent from_proto(const ::mooring::v1::TaskEvent& e);
 ::mooring::v1::NodeEvent to_proto(const NodeEvent& e);
 NodeEvent from_proto(const ::mooring::v1::NodeEvent& e);
 
+::mooring::v1::VolumeStats to_proto(const VolumeStatsReport& r);
+VolumeStatsReport from_proto(const ::mooring::v1::VolumeStats& s);
+
 // Allocation events are not on this message (they travel in status updates as TaskEvents).
 ::mooring::v1::Allocation to_proto(const Allocation& a);
 Expected<Allocation> from_proto(const ::mooring::v1::Allocation& a);

@@ -183,6 +183,20 @@ TEST_F(CliBinary, VolumeDetailShowsClaimsWithStateLastErrorAndNextAttempt) {
       << r.out;
 }
 
+TEST_F(CliBinary, VolumeDetailShowsEachClaimsUsageAndConditionWhenReported) {
+  FakeApi api;
+  auto v = volume_detail();
+  v["Claims"][0]["Usage"] = {{"BytesUsed", 1048576}, {"BytesTotal", 104857600}, {"BytesAvailable", 103809024},
+                             {"InodesUsed", 12}, {"InodesTotal", 65536}, {"InodesAvailable", 65524}};
+  v["Claims"][0]["Condition"] = {{"Abnormal", true}, {"Message", "disk on fire"}};
+  api.on("GET", "/v1/volume/csi/data", {200, v.dump()});
+  auto r = cli(api, {"volume", "status", "data"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Volume Health\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1.0 MiB / 100.0 MiB used, 12 / 65536 inodes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ABNORMAL: disk on fire"), std::string::npos) << r.out;
+}
+
 TEST_F(CliBinary, HttpErrorPrintsTheApiMessageAndExitsOne) {
   FakeApi api;
   api.on("GET", "/v1/volume/csi/nope", {404, R"({"Error":"volume not found: nope"})"});

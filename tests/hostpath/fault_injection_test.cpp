@@ -166,6 +166,45 @@ TEST_F(HostpathFaults, RulesChangeWithoutRestartAndCanTargetOneVolume) {
   EXPECT_TRUE(plugin_->delete_volume("vol-aaaaaaaaaaaaaaaa").ok());
 }
 
+// Stats of a published volume: real usage, a normal condition; an "abnormal" rule makes the
+// condition abnormal with its message (usage still real) until it is removed.
+TEST_F(HostpathFaults, AbnormalRuleTurnsTheVolumeConditionAbnormalUntilRemoved) {
+  MOORING_REQUIRE_ROOT();
+  csi::v1::Volume vol;
+  ASSERT_TRUE(plugin_->create_volume("stats", 1 << 20, &vol).ok());
+  const auto staging = dir_ / "staging";
+  const auto target = dir_ / "target";
+  ASSERT_TRUE(plugin_->stage(vol.volume_id(), staging, AM::SINGLE_NODE_WRITER).ok());
+  ASSERT_TRUE(plugin_->publish(vol.volume_id(), staging, target, AM::SINGLE_NODE_WRITER).ok());
+  auto stats = [&] {
+    csi::v1::NodeGetVolumeStatsRequest r;
+    r.set_volume_id(vol.volume_id());
+    r.set_volume_path(target.string());
+    csi::v1::NodeGetVolumeStatsResponse o;
+    grpc::ClientContext ctx;
+    set_deadline(ctx);
+    EXPECT_TRUE(plugin_->node().NodeGetVolumeStats(&ctx, r, &o).ok());
+    return o;
+  };
+  auto normal = stats();
+  ASSERT_EQ(normal.usage_size(), 2);
+  EXPECT_EQ(normal.usage(0).unit(), csi::v1::VolumeUsage::BYTES);
+  EXPECT_GT(normal.usage(0).total(), 0);
+  EXPECT_GT(normal.usage(1).total(), 0);  // inodes, from statvfs
+  EXPECT_FALSE(normal.volume_condition().abnormal());
+
+  plugin_->set_faults(R"({"rules":[{"rpc":"NodeGetVolumeStats","abnormal":"disk on fire"}]})");
+  auto abnormal = stats();
+  EXPECT_TRUE(abnormal.volume_condition().abnormal());
+  EXPECT_EQ(abnormal.volume_condition().message(), "disk on fire");
+  EXPECT_EQ(abnormal.usage_size(), 2);
+
+  plugin_->set_faults(R"({"rules":[]})");
+  EXPECT_FALSE(stats().volume_condition().abnormal());
+  ASSERT_TRUE(plugin_->unpublish(vol.volume_id(), target).ok());
+  ASSERT_TRUE(plugin_->unstage(vol.volume_id(), staging).ok());
+}
+
 TEST_F(HostpathFaults, CallLogRecordsEveryCallInOrderWithVolumeAndNode) {
   MOORING_REQUIRE_ROOT();
   auto& p = *plugin_;

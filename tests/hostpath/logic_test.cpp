@@ -65,6 +65,8 @@ TEST(HostpathFaultRules, RejectUnknownKeysAndMeaninglessRules) {
   EXPECT_FALSE(parse_fault_rules(R"([{"rpc":"Probe"}])", rules, error));
   EXPECT_FALSE(parse_fault_rules(R"([{"rpc":"Probe","code":99}])", rules, error));
   EXPECT_FALSE(parse_fault_rules(R"([{"rpc":"Probe","code":14,"exit":true}])", rules, error));
+  EXPECT_TRUE(parse_fault_rules(R"([{"rpc":"NodeGetVolumeStats","abnormal":"disk gone"}])", rules, error)) << error;
+  EXPECT_EQ(rules.at(0).abnormal, "disk gone");
 }
 
 TEST(HostpathFaultInjector, CountsUsesDelaysAndResumesAfterRestart) {

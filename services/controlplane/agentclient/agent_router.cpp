@@ -245,6 +245,16 @@ asio::awaitable<AgentResult<v1::NodeExpandVolumeResponse>> AgentRouter::node_exp
          rpc::UnaryDone d) { s.async()->NodeExpandVolume(c, r, o, std::move(d)); });
 }
 
+asio::awaitable<AgentResult<v1::NodeVolumeStatsResponse>> AgentRouter::node_volume_stats(
+    std::string node_id, v1::NodeVolumeStatsRequest request) {
+  std::string what = "NodeVolumeStats of volume " + in_quotes(request.volume_id());
+  co_return co_await impl_->to_node<v1::NodeVolumeStatsRequest, v1::NodeVolumeStatsResponse>(
+      csi::Rpc::NodeGetVolumeStats, what, std::move(node_id), std::move(request),
+      impl_->timeout(csi::Rpc::NodeGetVolumeStats),
+      [](Stub& s, grpc::ClientContext* c, const v1::NodeVolumeStatsRequest* r, v1::NodeVolumeStatsResponse* o,
+         rpc::UnaryDone d) { s.async()->NodeVolumeStats(c, r, o, std::move(d)); });
+}
+
 // ---- controller RPCs ----
 
 #define MOORING_FORWARD(Method, Wrapped, CsiResp, rpc_enum, key)                                              \

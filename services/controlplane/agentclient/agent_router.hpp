@@ -49,6 +49,9 @@ class AgentRouter {
       std::string node_id, v1::NodeDetachVolumeRequest request);
   boost::asio::awaitable<AgentResult<v1::NodeExpandVolumeResponse>> node_expand_volume(
       std::string node_id, v1::NodeExpandVolumeRequest request);
+  // Classified as NodeGetVolumeStats (a query: nothing to negate).
+  boost::asio::awaitable<AgentResult<v1::NodeVolumeStatsResponse>> node_volume_stats(
+      std::string node_id, v1::NodeVolumeStatsRequest request);
 
   // ---- controller RPCs: to a healthy controller of `plugin_id` ----
   // `volume_key` (the Mooring volume id) serializes calls per volume; "" does not serialize.

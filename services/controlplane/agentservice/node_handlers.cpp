@@ -1,6 +1,7 @@
 // RegisterNode and Heartbeat: the node record, the plugin aggregates its fingerprints feed, and
 // liveness. A heartbeat that changes nothing writes nothing.
 #include "services/controlplane/agentservice/handlers.hpp"
+#include "services/controlplane/claims/volume_health.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/nodes/node_report.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -95,10 +96,15 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
       change.node_changed = true;
     }
   }
-  if (change.empty()) return grpc::Status::OK;
+  std::vector<domain::VolumeStatsReport> reports;
+  for (const auto& s : req.volume_stats()) reports.push_back(domain::from_proto(s));
+  auto health = plan_volume_stats(req.node_id(), reports, [&](const std::string& key) { return ctx.store.volume(key); });
+  if (change.empty() && health.empty()) return grpc::Status::OK;
   Batch batch;
   change.stage(batch);
-  // On failure the agent keeps its events and sends them again with the next heartbeat.
+  for (auto& v : health.volumes) batch.put(std::move(v));
+  for (auto& e : health.events) batch.add_event(std::move(e));
+  // On failure the agent keeps its events and stats and sends them again with the next heartbeat.
   if (auto r = ctx.store.commit(std::move(batch)); !r)
     return write_failed(ctx, "heartbeat of node \"" + req.node_id() + "\"", r.error());
   return grpc::Status::OK;

@@ -103,7 +103,7 @@ class RouteTable {
   void add_volume_routes() {
     list("/v1/volumes", Need::cap(Cap::csi_list_volume), at_once<list_volumes>, Table::volumes);
     write({"PUT", "POST"}, "/v1/volumes", Need::cap(Cap::csi_write_volume), register_volumes);
-    get("/v1/volume/csi/:id", Need::cap(Cap::csi_read_volume), at_once<get_volume>, Table::volumes);
+    get("/v1/volume/csi/:id", Need::cap(Cap::csi_read_volume), get_volume, Table::volumes);
     write({"PUT", "POST"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), register_volume);
     write({"DELETE"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), deregister_volume,
           {.when = forced, .also = Need::on(Area::operator_, Level::write)});

@@ -69,7 +69,7 @@ bool query_flag(const http::Request& req, std::string_view name, bool& out, http
 
 // ---- volumes (volume_endpoints.cpp) ----
 http::Response list_volumes(Context&, const http::Request&);
-http::Response get_volume(Context&, const http::Request&);
+Answer get_volume(Context&, const http::Request&);  // ?stats=refresh polls the claims' nodes first
 Answer register_volume(Context&, const http::Request&);   // PUT /v1/volume/csi/:id (may expand)
 Answer register_volumes(Context&, const http::Request&);  // PUT /v1/volumes
 Answer deregister_volume(Context&, const http::Request&);

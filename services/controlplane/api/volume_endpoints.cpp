@@ -79,13 +79,23 @@ http::Response list_volumes(Context& ctx, const http::Request& req) {
   return res;
 }
 
-http::Response get_volume(Context& ctx, const http::Request& req) {
+// ?stats=refresh: the claims' nodes poll NodeGetVolumeStats first, so Claims[].Usage and
+// Claims[].Condition are current rather than as of the last periodic poll.
+Answer get_volume(Context& ctx, const http::Request& req) {
   std::string id;
   http::Response err;
-  if (!path_id(req, "id", domain::IdKind::volume, id, err)) return err;
+  if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
+  if (auto stats = req.param("stats")) {
+    if (*stats != "refresh")
+      co_return bad_request("query parameter \"stats\": only \"refresh\" is known, got \"" + std::string(*stats) + "\"");
+    if (ctx.store.volume(request_namespace(req), id)) {
+      auto refreshed = co_await ctx.volumes.refresh_stats(domain::volume_key(request_namespace(req), id));
+      if (!refreshed) co_return failed(refreshed.error());
+    }
+  }
   const domain::Volume* v = ctx.store.volume(request_namespace(req), id);
-  if (!v) return not_found("volume", id, request_namespace(req));
-  return json_ok(domain::to_api_json(volumes::decorated(*v, ctx.store)));
+  if (!v) co_return not_found("volume", id, request_namespace(req));
+  co_return json_ok(domain::to_api_json(volumes::decorated(*v, ctx.store)));
 }
 
 // A re-registration that raises RequestedCapacityMin above the capacity expands the volume.

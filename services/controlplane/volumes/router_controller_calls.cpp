@@ -25,6 +25,11 @@ Task<v1::NodeExpandVolumeResponse> RouterControllerCalls::node_expand_volume(std
   return router_.node_expand_volume(std::move(node_id), std::move(request));
 }
 
+Task<v1::NodeVolumeStatsResponse> RouterControllerCalls::node_volume_stats(std::string node_id,
+                                                                           v1::NodeVolumeStatsRequest request) {
+  return router_.node_volume_stats(std::move(node_id), std::move(request));
+}
+
 Task<::csi::v1::CreateSnapshotResponse> RouterControllerCalls::create_snapshot(
     std::string plugin_id, std::string key, ::csi::v1::CreateSnapshotRequest request) {
   return router_.create_snapshot(std::move(plugin_id), std::move(key), std::move(request));

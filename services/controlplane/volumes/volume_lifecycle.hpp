@@ -83,6 +83,11 @@ class VolumeLifecycle {
   // Each snapshot names its source volume when that is a volume of namespace `ns`.
   boost::asio::awaitable<Outcome<Page<Snapshot>>> list_snapshots(std::string plugin_id, PageRequest page,
                                                                  StringMap secrets, std::string ns);
+  // ---- stats.cpp: every node with a taken claim polls NodeGetVolumeStats now; the answers are
+  // recorded per claim as heartbeats record them (events on condition changes). A node that does
+  // not answer keeps its last report. The index of the last write (the current one when nothing
+  // changed).
+  boost::asio::awaitable<Outcome<std::uint64_t>> refresh_stats(std::string key);
   // ---- external.cpp: the plugin's own listing ----
   boost::asio::awaitable<Outcome<Page<ExternalVolume>>> list_external(std::string plugin_id, PageRequest page);
 

@@ -49,6 +49,10 @@ constexpr std::array kOptions{
     Option{"status-batch-window", "MOORING_STATUS_BATCH_WINDOW", "status_batch_window", "DURATION",
            "allocation status reports within this window reach the control plane in one call (0: at once)",
            "5ms"},
+    Option{"volume-stats-interval", "MOORING_VOLUME_STATS_INTERVAL", "volume_stats_interval", "DURATION",
+           "how often the usage and condition of every published volume are polled (NodeGetVolumeStats, "
+           "plugins that advertise GET_VOLUME_STATS) and reported to the control plane (0: never)",
+           "60s"},
     Option{"plugin", "MOORING_PLUGINS", "plugins", "SPEC",
            "a CSI plugin, repeatable; SPEC is id=ID,type=controller|node|monolith,command=PATH,arg=A,"
            "env=K=V,socket=PATH,health_timeout=30s,probe_interval=5s,fingerprint_interval=30s,"
@@ -281,6 +285,10 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
       cfg.status_batch_window = get_duration(layer, key, path, /*zero_ok=*/true);
       if (cfg.status_batch_window > std::chrono::seconds(10))
         throw Fail{path + ": " + layer.at(key).dump() + " must be at most 10s (reports would reach the control plane late)"};
+      continue;
+    }
+    if (key == "volume_stats_interval") {
+      cfg.volume_stats_interval = get_duration(layer, key, path, /*zero_ok=*/true);
       continue;
     }
     if (key == "insecure") {

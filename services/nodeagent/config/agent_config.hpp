@@ -57,6 +57,9 @@ struct AgentConfig {
   // (so do those arriving while a call is in flight). Longer: fewer calls from a busy node, later
   // "running" in the API. 0: send at once. At most 10 s.
   std::chrono::milliseconds status_batch_window{std::chrono::milliseconds(5)};
+  // How often every published volume's NodeGetVolumeStats is polled (node plugins that advertise
+  // GET_VOLUME_STATS) and its usage and condition reported with the next heartbeat. 0: never.
+  std::chrono::milliseconds volume_stats_interval{std::chrono::seconds(60)};
   std::vector<PluginConfig> plugins;
   // Mutual TLS with the control plane, both directions (all three, or none): the CA, and this
   // node's certificate and key (`mooring tls cert create -agent -node-id ID`). The certificate

@@ -55,6 +55,9 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
   rpc::CsiClient::Call<csiv1::NodeExpandVolumeResponse> expand(const csiv1::NodeExpandVolumeRequest& request) override {
     return call(csi::Rpc::NodeExpandVolume, &rpc::CsiClient::node_expand_volume, request);
   }
+  rpc::CsiClient::Call<csiv1::NodeGetVolumeStatsResponse> stats(const csiv1::NodeGetVolumeStatsRequest& request) override {
+    return call(csi::Rpc::NodeGetVolumeStats, &rpc::CsiClient::node_get_volume_stats, request);
+  }
 
  private:
   template <class Response, class Request>
@@ -103,7 +106,9 @@ std::optional<PluginManager::Healthy> PluginManager::healthy(PluginKind kind, co
   const auto fp = status_.fingerprint(plugin_id, kind == PluginKind::controller ? ::mooring::v1::PLUGIN_TYPE_CONTROLLER
                                                                                   : ::mooring::v1::PLUGIN_TYPE_NODE);
   if (!fp || !fp->healthy()) return std::nullopt;
-  return Healthy{inst->reg.socket_path, fp->node_info().requires_node_stage_volume(), fp->node_info().supports_expand()};
+  const auto& info = fp->node_info();
+  return Healthy{inst->reg.socket_path, info.requires_node_stage_volume(), info.supports_expand(), info.supports_stats(),
+                 info.supports_condition()};
 }
 
 std::shared_ptr<rpc::CsiClient> PluginManager::healthy_client(PluginKind kind, const std::string& plugin_id) {
@@ -114,7 +119,8 @@ std::shared_ptr<rpc::CsiClient> PluginManager::healthy_client(PluginKind kind, c
 std::optional<NodePlugin> PluginManager::find(const std::string& plugin_id) {
   const auto h = healthy(PluginKind::node, plugin_id);
   if (!h) return std::nullopt;
-  return NodePlugin{std::make_shared<InstanceClient>(channel(h->socket)), h->requires_stage, h->supports_expand};
+  return NodePlugin{std::make_shared<InstanceClient>(channel(h->socket)), h->requires_stage, h->supports_expand,
+                    h->supports_stats, h->supports_condition};
 }
 
 async::WakeSignal& PluginManager::healthy_again(const std::string& plugin_id) {

@@ -50,6 +50,8 @@ class PluginManager final : public NodePluginLookup {
     std::string socket;
     bool requires_stage = false;
     bool supports_expand = false;
+    bool supports_stats = false;
+    bool supports_condition = false;
     bool operator==(const Healthy&) const = default;
   };
   std::optional<Healthy> healthy(PluginKind kind, const std::string& plugin_id) const;

@@ -65,6 +65,17 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
     });
   }
 
+  ServerUnaryReactor* NodeVolumeStats(CallbackServerContext* ctx, const v1::NodeVolumeStatsRequest* req,
+                                      v1::NodeVolumeStatsResponse* resp) override {
+    return serve(ctx, "NodeVolumeStats", [this, req, resp]() -> asio::awaitable<Status> {
+      if (auto st = domain::validate_volume_key(req->volume_id()); !st)
+        co_return Status(StatusCode::INVALID_ARGUMENT, st.error());
+      const auto reports = co_await d_.volumes.stats_of(req->volume_id());
+      for (const auto& r : reports) *resp->add_stats() = domain::to_proto(r);
+      co_return Status::OK;
+    });
+  }
+
 #define MOORING_FORWARD(Method, method_fn)                                                                   \
   ServerUnaryReactor* Method(CallbackServerContext* ctx, const v1::Method##Request* req,                    \
                              ::csi::v1::Method##Response* resp) override {                                  \

@@ -1,5 +1,6 @@
 // What the volume manager needs from the node's CSI plugins, seen from the consumer side (Nomad's
-// VolumeMounter split): the node RPCs of a plugin instance (the four of a mount, and expansion), whether it stages, and a signal
+// VolumeMounter split): the node RPCs of a plugin instance (the four of a mount, expansion and
+// stats), whether it stages, and a signal
 // for "this plugin is healthy again" that early-wakes retrying unmounts. The agent wires it to the
 // plugin registry and fingerprinter (plugins/plugin_manager.hpp); unit tests use a fake.
 #pragma once
@@ -25,6 +26,7 @@ class NodeVolumeCalls {
   virtual rpc::CsiClient::Call<::csi::v1::NodePublishVolumeResponse> publish(const ::csi::v1::NodePublishVolumeRequest& request) = 0;
   virtual rpc::CsiClient::Call<::csi::v1::NodeUnpublishVolumeResponse> unpublish(const ::csi::v1::NodeUnpublishVolumeRequest& request) = 0;
   virtual rpc::CsiClient::Call<::csi::v1::NodeExpandVolumeResponse> expand(const ::csi::v1::NodeExpandVolumeRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodeGetVolumeStatsResponse> stats(const ::csi::v1::NodeGetVolumeStatsRequest& request) = 0;
 };
 
 // A running node plugin. `calls` is shared so a call in flight keeps the client alive even if
@@ -33,6 +35,8 @@ struct NodePlugin {
   std::shared_ptr<NodeVolumeCalls> calls;
   bool requires_stage = false;   // NodeGetCapabilities: STAGE_UNSTAGE_VOLUME
   bool supports_expand = false;  // NodeGetCapabilities: EXPAND_VOLUME
+  bool supports_stats = false;      // GET_VOLUME_STATS: NodeGetVolumeStats is only sent then
+  bool supports_condition = false;  // VOLUME_CONDITION: its answer's condition is only read then
 };
 
 class NodePluginLookup {

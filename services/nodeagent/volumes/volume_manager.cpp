@@ -53,6 +53,7 @@ asio::awaitable<MountResult> VolumeManager::mount(std::string alloc_id, domain::
   auto result = co_await ops_.mount(alloc_id, std::move(volume), std::move(request_options));
   // The negating calls of a failed mount did not all succeed: retry them in the background.
   if (result.cleanup_owed) start_release(alloc_id, volume_id);
+  if (result.ok() && options_.mounted) options_.mounted->notify();
   co_return result;
 }
 
@@ -238,6 +239,23 @@ asio::awaitable<ExpandResult> VolumeManager::expand(std::string volume_id, std::
                                           .max_elapsed = std::chrono::seconds(2)}};
   (void)co_await async::retry(std::move(attempt), std::move(options));
   co_return last;
+}
+
+asio::awaitable<std::vector<domain::VolumeStatsReport>> VolumeManager::collect_stats() {
+  std::set<std::string> volume_ids;
+  for (const auto& record : store_.all())
+    if (in_use(record)) volume_ids.insert(record.volume_id);
+  std::vector<domain::VolumeStatsReport> out;
+  for (const auto& volume_id : volume_ids) {
+    auto reports = co_await ops_.stats(volume_id);
+    out.insert(out.end(), std::make_move_iterator(reports.begin()), std::make_move_iterator(reports.end()));
+  }
+  co_return out;
+}
+
+asio::awaitable<std::vector<domain::VolumeStatsReport>> VolumeManager::stats_of(std::string volume_id) {
+  if (!domain::validate_volume_key(volume_id)) co_return std::vector<domain::VolumeStatsReport>{};
+  co_return co_await ops_.stats(std::move(volume_id));
 }
 
 asio::awaitable<bool> VolumeManager::shutdown(std::chrono::milliseconds grace) {

@@ -52,6 +52,9 @@ struct VolumeManagerOptions {
   // Notified when the control plane answers again after a silence: telling it about a finished
   // unmount is retried at once. Not owned; may be null.
   async::WakeSignal* controlplane_back = nullptr;
+  // Notified after every successful mount (the stats poll runs then, so usage shows up at once).
+  // Not owned; may be null.
+  async::WakeSignal* mounted = nullptr;
 };
 
 // What a restarted allocation finds for one of its volumes (CSI hook Prerun after a restart).
@@ -120,6 +123,12 @@ class VolumeManager {
   // table says for up to three attempts: the control plane's own call deadline bounds the rest.
   boost::asio::awaitable<ExpandResult> expand(std::string volume_id, std::string alloc_id, std::string external_id,
                                               ::csi::v1::CapacityRange range, std::map<std::string, std::string> secrets);
+
+  // NodeGetVolumeStats of every volume published here and in use (VolumeOperations::stats),
+  // one volume after the other. The agent polls it every --volume-stats-interval.
+  boost::asio::awaitable<std::vector<domain::VolumeStatsReport>> collect_stats();
+  // The same for one volume (the control plane's NodeVolumeStats); `volume_id` is validated.
+  boost::asio::awaitable<std::vector<domain::VolumeStatsReport>> stats_of(std::string volume_id);
 
   // Cancels every release task and waits up to `grace` for them to stop; never waits on a
   // plugin. True when all stopped. Their progress stays in the records for resume().

@@ -334,6 +334,46 @@ asio::awaitable<ExpandResult> VolumeOperations::expand(std::string volume_id, st
   co_return ExpandResult{.capacity_bytes = result.response.capacity_bytes()};
 }
 
+asio::awaitable<std::vector<domain::VolumeStatsReport>> VolumeOperations::stats(std::string volume_id) {
+  std::vector<domain::VolumeStatsReport> out;
+  auto guard = co_await locks_.lock(volume_id);
+  for (const auto& record : store_.for_volume(volume_id)) {
+    // Released (or being released): the unmount waiting for this lock comes first in spirit.
+    if (record.notify || record.phase != MountPhase::mounted || record.published != StepState::done) continue;
+    auto plugin = plugins_.find(record.plugin_id);
+    if (!plugin || !plugin->supports_stats) continue;
+    ::csi::v1::NodeGetVolumeStatsRequest request;
+    request.set_volume_id(record.external_id);
+    request.set_volume_path(record.target_path);
+    if (plugin->requires_stage) request.set_staging_target_path(record.staging_path);
+    auto result = co_await plugin->calls->stats(request);
+    if (!result.ok()) {
+      kLog.warn("NodeGetVolumeStats failed; the next poll tries again",
+                {{"volume", volume_id}, {"alloc", record.alloc_id}, {"error", csi::status_text(result.status)}});
+      continue;
+    }
+    const auto now = domain::now();
+    domain::VolumeStatsReport report{.volume_id = volume_id, .alloc_id = record.alloc_id};
+    for (const auto& u : result.response.usage()) {
+      if (!report.usage) report.usage = domain::VolumeUsage{.update_time = now};
+      if (u.unit() == ::csi::v1::VolumeUsage::BYTES) {
+        report.usage->bytes_available = u.available();
+        report.usage->bytes_total = u.total();
+        report.usage->bytes_used = u.used();
+      } else if (u.unit() == ::csi::v1::VolumeUsage::INODES) {
+        report.usage->inodes_available = u.available();
+        report.usage->inodes_total = u.total();
+        report.usage->inodes_used = u.used();
+      }
+    }
+    if (plugin->supports_condition && result.response.has_volume_condition())
+      report.condition = domain::VolumeCondition{result.response.volume_condition().abnormal(),
+                                                 result.response.volume_condition().message(), now};
+    if (report.usage || report.condition) out.push_back(std::move(report));
+  }
+  co_return out;
+}
+
 asio::awaitable<domain::Status> VolumeOperations::forget(std::string alloc_id, std::string volume_id) {
   auto guard = co_await locks_.lock(volume_id);
   auto record = store_.get(alloc_id, volume_id);

@@ -11,6 +11,7 @@
 // Unmount: NodeUnpublish, then NodeUnstage only when no other allocation holds the staging path;
 // NOT_FOUND / "already unmounted" is done.
 // Expand: NodeExpandVolume on a published volume, under the same lock, when the plugin can.
+// Stats: NodeGetVolumeStats of each publication, under the same lock, when the plugin can.
 //
 // Not thread-safe: use from the agent's executor.
 #pragma once
@@ -29,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mooring::nodeagent {
 
@@ -72,6 +74,13 @@ class VolumeOperations {
   // EXPAND_VOLUME. One attempt.
   boost::asio::awaitable<ExpandResult> expand(std::string volume_id, std::string alloc_id, std::string external_id,
                                               ::csi::v1::CapacityRange range, std::map<std::string, std::string> secrets);
+
+  // NodeGetVolumeStats for every allocation that has the volume published here, under the
+  // volume's lock like every other node call (a stats call never overlaps a mount or an unmount;
+  // a record being unmounted is skipped). Nothing when the node plugin does not advertise
+  // GET_VOLUME_STATS or is not running; the condition only when it advertises VOLUME_CONDITION.
+  // A failed call is logged and leaves that allocation out (the next poll is the retry).
+  boost::asio::awaitable<std::vector<domain::VolumeStatsReport>> stats(std::string volume_id);
 
   // Removes the record of a finished release (after the control plane was told); refuses a
   // record that is not `unmounted`.

@@ -58,6 +58,8 @@ using Table = std::span<const Field<T>>;
 Table<VolumeCapability> fields_of(std::type_identity<VolumeCapability>);
 Table<MountOptions> fields_of(std::type_identity<MountOptions>);
 Table<Topology> fields_of(std::type_identity<Topology>);
+Table<VolumeUsage> fields_of(std::type_identity<VolumeUsage>);
+Table<VolumeCondition> fields_of(std::type_identity<VolumeCondition>);
 Table<TopologyRequest> fields_of(std::type_identity<TopologyRequest>);
 Table<Claim> fields_of(std::type_identity<Claim>);
 Table<Volume> fields_of(std::type_identity<Volume>);

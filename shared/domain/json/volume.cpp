@@ -27,6 +27,22 @@ constexpr Field<TopologyRequest> kTopologyRequest[] = {
     field<&TopologyRequest::preferred>("Preferred", kIn),
 };
 
+constexpr Field<VolumeUsage> kVolumeUsage[] = {
+    field<&VolumeUsage::bytes_available>("BytesAvailable", kOut),
+    field<&VolumeUsage::bytes_total>("BytesTotal", kOut),
+    field<&VolumeUsage::bytes_used>("BytesUsed", kOut),
+    field<&VolumeUsage::inodes_available>("InodesAvailable", kOut),
+    field<&VolumeUsage::inodes_total>("InodesTotal", kOut),
+    field<&VolumeUsage::inodes_used>("InodesUsed", kOut),
+    field<&VolumeUsage::update_time>("UpdateTime", kOut),
+};
+
+constexpr Field<VolumeCondition> kVolumeCondition[] = {
+    field<&VolumeCondition::abnormal>("Abnormal", kOut),
+    field<&VolumeCondition::message>("Message", kOut),
+    field<&VolumeCondition::update_time>("UpdateTime", kOut),
+};
+
 constexpr Field<Claim> kClaim[] = {
     field<&Claim::allocation_id>("AllocationID", kOut),
     field<&Claim::node_id>("NodeID", kOut),
@@ -41,6 +57,8 @@ constexpr Field<Claim> kClaim[] = {
     field<&Claim::next_attempt>("NextAttempt", kOut),
     field<&Claim::create_time>("CreateTime", kOut),
     field<&Claim::update_time>("UpdateTime", kOut),
+    field<&Claim::usage>("Usage", kOut),
+    field<&Claim::condition>("Condition", kOut),
 };
 
 // Claims are a list on the wire and a map by allocation id in memory.
@@ -164,6 +182,8 @@ Table<VolumeCapability> fields_of(std::type_identity<VolumeCapability>) { return
 Table<MountOptions> fields_of(std::type_identity<MountOptions>) { return kMountOptions; }
 Table<Topology> fields_of(std::type_identity<Topology>) { return kTopology; }
 Table<TopologyRequest> fields_of(std::type_identity<TopologyRequest>) { return kTopologyRequest; }
+Table<VolumeUsage> fields_of(std::type_identity<VolumeUsage>) { return kVolumeUsage; }
+Table<VolumeCondition> fields_of(std::type_identity<VolumeCondition>) { return kVolumeCondition; }
 Table<Claim> fields_of(std::type_identity<Claim>) { return kClaim; }
 Table<Volume> fields_of(std::type_identity<Volume>) { return kVolume; }
 

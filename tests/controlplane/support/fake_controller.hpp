@@ -56,6 +56,11 @@ class FakeController final : public volumes::ControllerCalls {
     expanded_nodes.push_back(std::move(node_id));
     co_return next(node_expands, std::move(req));
   }
+  volumes::Task<v1::NodeVolumeStatsResponse> node_volume_stats(std::string node_id,
+                                                               v1::NodeVolumeStatsRequest req) override {
+    stats_nodes.push_back(std::move(node_id));
+    co_return next(node_stats, std::move(req));
+  }
   volumes::Task<::csi::v1::CreateSnapshotResponse> create_snapshot(std::string, std::string,
                                                                    ::csi::v1::CreateSnapshotRequest req) override {
     co_return next(snapshots, std::move(req));
@@ -99,7 +104,9 @@ class FakeController final : public volumes::ControllerCalls {
   Rpc<::csi::v1::ListVolumesRequest, ::csi::v1::ListVolumesResponse> volume_lists{csi::Rpc::ListVolumes};
   Rpc<::csi::v1::ValidateVolumeCapabilitiesRequest, ::csi::v1::ValidateVolumeCapabilitiesResponse> validations{
       csi::Rpc::ValidateVolumeCapabilities};
+  Rpc<v1::NodeVolumeStatsRequest, v1::NodeVolumeStatsResponse> node_stats{csi::Rpc::NodeGetVolumeStats};
   std::vector<std::string> expanded_nodes;
+  std::vector<std::string> stats_nodes;
 
  private:
   template <class Req, class Resp>

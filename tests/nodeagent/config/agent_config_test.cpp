@@ -73,6 +73,17 @@ TEST(AgentConfig, StatusBatchWindowFromEachSourceAndBounded) {
   EXPECT_NE(err({"agent", "--status-batch-window", "soon"}).find("not a duration"), std::string::npos);
 }
 
+TEST(AgentConfig, VolumeStatsIntervalDefaultsToAMinuteAndZeroTurnsItOff) {
+  TempDir dir;
+  EXPECT_EQ(ok({"agent"}).config.volume_stats_interval, std::chrono::seconds(60));
+  const auto file = dir.write("agent.json", R"({"volume_stats_interval":"10s"})");
+  EXPECT_EQ(ok({"agent", "--config", file.string()}).config.volume_stats_interval, std::chrono::seconds(10));
+  EXPECT_EQ(ok({"agent"}, {{"MOORING_VOLUME_STATS_INTERVAL", "5m"}}).config.volume_stats_interval,
+            std::chrono::minutes(5));
+  EXPECT_EQ(ok({"agent", "--volume-stats-interval", "0"}).config.volume_stats_interval.count(), 0);
+  EXPECT_NE(err({"agent", "--volume-stats-interval", "often"}).find("not a duration"), std::string::npos);
+}
+
 TEST(AgentConfig, DrainOnShutdownFromEachSource) {
   TempDir dir;
   const auto file = dir.write("agent.json", R"({"drain_on_shutdown":"20s"})");

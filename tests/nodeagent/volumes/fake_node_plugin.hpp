@@ -75,6 +75,9 @@ class FakeNodeCsi final : public NodeVolumeCalls {
   ::csi::v1::NodeStageVolumeRequest last_stage;
   ::csi::v1::NodePublishVolumeRequest last_publish;
   ::csi::v1::NodeExpandVolumeRequest last_expand;
+  ::csi::v1::NodeGetVolumeStatsRequest last_stats;
+  // What NodeGetVolumeStats answers (usage and condition) when it succeeds.
+  ::csi::v1::NodeGetVolumeStatsResponse stats_answer;
   int max_in_flight_per_volume = 0;
   int max_in_flight_total = 0;
 
@@ -115,6 +118,13 @@ class FakeNodeCsi final : public NodeVolumeCalls {
     FakeCall call{csi::Rpc::NodeExpandVolume, r.volume_id(), r.volume_path()};
     auto result = co_await run<::csi::v1::NodeExpandVolumeResponse>(std::move(call));
     if (result.ok()) result.response.set_capacity_bytes(r.capacity_range().required_bytes());
+    co_return result;
+  }
+  rpc::CsiClient::Call<::csi::v1::NodeGetVolumeStatsResponse> stats(const ::csi::v1::NodeGetVolumeStatsRequest& r) override {
+    last_stats = r;
+    FakeCall call{csi::Rpc::NodeGetVolumeStats, r.volume_id(), r.volume_path()};
+    auto result = co_await run<::csi::v1::NodeGetVolumeStatsResponse>(std::move(call));
+    if (result.ok()) result.response = stats_answer;
     co_return result;
   }
 
@@ -163,7 +173,7 @@ class FakeNodeCsi final : public NodeVolumeCalls {
         status = grpc::Status(a->code, "injected (always)");
       }
     }
-    if (status.ok() && call.rpc != csi::Rpc::NodeExpandVolume) {
+    if (status.ok() && call.rpc != csi::Rpc::NodeExpandVolume && call.rpc != csi::Rpc::NodeGetVolumeStats) {
       if (call.rpc == csi::Rpc::NodeStageVolume || call.rpc == csi::Rpc::NodePublishVolume) {
         table_.mounted.insert(call.path);
       } else {
