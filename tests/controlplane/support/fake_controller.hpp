@@ -72,6 +72,20 @@ class FakeController final : public volumes::ControllerCalls {
     co_return next(volume_lists, std::move(req));
   }
 
+  volumes::Task<::csi::v1::CreateVolumeGroupSnapshotResponse> create_volume_group_snapshot(
+      std::string, std::vector<std::string> keys, ::csi::v1::CreateVolumeGroupSnapshotRequest req) override {
+    group_create_keys.push_back(std::move(keys));
+    co_return next(group_creates, std::move(req));
+  }
+  volumes::Task<::csi::v1::DeleteVolumeGroupSnapshotResponse> delete_volume_group_snapshot(
+      std::string, ::csi::v1::DeleteVolumeGroupSnapshotRequest req) override {
+    co_return next(group_deletes, std::move(req));
+  }
+  volumes::Task<::csi::v1::GetVolumeGroupSnapshotResponse> get_volume_group_snapshot(
+      std::string, ::csi::v1::GetVolumeGroupSnapshotRequest req) override {
+    co_return next(group_gets, std::move(req));
+  }
+
   Rpc<::csi::v1::CreateVolumeRequest, ::csi::v1::CreateVolumeResponse> creates{csi::Rpc::CreateVolume};
   Rpc<::csi::v1::DeleteVolumeRequest, ::csi::v1::DeleteVolumeResponse> deletes{csi::Rpc::DeleteVolume};
   Rpc<::csi::v1::ControllerExpandVolumeRequest, ::csi::v1::ControllerExpandVolumeResponse> expands{
@@ -81,6 +95,13 @@ class FakeController final : public volumes::ControllerCalls {
   Rpc<::csi::v1::DeleteSnapshotRequest, ::csi::v1::DeleteSnapshotResponse> snapshot_deletes{csi::Rpc::DeleteSnapshot};
   Rpc<::csi::v1::ListSnapshotsRequest, ::csi::v1::ListSnapshotsResponse> snapshot_lists{csi::Rpc::ListSnapshots};
   Rpc<::csi::v1::ListVolumesRequest, ::csi::v1::ListVolumesResponse> volume_lists{csi::Rpc::ListVolumes};
+  Rpc<::csi::v1::CreateVolumeGroupSnapshotRequest, ::csi::v1::CreateVolumeGroupSnapshotResponse> group_creates{
+      csi::Rpc::CreateVolumeGroupSnapshot};
+  Rpc<::csi::v1::DeleteVolumeGroupSnapshotRequest, ::csi::v1::DeleteVolumeGroupSnapshotResponse> group_deletes{
+      csi::Rpc::DeleteVolumeGroupSnapshot};
+  Rpc<::csi::v1::GetVolumeGroupSnapshotRequest, ::csi::v1::GetVolumeGroupSnapshotResponse> group_gets{
+      csi::Rpc::GetVolumeGroupSnapshot};
+  std::vector<std::vector<std::string>> group_create_keys;  // the volume keys each group create held
   std::vector<std::string> expanded_nodes;
 
  private:
