@@ -24,20 +24,8 @@ namespace fs = std::filesystem;
 
 const log::Logger kLog{"controller"};
 
-std::string random_id(std::string_view prefix) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
-  return std::string(prefix) + buf;
-}
-
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -88,15 +76,6 @@ void fill_status(const VolumeRecord& v, Status_& status) {
   }
 }
 
-void fill_snapshot(const SnapshotRecord& s, csi::v1::Snapshot& out) {
-  out.set_snapshot_id(s.id);
-  out.set_source_volume_id(s.source_volume_id);
-  out.set_size_bytes(s.size_bytes);
-  out.set_ready_to_use(true);
-  out.mutable_creation_time()->set_seconds(s.created_unix_ns / 1000000000);
-  out.mutable_creation_time()->set_nanos(static_cast<int>(s.created_unix_ns % 1000000000));
-}
-
 Status check_range(const csi::v1::CapacityRange& r) {
   if (r.required_bytes() < 0 || r.limit_bytes() < 0) return invalid("capacity_range: sizes must not be negative");
   if (r.limit_bytes() > 0 && r.required_bytes() > r.limit_bytes())
@@ -127,6 +106,28 @@ Status paginate(const Entries& ids, std::int32_t max_entries, const std::string&
 }
 
 }  // namespace
+
+std::string random_id(std::string_view prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return std::string(prefix) + buf;
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void fill_snapshot(const SnapshotRecord& s, csi::v1::Snapshot& out) {
+  out.set_snapshot_id(s.id);
+  out.set_source_volume_id(s.source_volume_id);
+  out.set_size_bytes(s.size_bytes);
+  out.set_ready_to_use(true);
+  out.mutable_creation_time()->set_seconds(s.created_unix_ns / 1000000000);
+  out.mutable_creation_time()->set_nanos(static_cast<int>(s.created_unix_ns % 1000000000));
+  out.set_group_snapshot_id(s.group_snapshot_id);
+}
 
 std::string make_page_token(const std::string& last_id) { return "after:" + last_id; }
 
@@ -479,6 +480,11 @@ Status Controller::delete_snapshot(const csi::v1::DeleteSnapshotRequest& req) {
     const StoreState& state = txn.state();
     auto it = state.snapshots.find(req.snapshot_id());
     if (it == state.snapshots.end()) return Status::OK;
+    if (!it->second.group_snapshot_id.empty()) {
+      return {StatusCode::FAILED_PRECONDITION, "snapshot " + req.snapshot_id() + " belongs to group snapshot " +
+                                                   it->second.group_snapshot_id +
+                                                   "; it is deleted with its group (DeleteVolumeGroupSnapshot)"};
+    }
     path = it->second.path;
     txn.erase_snapshot(req.snapshot_id());
     return Status::OK;

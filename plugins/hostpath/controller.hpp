@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <grpcpp/support/status.h>
@@ -48,12 +49,26 @@ class Controller {
                              csi::v1::ControllerExpandVolumeResponse& resp);
   grpc::Status get_volume(const csi::v1::ControllerGetVolumeRequest& req, csi::v1::ControllerGetVolumeResponse& resp);
 
+  // GroupController (group_snapshots.cpp): served beside the Controller service.
+  grpc::Status group_capabilities(csi::v1::GroupControllerGetCapabilitiesResponse& resp);
+  grpc::Status create_group_snapshot(const csi::v1::CreateVolumeGroupSnapshotRequest& req,
+                                     csi::v1::CreateVolumeGroupSnapshotResponse& resp);
+  grpc::Status delete_group_snapshot(const csi::v1::DeleteVolumeGroupSnapshotRequest& req);
+  grpc::Status get_group_snapshot(const csi::v1::GetVolumeGroupSnapshotRequest& req,
+                                  csi::v1::GetVolumeGroupSnapshotResponse& resp);
+
  private:
   std::int64_t available_bytes(const StoreState& state) const;
 
   ControllerConfig config_;
   VolumeStore& store_;
 };
+
+// Shared by the controller's files: a random id with a prefix ("snap-…"), the wall clock in ns,
+// and a snapshot record as CSI shows it.
+std::string random_id(std::string_view prefix);
+std::int64_t now_ns();
+void fill_snapshot(const SnapshotRecord& s, csi::v1::Snapshot& out);
 
 // Pagination tokens are opaque to callers: "after:<id>" resumes after that id, so entries added
 // or deleted between pages neither repeat nor vanish. Anything else is a bad token (ABORTED).

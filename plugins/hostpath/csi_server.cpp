@@ -97,6 +97,36 @@ class ControllerService final : public v1::Controller::Service {
   Controller& c_;
 };
 
+// Served with the Controller service: group snapshots are controller operations on the catalogue.
+class GroupControllerService final : public v1::GroupController::Service {
+ public:
+  explicit GroupControllerService(const CsiHandlers& h) : h_(h), c_(*h.controller) {}
+  Status GroupControllerGetCapabilities(ServerContext* ctx, const v1::GroupControllerGetCapabilitiesRequest*,
+                                        v1::GroupControllerGetCapabilitiesResponse* resp) override {
+    return h_.gate->run(*ctx, {"GroupControllerGetCapabilities", "", "", ""},
+                        [&] { return c_.group_capabilities(*resp); });
+  }
+  Status CreateVolumeGroupSnapshot(ServerContext* ctx, const v1::CreateVolumeGroupSnapshotRequest* req,
+                                   v1::CreateVolumeGroupSnapshotResponse* resp) override {
+    return h_.gate->run(*ctx, {"CreateVolumeGroupSnapshot", req->name(), "", ""},
+                        [&] { return c_.create_group_snapshot(*req, *resp); });
+  }
+  Status DeleteVolumeGroupSnapshot(ServerContext* ctx, const v1::DeleteVolumeGroupSnapshotRequest* req,
+                                   v1::DeleteVolumeGroupSnapshotResponse*) override {
+    return h_.gate->run(*ctx, {"DeleteVolumeGroupSnapshot", req->group_snapshot_id(), "", ""},
+                        [&] { return c_.delete_group_snapshot(*req); });
+  }
+  Status GetVolumeGroupSnapshot(ServerContext* ctx, const v1::GetVolumeGroupSnapshotRequest* req,
+                                v1::GetVolumeGroupSnapshotResponse* resp) override {
+    return h_.gate->run(*ctx, {"GetVolumeGroupSnapshot", req->group_snapshot_id(), "", ""},
+                        [&] { return c_.get_group_snapshot(*req, *resp); });
+  }
+
+ private:
+  const CsiHandlers& h_;
+  Controller& c_;
+};
+
 class NodeService final : public v1::Node::Service {
  public:
   explicit NodeService(const CsiHandlers& h) : h_(h), n_(*h.node) {}
@@ -153,6 +183,7 @@ struct CsiServer::Impl {
   CsiHandlers handlers;
   std::unique_ptr<IdentityService> identity;
   std::unique_ptr<ControllerService> controller;
+  std::unique_ptr<GroupControllerService> group_controller;
   std::unique_ptr<NodeService> node;
   std::unique_ptr<grpc::Server> server;
 };
@@ -175,6 +206,8 @@ std::string CsiServer::start(const std::string& endpoint, const CsiHandlers& han
   if (handlers.controller) {
     impl_->controller = std::make_unique<ControllerService>(impl_->handlers);
     builder.RegisterService(impl_->controller.get());
+    impl_->group_controller = std::make_unique<GroupControllerService>(impl_->handlers);
+    builder.RegisterService(impl_->group_controller.get());
   }
   if (handlers.node) {
     impl_->node = std::make_unique<NodeService>(impl_->handlers);

@@ -11,7 +11,10 @@ grpc::Status Identity::plugin_info(csi::v1::GetPluginInfoResponse& resp) const {
 
 grpc::Status Identity::plugin_capabilities(csi::v1::GetPluginCapabilitiesResponse& resp) const {
   using S = csi::v1::PluginCapability::Service;
-  if (config_.controller) resp.add_capabilities()->mutable_service()->set_type(S::CONTROLLER_SERVICE);
+  if (config_.controller) {
+    resp.add_capabilities()->mutable_service()->set_type(S::CONTROLLER_SERVICE);
+    resp.add_capabilities()->mutable_service()->set_type(S::GROUP_CONTROLLER_SERVICE);
+  }
   if (config_.has_topology) resp.add_capabilities()->mutable_service()->set_type(S::VOLUME_ACCESSIBILITY_CONSTRAINTS);
   resp.add_capabilities()->mutable_volume_expansion()->set_type(csi::v1::PluginCapability::VolumeExpansion::ONLINE);
   return grpc::Status::OK;

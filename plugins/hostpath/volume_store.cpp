@@ -52,12 +52,17 @@ VolumeRecord volume_from_json(const json& j) {
 }
 
 json to_json(const SnapshotRecord& s) {
-  return {{"id", s.id},
-          {"name", s.name},
-          {"source_volume_id", s.source_volume_id},
-          {"size_bytes", s.size_bytes},
-          {"path", s.path},
-          {"created_unix_ns", s.created_unix_ns}};
+  json j = {{"id", s.id},
+            {"name", s.name},
+            {"source_volume_id", s.source_volume_id},
+            {"size_bytes", s.size_bytes},
+            {"path", s.path},
+            {"created_unix_ns", s.created_unix_ns}};
+  if (!s.group_snapshot_id.empty()) {  // absent for plain snapshots: older files read the same
+    j["group_snapshot_id"] = s.group_snapshot_id;
+    j["group_name"] = s.group_name;
+  }
+  return j;
 }
 
 SnapshotRecord snapshot_from_json(const json& j) {
@@ -68,6 +73,8 @@ SnapshotRecord snapshot_from_json(const json& j) {
   s.size_bytes = j.at("size_bytes").get<std::int64_t>();
   s.path = j.at("path").get<std::string>();
   s.created_unix_ns = j.value("created_unix_ns", std::int64_t{0});
+  s.group_snapshot_id = j.value("group_snapshot_id", "");
+  s.group_name = j.value("group_name", "");
   return s;
 }
 

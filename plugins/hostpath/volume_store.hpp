@@ -59,6 +59,11 @@ struct SnapshotRecord {
   std::int64_t size_bytes = 0;
   std::string path;
   std::int64_t created_unix_ns = 0;
+  // A member of a group snapshot (CreateVolumeGroupSnapshot): the group's id and name. A member
+  // has no name of its own, so CreateSnapshot's idempotency never matches it, and it is deleted
+  // only with its group.
+  std::string group_snapshot_id;
+  std::string group_name;
   bool operator==(const SnapshotRecord&) const = default;
 };
 

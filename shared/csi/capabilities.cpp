@@ -22,7 +22,7 @@ void apply_plugin_capabilities(const ::csi::v1::GetPluginCapabilitiesResponse& r
       switch (cap.service().type()) {
         case Service::CONTROLLER_SERVICE: fp.set_requires_controller_plugin(true); break;
         case Service::VOLUME_ACCESSIBILITY_CONSTRAINTS: fp.set_requires_topologies(true); break;
-        default: break;  // GROUP_CONTROLLER_SERVICE and newer: not used by Mooring
+        default: break;  // GROUP_CONTROLLER_SERVICE (has_group_controller) and newer
       }
     } else if (cap.has_volume_expansion()) {
       switch (cap.volume_expansion().type()) {
@@ -56,6 +56,22 @@ void apply_plugin_capabilities(const ::csi::v1::GetPluginCapabilitiesResponse& r
     }
   }
   return info;
+}
+
+bool has_group_controller(const ::csi::v1::GetPluginCapabilitiesResponse& resp) {
+  for (const auto& cap : resp.capabilities())
+    if (cap.has_service() && cap.service().type() == ::csi::v1::PluginCapability::Service::GROUP_CONTROLLER_SERVICE)
+      return true;
+  return false;
+}
+
+void apply_group_capabilities(const ::csi::v1::GroupControllerGetCapabilitiesResponse& resp,
+                              ::mooring::v1::ControllerInfo& info) {
+  info.set_supports_group_snapshot(false);
+  using Type = ::csi::v1::GroupControllerServiceCapability::RPC;
+  for (const auto& cap : resp.capabilities())
+    if (cap.has_rpc() && cap.rpc().type() == Type::CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)
+      info.set_supports_group_snapshot(true);
 }
 
 void apply_node_capabilities(const ::csi::v1::NodeGetCapabilitiesResponse& resp, ::mooring::v1::NodeInfo& info) {

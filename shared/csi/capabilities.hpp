@@ -24,6 +24,13 @@ void apply_plugin_capabilities(const ::csi::v1::GetPluginCapabilitiesResponse& r
 // ControllerGetCapabilities -> ControllerInfo (every Supports* flag).
 ::mooring::v1::ControllerInfo controller_info(const ::csi::v1::ControllerGetCapabilitiesResponse& resp);
 
+// GROUP_CONTROLLER_SERVICE among the plugin capabilities: the plugin serves the GroupController
+// service, so GroupControllerGetCapabilities may be asked.
+bool has_group_controller(const ::csi::v1::GetPluginCapabilitiesResponse& resp);
+// GroupControllerGetCapabilities: CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT -> supports_group_snapshot.
+void apply_group_capabilities(const ::csi::v1::GroupControllerGetCapabilitiesResponse& resp,
+                              ::mooring::v1::ControllerInfo& info);
+
 // NodeGetCapabilities: STAGE_UNSTAGE -> requires_node_stage_volume, GET_VOLUME_STATS -> supports_stats,
 // EXPAND_VOLUME -> supports_expand, VOLUME_CONDITION -> supports_condition. Leaves the NodeGetInfo
 // fields (csi_node_id, max_volumes, topology) untouched.

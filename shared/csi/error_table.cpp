@@ -51,6 +51,10 @@ constexpr std::array kAllRpcs = {
     Rpc::NodeExpandVolume,
     Rpc::NodeGetCapabilities,
     Rpc::NodeGetInfo,
+    Rpc::GroupControllerGetCapabilities,
+    Rpc::CreateVolumeGroupSnapshot,
+    Rpc::DeleteVolumeGroupSnapshot,
+    Rpc::GetVolumeGroupSnapshot,
 };
 
 // Indexed by the Rpc enum value; checked by the static_assert below and by the tests.
@@ -110,6 +114,18 @@ const RpcPolicy kPolicies[] = {
      "capabilities: never retried, the next fingerprint (30 s) is the retry"},
     {Rpc::NodeGetInfo, kIdentityTimeout, false, std::nullopt,
      "never retried, the next fingerprint (30 s) is the retry; an empty node_id is an error"},
+    {Rpc::GroupControllerGetCapabilities, kIdentityTimeout, false, std::nullopt,
+     "capabilities: never retried, the next fingerprint (30 s) is the retry"},
+    {Rpc::CreateVolumeGroupSnapshot, kVolumeTimeout, true, Rpc::DeleteVolumeGroupSnapshot,
+     "idempotent on name; ALREADY_EXISTS (name taken by other sources) and FAILED_PRECONDITION (these "
+     "volumes cannot be snapshotted together) final; RESOURCE_EXHAUSTED = no space, final per the spec; "
+     "NOT_FOUND (a source volume) retried; a timeout is uncertain and an abandoned group must be deleted"},
+    {Rpc::DeleteVolumeGroupSnapshot, kVolumeTimeout, true, std::nullopt,
+     "NOT_FOUND = already deleted (done; the spec wants OK); INVALID_ARGUMENT = snapshot_ids do not "
+     "match the group, final; FAILED_PRECONDITION = in use, retried"},
+    {Rpc::GetVolumeGroupSnapshot, kQueryTimeout, true, std::nullopt,
+     "read-only query; NOT_FOUND retried (the group may not be visible yet); INVALID_ARGUMENT = "
+     "snapshot_ids do not match the group"},
 };
 static_assert(std::size(kPolicies) == kAllRpcs.size());
 
@@ -129,6 +145,7 @@ Kind kind_of(Rpc rpc) {
     case Rpc::ControllerGetCapabilities:
     case Rpc::NodeGetCapabilities:
     case Rpc::NodeGetInfo:
+    case Rpc::GroupControllerGetCapabilities:
       return Kind::identity;
     case Rpc::ValidateVolumeCapabilities:
     case Rpc::ListVolumes:
@@ -136,18 +153,21 @@ Kind kind_of(Rpc rpc) {
     case Rpc::ListSnapshots:
     case Rpc::ControllerGetVolume:
     case Rpc::NodeGetVolumeStats:
+    case Rpc::GetVolumeGroupSnapshot:
       return Kind::query;
     case Rpc::CreateVolume:
     case Rpc::ControllerPublishVolume:
     case Rpc::CreateSnapshot:
     case Rpc::NodeStageVolume:
     case Rpc::NodePublishVolume:
+    case Rpc::CreateVolumeGroupSnapshot:
       return Kind::acquire;
     case Rpc::DeleteVolume:
     case Rpc::ControllerUnpublishVolume:
     case Rpc::DeleteSnapshot:
     case Rpc::NodeUnstageVolume:
     case Rpc::NodeUnpublishVolume:
+    case Rpc::DeleteVolumeGroupSnapshot:
       return Kind::release;
     case Rpc::ControllerExpandVolume:
     case Rpc::NodeExpandVolume:
@@ -192,6 +212,13 @@ Classification failed_precondition(Rpc rpc) {
               "never dropped"};
     case Rpc::DeleteSnapshot:
       return {Outcome::retry, "FAILED_PRECONDITION on DeleteSnapshot: snapshot in use; retry with backoff"};
+    case Rpc::DeleteVolumeGroupSnapshot:
+      return {Outcome::retry,
+              "FAILED_PRECONDITION on DeleteVolumeGroupSnapshot: group snapshot in use; retry with backoff"};
+    case Rpc::CreateVolumeGroupSnapshot:
+      return {Outcome::final_error,
+              "FAILED_PRECONDITION on CreateVolumeGroupSnapshot: these volumes cannot be snapshotted together; "
+              "the configuration must be fixed"};
     case Rpc::ControllerExpandVolume:
       return {Outcome::retry,
               "FAILED_PRECONDITION on ControllerExpandVolume: published and no online expansion; retry "
@@ -239,6 +266,10 @@ std::string_view to_string(Rpc rpc) {
     case Rpc::NodeExpandVolume: return "NodeExpandVolume";
     case Rpc::NodeGetCapabilities: return "NodeGetCapabilities";
     case Rpc::NodeGetInfo: return "NodeGetInfo";
+    case Rpc::GroupControllerGetCapabilities: return "GroupControllerGetCapabilities";
+    case Rpc::CreateVolumeGroupSnapshot: return "CreateVolumeGroupSnapshot";
+    case Rpc::DeleteVolumeGroupSnapshot: return "DeleteVolumeGroupSnapshot";
+    case Rpc::GetVolumeGroupSnapshot: return "GetVolumeGroupSnapshot";
   }
   return "UnknownRpc";
 }
@@ -283,8 +314,8 @@ Classification explain(Rpc rpc, grpc::StatusCode code) {
       return {Outcome::uncertain,
               "timeout / unavailable / cancelled: the operation may still be in progress"};
     case StatusCode::RESOURCE_EXHAUSTED:
-      if (rpc == Rpc::CreateSnapshot) {
-        return {Outcome::final_error, "RESOURCE_EXHAUSTED on CreateSnapshot: no space for the snapshot"};
+      if (rpc == Rpc::CreateSnapshot || rpc == Rpc::CreateVolumeGroupSnapshot) {
+        return {Outcome::final_error, "RESOURCE_EXHAUSTED on a snapshot create: no space for the snapshot"};
       }
       if (kind == Kind::identity || kind == Kind::query) {
         return {Outcome::retry, "RESOURCE_EXHAUSTED on a call without side effects"};

@@ -45,6 +45,11 @@ enum class Rpc {
   NodeExpandVolume,
   NodeGetCapabilities,
   NodeGetInfo,
+  // GroupController (CSI v1.9+)
+  GroupControllerGetCapabilities,
+  CreateVolumeGroupSnapshot,
+  DeleteVolumeGroupSnapshot,
+  GetVolumeGroupSnapshot,
 };
 
 // Every Rpc value, in declaration order (for tests and tables).

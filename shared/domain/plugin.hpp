@@ -26,6 +26,7 @@ struct ControllerInfo {
   bool supports_list_volumes_attached_nodes = false;
   bool supports_condition = false;
   bool supports_get = false;
+  bool supports_group_snapshot = false;  // GroupController: CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT
   bool operator==(const ControllerInfo&) const = default;
 };
 

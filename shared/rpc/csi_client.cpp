@@ -25,11 +25,13 @@ struct Stubs {
       : channel(std::move(ch)),
         identity(v1::Identity::NewStub(channel)),
         controller(v1::Controller::NewStub(channel)),
-        node(v1::Node::NewStub(channel)) {}
+        node(v1::Node::NewStub(channel)),
+        group(v1::GroupController::NewStub(channel)) {}
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Identity::Stub> identity;
   std::unique_ptr<v1::Controller::Stub> controller;
   std::unique_ptr<v1::Node::Stub> node;
+  std::unique_ptr<v1::GroupController::Stub> group;
 };
 
 grpc::Status closed_status() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "client closed"); }
@@ -277,6 +279,34 @@ CsiClient::Call<v1::NodeGetInfoResponse> CsiClient::node_get_info(const v1::Node
   return call<v1::NodeGetInfoResponse>(impl_, csi::Rpc::NodeGetInfo, options,
                               [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetInfoResponse* response, UnaryDone done) {
                                 s.node->async()->NodeGetInfo(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::GroupControllerGetCapabilitiesResponse> CsiClient::group_controller_get_capabilities(const v1::GroupControllerGetCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::GroupControllerGetCapabilitiesResponse>(impl_, csi::Rpc::GroupControllerGetCapabilities, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GroupControllerGetCapabilitiesResponse* response, UnaryDone done) {
+                                s.group->async()->GroupControllerGetCapabilities(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::CreateVolumeGroupSnapshotResponse> CsiClient::create_volume_group_snapshot(const v1::CreateVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
+  return call<v1::CreateVolumeGroupSnapshotResponse>(impl_, csi::Rpc::CreateVolumeGroupSnapshot, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateVolumeGroupSnapshotResponse* response, UnaryDone done) {
+                                s.group->async()->CreateVolumeGroupSnapshot(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::DeleteVolumeGroupSnapshotResponse> CsiClient::delete_volume_group_snapshot(const v1::DeleteVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
+  return call<v1::DeleteVolumeGroupSnapshotResponse>(impl_, csi::Rpc::DeleteVolumeGroupSnapshot, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteVolumeGroupSnapshotResponse* response, UnaryDone done) {
+                                s.group->async()->DeleteVolumeGroupSnapshot(ctx, &request, response, std::move(done));
+                              });
+}
+
+CsiClient::Call<v1::GetVolumeGroupSnapshotResponse> CsiClient::get_volume_group_snapshot(const v1::GetVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
+  return call<v1::GetVolumeGroupSnapshotResponse>(impl_, csi::Rpc::GetVolumeGroupSnapshot, options,
+                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetVolumeGroupSnapshotResponse* response, UnaryDone done) {
+                                s.group->async()->GetVolumeGroupSnapshot(ctx, &request, response, std::move(done));
                               });
 }
 

@@ -65,6 +65,14 @@ class NodeGetCapabilitiesRequest;
 class NodeGetCapabilitiesResponse;
 class NodeGetInfoRequest;
 class NodeGetInfoResponse;
+class GroupControllerGetCapabilitiesRequest;
+class GroupControllerGetCapabilitiesResponse;
+class CreateVolumeGroupSnapshotRequest;
+class CreateVolumeGroupSnapshotResponse;
+class DeleteVolumeGroupSnapshotRequest;
+class DeleteVolumeGroupSnapshotResponse;
+class GetVolumeGroupSnapshotRequest;
+class GetVolumeGroupSnapshotResponse;
 }  // namespace csi::v1
 
 namespace mooring::rpc {
@@ -141,6 +149,12 @@ class CsiClient {
   Call<::csi::v1::NodeExpandVolumeResponse> node_expand_volume(const ::csi::v1::NodeExpandVolumeRequest& request, CsiCallOptions options = {});
   Call<::csi::v1::NodeGetCapabilitiesResponse> node_get_capabilities(const ::csi::v1::NodeGetCapabilitiesRequest& request, CsiCallOptions options = {});
   Call<::csi::v1::NodeGetInfoResponse> node_get_info(const ::csi::v1::NodeGetInfoRequest& request, CsiCallOptions options = {});
+
+  // GroupController (CSI v1.9+)
+  Call<::csi::v1::GroupControllerGetCapabilitiesResponse> group_controller_get_capabilities(const ::csi::v1::GroupControllerGetCapabilitiesRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::CreateVolumeGroupSnapshotResponse> create_volume_group_snapshot(const ::csi::v1::CreateVolumeGroupSnapshotRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::DeleteVolumeGroupSnapshotResponse> delete_volume_group_snapshot(const ::csi::v1::DeleteVolumeGroupSnapshotRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::GetVolumeGroupSnapshotResponse> get_volume_group_snapshot(const ::csi::v1::GetVolumeGroupSnapshotRequest& request, CsiCallOptions options = {});
 
  private:
   std::shared_ptr<Impl> impl_;

@@ -204,6 +204,7 @@ v1::ControllerInfo to_proto(const ControllerInfo& c) {
   out.set_supports_list_volumes_attached_nodes(c.supports_list_volumes_attached_nodes);
   out.set_supports_condition(c.supports_condition);
   out.set_supports_get(c.supports_get);
+  out.set_supports_group_snapshot(c.supports_group_snapshot);
   return out;
 }
 
@@ -221,6 +222,7 @@ ControllerInfo from_proto(const v1::ControllerInfo& c) {
   out.supports_list_volumes_attached_nodes = c.supports_list_volumes_attached_nodes();
   out.supports_condition = c.supports_condition();
   out.supports_get = c.supports_get();
+  out.supports_group_snapshot = c.supports_group_snapshot();
   return out;
 }
 

@@ -154,7 +154,8 @@ TEST(CliArgs, RealCommandTableHasNoAmbiguousOrDuplicateCommands) {
   for (std::vector<std::string> words :
        {std::vector<std::string>{"volume", "register"}, {"volume", "status"}, {"volume", "detach"}, {"volume", "create"},
         {"volume", "delete"}, {"volume", "deregister"}, {"volume", "expand"}, {"volume", "snapshot", "create"},
-        {"volume", "snapshot", "list"}, {"volume", "snapshot", "delete"}, {"plugin", "status"}, {"node", "status"},
+        {"volume", "snapshot", "list"}, {"volume", "snapshot", "delete"}, {"volume", "group-snapshot", "create"},
+        {"volume", "group-snapshot", "list"}, {"volume", "group-snapshot", "delete"}, {"plugin", "status"}, {"node", "status"},
         {"alloc", "run"}, {"alloc", "stop"}, {"alloc", "status"}, {"events"}}) {
     bool found = std::any_of(all.begin(), all.end(), [&](const CommandSpec& c) { return c.words == words; });
     EXPECT_TRUE(found) << words[0] << " " << words[1 % words.size()];

@@ -394,6 +394,36 @@ TEST_F(CliBinary, SnapshotListAsksEveryPluginAndWarnsAboutOnesThatCannot) {
   EXPECT_EQ(one.code, 1);
 }
 
+TEST_F(CliBinary, GroupSnapshotCreateListAndDeleteSendTheGroupAndShowItsMembers) {
+  FakeApi api;
+  const std::string group = R"({"ID":"group-1","PluginID":"hostpath","IsReady":true,"Name":"nightly",
+    "Snapshots":[{"ID":"snap-a","SourceVolumeID":"a","PluginID":"hostpath","GroupSnapshotID":"group-1","IsReady":true},
+                 {"ID":"snap-b","SourceVolumeID":"b","PluginID":"hostpath","GroupSnapshotID":"group-1","IsReady":true}]})";
+  api.on("PUT", "/v1/volumes/group-snapshot", {200, R"({"GroupSnapshot":)" + group + "}"});
+  api.on("GET", "/v1/volumes/group-snapshot?plugin_id=hostpath", {200, R"({"GroupSnapshots":[)" + group + "]}"});
+  api.on("DELETE", "/v1/volumes/group-snapshot?plugin_id=hostpath&group_snapshot_id=group-1", {200, R"({"Index":7})"});
+  auto made = cli(api, {"volume", "group-snapshot", "create", "-secrets", "k=v", "nightly", "a", "b"});
+  ASSERT_EQ(made.code, 0) << made.err;
+  EXPECT_NE(made.out.find("Created group snapshot \"nightly\" (group-1) of 2 volumes"), std::string::npos) << made.out;
+  EXPECT_NE(made.out.find("snap-b"), std::string::npos) << made.out;
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(json::parse(reqs[0].body),
+            json({{"GroupSnapshot", {{"Name", "nightly"}, {"SourceVolumeIDs", json::array({"a", "b"})}}}}));
+  EXPECT_EQ(reqs[0].headers["x-mooring-csi-secrets"], "k=v");
+
+  auto listed = cli(api, {"volume", "group-snapshot", "list", "-plugin", "hostpath"});
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("group-1"), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("snap-a"), std::string::npos) << listed.out;
+
+  auto deleted = cli(api, {"volume", "group-snapshot", "delete", "hostpath", "group-1"});
+  ASSERT_EQ(deleted.code, 0) << deleted.err;
+  EXPECT_NE(deleted.out.find("Deleted group snapshot \"group-1\""), std::string::npos) << deleted.out;
+  auto few = cli(api, {"volume", "group-snapshot", "create", "nightly"});
+  EXPECT_EQ(few.code, 2);
+}
+
 TEST_F(CliBinary, AllocStopAndStatusTakeARunningNameOrAnIdPrefix) {
   FakeApi api;
   api.on("GET", "/v1/allocations",

@@ -63,6 +63,7 @@ void HostpathPlugin::start() {
   identity_ = csi::v1::Identity::NewStub(channel_);
   controller_ = csi::v1::Controller::NewStub(channel_);
   node_ = csi::v1::Node::NewStub(channel_);
+  group_ = csi::v1::GroupController::NewStub(channel_);
 }
 
 void HostpathPlugin::kill9() {

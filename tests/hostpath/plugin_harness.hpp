@@ -41,6 +41,7 @@ class HostpathPlugin {
   csi::v1::Identity::Stub& identity() { return *identity_; }
   csi::v1::Controller::Stub& controller() { return *controller_; }
   csi::v1::Node::Stub& node() { return *node_; }
+  csi::v1::GroupController::Stub& group() { return *group_; }
 
   std::filesystem::path socket() const { return dir_ / "csi.sock"; }
   std::filesystem::path data_dir() const { return dir_ / "data"; }
@@ -82,6 +83,7 @@ class HostpathPlugin {
   std::unique_ptr<csi::v1::Identity::Stub> identity_;
   std::unique_ptr<csi::v1::Controller::Stub> controller_;
   std::unique_ptr<csi::v1::Node::Stub> node_;
+  std::unique_ptr<csi::v1::GroupController::Stub> group_;
 };
 
 csi::v1::VolumeCapability mount_capability(Mode mode);

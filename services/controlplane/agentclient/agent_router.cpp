@@ -1,5 +1,6 @@
 #include "services/controlplane/agentclient/agent_router.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <grpcpp/grpcpp.h>
@@ -334,6 +335,32 @@ asio::awaitable<AgentResult<::csi::v1::GetCapacityResponse>> AgentRouter::get_ca
   std::string unserialized;  // queries and snapshot deletes name no volume
   co_return co_await MOORING_FORWARD(GetCapacity, GetCapacityRequest, GetCapacityResponse, GetCapacity,
                                      unserialized);
+}
+
+asio::awaitable<AgentResult<::csi::v1::CreateVolumeGroupSnapshotResponse>> AgentRouter::create_volume_group_snapshot(
+    std::string plugin_id, std::vector<std::string> volume_keys, ::csi::v1::CreateVolumeGroupSnapshotRequest request) {
+  std::sort(volume_keys.begin(), volume_keys.end());
+  volume_keys.erase(std::unique(volume_keys.begin(), volume_keys.end()), volume_keys.end());
+  std::vector<async::KeyedLocks::Guard> held;
+  for (auto& key : volume_keys)
+    if (!key.empty()) held.push_back(co_await locks_.lock(key));
+  std::string unserialized;  // every member's lock is held above
+  co_return co_await MOORING_FORWARD(CreateVolumeGroupSnapshot, CreateVolumeGroupSnapshotRequest,
+                                     CreateVolumeGroupSnapshotResponse, CreateVolumeGroupSnapshot, unserialized);
+}
+
+asio::awaitable<AgentResult<::csi::v1::DeleteVolumeGroupSnapshotResponse>> AgentRouter::delete_volume_group_snapshot(
+    std::string plugin_id, ::csi::v1::DeleteVolumeGroupSnapshotRequest request) {
+  std::string unserialized;  // a group's snapshots name no volume the caller could hold
+  co_return co_await MOORING_FORWARD(DeleteVolumeGroupSnapshot, DeleteVolumeGroupSnapshotRequest,
+                                     DeleteVolumeGroupSnapshotResponse, DeleteVolumeGroupSnapshot, unserialized);
+}
+
+asio::awaitable<AgentResult<::csi::v1::GetVolumeGroupSnapshotResponse>> AgentRouter::get_volume_group_snapshot(
+    std::string plugin_id, ::csi::v1::GetVolumeGroupSnapshotRequest request) {
+  std::string unserialized;  // queries name no volume
+  co_return co_await MOORING_FORWARD(GetVolumeGroupSnapshot, GetVolumeGroupSnapshotRequest,
+                                     GetVolumeGroupSnapshotResponse, GetVolumeGroupSnapshot, unserialized);
 }
 
 #undef MOORING_FORWARD

@@ -77,6 +77,15 @@ class AgentRouter {
       std::string plugin_id, ::csi::v1::ListVolumesRequest request);
   boost::asio::awaitable<AgentResult<::csi::v1::GetCapacityResponse>> get_capacity(
       std::string plugin_id, ::csi::v1::GetCapacityRequest request);
+  // GroupController. A group create holds the lock of every member volume (`volume_keys`), taken
+  // in key order so two groups that share volumes cannot deadlock.
+  boost::asio::awaitable<AgentResult<::csi::v1::CreateVolumeGroupSnapshotResponse>> create_volume_group_snapshot(
+      std::string plugin_id, std::vector<std::string> volume_keys,
+      ::csi::v1::CreateVolumeGroupSnapshotRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::DeleteVolumeGroupSnapshotResponse>> delete_volume_group_snapshot(
+      std::string plugin_id, ::csi::v1::DeleteVolumeGroupSnapshotRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::GetVolumeGroupSnapshotResponse>> get_volume_group_snapshot(
+      std::string plugin_id, ::csi::v1::GetVolumeGroupSnapshotRequest request);
 
   // Nodes with a healthy controller instance of the plugin on a ready node with an address,
   // in the order they are tried (node id order).

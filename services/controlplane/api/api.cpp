@@ -114,6 +114,10 @@ class RouteTable {
     get("/v1/volumes/snapshot", Need::cap(Cap::csi_list_volume), list_snapshots);
     write({"PUT", "POST"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), create_snapshots);
     write({"DELETE"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), delete_snapshot);
+    get("/v1/volumes/group-snapshot", Need::cap(Cap::csi_list_volume), list_group_snapshots);
+    get("/v1/volumes/group-snapshot/:id", Need::cap(Cap::csi_read_volume), get_group_snapshot);
+    write({"PUT", "POST"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), create_group_snapshot);
+    write({"DELETE"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), delete_group_snapshot);
   }
 
   void add_cluster_routes() {

@@ -21,6 +21,7 @@ namespace mooring::controlplane {
 
 namespace volumes {
 class VolumeLifecycle;
+struct Snapshot;
 }
 namespace secrets {
 class SealedBackend;
@@ -82,6 +83,14 @@ Answer list_external_volumes(Context&, const http::Request&);
 Answer create_snapshots(Context&, const http::Request&);
 Answer delete_snapshot(Context&, const http::Request&);
 Answer list_snapshots(Context&, const http::Request&);
+// One snapshot as the API shows it (also a group snapshot's member).
+nlohmann::json snapshot_json(const volumes::Snapshot& s);
+
+// ---- group snapshots (group_snapshot_endpoints.cpp) ----
+Answer create_group_snapshot(Context&, const http::Request&);  // PUT /v1/volumes/group-snapshot
+Answer list_group_snapshots(Context&, const http::Request&);   // GET /v1/volumes/group-snapshot?plugin_id=
+Answer get_group_snapshot(Context&, const http::Request&);     // GET /v1/volumes/group-snapshot/:id?plugin_id=
+Answer delete_group_snapshot(Context&, const http::Request&);  // DELETE ...?plugin_id=&group_snapshot_id=
 
 // ---- plugins, nodes, events, status ----
 http::Response list_plugins(Context&, const http::Request&);

@@ -41,6 +41,8 @@ std::optional<http::Response> snapshot_item(const json& s, volumes::SnapshotRequ
   return std::nullopt;
 }
 
+}  // namespace
+
 json snapshot_json(const volumes::Snapshot& s) {
   json j = {{"ID", s.id},
             {"ExternalSourceVolumeID", s.external_source_volume_id},
@@ -50,8 +52,11 @@ json snapshot_json(const volumes::Snapshot& s) {
             {"IsReady", s.ready},
             {"PluginID", s.plugin_id}};
   if (!s.name.empty()) j["Name"] = s.name;
+  if (!s.group_snapshot_id.empty()) j["GroupSnapshotID"] = s.group_snapshot_id;
   return j;
 }
+
+namespace {
 
 // All created: 200. Otherwise the first failure's status, and the body says what was created
 // and what failed.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -45,6 +46,14 @@ class ControllerCalls {
                                                             ::csi::v1::ListVolumesRequest request) = 0;
   virtual Task<::csi::v1::ValidateVolumeCapabilitiesResponse> validate_volume_capabilities(
       std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request) = 0;
+  // GroupController: a create holds every member volume's lock (`volume_keys`).
+  virtual Task<::csi::v1::CreateVolumeGroupSnapshotResponse> create_volume_group_snapshot(
+      std::string plugin_id, std::vector<std::string> volume_keys,
+      ::csi::v1::CreateVolumeGroupSnapshotRequest request) = 0;
+  virtual Task<::csi::v1::DeleteVolumeGroupSnapshotResponse> delete_volume_group_snapshot(
+      std::string plugin_id, ::csi::v1::DeleteVolumeGroupSnapshotRequest request) = 0;
+  virtual Task<::csi::v1::GetVolumeGroupSnapshotResponse> get_volume_group_snapshot(
+      std::string plugin_id, ::csi::v1::GetVolumeGroupSnapshotRequest request) = 0;
 };
 
 class RouterControllerCalls final : public ControllerCalls {
@@ -70,6 +79,13 @@ class RouterControllerCalls final : public ControllerCalls {
                                                     ::csi::v1::ListVolumesRequest request) override;
   Task<::csi::v1::ValidateVolumeCapabilitiesResponse> validate_volume_capabilities(
       std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request) override;
+  Task<::csi::v1::CreateVolumeGroupSnapshotResponse> create_volume_group_snapshot(
+      std::string plugin_id, std::vector<std::string> volume_keys,
+      ::csi::v1::CreateVolumeGroupSnapshotRequest request) override;
+  Task<::csi::v1::DeleteVolumeGroupSnapshotResponse> delete_volume_group_snapshot(
+      std::string plugin_id, ::csi::v1::DeleteVolumeGroupSnapshotRequest request) override;
+  Task<::csi::v1::GetVolumeGroupSnapshotResponse> get_volume_group_snapshot(
+      std::string plugin_id, ::csi::v1::GetVolumeGroupSnapshotRequest request) override;
 
  private:
   agentclient::AgentRouter& router_;

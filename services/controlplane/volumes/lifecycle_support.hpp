@@ -11,9 +11,18 @@
 #include "shared/domain/plugin.hpp"
 #include "shared/domain/text.hpp"
 
+namespace mooring::controlplane {
+class StateStore;
+}
+
 namespace mooring::controlplane::volumes {
 
 using domain::in_quotes;
+
+// A plugin's snapshot as the API shows it: its source named only when that is a registered
+// volume of namespace `ns` (snapshots.cpp).
+Snapshot snapshot_of(const ::csi::v1::Snapshot& s, const std::string& plugin_id, const StateStore& store,
+                     const std::string& ns, const std::string& name = {});
 
 inline void put_secrets(google::protobuf::Map<std::string, std::string>* dst, const StringMap& src) {
   for (const auto& [k, v] : src) (*dst)[k] = v;

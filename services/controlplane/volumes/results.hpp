@@ -50,6 +50,31 @@ struct Snapshot {
   bool ready = false;
   std::string plugin_id;
   std::string name;  // known only for the snapshots created by this request
+  std::string group_snapshot_id;  // "" unless a member of a group snapshot
+};
+
+// A group snapshot asked for: several volumes of one namespace and one plugin, snapshotted
+// together (CSI CreateVolumeGroupSnapshot). Secrets here win over the volumes' own.
+struct GroupSnapshotRequest {
+  std::string ns{domain::kDefaultNamespace};
+  std::string name;
+  std::string plugin_id;  // "" = the volumes' plugin
+  std::vector<std::string> volume_ids;
+  StringMap secrets;
+  StringMap parameters;
+  // filled in by plan_group_snapshot, in the order of volume_ids
+  std::vector<std::string> external_ids;
+  std::vector<std::string> volume_keys;
+};
+
+struct GroupSnapshot {
+  std::string id;
+  std::string name;  // known only for the group created by this request
+  std::string plugin_id;
+  std::int64_t create_time = 0;  // seconds since the epoch
+  bool ready = false;
+  std::vector<Snapshot> snapshots;
+  std::uint64_t index = 0;
 };
 
 struct SnapshotError {

@@ -55,4 +55,19 @@ Task<::csi::v1::ValidateVolumeCapabilitiesResponse> RouterControllerCalls::valid
   return router_.validate_volume_capabilities(std::move(plugin_id), std::move(key), std::move(request));
 }
 
+Task<::csi::v1::CreateVolumeGroupSnapshotResponse> RouterControllerCalls::create_volume_group_snapshot(
+    std::string plugin_id, std::vector<std::string> keys, ::csi::v1::CreateVolumeGroupSnapshotRequest request) {
+  return router_.create_volume_group_snapshot(std::move(plugin_id), std::move(keys), std::move(request));
+}
+
+Task<::csi::v1::DeleteVolumeGroupSnapshotResponse> RouterControllerCalls::delete_volume_group_snapshot(
+    std::string plugin_id, ::csi::v1::DeleteVolumeGroupSnapshotRequest request) {
+  return router_.delete_volume_group_snapshot(std::move(plugin_id), std::move(request));
+}
+
+Task<::csi::v1::GetVolumeGroupSnapshotResponse> RouterControllerCalls::get_volume_group_snapshot(
+    std::string plugin_id, ::csi::v1::GetVolumeGroupSnapshotRequest request) {
+  return router_.get_volume_group_snapshot(std::move(plugin_id), std::move(request));
+}
+
 }  // namespace mooring::controlplane::volumes

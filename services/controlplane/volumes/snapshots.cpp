@@ -10,12 +10,10 @@ namespace mooring::controlplane::volumes {
 
 namespace asio = boost::asio;
 
-namespace {
-
 // The source is named only when it is a volume of the caller's namespace: another namespace's
 // volume ids are not the caller's to see.
 Snapshot snapshot_of(const ::csi::v1::Snapshot& s, const std::string& plugin_id, const StateStore& store,
-                     const std::string& ns, const std::string& name = {}) {
+                     const std::string& ns, const std::string& name) {
   std::string source;
   for (const auto& [key, v] : store.volumes())
     if (v.ns == ns && v.plugin_id == plugin_id && v.external_id == s.source_volume_id()) {
@@ -29,8 +27,11 @@ Snapshot snapshot_of(const ::csi::v1::Snapshot& s, const std::string& plugin_id,
                   .create_time = s.creation_time().seconds(),
                   .ready = s.ready_to_use(),
                   .plugin_id = plugin_id,
-                  .name = name};
+                  .name = name,
+                  .group_snapshot_id = s.group_snapshot_id()};
 }
+
+namespace {
 
 ::csi::v1::CreateSnapshotRequest snapshot_request(const SnapshotRequest& w) {
   ::csi::v1::CreateSnapshotRequest csi;

@@ -23,6 +23,8 @@
 namespace csi::v1 {  // passed by value, so only declared here (the protos stay out of this header)
 class CreateVolumeRequest;
 class CreateSnapshotRequest;
+class CreateVolumeGroupSnapshotRequest;
+class Snapshot;
 class DeleteVolumeRequest;
 class ControllerExpandVolumeRequest;
 class Volume;
@@ -88,6 +90,23 @@ class VolumeLifecycle {
   // not answer keeps its last report. The index of the last write (the current one when nothing
   // changed).
   boost::asio::awaitable<Outcome<std::uint64_t>> refresh_stats(std::string key);
+  // ---- group_snapshots.cpp: several volumes snapshotted together (CSI GroupController) ----
+  // Every volume must exist in `wanted.ns`, not be being deleted, and belong to one plugin whose
+  // controller supports group snapshots; the secrets are the volumes' (in order), then the
+  // request's, then `header_secrets`.
+  Outcome<GroupSnapshotRequest> plan_group_snapshot(GroupSnapshotRequest wanted, const StringMap& header_secrets) const;
+  // An uncertain answer (timeout, UNAVAILABLE, ABORTED) is followed by the delete in the background.
+  boost::asio::awaitable<Outcome<GroupSnapshot>> create_group_snapshot(GroupSnapshotRequest planned);
+  // `snapshot_ids` empty: the group's members as the plugin lists them (ListSnapshots).
+  boost::asio::awaitable<Outcome<std::uint64_t>> delete_group_snapshot(std::string plugin_id, std::string group_id,
+                                                                       std::vector<std::string> snapshot_ids,
+                                                                       StringMap secrets);
+  // The groups among the plugin's snapshots (members carry their group's id).
+  boost::asio::awaitable<Outcome<std::vector<GroupSnapshot>>> list_group_snapshots(std::string plugin_id,
+                                                                                   StringMap secrets, std::string ns);
+  boost::asio::awaitable<Outcome<GroupSnapshot>> get_group_snapshot(std::string plugin_id, std::string group_id,
+                                                                    StringMap secrets, std::string ns);
+
   // ---- external.cpp: the plugin's own listing ----
   boost::asio::awaitable<Outcome<Page<ExternalVolume>>> list_external(std::string plugin_id, PageRequest page);
 
@@ -137,6 +156,13 @@ class VolumeLifecycle {
 
   // snapshots.cpp
   boost::asio::awaitable<void> negate_snapshot(std::string plugin_id, ::csi::v1::CreateSnapshotRequest request);
+
+  // group_snapshots.cpp
+  boost::asio::awaitable<void> negate_group_snapshot(std::string plugin_id,
+                                                     ::csi::v1::CreateVolumeGroupSnapshotRequest request);
+  // Every snapshot of the plugin, all pages.
+  boost::asio::awaitable<Outcome<std::vector<::csi::v1::Snapshot>>> all_snapshots(const std::string& plugin_id,
+                                                                                  const StringMap& secrets);
 
   StateStore& store_;
   ControllerCalls& controller_;

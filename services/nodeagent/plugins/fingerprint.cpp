@@ -69,6 +69,12 @@ boost::asio::awaitable<v1::PluginFingerprint> Fingerprinter::fingerprint(PluginC
     if (auto st = co_await client.controller_get_capabilities(ccaps); !st.ok())
       co_return fail(describe("ControllerGetCapabilities", st));
     *fp.mutable_controller_info() = csi::controller_info(ccaps);
+    if (csi::has_group_controller(caps)) {
+      ::csi::v1::GroupControllerGetCapabilitiesResponse gcaps;
+      if (auto st = co_await client.group_controller_get_capabilities(gcaps); !st.ok())
+        co_return fail(describe("GroupControllerGetCapabilities", st));
+      csi::apply_group_capabilities(gcaps, *fp.mutable_controller_info());
+    }
   }
   if (role_ == PluginRole::node || role_ == PluginRole::monolith) {
     ::csi::v1::NodeGetCapabilitiesResponse ncaps;

@@ -21,6 +21,9 @@ class PluginClient {
   virtual boost::asio::awaitable<grpc::Status> probe(::csi::v1::ProbeResponse& out) = 0;
   virtual boost::asio::awaitable<grpc::Status> controller_get_capabilities(
       ::csi::v1::ControllerGetCapabilitiesResponse& out) = 0;
+  // Asked only of a plugin that advertises GROUP_CONTROLLER_SERVICE.
+  virtual boost::asio::awaitable<grpc::Status> group_controller_get_capabilities(
+      ::csi::v1::GroupControllerGetCapabilitiesResponse& out) = 0;
   virtual boost::asio::awaitable<grpc::Status> node_get_capabilities(
       ::csi::v1::NodeGetCapabilitiesResponse& out) = 0;
   virtual boost::asio::awaitable<grpc::Status> node_get_info(::csi::v1::NodeGetInfoResponse& out) = 0;

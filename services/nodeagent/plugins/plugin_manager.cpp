@@ -32,6 +32,10 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
   asio::awaitable<grpc::Status> controller_get_capabilities(csiv1::ControllerGetCapabilitiesResponse& out) override {
     return fetch(csi::Rpc::ControllerGetCapabilities, &rpc::CsiClient::controller_get_capabilities, out);
   }
+  asio::awaitable<grpc::Status> group_controller_get_capabilities(
+      csiv1::GroupControllerGetCapabilitiesResponse& out) override {
+    return fetch(csi::Rpc::GroupControllerGetCapabilities, &rpc::CsiClient::group_controller_get_capabilities, out);
+  }
   asio::awaitable<grpc::Status> node_get_capabilities(csiv1::NodeGetCapabilitiesResponse& out) override {
     return fetch(csi::Rpc::NodeGetCapabilities, &rpc::CsiClient::node_get_capabilities, out);
   }

@@ -20,6 +20,7 @@ constexpr Field<ControllerInfo> kControllerInfo[] = {
     field<&ControllerInfo::supports_list_volumes_attached_nodes>("SupportsListVolumesAttachedNodes", kOut),
     field<&ControllerInfo::supports_condition>("SupportsCondition", kOut),
     field<&ControllerInfo::supports_get>("SupportsGet", kOut),
+    field<&ControllerInfo::supports_group_snapshot>("SupportsGroupSnapshot", kOut),
 };
 
 // A node's topology is a bare map in memory and {"Segments": {...}} (or null) on the wire.

@@ -2,6 +2,9 @@
 // serialization, channels that follow a node's address, clear errors when nobody can serve.
 #include <gtest/gtest.h>
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include "services/controlplane/agentclient/agent_router.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -158,6 +161,32 @@ TEST_F(AgentRouterTest, ControllerCallsSerializePerVolumeAndRunInParallelAcrossV
   EXPECT_EQ(agents["node-2"].max_in_flight_per_volume(), 1);
   EXPECT_EQ(agents["node-2"].max_in_flight("ControllerUnpublishVolume"), 2);
   EXPECT_LT(elapsed, 6 * 200ms);  // three rounds of two, not six in a row
+}
+
+// A group snapshot is one operation on every member volume: it takes each member's lock (in key
+// order, so two groups sharing volumes cannot deadlock) before the call goes out.
+TEST_F(AgentRouterTest, AGroupSnapshotCreateWaitsForEveryMemberVolumesLock) {
+  auto seen = asio::co_spawn(io, [&]() -> asio::awaitable<std::pair<bool, bool>> {
+    auto held = co_await plane->router.locks().lock("b");
+    bool finished = false;
+    async::TaskGroup group(co_await asio::this_coro::executor, "calls");
+    group.spawn("group", [&]() -> asio::awaitable<void> {
+      std::string plugin_id = "csi";
+      std::vector<std::string> keys{"b", "a"};
+      ::csi::v1::CreateVolumeGroupSnapshotRequest req;
+      req.set_name("g");
+      (void)co_await plane->router.create_volume_group_snapshot(plugin_id, keys, req);
+      finished = true;
+    });
+    asio::steady_timer wait(co_await asio::this_coro::executor, 100ms);
+    co_await wait.async_wait(asio::use_awaitable);
+    const bool waiting = !finished && plane->router.locks().locked("a");
+    held.unlock();
+    co_await group.join();
+    co_return std::make_pair(waiting, finished);
+  }, asio::use_future).get();
+  EXPECT_TRUE(seen.first) << "the create went out while member \"b\" was held";
+  EXPECT_TRUE(seen.second);
 }
 
 TEST_F(AgentRouterTest, ChannelFollowsTheNodesAddress) {

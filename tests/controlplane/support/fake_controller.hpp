@@ -93,6 +93,20 @@ class FakeController final : public volumes::ControllerCalls {
     return ok(std::move(resp));
   }
 
+  volumes::Task<::csi::v1::CreateVolumeGroupSnapshotResponse> create_volume_group_snapshot(
+      std::string, std::vector<std::string> keys, ::csi::v1::CreateVolumeGroupSnapshotRequest req) override {
+    group_create_keys.push_back(std::move(keys));
+    co_return next(group_creates, std::move(req));
+  }
+  volumes::Task<::csi::v1::DeleteVolumeGroupSnapshotResponse> delete_volume_group_snapshot(
+      std::string, ::csi::v1::DeleteVolumeGroupSnapshotRequest req) override {
+    co_return next(group_deletes, std::move(req));
+  }
+  volumes::Task<::csi::v1::GetVolumeGroupSnapshotResponse> get_volume_group_snapshot(
+      std::string, ::csi::v1::GetVolumeGroupSnapshotRequest req) override {
+    co_return next(group_gets, std::move(req));
+  }
+
   Rpc<::csi::v1::CreateVolumeRequest, ::csi::v1::CreateVolumeResponse> creates{csi::Rpc::CreateVolume};
   Rpc<::csi::v1::DeleteVolumeRequest, ::csi::v1::DeleteVolumeResponse> deletes{csi::Rpc::DeleteVolume};
   Rpc<::csi::v1::ControllerExpandVolumeRequest, ::csi::v1::ControllerExpandVolumeResponse> expands{
@@ -105,6 +119,13 @@ class FakeController final : public volumes::ControllerCalls {
   Rpc<::csi::v1::ValidateVolumeCapabilitiesRequest, ::csi::v1::ValidateVolumeCapabilitiesResponse> validations{
       csi::Rpc::ValidateVolumeCapabilities};
   Rpc<v1::NodeVolumeStatsRequest, v1::NodeVolumeStatsResponse> node_stats{csi::Rpc::NodeGetVolumeStats};
+  Rpc<::csi::v1::CreateVolumeGroupSnapshotRequest, ::csi::v1::CreateVolumeGroupSnapshotResponse> group_creates{
+      csi::Rpc::CreateVolumeGroupSnapshot};
+  Rpc<::csi::v1::DeleteVolumeGroupSnapshotRequest, ::csi::v1::DeleteVolumeGroupSnapshotResponse> group_deletes{
+      csi::Rpc::DeleteVolumeGroupSnapshot};
+  Rpc<::csi::v1::GetVolumeGroupSnapshotRequest, ::csi::v1::GetVolumeGroupSnapshotResponse> group_gets{
+      csi::Rpc::GetVolumeGroupSnapshot};
+  std::vector<std::vector<std::string>> group_create_keys;  // the volume keys each group create held
   std::vector<std::string> expanded_nodes;
   std::vector<std::string> stats_nodes;
 

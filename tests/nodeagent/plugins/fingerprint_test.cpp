@@ -24,6 +24,7 @@ class FakePlugin final : public PluginClient {
   ::csi::v1::ProbeResponse probe_resp;
   ::csi::v1::ControllerGetCapabilitiesResponse ccaps;
   ::csi::v1::NodeGetCapabilitiesResponse ncaps;
+  ::csi::v1::GroupControllerGetCapabilitiesResponse gcaps;
   ::csi::v1::NodeGetInfoResponse ninfo;
   std::map<std::string, Status> fail;  // call name -> status
   std::vector<std::string> calls;
@@ -44,6 +45,10 @@ class FakePlugin final : public PluginClient {
   asio::awaitable<Status> probe(::csi::v1::ProbeResponse& out) override { co_return answer("Probe", probe_resp, out); }
   asio::awaitable<Status> controller_get_capabilities(::csi::v1::ControllerGetCapabilitiesResponse& out) override {
     co_return answer("ControllerGetCapabilities", ccaps, out);
+  }
+  asio::awaitable<Status> group_controller_get_capabilities(
+      ::csi::v1::GroupControllerGetCapabilitiesResponse& out) override {
+    co_return answer("GroupControllerGetCapabilities", gcaps, out);
   }
   asio::awaitable<Status> node_get_capabilities(::csi::v1::NodeGetCapabilitiesResponse& out) override {
     co_return answer("NodeGetCapabilities", ncaps, out);
@@ -98,6 +103,29 @@ TEST(Fingerprint, MinimalNodePluginIsHealthyAndNilProbeReadyMeansReady) {
   EXPECT_GT(fp.update_time_ms(), 0);
   // A node plugin is never asked controller questions.
   EXPECT_EQ(std::count(p.calls.begin(), p.calls.end(), "ControllerGetCapabilities"), 0);
+}
+
+TEST(Fingerprint, AGroupControllerPluginReportsGroupSnapshotsAndOthersAreNotAsked) {
+  FakePlugin p;
+  p.add_plugin_cap(::csi::v1::PluginCapability::Service::CONTROLLER_SERVICE);
+  Fingerprinter plain("hp", PluginRole::controller);
+  auto fp = run_fingerprint(plain, p);
+  EXPECT_TRUE(fp.healthy()) << fp.health_description();
+  EXPECT_FALSE(fp.controller_info().supports_group_snapshot());
+  EXPECT_EQ(std::count(p.calls.begin(), p.calls.end(), "GroupControllerGetCapabilities"), 0);
+
+  p.add_plugin_cap(::csi::v1::PluginCapability::Service::GROUP_CONTROLLER_SERVICE);
+  p.gcaps.add_capabilities()->mutable_rpc()->set_type(
+      ::csi::v1::GroupControllerServiceCapability::RPC::CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT);
+  Fingerprinter group("hp", PluginRole::controller);
+  fp = run_fingerprint(group, p);
+  EXPECT_TRUE(fp.healthy()) << fp.health_description();
+  EXPECT_TRUE(fp.controller_info().supports_group_snapshot());
+
+  p.fail["GroupControllerGetCapabilities"] = Status(StatusCode::UNAVAILABLE, "gone");
+  fp = run_fingerprint(group, p);
+  EXPECT_FALSE(fp.healthy());
+  EXPECT_NE(fp.health_description().find("GroupControllerGetCapabilities"), std::string::npos);
 }
 
 TEST(Fingerprint, MonolithReportsControllerAndNodeCapabilitiesAndTopology) {

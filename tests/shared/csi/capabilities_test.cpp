@@ -20,6 +20,24 @@ TEST(Capabilities, PluginInfoSetsProviderAndVersion) {
   EXPECT_EQ(fp.version(), "1.2.3");
 }
 
+TEST(Capabilities, GroupControllerServiceAndItsCreateDeleteGetRpcMeanGroupSnapshots) {
+  ::csi::v1::GetPluginCapabilitiesResponse caps;
+  caps.add_capabilities()->mutable_service()->set_type(PluginCapability::Service::CONTROLLER_SERVICE);
+  EXPECT_FALSE(has_group_controller(caps));
+  caps.add_capabilities()->mutable_service()->set_type(PluginCapability::Service::GROUP_CONTROLLER_SERVICE);
+  EXPECT_TRUE(has_group_controller(caps));
+
+  ::mooring::v1::ControllerInfo info;
+  info.set_supports_group_snapshot(true);
+  apply_group_capabilities({}, info);  // a fresh answer without the RPC clears it
+  EXPECT_FALSE(info.supports_group_snapshot());
+  ::csi::v1::GroupControllerGetCapabilitiesResponse group;
+  group.add_capabilities()->mutable_rpc()->set_type(
+      ::csi::v1::GroupControllerServiceCapability::RPC::CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT);
+  apply_group_capabilities(group, info);
+  EXPECT_TRUE(info.supports_group_snapshot());
+}
+
 TEST(Capabilities, PluginCapabilitiesSetControllerTopologyAndExpansion) {
   ::csi::v1::GetPluginCapabilitiesResponse resp;
   resp.add_capabilities()->mutable_service()->set_type(PluginCapability::Service::CONTROLLER_SERVICE);

@@ -32,11 +32,12 @@ const std::vector<StatusCode> kAllCodes = {
 };
 
 const std::set<Rpc> kIdentity = {Rpc::GetPluginInfo,       Rpc::GetPluginCapabilities, Rpc::Probe,
-                                 Rpc::ControllerGetCapabilities, Rpc::NodeGetCapabilities,  Rpc::NodeGetInfo};
+                                 Rpc::ControllerGetCapabilities, Rpc::NodeGetCapabilities,  Rpc::NodeGetInfo,
+                                 Rpc::GroupControllerGetCapabilities};
 const std::set<Rpc> kReleases = {Rpc::NodeUnpublishVolume, Rpc::NodeUnstageVolume, Rpc::ControllerUnpublishVolume,
-                                 Rpc::DeleteVolume, Rpc::DeleteSnapshot};
+                                 Rpc::DeleteVolume, Rpc::DeleteSnapshot, Rpc::DeleteVolumeGroupSnapshot};
 const std::set<Rpc> kAcquires = {Rpc::CreateVolume, Rpc::ControllerPublishVolume, Rpc::NodeStageVolume,
-                                 Rpc::NodePublishVolume, Rpc::CreateSnapshot};
+                                 Rpc::NodePublishVolume, Rpc::CreateSnapshot, Rpc::CreateVolumeGroupSnapshot};
 // Calls that change state on the storage side (the ones that can be left "uncertain").
 std::set<Rpc> mutating() {
   std::set<Rpc> s = kReleases;
@@ -77,6 +78,10 @@ const std::vector<std::pair<Rpc, std::string_view>> kExpectedTable = {
     {Rpc::NodeExpandVolume, "ourFurFruFuFFruFr"},
     {Rpc::NodeGetCapabilities, "orrFrFFrrFrFFrrFr"},
     {Rpc::NodeGetInfo, "orrFrFFrrFrFFrrFr"},
+    {Rpc::GroupControllerGetCapabilities, "orrFrFFrrFrFFrrFr"},
+    {Rpc::CreateVolumeGroupSnapshot, "ourFurFrFFuFFruFr"},
+    {Rpc::DeleteVolumeGroupSnapshot, "ourFuiFruruFFruFr"},
+    {Rpc::GetVolumeGroupSnapshot, "orrFrrFrrFrFFrrFr"},
 };
 
 Outcome from_letter(char c) {
@@ -102,7 +107,7 @@ TEST(ErrorTable, EveryRpcAndCodeMatchesTheSpelledOutTable) {
 
 TEST(ErrorTable, AllRpcsListsEveryRpcOnceInDeclarationOrder) {
   auto rpcs = all_rpcs();
-  ASSERT_EQ(rpcs.size(), 24u);
+  ASSERT_EQ(rpcs.size(), 28u);
   for (std::size_t i = 0; i < rpcs.size(); ++i) {
     EXPECT_EQ(static_cast<std::size_t>(rpcs[i]), i);
     EXPECT_EQ(policy(rpcs[i]).rpc, rpcs[i]);
@@ -143,6 +148,7 @@ TEST(ErrorTable, NegationsPairAcquiresWithTheirReleases) {
   EXPECT_EQ(policy(Rpc::NodeStageVolume).negation, Rpc::NodeUnstageVolume);
   EXPECT_EQ(policy(Rpc::NodePublishVolume).negation, Rpc::NodeUnpublishVolume);
   EXPECT_EQ(policy(Rpc::CreateSnapshot).negation, Rpc::DeleteSnapshot);
+  EXPECT_EQ(policy(Rpc::CreateVolumeGroupSnapshot).negation, Rpc::DeleteVolumeGroupSnapshot);
   for (Rpc rpc : all_rpcs()) {
     if (kAcquires.count(rpc) == 0) {
       EXPECT_FALSE(policy(rpc).negation.has_value()) << to_string(rpc);
@@ -185,10 +191,11 @@ TEST(ErrorTable, TimeoutsAndUnavailableAreUncertainForEveryMutatingCall) {
 
 TEST(ErrorTable, ResourceExhaustedIsUncertainExceptSnapshotWithoutSpace) {
   for (Rpc rpc : mutating()) {
-    if (rpc == Rpc::CreateSnapshot) continue;
+    if (rpc == Rpc::CreateSnapshot || rpc == Rpc::CreateVolumeGroupSnapshot) continue;
     EXPECT_EQ(classify(rpc, StatusCode::RESOURCE_EXHAUSTED), Outcome::uncertain) << to_string(rpc);
   }
   EXPECT_EQ(classify(Rpc::CreateSnapshot, StatusCode::RESOURCE_EXHAUSTED), Outcome::final_error);
+  EXPECT_EQ(classify(Rpc::CreateVolumeGroupSnapshot, StatusCode::RESOURCE_EXHAUSTED), Outcome::final_error);
 }
 
 TEST(ErrorTable, CallsWithoutSideEffectsAreNeverUncertain) {
@@ -254,6 +261,10 @@ TEST(ErrorTable, FailedPreconditionFollowsEachRpcsMeaning) {
   EXPECT_EQ(classify(Rpc::NodeStageVolume, StatusCode::FAILED_PRECONDITION), Outcome::final_error);
   EXPECT_EQ(classify(Rpc::NodePublishVolume, StatusCode::FAILED_PRECONDITION), Outcome::retry);
   EXPECT_EQ(classify(Rpc::ControllerUnpublishVolume, StatusCode::FAILED_PRECONDITION), Outcome::retry);
+  // The group snapshot tables: "cannot snapshot these volumes together" is the caller's to fix; a
+  // group in use resolves with time.
+  EXPECT_EQ(classify(Rpc::CreateVolumeGroupSnapshot, StatusCode::FAILED_PRECONDITION), Outcome::final_error);
+  EXPECT_EQ(classify(Rpc::DeleteVolumeGroupSnapshot, StatusCode::FAILED_PRECONDITION), Outcome::retry);
 }
 
 TEST(ErrorTable, InternalAndUnknownAreRetriedWithBackoff) {

@@ -71,7 +71,8 @@ PluginInstance monolith() {
                                      .supports_create_delete_snapshot = true, .supports_list_snapshots = true,
                                      .supports_clone = true, .supports_read_only_attach = true,
                                      .supports_expand = true, .supports_list_volumes_attached_nodes = true,
-                                     .supports_condition = true, .supports_get = true};
+                                     .supports_condition = true, .supports_get = true,
+                                     .supports_group_snapshot = true};
   i.node_info = NodeInfo{.id = "csi-n1", .max_volumes = 4, .accessible_topology = {{"zone", "a"}},
                          .requires_node_stage_volume = true, .supports_stats = true, .supports_expand = true,
                          .supports_condition = true};
