@@ -68,6 +68,9 @@ class FakeCalls final : public NodeVolumeCalls {
   rpc::CsiClient::Call<::csi::v1::NodeExpandVolumeResponse> expand(const ::csi::v1::NodeExpandVolumeRequest&) override {
     return expand_answer();  // not used by this bench
   }
+  rpc::CsiClient::Call<::csi::v1::NodeGetVolumeStatsResponse> stats(const ::csi::v1::NodeGetVolumeStatsRequest&) override {
+    return stats_answer();  // the fake plugin does not advertise GET_VOLUME_STATS
+  }
 
  private:
   template <class Response>
@@ -85,6 +88,9 @@ class FakeCalls final : public NodeVolumeCalls {
   }
   asio::awaitable<rpc::CsiResult<::csi::v1::NodeExpandVolumeResponse>> expand_answer() {
     co_return rpc::CsiResult<::csi::v1::NodeExpandVolumeResponse>{};
+  }
+  asio::awaitable<rpc::CsiResult<::csi::v1::NodeGetVolumeStatsResponse>> stats_answer() {
+    co_return rpc::CsiResult<::csi::v1::NodeGetVolumeStatsResponse>{};
   }
   FakeMounts& mounts_;
 };
