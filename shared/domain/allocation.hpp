@@ -27,6 +27,18 @@ struct VolumeRequest {
   bool operator==(const VolumeRequest&) const = default;
 };
 
+// A task that is a CSI plugin (Nomad's csi_plugin block): the agent gives it a socket directory
+// and CSI_ENDPOINT, supervises it like a configured plugin and registers the instance in its
+// dynamic registry, owned by the allocation.
+struct TaskCSIPlugin {
+  std::string id;                                   // the plugin id volumes name
+  PluginType type = PluginType::monolith;
+  std::string mount_dir = "csi";                    // the socket's directory, relative to the task's dir
+  Duration health_timeout{std::chrono::seconds(30)};  // not healthy by then: the allocation fails
+  std::string stage_publish_base_dir;               // empty: the agent's default
+  bool operator==(const TaskCSIPlugin&) const = default;
+};
+
 struct Task {
   std::string command;
   std::vector<std::string> args;
@@ -35,6 +47,7 @@ struct Task {
   // Injected into the task like env, but never returned by the API (key names only), logged or
   // put in an event; sealed at rest, and sent only to the node the allocation is placed on.
   std::map<std::string, std::string> secret_env;
+  std::optional<TaskCSIPlugin> csi_plugin;  // set: the task is a CSI plugin
   bool operator==(const Task&) const = default;
 };
 
@@ -56,6 +69,12 @@ struct Allocation {
   std::optional<Task> task;                      // absent: the allocation only holds its volumes
   Duration stop_after_client_disconnect{0};      // 0 = never
   int index = 0;                                 // the N of per_alloc sources
+  // A system allocation is a group: one copy (an allocation with system_id = the group's id) on
+  // every ready node whose name or meta matches node_selector, including nodes that join later.
+  // The group itself has no node and runs nothing.
+  bool system = false;
+  std::map<std::string, std::string> node_selector;  // "name glob" or meta key -> value
+  std::string system_id;                             // set on a copy: its group's id
   std::vector<TaskEvent> events;
   std::uint64_t create_index = 0;
   std::uint64_t modify_index = 0;

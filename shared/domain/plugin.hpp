@@ -57,6 +57,7 @@ struct PluginInstance {
   std::optional<ControllerInfo> controller_info;  // set for controller and monolith
   std::optional<NodeInfo> node_info;              // set for node and monolith
   Time update_time{};
+  std::string alloc_id;  // the allocation that runs this instance; empty for config plugins
   bool operator==(const PluginInstance&) const = default;
 };
 

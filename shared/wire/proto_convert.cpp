@@ -265,6 +265,7 @@ v1::PluginFingerprint to_proto(const PluginInstance& i) {
   out.set_update_time_ms(to_unix_ms(i.update_time));
   out.set_online_expansion(i.online_expansion);
   out.set_offline_expansion(i.offline_expansion);
+  out.set_alloc_id(i.alloc_id);
   return out;
 }
 
@@ -289,6 +290,7 @@ Expected<PluginInstance> from_proto(const v1::PluginFingerprint& fp, std::string
   if (has_controller(*type)) out.controller_info = from_proto(fp.controller_info());
   if (has_node(*type)) out.node_info = from_proto(fp.node_info());
   out.update_time = from_unix_ms(fp.update_time_ms());
+  out.alloc_id = fp.alloc_id();
   return out;
 }
 
@@ -330,16 +332,32 @@ v1::Task to_proto(const Task& t) {
   fill(out.mutable_env(), t.env);
   fill(out.mutable_secret_env(), t.secret_env);
   out.set_kill_timeout_ms(t.kill_timeout.count());
+  if (t.csi_plugin) {
+    auto* p = out.mutable_csi_plugin();
+    p->set_id(t.csi_plugin->id);
+    p->set_type(to_proto(t.csi_plugin->type));
+    p->set_mount_dir(t.csi_plugin->mount_dir);
+    p->set_health_timeout_ms(t.csi_plugin->health_timeout.count());
+    p->set_stage_publish_base_dir(t.csi_plugin->stage_publish_base_dir);
+  }
   return out;
 }
 
-Task from_proto(const v1::Task& t) {
+Expected<Task> from_proto(const v1::Task& t) {
   Task out;
   out.command = t.command();
   out.args.assign(t.args().begin(), t.args().end());
   out.env = to_map(t.env());
   out.secret_env = to_map(t.secret_env());
   out.kill_timeout = Duration{t.kill_timeout_ms() > 0 ? t.kill_timeout_ms() : 0};
+  if (t.has_csi_plugin()) {
+    const auto& p = t.csi_plugin();
+    const auto type = from_proto(p.type());
+    if (!type) return error("field \"task.csi_plugin.type\": unknown plugin type " + std::to_string(p.type()));
+    out.csi_plugin = TaskCSIPlugin{.id = p.id(), .type = *type, .mount_dir = p.mount_dir(),
+                                   .health_timeout = Duration{std::max<std::int64_t>(0, p.health_timeout_ms())},
+                                   .stage_publish_base_dir = p.stage_publish_base_dir()};
+  }
   return out;
 }
 
@@ -419,6 +437,7 @@ v1::Allocation to_proto(const Allocation& a) {
   out.set_modify_index(a.modify_index);
   out.set_index(a.index);
   if (a.ns != kDefaultNamespace) out.set_namespace_(a.ns);
+  out.set_system_id(a.system_id);
   return out;
 }
 
@@ -442,7 +461,12 @@ Expected<Allocation> from_proto(const v1::Allocation& a) {
     }
     out.volumes.emplace(req->name, std::move(*req));
   }
-  if (a.has_task()) out.task = from_proto(a.task());
+  if (a.has_task()) {
+    auto task = from_proto(a.task());
+    if (!task) return error(ctx + ": " + task.error());
+    out.task = std::move(*task);
+  }
+  out.system_id = a.system_id();
   out.stop_after_client_disconnect = Duration{std::max<std::int64_t>(0, a.stop_after_client_disconnect_ms())};
   out.create_index = a.create_index();
   out.modify_index = a.modify_index();

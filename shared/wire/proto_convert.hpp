@@ -55,7 +55,7 @@ Expected<PluginInstance> from_proto(const ::mooring::v1::PluginFingerprint& fp, 
 Expected<VolumeRequest> from_proto(const ::mooring::v1::VolumeRequest& r);
 
 ::mooring::v1::Task to_proto(const Task& t);
-Task from_proto(const ::mooring::v1::Task& t);
+Expected<Task> from_proto(const ::mooring::v1::Task& t);
 
 ::mooring::v1::TaskEvent to_proto(const TaskEvent& e);
 TaskEvent from_proto(const ::mooring::v1::TaskEvent& e);

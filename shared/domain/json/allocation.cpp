@@ -21,12 +21,21 @@ constexpr Field<VolumeRequest> kVolumeRequest[] = {
     field<&VolumeRequest::mount_options>("MountOptions", kIn),
 };
 
+constexpr Field<TaskCSIPlugin> kTaskCSIPlugin[] = {
+    field<&TaskCSIPlugin::id>("ID", kIn),
+    field<&TaskCSIPlugin::type>("Type", kIn),
+    field<&TaskCSIPlugin::mount_dir>("MountDir", kIn),
+    field<&TaskCSIPlugin::health_timeout>("HealthTimeout", kIn, {.non_negative = kInput}),
+    field<&TaskCSIPlugin::stage_publish_base_dir>("StagePublishBaseDir", kIn),
+};
+
 constexpr Field<Task> kTask[] = {
     field<&Task::command>("Command", kIn),
     field<&Task::args>("Args", kIn),
     field<&Task::env>("Env", kIn),  // readable with read-alloc; secrets go in SecretEnv
     field<&Task::secret_env>("SecretEnv", kIn, {.secret = true}),
     field<&Task::kill_timeout>("KillTimeout", kIn),
+    field<&Task::csi_plugin>("CSIPlugin", kIn),
 };
 
 constexpr Field<TaskEvent> kTaskEvent[] = {
@@ -76,6 +85,9 @@ constexpr Field<Allocation> kAllocation[] = {
     custom<&Allocation::volumes, volume_requests_json, read_volume_requests>("Volumes", kIn),
     field<&Allocation::task>("Task", kIn),
     field<&Allocation::index>("Index", kOut),
+    field<&Allocation::system>("System", kAll | kInput),
+    field<&Allocation::node_selector>("NodeSelector", kIn),
+    field<&Allocation::system_id>("SystemID", kAll),
     field<&Allocation::events>("Events", kOut),
     field<&Allocation::create_index>("CreateIndex", kAll),
     field<&Allocation::modify_index>("ModifyIndex", kAll),
@@ -84,12 +96,27 @@ constexpr Field<Allocation> kAllocation[] = {
 }  // namespace
 
 Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>) { return kVolumeRequest; }
+Table<TaskCSIPlugin> fields_of(std::type_identity<TaskCSIPlugin>) { return kTaskCSIPlugin; }
 Table<Task> fields_of(std::type_identity<Task>) { return kTask; }
 Table<TaskEvent> fields_of(std::type_identity<TaskEvent>) { return kTaskEvent; }
 Table<Allocation> fields_of(std::type_identity<Allocation>) { return kAllocation; }
 
 void check_input(Reader& r, Task& task) {
   if (r.ok() && task.command.empty()) r.fail("Command", "required");
+}
+
+// The socket directory lives under the task's directory: a relative path that stays inside it.
+void check_input(Reader& r, TaskCSIPlugin& plugin) {
+  if (!r.ok()) return;
+  if (plugin.id.empty()) return r.fail("ID", "required");
+  if (auto s = validate_plugin_id(plugin.id); !s) return r.fail("ID", s.error());
+  if (plugin.mount_dir.empty()) return r.fail("MountDir", "must not be empty");
+  if (plugin.mount_dir.front() == '/' || plugin.mount_dir == ".." || plugin.mount_dir.starts_with("../") ||
+      plugin.mount_dir.find("/../") != std::string::npos || plugin.mount_dir.ends_with("/.."))
+    return r.fail("MountDir", "must be a relative path inside the task's directory");
+  if (plugin.health_timeout.count() <= 0) return r.fail("HealthTimeout", "must be positive");
+  if (!plugin.stage_publish_base_dir.empty() && plugin.stage_publish_base_dir.front() != '/')
+    return r.fail("StagePublishBaseDir", "must be an absolute path");
 }
 
 }  // namespace codec

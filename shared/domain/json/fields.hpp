@@ -70,6 +70,7 @@ Table<Plugin> fields_of(std::type_identity<Plugin>);
 Table<NodeEvent> fields_of(std::type_identity<NodeEvent>);
 Table<Node> fields_of(std::type_identity<Node>);
 Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>);
+Table<TaskCSIPlugin> fields_of(std::type_identity<TaskCSIPlugin>);
 Table<Task> fields_of(std::type_identity<Task>);
 Table<TaskEvent> fields_of(std::type_identity<TaskEvent>);
 Table<Allocation> fields_of(std::type_identity<Allocation>);
@@ -80,6 +81,7 @@ template <class T>
 void check_input(Reader&, T&) {}
 void check_input(Reader& r, VolumeCapability& cap);
 void check_input(Reader& r, Task& task);
+void check_input(Reader& r, TaskCSIPlugin& plugin);
 
 // ---- enums: how each is parsed and named in errors ----
 template <class E>

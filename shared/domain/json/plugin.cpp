@@ -58,6 +58,7 @@ constexpr Field<PluginInstance> kInstance[] = {
     field<&PluginInstance::controller_info>("ControllerInfo", kOut),
     field<&PluginInstance::node_info>("NodeInfo", kOut),
     field<&PluginInstance::update_time>("UpdateTime", kOut),
+    field<&PluginInstance::alloc_id>("AllocID", kOut),
 };
 
 constexpr Field<Plugin> kPlugin[] = {

@@ -501,6 +501,52 @@ TEST(JsonApiInput, AllocationWithoutTaskOrTypeIsFine) {
   EXPECT_EQ(a->volumes.at("data").type, "csi");
 }
 
+TEST(JsonApiInput, CsiPluginTaskDecodesWithNomadDefaults) {
+  json j = submit_body();
+  j["Allocation"]["System"] = true;
+  j["Allocation"]["NodeSelector"] = {{"name", "worker-*"}};
+  j["Allocation"]["Task"]["CSIPlugin"] = {{"ID", "hostpath"}, {"Type", "node"}};
+  auto a = allocation_request_from_api(j);
+  ASSERT_TRUE(a.ok()) << a.error();
+  EXPECT_TRUE(a->system);
+  EXPECT_EQ(a->node_selector.at("name"), "worker-*");
+  ASSERT_TRUE(a->task->csi_plugin.has_value());
+  const auto& p = *a->task->csi_plugin;
+  EXPECT_EQ(p.id, "hostpath");
+  EXPECT_EQ(p.type, PluginType::node);
+  EXPECT_EQ(p.mount_dir, "csi");
+  EXPECT_EQ(p.health_timeout, 30s);
+  EXPECT_EQ(p.stage_publish_base_dir, "");
+  const json out = to_api_json(*a);
+  EXPECT_EQ(out["Task"]["CSIPlugin"]["ID"], "hostpath");
+  EXPECT_EQ(out["Task"]["CSIPlugin"]["HealthTimeout"], "30s");
+  EXPECT_EQ(out["System"], true);
+  a->id = "a1";
+  auto stored = allocation_from_storage(to_storage_json(*a));
+  ASSERT_TRUE(stored.ok()) << stored.error();
+  EXPECT_EQ(stored->task, a->task);
+  EXPECT_EQ(stored->node_selector, a->node_selector);
+}
+
+TEST(JsonApiInput, CsiPluginTaskErrorsNameTheField) {
+  auto with = [](json plugin) {
+    json j = submit_body();
+    j["Allocation"]["Task"]["CSIPlugin"] = std::move(plugin);
+    return submit_error(j);
+  };
+  EXPECT_EQ(with({{"Type", "node"}}), "allocation \"web\": field \"Task.CSIPlugin.ID\": required");
+  EXPECT_NE(with({{"ID", "hp"}, {"Type", "sidecar"}}).find("field \"Task.CSIPlugin.Type\": unknown plugin type"),
+            std::string::npos);
+  EXPECT_NE(with({{"ID", "hp"}, {"MountDir", "../../etc"}}).find("field \"Task.CSIPlugin.MountDir\": must be a relative path"),
+            std::string::npos);
+  EXPECT_NE(with({{"ID", "hp"}, {"MountDir", "/run/csi"}}).find("Task.CSIPlugin.MountDir"), std::string::npos);
+  EXPECT_NE(with({{"ID", "hp"}, {"HealthTimeout", "0s"}}).find("field \"Task.CSIPlugin.HealthTimeout\": must be positive"),
+            std::string::npos);
+  EXPECT_NE(with({{"ID", "hp"}, {"StagePublishBaseDir", "rel"}}).find("must be an absolute path"), std::string::npos);
+  EXPECT_NE(with({{"ID", "bad id!"}}).find("Task.CSIPlugin.ID"), std::string::npos);
+  EXPECT_EQ(with({{"ID", "hp"}, {"Sockt", "x"}}), "allocation \"web\": unknown field \"Task.CSIPlugin.Sockt\"");
+}
+
 TEST(JsonApiInput, AllocationErrorsNameTheField) {
   json j = submit_body();
   j["Allocation"]["Volumes"]["data"]["AccessMode"] = "single-writer";

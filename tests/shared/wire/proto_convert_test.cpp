@@ -77,6 +77,7 @@ PluginInstance monolith() {
                          .requires_node_stage_volume = true, .supports_stats = true, .supports_expand = true,
                          .supports_condition = true};
   i.update_time = from_unix_ms(1'700'000'000'000);
+  i.alloc_id = "plugin-alloc-1";
   return i;
 }
 
@@ -133,6 +134,13 @@ TEST(ProtoConvert, AllocationRoundTripsWithoutEvents) {
   auto back = from_proto(to_proto(a));
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(*back, a);
+  Allocation plugin = a;
+  plugin.system_id = "group-1";
+  plugin.task->csi_plugin = TaskCSIPlugin{.id = "hostpath", .type = PluginType::node, .mount_dir = "sock",
+                                          .health_timeout = 5s, .stage_publish_base_dir = "/local/csi"};
+  back = from_proto(to_proto(plugin));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, plugin);
   Allocation no_task = a;
   no_task.task.reset();
   back = from_proto(to_proto(no_task));
