@@ -115,7 +115,7 @@ class Agent {
   bool controlplane_failed_ = false;  // a call failed since the last answer
   bool contacted_ = false;
   std::unique_ptr<async::WakeSignal> controlplane_back_;
-  std::unique_ptr<async::WakeSignal> stats_now_;  // polls volume stats now (after a mount, on request)
+  std::unique_ptr<async::WakeSignal> stats_now_;  // a volume was mounted: poll the fresh mounts' stats soon
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<ProcMountTable> mount_table_;
   std::unique_ptr<ControlPlaneCalls> controlplane_;

@@ -53,7 +53,10 @@ asio::awaitable<MountResult> VolumeManager::mount(std::string alloc_id, domain::
   auto result = co_await ops_.mount(alloc_id, std::move(volume), std::move(request_options));
   // The negating calls of a failed mount did not all succeed: retry them in the background.
   if (result.cleanup_owed) start_release(alloc_id, volume_id);
-  if (result.ok() && options_.mounted) options_.mounted->notify();
+  if (result.ok()) {
+    fresh_.insert(volume_id);
+    if (options_.mounted) options_.mounted->notify();
+  }
   co_return result;
 }
 
@@ -245,8 +248,21 @@ asio::awaitable<std::vector<domain::VolumeStatsReport>> VolumeManager::collect_s
   std::set<std::string> volume_ids;
   for (const auto& record : store_.all())
     if (in_use(record)) volume_ids.insert(record.volume_id);
+  fresh_.clear();  // this pass covers them
   std::vector<domain::VolumeStatsReport> out;
   for (const auto& volume_id : volume_ids) {
+    auto reports = co_await ops_.stats(volume_id);
+    out.insert(out.end(), std::make_move_iterator(reports.begin()), std::make_move_iterator(reports.end()));
+  }
+  co_return out;
+}
+
+asio::awaitable<std::vector<domain::VolumeStatsReport>> VolumeManager::collect_fresh_stats() {
+  std::set<std::string> volume_ids;
+  volume_ids.swap(fresh_);
+  std::vector<domain::VolumeStatsReport> out;
+  for (const auto& volume_id : volume_ids) {
+    // ops_.stats skips what is no longer published: a short-lived mount costs no call.
     auto reports = co_await ops_.stats(volume_id);
     out.insert(out.end(), std::make_move_iterator(reports.begin()), std::make_move_iterator(reports.end()));
   }

@@ -52,8 +52,8 @@ struct VolumeManagerOptions {
   // Notified when the control plane answers again after a silence: telling it about a finished
   // unmount is retried at once. Not owned; may be null.
   async::WakeSignal* controlplane_back = nullptr;
-  // Notified after every successful mount (the stats poll runs then, so usage shows up at once).
-  // Not owned; may be null.
+  // Notified after every successful mount: the agent polls the stats of fresh mounts soon after
+  // (collect_fresh_stats), so usage shows up without waiting a whole interval. Not owned; may be null.
   async::WakeSignal* mounted = nullptr;
 };
 
@@ -127,8 +127,12 @@ class VolumeManager {
   // NodeGetVolumeStats of every volume published here and in use (VolumeOperations::stats),
   // one volume after the other. The agent polls it every --volume-stats-interval.
   boost::asio::awaitable<std::vector<domain::VolumeStatsReport>> collect_stats();
+  // The same for the volumes mounted since the last collection only (those still in use): a
+  // burst of mounts costs one call per new volume, not one per volume on the node per mount.
+  boost::asio::awaitable<std::vector<domain::VolumeStatsReport>> collect_fresh_stats();
   // The same for one volume (the control plane's NodeVolumeStats); `volume_id` is validated.
   boost::asio::awaitable<std::vector<domain::VolumeStatsReport>> stats_of(std::string volume_id);
+  std::size_t fresh_mounts() const { return fresh_.size(); }
 
   // Cancels every release task and waits up to `grace` for them to stop; never waits on a
   // plugin. True when all stopped. Their progress stays in the records for resume().
@@ -151,6 +155,7 @@ class VolumeManager {
   MountRecordStore store_;
   VolumeOperations ops_;
   std::set<Key> active_;
+  std::set<std::string> fresh_;  // volume ids mounted since the last collection
   async::TaskGroup tasks_;  // last: destroyed (and cancelled) first
 };
 
