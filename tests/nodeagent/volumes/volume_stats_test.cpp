@@ -109,6 +109,30 @@ TEST_F(VolumeStatsTest, StatsNeverOverlapAnotherCallForTheSameVolume) {
   EXPECT_EQ(csi->max_in_flight_per_volume, 1);
 }
 
+TEST_F(VolumeStatsTest, AFreshPollAsksOnlyTheVolumesMountedSinceTheLastOne) {
+  ASSERT_TRUE(mount("a1", volume("v1")).ok());
+  (void)collect();  // a full pass covers v1
+  const int before = csi->count(Rpc::NodeGetVolumeStats);
+  ASSERT_TRUE(mount("a2", volume("v2")).ok());
+  ASSERT_TRUE(mount("a3", volume("v3")).ok());
+  EXPECT_EQ(manager->fresh_mounts(), 2u);
+  auto reports = run(manager->collect_fresh_stats());
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0].volume_id, "v2");
+  EXPECT_EQ(reports[1].volume_id, "v3");
+  EXPECT_EQ(csi->count(Rpc::NodeGetVolumeStats), before + 2);
+  EXPECT_TRUE(run(manager->collect_fresh_stats()).empty());  // nothing fresh: no call
+  EXPECT_EQ(csi->count(Rpc::NodeGetVolumeStats), before + 2);
+}
+
+TEST_F(VolumeStatsTest, AFreshMountReleasedBeforeThePollCostsNoCall) {
+  ASSERT_TRUE(mount("a1", volume("v1")).ok());
+  manager->release("a1", {"v1"});
+  ASSERT_TRUE(pump_until(io, [&] { return released("a1", "v1"); }, 5s));
+  EXPECT_TRUE(run(manager->collect_fresh_stats()).empty());
+  EXPECT_EQ(csi->count(Rpc::NodeGetVolumeStats), 0);
+}
+
 TEST_F(VolumeStatsTest, ASuccessfulMountAsksForAStatsPollAtOnce) {
   async::WakeSignal mounted(io.get_executor());
   manager.reset();
