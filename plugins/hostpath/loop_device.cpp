@@ -114,6 +114,11 @@ std::string loop_backing_file(const std::string& device) {
   return read_trimmed(fs::path("/sys/block") / name / "loop" / "backing_file");
 }
 
+bool loop_backed_by(const std::string& device, const fs::path& file) {
+  const auto backing = loop_backing_file(device);
+  return !backing.empty() && backing == canonical_or_same(file);
+}
+
 std::vector<std::string> loops_backed_by(const fs::path& file) {
   std::vector<std::string> out;
   const std::string want = canonical_or_same(file);

@@ -27,6 +27,9 @@ std::string attach_loop(const std::filesystem::path& file, bool read_only, std::
 // loop device with a backing file (detached, or gone after a reboot).
 std::string loop_backing_file(const std::string& device);
 
+// Whether `device` is a loop device attached to `file` (compared by canonical path).
+bool loop_backed_by(const std::string& device, const std::filesystem::path& file);
+
 // Every loop device attached to `file`.
 std::vector<std::string> loops_backed_by(const std::filesystem::path& file);
 

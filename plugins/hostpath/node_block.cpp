@@ -23,12 +23,6 @@ namespace fs = std::filesystem;
 
 const log::Logger kLog{"node"};
 
-std::string canonical_or_same(const std::string& p) {
-  std::error_code ec;
-  auto c = fs::canonical(p, ec);
-  return ec ? p : c.string();
-}
-
 // A device a record names (a staging path's, or a read-only publish's own).
 bool named_by(const NodeRecord& rec, const std::string& device) {
   for (const auto& [path, s] : rec.staged)
@@ -50,7 +44,7 @@ Status attach_error(const fs::path& image, const std::string& error) {
 
 bool device_attached(const StagedVolume& staged) {
   return staged.block && !staged.device.empty() &&
-         loop_backing_file(staged.device) == canonical_or_same(staged.source);
+         loop_backed_by(staged.device, staged.source);
 }
 
 Status Node::stage_block(const std::string& volume_id, const fs::path& image, const std::string& staging,
@@ -153,7 +147,7 @@ void Node::block_stats(const StagedVolume& staged, const std::string& device, cs
   bytes->set_unit(csi::v1::VolumeUsage::BYTES);
   bytes->set_total(ec ? 0 : static_cast<std::int64_t>(size));
   auto* cond = resp.mutable_volume_condition();
-  const bool attached = loop_backing_file(device) == canonical_or_same(staged.source);
+  const bool attached = loop_backed_by(device, staged.source);
   cond->set_abnormal(!attached);
   cond->set_message(attached ? "loop device " + device + " attached"
                              : "loop device " + device + " is no longer attached to " + staged.source);
