@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev
   util-linux procps iproute2 curl
   python3 python3-yaml yamllint docker-compose
+  etcd-server etcd-client
 )
 if [ "${MOORING_BENCH_DEPS:-0}" = 1 ]; then
   packages+=(wrk nginx-light)

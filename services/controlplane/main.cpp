@@ -35,6 +35,7 @@
 #include "services/controlplane/http/server.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
+#include "services/controlplane/state/etcd_backend.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "services/controlplane/volumes/controller_calls.hpp"
@@ -168,10 +169,29 @@ int main(int argc, char** argv) {
   std::uint16_t grpc_port = 0;
   split_host_port(flags.grpc_addr, grpc_host, grpc_port);  // validated by the parser
 
-  auto backend = SqliteBackend::open(flags.data_dir);
-  if (!backend) {
-    logger.error("cannot open state", {{"error", backend.error()}});
-    return 1;
+  // The embedded SQLite file, or etcd (state/etcd_backend.hpp) for control planes that share it.
+  std::unique_ptr<StateBackend> backend;
+  std::string state_where;
+  if (flags.state.starts_with("etcd://")) {
+    auto options = parse_etcd_url(flags.state);  // validated by the parser
+    options->ca_file = flags.etcd_ca_file;
+    options->cert_file = flags.etcd_cert_file;
+    options->key_file = flags.etcd_key_file;
+    auto etcd = EtcdBackend::open(std::move(*options));
+    if (!etcd) {
+      logger.error("cannot open state", {{"error", etcd.error()}});
+      return 1;
+    }
+    state_where = (*etcd)->describe();
+    backend = std::move(*etcd);
+  } else {
+    auto sqlite = SqliteBackend::open(flags.data_dir);
+    if (!sqlite) {
+      logger.error("cannot open state", {{"error", sqlite.error()}});
+      return 1;
+    }
+    state_where = (*sqlite)->path().string();
+    backend = std::move(*sqlite);
   }
   std::shared_ptr<const rpc::TransportSecurity> security;
   if (int refused = transport_security(flags, logger, security)) return refused;
@@ -187,7 +207,7 @@ int main(int argc, char** argv) {
     logger.error("cannot open the keyring", {{"path", keyring_path.string()}, {"error", keyring.error()}});
     return 1;
   }
-  secrets::SealedBackend sealed{**backend, std::move(*keyring)};
+  secrets::SealedBackend sealed{*backend, std::move(*keyring)};
   asio::io_context io{1};
   // Every write passes the change feed on its way to SQLite, so the claim GC sees which
   // volumes changed without scanning them all.
@@ -196,12 +216,12 @@ int main(int argc, char** argv) {
   // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
   StateStore store{io.get_executor(), feed, StateOptions{.group_commit = true}};
   if (auto st = store.load(); !st) {
-    logger.error("cannot load state", {{"path", (*backend)->path().string()},
+    logger.error("cannot load state", {{"state", state_where},
                                        {"keyring", keyring_path.string()},
                                        {"error", st.error()}});
     return 1;
   }
-  logger.info("state loaded", {{"path", (*backend)->path().string()},
+  logger.info("state loaded", {{"state", state_where},
                                {"index", store.index()},
                                {"volumes", store.volumes().size()},
                                {"allocations", store.allocations().size()},

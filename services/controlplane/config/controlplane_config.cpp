@@ -1,6 +1,7 @@
 #include "services/controlplane/config/controlplane_config.hpp"
 
 #include <array>
+#include <filesystem>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/http/query.hpp"
+#include "services/controlplane/state/etcd_backend.hpp"
 #include "shared/config/settings.hpp"
 
 namespace mooring::controlplane {
@@ -53,6 +55,15 @@ constexpr std::array kOptions{
     Option{"config", "MOORING_CP_CONFIG", "", Kind::string, "FILE", "JSON config file (keys as listed below)", ""},
     Option{"data-dir", "MOORING_CP_DATA_DIR", "data_dir", Kind::string, "DIR",
            "where the state lives (SQLite, created 0700/0600)", "(required)", &Config::data_dir},
+    Option{"state", "MOORING_CP_STATE", "state", Kind::string, "URL",
+           "where the state lives: sqlite://DATA_DIR/state.db (embedded) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] "
+           "(give every control plane the same --keyring-file)", "sqlite://DATA_DIR/state.db", &Config::state},
+    Option{"etcd-cacert", "MOORING_CP_ETCD_CACERT", "etcd_cacert", Kind::string, "FILE",
+           "TLS to etcd: the CA of etcd's certificate", "", &Config::etcd_ca_file},
+    Option{"etcd-cert", "MOORING_CP_ETCD_CERT", "etcd_cert", Kind::string, "FILE",
+           "TLS to etcd: our client certificate (with --etcd-key)", "", &Config::etcd_cert_file},
+    Option{"etcd-key", "MOORING_CP_ETCD_KEY", "etcd_key", Kind::string, "FILE", "the key of --etcd-cert", "",
+           &Config::etcd_key_file},
     Option{"keyring-file", "MOORING_CP_KEYRING_FILE", "keyring_file", Kind::string, "FILE",
            "the keys sealing secrets in the state (AES-256-GCM; created 0600 on first start)", "DATA_DIR/keyring",
            &Config::keyring_file},
@@ -276,6 +287,18 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     for (const auto& [o, values] : lists) apply(c, *o, json(values), "--" + std::string(o->flag));
 
     if (c.data_dir.empty()) throw Fail{"--data-dir (MOORING_CP_DATA_DIR, file key data_dir) is required"};
+    const bool etcd = c.state.starts_with("etcd://");
+    if (!c.state.empty() && !etcd && c.state != "sqlite://" + c.data_dir + "/state.db" &&
+        c.state != "sqlite://" + (std::filesystem::path(c.data_dir) / "state.db").string())
+      throw Fail{"--state: expected sqlite://" + c.data_dir + "/state.db or etcd://HOST:PORT[,...][/PREFIX], got " +
+                 qt(c.state)};
+    if (etcd) {
+      if (auto o = parse_etcd_url(c.state); !o) throw Fail{"--state: " + o.error()};
+    }
+    const bool any_etcd_tls = !c.etcd_ca_file.empty() || !c.etcd_cert_file.empty() || !c.etcd_key_file.empty();
+    if (any_etcd_tls && !etcd) throw Fail{"--etcd-cacert/--etcd-cert/--etcd-key need --state etcd://..."};
+    if (any_etcd_tls && c.etcd_ca_file.empty()) throw Fail{"--etcd-cert/--etcd-key need --etcd-cacert"};
+    if (c.etcd_cert_file.empty() != c.etcd_key_file.empty()) throw Fail{"--etcd-cert and --etcd-key go together"};
     std::string host;
     std::uint16_t port = 0;
     if (!split_host_port(c.http_addr, host, port))

@@ -18,6 +18,10 @@ struct ControlPlaneConfig {
   std::string config_file;
   std::string data_dir;  // required
   std::string keyring_file;  // empty: <data_dir>/keyring
+  // Where the state lives: empty (or "sqlite://<dir>/state.db") for the embedded SQLite under
+  // data_dir; "etcd://host:port[,host:port...][/prefix]" for etcd (TLS with the etcd_* files).
+  std::string state;
+  std::string etcd_ca_file, etcd_cert_file, etcd_key_file;
   std::string http_addr = "127.0.0.1:4700";
   std::string grpc_addr = "127.0.0.1:4701";
   // REST API connection limits (defaults and their reasons: http::ServerConfig).

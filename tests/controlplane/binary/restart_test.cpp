@@ -21,11 +21,14 @@
 #include "mooring/v1/controlplane.grpc.pb.h"
 #include "services/controlplane/secrets/keyring.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
+#include "services/controlplane/state/etcd_backend.hpp"
 #include "services/controlplane/state/idempotent_request.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/http_client.hpp"
+#include "etcd/rpc.grpc.pb.h"
+#include "tests/support/etcd_process.hpp"
 #include "tests/support/files.hpp"
 
 namespace mooring::controlplane {
@@ -392,6 +395,77 @@ TEST_F(BinaryTest, ServesNodeAgentsOverGrpcAndMarksSilentNodesDown) {
   EXPECT_TRUE(st.ok() || st.error_code() == grpc::StatusCode::UNAVAILABLE ||
               st.error_code() == grpc::StatusCode::CANCELLED)
       << st.error_message();
+}
+
+// The same binary with its state in a real etcd (--state etcd://...): what was acknowledged before
+// kill -9 is there after a restart, and the secrets in etcd are sealed, never plain.
+class EtcdBinaryTest : public BinaryTest {
+ protected:
+  void SetUp() override {
+    if (auto why = test::EtcdProcess::unavailable()) GTEST_SKIP() << *why;
+    BinaryTest::SetUp();
+    etcd = std::make_unique<test::EtcdProcess>(dir / "etcd");
+    etcd->start();
+    url = "etcd://" + etcd->endpoint() + "/cp";
+    auto options = parse_etcd_url(url);
+    ASSERT_TRUE(options) << options.error();
+    auto backend = EtcdBackend::open(*options);
+    ASSERT_TRUE(backend) << backend.error();
+    boost::asio::io_context io;
+    StateStore store{io.get_executor(), **backend};
+    ASSERT_TRUE(store.load());
+    Batch b;
+    auto plugin = fixtures::plugin("hostpath", "node-1");
+    b.put(plugin);
+    b.put(fixtures::ready_node(plugin, "node-1"));
+    ASSERT_TRUE(store.commit(std::move(b)));
+  }
+  // Every value under the prefix, concatenated.
+  std::string etcd_values() const {
+    auto kv = ::etcdserverpb::KV::NewStub(grpc::CreateChannel(etcd->endpoint(), grpc::InsecureChannelCredentials()));
+    ::etcdserverpb::RangeRequest req;
+    req.set_key("/cp/");
+    req.set_range_end("/cp0");
+    ::etcdserverpb::RangeResponse res;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(kv->Range(&ctx, req, &res).ok());
+    std::string all;
+    for (const auto& x : res.kvs()) all += x.value();
+    return all;
+  }
+  std::unique_ptr<test::EtcdProcess> etcd;
+  std::string url;
+};
+
+TEST_F(EtcdBinaryTest, AcknowledgedWritesSurviveKill9AndSecretsAreSealedInEtcd) {
+  auto p = start({"--state", url});
+  ASSERT_NE(port, 0) << p->output();
+  EXPECT_NE(p->output().find("state=" + url), std::string::npos) << p->output();
+  for (int i = 0; i < 5; ++i) {
+    std::string id = "vol-" + std::to_string(i);
+    auto r = http_request(port, "PUT", "/v1/volume/csi/" + id, volume_body(id));
+    ASSERT_EQ(r.status, 200u) << r.body;
+  }
+  ASSERT_EQ(http_request(port, "DELETE", "/v1/volume/csi/vol-4").status, 200u);
+  ASSERT_EQ(::kill(p->pid, SIGKILL), 0);
+  ASSERT_NE(p->wait(10s), -1);
+  EXPECT_EQ(etcd_values().find("secret-vol-"), std::string::npos);  // sealed on the way down
+
+  auto again = start({"--state", url});
+  ASSERT_NE(port, 0) << again->output();
+  auto list = json::parse(http_request(port, "GET", "/v1/volumes").body);
+  EXPECT_EQ(list.size(), 4u);
+  EXPECT_EQ(http_request(port, "GET", "/v1/volume/csi/vol-3").status, 200u);
+  EXPECT_EQ(http_request(port, "GET", "/v1/volume/csi/vol-4").status, 404u);
+}
+
+TEST_F(EtcdBinaryTest, AnUnreachableEtcdFailsTheStartNamingIt) {
+  auto p = spawn(dir / "unreachable.log", {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0", "--grpc-addr",
+                                           "127.0.0.1:0", "--state", "etcd://127.0.0.1:1/cp"});
+  const int status = p->wait(30s);
+  ASSERT_NE(status, -1) << p->output();
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  EXPECT_NE(p->output().find("etcd://127.0.0.1:1/cp"), std::string::npos) << p->output();
 }
 
 }  // namespace mooring::controlplane

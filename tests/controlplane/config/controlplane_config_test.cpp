@@ -61,6 +61,24 @@ TEST(ControlPlaneConfig, HttpsClientCaAndCaKeyNeedTheTlsFiles) {
     EXPECT_NE(parse_error({"--data-dir", "/tmp/x", flag, "ca.pem"}).find(flag + " needs"), std::string::npos) << flag;
 }
 
+TEST(ControlPlaneConfig, StateIsSqliteByDefaultOrEtcdWithItsTlsFiles) {
+  EXPECT_EQ(parse_ok({"--data-dir", "/tmp/x"}).state, "");
+  EXPECT_EQ(parse_ok({"--data-dir", "/tmp/x", "--state", "sqlite:///tmp/x/state.db"}).state, "sqlite:///tmp/x/state.db");
+  const auto c = parse_ok({"--data-dir", "/tmp/x", "--state", "etcd://10.0.0.1:2379,10.0.0.2:2379/m", "--etcd-cacert",
+                           "ca.pem", "--etcd-cert", "c.pem", "--etcd-key", "k.pem"});
+  EXPECT_EQ(c.state, "etcd://10.0.0.1:2379,10.0.0.2:2379/m");
+  EXPECT_EQ(c.etcd_ca_file, "ca.pem");
+  EXPECT_EQ(parse_ok({"--data-dir", "/tmp/x"}, {{"MOORING_CP_STATE", "etcd://e:2379"}}).state, "etcd://e:2379");
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--state", "sqlite:///elsewhere.db"}).find("--state: expected"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--state", "etcd://nohost/m"}).find("not host:port"), std::string::npos);
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--etcd-cacert", "ca.pem"}).find("need --state etcd://"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--state", "etcd://e:1", "--etcd-cacert", "ca.pem", "--etcd-cert", "c.pem"})
+                .find("go together"),
+            std::string::npos);
+}
+
 TEST(ControlPlaneConfig, FlagsWinOverEnvironmentWhichWinsOverTheFile) {
   test::TempDir dir;
   const auto file = dir.path() / "cp.json";

@@ -1,0 +1,554 @@
+#include "services/controlplane/state/etcd_backend.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "etcd/rpc.grpc.pb.h"
+#include "mooring/v1/state_log.pb.h"
+#include "shared/log/log.hpp"
+
+namespace mooring::controlplane {
+namespace {
+
+namespace pb = ::etcdserverpb;
+using domain::error;
+
+const log::Logger kLog{"etcd-state"};
+
+// The smallest key greater than every key that starts with `prefix`.
+std::string prefix_end(std::string prefix) {
+  while (!prefix.empty()) {
+    auto& last = prefix.back();
+    if (static_cast<unsigned char>(last) < 0xff) {
+      ++last;
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+std::string padded(std::uint64_t n, int width) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*llu", width, static_cast<unsigned long long>(n));
+  return buf;
+}
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  std::string out;
+  static const char* kHex = "0123456789abcdef";
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 0xf];
+  }
+  return out;
+}
+
+std::string nonce() {
+  unsigned char b[6];
+  if (RAND_bytes(b, sizeof b) != 1) return "0";
+  std::string out;
+  static const char* kHex = "0123456789abcdef";
+  for (unsigned char c : b) {
+    out += kHex[c >> 4];
+    out += kHex[c & 0xf];
+  }
+  return out;
+}
+
+domain::Expected<std::string> read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return error(std::string(what) + " " + path + ": cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string status_text(const grpc::Status& s) {
+  return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
+}
+
+}  // namespace
+
+// ---- the connection ----
+
+struct EtcdBackend::Client {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::KV::Stub> kv;
+  std::chrono::milliseconds timeout;
+
+  std::unique_ptr<grpc::ClientContext> context() const {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+    ctx->set_wait_for_ready(true);  // ride out a member's restart within the deadline
+    return ctx;
+  }
+  grpc::Status range(const pb::RangeRequest& req, pb::RangeResponse& res) const {
+    return kv->Range(context().get(), req, &res);
+  }
+  grpc::Status txn(const pb::TxnRequest& req, pb::TxnResponse& res) const {
+    return kv->Txn(context().get(), req, &res);
+  }
+  grpc::Status put(const std::string& key, const std::string& value) const {
+    pb::PutRequest req;
+    req.set_key(key);
+    req.set_value(value);
+    pb::PutResponse res;
+    return kv->Put(context().get(), req, &res);
+  }
+  grpc::Status compact(std::int64_t revision) const {
+    pb::CompactionRequest req;
+    req.set_revision(revision);
+    pb::CompactionResponse res;
+    return kv->Compact(context().get(), req, &res);
+  }
+};
+
+// The backend's own copy of the rows: what a snapshot writes.
+struct EtcdBackend::Rows {
+  std::uint64_t index = 0;
+  std::map<Table, std::uint64_t> table_index;
+  std::map<Table, std::map<std::string, std::string>> rows;
+
+  void apply(const Transaction& tx) {
+    for (const auto& m : tx.mutations) {
+      if (m.value) rows[m.table][m.key] = *m.value;
+      else rows[m.table].erase(m.key);
+    }
+    for (auto t : tx.tables) table_index[t] = tx.index;
+    index = std::max(index, tx.index);
+  }
+};
+
+namespace {
+
+std::string key_of(const EtcdOptions& o, std::string_view rest) { return o.prefix + "/" + std::string(rest); }
+std::string log_key(const EtcdOptions& o, std::uint64_t index) { return key_of(o, "log/" + padded(index, 20)); }
+
+::mooring::v1::StateTransaction to_proto(const Transaction& tx) {
+  ::mooring::v1::StateTransaction out;
+  out.set_index(tx.index);
+  for (const auto& m : tx.mutations) {
+    auto* pm = out.add_mutations();
+    pm->set_table(std::string(to_string(m.table)));
+    pm->set_key(m.key);
+    if (m.value) pm->set_value(*m.value);
+    else pm->set_deleted(true);
+  }
+  for (auto t : tx.tables) out.add_tables(std::string(to_string(t)));
+  return out;
+}
+
+domain::Expected<Transaction> from_proto(const ::mooring::v1::StateTransaction& p) {
+  Transaction tx;
+  tx.index = p.index();
+  for (const auto& m : p.mutations()) {
+    auto table = parse_table(m.table());
+    if (!table) return error("transaction " + std::to_string(p.index()) + ": unknown table \"" + m.table() + "\"");
+    Mutation mu{*table, m.key(), std::nullopt};
+    if (!m.deleted()) mu.value = m.value();
+    tx.mutations.push_back(std::move(mu));
+  }
+  for (const auto& t : p.tables()) {
+    auto table = parse_table(t);
+    if (!table) return error("transaction " + std::to_string(p.index()) + ": unknown table \"" + t + "\"");
+    tx.tables.push_back(*table);
+  }
+  return tx;
+}
+
+pb::RequestOp put_op(std::string key, std::string value) {
+  pb::RequestOp op;
+  op.mutable_request_put()->set_key(std::move(key));
+  op.mutable_request_put()->set_value(std::move(value));
+  return op;
+}
+
+pb::RequestOp delete_op(std::string key, std::string range_end) {
+  pb::RequestOp op;
+  op.mutable_request_delete_range()->set_key(std::move(key));
+  op.mutable_request_delete_range()->set_range_end(std::move(range_end));
+  return op;
+}
+
+}  // namespace
+
+// ---- options ----
+
+domain::Expected<EtcdOptions> parse_etcd_url(std::string_view url) {
+  constexpr std::string_view kScheme = "etcd://";
+  if (!url.starts_with(kScheme)) return error("state URL \"" + std::string(url) + "\": expected etcd://host:port[,host:port...][/prefix]");
+  std::string_view rest = url.substr(kScheme.size());
+  EtcdOptions o;
+  const auto slash = rest.find('/');
+  std::string_view hosts = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    std::string prefix(rest.substr(slash));
+    while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
+    if (prefix != "/") o.prefix = prefix;
+  }
+  while (!hosts.empty()) {
+    const auto comma = hosts.find(',');
+    std::string_view h = hosts.substr(0, comma);
+    const auto colon = h.rfind(':');
+    if (h.empty() || colon == std::string_view::npos || colon == 0 || colon + 1 == h.size() ||
+        h.substr(colon + 1).find_first_not_of("0123456789") != std::string_view::npos)
+      return error("state URL \"" + std::string(url) + "\": endpoint \"" + std::string(h) + "\" is not host:port");
+    o.endpoints.emplace_back(h);
+    if (comma == std::string_view::npos) break;
+    hosts.remove_prefix(comma + 1);
+  }
+  if (o.endpoints.empty()) return error("state URL \"" + std::string(url) + "\": no endpoint");
+  return o;
+}
+
+std::string EtcdBackend::describe() const {
+  std::string out = "etcd://";
+  for (std::size_t i = 0; i < options_.endpoints.size(); ++i) out += (i ? "," : "") + options_.endpoints[i];
+  return out + options_.prefix;
+}
+
+// ---- open ----
+
+domain::Expected<std::unique_ptr<EtcdBackend>> EtcdBackend::open(EtcdOptions options) {
+  if (options.endpoints.empty()) return error("etcd state: no endpoint");
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (options.ca_file.empty() && options.cert_file.empty() && options.key_file.empty()) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    if (options.ca_file.empty()) return error("etcd state: --etcd-cacert is required with --etcd-cert/--etcd-key");
+    if (options.cert_file.empty() != options.key_file.empty())
+      return error("etcd state: --etcd-cert and --etcd-key go together");
+    grpc::SslCredentialsOptions ssl;
+    auto ca = read_file(options.ca_file, "--etcd-cacert");
+    if (!ca) return error(ca.error());
+    ssl.pem_root_certs = *ca;
+    if (!options.cert_file.empty()) {
+      auto cert = read_file(options.cert_file, "--etcd-cert");
+      if (!cert) return error(cert.error());
+      auto key = read_file(options.key_file, "--etcd-key");
+      if (!key) return error(key.error());
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    creds = grpc::SslCredentials(ssl);
+  }
+  // Several endpoints: one channel that tries them in order (pick_first over an address list);
+  // gRPC's ipv4:/ipv6: schemes take lists, names go through DNS one at a time.
+  std::string target;
+  bool all_ipv4 = true;
+  for (const auto& e : options.endpoints)
+    if (e.find_first_not_of("0123456789.:") != std::string::npos) all_ipv4 = false;
+  if (options.endpoints.size() > 1 && all_ipv4) {
+    target = "ipv4:";
+    for (std::size_t i = 0; i < options.endpoints.size(); ++i) target += (i ? "," : "") + options.endpoints[i];
+  } else {
+    target = options.endpoints.front();
+    if (options.endpoints.size() > 1)
+      kLog.warn("etcd endpoints by name: only the first is dialled (give IP addresses for failover)",
+                {{"endpoint", target}});
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto client = std::make_unique<Client>();
+  client->channel = grpc::CreateCustomChannel(target, creds, args);
+  client->kv = pb::KV::NewStub(client->channel);
+  client->timeout = options.timeout;
+  return std::unique_ptr<EtcdBackend>(new EtcdBackend(std::move(options), std::move(client)));
+}
+
+EtcdBackend::EtcdBackend(EtcdOptions options, std::unique_ptr<Client> client)
+    : options_(std::move(options)), client_(std::move(client)), rows_(std::make_unique<Rows>()) {}
+
+EtcdBackend::~EtcdBackend() = default;
+
+std::uint64_t EtcdBackend::log_entries() const { return entries_since_snapshot_; }
+
+// ---- load ----
+
+domain::Expected<Snapshot> EtcdBackend::load() {
+  const std::string where = describe();
+  auto fail = [&](const std::string& what) { return error("state in " + where + ": " + what); };
+
+  // One point in time for every read: the revision the first answer carries.
+  pb::RangeRequest head_req;
+  head_req.set_key(key_of(options_, "head"));
+  pb::RangeResponse head_res;
+  if (auto s = client_->range(head_req, head_res); !s.ok()) return fail("cannot read head: " + status_text(s));
+  const std::int64_t at = head_res.header().revision();
+  std::uint64_t head_index = 0;
+  std::int64_t head_revision = 0;
+  if (head_res.kvs_size() == 1) {
+    head_revision = head_res.kvs(0).mod_revision();
+    try {
+      head_index = std::stoull(head_res.kvs(0).value());
+    } catch (const std::exception&) {
+      return fail("head is not an index: \"" + head_res.kvs(0).value() + "\"");
+    }
+  }
+
+  // Every key of [key, end) at `at`, in key order.
+  auto range_all = [&](const std::string& key, const std::string& end,
+                       std::vector<std::pair<std::string, std::string>>& out) -> domain::Status {
+    std::string from = key;
+    while (true) {
+      pb::RangeRequest req;
+      req.set_key(from);
+      req.set_range_end(end);
+      req.set_revision(at);
+      req.set_limit(512);
+      req.set_sort_order(pb::RangeRequest::ASCEND);
+      req.set_sort_target(pb::RangeRequest::KEY);
+      pb::RangeResponse res;
+      if (auto s = client_->range(req, res); !s.ok()) return fail("cannot read " + key + ": " + status_text(s));
+      for (const auto& kv : res.kvs()) out.emplace_back(kv.key(), kv.value());
+      if (!res.more() || res.kvs_size() == 0) return {};
+      from = res.kvs(res.kvs_size() - 1).key() + std::string(1, '\0');
+    }
+  };
+  auto read_chunks = [&](const ::mooring::v1::ChunkManifest& m, std::string& payload) -> domain::Status {
+    std::vector<std::pair<std::string, std::string>> chunks;
+    const std::string stage = key_of(options_, m.stage() + "/");
+    if (auto s = range_all(stage, prefix_end(stage), chunks); !s) return s;
+    if (chunks.size() != m.chunks()) return fail(m.stage() + ": " + std::to_string(chunks.size()) + " of " +
+                                                 std::to_string(m.chunks()) + " chunks present");
+    payload.clear();
+    for (auto& c : chunks) payload += c.second;
+    if (payload.size() != m.bytes() || sha256_hex(payload) != m.sha256())
+      return fail(m.stage() + ": chunks do not match their manifest (torn or mixed)");
+    return {};
+  };
+
+  Rows rows;
+  std::string stage_of_snapshot;
+  std::uint64_t snapshot_index = 0;
+  pb::RangeRequest snap_req;
+  snap_req.set_key(key_of(options_, "snap"));
+  snap_req.set_revision(at);
+  pb::RangeResponse snap_res;
+  if (auto s = client_->range(snap_req, snap_res); !s.ok()) return fail("cannot read snap: " + status_text(s));
+  if (snap_res.kvs_size() == 1) {
+    ::mooring::v1::ChunkManifest manifest;
+    if (!manifest.ParseFromString(snap_res.kvs(0).value())) return fail("snap: not a manifest");
+    std::string payload;
+    if (auto s = read_chunks(manifest, payload); !s) return error(s.error());
+    ::mooring::v1::StateSnapshot snap;
+    if (!snap.ParseFromString(payload)) return fail("snapshot " + manifest.stage() + " does not parse");
+    rows.index = snapshot_index = snap.index();
+    for (const auto& ti : snap.table_index()) {
+      auto t = parse_table(ti.table());
+      if (!t) return fail("snapshot: unknown table \"" + ti.table() + "\"");
+      rows.table_index[*t] = ti.index();
+    }
+    for (const auto& r : snap.rows()) {
+      auto t = parse_table(r.table());
+      if (!t) return fail("snapshot: unknown table \"" + r.table() + "\"");
+      rows.rows[*t][r.key()] = r.value();
+    }
+    stage_of_snapshot = manifest.stage();
+  }
+
+  std::vector<std::pair<std::string, std::string>> entries;
+  const std::string log_prefix = key_of(options_, "log/");
+  if (auto s = range_all(log_key(options_, snapshot_index + 1), prefix_end(log_prefix), entries); !s)
+    return error(s.error());
+  std::uint64_t last = snapshot_index;
+  for (const auto& [key, value] : entries) {
+    ::mooring::v1::StateLogEntry entry;
+    if (!entry.ParseFromString(value)) return fail(key + ": not a log entry");
+    ::mooring::v1::StateTransaction ptx;
+    if (entry.has_chunked()) {
+      std::string payload;
+      if (auto s = read_chunks(entry.chunked(), payload); !s) return error(s.error());
+      if (!ptx.ParseFromString(payload)) return fail(key + ": chunked transaction does not parse");
+    } else {
+      ptx = entry.transaction();
+    }
+    auto tx = from_proto(ptx);
+    if (!tx) return fail(tx.error());
+    if (tx->index <= last) return fail(key + ": index " + std::to_string(tx->index) + " after " + std::to_string(last));
+    rows.apply(*tx);
+    last = tx->index;
+  }
+  if (last != std::max(head_index, snapshot_index))
+    return fail("the log ends at " + std::to_string(last) + " but head says " + std::to_string(head_index));
+
+  Snapshot out;
+  out.index = rows.index;
+  out.table_index = rows.table_index;
+  out.rows = rows.rows;
+  *rows_ = std::move(rows);
+  head_revision_ = head_revision;
+  head_index_ = last;
+  snapshot_index_ = snapshot_index;
+  snapshot_stage_ = stage_of_snapshot;
+  entries_since_snapshot_ = entries.size();
+  fenced_ = false;
+  loaded_ = true;
+  kLog.info("state loaded from etcd", {{"state", where}, {"index", static_cast<int64_t>(last)},
+                                       {"snapshot_index", static_cast<int64_t>(snapshot_index)},
+                                       {"log_entries", static_cast<int64_t>(entries.size())}});
+  return out;
+}
+
+// ---- writes ----
+
+domain::Status EtcdBackend::apply(const Transaction& tx) { return apply_group(std::span<const Transaction>(&tx, 1)); }
+
+domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
+  const std::string where = describe();
+  if (!loaded_) return error("state in " + where + ": write before load");
+  if (fenced_) return error("state in " + where + ": another writer changed it; reload before writing");
+  const std::size_t chunk = options_.max_request_bytes;
+
+  // Encode every entry; one too large for a request is staged in chunks now and committed below
+  // by a manifest. Chunks nobody commits are deleted by the next snapshot.
+  std::vector<std::pair<std::uint64_t, std::string>> encoded;
+  for (const auto& tx : txs) {
+    ::mooring::v1::StateLogEntry entry;
+    *entry.mutable_transaction() = to_proto(tx);
+    std::string bytes = entry.SerializeAsString();
+    if (bytes.size() > chunk) {
+      const std::string payload = entry.transaction().SerializeAsString();
+      ::mooring::v1::ChunkManifest m;
+      m.set_stage("stage/log-" + padded(tx.index, 20) + "-" + nonce());
+      m.set_bytes(payload.size());
+      m.set_sha256(sha256_hex(payload));
+      std::uint32_t n = 0;
+      for (std::size_t off = 0; off < payload.size(); off += chunk, ++n) {
+        if (auto s = client_->put(key_of(options_, m.stage() + "/" + padded(n, 6)), payload.substr(off, chunk)); !s.ok())
+          return error("state in " + where + ": staging transaction " + std::to_string(tx.index) + ": " + status_text(s));
+      }
+      m.set_chunks(n);
+      ::mooring::v1::StateLogEntry small;
+      *small.mutable_chunked() = m;
+      bytes = small.SerializeAsString();
+    }
+    encoded.emplace_back(tx.index, std::move(bytes));
+  }
+
+  // As few Txns as the limits allow, each guarded by head's revision and moving head along.
+  std::size_t i = 0;
+  while (i < encoded.size()) {
+    pb::TxnRequest req;
+    auto* cmp = req.add_compare();
+    cmp->set_key(key_of(options_, "head"));
+    cmp->set_target(pb::Compare::MOD);
+    cmp->set_result(pb::Compare::EQUAL);
+    cmp->set_mod_revision(head_revision_);
+    std::size_t bytes = 0;
+    std::size_t first = i;
+    while (i < encoded.size() && req.success_size() + 1 < static_cast<int>(options_.max_txn_ops) &&
+           (i == first || bytes + encoded[i].second.size() <= chunk)) {
+      bytes += encoded[i].second.size();
+      *req.add_success() = put_op(log_key(options_, encoded[i].first), encoded[i].second);
+      ++i;
+    }
+    const std::uint64_t last = encoded[i - 1].first;
+    *req.add_success() = put_op(key_of(options_, "head"), std::to_string(last));
+    pb::TxnResponse res;
+    if (auto s = client_->txn(req, res); !s.ok()) {
+      // Unknown outcome (the commit may have happened): the store reloads to learn it.
+      fenced_ = true;
+      return error("state in " + where + ": commit of index " + std::to_string(encoded[first].first) + ".." +
+                   std::to_string(last) + " failed: " + status_text(s));
+    }
+    if (!res.succeeded()) {
+      fenced_ = true;
+      kLog.error("another writer changed the state in etcd: refusing to write",
+                 {{"state", where}, {"expected_head_revision", head_revision_}});
+      return error("state in " + where + ": head was changed by another writer (another control plane on this "
+                   "prefix?); nothing written from index " + std::to_string(encoded[first].first));
+    }
+    head_revision_ = res.header().revision();
+    head_index_ = last;
+    for (std::size_t k = first; k < i; ++k) rows_->apply(txs[k]);
+    entries_since_snapshot_ += i - first;
+  }
+
+  if (entries_since_snapshot_ >= options_.snapshot_every) {
+    if (auto s = write_snapshot(); !s)
+      kLog.warn("snapshot failed; the log keeps growing until the next one", {{"state", where}, {"error", s.error()}});
+  }
+  return {};
+}
+
+domain::Status EtcdBackend::snapshot_now() {
+  if (!loaded_ || fenced_) return error("state in " + describe() + ": not loaded");
+  return write_snapshot();
+}
+
+domain::Status EtcdBackend::write_snapshot() {
+  const std::string where = describe();
+  ::mooring::v1::StateSnapshot snap;
+  snap.set_index(rows_->index);
+  for (const auto& [t, idx] : rows_->table_index) {
+    auto* ti = snap.add_table_index();
+    ti->set_table(std::string(to_string(t)));
+    ti->set_index(idx);
+  }
+  for (const auto& [t, rows] : rows_->rows)
+    for (const auto& [k, v] : rows) {
+      auto* r = snap.add_rows();
+      r->set_table(std::string(to_string(t)));
+      r->set_key(k);
+      r->set_value(v);
+    }
+  const std::string payload = snap.SerializeAsString();
+  ::mooring::v1::ChunkManifest m;
+  m.set_stage("stage/snap-" + padded(rows_->index, 20) + "-" + nonce());
+  m.set_bytes(payload.size());
+  m.set_sha256(sha256_hex(payload));
+  std::uint32_t n = 0;
+  for (std::size_t off = 0; off < payload.size() || n == 0; off += options_.max_request_bytes, ++n) {
+    if (auto s = client_->put(key_of(options_, m.stage() + "/" + padded(n, 6)), payload.substr(off, options_.max_request_bytes));
+        !s.ok())
+      return error("state in " + where + ": staging snapshot: " + status_text(s));
+  }
+  m.set_chunks(n);
+
+  // One Txn: point snap at it, drop the log it covers, the chunks of that log and older snapshots.
+  pb::TxnRequest req;
+  auto* cmp = req.add_compare();
+  cmp->set_key(key_of(options_, "head"));
+  cmp->set_target(pb::Compare::MOD);
+  cmp->set_result(pb::Compare::EQUAL);
+  cmp->set_mod_revision(head_revision_);
+  *req.add_success() = put_op(key_of(options_, "snap"), m.SerializeAsString());
+  *req.add_success() = delete_op(key_of(options_, "log/"), log_key(options_, rows_->index + 1));
+  *req.add_success() = delete_op(key_of(options_, "stage/log-"), key_of(options_, "stage/log-" + padded(rows_->index + 1, 20)));
+  *req.add_success() = delete_op(key_of(options_, "stage/snap-"), key_of(options_, "stage/snap-" + padded(rows_->index, 20)));
+  // A snapshot at the same index (nothing written since) is outside that range: name it.
+  if (snapshot_stage_.starts_with("stage/snap-" + padded(rows_->index, 20))) {
+    const std::string old = key_of(options_, snapshot_stage_ + "/");
+    *req.add_success() = delete_op(old, prefix_end(old));
+  }
+  pb::TxnResponse res;
+  if (auto s = client_->txn(req, res); !s.ok()) return error("state in " + where + ": snapshot commit: " + status_text(s));
+  if (!res.succeeded()) {
+    fenced_ = true;
+    return error("state in " + where + ": head was changed by another writer during the snapshot");
+  }
+  snapshot_index_ = rows_->index;
+  snapshot_stage_ = m.stage();
+  entries_since_snapshot_ = 0;
+  // etcd keeps every revision until compacted: drop the history the snapshot made useless.
+  if (auto s = client_->compact(res.header().revision()); !s.ok())
+    kLog.warn("etcd compaction failed (its history grows until the next snapshot)", {{"state", where}, {"error", status_text(s)}});
+  kLog.info("state snapshot written to etcd", {{"state", where}, {"index", static_cast<int64_t>(snapshot_index_)},
+                                               {"bytes", static_cast<int64_t>(payload.size())},
+                                               {"chunks", static_cast<int64_t>(n)}});
+  return {};
+}
+
+}  // namespace mooring::controlplane

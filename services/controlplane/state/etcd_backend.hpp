@@ -1,0 +1,96 @@
+// State room: the etcd StateBackend (issue 22's first floor), selected with
+// `--state etcd://host1:2379,host2:2379/prefix`. The state lives under one key prefix of an etcd
+// v3 cluster, reached over its gRPC API (proto/etcd/, written from etcd's API reference):
+//
+//   <prefix>/head                 the index of the last committed transaction
+//   <prefix>/log/<index, 20 digits>  one committed transaction (mooring.v1.StateLogEntry)
+//   <prefix>/snap                 the current snapshot's manifest (mooring.v1.ChunkManifest)
+//   <prefix>/stage/...            chunks of snapshots and of entries too large for one request
+//
+// Every commit is one etcd Txn that puts its log entries and `head` together, guarded by a
+// compare on `head`'s mod revision as this backend last wrote or read it. So a write is never
+// torn (all of a Txn or none), never applied twice (a replay of the same commit fails the compare)
+// and never lost (apply returns only once etcd has committed it, i.e. a quorum has it on disk); a
+// second writer on the same prefix fails the compare and is refused with an error naming it (the
+// leader election of issue 22 adds its lease key to the same compare). A group commit is split
+// into as few Txns as etcd's limits allow (128 operations, 1.5 MiB per request by default); a
+// failed group may leave a prefix of it committed, which the caller learns by reloading. A
+// transaction larger than one request is written as chunks first, then committed by a small
+// entry naming them and their SHA-256, so the load can tell a complete set from a torn one.
+//
+// Every `snapshot_every` entries the backend writes the whole state as a chunked snapshot and, in
+// one Txn, points `snap` at it and deletes the log it covers; then it compacts etcd's history up
+// to that revision, so etcd's database stays about the size of the state. The backend keeps its
+// own copy of the rows for that (the state's size again in memory).
+//
+// Not thread-safe: the state store calls it from one thread at a time, as it does SQLite.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "services/controlplane/state/backend.hpp"
+
+namespace mooring::controlplane {
+
+struct EtcdOptions {
+  std::vector<std::string> endpoints;  // "host:port", tried in order
+  std::string prefix = "/mooring";     // no trailing slash
+  // TLS to etcd: the CA that signed etcd's certificate and, for client-certificate auth, our
+  // certificate and key (PEM files). All empty: plaintext.
+  std::string ca_file, cert_file, key_file;
+  std::chrono::milliseconds timeout{std::chrono::seconds(5)};  // per request
+  // One request's payload limit: under etcd's default --max-request-bytes (1.5 MiB) with room
+  // for keys and framing. Larger entries and snapshots are chunked.
+  std::size_t max_request_bytes = 1024 * 1024;
+  std::size_t max_txn_ops = 128;        // etcd's default --max-txn-ops
+  std::uint64_t snapshot_every = 1000;  // log entries between snapshots
+};
+
+// "etcd://h1:2379,h2:2379/prefix" (prefix optional: "/mooring"); errors name the part.
+domain::Expected<EtcdOptions> parse_etcd_url(std::string_view url);
+
+class EtcdBackend final : public StateBackend {
+ public:
+  // Connects (the first request fails when no endpoint answers within the timeout); reads nothing yet.
+  static domain::Expected<std::unique_ptr<EtcdBackend>> open(EtcdOptions options);
+  ~EtcdBackend() override;
+
+  domain::Expected<Snapshot> load() override;
+  domain::Status apply(const Transaction& tx) override;
+  domain::Status apply_group(std::span<const Transaction> txs) override;
+  // A snapshot, then compaction of etcd's history: the replaced values leave etcd's keyspace
+  // (its database file frees their pages; `etcdctl defrag` returns them to the disk).
+  domain::Status scrub() override { return snapshot_now(); }
+
+  // "etcd://h1:2379,h2:2379/prefix", for logs.
+  std::string describe() const;
+  // Log entries since the current snapshot (tests, status).
+  std::uint64_t log_entries() const;
+  // Writes a snapshot now and drops the log it covers.
+  domain::Status snapshot_now();
+
+ private:
+  struct Client;
+  struct Rows;
+  EtcdBackend(EtcdOptions options, std::unique_ptr<Client> client);
+  domain::Status write_snapshot();
+
+  EtcdOptions options_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<Rows> rows_;
+  bool loaded_ = false;
+  bool fenced_ = false;         // another writer changed `head`: refuse writes until a reload
+  std::int64_t head_revision_ = 0;  // mod revision of `head` as we last wrote or read it
+  std::uint64_t head_index_ = 0;
+  std::uint64_t snapshot_index_ = 0;
+  std::string snapshot_stage_;  // the current snapshot's chunk prefix
+  std::uint64_t entries_since_snapshot_ = 0;
+};
+
+}  // namespace mooring::controlplane

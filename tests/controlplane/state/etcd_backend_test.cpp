@@ -1,0 +1,243 @@
+// The etcd backend against a real etcd (Debian's etcd-server, started per test): round trips,
+// group commits split by etcd's limits, chunked transactions and snapshots, compaction of the
+// log, a second writer refused, etcd killed mid-way and restarted, torn chunks named at load.
+#include "services/controlplane/state/etcd_backend.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "etcd/rpc.grpc.pb.h"
+#include "services/controlplane/state/state_store.hpp"
+#include "tests/support/etcd_process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::controlplane {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(EtcdUrl, ParsesEndpointsAndPrefix) {
+  auto o = parse_etcd_url("etcd://10.0.0.1:2379,10.0.0.2:2379/prod/mooring/");
+  ASSERT_TRUE(o) << o.error();
+  EXPECT_EQ(o->endpoints, (std::vector<std::string>{"10.0.0.1:2379", "10.0.0.2:2379"}));
+  EXPECT_EQ(o->prefix, "/prod/mooring");
+  o = parse_etcd_url("etcd://etcd:2379");
+  ASSERT_TRUE(o) << o.error();
+  EXPECT_EQ(o->prefix, "/mooring");
+}
+
+TEST(EtcdUrl, BadUrlsNameThePart) {
+  EXPECT_NE(parse_etcd_url("sqlite:///x").error().find("expected etcd://"), std::string::npos);
+  EXPECT_NE(parse_etcd_url("etcd://host/p").error().find("endpoint \"host\" is not host:port"), std::string::npos);
+  EXPECT_NE(parse_etcd_url("etcd://a:1,:2/p").error().find("endpoint \":2\""), std::string::npos);
+  EXPECT_NE(parse_etcd_url("etcd:///p").error().find("no endpoint"), std::string::npos);
+}
+
+class EtcdBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = test::EtcdProcess::unavailable()) GTEST_SKIP() << *why;
+    etcd = std::make_unique<test::EtcdProcess>(dir.path() / "etcd");
+    etcd->start();
+  }
+  EtcdOptions options() const {
+    EtcdOptions o;
+    o.endpoints = {etcd->endpoint()};
+    o.prefix = "/test";
+    o.timeout = 2s;
+    return o;
+  }
+  std::unique_ptr<EtcdBackend> open(EtcdOptions o) {
+    auto b = EtcdBackend::open(std::move(o));
+    EXPECT_TRUE(b) << b.error();
+    return b ? std::move(*b) : nullptr;
+  }
+  std::unique_ptr<EtcdBackend> open() { return open(options()); }
+  // Raw etcd access, to look at what the backend wrote and to tamper with it.
+  std::unique_ptr<::etcdserverpb::KV::Stub> raw() const {
+    return ::etcdserverpb::KV::NewStub(grpc::CreateChannel(etcd->endpoint(), grpc::InsecureChannelCredentials()));
+  }
+  int64_t count(const std::string& prefix) const {
+    ::etcdserverpb::RangeRequest req;
+    req.set_key(prefix);
+    std::string end = prefix;
+    ++end.back();
+    req.set_range_end(end);
+    req.set_count_only(true);
+    ::etcdserverpb::RangeResponse res;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(raw()->Range(&ctx, req, &res).ok());
+    return res.count();
+  }
+  static Transaction tx(std::uint64_t index, std::string key, std::optional<std::string> value,
+                        Table table = Table::volumes) {
+    return Transaction{index, {{table, std::move(key), std::move(value)}}, {table}};
+  }
+
+  test::TempDir dir{"mooring-etcd-backend"};
+  std::unique_ptr<test::EtcdProcess> etcd;
+};
+
+TEST_F(EtcdBackendTest, RoundTripsRowsDeletesAndTableIndexes) {
+  {
+    auto b = open();
+    auto empty = b->load();
+    ASSERT_TRUE(empty) << empty.error();
+    EXPECT_EQ(empty->index, 0u);
+    ASSERT_TRUE(b->apply(Transaction{1, {{Table::volumes, "v1", R"({"ID":"v1"})"}, {Table::plugins, "p", "{}"}},
+                                     {Table::volumes, Table::plugins}}));
+    ASSERT_TRUE(b->apply(Transaction{2, {{Table::plugins, "p", std::nullopt}, {Table::events, "e1", "{}"}},
+                                     {Table::plugins, Table::events}}));
+  }
+  auto b = open();
+  auto snap = b->load();
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_EQ(snap->index, 2u);
+  EXPECT_EQ(snap->rows[Table::volumes]["v1"], R"({"ID":"v1"})");
+  EXPECT_TRUE(snap->rows[Table::plugins].empty());
+  EXPECT_EQ(snap->rows[Table::events].size(), 1u);
+  EXPECT_EQ(snap->table_index[Table::volumes], 1u);
+  EXPECT_EQ(snap->table_index[Table::plugins], 2u);  // a deletion moves its table's index too
+}
+
+TEST_F(EtcdBackendTest, AGroupLargerThanEtcdsLimitsIsSplitAndEveryTransactionLands) {
+  auto o = options();
+  o.max_request_bytes = 8 * 1024;  // a few entries per Txn
+  auto b = open(o);
+  ASSERT_TRUE(b->load());
+  std::vector<Transaction> group;
+  for (std::uint64_t i = 1; i <= 300; ++i) group.push_back(tx(i, "v" + std::to_string(i), std::string(1000, 'x')));
+  ASSERT_TRUE(b->apply_group(group));
+  EXPECT_EQ(count("/test/log/"), 300);
+  auto again = open(o);
+  auto snap = again->load();
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_EQ(snap->index, 300u);
+  EXPECT_EQ(snap->rows[Table::volumes].size(), 300u);
+}
+
+TEST_F(EtcdBackendTest, ATransactionLargerThanARequestIsChunkedAndLoadsWhole) {
+  auto b = open();
+  ASSERT_TRUE(b->load());
+  Transaction big{1, {}, {Table::volumes}};
+  for (int i = 0; i < 3000; ++i) big.mutations.push_back({Table::volumes, "v" + std::to_string(i), std::string(1000, 'a' + i % 26)});
+  ASSERT_TRUE(b->apply(big));  // ~3 MiB: over etcd's 1.5 MiB request limit
+  EXPECT_GE(count("/test/stage/log-"), 3);
+  auto snap = open()->load();
+  ASSERT_TRUE(snap) << snap.error();
+  ASSERT_EQ(snap->rows[Table::volumes].size(), 3000u);
+  EXPECT_EQ(snap->rows[Table::volumes]["v27"], std::string(1000, 'b'));
+}
+
+TEST_F(EtcdBackendTest, TornChunksFailTheLoadNamingThem) {
+  auto b = open();
+  ASSERT_TRUE(b->load());
+  Transaction big{1, {}, {Table::volumes}};
+  for (int i = 0; i < 2000; ++i) big.mutations.push_back({Table::volumes, "v" + std::to_string(i), std::string(1000, 'z')});
+  ASSERT_TRUE(b->apply(big));
+  ::etcdserverpb::DeleteRangeRequest del;
+  del.set_key("/test/stage/log-");
+  del.set_range_end("/test/stage/log.");  // every chunk of it
+  ::etcdserverpb::DeleteRangeResponse res;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(raw()->DeleteRange(&ctx, del, &res).ok());
+  auto snap = open()->load();
+  ASSERT_FALSE(snap);
+  EXPECT_NE(snap.error().find("stage/log-00000000000000000001"), std::string::npos) << snap.error();
+  EXPECT_NE(snap.error().find("chunks present"), std::string::npos) << snap.error();
+}
+
+TEST_F(EtcdBackendTest, ASnapshotReplacesTheLogItCoversAndLoadsTheSame) {
+  auto o = options();
+  o.snapshot_every = 10;
+  auto b = open(o);
+  ASSERT_TRUE(b->load());
+  for (std::uint64_t i = 1; i <= 25; ++i) ASSERT_TRUE(b->apply(tx(i, "v" + std::to_string(i % 7), std::to_string(i))));
+  ASSERT_TRUE(b->apply(tx(26, "v3", std::nullopt)));
+  EXPECT_EQ(b->log_entries(), 6u);  // snapshots at 10 and 20
+  EXPECT_EQ(count("/test/log/"), 6);
+  EXPECT_EQ(count("/test/snap"), 1);
+  auto snap = open(o)->load();
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_EQ(snap->index, 26u);
+  EXPECT_EQ(snap->rows[Table::volumes].size(), 6u);
+  EXPECT_EQ(snap->rows[Table::volumes]["v4"], "25");
+  EXPECT_EQ(snap->rows[Table::volumes].count("v3"), 0u);
+  // Twice at the same index: the older copy's chunks go.
+  auto same = open(o);
+  ASSERT_TRUE(same->load());
+  ASSERT_TRUE(same->snapshot_now());
+  ASSERT_TRUE(same->snapshot_now());
+  EXPECT_EQ(count("/test/stage/snap-"), 1);
+  EXPECT_EQ(count("/test/log/"), 0);
+  ASSERT_TRUE(open(o)->load());
+}
+
+TEST_F(EtcdBackendTest, ASecondWriterOnThePrefixIsRefusedAndWritesNothing) {
+  auto a = open();
+  auto b = open();
+  ASSERT_TRUE(a->load());
+  ASSERT_TRUE(b->load());
+  ASSERT_TRUE(a->apply(tx(1, "v1", "a")));
+  auto st = b->apply(tx(1, "v1", "b"));
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("another writer"), std::string::npos) << st.error();
+  EXPECT_FALSE(b->apply(tx(2, "v2", "b")));  // stays refused until it reloads
+  ASSERT_TRUE(a->apply(tx(2, "v2", "a")));
+  auto snap = open()->load();
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(snap->rows[Table::volumes]["v1"], "a");
+  EXPECT_EQ(snap->rows[Table::volumes]["v2"], "a");
+  // Reloaded, b sees a's writes and may write after them; a is the one refused now.
+  auto seen = b->load();
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->index, 2u);
+  ASSERT_TRUE(b->apply(tx(3, "v3", "b")));
+  EXPECT_FALSE(a->apply(tx(3, "v3", "a")));
+}
+
+TEST_F(EtcdBackendTest, EtcdDownIsAnErrorAndARestartedEtcdHasEveryCommittedWrite) {
+  auto b = open();
+  ASSERT_TRUE(b->load());
+  for (std::uint64_t i = 1; i <= 5; ++i) ASSERT_TRUE(b->apply(tx(i, "v" + std::to_string(i), "x")));
+  etcd->kill();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto st = b->apply(tx(6, "v6", "x"));
+  ASSERT_FALSE(st);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // bounded by the request timeout
+  EXPECT_NE(st.error().find("failed"), std::string::npos) << st.error();
+  etcd->start();
+  auto snap = b->load();  // the store reloads after a failed write
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_EQ(snap->index, 5u);
+  ASSERT_TRUE(b->apply(tx(6, "v6", "x")));
+}
+
+TEST_F(EtcdBackendTest, TheStateStoreRunsOnItAcrossARestart) {
+  boost::asio::io_context io;
+  {
+    auto b = open();
+    StateStore store{io.get_executor(), *b};
+    ASSERT_TRUE(store.load());
+    for (int i = 0; i < 3; ++i) {
+      domain::Node n;
+      n.id = "n" + std::to_string(i);
+      n.name = n.id;
+      Batch batch;
+      batch.put(n);
+      ASSERT_TRUE(store.commit(std::move(batch)));
+    }
+  }
+  auto b = open();
+  StateStore store{io.get_executor(), *b};
+  ASSERT_TRUE(store.load());
+  EXPECT_NE(store.node("n2"), nullptr);
+  EXPECT_EQ(store.nodes().size(), 3u);
+}
+
+}  // namespace
+}  // namespace mooring::controlplane
