@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <functional>
 #include <filesystem>
+#include <thread>
 #include <variant>
 #include <iostream>
 #include <string>
@@ -171,6 +172,7 @@ int main(int argc, char** argv) {
 
   // The embedded SQLite file, or etcd (state/etcd_backend.hpp) for control planes that share it.
   std::unique_ptr<StateBackend> backend;
+  const EtcdBackend* etcd_backend = nullptr;  // set when the state is in etcd
   std::string state_where;
   if (flags.state.starts_with("etcd://")) {
     auto options = parse_etcd_url(flags.state);  // validated by the parser
@@ -183,6 +185,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     state_where = (*etcd)->describe();
+    etcd_backend = etcd->get();
     backend = std::move(*etcd);
   } else {
     auto sqlite = SqliteBackend::open(flags.data_dir);
@@ -215,7 +218,18 @@ int main(int argc, char** argv) {
   // Group commit: a wave of commits (GC steps, agent reports) shares one fsync; answers and
   // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
   StateStore store{io.get_executor(), feed, StateOptions{.group_commit = true}};
-  if (auto st = store.load(); !st) {
+  // etcd not answering (yet): wait and say so rather than exit, so a control plane started
+  // before its etcd, or during an etcd outage, comes up by itself. The REST API is not listening
+  // meanwhile, so readiness probes fail. A state that does not load is fatal, as with SQLite.
+  auto loaded = store.load();
+  for (std::chrono::milliseconds wait{500}; !loaded && etcd_backend != nullptr && etcd_backend->unreachable();
+       wait = std::min<std::chrono::milliseconds>(2 * wait, std::chrono::seconds(5))) {
+    logger.warn("waiting for etcd", {{"state", state_where}, {"error", loaded.error()},
+                                     {"retry_ms", static_cast<int64_t>(wait.count())}});
+    std::this_thread::sleep_for(wait);
+    loaded = store.load();
+  }
+  if (auto& st = loaded; !st) {
     logger.error("cannot load state", {{"state", state_where},
                                        {"keyring", keyring_path.string()},
                                        {"error", st.error()}});

@@ -45,8 +45,11 @@ std::optional<std::string> EtcdProcess::unavailable() {
   return std::nullopt;
 }
 
-EtcdProcess::EtcdProcess(std::filesystem::path dir)
-    : dir_(std::move(dir)), log_(dir_ / "etcd.log"), client_port_(free_tcp_port()), peer_port_(free_tcp_port()) {}
+EtcdProcess::EtcdProcess(std::filesystem::path dir, std::uint16_t client_port)
+    : dir_(std::move(dir)),
+      log_(dir_ / "etcd.log"),
+      client_port_(client_port != 0 ? client_port : free_tcp_port()),
+      peer_port_(free_tcp_port()) {}
 
 EtcdProcess::~EtcdProcess() = default;  // ChildProcess kills and reaps
 

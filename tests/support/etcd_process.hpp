@@ -20,7 +20,8 @@ class EtcdProcess {
   // Why etcd cannot run here (for GTEST_SKIP), or nullopt when /usr/bin/etcd is installed.
   static std::optional<std::string> unavailable();
 
-  explicit EtcdProcess(std::filesystem::path dir);
+  // `client_port` 0: a free one.
+  explicit EtcdProcess(std::filesystem::path dir, std::uint16_t client_port = 0);
   ~EtcdProcess();
 
   // Starts it (again, on the same ports and data after a kill) and waits until it serves
