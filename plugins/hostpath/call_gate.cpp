@@ -9,7 +9,6 @@
 #include <grpcpp/server_context.h>
 #include <thread>
 
-#include "plugins/hostpath/call_log.hpp"
 #include "plugins/hostpath/fault_injector.hpp"
 #include "shared/log/log.hpp"
 
@@ -36,7 +35,7 @@ grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
     if (call_log_) {
       call_log_->append({std::string(info.rpc), info.volume_id, info.node_id, info.path,
-                         static_cast<int>(st.error_code()), st.error_message(), ms, fault.describe()});
+                         static_cast<int>(st.error_code()), st.error_message(), ms, fault.describe(), info.detail});
     }
     kLog.debug("rpc", {{"rpc", info.rpc},
                        {"volume_id", info.volume_id},

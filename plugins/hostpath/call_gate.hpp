@@ -9,6 +9,8 @@
 
 #include <grpcpp/support/status.h>
 
+#include "plugins/hostpath/call_log.hpp"
+
 namespace grpc {
 class ServerContext;
 }
@@ -16,13 +18,13 @@ class ServerContext;
 namespace mooring::hostpath {
 
 class FaultInjector;
-class CallLog;
 
 struct CallInfo {
   std::string_view rpc;
   std::string volume_id;
   std::string node_id;
   std::string path;
+  RequestDetail detail = {};  // for the call log only
 };
 
 class CallGate {

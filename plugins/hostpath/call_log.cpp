@@ -1,6 +1,7 @@
 #include "plugins/hostpath/call_log.hpp"
 
 #include "shared/csi/error_table.hpp"
+#include "shared/tls/digest.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -27,6 +28,13 @@ std::string iso_now(std::int64_t& unix_ms) {
 
 }  // namespace
 
+std::string secrets_digest(const StringMap& secrets) {
+  if (secrets.empty()) return {};
+  std::string canonical;
+  for (const auto& [k, v] : secrets) canonical += k + "=" + v + "\n";
+  return tls::sha256_hex(canonical);
+}
+
 CallLog::CallLog(std::filesystem::path file) : file_(std::move(file)) {
   fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
@@ -50,7 +58,12 @@ void CallLog::append(const CallRecord& r) {
                             {"code_name", csi::code_name(static_cast<grpc::StatusCode>(r.code))},
                             {"message", r.message},
                             {"duration_ms", r.duration_ms},
-                            {"fault", r.fault}};
+                            {"fault", r.fault},
+                            {"parameters", r.detail.parameters},
+                            {"volume_context", r.detail.volume_context},
+                            {"publish_context", r.detail.publish_context},
+                            {"secrets_sha256", r.detail.secrets_sha256},
+                            {"content_source", r.detail.content_source}};
   // Replace invalid UTF-8 instead of throwing: the log must never take the plugin down.
   const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::lock_guard guard(mu_);

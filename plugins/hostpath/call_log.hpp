@@ -1,13 +1,31 @@
-// mooring-hostpath: the call log tests read to assert the order of plugin calls: one JSON line
-// per RPC, appended with a single write(2) so concurrent calls never interleave within a line.
+// mooring-hostpath: the call log tests read to assert the order of plugin calls and what reached
+// the plugin: one JSON line per RPC, appended with a single write(2) so concurrent calls never
+// interleave within a line.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <string>
 
 namespace mooring::hostpath {
+
+using StringMap = std::map<std::string, std::string>;
+
+// What a request carried besides ids and paths, so a test can check that parameters, context and
+// secrets reached the plugin. Secrets only as a digest (secrets_digest): never their values.
+struct RequestDetail {
+  StringMap parameters;       // CreateVolume, CreateSnapshot, ValidateVolumeCapabilities
+  StringMap volume_context;   // ControllerPublish, NodeStage, NodePublish, ValidateVolumeCapabilities
+  StringMap publish_context;  // NodeStage, NodePublish
+  std::string secrets_sha256;  // "" when the request carried no secrets
+  std::string content_source;  // CreateVolume: "snapshot:<id>" or "volume:<id>", "" for an empty volume
+};
+
+// Hex SHA-256 of the secrets as "key=value\n" lines sorted by key ("" for none): the same secrets
+// give the same digest whatever order the request's map iterates in.
+std::string secrets_digest(const StringMap& secrets);
 
 struct CallRecord {
   std::string rpc;
@@ -18,6 +36,7 @@ struct CallRecord {
   std::string message;
   std::int64_t duration_ms = 0;
   std::string fault;  // what the fault injector did: "", "delay", "fail", "hang", "exit", "delay+fail"...
+  RequestDetail detail = {};
 };
 
 class CallLog {

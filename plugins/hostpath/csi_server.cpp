@@ -14,6 +14,43 @@ namespace {
 using grpc::ServerContext;
 using grpc::Status;
 namespace v1 = csi::v1;
+using ProtoMap = google::protobuf::Map<std::string, std::string>;
+
+// What each request carries for the call log: parameters and contexts as sent, secrets as a digest.
+StringMap sorted(const ProtoMap& m) { return {m.begin(), m.end()}; }
+std::string digest(const ProtoMap& secrets) { return secrets_digest(sorted(secrets)); }
+
+RequestDetail detail(const v1::CreateVolumeRequest& r) {
+  const auto& src = r.volume_content_source();
+  std::string source;
+  if (src.has_snapshot()) source = "snapshot:" + src.snapshot().snapshot_id();
+  if (src.has_volume()) source = "volume:" + src.volume().volume_id();
+  return {.parameters = sorted(r.parameters()), .secrets_sha256 = digest(r.secrets()), .content_source = source};
+}
+RequestDetail detail(const v1::ControllerPublishVolumeRequest& r) {
+  return {.volume_context = sorted(r.volume_context()), .secrets_sha256 = digest(r.secrets())};
+}
+RequestDetail detail(const v1::ValidateVolumeCapabilitiesRequest& r) {
+  return {.parameters = sorted(r.parameters()),
+          .volume_context = sorted(r.volume_context()),
+          .secrets_sha256 = digest(r.secrets())};
+}
+RequestDetail detail(const v1::CreateSnapshotRequest& r) {
+  return {.parameters = sorted(r.parameters()), .secrets_sha256 = digest(r.secrets())};
+}
+RequestDetail detail(const v1::CreateVolumeGroupSnapshotRequest& r) {
+  return {.parameters = sorted(r.parameters()), .secrets_sha256 = digest(r.secrets())};
+}
+template <class NodeRequest>  // NodeStageVolume, NodePublishVolume
+RequestDetail node_detail(const NodeRequest& r) {
+  return {.volume_context = sorted(r.volume_context()),
+          .publish_context = sorted(r.publish_context()),
+          .secrets_sha256 = digest(r.secrets())};
+}
+template <class Request>  // the calls whose only extra is their secrets
+RequestDetail secrets_only(const Request& r) {
+  return {.secrets_sha256 = digest(r.secrets())};
+}
 
 class IdentityService final : public v1::Identity::Service {
  public:
@@ -38,24 +75,24 @@ class ControllerService final : public v1::Controller::Service {
  public:
   explicit ControllerService(const CsiHandlers& h) : h_(h), c_(*h.controller) {}
   Status CreateVolume(ServerContext* ctx, const v1::CreateVolumeRequest* req, v1::CreateVolumeResponse* resp) override {
-    return h_.gate->run(*ctx, {"CreateVolume", req->name(), "", ""}, [&] { return c_.create_volume(*req, *resp); });
+    return h_.gate->run(*ctx, {"CreateVolume", req->name(), "", "", detail(*req)}, [&] { return c_.create_volume(*req, *resp); });
   }
   Status DeleteVolume(ServerContext* ctx, const v1::DeleteVolumeRequest* req, v1::DeleteVolumeResponse*) override {
-    return h_.gate->run(*ctx, {"DeleteVolume", req->volume_id(), "", ""}, [&] { return c_.delete_volume(*req); });
+    return h_.gate->run(*ctx, {"DeleteVolume", req->volume_id(), "", "", secrets_only(*req)}, [&] { return c_.delete_volume(*req); });
   }
   Status ControllerPublishVolume(ServerContext* ctx, const v1::ControllerPublishVolumeRequest* req,
                                  v1::ControllerPublishVolumeResponse* resp) override {
-    return h_.gate->run(*ctx, {"ControllerPublishVolume", req->volume_id(), req->node_id(), ""},
+    return h_.gate->run(*ctx, {"ControllerPublishVolume", req->volume_id(), req->node_id(), "", detail(*req)},
                         [&] { return c_.publish(*req, *resp); });
   }
   Status ControllerUnpublishVolume(ServerContext* ctx, const v1::ControllerUnpublishVolumeRequest* req,
                                    v1::ControllerUnpublishVolumeResponse*) override {
-    return h_.gate->run(*ctx, {"ControllerUnpublishVolume", req->volume_id(), req->node_id(), ""},
+    return h_.gate->run(*ctx, {"ControllerUnpublishVolume", req->volume_id(), req->node_id(), "", secrets_only(*req)},
                         [&] { return c_.unpublish(*req); });
   }
   Status ValidateVolumeCapabilities(ServerContext* ctx, const v1::ValidateVolumeCapabilitiesRequest* req,
                                     v1::ValidateVolumeCapabilitiesResponse* resp) override {
-    return h_.gate->run(*ctx, {"ValidateVolumeCapabilities", req->volume_id(), "", ""},
+    return h_.gate->run(*ctx, {"ValidateVolumeCapabilities", req->volume_id(), "", "", detail(*req)},
                         [&] { return c_.validate_capabilities(*req, *resp); });
   }
   Status ListVolumes(ServerContext* ctx, const v1::ListVolumesRequest* req, v1::ListVolumesResponse* resp) override {
@@ -70,20 +107,20 @@ class ControllerService final : public v1::Controller::Service {
   }
   Status CreateSnapshot(ServerContext* ctx, const v1::CreateSnapshotRequest* req,
                         v1::CreateSnapshotResponse* resp) override {
-    return h_.gate->run(*ctx, {"CreateSnapshot", req->source_volume_id(), "", ""},
+    return h_.gate->run(*ctx, {"CreateSnapshot", req->source_volume_id(), "", "", detail(*req)},
                         [&] { return c_.create_snapshot(*req, *resp); });
   }
   Status DeleteSnapshot(ServerContext* ctx, const v1::DeleteSnapshotRequest* req, v1::DeleteSnapshotResponse*) override {
-    return h_.gate->run(*ctx, {"DeleteSnapshot", "", "", ""}, [&] { return c_.delete_snapshot(*req); });
+    return h_.gate->run(*ctx, {"DeleteSnapshot", "", "", "", secrets_only(*req)}, [&] { return c_.delete_snapshot(*req); });
   }
   Status ListSnapshots(ServerContext* ctx, const v1::ListSnapshotsRequest* req,
                        v1::ListSnapshotsResponse* resp) override {
-    return h_.gate->run(*ctx, {"ListSnapshots", req->source_volume_id(), "", ""},
+    return h_.gate->run(*ctx, {"ListSnapshots", req->source_volume_id(), "", "", secrets_only(*req)},
                         [&] { return c_.list_snapshots(*req, *resp); });
   }
   Status ControllerExpandVolume(ServerContext* ctx, const v1::ControllerExpandVolumeRequest* req,
                                 v1::ControllerExpandVolumeResponse* resp) override {
-    return h_.gate->run(*ctx, {"ControllerExpandVolume", req->volume_id(), "", ""},
+    return h_.gate->run(*ctx, {"ControllerExpandVolume", req->volume_id(), "", "", secrets_only(*req)},
                         [&] { return c_.expand_volume(*req, *resp); });
   }
   Status ControllerGetVolume(ServerContext* ctx, const v1::ControllerGetVolumeRequest* req,
@@ -108,17 +145,17 @@ class GroupControllerService final : public v1::GroupController::Service {
   }
   Status CreateVolumeGroupSnapshot(ServerContext* ctx, const v1::CreateVolumeGroupSnapshotRequest* req,
                                    v1::CreateVolumeGroupSnapshotResponse* resp) override {
-    return h_.gate->run(*ctx, {"CreateVolumeGroupSnapshot", req->name(), "", ""},
+    return h_.gate->run(*ctx, {"CreateVolumeGroupSnapshot", req->name(), "", "", detail(*req)},
                         [&] { return c_.create_group_snapshot(*req, *resp); });
   }
   Status DeleteVolumeGroupSnapshot(ServerContext* ctx, const v1::DeleteVolumeGroupSnapshotRequest* req,
                                    v1::DeleteVolumeGroupSnapshotResponse*) override {
-    return h_.gate->run(*ctx, {"DeleteVolumeGroupSnapshot", req->group_snapshot_id(), "", ""},
+    return h_.gate->run(*ctx, {"DeleteVolumeGroupSnapshot", req->group_snapshot_id(), "", "", secrets_only(*req)},
                         [&] { return c_.delete_group_snapshot(*req); });
   }
   Status GetVolumeGroupSnapshot(ServerContext* ctx, const v1::GetVolumeGroupSnapshotRequest* req,
                                 v1::GetVolumeGroupSnapshotResponse* resp) override {
-    return h_.gate->run(*ctx, {"GetVolumeGroupSnapshot", req->group_snapshot_id(), "", ""},
+    return h_.gate->run(*ctx, {"GetVolumeGroupSnapshot", req->group_snapshot_id(), "", "", secrets_only(*req)},
                         [&] { return c_.get_group_snapshot(*req, *resp); });
   }
 
@@ -132,7 +169,7 @@ class NodeService final : public v1::Node::Service {
   explicit NodeService(const CsiHandlers& h) : h_(h), n_(*h.node) {}
   Status NodeStageVolume(ServerContext* ctx, const v1::NodeStageVolumeRequest* req,
                          v1::NodeStageVolumeResponse*) override {
-    return h_.gate->run(*ctx, {"NodeStageVolume", req->volume_id(), h_.node_id, req->staging_target_path()},
+    return h_.gate->run(*ctx, {"NodeStageVolume", req->volume_id(), h_.node_id, req->staging_target_path(), node_detail(*req)},
                         [&] { return n_.stage(*req); });
   }
   Status NodeUnstageVolume(ServerContext* ctx, const v1::NodeUnstageVolumeRequest* req,
@@ -142,7 +179,7 @@ class NodeService final : public v1::Node::Service {
   }
   Status NodePublishVolume(ServerContext* ctx, const v1::NodePublishVolumeRequest* req,
                            v1::NodePublishVolumeResponse*) override {
-    return h_.gate->run(*ctx, {"NodePublishVolume", req->volume_id(), h_.node_id, req->target_path()},
+    return h_.gate->run(*ctx, {"NodePublishVolume", req->volume_id(), h_.node_id, req->target_path(), node_detail(*req)},
                         [&] { return n_.publish(*req); });
   }
   Status NodeUnpublishVolume(ServerContext* ctx, const v1::NodeUnpublishVolumeRequest* req,
@@ -161,7 +198,7 @@ class NodeService final : public v1::Node::Service {
   }
   Status NodeExpandVolume(ServerContext* ctx, const v1::NodeExpandVolumeRequest* req,
                           v1::NodeExpandVolumeResponse* resp) override {
-    return h_.gate->run(*ctx, {"NodeExpandVolume", req->volume_id(), h_.node_id, req->volume_path()},
+    return h_.gate->run(*ctx, {"NodeExpandVolume", req->volume_id(), h_.node_id, req->volume_path(), secrets_only(*req)},
                         [&] { return n_.expand(*req, *resp); });
   }
   Status NodeGetCapabilities(ServerContext* ctx, const v1::NodeGetCapabilitiesRequest*,

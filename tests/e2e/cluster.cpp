@@ -5,8 +5,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
-
 #include <fstream>
 #include <regex>
 #include <stdexcept>
@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/tls/digest.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/mountinfo.hpp"
 
@@ -274,6 +275,16 @@ bool Cluster::node_running(const std::string& id) {
 
 std::string Cluster::node_log(const std::string& id) const { return test::read_file(dir() / (id + ".log")); }
 
+std::vector<fs::path> Cluster::log_files() const {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir())) {
+    const auto ext = e.path().extension();
+    if (e.is_regular_file() && (ext == ".log" || ext == ".jsonl")) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string Cluster::log_tails(std::size_t bytes) const {
   auto tail = [bytes](const std::string& s) { return s.size() > bytes ? s.substr(s.size() - bytes) : s; };
   std::string out = "---- control plane log (tail) ----\n" + tail(controlplane_log()) + "\n";
@@ -329,6 +340,12 @@ std::vector<PluginCall> Cluster::calls(const std::string& id) const {
     c.unix_ms = j.value("unix_ms", std::int64_t{0});
     c.fault = j.value("fault", "");
     c.pid = j.value("pid", std::int64_t{0});
+    using Strings = std::map<std::string, std::string>;
+    c.parameters = j.value("parameters", Strings{});
+    c.volume_context = j.value("volume_context", Strings{});
+    c.publish_context = j.value("publish_context", Strings{});
+    c.secrets_sha256 = j.value("secrets_sha256", "");
+    c.content_source = j.value("content_source", "");
     out.push_back(std::move(c));
   }
   return out;
@@ -346,6 +363,13 @@ std::vector<PluginCall> Cluster::calls(const std::string& id, const std::string&
 
 HttpResult Cluster::request(const std::string& method, const std::string& target, const std::string& body,
                             const std::map<std::string, std::string>& headers) {
+  auto out = send(method, target, body, headers);
+  if (on_response_) on_response_(method + " " + target, out);
+  return out;
+}
+
+HttpResult Cluster::send(const std::string& method, const std::string& target, const std::string& body,
+                         const std::map<std::string, std::string>& headers) {
   if (!pki_) return controlplane::http_request(http_port_, method, target, body, headers);
   // Over mutual TLS the REST API serves HTTPS with the server certificate: ask as the CLI does.
   cli::HttpRequest req{.method = method, .target = target, .body = body};
@@ -397,6 +421,19 @@ std::string Cluster::run_alloc(const json& allocation) {
   return json::parse(r.body).value("ID", "");
 }
 
+std::string Cluster::run_task(const std::string& name, const std::string& volume_id, const std::string& node,
+                              const std::string& script) {
+  const auto id = run_alloc(allocation(name, volume_id, node, script));
+  if (id.empty()) return "refused";
+  eventually([&] {
+    const auto s = alloc_status(id);
+    return s == "complete" || s == "failed";
+  });
+  const auto status = alloc_status(id);
+  eventually([&] { return claim_count(volume_id) == 0; });
+  return status;
+}
+
 HttpResult Cluster::stop_alloc(const std::string& id) { return request("POST", "/v1/allocation/" + id + "/stop"); }
 
 std::string Cluster::alloc_status(const std::string& id) {
@@ -420,6 +457,13 @@ std::vector<std::string> Cluster::mounts_of(const std::string& node_id) const {
 
 bool Cluster::eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
   return test::wait_until(done, timeout, 50ms);
+}
+
+std::string secrets_sha256(const std::map<std::string, std::string>& secrets) {
+  if (secrets.empty()) return {};
+  std::string lines;
+  for (const auto& [k, v] : secrets) lines += k + "=" + v + "\n";
+  return tls::sha256_hex(lines);
 }
 
 json allocation(const std::string& name, const std::string& volume_id, const std::string& node,

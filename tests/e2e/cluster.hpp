@@ -62,7 +62,17 @@ struct PluginCall {
   std::int64_t unix_ms = 0;
   std::string fault;
   std::int64_t pid = 0;  // the plugin process that answered
+  // What the request carried (plugins/hostpath/README.md, "Call log"); secrets only as a digest.
+  std::map<std::string, std::string> parameters;
+  std::map<std::string, std::string> volume_context;
+  std::map<std::string, std::string> publish_context;
+  std::string secrets_sha256;
+  std::string content_source;  // CreateVolume: "snapshot:<id>", "volume:<id>" or ""
 };
+
+// The digest the hostpath call log keeps of a request's secrets: SHA-256 of "key=value\n" lines
+// sorted by key, "" for none. Spelled out here rather than taken from the plugin's code.
+std::string secrets_sha256(const std::map<std::string, std::string>& secrets);
 
 class Cluster {
  public:
@@ -96,6 +106,9 @@ class Cluster {
   void partition(const std::string& id);
   void heal(const std::string& id);
   std::string node_log(const std::string& id) const;
+  // Every log the cluster wrote: the control plane's, each agent's (with its plugin's output),
+  // each socket plugin's, and the plugins' call logs.
+  std::vector<std::filesystem::path> log_files() const;
   // The last `bytes` of the control plane's log and of every node's, headed by whose they are:
   // what a failed test prints.
   std::string log_tails(std::size_t bytes = 6000) const;
@@ -116,6 +129,11 @@ class Cluster {
   // ---- API ----
   HttpResult request(const std::string& method, const std::string& target, const std::string& body = {},
                      const std::map<std::string, std::string>& headers = {});
+  // Called with "METHOD target" and every answer request() gets (also those of get,
+  // create_volume, run_alloc...): a test can check each one, e.g. that no secret comes back.
+  void on_response(std::function<void(const std::string& request, const HttpResult&)> check) {
+    on_response_ = std::move(check);
+  }
   // GET and parse; a failed or non-200 answer is a test failure and returns null.
   json get(const std::string& target);
 
@@ -124,6 +142,10 @@ class Cluster {
                      std::int64_t capacity = 10 << 20);
   // Submits an allocation; returns its id ("" and a test failure when refused).
   std::string run_alloc(const json& allocation);
+  // Runs `script` (as allocation() does) against `volume_id` on `node` to its end and waits for
+  // the volume's claims to be released: the final ClientStatus, "refused" if not admitted.
+  std::string run_task(const std::string& name, const std::string& volume_id, const std::string& node,
+                       const std::string& script);
   HttpResult stop_alloc(const std::string& id);
   std::string alloc_status(const std::string& id);  // ClientStatus
   json volume(const std::string& id) { return get("/v1/volume/csi/" + id); }
@@ -148,6 +170,8 @@ class Cluster {
   void make_network(const std::string& id, Node& n);
   std::vector<std::string> plugin_args(const std::string& id) const;  // data dir, node id, call log, faults
   void wait_node_healthy(const std::string& id);
+  HttpResult send(const std::string& method, const std::string& target, const std::string& body,
+                  const std::map<std::string, std::string>& headers);
 
   ClusterOptions options_;
   test::TempDir tmp_{"mooring-e2e"};
@@ -157,6 +181,7 @@ class Cluster {
   std::uint16_t grpc_port_ = 0;
   unsigned controlplane_runs_ = 0;
   std::map<std::string, Node> nodes_;
+  std::function<void(const std::string&, const HttpResult&)> on_response_;
 };
 
 // A JSON allocation for POST /v1/allocations: one CSI volume named "data" of `volume_id`,

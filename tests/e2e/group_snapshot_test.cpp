@@ -25,23 +25,11 @@ class GroupSnapshots : public ::testing::Test {
     cluster.reset();
   }
 
-  // Runs `script` against the volume's $MOORING_VOLUME_DATA to the end; its final status.
-  std::string run_task(const std::string& name, const std::string& volume, const std::string& script) {
-    auto id = cluster->run_alloc(allocation(name, volume, "node-1", script));
-    if (id.empty()) return "refused";
-    Cluster::eventually([&] {
-      auto s = cluster->alloc_status(id);
-      return s == "complete" || s == "failed";
-    });
-    auto status = cluster->alloc_status(id);
-    Cluster::eventually([&] { return cluster->claim_count(volume) == 0; });
-    return status;
-  }
   std::string write(const std::string& name, const std::string& volume, const std::string& text) {
-    return run_task(name, volume, "echo " + text + " > \"$MOORING_VOLUME_DATA/f\"");
+    return cluster->run_task(name, volume, "node-1", "echo " + text + " > \"$MOORING_VOLUME_DATA/f\"");
   }
   std::string expect(const std::string& name, const std::string& volume, const std::string& text) {
-    return run_task(name, volume, "test \"$(cat \"$MOORING_VOLUME_DATA/f\")\" = " + text);
+    return cluster->run_task(name, volume, "node-1", "test \"$(cat \"$MOORING_VOLUME_DATA/f\")\" = " + text);
   }
   HttpResult restore(const std::string& id, const std::string& snapshot_id) {
     json body = {{"Volumes",

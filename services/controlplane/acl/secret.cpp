@@ -1,8 +1,7 @@
 #include "services/controlplane/acl/secret.hpp"
 
-#include "shared/domain/text.hpp"
+#include "shared/tls/digest.hpp"
 
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include <array>
@@ -28,15 +27,6 @@ std::string random_uuid() {
   return out;
 }
 
-std::string secret_hash(std::string_view secret_id) {
-  // Fetched once: EVP_sha256() with EVP_Digest looks the algorithm up in OpenSSL 3's provider
-  // tables (under a lock) on every call, and every authenticated request hashes its token.
-  static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (sha256 == nullptr || EVP_Digest(secret_id.data(), secret_id.size(), digest, &length, sha256, nullptr) != 1)
-    throw std::runtime_error("SHA-256 is not available from OpenSSL");
-  return domain::to_hex({reinterpret_cast<const char*>(digest), length});
-}
+std::string secret_hash(std::string_view secret_id) { return tls::sha256_hex(secret_id); }
 
 }  // namespace mooring::controlplane::acl

@@ -1,6 +1,7 @@
 // Create through a controller. The volume's key (its id, "ns:id" outside the default namespace)
 // is the CSI name, so a create sent again finds the same volume and two namespaces never share one. A create whose outcome is unknown, or whose volume cannot be registered after all,
-// is undone in the background.
+// is undone in the background. An answer naming storage another volume already holds is refused,
+// as register refuses it, and never undone: that would delete the other volume's storage.
 #include "services/controlplane/claims/volume_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "services/controlplane/volumes/controller_calls.hpp"
@@ -93,6 +94,14 @@ Outcome<Written> VolumeLifecycle::register_created(const domain::Volume& v, cons
   }
   auto& stored = plan->volume;
   stored.external_id = created.volume_id();
+  if (auto dup = registered_elsewhere(store_, stored)) {
+    // The plugin answered with storage another volume holds (a plugin that ignores the name, or
+    // two plugin ids on one backend): registering it would give it two claimers, and undoing the
+    // create would delete the other volume's storage. Refused; nothing is deleted.
+    log_.warn("CreateVolume answered with a volume registered under another id; not registered, not deleted",
+              {{"volume_id", id}, {"plugin_id", v.plugin_id}, {"external_id", stored.external_id}});
+    return conflict("CreateVolume answered with an existing volume: " + dup->message);
+  }
   stored.capacity = created.capacity_bytes();
   for (const auto& [k, val] : created.volume_context()) stored.context[k] = val;
   if (created.accessible_topology_size() > 0) {
@@ -125,9 +134,18 @@ bool VolumeLifecycle::registered_as(const std::string& key, const std::string& e
   return v && v->external_id == external_id;
 }
 
+bool VolumeLifecycle::held_by_a_volume(const std::string& plugin_id, const std::string& external_id) const {
+  domain::Volume backend;
+  backend.plugin_id = plugin_id;
+  if (const auto* p = store_.plugin(plugin_id)) backend.provider = p->provider;
+  backend.external_id = external_id;
+  return !store_.volume_keys_with_backend(backend).empty();
+}
+
 void VolumeLifecycle::abandon_created(const domain::Volume& v, const std::string& external_id) {
   const auto key = domain::volume_key(v.ns, v.id);
   if (registered_as(key, external_id)) return;  // the same volume, registered by a concurrent create
+  if (held_by_a_volume(v.plugin_id, external_id)) return;  // another volume's storage: never deleted
   ::csi::v1::DeleteVolumeRequest del;
   del.set_volume_id(external_id);
   put_secrets(del.mutable_secrets(), v.secrets);
@@ -148,6 +166,11 @@ asio::awaitable<void> VolumeLifecycle::negate_create(std::string plugin_id, std:
       co_return made.outcome == csi::Outcome::final_error ? async::Attempt::final_error(made.error)
                                                           : async::Attempt::again(made.error);
     if (registered_as(volume_key, made.response.volume().volume_id())) co_return async::Attempt::ok();
+    if (held_by_a_volume(plugin_id, made.response.volume().volume_id())) {
+      log_.warn("abandoned create answered with a volume registered under another id; not deleted",
+                {{"volume_id", volume_key}, {"external_id", made.response.volume().volume_id()}});
+      co_return async::Attempt::ok();
+    }
     ::csi::v1::DeleteVolumeRequest del;
     del.set_volume_id(made.response.volume().volume_id());
     *del.mutable_secrets() = request.secrets();

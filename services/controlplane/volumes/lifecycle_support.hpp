@@ -1,10 +1,13 @@
-// Volumes room (internal): what the lifecycle's files share — plugin capability checks, secrets
-// into a CSI request, the retry of background negations.
+// Volumes room (internal): what the lifecycle's files share — plugin capability checks, the
+// duplicate backend check, secrets into a CSI request, the retry of background negations.
 #pragma once
 
 #include <chrono>
+#include <optional>
+#include <vector>
 
 #include "csi/v1/csi.pb.h"
+#include "services/controlplane/claims/volume_rules.hpp"
 #include "services/controlplane/volumes/results.hpp"
 #include "shared/async/retry.hpp"
 #include "shared/csi/error_table.hpp"
@@ -23,6 +26,13 @@ using domain::in_quotes;
 // volume of namespace `ns` (snapshots.cpp).
 Snapshot snapshot_of(const ::csi::v1::Snapshot& s, const std::string& plugin_id, const StateStore& store,
                      const std::string& ns, const std::string& name = {});
+
+// One backend volume under two volume ids would be claimed twice as if it were two: two writers
+// on a single-writer disk, or its storage deleted under the other. Refused with the one already
+// registered (O(1): the store's backend index); `planned` gives the provider and external id, and
+// `earlier` the plans of the same request (register.cpp).
+std::optional<Failure> registered_elsewhere(const StateStore& store, const domain::Volume& planned,
+                                            const std::vector<VolumePlan>& earlier = {});
 
 inline void put_secrets(google::protobuf::Map<std::string, std::string>* dst, const StringMap& src) {
   for (const auto& [k, v] : src) (*dst)[k] = v;

@@ -27,25 +27,6 @@ std::vector<std::string> release_left(const StateStore& store, const domain::Vol
   });
 }
 
-// One backend volume under two volume ids would be claimed twice as if it were two: two writers
-// on a single-writer disk, or its storage deleted under the other. Refused with the one already
-// registered (O(1): the store's backend index); `planned` gives the provider and external id.
-std::optional<Failure> registered_elsewhere(const StateStore& store, const domain::Volume& planned,
-                                            const std::vector<VolumePlan>& earlier) {
-  const auto key = domain::volume_key(planned.ns, planned.id);
-  const auto backend = backend_id(planned);
-  std::optional<domain::Volume> other;
-  for (const auto& k : store.volume_keys_with_backend(planned))
-    if (k != key) other = *store.volume(k);
-  for (const auto& p : earlier)  // the same request registers it twice
-    if (backend_id(p.volume) == backend) other = p.volume;
-  if (!other) return std::nullopt;
-  return conflict("volume " + in_quotes(planned.id) + domain::in_namespace(planned.ns) + ": external id " +
-                  in_quotes(planned.external_id) + " of provider " + in_quotes(backend.first) +
-                  " is already registered as volume " + in_quotes(other->id) + " in namespace " + in_quotes(other->ns) +
-                  (other->plugin_id == planned.plugin_id ? std::string{} : " (plugin " + in_quotes(other->plugin_id) + ")"));
-}
-
 Failure release_unfinished(const domain::Volume& v, const std::vector<std::string>& left) {
   std::string steps;
   for (const auto& l : left) steps += (steps.empty() ? "" : "; ") + l;
@@ -92,6 +73,22 @@ Outcome<Deregistered> erase(StateStore& store, const domain::Volume& v, bool for
 }
 
 }  // namespace
+
+std::optional<Failure> registered_elsewhere(const StateStore& store, const domain::Volume& planned,
+                                            const std::vector<VolumePlan>& earlier) {
+  const auto key = domain::volume_key(planned.ns, planned.id);
+  const auto backend = backend_id(planned);
+  std::optional<domain::Volume> other;
+  for (const auto& k : store.volume_keys_with_backend(planned))
+    if (k != key) other = *store.volume(k);
+  for (const auto& p : earlier)  // the same request registers it twice
+    if (backend_id(p.volume) == backend) other = p.volume;
+  if (!other) return std::nullopt;
+  return conflict("volume " + in_quotes(planned.id) + domain::in_namespace(planned.ns) + ": external id " +
+                  in_quotes(planned.external_id) + " of provider " + in_quotes(backend.first) +
+                  " is already registered as volume " + in_quotes(other->id) + " in namespace " + in_quotes(other->ns) +
+                  (other->plugin_id == planned.plugin_id ? std::string{} : " (plugin " + in_quotes(other->plugin_id) + ")"));
+}
 
 Outcome<std::vector<VolumePlan>> VolumeLifecycle::plan_registrations(std::vector<domain::Volume> volumes) const {
   std::vector<VolumePlan> plans;

@@ -138,10 +138,13 @@ class VolumeLifecycle {
   boost::asio::awaitable<void> negate_create(std::string plugin_id, std::string volume_key,
                                              ::csi::v1::CreateVolumeRequest request);
   // A created volume that could not be registered is deleted again in the background, unless
-  // it is the same volume a concurrent create registered.
+  // it is the same volume a concurrent create registered or another registered volume's.
   void abandon_created(const domain::Volume& v, const std::string& external_id);
   // The volume `key` is registered with this provider id (a concurrent create of the same id won).
   bool registered_as(const std::string& key, const std::string& external_id) const;
+  // Some registered volume holds this backend volume (the plugin's provider + external id): its
+  // storage is never deleted to undo a create.
+  bool held_by_a_volume(const std::string& plugin_id, const std::string& external_id) const;
 
   // delete.cpp: the volume is marked Deleting before DeleteVolume is sent
   std::optional<Failure> check_delete(const std::string& id) const;

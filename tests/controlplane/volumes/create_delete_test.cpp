@@ -29,6 +29,17 @@ void answer_delete(Deleted& rpc, StatusCode code) {
                            : FakeController::failed<::csi::v1::DeleteVolumeResponse>(csi::Rpc::DeleteVolume, code));
 }
 
+// A volume registered as register does it (with its plugin's provider), holding "ext-7".
+void seed_other(StateStore& store) {
+  auto other = fixtures::volume("other");
+  other.external_id = "ext-7";
+  other.provider = store.plugin("hostpath")->provider;
+  ASSERT_FALSE(other.provider.empty());
+  Batch batch;
+  batch.put(other);
+  ASSERT_TRUE(store.commit(std::move(batch)));
+}
+
 }  // namespace
 
 TEST_F(VolumeLifecycleTest, CreateRegistersWhatThePluginMadeUnderTheVolumeIdAsName) {
@@ -56,6 +67,34 @@ TEST_F(VolumeLifecycleTest, AnUncertainCreateIsNegatedInTheBackgroundWithTheSame
   ASSERT_EQ(controller.deletes.requests.size(), 1u);
   EXPECT_EQ(controller.deletes.requests[0].volume_id(), "ext-late");
   EXPECT_EQ(store.volume("vol-1"), nullptr);
+}
+
+TEST_F(VolumeLifecycleTest, ACreateAnsweredWithAnotherVolumesExternalIdIsRefusedAndDeletesNothing) {
+  ASSERT_NO_FATAL_FAILURE(seed_other(store));
+  controller.creates.script.push_back(FakeController::ok(created("ext-7")));
+  answer_delete(controller.deletes, StatusCode::OK);
+  auto r = run(lifecycle.create(wanted("vol-1")));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::conflict);
+  EXPECT_NE(r.error().message.find("already registered as volume \"other\""), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("\"ext-7\""), std::string::npos) << r.error().message;
+  EXPECT_EQ(store.volume("vol-1"), nullptr);
+  ASSERT_NE(store.volume("other"), nullptr);
+  // Undoing the create would have deleted the other volume's storage.
+  EXPECT_TRUE(controller.deletes.requests.empty());
+}
+
+TEST_F(VolumeLifecycleTest, AnUncertainCreateWhoseRetryNamesAnotherVolumesStorageIsNotDeleted) {
+  ASSERT_NO_FATAL_FAILURE(seed_other(store));
+  controller.creates.script.push_back(
+      FakeController::failed<::csi::v1::CreateVolumeResponse>(csi::Rpc::CreateVolume, StatusCode::DEADLINE_EXCEEDED));
+  controller.creates.script.push_back(FakeController::ok(created("ext-7")));
+  answer_delete(controller.deletes, StatusCode::OK);  // what a wrong negation would be told
+  auto r = run(lifecycle.create(wanted("vol-1")));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(controller.creates.requests.size(), 2u);
+  EXPECT_TRUE(controller.deletes.requests.empty());
+  EXPECT_NE(store.volume("other"), nullptr);
 }
 
 TEST_F(VolumeLifecycleTest, CreatingARegisteredVolumeIsAConflictAndCallsNoPlugin) {
