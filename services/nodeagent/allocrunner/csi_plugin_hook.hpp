@@ -14,8 +14,9 @@
 
 namespace mooring::nodeagent {
 
-// A unix socket path must fit sun_path (108 bytes with its NUL).
-inline constexpr std::size_t kMaxSocketPath = 107;
+// A unix socket path must fit sun_path (108 bytes with its NUL); 20 of them are left for plugins
+// that bind a temporary name beside the socket and rename it into place (mooring-hostpath does).
+inline constexpr std::size_t kMaxSocketPath = 87;
 
 // Where the plugin task's socket lives: <alloc_dir>/<mount_dir>/csi.sock, or, when that path is
 // too long for a unix socket (a deep data dir), <short_root>/<alloc id>/csi.sock. An error when

@@ -390,11 +390,13 @@ TEST(PluginSocketPath, ADeepAllocDirMovesTheSocketToTheShortRootAndMountDirStays
   auto in_alloc = plugin_socket_path("/var/lib/mooring/agent/allocs/" + id, "csi", "/var/lib/mooring/agent/ps", id);
   ASSERT_TRUE(in_alloc) << in_alloc.error();
   EXPECT_EQ(in_alloc->string(), "/var/lib/mooring/agent/allocs/" + id + "/csi/csi.sock");
-  const std::string deep(90, 'd');
+  const std::string deep(70, 'd');
   auto moved = plugin_socket_path("/" + deep + "/allocs/" + id, "csi", "/srv/ps", id);
   ASSERT_TRUE(moved) << moved.error();
   EXPECT_EQ(moved->string(), "/srv/ps/" + id + "/csi.sock");
   EXPECT_FALSE(plugin_socket_path("/" + deep + "/allocs/" + id, "csi", "/" + deep + "/ps", id));
+  EXPECT_LE(moved->string().size(), kMaxSocketPath);
+  EXPECT_LE(kMaxSocketPath, 107u);  // sun_path
   EXPECT_FALSE(plugin_socket_path("/a/" + id, "../other", "/srv/ps", id));
   EXPECT_FALSE(plugin_socket_path("/a/" + id, "/etc", "/srv/ps", id));
   auto nested = plugin_socket_path("/a/" + id, "plugins/hp", "/srv/ps", id);
