@@ -177,5 +177,32 @@ TEST_F(PluginAllocations, AStoppedPluginAllocationsVolumeIsReleasedWhenTheRedepl
   ASSERT_TRUE(Cluster::eventually([&] { return instance().is_null(); }, 20s)) << instance().dump();
 }
 
+// (d) An agent restart leaves the plugin task running: the new agent re-adopts it, supervises it
+// again (healthy, same allocation, same process) and releases a volume through it.
+TEST_F(PluginAllocations, AfterAnAgentRestartTheRunningPluginTaskIsReadoptedAndServesAgain) {
+  const auto plugin = cluster->run_plugin_alloc("n1");
+  ASSERT_TRUE(Cluster::eventually([&] { return healthy_instance_of(plugin); }, 30s)) << logs();
+  ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  const auto user = cluster->run_alloc(allocation("user", "vol", "n1", "exec sleep 600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(user) == "running"; })) << logs();
+  const auto pids = cluster->plugin_pids("n1");
+  ASSERT_EQ(pids.size(), 1u);
+
+  cluster->stop_node("n1");
+  EXPECT_EQ(cluster->plugin_pids("n1"), pids) << "an agent restart does not stop its allocations' tasks";
+  cluster->start_node("n1");
+  ASSERT_TRUE(Cluster::eventually([&] { return healthy_instance_of(plugin); }, 30s)) << instance().dump() << logs();
+  EXPECT_EQ(cluster->plugin_pids("n1"), pids);
+  EXPECT_NE(events_of(plugin).find("Reattached"), std::string::npos) << events_of(plugin);
+  EXPECT_EQ(cluster->alloc_status(plugin), "running");
+
+  ASSERT_EQ(cluster->stop_alloc(user).status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->claim_count("vol") == 0; }, 20s)) << cluster->volume("vol").dump();
+  EXPECT_TRUE(cluster->mounts_of("n1").empty());
+  ASSERT_EQ(cluster->stop_alloc(plugin).status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] { return instance().is_null(); }, 20s)) << instance().dump();
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->plugin_pids("n1").empty(); }, 10s));
+}
+
 }  // namespace
 }  // namespace mooring::e2e

@@ -393,13 +393,27 @@ asio::awaitable<std::optional<std::string>> PluginSupervisor::register_instance(
 
 asio::awaitable<std::optional<std::string>> PluginSupervisor::adopt() {
   ctx_.status.set_fingerprint(fingerprinter_.mark(false, "starting"));
-  if (auto unhealthy = co_await wait_until_healthy()) {
+  const auto not_healthy = [&](const std::string& why) {
     const auto reason = "plugin did not become healthy within " + domain::format_duration(config_.health_timeout) +
-                        ": " + *unhealthy;
+                        ": " + why;
     report(fingerprinter_.mark(false, reason));
-    co_return reason;
-  }
-  co_return co_await register_instance();
+    return reason;
+  };
+  if (auto unhealthy = co_await wait_until_healthy()) co_return not_healthy(*unhealthy);
+  // Fingerprinted before it is registered, and registered and reported healthy in one step: the
+  // moment it replaces an older instance in the registry (an upgrade step), it is already the
+  // healthy instance that serves calls - never a registered one still "starting".
+  auto fp = co_await async::with_timeout(fingerprinter_.fingerprint(*client_),
+                                         config_.health_timeout + csi::policy(csi::Rpc::Probe).timeout);
+  if (!fp) co_return not_healthy("fingerprint did not finish in time");
+  if (!fp->healthy()) co_return not_healthy(fp->health_description());
+  provider_ = fp->provider();
+  version_ = fp->version();
+  generation_ = ctx_.registry.register_plugin(
+      kinds_of(config_.type),
+      PluginRegistration{config_.id, socket_path_, provider_, version_, config_.launched(), ctx_.alloc_id});
+  report(*fp);
+  co_return std::nullopt;
 }
 
 asio::awaitable<void> PluginSupervisor::heartbeat() {

@@ -232,7 +232,15 @@ TEST_F(TaskPluginsTest, TwoInstancesTheNewerServesAndStoppingTheOlderLeavesItAlo
   SocketFile sock1(socket("old"));
   SocketFile sock2(socket("new"));
   ASSERT_TRUE(supervise("old"));
+  // No moment where the registry already serves the new instance while it is not known healthy:
+  // calls would find no plugin (the upgrade's "unavailable" time must be 0).
+  bool gap = false;
+  fake("new")->on_call = [&](const std::string&) {
+    const auto inst = registry.lookup(PluginKind::node, "hp");
+    gap = gap || (inst && inst->reg.alloc_id == "new" && !manager.find("hp"));
+  };
   ASSERT_TRUE(supervise("new"));
+  EXPECT_FALSE(gap);
   EXPECT_EQ(registry.lookup(PluginKind::node, "hp")->reg.socket_path, socket("new"));
   ASSERT_EQ(status.fingerprints().size(), 1u);  // one per plugin id and type, as the control plane expects
   EXPECT_EQ(status.fingerprints()[0].alloc_id(), "new");

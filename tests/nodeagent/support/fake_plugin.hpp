@@ -6,6 +6,7 @@
 #include <grpcpp/support/status.h>
 
 #include <boost/asio/awaitable.hpp>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +31,7 @@ class FakePlugin final : public PluginClient {
   std::vector<std::string> calls;
   std::string closed;
   std::vector<std::string> closed_clients;  // reasons FakePluginClient::close was given
+  std::function<void(const std::string& call)> on_call;  // runs at every call, before it answers
 
   FakePlugin() {
     info.set_name("hostpath.mooring.dev");
@@ -73,6 +75,7 @@ class FakePlugin final : public PluginClient {
   template <class M>
   grpc::Status answer(const std::string& name, const M& value, M& out) {
     calls.push_back(name);
+    if (on_call) on_call(name);
     if (!closed.empty()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "closed: " + closed);
     if (auto it = fail.find(name); it != fail.end()) return it->second;
     out = value;
