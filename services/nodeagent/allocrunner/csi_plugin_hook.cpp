@@ -65,13 +65,14 @@ boost::asio::awaitable<domain::Status> CsiPluginHook::prerun(std::map<std::strin
 
 boost::asio::awaitable<domain::Status> CsiPluginHook::poststart() {
   if (!alloc_.task || !alloc_.task->csi_plugin || socket_path_.empty()) co_return domain::Status{};
-  supervised_ = true;  // before the wait: a cancelled wait still leaves something to clean up
   co_return co_await plugins_.supervise(alloc_.id, *alloc_.task->csi_plugin, socket_path_, events_);
 }
 
 void CsiPluginHook::postrun() {
-  if (!supervised_) return;
-  supervised_ = false;
+  // Also when this run never supervised it (the task ended while the agent was down): the
+  // registry may still hold the instance an earlier run registered.
+  if (!alloc_.task || !alloc_.task->csi_plugin || stopped_) return;
+  stopped_ = true;
   plugins_.stopped(alloc_.id);
 }
 

@@ -49,7 +49,7 @@ class CsiPluginHook final : public AllocHook {
   PluginTasks& plugins_;
   PluginTaskEvents events_;
   std::string socket_path_;
-  bool supervised_ = false;  // handed to the supervision: Postrun tells it the task stopped
+  bool stopped_ = false;  // Postrun told the supervision (once)
 };
 
 }  // namespace mooring::nodeagent

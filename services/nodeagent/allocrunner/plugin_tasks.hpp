@@ -25,8 +25,9 @@ class PluginTasks {
                                                            const domain::TaskCSIPlugin& plugin,
                                                            const std::string& socket_path,
                                                            PluginTaskEvents events) = 0;
-  // The task ended or was stopped. Returns at once: the final fingerprint and the deregistration
-  // (now, or once no volume on this node needs the plugin any more) run in the background.
+  // The task ended or was stopped (also when this run of the agent never supervised it). Returns
+  // at once: the final fingerprint and the deregistration (now, or once no volume on this node
+  // needs the plugin any more) run in the background.
   virtual void stopped(const std::string& alloc_id) = 0;
 };
 

@@ -85,7 +85,13 @@ asio::awaitable<domain::Status> TaskPlugins::supervise(const std::string& alloc_
 
 void TaskPlugins::stopped(const std::string& alloc_id) {
   auto it = supervised_.find(alloc_id);
-  if (it == supervised_.end()) return;
+  if (it == supervised_.end()) {
+    // Not supervised in this run (its task ended while the agent was down): what the registry
+    // still holds of it is retired all the same.
+    for (const auto& inst : registry_.list())
+      if (inst.reg.alloc_id == alloc_id) retire_orphan(inst);
+    return;
+  }
   auto entry = it->second;
   supervised_.erase(it);
   entry->supervisor->stop_heartbeat();

@@ -315,14 +315,17 @@ TEST_F(AllocRunnerTest, StopSendsSigtermThenSigkillAfterKillTimeout) {
 
 class PluginTaskTest : public AllocRunnerTest {
  protected:
+  // `restored`: edits the state as an earlier agent left it.
   std::unique_ptr<AllocRunner> make_plugin_runner(const std::string& id, const std::string& script,
-                                                  domain::Duration kill_timeout = domain::Duration{0}) {
+                                                  domain::Duration kill_timeout = domain::Duration{0},
+                                                  const std::function<void(AllocState&)>& restored = {}) {
     auto task = shell(script, kill_timeout);
     task.csi_plugin = domain::TaskCSIPlugin{.id = "hostpath"};
     auto a = make_alloc(id, task);
     a.volumes.clear();
     AllocState st;
     st.alloc = a;
+    if (restored) restored(st);
     auto runner = std::make_unique<AllocRunner>(io.get_executor(), std::move(st), store, sink,
                                                 AllocRunnerOptions{.default_kill_timeout = 5s});
     AllocRunner* r = runner.get();
@@ -381,6 +384,20 @@ TEST_F(PluginTaskTest, APluginTaskThatExitsWhileBeingProbedEndsWithItsExit) {
   EXPECT_EQ(runner->client_status(), ClientStatus::failed);
   EXPECT_NE(sink.message_of("Terminated").find("exited with code 4"), std::string::npos) << sink.message_of("Terminated");
   EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p3"});
+}
+
+// A plugin task that ended while the agent was down is never supervised again, but the
+// supervision still hears that it stopped (it retires the instance an earlier run registered).
+TEST_F(PluginTaskTest, APluginTaskThatEndedWhileTheAgentWasDownIsReportedStopped) {
+  auto runner = make_plugin_runner("p4", "exec sleep 60", domain::Duration{0}, [](AllocState& s) {
+    s.client_status = ClientStatus::running;
+    s.task_started = true;
+    s.task = TaskHandle{::getpid(), 1};  // a start time that cannot match: the task is gone
+  });
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
+  EXPECT_EQ(runner->client_status(), ClientStatus::failed);
+  EXPECT_TRUE(plugins.supervised.empty());
+  EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p4"});
 }
 
 // The socket stays under sun_path's 107 bytes: a deep allocation directory moves it to the

@@ -278,6 +278,14 @@ TEST_F(TaskPluginsTest, AfterARestartTheInstanceOfAStoppedAllocationIsRetiredByT
   EXPECT_FALSE(registry.lookup(PluginKind::node, "hp"));
   EXPECT_FALSE(registry.lookup(PluginKind::controller, "hp"));
   EXPECT_NE(gen, 0u);
+
+  // A restored allocation whose plugin task ended while the agent was down is never supervised
+  // in this run; its Postrun still retires what the registry holds of it.
+  registry.register_plugin({PluginKind::node}, PluginRegistration{"hp", socket("ended"), "hp", "1", false, "ended"});
+  waiting = 0;
+  plugins.stopped("ended");
+  run_for(io, 50ms);
+  EXPECT_FALSE(registry.lookup(PluginKind::node, "hp"));
 }
 
 }  // namespace
