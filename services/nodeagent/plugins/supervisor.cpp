@@ -91,8 +91,6 @@ PluginSupervisor::PluginSupervisor(asio::any_io_executor ex, PluginConfig config
 
 std::vector<PluginKind> PluginSupervisor::kinds() const { return kinds_of(config_.type); }
 
-void PluginSupervisor::mark_unhealthy(const std::string& reason) { report(fingerprinter_.mark(false, reason)); }
-
 PluginSupervisor::~PluginSupervisor() = default;
 
 std::optional<pid_t> PluginSupervisor::pid() const {

@@ -69,15 +69,14 @@ class PluginSupervisor {
   boost::asio::awaitable<void> stop_and_deregister();
 
   // A plugin run by someone else (an allocation's task): one attempt to bring it up — wait for
-  // its socket, probe until healthy within health_timeout, GetPluginInfo, register. nullopt once
-  // registered; else why not ("plugin did not become healthy within 30s: <last probe answer>").
+  // its socket, probe until ready within health_timeout, one full fingerprint, then register and
+  // report it healthy in one step. nullopt once registered; else why not ("plugin did not become
+  // healthy within 30s: <last probe answer>").
   boost::asio::awaitable<std::optional<std::string>> adopt();
   // The adopted instance's heartbeat (probes, fingerprints, events on every health change) until
   // stop_heartbeat() or cancellation. Restarts nothing: the instance's owner decides.
   boost::asio::awaitable<void> heartbeat();
   void stop_heartbeat();
-  // Records a verdict reached by the owner (e.g. "plugin allocation stopped; 2 volumes waiting").
-  void mark_unhealthy(const std::string& reason);
 
   uint64_t generation() const { return generation_; }  // 0: not registered
   std::vector<PluginKind> kinds() const;
