@@ -18,6 +18,7 @@
 #include "services/nodeagent/node_status.hpp"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
+#include "services/nodeagent/plugins/task_plugins.hpp"
 #include "services/nodeagent/rpcserver/nodeagent_service.hpp"
 #include "services/nodeagent/volumes/mount_table.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
@@ -79,9 +80,11 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
 
   controlplane_back_ = std::make_unique<async::WakeSignal>(ex);
   stats_now_ = std::make_unique<async::WakeSignal>(ex);
+  released_ = std::make_unique<async::WakeSignal>(ex);
   VolumeManagerOptions vm;
   vm.controlplane_back = controlplane_back_.get();
   vm.mounted = stats_now_.get();
+  vm.released = released_.get();
   vm.mount_root = data_dir / "mounts";
   vm.state_dir = data_dir / "volumes";
   vm.unmount_backoff = options_.release_backoff;
@@ -104,6 +107,15 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   };
   volumes_ = std::make_unique<VolumeManager>(ex, *plugins_, *mount_table_, notify, vm);
   mounter_ = std::make_unique<VolumeManagerMounter>(*volumes_);
+  // A stopped plugin allocation's instance stays registered while a mount record here names its
+  // plugin (the waiting unmounts need it to be replaced, not forgotten).
+  auto volumes_using = [this](const std::string& plugin_id) {
+    std::size_t n = 0;
+    for (const auto& r : volumes_->records()) n += r.plugin_id == plugin_id ? 1 : 0;
+    return n;
+  };
+  task_plugins_ = std::make_unique<TaskPlugins>(ex, *registry_, *status_, volumes_using,
+                                                TaskPluginsOptions{.make_client = options_.make_client});
 
   StatusReporterOptions sr;
   sr.node_id = config_.node_id;
@@ -120,6 +132,9 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
                                         config_.claim_timeout};
   am.watch_wait = options_.watch_wait;
   am.disconnect_check_interval = options_.disconnect_check_interval;
+  am.plugin_tasks = task_plugins_.get();
+  // Plugin sockets whose path under allocs/<id>/ would not fit a unix socket (a deep data dir).
+  am.plugin_socket_root = data_dir / "ps";
   allocs_ = std::make_unique<AllocManager>(ex, *controlplane_, *mounter_, *reporter_, am);
   reporter_->set_before_send([this] { return allocs_->states_durable(); });
   reporter_->set_write_behind(
@@ -143,6 +158,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   status_->on_change([this] {
     link_->wake();
     plugins_->status_changed();
+    task_plugins_->wake();
   });
 }
 
@@ -228,6 +244,9 @@ PluginSupervisor* Agent::supervisor(const std::string& plugin_id, std::optional<
 void Agent::reconcile_persisted_plugins() {
   std::map<std::string, std::vector<PluginInstance>> orphans;
   for (const auto& inst : registry_->list()) {
+    // A plugin task's instance belongs to its allocation: supervised again by it, or retired
+    // (start(), once the allocations are restored).
+    if (!inst.reg.alloc_id.empty()) continue;
     const bool configured = std::any_of(config_.plugins.begin(), config_.plugins.end(),
                                         [&](const PluginConfig& p) { return p.id == inst.reg.plugin_id; });
     if (!configured) orphans[inst.reg.plugin_id].push_back(inst);
@@ -283,6 +302,12 @@ void Agent::start() {
   reporter_->load();
   allocs_->restore();
   release_orphaned_mounts();
+  for (const auto& inst : registry_->list()) {
+    if (inst.reg.alloc_id.empty()) continue;
+    const auto* runner = allocs_->runner(inst.reg.alloc_id);
+    if (!runner || runner->state().postrun_done) task_plugins_->retire_orphan(inst);
+  }
+  loops_->spawn("task-plugins", task_plugins_->run());
   loops_->spawn("alloc-status", reporter_->run());
   loops_->spawn("alloc-watch", allocs_->watch());
   loops_->spawn("alloc-disconnect", allocs_->watch_disconnect([this] { return disconnected_for(); }));
@@ -383,6 +408,7 @@ asio::awaitable<void> Agent::shutdown() {
   // Seed 003: the last fingerprint runs against a closed client, so every plugin is reported
   // unhealthy with a correctly populated fingerprint.
   for (auto& s : supervisors_) co_await s->final_fingerprint("agent shutting down");
+  co_await task_plugins_->shutdown();
   status_->add_event("agent", "node agent shutting down");
   const bool delivered = co_await link_->send_now(options_.final_heartbeat_timeout);
   logger().info("final heartbeat", {{"delivered", delivered}});

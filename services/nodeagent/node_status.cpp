@@ -7,25 +7,62 @@
 namespace mooring::nodeagent {
 
 void NodeStatus::set_fingerprint(const ::mooring::v1::PluginFingerprint& fp) {
-  fingerprints_[{fp.plugin_id(), fp.type()}] = fp;
+  auto& entry = fingerprints_[{fp.plugin_id(), fp.type(), fp.alloc_id()}];
+  if (entry.order == 0) entry.order = next_order_++;
+  entry.fp = fp;
   changed();
 }
 
 void NodeStatus::remove_fingerprint(const std::string& plugin_id) {
-  if (std::erase_if(fingerprints_, [&](const auto& entry) { return entry.first.first == plugin_id; }) > 0) changed();
+  if (std::erase_if(fingerprints_, [&](const auto& entry) { return std::get<0>(entry.first) == plugin_id; }) > 0)
+    changed();
+}
+
+void NodeStatus::remove_fingerprint(const std::string& plugin_id, const std::string& alloc_id) {
+  if (std::erase_if(fingerprints_, [&](const auto& entry) {
+        return std::get<0>(entry.first) == plugin_id && std::get<2>(entry.first) == alloc_id;
+      }) > 0)
+    changed();
+}
+
+bool NodeStatus::preferred(const Fingerprint& a, const Fingerprint& b) {
+  if (a.fp.healthy() != b.fp.healthy()) return a.fp.healthy();
+  return a.order > b.order;
 }
 
 std::vector<::mooring::v1::PluginFingerprint> NodeStatus::fingerprints() const {
+  std::map<std::pair<std::string, int>, const Fingerprint*> reported;  // one per (id, type)
+  for (const auto& [key, entry] : fingerprints_) {
+    auto& slot = reported[{std::get<0>(key), std::get<1>(key)}];
+    if (!slot || preferred(entry, *slot)) slot = &entry;
+  }
   std::vector<::mooring::v1::PluginFingerprint> out;
-  out.reserve(fingerprints_.size());
-  for (const auto& [id, fp] : fingerprints_) out.push_back(fp);
+  out.reserve(reported.size());
+  for (const auto& [id, entry] : reported) out.push_back(entry->fp);
   return out;
 }
 
 std::optional<::mooring::v1::PluginFingerprint> NodeStatus::fingerprint(const std::string& plugin_id,
                                                                       ::mooring::v1::PluginType serving) const {
-  for (const auto& [key, fp] : fingerprints_) {
-    if (key.first != plugin_id) continue;
+  const Fingerprint* best = nullptr;
+  for (const auto& [key, entry] : fingerprints_) {
+    if (std::get<0>(key) != plugin_id) continue;
+    const auto& fp = entry.fp;
+    if (serving == ::mooring::v1::PLUGIN_TYPE_UNSPECIFIED || fp.type() == serving ||
+        fp.type() == ::mooring::v1::PLUGIN_TYPE_MONOLITH) {
+      if (!best || preferred(entry, *best)) best = &entry;
+    }
+  }
+  if (!best) return std::nullopt;
+  return best->fp;
+}
+
+std::optional<::mooring::v1::PluginFingerprint> NodeStatus::fingerprint(const std::string& plugin_id,
+                                                                      ::mooring::v1::PluginType serving,
+                                                                      const std::string& alloc_id) const {
+  for (const auto& [key, entry] : fingerprints_) {
+    if (std::get<0>(key) != plugin_id || std::get<2>(key) != alloc_id) continue;
+    const auto& fp = entry.fp;
     if (serving == ::mooring::v1::PLUGIN_TYPE_UNSPECIFIED || fp.type() == serving ||
         fp.type() == ::mooring::v1::PLUGIN_TYPE_MONOLITH)
       return fp;

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "mooring/v1/types.pb.h"
@@ -24,15 +25,23 @@ class NodeStatus {
  public:
   explicit NodeStatus(size_t max_events = 1000) : max_events_(max_events) {}
 
-  // Fingerprints are kept per plugin id and type: a plugin split into a controller and a node
-  // instance on this node reports two.
+  // Fingerprints are kept per plugin id, type and allocation: a plugin split into a controller and
+  // a node instance on this node reports two, and two allocations running one plugin id (an
+  // upgrade step) each keep their own. What is reported is one per (id, type), as the control
+  // plane expects: a healthy instance over an unhealthy one, then the one set first most recently
+  // (the newer instance).
   void set_fingerprint(const ::mooring::v1::PluginFingerprint& fp);
   void remove_fingerprint(const std::string& plugin_id);  // every instance of the id
+  void remove_fingerprint(const std::string& plugin_id, const std::string& alloc_id);  // that allocation's
   std::vector<::mooring::v1::PluginFingerprint> fingerprints() const;
   // The fingerprint of the instance of `plugin_id` that serves `serving` (PLUGIN_TYPE_CONTROLLER
   // or PLUGIN_TYPE_NODE: that instance, or a monolith); UNSPECIFIED: any instance of the id.
   std::optional<::mooring::v1::PluginFingerprint> fingerprint(
       const std::string& plugin_id, ::mooring::v1::PluginType serving = ::mooring::v1::PLUGIN_TYPE_UNSPECIFIED) const;
+  // The same, of the instance run by `alloc_id` only ("" for a configured plugin).
+  std::optional<::mooring::v1::PluginFingerprint> fingerprint(const std::string& plugin_id,
+                                                              ::mooring::v1::PluginType serving,
+                                                              const std::string& alloc_id) const;
 
   // Records an event (time = now) and returns its sequence number.
   uint64_t add_event(std::string subsystem, std::string message, std::map<std::string, std::string> details = {});
@@ -68,7 +77,14 @@ class NodeStatus {
     ::mooring::v1::NodeEvent event;
   };
   size_t max_events_;
-  std::map<std::pair<std::string, int>, ::mooring::v1::PluginFingerprint> fingerprints_;  // (id, type)
+  struct Fingerprint {
+    uint64_t order = 0;  // when this instance was first set: higher is newer
+    ::mooring::v1::PluginFingerprint fp;
+  };
+  // The reported one of two fingerprints of one (id, type): true when `a` wins over `b`.
+  static bool preferred(const Fingerprint& a, const Fingerprint& b);
+  std::map<std::tuple<std::string, int, std::string>, Fingerprint> fingerprints_;  // (id, type, alloc)
+  uint64_t next_order_ = 1;
   std::deque<Entry> events_;
   std::map<std::pair<std::string, std::string>, std::pair<uint64_t, ::mooring::v1::VolumeStats>> stats_;  // (volume, alloc)
   uint64_t next_stats_seq_ = 1;

@@ -136,7 +136,9 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
   fs::create_directories(node_dir(id));
   std::string plugin;
   std::string split_controller;  // the second --plugin entry of a split plugin
-  if (n.options.plugin_on_socket) {
+  if (!n.options.configured_plugin) {
+    // No plugin in the agent's configuration: they come as allocations.
+  } else if (n.options.plugin_on_socket) {
     start_plugin(id);
     // The agent's defaults for probing (5 s): what a third-party plugin gets.
     plugin = "hostpath,type=" + n.options.plugin_type + ",socket=" + (node_dir(id) / "csi.sock").string();
@@ -165,8 +167,8 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
             "--controlplane-addr", cp_host + ":" + std::to_string(grpc_port_),
             "--grpc-addr", own_host + ":0",
             "--heartbeat-interval", n.options.heartbeat_interval,
-            "--kill-timeout", "2s",
-            "--plugin", plugin};
+            "--kill-timeout", "2s"};
+  if (!plugin.empty()) o.args.insert(o.args.end(), {"--plugin", plugin});
   if (!split_controller.empty()) o.args.insert(o.args.end(), {"--plugin", split_controller});
   if (pki_) {
     const auto tls = pki_->agent(id);
@@ -214,6 +216,15 @@ void Cluster::kill_plugin(const std::string& id) {
 }
 
 void Cluster::wait_node_healthy(const std::string& id) {
+  if (!nodes_.at(id).options.configured_plugin) {
+    // Nothing of its own to become healthy: the node registered and is ready.
+    if (!eventually([&] {
+          auto r = request("GET", "/v1/node/" + id);
+          return r.status == 200 && json::parse(r.body, nullptr, false).value("Status", "") == "ready";
+        }, 60s))
+      throw std::runtime_error("node " + id + " did not become ready:\n" + node_log(id));
+    return;
+  }
   bool ok = eventually(
       [&] {
         auto r = request("GET", "/v1/plugin/csi/hostpath");
@@ -432,6 +443,19 @@ std::string Cluster::run_task(const std::string& name, const std::string& volume
   const auto status = alloc_status(id);
   eventually([&] { return claim_count(volume_id) == 0; });
   return status;
+}
+
+json Cluster::plugin_task(const std::string& node_id, const json& csi_plugin) const {
+  json plugin = {{"ID", "hostpath"}, {"Type", "monolith"}};
+  for (const auto& [k, v] : csi_plugin.items()) plugin[k] = v;
+  return {{"Command", test::binary_path("mooring-hostpath").string()},
+          {"Args", plugin_args(node_id)},
+          {"KillTimeout", "5s"},
+          {"CSIPlugin", plugin}};
+}
+
+std::string Cluster::run_plugin_alloc(const std::string& node_id, const json& csi_plugin) {
+  return run_alloc({{"Name", "hostpath-plugin-" + node_id}, {"NodeID", node_id}, {"Task", plugin_task(node_id, csi_plugin)}});
 }
 
 HttpResult Cluster::stop_alloc(const std::string& id) { return request("POST", "/v1/allocation/" + id + "/stop"); }

@@ -51,6 +51,9 @@ struct NodeOptions {
   // Run the plugin as its own process on a socket (the agent's `socket=` mode, with the agent's
   // default probe interval), as third-party plugins are deployed: kill_plugin / start_plugin.
   bool plugin_on_socket = false;
+  // false: the agent is configured with no plugin at all; its plugins run as allocations
+  // (plugin_task / run_plugin_alloc), and start_node waits only for the node to be ready.
+  bool configured_plugin = true;
 };
 
 // One CSI call as the hostpath plugin logged it.
@@ -146,6 +149,12 @@ class Cluster {
   // the volume's claims to be released: the final ClientStatus, "refused" if not admitted.
   std::string run_task(const std::string& name, const std::string& volume_id, const std::string& node,
                        const std::string& script);
+  // The Task of an allocation that runs node `node_id`'s hostpath plugin (the same flags, call log
+  // and fault file as a configured one) as a CSI plugin task: {"ID":"hostpath","Type":type} plus
+  // `csi_plugin` fields (e.g. HealthTimeout).
+  json plugin_task(const std::string& node_id, const json& csi_plugin = json::object()) const;
+  // Submits an allocation on `node_id` running plugin_task(node_id, csi_plugin); returns its id.
+  std::string run_plugin_alloc(const std::string& node_id, const json& csi_plugin = json::object());
   HttpResult stop_alloc(const std::string& id);
   std::string alloc_status(const std::string& id);  // ClientStatus
   json volume(const std::string& id) { return get("/v1/volume/csi/" + id); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "services/nodeagent/allocrunner/csi_plugin_hook.hpp"
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
 #include "services/nodeagent/controlplane_calls.hpp"
 #include "shared/async/sleep.hpp"
@@ -56,6 +57,13 @@ AllocRunner& AllocManager::start_runner(AllocState state) {
       r->state().alloc, controlplane_, mounter_, options_.csi,
       [r](std::string type, std::string message) { r->emit(std::move(type), std::move(message)); }, claimed,
       [r](const std::string& volume_id) { return r->note_claim(volume_id); }));
+  const auto& task = r->state().alloc.task;
+  if (options_.plugin_tasks && task && task->csi_plugin) {
+    auto dir = store_.alloc_dir(id);
+    r->add_hook(std::make_unique<CsiPluginHook>(
+        r->state().alloc, dir ? *dir : store_.dir() / id, options_.plugin_socket_root, *options_.plugin_tasks,
+        [r](std::string type, std::string message) { r->emit(std::move(type), std::move(message)); }));
+  }
   runners_[id] = std::move(runner);
   runs_.spawn("alloc " + id, [r]() { return r->run(); });
   return *r;

@@ -27,6 +27,7 @@
 
 #include "services/nodeagent/allocrunner/alloc_runner.hpp"
 #include "services/nodeagent/allocrunner/csi_hook.hpp"
+#include "services/nodeagent/allocrunner/plugin_tasks.hpp"
 #include "shared/async/backoff.hpp"
 #include "shared/async/task_group.hpp"
 
@@ -43,6 +44,10 @@ struct AllocManagerOptions {
   std::chrono::milliseconds watch_wait{std::chrono::seconds(30)};
   async::Backoff watch_backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
   std::chrono::milliseconds disconnect_check_interval{std::chrono::seconds(1)};
+  // Supervision of plugin tasks (Task.CSIPlugin); null: their tasks run unsupervised (tests).
+  PluginTasks* plugin_tasks = nullptr;
+  // Short directory for plugin sockets whose path under state_dir would be too long.
+  std::filesystem::path plugin_socket_root;
 };
 
 class AllocManager {

@@ -144,6 +144,14 @@ asio::awaitable<domain::Status> AllocRunner::run_prerun(std::map<std::string, st
   co_return domain::Status{};
 }
 
+asio::awaitable<domain::Status> AllocRunner::run_poststart() {
+  for (auto& hook : hooks_) {
+    auto st = co_await hook->poststart();
+    if (!st) co_return domain::error(std::string(hook->name()) + " hook: " + st.error());
+  }
+  co_return domain::Status{};
+}
+
 void AllocRunner::run_postrun() {
   for (auto& hook : hooks_) hook->postrun();
   state_.postrun_done = true;
@@ -243,13 +251,14 @@ void AllocRunner::reattach_task() {
   emit("Reattached", "task pid " + std::to_string(state_.task->pid) + " re-adopted after an agent restart");
 }
 
-asio::awaitable<void> AllocRunner::kill_task() {
+asio::awaitable<void> AllocRunner::kill_task(std::string why) {
   const auto& alloc = state_.alloc;
   auto kill_timeout = alloc.task ? std::chrono::duration_cast<std::chrono::milliseconds>(alloc.task->kill_timeout)
                                  : std::chrono::milliseconds(0);
   if (kill_timeout.count() <= 0) kill_timeout = options_.default_kill_timeout;
-  const std::string reason = state_.stop_reason.empty() ? std::string("its volumes could not be set up again")
-                                                        : state_.stop_reason;
+  const std::string reason = !why.empty()                  ? why
+                             : state_.stop_reason.empty() ? std::string("its volumes could not be set up again")
+                                                          : state_.stop_reason;
   emit("Killing", "sending SIGTERM (SIGKILL after " + std::to_string(kill_timeout.count()) + " ms): " + reason);
   auto status = co_await task_->stop(kill_timeout);
   state_.task_result = "stopped: " + reason + " (" +
@@ -321,7 +330,37 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
   }
   set_status(ClientStatus::running);  // a re-adopted task; nothing to do after a start
 
-  auto exit = co_await until_stopped(task_->wait());
+  // Poststart hooks race the task and a stop: a plugin task that never becomes healthy fails the
+  // allocation (and is stopped); a task that ends first is just its exit.
+  std::optional<std::optional<ExitStatus>> exit;
+  {
+    auto ex = co_await asio::this_coro::executor;
+    std::optional<domain::Status> post;
+    auto [order, post_error, exit_error, stop_error] =
+        co_await asio::experimental::make_parallel_group(
+            asio::co_spawn(ex, async::detail::store_result(run_poststart(), post), asio::deferred),
+            asio::co_spawn(ex, async::detail::store_result(task_->wait(), exit), asio::deferred),
+            asio::co_spawn(ex, wait_for_stop(), asio::deferred))
+            .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+    (void)stop_error;
+    if (order[0] == 0 && post_error) std::rethrow_exception(post_error);
+    if (order[0] == 1 && exit_error) std::rethrow_exception(exit_error);
+    if (order[0] == 2) {
+      co_await kill_task();
+      co_return;
+    }
+    if (order[0] == 0) {
+      exit.reset();
+      if (!*post) {
+        emit("SetupFailure", post->error());
+        co_await kill_task(post->error());
+        state_.task_result = post->error();
+        set_status(ClientStatus::failed);
+        co_return;
+      }
+    }
+  }
+  if (!exit) exit = co_await until_stopped(task_->wait());
   if (!exit) {
     co_await kill_task();
     co_return;

@@ -81,8 +81,10 @@ class AllocRunner {
   // when the pid was not written yet) into task_, or records that it is gone.
   void reattach_task();
   // SIGTERM, SIGKILL after the kill timeout, and the result; complete when a stop was asked.
-  boost::asio::awaitable<void> kill_task();
+  // `why`: the reason in the task events when it is not the stop's (a failed Poststart).
+  boost::asio::awaitable<void> kill_task(std::string why = {});
   boost::asio::awaitable<domain::Status> run_prerun(std::map<std::string, std::string>& env);
+  boost::asio::awaitable<domain::Status> run_poststart();
   boost::asio::awaitable<void> wait_for_stop();
   // Completes once the control plane's copy of the allocation (with its SecretEnv values) came in.
   boost::asio::awaitable<bool> wait_for_secret_env();

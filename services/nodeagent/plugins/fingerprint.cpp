@@ -27,8 +27,9 @@ v1::PluginType to_proto(PluginRole role) {
   return v1::PLUGIN_TYPE_UNSPECIFIED;
 }
 
-Fingerprinter::Fingerprinter(std::string plugin_id, PluginRole role) : role_(role) {
+Fingerprinter::Fingerprinter(std::string plugin_id, PluginRole role, std::string alloc_id) : role_(role) {
   last_.set_plugin_id(std::move(plugin_id));
+  last_.set_alloc_id(std::move(alloc_id));
   last_.set_type(to_proto(role));
   last_.set_healthy(false);
   last_.set_health_description("not fingerprinted yet");

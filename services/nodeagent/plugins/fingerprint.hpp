@@ -16,7 +16,8 @@ namespace mooring::nodeagent {
 
 class Fingerprinter {
  public:
-  Fingerprinter(std::string plugin_id, PluginRole role);
+  // `alloc_id`: the allocation that runs the plugin as a task (reported in every fingerprint).
+  Fingerprinter(std::string plugin_id, PluginRole role, std::string alloc_id = {});
 
   // One full fingerprint: GetPluginInfo, GetPluginCapabilities, Probe, Controller- and/or
   // NodeGetCapabilities, NodeGetInfo (by role). Never fails: a failing call (or an empty CSI node

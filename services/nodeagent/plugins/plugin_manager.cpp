@@ -107,8 +107,12 @@ std::optional<PluginManager::Healthy> PluginManager::healthy(PluginKind kind, co
   const auto inst = registry_.lookup(kind, plugin_id);
   if (!inst) return std::nullopt;
   // A split plugin's controller and node instances are healthy (or not) each on their own.
-  const auto fp = status_.fingerprint(plugin_id, kind == PluginKind::controller ? ::mooring::v1::PLUGIN_TYPE_CONTROLLER
-                                                                                  : ::mooring::v1::PLUGIN_TYPE_NODE);
+  // The registered instance's own fingerprint: with two allocations running the plugin (an
+  // upgrade step), the one the registry serves is healthy or not on its own.
+  const auto fp = status_.fingerprint(plugin_id,
+                                      kind == PluginKind::controller ? ::mooring::v1::PLUGIN_TYPE_CONTROLLER
+                                                                     : ::mooring::v1::PLUGIN_TYPE_NODE,
+                                      inst->reg.alloc_id);
   if (!fp || !fp->healthy()) return std::nullopt;
   const auto& info = fp->node_info();
   return Healthy{inst->reg.socket_path, info.requires_node_stage_volume(), info.supports_expand(), info.supports_stats(),

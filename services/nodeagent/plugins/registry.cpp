@@ -85,6 +85,7 @@ std::error_code PluginRegistry::load() {
     inst.reg.provider = p.value("provider", "");
     inst.reg.version = p.value("version", "");
     inst.reg.launched = p.value("launched", false);
+    inst.reg.alloc_id = p.value("alloc_id", "");
     inst.generation = p.value("generation", uint64_t{0});
     inst.registered_at_ms = p.value("registered_at_ms", int64_t{0});
     if (!kind || inst.reg.plugin_id.empty()) continue;
@@ -107,6 +108,7 @@ void PluginRegistry::save() {
                               {"provider", inst.reg.provider},
                               {"version", inst.reg.version},
                               {"launched", inst.reg.launched},
+                              {"alloc_id", inst.reg.alloc_id},
                               {"generation", inst.generation},
                               {"registered_at_ms", inst.registered_at_ms}});
   }

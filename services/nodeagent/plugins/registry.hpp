@@ -29,6 +29,7 @@ struct PluginRegistration {
   std::string provider;     // GetPluginInfo.name
   std::string version;      // GetPluginInfo.vendor_version
   bool launched = false;    // true: this agent launched the process
+  std::string alloc_id;     // a plugin task's allocation (it owns the instance); empty otherwise
 };
 
 struct PluginInstance {

@@ -16,6 +16,7 @@
 #include "shared/async/with_timeout.hpp"
 #include "shared/csi/capabilities.hpp"
 #include "shared/csi/error_table.hpp"
+#include "shared/domain/time.hpp"
 #include "shared/durable/durable_file.hpp"
 #include "shared/log/log.hpp"
 
@@ -79,7 +80,7 @@ PluginSupervisor::PluginSupervisor(asio::any_io_executor ex, PluginConfig config
     : ex_(ex),
       config_(std::move(config)),
       ctx_(std::move(ctx)),
-      fingerprinter_(config_.id, config_.type),
+      fingerprinter_(config_.id, config_.type, ctx_.alloc_id),
       exit_wake_(std::make_shared<async::WakeSignal>(ex)) {
   // A split plugin's controller runs beside its node instance of the same id: its socket (and
   // launch record) live in their own directory.
@@ -87,6 +88,8 @@ PluginSupervisor::PluginSupervisor(asio::any_io_executor ex, PluginConfig config
   if (config_.type == PluginRole::controller) dir /= "controller";
   socket_path_ = config_.launched() ? (dir / "csi.sock").string() : config_.socket;
 }
+
+std::vector<PluginKind> PluginSupervisor::kinds() const { return kinds_of(config_.type); }
 
 PluginSupervisor::~PluginSupervisor() = default;
 
@@ -98,6 +101,7 @@ std::optional<pid_t> PluginSupervisor::pid() const {
 void PluginSupervisor::event(std::string message, std::map<std::string, std::string> details) {
   details["plugin_id"] = config_.id;
   details["plugin_type"] = std::string(to_string(config_.type));
+  if (!ctx_.alloc_id.empty()) details["alloc_id"] = ctx_.alloc_id;
   ctx_.status.add_event("plugin", std::move(message), std::move(details));
 }
 
@@ -112,15 +116,26 @@ void PluginSupervisor::set_health(bool healthy, const std::string& reason) {
   if (reported_healthy_ == healthy) return;
   reported_healthy_ = healthy;
   if (healthy) {
-    logger().info("plugin became healthy", {{"plugin", config_.id}});
+    logger().info("plugin became healthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}});
     event("plugin became healthy");
   } else {
-    logger().warn("plugin unhealthy", {{"plugin", config_.id}, {"reason", reason}});
+    logger().warn("plugin unhealthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}, {"reason", reason}});
     event("plugin unhealthy: " + reason, {{"reason", reason}});
+  }
+  // A plugin task's health is news for its allocation too, once it is registered (a failed start
+  // is the allocation's own failure event).
+  if (ctx_.task_event && generation_ != 0) {
+    if (healthy)
+      ctx_.task_event("PluginHealthy", "plugin " + config_.id + " became healthy");
+    else
+      ctx_.task_event("PluginUnhealthy", "plugin " + config_.id + " unhealthy: " + reason);
   }
 }
 
-bool PluginSupervisor::process_exited() const { return config_.launched() && (!process_ || !process_->running()); }
+// Also true once the owner stopped the heartbeat: the loops below end as they do on an exit.
+bool PluginSupervisor::process_exited() const {
+  return heartbeat_stopped_ || (config_.launched() && (!process_ || !process_->running()));
+}
 
 std::string PluginSupervisor::exit_reason() const {
   if (process_ && process_->exit_status()) return "plugin process " + process_->exit_status()->describe();
@@ -227,10 +242,7 @@ asio::awaitable<std::optional<std::string>> PluginSupervisor::wait_until_healthy
         co_return std::nullopt;
       }
     }
-    if (Clock::now() >= deadline) {
-      co_return (last_answer.empty() ? why : last_answer) + " (within health_timeout " +
-          std::to_string(config_.health_timeout.count()) + "ms)";
-    }
+    if (Clock::now() >= deadline) co_return last_answer.empty() ? why : last_answer;
     const auto sleep = std::min(poll, ms(deadline - Clock::now()));
     if (co_await async::sleep_for(sleep, exit_wake_.get(), gen) == async::SleepEnd::cancelled)
       throw boost::system::system_error(asio::error::operation_aborted);
@@ -327,8 +339,9 @@ asio::awaitable<void> PluginSupervisor::run() {
       client_ = ctx_.make_client(socket_path_);
     }
 
-    const auto unhealthy = co_await wait_until_healthy();
+    auto unhealthy = co_await wait_until_healthy();
     if (unhealthy) {
+      *unhealthy += " (within health_timeout " + std::to_string(config_.health_timeout.count()) + "ms)";
       fingerprinter_.mark(false, *unhealthy);
       report(fingerprinter_.last());
       if (!config_.launched()) {
@@ -341,20 +354,11 @@ asio::awaitable<void> PluginSupervisor::run() {
       ++failures;
       continue;
     }
-
-    ::csi::v1::GetPluginInfoResponse info;
-    auto st = co_await async::with_timeout(client_->get_plugin_info(info), csi::policy(csi::Rpc::GetPluginInfo).timeout);
-    if (!st || !st->ok()) {
-      const auto reason = "GetPluginInfo failed: " + (st ? csi::status_text(*st) : std::string("timed out"));
-      report(fingerprinter_.mark(false, reason));
-      co_await end_instance(reason);
+    if (const auto failed = co_await register_instance()) {
+      co_await end_instance(*failed);
       ++failures;
       continue;
     }
-    provider_ = info.name();
-    version_ = info.vendor_version();
-    generation_ = ctx_.registry.register_plugin(
-        kinds_of(config_.type), PluginRegistration{config_.id, socket_path_, provider_, version_, config_.launched()});
 
     const auto healthy_at = Clock::now();
     const auto end = co_await monitor();
@@ -367,6 +371,57 @@ asio::awaitable<void> PluginSupervisor::run() {
     report(fingerprinter_.mark(false, why));
     co_await end_instance(why);
   }
+}
+
+asio::awaitable<std::optional<std::string>> PluginSupervisor::register_instance() {
+  ::csi::v1::GetPluginInfoResponse info;
+  auto st = co_await async::with_timeout(client_->get_plugin_info(info), csi::policy(csi::Rpc::GetPluginInfo).timeout);
+  if (!st || !st->ok()) {
+    const auto reason = "GetPluginInfo failed: " + (st ? csi::status_text(*st) : std::string("timed out"));
+    report(fingerprinter_.mark(false, reason));
+    co_return reason;
+  }
+  provider_ = info.name();
+  version_ = info.vendor_version();
+  generation_ = ctx_.registry.register_plugin(
+      kinds_of(config_.type),
+      PluginRegistration{config_.id, socket_path_, provider_, version_, config_.launched(), ctx_.alloc_id});
+  co_return std::nullopt;
+}
+
+asio::awaitable<std::optional<std::string>> PluginSupervisor::adopt() {
+  ctx_.status.set_fingerprint(fingerprinter_.mark(false, "starting"));
+  const auto not_healthy = [&](const std::string& why) {
+    const auto reason = "plugin did not become healthy within " + domain::format_duration(config_.health_timeout) +
+                        ": " + why;
+    report(fingerprinter_.mark(false, reason));
+    return reason;
+  };
+  if (auto unhealthy = co_await wait_until_healthy()) co_return not_healthy(*unhealthy);
+  // Fingerprinted before it is registered, and registered and reported healthy in one step: the
+  // moment it replaces an older instance in the registry (an upgrade step), it is already the
+  // healthy instance that serves calls - never a registered one still "starting".
+  auto fp = co_await async::with_timeout(fingerprinter_.fingerprint(*client_),
+                                         config_.health_timeout + csi::policy(csi::Rpc::Probe).timeout);
+  if (!fp) co_return not_healthy("fingerprint did not finish in time");
+  if (!fp->healthy()) co_return not_healthy(fp->health_description());
+  provider_ = fp->provider();
+  version_ = fp->version();
+  generation_ = ctx_.registry.register_plugin(
+      kinds_of(config_.type),
+      PluginRegistration{config_.id, socket_path_, provider_, version_, config_.launched(), ctx_.alloc_id});
+  report(*fp);
+  co_return std::nullopt;
+}
+
+asio::awaitable<void> PluginSupervisor::heartbeat() {
+  if (generation_ == 0 || heartbeat_stopped_) co_return;
+  (void)co_await monitor();
+}
+
+void PluginSupervisor::stop_heartbeat() {
+  heartbeat_stopped_ = true;
+  exit_wake_->notify();
 }
 
 asio::awaitable<void> PluginSupervisor::final_fingerprint(std::string reason) {

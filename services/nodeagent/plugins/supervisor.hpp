@@ -4,6 +4,9 @@
 // every probe_interval and fingerprints it every fingerprint_interval and on every health change,
 // emitting a node event on each change. A crashed or persistently unhealthy launched plugin is
 // restarted with backoff; an observed exit is reported at once, not at the next probe.
+// A plugin that runs as an allocation's task (Task.CSIPlugin) is supervised by the same class in
+// its "external socket" mode, driven step by step by its allocation: adopt() once, then
+// heartbeat() until the task stops (plugins/task_plugins.hpp).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -14,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "services/nodeagent/config/agent_config.hpp"
 #include "services/nodeagent/plugins/fingerprint.hpp"
@@ -30,6 +34,7 @@ namespace mooring::nodeagent {
 class ChildProcess;
 class NodeStatus;
 class PluginRegistry;
+enum class PluginKind;
 
 // Creates a client for the plugin listening on the unix socket at `socket_path`.
 using PluginClientFactory = std::function<std::unique_ptr<PluginClient>(const std::string& socket_path)>;
@@ -41,6 +46,10 @@ struct SupervisorContext {
   PluginClientFactory make_client;
   std::filesystem::path data_dir;
   async::Backoff restart_backoff{std::chrono::seconds(1), std::chrono::seconds(60), 2.0, 0.2};
+  // A plugin task: the allocation that runs it owns its registry entry and fingerprint (both
+  // carry this id), and every health change after its registration is also a task event.
+  std::string alloc_id;
+  std::function<void(std::string type, std::string message)> task_event;
 };
 
 class PluginSupervisor {
@@ -59,6 +68,20 @@ class PluginSupervisor {
   // the registry: a plugin that is gone is deregistered, not left "unhealthy" forever.
   boost::asio::awaitable<void> stop_and_deregister();
 
+  // A plugin run by someone else (an allocation's task): one attempt to bring it up — wait for
+  // its socket, probe until ready within health_timeout, one full fingerprint, then register and
+  // report it healthy in one step. nullopt once registered; else why not ("plugin did not become
+  // healthy within 30s: <last probe answer>").
+  boost::asio::awaitable<std::optional<std::string>> adopt();
+  // The adopted instance's heartbeat (probes, fingerprints, events on every health change) until
+  // stop_heartbeat() or cancellation. Restarts nothing: the instance's owner decides.
+  boost::asio::awaitable<void> heartbeat();
+  void stop_heartbeat();
+
+  uint64_t generation() const { return generation_; }  // 0: not registered
+  std::vector<PluginKind> kinds() const;
+  const ::mooring::v1::PluginFingerprint& last_fingerprint() const { return fingerprinter_.last(); }
+
   const PluginConfig& config() const { return config_; }
   const std::string& socket_path() const { return socket_path_; }
   std::optional<pid_t> pid() const;
@@ -70,7 +93,10 @@ class PluginSupervisor {
   std::filesystem::path launch_record() const;
   // Stops the process a killed agent left running (found by the launch record), if it still runs.
   boost::asio::awaitable<void> stop_leftover();
+  // nullopt once Probe answered ready within health_timeout, else the last reason it was not.
   boost::asio::awaitable<std::optional<std::string>> wait_until_healthy();
+  // GetPluginInfo and the registration; nullopt once registered, else why not.
+  boost::asio::awaitable<std::optional<std::string>> register_instance();
   boost::asio::awaitable<InstanceEnd> monitor();
   boost::asio::awaitable<void> end_instance(const std::string& why);
   boost::asio::awaitable<std::optional<grpc::Status>> probe_once(std::chrono::milliseconds timeout, bool& ready);
@@ -89,6 +115,7 @@ class PluginSupervisor {
   std::shared_ptr<ChildProcess> process_;
   std::shared_ptr<async::WakeSignal> exit_wake_;
   std::optional<bool> reported_healthy_;
+  bool heartbeat_stopped_ = false;
   uint64_t generation_ = 0;  // registry instance; 0 = not registered
   unsigned launches_ = 0;
   unsigned restarts_ = 0;

@@ -148,7 +148,10 @@ asio::awaitable<void> VolumeManager::run_release(std::string alloc_id, std::stri
   }
 
   record = store_.get(alloc_id, volume_id);
-  if (!record) co_return;  // no release asked for: the record went with the unmount
+  if (!record) {  // no release asked for: the record went with the unmount
+    if (options_.released) options_.released->notify();
+    co_return;
+  }
   if (record->notify && notify_) {
     async::RetryOptions notify_options;
     notify_options.backoff = options_.notify_backoff;
@@ -173,6 +176,7 @@ asio::awaitable<void> VolumeManager::run_release(std::string alloc_id, std::stri
     co_return;
   }
   kLog.info("volume released", {{"volume", volume_id}, {"alloc", alloc_id}});
+  if (options_.released) options_.released->notify();
 }
 
 std::vector<RestoredVolume> VolumeManager::restore(const std::string& alloc_id) const {

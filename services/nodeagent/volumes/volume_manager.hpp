@@ -55,6 +55,9 @@ struct VolumeManagerOptions {
   // Notified after every successful mount: the agent polls the stats of fresh mounts soon after
   // (collect_fresh_stats), so usage shows up without waiting a whole interval. Not owned; may be null.
   async::WakeSignal* mounted = nullptr;
+  // Notified after every finished release (its mount record gone): a stopped plugin allocation's
+  // instance is deregistered once no record names its plugin. Not owned; may be null.
+  async::WakeSignal* released = nullptr;
 };
 
 // What a restarted allocation finds for one of its volumes (CSI hook Prerun after a restart).

@@ -16,11 +16,13 @@
 #include <thread>
 
 #include "services/nodeagent/allocrunner/csi_hook.hpp"
+#include "services/nodeagent/allocrunner/csi_plugin_hook.hpp"
 #include "services/nodeagent/allocrunner/task_process.hpp"
 #include "services/nodeagent/process/proc_stat.hpp"
 #include "shared/durable/durable_file.hpp"
 #include "shared/async/task_group.hpp"
 #include "tests/nodeagent/support/fake_controlplane_calls.hpp"
+#include "tests/nodeagent/support/fake_plugin_tasks.hpp"
 #include "tests/nodeagent/support/fake_volume_mounter.hpp"
 #include "tests/nodeagent/support/run_async.hpp"
 #include "tests/support/files.hpp"
@@ -307,6 +309,116 @@ TEST_F(AllocRunnerTest, StopSendsSigtermThenSigkillAfterKillTimeout) {
   EXPECT_TRUE(sink.has_event("Killing"));
   EXPECT_NE(sink.message_of("Killed").find("SIGKILL"), std::string::npos) << sink.message_of("Killed");
   EXPECT_EQ(mounter.releases.size(), 1u);
+}
+
+// ---- plugin tasks (Task.CSIPlugin): the CSI plugin hook ----
+
+class PluginTaskTest : public AllocRunnerTest {
+ protected:
+  // `restored`: edits the state as an earlier agent left it.
+  std::unique_ptr<AllocRunner> make_plugin_runner(const std::string& id, const std::string& script,
+                                                  domain::Duration kill_timeout = domain::Duration{0},
+                                                  const std::function<void(AllocState&)>& restored = {}) {
+    auto task = shell(script, kill_timeout);
+    task.csi_plugin = domain::TaskCSIPlugin{.id = "hostpath"};
+    auto a = make_alloc(id, task);
+    a.volumes.clear();
+    AllocState st;
+    st.alloc = a;
+    if (restored) restored(st);
+    auto runner = std::make_unique<AllocRunner>(io.get_executor(), std::move(st), store, sink,
+                                                AllocRunnerOptions{.default_kill_timeout = 5s});
+    AllocRunner* r = runner.get();
+    r->add_hook(std::make_unique<CsiPluginHook>(
+        r->state().alloc, store.dir() / id, dir / "ps", plugins,
+        [r](std::string t, std::string m) { r->emit(std::move(t), std::move(m)); }));
+    return runner;
+  }
+  FakePluginTasks plugins;
+};
+
+// Prerun gives the task its socket in <alloc dir>/csi (a private directory) as CSI_ENDPOINT;
+// Poststart hands the running task to the supervision with that socket; the stop tells it.
+TEST_F(PluginTaskTest, ThePluginTaskGetsCsiEndpointInItsAllocDirAndIsSupervisedUntilItStops) {
+  const auto out = dir / "endpoint";
+  auto runner = make_plugin_runner("p1", "echo \"$CSI_ENDPOINT\" > " + out.string() + "; exec sleep 60", 1s);
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("run", [&]() { return runner->run(); });
+  ASSERT_TRUE(test::wait_until([&] {
+    run_for(io, 20ms);
+    return sink.has_event("PluginHealthy") && std::filesystem::exists(out) && !test::read_file(out).empty();
+  }, 20s));
+  const auto socket = store.dir() / "p1" / "csi" / "csi.sock";
+  EXPECT_EQ(test::read_file(out), "unix://" + socket.string() + "\n");
+  EXPECT_EQ(std::filesystem::status(socket.parent_path()).permissions(), std::filesystem::perms::owner_all);
+  ASSERT_EQ(plugins.supervised.size(), 1u);
+  EXPECT_EQ(plugins.supervised[0], "p1 hostpath " + socket.string());
+  EXPECT_EQ(runner->client_status(), ClientStatus::running);
+  EXPECT_TRUE(plugins.stopped_allocs.empty());
+  runner->stop("test stop");
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p1"});
+}
+
+// A plugin that does not become healthy fails its allocation: the event says why, the task is
+// stopped (SIGTERM), and the supervision is told it stopped.
+TEST_F(PluginTaskTest, APluginThatDoesNotBecomeHealthyFailsTheAllocationAndItsTaskIsStopped) {
+  plugins.answer = domain::error("plugin did not become healthy within 2s: plugin socket /x/csi.sock did not appear");
+  plugins.delay = 100ms;
+  auto runner = make_plugin_runner("p2", "exec sleep 60", 1s);
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
+  EXPECT_EQ(runner->client_status(), ClientStatus::failed);
+  EXPECT_NE(sink.message_of("SetupFailure").find("plugin did not become healthy within 2s"), std::string::npos)
+      << sink.message_of("SetupFailure");
+  EXPECT_TRUE(sink.has_event("Killed"));
+  EXPECT_NE(sink.message_of("Terminated").find("did not become healthy"), std::string::npos) << sink.message_of("Terminated");
+  EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p2"});
+}
+
+// A plugin task that exits while it is still being probed is just its exit, not a hung wait.
+TEST_F(PluginTaskTest, APluginTaskThatExitsWhileBeingProbedEndsWithItsExit) {
+  plugins.delay = 30s;
+  auto runner = make_plugin_runner("p3", "exit 4");
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
+  EXPECT_EQ(runner->client_status(), ClientStatus::failed);
+  EXPECT_NE(sink.message_of("Terminated").find("exited with code 4"), std::string::npos) << sink.message_of("Terminated");
+  EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p3"});
+}
+
+// A plugin task that ended while the agent was down is never supervised again, but the
+// supervision still hears that it stopped (it retires the instance an earlier run registered).
+TEST_F(PluginTaskTest, APluginTaskThatEndedWhileTheAgentWasDownIsReportedStopped) {
+  auto runner = make_plugin_runner("p4", "exec sleep 60", domain::Duration{0}, [](AllocState& s) {
+    s.client_status = ClientStatus::running;
+    s.task_started = true;
+    s.task = TaskHandle{::getpid(), 1};  // a start time that cannot match: the task is gone
+  });
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
+  EXPECT_EQ(runner->client_status(), ClientStatus::failed);
+  EXPECT_TRUE(plugins.supervised.empty());
+  EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p4"});
+}
+
+// The socket stays under sun_path's 107 bytes: a deep allocation directory moves it to the
+// agent's short directory; a MountDir that leaves the allocation's directory is refused.
+TEST(PluginSocketPath, ADeepAllocDirMovesTheSocketToTheShortRootAndMountDirStaysInside) {
+  const std::string id = "0123456789abcdef0123456789abcdef0123";
+  auto in_alloc = plugin_socket_path("/var/lib/mooring/agent/allocs/" + id, "csi", "/var/lib/mooring/agent/ps", id);
+  ASSERT_TRUE(in_alloc) << in_alloc.error();
+  EXPECT_EQ(in_alloc->string(), "/var/lib/mooring/agent/allocs/" + id + "/csi/csi.sock");
+  const std::string deep(70, 'd');
+  auto moved = plugin_socket_path("/" + deep + "/allocs/" + id, "csi", "/srv/ps", id);
+  ASSERT_TRUE(moved) << moved.error();
+  EXPECT_EQ(moved->string(), "/srv/ps/" + id + "/csi.sock");
+  EXPECT_FALSE(plugin_socket_path("/" + deep + "/allocs/" + id, "csi", "/" + deep + "/ps", id));
+  EXPECT_LE(moved->string().size(), kMaxSocketPath);
+  EXPECT_LE(kMaxSocketPath, 107u);  // sun_path
+  EXPECT_FALSE(plugin_socket_path("/a/" + id, "../other", "/srv/ps", id));
+  EXPECT_FALSE(plugin_socket_path("/a/" + id, "/etc", "/srv/ps", id));
+  auto nested = plugin_socket_path("/a/" + id, "plugins/hp", "/srv/ps", id);
+  ASSERT_TRUE(nested);
+  EXPECT_EQ(nested->string(), "/a/" + id + "/plugins/hp/csi.sock");
 }
 
 TEST_F(AllocRunnerTest, WithoutTaskHoldsVolumesUntilStopped) {

@@ -8,6 +8,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include "tests/nodeagent/support/fake_plugin.hpp"
+
 namespace mooring::nodeagent {
 namespace {
 
@@ -15,69 +17,6 @@ namespace asio = boost::asio;
 namespace v1 = ::mooring::v1;
 using grpc::Status;
 using grpc::StatusCode;
-
-// A plugin answering from fields the test sets; any call can be made to fail.
-class FakePlugin final : public PluginClient {
- public:
-  ::csi::v1::GetPluginInfoResponse info;
-  ::csi::v1::GetPluginCapabilitiesResponse caps;
-  ::csi::v1::ProbeResponse probe_resp;
-  ::csi::v1::ControllerGetCapabilitiesResponse ccaps;
-  ::csi::v1::NodeGetCapabilitiesResponse ncaps;
-  ::csi::v1::GroupControllerGetCapabilitiesResponse gcaps;
-  ::csi::v1::NodeGetInfoResponse ninfo;
-  std::map<std::string, Status> fail;  // call name -> status
-  std::vector<std::string> calls;
-  std::string closed;
-
-  FakePlugin() {
-    info.set_name("hostpath.mooring.dev");
-    info.set_vendor_version("1.2.3");
-    ninfo.set_node_id("csi-node-1");
-  }
-
-  asio::awaitable<Status> get_plugin_info(::csi::v1::GetPluginInfoResponse& out) override {
-    co_return answer("GetPluginInfo", info, out);
-  }
-  asio::awaitable<Status> get_plugin_capabilities(::csi::v1::GetPluginCapabilitiesResponse& out) override {
-    co_return answer("GetPluginCapabilities", caps, out);
-  }
-  asio::awaitable<Status> probe(::csi::v1::ProbeResponse& out) override { co_return answer("Probe", probe_resp, out); }
-  asio::awaitable<Status> controller_get_capabilities(::csi::v1::ControllerGetCapabilitiesResponse& out) override {
-    co_return answer("ControllerGetCapabilities", ccaps, out);
-  }
-  asio::awaitable<Status> group_controller_get_capabilities(
-      ::csi::v1::GroupControllerGetCapabilitiesResponse& out) override {
-    co_return answer("GroupControllerGetCapabilities", gcaps, out);
-  }
-  asio::awaitable<Status> node_get_capabilities(::csi::v1::NodeGetCapabilitiesResponse& out) override {
-    co_return answer("NodeGetCapabilities", ncaps, out);
-  }
-  asio::awaitable<Status> node_get_info(::csi::v1::NodeGetInfoResponse& out) override {
-    co_return answer("NodeGetInfo", ninfo, out);
-  }
-  void close(std::string reason) override { closed = std::move(reason); }
-
-  void add_plugin_cap(::csi::v1::PluginCapability::Service::Type t) {
-    caps.add_capabilities()->mutable_service()->set_type(t);
-  }
-  void add_controller_cap(::csi::v1::ControllerServiceCapability::RPC::Type t) {
-    ccaps.add_capabilities()->mutable_rpc()->set_type(t);
-  }
-  void add_node_cap(::csi::v1::NodeServiceCapability::RPC::Type t) {
-    ncaps.add_capabilities()->mutable_rpc()->set_type(t);
-  }
-
- private:
-  template <class M>
-  Status answer(const std::string& name, const M& value, M& out) {
-    calls.push_back(name);
-    if (!closed.empty()) return Status(StatusCode::UNAVAILABLE, "closed: " + closed);
-    if (auto it = fail.find(name); it != fail.end()) return it->second;
-    out = value;
-    return Status::OK;
-  }
-};
 
 v1::PluginFingerprint run_fingerprint(Fingerprinter& f, PluginClient& p) {
   asio::io_context io;

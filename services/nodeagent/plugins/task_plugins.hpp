@@ -1,0 +1,105 @@
+// The supervision of CSI plugins that run as allocations' tasks (Nomad's dynamic plugins): each
+// plugin task gets a PluginSupervisor in its "external socket" mode — the one fingerprinting path
+// of configured and socket plugins — that brings it up (healthy within HealthTimeout, registered
+// as owned by its allocation) and then heartbeats it. When the task stops: one final fingerprint
+// (unhealthy), then the instance is retired:
+//  - replaced meanwhile by a newer instance of the plugin id (an upgrade step): only its own
+//    fingerprint goes; the newer instance is left alone;
+//  - no mount record on this node uses the plugin id: deregistered at once;
+//  - otherwise it stays registered and listed unhealthy, "plugin allocation stopped; N volumes
+//    waiting", until the last such volume is released (then deregistered) or a new instance of
+//    the plugin replaces it (the waiting unmounts are woken by PluginManager's healthy_again).
+// After an agent restart, a plugin task that still runs is supervised again by its allocation;
+// the registry entry of one that stopped meanwhile is retired by the same rules.
+//
+// Not thread-safe: use from the agent's executor.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mooring/v1/types.pb.h"
+#include "services/nodeagent/allocrunner/plugin_tasks.hpp"
+#include "services/nodeagent/plugins/supervisor.hpp"
+#include "shared/async/task_group.hpp"
+
+namespace mooring::async {
+class WakeSignal;
+}
+
+namespace mooring::nodeagent {
+
+class NodeStatus;
+class PluginRegistry;
+struct PluginInstance;
+
+// How many mount records on this node name the plugin id (volumes that still need it).
+using VolumesUsingPlugin = std::function<std::size_t(const std::string& plugin_id)>;
+
+struct TaskPluginsOptions {
+  PluginClientFactory make_client;
+  std::chrono::milliseconds probe_interval{std::chrono::seconds(5)};
+  std::chrono::milliseconds fingerprint_interval{std::chrono::seconds(30)};
+};
+
+class TaskPlugins final : public PluginTasks {
+ public:
+  TaskPlugins(boost::asio::any_io_executor ex, PluginRegistry& registry, NodeStatus& status,
+              VolumesUsingPlugin volumes_using, TaskPluginsOptions options);
+  ~TaskPlugins() override;
+
+  boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, const domain::TaskCSIPlugin& plugin,
+                                                   const std::string& socket_path, PluginTaskEvents events) override;
+  void stopped(const std::string& alloc_id) override;
+
+  // After a restart: a registered instance whose allocation no longer runs here is retired.
+  void retire_orphan(const PluginInstance& instance);
+  // Something that retiring instances wait on changed (a volume released, a plugin registered or
+  // fingerprinted): run() re-checks them.
+  void wake();
+  // Re-checks the retiring instances whenever woken; runs until cancelled.
+  boost::asio::awaitable<void> run();
+  // One check now (tests).
+  void reevaluate();
+
+  // Agent shutdown: heartbeats stop and every supervised plugin is reported unhealthy ("agent
+  // shutting down"); registry entries stay, the tasks keep running and are re-adopted.
+  boost::asio::awaitable<void> shutdown();
+
+  std::size_t supervised() const { return supervised_.size(); }
+  // Allocation ids of the instances kept listed for waiting volumes.
+  std::vector<std::string> retiring() const;
+  PluginSupervisor* supervisor(const std::string& alloc_id);
+
+ private:
+  struct Supervised {
+    std::unique_ptr<PluginSupervisor> supervisor;
+  };
+  struct Retiring {
+    std::string plugin_id;
+    std::vector<PluginKind> kinds;
+    std::uint64_t generation = 0;
+    ::mooring::v1::PluginFingerprint fingerprint;
+    std::size_t waiting = 0;  // as last reported
+  };
+  void retire(const std::string& alloc_id, const PluginSupervisor& supervisor);
+
+  boost::asio::any_io_executor ex_;
+  PluginRegistry& registry_;
+  NodeStatus& status_;
+  VolumesUsingPlugin volumes_using_;
+  TaskPluginsOptions options_;
+  std::unique_ptr<async::WakeSignal> wake_;
+  std::map<std::string, std::shared_ptr<Supervised>> supervised_;  // by alloc id
+  std::map<std::string, Retiring> retiring_;                       // by alloc id
+  bool shut_down_ = false;
+  async::TaskGroup tasks_;  // heartbeats and stop paths; last: destroyed (and cancelled) first
+};
+
+}  // namespace mooring::nodeagent
