@@ -1,7 +1,6 @@
 #include "services/controlplane/state/etcd_backend.hpp"
 
 #include <grpcpp/grpcpp.h>
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include "etcd/rpc.grpc.pb.h"
 #include "mooring/v1/state_log.pb.h"
 #include "shared/log/log.hpp"
+#include "shared/tls/digest.hpp"
 
 namespace mooring::controlplane {
 namespace {
@@ -37,19 +37,6 @@ std::string padded(std::uint64_t n, int width) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%0*llu", width, static_cast<unsigned long long>(n));
   return buf;
-}
-
-std::string sha256_hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  std::string out;
-  static const char* kHex = "0123456789abcdef";
-  for (unsigned i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 0xf];
-  }
-  return out;
 }
 
 std::string nonce() {
@@ -328,7 +315,7 @@ domain::Expected<Snapshot> EtcdBackend::load() {
                                                  std::to_string(m.chunks()) + " chunks present");
     payload.clear();
     for (auto& c : chunks) payload += c.second;
-    if (payload.size() != m.bytes() || sha256_hex(payload) != m.sha256())
+    if (payload.size() != m.bytes() || tls::sha256_hex(payload) != m.sha256())
       return fail(m.stage() + ": chunks do not match their manifest (torn or mixed)");
     return {};
   };
@@ -427,7 +414,7 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
       ::mooring::v1::ChunkManifest m;
       m.set_stage("stage/log-" + padded(tx.index, 20) + "-" + nonce());
       m.set_bytes(payload.size());
-      m.set_sha256(sha256_hex(payload));
+      m.set_sha256(tls::sha256_hex(payload));
       std::uint32_t n = 0;
       for (std::size_t off = 0; off < payload.size(); off += chunk, ++n) {
         if (auto s = client_->put(key_of(options_, m.stage() + "/" + padded(n, 6)), payload.substr(off, chunk)); !s.ok())
@@ -512,7 +499,7 @@ domain::Status EtcdBackend::write_snapshot() {
   ::mooring::v1::ChunkManifest m;
   m.set_stage("stage/snap-" + padded(rows_->index, 20) + "-" + nonce());
   m.set_bytes(payload.size());
-  m.set_sha256(sha256_hex(payload));
+  m.set_sha256(tls::sha256_hex(payload));
   std::uint32_t n = 0;
   for (std::size_t off = 0; off < payload.size() || n == 0; off += options_.max_request_bytes, ++n) {
     if (auto s = client_->put(key_of(options_, m.stage() + "/" + padded(n, 6)), payload.substr(off, options_.max_request_bytes));
