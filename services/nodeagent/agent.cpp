@@ -128,6 +128,8 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   am.node_id = config_.node_id;
   am.state_dir = data_dir / "allocs";
   am.runner.default_kill_timeout = config_.kill_timeout;
+  am.runner.node_id = config_.node_id;
+  am.runner.node_name = config_.node_name;
   am.csi.claim_backoff = async::Backoff{options_.claim_backoff_initial, options_.claim_backoff_max, 2.0, 0.2,
                                         config_.claim_timeout};
   am.watch_wait = options_.watch_wait;

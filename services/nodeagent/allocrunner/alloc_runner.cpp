@@ -27,6 +27,23 @@ const log::Logger& logger() {
 
 }  // namespace
 
+std::string interpolate(std::string_view text, const std::map<std::string, std::string>& vars) {
+  std::string out;
+  while (!text.empty()) {
+    const auto open = text.find("${");
+    if (open == std::string_view::npos) break;
+    const auto close = text.find('}', open + 2);
+    if (close == std::string_view::npos) break;
+    out.append(text.substr(0, open));
+    const auto it = vars.find(std::string(text.substr(open + 2, close - open - 2)));
+    if (it != vars.end()) out += it->second;
+    else out.append(text.substr(open, close - open + 1));
+    text.remove_prefix(close + 1);
+  }
+  out.append(text);
+  return out;
+}
+
 AllocRunner::AllocRunner(asio::any_io_executor ex, AllocState state, AllocStateStore& store, AllocStatusSink& status,
                          AllocRunnerOptions options)
     : ex_(ex),
@@ -292,14 +309,21 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
   }
   if (!task_) {
     auto dir = store_.alloc_dir(id());
+    const std::map<std::string, std::string> vars{{"node.id", options_.node_id},
+                                                  {"node.name", options_.node_name},
+                                                  {"alloc.id", alloc.id},
+                                                  {"alloc.name", alloc.name},
+                                                  {"alloc.index", std::to_string(alloc.index)}};
     TaskSpec spec;
     spec.command = alloc.task->command;
-    spec.args = alloc.task->args;
-    spec.env = alloc.task->env;
-    for (const auto& [k, v] : alloc.task->secret_env) spec.env[k] = v;
+    for (const auto& a : alloc.task->args) spec.args.push_back(interpolate(a, vars));
+    for (const auto& [k, v] : alloc.task->env) spec.env[k] = interpolate(v, vars);
+    for (const auto& [k, v] : alloc.task->secret_env) spec.env[k] = v;  // secrets as given
     for (const auto& [k, v] : volume_env) spec.env[k] = v;
     spec.env["MOORING_ALLOC_ID"] = alloc.id;
     spec.env["MOORING_ALLOC_NAME"] = alloc.name;
+    if (!options_.node_id.empty()) spec.env["MOORING_NODE_ID"] = options_.node_id;
+    if (!options_.node_name.empty()) spec.env["MOORING_NODE_NAME"] = options_.node_name;
     // The start's intent: written with the state below before the spawn, so a restart that
     // finds it without a pid looks for this launch rather than starting the task again.
     state_.launch_id = domain::new_id();

@@ -18,9 +18,11 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "services/nodeagent/allocrunner/alloc_hook.hpp"
@@ -37,7 +39,15 @@ class TaskProcess;
 
 struct AllocRunnerOptions {
   std::chrono::milliseconds default_kill_timeout{std::chrono::seconds(5)};
+  // This node, as tasks see it: MOORING_NODE_ID / MOORING_NODE_NAME and ${node.id} / ${node.name}.
+  std::string node_id;
+  std::string node_name;
 };
+
+// Nomad-style interpolation in a task's Args and Env values, so one system allocation gives each
+// copy its node's identity: ${node.id}, ${node.name}, ${alloc.id}, ${alloc.name}, ${alloc.index}.
+// Anything else in ${...} is left as written.
+std::string interpolate(std::string_view text, const std::map<std::string, std::string>& vars);
 
 class AllocRunner {
  public:

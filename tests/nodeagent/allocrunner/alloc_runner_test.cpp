@@ -75,7 +75,8 @@ class AllocRunnerTest : public ::testing::Test {
 
   std::unique_ptr<AllocRunner> make_runner(AllocState state) {
     auto runner = std::make_unique<AllocRunner>(io.get_executor(), std::move(state), store, sink,
-                                                AllocRunnerOptions{.default_kill_timeout = 5s});
+                                                AllocRunnerOptions{.default_kill_timeout = 5s, .node_id = node_id,
+                                                                   .node_name = node_name});
     AllocRunner* r = runner.get();
     CsiHookOptions o;
     o.node_id = "n1";
@@ -101,6 +102,7 @@ class AllocRunnerTest : public ::testing::Test {
   }
 
   test::TempDir dir{"alloc-runner"};
+  std::string node_id, node_name;  // AllocRunnerOptions of make_runner
   asio::io_context io;
   AllocStateStore store;
   RecordingSink sink;
@@ -243,6 +245,30 @@ TEST_F(AllocRunnerTest, TaskEnvironmentIsEnvSecretEnvMooringVariablesAndPathHome
     EXPECT_EQ(test::read_file(entry.path()).find("runner-secret-2b7"), std::string::npos) << entry.path();
   }
   for (const auto& e : sink.events) EXPECT_EQ(e.message.find("runner-secret-2b7"), std::string::npos) << e.type;
+}
+
+TEST(TaskInterpolation, NodeAndAllocVariablesAreFilledAndOthersLeftAsWritten) {
+  const std::map<std::string, std::string> vars{{"node.id", "n1"}, {"node.name", "worker-1"}, {"alloc.index", "2"}};
+  EXPECT_EQ(interpolate("csi-${node.name}", vars), "csi-worker-1");
+  EXPECT_EQ(interpolate("${node.id}/${alloc.index}/${node.id}", vars), "n1/2/n1");
+  EXPECT_EQ(interpolate("${env.HOME} ${node.id", vars), "${env.HOME} ${node.id");
+  EXPECT_EQ(interpolate("plain", vars), "plain");
+  EXPECT_EQ(interpolate("", vars), "");
+}
+
+// One system allocation, one identity per node: Args and Env values see the node they run on.
+TEST_F(AllocRunnerTest, ArgsAndEnvAreInterpolatedWithTheNodeAndTheNodeIsInTheEnvironment) {
+  node_id = "n7";
+  node_name = "worker-7";
+  const auto out = dir / "seen";
+  auto task = shell("echo \"$1 $WHO $MOORING_NODE_ID $MOORING_NODE_NAME\" > " + out.string());
+  task.args.push_back("sh");  // $0
+  task.args.push_back("csi-${node.name}");
+  task.env = {{"WHO", "${alloc.name}@${node.id}"}};
+  auto runner = make_runner(make_alloc("a1", task));
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  ASSERT_EQ(runner->client_status(), ClientStatus::complete) << sink.message_of("Terminated");
+  EXPECT_EQ(test::read_lines(out), std::vector<std::string>{"csi-worker-7 job@n7 n7 worker-7"});
 }
 
 // A state read back after a restart has no SecretEnv values: the task waits for the control
