@@ -1,7 +1,7 @@
 // System allocations end to end with the real binaries: a plain task submitted with "System": true
 // runs one copy on each of three agents, a fourth agent that joins gets its copy within seconds
-// (the control plane's system reconciler, woken by the node's registration), and stopping the
-// group stops all four copies. Root only (the agents mount as root).
+// (the control plane's system reconciler, woken by the node's registration, after a control
+// plane crash and restart), and stopping the group stops all four copies. Root only (the agents mount as root).
 #include <gtest/gtest.h>
 
 #include "tests/e2e/cluster.hpp"
@@ -49,6 +49,9 @@ TEST_F(SystemAllocations, EveryAgentRunsACopyAJoiningAgentGetsOneAndStoppingTheG
   EXPECT_TRUE(Cluster::eventually([&] { return all_copies(group, 3, "running"); }))
       << cluster->get("/v1/allocations?system_id=" + group).dump();
 
+  // A control plane that crashed and came back resumes the group from its state.
+  cluster->kill_controlplane();
+  cluster->start_controlplane();
   cluster->start_node("node-4");
   const auto joined = std::chrono::steady_clock::now();
   EXPECT_TRUE(Cluster::eventually([&] { return cluster->system_copies(group).contains("node-4"); }, 5s))
