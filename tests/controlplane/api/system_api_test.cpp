@@ -228,5 +228,19 @@ TEST_F(SystemApiTest, ASinglePluginAllocationGetsItsReplacementBesideItOnItsNode
   EXPECT_EQ(old["Rollout"]["Nodes"][0]["NewAllocID"], fresh);
 }
 
+TEST_F(SystemApiTest, AGroupAndItsCopiesLiveInTheNamespaceItWasSubmittedTo) {
+  auto r = call("POST", "/v1/allocations?namespace=team-a", system_body({{"name", "worker-1"}}).dump());
+  ASSERT_EQ(r.status, 200u) << r.body;
+  std::string group = parse(r)["ID"];
+  std::string copy = parse(r)["Copies"][0]["AllocID"];
+  EXPECT_EQ(call("GET", "/v1/allocation/" + group).status, 404u);
+  EXPECT_EQ(call("GET", "/v1/allocation/" + copy).status, 404u);
+  EXPECT_EQ(parse(call("GET", "/v1/allocations?system_id=" + group)).size(), 0u);
+  EXPECT_EQ(parse(call("GET", "/v1/allocations?namespace=team-a&system_id=" + group)).size(), 1u);
+  EXPECT_EQ(parse(call("GET", "/v1/allocation/" + copy + "?namespace=team-a"))["Namespace"], "team-a");
+  EXPECT_EQ(call("POST", "/v1/allocation/" + group + "/stop").status, 404u);
+  EXPECT_EQ(call("POST", "/v1/allocation/" + group + "/stop?namespace=team-a").status, 200u);
+}
+
 }  // namespace
 }  // namespace mooring::controlplane

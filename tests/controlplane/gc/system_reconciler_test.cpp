@@ -361,5 +361,32 @@ TEST_F(RolloutTest, ARestartedControlPlaneResumesTheRolloutFromTheState) {
   stopped.get();
 }
 
+TEST_F(RolloutTest, ASinglePluginAllocationIsStoppedOnceItsReplacementIsHealthy) {
+  // What PUT writes for a single allocation: the replacement beside it, the rollout on the old one.
+  auto single = fixtures::allocation("old", "n1");
+  single.task = store.allocation("g")->task;
+  single.client_status = ClientStatus::running;
+  auto fresh = fixtures::allocation("new", "n1");
+  fresh.task = single.task;
+  single.rollout = domain::Rollout{.version = 1, .status = "running",
+                                   .nodes = {{.node_id = "n1", .state = "starting", .old_alloc_id = "old",
+                                              .new_alloc_id = "new", .started = t0}}};
+  put(single, fresh);
+  reconciler.follow("old");
+  reconciler.reconcile(t0 + 1s);
+  EXPECT_EQ(store.allocation("old")->rollout->nodes[0].state, "starting");
+  set_status("new", ClientStatus::running);
+  fingerprint("n1", "new", true);
+  reconciler.reconcile(t0 + 2s);
+  EXPECT_EQ(store.allocation("old")->desired_status, domain::DesiredStatus::run);
+  reconciler.reconcile(t0 + 2s);
+  EXPECT_EQ(store.allocation("old")->desired_status, domain::DesiredStatus::stop);
+  reconciler.reconcile(t0 + 2s);
+  EXPECT_EQ(store.allocation("old")->rollout->status, "done");
+  EXPECT_TRUE(is_live_copy(*store.allocation("new")));
+  reconciler.reconcile(t0 + 3s);
+  EXPECT_EQ(reconciler.followed(), 1u);  // the group only: the single allocation's rollout is over
+}
+
 }  // namespace
 }  // namespace mooring::controlplane::gc
