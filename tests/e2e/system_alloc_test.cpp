@@ -77,6 +77,29 @@ TEST_F(SystemAllocations, EveryAgentRunsACopyAJoiningAgentGetsOneAndStoppingTheG
   EXPECT_EQ(cluster->get("/v1/allocations?system_id=" + group).size(), 4u);
 }
 
+// A copy whose task fails is replaced on its node, with the node's backoff (1 s, then 2 s, ...):
+// the group's view counts the restarts and shows when the next one is due.
+TEST_F(SystemAllocations, AFailingCopyIsReplacedOnItsNodeWithBackoff) {
+  auto r = cluster->request("POST", "/v1/allocations",
+                            json{{"Allocation", {{"Name", "crashing"}, {"System", true}, {"NodeSelector", {{"id", "node-1"}}},
+                                                 {"Task", {{"Command", "/bin/sh"}, {"Args", {"-c", "exit 3"}}}}}}}
+                                .dump());
+  ASSERT_EQ(r.status, 200u) << r.body;
+  std::string group = json::parse(r.body)["ID"];
+  EXPECT_EQ(json::parse(r.body)["Copies"].size(), 1u);
+  EXPECT_TRUE(Cluster::eventually(
+      [&] {
+        auto copies = cluster->get("/v1/allocation/" + group)["Copies"];
+        return copies.size() == 1 && copies[0].value("Restarts", 0) >= 2;
+      },
+      20s))
+      << cluster->get("/v1/allocation/" + group).dump();
+  auto listed = cluster->get("/v1/allocations?system_id=" + group);
+  EXPECT_GE(listed.size(), 3u);
+  for (const auto& c : listed) EXPECT_EQ(c["NodeID"], "node-1");
+  ASSERT_EQ(cluster->stop_alloc(group).status, 200u);
+}
+
 // The rolling update of a plugin that runs as a system allocation. Needs the agent side of issue
 // 27 (Task.CSIPlugin supervision and the fingerprint's AllocID): skipped until the agents report
 // an AllocID for the plugin's instances.
