@@ -32,6 +32,7 @@
 #include "services/controlplane/gc/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
+#include "services/controlplane/gc/system_reconciler.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
@@ -259,6 +260,8 @@ int main(int argc, char** argv) {
   gc::NodeGcOptions node_gc_options;
   node_gc_options.threshold = flags.node_gc_threshold;
   gc::NodeGc node_gc{io.get_executor(), store, node_gc_options};
+  // System allocations: one copy per eligible node, failed copies replaced, rolling updates.
+  gc::SystemReconciler system_reconciler{io.get_executor(), store, feed};
   volumes::RouterControllerCalls controller_calls{router};
   volumes::VolumeLifecycle volume_lifecycle{io.get_executor(), store, controller_calls,
                                             [&claim_gc](const std::string& id) { claim_gc.retry_now(id); }};
@@ -313,6 +316,7 @@ int main(int argc, char** argv) {
   node_loss.start();
   alloc_gc.start();
   node_gc.start();
+  system_reconciler.start();  // resumes groups and rolling updates where the state left them
   volume_lifecycle.start();  // resumes deletes whose outcome was unknown when we stopped
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
   logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
@@ -332,6 +336,7 @@ int main(int argc, char** argv) {
           co_await node_loss.stop();
           co_await alloc_gc.stop();
           co_await node_gc.stop();
+          co_await system_reconciler.stop();
           co_await volume_lifecycle.stop();
         },
         [&](std::exception_ptr e) {

@@ -58,6 +58,38 @@ struct TaskEvent {
   bool operator==(const TaskEvent&) const = default;
 };
 
+// A system group's bookkeeping for one node (durable, in the group's record): how often its copy
+// was replaced and when the next replacement may start, so a control plane restart does not reset
+// the backoff to zero.
+struct SystemNodeState {
+  int restarts = 0;          // copies replaced on this node after they ended
+  Duration backoff{0};       // the wait before the next replacement (0: none yet)
+  Time next_restart{};       // unset: a missing copy is placed at once
+  Time copy_created{};       // when the current copy was placed (a copy that ran 5 min resets the backoff)
+  bool stopped = false;      // its copy was stopped on purpose: not replaced while the group runs
+  std::string message;       // why the node has no copy (placement refused it), or ""
+  bool operator==(const SystemNodeState&) const = default;
+};
+
+// One node of a rolling update: pending -> starting (new copy beside the old) -> healthy (the
+// node's plugin instance reports the new copy healthy) -> done (old copy stopped); or failed.
+struct RolloutNode {
+  std::string node_id;
+  std::string state = "pending";  // pending|starting|healthy|done|failed
+  std::string message;
+  std::string old_alloc_id;
+  std::string new_alloc_id;
+  Time started{};  // the new copy was placed: its health deadline counts from here
+  bool operator==(const RolloutNode&) const = default;
+};
+
+struct Rollout {
+  std::uint64_t version = 0;        // the allocation's ModifyIndex when the update was accepted
+  std::string status = "running";   // running|done|failed
+  std::vector<RolloutNode> nodes;   // in node id order, rolled one at a time
+  bool operator==(const Rollout&) const = default;
+};
+
 struct Allocation {
   std::string ns{kDefaultNamespace};  // its volume requests name volumes of this namespace
   std::string id;                     // a fresh UUID: unique across namespaces
@@ -75,6 +107,8 @@ struct Allocation {
   bool system = false;
   std::map<std::string, std::string> node_selector;  // "name glob" or meta key -> value
   std::string system_id;                             // set on a copy: its group's id
+  std::map<std::string, SystemNodeState> system_nodes;  // on a group: node id -> its bookkeeping
+  std::optional<Rollout> rollout;                       // the last rolling update of a plugin task
   std::vector<TaskEvent> events;
   std::uint64_t create_index = 0;
   std::uint64_t modify_index = 0;

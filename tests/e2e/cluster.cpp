@@ -460,6 +460,17 @@ std::string Cluster::run_plugin_alloc(const std::string& node_id, const json& cs
 
 HttpResult Cluster::stop_alloc(const std::string& id) { return request("POST", "/v1/allocation/" + id + "/stop"); }
 
+std::map<std::string, json> Cluster::system_copies(const std::string& group_id) {
+  std::map<std::string, json> out;
+  auto list = get("/v1/allocations?system_id=" + group_id);
+  if (!list.is_array()) return out;
+  for (const auto& c : list) {
+    auto& slot = out[c.value("NodeID", "")];
+    if (slot.is_null() || c.value("DesiredStatus", "") == "run") slot = c;
+  }
+  return out;
+}
+
 std::string Cluster::alloc_status(const std::string& id) {
   auto r = request("GET", "/v1/allocation/" + id);
   if (r.status != 200) return "";

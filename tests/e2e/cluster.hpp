@@ -157,6 +157,9 @@ class Cluster {
   std::string run_plugin_alloc(const std::string& node_id, const json& csi_plugin = json::object());
   HttpResult stop_alloc(const std::string& id);
   std::string alloc_status(const std::string& id);  // ClientStatus
+  // The copies of a system allocation (GET /v1/allocations?system_id=), by node id; a node with a
+  // stopped copy and a live one shows the live one.
+  std::map<std::string, json> system_copies(const std::string& group_id);
   json volume(const std::string& id) { return get("/v1/volume/csi/" + id); }
   std::size_t claim_count(const std::string& volume_id);
 

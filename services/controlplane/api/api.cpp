@@ -134,6 +134,7 @@ class RouteTable {
           {.when = requests_volumes, .also = Need::cap(Cap::csi_mount_volume)});
     get("/v1/allocation/:id", Need::cap(Cap::read_alloc), at_once<get_allocation>, Table::allocations);
     write({"POST", "PUT"}, "/v1/allocation/:id/stop", Need::cap(Cap::alloc_lifecycle), at_once<stop_allocation>);
+    write({"PUT"}, "/v1/allocation/:id", Need::cap(Cap::submit_alloc), at_once<update_allocation>);
     list("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
     get("/v1/status/health", Need::anyone(), at_once<health>);
     get("/v1/status/ready", Need::anyone(), at_once<ready>);

@@ -111,6 +111,7 @@ http::Response list_allocations(Context&, const http::Request&);
 http::Response get_allocation(Context&, const http::Request&);
 http::Response submit_allocation(Context&, const http::Request&);
 http::Response stop_allocation(Context&, const http::Request&);
+http::Response update_allocation(Context&, const http::Request&);  // PUT /v1/allocation/:id: rolling update of a plugin
 // The body asks for volumes (so submitting it needs csi-mount-volume too).
 bool requests_volumes(const http::Request&);
 

@@ -43,6 +43,12 @@ const std::set<std::string>& StateStore::allocation_ids_named(const std::string&
   return it == allocations_by_name_.end() ? none : it->second;
 }
 
+const std::set<std::string>& StateStore::allocation_ids_in_group(const std::string& group_id) const {
+  static const std::set<std::string> none;
+  auto it = allocations_by_group_.find(group_id);
+  return it == allocations_by_group_.end() ? none : it->second;
+}
+
 std::pair<std::string, std::string> backend_id(const domain::Volume& v) {
   return {v.provider.empty() ? "plugin " + v.plugin_id : v.provider, v.external_id};
 }
@@ -71,6 +77,7 @@ void StateStore::rebuild_indexes() {
   for (const auto& [key, r] : requests_) requests_by_time_.emplace(r.time, key);
   allocations_by_node_.clear();
   allocations_by_name_.clear();
+  allocations_by_group_.clear();
   claims_by_allocation_.clear();
   volumes_by_backend_.clear();
   for (const auto& [key, v] : volumes_) {
@@ -88,6 +95,7 @@ void StateStore::index_allocation(const domain::Allocation& a) {
   else if (claims_by_allocation_.contains(a.id))
     node.claiming_terminal.insert(a.id);
   allocations_by_name_[{a.ns, a.name}].insert(a.id);
+  if (!a.system_id.empty()) allocations_by_group_[a.system_id].insert(a.id);
 }
 
 void StateStore::unindex_allocation(const domain::Allocation& a) {
@@ -101,6 +109,9 @@ void StateStore::unindex_allocation(const domain::Allocation& a) {
   if (auto it = allocations_by_name_.find({a.ns, a.name}); it != allocations_by_name_.end() && it->second.erase(a.id) &&
                                                    it->second.empty())
     allocations_by_name_.erase(it);
+  if (auto it = allocations_by_group_.find(a.system_id); !a.system_id.empty() && it != allocations_by_group_.end() &&
+                                                         it->second.erase(a.id) && it->second.empty())
+    allocations_by_group_.erase(it);
 }
 
 void StateStore::index_claims(const domain::Volume& v, bool add) {

@@ -135,6 +135,8 @@ class StateStore {
   std::vector<std::string> allocation_ids_changed_on(const std::string& node_id, std::uint64_t after) const;
   // - the allocations with a name in a namespace (next_alloc_index).
   const std::set<std::string>& allocation_ids_named(const std::string& ns, const std::string& name) const;
+  // - the copies of a system group (allocations whose system_id is `group_id`), terminal ones included.
+  const std::set<std::string>& allocation_ids_in_group(const std::string& group_id) const;
   // - the keys of the volumes registered for the backend volume `v` names: its external id at its
   //   provider (GetPluginInfo name, so two plugin ids of one driver meet; the plugin id while the
   //   provider is unknown). At most one once registration refuses duplicates; `v` itself included
@@ -223,6 +225,7 @@ class StateStore {
   const NodeAllocations& node_allocations(const std::string& node_id) const;
   std::map<std::string, NodeAllocations> allocations_by_node_;
   std::map<std::pair<std::string, std::string>, std::set<std::string>> allocations_by_name_;  // (ns, name)
+  std::map<std::string, std::set<std::string>> allocations_by_group_;  // system_id -> copies
   std::map<std::string, std::size_t> claims_by_allocation_;  // alloc id -> volumes whose claims name it
   std::map<std::pair<std::string, std::string>, std::set<std::string>> volumes_by_backend_;  // (provider, external id)
   std::deque<domain::Event> events_;

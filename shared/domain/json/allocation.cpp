@@ -44,6 +44,30 @@ constexpr Field<TaskEvent> kTaskEvent[] = {
     field<&TaskEvent::message>("Message", kOut),
 };
 
+constexpr Field<SystemNodeState> kSystemNodeState[] = {
+    field<&SystemNodeState::restarts>("Restarts", kOut),
+    field<&SystemNodeState::backoff>("Backoff", kOut),
+    field<&SystemNodeState::next_restart>("NextRestart", kOut),
+    field<&SystemNodeState::copy_created>("CopyCreated", kOut),
+    field<&SystemNodeState::stopped>("Stopped", kOut),
+    field<&SystemNodeState::message>("Message", kOut),
+};
+
+constexpr Field<RolloutNode> kRolloutNode[] = {
+    field<&RolloutNode::node_id>("NodeID", kOut),
+    field<&RolloutNode::state>("State", kOut),
+    field<&RolloutNode::message>("Message", kOut),
+    field<&RolloutNode::old_alloc_id>("OldAllocID", kOut),
+    field<&RolloutNode::new_alloc_id>("NewAllocID", kOut),
+    field<&RolloutNode::started>("Started", kOut),
+};
+
+constexpr Field<Rollout> kRollout[] = {
+    field<&Rollout::version>("Version", kOut),
+    field<&Rollout::status>("Status", kOut),
+    field<&Rollout::nodes>("Nodes", kOut),
+};
+
 // A submitted request must name a csi volume it can claim, and both modes.
 void check_submitted(Reader& c, const VolumeRequest& req) {
   if (req.type != "csi") return c.fail("Type", "unsupported volume type \"" + req.type + "\" (only \"csi\")");
@@ -88,6 +112,8 @@ constexpr Field<Allocation> kAllocation[] = {
     field<&Allocation::system>("System", kAll | kInput),
     field<&Allocation::node_selector>("NodeSelector", kIn),
     field<&Allocation::system_id>("SystemID", kAll),
+    field<&Allocation::system_nodes>("SystemNodes", kStore),  // the API shows them as Copies
+    field<&Allocation::rollout>("Rollout", kOut),
     field<&Allocation::events>("Events", kOut),
     field<&Allocation::create_index>("CreateIndex", kAll),
     field<&Allocation::modify_index>("ModifyIndex", kAll),
@@ -98,6 +124,9 @@ constexpr Field<Allocation> kAllocation[] = {
 Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>) { return kVolumeRequest; }
 Table<TaskCSIPlugin> fields_of(std::type_identity<TaskCSIPlugin>) { return kTaskCSIPlugin; }
 Table<Task> fields_of(std::type_identity<Task>) { return kTask; }
+Table<SystemNodeState> fields_of(std::type_identity<SystemNodeState>) { return kSystemNodeState; }
+Table<RolloutNode> fields_of(std::type_identity<RolloutNode>) { return kRolloutNode; }
+Table<Rollout> fields_of(std::type_identity<Rollout>) { return kRollout; }
 Table<TaskEvent> fields_of(std::type_identity<TaskEvent>) { return kTaskEvent; }
 Table<Allocation> fields_of(std::type_identity<Allocation>) { return kAllocation; }
 
