@@ -152,6 +152,17 @@ domain::Expected<Transaction> from_proto(const ::mooring::v1::StateTransaction& 
   return tx;
 }
 
+// A Txn that applies only while `head` is as this writer last saw it (its fencing).
+pb::TxnRequest guarded_txn(const EtcdOptions& o, std::int64_t head_revision) {
+  pb::TxnRequest req;
+  auto* cmp = req.add_compare();
+  cmp->set_key(key_of(o, "head"));
+  cmp->set_target(pb::Compare::MOD);
+  cmp->set_result(pb::Compare::EQUAL);
+  cmp->set_mod_revision(head_revision);
+  return req;
+}
+
 pb::RequestOp put_op(std::string key, std::string value) {
   pb::RequestOp op;
   op.mutable_request_put()->set_key(std::move(key));
@@ -431,12 +442,7 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
   // As few Txns as the limits allow, each guarded by head's revision and moving head along.
   std::size_t i = 0;
   while (i < encoded.size()) {
-    pb::TxnRequest req;
-    auto* cmp = req.add_compare();
-    cmp->set_key(key_of(options_, "head"));
-    cmp->set_target(pb::Compare::MOD);
-    cmp->set_result(pb::Compare::EQUAL);
-    cmp->set_mod_revision(head_revision_);
+    pb::TxnRequest req = guarded_txn(options_, head_revision_);
     std::size_t bytes = 0;
     std::size_t first = i;
     while (i < encoded.size() && req.success_size() + 1 < static_cast<int>(options_.max_txn_ops) &&
@@ -509,12 +515,7 @@ domain::Status EtcdBackend::write_snapshot() {
   m.set_chunks(n);
 
   // One Txn: point snap at it, drop the log it covers, the chunks of that log and older snapshots.
-  pb::TxnRequest req;
-  auto* cmp = req.add_compare();
-  cmp->set_key(key_of(options_, "head"));
-  cmp->set_target(pb::Compare::MOD);
-  cmp->set_result(pb::Compare::EQUAL);
-  cmp->set_mod_revision(head_revision_);
+  pb::TxnRequest req = guarded_txn(options_, head_revision_);
   *req.add_success() = put_op(key_of(options_, "snap"), m.SerializeAsString());
   *req.add_success() = delete_op(key_of(options_, "log/"), log_key(options_, rows_->index + 1));
   *req.add_success() = delete_op(key_of(options_, "stage/log-"), key_of(options_, "stage/log-" + padded(rows_->index + 1, 20)));

@@ -131,16 +131,20 @@ class BinaryTest : public ::testing::Test {
     ASSERT_TRUE(::mkdtemp(tmpl));
     dir = tmpl;
     data = dir / "data";
-    // The plugin a node agent would have reported: volumes need one to register.
     auto backend = SqliteBackend::open(data);
     ASSERT_TRUE(backend) << backend.error();
+    seed(**backend);
+  }
+  // The plugin a node agent would have reported (volumes need one to register) and its ready
+  // node (allocations are placed on it).
+  static void seed(StateBackend& backend) {
     boost::asio::io_context io;
-    StateStore store{io.get_executor(), **backend};
+    StateStore store{io.get_executor(), backend};
     ASSERT_TRUE(store.load());
     Batch b;
     auto plugin = fixtures::plugin("hostpath", "node-1");
     b.put(plugin);
-    b.put(fixtures::ready_node(plugin, "node-1"));  // allocations are placed on it
+    b.put(fixtures::ready_node(plugin, "node-1"));
     ASSERT_TRUE(store.commit(std::move(b)));
   }
   void TearDown() override { fs::remove_all(dir); }
@@ -411,14 +415,7 @@ class EtcdBinaryTest : public BinaryTest {
     ASSERT_TRUE(options) << options.error();
     auto backend = EtcdBackend::open(*options);
     ASSERT_TRUE(backend) << backend.error();
-    boost::asio::io_context io;
-    StateStore store{io.get_executor(), **backend};
-    ASSERT_TRUE(store.load());
-    Batch b;
-    auto plugin = fixtures::plugin("hostpath", "node-1");
-    b.put(plugin);
-    b.put(fixtures::ready_node(plugin, "node-1"));
-    ASSERT_TRUE(store.commit(std::move(b)));
+    seed(**backend);
   }
   // Every value under the prefix, concatenated.
   std::string etcd_values() const {
