@@ -267,7 +267,14 @@ class Cluster:
     def fault_file(self, nid):
         return os.path.join(self.dir, f"faults-{nid}.json")
 
-    def start_node(self, nid, heartbeat="1s", probe_interval="500ms", extra_plugin=""):
+    def plugin_args(self, nid):
+        """mooring-hostpath's flags for node `nid` (shared data dir, its call log and fault file)."""
+        return ["--data-dir", os.path.join(self.dir, "hostpath"), "--node-id", "csi-" + nid,
+                "--call-log", self.call_log(nid), "--fault-file", self.fault_file(nid)]
+
+    def start_node(self, nid, heartbeat="1s", probe_interval="500ms", extra_plugin="", config_plugin=True):
+        """An agent for `nid`; with config_plugin=False it runs no plugin of its own (plugins come as
+        allocations) and is waited for until the control plane lists it ready."""
         os.makedirs(self.node_dir(nid), exist_ok=True)
         if self.secure and not os.path.exists(self.tls_file(f"agent-{nid}.pem")):
             self.mooring("tls", "cert", "create", "-agent", "-node-id", nid, "-dir", self.tls_dir)
@@ -281,9 +288,13 @@ class Cluster:
                 "--data-dir", os.path.join(self.node_dir(nid), "agent"),
                 # A fixed free port, not ":0": the agent advertises the configured address (see run_bench's report).
                 "--controlplane-addr", f"127.0.0.1:{self.grpc_port}", "--grpc-addr", f"127.0.0.1:{free_port()}",
-                "--heartbeat-interval", heartbeat, "--plugin", plugin, *self.tls_args(f"agent-{nid}")]
+                "--heartbeat-interval", heartbeat, *(["--plugin", plugin] if config_plugin else []),
+                *self.tls_args(f"agent-{nid}")]
         self.nodes[nid] = Proc(args, os.path.join(self.dir, f"{nid}.log"))
-        self.wait_node_healthy(nid)
+        if config_plugin:
+            self.wait_node_healthy(nid)
+        elif not wait_until(lambda: self.node_ready(nid), 60, 0.1):
+            raise RuntimeError(f"node {nid} did not become ready:\n" + self.nodes[nid].output()[-3000:])
 
     def node_healthy(self, nid):
         st, _, body = self.api.request("GET", "/v1/plugin/csi/hostpath")
@@ -299,6 +310,13 @@ class Cluster:
         n = json.loads(body)
         # The agent first registers its configured address ("127.0.0.1:0") and advertises the
         # bound port on a later heartbeat: wait for that, or the control plane cannot call it.
+        return n.get("Status") == "ready" and not n.get("Address", "").endswith(":0")
+
+    def node_ready(self, nid):
+        st, _, body = self.api.request("GET", f"/v1/node/{nid}")
+        if st != 200:
+            return False
+        n = json.loads(body)
         return n.get("Status") == "ready" and not n.get("Address", "").endswith(":0")
 
     def wait_node_healthy(self, nid, timeout=60):

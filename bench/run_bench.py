@@ -11,7 +11,7 @@ its target (MET / MISSED). Prints a table and writes JSON. Driven by scripts/run
   MOORING_BENCH_GC_SIZES       GC storm sizes (default "1000,10000")
   MOORING_BENCH_FOOTPRINT_N    volumes registered for the control plane footprint (default 100000)
   MOORING_BENCH_WRK_SECONDS    duration of each wrk run (default 5)
-  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,footprint,gc (default all)
+  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc (default all)
   MOORING_BENCH_INSECURE       1: every bench on the plaintext stack (--insecure --acl=false) only.
                                Default: the stack is secure as `make run` (mutual TLS, HTTPS, ACL
                                token on every request), and lifecycle and api run a second time on
@@ -785,6 +785,74 @@ def security_cost_rows():
 
 # --------------------------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------------------------
+# plugins: a CSI plugin that runs as an allocation (issue 27)
+
+PLUGIN_ROUNDS = int(os.environ.get("MOORING_BENCH_PLUGIN_ROUNDS", "10"))
+
+
+def bench_plugins():
+    """Submit of a plugin allocation -> its instance healthy and registered with its AllocID, as the
+    control plane lists it; beside the same plugin process alone, from spawn to its socket."""
+    c = new_cluster("plugins")
+    try:
+        c.start_controlplane()
+        c.start_node("p1", config_plugin=False)
+        task = {"Command": c.bin("mooring-hostpath"), "Args": c.plugin_args("p1"),
+                "CSIPlugin": {"ID": "hostpath", "Type": "monolith", "HealthTimeout": "30s"}}
+
+        def served_by():
+            st, _, body = c.api.request("GET", "/v1/plugin/csi/hostpath")
+            if st != 200:
+                return ""
+            n = (json.loads(body).get("Nodes") or {}).get("p1") or {}
+            return n.get("AllocID", "") if n.get("Healthy") else ""
+
+        def status(aid):
+            return c.api.json("GET", f"/v1/allocation/{aid}").get("ClientStatus")
+
+        started = []
+        for i in range(PLUGIN_ROUNDS):
+            t0 = time.perf_counter()
+            aid = c.api.json("POST", "/v1/allocations",
+                             {"Allocation": {"Name": f"hostpath-{i}", "NodeID": "p1", "Task": task}})["ID"]
+            if not wait_until(lambda: served_by() == aid, 60, 0.005):
+                raise RuntimeError(f"plugin allocation {aid} did not become healthy:\n" + c.nodes["p1"].output()[-2000:])
+            started.append((time.perf_counter() - t0) * 1000)
+            c.api.json("POST", f"/v1/allocation/{aid}/stop")
+            # One hostpath per node at a time (its node lock): the next waits for this one's exit.
+            if not wait_until(lambda: status(aid) in ("complete", "failed"), 60, 0.02):
+                raise RuntimeError(f"plugin allocation {aid} did not stop")
+            # The stop's own report went out just now; the agent spaces its reports by at least
+            # 200 ms (min_heartbeat_gap), which a plugin started right after would wait out.
+            time.sleep(0.3)
+        alone = []
+        for i in range(PLUGIN_ROUNDS):
+            sock_dir = tempfile.mkdtemp(prefix="hp-", dir=c.dir)
+            sock = os.path.join(sock_dir, "csi.sock")
+            args = [c.bin("mooring-hostpath"), "--data-dir", os.path.join(c.dir, "hostpath-alone"),
+                    "--node-id", f"alone-{i}"]
+            t0 = time.perf_counter()
+            p = subprocess.Popen(args, env={"CSI_ENDPOINT": "unix://" + sock, "PATH": os.environ.get("PATH", "")},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                if not wait_until(lambda: os.path.exists(sock), 30, 0.002):
+                    raise RuntimeError("mooring-hostpath alone did not create its socket")
+                alone.append((time.perf_counter() - t0) * 1000)
+            finally:
+                p.terminate()
+                p.wait(10)
+        p50, p99 = percentile(started, 50), percentile(started, 99)
+        a50 = percentile(alone, 50)
+        row("plugins", f"plugin allocation: submit -> healthy and registered, p50 ({PLUGIN_ROUNDS})", p50, "ms", a50,
+            "the plugin process alone: spawn -> its socket", None, f"max {max(started):.0f} ms")
+        row("plugins", "plugin allocation: submit -> healthy and registered, p99", p99, "ms", percentile(alone, 99),
+            "the plugin process alone, p99")
+        details["plugins"] = {"start_to_registered_ms": started, "plugin_alone_ms": alone}
+    finally:
+        close_cluster(c)
+
+
 def fmt(v, unit=""):
     if v is None:
         return "n/a"
@@ -900,7 +968,7 @@ def main():
                 close_cluster(c)
         if not INSECURE and (wanted("lifecycle") or wanted("api")):
             run_one("plaintext", plaintext_pass)
-        for name, fn in (("footprint", bench_footprint), ("gc", bench_gc)):
+        for name, fn in (("plugins", bench_plugins), ("footprint", bench_footprint), ("gc", bench_gc)):
             run_one(name, fn)
     finally:
         for c in list(open_clusters):
