@@ -1,11 +1,11 @@
 #include "tests/support/etcd_process.hpp"
 
+#include "tests/support/files.hpp"
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -15,10 +15,7 @@ namespace {
 constexpr const char* kEtcd = "/usr/bin/etcd";
 
 bool log_says_ready(const std::filesystem::path& log) {
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str().find("ready to serve client requests") != std::string::npos;
+  return read_file(log).find("ready to serve client requests") != std::string::npos;
 }
 
 }  // namespace

@@ -1,15 +1,14 @@
 #include "services/controlplane/state/etcd_backend.hpp"
 
 #include <grpcpp/grpcpp.h>
-#include <openssl/rand.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "etcd/rpc.grpc.pb.h"
 #include "mooring/v1/state_log.pb.h"
+#include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
+#include "shared/tls/cert_files.hpp"
 #include "shared/tls/digest.hpp"
 
 namespace mooring::controlplane {
@@ -37,26 +36,6 @@ std::string padded(std::uint64_t n, int width) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%0*llu", width, static_cast<unsigned long long>(n));
   return buf;
-}
-
-std::string nonce() {
-  unsigned char b[6];
-  if (RAND_bytes(b, sizeof b) != 1) return "0";
-  std::string out;
-  static const char* kHex = "0123456789abcdef";
-  for (unsigned char c : b) {
-    out += kHex[c >> 4];
-    out += kHex[c & 0xf];
-  }
-  return out;
-}
-
-domain::Expected<std::string> read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return error(std::string(what) + " " + path + ": cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string status_text(const grpc::Status& s) {
@@ -208,11 +187,17 @@ domain::Expected<EtcdOptions> parse_etcd_url(std::string_view url) {
   return o;
 }
 
-std::string EtcdBackend::describe() const {
+std::string EtcdBackend::describe() const { return where_; }
+
+namespace {
+
+std::string describe_options(const EtcdOptions& o) {
   std::string out = "etcd://";
-  for (std::size_t i = 0; i < options_.endpoints.size(); ++i) out += (i ? "," : "") + options_.endpoints[i];
-  return out + options_.prefix;
+  for (std::size_t i = 0; i < o.endpoints.size(); ++i) out += (i ? "," : "") + o.endpoints[i];
+  return out + o.prefix;
 }
+
+}  // namespace
 
 // ---- open ----
 
@@ -226,14 +211,14 @@ domain::Expected<std::unique_ptr<EtcdBackend>> EtcdBackend::open(EtcdOptions opt
     if (options.cert_file.empty() != options.key_file.empty())
       return error("etcd state: --etcd-cert and --etcd-key go together");
     grpc::SslCredentialsOptions ssl;
-    auto ca = read_file(options.ca_file, "--etcd-cacert");
-    if (!ca) return error(ca.error());
+    auto ca = tls::read_text(options.ca_file);
+    if (!ca) return error("--etcd-cacert: " + ca.error());
     ssl.pem_root_certs = *ca;
     if (!options.cert_file.empty()) {
-      auto cert = read_file(options.cert_file, "--etcd-cert");
-      if (!cert) return error(cert.error());
-      auto key = read_file(options.key_file, "--etcd-key");
-      if (!key) return error(key.error());
+      auto cert = tls::read_text(options.cert_file);
+      if (!cert) return error("--etcd-cert: " + cert.error());
+      auto key = tls::read_text(options.key_file);
+      if (!key) return error("--etcd-key: " + key.error());
       ssl.pem_cert_chain = *cert;
       ssl.pem_private_key = *key;
     }
@@ -266,7 +251,10 @@ domain::Expected<std::unique_ptr<EtcdBackend>> EtcdBackend::open(EtcdOptions opt
 }
 
 EtcdBackend::EtcdBackend(EtcdOptions options, std::unique_ptr<Client> client)
-    : options_(std::move(options)), client_(std::move(client)), rows_(std::make_unique<Rows>()) {}
+    : options_(std::move(options)),
+      where_(describe_options(options_)),
+      client_(std::move(client)),
+      rows_(std::make_unique<Rows>()) {}
 
 EtcdBackend::~EtcdBackend() = default;
 
@@ -275,7 +263,7 @@ std::uint64_t EtcdBackend::log_entries() const { return entries_since_snapshot_;
 // ---- load ----
 
 domain::Expected<Snapshot> EtcdBackend::load() {
-  const std::string where = describe();
+  const std::string& where = where_;
   auto fail = [&](const std::string& what) { return error("state in " + where + ": " + what); };
   unreachable_ = false;
 
@@ -408,7 +396,7 @@ domain::Expected<Snapshot> EtcdBackend::load() {
 domain::Status EtcdBackend::apply(const Transaction& tx) { return apply_group(std::span<const Transaction>(&tx, 1)); }
 
 domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
-  const std::string where = describe();
+  const std::string& where = where_;
   if (!loaded_) return error("state in " + where + ": write before load");
   if (fenced_) return error("state in " + where + ": another writer changed it; reload before writing");
   const std::size_t chunk = options_.max_request_bytes;
@@ -423,7 +411,7 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
     if (bytes.size() > chunk) {
       const std::string payload = entry.transaction().SerializeAsString();
       ::mooring::v1::ChunkManifest m;
-      m.set_stage("stage/log-" + padded(tx.index, 20) + "-" + nonce());
+      m.set_stage("stage/log-" + padded(tx.index, 20) + "-" + domain::new_id());
       m.set_bytes(payload.size());
       m.set_sha256(tls::sha256_hex(payload));
       std::uint32_t n = 0;
@@ -486,7 +474,7 @@ domain::Status EtcdBackend::snapshot_now() {
 }
 
 domain::Status EtcdBackend::write_snapshot() {
-  const std::string where = describe();
+  const std::string& where = where_;
   ::mooring::v1::StateSnapshot snap;
   snap.set_index(rows_->index);
   for (const auto& [t, idx] : rows_->table_index) {
@@ -503,7 +491,7 @@ domain::Status EtcdBackend::write_snapshot() {
     }
   const std::string payload = snap.SerializeAsString();
   ::mooring::v1::ChunkManifest m;
-  m.set_stage("stage/snap-" + padded(rows_->index, 20) + "-" + nonce());
+  m.set_stage("stage/snap-" + padded(rows_->index, 20) + "-" + domain::new_id());
   m.set_bytes(payload.size());
   m.set_sha256(tls::sha256_hex(payload));
   std::uint32_t n = 0;

@@ -85,6 +85,7 @@ class EtcdBackend final : public StateBackend {
   domain::Status write_snapshot();
 
   EtcdOptions options_;
+  std::string where_;  // describe(), built once
   std::unique_ptr<Client> client_;
   std::unique_ptr<Rows> rows_;
   bool loaded_ = false;
