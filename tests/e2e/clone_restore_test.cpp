@@ -1,6 +1,6 @@
 // End to end with the real binaries: a volume created through the API with parameters, context
-// and secrets is written by a task, then cloned (CloneID: the source's external id) and, after a
-// snapshot, restored (SnapshotID). Each new volume holds the source's bytes, and the hostpath
+// and secrets is written by a task, then cloned (CloneID: the source's external id, or its id
+// here) and, after a snapshot, restored (SnapshotID). Each new volume holds the source's bytes, and the hostpath
 // call log shows that its parameters and content source reached CreateVolume and that its
 // context and secrets reached ControllerPublish, NodeStage and NodePublish. Secrets are compared
 // only as digests; their values must appear in no log the cluster wrote and in no API answer.
@@ -134,6 +134,12 @@ TEST_F(CloneRestore, ACloneHoldsTheSourcesBytesAndParametersContextAndSecretsRea
   EXPECT_EQ(expect("copy", "cloned-bytes"), "complete");
   expect_claimed_with_context_and_secrets("copy");
   expect_claimed_with_context_and_secrets("source");
+
+  // The source named by its id here: the plugin gets its external id.
+  auto by_id = create("copy-by-id", {{"CloneID", "source"}});
+  ASSERT_EQ(by_id.status, 200u) << by_id.body;
+  expect_created_with("copy-by-id", "volume:" + source_ext);
+  EXPECT_EQ(expect("copy-by-id", "cloned-bytes"), "complete");
 }
 
 TEST_F(CloneRestore, ARestoredVolumeHoldsTheDataAsOfTheSnapshotAndParametersContextAndSecretsReachEveryCall) {

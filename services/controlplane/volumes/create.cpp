@@ -21,7 +21,8 @@ namespace {
   return out;
 }
 
-Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v) {
+// `clone_source` is the CloneID as the plugin knows it (see clone_source()).
+Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v, const std::string& clone_source) {
   ::csi::v1::CreateVolumeRequest csi;
   // The volume's key is the idempotency key: unique here, stable across retries.
   csi.set_name(domain::volume_key(v.ns, v.id));
@@ -35,11 +36,25 @@ Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v) 
   for (const auto& [k, val] : v.parameters) (*csi.mutable_parameters())[k] = val;
   put_secrets(csi.mutable_secrets(), v.secrets);
   if (!v.snapshot_id.empty()) csi.mutable_volume_content_source()->mutable_snapshot()->set_snapshot_id(v.snapshot_id);
-  if (!v.clone_id.empty()) csi.mutable_volume_content_source()->mutable_volume()->set_volume_id(v.clone_id);
+  if (!clone_source.empty()) csi.mutable_volume_content_source()->mutable_volume()->set_volume_id(clone_source);
   auto* reach = csi.mutable_accessibility_requirements();
   for (const auto& t : v.requested_topologies.required) *reach->add_requisite() = csi_topology(t);
   for (const auto& t : v.requested_topologies.preferred) *reach->add_preferred() = csi_topology(t);
   return csi;
+}
+
+// CloneID names either a volume registered here, in the new volume's namespace (its external id
+// is what the plugin gets), or, as in Nomad, a volume by the plugin's own id. A registered id
+// wins: Mooring ids are what the API shows, and a plugin's ids are rarely typed by hand.
+Outcome<std::string> clone_source(const StateStore& store, const domain::Volume& v) {
+  if (v.clone_id.empty()) return std::string();
+  const domain::Volume* source = store.volume(v.ns, v.clone_id);
+  if (!source) return v.clone_id;
+  if (source->plugin_id != v.plugin_id)
+    return invalid("volume " + in_quotes(v.id) + ": CloneID " + in_quotes(v.clone_id) + " is a volume of plugin " +
+                   in_quotes(source->plugin_id) + ", not of " + in_quotes(v.plugin_id) +
+                   "; a clone is made by the plugin that holds its source");
+  return source->external_id;
 }
 
 }  // namespace
@@ -59,13 +74,16 @@ std::optional<Failure> VolumeLifecycle::check_create(const domain::Volume& v) co
     return invalid(of_plugin + " cannot clone volumes (CloneID)");
   if (!v.snapshot_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete_snapshot))
     return invalid(of_plugin + " cannot create volumes from snapshots (SnapshotID)");
+  if (auto source = clone_source(store_, v); !source) return source.error();
   if (auto plan = plan_volume_register(nullptr, v, plugin); !plan) return from_refusal(plan.refusal());
   return std::nullopt;
 }
 
 asio::awaitable<Outcome<Written>> VolumeLifecycle::create(domain::Volume v) {
   if (auto refused = check_create(v)) co_return *refused;
-  auto csi = create_request(v);
+  auto source = clone_source(store_, v);
+  if (!source) co_return source.error();
+  auto csi = create_request(v, *source);
   if (!csi) co_return csi.error();
   const auto key = domain::volume_key(v.ns, v.id);
   auto res = co_await controller_.create_volume(v.plugin_id, key, *csi);

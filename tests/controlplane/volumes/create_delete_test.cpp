@@ -97,6 +97,43 @@ TEST_F(VolumeLifecycleTest, AnUncertainCreateWhoseRetryNamesAnotherVolumesStorag
   EXPECT_NE(store.volume("other"), nullptr);
 }
 
+TEST_F(VolumeLifecycleTest, ACloneOfAVolumeRegisteredHereSendsItsExternalIdAndKeepsTheIdGiven) {
+  ASSERT_NO_FATAL_FAILURE(seed_other(store));
+  controller.creates.script.push_back(FakeController::ok(created("ext-copy")));
+  auto v = wanted("copy");
+  v.clone_id = "other";
+  auto r = run(lifecycle.create(v));
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(controller.creates.requests.size(), 1u);
+  EXPECT_EQ(controller.creates.requests[0].volume_content_source().volume().volume_id(), "ext-7");
+  EXPECT_EQ(store.volume("copy")->clone_id, "other");
+}
+
+TEST_F(VolumeLifecycleTest, ACloneIdThatIsNotRegisteredHereGoesToThePluginAsItsOwnId) {
+  controller.creates.script.push_back(FakeController::ok(created("ext-copy")));
+  auto v = wanted("copy");
+  v.clone_id = "ext-elsewhere";
+  auto r = run(lifecycle.create(v));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(controller.creates.requests.at(0).volume_content_source().volume().volume_id(), "ext-elsewhere");
+}
+
+TEST_F(VolumeLifecycleTest, ACloneOfAnotherPluginsVolumeIsRefusedNamingBothAndCallsNoPlugin) {
+  auto other = fixtures::volume("other");
+  other.plugin_id = "ebs";
+  Batch batch;
+  batch.put(other);
+  seed(std::move(batch));
+  auto v = wanted("copy");
+  v.clone_id = "other";
+  auto r = run(lifecycle.create(v));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::invalid);
+  EXPECT_NE(r.error().message.find("volume of plugin \"ebs\""), std::string::npos) << r.error().message;
+  EXPECT_TRUE(controller.creates.requests.empty());
+  EXPECT_EQ(store.volume("copy"), nullptr);
+}
+
 TEST_F(VolumeLifecycleTest, CreatingARegisteredVolumeIsAConflictAndCallsNoPlugin) {
   Batch batch;
   batch.put(fixtures::volume("vol-1"));

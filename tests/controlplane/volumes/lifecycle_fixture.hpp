@@ -24,7 +24,8 @@ class VolumeLifecycleTest : public ::testing::Test {
     for (auto* map : {&plugin.controllers, &plugin.nodes})
       for (auto& [id, inst] : *map) {
         auto& info = *inst.controller_info;
-        info.supports_create_delete = info.supports_expand = info.supports_create_delete_snapshot = true;
+        info.supports_create_delete = info.supports_expand = info.supports_create_delete_snapshot =
+            info.supports_clone = true;
       }
     Batch batch;
     batch.put(plugin);
