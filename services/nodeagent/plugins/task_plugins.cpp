@@ -162,6 +162,13 @@ void TaskPlugins::reevaluate() {
       return inst && inst->generation == r.generation;
     });
     std::map<std::string, std::string> details{{"plugin_id", r.plugin_id}, {"alloc_id", alloc_id}};
+    if (still_registered && fall_back(r.plugin_id, alloc_id)) {
+      status_.add_event("plugin", "plugin instance of a stopped allocation replaced by the older instance still running",
+                        std::move(details));
+      status_.remove_fingerprint(r.plugin_id, alloc_id);
+      it = retiring_.erase(it);
+      continue;
+    }
     if (!still_registered) {
       // A newer instance serves the plugin id: only this allocation's fingerprint goes.
       logger().info("stopped plugin instance replaced by a newer one", {{"alloc", alloc_id}, {"plugin", r.plugin_id}});
@@ -189,6 +196,21 @@ void TaskPlugins::reevaluate() {
     }
     ++it;
   }
+}
+
+bool TaskPlugins::fall_back(const std::string& plugin_id, const std::string& except_alloc) {
+  PluginSupervisor* best = nullptr;
+  for (const auto& [alloc, entry] : supervised_) {
+    auto& sup = *entry->supervisor;
+    if (alloc == except_alloc || sup.config().id != plugin_id || sup.generation() == 0) continue;
+    if (!sup.last_fingerprint().healthy()) continue;
+    // The newest registration first: of several older copies, the one registered last.
+    if (!best || sup.generation() > best->generation()) best = &sup;
+  }
+  if (!best) return false;
+  logger().warn("the serving plugin instance ended; falling back to the other instance still running",
+                {{"plugin", plugin_id}, {"ended_alloc", except_alloc}, {"alloc", best->last_fingerprint().alloc_id()}});
+  return best->register_again();
 }
 
 asio::awaitable<void> TaskPlugins::shutdown() {

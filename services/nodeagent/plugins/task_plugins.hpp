@@ -5,6 +5,9 @@
 // (unhealthy), then the instance is retired:
 //  - replaced meanwhile by a newer instance of the plugin id (an upgrade step): only its own
 //    fingerprint goes; the newer instance is left alone;
+//  - it is the registered instance and another allocation's instance of the plugin id still runs
+//    healthy here (the new copy of an upgrade ended before the old one was stopped): that one is
+//    registered again and serves (the fallback), the newest such instance first;
 //  - no mount record on this node uses the plugin id: deregistered at once;
 //  - otherwise it stays registered and listed unhealthy, "plugin allocation stopped; N volumes
 //    waiting", until the last such volume is released (then deregistered) or a new instance of
@@ -89,6 +92,9 @@ class TaskPlugins final : public PluginTasks {
     std::size_t waiting = 0;  // as last reported
   };
   void retire(const std::string& alloc_id, const PluginSupervisor& supervisor);
+  // Registers again the newest healthy supervised instance of `plugin_id` other than
+  // `except_alloc`'s; false when there is none.
+  bool fall_back(const std::string& plugin_id, const std::string& except_alloc);
 
   boost::asio::any_io_executor ex_;
   PluginRegistry& registry_;

@@ -259,6 +259,34 @@ TEST_F(TaskPluginsTest, TwoInstancesTheNewerServesAndStoppingTheOlderLeavesItAlo
   EXPECT_TRUE(fake("new")->closed_clients.empty());
 }
 
+// An upgrade's new copy that ends after it took the registry, while the old copy still runs
+// healthy: the old instance is registered again and serves, whether or not volumes wait.
+TEST_F(TaskPluginsTest, WhenTheNewInstanceEndsMidUpgradeTheOlderHealthyInstanceServesAgain) {
+  SocketFile sock1(socket("old"));
+  SocketFile sock2(socket("new"));
+  ASSERT_TRUE(supervise("old"));
+  ASSERT_TRUE(supervise("new"));
+  ASSERT_EQ(registry.lookup(PluginKind::node, "hp")->reg.alloc_id, "new");
+  waiting = 2;
+  stop("new");
+  const auto inst = registry.lookup(PluginKind::node, "hp");
+  ASSERT_TRUE(inst);
+  EXPECT_EQ(inst->reg.alloc_id, "old");
+  EXPECT_EQ(registry.lookup(PluginKind::controller, "hp")->reg.alloc_id, "old");
+  const auto found = manager.find("hp");
+  ASSERT_TRUE(found.has_value()) << "the node's calls find the old instance";
+  EXPECT_FALSE(fingerprint_of("new"));
+  ASSERT_EQ(status.fingerprints().size(), 1u);
+  EXPECT_EQ(status.fingerprints()[0].alloc_id(), "old");
+  EXPECT_TRUE(status.fingerprints()[0].healthy());
+  EXPECT_TRUE(plugins.retiring().empty());
+
+  // The old one stopping later is the last instance: kept listed for the waiting volumes.
+  stop("old");
+  EXPECT_EQ(registry.lookup(PluginKind::node, "hp")->reg.alloc_id, "old");
+  EXPECT_EQ(plugins.retiring().size(), 1u);
+}
+
 // After an agent restart: the persisted instance of an allocation that stopped meanwhile is
 // deregistered, or kept listed while volumes need it.
 TEST_F(TaskPluginsTest, AfterARestartTheInstanceOfAStoppedAllocationIsRetiredByTheSameRules) {
