@@ -397,7 +397,8 @@ bool PluginSupervisor::register_again() {
   generation_ = ctx_.registry.register_plugin(
       kinds_of(config_.type),
       PluginRegistration{config_.id, socket_path_, provider_, version_, config_.launched(), ctx_.alloc_id});
-  ctx_.status.set_fingerprint(fingerprinter_.last());  // the node's one fingerprint for the id is this one again
+  ctx_.status.set_fingerprint(fingerprinter_.last());
+  ctx_.status.prefer(config_.id, ctx_.alloc_id);  // the node's one fingerprint for the id is this one again
   return true;
 }
 

@@ -13,7 +13,9 @@
 //    waiting", until the last such volume is released (then deregistered) or a new instance of
 //    the plugin replaces it (the waiting unmounts are woken by PluginManager's healthy_again).
 // After an agent restart, a plugin task that still runs is supervised again by its allocation;
-// the registry entry of one that stopped meanwhile is retired by the same rules.
+// the registry entry of one that stopped meanwhile is retired by the same rules. Of two running
+// instances of one plugin id, the newer allocation's (CreateIndex) serves once healthy, in
+// whatever order they were re-adopted.
 //
 // Not thread-safe: use from the agent's executor.
 #pragma once
@@ -57,7 +59,8 @@ class TaskPlugins final : public PluginTasks {
               VolumesUsingPlugin volumes_using, TaskPluginsOptions options);
   ~TaskPlugins() override;
 
-  boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, const domain::TaskCSIPlugin& plugin,
+  boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, std::uint64_t create_index,
+                                                   const domain::TaskCSIPlugin& plugin,
                                                    const std::string& socket_path, PluginTaskEvents events) override;
   void stopped(const std::string& alloc_id) override;
 
@@ -83,6 +86,7 @@ class TaskPlugins final : public PluginTasks {
  private:
   struct Supervised {
     std::unique_ptr<PluginSupervisor> supervisor;
+    std::uint64_t create_index = 0;  // the allocation's: the newer of two instances serves
   };
   struct Retiring {
     std::string plugin_id;
@@ -92,9 +96,14 @@ class TaskPlugins final : public PluginTasks {
     std::size_t waiting = 0;  // as last reported
   };
   void retire(const std::string& alloc_id, const PluginSupervisor& supervisor);
-  // Registers again the newest healthy supervised instance of `plugin_id` other than
-  // `except_alloc`'s; false when there is none.
+  // The healthy, registered instance of `plugin_id` of the newest allocation (CreateIndex, then
+  // the latest registration), other than `except_alloc`'s; null when there is none.
+  PluginSupervisor* newest_healthy(const std::string& plugin_id, const std::string& except_alloc = {}) const;
+  // Registers again the newest healthy instance other than `except_alloc`'s; false when none.
   bool fall_back(const std::string& plugin_id, const std::string& except_alloc);
+  // After an adoption: the newest healthy instance serves (an agent restart re-adopts the copies
+  // of an upgrade step in any order; the older one must not keep the registry).
+  void prefer_newest(const std::string& plugin_id);
 
   boost::asio::any_io_executor ex_;
   PluginRegistry& registry_;
