@@ -117,7 +117,9 @@ class SystemPluginUpgrade : public ::testing::Test {
     MOORING_REQUIRE_ROOT();
     cluster = std::make_unique<Cluster>();
     cluster->start_controlplane();
-    for (const auto* id : kNodes) cluster->start_node(id, NodeOptions{.configured_plugin = false});
+    // Volume stats polled often: node calls keep flowing to the plugin through the upgrade.
+    for (const auto* id : kNodes)
+      cluster->start_node(id, NodeOptions{.agent_args = {"--volume-stats-interval", "300ms"}, .configured_plugin = false});
   }
   void TearDown() override {
     if (HasFailure() && cluster) std::cerr << cluster->log_tails();
@@ -221,6 +223,7 @@ TEST_F(SystemPluginUpgrade, UpgradingThePluginUnderTwentyMountedVolumesUnmountsN
   r = cluster->request("PUT", "/v1/allocation/" + group, json{{"Task", task("2.0.0")}}.dump());
   ASSERT_EQ(r.status, 200u) << r.body;
   std::vector<std::string> claim_changes;
+  std::size_t node_calls_during = 0;
   ASSERT_TRUE(Cluster::eventually(
       [&] {
         // Watched all along: a claim that changes state at any moment of the rollout is recorded.
@@ -253,6 +256,7 @@ TEST_F(SystemPluginUpgrade, UpgradingThePluginUnderTwentyMountedVolumesUnmountsN
     for (const auto& c : cluster->calls(n)) {
       if (c.unix_ms < upgrade_started) continue;
       ++calls_during;
+      if (c.rpc == "NodeGetVolumeStats") ++node_calls_during;
       longest_hold = std::max(longest_hold, c.held_ms);
       EXPECT_EQ(c.code, "OK") << n << ": " << c.rpc << " " << c.volume_id << " failed during the upgrade";
       EXPECT_TRUE(c.rpc != "NodeUnpublishVolume" && c.rpc != "NodeUnstageVolume") << n << ": " << c.rpc << " " << c.volume_id;
@@ -261,6 +265,7 @@ TEST_F(SystemPluginUpgrade, UpgradingThePluginUnderTwentyMountedVolumesUnmountsN
               << " ms\n";
   }
   for (const auto& u : users) EXPECT_EQ(cluster->alloc_status(u), "running") << u;
+  EXPECT_GT(node_calls_during, 0u) << "node calls flowed through the upgrade";
 
   // The new copies took over the node state the old ones recorded: a release goes through them.
   ASSERT_EQ(cluster->stop_alloc(users[0]).status, 200u);
