@@ -134,6 +134,25 @@ TEST_F(TakeoverLock, AStateThatCannotBeOpenedFailsTheHeldCallsWithTheReason) {
   EXPECT_NE(st.error_message().find("corrupt"), std::string::npos) << st.error_message();
 }
 
+TEST_F(TakeoverLock, DrainLetsRunningCallsFinishRefusesNewOnesThenReleasesTheLocksAtOnce) {
+  Takeover t(locks(), count_opens());
+  ASSERT_EQ(t.start(), Takeover::Start::active);
+  ASSERT_TRUE(t.hold("NodePublishVolume", SysClock::now() + 10s, {}).ok());  // running, not done yet
+  auto drained = std::async(std::launch::async, [&] { return t.drain(10s); });
+  EXPECT_EQ(drained.wait_for(200ms), std::future_status::timeout) << "waits for the running call";
+  const auto refused = t.hold("NodeUnpublishVolume", SysClock::now() + 10s, {});
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(refused.error_message().find("hands the node over"), std::string::npos) << refused.error_message();
+  bool busy = false;
+  EXPECT_FALSE(durable::InstanceLock::acquire(dir_ / "locks" / "node-a.lock", "next", &busy)) << "still ours";
+  t.done();
+  ASSERT_EQ(drained.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(drained.get(), 0u);
+  // Released before this object (the process) goes: the next copy takes over now.
+  EXPECT_TRUE(durable::InstanceLock::acquire(dir_ / "locks" / "node-a.lock", "next"));
+  EXPECT_TRUE(durable::InstanceLock::acquire(dir_ / "locks" / "controller-a.lock", "next"));
+}
+
 // The real binary: an old copy serving, a new one started beside it on the same data dir.
 class HostpathTakeover : public ::testing::Test {
  protected:
