@@ -848,9 +848,77 @@ def bench_plugins():
             "the plugin process alone: spawn -> its socket", None, f"max {max(started):.0f} ms")
         row("plugins", "plugin allocation: submit -> healthy and registered, p99", p99, "ms", percentile(alone, 99),
             "the plugin process alone, p99")
-        details["plugins"] = {"start_to_registered_ms": started, "plugin_alone_ms": alone}
+        upgrade = plugin_upgrade(c, task)
+        details["plugins"] = {"start_to_registered_ms": started, "plugin_alone_ms": alone, "upgrade": upgrade}
     finally:
         close_cluster(c)
+
+
+def plugin_upgrade(c, task):
+    """The time a node's plugin is unavailable during an upgrade (issue 27, target 0): a stream of
+    node calls (NodeGetVolumeStats on a mounted volume, one at a time, each to the instance the
+    agent's registry names then) through PUT /v1/allocation/:id with a new vendor version; the
+    calls refused and the longest stall, beside the same stream with no upgrade, in this run."""
+    def versioned(v):
+        return dict(task, Args=task["Args"] + ["--vendor-version", v], KillTimeout="5s")
+
+    def served_by():
+        st, _, body = c.api.request("GET", "/v1/plugin/csi/hostpath")
+        n = (json.loads(body).get("Nodes") or {}).get("p1") or {} if st == 200 else {}
+        return n.get("AllocID", "") if n.get("Healthy") else ""
+
+    old = c.api.json("POST", "/v1/allocations",
+                     {"Allocation": {"Name": "hostpath-v1", "NodeID": "p1", "Task": versioned("1")}})["ID"]
+    if not wait_until(lambda: served_by() == old, 60, 0.01):
+        raise RuntimeError("plugin allocation v1 did not become healthy")
+    c.create_volume("upgrade-vol")
+    user = c.run_alloc("upgrade-user", "upgrade-vol", "p1", TASK)
+    c.wait_alloc_status(user)
+    with open(c.call_log("p1")) as f:
+        pub = [json.loads(line) for line in f if '"NodePublishVolume"' in line][-1]
+    registry = os.path.join(c.node_dir("p1"), "agent", "plugins.json")
+
+    def stream(during):
+        stop = os.path.join(c.dir, f"stream-stop-{time.monotonic_ns()}")
+        p = subprocess.Popen([c.bin("mooring-bench-stream"), "--registry", registry, "--plugin", "hostpath",
+                              "--volume-id", pub["volume_id"], "--volume-path", pub["path"], "--stop-file", stop],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            during()
+            time.sleep(0.5)
+        finally:
+            open(stop, "w").close()
+            out, _ = p.communicate(timeout=60)
+        return json.loads(out.decode().strip().splitlines()[-1])
+
+    ref = stream(lambda: time.sleep(3))
+    timing = {}
+
+    def upgrade():
+        t0 = time.perf_counter()
+        new = c.api.json("PUT", f"/v1/allocation/{old}", {"Task": versioned("2")}).get("NewID", "")
+        done = lambda: (c.api.json("GET", f"/v1/allocation/{old}").get("Rollout") or {}).get("Status") != "running"
+        if not new or not wait_until(done, 120, 0.05):
+            raise RuntimeError(f"the upgrade of {old} did not finish")
+        rollout = c.api.json("GET", f"/v1/allocation/{old}").get("Rollout") or {}
+        if rollout.get("Status") != "done" or served_by() != new:
+            raise RuntimeError(f"the upgrade of {old} did not succeed: {json.dumps(rollout)[:1500]}")
+        timing["rollout_ms"] = (time.perf_counter() - t0) * 1000
+        timing["new"] = new
+
+    up = stream(upgrade)
+    c.stop_alloc(user)
+    c.wait_volume_free("upgrade-vol")
+    c.api.json("POST", f"/v1/allocation/{timing['new']}/stop")
+    row("plugins", "upgrade: node calls refused while the plugin is replaced", up["refused"], "calls",
+        ref["refused"], "the same stream, no upgrade", ("value", "<=", 0),
+        f"{up['calls']} calls over {up['seconds']:.1f} s, {up['switches']} registry switch(es); "
+        f"rollout {timing['rollout_ms']:.0f} ms" + (f"; {up['errors'][:2]}" if up["errors"] else ""))
+    row("plugins", "upgrade: longest stall of a node call (held until the new copy takes over)", up["max_ms"], "ms",
+        ref["max_ms"], "the slowest call of the same stream, no upgrade", None,
+        f"p99 {up['p99_ms']:.1f} ms beside {ref['p99_ms']:.1f} ms; p50 {up['p50_ms']:.2f} ms beside {ref['p50_ms']:.2f} ms")
+    return {"stream": up, "reference": ref, **timing}
 
 
 def fmt(v, unit=""):

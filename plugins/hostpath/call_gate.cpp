@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "plugins/hostpath/fault_injector.hpp"
+#include "plugins/hostpath/takeover.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::hostpath {
@@ -28,14 +29,15 @@ grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
                            const std::function<void(const std::string&)>& abnormal) {
   const auto started = std::chrono::steady_clock::now();
   FaultDecision fault;
-  if (faults_) fault = faults_->decide(info.rpc, info.volume_id);
+  std::int64_t held_ms = 0;
 
   auto finish = [&](grpc::Status st) {
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
     if (call_log_) {
       call_log_->append({std::string(info.rpc), info.volume_id, info.node_id, info.path,
-                         static_cast<int>(st.error_code()), st.error_message(), ms, fault.describe(), info.detail});
+                         static_cast<int>(st.error_code()), st.error_message(), ms, fault.describe(), info.detail,
+                         held_ms});
     }
     kLog.debug("rpc", {{"rpc", info.rpc},
                        {"volume_id", info.volume_id},
@@ -43,9 +45,25 @@ grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
                        {"code", csi::code_name(st.error_code())},
                        {"message", st.error_message()},
                        {"duration_ms", ms},
-                       {"fault", fault.describe()}});
+                       {"fault", fault.describe()},
+                       {"held_ms", held_ms}});
     return st;
   };
+
+  // Before the faults: a held call has not reached the copy that will serve it yet.
+  struct Running {
+    Takeover* takeover = nullptr;
+    ~Running() {
+      if (takeover) takeover->done();
+    }
+  } running;
+  if (takeover_ && touches_state(info.rpc)) {
+    auto st = takeover_->hold(info.rpc, ctx.deadline(), [&] { return ctx.IsCancelled(); });
+    held_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+    if (!st.ok()) return finish(st);
+    running.takeover = takeover_;
+  }
+  if (faults_) fault = faults_->decide(info.rpc, info.volume_id);
 
   // Latency models a slow plugin: the work still happens after the delay even if the caller
   // gave up meanwhile, which is exactly the "uncertain" outcome an orchestrator must handle.

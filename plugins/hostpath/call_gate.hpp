@@ -1,5 +1,6 @@
-// mooring-hostpath: what every RPC passes through before and after its handler: fault injection
-// (fail, delay, hang, exit), the call log, and a debug log line.
+// mooring-hostpath: what every RPC passes through before and after its handler: the takeover
+// (a call that touches state waits until this copy holds the node's lock), fault injection (fail,
+// delay, hang, exit), the call log, and a debug log line.
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@ class ServerContext;
 namespace mooring::hostpath {
 
 class FaultInjector;
+class Takeover;
 
 struct CallInfo {
   std::string_view rpc;
@@ -30,8 +32,9 @@ struct CallInfo {
 class CallGate {
  public:
   // faults and call_log may be null (feature off). stopping turns hangs and delays short on shutdown.
-  CallGate(FaultInjector* faults, CallLog* call_log, const std::atomic<bool>& stopping)
-      : faults_(faults), call_log_(call_log), stopping_(stopping) {}
+  // takeover null: every call runs at once (tests of the logic).
+  CallGate(FaultInjector* faults, CallLog* call_log, const std::atomic<bool>& stopping, Takeover* takeover = nullptr)
+      : faults_(faults), call_log_(call_log), stopping_(stopping), takeover_(takeover) {}
 
   // `abnormal`: how a successful answer reports an injected abnormal volume condition (only the
   // calls that carry one pass it).
@@ -42,6 +45,7 @@ class CallGate {
   FaultInjector* faults_;
   CallLog* call_log_;
   const std::atomic<bool>& stopping_;
+  Takeover* takeover_;
 };
 
 }  // namespace mooring::hostpath

@@ -47,23 +47,24 @@ void CallLog::append(const CallRecord& r) {
   if (fd_ < 0) return;
   std::int64_t unix_ms = 0;
   const std::string time = iso_now(unix_ms);
-  const nlohmann::json j = {{"time", time},
-                            {"unix_ms", unix_ms},
-                            {"pid", static_cast<std::int64_t>(::getpid())},
-                            {"rpc", r.rpc},
-                            {"volume_id", r.volume_id},
-                            {"node_id", r.node_id},
-                            {"path", r.path},
-                            {"code", r.code},
-                            {"code_name", csi::code_name(static_cast<grpc::StatusCode>(r.code))},
-                            {"message", r.message},
-                            {"duration_ms", r.duration_ms},
-                            {"fault", r.fault},
-                            {"parameters", r.detail.parameters},
-                            {"volume_context", r.detail.volume_context},
-                            {"publish_context", r.detail.publish_context},
-                            {"secrets_sha256", r.detail.secrets_sha256},
-                            {"content_source", r.detail.content_source}};
+  nlohmann::json j = {{"time", time},
+                      {"unix_ms", unix_ms},
+                      {"pid", static_cast<std::int64_t>(::getpid())},
+                      {"rpc", r.rpc},
+                      {"volume_id", r.volume_id},
+                      {"node_id", r.node_id},
+                      {"path", r.path},
+                      {"code", r.code},
+                      {"code_name", csi::code_name(static_cast<grpc::StatusCode>(r.code))},
+                      {"message", r.message},
+                      {"duration_ms", r.duration_ms},
+                      {"fault", r.fault},
+                      {"parameters", r.detail.parameters},
+                      {"volume_context", r.detail.volume_context},
+                      {"publish_context", r.detail.publish_context},
+                      {"secrets_sha256", r.detail.secrets_sha256},
+                      {"content_source", r.detail.content_source}};
+  if (r.held_ms > 0) j["held_ms"] = r.held_ms;
   // Replace invalid UTF-8 instead of throwing: the log must never take the plugin down.
   const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::lock_guard guard(mu_);

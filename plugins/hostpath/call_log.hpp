@@ -37,6 +37,9 @@ struct CallRecord {
   std::int64_t duration_ms = 0;
   std::string fault;  // what the fault injector did: "", "delay", "fail", "hang", "exit", "delay+fail"...
   RequestDetail detail = {};
+  // How long the call was held before this copy held the node's lock (takeover.hpp); the
+  // entry carries it only when not 0.
+  std::int64_t held_ms = 0;
 };
 
 class CallLog {

@@ -24,8 +24,8 @@
 #include "plugins/hostpath/node.hpp"
 #include "plugins/hostpath/node_state.hpp"
 #include "plugins/hostpath/options.hpp"
+#include "plugins/hostpath/takeover.hpp"
 #include "plugins/hostpath/volume_store.hpp"
-#include "shared/durable/instance_lock.hpp"
 #include "shared/log/log.hpp"
 
 extern char** environ;
@@ -66,36 +66,37 @@ int run(const Options& o) {
   const bool serve_controller = o.mode != Mode::node;
   const bool serve_node = o.mode != Mode::controller;
 
-  // One instance per service and node: two node services for one node would both mount and
-  // record the same paths; an orphan of a killed agent is refused here, not run beside the new one.
-  std::vector<durable::InstanceLock> locks;
+  // One copy per service and node touches the state: two node services for one node would both
+  // mount and record the same paths. A copy that finds the lock held (the new copy of a rolling
+  // upgrade, started beside the old one) takes over when the old one exits; until then it serves
+  // what needs no state and holds the rest (takeover.hpp).
+  std::vector<Takeover::Lock> locks;
   for (const auto* service : {serve_node ? "node" : nullptr, serve_controller ? "controller" : nullptr}) {
     if (!service) continue;
-    auto lock = durable::InstanceLock::acquire(fs::path(o.data_dir) / "locks" / (std::string(service) + "-" + o.node_id + ".lock"),
-                                               "a hostpath " + std::string(service) + " service for node \"" + o.node_id +
-                                                   "\" on data dir " + o.data_dir);
-    if (!lock) {
-      kLog.error("refusing to start", {{"error", lock.error()}});
-      std::cerr << "mooring-hostpath: " << lock.error() << "\n";
-      return 1;
-    }
-    locks.push_back(std::move(*lock));
+    locks.push_back({fs::path(o.data_dir) / "locks" / (std::string(service) + "-" + o.node_id + ".lock"),
+                     "a hostpath " + std::string(service) + " service for node \"" + o.node_id + "\" on data dir " +
+                         o.data_dir});
   }
 
   VolumeStore store(o.data_dir);
-  if (auto err = store.prepare(); !err.empty()) {
-    kLog.error("data dir unusable", {{"error", err}});
+  std::unique_ptr<NodeState> node_state;
+  if (serve_node) node_state = std::make_unique<NodeState>(o.data_dir, NodeRegistration{o.node_id, o.max_volumes, o.topology});
+  Takeover takeover(std::move(locks), [&]() -> std::string {
+    if (auto err = store.prepare(); !err.empty()) return "data dir unusable: " + err;
+    if (node_state) {
+      if (auto err = node_state->open(); !err.empty()) return "node state unusable: " + err;
+    }
+    return {};
+  });
+  const auto started = takeover.start();
+  if (started == Takeover::Start::failed) {
+    kLog.error("refusing to start", {{"error", takeover.error()}});
+    std::cerr << "mooring-hostpath: " << takeover.error() << "\n";
     return 1;
   }
 
   std::string unhealthy;
-  std::unique_ptr<NodeState> node_state;
   if (serve_node) {
-    node_state = std::make_unique<NodeState>(o.data_dir, NodeRegistration{o.node_id, o.max_volumes, o.topology});
-    if (auto err = node_state->open(); !err.empty()) {
-      kLog.error("node state unusable", {{"error", err}});
-      return 1;
-    }
     unhealthy = check_mount_privilege(o.data_dir);
     if (!unhealthy.empty()) {
       // Keep serving so the orchestrator learns why through Probe (FAILED_PRECONDITION).
@@ -120,7 +121,7 @@ int run(const Options& o) {
     }
   }
 
-  Identity identity({o.plugin_name, MOORING_VERSION, std::string(to_string(o.mode)), serve_controller,
+  Identity identity({o.plugin_name, o.vendor_version, std::string(to_string(o.mode)), serve_controller,
                      !o.topology.empty(), unhealthy});
   std::optional<Controller> controller;
   if (serve_controller) {
@@ -148,7 +149,7 @@ int run(const Options& o) {
   }
 
   std::atomic<bool> stopping{false};
-  CallGate gate(faults.get(), call_log.get(), stopping);
+  CallGate gate(faults.get(), call_log.get(), stopping, &takeover);
   // gRPC unlinks the path it listened on when it shuts down, whoever owns that path by then. So it
   // listens on a private path that is then renamed into place (atomically), and at exit the
   // public path is removed only while it is still this socket (same inode): an orphan that is
@@ -174,15 +175,33 @@ int run(const Options& o) {
   }
   kLog.info("serving", {{"endpoint", o.endpoint},
                         {"plugin", o.plugin_name},
+                        {"version", o.vendor_version},
                         {"mode", to_string(o.mode)},
                         {"node_id", o.node_id},
                         {"data_dir", o.data_dir}});
+  std::atomic<int> exit_code{0};
+  if (started == Takeover::Start::standby) {
+    kLog.warn("another copy holds the node's lock: serving Identity and NodeGetInfo, holding every other call "
+              "until it exits",
+              {{"holder", takeover.holder()}});
+    takeover.wait_in_background([&](const std::string& err) {
+      if (err.empty()) return;
+      kLog.error("cannot take over; stopping", {{"error", err}});
+      exit_code = 1;
+      ::kill(::getpid(), SIGTERM);  // ends the sigwait below
+    });
+  }
 
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
   kLog.info("shutting down", {{"signal", sig}});
   stopping = true;
+  // Drain: the calls that touch state finish (injected delays and hangs end at once), then the
+  // node's lock is released, before the server shuts down: the next copy takes over at once. A
+  // copy that never took over answers its held calls UNAVAILABLE. The agent's kill timeout bounds
+  // the grace from outside.
+  takeover.drain(std::chrono::seconds(30));
   server.shutdown(std::chrono::seconds(2));
   struct stat now {};
   if (have_bound && ::stat(o.socket_path.c_str(), &now) == 0 && now.st_dev == bound.st_dev && now.st_ino == bound.st_ino)
@@ -190,7 +209,7 @@ int run(const Options& o) {
   else
     kLog.warn("the socket is not ours any more; left in place", {{"path", o.socket_path}});
   kLog.info("stopped");
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

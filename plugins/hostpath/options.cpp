@@ -24,6 +24,7 @@ Usage: mooring-hostpath [flags]
   --endpoint unix:///path/csi.sock   listen socket (default: $CSI_ENDPOINT)
   --node-id ID                       CSI node id reported by NodeGetInfo (default: host name)
   --plugin-name NAME                 CSI plugin name (default: hostpath.mooring.io)
+  --vendor-version V                 the vendor_version GetPluginInfo reports (default: the build's)
   --data-dir DIR                     volumes, snapshots and state (default: /var/lib/mooring-hostpath)
   --mode controller|node|monolith    which CSI services to serve (default: monolith)
   --topology key=value               node topology segment; repeatable
@@ -146,6 +147,8 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
       if (!take(o.node_id)) return fail("--node-id needs a value");
     } else if (flag == "--plugin-name") {
       if (!take(o.plugin_name) || o.plugin_name.empty()) return fail("--plugin-name needs a value");
+    } else if (flag == "--vendor-version") {
+      if (!take(o.vendor_version) || o.vendor_version.empty()) return fail("--vendor-version needs a value");
     } else if (flag == "--data-dir") {
       if (!take(o.data_dir) || o.data_dir.empty()) return fail("--data-dir needs a value");
     } else if (flag == "--mode") {

@@ -16,6 +16,7 @@ struct Options {
   std::string socket_path;  // the filesystem path part of endpoint
   std::string node_id;      // CSI node id (NodeGetInfo); defaults to the host name
   std::string plugin_name = "hostpath.mooring.io";
+  std::string vendor_version = MOORING_VERSION;  // GetPluginInfo; --vendor-version (upgrade tests)
   std::string data_dir = "/var/lib/mooring-hostpath";
   Mode mode = Mode::monolith;
   std::map<std::string, std::string> topology;  // --topology key=value, repeatable

@@ -25,6 +25,16 @@ void NodeStatus::remove_fingerprint(const std::string& plugin_id, const std::str
     changed();
 }
 
+void NodeStatus::prefer(const std::string& plugin_id, const std::string& alloc_id) {
+  bool any = false;
+  for (auto& [key, entry] : fingerprints_) {
+    if (std::get<0>(key) != plugin_id || std::get<2>(key) != alloc_id) continue;
+    entry.order = next_order_++;
+    any = true;
+  }
+  if (any) changed();
+}
+
 bool NodeStatus::preferred(const Fingerprint& a, const Fingerprint& b) {
   if (a.fp.healthy() != b.fp.healthy()) return a.fp.healthy();
   return a.order > b.order;

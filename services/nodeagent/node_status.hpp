@@ -33,6 +33,9 @@ class NodeStatus {
   void set_fingerprint(const ::mooring::v1::PluginFingerprint& fp);
   void remove_fingerprint(const std::string& plugin_id);  // every instance of the id
   void remove_fingerprint(const std::string& plugin_id, const std::string& alloc_id);  // that allocation's
+  // That allocation's instance counts as set most recently: the registry serves it again (a
+  // fallback, or the newer instance after an agent restart re-adopted an older one last).
+  void prefer(const std::string& plugin_id, const std::string& alloc_id);
   std::vector<::mooring::v1::PluginFingerprint> fingerprints() const;
   // The fingerprint of the instance of `plugin_id` that serves `serving` (PLUGIN_TYPE_CONTROLLER
   // or PLUGIN_TYPE_NODE: that instance, or a monolith); UNSPECIFIED: any instance of the id.

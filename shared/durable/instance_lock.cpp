@@ -11,7 +11,9 @@
 
 namespace mooring::durable {
 
-domain::Expected<InstanceLock> InstanceLock::acquire(const std::filesystem::path& path, const std::string& what) {
+domain::Expected<InstanceLock> InstanceLock::acquire(const std::filesystem::path& path, const std::string& what,
+                                                    bool* busy) {
+  if (busy) *busy = false;
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -24,6 +26,7 @@ domain::Expected<InstanceLock> InstanceLock::acquire(const std::filesystem::path
     std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     if (err != EWOULDBLOCK) return domain::error("cannot lock " + path.string() + ": " + std::strerror(err));
+    if (busy) *busy = true;
     return domain::error(what + " is already running (" + (holder.empty() ? "pid unknown" : "pid " + holder) +
                          "; lock " + path.string() + ")");
   }

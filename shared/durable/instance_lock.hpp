@@ -14,7 +14,9 @@ class InstanceLock {
  public:
   // Locks `path` (created 0600, its directory too). `what` names the holder in the refusal:
   // "node agent of data dir /var/lib/mooring/agent is already running (pid 4242; lock /…/lock)".
-  static domain::Expected<InstanceLock> acquire(const std::filesystem::path& path, const std::string& what);
+  // `busy` (optional) tells that refusal (another process holds the lock) from an I/O error.
+  static domain::Expected<InstanceLock> acquire(const std::filesystem::path& path, const std::string& what,
+                                                bool* busy = nullptr);
 
   InstanceLock(InstanceLock&& other) noexcept;
   InstanceLock& operator=(InstanceLock&& other) noexcept;

@@ -351,6 +351,7 @@ std::vector<PluginCall> Cluster::calls(const std::string& id) const {
     c.unix_ms = j.value("unix_ms", std::int64_t{0});
     c.fault = j.value("fault", "");
     c.pid = j.value("pid", std::int64_t{0});
+    c.held_ms = j.value("held_ms", std::int64_t{0});
     using Strings = std::map<std::string, std::string>;
     c.parameters = j.value("parameters", Strings{});
     c.volume_context = j.value("volume_context", Strings{});

@@ -65,6 +65,7 @@ struct PluginCall {
   std::int64_t unix_ms = 0;
   std::string fault;
   std::int64_t pid = 0;  // the plugin process that answered
+  std::int64_t held_ms = 0;  // how long a new copy held it before taking over from the old one
   // What the request carried (plugins/hostpath/README.md, "Call log"); secrets only as a digest.
   std::map<std::string, std::string> parameters;
   std::map<std::string, std::string> volume_context;

@@ -34,6 +34,10 @@ TEST(HostpathOptions, ParsesFlagsAndFallsBackToEnvironment) {
   EXPECT_EQ(r.options.fault_file, "/tmp/f.json");
   EXPECT_TRUE(r.options.stage_without_mount);
   EXPECT_FALSE(parse_options({}, {{"CSI_ENDPOINT", "unix:///tmp/x.sock"}}, "h").options.stage_without_mount);
+  // The vendor version GetPluginInfo reports: the build's unless set (an upgrade test sets it).
+  EXPECT_EQ(parse_options({}, {{"CSI_ENDPOINT", "unix:///tmp/x.sock"}}, "h").options.vendor_version, MOORING_VERSION);
+  EXPECT_EQ(parse_options({"--vendor-version", "2.0.0"}, {{"CSI_ENDPOINT", "unix:///tmp/x.sock"}}, "h").options.vendor_version,
+            "2.0.0");
 }
 
 TEST(HostpathOptions, RejectsBadInputWithAMessage) {
@@ -42,6 +46,8 @@ TEST(HostpathOptions, RejectsBadInputWithAMessage) {
   EXPECT_EQ(parse_options({"--endpoint", "unix:///s", "--node-id", "../etc"}, {}, "h").outcome,
             ParseResult::Outcome::exit_error);
   EXPECT_EQ(parse_options({"--endpoint", "unix:///s", "--topology", "novalue"}, {}, "h").outcome,
+            ParseResult::Outcome::exit_error);
+  EXPECT_EQ(parse_options({"--endpoint", "unix:///s", "--vendor-version="}, {}, "h").outcome,
             ParseResult::Outcome::exit_error);
   EXPECT_EQ(parse_options({"--help"}, {}, "h").outcome, ParseResult::Outcome::exit_ok);
   std::int64_t n = 0;

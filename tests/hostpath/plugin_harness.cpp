@@ -45,7 +45,7 @@ void HostpathPlugin::start() {
                                    "--log-level", "debug"};
   args.insert(args.end(), setup_.extra_args.begin(), setup_.extra_args.end());
   test::SpawnOptions opts{test::binary_path("mooring-hostpath"), args, {{"MOORING_FAULT_FILE", fault_file().string()}},
-                          true, dir_ / "plugin.out"};
+                          true, own("plugin.out")};
   process_.reset();  // reaps (kills) a previous instance
   process_ = std::make_unique<test::ChildProcess>(opts);
   // A killed predecessor leaves its socket file: wait for the new process to be listening.

@@ -24,6 +24,9 @@ struct PluginSetup {
   std::string node_id = "node-a";
   std::string mode = "monolith";
   std::vector<std::string> extra_args;
+  // A second copy beside the first (a rolling upgrade): its own socket, call log, fault file and
+  // output ("<instance>.sock", ...), the same data dir.
+  std::string instance;
 };
 
 class HostpathPlugin {
@@ -43,10 +46,10 @@ class HostpathPlugin {
   csi::v1::Node::Stub& node() { return *node_; }
   csi::v1::GroupController::Stub& group() { return *group_; }
 
-  std::filesystem::path socket() const { return dir_ / "csi.sock"; }
+  std::filesystem::path socket() const { return own("csi.sock"); }
   std::filesystem::path data_dir() const { return dir_ / "data"; }
-  std::filesystem::path fault_file() const { return dir_ / "faults.json"; }
-  std::filesystem::path call_log() const { return dir_ / "calls.log"; }
+  std::filesystem::path fault_file() const { return own("faults.json"); }
+  std::filesystem::path call_log() const { return own("calls.log"); }
   const std::string& node_id() const { return setup_.node_id; }
 
   void set_faults(const std::string& json);
@@ -76,6 +79,9 @@ class HostpathPlugin {
   grpc::Status unpublish(const std::string& volume_id, const std::filesystem::path& target);
 
  private:
+  std::filesystem::path own(const std::string& name) const {
+    return dir_ / (setup_.instance.empty() ? name : setup_.instance + "." + name);
+  }
   const test::TempDir& dir_;
   PluginSetup setup_;
   std::unique_ptr<test::ChildProcess> process_;

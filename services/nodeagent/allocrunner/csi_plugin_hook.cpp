@@ -65,7 +65,7 @@ boost::asio::awaitable<domain::Status> CsiPluginHook::prerun(std::map<std::strin
 
 boost::asio::awaitable<domain::Status> CsiPluginHook::poststart() {
   if (!alloc_.task || !alloc_.task->csi_plugin || socket_path_.empty()) co_return domain::Status{};
-  co_return co_await plugins_.supervise(alloc_.id, *alloc_.task->csi_plugin, socket_path_, events_);
+  co_return co_await plugins_.supervise(alloc_.id, alloc_.create_index, *alloc_.task->csi_plugin, socket_path_, events_);
 }
 
 void CsiPluginHook::postrun() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -21,7 +22,9 @@ class PluginTasks {
   // The task runs and listens (or will) on `socket_path`: probes it until healthy within the
   // plugin's health timeout, fingerprints and registers it as owned by `alloc_id`, then keeps
   // supervising it in the background. An error says why it did not become healthy. Cancellable.
-  virtual boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id,
+  // `create_index` (the allocation's CreateIndex) orders two instances of one plugin id on a node
+  // (an upgrade step): the newer allocation's healthy instance serves, whichever registered last.
+  virtual boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, std::uint64_t create_index,
                                                            const domain::TaskCSIPlugin& plugin,
                                                            const std::string& socket_path,
                                                            PluginTaskEvents events) = 0;

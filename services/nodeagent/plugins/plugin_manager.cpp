@@ -1,9 +1,12 @@
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 
+#include <functional>
+
 #include "csi/v1/csi.pb.h"
 #include "services/nodeagent/node_status.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "shared/async/wake_signal.hpp"
+#include "shared/log/log.hpp"
 #include "shared/rpc/csi_client.hpp"
 
 namespace mooring::nodeagent {
@@ -12,13 +15,27 @@ namespace {
 namespace asio = boost::asio;
 namespace csiv1 = ::csi::v1;
 
+const log::Logger& logger() {
+  static const log::Logger l{"plugins"};
+  return l;
+}
+
 // One plugin instance's calls over its socket's shared channel, for both consumers: the
 // supervisor (identity and capabilities) and the volume manager (node calls). Each call holds
 // the channel, so a call in flight survives a replaced instance. close() fails only this object's
 // calls: the channel stays usable for the other users.
+//
+// `current` (the volume manager's clients only) names the channel of the instance that serves
+// the plugin now. A node call that fails UNAVAILABLE on an instance the registry has replaced
+// meanwhile (a rolling upgrade: the old copy went away, or is draining and refuses new calls) is
+// sent once more to the new instance instead of failing: node calls are idempotent, and
+// UNAVAILABLE is a transport failure or a refusal that did nothing.
+using CurrentChannel = std::function<std::shared_ptr<rpc::CsiClient>()>;
+
 class InstanceClient final : public PluginClient, public NodeVolumeCalls {
  public:
-  explicit InstanceClient(std::shared_ptr<rpc::CsiClient> channel) : channel_(std::move(channel)) {}
+  explicit InstanceClient(std::shared_ptr<rpc::CsiClient> channel, CurrentChannel current = {})
+      : channel_(std::move(channel)), current_(std::move(current)) {}
 
   asio::awaitable<grpc::Status> get_plugin_info(csiv1::GetPluginInfoResponse& out) override {
     return fetch(csi::Rpc::GetPluginInfo, &rpc::CsiClient::get_plugin_info, out);
@@ -75,7 +92,17 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
       result.outcome = csi::classify(which, grpc::StatusCode::UNAVAILABLE);
       co_return result;
     }
-    co_return co_await ((*channel).*method)(request, rpc::CsiCallOptions{});
+    auto result = co_await ((*channel).*method)(request, rpc::CsiCallOptions{});
+    if (result.status.error_code() == grpc::StatusCode::UNAVAILABLE && current_) {
+      if (auto now = current_(); now && now != channel) {
+        logger().info("instance replaced during the call; sending it to the new one",
+                      {{"rpc", csi::to_string(which)}, {"from", channel->endpoint()}, {"to", now->endpoint()},
+                       {"error", result.status.error_message()}});
+        channel = std::move(now);
+        result = co_await ((*channel).*method)(request, rpc::CsiCallOptions{});
+      }
+    }
+    co_return result;
   }
   template <class Response, class Request>
   asio::awaitable<grpc::Status> fetch(csi::Rpc which,
@@ -88,6 +115,7 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
   }
 
   std::shared_ptr<rpc::CsiClient> channel_;
+  CurrentChannel current_;
   std::string closed_;
 };
 
@@ -127,8 +155,11 @@ std::shared_ptr<rpc::CsiClient> PluginManager::healthy_client(PluginKind kind, c
 std::optional<NodePlugin> PluginManager::find(const std::string& plugin_id) {
   const auto h = healthy(PluginKind::node, plugin_id);
   if (!h) return std::nullopt;
-  return NodePlugin{std::make_shared<InstanceClient>(channel(h->socket)), h->requires_stage, h->supports_expand,
-                    h->supports_stats, h->supports_condition};
+  // The volume manager's calls outlive neither the agent's executor nor this manager (its task
+  // groups are joined before the manager goes).
+  auto current = [this, plugin_id] { return healthy_client(PluginKind::node, plugin_id); };
+  return NodePlugin{std::make_shared<InstanceClient>(channel(h->socket), std::move(current)), h->requires_stage,
+                    h->supports_expand, h->supports_stats, h->supports_condition};
 }
 
 async::WakeSignal& PluginManager::healthy_again(const std::string& plugin_id) {

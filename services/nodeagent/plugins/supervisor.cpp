@@ -392,6 +392,16 @@ asio::awaitable<std::optional<std::string>> PluginSupervisor::register_instance(
   co_return std::nullopt;
 }
 
+bool PluginSupervisor::register_again() {
+  if (generation_ == 0) return false;
+  generation_ = ctx_.registry.register_plugin(
+      kinds_of(config_.type),
+      PluginRegistration{config_.id, socket_path_, provider_, version_, config_.launched(), ctx_.alloc_id});
+  ctx_.status.set_fingerprint(fingerprinter_.last());
+  ctx_.status.prefer(config_.id, ctx_.alloc_id);  // the node's one fingerprint for the id is this one again
+  return true;
+}
+
 asio::awaitable<std::optional<std::string>> PluginSupervisor::adopt() {
   ctx_.status.set_fingerprint(fingerprinter_.mark(false, "starting"));
   const auto not_healthy = [&](const std::string& why) {

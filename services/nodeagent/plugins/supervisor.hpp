@@ -77,6 +77,9 @@ class PluginSupervisor {
   // stop_heartbeat() or cancellation. Restarts nothing: the instance's owner decides.
   boost::asio::awaitable<void> heartbeat();
   void stop_heartbeat();
+  // An adopted instance that a newer one had replaced takes the registry back (the newer one
+  // ended): registered again, with a new generation. False if it was never registered.
+  bool register_again();
 
   uint64_t generation() const { return generation_; }  // 0: not registered
   std::vector<PluginKind> kinds() const;

@@ -58,7 +58,8 @@ std::vector<std::string> TaskPlugins::retiring() const {
   return out;
 }
 
-asio::awaitable<domain::Status> TaskPlugins::supervise(const std::string& alloc_id, const domain::TaskCSIPlugin& plugin,
+asio::awaitable<domain::Status> TaskPlugins::supervise(const std::string& alloc_id, std::uint64_t create_index,
+                                                       const domain::TaskCSIPlugin& plugin,
                                                        const std::string& socket_path, PluginTaskEvents events) {
   if (shut_down_) co_return domain::error("the node agent is shutting down");
   PluginConfig pc;
@@ -72,6 +73,7 @@ asio::awaitable<domain::Status> TaskPlugins::supervise(const std::string& alloc_
   SupervisorContext ctx{registry_, status_, tasks_, options_.make_client, {}, {}, alloc_id, std::move(events)};
   auto entry = std::make_shared<Supervised>();
   entry->supervisor = std::make_unique<PluginSupervisor>(ex_, pc, std::move(ctx));
+  entry->create_index = create_index;
   // A retiring instance of this allocation (a restart found it stopped, then it ran again) is
   // superseded by this supervision.
   retiring_.erase(alloc_id);
@@ -79,6 +81,7 @@ asio::awaitable<domain::Status> TaskPlugins::supervise(const std::string& alloc_
   logger().info("supervising a plugin task", {{"alloc", alloc_id}, {"plugin", plugin.id}, {"socket", socket_path}});
   if (auto failed = co_await entry->supervisor->adopt()) co_return domain::error(*failed);
   if (!supervised_.contains(alloc_id) || supervised_[alloc_id] != entry) co_return domain::Status{};  // stopped meanwhile
+  prefer_newest(plugin.id);
   tasks_.spawn("plugin-task-" + alloc_id, [entry]() -> asio::awaitable<void> { co_await entry->supervisor->heartbeat(); });
   co_return domain::Status{};
 }
@@ -162,6 +165,13 @@ void TaskPlugins::reevaluate() {
       return inst && inst->generation == r.generation;
     });
     std::map<std::string, std::string> details{{"plugin_id", r.plugin_id}, {"alloc_id", alloc_id}};
+    if (still_registered && fall_back(r.plugin_id, alloc_id)) {
+      status_.add_event("plugin", "plugin instance of a stopped allocation replaced by the older instance still running",
+                        std::move(details));
+      status_.remove_fingerprint(r.plugin_id, alloc_id);
+      it = retiring_.erase(it);
+      continue;
+    }
     if (!still_registered) {
       // A newer instance serves the plugin id: only this allocation's fingerprint goes.
       logger().info("stopped plugin instance replaced by a newer one", {{"alloc", alloc_id}, {"plugin", r.plugin_id}});
@@ -189,6 +199,41 @@ void TaskPlugins::reevaluate() {
     }
     ++it;
   }
+}
+
+PluginSupervisor* TaskPlugins::newest_healthy(const std::string& plugin_id, const std::string& except_alloc) const {
+  const Supervised* best = nullptr;
+  for (const auto& [alloc, entry] : supervised_) {
+    const auto& sup = *entry->supervisor;
+    if (alloc == except_alloc || sup.config().id != plugin_id || sup.generation() == 0) continue;
+    if (!sup.last_fingerprint().healthy()) continue;
+    if (!best || std::pair(entry->create_index, sup.generation()) >
+                     std::pair(best->create_index, best->supervisor->generation()))
+      best = entry.get();
+  }
+  return best ? best->supervisor.get() : nullptr;
+}
+
+bool TaskPlugins::fall_back(const std::string& plugin_id, const std::string& except_alloc) {
+  auto* best = newest_healthy(plugin_id, except_alloc);
+  if (!best) return false;
+  logger().warn("the serving plugin instance ended; falling back to the other instance still running",
+                {{"plugin", plugin_id}, {"ended_alloc", except_alloc}, {"alloc", best->last_fingerprint().alloc_id()}});
+  return best->register_again();
+}
+
+void TaskPlugins::prefer_newest(const std::string& plugin_id) {
+  auto* best = newest_healthy(plugin_id);
+  if (!best) return;
+  const auto kinds = best->kinds();
+  const bool serving = std::all_of(kinds.begin(), kinds.end(), [&](PluginKind kind) {
+    const auto inst = registry_.lookup(kind, plugin_id);
+    return inst && inst->generation == best->generation();
+  });
+  if (serving) return;
+  logger().info("an older allocation's instance registered after a newer one; the newer serves",
+                {{"plugin", plugin_id}, {"alloc", best->last_fingerprint().alloc_id()}});
+  best->register_again();
 }
 
 asio::awaitable<void> TaskPlugins::shutdown() {

@@ -5,12 +5,17 @@
 // (unhealthy), then the instance is retired:
 //  - replaced meanwhile by a newer instance of the plugin id (an upgrade step): only its own
 //    fingerprint goes; the newer instance is left alone;
+//  - it is the registered instance and another allocation's instance of the plugin id still runs
+//    healthy here (the new copy of an upgrade ended before the old one was stopped): that one is
+//    registered again and serves (the fallback), the newest such instance first;
 //  - no mount record on this node uses the plugin id: deregistered at once;
 //  - otherwise it stays registered and listed unhealthy, "plugin allocation stopped; N volumes
 //    waiting", until the last such volume is released (then deregistered) or a new instance of
 //    the plugin replaces it (the waiting unmounts are woken by PluginManager's healthy_again).
 // After an agent restart, a plugin task that still runs is supervised again by its allocation;
-// the registry entry of one that stopped meanwhile is retired by the same rules.
+// the registry entry of one that stopped meanwhile is retired by the same rules. Of two running
+// instances of one plugin id, the newer allocation's (CreateIndex) serves once healthy, in
+// whatever order they were re-adopted.
 //
 // Not thread-safe: use from the agent's executor.
 #pragma once
@@ -54,7 +59,8 @@ class TaskPlugins final : public PluginTasks {
               VolumesUsingPlugin volumes_using, TaskPluginsOptions options);
   ~TaskPlugins() override;
 
-  boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, const domain::TaskCSIPlugin& plugin,
+  boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, std::uint64_t create_index,
+                                                   const domain::TaskCSIPlugin& plugin,
                                                    const std::string& socket_path, PluginTaskEvents events) override;
   void stopped(const std::string& alloc_id) override;
 
@@ -80,6 +86,7 @@ class TaskPlugins final : public PluginTasks {
  private:
   struct Supervised {
     std::unique_ptr<PluginSupervisor> supervisor;
+    std::uint64_t create_index = 0;  // the allocation's: the newer of two instances serves
   };
   struct Retiring {
     std::string plugin_id;
@@ -89,6 +96,14 @@ class TaskPlugins final : public PluginTasks {
     std::size_t waiting = 0;  // as last reported
   };
   void retire(const std::string& alloc_id, const PluginSupervisor& supervisor);
+  // The healthy, registered instance of `plugin_id` of the newest allocation (CreateIndex, then
+  // the latest registration), other than `except_alloc`'s; null when there is none.
+  PluginSupervisor* newest_healthy(const std::string& plugin_id, const std::string& except_alloc = {}) const;
+  // Registers again the newest healthy instance other than `except_alloc`'s; false when none.
+  bool fall_back(const std::string& plugin_id, const std::string& except_alloc);
+  // After an adoption: the newest healthy instance serves (an agent restart re-adopts the copies
+  // of an upgrade step in any order; the older one must not keep the registry).
+  void prefer_newest(const std::string& plugin_id);
 
   boost::asio::any_io_executor ex_;
   PluginRegistry& registry_;

@@ -69,7 +69,8 @@ class TaskPluginsTest : public ::testing::Test {
     return p;
   }
 
-  domain::Status supervise(const std::string& alloc, std::chrono::milliseconds health_timeout = 2s) {
+  domain::Status supervise(const std::string& alloc, std::chrono::milliseconds health_timeout = 2s,
+                           std::uint64_t create_index = 0) {
     domain::Status out;
     domain::TaskCSIPlugin plugin{.id = "hp", .type = domain::PluginType::monolith};
     plugin.health_timeout = health_timeout;
@@ -78,7 +79,7 @@ class TaskPluginsTest : public ::testing::Test {
       events.push_back(alloc + " " + type + ": " + msg);
     };
     const std::string path = socket(alloc);
-    run_async(io, [&]() -> asio::awaitable<void> { out = co_await plugins.supervise(alloc, plugin, path, sink); });
+    run_async(io, [&]() -> asio::awaitable<void> { out = co_await plugins.supervise(alloc, create_index, plugin, path, sink); });
     run_for(io, 50ms);  // the first heartbeat fingerprint
     return out;
   }
@@ -257,6 +258,54 @@ TEST_F(TaskPluginsTest, TwoInstancesTheNewerServesAndStoppingTheOlderLeavesItAlo
   EXPECT_TRUE(status.fingerprints()[0].healthy());
   EXPECT_TRUE(plugins.retiring().empty());
   EXPECT_TRUE(fake("new")->closed_clients.empty());
+}
+
+// An upgrade's new copy that ends after it took the registry, while the old copy still runs
+// healthy: the old instance is registered again and serves, whether or not volumes wait.
+TEST_F(TaskPluginsTest, WhenTheNewInstanceEndsMidUpgradeTheOlderHealthyInstanceServesAgain) {
+  SocketFile sock1(socket("old"));
+  SocketFile sock2(socket("new"));
+  ASSERT_TRUE(supervise("old"));
+  ASSERT_TRUE(supervise("new"));
+  ASSERT_EQ(registry.lookup(PluginKind::node, "hp")->reg.alloc_id, "new");
+  waiting = 2;
+  stop("new");
+  const auto inst = registry.lookup(PluginKind::node, "hp");
+  ASSERT_TRUE(inst);
+  EXPECT_EQ(inst->reg.alloc_id, "old");
+  EXPECT_EQ(registry.lookup(PluginKind::controller, "hp")->reg.alloc_id, "old");
+  const auto found = manager.find("hp");
+  ASSERT_TRUE(found.has_value()) << "the node's calls find the old instance";
+  EXPECT_FALSE(fingerprint_of("new"));
+  ASSERT_EQ(status.fingerprints().size(), 1u);
+  EXPECT_EQ(status.fingerprints()[0].alloc_id(), "old");
+  EXPECT_TRUE(status.fingerprints()[0].healthy());
+  EXPECT_TRUE(plugins.retiring().empty());
+
+  // The old one stopping later is the last instance: kept listed for the waiting volumes.
+  stop("old");
+  EXPECT_EQ(registry.lookup(PluginKind::node, "hp")->reg.alloc_id, "old");
+  EXPECT_EQ(plugins.retiring().size(), 1u);
+}
+
+// An agent restart in the middle of an upgrade step re-adopts both copies in any order: the newer
+// allocation's instance serves, also when the older one registers after it.
+TEST_F(TaskPluginsTest, AfterARestartMidUpgradeTheNewerAllocationsInstanceServesWhateverTheOrder) {
+  SocketFile sock1(socket("old"));
+  SocketFile sock2(socket("new"));
+  ASSERT_TRUE(supervise("new", 2s, 20));
+  ASSERT_TRUE(supervise("old", 2s, 10));  // re-adopted last
+  auto inst = registry.lookup(PluginKind::node, "hp");
+  ASSERT_TRUE(inst);
+  EXPECT_EQ(inst->reg.alloc_id, "new");
+  EXPECT_EQ(registry.lookup(PluginKind::controller, "hp")->reg.alloc_id, "new");
+  ASSERT_TRUE(manager.find("hp").has_value());
+  ASSERT_EQ(status.fingerprints().size(), 1u);
+  EXPECT_EQ(status.fingerprints()[0].alloc_id(), "new");
+  // Stopping the old one then leaves the new one alone.
+  stop("old");
+  EXPECT_EQ(registry.lookup(PluginKind::node, "hp")->reg.alloc_id, "new");
+  EXPECT_TRUE(plugins.retiring().empty());
 }
 
 // After an agent restart: the persisted instance of an allocation that stopped meanwhile is

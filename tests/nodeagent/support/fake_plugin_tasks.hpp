@@ -18,7 +18,8 @@ class FakePluginTasks final : public PluginTasks {
   std::vector<std::string> supervised;  // "<alloc> <plugin id> <socket path>"
   std::vector<std::string> stopped_allocs;
 
-  boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, const domain::TaskCSIPlugin& plugin,
+  boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, std::uint64_t,
+                                                   const domain::TaskCSIPlugin& plugin,
                                                    const std::string& socket_path, PluginTaskEvents events) override {
     supervised.push_back(alloc_id + " " + plugin.id + " " + socket_path);
     if (delay.count() > 0) co_await async::sleep_for(delay);
