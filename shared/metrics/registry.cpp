@@ -1,5 +1,7 @@
 #include "shared/metrics/registry.hpp"
 
+#include <cmath>
+
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
