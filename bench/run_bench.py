@@ -852,6 +852,13 @@ def bench_metrics():
     if on["cpu"] and off["cpu"]:
         row("metrics", "CPU per lifecycle (control plane + agent), metrics on", mean(on["cpu"]), "ms", mean(off["cpu"]),
             "--metrics=off, same run")
+    # One observation in process, beside the clock read each timed call site pays anyway.
+    obs_bin = os.path.join(BIN, "bench", "mooring-bench-metrics")
+    if os.path.exists(obs_bin):
+        obs = run_json([obs_bin], os.path.join(tempfile.gettempdir(), "mooring-bench-metrics.log"))
+        details["metrics"]["observe"] = obs
+        row("metrics", "one CSI call's observation (series lookup + histogram)", obs["csi_observe_ns"], "ns",
+            obs["clock_read_ns"], "one steady_clock read")
     if scrape:
         row("metrics", "GET /v1/metrics after the lifecycles, p50", scrape["p50_ms"], "ms", None, "",
             note=f"{scrape['bytes']} bytes of exposition")
