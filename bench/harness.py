@@ -182,10 +182,13 @@ def wait_until(pred, timeout, interval=0.05):
 class Cluster:
     """Control plane + node agents (each with a hostpath plugin) in one temp dir."""
 
-    def __init__(self, bindir, name="mooring-bench", logs_dir=None, secure=True):
+    def __init__(self, bindir, name="mooring-bench", logs_dir=None, secure=True, metrics=True):
         self.bindir = bindir
         self.logs_dir = logs_dir
         self.secure = secure
+        # metrics=False: both services run with --metrics=off (the bench's reference for their cost).
+        self.metrics = metrics
+        self.agent_extra = [] if metrics else ["--metrics=off"]
         self.dir = tempfile.mkdtemp(prefix=name + "-", dir="/tmp")
         os.makedirs(os.path.join(self.dir, "hostpath"))
         os.makedirs(os.path.join(self.dir, "cp"))
@@ -237,7 +240,8 @@ class Cluster:
         runs = self.cp_runs = getattr(self, "cp_runs", 0) + 1
         args = [self.bin("mooring-controlplane"), "--data-dir", os.path.join(self.dir, "cp"),
                 "--http-addr", f"127.0.0.1:{self.http_port}", "--grpc-addr", f"127.0.0.1:{self.grpc_port}",
-                "--shutdown-grace", "2s", *self.tls_args("server"), *([] if self.secure else ["--acl=false"]), *extra]
+                "--shutdown-grace", "2s", *self.tls_args("server"), *([] if self.secure else ["--acl=false"]),
+                *([] if self.metrics else ["--metrics=off"]), *extra]
         self.cp = Proc(args, os.path.join(self.dir, "controlplane.log"))
 
         def ports():
@@ -288,6 +292,7 @@ class Cluster:
                 "--data-dir", os.path.join(self.node_dir(nid), "agent"),
                 # A fixed free port, not ":0": the agent advertises the configured address (see run_bench's report).
                 "--controlplane-addr", f"127.0.0.1:{self.grpc_port}", "--grpc-addr", f"127.0.0.1:{free_port()}",
+                "--metrics-addr", "127.0.0.1:0", *self.agent_extra,
                 "--heartbeat-interval", heartbeat, *(["--plugin", plugin] if config_plugin else []),
                 *self.tls_args(f"agent-{nid}")]
         self.nodes[nid] = Proc(args, os.path.join(self.dir, f"{nid}.log"))

@@ -11,7 +11,9 @@ its target (MET / MISSED). Prints a table and writes JSON. Driven by scripts/run
   MOORING_BENCH_GC_SIZES       GC storm sizes (default "1000,10000")
   MOORING_BENCH_FOOTPRINT_N    volumes registered for the control plane footprint (default 100000)
   MOORING_BENCH_WRK_SECONDS    duration of each wrk run (default 5)
-  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc (default all)
+  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc,metrics (default all)
+  MOORING_BENCH_METRICS_N      lifecycles per round of the metrics on/off comparison (default 300)
+  MOORING_BENCH_METRICS_ROUNDS rounds of it, each one stack with --metrics=off then one with it on (default 2)
   MOORING_BENCH_INSECURE       1: every bench on the plaintext stack (--insecure --acl=false) only.
                                Default: the stack is secure as `make run` (mutual TLS, HTTPS, ACL
                                token on every request), and lifecycle and api run a second time on
@@ -55,6 +57,8 @@ WRK_SECONDS = int(os.environ.get("MOORING_BENCH_WRK_SECONDS", "5"))
 ONLY = set(x for x in os.environ.get("MOORING_BENCH_ONLY", "").split(",") if x)
 INSECURE = os.environ.get("MOORING_BENCH_INSECURE", "") == "1"
 COMPARE_N = int(os.environ.get("MOORING_BENCH_COMPARE_N", str(N)))
+METRICS_N = int(os.environ.get("MOORING_BENCH_METRICS_N", "300"))
+METRICS_ROUNDS = int(os.environ.get("MOORING_BENCH_METRICS_ROUNDS", "2"))
 
 # The pass being measured: "" for the main stack (secure unless MOORING_BENCH_INSECURE=1) whose
 # rows carry the targets, "plaintext" for the comparison pass (its rows are labelled and carry none).
@@ -156,9 +160,9 @@ def keep_logs(d, name):
                 pass
 
 
-def new_cluster(name, secure=None):
+def new_cluster(name, secure=None, metrics=True):
     secure = not INSECURE if secure is None else secure
-    c = Cluster(BIN, logs_dir=os.path.join(BIN, "bench-logs", name), secure=secure)
+    c = Cluster(BIN, logs_dir=os.path.join(BIN, "bench-logs", name), secure=secure, metrics=metrics)
     open_clusters.append(c)
     return c
 
@@ -784,6 +788,83 @@ def security_cost_rows():
 
 
 # --------------------------------------------------------------------------------------------
+# metrics: the lifecycle with Prometheus metrics on beside the same stack with --metrics=off
+
+def bench_metrics():
+    """Rounds of two fresh stacks, one with --metrics=off on both services and one with metrics on,
+    each running METRICS_N lifecycles at concurrency C, in the order off-on, on-off, off-on, ...
+    (ABBA), so a machine whose load drifts during the run favours neither; lifecycles/s is the mean
+    over the rounds, p50/p99 over all of a mode's lifecycles."""
+    got = {"off": {"lps": [], "freed": [], "mounted": [], "failed": 0, "cpu": []},
+           "on": {"lps": [], "freed": [], "mounted": [], "failed": 0, "cpu": []}}
+    scrape = {}
+    for rnd in range(METRICS_ROUNDS):
+        for mode in (("off", "on") if rnd % 2 == 0 else ("on", "off")):
+            c = new_cluster(f"metrics-{mode}-{rnd}", metrics=(mode == "on"))
+            try:
+                c.start_controlplane()
+                c.start_node("n1")
+                time.sleep(1.0)
+                vids = [f"mv-{i:05d}" for i in range(METRICS_N)]
+                parallel(c.create_volume, vids, 4)
+                pids = [c.cp.pid, c.nodes["n1"].pid]
+                cpu0 = [cpu_ms(p) for p in pids]
+                to_mounted, to_freed, failures, _, wall = run_lifecycles(c, "n1", vids, C, f"m{mode}{rnd}")
+                cpu1 = [cpu_ms(p) for p in pids]
+                g = got[mode]
+                g["lps"].append(len(to_freed) / wall)
+                g["freed"] += to_freed
+                g["mounted"] += to_mounted
+                g["failed"] += len(failures)
+                if None not in cpu0 and None not in cpu1:
+                    g["cpu"].append(sum(b - a for a, b in zip(cpu0, cpu1)) / max(1, len(to_freed)))
+                log(f"metrics {mode} round {rnd + 1}: {len(to_freed)}/{METRICS_N} lifecycles at "
+                    f"{g['lps'][-1]:.1f}/s, stop-to-freed p99 {percentile(to_freed, 99):.1f} ms")
+                if mode == "on" and not scrape:
+                    # What one scrape costs the control plane, after all those lifecycles.
+                    times = []
+                    size = 0
+                    for _ in range(20):
+                        t = time.perf_counter()
+                        st, _, body = c.api.request("GET", "/v1/metrics")
+                        times.append((time.perf_counter() - t) * 1000)
+                        size = len(body) if st == 200 else 0
+                    scrape = {"p50_ms": percentile(times, 50), "bytes": size}
+            finally:
+                close_cluster(c)
+    mean = lambda xs: sum(xs) / len(xs) if xs else 0  # noqa: E731
+    on, off = got["on"], got["off"]
+    details["metrics"] = {
+        "n_per_round": METRICS_N, "rounds": METRICS_ROUNDS, "concurrency": C,
+        **{mode: {"lifecycles_per_second": got[mode]["lps"],
+                  "stop_to_freed_ms": {"p50": percentile(got[mode]["freed"], 50), "p99": percentile(got[mode]["freed"], 99)},
+                  "claim_to_mounted_ms": {"p50": percentile(got[mode]["mounted"], 50),
+                                          "p99": percentile(got[mode]["mounted"], 99)},
+                  "cpu_ms_per_lifecycle": mean(got[mode]["cpu"]), "failed": got[mode]["failed"]} for mode in got},
+        "scrape": scrape,
+    }
+    row("metrics", f"lifecycles/s, metrics on ({METRICS_ROUNDS}x{METRICS_N}, c={C})", mean(on["lps"]), "/s",
+        mean(off["lps"]), "--metrics=off, same run, stacks in the order off-on, on-off, ...", ("ratio", ">=", 0.95))
+    row("metrics", "stop-to-freed p99, metrics on", percentile(on["freed"], 99), "ms", percentile(off["freed"], 99),
+        "--metrics=off, same run", ("ratio", "<=", 1.05))
+    row("metrics", "stop-to-freed p50, metrics on", percentile(on["freed"], 50), "ms", percentile(off["freed"], 50),
+        "--metrics=off, same run")
+    if on["cpu"] and off["cpu"]:
+        row("metrics", "CPU per lifecycle (control plane + agent), metrics on", mean(on["cpu"]), "ms", mean(off["cpu"]),
+            "--metrics=off, same run")
+    # One observation in process, beside the clock read each timed call site pays anyway.
+    obs_bin = os.path.join(BIN, "bench", "mooring-bench-metrics")
+    if os.path.exists(obs_bin):
+        obs = run_json([obs_bin], os.path.join(tempfile.gettempdir(), "mooring-bench-metrics.log"))
+        details["metrics"]["observe"] = obs
+        row("metrics", "one CSI call's observation (series lookup + histogram)", obs["csi_observe_ns"], "ns",
+            obs["clock_read_ns"], "one steady_clock read")
+    if scrape:
+        row("metrics", "GET /v1/metrics after the lifecycles, p50", scrape["p50_ms"], "ms", None, "",
+            note=f"{scrape['bytes']} bytes of exposition")
+    if on["failed"] or off["failed"]:
+        row("metrics", "failed lifecycles", on["failed"] + off["failed"], "", None, "", ("value", "<=", 0))
+
 
 # --------------------------------------------------------------------------------------------
 # plugins: a CSI plugin that runs as an allocation (issue 27)
@@ -1036,7 +1117,8 @@ def main():
                 close_cluster(c)
         if not INSECURE and (wanted("lifecycle") or wanted("api")):
             run_one("plaintext", plaintext_pass)
-        for name, fn in (("plugins", bench_plugins), ("footprint", bench_footprint), ("gc", bench_gc)):
+        for name, fn in (("plugins", bench_plugins), ("footprint", bench_footprint), ("gc", bench_gc),
+                         ("metrics", bench_metrics)):
             run_one(name, fn)
     finally:
         for c in list(open_clusters):

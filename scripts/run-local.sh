@@ -17,6 +17,7 @@ DATA=${MOORING_DATA:-$(pwd)/.mooring}
 HTTP_ADDR=${MOORING_HTTP_ADDR:-127.0.0.1:4700}
 CP_GRPC_ADDR=${MOORING_CP_GRPC_ADDR:-127.0.0.1:4701}
 AGENT_GRPC_ADDR=${MOORING_AGENT_GRPC_ADDR:-127.0.0.1:4702}
+AGENT_METRICS_ADDR=${MOORING_AGENT_METRICS_ADDR:-127.0.0.1:4703}
 NODE_NAME=${MOORING_NODE_NAME:-local}
 LOG_LEVEL=${MOORING_LOG_LEVEL:-info}
 
@@ -68,6 +69,7 @@ cat > "$DATA/agent.json" <<JSON
   "data_dir": "$DATA/agent",
   "controlplane_addr": "$CP_GRPC_ADDR",
   "grpc_addr": "$AGENT_GRPC_ADDR",
+  "metrics_addr": "$AGENT_METRICS_ADDR",
   "log_level": "$LOG_LEVEL",
   "drain_on_shutdown": "20s",
   "plugins": [

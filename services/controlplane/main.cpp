@@ -45,6 +45,7 @@
 #include "shared/async/task_group.hpp"
 #include "shared/config/settings.hpp"
 #include "shared/log/log.hpp"
+#include "shared/metrics/families.hpp"
 #include "shared/rpc/server.hpp"
 #include "shared/rpc/transport_security.hpp"
 #include "shared/tls/cert_files.hpp"
@@ -166,6 +167,8 @@ int main(int argc, char** argv) {
   log::configure(flags.log_level, flags.log_format);
 
   raise_open_file_limit(logger);
+  // Before anything that records is built: each component takes its handles when constructed.
+  if (flags.metrics) metrics::enable(metrics::Service::controlplane);
   const http::ServerConfig http_config = http_server_config(flags);
   std::string grpc_host;
   std::uint16_t grpc_port = 0;

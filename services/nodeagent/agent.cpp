@@ -66,8 +66,8 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   plugins_ = std::make_unique<PluginManager>(ex, *registry_, *status_);
   if (!options_.make_client) {
     // The supervisor's client shares the plugin's channel with the volume and controller calls.
-    options_.make_client = [plugins = plugins_.get()](const std::string& socket) {
-      return plugins->supervisor_client(socket);
+    options_.make_client = [plugins = plugins_.get()](const std::string& plugin_id, const std::string& socket) {
+      return plugins->supervisor_client(plugin_id, socket);
     };
   }
   const std::filesystem::path data_dir(config_.data_dir);

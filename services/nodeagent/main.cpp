@@ -13,6 +13,11 @@
 #include "services/nodeagent/agent.hpp"
 #include "services/nodeagent/config/agent_config.hpp"
 #include "services/nodeagent/config/node_identity.hpp"
+#include "services/nodeagent/metrics/agent_gauges.hpp"
+#include "services/nodeagent/metrics/metrics_listener.hpp"
+#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/volumes/volume_manager.hpp"
+#include "shared/metrics/families.hpp"
 #include "shared/config/settings.hpp"
 #include "shared/durable/instance_lock.hpp"
 #include "shared/log/log.hpp"
@@ -26,7 +31,8 @@ using namespace mooring;
 
 // With mutual TLS, SIGHUP logs the certificate in use and its expiry (gRPC re-reads changed files
 // on its own); otherwise SIGHUP keeps its default action.
-asio::awaitable<void> run_agent(nodeagent::Agent& agent, std::shared_ptr<const rpc::TransportSecurity> security) {
+asio::awaitable<void> run_agent(nodeagent::Agent& agent, std::shared_ptr<const rpc::TransportSecurity> security,
+                                nodeagent::MetricsListener* metrics) {
   asio::signal_set signals(co_await asio::this_coro::executor, SIGTERM, SIGINT);
   if (security) signals.add(SIGHUP);
   agent.start();
@@ -38,6 +44,7 @@ asio::awaitable<void> run_agent(nodeagent::Agent& agent, std::shared_ptr<const r
   }
   log::Logger("main").info("signal received; shutting down", {{"signal", sig}});
   co_await agent.shutdown();
+  if (metrics) co_await metrics->stop();
 }
 
 }  // namespace
@@ -123,13 +130,33 @@ int main(int argc, char** argv) {
                                           {"controlplane", cfg.controlplane_addr},
                                           {"plugins", static_cast<int64_t>(cfg.plugins.size())}});
 
+  // Before the agent is built: its components take their metric handles when constructed.
+  if (cfg.metrics) metrics::enable(metrics::Service::nodeagent);
+
   asio::io_context io;
   int rc = 0;
   {
     nodeagent::AgentOptions options;
     options.security = security;
     nodeagent::Agent agent(io.get_executor(), cfg, std::move(options));
-    asio::co_spawn(io, run_agent(agent, security), [&](std::exception_ptr e) {
+    std::unique_ptr<nodeagent::MetricsListener> metrics_http;
+    if (auto* families = metrics::families()) {
+      auto gauges = [&agent, node_id = cfg.node_id] {
+        return nodeagent::agent_gauges(node_id, agent.status().fingerprints(), agent.volumes().pending_unmounts());
+      };
+      metrics_http = std::make_unique<nodeagent::MetricsListener>(
+          io.get_executor(), families->registry, gauges,
+          nodeagent::MetricsListenerOptions{cfg.metrics_addr, cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file});
+      if (auto err = metrics_http->start(); !err.empty()) {
+        log.error("cannot serve metrics", {{"error", err}});
+        std::cerr << "mooring-nodeagent: " << err << " (--metrics=off turns metrics off)\n";
+        return 1;
+      }
+      log.info("serving metrics", {{"address", cfg.metrics_addr},
+                                   {"port", static_cast<int64_t>(metrics_http->port())},
+                                   {"https", metrics_http->secure()}});
+    }
+    asio::co_spawn(io, run_agent(agent, security, metrics_http.get()), [&](std::exception_ptr e) {
       if (!e) return;
       try {
         std::rethrow_exception(e);

@@ -3,6 +3,7 @@
 #include "shared/log/log.hpp"
 #include "shared/rpc/channel.hpp"
 #include "shared/rpc/client_call.hpp"
+#include "shared/rpc/csi_rpc_metrics.hpp"
 
 #include "csi/v1/csi.grpc.pb.h"
 
@@ -48,6 +49,8 @@ struct CsiClient::Impl {
   std::shared_ptr<Stubs> stubs;
   bool closed = false;
   std::set<grpc::ClientContext*> in_flight;  // contexts of calls awaiting gRPC, for close()
+  std::string metrics_plugin;
+  CsiRpcMetrics metrics;  // every attempt sent to the plugin (not those refused by close())
   log::Logger log{"csi-client"};
 
   // A channel in TRANSIENT_FAILURE is waiting out a reconnect backoff; the plugin may well be
@@ -72,6 +75,7 @@ asio::awaitable<CsiResult<Response>> call(std::shared_ptr<CsiClient::Impl> impl,
     result.status = closed_status();
   } else {
     auto stubs = impl->current();
+    const auto started = impl->metrics.enabled() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     const CallOptions call_options{.timeout = options.timeout.value_or(csi::policy(rpc).timeout)};
     grpc::ClientContext* context = nullptr;
     result.status = co_await unary(call_options, [&](grpc::ClientContext* ctx, UnaryDone done) {
@@ -82,6 +86,9 @@ asio::awaitable<CsiResult<Response>> call(std::shared_ptr<CsiClient::Impl> impl,
     // unary() destroyed the context just now, with no handler run in between.
     impl->in_flight.erase(context);
     if (impl->closed && result.status.error_code() == grpc::StatusCode::CANCELLED) result.status = closed_status();
+    if (impl->metrics.enabled())
+      impl->metrics.observe(impl->metrics_plugin, rpc, result.status.error_code(),
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
   result.outcome = csi::classify(rpc, result.status.error_code());
   co_return result;
@@ -113,6 +120,8 @@ void CsiClient::close() {
 }
 
 bool CsiClient::closed() const { return impl_->closed; }
+
+void CsiClient::set_metrics_plugin(std::string plugin_id) { impl_->metrics_plugin = std::move(plugin_id); }
 
 CsiClient::Call<v1::GetPluginInfoResponse> CsiClient::get_plugin_info(const v1::GetPluginInfoRequest& request, CsiCallOptions options) {
   return call<v1::GetPluginInfoResponse>(impl_, csi::Rpc::GetPluginInfo, options,

@@ -120,6 +120,10 @@ class CsiClient {
   void close();
   bool closed() const;
 
+  // The plugin id its calls are recorded under in mooring_csi_rpc_seconds ("" until set: the
+  // socket's plugin is not known to whoever dials it first).
+  void set_metrics_plugin(std::string plugin_id);
+
   // Identity
   Call<::csi::v1::GetPluginInfoResponse> get_plugin_info(const ::csi::v1::GetPluginInfoRequest& request, CsiCallOptions options = {});
   Call<::csi::v1::GetPluginCapabilitiesResponse> get_plugin_capabilities(const ::csi::v1::GetPluginCapabilitiesRequest& request, CsiCallOptions options = {});

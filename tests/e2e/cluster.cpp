@@ -176,6 +176,8 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
   } else {
     o.args.push_back("--insecure");  // the plaintext clusters most scenarios use, said out loud
   }
+  // Any free port for the metrics listener (many agents share this host); agent_args may name one.
+  o.args.insert(o.args.end(), {"--metrics-addr", "127.0.0.1:0"});
   o.args.insert(o.args.end(), n.options.agent_args.begin(), n.options.agent_args.end());
   if (!n.netns.empty()) {
     // nsenter execs the agent (no fork): the child's pid is the agent's.

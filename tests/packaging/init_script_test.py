@@ -268,6 +268,7 @@ class InitScriptTest(unittest.TestCase):
 
         agent = self.spawn([ARGS.nodeagent, "--node-id", "node-1", "--data-dir", self.path("agent"),
                             "--controlplane-addr", f"127.0.0.1:{self.grpc_port}", "--grpc-addr", "127.0.0.1:0",
+                            "--metrics-addr", "127.0.0.1:0",
                             "--heartbeat-interval", "1s", "--tls-ca-file", f"{tls}/ca.pem",
                             "--tls-cert-file", f"{tls}/agent-node-1.pem", "--tls-key-file", f"{tls}/agent-node-1-key.pem"],
                            "agent.log")

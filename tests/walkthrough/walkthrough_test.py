@@ -61,6 +61,7 @@ def main():
                MOORING_BIN=BUILD, MOORING_DATA=data, MOORING_HTTP_ADDR=http,
                MOORING_CP_GRPC_ADDR=f"127.0.0.1:{free_port()}",
                MOORING_AGENT_GRPC_ADDR=f"127.0.0.1:{free_port()}",
+               MOORING_AGENT_METRICS_ADDR=f"127.0.0.1:{free_port()}",
                MOORING_ADDR=f"https://{http}",
                MOORING_CACERT=os.path.join(data, "tls", "ca.pem"))
     log = open(os.path.join(data, "run-local.out"), "w+")

@@ -10,6 +10,7 @@
 #include "shared/domain/text.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/client_call.hpp"
+#include "shared/rpc/csi_rpc_metrics.hpp"
 
 namespace mooring::controlplane::agentclient {
 
@@ -109,7 +110,10 @@ struct AgentRouter::Impl {
                node ? "node " + in_quotes(node_id) + " has no agent address" : "node " + in_quotes(node_id) + " is not registered");
       co_return out;
     }
+    const auto started = std::chrono::steady_clock::now();
     out.status = co_await call(*node, timeout, request, out.response, start);
+    if constexpr (requires { request.plugin_id(); })  // stats requests name no plugin
+      observe(request.plugin_id(), classify_as, out.status, started);
     out.outcome = csi::classify(classify_as, out.status.error_code());
     if (!out.ok()) out.error = where + ": " + csi::status_text(out.status);
     co_return out;
@@ -145,7 +149,9 @@ struct AgentRouter::Impl {
       const domain::Node* node = router.store_.node(node_id);  // may have gone during an earlier attempt
       if (!node || node->address.empty()) continue;
       Resp response;
+      const auto started = std::chrono::steady_clock::now();
       out.status = co_await call(*node, timeout(rpc), wrapped, response, start);
+      observe(plugin_id, rpc, out.status, started);
       out.outcome = csi::classify(rpc, out.status.error_code());
       out.node_id = node_id;
       asked = true;
@@ -175,8 +181,17 @@ struct AgentRouter::Impl {
     co_return out;
   }
 
+  // mooring_csi_rpc_seconds, as the control plane sees a CSI call: one attempt through one agent.
+  void observe(const std::string& plugin_id, csi::Rpc rpc, const grpc::Status& status,
+               std::chrono::steady_clock::time_point started) {
+    if (csi_metrics.enabled())
+      csi_metrics.observe(plugin_id, rpc, status.error_code(),
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+
   AgentRouter& router;
   std::map<std::string, Cached> channels;
+  rpc::CsiRpcMetrics csi_metrics;
 };
 
 AgentRouter::AgentRouter(asio::any_io_executor executor, const StateStore& store, AgentRouterOptions options)

@@ -21,6 +21,7 @@
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/router.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/metrics/families.hpp"
 
 namespace mooring::controlplane::api {
 
@@ -34,6 +35,7 @@ struct Route {
   acl::Need also;
   bool keep_answer = true;  // false: an answer carrying a SecretID is never kept for Idempotency-Key
   bool any_namespace = false;  // a list that takes ?namespace=* (its items are then filtered)
+  std::string pattern;  // "/v1/volume/csi/:id": the route label of mooring_http_requests_seconds
 };
 
 // Routes whose objects live in a namespace: the request names one (or "*" on a list).
@@ -89,6 +91,7 @@ class RouteTable {
  private:
   void get(std::string_view path, Need need, Endpoint e, std::optional<Table> watch = std::nullopt) {
     entries.push_back({"GET", std::string(path), Route{e, watch, need}});
+    entries.back().route.pattern = path;
   }
   // A list that may span namespaces (?namespace=*).
   void list(std::string_view path, Need need, Endpoint e, Table watch) {
@@ -96,8 +99,10 @@ class RouteTable {
     entries.back().route.any_namespace = true;
   }
   void write(std::initializer_list<const char*> methods, std::string_view path, Need need, Endpoint e, Extra x = {}) {
-    for (const char* m : methods)
+    for (const char* m : methods) {
       entries.push_back({m, std::string(path), Route{e, {}, need, x.when, x.also, x.keep_answer}});
+      entries.back().route.pattern = path;
+    }
   }
 
   void add_volume_routes() {
@@ -140,6 +145,8 @@ class RouteTable {
     get("/v1/status/ready", Need::anyone(), at_once<ready>);
     // Rotating the key that seals every stored secret is for management tokens only.
     write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring);
+    // Prometheus scrapes: operator:read (the anonymous policy may grant it to a scraper without a token).
+    get("/v1/metrics", Need::on(Area::operator_, Level::read), at_once<get_metrics>);
   }
 
   void add_acl_routes() {
@@ -184,6 +191,7 @@ acl::Need event_need(const std::string& topic) {
 struct Api::Impl {
   Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring, o.acl, o.enrollment_ca}, options(std::move(o)) {
     for (const auto& e : route_entries()) router.add(e.method, e.pattern, e.route);
+    if (auto* f = metrics::families()) http_seconds = f->http_requests_seconds;
   }
 
   // ---- ACLs: 401 without a usable token, 403 naming what is missing; nothing runs on refusal ----
@@ -443,9 +451,24 @@ struct Api::Impl {
     options.audit->record(e);
   }
 
+  // mooring_http_requests_seconds: the series of each (route, status) is looked up once. A request
+  // that matched no route counts under "unmatched", so probing random paths adds no series.
+  void observe(std::string_view pattern, unsigned status, std::chrono::steady_clock::duration took) {
+    if (!http_seconds) return;
+    auto it = http_series.find({pattern, status});
+    if (it == http_series.end())
+      it = http_series
+               .emplace(std::pair{pattern, status},
+                        http_seconds.with({{"route", std::string(pattern)}, {"code", std::to_string(status)}}))
+               .first;
+    it->second.observe(took);
+  }
+
   Context ctx;
   ApiOptions options;
   http::Router<Route> router;
+  metrics::HistogramFamily http_seconds;  // null with metrics off
+  std::map<std::pair<std::string_view, unsigned>, metrics::Histogram> http_series;  // views into `router`
   std::minstd_rand rng{std::random_device{}()};
 };
 
@@ -478,24 +501,27 @@ std::vector<RouteInfo> Api::route_table() {
 }
 
 boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
-  std::string accessor;
-  auto res = co_await answer(req, accessor);
-  impl_->audit(req, accessor, res);
+  Answered answered{.started = std::chrono::steady_clock::now()};
+  auto res = co_await answer(req, answered);
+  impl_->audit(req, answered.accessor, res);
+  impl_->observe(answered.pattern, res.status, std::chrono::steady_clock::now() - answered.started);
   co_return res;
 }
 
-boost::asio::awaitable<http::Response> Api::answer(http::Request& req, std::string& accessor) {
+boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered& answered) {
   const Route* route = nullptr;
   std::optional<Blocking> blocking;
   std::optional<Caller> caller;
   auto early = impl_->prepare(req, route, blocking, caller);
-  if (caller) accessor = caller->accessor;
+  if (caller) answered.accessor = caller->accessor;
+  if (route) answered.pattern = route->pattern;
   if (early) {
     http::apply_cors(impl_->options.cors, req, *early);
     co_return *early;
   }
   if (blocking && blocking->index > 0) {
     co_await impl_->ctx.store.wait_for_change(blocking->table, blocking->index, impl_->jitter(blocking->wait));
+    answered.started = std::chrono::steady_clock::now();  // the answer's time, not the wait for a change
     // The token may have been deleted or its policies changed meanwhile.
     if (auto refusal = impl_->authorize(req, *route, caller)) {
       http::apply_cors(impl_->options.cors, req, *refusal);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -75,8 +76,12 @@ class Api {
   static std::vector<RouteInfo> route_table();
 
  private:
-  // `accessor`: the AccessorID of the token that asked (ACLs on), for the audit log.
-  boost::asio::awaitable<http::Response> answer(http::Request& request, std::string& accessor);
+  struct Answered {
+    std::string accessor;                          // the token that asked (ACLs on), for the audit log
+    std::string_view pattern = "unmatched";        // the route, for mooring_http_requests_seconds
+    std::chrono::steady_clock::time_point started;  // after a blocking query's wait
+  };
+  boost::asio::awaitable<http::Response> answer(http::Request& request, Answered& answered);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,10 @@
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 #include "shared/tls/cert_files.hpp"
+
+namespace mooring::metrics {
+struct GaugeSnapshot;
+}
 
 namespace mooring::controlplane {
 
@@ -105,6 +110,11 @@ http::Response ready(Context&, const http::Request&);
 
 // ---- operator (operator_endpoints.cpp) ----
 Answer rotate_keyring(Context&, const http::Request&);  // PUT|POST /v1/operator/keyring/rotate
+
+// ---- metrics (metrics_endpoints.cpp) ----
+// mooring_claims{state} and mooring_plugin_healthy{plugin,node,kind}, from the state as it is now.
+std::vector<metrics::GaugeSnapshot> state_gauges(const StateStore& store);
+http::Response get_metrics(Context&, const http::Request&);  // GET /v1/metrics[?format=json]
 
 // ---- allocations ----
 http::Response list_allocations(Context&, const http::Request&);

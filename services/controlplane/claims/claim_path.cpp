@@ -5,6 +5,7 @@
 #include "services/controlplane/claims/publish_outcome.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/text.hpp"
+#include "shared/metrics/families.hpp"
 
 namespace mooring::controlplane {
 
@@ -45,7 +46,9 @@ struct ClaimPath::Publishing {
 };
 
 ClaimPath::ClaimPath(asio::any_io_executor executor, StateStore& store, ControllerPublisher* publisher)
-    : store_(store), publisher_(publisher), publish_done_(std::move(executor)) {}
+    : store_(store), publisher_(publisher), publish_done_(std::move(executor)) {
+  if (auto* f = metrics::families()) grant_seconds_ = f->claim_grant_seconds;
+}
 
 asio::awaitable<void> ClaimPath::wait_for_publish(const std::string& volume_id) {
   for (;;) {
@@ -56,6 +59,15 @@ asio::awaitable<void> ClaimPath::wait_for_publish(const std::string& volume_id) 
 }
 
 asio::awaitable<ClaimAnswer> ClaimPath::claim(ClaimInput input) {
+  // Granted claims only: from the agent's claim (waits for another publish of the volume
+  // included) to the answer that carries the publish context.
+  const auto started = std::chrono::steady_clock::now();
+  ClaimAnswer answer = co_await decide(std::move(input));
+  if (std::holds_alternative<GrantedClaim>(answer)) grant_seconds_.observe(std::chrono::steady_clock::now() - started);
+  co_return answer;
+}
+
+asio::awaitable<ClaimAnswer> ClaimPath::decide(ClaimInput input) {
   co_await wait_for_publish(input.volume_key);
 
   // No suspension from the checks to the commit of the intent.

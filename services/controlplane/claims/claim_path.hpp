@@ -15,6 +15,7 @@
 #include "services/controlplane/claims/controller_publisher.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/log/log.hpp"
+#include "shared/metrics/registry.hpp"
 
 namespace mooring::controlplane {
 
@@ -52,6 +53,7 @@ class ClaimPath {
 
  private:
   struct Publishing;
+  boost::asio::awaitable<ClaimAnswer> decide(ClaimInput input);  // claim() without the timing
 
   boost::asio::awaitable<void> wait_for_publish(const std::string& volume_id);
   boost::asio::awaitable<ClaimAnswer> publish(const ClaimInput& input, ClaimPlan plan);
@@ -67,6 +69,7 @@ class ClaimPath {
   std::set<std::string> publishing_;
   async::WakeSignal publish_done_;
   log::Logger log_{"claims"};
+  metrics::Histogram grant_seconds_;  // mooring_claim_grant_seconds (null with metrics off)
 };
 
 }  // namespace mooring::controlplane

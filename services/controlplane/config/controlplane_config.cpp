@@ -82,6 +82,9 @@ constexpr std::array kOptions{
            "require ACL tokens on the REST API (bootstrap with POST /v1/acl/bootstrap); --acl=false to open it",
            "true", nullptr, nullptr,
            nullptr, nullptr, &Config::acl},
+    Option{"metrics", "MOORING_CP_METRICS", "metrics", Kind::boolean, "",
+           "record Prometheus metrics and serve them at GET /v1/metrics (operator:read); --metrics=off records "
+           "nothing and answers 404 there", "on", nullptr, nullptr, nullptr, nullptr, &Config::metrics},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
            "a node silent this long is marked down", "10s", nullptr, &Config::heartbeat_ttl},
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
@@ -186,9 +189,9 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
   if (o.kind == Kind::boolean) {
     // true/false in the file, text from flags and the environment.
     if (value.is_boolean()) c.*o.on = value.get<bool>();
-    else if (value == "true" || value == "1") c.*o.on = true;
-    else if (value == "false" || value == "0") c.*o.on = false;
-    else throw Fail{where + ": expected true or false, got " + value.dump()};
+    else if (value == "true" || value == "1" || value == "on") c.*o.on = true;
+    else if (value == "false" || value == "0" || value == "off") c.*o.on = false;
+    else throw Fail{where + ": expected true or false (on or off), got " + value.dump()};
     return;
   }
   if (!value.is_string()) throw Fail{where + ": expected a string, got " + value.dump()};

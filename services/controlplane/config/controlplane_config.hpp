@@ -28,6 +28,7 @@ struct ControlPlaneConfig {
   std::size_t http_max_connections = 1024;
   std::size_t http_max_connections_per_client = 256;
   bool acl = true;  // ACL tokens and policies on the REST API; --acl=false opens it
+  bool metrics = true;  // Prometheus metrics at GET /v1/metrics; --metrics=off records nothing
   log::Level log_level = log::Level::info;
   log::Format log_format = log::Format::text;
   std::vector<std::string> cors_read_origins;   // empty: no foreign origin may read

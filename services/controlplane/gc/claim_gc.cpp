@@ -10,6 +10,7 @@
 #include "shared/async/cancelled.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
+#include "shared/metrics/families.hpp"
 #include "shared/wire/proto_convert.hpp"
 #include "shared/domain/text.hpp"
 
@@ -78,7 +79,14 @@ ClaimGc::ClaimGc(asio::any_io_executor executor, StateStore& store, ChangeFeed& 
       agents_(agents),
       options_(std::move(options)),
       volume_changes_(feed.subscribe(Table::volumes)),
-      tasks_(std::move(executor), "claim-gc") {}
+      tasks_(std::move(executor), "claim-gc") {
+  if (auto* f = metrics::families()) {
+    release_seconds_ = f->claim_release_seconds;
+    node_detach_retries_ = f->gc_retries_total.with({{"step", "node-detach"}});
+    controller_detach_retries_ = f->gc_retries_total.with({{"step", "controller-detach"}});
+    free_retries_ = f->gc_retries_total.with({{"step", "free"}});
+  }
+}
 
 ClaimGc::~ClaimGc() = default;
 
@@ -280,6 +288,18 @@ ReleaseDecision settle(domain::Volume& v, const std::string& alloc, const StateS
   return ReleaseDecision{ReleaseAction::wait_for_controller, ClaimState::ready_to_free, "release did not settle"};
 }
 
+// When a claim's release began, for mooring_claim_release_seconds: its allocation's last stop
+// request (the operator's, the reconciler's), else the allocation's last event (it ended on its own
+// or was lost), else the claim's last change. All durable, so a restart does not reset the clock.
+domain::Time release_began(const domain::Allocation* alloc, const domain::Claim& claim) {
+  if (alloc) {
+    for (auto it = alloc->events.rbegin(); it != alloc->events.rend(); ++it)
+      if (it->type == "StopRequested") return it->time;
+    if (!alloc->events.empty()) return alloc->events.back().time;
+  }
+  return claim.update_time;
+}
+
 }  // namespace
 
 asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const std::string& alloc_id, Worker& w) {
@@ -287,6 +307,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
   if (!current || !current->claims.count(alloc_id)) co_return;
 
   domain::Volume v = *current;
+  const domain::Time began = release_began(store_.allocation(alloc_id), v.claims.at(alloc_id));
   Batch batch;
   bool changed = false;
   auto d = settle(v, alloc_id, store_, batch, changed);
@@ -297,6 +318,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
       co_return;
     }
     if (d.action == ReleaseAction::free) {
+      release_seconds_.observe(domain::now() - began);
       w.retry.erase(alloc_id);
       co_return;
     }
@@ -378,10 +400,12 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
                                  std::string(domain::to_string(target)) + " (" + d.reason + ")"));
   if (advance_claim(after, alloc_id, target, domain::now())) co_return;
   bool more = false;
-  settle(after, alloc_id, store_, done, more);
+  const auto settled = settle(after, alloc_id, store_, done, more);
   stage_volume(done, after);
   if (auto r = store_.commit(std::move(done)); !r)
     failure(volume_id, alloc_id, w, "cannot persist the release step: " + r.error(), next_delay(w, alloc_id));
+  else if (settled.action == ReleaseAction::free)
+    release_seconds_.observe(domain::now() - began);
 }
 
 void ClaimGc::failure(const std::string& volume_id, const std::string& alloc_id, Worker& w, const std::string& error,
@@ -392,6 +416,13 @@ void ClaimGc::failure(const std::string& volume_id, const std::string& alloc_id,
   auto it = current->claims.find(alloc_id);
   if (it == current->claims.end()) return;
   w.retry[alloc_id].state = it->second.state;
+  // The step that failed, by where the claim stands: node side, controller side, or the free.
+  switch (it->second.state) {
+    case ClaimState::taken:
+    case ClaimState::unpublishing: node_detach_retries_.inc(); break;
+    case ClaimState::node_detached: controller_detach_retries_.inc(); break;
+    default: free_retries_.inc(); break;
+  }
   bool new_error = it->second.last_error != error;
   domain::Volume v = *current;
   auto now = domain::now();

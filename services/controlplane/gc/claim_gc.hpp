@@ -21,6 +21,7 @@
 #include "shared/async/backoff.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/log/log.hpp"
+#include "shared/metrics/registry.hpp"
 
 namespace mooring::controlplane {
 class StateStore;
@@ -99,6 +100,9 @@ class ClaimGc {
   std::map<std::string, Waiters> plugin_waiters_;  // plugin id -> volumes waiting for a controller
   std::uint64_t examined_ = 0;
   std::uint64_t sweeps_ = 0;
+  // mooring_claim_release_seconds and mooring_gc_retries_total{step} (null with metrics off).
+  metrics::Histogram release_seconds_;
+  metrics::Counter node_detach_retries_, controller_detach_retries_, free_retries_;
   bool started_ = false;
   bool stopping_ = false;
   async::TaskGroup tasks_;  // last: destroyed (and cancelled) first

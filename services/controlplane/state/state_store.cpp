@@ -19,10 +19,22 @@
 #include "shared/domain/json.hpp"
 #include "shared/domain/time.hpp"
 #include "shared/log/log.hpp"
+#include "shared/metrics/families.hpp"
 
 namespace mooring::controlplane {
 
 namespace asio = boost::asio;
+
+namespace {
+
+// mooring_state_commit_seconds: taken once, at the first write (main enables metrics before any);
+// null with metrics off.
+const metrics::Histogram& commit_seconds() {
+  static const metrics::Histogram h = metrics::families() ? metrics::families()->state_commit_seconds : metrics::Histogram{};
+  return h;
+}
+
+}  // namespace
 
 std::string event_key(std::uint64_t index, std::size_t position) {
   char buf[48];
@@ -337,8 +349,11 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!batch.acl_tokens_.empty()) touched.push_back(Table::acl_tokens);
   if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
 
-  if (!options_.group_commit)
+  if (!options_.group_commit) {
+    const auto started = std::chrono::steady_clock::now();
     if (auto st = backend_.apply(tx); !st) return domain::error(st.error());
+    commit_seconds().observe(std::chrono::steady_clock::now() - started);
+  }
 
   install_volumes(batch.volumes_);
   install(batch.plugins_, plugins_);
@@ -403,8 +418,10 @@ void StateStore::flush() {
   auto ex = asio::prefer(executor_, asio::execution::outstanding_work.tracked);
   writer_->submit([this, txs, ex, alive = std::weak_ptr<int>(alive_)] {
     domain::Status st;
+    const auto started = std::chrono::steady_clock::now();
     try {  // a throw must not end the writer thread: the store would wait for this answer forever
       st = backend_.apply_group(*txs);
+      if (st) commit_seconds().observe(std::chrono::steady_clock::now() - started);  // thread-safe
     } catch (const std::exception& e) {
       st = domain::error(std::string("state write threw: ") + e.what());
     }

@@ -34,6 +34,12 @@ constexpr std::array kOptions{
            "control plane gRPC address", "127.0.0.1:4701"},
     Option{"grpc-addr", "MOORING_GRPC_ADDR", "grpc_addr", "HOST:PORT",
            "the agent's own gRPC service (called by the control plane)", "127.0.0.1:4702"},
+    Option{"metrics-addr", "MOORING_METRICS_ADDR", "metrics_addr", "HOST:PORT",
+           "Prometheus metrics at GET /metrics: plain HTTP on a loopback address; on any other address HTTPS with "
+           "the node's certificate, and scrapers must present a certificate of the cluster CA (needs the TLS files)",
+           "127.0.0.1:4703"},
+    Option{"metrics", "MOORING_METRICS", "metrics", "", "record Prometheus metrics and serve them; --metrics=off "
+           "records nothing and opens no port", "on"},
     Option{"log-level", "MOORING_LOG_LEVEL", "log_level", "LEVEL", "debug|info|warn|error", "info"},
     Option{"log-format", "MOORING_LOG_FORMAT", "log_format", "FORMAT", "text|json", "text"},
     Option{"heartbeat-interval", "MOORING_HEARTBEAT_INTERVAL", "heartbeat_interval", "DURATION",
@@ -291,6 +297,14 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
       cfg.volume_stats_interval = get_duration(layer, key, path, /*zero_ok=*/true);
       continue;
     }
+    if (key == "metrics") {
+      const auto& v = layer.at(key);
+      if (v.is_boolean()) cfg.metrics = v.get<bool>();
+      else if (v == "true" || v == "on" || v == "1") cfg.metrics = true;
+      else if (v == "false" || v == "off" || v == "0") cfg.metrics = false;
+      else throw Fail{path + ": expected on or off (true or false), got " + v.dump()};
+      continue;
+    }
     if (key == "insecure") {
       const auto& v = layer.at(key);
       if (v.is_boolean()) cfg.insecure = v.get<bool>();
@@ -307,6 +321,7 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
     else if (key == "data_dir") target = &cfg.data_dir;
     else if (key == "controlplane_addr") target = &cfg.controlplane_addr;
     else if (key == "grpc_addr") target = &cfg.grpc_addr;
+    else if (key == "metrics_addr") target = &cfg.metrics_addr;
     else if (key == "log_level") target = &cfg.log_level;
     else if (key == "log_format") target = &cfg.log_format;
     if (!target) throw Fail{origin + ": unknown key " + qt(key)};
@@ -330,6 +345,13 @@ void validate(const AgentConfig& cfg) {
   if (any_tls && cfg.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
   for (const auto* addr : {&cfg.controlplane_addr, &cfg.grpc_addr}) {
     if (addr->empty()) throw Fail{std::string(addr == &cfg.grpc_addr ? "grpc_addr" : "controlplane_addr") + ": must not be empty"};
+  }
+  if (cfg.metrics) {
+    const auto colon = cfg.metrics_addr.rfind(':');
+    const auto port = colon == std::string::npos ? std::string() : cfg.metrics_addr.substr(colon + 1);
+    if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535)
+      throw Fail{"metrics_addr: " + qt(cfg.metrics_addr) + " is not HOST:PORT"};
   }
 }
 
@@ -389,7 +411,7 @@ std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::
     // Flags first into a JSON layer (so every source goes through one decoder).
     json flags = json::object();
     std::string config_file;
-    for (auto& [name, value] : config::split_flags(argv, {"insecure"})) {
+    for (auto& [name, value] : config::split_flags(argv, {"insecure", "metrics"})) {
       const Option* opt = find_flag(name);
       if (!opt) throw Fail{"unknown flag --" + name + " (see --help)"};
       if (opt->flag == "config") {

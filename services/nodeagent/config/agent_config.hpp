@@ -41,6 +41,9 @@ struct AgentConfig {
   std::string data_dir = "/var/lib/mooring/agent";
   std::string controlplane_addr = "127.0.0.1:4701";
   std::string grpc_addr = "127.0.0.1:4702";
+  // Prometheus metrics (GET /metrics): see metrics/metrics_listener.hpp for how it is protected.
+  std::string metrics_addr = "127.0.0.1:4703";
+  bool metrics = true;  // --metrics=off: nothing is recorded, no port is opened
   std::string log_level = "info";
   std::string log_format = "text";
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};

@@ -126,8 +126,9 @@ PluginManager::PluginManager(asio::any_io_executor ex, PluginRegistry& registry,
 
 PluginManager::~PluginManager() = default;
 
-std::unique_ptr<PluginClient> PluginManager::supervisor_client(const std::string& socket_path) {
-  return std::make_unique<InstanceClient>(channel(socket_path));
+std::unique_ptr<PluginClient> PluginManager::supervisor_client(const std::string& plugin_id,
+                                                               const std::string& socket_path) {
+  return std::make_unique<InstanceClient>(channel(socket_path, plugin_id));
 }
 
 std::optional<PluginManager::Healthy> PluginManager::healthy(PluginKind kind, const std::string& plugin_id) const {
@@ -149,7 +150,7 @@ std::optional<PluginManager::Healthy> PluginManager::healthy(PluginKind kind, co
 
 std::shared_ptr<rpc::CsiClient> PluginManager::healthy_client(PluginKind kind, const std::string& plugin_id) {
   const auto h = healthy(kind, plugin_id);
-  return h ? channel(h->socket) : nullptr;
+  return h ? channel(h->socket, plugin_id) : nullptr;
 }
 
 std::optional<NodePlugin> PluginManager::find(const std::string& plugin_id) {
@@ -158,7 +159,7 @@ std::optional<NodePlugin> PluginManager::find(const std::string& plugin_id) {
   // The volume manager's calls outlive neither the agent's executor nor this manager (its task
   // groups are joined before the manager goes).
   auto current = [this, plugin_id] { return healthy_client(PluginKind::node, plugin_id); };
-  return NodePlugin{std::make_shared<InstanceClient>(channel(h->socket), std::move(current)), h->requires_stage,
+  return NodePlugin{std::make_shared<InstanceClient>(channel(h->socket, plugin_id), std::move(current)), h->requires_stage,
                     h->supports_expand, h->supports_stats, h->supports_condition};
 }
 
@@ -180,9 +181,12 @@ void PluginManager::status_changed() {
   healthy_nodes_ = std::move(now);
 }
 
-std::shared_ptr<rpc::CsiClient> PluginManager::channel(const std::string& socket_path) {
+std::shared_ptr<rpc::CsiClient> PluginManager::channel(const std::string& socket_path, const std::string& plugin_id) {
   auto& c = channels_[socket_path];
-  if (!c || c->closed()) c = std::make_shared<rpc::CsiClient>(ex_, socket_path);
+  if (!c || c->closed()) {
+    c = std::make_shared<rpc::CsiClient>(ex_, socket_path);
+    c->set_metrics_plugin(plugin_id);
+  }
   return c;
 }
 

@@ -29,7 +29,7 @@ class PluginManager final : public NodePluginLookup {
 
   // The supervisor's client for the plugin at `socket_path`. It shares the socket's channel, and
   // closing it fails only its own calls: the final fingerprint at shutdown reports unhealthy.
-  std::unique_ptr<PluginClient> supervisor_client(const std::string& socket_path);
+  std::unique_ptr<PluginClient> supervisor_client(const std::string& plugin_id, const std::string& socket_path);
 
   // The client of the `kind` instance of `plugin_id` that is healthy here; nullptr otherwise.
   std::shared_ptr<rpc::CsiClient> healthy_client(PluginKind kind, const std::string& plugin_id);
@@ -55,7 +55,8 @@ class PluginManager final : public NodePluginLookup {
     bool operator==(const Healthy&) const = default;
   };
   std::optional<Healthy> healthy(PluginKind kind, const std::string& plugin_id) const;
-  std::shared_ptr<rpc::CsiClient> channel(const std::string& socket_path);
+  // The socket's client; `plugin_id` names its calls in mooring_csi_rpc_seconds.
+  std::shared_ptr<rpc::CsiClient> channel(const std::string& socket_path, const std::string& plugin_id);
 
   boost::asio::any_io_executor ex_;
   PluginRegistry& registry_;

@@ -224,7 +224,7 @@ asio::awaitable<std::optional<std::string>> PluginSupervisor::wait_until_healthy
     if (process_exited()) co_return exit_reason();
     if (!socket_seen && is_socket(socket_path_)) {
       socket_seen = true;
-      client_ = ctx_.make_client(socket_path_);
+      client_ = ctx_.make_client(config_.id, socket_path_);
     }
     const auto left = ms(deadline - Clock::now());
     if (socket_seen && left >= kMinProbeBudget) {
@@ -339,7 +339,7 @@ asio::awaitable<void> PluginSupervisor::run() {
         event("plugin restarted", {{"restarts", std::to_string(restarts_)}});
       }
     } else {
-      client_ = ctx_.make_client(socket_path_);
+      client_ = ctx_.make_client(config_.id, socket_path_);
     }
 
     auto unhealthy = co_await wait_until_healthy();

@@ -36,8 +36,9 @@ class NodeStatus;
 class PluginRegistry;
 enum class PluginKind;
 
-// Creates a client for the plugin listening on the unix socket at `socket_path`.
-using PluginClientFactory = std::function<std::unique_ptr<PluginClient>(const std::string& socket_path)>;
+// Creates a client for the plugin `plugin_id` listening on the unix socket at `socket_path`.
+using PluginClientFactory =
+    std::function<std::unique_ptr<PluginClient>(const std::string& plugin_id, const std::string& socket_path)>;
 
 struct SupervisorContext {
   PluginRegistry& registry;

@@ -285,4 +285,11 @@ asio::awaitable<bool> VolumeManager::shutdown(std::chrono::milliseconds grace) {
   co_return stopped;
 }
 
+std::map<std::string, std::size_t> VolumeManager::pending_unmounts() const {
+  std::map<std::string, std::size_t> out;
+  for (const auto& r : store_.all())
+    if (r.phase == MountPhase::unmounting) ++out[r.plugin_id];
+  return out;
+}
+
 }  // namespace mooring::nodeagent

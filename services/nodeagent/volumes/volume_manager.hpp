@@ -19,6 +19,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <map>
 
 #include <chrono>
 #include <filesystem>
@@ -144,6 +145,8 @@ class VolumeManager {
   std::vector<MountRecord> records() const { return store_.all(); }
   std::size_t record_count() const { return store_.size(); }
   std::size_t releases_in_flight() const { return active_.size(); }
+  // Plugin id -> mounts still owed NodeUnpublish/NodeUnstage (phase unmounting), for metrics.
+  std::map<std::string, std::size_t> pending_unmounts() const;
   const VolumePaths& paths() const { return ops_.paths(); }
 
  private:

@@ -35,6 +35,14 @@ TEST(ControlPlaneConfig, AclIsOffByDefaultAndABareFlagTurnsItOn) {
   EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--acl=maybe"}).find("--acl"), std::string::npos);
 }
 
+TEST(ControlPlaneConfig, MetricsOnByDefaultAndOffWithTheFlag) {
+  EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x"}).metrics);
+  EXPECT_FALSE(parse_ok({"--data-dir", "/tmp/x", "--metrics=off"}).metrics);
+  EXPECT_FALSE(parse_ok({"--data-dir", "/tmp/x"}, {{"MOORING_CP_METRICS", "off"}}).metrics);
+  EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x", "--metrics=on"}).metrics);
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--metrics=sometimes"}).find("--metrics"), std::string::npos);
+}
+
 TEST(ControlPlaneConfig, DefaultsNeedOnlyTheDataDir) {
   const auto c = parse_ok({"--data-dir", "/tmp/x"});
   EXPECT_EQ(c.data_dir, "/tmp/x");

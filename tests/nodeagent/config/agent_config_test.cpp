@@ -59,6 +59,26 @@ TEST(AgentConfig, DefaultsMatchTheDesignPorts) {
   EXPECT_EQ(p.config.drain_on_shutdown.count(), 0) << "allocations survive an agent restart unless asked";
 }
 
+TEST(AgentConfig, MetricsOnByDefaultOnTheDesignPortAndOffWithTheFlag) {
+  TempDir dir;
+  const auto d = ok({"agent"});
+  EXPECT_TRUE(d.config.metrics);
+  EXPECT_EQ(d.config.metrics_addr, "127.0.0.1:4703");
+  EXPECT_FALSE(ok({"agent", "--metrics=off"}).config.metrics);
+  EXPECT_FALSE(ok({"agent"}, {{"MOORING_METRICS", "false"}}).config.metrics);
+  EXPECT_TRUE(ok({"agent", "--metrics"}).config.metrics);
+  const auto file = dir.write("agent.json", R"({"metrics": false, "metrics_addr": "127.0.0.1:9000"})");
+  const auto from_file = ok({"agent", "--config", file.string()});
+  EXPECT_FALSE(from_file.config.metrics);
+  EXPECT_EQ(from_file.config.metrics_addr, "127.0.0.1:9000");
+  EXPECT_EQ(ok({"agent", "--metrics-addr", "0.0.0.0:9100"}).config.metrics_addr, "0.0.0.0:9100");
+  EXPECT_NE(err({"agent", "--metrics=maybe"}).find("on or off"), std::string::npos);
+  EXPECT_NE(err({"agent", "--metrics-addr", "no-port"}).find("metrics_addr"), std::string::npos);
+  EXPECT_NE(err({"agent", "--metrics-addr", "h:99999"}).find("is not HOST:PORT"), std::string::npos);
+  // Off: the address is not looked at.
+  EXPECT_FALSE(ok({"agent", "--metrics=off", "--metrics-addr", "nonsense"}).config.metrics);
+}
+
 TEST(AgentConfig, StatusBatchWindowFromEachSourceAndBounded) {
   TempDir dir;
   EXPECT_EQ(ok({"agent"}).config.status_batch_window, std::chrono::milliseconds(5));

@@ -47,7 +47,7 @@ class TaskPluginsTest : public ::testing::Test {
   TaskPluginsTest()
       : manager(io.get_executor(), registry, status),
         plugins(io.get_executor(), registry, status, [this](const std::string& id) { return id == "hp" ? waiting : 0; },
-                TaskPluginsOptions{.make_client = [this](const std::string& socket) -> std::unique_ptr<PluginClient> {
+                TaskPluginsOptions{.make_client = [this](const std::string&, const std::string& socket) -> std::unique_ptr<PluginClient> {
                                      auto& p = fakes[socket];
                                      if (!p) p = std::make_shared<FakePlugin>();
                                      return std::make_unique<FakePluginClient>(p);
