@@ -12,7 +12,7 @@ const routes = [
   [/^#\/nodes$/, "nodes", pages.nodes],
   [/^#\/node\/([^/]+)$/, "nodes", pages.node],
   [/^#\/allocations$/, "allocations", pages.allocations],
-  [/^#\/allocation\/([^/]+)$/, "allocations", pages.allocation],
+  [/^#\/allocation\/([^/]+)\/([^/]+)$/, "allocations", pages.allocation],
   [/^#\/events$/, "events", pages.events],
 ];
 

@@ -8,7 +8,7 @@ const enc = encodeURIComponent;
 const nsOf = (o) => o.Namespace || "default";
 const nsQuery = (ns) => `namespace=${enc(ns || "default")}`;
 const volumeHref = (ns, id) => `#/volume/${enc(ns || "default")}/${enc(id)}`;
-const allocHref = (id) => `#/allocation/${enc(id)}`;
+const allocHref = (ns, id) => `#/allocation/${enc(ns || "default")}/${enc(id)}`;
 const nodeHref = (id) => `#/node/${enc(id)}`;
 const pluginHref = (id) => `#/plugin/${enc(id)}`;
 const short = (id) => (id && id.length > 12 ? id.slice(0, 8) : id);
@@ -37,7 +37,8 @@ export function volumes(main, signal) {
     const shown = rows.filter((v) =>
       (!q || v.ID.toLowerCase().includes(q) || (v.Name || "").toLowerCase().includes(q)) &&
       (!plugin.value || v.PluginID === plugin.value) &&
-      (!stuck.checked || (v.Claims || []).some((c) => c.LastError) || v.Schedulable === false));
+      (!stuck.checked || v.Schedulable === false || v.NodesHealthy < v.NodesExpected ||
+        (v.ControllerRequired && v.ControllersHealthy < v.ControllersExpected)));
     fill(list, table("Volumes", [
       { label: "ID", cell: (v) => link(volumeHref(nsOf(v), v.ID), v.ID) },
       { label: "Name", cell: (v) => v.Name || "—" },
@@ -45,6 +46,7 @@ export function volumes(main, signal) {
       { label: "Plugin", cell: (v) => link(pluginHref(v.PluginID), v.PluginID) },
       { label: "Schedulable", cell: (v) => statusBadge(String(v.Schedulable)) },
       { label: "Access mode", cell: (v) => v.AccessMode || (v.RequestedCapabilities || []).map((c) => c.AccessMode).join(", ") || "—" },
+      { label: "Plugin health", cell: (v) => [healthBadge(v.NodesHealthy, v.NodesExpected), " nodes"] },
       { label: "Claims", cell: (v) => claimSummary(v) },
     ], shown, { empty: rows.length ? "No volume matches the filters." : "No volumes registered." }));
   };
@@ -53,7 +55,7 @@ export function volumes(main, signal) {
     h("form", { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
       h("label", { for: "f-text" }, "Filter", text),
       h("label", { for: "f-plugin" }, "Plugin", plugin),
-      h("label", { class: "check", for: "f-stuck" }, stuck, "Only unschedulable or with failing releases")),
+      h("label", { class: "check", for: "f-stuck" }, stuck, "Only unschedulable or with unhealthy plugins")),
     status, list);
   watch("/v1/volumes?namespace=*", signal, (body) => {
     fill(status);
@@ -67,11 +69,7 @@ export function volumes(main, signal) {
 }
 
 function claimSummary(v) {
-  const readers = v.CurrentReaders ?? (v.ReadAllocs ? Object.keys(v.ReadAllocs).length : undefined);
-  const writers = v.CurrentWriters ?? (v.WriteAllocs ? Object.keys(v.WriteAllocs).length : undefined);
-  const failing = (v.Claims || []).filter((c) => c.LastError).length;
-  return [readers !== undefined ? `${readers} read, ${writers} write` : "—",
-    failing ? [" ", badge(`${failing} failing`, "bad")] : null];
+  return `${v.CurrentReaders ?? 0} read, ${v.CurrentWriters ?? 0} write`;
 }
 
 export function volume(main, signal, ns, id) {
@@ -131,12 +129,13 @@ function volumeDetail(v, ns, out, refreshSnapshots) {
       ]))),
     h("h2", {}, "Claims"),
     table("Claims", [
-      { label: "Allocation", cell: (c) => shortLink(allocHref(c.AllocationID), c.AllocationID) },
+      { label: "Allocation", cell: (c) => shortLink(allocHref(ns, c.AllocationID), c.AllocationID) },
       { label: "Node", cell: (c) => shortLink(nodeHref(c.NodeID), c.NodeID) },
       { label: "Mode", cell: (c) => c.Mode },
       { label: "State", cell: (c) => statusBadge(c.State) },
       { label: "Last error", cell: (c) => (c.LastError ? h("span", { class: "last-error" }, c.LastError) : "—") },
       { label: "Next attempt", cell: (c) => countdown(c.NextAttempt) },
+      { label: "Condition", cell: (c) => (c.Condition ? [statusBadge(c.Condition.Abnormal ? "abnormal" : "normal"), " ", c.Condition.Message || ""] : "—") },
       { label: "Actions", cell: (c) => h("button", { type: "button", class: "danger",
         onclick: () => action({ title: `Detach ${v.ID} from node ${c.NodeID}`, okLabel: "Detach", out,
           text: `Unpublish volume ${v.ID} from node ${c.NodeID}? Allocations there lose access to it.`,
@@ -145,11 +144,9 @@ function volumeDetail(v, ns, out, refreshSnapshots) {
     ], claims, { empty: "No claims: nothing uses this volume.", id: "claims" }),
     h("h2", {}, "Allocations"),
     table("Read and write allocations", [
-      { label: "Allocation", cell: (r) => shortLink(allocHref(r.id), r.id) },
+      { label: "Allocation", cell: (r) => shortLink(allocHref(ns, r.id), r.id) },
       { label: "Mode", cell: (r) => r.mode },
-      { label: "Name", cell: (r) => r.a?.Name || "—" },
       { label: "Node", cell: (r) => (r.a?.NodeID ? shortLink(nodeHref(r.a.NodeID), r.a.NodeID) : "—") },
-      { label: "Status", cell: (r) => statusBadge(r.a?.ClientStatus) },
     ], [...allocs(v.ReadAllocs, "read"), ...allocs(v.WriteAllocs, "write")], { empty: "No allocation reads or writes it." }),
     h("h2", {}, "Snapshots"),
     h("form", { class: "actions", onsubmit: (e) => {
@@ -261,8 +258,11 @@ export function node(main, signal, id) {
     h("h2", {}, "Plugins"),
     table("Plugins on this node", [
       { label: "Plugin", cell: (p) => link(pluginHref(p.pid), p.pid) },
+      { label: "Type", cell: (p) => p.Type || "—" },
+      { label: "Version", cell: (p) => p.Version || "—" },
       { label: "Healthy", cell: (p) => statusBadge(p.Healthy === undefined ? "—" : p.Healthy ? "healthy" : "unhealthy") },
       { label: "Health", cell: (p) => p.HealthDescription || "—" },
+      { label: "Updated", cell: (p) => when(p.UpdateTime) },
     ], plugins, { empty: "No plugins on this node." }),
     h("h2", {}, "Events"),
     table("Node events", [
@@ -278,7 +278,7 @@ export function node(main, signal, id) {
 // ---------------------------------------------------------------- allocations
 function allocTable(rows) {
   return table("Allocations", [
-    { label: "ID", cell: (a) => shortLink(allocHref(a.ID), a.ID) },
+    { label: "ID", cell: (a) => shortLink(allocHref(nsOf(a), a.ID), a.ID) },
     { label: "Name", cell: (a) => a.Name || "—" },
     { label: "Namespace", cell: nsOf },
     { label: "Node", cell: (a) => (a.NodeID ? shortLink(nodeHref(a.NodeID), a.NodeID) : "—") },
@@ -294,14 +294,13 @@ export function allocations(main, signal) {
   watch("/v1/allocations?namespace=*", signal, (rows) => { fill(status); fill(list, allocTable(rows || [])); }, showError(status));
 }
 
-export function allocation(main, signal, id) {
+export function allocation(main, signal, ns, id) {
   const status = h("div", {});
   const out = h("div", { id: "action-result" });
   const body = h("div", {});
   page(main, `Allocation ${short(id)}`, status, out, body);
-  watch(`/v1/allocation/${enc(id)}?namespace=*`, signal, (a) => {
+  watch(`/v1/allocation/${enc(id)}?${nsQuery(ns)}`, signal, (a) => {
     fill(status);
-    const ns = nsOf(a);
     const vols = Object.entries(a.Volumes || {}).map(([name, v]) => ({ name, ...v }));
     const stoppable = a.DesiredStatus !== "stop";
     fill(body,
@@ -390,7 +389,7 @@ export function events(main, signal) {
 
 function feedItem(e) {
   const href = e.Topic === "Volume" || e.Topic === "Claim" ? volumeHref(e.Namespace, e.Key)
-    : e.Topic === "Allocation" ? allocHref(e.Key) : e.Topic === "Node" ? nodeHref(e.Key)
+    : e.Topic === "Allocation" ? allocHref(e.Namespace, e.Key) : e.Topic === "Node" ? nodeHref(e.Key)
     : e.Topic === "Plugin" ? pluginHref(e.Key) : null;
   return h("li", { "data-topic": e.Topic },
     h("span", { class: "mono" }, `#${e.Index}`), h("span", {}, when(e.Time)), h("span", {}, badge(e.Topic)),

@@ -112,8 +112,8 @@ export function healthBadge(healthy, expected) {
 }
 
 export function statusBadge(status) {
-  const ok = ["ready", "running", "complete", "true", "healthy", "taken"];
-  const bad = ["down", "failed", "lost", "false", "unhealthy"];
+  const ok = ["ready", "running", "complete", "true", "healthy", "taken", "normal"];
+  const bad = ["down", "failed", "lost", "false", "unhealthy", "abnormal"];
   const s = String(status ?? "—");
   return badge(s, ok.includes(s) ? "ok" : bad.includes(s) ? "bad" : "warn");
 }
