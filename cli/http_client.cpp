@@ -183,7 +183,8 @@ asio::awaitable<void> read_streamed(Stream& stream, beast::flat_buffer& buffer, 
     parser.get().body().data = piece.data();
     parser.get().body().size = piece.size();
     beast::get_lowest_layer(stream).expires_after(request.timeout);  // the server sends heartbeats
-    auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, token);
+    // read_some: a whole read would wait until the piece buffer is full, holding lines back.
+    auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, token);
     (void)n;
     if (ec == bhttp::error::need_buffer) ec = {};
     const std::string_view got(piece.data(), piece.size() - parser.get().body().size);

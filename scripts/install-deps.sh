@@ -12,6 +12,7 @@ packages=(
   util-linux procps iproute2 curl
   python3 python3-yaml yamllint docker-compose
   etcd-server etcd-client
+  chromium chromium-driver python3-selenium  # the dashboard's browser test (tests/dashboard)
 )
 if [ "${MOORING_BENCH_DEPS:-0}" = 1 ]; then
   packages+=(wrk nginx-light)

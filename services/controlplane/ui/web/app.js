@@ -65,6 +65,11 @@ function setup() {
     show();
     document.getElementById("main").focus({ preventScroll: true });
   });
+  // The skip link moves focus without touching the hash (the hash is the route).
+  document.querySelector(".skip").addEventListener("click", (e) => {
+    e.preventDefault();
+    document.getElementById("main").focus();
+  });
   describeToken();
   show();
 }

@@ -101,8 +101,8 @@ export function volume(main, signal, ns, id) {
 function volumeDetail(v, ns, out, refreshSnapshots) {
   const claims = v.Claims || [];
   const caps = v.RequestedCapabilities || [];
-  const topo = (list) => (list || []).map((t) => h("div", { class: "mono" },
-    Object.entries(t.Segments || t || {}).map(([k, val]) => `${k}=${val}`).join(", ") || "—"));
+  const topo = (list) => (list?.length ? list.map((t) => h("div", { class: "mono" },
+    Object.entries(t.Segments || t || {}).map(([k, val]) => `${k}=${val}`).join(", ") || "any")) : "—");
   const allocs = (m, mode) => Object.entries(m || {}).map(([aid, a]) => ({ id: aid, a, mode }));
   const snapName = h("input", { id: "snapshot-name", placeholder: "snapshot name", required: true });
   return [
