@@ -271,7 +271,7 @@ export function node(main, signal, id) {
       { label: "Message", cell: (e) => e.Message },
     ], [...(n.Events || [])].reverse(), { empty: "No events." }));
   }, showError(status));
-  watch(`/v1/allocations?namespace=*`, signal, (rows) => fill(allocs, allocTable((rows || []).filter((a) => a.NodeID === id))),
+  watch(`/v1/allocations?namespace=*&node_id=${enc(id)}`, signal, (rows) => fill(allocs, allocTable(rows || [])),
     showError(allocs));
 }
 
