@@ -122,8 +122,12 @@ class Stack:
         os.replace(tmp, self.fault_file)
 
     def stop(self):
-        for _, p in reversed(self.procs):  # the agent first: it unmounts what its allocations used
-            stop_group(p, signal.SIGTERM, 20)
+        self.failures = []
+        for name, p in reversed(self.procs):  # the agent first: it unmounts what its allocations used
+            if not stop_group(p, signal.SIGTERM, 20):
+                self.failures.append(f"{name} did not stop within 20 s of SIGTERM")
+            elif p.returncode != 0:  # a sanitizer's report makes it non-zero too
+                self.failures.append(f"{name} exited {p.returncode}")
         left = mounts_under(self.dir)
         for m in sorted(left, key=len, reverse=True):
             subprocess.run(["umount", "-l", m], check=False)
@@ -358,6 +362,9 @@ def main():
         if left:
             ok = False
             print("FAIL: still mounted after the stack stopped:", left)
+        for failure in stack.failures:
+            ok = False
+            print("FAIL:", failure)
         if not ok:
             print(stack.logs())
         shutil.rmtree(stack.dir, ignore_errors=True)
