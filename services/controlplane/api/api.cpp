@@ -178,6 +178,21 @@ struct Caller {
   std::string accessor;  // the token's AccessorID (audit log); empty when anonymous
 };
 
+// ?index=N (present): a non-negative integer, or why not.
+domain::Expected<std::uint64_t> index_param(const http::Request& req) {
+  const auto idx = req.param("index").value_or("");
+  try {
+    std::size_t used = 0;
+    // stoull reads "-1" as 2^64-1: only digits are an index.
+    if (idx.empty() || !std::isdigit(static_cast<unsigned char>(idx.front()))) throw std::invalid_argument("sign");
+    const auto n = std::stoull(std::string(idx), &used);
+    if (used != idx.size()) throw std::invalid_argument("trailing");
+    return n;
+  } catch (const std::exception&) {
+    return domain::error("query parameter \"index\": must be a non-negative integer, got \"" + std::string(idx) + "\"");
+  }
+}
+
 // What an event's topic needs to be seen in an event list.
 acl::Need event_need(const std::string& topic) {
   using acl::Need;
@@ -302,19 +317,10 @@ struct Api::Impl {
 
     if (route->watch) {
       Blocking b{*route->watch};
-      if (auto idx = req.param("index")) {
-        std::uint64_t n = 0;
-        try {
-          std::size_t used = 0;
-          // stoull reads "-1" as 2^64-1: only digits are an index.
-          if (idx->empty() || !std::isdigit(static_cast<unsigned char>(idx->front())))
-            throw std::invalid_argument("sign");
-          n = std::stoull(std::string(*idx), &used);
-          if (used != idx->size()) throw std::invalid_argument("trailing");
-        } catch (const std::exception&) {
-          return bad_request("query parameter \"index\": must be a non-negative integer, got \"" + std::string(*idx) + "\"");
-        }
-        b.index = n;
+      if (req.param("index")) {
+        auto n = index_param(req);
+        if (!n) return bad_request(n.error());
+        b.index = *n;
         b.wait = options.default_wait;
         if (auto w = req.param("wait")) {
           auto d = http::parse_duration(*w);
@@ -334,15 +340,10 @@ struct Api::Impl {
     auto topics = TopicFilter::parse(http::query_values(req.target, "topic"));
     if (!topics) return bad_request(topics.error());
     std::uint64_t start = ctx.store.durable_index() + 1;  // without ?index=: new events only
-    if (auto idx = req.param("index")) {
-      std::size_t used = 0;
-      try {
-        if (idx->empty() || !std::isdigit(static_cast<unsigned char>(idx->front()))) throw std::invalid_argument("sign");
-        start = std::stoull(std::string(*idx), &used);
-        if (used != idx->size()) throw std::invalid_argument("trailing");
-      } catch (const std::exception&) {
-        return bad_request("query parameter \"index\": must be a non-negative integer, got \"" + std::string(*idx) + "\"");
-      }
+    if (req.param("index")) {
+      auto n = index_param(req);
+      if (!n) return bad_request(n.error());
+      start = *n;
     }
     auto who = std::make_shared<std::optional<Caller>>(std::move(caller));
     auto visible = [who](const domain::Event& e) {
