@@ -250,6 +250,14 @@ def main():
                          "hostpath.mooring.io"):
             assert expected in text, f"{expected!r} not on the volume page:\n{text}"
         driver.save_screenshot(os.path.join(SHOTS, "volume.png"))
+        # Delete the snapshot from its row: confirmed, then gone from the page and from the plugin.
+        row = driver.find_element(By.XPATH, f"//table[@id='snapshot-table']//tr[contains(., '{snapshot_id}')]")
+        row.find_element(By.TAG_NAME, "button").click()
+        assert snapshot_id in driver.find_element(By.ID, "confirm").text
+        driver.find_element(By.ID, "confirm-ok").click()
+        eventually("the snapshot to go", lambda: snapshot_id not in driver.find_element(By.ID, "snapshots").text)
+        s, snaps = api.call("GET", "/v1/volumes/snapshot?plugin_id=hostpath")
+        assert s == 200 and all(x["ID"] != snapshot_id for x in snaps["Snapshots"]), snaps
 
         # ---- a stuck claim: the plugin refuses ControllerUnpublish; the page shows why, live ----
         stack.faults([{"rpc": "ControllerUnpublishVolume", "code": 14, "message": "backend frozen by the test"}])
