@@ -348,6 +348,14 @@ def main():
         driver.get(base + "/ui/#/volumes")
         eventually("the viewer's volume list", lambda: "web-data" in body_text())
 
+        # ---- no token: the anonymous policy applies ----
+        s, _ = api.call("PUT", "/v1/acl/policy/anonymous", {"Rules": {"Namespace": {"default": {"Policy": "read"}}}})
+        assert s == 200
+        driver.find_element(By.ID, "token-clear").click()
+        eventually("the token forgotten", lambda: driver.find_element(By.ID, "token-state").text == "anonymous")
+        assert driver.execute_script("return sessionStorage.getItem('mooring.token')") is None
+        eventually("the anonymous volume list", lambda: "web-data" in body_text() and "Error" not in body_text())
+
         # ---- a phone: nothing wider than the screen ----
         driver.set_window_size(390, 844)
         driver.get(base + "/ui/#/volume/default/web-data")
