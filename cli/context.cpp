@@ -65,6 +65,30 @@ std::optional<ApiReply> Context::call(const std::string& method, const std::stri
   return reply;
 }
 
+int Context::stream_lines(const std::string& target, const std::function<void(std::string_view)>& on_line,
+                          std::chrono::milliseconds silence) {
+  HttpRequest req;
+  req.target = target;
+  if (!globals_.ns.empty() && target.find("namespace=") == std::string::npos)
+    req.target += (target.find('?') == std::string::npos ? "?namespace=" : "&namespace=") + globals_.ns;
+  req.timeout = silence;
+  if (!globals_.token.empty()) req.headers.emplace_back(kTokenHeader, globals_.token);
+  std::string pending;
+  req.on_body = [&](std::string_view piece) {
+    pending.append(piece);
+    for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+      on_line(std::string_view(pending).substr(0, nl));
+      pending.erase(0, nl + 1);
+    }
+    return true;
+  };
+  auto res = client_.send_once(req);
+  if (!res) return fail(res.error());
+  if (res->status >= 400)
+    return fail(error_text(*res) + " (HTTP " + std::to_string(res->status) + " from GET " + target + ")");
+  return kExitOk;
+}
+
 void Context::print_json(const nlohmann::json& value) {
   out_ << value.dump(4, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -54,6 +55,11 @@ class Context {
                                const std::optional<nlohmann::json>& body = std::nullopt, CallOptions options = {},
                                std::string* error_message = nullptr);
 
+  // A streamed GET (the event stream): each newline-terminated line of the body goes to
+  // `on_line` as it arrives. Returns when the server ends the stream (kExitOk) or after printing
+  // why it failed (kExitError). `silence`: how long the stream may send nothing (it has heartbeats).
+  int stream_lines(const std::string& target, const std::function<void(std::string_view)>& on_line,
+                   std::chrono::milliseconds silence);
   // Pretty JSON (4-space indent, like `nomad -json`), newline-terminated.
   void print_json(const nlohmann::json& value);
   // "Error: <message>" on stderr; returns kExitError.

@@ -1,5 +1,6 @@
 // `mooring events`: the control plane's event log, optionally waiting for new events (a
 // blocking query: ?index=N&wait=D answers when something after N happened or D passed).
+// `mooring event stream`: the same events as they happen, over GET /v1/event/stream.
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
 #include "cli/format.hpp"
@@ -58,6 +59,48 @@ int events(Context& ctx, const Invocation& inv) {
   return kExitOk;
 }
 
+// Follows the event stream until the control plane ends it (shutdown) or the user interrupts.
+int stream(Context& ctx, const Invocation& inv) {
+  std::string target = "/v1/event/stream";
+  char sep = '?';
+  if (auto i = inv.flag("index")) {
+    if (i->empty() || i->find_first_not_of("0123456789") != std::string::npos)
+      return ctx.fail("-index: expected a non-negative integer, got \"" + *i + "\"");
+    target += sep + std::string("index=") + *i;
+    sep = '&';
+  }
+  if (auto topics = inv.flag("topic")) {
+    for (std::size_t start = 0; start <= topics->size();) {
+      auto comma = topics->find(',', start);
+      if (comma == std::string::npos) comma = topics->size();
+      target += sep + std::string("topic=") + url_encode(topics->substr(start, comma - start));
+      sep = '&';
+      start = comma + 1;
+    }
+  }
+  std::string refused;
+  const int rc = ctx.stream_lines(
+      target,
+      [&](std::string_view line) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_object() || j.empty()) return;  // a heartbeat
+        if (j.contains("Error")) {
+          refused = field(j, "Error");
+          return;
+        }
+        if (ctx.json()) {
+          ctx.out() << line << std::endl;  // flushed: the reader may be a pipe
+          return;
+        }
+        for (const auto& e : j.value("Events", nlohmann::json::array()))
+          ctx.out() << field(e, "Index") << "  " << field(e, "Time") << "  " << field(e, "Topic") << "  "
+                    << field(e, "Type") << "  " << field(e, "Key") << "  " << field(e, "Message") << std::endl;
+      },
+      std::chrono::seconds(35));  // three missed heartbeats
+  if (!refused.empty()) return ctx.fail("the control plane ended the stream: " + refused);
+  return rc;
+}
+
 }  // namespace
 
 std::vector<CommandSpec> event_commands() {
@@ -70,7 +113,17 @@ std::vector<CommandSpec> event_commands() {
                      {"topic", true, "TOPIC", "only this topic (Volume, Allocation, Node, Plugin)"},
                      {"key", true, "ID", "only events about this object"}},
            .summary = "Show the event log, or wait for new events",
-           .run = events}};
+           .run = events},
+          {.words = {"event", "stream"},
+           .arguments = "",
+           .min_args = 0,
+           .max_args = 0,
+           .flags = {{"index", true, "N", "start at index N (the oldest kept event when N is older); default: new events only"},
+                     {"topic", true, "TOPIC[:ID]", "only this topic, or one object of it (repeatable; Volume, Claim, Allocation, Node, Plugin, *)", true}},
+           .summary = "Follow events as they happen (one line each; -json: the stream's lines)",
+           .help = "Streams GET /v1/event/stream until the control plane ends it or you interrupt. To resume, pass\n"
+                   "-index with the last Index seen plus one.",
+           .run = stream}};
 }
 
 }  // namespace mooring::cli

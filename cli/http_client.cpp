@@ -20,6 +20,7 @@
 #include <openssl/ssl.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <memory>
 #include <random>
@@ -159,6 +160,47 @@ bhttp::request<bhttp::string_body> to_beast(const HttpRequest& request, const En
   return req;
 }
 
+// The answer of a streamed request: headers, then the body handed to request.on_body as it comes
+// (a non-2xx body, an error message, is kept in x.out.body instead).
+template <class Stream>
+asio::awaitable<void> read_streamed(Stream& stream, beast::flat_buffer& buffer, const HttpRequest& request,
+                                    Exchange& x) {
+  auto token = asio::as_tuple(asio::use_awaitable);
+  bhttp::response_parser<bhttp::buffer_body> parser;
+  parser.body_limit(boost::none);
+  auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, token);
+  (void)hn;
+  if (hec) {
+    x.failure = hec == beast::error::timeout ? "no answer within " + std::to_string(request.timeout.count() / 1000) + "s"
+                                             : "reading the answer failed: " + hec.message();
+    co_return;
+  }
+  x.out.status = parser.get().result_int();
+  for (const auto& field : parser.get()) x.out.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+  const bool ok = x.out.status >= 200 && x.out.status < 300;
+  std::array<char, 8192> piece;
+  while (!parser.is_done()) {
+    parser.get().body().data = piece.data();
+    parser.get().body().size = piece.size();
+    beast::get_lowest_layer(stream).expires_after(request.timeout);  // the server sends heartbeats
+    // read_some: a whole read would wait until the piece buffer is full, holding lines back.
+    auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, token);
+    (void)n;
+    if (ec == bhttp::error::need_buffer) ec = {};
+    const std::string_view got(piece.data(), piece.size() - parser.get().body().size);
+    if (!got.empty()) {
+      if (!ok) x.out.body.append(got);
+      else if (!request.on_body(got)) co_return;
+    }
+    if (ec) {
+      if (ec != bhttp::error::end_of_stream && ec != asio::error::eof)
+        x.failure = ec == beast::error::timeout ? "the stream went silent for " + std::to_string(request.timeout.count() / 1000) + "s"
+                                                : "reading the stream failed: " + ec.message();
+      co_return;
+    }
+  }
+}
+
 // One request and its answer over a connected stream (TCP or TLS).
 template <class Stream>
 asio::awaitable<void> request_response(Stream& stream, const HttpRequest& request, const Endpoint& endpoint,
@@ -171,6 +213,10 @@ asio::awaitable<void> request_response(Stream& stream, const HttpRequest& reques
     co_return;
   }
   beast::flat_buffer buffer;
+  if (request.on_body) {
+    co_await read_streamed(stream, buffer, request, x);
+    co_return;
+  }
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(kBodyLimit);
   auto [ec, r] = co_await bhttp::async_read(stream, buffer, parser, token);

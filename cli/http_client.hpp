@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -30,6 +31,10 @@ struct HttpRequest {
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  // A streamed body (GET /v1/event/stream): when set, a 2xx body goes to this piece by piece as
+  // it arrives (return false to stop reading) instead of into HttpResponse::body, and `timeout`
+  // bounds the connect, the headers and each wait for more bytes, not the whole body.
+  std::function<bool(std::string_view)> on_body;
 };
 
 struct HttpResponse {
@@ -61,6 +66,11 @@ class HttpClient {
   // one); a request that got no answer, or 503, is sent again (4 tries in about 2 s) with the
   // same key, so the control plane acts on it once. A refused certificate is not retried.
   domain::Expected<HttpResponse> send(const HttpRequest& request) const;
+  // One try, nothing sent again: for a streamed body, which a retry would deliver twice.
+  domain::Expected<HttpResponse> send_once(const HttpRequest& request) const {
+    bool permanent = false;
+    return send_once(request, permanent);
+  }
 
  private:
   // `permanent`: the failure will not go away by sending again (HTTPS set-up or certificate).

@@ -13,6 +13,7 @@ packages=(
   python3 python3-yaml yamllint docker-compose
   etcd-server etcd-client
   prometheus-cpp-dev prometheus
+  chromium chromium-driver python3-selenium  # the dashboard's browser test (tests/dashboard)
 )
 if [ "${MOORING_BENCH_DEPS:-0}" = 1 ]; then
   packages+=(wrk nginx-light)

@@ -94,8 +94,8 @@ void Cluster::start_controlplane() {
             "--alloc-gc-threshold", options_.alloc_gc_threshold,
             "--node-gc-threshold", options_.node_gc_threshold,
             "--shutdown-grace", "2s",
-            // The scenarios are about volumes; ACLs have their own tests (AclBinaryTest, AclApiTest).
-            "--acl=false"};
+            // Most scenarios are about volumes; ACLs have their own tests (AclBinaryTest, AclApiTest).
+            options_.acl ? "--acl=true" : "--acl=false"};
   if (pki_) {
     const auto tls = pki_->server();
     o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
@@ -382,8 +382,12 @@ HttpResult Cluster::request(const std::string& method, const std::string& target
   return out;
 }
 
+pid_t Cluster::controlplane_pid() const { return controlplane_ ? controlplane_->pid() : 0; }
+
 HttpResult Cluster::send(const std::string& method, const std::string& target, const std::string& body,
-                         const std::map<std::string, std::string>& headers) {
+                         const std::map<std::string, std::string>& given) {
+  auto headers = given;
+  if (!token_.empty()) headers.try_emplace("X-Mooring-Token", token_);
   if (!pki_) return controlplane::http_request(http_port_, method, target, body, headers);
   // Over mutual TLS the REST API serves HTTPS with the server certificate: ask as the CLI does.
   cli::HttpRequest req{.method = method, .target = target, .body = body};

@@ -35,6 +35,8 @@ struct ClusterOptions {
   // A CA and certificates (tests/support/test_pki) under dir()/pki; the control plane and every
   // agent run with --tls-ca-file/--tls-cert-file/--tls-key-file (each agent with its own node's).
   bool mutual_tls = false;
+  // ACLs on (--acl): bootstrap with request() and hand the management token to use_token().
+  bool acl = false;
 };
 
 struct NodeOptions {
@@ -97,6 +99,7 @@ class Cluster {
   // The cluster's CA and certificates (ClusterOptions::mutual_tls only).
   test::TestPki& pki() { return *pki_; }
   std::string controlplane_log() const;
+  pid_t controlplane_pid() const;  // 0 when not running
 
   // ---- nodes ----
   // Starts node `id` (agent + its hostpath plugin, CSI node id "csi-<id>") and waits until the
@@ -138,6 +141,8 @@ class Cluster {
   void on_response(std::function<void(const std::string& request, const HttpResult&)> check) {
     on_response_ = std::move(check);
   }
+  // Every request() (and the helpers built on it) sends this ACL token from now on.
+  void use_token(std::string secret) { token_ = std::move(secret); }
   // GET and parse; a failed or non-200 answer is a test failure and returns null.
   json get(const std::string& target);
 
@@ -195,6 +200,7 @@ class Cluster {
   unsigned controlplane_runs_ = 0;
   std::map<std::string, Node> nodes_;
   std::function<void(const std::string&, const HttpResult&)> on_response_;
+  std::string token_;
 };
 
 // A JSON allocation for POST /v1/allocations: one CSI volume named "data" of `volume_id`,

@@ -11,20 +11,16 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+from processes import free_port, mounts_under, stop_group  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "build", "release")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def walkthrough_commands():
@@ -43,12 +39,6 @@ def walkthrough_commands():
             expect = em.group(1).strip()
         commands.append((line, expect))
     return commands
-
-
-def mounts_under(path):
-    prefix = path.rstrip("/") + "/"
-    with open("/proc/self/mountinfo") as f:
-        return [l.split()[4] for l in f if l.split()[4].startswith(prefix)]
 
 
 def main():
@@ -109,15 +99,9 @@ def main():
         ok = True
     finally:
         # Ctrl-C, as a reader ends `make run`.
-        if stack.poll() is None:
-            os.killpg(stack.pid, signal.SIGINT)
-            try:
-                stack.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(stack.pid, signal.SIGKILL)
-                stack.wait()
-                ok = False
-                print("FAIL: the stack did not stop within 60 s of Ctrl-C")
+        if not stop_group(stack, signal.SIGINT, 60):
+            ok = False
+            print("FAIL: the stack did not stop within 60 s of Ctrl-C")
         left = mounts_under(data)
         out = open(log.name).read()
         if left:

@@ -15,6 +15,7 @@
 #include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/acl/secret.hpp"
 #include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/api/event_stream.hpp"
 #include "services/controlplane/api/request_params.hpp"
 #include "services/controlplane/audit/audit_log.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
@@ -36,6 +37,7 @@ struct Route {
   bool keep_answer = true;  // false: an answer carrying a SecretID is never kept for Idempotency-Key
   bool any_namespace = false;  // a list that takes ?namespace=* (its items are then filtered)
   std::string pattern;  // "/v1/volume/csi/:id": the route label of mooring_http_requests_seconds
+  bool event_stream = false;   // GET /v1/event/stream: answered by Impl::open_stream, not `endpoint`
 };
 
 // Routes whose objects live in a namespace: the request names one (or "*" on a list).
@@ -141,8 +143,19 @@ class RouteTable {
     write({"POST", "PUT"}, "/v1/allocation/:id/stop", Need::cap(Cap::alloc_lifecycle), at_once<stop_allocation>);
     write({"PUT"}, "/v1/allocation/:id", Need::cap(Cap::submit_alloc), at_once<update_allocation>);
     list("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
+    // The same events as one long-lived response; each event is filtered as /v1/events filters.
+    entries.push_back({"GET", "/v1/event/stream",
+                       Route{.endpoint = nullptr,
+                              .need = Need::filtered(),
+                              .any_namespace = true,
+                              .pattern = "/v1/event/stream",
+                              .event_stream = true}});
     get("/v1/status/health", Need::anyone(), at_once<health>);
     get("/v1/status/ready", Need::anyone(), at_once<ready>);
+    // The dashboard's static files: no data, so no capability (its API calls carry the token).
+    get("/", Need::anyone(), at_once<serve_ui>);
+    get("/ui", Need::anyone(), at_once<serve_ui>);
+    get("/ui/:file", Need::anyone(), at_once<serve_ui>);
     // Rotating the key that seals every stored secret is for management tokens only.
     write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring);
     // Prometheus scrapes: operator:read (the anonymous policy may grant it to a scraper without a token).
@@ -175,6 +188,21 @@ struct Caller {
   std::string name;      // the token's name, or "anonymous"
   std::string accessor;  // the token's AccessorID (audit log); empty when anonymous
 };
+
+// ?index=N (present): a non-negative integer, or why not.
+domain::Expected<std::uint64_t> index_param(const http::Request& req) {
+  const auto idx = req.param("index").value_or("");
+  try {
+    std::size_t used = 0;
+    // stoull reads "-1" as 2^64-1: only digits are an index.
+    if (idx.empty() || !std::isdigit(static_cast<unsigned char>(idx.front()))) throw std::invalid_argument("sign");
+    const auto n = std::stoull(std::string(idx), &used);
+    if (used != idx.size()) throw std::invalid_argument("trailing");
+    return n;
+  } catch (const std::exception&) {
+    return domain::error("query parameter \"index\": must be a non-negative integer, got \"" + std::string(idx) + "\"");
+  }
+}
 
 // What an event's topic needs to be seen in an event list.
 acl::Need event_need(const std::string& topic) {
@@ -294,25 +322,17 @@ struct Api::Impl {
       if (!ns) return bad_request(ns.error());
       req.query.insert_or_assign("namespace", std::move(*ns));
     }
-    if (!ctx.store.ready() && route->endpoint != at_once<health> && route->endpoint != at_once<ready>)
+    if (!ctx.store.ready() && route->endpoint != at_once<health> && route->endpoint != at_once<ready> &&
+        route->endpoint != at_once<serve_ui>)
       return http::error_response(503, "state is not loaded yet");
     if (auto refusal = authorize(req, *route, caller)) return refusal;
 
     if (route->watch) {
       Blocking b{*route->watch};
-      if (auto idx = req.param("index")) {
-        std::uint64_t n = 0;
-        try {
-          std::size_t used = 0;
-          // stoull reads "-1" as 2^64-1: only digits are an index.
-          if (idx->empty() || !std::isdigit(static_cast<unsigned char>(idx->front())))
-            throw std::invalid_argument("sign");
-          n = std::stoull(std::string(*idx), &used);
-          if (used != idx->size()) throw std::invalid_argument("trailing");
-        } catch (const std::exception&) {
-          return bad_request("query parameter \"index\": must be a non-negative integer, got \"" + std::string(*idx) + "\"");
-        }
-        b.index = n;
+      if (req.param("index")) {
+        auto n = index_param(req);
+        if (!n) return bad_request(n.error());
+        b.index = *n;
         b.wait = options.default_wait;
         if (auto w = req.param("wait")) {
           auto d = http::parse_duration(*w);
@@ -323,6 +343,32 @@ struct Api::Impl {
       }
     }
     return std::nullopt;
+  }
+
+  // GET /v1/event/stream. The caller is checked again before every piece, so a deleted token or
+  // a policy change takes effect on a stream already open (its events are filtered by the ACL
+  // the token has now).
+  http::Response open_stream(const http::Request& req, const Route& route, std::optional<Caller> caller) {
+    auto topics = TopicFilter::parse(http::query_values(req.target, "topic"));
+    if (!topics) return bad_request(topics.error());
+    std::uint64_t start = ctx.store.durable_index() + 1;  // without ?index=: new events only
+    if (req.param("index")) {
+      auto n = index_param(req);
+      if (!n) return bad_request(n.error());
+      start = *n;
+    }
+    auto who = std::make_shared<std::optional<Caller>>(std::move(caller));
+    auto visible = [who](const domain::Event& e) {
+      return !*who || (*who)->acl.is_management() || !(*who)->acl.missing(event_need(e.topic), e.ns);
+    };
+    auto recheck = [this, who, request = std::make_shared<http::Request>(req), &route]() -> std::optional<std::string> {
+      auto refusal = authorize(*request, route, *who);
+      if (!refusal) return std::nullopt;
+      auto body = nlohmann::json::parse(refusal->body, nullptr, false);
+      return body.is_object() ? body.value("Error", std::string("refused")) : std::string("refused");
+    };
+    EventCursor cursor(start, std::move(*topics), request_namespace(req), std::move(visible));
+    return open_event_stream(ctx.store, std::move(cursor), {.heartbeat = options.event_heartbeat}, std::move(recheck));
   }
 
   // A GET of a watched table is a pure function of its target and the store's index, so while no
@@ -484,6 +530,7 @@ http::Response Api::handle_now(http::Request req) {
     http::apply_cors(impl_->options.cors, req, *early);
     return *early;
   }
+  if (route->event_stream) return impl_->finish(req, *route, impl_->open_stream(req, *route, std::move(caller)));
   std::optional<KeyedWrite> keyed;
   if (auto kept = impl_->check_key(req, *route, keyed)) return impl_->finish(req, *route, std::move(*kept));
   boost::asio::io_context io;
@@ -528,6 +575,7 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered&
       co_return *refusal;
     }
   }
+  if (route->event_stream) co_return impl_->finish(req, *route, impl_->open_stream(req, *route, std::move(caller)));
   // Counted after a blocking wait: a flush that failed during the wait took nothing this answer sees.
   const auto failed_flushes = impl_->ctx.store.failed_flushes();
   http::Response res;  // not a ?: around co_await: GCC 12 miscompiles that (use after free)

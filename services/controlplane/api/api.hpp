@@ -47,6 +47,8 @@ struct ApiOptions {
   // ACLs (--acl): every request is checked against its route's need (see acl/acl.hpp). A request
   // without a token gets the `anonymous` policy when there is one; 401 when that is not enough.
   bool acl = false;
+  // GET /v1/event/stream sends {} after this long without an event (Nomad: 10 s).
+  std::chrono::milliseconds event_heartbeat{std::chrono::seconds(10)};
   // Node enrollment (POST /v1/node/:id/enroll) signs with this CA; without a key it answers 501.
   tls::PairPaths enrollment_ca;
 };

@@ -108,6 +108,9 @@ http::Response list_events(Context&, const http::Request&);
 http::Response health(Context&, const http::Request&);
 http::Response ready(Context&, const http::Request&);
 
+// ---- the web dashboard (ui_endpoints.cpp): GET /ui/ and its files; "/" and "/ui" redirect ----
+http::Response serve_ui(Context&, const http::Request&);
+
 // ---- operator (operator_endpoints.cpp) ----
 Answer rotate_keyring(Context&, const http::Request&);  // PUT|POST /v1/operator/keyring/rotate
 

@@ -1,6 +1,7 @@
 #include "services/controlplane/http/cors.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace mooring::controlplane::http {
 
@@ -22,14 +23,36 @@ constexpr std::string_view allowed_headers =
     "Authorization, Content-Type, Idempotency-Key, X-Mooring-Token, X-Nomad-Token, X-Mooring-CSI-Secrets, "
     "X-Nomad-CSI-Secrets";
 
+// The host of an authority ("127.0.0.1:4700" -> "127.0.0.1", "[::1]:4700" -> "[::1]").
+std::string_view host_of(std::string_view authority) {
+  if (authority.starts_with('[')) return authority.substr(0, authority.find(']') + 1);
+  return authority.substr(0, authority.find(':'));
+}
+
+// An address no DNS answer can point elsewhere: an IPv4 or bracketed IPv6 literal, or localhost.
+bool literal_host(std::string_view host) {
+  if (host == "localhost" || (host.size() > 2 && host.front() == '[' && host.back() == ']')) return true;
+  return !host.empty() && std::count(host.begin(), host.end(), '.') == 3 &&
+         std::all_of(host.begin(), host.end(), [](unsigned char c) { return std::isdigit(c) || c == '.'; });
+}
+
 }  // namespace
+
+bool same_origin_by_address(const Request& request) {
+  const auto origin = request.header("origin");
+  const auto scheme_end = origin.find("://");
+  if (scheme_end == std::string_view::npos) return false;
+  const auto authority = origin.substr(scheme_end + 3);
+  const auto host = request.header("host");
+  return !host.empty() && authority == host && literal_host(host_of(host));
+}
 
 bool is_read_method(std::string_view method) { return method == "GET" || method == "HEAD"; }
 
 bool cors_write_forbidden(const CorsPolicy& policy, const Request& request) {
   auto origin = request.header("origin");
   if (origin.empty() || is_read_method(request.method) || request.method == "OPTIONS") return false;
-  return !listed(policy.write_origins, origin);
+  return !listed(policy.write_origins, origin) && !same_origin_by_address(request);
 }
 
 void apply_cors(const CorsPolicy& policy, const Request& request, Response& response) {

@@ -20,7 +20,15 @@ struct CorsPolicy {
 bool is_read_method(std::string_view method);
 
 // True when a browser request (it carries Origin) would write from an origin not allowed to.
+// The dashboard this server serves (/ui/) writes from its own origin, which is allowed when the
+// browser reached the server by address (see same_origin_by_address).
 bool cors_write_forbidden(const CorsPolicy& policy, const Request& request);
+
+// The request comes from a page of this very server: its Origin is "scheme://" + its Host, and
+// that host is an IP literal or localhost. A DNS name is not trusted this way: a foreign page's
+// name can be rebound to this server's address (DNS rebinding) and would then look same-origin.
+// Serving the dashboard under a name, list that origin with --cors-write-origin.
+bool same_origin_by_address(const Request& request);
 
 // Adds Access-Control-* headers to an actual response.
 void apply_cors(const CorsPolicy& policy, const Request& request, Response& response);

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <boost/asio/awaitable.hpp>
 
 namespace mooring::controlplane::http {
 
@@ -51,6 +54,13 @@ struct Response {
   std::optional<std::uint64_t> index;
   // Close the connection after this response (set by the server for errors it cannot recover from).
   bool close = false;
+  // A streamed body (the event stream): the status and headers go out at once, then every piece
+  // next() returns is written as it comes (a chunk, HTTP/1.1 chunked encoding) until it returns
+  // nullopt; then the connection closes. The server cancels a pending next() when the client
+  // goes away (its socket turns readable: closed, or it sent something) or on shutdown, and
+  // ends the body cleanly. `body` is ignored when this is set.
+  using NextPiece = std::function<boost::asio::awaitable<std::optional<std::string>>()>;
+  NextPiece stream;
 
   void set_header(std::string name, std::string value) {
     headers.emplace_back(std::move(name), std::move(value));

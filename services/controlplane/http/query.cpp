@@ -38,8 +38,8 @@ std::optional<std::string> percent_decode(std::string_view in, bool plus_is_spac
   return out;
 }
 
-std::optional<QueryParams> parse_query(std::string_view query) {
-  QueryParams out;
+std::optional<std::vector<std::pair<std::string, std::string>>> parse_query_pairs(std::string_view query) {
+  std::vector<std::pair<std::string, std::string>> out;
   while (!query.empty()) {
     auto amp = query.find('&');
     std::string_view part = query.substr(0, amp);
@@ -49,8 +49,24 @@ std::optional<QueryParams> parse_query(std::string_view query) {
     auto key = percent_decode(part.substr(0, eq), true);
     auto value = percent_decode(eq == std::string_view::npos ? std::string_view{} : part.substr(eq + 1), true);
     if (!key || !value) return std::nullopt;
-    out[*key] = *value;
+    out.emplace_back(std::move(*key), std::move(*value));
   }
+  return out;
+}
+
+std::optional<QueryParams> parse_query(std::string_view query) {
+  auto pairs = parse_query_pairs(query);
+  if (!pairs) return std::nullopt;
+  QueryParams out;
+  for (auto& [k, v] : *pairs) out[k] = std::move(v);
+  return out;
+}
+
+std::vector<std::string> query_values(std::string_view target, std::string_view name) {
+  std::vector<std::string> out;
+  if (auto pairs = parse_query_pairs(split_target(target).second))
+    for (auto& [k, v] : *pairs)
+      if (k == name) out.push_back(std::move(v));
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "services/controlplane/http/message.hpp"
 
@@ -15,8 +17,14 @@ namespace mooring::controlplane::http {
 // a decoded NUL byte (never a legitimate id or parameter, and dangerous in paths).
 std::optional<std::string> percent_decode(std::string_view in, bool plus_is_space);
 
-// Splits "a=1&b=x%20y" into decoded pairs. nullopt when any component is malformed.
+// Splits "a=1&b=x%20y" into decoded pairs, in order, repeats kept. nullopt when any component
+// is malformed.
+std::optional<std::vector<std::pair<std::string, std::string>>> parse_query_pairs(std::string_view query);
+// The same as a map (a repeated key keeps its last value).
 std::optional<QueryParams> parse_query(std::string_view query);
+// Every value of a repeated parameter of a request-target ("?topic=A&topic=B"), in order; empty
+// when there is none or the query is malformed (parse_query refuses it first).
+std::vector<std::string> query_values(std::string_view target, std::string_view name);
 
 // Splits a request-target into (path, query) at the first '?'.
 std::pair<std::string_view, std::string_view> split_target(std::string_view target);

@@ -12,6 +12,8 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -21,6 +23,8 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -73,6 +77,8 @@ struct Session {
   // Only sessions waiting for a request are cancelled by a graceful shutdown; a request being
   // handled or answered is allowed to finish.
   bool waiting_for_request = true;
+  // Sending a streamed body: a graceful shutdown cancels it too, which ends the body cleanly.
+  bool streaming = false;
   bool lingering;        // refused: its 503 is written, the rest is read and dropped
   bool evicted = false;  // closed while idle to make room for a new connection
   std::string refusal;   // HTTPS only: the 503's message, written once the handshake is done
@@ -132,6 +138,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   };
   template <class Stream>
   asio::awaitable<bool> respond(Session& s, Stream& io, RequestFacts req, Response r);
+  template <class Stream>
+  asio::awaitable<void> respond_stream(Session& s, Stream& io, RequestFacts req, Response r);
   template <class Stream>
   asio::awaitable<void> respond_raw(Session& s, Stream& io, unsigned status, std::string_view message);
   void spawn_session(std::shared_ptr<Session> s);
@@ -204,6 +212,69 @@ asio::awaitable<bool> Server::Impl::respond(Session& s, Stream& io, RequestFacts
   auto [ec, n] = co_await bhttp::async_write(io, res, tuple_awaitable);
   (void)n;
   co_return !ec && keep_alive;
+}
+
+// A streamed body (Response::stream). Each piece is awaited beside a wait for the socket to turn
+// readable: a client that closes (or sends anything, which no client of a stream does) ends the
+// stream at once rather than at the next heartbeat's failed write, so a vanished dashboard holds
+// no slot and no waiter. The connection always closes afterwards.
+template <class Stream>
+asio::awaitable<void> Server::Impl::respond_stream(Session& s, Stream& io, RequestFacts req, Response r) {
+  bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(r.status), req.version};
+  res.set(bhttp::field::server, "mooring");
+  res.set(bhttp::field::content_type, r.content_type);
+  if (r.index) {
+    res.set("X-Mooring-Index", std::to_string(*r.index));
+    res.set("X-Nomad-Index", std::to_string(*r.index));
+  }
+  for (auto& [k, v] : r.headers) res.insert(k, v);
+  res.keep_alive(false);
+  const bool chunked = req.version >= 11;  // HTTP/1.0: the body simply ends when the connection does
+  if (chunked) res.chunked(true);
+  bhttp::response_serializer<bhttp::empty_body> head{res};
+  s.transport().expires_after(config.write_timeout);
+  auto [hec, hn] = co_await bhttp::async_write_header(io, head, tuple_awaitable);
+  (void)hn;
+  if (hec || req.head) co_return;
+  s.streaming = true;
+  auto& socket = s.transport().socket();
+  bool client_gone = false;
+  while (!stopping) {
+    auto [order, failure, piece, wait_error] =
+        co_await asio::experimental::make_parallel_group(asio::co_spawn(executor, r.stream(), asio::deferred),
+                                                         socket.async_wait(tcp::socket::wait_read, asio::deferred))
+            .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+    (void)wait_error;
+    if (order[0] == 1) {
+      client_gone = true;
+      break;
+    }
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const boost::system::system_error& e) {
+        if (e.code() != asio::error::operation_aborted)
+          logger.error("event stream failed", {{"error", e.what()}});
+      } catch (const std::exception& e) {
+        logger.error("event stream failed", {{"error", e.what()}});
+      }
+      break;
+    }
+    if (!piece) break;  // the producer ended the stream
+    if (piece->empty()) continue;  // an empty chunk would end the body
+    s.transport().expires_after(config.write_timeout);  // a reader that stalls is dropped
+    auto [wec, wn] = chunked ? co_await asio::async_write(io, bhttp::make_chunk(asio::buffer(*piece)), tuple_awaitable)
+                             : co_await asio::async_write(io, asio::buffer(*piece), tuple_awaitable);
+    (void)wn;
+    if (wec) {
+      client_gone = true;
+      break;
+    }
+  }
+  if (chunked && !client_gone) {
+    s.transport().expires_after(config.write_timeout);
+    co_await asio::async_write(io, bhttp::make_chunk_last(), tuple_awaitable);
+  }
 }
 
 asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
@@ -299,6 +370,10 @@ asio::awaitable<void> Server::Impl::serve(Session& session, Stream& io, TimePoin
     } catch (const std::exception& e) {
       logger.error("request handler failed", {{"method", method}, {"target", target}, {"error", e.what()}});
       response = error_response(500, "internal error");
+    }
+    if (response.stream) {
+      co_await respond_stream(*s, io, facts, std::move(response));
+      co_return;
     }
     if (!co_await respond(*s, io, facts, std::move(response))) co_return;
   }
@@ -525,7 +600,7 @@ asio::awaitable<void> Server::shutdown(std::chrono::milliseconds grace) {
   error_code ignored;
   self->acceptor.close(ignored);
   for (auto& [id, s] : self->sessions)
-    if (s->waiting_for_request) s->cancel.emit(asio::cancellation_type::terminal);
+    if (s->waiting_for_request || s->streaming) s->cancel.emit(asio::cancellation_type::terminal);
   if (self->active > 0) {
     self->idle.expires_after(grace);
     co_await self->idle.async_wait(tuple_awaitable);

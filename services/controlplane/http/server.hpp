@@ -74,7 +74,8 @@ class Server {
   void start();
 
   // Graceful stop: closes the listener, closes idle keep-alive connections, lets requests being
-  // handled or written finish within `grace`, then closes whatever is left. Returns when every
+  // handled or written finish within `grace`, ends streamed bodies (their last chunk is written),
+  // then closes whatever is left. Returns when every
   // session has ended. Blocking queries must be released by the handler's owner first (the state
   // store does that), or they run into the grace deadline.
   boost::asio::awaitable<void> shutdown(std::chrono::milliseconds grace);

@@ -187,6 +187,7 @@ class StateStore {
                                                         std::chrono::steady_clock::duration timeout);
   // Shutdown: wakes every waiter and makes later waits return at once.
   void release_waiters();
+  bool released() const { return released_; }  // shutting down: long-lived readers end
   std::size_t waiter_count() const;
 
  private:

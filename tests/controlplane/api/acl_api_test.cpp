@@ -22,9 +22,10 @@ TEST(AclRouteTable, EveryRouteDeclaresWhatItNeeds) {
   ASSERT_GT(routes.size(), 30u);
   for (const auto& r : routes) {
     EXPECT_NE(r.need.kind, acl::Need::Kind::unset) << r.method << " " << r.pattern;
-    // Only health, readiness and bootstrap are open to anyone.
+    // Only health, readiness, bootstrap and the dashboard's static files are open to anyone.
     if (r.need.kind == acl::Need::Kind::anyone) {
-      EXPECT_TRUE(r.pattern == "/v1/status/health" || r.pattern == "/v1/status/ready" || r.pattern == "/v1/acl/bootstrap")
+      EXPECT_TRUE(r.pattern == "/v1/status/health" || r.pattern == "/v1/status/ready" || r.pattern == "/v1/acl/bootstrap" ||
+                  r.pattern == "/" || r.pattern == "/ui" || r.pattern == "/ui/:file")
           << r.method << " " << r.pattern;
     }
     // A write never needs only a read.

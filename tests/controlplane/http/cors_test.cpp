@@ -46,6 +46,25 @@ TEST(Cors, WritesFromUnlistedBrowserOriginsAreForbidden) {
   EXPECT_FALSE(cors_write_forbidden(p, browser("PUT", "https://dash.example")));
 }
 
+TEST(Cors, TheServersOwnDashboardMayWriteWhenReachedByAddressOnly) {
+  CorsPolicy p;
+  auto own = [](std::string origin, std::string host) {
+    auto r = browser("POST", std::move(origin));
+    r.headers["host"] = std::move(host);
+    return r;
+  };
+  EXPECT_FALSE(cors_write_forbidden(p, own("http://127.0.0.1:4700", "127.0.0.1:4700")));
+  EXPECT_FALSE(cors_write_forbidden(p, own("https://[::1]:4700", "[::1]:4700")));
+  EXPECT_FALSE(cors_write_forbidden(p, own("http://localhost:4700", "localhost:4700")));
+  // Another port or host is another origin.
+  EXPECT_TRUE(cors_write_forbidden(p, own("http://127.0.0.1:8080", "127.0.0.1:4700")));
+  // A name could be rebound to this address by its DNS (DNS rebinding): it must be listed.
+  EXPECT_TRUE(cors_write_forbidden(p, own("http://evil.example:4700", "evil.example:4700")));
+  EXPECT_TRUE(cors_write_forbidden(p, own("http://1.2.3.4.evil.example:4700", "1.2.3.4.evil.example:4700")));
+  p.write_origins = {"https://mooring.example"};
+  EXPECT_FALSE(cors_write_forbidden(p, own("https://mooring.example", "mooring.example")));
+}
+
 TEST(Cors, PreflightOffersOnlyWhatTheOriginMayDo) {
   CorsPolicy p;
   p.read_origins = {"*"};
