@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
-from processes import free_port, mounts_under, stop_group  # noqa: E402
+from processes import free_port, mounts_under, start_group, stop_group  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.abspath("build/test")
 SHOTS = os.path.join(BUILD, "tests", "dashboard", "screenshots")
@@ -79,7 +79,7 @@ class Stack:
 
     def spawn(self, name, args):
         log = open(os.path.join(self.dir, f"{name}.log"), "w")
-        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        p = start_group(args, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append((name, p))
         return p
 

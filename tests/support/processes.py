@@ -1,9 +1,25 @@
 """Test support for the script-driven tests (tests/walkthrough, tests/dashboard): free ports,
-stopping a process group with a deadline, and the mounts a test left under its folder."""
+starting a process group that dies with the test, stopping one with a deadline, and the mounts a
+test left under its folder."""
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    # Runs in the child before exec: SIGTERM when the test process dies, even by SIGKILL (a
+    # ctest timeout, an interrupted run), so no stack outlives the test that started it.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def start_group(args, **kwargs):
+    """subprocess.Popen in a new session (stop_group signals the whole group) whose leader gets
+    SIGTERM if the test process dies first."""
+    return subprocess.Popen(args, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)
 
 
 def free_port():

@@ -17,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
-from processes import free_port, mounts_under, stop_group  # noqa: E402
+from processes import free_port, mounts_under, start_group, stop_group  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "build", "release")
@@ -55,8 +55,8 @@ def main():
                MOORING_ADDR=f"https://{http}",
                MOORING_CACERT=os.path.join(data, "tls", "ca.pem"))
     log = open(os.path.join(data, "run-local.out"), "w+")
-    stack = subprocess.Popen([os.path.join(ROOT, "scripts", "run-local.sh")], cwd=ROOT, env=env,
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    stack = start_group([os.path.join(ROOT, "scripts", "run-local.sh")], cwd=ROOT, env=env,
+                        stdout=log, stderr=subprocess.STDOUT)
     ok = False
     try:
         deadline = time.time() + 120
