@@ -88,7 +88,9 @@ boost::asio::awaitable<grpc::Status> ControlPlaneTarget::call(std::chrono::milli
         done(std::move(status));
       });
     });
-    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) co_return st;
+    // DEADLINE_EXCEEDED too: a paused or cut-off control plane accepts and never answers.
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)
+      co_return st;
     if (!leader.empty() && leader != address) {
       // A standby: it changed nothing, so the call goes to the leader it named right away. The
       // leader may be one we were not told about (a control plane added later).

@@ -2,7 +2,8 @@
 // calls go to one at a time. A standby answers UNAVAILABLE naming the leader (trailing metadata
 // `x-mooring-leader`): the agent switches to it and sends the call there once more at once (the
 // standby touched nothing). A control plane that cannot be reached (UNAVAILABLE, nobody named)
-// makes the next call try the next address, so a dead leader is left within one call.
+// and one that does not answer within the call's deadline (paused, cut off) make the next call
+// try the next address, so a dead leader is left within one call.
 // Used from the agent's io thread only; the registration link and the calls share one.
 #pragma once
 
@@ -35,7 +36,8 @@ class ControlPlaneTarget {
 
   using Start = std::function<void(::mooring::v1::ControlPlane::Stub&, grpc::ClientContext*, std::function<void(grpc::Status)>)>;
   // One unary call to the current control plane (deadline `timeout`), following a standby's
-  // redirect once; moves on to the next address when the current one cannot be reached.
+  // redirect once; moves on to the next address when the current one cannot be reached or does
+// not answer in time.
   boost::asio::awaitable<grpc::Status> call(std::chrono::milliseconds timeout, Start start);
 
  private:

@@ -53,6 +53,13 @@ std::uint16_t wait_for_port(test::ChildProcess& p, const std::string& what, unsi
   return port;
 }
 
+// SIGSTOPped (state T in /proc/<pid>/stat): asking it would hang, it accepts but never answers.
+bool stopped(pid_t pid) {
+  const auto stat = test::read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
+}
+
 }  // namespace
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
@@ -139,7 +146,7 @@ std::optional<std::size_t> Cluster::leader(std::chrono::milliseconds timeout) {
   test::wait_until(
       [&] {
         for (std::size_t i = 0; i < members_.size(); ++i) {
-          if (!members_[i].process || !members_[i].process->running()) continue;
+          if (!members_[i].process || !members_[i].process->running() || stopped(members_[i].process->pid())) continue;
           const auto saved = api_;
           api_ = i;
           const auto r = send("GET", "/v1/status/ready", {}, {});
