@@ -109,6 +109,23 @@ TEST_F(Ha, OneLeaderStandbysForwardAndNameItAgentsFollowIt) {
   EXPECT_EQ(cluster->run_task("t1", "vol-1", "node-1", "echo hi > \"$MOORING_VOLUME_DATA/f\""), "complete");
 }
 
+TEST_F(Ha, OverMutualTlsAStandbyForwardsOverHttpsAndAgentsFollowTheLeader) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  cluster = std::make_unique<Cluster>(
+      ClusterOptions{.mutual_tls = true, .etcd = "etcd://" + etcd.endpoint() + "/ha", .controlplanes = 3});
+  cluster->start_controlplane(2);
+  ASSERT_EQ(cluster->leader(), std::optional<std::size_t>(2));
+  cluster->start_controlplane(0);
+  cluster->start_controlplane(1);
+  cluster->start_node("node-1");
+  cluster->use_controlplane(0);
+  auto created = create("vol-tls");
+  ASSERT_EQ(created.status, 200u) << created.body << created.error;
+  EXPECT_EQ(created.header("x-mooring-leader"), "https://127.0.0.1:" + std::to_string(cluster->http_port(2)));
+  EXPECT_EQ(cluster->run_task("t1", "vol-tls", "node-1", "echo hi > \"$MOORING_VOLUME_DATA/f\""), "complete");
+}
+
 TEST_F(Ha, LeaderKill9DuringClaimsAStandbyLeadsWithinTwoLeasesAndNoControllerCallIsLostOrDoubled) {
   test::EtcdCluster etcd(tmp.path() / "etcd3");
   etcd.start();
