@@ -190,6 +190,44 @@ TEST_F(Ha, LeaderKill9DuringClaimsAStandbyLeadsWithinTwoLeasesAndNoControllerCal
   EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/after-kill").status, 200u);
 }
 
+TEST_F(Ha, LeaderKill9DuringAGcStormEveryClaimIsFreedAndEachVolumeUnpublishedOnce) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  make_cluster("etcd://" + etcd.endpoint() + "/ha");
+  cluster->start_controlplane();
+  const auto first = cluster->leader();
+  ASSERT_TRUE(first);
+  cluster->use_controlplane((*first + 1) % 3);
+  cluster->start_node("node-1");
+  constexpr int kVolumes = 12;
+  std::vector<std::string> allocs;
+  for (int i = 0; i < kVolumes; ++i) {
+    const std::string vol = "storm-" + std::to_string(i);
+    ASSERT_EQ(create(vol).status, 200u);
+    allocs.push_back(cluster->run_alloc(allocation("s" + std::to_string(i), vol, "node-1", "sleep 600")));
+  }
+  for (const auto& id : allocs)
+    ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
+
+  // Every allocation stopped at once: a storm of releases, and the leader killed in the middle.
+  for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
+  std::this_thread::sleep_for(300ms);
+  cluster->kill_controlplane(*first);
+
+  for (int i = 0; i < kVolumes; ++i)
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count("storm-" + std::to_string(i)) == 0; }, 45s))
+        << cluster->volume("storm-" + std::to_string(i)).dump();
+  const auto calls = controller_calls("node-1");
+  for (int i = 0; i < kVolumes; ++i) {
+    const auto it = calls.find(cluster->volume("storm-" + std::to_string(i)).value("ExternalID", ""));
+    ASSERT_NE(it, calls.end()) << "no controller call for storm-" << i;
+    EXPECT_EQ(it->second.first, 1) << "ControllerPublish of storm-" << i;
+    EXPECT_EQ(it->second.second, 1) << "ControllerUnpublish of storm-" << i;
+  }
+  for (const auto& id : allocs) EXPECT_EQ(cluster->alloc_status(id), "complete");
+  EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+}
+
 TEST_F(Ha, PausedLeaderCommitsNothingAfterItsLeaseAndComesBackAsAStandby) {
   test::EtcdProcess etcd(tmp.path() / "etcd");
   etcd.start();

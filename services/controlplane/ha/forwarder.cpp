@@ -10,7 +10,10 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
+
+#include "shared/tls/certificates.hpp"
 
 namespace mooring::controlplane::ha {
 namespace {
@@ -52,6 +55,24 @@ std::optional<Url> parse_url(std::string_view url) {
   out.port = std::string(url.substr(colon + 1));
   if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') out.host = out.host.substr(1, out.host.size() - 2);
   return out;
+}
+
+// The leader's certificate carries the control plane's identity (spiffe://mooring/server) from our
+// CA: enough without a name match, since the leader is dialled at the address it advertised
+// (a pod IP in Kubernetes, which its certificate does not name). Other certificates must name
+// the host dialled.
+bool is_control_plane(X509* cert) {
+  if (cert == nullptr) return false;
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr || PEM_write_bio_X509(bio, cert) != 1) {
+    BIO_free(bio);
+    return false;
+  }
+  char* data = nullptr;
+  const long length = BIO_get_mem_data(bio, &data);
+  auto info = tls::inspect(std::string_view(data, static_cast<std::size_t>(length)));
+  BIO_free(bio);
+  return info && info->identity && info->identity->role == tls::Role::server;
 }
 
 http::Response unavailable(const std::string& leader_url, const std::string& why) {
@@ -159,7 +180,12 @@ asio::awaitable<http::Response> Forwarder::forward(std::string leader_url, http:
     failure = co_await impl_->exchange(stream, req, out);
   } else {
     beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), *impl_->tls);
-    secure.set_verify_callback(ssl::host_name_verification(url->host));
+    secure.set_verify_callback([by_name = ssl::host_name_verification(url->host)](bool preverified,
+                                                                                 ssl::verify_context& vctx) mutable {
+      if (!preverified) return false;  // the chain must lead to our CA
+      if (X509_STORE_CTX_get_error_depth(vctx.native_handle()) != 0) return true;
+      return is_control_plane(X509_STORE_CTX_get_current_cert(vctx.native_handle())) || by_name(preverified, vctx);
+    });
     beast::error_code ip_ec;
     asio::ip::make_address(url->host, ip_ec);
     if (ip_ec) ::SSL_set_tlsext_host_name(secure.native_handle(), url->host.c_str());
