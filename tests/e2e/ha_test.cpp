@@ -213,6 +213,9 @@ TEST_F(Ha, LeaderKill9DuringAGcStormEveryClaimIsFreedAndEachVolumeUnpublishedOnc
   for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
   std::this_thread::sleep_for(300ms);
   cluster->kill_controlplane(*first);
+  const auto second = cluster->leader();  // (the dead one is not asked)
+  ASSERT_TRUE(second);
+  ASSERT_NE(*second, *first);
 
   for (int i = 0; i < kVolumes; ++i)
     EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count("storm-" + std::to_string(i)) == 0; }, 45s))
