@@ -267,15 +267,23 @@ int main(int argc, char** argv) {
   gc::ChangeFeed feed{sealed};
   // Group commit: a wave of commits (GC steps, agent reports) shares one fsync; answers and
   // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
-  StateStore store{io.get_executor(), feed, StateOptions{.group_commit = true}};
-  // etcd not answering (yet): wait and say so rather than exit, so a control plane started
-  // before its etcd, or during an etcd outage, comes up by itself. The REST API is not listening
-  // meanwhile, so readiness probes fail. A state that does not load is fatal, as with SQLite.
+  StateOptions state_options{.group_commit = true};
+  if (flags.state.starts_with("etcd://")) {
+    // A leader whose state cannot be reloaded after a failed write would hold the lease and
+    // refuse every write: it steps down instead, and a fresh process (or another member) leads.
+    state_options.on_broken = [&io, argv](const std::string& why) {
+      asio::post(io, [argv, why] { restart_as_standby(argv, "the state is not writable: " + why); });
+    };
+  }
+  StateStore store{io.get_executor(), feed, state_options};
+  // SQLite: loaded now; a state that does not load is fatal.
   //
   // With etcd the state is loaded only by the elected leader (ha/leader_election.hpp), at the
   // moment it is elected: a standby holds no state, forwards the REST API to the leader and
   // answers agents UNAVAILABLE naming it. Its backend refuses every write until it holds the
-  // leader key, and then fences each one with it.
+  // leader key, and then fences each one with it. etcd not answering (yet): the election waits
+  // and says so ("waiting for etcd"), and readiness answers 503 with that reason meanwhile, so a
+  // control plane started before its etcd, or during an outage, comes up by itself.
   const bool ha_mode = etcd_backend != nullptr;
   auto load_state = [&]() -> domain::Status {
     auto loaded = store.load();

@@ -308,10 +308,23 @@ TEST_F(Ha, OneEtcdMemberDownChangesNothingTwoDownRefuseWritesUntilQuorumReturns)
   cluster->start_node("node-1");
   ASSERT_EQ(create("v-start").status, 200u);
 
+  // One member down: writes go on. When it was etcd's own raft leader, etcd elects another (1-2 s
+  // with its defaults); a write in flight then is dropped by etcd and fails at our 5 s request
+  // timeout (the client retries it with its key), and a 2 s lease may not ride the election out,
+  // in which case a standby takes over as after a kill. Either way writes are served again
+  // within that timeout plus 2 x lease.
   etcd.kill(0);
-  auto one_down = create("v-one-down");
-  EXPECT_EQ(one_down.status, 200u) << one_down.body;
-  EXPECT_EQ(cluster->leader(1s), first) << "one etcd member down must not move the leadership";
+  const auto killed = Clock::now();
+  HttpResult one_down;
+  ASSERT_TRUE(Cluster::eventually([&] {
+    one_down = create("v-one-down");
+    return one_down.status == 200;
+  }, 10s)) << one_down.status << " " << one_down.body;
+  const auto gap = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
+  EXPECT_LE(gap, 5s + 2 * kLease);
+  const auto after_one = cluster->leader(5s);
+  std::cerr << "one etcd member killed: writes served after " << gap.count() << " ms; leadership "
+            << (after_one == first ? "stayed" : "moved") << "\n";
 
   etcd.kill(1);
   // No quorum: the leader cannot renew its lease and steps down; nobody can be elected, so a

@@ -224,7 +224,7 @@ bool LeaderElection::campaign() {
 }
 
 void LeaderElection::renew() {
-  wait(ttl_ / 3);
+  wait(ttl_ / 4);  // a renewal lost to an etcd leader election (1-2 s by default) leaves 1.5 s of slack
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;

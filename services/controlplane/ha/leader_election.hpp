@@ -1,6 +1,6 @@
 // HA room: leader election over an etcd lease (issue 22). Every control plane on one etcd prefix
 // runs one; at most one holds `<prefix>/leader`, a key bound to its lease whose value says where
-// it is reached (LeaderRecord). The holder renews the lease every third of its TTL; a standby reads
+// it is reached (LeaderRecord). The holder renews the lease every quarter of its TTL; a standby reads
 // the key every eighth and campaigns (one Txn: create the key if absent) as soon as it is gone.
 //
 // The leader's writes are fenced by the key (state/etcd_backend.hpp, LeaderFence): once the lease

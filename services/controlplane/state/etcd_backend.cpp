@@ -286,14 +286,12 @@ std::uint64_t EtcdBackend::log_entries() const { return entries_since_snapshot_;
 domain::Expected<Snapshot> EtcdBackend::load() {
   const std::string& where = where_;
   auto fail = [&](const std::string& what) { return error("state in " + where + ": " + what); };
-  unreachable_ = false;
 
   // One point in time for every read: the revision the first answer carries.
   pb::RangeRequest head_req;
   head_req.set_key(key_of(options_, "head"));
   pb::RangeResponse head_res;
   if (auto s = client_->range(head_req, head_res); !s.ok()) {
-    unreachable_ = s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     return fail("cannot read head: " + status_text(s));
   }
   const std::int64_t at = head_res.header().revision();

@@ -93,9 +93,6 @@ class EtcdBackend final : public StateBackend {
   // (its database file frees their pages; `etcdctl defrag` returns them to the disk).
   domain::Status scrub() override { return snapshot_now(); }
 
-  // The last load() failed because etcd did not answer (not because of what it holds): worth
-  // waiting for, where a state that does not load is not.
-  bool unreachable() const { return unreachable_; }
   // "etcd://h1:2379,h2:2379/prefix", for logs.
   std::string describe() const;
   // Log entries since the current snapshot (tests, status).
@@ -124,7 +121,6 @@ class EtcdBackend final : public StateBackend {
   std::unique_ptr<Client> client_;
   std::unique_ptr<Rows> rows_;
   bool loaded_ = false;
-  bool unreachable_ = false;
   bool fenced_ = false;         // another writer changed `head`: refuse writes until a reload
   bool fence_required_ = false;
   std::optional<LeaderFence> fence_;
