@@ -8,7 +8,7 @@ MOORING_DATA  ?= $(CURDIR)/.mooring
 
 CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: all deps build test run bench clean
+.PHONY: all deps build test run run-ha bench clean
 
 all: build
 
@@ -29,6 +29,10 @@ test: deps
 
 run: build
 	@MOORING_BIN=$(CURDIR)/$(BUILD_RELEASE) MOORING_DATA=$(MOORING_DATA) ./scripts/run-local.sh
+
+# Three etcd members, three control planes (one leader), one node agent: scripts/run-ha.sh.
+run-ha: build
+	@MOORING_BIN=$(CURDIR)/$(BUILD_RELEASE) MOORING_DATA=$${MOORING_DATA:-$(CURDIR)/.mooring-ha} ./scripts/run-ha.sh
 
 bench: deps
 	@MOORING_BENCH_DEPS=1 ./scripts/install-deps.sh

@@ -2,6 +2,8 @@
 // the node agents' gRPC service, the claim GC and node-loss handling, and a graceful stop on
 // SIGINT/SIGTERM.
 #include <sys/resource.h>
+#include <unistd.h>
+#include <linux/close_range.h>
 
 #include <cerrno>
 #include <cstring>
@@ -33,6 +35,9 @@
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
 #include "services/controlplane/gc/system_reconciler.hpp"
+#include "services/controlplane/ha/forwarder.hpp"
+#include "services/controlplane/ha/front.hpp"
+#include "services/controlplane/ha/leader_election.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
@@ -44,6 +49,7 @@
 #include "services/controlplane/volumes/volume_lifecycle.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/config/settings.hpp"
+#include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 #include "shared/metrics/families.hpp"
 #include "shared/rpc/server.hpp"
@@ -150,6 +156,47 @@ void watch_certificates(async::TaskGroup& tasks, http::Server& server,
   });
 }
 
+// A leader that lost its lease steps down by starting over as this same program with the same
+// arguments: nothing of its memory (state read while leading, GC timers, in-flight calls)
+// survives into the standby, which is what a restart gives and what the tests pin. Kubernetes'
+// controller-manager exits for the same reason; re-executing keeps `make run-ha` whole without a
+// supervisor. Every descriptor is closed first, so the ports are free for the new process.
+[[noreturn]] void restart_as_standby(char** argv, const std::string& why) {
+  logger.error("stepping down: this control plane is no longer the leader; restarting as a standby",
+               {{"reason", why}});
+  std::cout.flush();
+  std::cerr.flush();
+  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  ::execv("/proc/self/exe", argv);
+  logger.error("cannot restart (exiting instead)", {{"error", std::string(std::strerror(errno))}});
+  std::_Exit(1);
+}
+
+// Where other control planes and agents reach this one: the flags, else the listen addresses.
+ha::LeaderRecord advertised(const ControlPlaneConfig& flags, bool https, std::uint16_t http_port, int grpc_port) {
+  ha::LeaderRecord self;
+  self.id = domain::new_id();
+  std::string host;
+  std::uint16_t port = 0;
+  if (!flags.advertise_http_addr.empty()) {
+    self.http_addr = flags.advertise_http_addr;
+  } else {
+    split_host_port(flags.http_addr, host, port);
+    self.http_addr = std::string(https ? "https://" : "http://") + host + ":" + std::to_string(http_port);
+  }
+  if (!flags.advertise_grpc_addr.empty()) {
+    self.grpc_addr = flags.advertise_grpc_addr;
+  } else {
+    split_host_port(flags.grpc_addr, host, port);
+    self.grpc_addr = host + ":" + std::to_string(grpc_port);
+  }
+  if (self.http_addr.find("0.0.0.0") != std::string::npos || self.grpc_addr.starts_with("0.0.0.0"))
+    logger.warn("listening on 0.0.0.0: give --advertise-http-addr and --advertise-grpc-addr, or standbys and agents "
+                "cannot reach this control plane when it leads",
+                {{"http_addr", self.http_addr}, {"grpc_addr", self.grpc_addr}});
+  return self;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,13 +223,15 @@ int main(int argc, char** argv) {
 
   // The embedded SQLite file, or etcd (state/etcd_backend.hpp) for control planes that share it.
   std::unique_ptr<StateBackend> backend;
-  const EtcdBackend* etcd_backend = nullptr;  // set when the state is in etcd
+  EtcdBackend* etcd_backend = nullptr;  // set when the state is in etcd: high availability
+  EtcdOptions etcd_options;
   std::string state_where;
   if (flags.state.starts_with("etcd://")) {
     auto options = parse_etcd_url(flags.state);  // validated by the parser
     options->ca_file = flags.etcd_ca_file;
     options->cert_file = flags.etcd_cert_file;
     options->key_file = flags.etcd_key_file;
+    etcd_options = *options;
     auto etcd = EtcdBackend::open(std::move(*options));
     if (!etcd) {
       logger.error("cannot open state", {{"error", etcd.error()}});
@@ -221,30 +270,47 @@ int main(int argc, char** argv) {
   gc::ChangeFeed feed{sealed};
   // Group commit: a wave of commits (GC steps, agent reports) shares one fsync; answers and
   // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
-  StateStore store{io.get_executor(), feed, StateOptions{.group_commit = true}};
-  // etcd not answering (yet): wait and say so rather than exit, so a control plane started
-  // before its etcd, or during an etcd outage, comes up by itself. The REST API is not listening
-  // meanwhile, so readiness probes fail. A state that does not load is fatal, as with SQLite.
-  auto loaded = store.load();
-  for (std::chrono::milliseconds wait{500}; !loaded && etcd_backend != nullptr && etcd_backend->unreachable();
-       wait = std::min<std::chrono::milliseconds>(2 * wait, std::chrono::seconds(5))) {
-    logger.warn("waiting for etcd", {{"state", state_where}, {"error", loaded.error()},
-                                     {"retry_ms", static_cast<int64_t>(wait.count())}});
-    std::this_thread::sleep_for(wait);
-    loaded = store.load();
+  StateOptions state_options{.group_commit = true};
+  if (flags.state.starts_with("etcd://")) {
+    // A leader whose state cannot be reloaded after a failed write would hold the lease and
+    // refuse every write: it steps down instead, and a fresh process (or another member) leads.
+    state_options.on_broken = [&io, argv](const std::string& why) {
+      asio::post(io, [argv, why] { restart_as_standby(argv, "the state is not writable: " + why); });
+    };
   }
-  if (auto& st = loaded; !st) {
-    logger.error("cannot load state", {{"state", state_where},
-                                       {"keyring", keyring_path.string()},
-                                       {"error", st.error()}});
-    return 1;
+  StateStore store{io.get_executor(), feed, state_options};
+  // SQLite: loaded now; a state that does not load is fatal.
+  //
+  // With etcd the state is loaded only by the elected leader (ha/leader_election.hpp), at the
+  // moment it is elected: a standby holds no state, forwards the REST API to the leader and
+  // answers agents UNAVAILABLE naming it. Its backend refuses every write until it holds the
+  // leader key, and then fences each one with it. etcd not answering (yet): the election waits
+  // and says so ("waiting for etcd"), and readiness answers 503 with that reason meanwhile, so a
+  // control plane started before its etcd, or during an outage, comes up by itself.
+  const bool ha_mode = etcd_backend != nullptr;
+  auto load_state = [&]() -> domain::Status {
+    auto loaded = store.load();
+    if (!loaded) return loaded;
+    logger.info("state loaded", {{"state", state_where},
+                                 {"index", store.index()},
+                                 {"volumes", store.volumes().size()},
+                                 {"allocations", store.allocations().size()},
+                                 {"keyring", keyring_path.string()},
+                                 {"key_id", sealed.active_key_id()}});
+    return {};
+  };
+  if (!ha_mode) {
+    if (auto st = load_state(); !st) {
+      logger.error("cannot load state", {{"state", state_where},
+                                         {"keyring", keyring_path.string()},
+                                         {"error", st.error()}});
+      return 1;
+    }
+  } else {
+    etcd_backend->require_fence([&io, argv](const std::string& why) {
+      asio::post(io, [argv, why] { restart_as_standby(argv, why); });
+    });
   }
-  logger.info("state loaded", {{"state", state_where},
-                               {"index", store.index()},
-                               {"volumes", store.volumes().size()},
-                               {"allocations", store.allocations().size()},
-                               {"keyring", keyring_path.string()},
-                               {"key_id", sealed.active_key_id()}});
 
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
   agentclient::AgentRouterOptions router_options;
@@ -285,7 +351,29 @@ int main(int argc, char** argv) {
   api_options.enrollment_ca = enrollment;
   api::Api api{store, volume_lifecycle, api_options};
 
-  http::Server server{io.get_executor(), http_config, [&api](http::Request r) { return api.handle(std::move(r)); }};
+  // High availability: the leader serves `api`; a standby answers the status routes and forwards
+  // the rest (ha/front.hpp). `serving` turns true on the io thread once elected and loaded.
+  bool serving = !ha_mode;
+  std::unique_ptr<ha::LeaderElection> election;
+  std::unique_ptr<ha::Forwarder> forwarder;
+  std::unique_ptr<ha::Front> front;
+  http::Handler api_handler = [&api](http::Request r) { return api.handle(std::move(r)); };
+  if (ha_mode) {
+    // The leader's REST certificate is checked against our CA; when it asks REST clients for
+    // certificates (--http-client-ca-file) we present our own.
+    auto made = ha::Forwarder::make(io.get_executor(),
+                                    {.ca_file = flags.tls_ca_file,
+                                     .cert_file = flags.http_client_ca_file.empty() ? "" : flags.tls_cert_file,
+                                     .key_file = flags.http_client_ca_file.empty() ? "" : flags.tls_key_file});
+    if (!made) {
+      logger.error("cannot forward to the leader", {{"error", made.error()}});
+      return 1;
+    }
+    forwarder = std::move(*made);
+  }
+  http::Server server{io.get_executor(), http_config, [&](http::Request r) {
+    return front ? front->handle(std::move(r)) : api_handler(std::move(r));
+  }};
   if (auto tls = server.reload_tls(); !tls) {
     logger.error("cannot serve HTTPS", {{"error", tls.error()}});
     return 1;
@@ -298,9 +386,15 @@ int main(int argc, char** argv) {
 
   // Node agents' RPC service and node liveness.
   NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl}};
-  AgentService agent_service{io.get_executor(), store, liveness, &publisher,
-                             AgentServiceOptions{.require_node_identity = security != nullptr,
-                                                 .audit = audit_log->get()}};
+  AgentServiceOptions agent_options{.require_node_identity = security != nullptr, .audit = audit_log->get()};
+  if (ha_mode) {
+    agent_options.standby = [&]() -> std::optional<std::string> {
+      if (serving) return std::nullopt;
+      auto leader = election ? election->leader() : std::nullopt;
+      return leader && !election->leading() ? leader->grpc_addr : std::string{};
+    };
+  }
+  AgentService agent_service{io.get_executor(), store, liveness, &publisher, agent_options};
   std::string grpc_error;
   auto grpc_server = rpc::Server::start(rpc::ServerOptions{.address = grpc_host + ":" + std::to_string(grpc_port),
                                                            .services = {agent_service.service()},
@@ -313,18 +407,53 @@ int main(int argc, char** argv) {
   logger.info("grpc api listening", {{"addr", grpc_host}, {"port", grpc_server->port()},
                                      {"heartbeat_ttl", flags.heartbeat_ttl}});
   async::TaskGroup node_tasks{io.get_executor(), "nodes"};
-  node_tasks.spawn("liveness", [&liveness] { return liveness.run(); });
   if (security) watch_certificates(node_tasks, server, security);
-  claim_gc.start();   // resumes every release that was under way when we stopped
-  node_loss.start();
-  alloc_gc.start();
-  node_gc.start();
-  system_reconciler.start();  // resumes groups and rolling updates where the state left them
-  volume_lifecycle.start();  // resumes deletes whose outcome was unknown when we stopped
-  // The line scripts and tests wait for; it carries the bound port (useful with port 0).
-  logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
-                                     {"scheme", server.secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr},
-                                     {"acl", flags.acl ? "on" : "off"}});
+  // What only the leader runs: the same start after an election as after a restart.
+  auto lead = [&] {
+    node_tasks.spawn("liveness", [&liveness] { return liveness.run(); });
+    claim_gc.start();   // resumes every release that was under way when we stopped
+    node_loss.start();
+    alloc_gc.start();
+    node_gc.start();
+    system_reconciler.start();  // resumes groups and rolling updates where the state left them
+    volume_lifecycle.start();  // resumes deletes whose outcome was unknown when we stopped
+    // The line scripts and tests wait for; it carries the bound port (useful with port 0).
+    logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
+                                       {"scheme", server.secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr},
+                                       {"acl", flags.acl ? "on" : "off"}, {"role", ha_mode ? "leader" : "single"}});
+  };
+  if (!ha_mode) {
+    lead();
+  } else {
+    auto channel = etcd_channel(etcd_options);
+    if (!channel) {
+      logger.error("cannot reach etcd", {{"error", channel.error()}});
+      return 1;
+    }
+    ha::ElectionOptions election_options{
+        .channel = *channel,
+        .key = etcd_options.prefix + "/leader",
+        .self = advertised(flags, server.secure(), server.port(), grpc_server->port()),
+        .lease = flags.leader_lease,
+    };
+    const std::string self_http = election_options.self.http_addr;
+    election = std::make_unique<ha::LeaderElection>(
+        std::move(election_options),
+        [&](LeaderFence fence) {
+          asio::post(io, [&, fence = std::move(fence)] {
+            etcd_backend->set_fence(fence);
+            if (auto st = load_state(); !st) restart_as_standby(argv, "elected, but the state does not load: " + st.error());
+            serving = true;
+            lead();
+          });
+        },
+        [&io, argv](const std::string& why) { asio::post(io, [argv, why] { restart_as_standby(argv, why); }); });
+    front = std::make_unique<ha::Front>(*election, *forwarder, api_handler, [&serving] { return serving; });
+    election->start();
+    logger.info("standby until elected", {{"addr", http_config.address}, {"port", server.port()},
+                                          {"advertise_http_addr", self_http}, {"state", state_where},
+                                          {"leader_lease", flags.leader_lease}});
+  }
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
@@ -350,6 +479,7 @@ int main(int argc, char** argv) {
     });
     asio::co_spawn(io, server.shutdown(flags.shutdown_grace), [&](std::exception_ptr e) {
       if (e) logger.error("http shutdown failed");
+      if (election) election->stop();  // a leader hands over at once (its lease revoked)
       logger.info("stopped", {{"index", store.index()}});
     });
   });

@@ -75,6 +75,9 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   GrpcControlPlaneOptions cp;
   cp.address = config_.controlplane_addr;
   cp.channel.security = options_.security;  // the peer must be the control plane (peer = server)
+  // One view of which control plane leads, for the calls and for the registration link.
+  cp.target = make_controlplane_target(cp.address, cp.channel);
+  controlplane_target_ = cp.target;
   cp.on_contact = [this](bool answered) { controlplane_contact(answered); };
   controlplane_ = make_grpc_controlplane_calls(cp);
 
@@ -148,6 +151,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   link.advertise_addr = config_.grpc_addr;
   link.controlplane_addr = config_.controlplane_addr;
   link.channel.security = options_.security;
+  link.target = controlplane_target_;
   link.heartbeat_interval = config_.heartbeat_interval;
   link.on_contact = [this](bool answered) {
     controlplane_contact(answered);

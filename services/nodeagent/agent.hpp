@@ -33,6 +33,7 @@ namespace mooring::nodeagent {
 
 class AllocManager;
 class ControlPlaneCalls;
+class ControlPlaneTarget;
 class ControlPlaneLink;
 class NodeStatus;
 class PluginManager;
@@ -123,6 +124,7 @@ class Agent {
   std::unique_ptr<TaskPlugins> task_plugins_;     // plugins that run as allocations' tasks
   std::unique_ptr<ProcMountTable> mount_table_;
   std::unique_ptr<ControlPlaneCalls> controlplane_;
+  std::shared_ptr<ControlPlaneTarget> controlplane_target_;  // shared by controlplane_ and link_
   std::unique_ptr<VolumeManager> volumes_;
   std::unique_ptr<VolumeManagerMounter> mounter_;
   std::unique_ptr<StatusReporter> reporter_;

@@ -4,8 +4,8 @@
 #include <grpcpp/client_context.h>
 
 #include "mooring/v1/controlplane.grpc.pb.h"
+#include "services/nodeagent/controlplane_target.hpp"
 #include "shared/rpc/channel.hpp"
-#include "shared/rpc/client_call.hpp"
 
 namespace mooring::nodeagent {
 namespace {
@@ -28,21 +28,20 @@ class GrpcControlPlaneCalls final : public ControlPlaneCalls {
  public:
   explicit GrpcControlPlaneCalls(GrpcControlPlaneOptions options)
       : options_(std::move(options)),
-        channel_(rpc::make_channel(options_.address, options_.channel)),
-        stub_(v1::ControlPlane::NewStub(channel_)) {}
+        target_(options_.target ? options_.target : make_controlplane_target(options_.address, options_.channel)) {}
 
   asio::awaitable<grpc::Status> watch_allocations(const v1::WatchAllocationsRequest& request,
                                                   v1::WatchAllocationsResponse& response) override {
     const auto timeout = options_.call_timeout + std::chrono::milliseconds(std::max<int64_t>(request.wait_ms(), 0));
-    co_return co_await call(timeout, [&](grpc::ClientContext* ctx, rpc::UnaryDone done) {
-      stub_->async()->WatchAllocations(ctx, &request, &response, std::move(done));
+    co_return co_await call(timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+      stub.async()->WatchAllocations(ctx, &request, &response, std::move(done));
     });
   }
 
   asio::awaitable<grpc::Status> update_allocations(const v1::UpdateAllocationsRequest& request) override {
     v1::UpdateAllocationsResponse response;
-    co_return co_await call(options_.call_timeout, [&](grpc::ClientContext* ctx, rpc::UnaryDone done) {
-      stub_->async()->UpdateAllocations(ctx, &request, &response, std::move(done));
+    co_return co_await call(options_.call_timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+      stub.async()->UpdateAllocations(ctx, &request, &response, std::move(done));
     });
   }
 
@@ -50,31 +49,34 @@ class GrpcControlPlaneCalls final : public ControlPlaneCalls {
                                              v1::ClaimVolumeResponse& response) override {
     // A claim may include a ControllerPublish on another node: allow it the CSI publish time.
     co_return co_await call(std::max(options_.call_timeout, std::chrono::milliseconds(std::chrono::seconds(60))),
-                            [&](grpc::ClientContext* ctx, rpc::UnaryDone done) {
-                              stub_->async()->ClaimVolume(ctx, &request, &response, std::move(done));
+                            [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+                              stub.async()->ClaimVolume(ctx, &request, &response, std::move(done));
                             });
   }
 
   asio::awaitable<grpc::Status> unpublish_volume(const v1::UnpublishVolumeRequest& request) override {
     v1::UnpublishVolumeResponse response;
-    co_return co_await call(options_.call_timeout, [&](grpc::ClientContext* ctx, rpc::UnaryDone done) {
-      stub_->async()->UnpublishVolume(ctx, &request, &response, std::move(done));
+    co_return co_await call(options_.call_timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+      stub.async()->UnpublishVolume(ctx, &request, &response, std::move(done));
     });
   }
 
  private:
-  asio::awaitable<grpc::Status> call(std::chrono::milliseconds timeout, rpc::StartUnary start) {
-    auto st = co_await rpc::unary(rpc::CallOptions{timeout, false}, std::move(start));
+  asio::awaitable<grpc::Status> call(std::chrono::milliseconds timeout, ControlPlaneTarget::Start start) {
+    auto st = co_await target_->call(timeout, std::move(start));
     if (options_.on_contact) options_.on_contact(answered(st));
     co_return st;
   }
 
   GrpcControlPlaneOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::ControlPlane::Stub> stub_;
+  std::shared_ptr<ControlPlaneTarget> target_;
 };
 
 }  // namespace
+
+std::shared_ptr<ControlPlaneTarget> make_controlplane_target(const std::string& addresses, rpc::ChannelOptions channel) {
+  return std::make_shared<ControlPlaneTarget>(split_controlplane_addrs(addresses), std::move(channel));
+}
 
 std::unique_ptr<ControlPlaneCalls> make_grpc_controlplane_calls(GrpcControlPlaneOptions options) {
   return std::make_unique<GrpcControlPlaneCalls>(std::move(options));

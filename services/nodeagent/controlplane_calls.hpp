@@ -32,8 +32,14 @@ class ControlPlaneCalls {
   virtual boost::asio::awaitable<grpc::Status> unpublish_volume(const ::mooring::v1::UnpublishVolumeRequest& request) = 0;
 };
 
+class ControlPlaneTarget;  // controlplane_target.hpp
+
+// The control planes of `--controlplane-addr a,b,c`, shared by the calls and the link.
+std::shared_ptr<ControlPlaneTarget> make_controlplane_target(const std::string& addresses, rpc::ChannelOptions channel);
+
 struct GrpcControlPlaneOptions {
-  std::string address;  // host:port or unix:path
+  std::string address;  // host:port or unix:path; a comma-separated list of control planes
+  std::shared_ptr<ControlPlaneTarget> target;  // made from `address` and `channel` when null
   rpc::ChannelOptions channel;  // mutual TLS (channel.security) when set
   std::chrono::milliseconds call_timeout{std::chrono::seconds(10)};
   // Called after every call: answered = the control plane answered (any status but UNAVAILABLE,

@@ -10,8 +10,8 @@
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/log/log.hpp"
-#include "shared/rpc/channel.hpp"
-#include "shared/rpc/client_call.hpp"
+#include "services/nodeagent/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane_target.hpp"
 
 namespace mooring::nodeagent {
 namespace {
@@ -28,17 +28,15 @@ const log::Logger& logger() {
 }  // namespace
 
 struct ControlPlaneLink::Transport {
-  Transport(const std::string& addr, const rpc::ChannelOptions& options)
-      : channel(rpc::make_channel(addr, options)), stub(v1::ControlPlane::NewStub(channel)) {}
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::ControlPlane::Stub> stub;
+  std::shared_ptr<ControlPlaneTarget> target;
 };
 
 ControlPlaneLink::ControlPlaneLink(asio::any_io_executor ex, LinkOptions options, NodeStatus& status)
     : ex_(ex),
       options_(std::move(options)),
       status_(status),
-      transport_(std::make_unique<Transport>(options_.controlplane_addr, options_.channel)),
+      transport_(std::make_unique<Transport>(
+          options_.target ? options_.target : make_controlplane_target(options_.controlplane_addr, options_.channel))),
       wake_(std::make_unique<async::WakeSignal>(ex)) {}
 
 ControlPlaneLink::~ControlPlaneLink() = default;
@@ -60,8 +58,8 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   req.set_address(options_.advertise_addr);
   req.set_agent_version(options_.agent_version);
   for (auto& fp : status_.fingerprints()) *req.add_plugins() = std::move(fp);
-  const auto st = co_await rpc::unary(rpc::CallOptions{timeout, false}, [&](grpc::ClientContext* ctx, rpc::UnaryDone done) {
-    transport_->stub->async()->RegisterNode(ctx, &req, &resp, std::move(done));
+  const auto st = co_await transport_->target->call(timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+    stub.async()->RegisterNode(ctx, &req, &resp, std::move(done));
   });
   if (!st.ok()) {
     last_error_ = "RegisterNode: " + st.error_message();
@@ -74,7 +72,7 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
   if (options_.on_contact) options_.on_contact(true);
   logger().info("registered with the control plane",
-                {{"node_id", options_.node_id}, {"controlplane", options_.controlplane_addr}});
+                {{"node_id", options_.node_id}, {"controlplane", transport_->target->describe()}});
   co_return true;
 }
 
@@ -87,8 +85,8 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   for (const auto& e : batch.events) *req.add_events() = e;
   const auto stats = status_.pending_volume_stats();
   for (const auto& s : stats.stats) *req.add_volume_stats() = s;
-  const auto st = co_await rpc::unary(rpc::CallOptions{timeout, false}, [&](grpc::ClientContext* ctx, rpc::UnaryDone done) {
-    transport_->stub->async()->Heartbeat(ctx, &req, &resp, std::move(done));
+  const auto st = co_await transport_->target->call(timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+    stub.async()->Heartbeat(ctx, &req, &resp, std::move(done));
   });
   if (!st.ok()) {
     // The events stay pending and go out with the next heartbeat.
@@ -124,13 +122,13 @@ asio::awaitable<void> ControlPlaneLink::run() {
       const auto delay = options_.backoff.delay(failures++);
       if (failures == 1 || failures % 10 == 0) {
         logger().warn("control plane unreachable; retrying",
-                      {{"controlplane", options_.controlplane_addr}, {"error", last_error_}, {"delay", delay},
+                      {{"controlplane", transport_->target->describe()}, {"error", last_error_}, {"delay", delay},
                        {"failures", failures}, {"pending_events", status_.pending_count()}});
       }
       if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
       continue;
     }
-    if (failures > 0) logger().info("control plane reachable again", {{"controlplane", options_.controlplane_addr}});
+    if (failures > 0) logger().info("control plane reachable again", {{"controlplane", transport_->target->describe()}});
     failures = 0;
     // Heartbeat well inside the TTL the control plane asked for.
     auto interval = options_.heartbeat_interval;

@@ -21,12 +21,14 @@ class WakeSignal;
 namespace mooring::nodeagent {
 
 class NodeStatus;
+class ControlPlaneTarget;
 
 struct LinkOptions {
   std::string node_id;
   std::string node_name;
   std::string advertise_addr;     // the agent's gRPC address the control plane dials
-  std::string controlplane_addr;  // host:port or unix:path
+  std::string controlplane_addr;  // host:port or unix:path; a comma-separated list of control planes
+  std::shared_ptr<ControlPlaneTarget> target;  // shared with the calls; made from the above when null
   rpc::ChannelOptions channel;    // mutual TLS (channel.security) when set
   std::string agent_version = "0.1.0";
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};

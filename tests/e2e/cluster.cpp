@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "shared/tls/digest.hpp"
+#include "tests/support/etcd_process.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/mountinfo.hpp"
 
@@ -52,12 +53,26 @@ std::uint16_t wait_for_port(test::ChildProcess& p, const std::string& what, unsi
   return port;
 }
 
+// SIGSTOPped (state T in /proc/<pid>/stat): asking it would hang, it accepts but never answers.
+bool stopped(pid_t pid) {
+  const auto stat = test::read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
+}
+
 }  // namespace
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   fs::create_directories(dir() / "hostpath");
   fs::create_directories(dir() / "cp");
   if (options_.mutual_tls) pki_ = std::make_unique<test::TestPki>(dir() / "pki");
+  members_.resize(options_.etcd.empty() ? 1 : std::max<std::size_t>(options_.controlplanes, 1));
+  // HA members advertise their addresses to each other, so their ports are fixed up front.
+  if (!options_.etcd.empty())
+    for (auto& m : members_) {
+      m.http_port = test::free_tcp_port();
+      m.grpc_port = test::free_tcp_port();
+    }
 }
 
 Cluster::~Cluster() {
@@ -75,20 +90,30 @@ Cluster::~Cluster() {
   for (auto& [id, n] : nodes_)
     if (!n.netns.empty()) sh_quietly("ip netns del " + n.netns);  // takes the veth pair along
   nodes_.clear();
-  controlplane_.reset();
+  members_.clear();
   tmp_.unmount_all();
 }
 
 // ---- control plane ----
 
 void Cluster::start_controlplane() {
-  if (controlplane_ && controlplane_->running()) return;
+  if (options_.etcd.empty()) return start_controlplane(0);
+  for (std::size_t i = 0; i < members_.size(); ++i) start_controlplane(i);
+  if (!leader()) throw std::runtime_error("no control plane became the leader:\n" + log_tails());
+}
+
+void Cluster::start_controlplane(std::size_t i) {
+  auto& m = members_.at(i);
+  if (m.process && m.process->running()) return;
+  const bool ha = !options_.etcd.empty();
+  const fs::path data = ha ? dir() / ("cp" + std::to_string(i)) : dir() / "cp";
+  fs::create_directories(data);
   test::SpawnOptions o;
   o.binary = test::binary_path("mooring-controlplane");
-  o.args = {"--data-dir",      (dir() / "cp").string(),
-            "--http-addr",     "127.0.0.1:" + std::to_string(http_port_),
+  o.args = {"--data-dir",      data.string(),
+            "--http-addr",     "127.0.0.1:" + std::to_string(m.http_port),
             // Every address, so agents in their own network namespace reach it over their veth.
-            "--grpc-addr",     "0.0.0.0:" + std::to_string(grpc_port_),
+            "--grpc-addr",     "0.0.0.0:" + std::to_string(m.grpc_port),
             "--heartbeat-ttl", options_.heartbeat_ttl,
             "--gc-retry-max",  options_.gc_retry_max,
             "--alloc-gc-threshold", options_.alloc_gc_threshold,
@@ -96,34 +121,70 @@ void Cluster::start_controlplane() {
             "--shutdown-grace", "2s",
             // Most scenarios are about volumes; ACLs have their own tests (AclBinaryTest, AclApiTest).
             options_.acl ? "--acl=true" : "--acl=false"};
+  if (ha) {
+    o.args.insert(o.args.end(), {"--state", options_.etcd, "--keyring-file", (dir() / "keyring").string(),
+                                 "--leader-lease", options_.leader_lease,
+                                 "--advertise-grpc-addr", "127.0.0.1:" + std::to_string(m.grpc_port)});
+  }
   if (pki_) {
     const auto tls = pki_->server();
     o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
   } else {
     o.args.push_back("--insecure");  // the plaintext clusters most scenarios use, said out loud
   }
-  o.output_file = dir() / "controlplane.log";
-  controlplane_ = std::make_unique<test::ChildProcess>(o);
-  ++controlplane_runs_;
-  http_port_ = wait_for_port(*controlplane_, "http api listening", controlplane_runs_);
-  grpc_port_ = wait_for_port(*controlplane_, "grpc api listening", controlplane_runs_);
-  if (!http_port_ || !grpc_port_)
-    throw std::runtime_error("control plane did not start:\n" + controlplane_->output());
+  o.output_file = ha ? dir() / ("controlplane-" + std::to_string(i) + ".log") : dir() / "controlplane.log";
+  m.process = std::make_unique<test::ChildProcess>(o);
+  ++m.runs;
+  // A standby says "standby until elected"; it leads (or not) later: leader() waits for that.
+  m.http_port = wait_for_port(*m.process, ha ? "standby until elected" : "http api listening", m.runs);
+  m.grpc_port = wait_for_port(*m.process, "grpc api listening", m.runs);
+  if (!m.http_port || !m.grpc_port) throw std::runtime_error("control plane did not start:\n" + m.process->output());
 }
 
-void Cluster::kill_controlplane() {
-  if (!controlplane_) return;
-  controlplane_->kill();
-  controlplane_->wait_for_exit(10s);
+std::optional<std::size_t> Cluster::leader(std::chrono::milliseconds timeout) {
+  std::optional<std::size_t> found;
+  test::wait_until(
+      [&] {
+        for (std::size_t i = 0; i < members_.size(); ++i) {
+          if (!members_[i].process || !members_[i].process->running() || stopped(members_[i].process->pid())) continue;
+          const auto saved = api_;
+          api_ = i;
+          const auto r = send("GET", "/v1/status/ready", {}, {});
+          api_ = saved;
+          if (r.status == 200) {
+            found = i;
+            return true;
+          }
+        }
+        return false;
+      },
+      timeout);
+  return found;
 }
 
-void Cluster::stop_controlplane() {
-  if (!controlplane_) return;
-  controlplane_->terminate();
-  if (!controlplane_->wait_for_exit(20s)) ADD_FAILURE() << "control plane did not stop on SIGTERM";
+void Cluster::kill_controlplane() { kill_controlplane(api_); }
+void Cluster::stop_controlplane() { stop_controlplane(api_); }
+
+void Cluster::kill_controlplane(std::size_t i) {
+  auto& m = members_.at(i);
+  if (!m.process) return;
+  m.process->kill();
+  m.process->wait_for_exit(10s);
 }
 
-std::string Cluster::controlplane_log() const { return test::read_file(dir() / "controlplane.log"); }
+void Cluster::stop_controlplane(std::size_t i) {
+  auto& m = members_.at(i);
+  if (!m.process) return;
+  m.process->terminate();
+  if (!m.process->wait_for_exit(20s)) ADD_FAILURE() << "control plane " << i << " did not stop on SIGTERM";
+}
+
+std::string Cluster::controlplane_log(std::size_t i) const {
+  return test::read_file(options_.etcd.empty() ? dir() / "controlplane.log"
+                                               : dir() / ("controlplane-" + std::to_string(i) + ".log"));
+}
+
+std::string Cluster::controlplane_log() const { return controlplane_log(api_); }
 
 // ---- nodes ----
 
@@ -164,7 +225,7 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
   o.args = {"--node-id", id,
             "--node-name", id,
             "--data-dir", (node_dir(id) / "agent").string(),
-            "--controlplane-addr", cp_host + ":" + std::to_string(grpc_port_),
+            "--controlplane-addr", controlplane_addrs(cp_host),
             "--grpc-addr", own_host + ":0",
             "--heartbeat-interval", n.options.heartbeat_interval,
             "--kill-timeout", "2s"};
@@ -187,6 +248,12 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
   o.output_file = dir() / (id + ".log");
   n.agent = std::make_unique<test::ChildProcess>(o);
   if (wait_healthy) wait_node_healthy(id);
+}
+
+std::string Cluster::controlplane_addrs(const std::string& host) const {
+  std::string out;
+  for (const auto& m : members_) out += (out.empty() ? "" : ",") + host + ":" + std::to_string(m.grpc_port);
+  return out;
 }
 
 std::vector<std::string> Cluster::plugin_args(const std::string& id) const {
@@ -300,7 +367,10 @@ std::vector<fs::path> Cluster::log_files() const {
 
 std::string Cluster::log_tails(std::size_t bytes) const {
   auto tail = [bytes](const std::string& s) { return s.size() > bytes ? s.substr(s.size() - bytes) : s; };
-  std::string out = "---- control plane log (tail) ----\n" + tail(controlplane_log()) + "\n";
+  std::string out;
+  for (std::size_t i = 0; i < members_.size(); ++i)
+    out += "---- control plane " + (members_.size() > 1 ? std::to_string(i) + " " : std::string()) + "log (tail) ----\n" +
+           tail(controlplane_log(i)) + "\n";
   for (const auto& [id, node] : nodes_) out += "---- " + id + " log (tail) ----\n" + tail(node_log(id));
   return out;
 }
@@ -382,17 +452,20 @@ HttpResult Cluster::request(const std::string& method, const std::string& target
   return out;
 }
 
-pid_t Cluster::controlplane_pid() const { return controlplane_ ? controlplane_->pid() : 0; }
+pid_t Cluster::controlplane_pid() const {
+  const auto& process = members_.at(api_).process;
+  return process ? process->pid() : 0;
+}
 
 HttpResult Cluster::send(const std::string& method, const std::string& target, const std::string& body,
                          const std::map<std::string, std::string>& given) {
   auto headers = given;
   if (!token_.empty()) headers.try_emplace("X-Mooring-Token", token_);
-  if (!pki_) return controlplane::http_request(http_port_, method, target, body, headers);
+  if (!pki_) return controlplane::http_request(http_port(), method, target, body, headers);
   // Over mutual TLS the REST API serves HTTPS with the server certificate: ask as the CLI does.
   cli::HttpRequest req{.method = method, .target = target, .body = body};
   for (const auto& [k, v] : headers) req.headers.emplace_back(k, v);
-  auto endpoint = cli::parse_address("https://127.0.0.1:" + std::to_string(http_port_));
+  auto endpoint = cli::parse_address("https://127.0.0.1:" + std::to_string(http_port()));
   auto res = cli::HttpClient(*endpoint, {.ca_file = pki_->server().ca}).send(req);
   HttpResult out;
   if (!res) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ struct ClusterOptions {
   bool mutual_tls = false;
   // ACLs on (--acl): bootstrap with request() and hand the management token to use_token().
   bool acl = false;
+  // High availability (issue 22): this many control planes on the etcd state `etcd`
+  // ("etcd://127.0.0.1:PORT[,...]/prefix"), each with its own fixed ports and data dir and one
+  // shared keyring; every agent is given all of their gRPC addresses. Empty: one on SQLite.
+  std::string etcd;
+  std::size_t controlplanes = 1;
+  std::string leader_lease = "2s";
 };
 
 struct NodeOptions {
@@ -90,12 +97,24 @@ class Cluster {
   const std::filesystem::path& dir() const { return tmp_.path(); }
 
   // ---- control plane ----
-  // Starts it (again, on the same ports and data dir after a stop or kill).
+  // Starts it (again, on the same ports and data dir after a stop or kill). With several (HA):
+  // starts every one that is not running and waits until one of them leads.
   void start_controlplane();
   void kill_controlplane();  // SIGKILL
   void stop_controlplane();  // SIGTERM and wait
-  std::uint16_t http_port() const { return http_port_; }
-  std::uint16_t grpc_port() const { return grpc_port_; }
+  std::uint16_t http_port() const { return members_.at(api_).http_port; }
+  std::uint16_t grpc_port() const { return members_.at(api_).grpc_port; }
+  // HA: one member `i` of ClusterOptions::controlplanes.
+  void start_controlplane(std::size_t i);  // returns once it listens (as a standby or leader)
+  void kill_controlplane(std::size_t i);   // SIGKILL
+  void stop_controlplane(std::size_t i);   // SIGTERM and wait
+  test::ChildProcess& controlplane(std::size_t i) { return *members_.at(i).process; }
+  std::uint16_t http_port(std::size_t i) const { return members_.at(i).http_port; }
+  std::string controlplane_log(std::size_t i) const;
+  // The member whose /v1/status/ready answers 200 (the leader), waiting up to `timeout`.
+  std::optional<std::size_t> leader(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // request() and friends go to member `i` (0 at first); a standby forwards them to the leader.
+  void use_controlplane(std::size_t i) { api_ = i; }
   // The cluster's CA and certificates (ClusterOptions::mutual_tls only).
   test::TestPki& pki() { return *pki_; }
   std::string controlplane_log() const;
@@ -187,6 +206,7 @@ class Cluster {
   };
   void make_network(const std::string& id, Node& n);
   std::vector<std::string> plugin_args(const std::string& id) const;  // data dir, node id, call log, faults
+  std::string controlplane_addrs(const std::string& host) const;  // every member's gRPC address
   void wait_node_healthy(const std::string& id);
   HttpResult send(const std::string& method, const std::string& target, const std::string& body,
                   const std::map<std::string, std::string>& headers);
@@ -194,10 +214,14 @@ class Cluster {
   ClusterOptions options_;
   test::TempDir tmp_{"mooring-e2e"};
   std::unique_ptr<test::TestPki> pki_;
-  std::unique_ptr<test::ChildProcess> controlplane_;
-  std::uint16_t http_port_ = 0;
-  std::uint16_t grpc_port_ = 0;
-  unsigned controlplane_runs_ = 0;
+  struct Member {
+    std::unique_ptr<test::ChildProcess> process;
+    std::uint16_t http_port = 0;
+    std::uint16_t grpc_port = 0;
+    unsigned runs = 0;
+  };
+  std::vector<Member> members_;
+  std::size_t api_ = 0;
   std::map<std::string, Node> nodes_;
   std::function<void(const std::string&, const HttpResult&)> on_response_;
   std::string token_;

@@ -48,21 +48,39 @@ EtcdProcess::EtcdProcess(std::filesystem::path dir, std::uint16_t client_port)
       client_port_(client_port != 0 ? client_port : free_tcp_port()),
       peer_port_(free_tcp_port()) {}
 
+EtcdProcess::EtcdProcess(std::filesystem::path dir, std::string name, std::uint16_t client_port,
+                         std::uint16_t peer_port, std::string initial_cluster)
+    : dir_(std::move(dir)),
+      log_(dir_ / "etcd.log"),
+      name_(std::move(name)),
+      client_port_(client_port),
+      peer_port_(peer_port),
+      initial_cluster_(std::move(initial_cluster)) {}
+
 EtcdProcess::~EtcdProcess() = default;  // ChildProcess kills and reaps
 
 void EtcdProcess::start() {
+  spawn();
+  wait_ready();
+}
+
+void EtcdProcess::spawn() {
   std::filesystem::create_directories(dir_);
   std::filesystem::remove(log_);
   const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   SpawnOptions o;
   o.binary = kEtcd;
-  o.args = {"--name", "m1", "--data-dir", (dir_ / "data").string(),
+  o.args = {"--name", name_, "--data-dir", (dir_ / "data").string(),
             "--listen-client-urls", client, "--advertise-client-urls", client,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", "m1=" + peer, "--initial-cluster-state", "new"};
+            "--initial-cluster", initial_cluster_.empty() ? name_ + "=" + peer : initial_cluster_,
+            "--initial-cluster-state", "new", "--initial-cluster-token", "mooring-test"};
   o.output_file = log_;
   process_ = std::make_unique<ChildProcess>(std::move(o));
+}
+
+void EtcdProcess::wait_ready() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     if (log_says_ready(log_)) return;
@@ -81,5 +99,32 @@ void EtcdProcess::kill() {
 bool EtcdProcess::running() const { return process_ && process_->running(); }
 
 std::string EtcdProcess::endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
+
+EtcdCluster::EtcdCluster(std::filesystem::path dir, std::size_t members) {
+  std::vector<std::pair<std::uint16_t, std::uint16_t>> ports;
+  std::string initial;
+  for (std::size_t i = 0; i < members; ++i) {
+    ports.emplace_back(free_tcp_port(), free_tcp_port());
+    initial += (i ? "," : "") + ("m" + std::to_string(i)) + "=http://127.0.0.1:" + std::to_string(ports[i].second);
+  }
+  for (std::size_t i = 0; i < members; ++i)
+    members_.push_back(std::make_unique<EtcdProcess>(dir / ("m" + std::to_string(i)), "m" + std::to_string(i),
+                                                     ports[i].first, ports[i].second, initial));
+}
+
+void EtcdCluster::start() {
+  for (auto& m : members_) m->spawn();
+  for (auto& m : members_) m->wait_ready();
+}
+
+void EtcdCluster::start(std::size_t i) { members_.at(i)->start(); }
+
+void EtcdCluster::kill(std::size_t i) { members_.at(i)->kill(); }
+
+std::string EtcdCluster::url(const std::string& prefix) const {
+  std::string out = "etcd://";
+  for (std::size_t i = 0; i < members_.size(); ++i) out += (i ? "," : "") + members_[i]->endpoint();
+  return out + prefix;
+}
 
 }  // namespace mooring::test

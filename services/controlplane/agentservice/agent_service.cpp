@@ -85,7 +85,15 @@ class Service final : public v1::ControlPlane::CallbackService {
     }
     return rpc::serve(ctx_.executor, c, name,
                       [this, &req, name, remote = c->peer(), caller = std::move(caller),
-                       handler = std::move(handler)]() -> asio::awaitable<grpc::Status> {
+                       handler = std::move(handler), c]() -> asio::awaitable<grpc::Status> {
+      if (ctx_.options.standby) {
+        if (auto leader = ctx_.options.standby()) {
+          if (!leader->empty()) c->AddTrailingMetadata("x-mooring-leader", *leader);
+          co_return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 leader->empty() ? "this control plane is a standby and no leader is elected yet; retry"
+                                                 : "this control plane is a standby; the leader is at " + *leader);
+        }
+      }
       grpc::Status status = co_await answer(caller, req, handler);
       audit(name, remote, caller, req, status);
       co_return status;

@@ -6,7 +6,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -32,6 +35,11 @@ struct AgentServiceOptions {
   // Calls that change state (all but WatchAllocations; Heartbeat only when refused, it comes every
   // few seconds from every node) get a line there.
   audit::AuditLog* audit = nullptr;
+  // High availability: asked (on the store's executor) before every call. nullopt: this control
+  // plane leads and serves. Otherwise it is a standby and the call is answered UNAVAILABLE naming
+  // the leader's gRPC address (this string, "" when none is known), in the message and in the
+  // trailing metadata `x-mooring-leader`, so the agent switches to it. The state is not touched.
+  std::function<std::optional<std::string>()> standby;
 };
 
 class AgentService {

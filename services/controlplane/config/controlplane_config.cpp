@@ -64,6 +64,15 @@ constexpr std::array kOptions{
            "TLS to etcd: our client certificate (with --etcd-key)", "", &Config::etcd_cert_file},
     Option{"etcd-key", "MOORING_CP_ETCD_KEY", "etcd_key", Kind::string, "FILE", "the key of --etcd-cert", "",
            &Config::etcd_key_file},
+    Option{"leader-lease", "MOORING_CP_LEADER_LEASE", "leader_lease", Kind::positive_duration, "DURATION",
+           "etcd state: the leader's lease; a standby takes over within about twice this after the leader dies",
+           "2s", nullptr, &Config::leader_lease},
+    Option{"advertise-http-addr", "MOORING_CP_ADVERTISE_HTTP_ADDR", "advertise_http_addr", Kind::string, "URL",
+           "etcd state: where other control planes reach this one's REST API (standbys forward to the leader's)",
+           "http(s)://HTTP_ADDR", &Config::advertise_http_addr},
+    Option{"advertise-grpc-addr", "MOORING_CP_ADVERTISE_GRPC_ADDR", "advertise_grpc_addr", Kind::string, "HOST:PORT",
+           "etcd state: where node agents reach this one's gRPC service (a standby names the leader's)", "GRPC_ADDR",
+           &Config::advertise_grpc_addr},
     Option{"keyring-file", "MOORING_CP_KEYRING_FILE", "keyring_file", Kind::string, "FILE",
            "the keys sealing secrets in the state (AES-256-GCM; created 0600 on first start)", "DATA_DIR/keyring",
            &Config::keyring_file},
@@ -308,6 +317,11 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
       throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
     if (!split_host_port(c.grpc_addr, host, port))
       throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
+    if (!c.advertise_http_addr.empty() && !c.advertise_http_addr.starts_with("http://") &&
+        !c.advertise_http_addr.starts_with("https://"))
+      throw Fail{"advertise_http_addr: expected http://HOST:PORT or https://HOST:PORT, got " + qt(c.advertise_http_addr)};
+    if (!c.advertise_grpc_addr.empty() && !split_host_port(c.advertise_grpc_addr, host, port))
+      throw Fail{"advertise_grpc_addr: expected HOST:PORT, got " + qt(c.advertise_grpc_addr)};
     const bool any_tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
     const bool all_tls = !c.tls_ca_file.empty() && !c.tls_cert_file.empty() && !c.tls_key_file.empty();
     if (any_tls && !all_tls) throw Fail{"mutual TLS needs all of --tls-ca-file, --tls-cert-file and --tls-key-file"};

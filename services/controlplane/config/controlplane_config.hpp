@@ -22,6 +22,13 @@ struct ControlPlaneConfig {
   // data_dir; "etcd://host:port[,host:port...][/prefix]" for etcd (TLS with the etcd_* files).
   std::string state;
   std::string etcd_ca_file, etcd_cert_file, etcd_key_file;
+  // High availability (etcd state only): the leader holds an etcd lease this long (etcd grants whole
+  // seconds, at least its own minimum, 2 s by default); the addresses this control plane is reached
+  // at, stored in the leader key so standbys forward there and agents follow it. Empty: derived
+  // from http_addr/grpc_addr (scheme from the TLS files).
+  std::chrono::milliseconds leader_lease{2'000};
+  std::string advertise_http_addr;
+  std::string advertise_grpc_addr;
   std::string http_addr = "127.0.0.1:4700";
   std::string grpc_addr = "127.0.0.1:4701";
   // REST API connection limits (defaults and their reasons: http::ServerConfig).

@@ -131,14 +131,29 @@ domain::Expected<Transaction> from_proto(const ::mooring::v1::StateTransaction& 
   return tx;
 }
 
-// A Txn that applies only while `head` is as this writer last saw it (its fencing).
-pb::TxnRequest guarded_txn(const EtcdOptions& o, std::int64_t head_revision) {
+// A Txn that applies only while `head` is as this writer last saw it and, for a leader, while
+// the leader key is the one it created (its fencing). On failure it reads the leader key back, so
+// the writer can tell which compare failed.
+pb::TxnRequest guarded_txn(const EtcdOptions& o, std::int64_t head_revision, const std::optional<LeaderFence>& fence) {
   pb::TxnRequest req;
   auto* cmp = req.add_compare();
   cmp->set_key(key_of(o, "head"));
   cmp->set_target(pb::Compare::MOD);
   cmp->set_result(pb::Compare::EQUAL);
   cmp->set_mod_revision(head_revision);
+  if (fence) {
+    auto* created = req.add_compare();
+    created->set_key(fence->key);
+    created->set_target(pb::Compare::CREATE);
+    created->set_result(pb::Compare::EQUAL);
+    created->set_create_revision(fence->create_revision);
+    auto* value = req.add_compare();
+    value->set_key(fence->key);
+    value->set_target(pb::Compare::VALUE);
+    value->set_result(pb::Compare::EQUAL);
+    value->set_value(fence->value);
+    req.add_failure()->mutable_request_range()->set_key(fence->key);
+  }
   return req;
 }
 
@@ -201,7 +216,7 @@ std::string describe_options(const EtcdOptions& o) {
 
 // ---- open ----
 
-domain::Expected<std::unique_ptr<EtcdBackend>> EtcdBackend::open(EtcdOptions options) {
+domain::Expected<std::shared_ptr<grpc::Channel>> etcd_channel(const EtcdOptions& options) {
   if (options.endpoints.empty()) return error("etcd state: no endpoint");
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (options.ca_file.empty() && options.cert_file.empty() && options.key_file.empty()) {
@@ -243,8 +258,14 @@ domain::Expected<std::unique_ptr<EtcdBackend>> EtcdBackend::open(EtcdOptions opt
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(target, creds, args);
+}
+
+domain::Expected<std::unique_ptr<EtcdBackend>> EtcdBackend::open(EtcdOptions options) {
+  auto channel = etcd_channel(options);
+  if (!channel) return error(channel.error());
   auto client = std::make_unique<Client>();
-  client->channel = grpc::CreateCustomChannel(target, creds, args);
+  client->channel = std::move(*channel);
   client->kv = pb::KV::NewStub(client->channel);
   client->timeout = options.timeout;
   return std::unique_ptr<EtcdBackend>(new EtcdBackend(std::move(options), std::move(client)));
@@ -265,14 +286,12 @@ std::uint64_t EtcdBackend::log_entries() const { return entries_since_snapshot_;
 domain::Expected<Snapshot> EtcdBackend::load() {
   const std::string& where = where_;
   auto fail = [&](const std::string& what) { return error("state in " + where + ": " + what); };
-  unreachable_ = false;
 
   // One point in time for every read: the revision the first answer carries.
   pb::RangeRequest head_req;
   head_req.set_key(key_of(options_, "head"));
   pb::RangeResponse head_res;
   if (auto s = client_->range(head_req, head_res); !s.ok()) {
-    unreachable_ = s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     return fail("cannot read head: " + status_text(s));
   }
   const std::int64_t at = head_res.header().revision();
@@ -399,6 +418,7 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
   const std::string& where = where_;
   if (!loaded_) return error("state in " + where + ": write before load");
   if (fenced_) return error("state in " + where + ": another writer changed it; reload before writing");
+  if (auto st = check_fence(); !st) return st;
   const std::size_t chunk = options_.max_request_bytes;
 
   // Encode every entry; one too large for a request is staged in chunks now and committed below
@@ -430,7 +450,7 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
   // As few Txns as the limits allow, each guarded by head's revision and moving head along.
   std::size_t i = 0;
   while (i < encoded.size()) {
-    pb::TxnRequest req = guarded_txn(options_, head_revision_);
+    pb::TxnRequest req = guarded_txn(options_, head_revision_, fence_);
     std::size_t bytes = 0;
     std::size_t first = i;
     while (i < encoded.size() && req.success_size() + 1 < static_cast<int>(options_.max_txn_ops) &&
@@ -448,13 +468,7 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
       return error("state in " + where + ": commit of index " + std::to_string(encoded[first].first) + ".." +
                    std::to_string(last) + " failed: " + status_text(s));
     }
-    if (!res.succeeded()) {
-      fenced_ = true;
-      kLog.error("another writer changed the state in etcd: refusing to write",
-                 {{"state", where}, {"expected_head_revision", head_revision_}});
-      return error("state in " + where + ": head was changed by another writer (another control plane on this "
-                   "prefix?); nothing written from index " + std::to_string(encoded[first].first));
-    }
+    if (!res.succeeded()) return error(refused(res, "nothing written from index " + std::to_string(encoded[first].first)));
     head_revision_ = res.header().revision();
     head_index_ = last;
     for (std::size_t k = first; k < i; ++k) rows_->apply(txs[k]);
@@ -470,7 +484,47 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
 
 domain::Status EtcdBackend::snapshot_now() {
   if (!loaded_ || fenced_) return error("state in " + describe() + ": not loaded");
+  if (auto st = check_fence(); !st) return st;
   return write_snapshot();
+}
+
+void EtcdBackend::require_fence(std::function<void(const std::string&)> lost) {
+  fence_required_ = true;
+  fence_lost_ = std::move(lost);
+}
+
+void EtcdBackend::set_fence(LeaderFence fence) { fence_ = std::move(fence); }
+
+domain::Status EtcdBackend::check_fence() {
+  if (!fence_required_) return {};
+  if (!fence_) return error("state in " + where_ + ": this control plane is a standby; only the leader writes");
+  if (fence_->lease_valid && !fence_->lease_valid()) {
+    fenced_ = true;
+    const std::string why = "the leader lease ran out before it was renewed (was this process paused?)";
+    if (fence_lost_) fence_lost_(why);
+    return error("state in " + where_ + ": not written: " + why);
+  }
+  return {};
+}
+
+std::string EtcdBackend::refused(const pb::TxnResponse& res, const std::string& what) {
+  fenced_ = true;
+  // With a fence the failure branch read the leader key back: is it still ours?
+  if (fence_ && res.responses_size() == 1 && res.responses(0).has_response_range()) {
+    const auto& range = res.responses(0).response_range();
+    const bool ours = range.kvs_size() == 1 && range.kvs(0).create_revision() == fence_->create_revision &&
+                      range.kvs(0).value() == fence_->value;
+    if (!ours) {
+      const std::string why = range.kvs_size() == 0 ? "the leader key is gone (our lease expired)"
+                                                    : "another control plane holds the leader key now";
+      kLog.error("leadership lost: etcd refused the write", {{"state", where_}, {"reason", why}});
+      if (fence_lost_) fence_lost_(why);
+      return "state in " + where_ + ": this control plane is no longer the leader (" + why + "); " + what;
+    }
+  }
+  kLog.error("another writer changed the state in etcd: refusing to write",
+             {{"state", where_}, {"expected_head_revision", head_revision_}});
+  return "state in " + where_ + ": head was changed by another writer (another control plane on this prefix?); " + what;
 }
 
 domain::Status EtcdBackend::write_snapshot() {
@@ -503,7 +557,7 @@ domain::Status EtcdBackend::write_snapshot() {
   m.set_chunks(n);
 
   // One Txn: point snap at it, drop the log it covers, the chunks of that log and older snapshots.
-  pb::TxnRequest req = guarded_txn(options_, head_revision_);
+  pb::TxnRequest req = guarded_txn(options_, head_revision_, fence_);
   *req.add_success() = put_op(key_of(options_, "snap"), m.SerializeAsString());
   *req.add_success() = delete_op(key_of(options_, "log/"), log_key(options_, rows_->index + 1));
   *req.add_success() = delete_op(key_of(options_, "stage/log-"), key_of(options_, "stage/log-" + padded(rows_->index + 1, 20)));
@@ -515,10 +569,7 @@ domain::Status EtcdBackend::write_snapshot() {
   }
   pb::TxnResponse res;
   if (auto s = client_->txn(req, res); !s.ok()) return error("state in " + where + ": snapshot commit: " + status_text(s));
-  if (!res.succeeded()) {
-    fenced_ = true;
-    return error("state in " + where + ": head was changed by another writer during the snapshot");
-  }
+  if (!res.succeeded()) return error(refused(res, "the snapshot at index " + std::to_string(rows_->index) + " was not committed"));
   snapshot_index_ = rows_->index;
   snapshot_stage_ = m.stage();
   entries_since_snapshot_ = 0;

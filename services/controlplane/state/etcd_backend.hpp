@@ -28,13 +28,22 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "services/controlplane/state/backend.hpp"
+
+namespace grpc {
+class Channel;
+}
+namespace etcdserverpb {
+class TxnResponse;
+}
 
 namespace mooring::controlplane {
 
@@ -55,6 +64,22 @@ struct EtcdOptions {
 // "etcd://h1:2379,h2:2379/prefix" (prefix optional: "/mooring"); errors name the part.
 domain::Expected<EtcdOptions> parse_etcd_url(std::string_view url);
 
+// The gRPC channel to etcd the options describe (TLS, endpoints tried in order); the backend and
+// the leader election (ha/leader_election.hpp) each make one.
+domain::Expected<std::shared_ptr<grpc::Channel>> etcd_channel(const EtcdOptions& options);
+
+// What a leader's writes are fenced with (ha/leader_election.hpp): the leader key as this control
+// plane created it. Every Txn also compares the key's create revision and value, so once the
+// lease is gone (the key deleted, or another leader's key in its place) nothing commits.
+struct LeaderFence {
+  std::string key;
+  std::int64_t create_revision = 0;
+  std::string value;
+  // False once the lease may have run out by our own clock: checked before every write, so a
+  // leader that was paused past its lease refuses at once instead of asking etcd first.
+  std::function<bool()> lease_valid;
+};
+
 class EtcdBackend final : public StateBackend {
  public:
   // Connects (the first request fails when no endpoint answers within the timeout); reads nothing yet.
@@ -68,9 +93,6 @@ class EtcdBackend final : public StateBackend {
   // (its database file frees their pages; `etcdctl defrag` returns them to the disk).
   domain::Status scrub() override { return snapshot_now(); }
 
-  // The last load() failed because etcd did not answer (not because of what it holds): worth
-  // waiting for, where a state that does not load is not.
-  bool unreachable() const { return unreachable_; }
   // "etcd://h1:2379,h2:2379/prefix", for logs.
   std::string describe() const;
   // Log entries since the current snapshot (tests, status).
@@ -78,19 +100,31 @@ class EtcdBackend final : public StateBackend {
   // Writes a snapshot now and drops the log it covers.
   domain::Status snapshot_now();
 
+  // High availability: from now on writes are refused unless a fence is set (a standby never
+  // writes), and with one every Txn is fenced by it. `lost` is called (on the writer's thread)
+  // when a write failed because the leader key is no longer ours.
+  void require_fence(std::function<void(const std::string& why)> lost);
+  void set_fence(LeaderFence fence);
+
  private:
   struct Client;
   struct Rows;
   EtcdBackend(EtcdOptions options, std::unique_ptr<Client> client);
   domain::Status write_snapshot();
+  domain::Status check_fence();
+  // A Txn failed its compares: fenced by another writer of `head`, or (when the leader key is
+  // no longer ours) by the loss of the leadership. Returns the error to give.
+  std::string refused(const etcdserverpb::TxnResponse& response, const std::string& what);
 
   EtcdOptions options_;
   std::string where_;  // describe(), built once
   std::unique_ptr<Client> client_;
   std::unique_ptr<Rows> rows_;
   bool loaded_ = false;
-  bool unreachable_ = false;
   bool fenced_ = false;         // another writer changed `head`: refuse writes until a reload
+  bool fence_required_ = false;
+  std::optional<LeaderFence> fence_;
+  std::function<void(const std::string&)> fence_lost_;
   std::int64_t head_revision_ = 0;  // mod revision of `head` as we last wrote or read it
   std::uint64_t head_index_ = 0;
   std::uint64_t snapshot_index_ = 0;

@@ -462,6 +462,7 @@ void StateStore::recover(const std::string& error) {
     // on them leaves the process.
     broken_ = error + "; reloading the state failed too: " + st.error();
     log.error("cannot reload the state; refusing writes until restarted", {{"error", st.error()}});
+    if (options_.on_broken) options_.on_broken(*broken_);
     return;
   }
   // Memory is what is durable again. Indexes move on, never back: watchers re-read, and no cached

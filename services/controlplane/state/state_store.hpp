@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <deque>
 #include <list>
 #include <map>
@@ -90,6 +91,9 @@ class Batch {
 struct StateOptions {
   std::size_t max_events = 5000;  // oldest events are dropped (in the same transaction) beyond this
   bool group_commit = false;      // see the top of this file
+  // Called (on the store's executor) when a failed write could not be followed by a reload, so
+  // the store refuses writes until restarted: a leader of several control planes steps down then.
+  std::function<void(const std::string& why)> on_broken;
 };
 
 class StateStore {

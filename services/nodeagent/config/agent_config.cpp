@@ -30,8 +30,9 @@ constexpr std::array kOptions{
     Option{"node-name", "MOORING_NODE_NAME", "node_name", "NAME", "human-readable node name", "the host name"},
     Option{"data-dir", "MOORING_DATA_DIR", "data_dir", "DIR", "plugin sockets, registry, node id, mounts",
            "/var/lib/mooring/agent"},
-    Option{"controlplane-addr", "MOORING_CONTROLPLANE_ADDR", "controlplane_addr", "HOST:PORT",
-           "control plane gRPC address", "127.0.0.1:4701"},
+    Option{"controlplane-addr", "MOORING_CONTROLPLANE_ADDR", "controlplane_addr", "HOST:PORT[,HOST:PORT...]",
+           "control plane gRPC address; with several control planes (etcd state) list them all: the agent follows "
+           "the leader", "127.0.0.1:4701"},
     Option{"grpc-addr", "MOORING_GRPC_ADDR", "grpc_addr", "HOST:PORT",
            "the agent's own gRPC service (called by the control plane)", "127.0.0.1:4702"},
     Option{"metrics-addr", "MOORING_METRICS_ADDR", "metrics_addr", "HOST:PORT",

@@ -87,6 +87,22 @@ TEST(ControlPlaneConfig, StateIsSqliteByDefaultOrEtcdWithItsTlsFiles) {
             std::string::npos);
 }
 
+TEST(ControlPlaneConfig, LeaderLeaseAndAdvertisedAddressesForHighAvailability) {
+  const auto d = parse_ok({"--data-dir", "/tmp/x"});
+  EXPECT_EQ(d.leader_lease, std::chrono::milliseconds(2000));
+  EXPECT_TRUE(d.advertise_http_addr.empty());
+  const auto c = parse_ok({"--data-dir", "/tmp/x", "--state", "etcd://e:2379", "--leader-lease", "5s",
+                           "--advertise-http-addr", "https://10.0.0.1:4700", "--advertise-grpc-addr", "10.0.0.1:4701"});
+  EXPECT_EQ(c.leader_lease, std::chrono::milliseconds(5000));
+  EXPECT_EQ(c.advertise_http_addr, "https://10.0.0.1:4700");
+  EXPECT_EQ(c.advertise_grpc_addr, "10.0.0.1:4701");
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--advertise-http-addr", "10.0.0.1:4700"}).find("advertise_http_addr"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--advertise-grpc-addr", "nohost"}).find("advertise_grpc_addr"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--leader-lease", "0s"}).find("leader"), std::string::npos);
+}
+
 TEST(ControlPlaneConfig, FlagsWinOverEnvironmentWhichWinsOverTheFile) {
   test::TempDir dir;
   const auto file = dir.path() / "cp.json";

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# The highly available local stack behind `make run-ha` (issue 22): three etcd members, three
+# control planes on them (one leads, two stand by and forward) and one node agent that lists all
+# three and follows the leader, as plain processes with all data under $MOORING_DATA (default
+# ./.mooring-ha). Secure as `make run` (scripts/run-local.sh, whose steps this follows): a CA under
+# $MOORING_DATA/tls, each control plane with its own server certificate from it, the agent with
+# its node's, HTTPS on the REST API, ACLs bootstrapped once (token in $MOORING_DATA/bootstrap-token),
+# one keyring shared by the three control planes. etcd listens on loopback only, in plaintext.
+#   control planes  HTTP 127.0.0.1:4700, 4710, 4720   gRPC 4701, 4711, 4721
+#   etcd clients    127.0.0.1:4731, 4741, 4751          peers 4732, 4742, 4752
+#   agent           127.0.0.1:4702
+# Stays in the foreground; Ctrl-C stops all (agent first, then control planes, then etcd). Kill a
+# control plane (`kill -9 $(cat $MOORING_DATA/cp1.pid)`) to watch a standby take over.
+set -euo pipefail
+
+BIN=${MOORING_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/release}
+DATA=${MOORING_DATA:-$(pwd)/.mooring-ha}
+LOG_LEVEL=${MOORING_LOG_LEVEL:-info}
+NODE_NAME=${MOORING_NODE_NAME:-local}
+ETCD=${MOORING_ETCD:-/usr/bin/etcd}
+
+CP=$BIN/services/controlplane/mooring-controlplane
+AGENT=$BIN/services/nodeagent/mooring-nodeagent
+HOSTPATH=$BIN/plugins/hostpath/mooring-hostpath
+MOORING=$BIN/cli/mooring
+for b in "$CP" "$AGENT" "$HOSTPATH" "$MOORING"; do
+  [ -x "$b" ] || { echo "run-ha: $b is missing; run 'make build' first" >&2; exit 1; }
+done
+[ -x "$ETCD" ] || { echo "run-ha: $ETCD is missing; apt-get install etcd-server (make deps does)" >&2; exit 1; }
+if [ "$(id -u)" != 0 ]; then
+  echo "run-ha: warning: not root; the hostpath plugin cannot bind-mount volumes (run as root for a working stack)" >&2
+fi
+
+MEMBERS=(0 1 2)
+http_port() { echo $((4700 + 10 * $1)); }
+grpc_port() { echo $((4701 + 10 * $1)); }
+etcd_port() { echo $((4731 + 10 * $1)); }
+
+mkdir -p "$DATA"/{agent,hostpath,logs,cp0,cp1,cp2}
+chmod 0700 "$DATA"
+for i in "${MEMBERS[@]}"; do
+  if curl -fsSk "https://127.0.0.1:$(http_port "$i")/v1/status/health" >/dev/null 2>&1; then
+    echo "run-ha: 127.0.0.1:$(http_port "$i") is already served (another 'make run' or 'make run-ha'?); stop that one first" >&2
+    exit 1
+  fi
+done
+
+[ -s "$DATA/agent/node-id" ] || cat /proc/sys/kernel/random/uuid > "$DATA/agent/node-id"
+NODE_ID=$(tr -d ' \n' < "$DATA/agent/node-id")
+TLS=$DATA/tls
+[ -f "$TLS/ca.pem" ] || "$MOORING" tls ca create -dir "$TLS" >/dev/null
+for i in "${MEMBERS[@]}"; do
+  [ -f "$TLS/cp$i/server.pem" ] ||
+    "$MOORING" tls cert create -server -dir "$TLS/cp$i" -ca "$TLS/ca.pem" -ca-key "$TLS/ca-key.pem" >/dev/null
+done
+[ -f "$TLS/agent-$NODE_ID.pem" ] || "$MOORING" tls cert create -agent -node-id "$NODE_ID" -dir "$TLS" >/dev/null
+[ -f "$TLS/cli.pem" ] || "$MOORING" tls cert create -cli -dir "$TLS" >/dev/null
+CURL=(curl --cacert "$TLS/ca.pem")
+TOKEN_FILE=$DATA/bootstrap-token
+
+INITIAL=""
+ENDPOINTS=""
+for i in "${MEMBERS[@]}"; do
+  INITIAL+="${INITIAL:+,}etcd$i=http://127.0.0.1:$(( $(etcd_port "$i") + 1 ))"
+  ENDPOINTS+="${ENDPOINTS:+,}127.0.0.1:$(etcd_port "$i")"
+done
+CP_GRPC_ADDRS=""
+for i in "${MEMBERS[@]}"; do CP_GRPC_ADDRS+="${CP_GRPC_ADDRS:+,}127.0.0.1:$(grpc_port "$i")"; done
+
+cat > "$DATA/agent.json" <<JSON
+{
+  "node_name": "$NODE_NAME",
+  "node_id": "$NODE_ID",
+  "tls_ca_file": "$TLS/ca.pem", "tls_cert_file": "$TLS/agent-$NODE_ID.pem", "tls_key_file": "$TLS/agent-$NODE_ID-key.pem",
+  "data_dir": "$DATA/agent",
+  "controlplane_addr": "$CP_GRPC_ADDRS",
+  "grpc_addr": "127.0.0.1:4702",
+  "log_level": "$LOG_LEVEL",
+  "drain_on_shutdown": "20s",
+  "plugins": [
+    {
+      "id": "hostpath",
+      "type": "monolith",
+      "command": "$HOSTPATH",
+      "args": ["--mode", "monolith", "--data-dir", "$DATA/hostpath", "--node-id", "$NODE_NAME",
+               "--log-level", "$LOG_LEVEL"]
+    }
+  ]
+}
+JSON
+
+declare -A PID
+stop_all() {
+  trap - INT TERM HUP
+  echo
+  echo "run-ha: shutting down (agent, control planes, etcd)..."
+  stop_one() {
+    local p=$1 tenths=$2
+    [ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 0
+    kill -TERM "$p" 2>/dev/null || true
+    for _ in $(seq 1 "$tenths"); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  }
+  stop_one "${PID[agent]:-}" 300
+  for i in "${MEMBERS[@]}"; do stop_one "${PID[cp$i]:-}" 100; done
+  for i in "${MEMBERS[@]}"; do stop_one "${PID[etcd$i]:-}" 50; done
+  rm -f "$DATA"/cp?.pid
+  left=$(awk -v d="$DATA/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo || true)
+  if [ -n "$left" ]; then
+    echo "run-ha: still mounted under $DATA:" >&2
+    echo "$left" >&2
+    exit 1
+  fi
+  echo "run-ha: stopped; nothing left mounted under $DATA"
+  exit "${EXIT_STATUS:-0}"
+}
+trap stop_all INT TERM HUP
+
+for i in "${MEMBERS[@]}"; do
+  client=http://127.0.0.1:$(etcd_port "$i")
+  peer=http://127.0.0.1:$(( $(etcd_port "$i") + 1 ))
+  setsid "$ETCD" --name "etcd$i" --data-dir "$DATA/etcd$i" --listen-client-urls "$client" --advertise-client-urls "$client" \
+    --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "$INITIAL" \
+    --initial-cluster-state new --initial-cluster-token mooring-ha > "$DATA/logs/etcd$i.log" 2>&1 &
+  PID[etcd$i]=$!
+done
+
+for i in "${MEMBERS[@]}"; do
+  setsid "$CP" --data-dir "$DATA/cp$i" --state "etcd://$ENDPOINTS/mooring" --keyring-file "$DATA/keyring" \
+    --http-addr "127.0.0.1:$(http_port "$i")" --grpc-addr "127.0.0.1:$(grpc_port "$i")" \
+    --tls-ca-file "$TLS/ca.pem" --tls-cert-file "$TLS/cp$i/server.pem" --tls-key-file "$TLS/cp$i/server-key.pem" \
+    --log-level "$LOG_LEVEL" > >(tee -a "$DATA/logs/controlplane$i.log") 2>&1 &
+  PID[cp$i]=$!
+  echo "${PID[cp$i]}" > "$DATA/cp$i.pid"
+  # The first start writes the shared keyring; the others read it.
+  [ "$i" = 0 ] && for _ in $(seq 1 50); do [ -s "$DATA/keyring" ] && break; sleep 0.1; done
+done
+
+# Ready when one of them leads: any member names it.
+API=""
+for _ in $(seq 1 300); do
+  for i in "${MEMBERS[@]}"; do
+    kill -0 "${PID[cp$i]}" 2>/dev/null || { echo "run-ha: control plane $i exited; see $DATA/logs/controlplane$i.log" >&2; EXIT_STATUS=1; stop_all; }
+  done
+  API=$("${CURL[@]}" -fsS "https://127.0.0.1:4700/v1/status/leader" 2>/dev/null | tr -d '"') && [ -n "$API" ] && break
+  sleep 0.1
+done
+[ -n "$API" ] || { echo "run-ha: no control plane became the leader; see $DATA/logs" >&2; EXIT_STATUS=1; stop_all; }
+
+if [ ! -s "$TOKEN_FILE" ]; then
+  answer=$("${CURL[@]}" -fsS -X POST "https://127.0.0.1:4700/v1/acl/bootstrap") || {
+    echo "run-ha: ACL bootstrap failed (was it done by hand? put the management SecretID in $TOKEN_FILE)" >&2
+    EXIT_STATUS=1
+    stop_all
+  }
+  (umask 077 && printf '%s\n' "$(printf '%s' "$answer" | sed -n 's/.*"SecretID": *"\([^"]*\)".*/\1/p')" > "$TOKEN_FILE")
+fi
+(umask 077 && printf 'X-Mooring-Token: %s\n' "$(cat "$TOKEN_FILE")" > "$DATA/.token-header")
+CURL+=(-H "@$DATA/.token-header")
+
+setsid "$AGENT" --config "$DATA/agent.json" > >(tee -a "$DATA/logs/agent.log") 2>&1 &
+PID[agent]=$!
+for _ in $(seq 1 150); do
+  if "${CURL[@]}" -fsS "https://127.0.0.1:4700/v1/plugin/csi/hostpath" 2>/dev/null | grep -q '"NodesHealthy": *[1-9]'; then break; fi
+  kill -0 "${PID[agent]}" 2>/dev/null || { echo "run-ha: the node agent exited; see $DATA/logs/agent.log" >&2; EXIT_STATUS=1; stop_all; }
+  sleep 0.2
+done
+
+cat <<MSG
+
+Mooring HA is running: three control planes on a three-member etcd.
+  leader:     $API   (ask any member: https://127.0.0.1:4700/v1/status/leader)
+  REST API:   https://127.0.0.1:4700, :4710, :4720 (standbys forward to the leader)
+  data:       $DATA   (logs in $DATA/logs; certificates in $TLS)
+
+For the CLI, paste:
+  export MOORING_ADDR=https://127.0.0.1:4700 MOORING_CACERT=$TLS/ca.pem MOORING_TOKEN=\$(cat $TOKEN_FILE)
+
+Fail the leader over:  kill -9 \$(cat $DATA/cp<N>.pid)   (N: 0, 1 or 2; the leader is on port 47N0)
+Press Ctrl-C to stop.
+MSG
+
+# Until Ctrl-C; a control plane that was killed by hand is not restarted (that is the demo).
+wait "${PID[agent]}" || true
+echo "run-ha: the node agent exited on its own; see $DATA/logs" >&2
+EXIT_STATUS=1
+stop_all

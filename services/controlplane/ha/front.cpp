@@ -1,0 +1,55 @@
+#include "services/controlplane/ha/front.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "services/controlplane/ha/forwarder.hpp"
+#include "services/controlplane/ha/leader_election.hpp"
+
+namespace mooring::controlplane::ha {
+
+namespace {
+
+bool has_header(const http::Response& r, std::string_view name) {
+  for (const auto& [k, v] : r.headers)
+    if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        }))
+      return true;
+  return false;
+}
+
+http::Response unavailable(const std::string& why) {
+  auto r = http::error_response(503, why);
+  r.set_header("Retry-After", "1");
+  return r;
+}
+
+}  // namespace
+
+std::string Front::not_serving_reason() const {
+  if (election_.leading()) return "this control plane was just elected leader and is loading the state";
+  if (auto problem = election_.etcd_problem(); !problem.empty()) return "waiting for etcd: " + problem;
+  if (auto leader = election_.leader()) return "this control plane is a standby; the leader is at " + leader->http_addr;
+  return "this control plane is a standby and no leader is elected yet";
+}
+
+boost::asio::awaitable<http::Response> Front::handle(http::Request request) {
+  const auto leader = election_.leader();
+  const bool serving = serving_();
+  auto sign = [&](http::Response r) {
+    if (leader && !has_header(r, "X-Mooring-Leader")) r.set_header("X-Mooring-Leader", leader->http_addr);
+    return r;
+  };
+  if (request.method == "GET" && request.path == "/v1/status/leader") {
+    if (!leader) co_return unavailable("no leader: " + not_serving_reason());
+    co_return sign(http::json_response(nlohmann::json(leader->http_addr).dump()));
+  }
+  if (request.method == "GET" && request.path == "/v1/status/ready" && !serving)
+    co_return sign(unavailable(not_serving_reason()));
+  if (request.method == "GET" && request.path == "/v1/status/health") co_return sign(co_await api_(std::move(request)));
+  if (serving) co_return sign(co_await api_(std::move(request)));
+  if (!leader || election_.leading()) co_return unavailable(not_serving_reason());
+  co_return sign(co_await forwarder_.forward(leader->http_addr, std::move(request)));
+}
+
+}  // namespace mooring::controlplane::ha

@@ -1,0 +1,38 @@
+// HA room: what every control plane of an etcd cluster answers on its REST port. The leader serves
+// the API; a standby answers the status routes itself and forwards everything else to the leader
+// (forwarder.hpp). Every answer says who gave it in X-Mooring-Leader (the leader's HTTP address).
+//   GET /v1/status/leader  every member: the leader's HTTP address as a JSON string (Nomad's shape),
+//                          503 naming the reason when there is none (no quorum, etcd down)
+//   GET /v1/status/ready   200 only on the leader once its state is loaded (a Kubernetes Service
+//                          with this readiness probe routes to the leader); 503 with the reason
+//                          elsewhere: standby (naming the leader), waiting for etcd, loading
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "services/controlplane/http/server.hpp"
+
+namespace mooring::controlplane::ha {
+
+class LeaderElection;
+class Forwarder;
+
+class Front {
+ public:
+  // `api`: the full API (the leader's); `serving`: true once this process leads and has loaded
+  // the state (read on the server's executor).
+  Front(LeaderElection& election, Forwarder& forwarder, http::Handler api, std::function<bool()> serving)
+      : election_(election), forwarder_(forwarder), api_(std::move(api)), serving_(std::move(serving)) {}
+
+  boost::asio::awaitable<http::Response> handle(http::Request request);
+
+ private:
+  std::string not_serving_reason() const;
+  LeaderElection& election_;
+  Forwarder& forwarder_;
+  http::Handler api_;
+  std::function<bool()> serving_;
+};
+
+}  // namespace mooring::controlplane::ha

@@ -1,0 +1,257 @@
+#include "services/controlplane/ha/leader_election.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <nlohmann/json.hpp>
+
+#include "etcd/rpc.grpc.pb.h"
+#include "shared/log/log.hpp"
+
+namespace mooring::controlplane::ha {
+namespace {
+
+namespace pb = ::etcdserverpb;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+const log::Logger kLog{"leader"};
+
+std::int64_t to_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::string status_text(const grpc::Status& s) {
+  return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
+}
+
+}  // namespace
+
+std::string LeaderRecord::to_json() const {
+  return nlohmann::json{{"ID", id}, {"HTTPAddr", http_addr}, {"GRPCAddr", grpc_addr}}.dump();
+}
+
+std::optional<LeaderRecord> LeaderRecord::from_json(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  LeaderRecord r;
+  r.id = j.value("ID", "");
+  r.http_addr = j.value("HTTPAddr", "");
+  r.grpc_addr = j.value("GRPCAddr", "");
+  if (r.id.empty()) return std::nullopt;
+  return r;
+}
+
+struct LeaderElection::Stubs {
+  std::unique_ptr<pb::KV::Stub> kv;
+  std::unique_ptr<pb::Lease::Stub> lease;
+};
+
+LeaderElection::LeaderElection(ElectionOptions options, std::function<void(LeaderFence)> elected,
+                               std::function<void(const std::string&)> lost)
+    : options_(std::move(options)),
+      elected_(std::move(elected)),
+      lost_(std::move(lost)),
+      // etcd counts leases in whole seconds (and raises a TTL below its minimum, ~1.5 s by default).
+      ttl_(std::chrono::seconds(std::max<std::int64_t>(1, (options_.lease.count() + 999) / 1000))),
+      stubs_(std::make_unique<Stubs>()) {
+  stubs_->kv = pb::KV::NewStub(options_.channel);
+  stubs_->lease = pb::Lease::NewStub(options_.channel);
+}
+
+LeaderElection::~LeaderElection() { stop(); }
+
+void LeaderElection::start() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+}
+
+void LeaderElection::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (leading_.exchange(false) && lease_id_ != 0) {
+    // Hand over now: revoking the lease deletes the key, and a standby's next read finds it gone.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+    pb::LeaseRevokeRequest req;
+    req.set_id(lease_id_);
+    pb::LeaseRevokeResponse res;
+    if (auto s = stubs_->lease->LeaseRevoke(&ctx, req, &res); s.ok())
+      kLog.info("leadership handed over (lease revoked)", {{"key", options_.key}});
+    else
+      kLog.warn("cannot revoke the leader lease; a standby takes over when it expires",
+                {{"key", options_.key}, {"error", status_text(s)}});
+  }
+}
+
+std::optional<LeaderRecord> LeaderElection::leader() const {
+  std::lock_guard lock(mu_);
+  return leader_;
+}
+
+std::string LeaderElection::etcd_problem() const {
+  std::lock_guard lock(mu_);
+  return problem_;
+}
+
+bool LeaderElection::lease_valid() const {
+  return leading_.load() && to_ns(Clock::now()) < deadline_ns_.load();
+}
+
+void LeaderElection::set_leader(std::optional<LeaderRecord> r, std::string problem) {
+  std::lock_guard lock(mu_);
+  if (r && (!leader_ || leader_->id != r->id))
+    kLog.info("leader", {{"id", r->id}, {"http_addr", r->http_addr}, {"grpc_addr", r->grpc_addr},
+                         {"self", r->id == options_.self.id}});
+  leader_ = std::move(r);
+  problem_ = std::move(problem);
+}
+
+void LeaderElection::wait(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+void LeaderElection::lose(const std::string& why) {
+  leading_ = false;
+  deadline_ns_ = 0;
+  set_leader(std::nullopt, "this control plane lost the leadership: " + why);
+  if (lost_called_) return;
+  lost_called_ = true;
+  kLog.error("leadership lost", {{"key", options_.key}, {"reason", why}});
+  lost_(why);
+}
+
+void LeaderElection::run() {
+  const auto poll = std::max<std::chrono::milliseconds>(ttl_ / 8, 100ms);
+  auto last_warning = Clock::time_point{};
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    if (lost_called_) {  // stepped down: the owner takes it from here
+      wait(1s);
+      continue;
+    }
+    if (leading_) {
+      renew();
+      continue;
+    }
+    if (campaign()) continue;
+    if (auto problem = etcd_problem(); !problem.empty() && Clock::now() - last_warning > 5s) {
+      kLog.warn("waiting for etcd", {{"key", options_.key}, {"error", problem}});
+      last_warning = Clock::now();
+    }
+    wait(poll);
+  }
+}
+
+bool LeaderElection::campaign() {
+  auto context = [this] {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + options_.timeout);
+    return ctx;
+  };
+  pb::RangeRequest range;
+  range.set_key(options_.key);
+  pb::RangeResponse current;
+  if (auto s = stubs_->kv->Range(context().get(), range, &current); !s.ok()) {
+    set_leader(std::nullopt, "etcd does not answer: " + status_text(s));
+    return false;
+  }
+  if (current.kvs_size() == 1) {
+    auto r = LeaderRecord::from_json(current.kvs(0).value());
+    // Our own id under another lease cannot happen (a fresh id per start); a record that does not
+    // parse is somebody else's key on our prefix: name it rather than take it over.
+    set_leader(r, r ? "" : "the leader key " + options_.key + " holds something that is not a leader record");
+    return false;
+  }
+
+  // Nobody leads: a lease of our own, then the key under it if it is still absent.
+  const auto sent = Clock::now();
+  pb::LeaseGrantRequest grant;
+  grant.set_ttl(std::chrono::duration_cast<std::chrono::seconds>(ttl_).count());
+  pb::LeaseGrantResponse granted;
+  if (auto s = stubs_->lease->LeaseGrant(context().get(), grant, &granted); !s.ok() || !granted.error().empty()) {
+    set_leader(std::nullopt, "etcd refused a lease: " + (s.ok() ? granted.error() : status_text(s)));
+    return false;
+  }
+  const std::string value = options_.self.to_json();
+  pb::TxnRequest txn;
+  auto* absent = txn.add_compare();
+  absent->set_key(options_.key);
+  absent->set_target(pb::Compare::CREATE);
+  absent->set_result(pb::Compare::EQUAL);
+  absent->set_create_revision(0);
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(options_.key);
+  put->set_value(value);
+  put->set_lease(granted.id());
+  txn.add_failure()->mutable_request_range()->set_key(options_.key);
+  pb::TxnResponse res;
+  const auto s = stubs_->kv->Txn(context().get(), txn, &res);
+  if (!s.ok() || !res.succeeded()) {
+    // Lost the race (or cannot tell): give the lease back so a key we may have written goes too.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+    pb::LeaseRevokeRequest revoke;
+    revoke.set_id(granted.id());
+    pb::LeaseRevokeResponse revoked;
+    (void)stubs_->lease->LeaseRevoke(&ctx, revoke, &revoked);
+    if (!s.ok()) {
+      set_leader(std::nullopt, "etcd does not answer: " + status_text(s));
+    } else if (res.responses_size() == 1 && res.responses(0).response_range().kvs_size() == 1) {
+      set_leader(LeaderRecord::from_json(res.responses(0).response_range().kvs(0).value()), "");
+    }
+    return false;
+  }
+  lease_id_ = granted.id();
+  const auto granted_ttl = std::chrono::seconds(std::max<std::int64_t>(1, granted.ttl()));
+  deadline_ns_ = to_ns(sent + granted_ttl);
+  leading_ = true;
+  set_leader(options_.self, "");
+  kLog.info("elected leader", {{"key", options_.key}, {"lease_ttl_s", static_cast<int64_t>(granted_ttl.count())},
+                               {"create_revision", res.header().revision()}});
+  elected_(LeaderFence{.key = options_.key,
+                       .create_revision = res.header().revision(),
+                       .value = value,
+                       .lease_valid = [this] { return lease_valid(); }});
+  return true;
+}
+
+void LeaderElection::renew() {
+  wait(ttl_ / 4);  // a renewal lost to an etcd leader election (1-2 s by default) leaves 1.5 s of slack
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+  }
+  // One keep-alive per stream, each with a deadline, so a hung member cannot hold us past the lease.
+  const auto sent = Clock::now();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, ttl_ / 2));
+  auto stream = stubs_->lease->LeaseKeepAlive(&ctx);
+  pb::LeaseKeepAliveRequest req;
+  req.set_id(lease_id_);
+  pb::LeaseKeepAliveResponse res;
+  bool answered = stream->Write(req) && stream->Read(&res);
+  stream->WritesDone();
+  const auto status = stream->Finish();
+  if (answered && res.ttl() <= 0) {
+    lose("etcd says the lease expired (this process was paused or cut off for longer than the lease)");
+    return;
+  }
+  if (answered) {
+    deadline_ns_ = to_ns(sent + std::chrono::seconds(res.ttl()));
+  } else if (to_ns(Clock::now()) < deadline_ns_.load()) {
+    kLog.warn("leader lease renewal failed; retrying", {{"key", options_.key}, {"error", status_text(status)}});
+  }
+  if (to_ns(Clock::now()) >= deadline_ns_.load())
+    lose("the lease was not renewed within its " + std::to_string(ttl_.count() / 1000) + " s (etcd: " +
+         (answered ? "answered late" : status_text(status)) + ")");
+}
+
+}  // namespace mooring::controlplane::ha

@@ -1,0 +1,102 @@
+// HA room: leader election over an etcd lease (issue 22). Every control plane on one etcd prefix
+// runs one; at most one holds `<prefix>/leader`, a key bound to its lease whose value says where
+// it is reached (LeaderRecord). The holder renews the lease every quarter of its TTL; a standby reads
+// the key every eighth and campaigns (one Txn: create the key if absent) as soon as it is gone.
+//
+// The leader's writes are fenced by the key (state/etcd_backend.hpp, LeaderFence): once the lease
+// has expired, etcd deletes the key and no Txn of the old leader commits. The election also keeps
+// its own deadline (the send time of the last renewal etcd confirmed + the TTL, never later than
+// etcd's own expiry), so a leader that was paused or cut off refuses writes and steps down as soon
+// as it runs again, before it even asks etcd.
+//
+// It runs on a thread of its own with blocking gRPC calls (as the backend does), so a busy io
+// thread never delays a renewal; it reports to the owner through the two callbacks, from that
+// thread: the owner posts them to its executor.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "services/controlplane/state/etcd_backend.hpp"
+
+namespace mooring::controlplane::ha {
+
+// The leader key's value: who leads and where it is reached.
+struct LeaderRecord {
+  std::string id;         // unique per process start
+  std::string http_addr;  // "https://10.0.0.1:4700"
+  std::string grpc_addr;  // "10.0.0.1:4701"
+
+  std::string to_json() const;
+  static std::optional<LeaderRecord> from_json(const std::string& text);
+};
+
+struct ElectionOptions {
+  std::shared_ptr<grpc::Channel> channel;  // to etcd (etcd_channel())
+  std::string key;                         // "<prefix>/leader"
+  LeaderRecord self;
+  std::chrono::milliseconds lease{2'000};  // rounded up to whole seconds (etcd's unit)
+  std::chrono::milliseconds timeout{2'000};  // per request
+};
+
+class LeaderElection {
+ public:
+  // `elected`: this process now holds the key; the fence to give the backend.
+  // `lost`: it held the key and no longer does (or cannot tell within the lease); never called
+  // twice, and the election stops campaigning afterwards (the owner steps down).
+  LeaderElection(ElectionOptions options, std::function<void(LeaderFence)> elected,
+                 std::function<void(const std::string& why)> lost);
+  ~LeaderElection();  // stop()
+  LeaderElection(const LeaderElection&) = delete;
+  LeaderElection& operator=(const LeaderElection&) = delete;
+
+  void start();
+  // Ends the thread; a leader revokes its lease, so a standby takes over at once instead of after
+  // the TTL (a graceful stop hands over in a fraction of a second).
+  void stop();
+
+  // Thread-safe views for the REST API's status routes.
+  std::optional<LeaderRecord> leader() const;  // as last read; nullopt: none known
+  bool leading() const { return leading_.load(); }
+  // Why there is no leader to name (etcd not answering, no quorum), "" when etcd answers.
+  std::string etcd_problem() const;
+  // Our own deadline for the lease (see above); false when not leading.
+  bool lease_valid() const;
+  std::chrono::milliseconds ttl() const { return ttl_; }
+
+ private:
+  void run();
+  bool campaign();  // one attempt; true when elected
+  void renew();     // one renewal while leading
+  void wait(std::chrono::milliseconds d);
+  void set_leader(std::optional<LeaderRecord> r, std::string problem);
+  void lose(const std::string& why);
+
+  ElectionOptions options_;
+  std::function<void(LeaderFence)> elected_;
+  std::function<void(const std::string&)> lost_;
+  std::chrono::milliseconds ttl_;
+  struct Stubs;
+  std::unique_ptr<Stubs> stubs_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::optional<LeaderRecord> leader_;
+  std::string problem_ = "etcd has not answered yet";
+  std::atomic<bool> leading_{false};
+  std::atomic<std::int64_t> deadline_ns_{0};  // steady_clock, the lease's end by our clock
+  std::int64_t lease_id_ = 0;
+  bool lost_called_ = false;
+  std::thread thread_;  // last: started by start(), joined by stop()
+};
+
+}  // namespace mooring::controlplane::ha

@@ -1,0 +1,54 @@
+// Which control plane the agent talks to (issue 22): `--controlplane-addr a,b,c` lists them all;
+// calls go to one at a time. A standby answers UNAVAILABLE naming the leader (trailing metadata
+// `x-mooring-leader`): the agent switches to it and sends the call there once more at once (the
+// standby touched nothing). A control plane that cannot be reached (UNAVAILABLE, nobody named)
+// and one that does not answer within the call's deadline (paused, cut off) make the next call
+// try the next address, so a dead leader is left within one call.
+// Used from the agent's io thread only; the registration link and the calls share one.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <grpcpp/support/status.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mooring/v1/controlplane.grpc.pb.h"
+#include "shared/rpc/channel.hpp"
+
+namespace mooring::nodeagent {
+
+// "a:1,b:2" → {"a:1","b:2"} (spaces and empty items dropped).
+std::vector<std::string> split_controlplane_addrs(std::string_view list);
+
+class ControlPlaneTarget {
+ public:
+  ControlPlaneTarget(std::vector<std::string> addresses, rpc::ChannelOptions channel);
+  ~ControlPlaneTarget();
+
+  const std::string& current() const { return current_; }
+  std::string describe() const;  // "a:1,b:2 (using b:2)"
+
+  using Start = std::function<void(::mooring::v1::ControlPlane::Stub&, grpc::ClientContext*, std::function<void(grpc::Status)>)>;
+  // One unary call to the current control plane (deadline `timeout`), following a standby's
+  // redirect once; moves on to the next address when the current one cannot be reached or does
+// not answer in time.
+  boost::asio::awaitable<grpc::Status> call(std::chrono::milliseconds timeout, Start start);
+
+ private:
+  ::mooring::v1::ControlPlane::Stub& stub(const std::string& address);
+  void use(const std::string& address);
+
+  std::vector<std::string> addresses_;
+  rpc::ChannelOptions channel_;
+  std::string current_;
+  struct Peer;
+  std::map<std::string, std::unique_ptr<Peer>> peers_;
+};
+
+}  // namespace mooring::nodeagent

@@ -1,0 +1,391 @@
+// High availability with the real binaries (issue 22): three mooring-controlplane processes on a
+// real etcd (one member, or a cluster of three), node agents that list all three, hostpath
+// plugins with call logs. What is pinned: one leader, standbys that forward and name it, agents
+// that follow it, failover after kill -9 within twice the lease with no claim or controller
+// call lost (a call in flight at the kill may be sent again, idempotently: counted and printed),
+// a paused leader that comes back as a standby, etcd quorum loss and
+// return, a restart of every control plane at once, and a start before etcd.
+// Root only (bind mounts); skipped without etcd.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "tests/e2e/cluster.hpp"
+#include "tests/support/etcd_process.hpp"
+#include "tests/support/root.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::e2e {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kLease = 2s;  // the default --leader-lease
+
+class Ha : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MOORING_REQUIRE_ROOT();
+    if (auto why = test::EtcdProcess::unavailable()) GTEST_SKIP() << *why;
+  }
+  void TearDown() override {
+    if (HasFailure() && cluster) std::cerr << cluster->log_tails(6000);
+    cluster.reset();
+  }
+  // A cluster of three control planes on `etcd_url`.
+  void make_cluster(const std::string& etcd_url) {
+    cluster = std::make_unique<Cluster>(ClusterOptions{.etcd = etcd_url, .controlplanes = 3});
+  }
+  // The leader's advertised HTTP address as every member reports it.
+  std::string leader_address_from(std::size_t member) {
+    auto r = controlplane::http_request(cluster->http_port(member), "GET", "/v1/status/leader");
+    if (r.status != 200) return "(" + std::to_string(r.status) + " " + r.body + ")";
+    return json::parse(r.body).get<std::string>();
+  }
+  unsigned ready_status(std::size_t member) {
+    return controlplane::http_request(cluster->http_port(member), "GET", "/v1/status/ready").status;
+  }
+  // A volume registered through the API (the hostpath plugin creates it); the answer as it came.
+  HttpResult create(const std::string& id) {
+    json body = {{"Volumes",
+                  {{{"ID", id},
+                    {"Name", id},
+                    {"PluginID", "hostpath"},
+                    {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+    return cluster->request("PUT", "/v1/volume/csi/" + id + "/create", body.dump(),
+                            {{"Idempotency-Key", "ha-create-" + id}});
+  }
+  // Per volume: how many ControllerPublish and ControllerUnpublish calls answered OK.
+  std::map<std::string, std::pair<int, int>> controller_calls(const std::string& node) {
+    std::map<std::string, std::pair<int, int>> out;
+    for (const auto& c : cluster->calls(node)) {
+      if (c.code != "OK") continue;
+      if (c.rpc == "ControllerPublishVolume") ++out[c.volume_id].first;
+      if (c.rpc == "ControllerUnpublishVolume") ++out[c.volume_id].second;
+    }
+    return out;
+  }
+  // Nothing lost: every volume was published and unpublished at least once and the plugin has it
+  // published nowhere now. A call in flight when the leader died (sent, its result not committed)
+  // is sent again by the new leader: CSI makes both idempotent, so a second one is harmless, and
+  // it is counted and printed, not hidden. Returns how many calls were repeated.
+  int expect_nothing_lost(const std::vector<std::string>& volumes, const std::string& node) {
+    const auto calls = controller_calls(node);
+    int repeated = 0;
+    for (const auto& vol : volumes) {
+      const auto it = calls.find(cluster->volume(vol).value("ExternalID", ""));
+      if (it == calls.end()) {
+        ADD_FAILURE() << "no controller call for " << vol;
+        continue;
+      }
+      EXPECT_GE(it->second.first, 1) << "ControllerPublish of " << vol;
+      EXPECT_GE(it->second.second, 1) << "ControllerUnpublish of " << vol;
+      repeated += std::max(0, it->second.first - 1) + std::max(0, it->second.second - 1);
+    }
+    auto external = cluster->request("GET", "/v1/volumes/external?plugin_id=hostpath");
+    EXPECT_EQ(external.status, 200u) << external.body;
+    auto j = json::parse(external.body, nullptr, false);
+    if (j.is_object() && j.contains("Volumes")) {
+      for (const auto& v : j["Volumes"]) {
+        EXPECT_TRUE(v.value("PublishedExternalNodeIDs", json::array()).empty()) << "still published: " << v.dump();
+      }
+    }
+    std::cerr << "controller calls repeated after the failover: " << repeated << " (of " << 2 * volumes.size() << ")\n";
+    return repeated;
+  }
+  test::TempDir tmp{"mooring-ha"};  // etcd's data
+  std::unique_ptr<Cluster> cluster;
+};
+
+TEST_F(Ha, OneLeaderStandbysForwardAndNameItAgentsFollowIt) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  make_cluster("etcd://" + etcd.endpoint() + "/ha");
+  // Member 1 leads; 0 and 2 join as standbys. The agent lists member 0 first, a standby.
+  cluster->start_controlplane(1);
+  ASSERT_EQ(cluster->leader(), std::optional<std::size_t>(1));
+  cluster->start_controlplane(0);
+  cluster->start_controlplane(2);
+  const std::string leader = "http://127.0.0.1:" + std::to_string(cluster->http_port(1));
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(leader_address_from(i), leader) << "member " << i;
+    EXPECT_EQ(ready_status(i), i == 1 ? 200u : 503u) << "member " << i;
+  }
+  auto standby_ready = controlplane::http_request(cluster->http_port(0), "GET", "/v1/status/ready");
+  EXPECT_NE(standby_ready.body.find("standby; the leader is at " + leader), std::string::npos) << standby_ready.body;
+
+  cluster->start_node("node-1");  // registers with the leader through a standby's redirect
+  EXPECT_NE(cluster->node_log("node-1").find("switching control plane"), std::string::npos) << cluster->node_log("node-1");
+
+  // A write through a standby: the leader's answer, saying who gave it.
+  cluster->use_controlplane(0);
+  auto created = create("vol-1");
+  ASSERT_EQ(created.status, 200u) << created.body;
+  EXPECT_EQ(created.header("x-mooring-leader"), leader);
+  cluster->use_controlplane(2);
+  auto read = cluster->request("GET", "/v1/volume/csi/vol-1");
+  ASSERT_EQ(read.status, 200u) << read.body;
+  EXPECT_EQ(read.header("x-mooring-leader"), leader);
+  EXPECT_FALSE(read.header("x-mooring-index").empty());
+  // A bad request through a standby is the leader's own refusal, unchanged.
+  auto bad = cluster->request("PUT", "/v1/volume/csi/bad", "{not json");
+  EXPECT_EQ(bad.status, 400u) << bad.body;
+  // A claim, mount and release driven by the agent, with the API reached through a standby.
+  EXPECT_EQ(cluster->run_task("t1", "vol-1", "node-1", "echo hi > \"$MOORING_VOLUME_DATA/f\""), "complete");
+}
+
+TEST_F(Ha, OverMutualTlsAStandbyForwardsOverHttpsAndAgentsFollowTheLeader) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  cluster = std::make_unique<Cluster>(
+      ClusterOptions{.mutual_tls = true, .etcd = "etcd://" + etcd.endpoint() + "/ha", .controlplanes = 3});
+  cluster->start_controlplane(2);
+  ASSERT_EQ(cluster->leader(), std::optional<std::size_t>(2));
+  cluster->start_controlplane(0);
+  cluster->start_controlplane(1);
+  cluster->start_node("node-1");
+  cluster->use_controlplane(0);
+  auto created = create("vol-tls");
+  ASSERT_EQ(created.status, 200u) << created.body << created.error;
+  EXPECT_EQ(created.header("x-mooring-leader"), "https://127.0.0.1:" + std::to_string(cluster->http_port(2)));
+  EXPECT_EQ(cluster->run_task("t1", "vol-tls", "node-1", "echo hi > \"$MOORING_VOLUME_DATA/f\""), "complete");
+}
+
+TEST_F(Ha, LeaderKill9DuringClaimsAStandbyLeadsWithinTwoLeasesAndNoControllerCallIsLost) {
+  test::EtcdCluster etcd(tmp.path() / "etcd3");
+  etcd.start();
+  make_cluster(etcd.url("/ha"));
+  cluster->start_controlplane();
+  const auto first = cluster->leader();
+  ASSERT_TRUE(first);
+  cluster->use_controlplane((*first + 1) % 3);  // a member that stays up
+  cluster->start_node("node-1");
+  constexpr int kVolumes = 6;
+  for (int i = 0; i < kVolumes; ++i) ASSERT_EQ(create("vol-" + std::to_string(i)).status, 200u);
+
+  std::vector<std::string> allocs;
+  auto submit = [&](int i) {
+    const std::map<std::string, std::string> key = {{"Idempotency-Key", "ha-alloc-" + std::to_string(i)}};
+    HttpResult r;
+    EXPECT_TRUE(Cluster::eventually([&] {
+      r = cluster->request("POST", "/v1/allocations",
+                           json{{"Allocation", allocation("a" + std::to_string(i), "vol-" + std::to_string(i), "node-1",
+                                                          "sleep 1")}}
+                               .dump(),
+                           key);
+      return r.status == 200;
+    }, 30s)) << r.status << " " << r.body;
+    if (r.status == 200) allocs.push_back(json::parse(r.body)["ID"].get<std::string>());
+  };
+  for (int i = 0; i < kVolumes / 2; ++i) submit(i);
+
+  cluster->kill_controlplane(*first);
+  const auto killed = Clock::now();
+  // The first write a standby serves after the kill.
+  HttpResult write;
+  ASSERT_TRUE(Cluster::eventually([&] {
+    write = create("after-kill");
+    return write.status == 200;
+  }, 20s)) << write.status << " " << write.body;
+  const auto failover = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
+  std::cerr << "failover: kill -9 of the leader -> first write served in " << failover.count() << " ms (lease "
+            << std::chrono::milliseconds(kLease).count() << " ms)\n";
+  EXPECT_LE(failover, 2 * kLease);
+  const auto second = cluster->leader();
+  ASSERT_TRUE(second);
+  EXPECT_NE(*second, *first);
+
+  for (int i = kVolumes / 2; i < kVolumes; ++i) submit(i);
+  // Every allocation ends and every claim is freed, once.
+  for (const auto& id : allocs)
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "complete"; }, 45s))
+        << id << " is " << cluster->alloc_status(id);
+  for (int i = 0; i < kVolumes; ++i)
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count("vol-" + std::to_string(i)) == 0; }, 45s))
+        << cluster->volume("vol-" + std::to_string(i)).dump();
+  std::vector<std::string> volumes;
+  for (int i = 0; i < kVolumes; ++i) volumes.push_back("vol-" + std::to_string(i));
+  // At most the calls in flight at the kill are repeated (one publish and one unpublish each).
+  EXPECT_LE(expect_nothing_lost(volumes, "node-1"), kVolumes);
+  // No acknowledged write lost: all volumes are there on the new leader.
+  for (int i = 0; i < kVolumes; ++i) EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/vol-" + std::to_string(i)).status, 200u);
+  EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/after-kill").status, 200u);
+}
+
+TEST_F(Ha, LeaderKill9DuringAGcStormEveryClaimIsFreedAndNoControllerCallIsLost) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  make_cluster("etcd://" + etcd.endpoint() + "/ha");
+  cluster->start_controlplane();
+  const auto first = cluster->leader();
+  ASSERT_TRUE(first);
+  cluster->use_controlplane((*first + 1) % 3);
+  cluster->start_node("node-1");
+  constexpr int kVolumes = 12;
+  std::vector<std::string> allocs;
+  for (int i = 0; i < kVolumes; ++i) {
+    const std::string vol = "storm-" + std::to_string(i);
+    ASSERT_EQ(create(vol).status, 200u);
+    allocs.push_back(cluster->run_alloc(allocation("s" + std::to_string(i), vol, "node-1", "sleep 600")));
+  }
+  for (const auto& id : allocs)
+    ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
+
+  // Every allocation stopped at once: a storm of releases, and the leader killed in the middle.
+  for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
+  std::this_thread::sleep_for(300ms);
+  cluster->kill_controlplane(*first);
+  const auto second = cluster->leader();  // (the dead one is not asked)
+  ASSERT_TRUE(second);
+  ASSERT_NE(*second, *first);
+
+  for (int i = 0; i < kVolumes; ++i)
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count("storm-" + std::to_string(i)) == 0; }, 45s))
+        << cluster->volume("storm-" + std::to_string(i)).dump();
+  std::vector<std::string> volumes;
+  for (int i = 0; i < kVolumes; ++i) volumes.push_back("storm-" + std::to_string(i));
+  EXPECT_LE(expect_nothing_lost(volumes, "node-1"), kVolumes);
+  for (const auto& id : allocs) EXPECT_EQ(cluster->alloc_status(id), "complete");
+  EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+}
+
+TEST_F(Ha, PausedLeaderCommitsNothingAfterItsLeaseAndComesBackAsAStandby) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  make_cluster("etcd://" + etcd.endpoint() + "/ha");
+  cluster->start_controlplane();
+  const auto first = cluster->leader();
+  ASSERT_TRUE(first);
+  cluster->use_controlplane((*first + 1) % 3);
+  cluster->start_node("node-1");
+  ASSERT_EQ(create("before").status, 200u);
+
+  ASSERT_TRUE(cluster->controlplane(*first).stop());  // SIGSTOP, every thread stopped
+  std::this_thread::sleep_for(3 * kLease);
+  const auto second = cluster->leader();
+  ASSERT_TRUE(second);
+  EXPECT_NE(*second, *first);
+  // The agent's calls to the paused leader time out and it moves on; until then the new leader
+  // has no healthy controller to create with, and says so with a 503 a client retries.
+  HttpResult during;
+  ASSERT_TRUE(Cluster::eventually([&] {
+    during = create("during-pause");
+    return during.status == 200;
+  }, 20s)) << during.status << " " << during.body;
+
+  ASSERT_TRUE(cluster->controlplane(*first).resume());
+  // It notices at once, commits nothing, and restarts as a standby naming the new leader.
+  ASSERT_TRUE(Cluster::eventually([&] {
+    return cluster->controlplane_log(*first).find("stepping down") != std::string::npos;
+  }, 10s)) << cluster->controlplane_log(*first);
+  ASSERT_TRUE(Cluster::eventually([&] {
+    return ready_status(*first) == 503u &&
+           leader_address_from(*first) == "http://127.0.0.1:" + std::to_string(cluster->http_port(*second));
+  }, 15s));
+  EXPECT_EQ(cluster->leader(), second);
+  EXPECT_TRUE(cluster->controlplane(*first).running());
+  // Its writes after the lease ended were refused: the log has no commit after the pause.
+  const auto log = cluster->controlplane_log(*first);
+  EXPECT_EQ(log.find("state snapshot written", log.find("stepping down")), std::string::npos);
+  // Through the old leader (now a standby) the state is the new leader's.
+  cluster->use_controlplane(*first);
+  EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/before").status, 200u);
+  EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/during-pause").status, 200u);
+  ASSERT_EQ(create("after-resume").status, 200u);
+}
+
+TEST_F(Ha, OneEtcdMemberDownChangesNothingTwoDownRefuseWritesUntilQuorumReturns) {
+  test::EtcdCluster etcd(tmp.path() / "etcd3");
+  etcd.start();
+  make_cluster(etcd.url("/ha"));
+  cluster->start_controlplane();
+  const auto first = cluster->leader();
+  ASSERT_TRUE(first);
+  cluster->start_node("node-1");
+  ASSERT_EQ(create("v-start").status, 200u);
+
+  // One member down: writes go on. When it was etcd's own raft leader, etcd elects another (1-2 s
+  // with its defaults); a write in flight then is dropped by etcd and fails at our 5 s request
+  // timeout (the client retries it with its key), and a 2 s lease may not ride the election out,
+  // in which case a standby takes over as after a kill. Either way writes are served again
+  // within that timeout plus 2 x lease.
+  etcd.kill(0);
+  const auto killed = Clock::now();
+  HttpResult one_down;
+  ASSERT_TRUE(Cluster::eventually([&] {
+    one_down = create("v-one-down");
+    return one_down.status == 200;
+  }, 10s)) << one_down.status << " " << one_down.body;
+  const auto gap = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
+  EXPECT_LE(gap, 5s + 2 * kLease);
+  const auto after_one = cluster->leader(5s);
+  std::cerr << "one etcd member killed: writes served after " << gap.count() << " ms; leadership "
+            << (after_one == first ? "stayed" : "moved") << "\n";
+
+  etcd.kill(1);
+  // No quorum: the leader cannot renew its lease and steps down; nobody can be elected, so a
+  // write is refused with 503 naming the reason. A write caught in the middle (sent to etcd, no
+  // quorum to commit it) has an unknown outcome: etcd may still commit it once quorum returns,
+  // whole, which the client learns by sending it again with its Idempotency-Key.
+  HttpResult refused;
+  ASSERT_TRUE(Cluster::eventually([&] {
+    refused = create("v-no-quorum");
+    std::cerr << "during the loss of quorum: " << refused.status << " " << refused.body << "\n";
+    return refused.status == 503 && refused.body.find("waiting for etcd") != std::string::npos;
+  }, 20s)) << refused.status << " " << refused.body;
+  // Once it says so, a write is refused before anything is done: never applied later.
+  auto after = create("v-refused");
+  EXPECT_EQ(after.status, 503u) << after.body;
+  EXPECT_NE(after.body.find("waiting for etcd"), std::string::npos) << after.body;
+
+  etcd.start(0);
+  ASSERT_TRUE(cluster->leader(30s)) << "no leader after quorum returned";
+  HttpResult back;
+  ASSERT_TRUE(Cluster::eventually([&] {
+    back = create("v-back");
+    return back.status == 200;
+  }, 20s)) << back.status << " " << back.body;
+  EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/v-start").status, 200u);
+  EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/v-one-down").status, 200u);
+  EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/v-refused").status, 404u) << "a refused write was applied";
+  // The one caught in the middle is whole either way: sent again with its key it is answered 200.
+  EXPECT_EQ(create("v-no-quorum").status, 200u);
+}
+
+TEST_F(Ha, EveryControlPlaneKilledAtOnceComesBackWithTheSameState) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  make_cluster("etcd://" + etcd.endpoint() + "/ha");
+  cluster->start_controlplane();
+  cluster->start_node("node-1");
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(create("vol-" + std::to_string(i)).status, 200u);
+  ASSERT_EQ(cluster->request("DELETE", "/v1/volume/csi/vol-3").status, 200u);
+  const auto volumes = cluster->request("GET", "/v1/volumes").body;
+  const auto nodes = cluster->request("GET", "/v1/nodes").body;
+  for (std::size_t i = 0; i < 3; ++i) cluster->kill_controlplane(i);
+  cluster->start_controlplane();
+  EXPECT_EQ(json::parse(cluster->request("GET", "/v1/volumes").body), json::parse(volumes));
+  EXPECT_EQ(json::parse(cluster->request("GET", "/v1/nodes").body).size(), json::parse(nodes).size());
+}
+
+TEST_F(Ha, StartedBeforeEtcdItWaitsNotReadyAndLeadsOnceEtcdIsUp) {
+  const auto port = test::free_tcp_port();
+  make_cluster("etcd://127.0.0.1:" + std::to_string(port) + "/ha");
+  cluster->start_controlplane(0);
+  std::this_thread::sleep_for(1s);
+  auto r = controlplane::http_request(cluster->http_port(0), "GET", "/v1/status/ready");
+  EXPECT_EQ(r.status, 503u);
+  EXPECT_NE(r.body.find("waiting for etcd"), std::string::npos) << r.body;
+  EXPECT_TRUE(cluster->controlplane(0).running());
+  test::EtcdProcess etcd(tmp.path() / "etcd-late",
+                         port);
+  etcd.start();
+  EXPECT_EQ(cluster->leader(20s), std::optional<std::size_t>(0));
+}
+
+}  // namespace
+}  // namespace mooring::e2e
