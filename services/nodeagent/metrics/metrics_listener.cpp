@@ -209,8 +209,9 @@ std::string MetricsListener::start() {
   if (!ec) a.bind(ep, ec);
   if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
+    const auto why = ec.message();  // before close() overwrites ec
     a.close(ec);
-    return "metrics address " + addr + ": " + ec.message();
+    return "metrics address " + addr + ": " + why;
   }
   impl_->tasks.spawn("metrics-accept", [self = impl_]() { return self->accept_loop(); });
   return "";

@@ -85,6 +85,18 @@ TEST(MetricsListener, LoopbackOnlyWithoutTls) {
   EXPECT_TRUE(has(bad.start(), "is not HOST:PORT"));
 }
 
+TEST(MetricsListener, APortInUseIsRefusedSayingWhy) {
+  boost::asio::io_context io;
+  metrics::Registry r;
+  MetricsListener first(io.get_executor(), r, {}, {.address = "127.0.0.1:0"});
+  ASSERT_EQ(first.start(), "");
+  const auto taken = "127.0.0.1:" + std::to_string(first.port());
+  MetricsListener second(io.get_executor(), r, {}, {.address = taken});
+  const auto err = second.start();
+  EXPECT_TRUE(has(err, taken)) << err;
+  EXPECT_TRUE(has(err, "in use")) << err;  // the bind's error, not the close()'s "Success"
+}
+
 TEST(MetricsListener, ServesTheRegistryAndTheGaugesOverLoopbackHttp) {
   boost::asio::io_context io;
   metrics::Registry r;

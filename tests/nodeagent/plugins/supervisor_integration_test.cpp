@@ -295,7 +295,8 @@ TEST_F(SupervisorIntegration, PersistedPluginNoLongerConfiguredIsDeregisteredAft
     test::ChildProcess crashed(test::SpawnOptions{
         test::binary_path("mooring-nodeagent"),
         {"--insecure", "--node-id", "node-1", "--data-dir", (tmp_ / "agent").string(), "--controlplane-addr", cp_.address(),
-         "--grpc-addr", "127.0.0.1:0", "--heartbeat-interval", "200ms", "--plugin", spec},
+         "--grpc-addr", "127.0.0.1:0", "--heartbeat-interval", "200ms",
+         "--metrics-addr", "127.0.0.1:0", "--plugin", spec},
         {},
         true,
         tmp_ / "crashed-agent.log"});
@@ -372,6 +373,7 @@ TEST(NodeAgentBinary, RunsAgainstTheControlPlaneAndShutsDownGracefullyOnSigterm)
   test::ChildProcess agent(test::SpawnOptions{
       test::binary_path("mooring-nodeagent"),
       {"--insecure", "--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
+         "--metrics-addr", "127.0.0.1:0",
        "--plugin", spec},
       {},
       true,
@@ -406,6 +408,7 @@ class NodeAgentProcesses : public ::testing::Test {
     agents.push_back(std::make_unique<test::ChildProcess>(test::SpawnOptions{
         test::binary_path("mooring-nodeagent"),
         {"--insecure", "--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
+         "--metrics-addr", "127.0.0.1:0",
          "--grpc-addr", "127.0.0.1:0", "--plugin", spec},
         {},
         true,
@@ -471,6 +474,7 @@ TEST_F(NodeAgentProcesses, ASidecarSocketThatAppearsLaterIsHealthyWithinASecond)
   agents.push_back(std::make_unique<test::ChildProcess>(test::SpawnOptions{
       test::binary_path("mooring-nodeagent"),
       {"--insecure", "--data-dir", (tmp / "agent").string(), "--controlplane-addr", cp.address(), "--heartbeat-interval", "200ms",
+         "--metrics-addr", "127.0.0.1:0",
        "--grpc-addr", "127.0.0.1:0", "--plugin", "hostpath,type=monolith,socket=" + socket.string()},
       {},
       true,
