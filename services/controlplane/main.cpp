@@ -48,6 +48,7 @@
 #include "services/controlplane/volumes/controller_calls.hpp"
 #include "services/controlplane/volumes/volume_lifecycle.hpp"
 #include "shared/async/task_group.hpp"
+#include "shared/config/host_port.hpp"
 #include "shared/config/settings.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
@@ -76,7 +77,9 @@ void raise_open_file_limit(const log::Logger& log) {
 
 http::ServerConfig http_server_config(const ControlPlaneConfig& flags) {
   http::ServerConfig config;
-  split_host_port(flags.http_addr, config.address, config.port);  // validated by the parser
+  const auto listen = config::parse_host_port(flags.http_addr).value();  // validated by the parser
+  config.address = listen.host;
+  config.port = listen.port;
   config.max_connections = flags.http_max_connections;
   config.max_connections_per_client = flags.http_max_connections_per_client;
   // HTTPS with the same certificate as the agents' gRPC port (none with --insecure).
@@ -176,19 +179,20 @@ void watch_certificates(async::TaskGroup& tasks, http::Server& server,
 ha::LeaderRecord advertised(const ControlPlaneConfig& flags, bool https, std::uint16_t http_port, int grpc_port) {
   ha::LeaderRecord self;
   self.id = domain::new_id();
-  std::string host;
-  std::uint16_t port = 0;
+  // A port of 0 in the flags: the one the listener was given.
   if (!flags.advertise_http_addr.empty()) {
     self.http_addr = flags.advertise_http_addr;
   } else {
-    split_host_port(flags.http_addr, host, port);
-    self.http_addr = std::string(https ? "https://" : "http://") + host + ":" + std::to_string(http_port);
+    auto listen = config::parse_host_port(flags.http_addr).value();
+    listen.port = http_port;
+    self.http_addr = std::string(https ? "https://" : "http://") + config::to_string(listen);
   }
   if (!flags.advertise_grpc_addr.empty()) {
     self.grpc_addr = flags.advertise_grpc_addr;
   } else {
-    split_host_port(flags.grpc_addr, host, port);
-    self.grpc_addr = host + ":" + std::to_string(grpc_port);
+    auto listen = config::parse_host_port(flags.grpc_addr).value();
+    listen.port = static_cast<std::uint16_t>(grpc_port);
+    self.grpc_addr = config::to_string(listen);
   }
   if (self.http_addr.find("0.0.0.0") != std::string::npos || self.grpc_addr.starts_with("0.0.0.0"))
     logger.warn("listening on 0.0.0.0: give --advertise-http-addr and --advertise-grpc-addr, or standbys and agents "
@@ -217,9 +221,6 @@ int main(int argc, char** argv) {
   // Before anything that records is built: each component takes its handles when constructed.
   if (flags.metrics) metrics::enable(metrics::Service::controlplane);
   const http::ServerConfig http_config = http_server_config(flags);
-  std::string grpc_host;
-  std::uint16_t grpc_port = 0;
-  split_host_port(flags.grpc_addr, grpc_host, grpc_port);  // validated by the parser
 
   // The embedded SQLite file, or etcd (state/etcd_backend.hpp) for control planes that share it.
   std::unique_ptr<StateBackend> backend;
@@ -396,7 +397,7 @@ int main(int argc, char** argv) {
   }
   AgentService agent_service{io.get_executor(), store, liveness, &publisher, agent_options};
   std::string grpc_error;
-  auto grpc_server = rpc::Server::start(rpc::ServerOptions{.address = grpc_host + ":" + std::to_string(grpc_port),
+  auto grpc_server = rpc::Server::start(rpc::ServerOptions{.address = flags.grpc_addr,
                                                            .services = {agent_service.service()},
                                                            .security = security},
                                         grpc_error);
@@ -404,7 +405,7 @@ int main(int argc, char** argv) {
     logger.error("cannot listen", {{"addr", flags.grpc_addr}, {"error", grpc_error}});
     return 1;
   }
-  logger.info("grpc api listening", {{"addr", grpc_host}, {"port", grpc_server->port()},
+  logger.info("grpc api listening", {{"addr", flags.grpc_addr}, {"port", grpc_server->port()},
                                      {"heartbeat_ttl", flags.heartbeat_ttl}});
   async::TaskGroup node_tasks{io.get_executor(), "nodes"};
   if (security) watch_certificates(node_tasks, server, security);

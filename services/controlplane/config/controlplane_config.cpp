@@ -13,6 +13,7 @@
 
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/state/etcd_backend.hpp"
+#include "shared/config/host_port.hpp"
 #include "shared/config/settings.hpp"
 
 namespace mooring::controlplane {
@@ -242,22 +243,6 @@ std::set<std::string> switch_names() {
 
 }  // namespace
 
-bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port) {
-  const auto colon = addr.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  host = addr.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  try {
-    std::size_t used = 0;
-    const unsigned long p = std::stoul(addr.substr(colon + 1), &used);
-    if (used != addr.size() - colon - 1 || p > 65535) return false;
-    port = static_cast<std::uint16_t>(p);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return true;
-}
-
 std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_config(
     const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
   try {
@@ -311,16 +296,14 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     if (any_etcd_tls && !etcd) throw Fail{"--etcd-cacert/--etcd-cert/--etcd-key need --state etcd://..."};
     if (any_etcd_tls && c.etcd_ca_file.empty()) throw Fail{"--etcd-cert/--etcd-key need --etcd-cacert"};
     if (c.etcd_cert_file.empty() != c.etcd_key_file.empty()) throw Fail{"--etcd-cert and --etcd-key go together"};
-    std::string host;
-    std::uint16_t port = 0;
-    if (!split_host_port(c.http_addr, host, port))
+    if (!config::parse_host_port(c.http_addr))
       throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
-    if (!split_host_port(c.grpc_addr, host, port))
+    if (!config::parse_host_port(c.grpc_addr))
       throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
     if (!c.advertise_http_addr.empty() && !c.advertise_http_addr.starts_with("http://") &&
         !c.advertise_http_addr.starts_with("https://"))
       throw Fail{"advertise_http_addr: expected http://HOST:PORT or https://HOST:PORT, got " + qt(c.advertise_http_addr)};
-    if (!c.advertise_grpc_addr.empty() && !split_host_port(c.advertise_grpc_addr, host, port))
+    if (!c.advertise_grpc_addr.empty() && !config::parse_host_port(c.advertise_grpc_addr))
       throw Fail{"advertise_grpc_addr: expected HOST:PORT, got " + qt(c.advertise_grpc_addr)};
     const bool any_tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
     const bool all_tls = !c.tls_ca_file.empty() && !c.tls_cert_file.empty() && !c.tls_key_file.empty();

@@ -76,7 +76,4 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
 // --help: every flag with its environment variable, file key and default.
 std::string controlplane_config_help();
 
-// "HOST:PORT" ("[::1]:4700" too); false when it is not one.
-bool split_host_port(const std::string& addr, std::string& host, std::uint16_t& port);
-
 }  // namespace mooring::controlplane

@@ -10,7 +10,6 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 
 #include "shared/tls/certificates.hpp"
@@ -62,16 +61,7 @@ std::optional<Url> parse_url(std::string_view url) {
 // (a pod IP in Kubernetes, which its certificate does not name). Other certificates must name
 // the host dialled.
 bool is_control_plane(X509* cert) {
-  if (cert == nullptr) return false;
-  BIO* bio = BIO_new(BIO_s_mem());
-  if (bio == nullptr || PEM_write_bio_X509(bio, cert) != 1) {
-    BIO_free(bio);
-    return false;
-  }
-  char* data = nullptr;
-  const long length = BIO_get_mem_data(bio, &data);
-  auto info = tls::inspect(std::string_view(data, static_cast<std::size_t>(length)));
-  BIO_free(bio);
+  auto info = tls::inspect(cert);
   return info && info->identity && info->identity->role == tls::Role::server;
 }
 

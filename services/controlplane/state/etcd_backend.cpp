@@ -6,6 +6,7 @@
 
 #include "etcd/rpc.grpc.pb.h"
 #include "mooring/v1/state_log.pb.h"
+#include "shared/config/host_port.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 #include "shared/tls/cert_files.hpp"
@@ -190,9 +191,7 @@ domain::Expected<EtcdOptions> parse_etcd_url(std::string_view url) {
   while (!hosts.empty()) {
     const auto comma = hosts.find(',');
     std::string_view h = hosts.substr(0, comma);
-    const auto colon = h.rfind(':');
-    if (h.empty() || colon == std::string_view::npos || colon == 0 || colon + 1 == h.size() ||
-        h.substr(colon + 1).find_first_not_of("0123456789") != std::string_view::npos)
+    if (!config::parse_host_port(h))
       return error("state URL \"" + std::string(url) + "\": endpoint \"" + std::string(h) + "\" is not host:port");
     o.endpoints.emplace_back(h);
     if (comma == std::string_view::npos) break;

@@ -1,5 +1,6 @@
 #include "services/nodeagent/config/agent_config.hpp"
 
+#include "shared/config/host_port.hpp"
 #include "shared/config/settings.hpp"
 
 #include <nlohmann/json.hpp>
@@ -348,10 +349,7 @@ void validate(const AgentConfig& cfg) {
     if (addr->empty()) throw Fail{std::string(addr == &cfg.grpc_addr ? "grpc_addr" : "controlplane_addr") + ": must not be empty"};
   }
   if (cfg.metrics) {
-    const auto colon = cfg.metrics_addr.rfind(':');
-    const auto port = colon == std::string::npos ? std::string() : cfg.metrics_addr.substr(colon + 1);
-    if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
-        port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535)
+    if (!config::parse_host_port(cfg.metrics_addr))
       throw Fail{"metrics_addr: " + qt(cfg.metrics_addr) + " is not HOST:PORT"};
   }
 }

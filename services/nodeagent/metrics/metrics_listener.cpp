@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/async/task_group.hpp"
+#include "shared/config/host_port.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::nodeagent {
@@ -36,19 +37,6 @@ constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 // A scraper sends its request at once and reads the answer at once.
 constexpr std::chrono::seconds kRequestTimeout{10};
 constexpr std::size_t kHeaderLimit = 8 * 1024;
-
-bool split_address(const std::string& addr, std::string& host, std::uint16_t& port) {
-  const auto colon = addr.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  host = addr.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  const auto digits = addr.substr(colon + 1);
-  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
-  const auto p = std::stoul(digits);
-  if (p > 65535) return false;
-  port = static_cast<std::uint16_t>(p);
-  return true;
-}
 
 }  // namespace
 
@@ -188,9 +176,9 @@ MetricsListener::~MetricsListener() {
 
 std::string MetricsListener::start() {
   const auto& addr = impl_->options.address;
-  std::string host;
-  std::uint16_t port = 0;
-  if (!split_address(addr, host, port)) return "metrics address " + addr + " is not HOST:PORT";
+  const auto where = config::parse_host_port(addr);
+  if (!where) return "metrics address " + addr + " is not HOST:PORT";
+  const auto& [host, port] = *where;
   if (!is_loopback_host(host)) {
     if (impl_->options.cert_file.empty() || impl_->options.key_file.empty() || impl_->options.ca_file.empty())
       return "metrics address " + addr +
