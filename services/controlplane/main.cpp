@@ -43,6 +43,7 @@
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/etcd_channels.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "services/controlplane/volumes/controller_calls.hpp"
@@ -425,13 +426,13 @@ int main(int argc, char** argv) {
   if (!ha_mode) {
     lead();
   } else {
-    auto channel = etcd_channel(etcd_options);
+    auto channel = EtcdChannels::make(etcd_options);
     if (!channel) {
       logger.error("cannot reach etcd", {{"error", channel.error()}});
       return 1;
     }
     ha::ElectionOptions election_options{
-        .channel = *channel,
+        .etcd = *channel,
         .key = etcd_options.prefix + "/leader",
         .self = advertised(flags, server.secure(), server.port(), grpc_server->port()),
         .lease = flags.leader_lease,

@@ -41,9 +41,22 @@ std::optional<LeaderRecord> LeaderRecord::from_json(const std::string& text) {
   return r;
 }
 
+// One call on etcd's current endpoint (EtcdChannels); an unreachable one makes the next call use the next.
 struct LeaderElection::Stubs {
-  std::unique_ptr<pb::KV::Stub> kv;
-  std::unique_ptr<pb::Lease::Stub> lease;
+  std::shared_ptr<EtcdChannels> etcd;
+
+  template <class Service, class Call>
+  grpc::Status call(Call&& call) const {
+    auto channel = etcd->get();
+    auto stub = Service::NewStub(channel);
+    auto status = call(*stub);
+    etcd->done(channel, status);
+    return status;
+  }
+  template <class Call>
+  grpc::Status kv(Call&& c) const { return call<pb::KV>(std::forward<Call>(c)); }
+  template <class Call>
+  grpc::Status lease(Call&& c) const { return call<pb::Lease>(std::forward<Call>(c)); }
 };
 
 LeaderElection::LeaderElection(ElectionOptions options, std::function<void(LeaderFence)> elected,
@@ -54,8 +67,7 @@ LeaderElection::LeaderElection(ElectionOptions options, std::function<void(Leade
       // etcd counts leases in whole seconds (and raises a TTL below its minimum, ~1.5 s by default).
       ttl_(std::chrono::seconds(std::max<std::int64_t>(1, (options_.lease.count() + 999) / 1000))),
       stubs_(std::make_unique<Stubs>()) {
-  stubs_->kv = pb::KV::NewStub(options_.channel);
-  stubs_->lease = pb::Lease::NewStub(options_.channel);
+  stubs_->etcd = options_.etcd;
 }
 
 LeaderElection::~LeaderElection() { stop(); }
@@ -79,7 +91,7 @@ void LeaderElection::stop() {
     pb::LeaseRevokeRequest req;
     req.set_id(lease_id_);
     pb::LeaseRevokeResponse res;
-    if (auto s = stubs_->lease->LeaseRevoke(&ctx, req, &res); s.ok())
+    if (auto s = stubs_->lease([&](auto& lease) { return lease.LeaseRevoke(&ctx, req, &res); }); s.ok())
       kLog.info("leadership handed over (lease revoked)", {{"key", options_.key}});
     else
       kLog.warn("cannot revoke the leader lease; a standby takes over when it expires",
@@ -159,7 +171,7 @@ bool LeaderElection::campaign() {
   pb::RangeRequest range;
   range.set_key(options_.key);
   pb::RangeResponse current;
-  if (auto s = stubs_->kv->Range(context().get(), range, &current); !s.ok()) {
+  if (auto s = stubs_->kv([&](auto& kv) { return kv.Range(context().get(), range, &current); }); !s.ok()) {
     set_leader(std::nullopt, "etcd does not answer: " + status_text(s));
     return false;
   }
@@ -176,7 +188,8 @@ bool LeaderElection::campaign() {
   pb::LeaseGrantRequest grant;
   grant.set_ttl(std::chrono::duration_cast<std::chrono::seconds>(ttl_).count());
   pb::LeaseGrantResponse granted;
-  if (auto s = stubs_->lease->LeaseGrant(context().get(), grant, &granted); !s.ok() || !granted.error().empty()) {
+  if (auto s = stubs_->lease([&](auto& lease) { return lease.LeaseGrant(context().get(), grant, &granted); });
+      !s.ok() || !granted.error().empty()) {
     set_leader(std::nullopt, "etcd refused a lease: " + (s.ok() ? granted.error() : status_text(s)));
     return false;
   }
@@ -193,7 +206,7 @@ bool LeaderElection::campaign() {
   put->set_lease(granted.id());
   txn.add_failure()->mutable_request_range()->set_key(options_.key);
   pb::TxnResponse res;
-  const auto s = stubs_->kv->Txn(context().get(), txn, &res);
+  const auto s = stubs_->kv([&](auto& kv) { return kv.Txn(context().get(), txn, &res); });
   if (!s.ok() || !res.succeeded()) {
     // Lost the race (or cannot tell): give the lease back so a key we may have written goes too.
     grpc::ClientContext ctx;
@@ -201,7 +214,7 @@ bool LeaderElection::campaign() {
     pb::LeaseRevokeRequest revoke;
     revoke.set_id(granted.id());
     pb::LeaseRevokeResponse revoked;
-    (void)stubs_->lease->LeaseRevoke(&ctx, revoke, &revoked);
+    (void)stubs_->lease([&](auto& lease) { return lease.LeaseRevoke(&ctx, revoke, &revoked); });
     if (!s.ok()) {
       set_leader(std::nullopt, "etcd does not answer: " + status_text(s));
     } else if (res.responses_size() == 1 && res.responses(0).response_range().kvs_size() == 1) {
@@ -233,13 +246,16 @@ void LeaderElection::renew() {
   const auto sent = Clock::now();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, ttl_ / 2));
-  auto stream = stubs_->lease->LeaseKeepAlive(&ctx);
   pb::LeaseKeepAliveRequest req;
   req.set_id(lease_id_);
   pb::LeaseKeepAliveResponse res;
-  bool answered = stream->Write(req) && stream->Read(&res);
-  stream->WritesDone();
-  const auto status = stream->Finish();
+  bool answered = false;
+  const auto status = stubs_->lease([&](auto& lease) {
+    auto stream = lease.LeaseKeepAlive(&ctx);
+    answered = stream->Write(req) && stream->Read(&res);
+    stream->WritesDone();
+    return stream->Finish();
+  });
   if (answered && res.ttl() <= 0) {
     lose("etcd says the lease expired (this process was paused or cut off for longer than the lease)");
     return;

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/etcd_channels.hpp"
 
 namespace mooring::controlplane::ha {
 
@@ -40,7 +41,7 @@ struct LeaderRecord {
 };
 
 struct ElectionOptions {
-  std::shared_ptr<grpc::Channel> channel;  // to etcd (etcd_channel())
+  std::shared_ptr<EtcdChannels> etcd;  // shared with the backend's traffic or its own
   std::string key;                         // "<prefix>/leader"
   LeaderRecord self;
   std::chrono::milliseconds lease{2'000};  // rounded up to whole seconds (etcd's unit)
