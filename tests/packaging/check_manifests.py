@@ -287,10 +287,10 @@ def self_test_plaintext_detection(c):
 def check_no_plaintext(c):
     self_test_plaintext_detection(c)
     sources = {"docker/compose.yaml": yaml.safe_load(c.read("docker/compose.yaml"))}
-    kdir = "deploy/kubernetes"
-    for f in sorted(os.listdir(c.path(kdir))):
-        if f.endswith(".yaml"):
-            sources[f"{kdir}/{f}"] = list(yaml.safe_load_all(c.read(f"{kdir}/{f}")))
+    for kdir in ("deploy/kubernetes", "deploy/kubernetes-ha"):
+        for f in sorted(os.listdir(c.path(kdir))):
+            if f.endswith(".yaml"):
+                sources[f"{kdir}/{f}"] = list(yaml.safe_load_all(c.read(f"{kdir}/{f}")))
     sources["docker/agent.json"] = json.loads(c.read("docker/agent.json"))
     stages = dockerfile_stages(c.read("docker/Dockerfile"))
     sources["docker/Dockerfile"] = {t: {"ENTRYPOINT": st["entrypoint"], "CMD": st["cmd"]} for t, st in stages.items()}
@@ -637,7 +637,7 @@ def check_compose_stack(c, services, label, controlplanes, min_agents):
                  f"{label} {agent_name}/{plugins[0]}: share the agent data dir {data_dir} with rshared propagation")
 
 
-def check_kubernetes_tls(c, docs, cp, ds):
+def check_kubernetes_tls(c, docs, cp, ds, label):
     """TLS and ACLs in the manifests: Secrets, the init Job, the enroll init container, HTTPS."""
     find = lambda kind: [d for d in docs if d["kind"] == kind]  # noqa: E731
     jobs = find("Job")
@@ -649,7 +649,7 @@ def check_kubernetes_tls(c, docs, cp, ds):
             if st:
                 steps[st[0]] = (job, ctr, st)
                 check_init_use(c, f"Job {job['metadata']['name']} container {ctr['name']}", *st)
-    c.expect("k8s-tls" in steps and "k8s-acl" in steps, "kubernetes: a Job runs the k8s-tls and k8s-acl init steps")
+    c.expect("k8s-tls" in steps and "k8s-acl" in steps, f"{label}: a Job runs the k8s-tls and k8s-acl init steps")
     if "k8s-tls" in steps:
         job, _, _ = steps["k8s-tls"]
         sa = job["spec"]["template"]["spec"].get("serviceAccountName")
@@ -657,7 +657,7 @@ def check_kubernetes_tls(c, docs, cp, ds):
         binding = next((b for b in find("RoleBinding") if any(s.get("name") == sa for s in b.get("subjects", []))), None)
         rules = roles.get((binding or {}).get("roleRef", {}).get("name"), {}).get("rules", [])
         verbs = {v for r in rules if "secrets" in r.get("resources", []) for v in r.get("verbs", [])}
-        c.expect(verbs == {"get", "create"}, f"kubernetes: the init Job's service account {sa} may get and create "
+        c.expect(verbs == {"get", "create"}, f"{label}: the init Job's service account {sa} may get and create "
                  f"Secrets, nothing more (has {sorted(verbs)})")
 
     def secret_volumes(pod):
@@ -670,34 +670,34 @@ def check_kubernetes_tls(c, docs, cp, ds):
     for flag in TLS_FLAGS + ("tls-ca-key-file",):
         path = c.flag_value(ctr.get("args", []), flag) or ""
         c.expect(svols.get(mounts.get(os.path.dirname(path))) == "mooring-controlplane-tls",
-                 f"kubernetes: control plane --{flag} {path} comes from Secret mooring-controlplane-tls")
+                 f"{label}: control plane --{flag} {path} comes from Secret mooring-controlplane-tls")
     for probe in ("livenessProbe", "readinessProbe"):
         c.expect(ctr.get(probe, {}).get("httpGet", {}).get("scheme") == "HTTPS",
-                 f"kubernetes: control plane {probe} uses HTTPS")
+                 f"{label}: control plane {probe} uses HTTPS")
     for flag in ("http-addr", "grpc-addr"):
         addr = c.flag_value(ctr.get("args", []), flag) or ""
         c.expect(not addr.startswith("0.0.0.0") and not addr.startswith(":"),
-                 f"kubernetes: control plane --{flag} {addr} is not a wildcard address")
+                 f"{label}: control plane --{flag} {addr} is not a wildcard address")
 
     pod = ds["spec"]["template"]["spec"]
     svols = secret_volumes(pod)
     enroll = [(x, init_step(x.get("command"), x.get("args"))) for x in pod.get("initContainers", [])]
     enroll = [(x, st) for x, st in enroll if st and st[0] == "enroll"]
-    if not c.expect(len(enroll) == 1, "kubernetes: the DaemonSet enrolls its node in an init container"):
+    if not c.expect(len(enroll) == 1, f"{label}: the DaemonSet enrolls its node in an init container"):
         return
     ectr, (_, eopts, rest) = enroll[0]
     check_init_use(c, "DaemonSet init container " + ectr["name"], "enroll", eopts, rest)
     env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in ectr.get("env", [])}
     node_ref = eopts.get("node-id", [""])[0]
     c.expect(node_ref.startswith("$(") and env.get(node_ref[2:-1]) == "spec.nodeName",
-             f"kubernetes: the node enrolls as {node_ref}, its spec.nodeName (downward API)")
+             f"{label}: the node enrolls as {node_ref}, its spec.nodeName (downward API)")
     emounts = {m["mountPath"]: m["name"] for m in ectr.get("volumeMounts", [])}
     token_dir = os.path.dirname(eopts.get("token-file", [""])[0])
     ca_dir = os.path.dirname(eopts.get("ca-cert", [""])[0])
     c.expect(svols.get(emounts.get(token_dir)) == "mooring-enroll-token" and
              svols.get(emounts.get(ca_dir)) == "mooring-ca",
-             "kubernetes: the enrollment token and the CA certificate come from Secrets mooring-enroll-token, mooring-ca")
-    c.expect("mooring-controlplane-tls" not in svols.values(), "kubernetes: the CA key's Secret is not on the nodes")
+             f"{label}: the enrollment token and the CA certificate come from Secrets mooring-enroll-token, mooring-ca")
+    c.expect("mooring-controlplane-tls" not in svols.values(), f"{label}: the CA key's Secret is not on the nodes")
     agent = next(x for x in pod["containers"] if x["image"].split("/")[-1].startswith("nodeagent"))
     amounts = {m["mountPath"]: m["name"] for m in agent.get("volumeMounts", [])}
     edir = eopts.get("dir", [""])[0]
@@ -707,22 +707,199 @@ def check_kubernetes_tls(c, docs, cp, ds):
     vols = {v["name"]: v for v in pod.get("volumes", [])}
     c.expect(all(c.flag_value(agent.get("args", []), f) == p for f, p in expected.items()) and
              amounts.get(edir) == emounts.get(edir) and "hostPath" in vols.get(amounts.get(edir), {}),
-             f"kubernetes: the agent's TLS files are the ones the enroll init container writes ({edir}, a hostPath "
+             f"{label}: the agent's TLS files are the ones the enroll init container writes ({edir}, a hostPath "
              "kept across pod restarts so a renewal keeps the key)")
 
 
-def check_kubernetes(c):
-    kdir = "deploy/kubernetes"
+# Strategic merge patches, for the subset the overlays use (lists of named items merged by their
+# key, `$patch: delete` of an item or a whole object, other lists replaced), so the overlays are
+# checked without kubectl; where kubectl is installed its build is compared with this one.
+MERGE_KEYS = {"containers": "name", "initContainers": "name", "volumes": "name", "env": "name",
+              "volumeMounts": "mountPath", "ports": "containerPort"}
+
+
+def strategic_merge(base, patch, key=None):
+    if isinstance(base, list) and isinstance(patch, list) and key in MERGE_KEYS:
+        mk, out = MERGE_KEYS[key], list(base)
+        for item in patch:
+            idx = next((i for i, b in enumerate(out) if b.get(mk) == item.get(mk)), None)
+            if item.get("$patch") == "delete":
+                if idx is not None:
+                    del out[idx]
+            elif idx is None:
+                out.append(item)
+            else:
+                out[idx] = strategic_merge(out[idx], item)
+        return out
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            if k != "$patch":
+                out[k] = strategic_merge(out[k], v, k) if k in out else v
+        return out
+    return patch
+
+
+def kustomize(c, kdir, label):
+    """The objects `kubectl kustomize kdir` makes, by our own reading (resources: files and
+    directories with a kustomization; patches: strategic merge)."""
     kust = yaml.safe_load(c.read(f"{kdir}/kustomization.yaml"))
     docs = []
     for res in kust.get("resources", []):
-        if not c.expect(os.path.exists(c.path(f"{kdir}/{res}")), f"kustomization resource {res} exists"):
+        path = os.path.normpath(f"{kdir}/{res}")
+        if not c.expect(os.path.exists(c.path(path)), f"{label}: kustomization resource {res} exists"):
             continue
-        for d in yaml.safe_load_all(c.read(f"{kdir}/{res}")):
+        if os.path.isdir(c.path(path)):
+            docs += kustomize(c, path, label)
+            continue
+        for d in yaml.safe_load_all(c.read(path)):
             if d:
                 c.expect(all(k in d for k in ("apiVersion", "kind", "metadata")) and "name" in d["metadata"],
                          f"{res}: {d.get('kind')} {d.get('metadata', {}).get('name')} has apiVersion, kind, metadata.name")
                 docs.append(d)
+    for patch in kust.get("patches", []):
+        for p in yaml.safe_load_all(c.read(f"{kdir}/{patch['path']}")):
+            ident = (p.get("kind"), p.get("metadata", {}).get("name"))
+            idx = next((i for i, d in enumerate(docs) if (d["kind"], d["metadata"]["name"]) == ident), None)
+            if not c.expect(idx is not None, f"{label}: patch {patch['path']} changes {ident[0]} {ident[1]}, which exists"):
+                continue
+            if p.get("$patch") == "delete":
+                del docs[idx]
+            else:
+                docs[idx] = strategic_merge(docs[idx], p)
+    return docs
+
+
+def kubectl_build(c, kdir, label, docs):
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        return c.skip(f"kubectl is not installed; {kdir} not built with kustomize")
+    res = subprocess.run([kubectl, "kustomize", c.path(kdir)], capture_output=True, text=True, timeout=60)
+    if not c.expect(res.returncode == 0, f"kubectl kustomize builds {kdir}" + (f": {res.stderr.strip()}" if res.returncode else "")):
+        return
+    built = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(res.stdout) if d}
+    ours = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    c.expect(sorted(built) == sorted(ours), f"{label}: kubectl kustomize makes the objects this check read"
+             + (f" (kubectl: {sorted(set(built) - set(ours))}, here: {sorted(set(ours) - set(built))})"
+                if sorted(built) != sorted(ours) else ""))
+
+    def pods(objs):
+        return {k: [(x["name"], x.get("args"), sorted(m["mountPath"] for m in x.get("volumeMounts", [])))
+                    for x in o["spec"]["template"]["spec"].get("initContainers", []) + o["spec"]["template"]["spec"]["containers"]]
+                for k, o in objs.items() if "template" in o.get("spec", {})}
+    c.expect(pods(built) == pods(ours), f"{label}: every container's args and mounts are as kubectl kustomize makes them")
+
+
+def made_secrets(docs):
+    """The Secrets the init Job makes (the fixed four and those its tls step is told to make)."""
+    out = {"mooring-controlplane-tls", "mooring-ca", "mooring-bootstrap-token", "mooring-enroll-token"}
+    for job in (d for d in docs if d["kind"] == "Job"):
+        pod = job["spec"]["template"]["spec"]
+        for ctr in pod.get("initContainers", []) + pod.get("containers", []):
+            st = init_step(ctr.get("command"), ctr.get("args"))
+            if st:
+                for opt in ("etcd-secret", "keyring-secret"):
+                    out.update(st[1].get(opt, []))
+    return out
+
+
+def check_references(c, docs, label):
+    """Every Secret and ConfigMap a pod uses is made by the init Job or shipped, and the Job's
+    service account may read each Secret it makes (its Role's resourceNames)."""
+    shipped = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    made = made_secrets(docs)
+    for d in docs:
+        spec = d.get("spec", {}).get("template", {}).get("spec")
+        if not spec:
+            continue
+        refs = set()
+        for v in spec.get("volumes", []):
+            if "secret" in v:
+                refs.add(("Secret", v["secret"]["secretName"]))
+            if "configMap" in v:
+                refs.add(("ConfigMap", v["configMap"]["name"]))
+        for ctr in spec.get("initContainers", []) + spec.get("containers", []):
+            for e in ctr.get("env", []):
+                vf = e.get("valueFrom", {})
+                if "secretKeyRef" in vf:
+                    refs.add(("Secret", vf["secretKeyRef"]["name"]))
+                if "configMapKeyRef" in vf:
+                    refs.add(("ConfigMap", vf["configMapKeyRef"]["name"]))
+        missing = sorted(f"{k} {n}" for k, n in refs if (k, n) not in shipped and not (k == "Secret" and n in made))
+        c.expect(not missing, f"{label}: {d['kind']} {d['metadata']['name']} uses only Secrets/ConfigMaps the init makes or "
+                 "the manifests ship" + (f" (missing: {missing})" if missing else ""))
+    names = {n for r in (d for d in docs if d["kind"] == "Role") for rule in r.get("rules", [])
+             if "get" in rule.get("verbs", []) for n in rule.get("resourceNames", [])}
+    c.expect(made <= names, f"{label}: the init Job may read back every Secret it makes"
+             + (f" (not: {sorted(made - names)})" if not made <= names else ""))
+
+
+def check_kubernetes(c):
+    docs = kustomize(c, "deploy/kubernetes", "kubernetes")
+    check_kubernetes_shape(c, docs, "kubernetes", ha=False)
+    check_references(c, docs, "kubernetes")
+    kubectl_build(c, "deploy/kubernetes", "kubernetes", docs)
+    ha_docs = kustomize(c, "deploy/kubernetes-ha", "kubernetes-ha")
+    check_kubernetes_shape(c, ha_docs, "kubernetes-ha", ha=True)
+    check_references(c, ha_docs, "kubernetes-ha")
+    check_kubernetes_ha(c, ha_docs)
+    kubectl_build(c, "deploy/kubernetes-ha", "kubernetes-ha", ha_docs)
+
+
+def check_kubernetes_ha(c, docs):
+    label = "kubernetes-ha"
+    find = lambda kind: [d for d in docs if d["kind"] == kind]  # noqa: E731
+    services = {s["metadata"]["name"]: s for s in find("Service")}
+    sts = next((s for s in find("StatefulSet") if any("etcd" in x["image"].split("/")[-1]
+                                                    for x in s["spec"]["template"]["spec"]["containers"])), None)
+    if not c.expect(sts is not None and sts["spec"].get("replicas") == 3, f"{label}: an etcd StatefulSet of 3"):
+        return
+    pod = sts["spec"]["template"]["spec"]
+    etcd = next(x for x in pod["containers"] if "etcd" in x["image"].split("/")[-1])
+    c.check_flags("etcd", etcd.get("args", []), f"{label} etcd StatefulSet args")
+    headless = services.get(sts["spec"].get("serviceName"), {}).get("spec", {})
+    c.expect(headless.get("clusterIP") == "None" and headless.get("publishNotReadyAddresses") is True and
+             headless.get("selector", {}).items() <= sts["spec"]["template"]["metadata"]["labels"].items(),
+             f"{label}: the StatefulSet's serviceName is a headless Service publishing members before they are ready")
+    c.expect(sts["spec"].get("podManagementPolicy") == "Parallel", f"{label}: etcd members start together (Parallel)")
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in etcd.get("env", [])}
+    c.expect(env.get("POD_NAME") == "metadata.name", f"{label}: each member is named after its pod (downward API)")
+    name = sts["metadata"]["name"]
+    members = {f"{name}-{i}": [str(a).replace("$(POD_NAME)", f"{name}-{i}") for a in etcd.get("args", [])] for i in range(3)}
+    job_tls = next((st for job in find("Job") for x in job["spec"]["template"]["spec"].get("initContainers", [])
+                    for st in [init_step(x.get("command"), x.get("args"))] if st and st[0] == "k8s-tls"), None)
+    opts = job_tls[1] if job_tls else {}
+    endpoints = etcd_members_check(c, label, members, set(opts.get("etcd-dns", [])))
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    mounts = {m["mountPath"]: m["name"] for m in etcd.get("volumeMounts", [])}
+    tls_secret = {vols.get(mounts.get(os.path.dirname(c.flag_value(etcd["args"], f) or "")), {}).get("secret", {}).get("secretName")
+                  for f in ("cert-file", "key-file", "trusted-ca-file", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file")}
+    c.expect(tls_secret == set(opts.get("etcd-secret", [None])),
+             f"{label}: etcd's TLS files come from the Secret the init Job makes for it ({tls_secret})")
+    c.expect(any(t["metadata"]["name"] == "data" for t in sts["spec"].get("volumeClaimTemplates", [])) and
+             "/var/lib/etcd" in mounts, f"{label}: each etcd member keeps its data on its own volume claim")
+
+    cp = next(d for d in find("Deployment") if any(x["image"].split("/")[-1].startswith("controlplane")
+                                                    for x in d["spec"]["template"]["spec"]["containers"]))
+    cpod = cp["spec"]["template"]["spec"]
+    ctr = next(x for x in cpod["containers"] if x["image"].split("/")[-1].startswith("controlplane"))
+    cenv = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in ctr.get("env", [])}
+    c.expect(cenv.get("POD_IP") == "status.podIP", f"{label}: the control plane knows its pod IP (downward API)")
+    cvols = {v["name"]: v for v in cpod.get("volumes", [])}
+    cmounts = {m["mountPath"]: m["name"] for m in ctr.get("volumeMounts", [])}
+
+    def secret_of(path):
+        return cvols.get(cmounts.get(os.path.dirname(path or "")), {}).get("secret", {}).get("secretName")
+    keyring_secret = controlplane_ha_check(
+        c, label, "Deployment", ctr.get("args", []), endpoints, "$(POD_IP)",
+        lambda path: secret_of(path) if secret_of(path) in opts.get("keyring-secret", []) and
+        os.path.basename(path) == "keyring" else None)
+    c.expect(keyring_secret is not None, f"{label}: every replica reads the one keyring of Secret {keyring_secret}")
+    c.expect(all(secret_of(c.flag_value(ctr["args"], f)) == "mooring-controlplane-tls" for f in ("etcd-cacert", "etcd-cert", "etcd-key")),
+             f"{label}: the control plane's etcd client files are its own certificate and the CA (Secret mooring-controlplane-tls)")
+
+
+def check_kubernetes_shape(c, docs, label, ha):
     find = lambda kind: [d for d in docs if d["kind"] == kind]  # noqa: E731
     deployments, daemonsets, services, pvcs, cms = (find(k) for k in
                                                     ("Deployment", "DaemonSet", "Service", "PersistentVolumeClaim", "ConfigMap"))
@@ -734,7 +911,7 @@ def check_kubernetes(c):
     # Control plane
     cp = next((d for d in deployments if any(image_binary(x) == "mooring-controlplane"
                                              for x in d["spec"]["template"]["spec"]["containers"])), None)
-    if not c.expect(cp is not None, "kubernetes: a control plane Deployment"):
+    if not c.expect(cp is not None, f"{label}: a control plane Deployment"):
         return
     pod = cp["spec"]["template"]["spec"]
     ctr = next(x for x in pod["containers"] if image_binary(x) == "mooring-controlplane")
@@ -745,50 +922,55 @@ def check_kubernetes(c):
     named = {p["name"]: p["containerPort"] for p in ctr.get("ports", [])}
     c.expect(http_port == DEFAULT_PORTS["http"] == named.get("http") and
              grpc_port == DEFAULT_PORTS["controlplane-grpc"] == named.get("grpc"),
-             "kubernetes: control plane ports http 4700 / grpc 4701 match its flags")
+             f"{label}: control plane ports http 4700 / grpc 4701 match its flags")
     for probe, path in (("livenessProbe", "/v1/status/health"), ("readinessProbe", "/v1/status/ready")):
         g = ctr.get(probe, {}).get("httpGet", {})  # HTTPS: check_kubernetes_tls
         c.expect(g.get("path") == path and named.get(g.get("port"), g.get("port")) == http_port,
-                 f"kubernetes: control plane {probe} on {path}")
-    c.expect(pod.get("securityContext", {}).get("runAsNonRoot") is True, "kubernetes: control plane runs as non-root")
-    c.expect(cp["spec"].get("replicas") == 1 and cp["spec"].get("strategy", {}).get("type") == "Recreate",
-             "kubernetes: one control plane replica, replaced with Recreate (single-writer data dir)")
+                 f"{label}: control plane {probe} on {path}")
+    c.expect(pod.get("securityContext", {}).get("runAsNonRoot") is True, f"{label}: control plane runs as non-root")
+    c.expect(cp["spec"].get("replicas") == (3 if ha else 1) and cp["spec"].get("strategy", {}).get("type") == "Recreate",
+             f"{label}: {3 if ha else 1} control plane replica(s), replaced with Recreate "
+             + ("(only the leader is ready: a rolling update would wait forever)" if ha else "(single-writer data dir)"))
     data_dir = c.flag_value(ctr["args"], "data-dir")
     vols = {v["name"]: v for v in pod.get("volumes", [])}
     mount = next((m for m in ctr.get("volumeMounts", []) if m["mountPath"] == data_dir), None)
     claim = vols.get(mount["name"], {}).get("persistentVolumeClaim", {}).get("claimName") if mount else None
-    c.expect(claim is not None and any(p["metadata"]["name"] == claim for p in pvcs),
-             f"kubernetes: --data-dir {data_dir} is on the PersistentVolumeClaim {claim}")
+    if ha:
+        c.expect(mount is not None and "emptyDir" in vols.get(mount["name"], {}) and not pvcs,
+                 f"{label}: --data-dir {data_dir} is an emptyDir (the state is in etcd) and no claim is left over")
+    else:
+        c.expect(claim is not None and any(p["metadata"]["name"] == claim for p in pvcs),
+                 f"{label}: --data-dir {data_dir} is on the PersistentVolumeClaim {claim}")
     svc = next((s for s in services if s["spec"].get("selector", {}).items() <=
                 cp["spec"]["template"]["metadata"]["labels"].items()), None)
-    if c.expect(svc is not None, "kubernetes: a Service selects the control plane pods"):
+    if c.expect(svc is not None, f"{label}: a Service selects the control plane pods"):
         sp = {p["name"]: p for p in svc["spec"]["ports"]}
         c.expect(sp.get("http", {}).get("port") == 4700 and sp.get("grpc", {}).get("port") == 4701 and
                  all(p.get("targetPort") in named for p in sp.values()),
-                 "kubernetes: Service exposes http 4700 and grpc 4701 on named container ports")
+                 f"{label}: Service exposes http 4700 and grpc 4701 on named container ports")
 
     # Node agent
     ds = next(iter(daemonsets), None)
-    if not c.expect(ds is not None, "kubernetes: a node agent DaemonSet"):
+    if not c.expect(ds is not None, f"{label}: a node agent DaemonSet"):
         return
     pod = ds["spec"]["template"]["spec"]
     agent = next((x for x in pod["containers"] if image_binary(x) == "mooring-nodeagent"), None)
     plugin = next((x for x in pod["containers"] if image_binary(x) == "mooring-hostpath"), None)
-    if not c.expect(agent is not None and plugin is not None, "kubernetes: DaemonSet has the agent and a hostpath sidecar"):
+    if not c.expect(agent is not None and plugin is not None, f"{label}: DaemonSet has the agent and a hostpath sidecar"):
         return
     c.check_target("mooring-nodeagent")
     c.check_target("mooring-hostpath")
     c.check_flags("mooring-nodeagent", agent.get("args", []), "DaemonSet agent args")
     c.check_flags("mooring-hostpath", plugin.get("args", []), "DaemonSet hostpath args")
     for x in (agent, plugin):
-        c.expect(x.get("securityContext", {}).get("privileged") is True, f"kubernetes: {x['name']} is privileged")
+        c.expect(x.get("securityContext", {}).get("privileged") is True, f"{label}: {x['name']} is privileged")
     c.expect(c.port_of(c.flag_value(agent["args"], "grpc-addr")) == DEFAULT_PORTS["agent-grpc"],
-             "kubernetes: agent gRPC on the default port 4702")
+             f"{label}: agent gRPC on the default port 4702")
     # Under mutual TLS the agent's grpc.health.v1 needs a client certificate, which the kubelet's
     # grpc probes cannot present: the probes check the port (README "Mutual TLS").
     for probe in ("livenessProbe", "readinessProbe"):
         g = agent.get(probe, {}).get("tcpSocket", {})
-        c.expect(g.get("port") == DEFAULT_PORTS["agent-grpc"], f"kubernetes: agent {probe} is a tcpSocket probe on 4702")
+        c.expect(g.get("port") == DEFAULT_PORTS["agent-grpc"], f"{label}: agent {probe} is a tcpSocket probe on 4702")
     cfg_path = c.flag_value(agent["args"], "config")
     amounts = {m["mountPath"]: m for m in agent.get("volumeMounts", [])}
     pmounts = {m["mountPath"]: m for m in plugin.get("volumeMounts", [])}
@@ -797,37 +979,39 @@ def check_kubernetes(c):
     cm_name = vols.get(cfg_mount["name"], {}).get("configMap", {}).get("name") if cfg_mount else None
     cm = next((m for m in cms if m["metadata"]["name"] == cm_name), None)
     if not c.expect(cm is not None and os.path.basename(cfg_path) in cm.get("data", {}),
-                    f"kubernetes: --config {cfg_path} comes from ConfigMap {cm_name}"):
+                    f"{label}: --config {cfg_path} comes from ConfigMap {cm_name}"):
         return
     cfg = json.loads(cm["data"][os.path.basename(cfg_path)])
     c.check_agent_config(cfg, f"ConfigMap {cm_name}")
     host, port = cfg.get("controlplane_addr", ":").rsplit(":", 1)
-    c.expect(svc is not None and host == svc["metadata"]["name"] and int(port) == 4701,
-             f"kubernetes: agent controlplane_addr {cfg.get('controlplane_addr')} is the control plane Service")
+    if ha:
+        # Every replica: a headless Service that lists the not-ready standbys too (they redirect).
+        peers = next((s for s in services if s["metadata"]["name"] == host), {})
+        spec = peers.get("spec", {})
+        c.expect(spec.get("clusterIP") == "None" and spec.get("publishNotReadyAddresses") is True and
+                 spec.get("selector", {}).items() <= cp["spec"]["template"]["metadata"]["labels"].items() and
+                 any(p.get("port") == int(port) == 4701 for p in spec.get("ports", [])),
+                 f"{label}: agent controlplane_addr {cfg.get('controlplane_addr')} is a headless Service of every "
+                 "control plane replica, not-ready standbys included")
+    else:
+        c.expect(svc is not None and host == svc["metadata"]["name"] and int(port) == 4701,
+                 f"{label}: agent controlplane_addr {cfg.get('controlplane_addr')} is the control plane Service")
     sockets = [p["socket"] for p in cfg.get("plugins", []) if "socket" in p]
     socket = sockets[0] if sockets else ""
     c.expect(c.flag_value(plugin["args"], "endpoint") == "unix://" + socket,
-             f"kubernetes: sidecar --endpoint is the agent's plugin socket {socket}")
+             f"{label}: sidecar --endpoint is the agent's plugin socket {socket}")
     sd = os.path.dirname(socket)
     c.expect(sd in amounts and sd in pmounts and amounts[sd]["name"] == pmounts[sd]["name"] and
              "hostPath" in vols.get(amounts[sd]["name"], {}),
-             f"kubernetes: agent and sidecar share the socket dir {sd} (hostPath)")
+             f"{label}: agent and sidecar share the socket dir {sd} (hostPath)")
     data_dir = c.flag_value(agent["args"], "data-dir") or cfg.get("data_dir")
     c.expect(data_dir in amounts and data_dir in pmounts and
              amounts[data_dir].get("mountPropagation") == "Bidirectional" and
              pmounts[data_dir].get("mountPropagation") == "Bidirectional" and
              "hostPath" in vols.get(amounts[data_dir]["name"], {}),
-             f"kubernetes: agent data dir {data_dir} is a hostPath with Bidirectional propagation in both containers")
+             f"{label}: agent data dir {data_dir} is a hostPath with Bidirectional propagation in both containers")
 
-    check_kubernetes_tls(c, docs, cp, ds)
-
-    kubectl = shutil.which("kubectl")
-    if kubectl:
-        res = subprocess.run([kubectl, "kustomize", c.path(kdir)], capture_output=True, text=True, timeout=60)
-        c.expect(res.returncode == 0, "kubectl kustomize builds deploy/kubernetes"
-                 + (f": {res.stderr.strip()}" if res.returncode else ""))
-    else:
-        c.skip("kubectl is not installed; kustomization not built")
+    check_kubernetes_tls(c, docs, cp, ds, label)
 
 
 def check_examples(c):
@@ -844,7 +1028,8 @@ def run_yamllint(c, cfg):
     if not yl:
         return c.skip("yamllint is not installed")
     files = [c.path("docker/compose.yaml")] + sorted(
-        os.path.join(c.path("deploy/kubernetes"), f) for f in os.listdir(c.path("deploy/kubernetes")) if f.endswith(".yaml"))
+        os.path.join(c.path(d), f) for d in ("deploy/kubernetes", "deploy/kubernetes-ha")
+        for f in os.listdir(c.path(d)) if f.endswith(".yaml"))
     res = subprocess.run([yl, "-s", "-c", cfg] + files, capture_output=True, text=True, timeout=60)
     c.expect(res.returncode == 0, "yamllint: compose file and manifests" + (f"\n{res.stdout}" if res.returncode else ""))
 
