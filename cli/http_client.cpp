@@ -16,7 +16,6 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/version.hpp>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 
 #include <algorithm>
@@ -237,17 +236,8 @@ asio::awaitable<void> request_response(Stream& stream, const HttpRequest& reques
 // identity (one from the operator's own CA, for the REST API alone) is judged by its name.
 bool speaks_for_the_control_plane(X509* cert) {
   if (cert == nullptr) return false;
-  BIO* bio = BIO_new(BIO_s_mem());
-  if (bio == nullptr || PEM_write_bio_X509(bio, cert) != 1) {
-    BIO_free(bio);
-    return false;
-  }
-  char* data = nullptr;
-  const long length = BIO_get_mem_data(bio, &data);
-  auto info = tls::inspect(std::string_view(data, static_cast<std::size_t>(length)));
-  BIO_free(bio);
-  if (!info) return false;
-  for (const auto& uri : info->uris) {
+  const auto info = tls::inspect(cert);
+  for (const auto& uri : info.uris) {
     if (!uri.starts_with(tls::kUriPrefix)) continue;
     const auto identity = tls::parse_identity_uri(uri);
     if (!identity || identity->role != tls::Role::server) return false;

@@ -368,14 +368,18 @@ Expected<CertificateInfo> inspect(std::string_view pem) {
     ERR_clear_error();
     return domain::error("not a PEM certificate");
   }
+  return inspect(cert.get());
+}
+
+CertificateInfo inspect(x509_st* cert) {
   CertificateInfo info;
-  info.subject = name_text(X509_get_subject_name(cert.get()));
-  info.issuer = name_text(X509_get_issuer_name(cert.get()));
-  info.not_before = to_time_point(X509_get0_notBefore(cert.get()));
-  info.not_after = to_time_point(X509_get0_notAfter(cert.get()));
-  info.is_ca = X509_check_ca(cert.get()) != 0;
-  info.public_key_sha256 = public_key_sha256(X509_get0_pubkey(cert.get()));
-  Names names(static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr)));
+  info.subject = name_text(X509_get_subject_name(cert));
+  info.issuer = name_text(X509_get_issuer_name(cert));
+  info.not_before = to_time_point(X509_get0_notBefore(cert));
+  info.not_after = to_time_point(X509_get0_notAfter(cert));
+  info.is_ca = X509_check_ca(cert) != 0;
+  info.public_key_sha256 = public_key_sha256(X509_get0_pubkey(cert));
+  Names names(static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr)));
   SanLists sans{info.uris, info.dns_names, info.ip_addresses, nullptr};
   read_sans(names.get(), sans);
   for (const auto& uri : info.uris)

@@ -41,22 +41,14 @@ std::optional<LeaderRecord> LeaderRecord::from_json(const std::string& text) {
   return r;
 }
 
-// One call on etcd's current endpoint (EtcdChannels); an unreachable one makes the next call use the next.
+// Calls on etcd's current endpoint (EtcdChannels: the next one when it is gone).
 struct LeaderElection::Stubs {
   std::shared_ptr<EtcdChannels> etcd;
 
-  template <class Service, class Call>
-  grpc::Status call(Call&& call) const {
-    auto channel = etcd->get();
-    auto stub = Service::NewStub(channel);
-    auto status = call(*stub);
-    etcd->done(channel, status);
-    return status;
-  }
   template <class Call>
-  grpc::Status kv(Call&& c) const { return call<pb::KV>(std::forward<Call>(c)); }
+  grpc::Status kv(Call&& c) const { return etcd->call<pb::KV>(std::forward<Call>(c)); }
   template <class Call>
-  grpc::Status lease(Call&& c) const { return call<pb::Lease>(std::forward<Call>(c)); }
+  grpc::Status lease(Call&& c) const { return etcd->call<pb::Lease>(std::forward<Call>(c)); }
 };
 
 LeaderElection::LeaderElection(ElectionOptions options, std::function<void(LeaderFence)> elected,
@@ -86,12 +78,15 @@ void LeaderElection::stop() {
   if (thread_.joinable()) thread_.join();
   if (leading_.exchange(false) && lease_id_ != 0) {
     // Hand over now: revoking the lease deletes the key, and a standby's next read finds it gone.
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
     pb::LeaseRevokeRequest req;
     req.set_id(lease_id_);
     pb::LeaseRevokeResponse res;
-    if (auto s = stubs_->lease([&](auto& lease) { return lease.LeaseRevoke(&ctx, req, &res); }); s.ok())
+    if (auto s = stubs_->lease([&](auto& lease) {
+          grpc::ClientContext ctx;  // one per attempt
+          ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+          return lease.LeaseRevoke(&ctx, req, &res);
+        });
+        s.ok())
       kLog.info("leadership handed over (lease revoked)", {{"key", options_.key}});
     else
       kLog.warn("cannot revoke the leader lease; a standby takes over when it expires",
@@ -124,7 +119,16 @@ void LeaderElection::set_leader(std::optional<LeaderRecord> r, std::string probl
 
 void LeaderElection::wait(std::chrono::milliseconds d) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, d, [this] { return stopping_; });
+  cv_.wait_for(lock, d, [this] { return stopping_ || (recheck_ && !leading_); });
+  recheck_ = false;
+}
+
+void LeaderElection::recheck() {
+  {
+    std::lock_guard lock(mu_);
+    recheck_ = true;
+  }
+  cv_.notify_all();
 }
 
 void LeaderElection::lose(const std::string& why) {
@@ -209,12 +213,10 @@ bool LeaderElection::campaign() {
   const auto s = stubs_->kv([&](auto& kv) { return kv.Txn(context().get(), txn, &res); });
   if (!s.ok() || !res.succeeded()) {
     // Lost the race (or cannot tell): give the lease back so a key we may have written goes too.
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
     pb::LeaseRevokeRequest revoke;
     revoke.set_id(granted.id());
     pb::LeaseRevokeResponse revoked;
-    (void)stubs_->lease([&](auto& lease) { return lease.LeaseRevoke(&ctx, revoke, &revoked); });
+    (void)stubs_->lease([&](auto& lease) { return lease.LeaseRevoke(context().get(), revoke, &revoked); });
     if (!s.ok()) {
       set_leader(std::nullopt, "etcd does not answer: " + status_text(s));
     } else if (res.responses_size() == 1 && res.responses(0).response_range().kvs_size() == 1) {
@@ -244,13 +246,14 @@ void LeaderElection::renew() {
   }
   // One keep-alive per stream, each with a deadline, so a hung member cannot hold us past the lease.
   const auto sent = Clock::now();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, ttl_ / 2));
   pb::LeaseKeepAliveRequest req;
   req.set_id(lease_id_);
   pb::LeaseKeepAliveResponse res;
   bool answered = false;
   const auto status = stubs_->lease([&](auto& lease) {
+    grpc::ClientContext ctx;  // one per attempt
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::min<std::chrono::milliseconds>(options_.timeout, ttl_ / 2));
     auto stream = lease.LeaseKeepAlive(&ctx);
     answered = stream->Write(req) && stream->Read(&res);
     stream->WritesDone();

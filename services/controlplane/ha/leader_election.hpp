@@ -69,6 +69,9 @@ class LeaderElection {
   bool leading() const { return leading_.load(); }
   // Why there is no leader to name (etcd not answering, no quorum), "" when etcd answers.
   std::string etcd_problem() const;
+  // Read the leader key now rather than at the next poll (a standby whose forward to the leader
+  // got no answer: the next request should go to whoever leads now).
+  void recheck();
   // Our own deadline for the lease (see above); false when not leading.
   bool lease_valid() const;
   std::chrono::milliseconds ttl() const { return ttl_; }
@@ -91,6 +94,7 @@ class LeaderElection {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool recheck_ = false;
   std::optional<LeaderRecord> leader_;
   std::string problem_ = "etcd has not answered yet";
   std::atomic<bool> leading_{false};

@@ -51,14 +51,9 @@ struct EtcdBackend::Client {
   std::shared_ptr<EtcdChannels> etcd;
   std::chrono::milliseconds timeout;
 
-  // One call on the current endpoint; an unreachable one makes the next call use the next.
   template <class Call>
-  grpc::Status call(Call&& call) const {
-    auto channel = etcd->get();
-    auto kv = pb::KV::NewStub(channel);
-    auto status = call(*kv);
-    etcd->done(channel, status);
-    return status;
+  grpc::Status call(Call&& c) const {
+    return etcd->call<pb::KV>(std::forward<Call>(c));
   }
 
   std::unique_ptr<grpc::ClientContext> context() const {

@@ -100,6 +100,10 @@ void EtcdChannels::done(const std::shared_ptr<grpc::Channel>& used, const grpc::
     if (channels_[i] == used) advance_from(i);
 }
 
+bool EtcdChannels::again(const grpc::Status& status, std::size_t attempts) const {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE && attempts < channels_.size();
+}
+
 void EtcdChannels::advance_from(std::size_t from) {
   const auto next = (from + 1) % channels_.size();
   auto expected = from;

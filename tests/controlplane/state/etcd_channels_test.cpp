@@ -4,6 +4,7 @@
 #include "services/controlplane/state/etcd_channels.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -18,6 +19,9 @@ namespace mooring::controlplane {
 namespace {
 
 using namespace std::chrono_literals;
+
+// As mooring-controlplane's main sets it, before gRPC starts.
+[[maybe_unused]] const int kNativeResolver = ::setenv("GRPC_DNS_RESOLVER", "native", 0);
 
 class EtcdChannelsTest : public ::testing::Test {
  protected:
