@@ -235,9 +235,9 @@ asio::awaitable<void> request_response(Stream& stream, const HttpRequest& reques
 // check for the control plane: only spiffe://mooring/server may. A certificate with no Mooring
 // identity (one from the operator's own CA, for the REST API alone) is judged by its name.
 bool speaks_for_the_control_plane(X509* cert) {
-  auto info = tls::inspect(cert);
-  if (!info) return false;
-  for (const auto& uri : info->uris) {
+  if (cert == nullptr) return false;
+  const auto info = tls::inspect(cert);
+  for (const auto& uri : info.uris) {
     if (!uri.starts_with(tls::kUriPrefix)) continue;
     const auto identity = tls::parse_identity_uri(uri);
     if (!identity || identity->role != tls::Role::server) return false;

@@ -4,9 +4,14 @@
 # re-applied Job) changes nothing that exists. Secrets are files written 0600 and never printed.
 #
 #   mooring-init.sh tls -dir DIR [-dns NAME]... [-ip IP]... [-ca-out FILE]
+#                       [-etcd-dir DIR -etcd-dns NAME...] [-keyring FILE]
 #       DIR/ca.pem, ca-key.pem (the CA) and server.pem, server-key.pem (the control plane,
 #       spiffe://mooring/server, SANs localhost, 127.0.0.1 and the -dns/-ip names), if absent;
 #       with -ca-out also a copy of ca.pem (never the key) for agents and clients.
+#       High availability: with -etcd-dir, etcd's certificate from the same CA for the -etcd-dns
+#       names (client and peer TLS of every member) as etcd-dir/server.pem, server-key.pem and
+#       ca.pem (never the CA key); with -keyring, the keyring every control plane of the cluster
+#       seals secrets with (mooring-keyring/1, one random AES-256 key), if absent.
 #   mooring-init.sh acl -addr URL -ca-cert FILE -token-file FILE -enroll-token-file FILE
 #       waits until the control plane at URL is ready; bootstraps ACLs once, keeping the
 #       management token in -token-file; then, with it, the policy "node-enroll" (Node: write)
@@ -16,13 +21,17 @@
 #       spiffe://mooring/node/ID (node enrollment; the CA key never comes here), unless DIR holds
 #       one valid for more than 30 days (-renew-within). The key is kept, so a renewal passes
 #       the control plane's rule for live nodes.
-#   mooring-init.sh k8s-tls -namespace NS [-dns NAME]... and k8s-acl -namespace NS -addr URL
+#   mooring-init.sh k8s-tls -namespace NS [-dns NAME]... [-etcd-dns NAME... -etcd-secret NAME]
+#                           [-keyring-secret NAME]   and   k8s-acl -namespace NS -addr URL
 #       the same two control plane steps with Kubernetes Secrets as the store: a Secret that
 #       exists is read, what a step adds is written as a new Secret (see deploy/kubernetes):
 #         mooring-controlplane-tls  ca.pem ca-key.pem server.pem server-key.pem (control plane only)
 #         mooring-ca                ca.pem (public: agents and clients check the server with it)
 #         mooring-bootstrap-token   token (management; for operators)
 #         mooring-enroll-token      token (node:write; the agents' DaemonSet)
+#       and for high availability (deploy/kubernetes/ha):
+#         -etcd-secret NAME         ca.pem server.pem server-key.pem (etcd's members)
+#         -keyring-secret NAME      keyring (every control plane replica)
 #       Uses the pod's service account (get and create on secrets in NS).
 #
 # Environment: MOORING (the CLI, default `mooring`), MOORING_INIT_WAIT (seconds to wait for the
@@ -42,7 +51,8 @@ die() {
 
 # ---- options: -name value pairs; -dns and -ip may repeat ----
 DIR='' ADDR='' CA_CERT='' TOKEN_FILE='' ENROLL_TOKEN_FILE='' NODE_ID='' NAMESPACE='' CA_OUT=''
-DNS=() IPS=()
+ETCD_DIR='' KEYRING='' ETCD_SECRET='' KEYRING_SECRET=''
+DNS=() IPS=() ETCD_DNS=()
 parse_options() {
   while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || die "option $1 needs a value"
@@ -55,6 +65,11 @@ parse_options() {
       -node-id) NODE_ID=$2 ;;
       -namespace) NAMESPACE=$2 ;;
       -ca-out) CA_OUT=$2 ;;
+      -etcd-dir) ETCD_DIR=$2 ;;
+      -keyring) KEYRING=$2 ;;
+      -etcd-secret) ETCD_SECRET=$2 ;;
+      -keyring-secret) KEYRING_SECRET=$2 ;;
+      -etcd-dns) ETCD_DNS+=("$2") ;;
       -dns) DNS+=("$2") ;;
       -ip) IPS+=("$2") ;;
       *) die "unknown option $1 (see the head of $0)" ;;
@@ -111,12 +126,51 @@ step_tls() {
     write_secret_file "$CA_OUT" < "$DIR/ca.pem"
     say "CA certificate copied to $CA_OUT"
   fi
+  [ -z "$ETCD_DIR" ] || step_etcd_tls
+  [ -z "$KEYRING" ] || step_keyring
+}
+
+# etcd's certificate (serverAuth and clientAuth: members dial each other with it), from the CA in
+# DIR, for the -etcd-dns names; the CA certificate beside it, never the key.
+step_etcd_tls() {
+  [ ${#ETCD_DNS[@]} -gt 0 ] || die "-etcd-dir needs the members' names (-etcd-dns NAME, repeated)"
+  if [ -f "$ETCD_DIR/server.pem" ] && [ -f "$ETCD_DIR/server-key.pem" ]; then
+    say "etcd certificate: $ETCD_DIR/server.pem is there"
+  else
+    local names=() n
+    for n in "${ETCD_DNS[@]}"; do names+=(-additional-dnsname "$n"); done
+    rm -f "$ETCD_DIR/server.pem" "$ETCD_DIR/server-key.pem"
+    mkdir -p "$ETCD_DIR"
+    "$MOORING" tls cert create -server -dir "$ETCD_DIR" -ca "$DIR/ca.pem" -ca-key "$DIR/ca-key.pem" "${names[@]}" >/dev/null
+    say "etcd certificate: created $ETCD_DIR/server.pem"
+  fi
+  cmp -s "$DIR/ca.pem" "$ETCD_DIR/ca.pem" || write_secret_file "$ETCD_DIR/ca.pem" < "$DIR/ca.pem"
+}
+
+# The keyring the control planes share (the format services/controlplane/secrets/keyring.cpp reads).
+step_keyring() {
+  if [ -s "$KEYRING" ]; then
+    say "keyring: $KEYRING is there"
+    return
+  fi
+  local id key
+  id=$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  key=$(head -c 32 /dev/urandom | base64 -w0)
+  printf '{\n  "Format": "mooring-keyring/1",\n  "Active": "%s",\n  "Keys": [{"ID": "%s", "Key": "%s", "Created": "%s"}]\n}\n' \
+    "$id" "$id" "$key" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" | write_secret_file "$KEYRING"
+  say "keyring: created $KEYRING"
 }
 
 # ---- acl: bootstrap once, then the enrollment policy and token ----
 wait_ready() {
-  local deadline=$((SECONDS + WAIT))
+  local deadline=$((SECONDS + WAIT)) leader
   until curl -fsS --cacert "$CA_CERT" "$ADDR/v1/status/ready" >/dev/null 2>&1; do
+    # A standby of a highly available control plane is never ready itself; it forwards to the
+    # leader it names, so that leader being ready will do.
+    leader=$(curl -fsS --cacert "$CA_CERT" "$ADDR/v1/status/leader" 2>/dev/null | tr -d '"') || leader=''
+    if [ -n "$leader" ] && curl -fsS --cacert "$CA_CERT" "$leader/v1/status/ready" >/dev/null 2>&1; then
+      return
+    fi
     [ $SECONDS -lt "$deadline" ] || die "the control plane at $ADDR was not ready within ${WAIT}s"
     sleep 1
   done
@@ -251,6 +305,21 @@ step_k8s_tls() {
   # The CA certificate alone, for agents and clients (never the key).
   if ! secret_pull mooring-ca ca.pem; then
     secret_push mooring-ca ca.pem
+  fi
+  if [ -n "$ETCD_SECRET" ]; then
+    # In a directory of its own: its files have the control plane's names.
+    local base=$WORK
+    WORK=$base/etcd
+    mkdir -p "$WORK"
+    if ! secret_pull "$ETCD_SECRET" ca.pem server.pem server-key.pem; then
+      ETCD_DIR=$WORK DIR=$base step_etcd_tls
+      secret_push "$ETCD_SECRET" ca.pem server.pem server-key.pem
+    fi
+    WORK=$base
+  fi
+  if [ -n "$KEYRING_SECRET" ] && ! secret_pull "$KEYRING_SECRET" keyring; then
+    KEYRING=$WORK/keyring step_keyring
+    secret_push "$KEYRING_SECRET" keyring
   fi
 }
 

@@ -12,6 +12,8 @@
 # Stays in the foreground; Ctrl-C stops all (agent first, then control planes, then etcd). Kill a
 # control plane (`kill -9 $(cat $MOORING_DATA/cp1.pid)`) to watch a standby take over.
 set -euo pipefail
+# shellcheck source=scripts/lib/agent-config.sh
+. "$(dirname "$0")/lib/agent-config.sh"
 
 BIN=${MOORING_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/release}
 DATA=${MOORING_DATA:-$(pwd)/.mooring-ha}
@@ -67,27 +69,8 @@ done
 CP_GRPC_ADDRS=""
 for i in "${MEMBERS[@]}"; do CP_GRPC_ADDRS+="${CP_GRPC_ADDRS:+,}127.0.0.1:$(grpc_port "$i")"; done
 
-cat > "$DATA/agent.json" <<JSON
-{
-  "node_name": "$NODE_NAME",
-  "node_id": "$NODE_ID",
-  "tls_ca_file": "$TLS/ca.pem", "tls_cert_file": "$TLS/agent-$NODE_ID.pem", "tls_key_file": "$TLS/agent-$NODE_ID-key.pem",
-  "data_dir": "$DATA/agent",
-  "controlplane_addr": "$CP_GRPC_ADDRS",
-  "grpc_addr": "127.0.0.1:4702",
-  "log_level": "$LOG_LEVEL",
-  "drain_on_shutdown": "20s",
-  "plugins": [
-    {
-      "id": "hostpath",
-      "type": "monolith",
-      "command": "$HOSTPATH",
-      "args": ["--mode", "monolith", "--data-dir", "$DATA/hostpath", "--node-id", "$NODE_NAME",
-               "--log-level", "$LOG_LEVEL"]
-    }
-  ]
-}
-JSON
+AGENT_GRPC_ADDR=127.0.0.1:4702
+write_agent_config "$DATA/agent.json" "$CP_GRPC_ADDRS" "$(agent_tls_json "$TLS" "$NODE_ID")"
 
 declare -A PID
 stop_all() {

@@ -11,6 +11,8 @@
 # the first runs is refused (the address is served already, or the data dir is locked) and leaves
 # the first stack alone.
 set -euo pipefail
+# shellcheck source=scripts/lib/agent-config.sh
+. "$(dirname "$0")/lib/agent-config.sh"
 
 BIN=${MOORING_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/release}
 DATA=${MOORING_DATA:-$(pwd)/.mooring}
@@ -49,7 +51,7 @@ if [ -z "$INSECURE" ]; then
   SCHEME=https
   CURL=(curl --cacert "$TLS/ca.pem")
   CP_TLS=(--tls-ca-file "$TLS/ca.pem" --tls-cert-file "$TLS/server.pem" --tls-key-file "$TLS/server-key.pem")
-  AGENT_TLS='"tls_ca_file": "'$TLS'/ca.pem", "tls_cert_file": "'$TLS'/agent-'$NODE_ID'.pem", "tls_key_file": "'$TLS'/agent-'$NODE_ID'-key.pem",'
+  AGENT_TLS=$(agent_tls_json "$TLS" "$NODE_ID")
 else
   echo "run-local: MOORING_INSECURE is set: plaintext HTTP and gRPC, anyone who reaches the ports can act" >&2
   SCHEME=http
@@ -61,28 +63,7 @@ TOKEN_FILE=$DATA/bootstrap-token
 API=$SCHEME://$HTTP_ADDR
 
 # Agent config: the plugin is launched and supervised by the agent (CSI_ENDPOINT is set by it).
-cat > "$DATA/agent.json" <<JSON
-{
-  "node_name": "$NODE_NAME",
-  "node_id": "$NODE_ID",
-  $AGENT_TLS
-  "data_dir": "$DATA/agent",
-  "controlplane_addr": "$CP_GRPC_ADDR",
-  "grpc_addr": "$AGENT_GRPC_ADDR",
-  "metrics_addr": "$AGENT_METRICS_ADDR",
-  "log_level": "$LOG_LEVEL",
-  "drain_on_shutdown": "20s",
-  "plugins": [
-    {
-      "id": "hostpath",
-      "type": "monolith",
-      "command": "$HOSTPATH",
-      "args": ["--mode", "monolith", "--data-dir", "$DATA/hostpath", "--node-id", "$NODE_NAME",
-               "--log-level", "$LOG_LEVEL"]
-    }
-  ]
-}
-JSON
+write_agent_config "$DATA/agent.json" "$CP_GRPC_ADDR" "$AGENT_TLS"
 
 # Another stack on this address (a second `make run`): its API would answer our health checks and
 # the agent started next would be the second one on its data dir.

@@ -43,6 +43,7 @@
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/etcd_channels.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "services/controlplane/volumes/controller_calls.hpp"
@@ -83,8 +84,11 @@ http::ServerConfig http_server_config(const ControlPlaneConfig& flags) {
   config.max_connections = flags.http_max_connections;
   config.max_connections_per_client = flags.http_max_connections_per_client;
   // HTTPS with the same certificate as the agents' gRPC port (none with --insecure).
+  // With etcd (HA) the other control planes are asked for their certificate: a standby's
+  // forward then names its client to the leader (ha/front.hpp).
   config.tls = {.cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file,
-                .client_ca_file = flags.http_client_ca_file};
+                .client_ca_file = flags.http_client_ca_file,
+                .peer_ca_file = flags.state.starts_with("etcd://") ? flags.tls_ca_file : std::string()};
   return config;
 }
 
@@ -204,6 +208,10 @@ ha::LeaderRecord advertised(const ControlPlaneConfig& flags, bool https, std::ui
 }  // namespace
 
 int main(int argc, char** argv) {
+  // gRPC resolves names (etcd endpoints, agents' addresses) with getaddrinfo, as everything else
+  // on the host does (/etc/hosts, nsswitch; Kubernetes' cluster DNS through resolv.conf). Its
+  // c-ares resolver also leaked at exit under the sanitizers here. A user's own choice stands.
+  ::setenv("GRPC_DNS_RESOLVER", "native", 0);
   auto parsed = parse_controlplane_config(std::vector<std::string>(argv, argv + argc), config::environment("MOORING_CP_"));
   if (const auto* error = std::get_if<ControlPlaneConfigError>(&parsed)) {
     std::cerr << "mooring-controlplane: " << error->message << "\n";
@@ -241,6 +249,17 @@ int main(int argc, char** argv) {
     state_where = (*etcd)->describe();
     etcd_backend = etcd->get();
     backend = std::move(*etcd);
+    // The data dir holds only this member's audit log (and the keyring by default); SQLite
+    // would have made it, so make it here, 0700 as SQLite does.
+    // (An existing one, such as a Kubernetes emptyDir, is left as it is.)
+    std::error_code dir_ec;
+    if (std::filesystem::create_directories(flags.data_dir, dir_ec))
+      std::filesystem::permissions(flags.data_dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace,
+                                   dir_ec);
+    if (dir_ec) {
+      logger.error("cannot make the data dir", {{"path", flags.data_dir}, {"error", dir_ec.message()}});
+      return 1;
+    }
   } else {
     auto sqlite = SqliteBackend::open(flags.data_dir);
     if (!sqlite) {
@@ -360,12 +379,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<ha::Front> front;
   http::Handler api_handler = [&api](http::Request r) { return api.handle(std::move(r)); };
   if (ha_mode) {
-    // The leader's REST certificate is checked against our CA; when it asks REST clients for
-    // certificates (--http-client-ca-file) we present our own.
+    // The leader's REST certificate is checked against our CA; we present our own, by which the
+    // leader knows a forward (and believes the caller it names). A leader that does not answer
+    // within twice the lease has lost it by then: the client gets a 503 at once, not a minute later.
     auto made = ha::Forwarder::make(io.get_executor(),
-                                    {.ca_file = flags.tls_ca_file,
-                                     .cert_file = flags.http_client_ca_file.empty() ? "" : flags.tls_cert_file,
-                                     .key_file = flags.http_client_ca_file.empty() ? "" : flags.tls_key_file});
+                                    {.ca_file = flags.tls_ca_file, .cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file},
+                                    {.connect = std::chrono::seconds(1), .answer = 2 * flags.leader_lease});
     if (!made) {
       logger.error("cannot forward to the leader", {{"error", made.error()}});
       return 1;
@@ -426,13 +445,13 @@ int main(int argc, char** argv) {
   if (!ha_mode) {
     lead();
   } else {
-    auto channel = etcd_channel(etcd_options);
+    auto channel = EtcdChannels::make(etcd_options);
     if (!channel) {
       logger.error("cannot reach etcd", {{"error", channel.error()}});
       return 1;
     }
     ha::ElectionOptions election_options{
-        .channel = *channel,
+        .etcd = *channel,
         .key = etcd_options.prefix + "/leader",
         .self = advertised(flags, server.secure(), server.port(), grpc_server->port()),
         .lease = flags.leader_lease,
@@ -449,7 +468,7 @@ int main(int argc, char** argv) {
           });
         },
         [&io, argv](const std::string& why) { asio::post(io, [argv, why] { restart_as_standby(argv, why); }); });
-    front = std::make_unique<ha::Front>(*election, *forwarder, api_handler, [&serving] { return serving; });
+    front = std::make_unique<ha::Front>(*election, *forwarder, api_handler, [&serving] { return serving; }, self_http);
     election->start();
     logger.info("standby until elected", {{"addr", http_config.address}, {"port", server.port()},
                                           {"advertise_http_addr", self_http}, {"state", state_where},

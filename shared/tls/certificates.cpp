@@ -371,9 +371,7 @@ Expected<CertificateInfo> inspect(std::string_view pem) {
   return inspect(cert.get());
 }
 
-Expected<CertificateInfo> inspect(const x509_st* peer) {
-  if (peer == nullptr) return domain::error("no certificate");
-  X509* cert = const_cast<X509*>(peer);  // OpenSSL's getters below take X509* in 3.0
+CertificateInfo inspect(x509_st* cert) {
   CertificateInfo info;
   info.subject = name_text(X509_get_subject_name(cert));
   info.issuer = name_text(X509_get_issuer_name(cert));

@@ -14,7 +14,7 @@
 #include "shared/domain/result.hpp"
 #include "shared/tls/identity.hpp"
 
-struct x509_st;  // OpenSSL's X509, without its headers
+struct x509_st;  // OpenSSL's X509
 
 namespace mooring::tls {
 
@@ -57,8 +57,8 @@ struct CertificateInfo {
 
 // The first certificate in `pem`.
 Expected<CertificateInfo> inspect(std::string_view pem);
-// A certificate OpenSSL holds already (a peer's, during verification); not taken over.
-Expected<CertificateInfo> inspect(const x509_st* cert);
+// A certificate OpenSSL holds (a TLS peer's), not null.
+CertificateInfo inspect(x509_st* cert);
 // True when `cert_pem`'s signature verifies with the CA certificate's key.
 bool signed_by(std::string_view cert_pem, std::string_view ca_pem);
 // True when `key_pem` is the private key of `cert_pem`.

@@ -9,12 +9,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <sstream>
 #include <set>
 #include <thread>
 
 #include "tests/e2e/cluster.hpp"
 #include "tests/support/etcd_process.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/root.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -251,6 +255,90 @@ TEST_F(Ha, LeaderKill9DuringAGcStormEveryClaimIsFreedAndNoControllerCallIsLost) 
   EXPECT_LE(expect_nothing_lost(volumes, "node-1"), kVolumes);
   for (const auto& id : allocs) EXPECT_EQ(cluster->alloc_status(id), "complete");
   EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+}
+
+TEST_F(Ha, AStandbyForwardingToAPausedLeaderAnswers503NamingItWithinTwoLeasesThenUsesTheNewLeader) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  make_cluster("etcd://" + etcd.endpoint() + "/ha");
+  cluster->start_controlplane();
+  const auto first = cluster->leader();
+  ASSERT_TRUE(first);
+  const auto standby = (*first + 1) % 3;
+  cluster->use_controlplane(standby);
+  ASSERT_EQ(cluster->request("GET", "/v1/volumes").status, 200u);
+  const std::string paused = "http://127.0.0.1:" + std::to_string(cluster->http_port(*first));
+
+  // Paused, the leader's port still accepts connections (the kernel does) but nothing answers.
+  ASSERT_TRUE(cluster->controlplane(*first).stop());
+  const auto t0 = Clock::now();
+  auto during = cluster->request("PUT", "/v1/volume/csi/paused", "{not json");
+  const auto waited = Clock::now() - t0;
+  EXPECT_EQ(during.status, 503u) << during.body;
+  EXPECT_NE(during.body.find("cannot reach the leader at " + paused), std::string::npos) << during.body;
+  EXPECT_NE(during.body.find("no answer within 4.0 s"), std::string::npos) << during.body;
+  EXPECT_EQ(during.header("retry-after"), "1");
+  EXPECT_GE(waited, 2 * kLease - 100ms);
+  EXPECT_LT(waited, 2 * kLease + 1s) << "the forward is bounded by twice the lease";
+  std::cerr << "503 from the standby after " << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+            << " ms\n";
+
+  // Its lease ran out meanwhile and the standby read the key again: the next requests are served
+  // by the new leader (give it the moment a new leader takes to load the state).
+  HttpResult after;
+  ASSERT_TRUE(Cluster::eventually([&] {
+    after = cluster->request("GET", "/v1/volumes");
+    return after.status == 200;
+  }, 3s)) << after.status << " " << after.body;
+  EXPECT_NE(after.header("x-mooring-leader"), paused);
+  ASSERT_TRUE(cluster->controlplane(*first).resume());
+}
+
+TEST_F(Ha, TheLeadersAuditLogNamesTheClientOfAForwardedWriteViaTheStandbyAndBelievesOnlyAControlPlane) {
+  if (std::system("command -v curl >/dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  cluster = std::make_unique<Cluster>(
+      ClusterOptions{.mutual_tls = true, .etcd = "etcd://" + etcd.endpoint() + "/ha", .controlplanes = 3});
+  cluster->start_controlplane(0);
+  ASSERT_EQ(cluster->leader(), std::optional<std::size_t>(0));
+  cluster->start_controlplane(1);
+  // The client connects from 127.0.0.2, the standby (and its forward) from 127.0.0.1, so the
+  // audit line tells them apart. Each write also claims to come from 203.0.113.7.
+  auto write = [&](std::size_t member, const std::string& id) {
+    const std::string cmd = "curl -sS -o /dev/null -w '%{http_code}' --interface 127.0.0.2 --cacert " +
+                            cluster->pki().server().ca + " -X PUT -H 'X-Mooring-Forwarded-For: 203.0.113.7:1'" +
+                            " -H 'X-Mooring-Forwarded-By: https://forged:1' --data '{not json' https://127.0.0.1:" +
+                            std::to_string(cluster->http_port(member)) + "/v1/volume/csi/" + id;
+    std::string out;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      char buf[64];
+      while (std::fgets(buf, sizeof buf, p)) out += buf;
+      ::pclose(p);
+    }
+    return out;
+  };
+  EXPECT_EQ(write(1, "through-standby"), "400");  // the leader's own refusal, forwarded back
+  EXPECT_EQ(write(0, "straight-to-leader"), "400");
+  const auto audit = test::read_file(cluster->dir() / "cp0" / "audit.log");
+  auto line_of = [&](const std::string& id) -> json {
+    std::istringstream in(audit);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("/v1/volume/csi/" + id) != std::string::npos) return json::parse(line);
+    return nullptr;
+  };
+  const auto forwarded = line_of("through-standby");
+  ASSERT_TRUE(forwarded.is_object()) << audit;
+  EXPECT_TRUE(forwarded.value("Remote", "").starts_with("127.0.0.2:")) << forwarded.dump();
+  EXPECT_EQ(forwarded.value("Via", ""), "https://127.0.0.1:" + std::to_string(cluster->http_port(1))) << forwarded.dump();
+  EXPECT_EQ(forwarded.value("Status", 0), 400);
+  // Sent by a client itself, the headers are believed by no one.
+  const auto direct = line_of("straight-to-leader");
+  ASSERT_TRUE(direct.is_object()) << audit;
+  EXPECT_TRUE(direct.value("Remote", "").starts_with("127.0.0.2:")) << direct.dump();
+  EXPECT_FALSE(direct.contains("Via")) << direct.dump();
+  EXPECT_EQ(audit.find("203.0.113.7"), std::string::npos) << audit;
+  EXPECT_EQ(audit.find("forged"), std::string::npos) << audit;
 }
 
 TEST_F(Ha, PausedLeaderCommitsNothingAfterItsLeaseAndComesBackAsAStandby) {

@@ -12,7 +12,12 @@
   - while node-1 is live, enrolling it with another key is refused (409 naming the node), and
     a read-only token gets 403;
   - `k8s-tls` / `k8s-acl` against a stand-in Kubernetes API keep the same files as Secrets:
-    created when absent, read (never replaced) when present.
+    created when absent, read (never replaced) when present;
+  - high availability: `tls -etcd-dir -etcd-dns -keyring` makes etcd's certificate (CA key not
+    beside it) and the shared keyring once; a real etcd serves with that certificate, requiring
+    client certificates, and a real control plane leads on it over TLS (its own certificate as
+    the client one) with that keyring; `k8s-tls -etcd-secret -keyring-secret` keeps both as
+    Secrets, made once.
 Every process and directory is removed at the end, also when a check fails.
 Exit 0 when all passed, 1 on a failure, 77 (skip) when the binaries are not built.
 """
@@ -333,6 +338,102 @@ class InitScriptTest(unittest.TestCase):
             posts = list(fake.posts)
             self.init("k8s-acl", "-namespace", "mooring", "-addr", self.api, env=k8s)
             self.assertEqual(fake.posts, posts)
+        finally:
+            fake.shutdown()
+            fake.server_close()
+
+    def test_6_ha_files_etcd_certificate_and_keyring(self):
+        bad = self.init("tls", "-dir", self.path("tls"), "-etcd-dir", self.path("etcd-tls"), check=False)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("-etcd-dns", bad.stderr)
+        args = ["tls", "-dir", self.path("tls"), "-etcd-dir", self.path("etcd-tls"), "-etcd-dns", "etcd-1",
+                "-etcd-dns", "etcd-2", "-keyring", self.path("keyring", "keyring")]
+        first = self.init(*args)
+        self.assertIn("etcd certificate: created", first.stderr)
+        self.assertIn("keyring: created", first.stderr)
+        files = {f: self.read("etcd-tls", f) for f in ("ca.pem", "server.pem", "server-key.pem")}
+        self.assertEqual(sorted(os.listdir(self.path("etcd-tls"))), sorted(files))  # never the CA key
+        self.assertEqual(files["ca.pem"], self.read("tls", "ca.pem"))
+        for f in files:
+            self.assertEqual(mode(self.path("etcd-tls", f)), 0o600, f)
+        self.openssl_verify(self.path("etcd-tls", "server.pem"))
+        if shutil.which("openssl"):
+            text = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", self.path("etcd-tls", "server.pem")],
+                                  capture_output=True, text=True).stdout
+            self.assertIn("DNS:etcd-1", text)
+            self.assertIn("DNS:etcd-2", text)
+            self.assertIn("TLS Web Client Authentication", text)  # members dial each other with it
+        keyring = json.loads(self.read("keyring", "keyring"))
+        self.assertEqual(mode(self.path("keyring", "keyring")), 0o600)
+        self.assertEqual(keyring["Format"], "mooring-keyring/1")
+        self.assertEqual([k["ID"] for k in keyring["Keys"]], [keyring["Active"]])
+        self.assertEqual(len(base64.b64decode(keyring["Keys"][0]["Key"])), 32)
+        again = self.init(*args)
+        self.assertIn("keyring: " + self.path("keyring", "keyring") + " is there", again.stderr)
+        self.assertEqual({f: self.read("etcd-tls", f) for f in files}, files)
+        self.assertEqual(json.loads(self.read("keyring", "keyring")), keyring)
+
+        if not os.access("/usr/bin/etcd", os.X_OK):
+            self.skipTest("etcd-server is not installed; the certificate and keyring were not used by etcd")
+        client, peer, http, grpc = free_port(), free_port(), free_port(), free_port()
+        et = self.path("etcd-tls")
+        self.spawn(["/usr/bin/etcd", "--name", "m1", "--data-dir", self.path("etcd-data"),
+                    "--listen-client-urls", f"https://127.0.0.1:{client}", "--advertise-client-urls", f"https://127.0.0.1:{client}",
+                    "--listen-peer-urls", f"https://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"https://127.0.0.1:{peer}",
+                    "--initial-cluster", f"m1=https://127.0.0.1:{peer}", "--cert-file", f"{et}/server.pem",
+                    "--key-file", f"{et}/server-key.pem", "--trusted-ca-file", f"{et}/ca.pem", "--client-cert-auth",
+                    "--peer-cert-file", f"{et}/server.pem", "--peer-key-file", f"{et}/server-key.pem",
+                    "--peer-trusted-ca-file", f"{et}/ca.pem", "--peer-client-cert-auth"], "etcd.log")
+        tls = self.path("tls")
+        cp = self.spawn([ARGS.controlplane, "--data-dir", self.path("cp-ha"), "--state", f"etcd://localhost:{client}/ha",
+                         "--etcd-cacert", f"{tls}/ca.pem", "--etcd-cert", f"{tls}/server.pem", "--etcd-key", f"{tls}/server-key.pem",
+                         "--keyring-file", self.path("keyring", "keyring"),
+                         "--http-addr", f"127.0.0.1:{http}", "--grpc-addr", f"127.0.0.1:{grpc}",
+                         "--tls-ca-file", f"{tls}/ca.pem", "--tls-cert-file", f"{tls}/server.pem",
+                         "--tls-key-file", f"{tls}/server-key.pem"], "controlplane-ha.log")
+        ctx = ssl.create_default_context(cafile=f"{tls}/ca.pem")
+
+        def leads():
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{http}/v1/status/ready", context=ctx, timeout=5) as r:
+                    return r.status == 200
+            except (urllib.error.URLError, ConnectionError, socket.timeout):
+                return False
+        try:
+            self.wait_for("the control plane to lead on etcd over TLS", lambda: cp.poll() is None and leads(), timeout=60)
+        except AssertionError:
+            raise AssertionError(self.read("controlplane-ha.log")[-3000:] + self.read("etcd.log")[-2000:])
+        # etcd refuses a client without a certificate from the CA.
+        plain = ssl.create_default_context(cafile=f"{et}/ca.pem")
+        with self.assertRaises((ssl.SSLError, ConnectionError, urllib.error.URLError)):
+            urllib.request.urlopen(f"https://127.0.0.1:{client}/version", context=plain, timeout=5).read()
+
+    def test_7_kubernetes_ha_secrets_are_made_once(self):
+        fake = FakeKubernetes("mooring")
+        thread = threading.Thread(target=fake.serve_forever, daemon=True)
+        thread.start()
+        try:
+            sa = self.path("sa-ha")
+            os.makedirs(sa)
+            with open(os.path.join(sa, "token"), "w") as f:
+                f.write("sa-token")
+            with open(os.path.join(sa, "ca.crt"), "w") as f:
+                f.write("")
+            k8s = {"KUBERNETES_API": f"http://127.0.0.1:{fake.server_address[1]}", "MOORING_INIT_SA_DIR": sa}
+            args = ["k8s-tls", "-namespace", "mooring", "-dns", "mooring-controlplane", "-etcd-secret", "mooring-etcd-tls",
+                    "-etcd-dns", "mooring-etcd-0.mooring-etcd", "-keyring-secret", "mooring-keyring"]
+            self.init(*args, env=k8s)
+            self.assertEqual(sorted(fake.secrets), ["mooring-ca", "mooring-controlplane-tls", "mooring-etcd-tls", "mooring-keyring"])
+            cp = fake.secrets["mooring-controlplane-tls"]["data"]
+            etcd = fake.secrets["mooring-etcd-tls"]["data"]
+            self.assertEqual(sorted(etcd), ["ca.pem", "server-key.pem", "server.pem"])
+            self.assertEqual(etcd["ca.pem"], cp["ca.pem"])
+            self.assertNotEqual(etcd["server.pem"], cp["server.pem"])
+            keyring = json.loads(base64.b64decode(fake.secrets["mooring-keyring"]["data"]["keyring"]))
+            self.assertEqual(keyring["Format"], "mooring-keyring/1")
+            posts = list(fake.posts)
+            again = self.init(*args, env=k8s)
+            self.assertEqual(fake.posts, posts, again.stderr)
         finally:
             fake.shutdown()
             fake.server_close()

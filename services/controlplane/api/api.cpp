@@ -489,6 +489,7 @@ struct Api::Impl {
                    .actor_type = accessor.empty() ? "anonymous" : "token",
                    .actor = accessor,
                    .remote = req.remote,
+                   .via = req.via,
                    .method = req.method,
                    .path = req.path,
                    .status = res.status};

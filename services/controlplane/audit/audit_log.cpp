@@ -27,6 +27,7 @@ std::string to_line(const Entry& e, const std::string& time) {
                          {"Object", e.object},
                          {"Status", e.status}};
   if (!e.path.empty()) line["Path"] = e.path;
+  if (!e.via.empty()) line["Via"] = e.via;
   // Invalid UTF-8 in a path becomes U+FFFD rather than an exception.
   return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -18,6 +18,7 @@ struct Entry {
   std::string actor_type = "anonymous";  // "token" | "node" | "anonymous"
   std::string actor;      // token AccessorID or node id; empty when anonymous
   std::string remote;     // "ip:port" (gRPC: its peer string)
+  std::string via;        // forwarded by a standby: its advertised URL (the caller is `remote`)
   std::string method;     // HTTP method, or the RPC's name
   std::string path;       // HTTP path without the query; empty for gRPC
   std::string ns = "default";

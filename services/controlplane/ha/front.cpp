@@ -18,6 +18,17 @@ bool has_header(const http::Response& r, std::string_view name) {
   return false;
 }
 
+// The caller of a forwarded request, believed from a control plane only (see front.hpp).
+void take_forwarded_caller(http::Request& request) {
+  const auto forwarded_for = request.headers.find(kForwardedFor);
+  if (request.peer_control_plane && forwarded_for != request.headers.end() && !forwarded_for->second.empty()) {
+    const auto by = request.headers.find(kForwardedBy);
+    request.via = by != request.headers.end() && !by->second.empty() ? by->second : request.remote;
+    request.remote = forwarded_for->second;
+  }
+  std::erase_if(request.headers, [](const auto& h) { return h.first.starts_with(kForwardedPrefix); });
+}
+
 http::Response unavailable(const std::string& why) {
   auto r = http::error_response(503, why);
   r.set_header("Retry-After", "1");
@@ -47,9 +58,12 @@ boost::asio::awaitable<http::Response> Front::handle(http::Request request) {
   if (request.method == "GET" && request.path == "/v1/status/ready" && !serving)
     co_return sign(unavailable(not_serving_reason()));
   if (request.method == "GET" && request.path == "/v1/status/health") co_return sign(co_await api_(std::move(request)));
+  take_forwarded_caller(request);
   if (serving) co_return sign(co_await api_(std::move(request)));
   if (!leader || election_.leading()) co_return unavailable(not_serving_reason());
-  co_return sign(co_await forwarder_.forward(leader->http_addr, std::move(request)));
+  auto forwarded = co_await forwarder_.forward(leader->http_addr, std::move(request), self_);
+  if (!forwarded.answered) election_.recheck();
+  co_return sign(std::move(forwarded.response));
 }
 
 }  // namespace mooring::controlplane::ha

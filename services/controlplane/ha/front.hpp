@@ -6,6 +6,11 @@
 //   GET /v1/status/ready   200 only on the leader once its state is loaded (a Kubernetes Service
 //                          with this readiness probe routes to the leader); 503 with the reason
 //                          elsewhere: standby (naming the leader), waiting for etcd, loading
+// A forward the leader does not answer in time (paused, cut off) is a 503 naming it, and the
+// standby reads the leader key again at once, so the next request goes to the new leader.
+// The leader takes a forwarded request's caller (X-Mooring-Forwarded-For/-By) from a peer that
+// presented a control plane certificate only, so its audit log names the client "via" the
+// standby; from anyone else those headers are dropped.
 #pragma once
 
 #include <functional>
@@ -22,8 +27,14 @@ class Front {
  public:
   // `api`: the full API (the leader's); `serving`: true once this process leads and has loaded
   // the state (read on the server's executor).
-  Front(LeaderElection& election, Forwarder& forwarder, http::Handler api, std::function<bool()> serving)
-      : election_(election), forwarder_(forwarder), api_(std::move(api)), serving_(std::move(serving)) {}
+  // `self`: this control plane's advertised HTTP address (named as "via" when it forwards).
+  Front(LeaderElection& election, Forwarder& forwarder, http::Handler api, std::function<bool()> serving,
+        std::string self = {})
+      : election_(election),
+        forwarder_(forwarder),
+        api_(std::move(api)),
+        serving_(std::move(serving)),
+        self_(std::move(self)) {}
 
   boost::asio::awaitable<http::Response> handle(http::Request request);
 
@@ -33,6 +44,7 @@ class Front {
   Forwarder& forwarder_;
   http::Handler api_;
   std::function<bool()> serving_;
+  std::string self_;
 };
 
 }  // namespace mooring::controlplane::ha

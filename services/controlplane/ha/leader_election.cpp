@@ -41,9 +41,14 @@ std::optional<LeaderRecord> LeaderRecord::from_json(const std::string& text) {
   return r;
 }
 
+// Calls on etcd's current endpoint (EtcdChannels: the next one when it is gone).
 struct LeaderElection::Stubs {
-  std::unique_ptr<pb::KV::Stub> kv;
-  std::unique_ptr<pb::Lease::Stub> lease;
+  std::shared_ptr<EtcdChannels> etcd;
+
+  template <class Call>
+  grpc::Status kv(Call&& c) const { return etcd->call<pb::KV>(std::forward<Call>(c)); }
+  template <class Call>
+  grpc::Status lease(Call&& c) const { return etcd->call<pb::Lease>(std::forward<Call>(c)); }
 };
 
 LeaderElection::LeaderElection(ElectionOptions options, std::function<void(LeaderFence)> elected,
@@ -54,8 +59,7 @@ LeaderElection::LeaderElection(ElectionOptions options, std::function<void(Leade
       // etcd counts leases in whole seconds (and raises a TTL below its minimum, ~1.5 s by default).
       ttl_(std::chrono::seconds(std::max<std::int64_t>(1, (options_.lease.count() + 999) / 1000))),
       stubs_(std::make_unique<Stubs>()) {
-  stubs_->kv = pb::KV::NewStub(options_.channel);
-  stubs_->lease = pb::Lease::NewStub(options_.channel);
+  stubs_->etcd = options_.etcd;
 }
 
 LeaderElection::~LeaderElection() { stop(); }
@@ -74,12 +78,15 @@ void LeaderElection::stop() {
   if (thread_.joinable()) thread_.join();
   if (leading_.exchange(false) && lease_id_ != 0) {
     // Hand over now: revoking the lease deletes the key, and a standby's next read finds it gone.
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
     pb::LeaseRevokeRequest req;
     req.set_id(lease_id_);
     pb::LeaseRevokeResponse res;
-    if (auto s = stubs_->lease->LeaseRevoke(&ctx, req, &res); s.ok())
+    if (auto s = stubs_->lease([&](auto& lease) {
+          grpc::ClientContext ctx;  // one per attempt
+          ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+          return lease.LeaseRevoke(&ctx, req, &res);
+        });
+        s.ok())
       kLog.info("leadership handed over (lease revoked)", {{"key", options_.key}});
     else
       kLog.warn("cannot revoke the leader lease; a standby takes over when it expires",
@@ -112,7 +119,16 @@ void LeaderElection::set_leader(std::optional<LeaderRecord> r, std::string probl
 
 void LeaderElection::wait(std::chrono::milliseconds d) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, d, [this] { return stopping_; });
+  cv_.wait_for(lock, d, [this] { return stopping_ || (recheck_ && !leading_); });
+  recheck_ = false;
+}
+
+void LeaderElection::recheck() {
+  {
+    std::lock_guard lock(mu_);
+    recheck_ = true;
+  }
+  cv_.notify_all();
 }
 
 void LeaderElection::lose(const std::string& why) {
@@ -159,7 +175,7 @@ bool LeaderElection::campaign() {
   pb::RangeRequest range;
   range.set_key(options_.key);
   pb::RangeResponse current;
-  if (auto s = stubs_->kv->Range(context().get(), range, &current); !s.ok()) {
+  if (auto s = stubs_->kv([&](auto& kv) { return kv.Range(context().get(), range, &current); }); !s.ok()) {
     set_leader(std::nullopt, "etcd does not answer: " + status_text(s));
     return false;
   }
@@ -176,7 +192,8 @@ bool LeaderElection::campaign() {
   pb::LeaseGrantRequest grant;
   grant.set_ttl(std::chrono::duration_cast<std::chrono::seconds>(ttl_).count());
   pb::LeaseGrantResponse granted;
-  if (auto s = stubs_->lease->LeaseGrant(context().get(), grant, &granted); !s.ok() || !granted.error().empty()) {
+  if (auto s = stubs_->lease([&](auto& lease) { return lease.LeaseGrant(context().get(), grant, &granted); });
+      !s.ok() || !granted.error().empty()) {
     set_leader(std::nullopt, "etcd refused a lease: " + (s.ok() ? granted.error() : status_text(s)));
     return false;
   }
@@ -193,15 +210,13 @@ bool LeaderElection::campaign() {
   put->set_lease(granted.id());
   txn.add_failure()->mutable_request_range()->set_key(options_.key);
   pb::TxnResponse res;
-  const auto s = stubs_->kv->Txn(context().get(), txn, &res);
+  const auto s = stubs_->kv([&](auto& kv) { return kv.Txn(context().get(), txn, &res); });
   if (!s.ok() || !res.succeeded()) {
     // Lost the race (or cannot tell): give the lease back so a key we may have written goes too.
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
     pb::LeaseRevokeRequest revoke;
     revoke.set_id(granted.id());
     pb::LeaseRevokeResponse revoked;
-    (void)stubs_->lease->LeaseRevoke(&ctx, revoke, &revoked);
+    (void)stubs_->lease([&](auto& lease) { return lease.LeaseRevoke(context().get(), revoke, &revoked); });
     if (!s.ok()) {
       set_leader(std::nullopt, "etcd does not answer: " + status_text(s));
     } else if (res.responses_size() == 1 && res.responses(0).response_range().kvs_size() == 1) {
@@ -231,15 +246,19 @@ void LeaderElection::renew() {
   }
   // One keep-alive per stream, each with a deadline, so a hung member cannot hold us past the lease.
   const auto sent = Clock::now();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, ttl_ / 2));
-  auto stream = stubs_->lease->LeaseKeepAlive(&ctx);
   pb::LeaseKeepAliveRequest req;
   req.set_id(lease_id_);
   pb::LeaseKeepAliveResponse res;
-  bool answered = stream->Write(req) && stream->Read(&res);
-  stream->WritesDone();
-  const auto status = stream->Finish();
+  bool answered = false;
+  const auto status = stubs_->lease([&](auto& lease) {
+    grpc::ClientContext ctx;  // one per attempt
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::min<std::chrono::milliseconds>(options_.timeout, ttl_ / 2));
+    auto stream = lease.LeaseKeepAlive(&ctx);
+    answered = stream->Write(req) && stream->Read(&res);
+    stream->WritesDone();
+    return stream->Finish();
+  });
   if (answered && res.ttl() <= 0) {
     lose("etcd says the lease expired (this process was paused or cut off for longer than the lease)");
     return;

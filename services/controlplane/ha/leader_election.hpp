@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/etcd_channels.hpp"
 
 namespace mooring::controlplane::ha {
 
@@ -40,7 +41,7 @@ struct LeaderRecord {
 };
 
 struct ElectionOptions {
-  std::shared_ptr<grpc::Channel> channel;  // to etcd (etcd_channel())
+  std::shared_ptr<EtcdChannels> etcd;  // shared with the backend's traffic or its own
   std::string key;                         // "<prefix>/leader"
   LeaderRecord self;
   std::chrono::milliseconds lease{2'000};  // rounded up to whole seconds (etcd's unit)
@@ -68,6 +69,9 @@ class LeaderElection {
   bool leading() const { return leading_.load(); }
   // Why there is no leader to name (etcd not answering, no quorum), "" when etcd answers.
   std::string etcd_problem() const;
+  // Read the leader key now rather than at the next poll (a standby whose forward to the leader
+  // got no answer: the next request should go to whoever leads now).
+  void recheck();
   // Our own deadline for the lease (see above); false when not leading.
   bool lease_valid() const;
   std::chrono::milliseconds ttl() const { return ttl_; }
@@ -90,6 +94,7 @@ class LeaderElection {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool recheck_ = false;
   std::optional<LeaderRecord> leader_;
   std::string problem_ = "etcd has not answered yet";
   std::atomic<bool> leading_{false};

@@ -31,6 +31,12 @@ struct Request {
   std::string body;
   PathParams params;  // filled in by the router
   std::string remote;  // the client's "address:port", for the audit log
+  // HTTPS: the client presented a certificate from our CA with the control plane identity (a
+  // standby forwarding; http::TlsFiles::peer_ca_file).
+  bool peer_control_plane = false;
+  // A request a standby forwarded: that standby (its advertised URL); `remote` is then the
+  // client it forwarded for (ha/front.cpp).
+  std::string via;
 
   // Header value by lower-case name, or empty.
   std::string_view header(std::string_view lower_name) const {

@@ -18,6 +18,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <openssl/ssl.h>
+
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/write.hpp>
@@ -83,6 +85,7 @@ struct Session {
   bool evicted = false;  // closed while idle to make room for a new connection
   std::string refusal;   // HTTPS only: the 503's message, written once the handshake is done
   std::string remote;    // the peer's "address:port"
+  bool peer_control_plane = false;  // HTTPS: its verified certificate is a control plane's
   std::shared_ptr<ssl::context> tls_context;
   std::optional<beast::tcp_stream> plain;
   std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
@@ -295,6 +298,10 @@ asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {
     logger.debug("tls handshake failed", {{"error", ec.message()}});
     co_return;
   }
+  if (X509* cert = ::SSL_get1_peer_certificate(s->secure->native_handle())) {
+    s->peer_control_plane = ::SSL_get_verify_result(s->secure->native_handle()) == X509_V_OK && is_control_plane(cert);
+    ::X509_free(cert);
+  }
   co_await serve(*s, *s->secure, header_deadline);
 }
 
@@ -360,6 +367,7 @@ asio::awaitable<void> Server::Impl::serve(Session& session, Stream& io, TimePoin
     try {
       auto request = to_request(std::move(req));
       request.remote = s->remote;
+      request.peer_control_plane = s->peer_control_plane;
       response = co_await handler(std::move(request));
     } catch (const boost::system::system_error& e) {
       // A handler cancelled by a forced shutdown is not a bug.

@@ -4,6 +4,8 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include "shared/tls/certificates.hpp"
+
 namespace mooring::controlplane::http {
 
 namespace ssl = boost::asio::ssl;
@@ -31,13 +33,31 @@ domain::Expected<std::shared_ptr<ssl::context>> make_server_tls(const TlsFiles& 
     return domain::error(problem("TLS key", files.key_file, ec));
   if (::SSL_CTX_check_private_key(ctx->native_handle()) != 1)
     return domain::error("TLS key " + files.key_file + " does not belong to the certificate " + files.cert_file);
+  if (!files.peer_ca_file.empty()) {
+    if (ctx->load_verify_file(files.peer_ca_file, ec); ec)
+      return domain::error(problem("TLS CA of the control planes", files.peer_ca_file, ec));
+  }
   if (!files.client_ca_file.empty()) {
     if (ctx->load_verify_file(files.client_ca_file, ec); ec)
       return domain::error(problem("TLS client CA", files.client_ca_file, ec));
     ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert, ec);
     if (ec) return domain::error("TLS verify mode: " + ec.message());
+  } else if (!files.peer_ca_file.empty()) {
+    // Asked, not required: a browser or the CLI sends none; a certificate that does not verify
+    // does not end the handshake either (the connection is then simply not a peer's: the
+    // session reads SSL_get_verify_result).
+    ctx->set_verify_mode(ssl::verify_peer, ec);
+    if (ec) return domain::error("TLS verify mode: " + ec.message());
+    ctx->set_verify_callback([](bool, ssl::verify_context&) { return true; }, ec);
+    if (ec) return domain::error("TLS verify callback: " + ec.message());
   }
   return ctx;
+}
+
+bool is_control_plane(X509* cert) {
+  if (cert == nullptr) return false;
+  const auto info = tls::inspect(cert);
+  return info.identity && info.identity->role == tls::Role::server;
 }
 
 }  // namespace mooring::controlplane::http

@@ -1,5 +1,7 @@
 #include "services/controlplane/state/etcd_backend.hpp"
 
+#include "services/controlplane/state/etcd_channels.hpp"
+
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
@@ -9,7 +11,6 @@
 #include "shared/config/host_port.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
-#include "shared/tls/cert_files.hpp"
 #include "shared/tls/digest.hpp"
 
 namespace mooring::controlplane {
@@ -48,9 +49,13 @@ std::string status_text(const grpc::Status& s) {
 // ---- the connection ----
 
 struct EtcdBackend::Client {
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<pb::KV::Stub> kv;
+  std::shared_ptr<EtcdChannels> etcd;
   std::chrono::milliseconds timeout;
+
+  template <class Call>
+  grpc::Status call(Call&& c) const {
+    return etcd->call<pb::KV>(std::forward<Call>(c));
+  }
 
   std::unique_ptr<grpc::ClientContext> context() const {
     auto ctx = std::make_unique<grpc::ClientContext>();
@@ -59,23 +64,23 @@ struct EtcdBackend::Client {
     return ctx;
   }
   grpc::Status range(const pb::RangeRequest& req, pb::RangeResponse& res) const {
-    return kv->Range(context().get(), req, &res);
+    return call([&](pb::KV::Stub& kv) { return kv.Range(context().get(), req, &res); });
   }
   grpc::Status txn(const pb::TxnRequest& req, pb::TxnResponse& res) const {
-    return kv->Txn(context().get(), req, &res);
+    return call([&](pb::KV::Stub& kv) { return kv.Txn(context().get(), req, &res); });
   }
   grpc::Status put(const std::string& key, const std::string& value) const {
     pb::PutRequest req;
     req.set_key(key);
     req.set_value(value);
     pb::PutResponse res;
-    return kv->Put(context().get(), req, &res);
+    return call([&](pb::KV::Stub& kv) { return kv.Put(context().get(), req, &res); });
   }
   grpc::Status compact(std::int64_t revision) const {
     pb::CompactionRequest req;
     req.set_revision(revision);
     pb::CompactionResponse res;
-    return kv->Compact(context().get(), req, &res);
+    return call([&](pb::KV::Stub& kv) { return kv.Compact(context().get(), req, &res); });
   }
 };
 
@@ -215,57 +220,11 @@ std::string describe_options(const EtcdOptions& o) {
 
 // ---- open ----
 
-domain::Expected<std::shared_ptr<grpc::Channel>> etcd_channel(const EtcdOptions& options) {
-  if (options.endpoints.empty()) return error("etcd state: no endpoint");
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (options.ca_file.empty() && options.cert_file.empty() && options.key_file.empty()) {
-    creds = grpc::InsecureChannelCredentials();
-  } else {
-    if (options.ca_file.empty()) return error("etcd state: --etcd-cacert is required with --etcd-cert/--etcd-key");
-    if (options.cert_file.empty() != options.key_file.empty())
-      return error("etcd state: --etcd-cert and --etcd-key go together");
-    grpc::SslCredentialsOptions ssl;
-    auto ca = tls::read_text(options.ca_file);
-    if (!ca) return error("--etcd-cacert: " + ca.error());
-    ssl.pem_root_certs = *ca;
-    if (!options.cert_file.empty()) {
-      auto cert = tls::read_text(options.cert_file);
-      if (!cert) return error("--etcd-cert: " + cert.error());
-      auto key = tls::read_text(options.key_file);
-      if (!key) return error("--etcd-key: " + key.error());
-      ssl.pem_cert_chain = *cert;
-      ssl.pem_private_key = *key;
-    }
-    creds = grpc::SslCredentials(ssl);
-  }
-  // Several endpoints: one channel that tries them in order (pick_first over an address list);
-  // gRPC's ipv4:/ipv6: schemes take lists, names go through DNS one at a time.
-  std::string target;
-  bool all_ipv4 = true;
-  for (const auto& e : options.endpoints)
-    if (e.find_first_not_of("0123456789.:") != std::string::npos) all_ipv4 = false;
-  if (options.endpoints.size() > 1 && all_ipv4) {
-    target = "ipv4:";
-    for (std::size_t i = 0; i < options.endpoints.size(); ++i) target += (i ? "," : "") + options.endpoints[i];
-  } else {
-    target = options.endpoints.front();
-    if (options.endpoints.size() > 1)
-      kLog.warn("etcd endpoints by name: only the first is dialled (give IP addresses for failover)",
-                {{"endpoint", target}});
-  }
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(target, creds, args);
-}
-
 domain::Expected<std::unique_ptr<EtcdBackend>> EtcdBackend::open(EtcdOptions options) {
-  auto channel = etcd_channel(options);
-  if (!channel) return error(channel.error());
+  auto channels = EtcdChannels::make(options);
+  if (!channels) return error(channels.error());
   auto client = std::make_unique<Client>();
-  client->channel = std::move(*channel);
-  client->kv = pb::KV::NewStub(client->channel);
+  client->etcd = std::move(*channels);
   client->timeout = options.timeout;
   return std::unique_ptr<EtcdBackend>(new EtcdBackend(std::move(options), std::move(client)));
 }

@@ -38,9 +38,6 @@
 
 #include "services/controlplane/state/backend.hpp"
 
-namespace grpc {
-class Channel;
-}
 namespace etcdserverpb {
 class TxnResponse;
 }
@@ -63,10 +60,6 @@ struct EtcdOptions {
 
 // "etcd://h1:2379,h2:2379/prefix" (prefix optional: "/mooring"); errors name the part.
 domain::Expected<EtcdOptions> parse_etcd_url(std::string_view url);
-
-// The gRPC channel to etcd the options describe (TLS, endpoints tried in order); the backend and
-// the leader election (ha/leader_election.hpp) each make one.
-domain::Expected<std::shared_ptr<grpc::Channel>> etcd_channel(const EtcdOptions& options);
 
 // What a leader's writes are fenced with (ha/leader_election.hpp): the leader key as this control
 // plane created it. Every Txn also compares the key's create revision and value, so once the

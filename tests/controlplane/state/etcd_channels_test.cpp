@@ -1,0 +1,132 @@
+// The connection to etcd (EtcdChannels) against a real three-member etcd addressed by names:
+// every endpoint is used, so killing the first-listed member stops neither the backend's writes
+// nor the leader's lease renewals, and a control plane started while it is down still connects.
+#include "services/controlplane/state/etcd_channels.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "services/controlplane/ha/leader_election.hpp"
+#include "tests/controlplane/support/http_client.hpp"
+#include "tests/support/etcd_process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::controlplane {
+namespace {
+
+using namespace std::chrono_literals;
+
+// As mooring-controlplane's main sets it, before gRPC starts.
+[[maybe_unused]] const int kNativeResolver = ::setenv("GRPC_DNS_RESOLVER", "native", 0);
+
+class EtcdChannelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = test::EtcdProcess::unavailable()) GTEST_SKIP() << *why;
+    cluster = std::make_unique<test::EtcdCluster>(dir.path() / "etcd");
+    cluster->start();
+  }
+  static std::uint16_t port_of(const std::string& endpoint) {
+    return static_cast<std::uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+  }
+  // A member that is not etcd's raft leader (its /metrics say so): killing it tests our client,
+  // not the 1-2 s etcd takes to elect a new raft leader.
+  std::size_t follower() const {
+    for (std::size_t i = 0; i < cluster->size(); ++i)
+      if (http_request(port_of(cluster->member(i).endpoint()), "GET", "/metrics").body.find("etcd_server_is_leader 0") !=
+          std::string::npos)
+        return i;
+    ADD_FAILURE() << "no etcd member says it is a follower";
+    return 0;
+  }
+  // Every member by name, `first` listed first: "localhost" resolves to ::1 and 127.0.0.1 and
+  // etcd listens on the second only, so each name also needs its addresses tried in turn.
+  EtcdOptions by_name(std::size_t first) const {
+    EtcdOptions o;
+    for (std::size_t k = 0; k < cluster->size(); ++k) {
+      const auto ep = cluster->member((first + k) % cluster->size()).endpoint();
+      o.endpoints.push_back("localhost" + ep.substr(ep.rfind(':')));
+    }
+    o.prefix = "/names";
+    o.timeout = 2s;
+    return o;
+  }
+  static Transaction tx(std::uint64_t index, std::string key) {
+    return Transaction{index, {{Table::volumes, std::move(key), std::string("x")}}, {Table::volumes}};
+  }
+
+  test::TempDir dir{"mooring-etcd-channels"};
+  std::unique_ptr<test::EtcdCluster> cluster;
+};
+
+TEST(EtcdChannels, IpEndpointsShareOneChannelAndNamesGetOneEach) {
+  EtcdOptions ips;
+  ips.endpoints = {"10.0.0.1:2379", "10.0.0.2:2379"};
+  auto a = EtcdChannels::make(ips);
+  ASSERT_TRUE(a) << a.error();
+  EXPECT_EQ((*a)->targets(), (std::vector<std::string>{"ipv4:10.0.0.1:2379,10.0.0.2:2379"}));
+  EtcdOptions names;
+  names.endpoints = {"etcd-0.etcd:2379", "10.0.0.2:2379"};
+  auto b = EtcdChannels::make(names);
+  ASSERT_TRUE(b) << b.error();
+  EXPECT_EQ((*b)->targets(), (std::vector<std::string>{"dns:///etcd-0.etcd:2379", "dns:///10.0.0.2:2379"}));
+}
+
+TEST(EtcdChannels, BadTlsSettingsNameTheFlag) {
+  EtcdOptions o;
+  o.endpoints = {"etcd:2379"};
+  o.cert_file = "/nonexistent/cert.pem";
+  auto r = EtcdChannels::make(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("--etcd-cacert"), std::string::npos) << r.error();
+}
+
+TEST_F(EtcdChannelsTest, WritesGoOnWhenTheFirstListedMemberIsKilled) {
+  const auto first = follower();
+  auto b = EtcdBackend::open(by_name(first));
+  ASSERT_TRUE(b) << b.error();
+  ASSERT_TRUE((*b)->load());
+  for (std::uint64_t i = 1; i <= 3; ++i) ASSERT_TRUE((*b)->apply(tx(i, "v" + std::to_string(i))));
+
+  cluster->kill(first);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto st = (*b)->apply(tx(4, "v4"));
+  ASSERT_TRUE(st) << st.error();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+
+  // A control plane that starts while the first member is down connects to the others.
+  auto fresh = EtcdBackend::open(by_name(first));
+  ASSERT_TRUE(fresh) << fresh.error();
+  auto snap = (*fresh)->load();
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_EQ(snap->index, 4u);
+}
+
+TEST_F(EtcdChannelsTest, TheLeaderKeepsItsLeaseWhenTheFirstListedMemberIsKilled) {
+  const auto first = follower();
+  auto channels = EtcdChannels::make(by_name(first));
+  ASSERT_TRUE(channels) << channels.error();
+  std::atomic<bool> elected{false}, lost{false};
+  ha::LeaderElection election(
+      ha::ElectionOptions{.etcd = *channels,
+                          .key = "/names/leader",
+                          .self = {.id = "a", .http_addr = "http://127.0.0.1:1", .grpc_addr = "127.0.0.1:2"},
+                          .lease = 2s},
+      [&](LeaderFence) { elected = true; }, [&](const std::string&) { lost = true; });
+  election.start();
+  for (int i = 0; i < 100 && !elected; ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(elected);
+
+  cluster->kill(first);
+  std::this_thread::sleep_for(6s);  // three leases: every renewal went to another member
+  EXPECT_FALSE(lost);
+  EXPECT_TRUE(election.leading());
+  election.stop();
+}
+
+}  // namespace
+}  // namespace mooring::controlplane
