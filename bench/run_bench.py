@@ -44,7 +44,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Cluster, free_port, now_ms, percentile, read_status, tls_client_context, wait_until  # noqa: E402
+from harness import Cluster, EtcdCluster, HaCluster, free_port, now_ms, percentile, read_status, tls_client_context, wait_until  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("MOORING_BIN", "")
@@ -59,6 +59,8 @@ INSECURE = os.environ.get("MOORING_BENCH_INSECURE", "") == "1"
 COMPARE_N = int(os.environ.get("MOORING_BENCH_COMPARE_N", str(N)))
 METRICS_N = int(os.environ.get("MOORING_BENCH_METRICS_N", "300"))
 METRICS_ROUNDS = int(os.environ.get("MOORING_BENCH_METRICS_ROUNDS", "2"))
+HA_KILLS = int(os.environ.get("MOORING_BENCH_HA_KILLS", "10"))
+HA_LEASE_S = float(os.environ.get("MOORING_BENCH_HA_LEASE", "2"))
 
 # The pass being measured: "" for the main stack (secure unless MOORING_BENCH_INSECURE=1) whose
 # rows carry the targets, "plaintext" for the comparison pass (its rows are labelled and carry none).
@@ -669,6 +671,90 @@ def bench_agent(c, node, agent_idle):
 
 
 # --------------------------------------------------------------------------------------------
+# ha: failover of the control plane on a three-member etcd (issue 22)
+
+open_etcds = []
+
+
+def new_etcd(d):
+    e = EtcdCluster(d)
+    open_etcds.append(e)
+    return e
+
+
+def close_etcd(e):
+    e.close()
+    if e in open_etcds:
+        open_etcds.remove(e)
+
+
+def bench_ha_failover():
+    """HA_KILLS times: kill -9 of the leading control plane, then a write (PUT /v1/acl/policy/...,
+    a Raft-committed etcd Txn that needs nothing else on the stack) sent every 10 ms through a
+    standby's REST API until one succeeds; the killed member is started again (it joins as a
+    standby) before the next kill, so there are always three. Beside the lease (the floor: a dead
+    leader's key outlives it by up to one lease) and a write through the same standby before the kill."""
+    if EtcdCluster.unavailable():
+        raise RuntimeError(EtcdCluster.unavailable())
+    d = tempfile.mkdtemp(prefix="mooring-bench-ha-", dir="/tmp")
+    etcd = new_etcd(d)
+    # Always secure: the write is an ACL policy, which needs ACLs on.
+    c = HaCluster(BIN, etcd.url("/bench"), lease=f"{HA_LEASE_S:g}s", name="mooring-bench-ha",
+                  logs_dir=os.path.join(BIN, "bench-logs", "ha"), secure=True)
+    open_clusters.append(c)
+    try:
+        etcd.start()
+        c.start_all()
+        failover, steady, firsts = [], [], []
+        for k in range(HA_KILLS):
+            lead = c.leader()
+            if lead is None:
+                raise RuntimeError(f"kill {k}: no leader")
+            standby = next(i for i in range(len(c.members)) if i != lead)
+            api = c.api_of(standby)
+            api.timeout = 2
+            body = {"Rules": {"Node": "read"}}
+            t = time.perf_counter()
+            api.json("PUT", f"/v1/acl/policy/bench-before-{k}", body)
+            steady.append((time.perf_counter() - t) * 1000)
+            c.kill_member(lead)
+            t0 = time.perf_counter()
+            answers = {}
+            while True:
+                try:
+                    st, hdr, _ = api.request("PUT", f"/v1/acl/policy/bench-after-{k}", body)
+                except (OSError, RuntimeError):
+                    st, hdr = "error", {}
+                if st == 200:
+                    break
+                answers[st] = answers.get(st, 0) + 1
+                if time.perf_counter() - t0 > 60:
+                    raise RuntimeError(f"kill {k}: no write served through member {standby} within 60 s ({answers})")
+                time.sleep(0.01)
+            failover.append((time.perf_counter() - t0) * 1000)
+            firsts.append({"killed": lead, "through": standby, "answered_by": hdr.get("X-Mooring-Leader", ""),
+                           "refused": answers, "ms": failover[-1]})
+            log(f"ha: kill {k + 1}/{HA_KILLS}: member {lead} killed; first write through member {standby} "
+                f"after {failover[-1]:.0f} ms ({answers})")
+            c.start_member(lead)  # back as a standby: three members again
+            if c.leader() is None:
+                raise RuntimeError(f"kill {k}: no leader after the restart of member {lead}")
+        lease_ms = HA_LEASE_S * 1000
+        details["ha_failover"] = {"kills": HA_KILLS, "lease_ms": lease_ms, "failover_ms": failover,
+                                  "steady_write_ms": steady, "each": firsts}
+        note = f"max {max(failover):.0f} ms; a write through the standby before the kill: p50 {percentile(steady, 50):.1f} ms"
+        row("ha", f"failover: leader kill -9 -> first write through a standby, p50 ({HA_KILLS} kills)",
+            percentile(failover, 50), "ms", lease_ms, "the leader lease (--leader-lease)", ("ratio", "<=", 2), note)
+        row("ha", f"failover: leader kill -9 -> first write through a standby, p99 ({HA_KILLS} kills)",
+            percentile(failover, 99), "ms", lease_ms, "the leader lease (--leader-lease)", ("ratio", "<=", 2))
+    finally:
+        close_cluster(c)
+        close_etcd(etcd)
+        keep_logs(d, "ha-etcd")
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
 # control plane footprint with many volumes
 
 def bench_footprint():
@@ -1118,11 +1204,13 @@ def main():
         if not INSECURE and (wanted("lifecycle") or wanted("api")):
             run_one("plaintext", plaintext_pass)
         for name, fn in (("plugins", bench_plugins), ("footprint", bench_footprint), ("gc", bench_gc),
-                         ("metrics", bench_metrics)):
+                         ("metrics", bench_metrics), ("ha", bench_ha_failover)):
             run_one(name, fn)
     finally:
         for c in list(open_clusters):
             close_cluster(c)
+        for e in list(open_etcds):
+            close_etcd(e)
 
     print_table()
     drift = details.get("lifecycle", {}).get("drift_p50_ms")
