@@ -277,13 +277,16 @@ class Cluster:
         return ["--data-dir", os.path.join(self.dir, "hostpath"), "--node-id", "csi-" + nid,
                 "--call-log", self.call_log(nid), "--fault-file", self.fault_file(nid)]
 
-    def start_node(self, nid, heartbeat="1s", probe_interval="500ms", extra_plugin="", config_plugin=True):
+    def start_node(self, nid, heartbeat="1s", probe_interval="500ms", extra_plugin="", config_plugin=True,
+                   plugin_mode="monolith"):
         """An agent for `nid`; with config_plugin=False it runs no plugin of its own (plugins come as
-        allocations) and is waited for until the control plane lists it ready."""
+        allocations) and is waited for until the control plane lists it ready. plugin_mode="node":
+        the hostpath plugin serves no controller (volumes are registered without asking one)."""
         os.makedirs(self.node_dir(nid), exist_ok=True)
         if self.secure and not os.path.exists(self.tls_file(f"agent-{nid}.pem")):
             self.mooring("tls", "cert", "create", "-agent", "-node-id", nid, "-dir", self.tls_dir)
-        plugin = ("hostpath,type=monolith,command=" + self.bin("mooring-hostpath") +
+        plugin = (f"hostpath,type={plugin_mode},command=" + self.bin("mooring-hostpath") +
+                  f",arg=--mode,arg={plugin_mode}" +
                   ",arg=--data-dir,arg=" + os.path.join(self.dir, "hostpath") +
                   ",arg=--node-id,arg=csi-" + nid +
                   ",arg=--call-log,arg=" + self.call_log(nid) +
