@@ -11,9 +11,12 @@ its target (MET / MISSED). Prints a table and writes JSON. Driven by scripts/run
   MOORING_BENCH_GC_SIZES       GC storm sizes (default "1000,10000")
   MOORING_BENCH_FOOTPRINT_N    volumes registered for the control plane footprint (default 100000)
   MOORING_BENCH_WRK_SECONDS    duration of each wrk run (default 5)
-  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc,metrics (default all)
+  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc,metrics,claims,ha (default all)
   MOORING_BENCH_METRICS_N      lifecycles per round of the metrics on/off comparison (default 300)
   MOORING_BENCH_METRICS_ROUNDS rounds of it, each one stack with --metrics=off then one with it on (default 2)
+  MOORING_BENCH_CLAIMS_N       claims of the new-claim storm, on SQLite and on etcd (default 10000)
+  MOORING_BENCH_HA_KILLS       leader kills of the failover bench (default 10)
+  MOORING_BENCH_HA_LEASE       its --leader-lease in seconds (default 2)
   MOORING_BENCH_INSECURE       1: every bench on the plaintext stack (--insecure --acl=false) only.
                                Default: the stack is secure as `make run` (mutual TLS, HTTPS, ACL
                                token on every request), and lifecycle and api run a second time on
@@ -59,6 +62,8 @@ INSECURE = os.environ.get("MOORING_BENCH_INSECURE", "") == "1"
 COMPARE_N = int(os.environ.get("MOORING_BENCH_COMPARE_N", str(N)))
 METRICS_N = int(os.environ.get("MOORING_BENCH_METRICS_N", "300"))
 METRICS_ROUNDS = int(os.environ.get("MOORING_BENCH_METRICS_ROUNDS", "2"))
+CLAIMS_N = int(os.environ.get("MOORING_BENCH_CLAIMS_N", "10000"))
+CLAIMS_NODES = 10
 HA_KILLS = int(os.environ.get("MOORING_BENCH_HA_KILLS", "10"))
 HA_LEASE_S = float(os.environ.get("MOORING_BENCH_HA_LEASE", "2"))
 
@@ -755,6 +760,120 @@ def bench_ha_failover():
 
 
 # --------------------------------------------------------------------------------------------
+# claims: a new-claim storm through the agent gRPC service, on SQLite and on etcd (issue 22)
+
+def claims_on(c, label):
+    """CLAIMS_N new claims from CLAIMS_NODES simulated nodes (mooring-bench-claims, each node its
+    own mutual-TLS channel and certificate, or plaintext on the insecure stack) on a started
+    control plane `c`: the nodes register and heartbeat, the volumes (node-only plugin "sim") and
+    one allocation per volume go in through the REST API, then every claim at once."""
+    nodes = [f"sim-{i}" for i in range(CLAIMS_NODES)]
+    if c.secure:
+        for nid in nodes:
+            c.mooring("tls", "cert", "create", "-agent", "-node-id", nid, "-dir", c.tls_dir)
+    alloc_file = os.path.join(c.dir, "claim-allocs.txt")
+    args = [c.bin("mooring-bench-claims"), "--controlplane", f"127.0.0.1:{c.grpc_port}", "--alloc-file", alloc_file,
+            "--nodes", str(CLAIMS_NODES), "--claims", str(CLAIMS_N), "--concurrency", "16"]
+    if c.secure:
+        args += ["--tls-dir", c.tls_dir]
+    err = open(os.path.join(c.dir, f"bench-claims-{label}.log"), "ab")
+    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+    try:
+        first = p.stdout.readline()
+        if not first.strip():
+            raise RuntimeError(f"mooring-bench-claims did not start; see {err.name}")
+
+        def sim_healthy():
+            st, _, body = c.api.request("GET", "/v1/plugin/csi/sim")
+            return st == 200 and json.loads(body).get("NodesHealthy", 0) >= CLAIMS_NODES
+        if not wait_until(sim_healthy, 60, 0.1):
+            raise RuntimeError("the simulated nodes' plugin did not become healthy")
+        t = time.perf_counter()
+        for start in range(0, CLAIMS_N, 1000):
+            vols = [{"ID": f"cv-{i:06d}", "Name": f"cv-{i:06d}", "PluginID": "sim", "ExternalID": f"ext-cv-{i:06d}",
+                     "RequestedCapabilities": [{"AccessMode": "single-node-writer", "AttachmentMode": "file-system"}]}
+                    for i in range(start, min(CLAIMS_N, start + 1000))]
+            c.api.json("PUT", "/v1/volumes", {"Volumes": vols})
+
+        def submit(i):
+            a = {"Name": f"claim-{i}", "NodeID": nodes[i % CLAIMS_NODES],
+                 "Volumes": {"data": {"Type": "csi", "Source": f"cv-{i:06d}", "AccessMode": "single-node-writer",
+                                      "AttachmentMode": "file-system"}}}
+            return c.api.json("POST", "/v1/allocations", {"Allocation": a})["ID"]
+        ids = parallel(submit, range(CLAIMS_N), 8)
+        setup_s = time.perf_counter() - t
+        with open(alloc_file, "w") as f:
+            f.write("\n".join(ids) + "\n")
+        log(f"claims ({label}): {CLAIMS_N} volumes and allocations in {setup_s:.0f}s; the storm ...")
+        cpu0 = cpu_ms(c.cp.pid)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        out, _ = p.communicate(timeout=900)
+        cpu1 = cpu_ms(c.cp.pid)
+        res = json.loads(out.decode().strip().splitlines()[-1])
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        err.close()
+    res["setup_seconds"] = setup_s
+    res["controlplane_cpu_ms"] = (cpu1 or 0) - (cpu0 or 0)
+    res["controlplane_cpu_per_claim_us"] = res["controlplane_cpu_ms"] * 1000 / max(1, res["claims"])
+    # The grants are in the state: a sample of the volumes, each with its one claim.
+    sample = range(0, res["claims"], max(1, res["claims"] // 50))
+    res["sampled_volumes_with_claim"] = sum(
+        1 for i in sample if len(c.api.json("GET", f"/v1/volume/csi/cv-{i:06d}").get("Claims") or []) == 1)
+    res["sampled_volumes"] = len(sample)
+    if res["sampled_volumes_with_claim"] != res["sampled_volumes"] and not res["failed"]:
+        raise RuntimeError(f"claims answered OK but only {res['sampled_volumes_with_claim']} of {len(sample)} sampled volumes hold one")
+    return res
+
+
+def bench_claims():
+    c = new_cluster("claims")
+    try:
+        c.start_controlplane()
+        sq = claims_on(c, "sqlite")
+    finally:
+        close_cluster(c)
+    details["claims"] = sq
+    row("claims", f"new-claim storm: {sq['claims']} claims granted, SQLite", sq["seconds"] * 1000, "ms", None, "",
+        None, f"{sq['ok']} OK; p50 {sq['p50_ms']:.1f} ms, p99 {sq['p99_ms']:.1f} ms per claim; control plane CPU "
+              f"{sq['controlplane_cpu_per_claim_us']:.0f} us per claim; {sq['nodes']} nodes, {sq['concurrency']} in flight, "
+              f"{'mutual TLS' if sq['tls'] else 'plaintext'}" + (f"; refused {sq['codes']} {sq['errors'][:2]}" if sq["failed"] else ""))
+    if EtcdCluster.unavailable():
+        log(f"claims: etcd skipped: {EtcdCluster.unavailable()}")
+        return
+    d = tempfile.mkdtemp(prefix="mooring-bench-cle-", dir="/tmp")
+    etcd = new_etcd(d)
+    c = HaCluster(BIN, etcd.url("/claims"), members=1, name="mooring-bench-cle",
+                  logs_dir=os.path.join(BIN, "bench-logs", "claims-etcd"), secure=not INSECURE)
+    open_clusters.append(c)
+    try:
+        etcd.start()
+        c.start_all()
+        pids = etcd.pids()
+        e0 = sum(cpu_ms(x) or 0 for x in pids)
+        et = claims_on(c, "etcd")
+        et["etcd_members_cpu_per_claim_us"] = (sum(cpu_ms(x) or 0 for x in pids) - e0) * 1000 / max(1, et["claims"])
+    finally:
+        close_cluster(c)
+        close_etcd(etcd)
+        keep_logs(d, "claims-etcd")
+        shutil.rmtree(d, ignore_errors=True)
+    details["claims_etcd"] = et
+    row("claims", f"new-claim storm: {et['claims']} claims granted, etcd (3 members)", et["seconds"] * 1000, "ms",
+        sq["seconds"] * 1000, "the same storm on SQLite, same run", ("ratio", "<=", 3),
+        f"{et['ok']} OK; p50 {et['p50_ms']:.1f} ms, p99 {et['p99_ms']:.1f} ms per claim (SQLite {sq['p50_ms']:.1f}, "
+        f"{sq['p99_ms']:.1f})" + (f"; refused {et['codes']} {et['errors'][:2]}" if et["failed"] else ""))
+    row("claims", "new-claim storm: control plane CPU per claim, etcd", et["controlplane_cpu_per_claim_us"], "us",
+        sq["controlplane_cpu_per_claim_us"], "the same on SQLite, same run", None,
+        f"the etcd members' CPU (all three, during setup and storm): {et['etcd_members_cpu_per_claim_us']:.0f} us per claim")
+    if sq["failed"] or et["failed"]:
+        row("claims", "claims refused", sq["failed"] + et["failed"], "", None, "", ("value", "<=", 0))
+
+
+# --------------------------------------------------------------------------------------------
 # control plane footprint with many volumes
 
 def du_mib(path):
@@ -1332,7 +1451,7 @@ def main():
         if not INSECURE and (wanted("lifecycle") or wanted("api")):
             run_one("plaintext", plaintext_pass)
         for name, fn in (("plugins", bench_plugins), ("footprint", bench_footprint), ("gc", bench_gc),
-                         ("metrics", bench_metrics), ("ha", bench_ha_failover)):
+                         ("metrics", bench_metrics), ("claims", bench_claims), ("ha", bench_ha_failover)):
             run_one(name, fn)
     finally:
         for c in list(open_clusters):
