@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "etcd/rpc.grpc.pb.h"
@@ -37,6 +38,9 @@ std::string padded(std::uint64_t n, int width) {
   std::snprintf(buf, sizeof buf, "%0*llu", width, static_cast<unsigned long long>(n));
   return buf;
 }
+
+// The largest answer we accept from etcd. The load reads in pages that stay well under it.
+constexpr std::size_t kMaxReceiveBytes = 64 * 1024 * 1024;
 
 std::string status_text(const grpc::Status& s) {
   return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
@@ -255,7 +259,7 @@ domain::Expected<std::shared_ptr<grpc::Channel>> etcd_channel(const EtcdOptions&
                 {{"endpoint", target}});
   }
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
+  args.SetMaxReceiveMessageSize(static_cast<int>(kMaxReceiveBytes));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return grpc::CreateCustomChannel(target, creds, args);
@@ -306,7 +310,11 @@ domain::Expected<Snapshot> EtcdBackend::load() {
     }
   }
 
-  // Every key of [key, end) at `at`, in key order.
+  // Every key of [key, end) at `at`, in key order, in pages of a bounded size: every value we
+  // write (a log entry, a chunk) is at most one request's payload, and a page of 512 entries of
+  // up to 1 MiB each was over the receive limit (a state of 100,000 volumes did not load).
+  const auto page = static_cast<std::int64_t>(
+      std::clamp<std::size_t>(kMaxReceiveBytes / 2 / std::max<std::size_t>(1, options_.max_request_bytes + 1024), 1, 512));
   auto range_all = [&](const std::string& key, const std::string& end,
                        std::vector<std::pair<std::string, std::string>>& out) -> domain::Status {
     std::string from = key;
@@ -315,7 +323,7 @@ domain::Expected<Snapshot> EtcdBackend::load() {
       req.set_key(from);
       req.set_range_end(end);
       req.set_revision(at);
-      req.set_limit(512);
+      req.set_limit(page);
       req.set_sort_order(pb::RangeRequest::ASCEND);
       req.set_sort_target(pb::RangeRequest::KEY);
       pb::RangeResponse res;

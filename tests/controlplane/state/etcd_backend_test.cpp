@@ -133,6 +133,34 @@ TEST_F(EtcdBackendTest, ATransactionLargerThanARequestIsChunkedAndLoadsWhole) {
   EXPECT_EQ(snap->rows[Table::volumes]["v27"], std::string(1000, 'b'));
 }
 
+// A state the size of 100,000 volumes: more log entries of nearly a request each, and then more
+// snapshot chunks, than one answer may carry (gRPC's receive limit, 64 MiB). The load reads them
+// in pages; it once asked for 512 at a time and the state did not load at all.
+TEST_F(EtcdBackendTest, AStateLargerThanOneAnswerLoadsInPagesFromTheLogAndFromASnapshot) {
+  constexpr int kEntries = 80;  // ~0.9 MiB each: 70 MiB in all
+  {
+    auto b = open();
+    ASSERT_TRUE(b->load());
+    for (int i = 1; i <= kEntries; ++i)
+      ASSERT_TRUE(b->apply(tx(static_cast<std::uint64_t>(i), "v" + std::to_string(i), std::string(900 * 1024, 'a' + i % 26))));
+  }
+  EXPECT_EQ(count("/test/stage/log-"), 0);  // every entry inline, each under a request
+  {
+    auto b = open();
+    auto snap = b->load();
+    ASSERT_TRUE(snap) << snap.error();
+    EXPECT_EQ(snap->index, static_cast<std::uint64_t>(kEntries));
+    ASSERT_EQ(snap->rows[Table::volumes].size(), static_cast<std::size_t>(kEntries));
+    EXPECT_EQ(snap->rows[Table::volumes]["v27"], std::string(900 * 1024, 'b'));
+    ASSERT_TRUE(b->snapshot_now());
+  }
+  EXPECT_GE(count("/test/stage/snap-"), 65);  // more than 64 MiB of chunks
+  auto snap = open()->load();
+  ASSERT_TRUE(snap) << snap.error();
+  ASSERT_EQ(snap->rows[Table::volumes].size(), static_cast<std::size_t>(kEntries));
+  EXPECT_EQ(snap->rows[Table::volumes]["v1"], std::string(900 * 1024, 'b'));
+}
+
 TEST_F(EtcdBackendTest, TornChunksFailTheLoadNamingThem) {
   auto b = open();
   ASSERT_TRUE(b->load());
