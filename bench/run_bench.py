@@ -700,7 +700,8 @@ def bench_ha_failover():
     standby) before the next kill, so there are always three. Beside the lease (the floor: a dead
     leader's key outlives it by up to one lease) and a write through the same standby before the kill."""
     if EtcdCluster.unavailable():
-        raise RuntimeError(EtcdCluster.unavailable())
+        log(f"ha: skipped: {EtcdCluster.unavailable()}")
+        return
     d = tempfile.mkdtemp(prefix="mooring-bench-ha-", dir="/tmp")
     etcd = new_etcd(d)
     # Always secure: the write is an ACL policy, which needs ACLs on.
