@@ -1,16 +1,19 @@
 // Bench: the claim GC storm. The control plane's own GC pieces (state store over the real SQLite
-// backend, change feed, agent router, claim GC) in this process; simulated nodes are real gRPC
-// servers on loopback that answer NodeDetachVolume and ControllerUnpublishVolume at once.
+// backend, or with --etcd URL over the real etcd backend on a running etcd cluster; change feed,
+// agent router, claim GC) in this process; simulated nodes are real gRPC servers on loopback that
+// answer NodeDetachVolume and ControllerUnpublishVolume at once.
 //
 // N volumes each hold one claim of a running allocation; then the allocations end the way node
 // agents report it (allocation complete + claim unpublishing, 100 per transaction) and we time
 // until every claim is freed. Every release step is a real durable commit and a real RPC.
-// Reference, measured in the same run: the time the storm spent inside SQLite commits (the
-// durable-write floor of a design that persists each step before the next).
+// Reference, measured in the same run: the time the storm spent inside the backend's commits (the
+// durable-write floor of a design that persists each step before the next); bench/run_bench.py
+// also runs it on both backends and prints etcd beside SQLite.
 // Work per change: ClaimGc::volumes_examined() per volume, and single releases timed against a
 // background of N idle volumes, at two sizes.
 //
 // Output: one JSON object on stdout.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -40,6 +43,7 @@
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/gc/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
+#include "services/controlplane/state/etcd_backend.hpp"
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/log/log.hpp"
@@ -162,6 +166,14 @@ domain::Allocation allocation(const std::string& id, const std::string& node, co
   return a;
 }
 
+// CPU time of this process so far (every thread: the store's writer, gRPC's), ms.
+double cpu_ms() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1000.0 + static_cast<double>(t.tv_usec) / 1000.0; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
+}
+
 std::string vol_id(std::size_t i) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "gv-%06zu", i);
@@ -178,9 +190,10 @@ struct Options {
   int nodes = 10;
   std::size_t per_commit = 100;  // allocations ending per transaction (one node's status report)
   int singles = 100;             // single releases timed after the storm
+  std::string etcd;              // "etcd://h:p,.../prefix": the etcd backend instead of SQLite
 };
 
-// One control plane core over a fresh SQLite data dir.
+// One control plane core over a fresh SQLite data dir, or a fresh prefix of an etcd cluster.
 class Harness {
  public:
   Harness(const Options& o, const fs::path& dir) : opt_(o), dir_(dir) {
@@ -197,10 +210,19 @@ class Harness {
       n.address = "127.0.0.1:" + std::to_string(port);
       nodes_.push_back(std::move(n));
     }
-    auto backend = SqliteBackend::open(dir_);
-    if (!backend) throw std::runtime_error("sqlite: " + backend.error());
-    sqlite_ = std::move(*backend);
-    timed_ = std::make_unique<TimedBackend>(*sqlite_);
+    if (o.etcd.empty()) {
+      auto backend = SqliteBackend::open(dir_);
+      if (!backend) throw std::runtime_error("sqlite: " + backend.error());
+      backend_ = std::move(*backend);
+    } else {
+      // A prefix of its own per run, so runs never see each other's state.
+      auto options = parse_etcd_url(o.etcd + "/gc-" + std::to_string(o.volumes) + "-" + std::to_string(::getpid()));
+      if (!options) throw std::runtime_error(options.error());
+      auto backend = EtcdBackend::open(std::move(*options));
+      if (!backend) throw std::runtime_error("etcd: " + backend.error());
+      backend_ = std::move(*backend);
+    }
+    timed_ = std::make_unique<TimedBackend>(*backend_);
     thread_ = std::thread([this] { io_.run(); });
     on_io([&] {
       feed_ = std::make_unique<gc::ChangeFeed>(*timed_);
@@ -379,6 +401,7 @@ class Harness {
     std::uint64_t detach0 = 0, unpub0 = 0;
     for (auto& n : nodes_) detach0 += n.agent->detaches, unpub0 += n.agent->unpublishes;
 
+    const double cpu0 = cpu_ms();
     const auto t0 = Clock::now();
     // The storm: every allocation ends, reported in node-sized transactions, each its own
     // handler so the GC's workers interleave with the reports as they would in the process.
@@ -398,6 +421,7 @@ class Harness {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     const double total = bench::ms_since(t0);
+    const double cpu = cpu_ms() - cpu0;
     std::uint64_t detaches = 0, unpubs = 0;
     for (auto& n : nodes_) detaches += n.agent->detaches, unpubs += n.agent->unpublishes;
     // The storm's tail: watchers woken by the last flush still examine what it changed. Counted
@@ -405,11 +429,15 @@ class Harness {
     quiesce();
     const auto after = counters();
     const auto examined = after.examined - before.examined;
-    json out = {{"volumes", opt_.volumes},
+    json out = {{"backend", opt_.etcd.empty() ? "sqlite" : "etcd"},
+                {"volumes", opt_.volumes},
                 {"nodes", opt_.nodes},
                 {"left_claimed", left},
                 {"seconds", total / 1000.0},
                 {"per_volume_us", total * 1000.0 / static_cast<double>(opt_.volumes)},
+                // The work, whatever else the machine runs: this process's CPU (not etcd's).
+                {"cpu_ms", cpu},
+                {"cpu_per_volume_us", cpu * 1000.0 / static_cast<double>(opt_.volumes)},
                 {"commit_ms", after.apply_ms - before.apply_ms},
                 {"transactions", after.transactions - before.transactions},
                 {"flushes", after.flushes - before.flushes},
@@ -455,7 +483,7 @@ class Harness {
   Options opt_;
   fs::path dir_;
   std::vector<SimNode> nodes_;
-  std::unique_ptr<SqliteBackend> sqlite_;
+  std::unique_ptr<StateBackend> backend_;
   std::unique_ptr<TimedBackend> timed_;
   asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> work_{asio::make_work_guard(io_)};
@@ -496,8 +524,9 @@ int main(int argc, char** argv) {
     else if (a == "--nodes") base.nodes = std::stoi(next());
     else if (a == "--dir") root = next();
     else if (a == "--singles") base.singles = std::stoi(next());
+    else if (a == "--etcd") base.etcd = next();
     else {
-      std::cerr << "usage: mooring-bench-gc --dir DIR [--volumes N]... [--nodes K] [--singles S]\n";
+      std::cerr << "usage: mooring-bench-gc --dir DIR [--volumes N]... [--nodes K] [--singles S] [--etcd etcd://H:P,...]\n";
       return 2;
     }
   }

@@ -64,6 +64,7 @@ class Api:
     def __init__(self, port, ca_file=None, token=None):
         self.port = port
         self.token = token
+        self.timeout = 60  # seconds per request
         self.context = tls_client_context(ca_file) if ca_file else None
         self.local = threading.local()
 
@@ -71,9 +72,9 @@ class Api:
         c = getattr(self.local, "conn", None)
         if c is None:
             if self.context:
-                c = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=60, context=self.context)
+                c = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=self.timeout, context=self.context)
             else:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
             self.local.conn = c
         return c
 
@@ -276,13 +277,16 @@ class Cluster:
         return ["--data-dir", os.path.join(self.dir, "hostpath"), "--node-id", "csi-" + nid,
                 "--call-log", self.call_log(nid), "--fault-file", self.fault_file(nid)]
 
-    def start_node(self, nid, heartbeat="1s", probe_interval="500ms", extra_plugin="", config_plugin=True):
+    def start_node(self, nid, heartbeat="1s", probe_interval="500ms", extra_plugin="", config_plugin=True,
+                   plugin_mode="monolith"):
         """An agent for `nid`; with config_plugin=False it runs no plugin of its own (plugins come as
-        allocations) and is waited for until the control plane lists it ready."""
+        allocations) and is waited for until the control plane lists it ready. plugin_mode="node":
+        the hostpath plugin serves no controller (volumes are registered without asking one)."""
         os.makedirs(self.node_dir(nid), exist_ok=True)
         if self.secure and not os.path.exists(self.tls_file(f"agent-{nid}.pem")):
             self.mooring("tls", "cert", "create", "-agent", "-node-id", nid, "-dir", self.tls_dir)
-        plugin = ("hostpath,type=monolith,command=" + self.bin("mooring-hostpath") +
+        plugin = (f"hostpath,type={plugin_mode},command=" + self.bin("mooring-hostpath") +
+                  f",arg=--mode,arg={plugin_mode}" +
                   ",arg=--data-dir,arg=" + os.path.join(self.dir, "hostpath") +
                   ",arg=--node-id,arg=csi-" + nid +
                   ",arg=--call-log,arg=" + self.call_log(nid) +
@@ -462,3 +466,155 @@ class Cluster:
             print(f"bench: WARNING: mounts left below {self.dir}; not removing it")
             return
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class EtcdCluster:
+    """A real etcd cluster (Debian's /usr/bin/etcd) of `members` on free loopback ports, each with
+    its own data dir under `d`; plaintext on loopback, as scripts/run-ha.sh runs it. kill(i) is
+    SIGKILL, start(i) brings that member back on the same ports and data."""
+
+    ETCD = "/usr/bin/etcd"
+
+    def __init__(self, d, members=3, name="etcd"):
+        self.dir = d
+        self.ports = [(free_port(), free_port()) for _ in range(members)]
+        self.name = name
+        self.initial = ",".join(f"{name}{i}=http://127.0.0.1:{p[1]}" for i, p in enumerate(self.ports))
+        self.procs = [None] * members
+        self.starts = [0] * members
+
+    @staticmethod
+    def unavailable():
+        return None if os.access(EtcdCluster.ETCD, os.X_OK) else "etcd is not installed (apt-get install etcd-server)"
+
+    def log_path(self, i):
+        return os.path.join(self.dir, f"{self.name}{i}.log")
+
+    def spawn(self, i):
+        client, peer = (f"http://127.0.0.1:{p}" for p in self.ports[i])
+        args = [self.ETCD, "--name", f"{self.name}{i}", "--data-dir", os.path.join(self.dir, f"{self.name}{i}.data"),
+                "--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer,
+                "--initial-advertise-peer-urls", peer, "--initial-cluster", self.initial,
+                "--initial-cluster-state", "new", "--initial-cluster-token", "mooring-bench"]
+        self.procs[i] = Proc(args, self.log_path(i))
+        self.starts[i] += 1
+
+    def wait_ready(self, i, timeout=30):
+        p, want = self.procs[i], self.starts[i]
+        if not wait_until(lambda: p.output().count("ready to serve client requests") >= want or not p.running(),
+                          timeout) or not p.running():
+            raise RuntimeError(f"etcd member {i} did not become ready:\n" + p.output()[-2000:])
+
+    def start(self, i=None):
+        members = range(len(self.ports)) if i is None else [i]
+        for m in members:
+            self.spawn(m)
+        for m in members:
+            self.wait_ready(m)
+
+    def kill(self, i):
+        if self.procs[i]:
+            self.procs[i].kill()
+
+    def pids(self):
+        return [p.pid for p in self.procs if p and p.running()]
+
+    def url(self, prefix="/mooring"):
+        return "etcd://" + ",".join(f"127.0.0.1:{p[0]}" for p in self.ports) + prefix
+
+    def close(self):
+        for p in self.procs:
+            if p and p.running():
+                p.stop(10)
+
+
+class HaCluster(Cluster):
+    """Control planes (`members`, default three) on one etcd state (`etcd_url`), as scripts/run-ha.sh
+    starts them: fixed ports (they advertise them to each other), one keyring file, the same
+    server certificate (127.0.0.1 is in its SANs), ACLs bootstrapped once through the leader.
+    `api_of(i)` talks to member i; a standby forwards to the leader."""
+
+    def __init__(self, bindir, etcd_url, members=3, lease="2s", **kw):
+        super().__init__(bindir, **kw)
+        self.etcd_url = etcd_url
+        self.lease = lease
+        self.members = [{"http": free_port(), "grpc": free_port(), "proc": None} for _ in range(members)]
+        for i in range(members):
+            os.makedirs(os.path.join(self.dir, f"cp{i}"), exist_ok=True)
+
+    def start_member(self, i, wait=True):
+        m = self.members[i]
+        args = [self.bin("mooring-controlplane"), "--data-dir", os.path.join(self.dir, f"cp{i}"),
+                "--state", self.etcd_url, "--keyring-file", os.path.join(self.dir, "keyring"),
+                "--leader-lease", self.lease, "--http-addr", f"127.0.0.1:{m['http']}",
+                "--grpc-addr", f"127.0.0.1:{m['grpc']}", "--advertise-grpc-addr", f"127.0.0.1:{m['grpc']}",
+                "--shutdown-grace", "2s", *self.tls_args("server"), *([] if self.secure else ["--acl=false"]),
+                *([] if self.metrics else ["--metrics=off"])]
+        m["proc"] = Proc(args, os.path.join(self.dir, f"controlplane{i}.log"))
+        if i == 0 and not os.path.exists(os.path.join(self.dir, "keyring")):
+            # The first start writes the shared keyring; the others read it.
+            wait_until(lambda: os.path.exists(os.path.join(self.dir, "keyring")) or not m["proc"].running(), 30)
+        if wait and not wait_until(lambda: self.leader_of(i) is not None or not m["proc"].running(), 60, 0.02):
+            raise RuntimeError(f"control plane {i} did not answer /v1/status/leader:\n" + m["proc"].output()[-3000:])
+
+    def api_of(self, i, timeout=None):
+        a = Api(self.members[i]["http"], self.ca_file, self.token)
+        if timeout:
+            a.timeout = timeout
+        return a
+
+    def leader_of(self, i):
+        """The leader's index as member i names it (None: no answer, or no leader yet)."""
+        try:
+            st, _, body = self.api_of(i).request("GET", "/v1/status/leader")
+        except (OSError, RuntimeError):
+            return None
+        if st != 200:
+            return None
+        url = json.loads(body)
+        for k, m in enumerate(self.members):
+            if url.endswith(f":{m['http']}"):
+                return k
+        return None
+
+    def leader(self, timeout=30):
+        """The member that leads, once a running member names it and it answers ready."""
+        got = []
+
+        def found():
+            for i, m in enumerate(self.members):
+                if m["proc"] and m["proc"].running():
+                    k = self.leader_of(i)
+                    if k is not None and self.members[k]["proc"] and self.members[k]["proc"].running():
+                        st, _, _ = self.api_of(k).request("GET", "/v1/status/ready")
+                        if st == 200:
+                            got.append(k)
+                            return True
+            return False
+
+        return got[-1] if wait_until(found, timeout, 0.02) else None
+
+    def start_all(self):
+        for i in range(len(self.members)):
+            self.start_member(i, wait=False)
+        lead = self.leader(60)
+        if lead is None:
+            raise RuntimeError("no control plane became the leader:\n" + self.members[0]["proc"].output()[-3000:])
+        self.cp = self.members[lead]["proc"]
+        self.http_port, self.grpc_port = self.members[lead]["http"], self.members[lead]["grpc"]
+        self.api = self.api_of(lead)
+        if self.secure and not self.token:
+            self.token = self.api.json("POST", "/v1/acl/bootstrap")["SecretID"]
+            self.api.token = self.token
+        return lead
+
+    def kill_member(self, i):
+        self.members[i]["proc"].kill()
+
+    def close(self):
+        if self.closed:
+            return
+        for m in self.members:
+            if m["proc"] and m["proc"] is not self.cp and m["proc"].running():
+                m["proc"].stop(20)
+        super().close()

@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "etcd/rpc.grpc.pb.h"
@@ -264,7 +265,11 @@ domain::Expected<Snapshot> EtcdBackend::load() {
     }
   }
 
-  // Every key of [key, end) at `at`, in key order.
+  // Every key of [key, end) at `at`, in key order, in pages of a bounded size: every value we
+  // write (a log entry, a chunk) is at most one request's payload, and a page of 512 entries of
+  // up to 1 MiB each was over the receive limit (a state of 100,000 volumes did not load).
+  const auto page = static_cast<std::int64_t>(
+      std::clamp<std::size_t>(EtcdChannels::kMaxReceiveBytes / 2 / std::max<std::size_t>(1, options_.max_request_bytes + 1024), 1, 512));
   auto range_all = [&](const std::string& key, const std::string& end,
                        std::vector<std::pair<std::string, std::string>>& out) -> domain::Status {
     std::string from = key;
@@ -273,7 +278,7 @@ domain::Expected<Snapshot> EtcdBackend::load() {
       req.set_key(from);
       req.set_range_end(end);
       req.set_revision(at);
-      req.set_limit(512);
+      req.set_limit(page);
       req.set_sort_order(pb::RangeRequest::ASCEND);
       req.set_sort_target(pb::RangeRequest::KEY);
       pb::RangeResponse res;
@@ -330,22 +335,30 @@ domain::Expected<Snapshot> EtcdBackend::load() {
   if (auto s = range_all(log_key(options_, snapshot_index + 1), prefix_end(log_prefix), entries); !s)
     return error(s.error());
   std::uint64_t last = snapshot_index;
+  std::uint64_t transactions = 0;
   for (const auto& [key, value] : entries) {
     ::mooring::v1::StateLogEntry entry;
     if (!entry.ParseFromString(value)) return fail(key + ": not a log entry");
-    ::mooring::v1::StateTransaction ptx;
+    ::mooring::v1::StateTransactions ptxs;
     if (entry.has_chunked()) {
       std::string payload;
       if (auto s = read_chunks(entry.chunked(), payload); !s) return error(s.error());
-      if (!ptx.ParseFromString(payload)) return fail(key + ": chunked transaction does not parse");
+      if (!ptxs.add_transactions()->ParseFromString(payload)) return fail(key + ": chunked transaction does not parse");
+    } else if (entry.has_batch()) {
+      ptxs.Swap(entry.mutable_batch());
+    } else if (entry.has_transaction()) {
+      ptxs.add_transactions()->Swap(entry.mutable_transaction());
     } else {
-      ptx = entry.transaction();
+      return fail(key + ": an empty log entry (written by a newer version?)");
     }
-    auto tx = from_proto(ptx);
-    if (!tx) return fail(tx.error());
-    if (tx->index <= last) return fail(key + ": index " + std::to_string(tx->index) + " after " + std::to_string(last));
-    rows.apply(*tx);
-    last = tx->index;
+    for (const auto& ptx : ptxs.transactions()) {
+      auto tx = from_proto(ptx);
+      if (!tx) return fail(tx.error());
+      if (tx->index <= last) return fail(key + ": index " + std::to_string(tx->index) + " after " + std::to_string(last));
+      rows.apply(*tx);
+      last = tx->index;
+      ++transactions;
+    }
   }
   if (last != std::max(head_index, snapshot_index))
     return fail("the log ends at " + std::to_string(last) + " but head says " + std::to_string(head_index));
@@ -359,12 +372,13 @@ domain::Expected<Snapshot> EtcdBackend::load() {
   head_index_ = last;
   snapshot_index_ = snapshot_index;
   snapshot_stage_ = stage_of_snapshot;
-  entries_since_snapshot_ = entries.size();
+  entries_since_snapshot_ = transactions;
   fenced_ = false;
   loaded_ = true;
   kLog.info("state loaded from etcd", {{"state", where}, {"index", static_cast<int64_t>(last)},
                                        {"snapshot_index", static_cast<int64_t>(snapshot_index)},
-                                       {"log_entries", static_cast<int64_t>(entries.size())}});
+                                       {"log_entries", static_cast<int64_t>(entries.size())},
+                                       {"transactions", static_cast<int64_t>(transactions)}});
   return out;
 }
 
@@ -379,15 +393,40 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
   if (auto st = check_fence(); !st) return st;
   const std::size_t chunk = options_.max_request_bytes;
 
-  // Encode every entry; one too large for a request is staged in chunks now and committed below
-  // by a manifest. Chunks nobody commits are deleted by the next snapshot.
-  std::vector<std::pair<std::uint64_t, std::string>> encoded;
+  // Encode the log entries: consecutive transactions packed into one entry up to a request's
+  // bytes (keyed by the last one's index); one transaction too large for a request is staged in
+  // chunks now and committed below by a manifest. Chunks nobody commits are deleted by the next
+  // snapshot.
+  struct Encoded {
+    std::uint64_t first = 0, last = 0;  // indexes of its first and last transaction
+    std::size_t count = 0;              // transactions in it
+    std::string bytes;
+  };
+  std::vector<Encoded> encoded;
+  ::mooring::v1::StateLogEntry batch;
+  std::size_t batch_bytes = 0;
+  Encoded pending;
+  auto flush = [&] {
+    if (pending.count == 0) return;
+    if (pending.count == 1) {  // one alone keeps the plain form
+      ::mooring::v1::StateLogEntry one;
+      one.mutable_transaction()->Swap(batch.mutable_batch()->mutable_transactions(0));
+      pending.bytes = one.SerializeAsString();
+    } else {
+      pending.bytes = batch.SerializeAsString();
+    }
+    encoded.push_back(std::move(pending));
+    pending = {};
+    batch.Clear();
+    batch_bytes = 0;
+  };
+  constexpr std::size_t kFraming = 16;  // per packed transaction: tag and length
   for (const auto& tx : txs) {
-    ::mooring::v1::StateLogEntry entry;
-    *entry.mutable_transaction() = to_proto(tx);
-    std::string bytes = entry.SerializeAsString();
-    if (bytes.size() > chunk) {
-      const std::string payload = entry.transaction().SerializeAsString();
+    auto ptx = to_proto(tx);
+    const std::size_t size = ptx.ByteSizeLong() + kFraming;
+    if (size + kFraming > chunk) {
+      flush();
+      const std::string payload = ptx.SerializeAsString();
       ::mooring::v1::ChunkManifest m;
       m.set_stage("stage/log-" + padded(tx.index, 20) + "-" + domain::new_id());
       m.set_bytes(payload.size());
@@ -400,24 +439,34 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
       m.set_chunks(n);
       ::mooring::v1::StateLogEntry small;
       *small.mutable_chunked() = m;
-      bytes = small.SerializeAsString();
+      encoded.push_back({tx.index, tx.index, 1, small.SerializeAsString()});
+      continue;
     }
-    encoded.emplace_back(tx.index, std::move(bytes));
+    if (batch_bytes + size > chunk) flush();
+    if (pending.count == 0) pending.first = tx.index;
+    pending.last = tx.index;
+    ++pending.count;
+    batch_bytes += size;
+    *batch.mutable_batch()->add_transactions() = std::move(ptx);
   }
+  flush();
 
   // As few Txns as the limits allow, each guarded by head's revision and moving head along.
   std::size_t i = 0;
+  std::size_t applied = 0;  // of txs
   while (i < encoded.size()) {
     pb::TxnRequest req = guarded_txn(options_, head_revision_, fence_);
     std::size_t bytes = 0;
     std::size_t first = i;
+    std::size_t count = 0;
     while (i < encoded.size() && req.success_size() + 1 < static_cast<int>(options_.max_txn_ops) &&
-           (i == first || bytes + encoded[i].second.size() <= chunk)) {
-      bytes += encoded[i].second.size();
-      *req.add_success() = put_op(log_key(options_, encoded[i].first), encoded[i].second);
+           (i == first || bytes + encoded[i].bytes.size() <= chunk)) {
+      bytes += encoded[i].bytes.size();
+      count += encoded[i].count;
+      *req.add_success() = put_op(log_key(options_, encoded[i].last), encoded[i].bytes);
       ++i;
     }
-    const std::uint64_t last = encoded[i - 1].first;
+    const std::uint64_t last = encoded[i - 1].last;
     *req.add_success() = put_op(key_of(options_, "head"), std::to_string(last));
     pb::TxnResponse res;
     if (auto s = client_->txn(req, res); !s.ok()) {
@@ -429,8 +478,8 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
     if (!res.succeeded()) return error(refused(res, "nothing written from index " + std::to_string(encoded[first].first)));
     head_revision_ = res.header().revision();
     head_index_ = last;
-    for (std::size_t k = first; k < i; ++k) rows_->apply(txs[k]);
-    entries_since_snapshot_ += i - first;
+    for (std::size_t k = 0; k < count; ++k) rows_->apply(txs[applied++]);
+    entries_since_snapshot_ += count;
   }
 
   if (entries_since_snapshot_ >= options_.snapshot_every) {

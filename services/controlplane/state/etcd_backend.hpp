@@ -3,7 +3,8 @@
 // v3 cluster, reached over its gRPC API (proto/etcd/, written from etcd's API reference):
 //
 //   <prefix>/head                 the index of the last committed transaction
-//   <prefix>/log/<index, 20 digits>  one committed transaction (mooring.v1.StateLogEntry)
+//   <prefix>/log/<index, 20 digits>  committed transactions up to that index (mooring.v1.StateLogEntry:
+//                                 one, or consecutive ones of a group commit packed together)
 //   <prefix>/snap                 the current snapshot's manifest (mooring.v1.ChunkManifest)
 //   <prefix>/stage/...            chunks of snapshots and of entries too large for one request
 //
@@ -13,7 +14,9 @@
 // and never lost (apply returns only once etcd has committed it, i.e. a quorum has it on disk); a
 // second writer on the same prefix fails the compare and is refused with an error naming it (the
 // leader election of issue 22 adds its lease key to the same compare). A group commit is split
-// into as few Txns as etcd's limits allow (128 operations, 1.5 MiB per request by default); a
+// into as few Txns as etcd's limits allow (128 operations, 1.5 MiB per request by default: its
+// small transactions are packed into entries of up to a request's bytes, so the 128 operations do
+// not cap a Txn at 127 of them); a
 // failed group may leave a prefix of it committed, which the caller learns by reloading. A
 // transaction larger than one request is written as chunks first, then committed by a small
 // entry naming them and their SHA-256, so the load can tell a complete set from a torn one.
@@ -55,7 +58,7 @@ struct EtcdOptions {
   // for keys and framing. Larger entries and snapshots are chunked.
   std::size_t max_request_bytes = 1024 * 1024;
   std::size_t max_txn_ops = 128;        // etcd's default --max-txn-ops
-  std::uint64_t snapshot_every = 1000;  // log entries between snapshots
+  std::uint64_t snapshot_every = 1000;  // transactions logged between snapshots
 };
 
 // "etcd://h1:2379,h2:2379/prefix" (prefix optional: "/mooring"); errors name the part.
@@ -88,7 +91,7 @@ class EtcdBackend final : public StateBackend {
 
   // "etcd://h1:2379,h2:2379/prefix", for logs.
   std::string describe() const;
-  // Log entries since the current snapshot (tests, status).
+  // Transactions logged since the current snapshot (tests, status).
   std::uint64_t log_entries() const;
   // Writes a snapshot now and drops the log it covers.
   domain::Status snapshot_now();

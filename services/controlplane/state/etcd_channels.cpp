@@ -56,7 +56,7 @@ domain::Expected<std::shared_ptr<EtcdChannels>> EtcdChannels::make(const EtcdOpt
     for (const auto& e : options.endpoints) out->targets_.push_back("dns:///" + e);
   }
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
+  args.SetMaxReceiveMessageSize(static_cast<int>(kMaxReceiveBytes));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // Also the connect timeout of one address: a member that does not answer SYNs (a dead node)

@@ -29,6 +29,9 @@ namespace mooring::controlplane {
 
 class EtcdChannels {
  public:
+  // The largest answer we accept from etcd. The backend's load reads in pages well under it.
+  static constexpr std::size_t kMaxReceiveBytes = 64 * 1024 * 1024;
+
   // TLS from the options' files (an error names the file), the channels as above.
   static domain::Expected<std::shared_ptr<EtcdChannels>> make(const EtcdOptions& options);
 
