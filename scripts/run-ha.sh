@@ -5,10 +5,13 @@
 # ./.mooring-ha). Secure as `make run` (scripts/run-local.sh, whose steps this follows): a CA under
 # $MOORING_DATA/tls, each control plane with its own server certificate from it, the agent with
 # its node's, HTTPS on the REST API, ACLs bootstrapped once (token in $MOORING_DATA/bootstrap-token),
-# one keyring shared by the three control planes. etcd listens on loopback only, in plaintext.
+# one keyring shared by the three control planes. etcd listens on loopback with mutual TLS from a CA
+# of its own ($MOORING_DATA/tls/etcd): only the control planes' etcd client certificate reaches it,
+# never an agent's or the CLI's (which the Mooring CA signs).
 #   control planes  HTTP 127.0.0.1:4700, 4710, 4720   gRPC 4701, 4711, 4721
 #   etcd clients    127.0.0.1:4731, 4741, 4751          peers 4732, 4742, 4752
-#   agent           127.0.0.1:4702
+#   agent           127.0.0.1:4702 (metrics 4703)
+# MOORING_HA_PORT_BASE (default 4700) moves them all by the same offset (tests run beside `make run`).
 # Stays in the foreground; Ctrl-C stops all (agent first, then control planes, then etcd). Kill a
 # control plane (`kill -9 $(cat $MOORING_DATA/cp1.pid)`) to watch a standby take over.
 set -euo pipefail
@@ -34,9 +37,11 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 MEMBERS=(0 1 2)
-http_port() { echo $((4700 + 10 * $1)); }
-grpc_port() { echo $((4701 + 10 * $1)); }
-etcd_port() { echo $((4731 + 10 * $1)); }
+BASE=${MOORING_HA_PORT_BASE:-4700}
+http_port() { echo $((BASE + 10 * $1)); }
+grpc_port() { echo $((BASE + 1 + 10 * $1)); }
+etcd_port() { echo $((BASE + 31 + 10 * $1)); }
+FIRST=https://127.0.0.1:$(http_port 0)
 
 mkdir -p "$DATA"/{agent,hostpath,logs,cp0,cp1,cp2}
 chmod 0700 "$DATA"
@@ -57,19 +62,38 @@ for i in "${MEMBERS[@]}"; do
 done
 [ -f "$TLS/agent-$NODE_ID.pem" ] || "$MOORING" tls cert create -agent -node-id "$NODE_ID" -dir "$TLS" >/dev/null
 [ -f "$TLS/cli.pem" ] || "$MOORING" tls cert create -cli -dir "$TLS" >/dev/null
+# etcd's own CA: its members' certificate (server and peer) and one client certificate for the
+# control planes. Kept apart from the Mooring CA so that a node's certificate opens no etcd door.
+ETCD_TLS=$TLS/etcd
+if [ -d "$DATA/etcd0" ] && [ ! -f "$ETCD_TLS/ca.pem" ]; then
+  echo "run-ha: $DATA holds etcd members made before etcd had TLS; remove $DATA (or set MOORING_DATA) to start over" >&2
+  exit 1
+fi
+[ -f "$ETCD_TLS/ca.pem" ] || "$MOORING" tls ca create -dir "$ETCD_TLS" >/dev/null
+[ -f "$ETCD_TLS/member/server.pem" ] ||
+  "$MOORING" tls cert create -server -dir "$ETCD_TLS/member" -ca "$ETCD_TLS/ca.pem" -ca-key "$ETCD_TLS/ca-key.pem" >/dev/null
+[ -f "$ETCD_TLS/client/server.pem" ] ||
+  "$MOORING" tls cert create -server -dir "$ETCD_TLS/client" -ca "$ETCD_TLS/ca.pem" -ca-key "$ETCD_TLS/ca-key.pem" >/dev/null
+ETCD_MEMBER_TLS=(--cert-file "$ETCD_TLS/member/server.pem" --key-file "$ETCD_TLS/member/server-key.pem"
+  --trusted-ca-file "$ETCD_TLS/ca.pem" --client-cert-auth
+  --peer-cert-file "$ETCD_TLS/member/server.pem" --peer-key-file "$ETCD_TLS/member/server-key.pem"
+  --peer-trusted-ca-file "$ETCD_TLS/ca.pem" --peer-client-cert-auth)
+ETCD_CLIENT_TLS=(--etcd-cacert "$ETCD_TLS/ca.pem" --etcd-cert "$ETCD_TLS/client/server.pem"
+  --etcd-key "$ETCD_TLS/client/server-key.pem")
 CURL=(curl --cacert "$TLS/ca.pem")
 TOKEN_FILE=$DATA/bootstrap-token
 
 INITIAL=""
 ENDPOINTS=""
 for i in "${MEMBERS[@]}"; do
-  INITIAL+="${INITIAL:+,}etcd$i=http://127.0.0.1:$(( $(etcd_port "$i") + 1 ))"
+  INITIAL+="${INITIAL:+,}etcd$i=https://127.0.0.1:$(( $(etcd_port "$i") + 1 ))"
   ENDPOINTS+="${ENDPOINTS:+,}127.0.0.1:$(etcd_port "$i")"
 done
 CP_GRPC_ADDRS=""
 for i in "${MEMBERS[@]}"; do CP_GRPC_ADDRS+="${CP_GRPC_ADDRS:+,}127.0.0.1:$(grpc_port "$i")"; done
 
-AGENT_GRPC_ADDR=127.0.0.1:4702
+AGENT_GRPC_ADDR=127.0.0.1:$((BASE + 2))
+AGENT_METRICS_ADDR=127.0.0.1:$((BASE + 3))
 write_agent_config "$DATA/agent.json" "$CP_GRPC_ADDRS" "$(agent_tls_json "$TLS" "$NODE_ID")"
 
 declare -A PID
@@ -100,16 +124,16 @@ stop_all() {
 trap stop_all INT TERM HUP
 
 for i in "${MEMBERS[@]}"; do
-  client=http://127.0.0.1:$(etcd_port "$i")
-  peer=http://127.0.0.1:$(( $(etcd_port "$i") + 1 ))
+  client=https://127.0.0.1:$(etcd_port "$i")
+  peer=https://127.0.0.1:$(( $(etcd_port "$i") + 1 ))
   setsid "$ETCD" --name "etcd$i" --data-dir "$DATA/etcd$i" --listen-client-urls "$client" --advertise-client-urls "$client" \
     --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "$INITIAL" \
-    --initial-cluster-state new --initial-cluster-token mooring-ha > "$DATA/logs/etcd$i.log" 2>&1 &
+    --initial-cluster-state new --initial-cluster-token mooring-ha "${ETCD_MEMBER_TLS[@]}" > "$DATA/logs/etcd$i.log" 2>&1 &
   PID[etcd$i]=$!
 done
 
 for i in "${MEMBERS[@]}"; do
-  setsid "$CP" --data-dir "$DATA/cp$i" --state "etcd://$ENDPOINTS/mooring" --keyring-file "$DATA/keyring" \
+  setsid "$CP" --data-dir "$DATA/cp$i" --state "etcd://$ENDPOINTS/mooring" "${ETCD_CLIENT_TLS[@]}" --keyring-file "$DATA/keyring" \
     --http-addr "127.0.0.1:$(http_port "$i")" --grpc-addr "127.0.0.1:$(grpc_port "$i")" \
     --tls-ca-file "$TLS/ca.pem" --tls-cert-file "$TLS/cp$i/server.pem" --tls-key-file "$TLS/cp$i/server-key.pem" \
     --log-level "$LOG_LEVEL" > >(tee -a "$DATA/logs/controlplane$i.log") 2>&1 &
@@ -125,13 +149,13 @@ for _ in $(seq 1 300); do
   for i in "${MEMBERS[@]}"; do
     kill -0 "${PID[cp$i]}" 2>/dev/null || { echo "run-ha: control plane $i exited; see $DATA/logs/controlplane$i.log" >&2; EXIT_STATUS=1; stop_all; }
   done
-  API=$("${CURL[@]}" -fsS "https://127.0.0.1:4700/v1/status/leader" 2>/dev/null | tr -d '"') && [ -n "$API" ] && break
+  API=$("${CURL[@]}" -fsS "$FIRST/v1/status/leader" 2>/dev/null | tr -d '"') && [ -n "$API" ] && break
   sleep 0.1
 done
 [ -n "$API" ] || { echo "run-ha: no control plane became the leader; see $DATA/logs" >&2; EXIT_STATUS=1; stop_all; }
 
 if [ ! -s "$TOKEN_FILE" ]; then
-  answer=$("${CURL[@]}" -fsS -X POST "https://127.0.0.1:4700/v1/acl/bootstrap") || {
+  answer=$("${CURL[@]}" -fsS -X POST "$FIRST/v1/acl/bootstrap") || {
     echo "run-ha: ACL bootstrap failed (was it done by hand? put the management SecretID in $TOKEN_FILE)" >&2
     EXIT_STATUS=1
     stop_all
@@ -144,7 +168,7 @@ CURL+=(-H "@$DATA/.token-header")
 setsid "$AGENT" --config "$DATA/agent.json" > >(tee -a "$DATA/logs/agent.log") 2>&1 &
 PID[agent]=$!
 for _ in $(seq 1 150); do
-  if "${CURL[@]}" -fsS "https://127.0.0.1:4700/v1/plugin/csi/hostpath" 2>/dev/null | grep -q '"NodesHealthy": *[1-9]'; then break; fi
+  if "${CURL[@]}" -fsS "$FIRST/v1/plugin/csi/hostpath" 2>/dev/null | grep -q '"NodesHealthy": *[1-9]'; then break; fi
   kill -0 "${PID[agent]}" 2>/dev/null || { echo "run-ha: the node agent exited; see $DATA/logs/agent.log" >&2; EXIT_STATUS=1; stop_all; }
   sleep 0.2
 done
@@ -152,12 +176,12 @@ done
 cat <<MSG
 
 Mooring HA is running: three control planes on a three-member etcd.
-  leader:     $API   (ask any member: https://127.0.0.1:4700/v1/status/leader)
-  REST API:   https://127.0.0.1:4700, :4710, :4720 (standbys forward to the leader)
+  leader:     $API   (ask any member: $FIRST/v1/status/leader)
+  REST API:   $FIRST, :$(http_port 1), :$(http_port 2) (standbys forward to the leader)
   data:       $DATA   (logs in $DATA/logs; certificates in $TLS)
 
 For the CLI, paste:
-  export MOORING_ADDR=https://127.0.0.1:4700 MOORING_CACERT=$TLS/ca.pem MOORING_TOKEN=\$(cat $TOKEN_FILE)
+  export MOORING_ADDR=$FIRST MOORING_CACERT=$TLS/ca.pem MOORING_TOKEN=\$(cat $TOKEN_FILE)
 
 Fail the leader over:  kill -9 \$(cat $DATA/cp<N>.pid)   (N: 0, 1 or 2; the leader is on port 47N0)
 Press Ctrl-C to stop.

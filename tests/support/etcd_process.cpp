@@ -49,13 +49,14 @@ EtcdProcess::EtcdProcess(std::filesystem::path dir, std::uint16_t client_port)
       peer_port_(free_tcp_port()) {}
 
 EtcdProcess::EtcdProcess(std::filesystem::path dir, std::string name, std::uint16_t client_port,
-                         std::uint16_t peer_port, std::string initial_cluster)
+                         std::uint16_t peer_port, std::string initial_cluster, std::optional<EtcdTls> tls)
     : dir_(std::move(dir)),
       log_(dir_ / "etcd.log"),
       name_(std::move(name)),
       client_port_(client_port),
       peer_port_(peer_port),
-      initial_cluster_(std::move(initial_cluster)) {}
+      initial_cluster_(std::move(initial_cluster)),
+      tls_(std::move(tls)) {}
 
 EtcdProcess::~EtcdProcess() = default;  // ChildProcess kills and reaps
 
@@ -67,7 +68,7 @@ void EtcdProcess::start() {
 void EtcdProcess::spawn() {
   std::filesystem::create_directories(dir_);
   std::filesystem::remove(log_);
-  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string client = (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(client_port_);
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   SpawnOptions o;
   o.binary = kEtcd;
@@ -76,6 +77,9 @@ void EtcdProcess::spawn() {
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", initial_cluster_.empty() ? name_ + "=" + peer : initial_cluster_,
             "--initial-cluster-state", "new", "--initial-cluster-token", "mooring-test"};
+  if (tls_)
+    o.args.insert(o.args.end(), {"--cert-file", tls_->cert, "--key-file", tls_->key, "--trusted-ca-file", tls_->ca,
+                                 "--client-cert-auth"});
   o.output_file = log_;
   process_ = std::make_unique<ChildProcess>(std::move(o));
 }
@@ -100,7 +104,7 @@ bool EtcdProcess::running() const { return process_ && process_->running(); }
 
 std::string EtcdProcess::endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
 
-EtcdCluster::EtcdCluster(std::filesystem::path dir, std::size_t members) {
+EtcdCluster::EtcdCluster(std::filesystem::path dir, std::size_t members, std::optional<EtcdTls> tls) {
   std::vector<std::pair<std::uint16_t, std::uint16_t>> ports;
   std::string initial;
   for (std::size_t i = 0; i < members; ++i) {
@@ -109,7 +113,7 @@ EtcdCluster::EtcdCluster(std::filesystem::path dir, std::size_t members) {
   }
   for (std::size_t i = 0; i < members; ++i)
     members_.push_back(std::make_unique<EtcdProcess>(dir / ("m" + std::to_string(i)), "m" + std::to_string(i),
-                                                     ports[i].first, ports[i].second, initial));
+                                                     ports[i].first, ports[i].second, initial, tls));
 }
 
 void EtcdCluster::start() {

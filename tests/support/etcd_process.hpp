@@ -16,6 +16,12 @@ namespace mooring::test {
 // A loopback TCP port nobody listens on right now.
 std::uint16_t free_tcp_port();
 
+// Client TLS for etcd: its own certificate and key, and the CA a client's certificate must chain
+// to (--client-cert-auth). Peers stay on plain HTTP between loopback members.
+struct EtcdTls {
+  std::string ca, cert, key;
+};
+
 class EtcdProcess {
  public:
   // Why etcd cannot run here (for GTEST_SKIP), or nullopt when /usr/bin/etcd is installed.
@@ -25,7 +31,7 @@ class EtcdProcess {
   explicit EtcdProcess(std::filesystem::path dir, std::uint16_t client_port = 0);
   // A member of a cluster (EtcdCluster): its name, its ports, and every member's "name=peer URL".
   EtcdProcess(std::filesystem::path dir, std::string name, std::uint16_t client_port, std::uint16_t peer_port,
-              std::string initial_cluster);
+              std::string initial_cluster, std::optional<EtcdTls> tls = std::nullopt);
   ~EtcdProcess();
 
   // Starts it (again, on the same ports and data after a kill) and waits until it serves
@@ -46,6 +52,7 @@ class EtcdProcess {
   std::string name_ = "m1";
   std::uint16_t client_port_ = 0, peer_port_ = 0;
   std::string initial_cluster_;  // empty: a cluster of this one
+  std::optional<EtcdTls> tls_;
   std::unique_ptr<ChildProcess> process_;
 };
 
@@ -53,7 +60,8 @@ class EtcdProcess {
 // quorum tests of the HA control plane. The destructor kills them all.
 class EtcdCluster {
  public:
-  EtcdCluster(std::filesystem::path dir, std::size_t members = 3);
+  // With `tls`, clients must come over TLS with a certificate from `tls->ca`.
+  explicit EtcdCluster(std::filesystem::path dir, std::size_t members = 3, std::optional<EtcdTls> tls = std::nullopt);
   void start();                   // all, then waits until each serves clients
   void start(std::size_t i);      // one again (its data kept)
   void kill(std::size_t i);       // SIGKILL

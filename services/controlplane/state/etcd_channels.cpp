@@ -47,12 +47,15 @@ domain::Expected<std::shared_ptr<EtcdChannels>> EtcdChannels::make(const EtcdOpt
     creds = grpc::SslCredentials(ssl);
   }
   std::shared_ptr<EtcdChannels> out(new EtcdChannels());
-  if (std::all_of(options.endpoints.begin(), options.endpoints.end(), is_ipv4_endpoint)) {
+  // Plaintext IPv4 endpoints only: one channel over the list. With TLS each member's certificate
+  // is checked against the name dialled, and a list's authority is the whole list, which no
+  // certificate names ("Peer name 127.0.0.1:4731,127.0.0.1:4741 is not in peer certificate").
+  const bool plaintext = options.ca_file.empty();
+  if (plaintext && std::all_of(options.endpoints.begin(), options.endpoints.end(), is_ipv4_endpoint)) {
     std::string list = "ipv4:";
     for (std::size_t i = 0; i < options.endpoints.size(); ++i) list += (i ? "," : "") + options.endpoints[i];
     out->targets_.push_back(std::move(list));
   } else {
-    // TLS checks each member's certificate against the name dialled (the channel's authority).
     for (const auto& e : options.endpoints) out->targets_.push_back("dns:///" + e);
   }
   grpc::ChannelArguments args;

@@ -14,6 +14,7 @@
 #include "tests/controlplane/support/http_client.hpp"
 #include "tests/support/etcd_process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/test_pki.hpp"
 
 namespace mooring::controlplane {
 namespace {
@@ -74,6 +75,42 @@ TEST(EtcdChannels, IpEndpointsShareOneChannelAndNamesGetOneEach) {
   auto b = EtcdChannels::make(names);
   ASSERT_TRUE(b) << b.error();
   EXPECT_EQ((*b)->targets(), (std::vector<std::string>{"dns:///etcd-0.etcd:2379", "dns:///10.0.0.2:2379"}));
+}
+
+// Over TLS every endpoint is dialled on its own channel, so each member's certificate is checked
+// against its own address: one channel over the list would check them against the list itself,
+// which no certificate names (make run-ha's three members over TLS never connected that way).
+TEST(EtcdChannels, OverTlsIpEndpointsGetAChannelEachAndEveryMemberServes) {
+  if (auto why = test::EtcdProcess::unavailable()) GTEST_SKIP() << *why;
+  test::TempDir dir("mooring-etcd-tls");
+  test::TestPki pki(dir.path() / "pki", "etcd");
+  const auto member = pki.server();  // names 127.0.0.1
+  test::EtcdCluster cluster(dir.path() / "etcd", 3, test::EtcdTls{member.ca, member.cert, member.key});
+  cluster.start();
+  const auto client = pki.cli();
+  EtcdOptions o;
+  for (std::size_t i = 0; i < cluster.size(); ++i) o.endpoints.push_back(cluster.member(i).endpoint());
+  o.ca_file = client.ca;
+  o.cert_file = client.cert;
+  o.key_file = client.key;
+  o.prefix = "/tls";
+  o.timeout = 5s;
+  auto channels = EtcdChannels::make(o);
+  ASSERT_TRUE(channels) << channels.error();
+  EXPECT_EQ((*channels)->targets().size(), 3u);
+  for (std::size_t first = 0; first < cluster.size(); ++first) {
+    // Each member first in turn: each is dialled and its certificate accepted.
+    EtcdOptions each = o;
+    std::rotate(each.endpoints.begin(), each.endpoints.begin() + static_cast<long>(first), each.endpoints.end());
+    auto b = EtcdBackend::open(each);
+    ASSERT_TRUE(b) << b.error();
+    auto loaded = (*b)->load();
+    ASSERT_TRUE(loaded) << "first endpoint " << each.endpoints.front() << ": " << loaded.error();
+    const Transaction tx{loaded->index + 1, {{Table::volumes, "k" + std::to_string(first), std::string("x")}},
+                         {Table::volumes}};
+    auto st = (*b)->apply(tx);
+    ASSERT_TRUE(st) << st.error();
+  }
 }
 
 TEST(EtcdChannels, BadTlsSettingsNameTheFlag) {
