@@ -87,8 +87,12 @@ class Ha : public ::testing::Test {
       EXPECT_GE(it->second.second, 1) << "ControllerUnpublish of " << vol;
       repeated += std::max(0, it->second.first - 1) + std::max(0, it->second.second - 1);
     }
-    auto external = cluster->request("GET", "/v1/volumes/external?plugin_id=hostpath");
-    EXPECT_EQ(external.status, 200u) << external.body;
+    // (A restarted agent listens on a new port: the leader learns it when the agent registers.)
+    HttpResult external;
+    EXPECT_TRUE(Cluster::eventually([&] {
+      external = cluster->request("GET", "/v1/volumes/external?plugin_id=hostpath");
+      return external.status == 200;
+    }, 30s)) << external.status << " " << external.body;
     auto j = json::parse(external.body, nullptr, false);
     if (j.is_object() && j.contains("Volumes")) {
       for (const auto& v : j["Volumes"]) {
@@ -100,8 +104,10 @@ class Ha : public ::testing::Test {
     return repeated;
   }
   // Twelve allocations holding a volume each on node-1, all stopped at once (a storm of
-  // releases), and the leader killed 300 ms into it (with node-1's agent when asked: it comes back
-  // once a standby leads). Every claim is freed; no controller call lost or doubled.
+  // releases), and the leader killed 600 ms into it (with node-1's agent when asked: it comes back
+  // once a standby leads). The plugin takes 1 s per ControllerUnpublish, so the kill finds them in
+  // flight: the plugin completes them, the dead leader never records it, the new one resends.
+  // Every claim is freed; no controller call lost or doubled.
   void gc_storm_with_a_leader_kill(test::EtcdProcess& etcd, bool kill_the_agent_too) {
     make_cluster("etcd://" + etcd.endpoint() + "/ha");
     cluster->start_controlplane();
@@ -119,8 +125,9 @@ class Ha : public ::testing::Test {
     for (const auto& id : allocs)
       ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
 
+    cluster->set_faults("node-1", json::array({{{"rpc", "ControllerUnpublishVolume"}, {"delay_ms", 1000}}}));
     for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
-    std::this_thread::sleep_for(300ms);
+    std::this_thread::sleep_for(600ms);
     cluster->kill_controlplane(*first);
     if (kill_the_agent_too) cluster->kill_node("node-1");  // its plugin stays up, with what it did
     const auto second = cluster->leader();  // (the dead one is not asked)

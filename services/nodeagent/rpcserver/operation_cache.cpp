@@ -86,7 +86,9 @@ asio::awaitable<OperationCache::Result> OperationCache::run(std::string key, std
     if (it->second.fingerprint != fingerprint) {
       logger().warn("operation id reused for a different request; calling the plugin without deduplication",
                     {{"operation_id", key}});
-      co_return Result{.answer = co_await call(), .source = Source::plugin};
+      // A named local: GCC 12 miscompiles a co_await inside a braced initializer.
+      OperationAnswer answer = co_await call();
+      co_return Result{.answer = std::move(answer), .source = Source::plugin};
     }
     flight = it->second.flight;
     source = flight->done ? Source::cached : Source::joined;

@@ -144,11 +144,14 @@ TEST(OperationCache, KeptResultsExpireAndTheOldestGoFirstBeyondTheLimit) {
   async::run_coro(io, [&]() -> asio::awaitable<void> {
     for (int i = 0; i < 5; ++i) co_await cache.run("op-" + std::to_string(i), 1, plugin.call(), keep_ok);
     EXPECT_EQ(cache.kept(), 3u);
-    EXPECT_EQ((co_await cache.run("op-4", 1, plugin.call(), keep_ok)).source, Source::cached);
-    EXPECT_EQ((co_await cache.run("op-0", 1, plugin.call(), keep_ok)).source, Source::plugin);  // evicted
+    auto newest = co_await cache.run("op-4", 1, plugin.call(), keep_ok);
+    EXPECT_EQ(newest.source, Source::cached);
+    auto oldest = co_await cache.run("op-0", 1, plugin.call(), keep_ok);
+    EXPECT_EQ(oldest.source, Source::plugin);  // evicted
     asio::steady_timer t(io, 80ms);
     co_await t.async_wait(asio::use_awaitable);
-    EXPECT_EQ((co_await cache.run("op-4", 1, plugin.call(), keep_ok)).source, Source::plugin);  // expired
+    auto expired = co_await cache.run("op-4", 1, plugin.call(), keep_ok);
+    EXPECT_EQ(expired.source, Source::plugin);
   }());
   EXPECT_EQ(plugin.calls, 7);
 }
