@@ -95,8 +95,13 @@ class ClaimGc {
   void sweep();
   // Whether the plugin still has the volume published to the CSI node, asked with
   // ControllerGetVolume or ListVolumes when a healthy controller advertises it (with
-  // LIST_VOLUMES_PUBLISHED_NODES); nullopt when it cannot tell.
-  boost::asio::awaitable<std::optional<bool>> still_published(const domain::Volume& v, const std::string& csi_node_id);
+  // LIST_VOLUMES_PUBLISHED_NODES). `published` unset: the plugin cannot tell (send the unpublish);
+  // `unreachable` set: no controller answered (retry the step; send nothing now).
+  struct PublishedCheck {
+    std::optional<bool> published;
+    std::string unreachable;
+  };
+  boost::asio::awaitable<PublishedCheck> still_published(const domain::Volume& v, const std::string& csi_node_id);
 
   StateStore& store_;
   agentclient::AgentRouter& agents_;

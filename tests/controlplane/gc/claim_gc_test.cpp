@@ -133,6 +133,18 @@ TEST_F(ResumedUnpublishTest, StillPublishedToTheNodeIsUnpublished) {
   EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
 }
 
+TEST_F(ResumedUnpublishTest, AControllerThatCannotBeReachedIsAskedAgainLaterAndNothingIsSentMeanwhile) {
+  // The agent is restarting: the question fails, so the unpublish (which could get through a
+  // moment later, unchecked) waits for the step's retry.
+  agents["node-2"].fail("ControllerGetVolume", grpc::StatusCode::UNAVAILABLE, "plugin csi not running on node node-2", 2);
+  agents["node-2"].set_published("ext-vol-1", {});
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));
+  start_gc();
+  ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
+  EXPECT_EQ(agents["node-2"].count("ControllerGetVolume"), 3u);
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 0u);
+}
+
 TEST_F(ResumedUnpublishTest, APluginThatCannotTellIsUnpublishedAsBefore) {
   // ControllerGetVolume answers NOT_FOUND (set_published not called); ListVolumes is not served.
   put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));

@@ -114,6 +114,7 @@ class FakeAgent final : public mooring::v1::NodeAgent::CallbackService {
       auto it = published_.find(id);
       if (it == published_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "volume " + id + " not found");
       resp->mutable_volume()->set_volume_id(id);
+      resp->mutable_status();  // present even when published nowhere
       for (const auto& n : it->second) resp->mutable_status()->add_published_node_ids(n);
       return grpc::Status::OK;
     });
