@@ -123,8 +123,6 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
 #undef MOORING_FORWARD
 
  private:
-  // A call with an operation id, through the cache: the plugin hears it once (OperationCache).
-  // Kept: OK and "already done" answers (csi::is_done); anything else is asked again on repeat.
   // The request's operation id; null for requests that carry none.
   template <class Wrapped>
   static const std::string* operation_id_of(const Wrapped& req) {
@@ -134,6 +132,8 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
       return nullptr;
   }
 
+  // A call with an operation id, through the cache: the plugin hears it once (OperationCache).
+  // Kept: OK and "already done" answers (csi::is_done); anything else is asked again on repeat.
   template <class Wrapped, class Resp, class Invoke>
   asio::awaitable<Status> once(csi::Rpc rpc, const char* method, const Wrapped& req, const std::string& operation_id,
                                Resp* resp, std::shared_ptr<rpc::CsiClient> client, Invoke invoke) {
