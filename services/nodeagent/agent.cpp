@@ -20,6 +20,7 @@
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/plugins/task_plugins.hpp"
 #include "services/nodeagent/rpcserver/nodeagent_service.hpp"
+#include "services/nodeagent/rpcserver/operation_cache.hpp"
 #include "services/nodeagent/volumes/mount_table.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/async/periodic.hpp"
@@ -176,8 +177,12 @@ std::chrono::steady_clock::duration Agent::disconnected_for() const {
 
 void Agent::start_grpc_server() {
   if (config_.grpc_addr.empty()) return;
-  service_ = make_nodeagent_service(
-      ex_, NodeAgentServiceDeps{config_.node_id, *volumes_, *plugins_, options_.security != nullptr});
+  operations_ = std::make_unique<OperationCache>(ex_);
+  service_ = make_nodeagent_service(ex_, NodeAgentServiceDeps{.node_id = config_.node_id,
+                                                              .volumes = *volumes_,
+                                                              .plugins = *plugins_,
+                                                              .require_controlplane = options_.security != nullptr,
+                                                              .operations = operations_.get()});
   rpc::ServerOptions so;
   so.address = config_.grpc_addr;
   so.services = {service_.get()};
@@ -400,6 +405,7 @@ asio::awaitable<void> Agent::shutdown() {
   // running and are re-adopted after the restart), unfinished unmounts are cancelled with their
   // progress on disk (resume() continues them), the gRPC service stops taking calls.
   if (server_) co_await server_->shutdown(options_.server_grace);
+  if (operations_) co_await operations_->shutdown();  // controller calls whose caller is gone
   co_await allocs_->shutdown();
   const bool releases_stopped = co_await volumes_->shutdown(options_.shutdown_grace);
   if (!releases_stopped) logger().warn("some volume releases did not stop in time; they resume after the restart");

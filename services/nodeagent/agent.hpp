@@ -32,6 +32,7 @@ class TransportSecurity;
 namespace mooring::nodeagent {
 
 class AllocManager;
+class OperationCache;
 class ControlPlaneCalls;
 class ControlPlaneTarget;
 class ControlPlaneLink;
@@ -129,6 +130,7 @@ class Agent {
   std::unique_ptr<VolumeManagerMounter> mounter_;
   std::unique_ptr<StatusReporter> reporter_;
   std::unique_ptr<AllocManager> allocs_;
+  std::unique_ptr<OperationCache> operations_;  // controller calls with an operation id, run once
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<rpc::Server> server_;
   bool started_ = false;

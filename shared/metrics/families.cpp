@@ -12,6 +12,7 @@ std::mutex enable_mutex;
 std::unique_ptr<Families> owned;  // never destroyed before exit: handles point into it
 std::atomic<Families*> current{nullptr};
 bool controlplane_added = false;
+bool nodeagent_added = false;
 
 }  // namespace
 
@@ -44,6 +45,12 @@ Families& enable(Service service) {
             .with({});
     f.gc_retries_total =
         f.registry.counter("mooring_gc_retries_total", "Claim release steps that failed and were scheduled again.");
+  }
+  if (service == Service::nodeagent && !nodeagent_added) {
+    nodeagent_added = true;
+    f.csi_calls_deduplicated_total = f.registry.counter(
+        "mooring_csi_calls_deduplicated_total",
+        "Controller calls the control plane sent again (same operation id) that were answered without the plugin.");
   }
   current.store(&f);
   return f;

@@ -18,6 +18,9 @@ struct Families {
   // client (shared/rpc/csi_client); on the control plane, one attempt of a controller call
   // forwarded through an agent. {plugin, method, code}; code is the gRPC status name.
   HistogramFamily csi_rpc_seconds;
+  // Node agent only (null on the control plane): controller calls with an operation id that did
+  // not reach the plugin again. {method, how}: how = joined (the call was in flight) | cached.
+  CounterFamily csi_calls_deduplicated_total;
   // Control plane only (null on the agent).
   HistogramFamily http_requests_seconds;  // {route, code}: the route's pattern, never a raw id
   Histogram state_commit_seconds;         // one backend write (a group of commits with group commit)

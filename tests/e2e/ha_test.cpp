@@ -2,8 +2,9 @@
 // real etcd (one member, or a cluster of three), node agents that list all three, hostpath
 // plugins with call logs. What is pinned: one leader, standbys that forward and name it, agents
 // that follow it, failover after kill -9 within twice the lease with no claim or controller
-// call lost (a call in flight at the kill may be sent again, idempotently: counted and printed),
-// a paused leader that comes back as a standby, etcd quorum loss and
+// call lost or doubled (the new leader resends a call in flight at the kill with the same
+// operation id, and the agent answers it from the first call's result; after an agent restart
+// too, the plugin is asked whether a resumed unpublish is still needed), a paused leader that comes back as a standby, etcd quorum loss and
 // return, a restart of every control plane at once, and a start before etcd.
 // Root only (bind mounts); skipped without etcd.
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <map>
 #include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/e2e/cluster.hpp"
@@ -74,9 +76,9 @@ class Ha : public ::testing::Test {
     return out;
   }
   // Nothing lost: every volume was published and unpublished at least once and the plugin has it
-  // published nowhere now. A call in flight when the leader died (sent, its result not committed)
-  // is sent again by the new leader: CSI makes both idempotent, so a second one is harmless, and
-  // it is counted and printed, not hidden. Returns how many calls were repeated.
+  // published nowhere now. Nothing doubled: the calls that reached the plugin more than once
+  // (a call in flight when the leader died is sent again by the new one, with the same operation
+  // id: the agent must answer it without the plugin). Returns how many calls were repeated.
   int expect_nothing_lost(const std::vector<std::string>& volumes, const std::string& node) {
     const auto calls = controller_calls(node);
     int repeated = 0;
@@ -90,8 +92,12 @@ class Ha : public ::testing::Test {
       EXPECT_GE(it->second.second, 1) << "ControllerUnpublish of " << vol;
       repeated += std::max(0, it->second.first - 1) + std::max(0, it->second.second - 1);
     }
-    auto external = cluster->request("GET", "/v1/volumes/external?plugin_id=hostpath");
-    EXPECT_EQ(external.status, 200u) << external.body;
+    // (A restarted agent listens on a new port: the leader learns it when the agent registers.)
+    HttpResult external;
+    EXPECT_TRUE(Cluster::eventually([&] {
+      external = cluster->request("GET", "/v1/volumes/external?plugin_id=hostpath");
+      return external.status == 200;
+    }, 30s)) << external.status << " " << external.body;
     auto j = json::parse(external.body, nullptr, false);
     if (j.is_object() && j.contains("Volumes")) {
       for (const auto& v : j["Volumes"]) {
@@ -99,7 +105,54 @@ class Ha : public ::testing::Test {
       }
     }
     std::cerr << "controller calls repeated after the failover: " << repeated << " (of " << 2 * volumes.size() << ")\n";
+    if (repeated > 0) std::cerr << dump_controller_calls(node);
     return repeated;
+  }
+  // Twelve allocations holding a volume each on node-1, all stopped at once (a storm of
+  // releases), and the leader killed 600 ms into it (with node-1's agent when asked: it comes back
+  // once a standby leads). The plugin takes 1 s per ControllerUnpublish, so the kill finds them in
+  // flight: the plugin completes them, the dead leader never records it, the new one resends.
+  // Every claim is freed; no controller call lost or doubled.
+  void gc_storm_with_a_leader_kill(test::EtcdProcess& etcd, bool kill_the_agent_too) {
+    make_cluster("etcd://" + etcd.endpoint() + "/ha");
+    cluster->start_controlplane();
+    const auto first = cluster->leader();
+    ASSERT_TRUE(first);
+    cluster->use_controlplane((*first + 1) % 3);
+    cluster->start_node("node-1");
+    constexpr int kVolumes = 12;
+    std::vector<std::string> allocs, volumes;
+    for (int i = 0; i < kVolumes; ++i) {
+      volumes.push_back("storm-" + std::to_string(i));
+      ASSERT_EQ(create(volumes.back()).status, 200u);
+      allocs.push_back(cluster->run_alloc(allocation("s" + std::to_string(i), volumes.back(), "node-1", "sleep 600")));
+    }
+    for (const auto& id : allocs)
+      ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
+
+    cluster->set_faults("node-1", json::array({{{"rpc", "ControllerUnpublishVolume"}, {"delay_ms", 1000}}}));
+    for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
+    std::this_thread::sleep_for(600ms);
+    cluster->kill_controlplane(*first);
+    if (kill_the_agent_too) cluster->kill_node("node-1");  // its plugin stays up, with what it did
+    const auto second = cluster->leader();  // (the dead one is not asked)
+    ASSERT_TRUE(second);
+    ASSERT_NE(*second, *first);
+    if (kill_the_agent_too) cluster->start_node("node-1");
+
+    for (const auto& vol : volumes)
+      EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count(vol) == 0; }, 60s)) << cluster->volume(vol).dump();
+    EXPECT_EQ(expect_nothing_lost(volumes, "node-1"), 0);
+    for (const auto& id : allocs)
+      EXPECT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "complete"; }, 30s)) << id;
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->mounts_of("node-1").empty(); }, 30s));
+  }
+  // Every controller call of the plugin, for a failure message.
+  std::string dump_controller_calls(const std::string& node) {
+    std::string out;
+    for (const auto& c : cluster->calls(node))
+      if (c.rpc.starts_with("Controller")) out += c.rpc + " " + c.volume_id + " " + c.code + "\n";
+    return out;
   }
   test::TempDir tmp{"mooring-ha"};  // etcd's data
   std::unique_ptr<Cluster> cluster;
@@ -213,8 +266,8 @@ TEST_F(Ha, LeaderKill9DuringClaimsAStandbyLeadsWithinTwoLeasesAndNoControllerCal
         << cluster->volume("vol-" + std::to_string(i)).dump();
   std::vector<std::string> volumes;
   for (int i = 0; i < kVolumes; ++i) volumes.push_back("vol-" + std::to_string(i));
-  // At most the calls in flight at the kill are repeated (one publish and one unpublish each).
-  EXPECT_LE(expect_nothing_lost(volumes, "node-1"), kVolumes);
+  // The calls in flight at the kill were sent again, but none reached the plugin twice.
+  EXPECT_EQ(expect_nothing_lost(volumes, "node-1"), 0);
   // No acknowledged write lost: all volumes are there on the new leader.
   for (int i = 0; i < kVolumes; ++i) EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/vol-" + std::to_string(i)).status, 200u);
   EXPECT_EQ(cluster->request("GET", "/v1/volume/csi/after-kill").status, 200u);
@@ -223,38 +276,25 @@ TEST_F(Ha, LeaderKill9DuringClaimsAStandbyLeadsWithinTwoLeasesAndNoControllerCal
 TEST_F(Ha, LeaderKill9DuringAGcStormEveryClaimIsFreedAndNoControllerCallIsLost) {
   test::EtcdProcess etcd(tmp.path() / "etcd");
   etcd.start();
-  make_cluster("etcd://" + etcd.endpoint() + "/ha");
-  cluster->start_controlplane();
-  const auto first = cluster->leader();
-  ASSERT_TRUE(first);
-  cluster->use_controlplane((*first + 1) % 3);
-  cluster->start_node("node-1");
-  constexpr int kVolumes = 12;
-  std::vector<std::string> allocs;
-  for (int i = 0; i < kVolumes; ++i) {
-    const std::string vol = "storm-" + std::to_string(i);
-    ASSERT_EQ(create(vol).status, 200u);
-    allocs.push_back(cluster->run_alloc(allocation("s" + std::to_string(i), vol, "node-1", "sleep 600")));
+  gc_storm_with_a_leader_kill(etcd, /*kill_the_agent_too=*/false);
+}
+
+// The agent that ran the old leader's unpublishes is killed too and comes back with an empty
+// operation cache: the new leader asks the plugin (ControllerGetVolume) before resending the
+// unpublish of a claim it resumed, and records the step without the call when it is done.
+TEST_F(Ha, LeaderAndAgentKilledDuringAGcStormNoUnpublishIsDoubledAfterTheAgentRestarts) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  gc_storm_with_a_leader_kill(etcd, /*kill_the_agent_too=*/true);
+  if (HasFatalFailure() || !cluster->leader()) return;
+  const std::string log = cluster->controlplane_log(*cluster->leader());
+  std::size_t skipped = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("no longer published to the node") != std::string::npos) ++skipped;
+    else if (line.find("resumed release") != std::string::npos) std::cerr << line << "\n";  // why it asked in vain
   }
-  for (const auto& id : allocs)
-    ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
-
-  // Every allocation stopped at once: a storm of releases, and the leader killed in the middle.
-  for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
-  std::this_thread::sleep_for(300ms);
-  cluster->kill_controlplane(*first);
-  const auto second = cluster->leader();  // (the dead one is not asked)
-  ASSERT_TRUE(second);
-  ASSERT_NE(*second, *first);
-
-  for (int i = 0; i < kVolumes; ++i)
-    EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count("storm-" + std::to_string(i)) == 0; }, 45s))
-        << cluster->volume("storm-" + std::to_string(i)).dump();
-  std::vector<std::string> volumes;
-  for (int i = 0; i < kVolumes; ++i) volumes.push_back("storm-" + std::to_string(i));
-  EXPECT_LE(expect_nothing_lost(volumes, "node-1"), kVolumes);
-  for (const auto& id : allocs) EXPECT_EQ(cluster->alloc_status(id), "complete");
-  EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+  std::cerr << "resumed unpublishes found already done by the plugin (not sent again): " << skipped << "\n";
 }
 
 TEST_F(Ha, AStandbyForwardingToAPausedLeaderAnswers503NamingItWithinTwoLeasesThenUsesTheNewLeader) {

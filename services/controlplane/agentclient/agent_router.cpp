@@ -123,7 +123,7 @@ struct AgentRouter::Impl {
   // until one gives an answer that is not worth trying elsewhere.
   template <class Wrapped, class Resp, class CsiReq, class Start>
   asio::awaitable<AgentResult<Resp>> forward(csi::Rpc rpc, std::string plugin_id, std::string key, CsiReq request,
-                                             Start start) {
+                                             Start start, std::string operation_id = {}) {
     const std::uint64_t seen = router.store_.index();
     async::KeyedLocks::Guard guard;
     if (!key.empty()) guard = co_await router.locks_.lock(key);
@@ -142,6 +142,7 @@ struct AgentRouter::Impl {
     Wrapped wrapped;
     wrapped.set_plugin_id(plugin_id);
     *wrapped.mutable_request() = std::move(request);
+    if constexpr (requires { wrapped.set_operation_id(operation_id); }) wrapped.set_operation_id(operation_id);
     std::string tried;
     bool asked = false;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
@@ -273,12 +274,12 @@ asio::awaitable<AgentResult<v1::NodeVolumeStatsResponse>> AgentRouter::node_volu
 
 // ---- controller RPCs ----
 
-#define MOORING_FORWARD(Method, Wrapped, CsiResp, rpc_enum, key)                                              \
+#define MOORING_FORWARD(Method, Wrapped, CsiResp, rpc_enum, key, ...)                                         \
   impl_->forward<v1::Wrapped, ::csi::v1::CsiResp>(                                                               \
       csi::Rpc::rpc_enum, std::move(plugin_id), std::move(key), std::move(request),                              \
       [](Stub& s, grpc::ClientContext* c, const v1::Wrapped* r, ::csi::v1::CsiResp* o, rpc::UnaryDone d) {       \
         s.async()->Method(c, r, o, std::move(d));                                                                \
-      })
+      } __VA_OPT__(, ) __VA_ARGS__)
 
 asio::awaitable<AgentResult<::csi::v1::CreateVolumeResponse>> AgentRouter::create_volume(
     std::string plugin_id, std::string volume_key, ::csi::v1::CreateVolumeRequest request) {
@@ -293,16 +294,25 @@ asio::awaitable<AgentResult<::csi::v1::DeleteVolumeResponse>> AgentRouter::delet
 }
 
 asio::awaitable<AgentResult<::csi::v1::ControllerPublishVolumeResponse>> AgentRouter::controller_publish_volume(
-    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerPublishVolumeRequest request) {
+    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerPublishVolumeRequest request,
+    std::string operation_id) {
   co_return co_await MOORING_FORWARD(ControllerPublishVolume, ControllerPublishVolumeRequest,
-                                     ControllerPublishVolumeResponse, ControllerPublishVolume, std::move(volume_key));
+                                     ControllerPublishVolumeResponse, ControllerPublishVolume, std::move(volume_key),
+                                     std::move(operation_id));
 }
 
 asio::awaitable<AgentResult<::csi::v1::ControllerUnpublishVolumeResponse>> AgentRouter::controller_unpublish_volume(
-    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerUnpublishVolumeRequest request) {
+    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerUnpublishVolumeRequest request,
+    std::string operation_id) {
   co_return co_await MOORING_FORWARD(ControllerUnpublishVolume, ControllerUnpublishVolumeRequest,
                                      ControllerUnpublishVolumeResponse, ControllerUnpublishVolume,
-                                     std::move(volume_key));
+                                     std::move(volume_key), std::move(operation_id));
+}
+
+asio::awaitable<AgentResult<::csi::v1::ControllerGetVolumeResponse>> AgentRouter::controller_get_volume(
+    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerGetVolumeRequest request) {
+  co_return co_await MOORING_FORWARD(ControllerGetVolume, ControllerGetVolumeRequest, ControllerGetVolumeResponse,
+                                     ControllerGetVolume, std::move(volume_key));
 }
 
 asio::awaitable<AgentResult<::csi::v1::ControllerExpandVolumeResponse>> AgentRouter::controller_expand_volume(

@@ -59,10 +59,17 @@ class AgentRouter {
       std::string plugin_id, std::string volume_key, ::csi::v1::CreateVolumeRequest request);
   boost::asio::awaitable<AgentResult<::csi::v1::DeleteVolumeResponse>> delete_volume(
       std::string plugin_id, std::string volume_key, ::csi::v1::DeleteVolumeRequest request);
+  // `operation_id` (claims/operation_id.hpp): the agent runs one id once and answers a repeat
+  // from its result; "" sends the call without deduplication.
   boost::asio::awaitable<AgentResult<::csi::v1::ControllerPublishVolumeResponse>> controller_publish_volume(
-      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerPublishVolumeRequest request);
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerPublishVolumeRequest request,
+      std::string operation_id = {});
   boost::asio::awaitable<AgentResult<::csi::v1::ControllerUnpublishVolumeResponse>> controller_unpublish_volume(
-      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerUnpublishVolumeRequest request);
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerUnpublishVolumeRequest request,
+      std::string operation_id = {});
+  // Serialized with the volume's other calls (a publish or unpublish in flight is not overtaken).
+  boost::asio::awaitable<AgentResult<::csi::v1::ControllerGetVolumeResponse>> controller_get_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerGetVolumeRequest request);
   boost::asio::awaitable<AgentResult<::csi::v1::ControllerExpandVolumeResponse>> controller_expand_volume(
       std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request);
   boost::asio::awaitable<AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse>> validate_volume_capabilities(

@@ -1,6 +1,7 @@
 #include "services/controlplane/agentclient/router_publisher.hpp"
 
 #include "services/controlplane/agentclient/agent_router.hpp"
+#include "services/controlplane/claims/operation_id.hpp"
 #include "shared/wire/volume_capability.hpp"
 
 namespace mooring::controlplane::agentclient {
@@ -23,7 +24,9 @@ boost::asio::awaitable<PublishResult> RouterPublisher::publish(const domain::Vol
   for (const auto& [k, v] : volume.secrets) (*req.mutable_secrets())[k] = v;
   for (const auto& [k, v] : volume.context) (*req.mutable_volume_context())[k] = v;
   std::string plugin_id = volume.plugin_id, key = domain::volume_key(volume.ns, volume.id);
-  auto res = co_await router_.controller_publish_volume(std::move(plugin_id), std::move(key), std::move(req));
+  std::string operation = publish_operation_id(key, claim.allocation_id, claim);
+  auto res = co_await router_.controller_publish_volume(std::move(plugin_id), std::move(key), std::move(req),
+                                                        std::move(operation));
   out.sent = !res.no_target;
   if (res.ok()) {
     out.status = grpc::Status::OK;

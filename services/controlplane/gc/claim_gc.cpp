@@ -1,10 +1,13 @@
 #include "services/controlplane/gc/claim_gc.hpp"
 
+#include <algorithm>
+
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/claims/operation_id.hpp"
 #include "services/controlplane/gc/release_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/async/cancelled.hpp"
@@ -97,6 +100,8 @@ void ClaimGc::start() {
   std::size_t resumed = 0;
   for (const auto& [id, v] : store_.volumes()) {
     if (past_claims(v).empty()) continue;
+    for (const auto& [alloc_id, claim] : v.claims)
+      if (claim.state == ClaimState::node_detached) resumed_unpublishes_.insert(unpublish_operation_id(id, alloc_id, claim));
     kick(id);
     ++resumed;
   }
@@ -372,8 +377,28 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
       req.set_volume_id(v.external_id);  // the provider's id, never ours (seed 001)
       req.set_node_id(d.external_node_id);
       for (const auto& [k, val] : v.secrets) (*req.mutable_secrets())[k] = val;
+      std::string operation = unpublish_operation_id(volume_id, alloc_id, claim);
+      if (resumed_unpublishes_.contains(operation)) {
+        // Sent before the restart or failover, perhaps: do not send it twice if it happened.
+        const PublishedCheck check = co_await still_published(v, d.external_node_id);
+        if (!check.unreachable.empty()) {
+          const auto* p = store_.plugin(v.plugin_id);
+          wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
+          failure(volume_id, alloc_id, w, "asking whether the volume is still published: " + check.unreachable,
+                  next_delay(w, alloc_id));
+          co_return;
+        }
+        if (check.published == false) {
+          log_.info("resumed release: the volume is no longer published to the node; controller-detached without "
+                    "ControllerUnpublishVolume",
+                    {{"volume_id", volume_id}, {"alloc_id", alloc_id}, {"csi_node_id", d.external_node_id}});
+          resumed_unpublishes_.erase(operation);
+          break;
+        }
+      }
       std::string plugin_id = v.plugin_id, key = volume_id;
-      auto res = co_await agents_.controller_unpublish_volume(std::move(plugin_id), std::move(key), std::move(req));
+      auto res = co_await agents_.controller_unpublish_volume(std::move(plugin_id), std::move(key), std::move(req),
+                                                              std::move(operation));
       if (!res.done()) {
         // No controller to ask, or the one asked failed: a change of the plugin (a controller
         // healthy again, a new instance) retries at once.
@@ -382,6 +407,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
         failure(volume_id, alloc_id, w, res.error, next_delay(w, alloc_id));
         co_return;
       }
+      resumed_unpublishes_.erase(operation);
       break;
     }
   }
@@ -406,6 +432,68 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
     failure(volume_id, alloc_id, w, "cannot persist the release step: " + r.error(), next_delay(w, alloc_id));
   else if (settled.action == ReleaseAction::free)
     release_seconds_.observe(domain::now() - began);
+}
+
+asio::awaitable<ClaimGc::PublishedCheck> ClaimGc::still_published(const domain::Volume& v,
+                                                                  const std::string& csi_node_id) {
+  // CSI: published node ids are reported only with LIST_VOLUMES_PUBLISHED_NODES.
+  bool get = false, list = false;
+  if (const auto* p = store_.plugin(v.plugin_id))
+    for (const auto& [node_id, inst] : p->controllers) {
+      if (!inst.healthy || !inst.controller_info || !inst.controller_info->supports_list_volumes_attached_nodes) continue;
+      get = get || inst.controller_info->supports_get;
+      list = list || inst.controller_info->supports_list_volumes;
+    }
+  PublishedCheck out;
+  auto published_to = [&](const auto& node_ids) {
+    out.published = std::find(node_ids.begin(), node_ids.end(), csi_node_id) != node_ids.end();
+    return out;
+  };
+  // Not reached (no controller, the agent restarting, a timeout): the unpublish would not get
+  // through either, or would get through a moment later without the check — retry the step.
+  // (NOT_FOUND is an answer: the volume is gone, and the unpublish will say "already done".)
+  auto unreachable = [](const auto& res) {
+    return res.no_target ||
+           (csi::should_retry(res.outcome) && res.status.error_code() != grpc::StatusCode::NOT_FOUND);
+  };
+  if (get) {
+    ::csi::v1::ControllerGetVolumeRequest req;
+    req.set_volume_id(v.external_id);
+    std::string plugin_id = v.plugin_id, key = domain::volume_key(v.ns, v.id);
+    auto res = co_await agents_.controller_get_volume(std::move(plugin_id), std::move(key), std::move(req));
+    if (res.ok() && res.response.has_status()) co_return published_to(res.response.status().published_node_ids());
+    if (unreachable(res)) {
+      out.unreachable = res.error;
+      co_return out;
+    }
+    log_.info("resumed release: ControllerGetVolume did not tell the published nodes",
+              {{"volume_id", v.id}, {"error", res.ok() ? std::string("no status in the answer") : res.error}});
+  }
+  if (list) {
+    std::string token;
+    for (int page = 0; page < 1000; ++page) {  // bounded: a plugin that keeps answering the same token
+      ::csi::v1::ListVolumesRequest req;
+      req.set_starting_token(token);
+      std::string plugin_id = v.plugin_id;
+      auto res = co_await agents_.list_volumes(std::move(plugin_id), std::move(req));
+      if (!res.ok()) {
+        if (unreachable(res)) {
+          out.unreachable = res.error;
+          co_return out;
+        }
+        log_.info("resumed release: ListVolumes failed", {{"volume_id", v.id}, {"error", res.error}});
+        break;
+      }
+      for (const auto& entry : res.response.entries())
+        if (entry.volume().volume_id() == v.external_id) co_return published_to(entry.status().published_node_ids());
+      token = res.response.next_token();
+      if (token.empty()) break;
+    }
+  }
+  if (!get && !list)
+    log_.info("resumed release: no healthy controller reports published nodes; unpublishing without asking",
+              {{"volume_id", v.id}, {"plugin_id", v.plugin_id}});
+  co_return out;
 }
 
 void ClaimGc::failure(const std::string& volume_id, const std::string& alloc_id, Worker& w, const std::string& error,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -23,6 +24,9 @@
 #include "shared/log/log.hpp"
 #include "shared/metrics/registry.hpp"
 
+namespace mooring::domain {
+struct Volume;
+}
 namespace mooring::controlplane {
 class StateStore;
 namespace agentclient {
@@ -89,6 +93,15 @@ class ClaimGc {
   void wait_on(std::map<std::string, Waiters>& waiters, const std::string& key, std::uint64_t index,
                const std::string& volume_id);
   void sweep();
+  // Whether the plugin still has the volume published to the CSI node, asked with
+  // ControllerGetVolume or ListVolumes when a healthy controller advertises it (with
+  // LIST_VOLUMES_PUBLISHED_NODES). `published` unset: the plugin cannot tell (send the unpublish);
+  // `unreachable` set: no controller answered (retry the step; send nothing now).
+  struct PublishedCheck {
+    std::optional<bool> published;
+    std::string unreachable;
+  };
+  boost::asio::awaitable<PublishedCheck> still_published(const domain::Volume& v, const std::string& csi_node_id);
 
   StateStore& store_;
   agentclient::AgentRouter& agents_;
@@ -100,6 +113,11 @@ class ClaimGc {
   std::map<std::string, Waiters> plugin_waiters_;  // plugin id -> volumes waiting for a controller
   std::uint64_t examined_ = 0;
   std::uint64_t sweeps_ = 0;
+  // The unpublish operation ids of claims found node-detached at start: a previous leader (or
+  // this process before a restart) may have sent their ControllerUnpublish, and the agent that
+  // ran it may have restarted since (its operation cache is empty then). The plugin is asked
+  // first; the normal path never pays for it.
+  std::set<std::string> resumed_unpublishes_;
   // mooring_claim_release_seconds and mooring_gc_retries_total{step} (null with metrics off).
   metrics::Histogram release_seconds_;
   metrics::Counter node_detach_retries_, controller_detach_retries_, free_retries_;

@@ -50,6 +50,7 @@ std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
 }
 
 asio::awaitable<void> NodeLiveness::run() {
+  started_ = Clock::now();  // the start of leading (see the header)
   // Named locals, not temporaries, as coroutine arguments: GCC 12 mishandles the lifetime of
   // aggregate temporaries passed by value to a coroutine.
   async::PeriodicOptions options;

@@ -1,7 +1,9 @@
 // Nodes room: node liveness. The time of each node's last heartbeat lives in memory only
 // (persisting it would be a write per heartbeat); a loop marks a node down once it has missed
 // heartbeats for the TTL. After a control plane restart nobody has heartbeated yet, so every
-// node gets one TTL of grace, counted from the start of this process.
+// node gets one TTL of grace, counted from the start of this process — or, for a standby, from
+// its election (run() starts then): agents talk only to the leader, so a standby promoted after
+// minutes up has heard from no node, and would otherwise mark every node down at once.
 #pragma once
 
 #include <chrono>
@@ -40,7 +42,8 @@ class NodeLiveness {
   // ids marked down. A failed commit is logged and retried on the next check.
   std::vector<std::string> check(Clock::time_point now = Clock::now());
 
-  // check() every period until the awaiting coroutine is cancelled (run it in a TaskGroup).
+  // check() every period until the awaiting coroutine is cancelled (run it in a TaskGroup). The
+  // grace of nodes not heard from yet starts now.
   boost::asio::awaitable<void> run();
 
  private:

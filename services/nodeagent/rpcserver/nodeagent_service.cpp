@@ -2,14 +2,21 @@
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <map>
+#include <type_traits>
 
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
+#include "services/nodeagent/rpcserver/operation_cache.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
+#include "shared/metrics/families.hpp"
 #include "shared/rpc/csi_client.hpp"
 #include "shared/rpc/server.hpp"
 #include "shared/rpc/transport_security.hpp"
@@ -31,7 +38,12 @@ const log::Logger& logger() {
 
 class NodeAgentService final : public v1::NodeAgent::CallbackService {
  public:
-  NodeAgentService(asio::any_io_executor ex, NodeAgentServiceDeps deps) : ex_(std::move(ex)), d_(deps) {}
+  NodeAgentService(asio::any_io_executor ex, NodeAgentServiceDeps deps) : ex_(std::move(ex)), d_(deps) {
+    if (auto* f = metrics::families(); f && f->csi_calls_deduplicated_total)
+      for (const char* method : {"ControllerPublishVolume", "ControllerUnpublishVolume"})
+        for (const char* how : {"joined", "cached"})
+          deduplicated_[std::string(method) + " " + how] = f->csi_calls_deduplicated_total.with({{"method", method}, {"how", how}});
+  }
 
   ServerUnaryReactor* NodeDetachVolume(CallbackServerContext* ctx, const v1::NodeDetachVolumeRequest* req,
                                        v1::NodeDetachVolumeResponse*) override {
@@ -82,6 +94,11 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
     return serve(ctx, #Method, [this, req, resp]() -> asio::awaitable<Status> {                   \
       auto client = d_.plugins.healthy_client(PluginKind::controller, req->plugin_id());                    \
       if (!client) co_return not_running(req->plugin_id());                                                 \
+      if (const std::string* op = operation_id_of(*req); op && !op->empty() && d_.operations)               \
+        co_return co_await once(csi::Rpc::Method, #Method, *req, *op, resp, std::move(client),              \
+                                [](rpc::CsiClient& c, const ::csi::v1::Method##Request& r) {                \
+                                  return c.method_fn(r);                                                    \
+                                });                                                                         \
       auto result = co_await client->method_fn(req->request());                                             \
       if (result.ok()) *resp = std::move(result.response);                                                  \
       co_return result.status;                                                                              \
@@ -90,6 +107,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
 
   MOORING_FORWARD(ControllerPublishVolume, controller_publish_volume)
   MOORING_FORWARD(ControllerUnpublishVolume, controller_unpublish_volume)
+  MOORING_FORWARD(ControllerGetVolume, controller_get_volume)
   MOORING_FORWARD(ValidateVolumeCapabilities, validate_volume_capabilities)
   MOORING_FORWARD(CreateVolume, create_volume)
   MOORING_FORWARD(DeleteVolume, delete_volume)
@@ -105,6 +123,58 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
 #undef MOORING_FORWARD
 
  private:
+  // The request's operation id; null for requests that carry none.
+  template <class Wrapped>
+  static const std::string* operation_id_of(const Wrapped& req) {
+    if constexpr (requires { req.operation_id(); })
+      return &req.operation_id();
+    else
+      return nullptr;
+  }
+
+  // A call with an operation id, through the cache: the plugin hears it once (OperationCache).
+  // Kept: OK and "already done" answers (csi::is_done); anything else is asked again on repeat.
+  template <class Wrapped, class Resp, class Invoke>
+  asio::awaitable<Status> once(csi::Rpc rpc, const char* method, const Wrapped& req, const std::string& operation_id,
+                               Resp* resp, std::shared_ptr<rpc::CsiClient> client, Invoke invoke) {
+    using CsiReq = std::decay_t<decltype(req.request())>;
+    auto request = std::make_shared<const CsiReq>(req.request());  // the call may outlive this handler
+    OperationCache::Call call = [client, request, invoke]() -> asio::awaitable<OperationAnswer> {
+      auto result = co_await invoke(*client, *request);
+      OperationAnswer answer{result.status, {}};
+      if (result.ok()) result.response.SerializeToString(&answer.response);
+      co_return answer;
+    };
+    OperationCache::Keep keep = [rpc](const Status& st) { return csi::is_done(csi::classify(rpc, st.error_code())); };
+    auto result = co_await d_.operations->run(req.plugin_id() + " " + operation_id, fingerprint(*request),
+                                              std::move(call), std::move(keep));
+    if (result.source != OperationCache::Source::plugin) {
+      const char* how = result.source == OperationCache::Source::joined ? "joined" : "cached";
+      logger().debug("controller call not repeated", {{"method", method}, {"plugin_id", req.plugin_id()},
+                                                      {"operation_id", operation_id}, {"how", how}});
+      if (auto it = deduplicated_.find(std::string(method) + " " + how); it != deduplicated_.end()) it->second.inc();
+    }
+    if (result.answer.status.ok() && !resp->ParseFromString(result.answer.response))
+      co_return Status(StatusCode::INTERNAL, std::string(method) + ": the kept answer could not be read");
+    co_return result.answer.status;
+  }
+
+  // What a repeat must match to be answered from a kept result: the request without its secrets
+  // (never kept, not even hashed), serialized deterministically (maps in key order).
+  template <class CsiReq>
+  static std::uint64_t fingerprint(const CsiReq& request) {
+    CsiReq copy = request;
+    if constexpr (requires { copy.clear_secrets(); }) copy.clear_secrets();
+    std::string bytes;
+    {
+      google::protobuf::io::StringOutputStream out(&bytes);
+      google::protobuf::io::CodedOutputStream coded(&out);
+      coded.SetSerializationDeterministic(true);
+      copy.SerializeToCodedStream(&coded);
+    }
+    return std::hash<std::string>{}(bytes);
+  }
+
   // With mutual TLS only the control plane may call: the handshake proved the caller holds a
   // certificate from our CA; its identity must be the control plane's, not another node's.
   template <class Handler>
@@ -129,6 +199,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
 
   asio::any_io_executor ex_;
   NodeAgentServiceDeps d_;
+  std::map<std::string, metrics::Counter> deduplicated_;  // "<method> <how>"; empty with metrics off
 };
 
 }  // namespace

@@ -16,6 +16,7 @@ class Service;
 
 namespace mooring::nodeagent {
 
+class OperationCache;
 class PluginManager;
 class VolumeManager;
 
@@ -26,6 +27,9 @@ struct NodeAgentServiceDeps {
   // Mutual TLS is on: only the control plane (a spiffe://mooring/server certificate) may call;
   // another node's agent or a CLI certificate from the same CA gets PERMISSION_DENIED.
   bool require_controlplane = false;
+  // Controller calls that carry an operation id run once through it; null: every call reaches
+  // the plugin (as calls without an id always do).
+  OperationCache* operations = nullptr;
 };
 
 // The handlers run as coroutines on `ex`.

@@ -6,6 +6,9 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include "services/controlplane/claims/operation_id.hpp"
 #include "services/controlplane/claims/publish_outcome.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
@@ -129,6 +132,33 @@ TEST_F(ClaimPathTest, APublishThatMayHaveHappenedLeavesTheClaimForRelease) {
   EXPECT_EQ(std::get<ClaimFailure>(answer).refusal.kind, Refusal::Kind::unavailable);
   ASSERT_NE(stored_claim("a1"), nullptr);
   EXPECT_EQ(stored_claim("a1")->state, domain::ClaimState::unpublishing);
+}
+
+TEST_F(ClaimPathTest, OperationIdsComeFromCommittedStateSoAnotherLeaderDerivesTheSameAndANewClaimANewOne) {
+  // A first claim of a1 dropped (the controller refused it for good), then a second one granted.
+  publisher.script.push_back(ScriptedPublisher::failure(StatusCode::INVALID_ARGUMENT));
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(claim(input())));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // create times are in milliseconds
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(input())));
+  ASSERT_EQ(publisher.calls.size(), 2u);
+  const auto dropped = publish_operation_id("vol-1", "a1", publisher.calls[0].claim);
+  const auto granted = publish_operation_id("vol-1", "a1", publisher.calls[1].claim);
+  EXPECT_NE(dropped, granted);
+  EXPECT_NE(unpublish_operation_id("vol-1", "a1", publisher.calls[0].claim),
+            unpublish_operation_id("vol-1", "a1", publisher.calls[1].claim));
+  EXPECT_NE(granted, unpublish_operation_id("vol-1", "a1", publisher.calls[1].claim));
+
+  // Another control plane loading the same committed state (a new leader) derives the same ids
+  // as the one that sent the call.
+  StateStore other{io.get_executor(), backend};
+  ASSERT_TRUE(other.load());
+  const domain::Claim& loaded = other.volume("vol-1")->claims.at("a1");
+  EXPECT_EQ(publish_operation_id("vol-1", "a1", loaded), granted);
+  EXPECT_EQ(unpublish_operation_id("vol-1", "a1", loaded),
+            unpublish_operation_id("vol-1", "a1", *stored_claim("a1")));
+  // And so from what was committed before the publish answered (the intent the old leader sent
+  // from): the answer changes the claim, not its id.
+  EXPECT_EQ(publish_operation_id("vol-1", "a1", loaded), publish_operation_id("vol-1", "a1", publisher.calls[1].claim));
 }
 
 TEST_F(ClaimPathTest, ClaimsOfOneVolumeNeverPublishAtTheSameTime) {

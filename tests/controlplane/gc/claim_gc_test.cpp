@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/claims/operation_id.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
 
 namespace mooring::controlplane::testing {
@@ -82,6 +83,82 @@ TEST_F(ClaimGcTest, AgentAlreadyUnpublishedSkipsNodeStep) {
   start_gc();
   ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
   EXPECT_EQ(agents["node-1"].count("NodeDetachVolume"), 0u);
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
+}
+
+TEST_F(ClaimGcTest, TheUnpublishCarriesTheClaimsOperationId) {
+  auto c = fixtures::claim("a1", "node-1", ClaimState::unpublishing);
+  c.create_time = domain::from_unix_ms(1'790'000'000'123);
+  put_volume(volume("vol-1", "csi", {c}));
+  start_gc();
+  ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
+  auto calls = agents["node-2"].calls("ControllerUnpublishVolume");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].operation_id, unpublish_operation_id("vol-1", "a1", c));
+  EXPECT_NE(calls[0].operation_id.find("1790000000123"), std::string::npos) << calls[0].operation_id;
+}
+
+// Resumed (node-detached when the GC started): the unpublish may have been sent before, to an
+// agent that has restarted since. A plugin that reports published nodes is asked first.
+class ResumedUnpublishTest : public ClaimGcTest {
+ protected:
+  void SetUp() override {
+    ClaimGcTest::SetUp();
+    auto p = plugin("csi", {"node-1"}, {"node-2"});
+    for (auto& [id, inst] : p.controllers) {
+      inst.controller_info->supports_get = true;
+      inst.controller_info->supports_list_volumes_attached_nodes = true;
+    }
+    Batch b;
+    b.put(p);
+    commit(std::move(b));
+  }
+};
+
+TEST_F(ResumedUnpublishTest, NotPublishedToTheNodeAnymoreIsControllerDetachedWithoutTheCall) {
+  agents["node-2"].set_published("ext-vol-1", {"csi-node-9"});  // another node's publication only
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));
+  start_gc();
+  ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
+  EXPECT_EQ(agents["node-2"].count("ControllerGetVolume"), 1u);
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 0u);
+}
+
+TEST_F(ResumedUnpublishTest, StillPublishedToTheNodeIsUnpublished) {
+  agents["node-2"].set_published("ext-vol-1", {"csi-node-1"});
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));
+  start_gc();
+  ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
+  EXPECT_EQ(agents["node-2"].count("ControllerGetVolume"), 1u);
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
+}
+
+TEST_F(ResumedUnpublishTest, AControllerThatCannotBeReachedIsAskedAgainLaterAndNothingIsSentMeanwhile) {
+  // The agent is restarting: the question fails, so the unpublish (which could get through a
+  // moment later, unchecked) waits for the step's retry.
+  agents["node-2"].fail("ControllerGetVolume", grpc::StatusCode::UNAVAILABLE, "plugin csi not running on node node-2", 2);
+  agents["node-2"].set_published("ext-vol-1", {});
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));
+  start_gc();
+  ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
+  EXPECT_EQ(agents["node-2"].count("ControllerGetVolume"), 3u);
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 0u);
+}
+
+TEST_F(ResumedUnpublishTest, APluginThatCannotTellIsUnpublishedAsBefore) {
+  // ControllerGetVolume answers NOT_FOUND (set_published not called); ListVolumes is not served.
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));
+  start_gc();
+  ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
+  EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
+}
+
+TEST_F(ResumedUnpublishTest, AReleaseThisProcessBeganDoesNotAskThePlugin) {
+  agents["node-2"].set_published("ext-vol-1", {"csi-node-1"});
+  put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
+  start_gc();
+  ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
+  EXPECT_EQ(agents["node-2"].count("ControllerGetVolume"), 0u);
   EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
 }
 

@@ -1,5 +1,6 @@
 // Test support for the GC and the agent router: a fake node agent (the NodeAgent gRPC service)
-// answering the two release RPCs, NodeDetachVolume and ControllerUnpublishVolume. It records
+// answering the two release RPCs, NodeDetachVolume and ControllerUnpublishVolume, and
+// ControllerGetVolume (published nodes as set with set_published). It records
 // every call with its timing and can fail or delay any method; other methods are UNIMPLEMENTED.
 // (The controller endpoints are tested end to end, with the real hostpath plugin.)
 // Handlers are coroutines on the fake's own io thread; the recorded data is mutex-protected.
@@ -35,6 +36,7 @@ struct AgentCall {
   std::string alloc_id;       // node detach
   std::map<std::string, std::string> secrets;
   std::string detail;         // method-specific (content source, capacity, ...)
+  std::string operation_id;   // controller publish/unpublish
   std::chrono::steady_clock::time_point start, end;
 };
 
@@ -72,6 +74,11 @@ class FakeAgent final : public mooring::v1::NodeAgent::CallbackService {
     return out;
   }
   std::size_t count(const std::string& method) const { return calls(method).size(); }
+  // ControllerGetVolume of `external_id` answers these published CSI node ids (NOT_FOUND if unset).
+  void set_published(const std::string& external_id, std::vector<std::string> csi_node_ids) {
+    std::lock_guard lock(mu_);
+    published_[external_id] = std::move(csi_node_ids);
+  }
   // Largest number of calls of `method` in flight at once (over all volumes / for one volume).
   int max_in_flight(const std::string& method) const {
     std::lock_guard lock(mu_);
@@ -95,7 +102,22 @@ class FakeAgent final : public mooring::v1::NodeAgent::CallbackService {
     AgentCall c{.method = "ControllerUnpublishVolume", .plugin_id = req->plugin_id(),
                 .volume_id = req->request().volume_id(), .node_id = req->request().node_id()};
     c.secrets = {req->request().secrets().begin(), req->request().secrets().end()};
+    c.operation_id = req->operation_id();
     return run(ctx, std::move(c), [] { return grpc::Status::OK; });
+  }
+  grpc::ServerUnaryReactor* ControllerGetVolume(grpc::CallbackServerContext* ctx,
+                                                const mooring::v1::ControllerGetVolumeRequest* req,
+                                                ::csi::v1::ControllerGetVolumeResponse* resp) override {
+    AgentCall c{.method = "ControllerGetVolume", .plugin_id = req->plugin_id(), .volume_id = req->request().volume_id()};
+    return run(ctx, std::move(c), [this, resp, id = req->request().volume_id()] {
+      std::lock_guard lock(mu_);
+      auto it = published_.find(id);
+      if (it == published_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "volume " + id + " not found");
+      resp->mutable_volume()->set_volume_id(id);
+      resp->mutable_status();  // present even when published nowhere
+      for (const auto& n : it->second) resp->mutable_status()->add_published_node_ids(n);
+      return grpc::Status::OK;
+    });
   }
 
  private:
@@ -133,6 +155,7 @@ class FakeAgent final : public mooring::v1::NodeAgent::CallbackService {
   mutable std::mutex mu_;
   std::vector<AgentCall> calls_;
   std::map<std::string, Failure> failures_;
+  std::map<std::string, std::vector<std::string>> published_;
   std::map<std::string, std::chrono::milliseconds> delays_;
   std::map<std::string, int> in_flight_;
   std::map<std::string, int> max_in_flight_;

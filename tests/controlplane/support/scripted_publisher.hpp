@@ -22,11 +22,12 @@ class ScriptedPublisher final : public ControllerPublisher {
     std::string volume_id;
     std::string allocation_id;
     std::string csi_node_id;
+    domain::Claim claim;  // as the publisher was given it (the committed intent)
   };
 
   boost::asio::awaitable<PublishResult> publish(const domain::Volume& volume, const domain::Claim& claim,
                                                 std::string csi_node_id) override {
-    calls.push_back({volume.id, claim.allocation_id, std::move(csi_node_id)});
+    calls.push_back({volume.id, claim.allocation_id, std::move(csi_node_id), claim});
     max_in_flight = std::max(max_in_flight, ++in_flight);
     if (delay.count() > 0) {
       boost::asio::steady_timer t(co_await boost::asio::this_coro::executor, delay);

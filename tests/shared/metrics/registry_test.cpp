@@ -94,6 +94,8 @@ TEST(MetricsFamilies, EnableAddsEachServicesFamiliesOnce) {
   auto& agent = enable(Service::nodeagent);
   EXPECT_EQ(families(), &agent);
   EXPECT_TRUE(agent.csi_rpc_seconds);
+  EXPECT_TRUE(agent.csi_calls_deduplicated_total);
+  enable(Service::nodeagent);  // again: no duplicate registration
   EXPECT_FALSE(agent.http_requests_seconds);
   EXPECT_FALSE(agent.state_commit_seconds);
   EXPECT_FALSE(contains(agent.registry.text(), "mooring_http_requests_seconds"));
