@@ -6,7 +6,13 @@
 //   GET /v1/status/ready   200 only on the leader once its state is loaded (a Kubernetes Service
 //                          with this readiness probe routes to the leader); 503 with the reason
 //                          elsewhere: standby (naming the leader), waiting for etcd, loading
+// A *degraded* leader (etcd has no quorum or cannot be reached; leader_election.hpp) answers every
+// write 503 at once without touching anything, serves reads from memory for up to
+// `stale_reads_max` with `X-Mooring-Stale: <whole seconds since etcd last confirmed its lease>`
+// (it cannot prove it still leads: a new leader may be elected elsewhere), and is not ready.
 #pragma once
+
+#include <chrono>
 
 #include <functional>
 #include <string>
@@ -22,17 +28,24 @@ class Front {
  public:
   // `api`: the full API (the leader's); `serving`: true once this process leads and has loaded
   // the state (read on the server's executor).
-  Front(LeaderElection& election, Forwarder& forwarder, http::Handler api, std::function<bool()> serving)
-      : election_(election), forwarder_(forwarder), api_(std::move(api)), serving_(std::move(serving)) {}
+  Front(LeaderElection& election, Forwarder& forwarder, http::Handler api, std::function<bool()> serving,
+        std::chrono::milliseconds stale_reads_max)
+      : election_(election),
+        forwarder_(forwarder),
+        api_(std::move(api)),
+        serving_(std::move(serving)),
+        stale_reads_max_(stale_reads_max) {}
 
   boost::asio::awaitable<http::Response> handle(http::Request request);
 
  private:
   std::string not_serving_reason() const;
+  boost::asio::awaitable<http::Response> degraded(http::Request request);
   LeaderElection& election_;
   Forwarder& forwarder_;
   http::Handler api_;
   std::function<bool()> serving_;
+  std::chrono::milliseconds stale_reads_max_;
 };
 
 }  // namespace mooring::controlplane::ha

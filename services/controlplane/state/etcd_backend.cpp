@@ -499,10 +499,11 @@ domain::Status EtcdBackend::check_fence() {
   if (!fence_required_) return {};
   if (!fence_) return error("state in " + where_ + ": this control plane is a standby; only the leader writes");
   if (fence_->lease_valid && !fence_->lease_valid()) {
+    // Nothing is sent. Whether we still lead is for etcd to say: the election asks it and steps
+    // down on its answer (lease gone), or leads again (etcd was only unreachable).
     fenced_ = true;
-    const std::string why = "the leader lease ran out before it was renewed (was this process paused?)";
-    if (fence_lost_) fence_lost_(why);
-    return error("state in " + where_ + ": not written: " + why);
+    return error("state in " + where_ + ": not written: the leader lease is not confirmed (etcd has no quorum or "
+                 "cannot be reached, or this process was paused)");
   }
   return {};
 }
