@@ -460,7 +460,7 @@ int main(int argc, char** argv) {
         co_await pause.async_wait(asio::use_awaitable);
       }
       if (election->degraded()) co_return;  // cut off again meanwhile: the next restore resumes
-      if (reload_on_resume || store.broken()) {
+      if (reload_on_resume || store.broken() || etcd_backend->needs_reload()) {
         if (auto st = store.reload(); !st)
           restart_as_standby(argv, "etcd answers again, but the state does not reload: " + st.error());
         logger.info("state reloaded after writes of unknown outcome", {{"index", store.index()}});

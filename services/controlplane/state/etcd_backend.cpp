@@ -292,6 +292,23 @@ domain::Expected<Snapshot> EtcdBackend::load() {
   head_req.set_key(key_of(options_, "head"));
   pb::RangeResponse head_res;
   if (auto s = client_->range(head_req, head_res); !s.ok()) {
+    const bool unreachable =
+        s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (unreachable && fence_required_ && loaded_) {
+      // A leader reloading after a write of unknown outcome while etcd cannot answer (no quorum):
+      // what we know is committed is our own copy, up to the last Txn etcd confirmed. Memory goes
+      // back to it, so a degraded leader serves reads without the write in doubt; writes stay
+      // refused (fenced_) until a reload from etcd itself, which learns whether it committed.
+      fenced_ = true;
+      kLog.warn("etcd does not answer: the state reloaded from the last committed copy in memory; writes wait for "
+                "a reload from etcd", {{"state", where}, {"index", static_cast<int64_t>(head_index_)},
+                                      {"error", status_text(s)}});
+      Snapshot out;
+      out.index = rows_->index;
+      out.table_index = rows_->table_index;
+      out.rows = rows_->rows;
+      return out;
+    }
     return fail("cannot read head: " + status_text(s));
   }
   const std::int64_t at = head_res.header().revision();
