@@ -21,6 +21,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -292,13 +293,9 @@ int main(int argc, char** argv) {
   // Group commit: a wave of commits (GC steps, agent reports) shares one fsync; answers and
   // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
   StateOptions state_options{.group_commit = true};
-  if (flags.state.starts_with("etcd://")) {
-    // A leader whose state cannot be reloaded after a failed write would hold the lease and
-    // refuse every write: it steps down instead, and a fresh process (or another member) leads.
-    state_options.on_broken = [&io, argv](const std::string& why) {
-      asio::post(io, [argv, why] { restart_as_standby(argv, "the state is not writable: " + why); });
-    };
-  }
+  std::function<void(const std::string&)> store_broken;  // etcd: set below, once the election exists
+  if (flags.state.starts_with("etcd://"))
+    state_options.on_broken = [&store_broken](const std::string& why) { store_broken(why); };
   StateStore store{io.get_executor(), feed, state_options};
   // SQLite: loaded now; a state that does not load is fatal.
   //
@@ -378,6 +375,7 @@ int main(int argc, char** argv) {
   // High availability: the leader serves `api`; a standby answers the status routes and forwards
   // the rest (ha/front.hpp). `serving` turns true on the io thread once elected and loaded.
   bool serving = !ha_mode;
+  bool reload_on_resume = false;  // HA: a write's outcome was unknown while etcd could not be reached
   std::unique_ptr<ha::LeaderElection> election;
   std::unique_ptr<ha::Forwarder> forwarder;
   std::unique_ptr<ha::Front> front;
@@ -416,6 +414,11 @@ int main(int argc, char** argv) {
       if (serving) return std::nullopt;
       auto leader = election ? election->leader() : std::nullopt;
       return leader && !election->leading() ? leader->grpc_addr : std::string{};
+    };
+    agent_options.writes_refused = [&]() -> std::optional<std::string> {
+      if (!election || !election->degraded()) return std::nullopt;
+      return "etcd has no quorum or cannot be reached: this control plane (the leader) refuses every call until it "
+             "answers again; nothing was changed";
     };
   }
   AgentService agent_service{io.get_executor(), store, liveness, &publisher, agent_options};
@@ -461,18 +464,69 @@ int main(int argc, char** argv) {
         .lease = flags.leader_lease,
     };
     const std::string self_http = election_options.self.http_addr;
+    const auto lease = flags.leader_lease;
+    // Degraded (etcd has no quorum or cannot be reached; ha/lease_health.hpp): the REST front and
+    // the agent service refuse writes by asking the election directly; here the store refuses
+    // commits and the router every call to a node, so GC and reconcilers make no call whose result
+    // could not be recorded. A write in flight at that moment may still commit when the quorum
+    // returns: the state is reloaded before anything is written again.
+    auto degrade = [&](const std::string& why) {
+      store.set_read_only("etcd has no quorum or cannot be reached (" + why + "): writes are refused until it answers "
+                          "again; nothing was changed");
+      router.set_paused("etcd has no quorum or cannot be reached: no call is made whose result could not be recorded");
+      if (store.flushing() || store.durable_index() < store.index()) reload_on_resume = true;
+    };
+    auto resume = [&]() -> asio::awaitable<void> {
+      asio::steady_timer pause(io);
+      while (store.flushing()) {  // the backend is the writer thread's until its answer lands
+        pause.expires_after(std::chrono::milliseconds(20));
+        co_await pause.async_wait(asio::use_awaitable);
+      }
+      if (election->degraded()) co_return;  // cut off again meanwhile: the next restore resumes
+      if (reload_on_resume || store.broken() || etcd_backend->needs_reload()) {
+        if (auto st = store.reload(); !st)
+          restart_as_standby(argv, "etcd answers again, but the state does not reload: " + st.error());
+        logger.info("state reloaded after writes of unknown outcome", {{"index", store.index()}});
+      }
+      reload_on_resume = false;
+      store.set_read_only(std::nullopt);
+      router.set_paused(std::nullopt);
+      for (const auto& [key, v] : store.volumes()) claim_gc.retry_now(key);  // their backoff grew meanwhile
+      liveness.grant_grace();  // heartbeats were refused meanwhile
+      logger.info("leading again: writes, claim GC and reconcilers resume", {{"index", store.index()}});
+    };
+    // A failed write whose reload failed too: while etcd cannot be reached the election degrades
+    // (or already has) and the reload waits for its answer; a store still broken while etcd
+    // answers would hold the lease and refuse every write, so the leader steps down then.
+    store_broken = [&, lease](const std::string& why) {
+      reload_on_resume = true;
+      node_tasks.spawn("broken-state", [&, lease, why]() -> asio::awaitable<void> {
+        asio::steady_timer grace(io, 2 * lease);
+        co_await grace.async_wait(asio::use_awaitable);
+        if (store.broken() && !election->degraded()) restart_as_standby(argv, "the state is not writable: " + why);
+      });
+    };
     election = std::make_unique<ha::LeaderElection>(
         std::move(election_options),
-        [&](LeaderFence fence) {
-          asio::post(io, [&, fence = std::move(fence)] {
-            etcd_backend->set_fence(fence);
-            if (auto st = load_state(); !st) restart_as_standby(argv, "elected, but the state does not load: " + st.error());
-            serving = true;
-            lead();
-          });
-        },
-        [&io, argv](const std::string& why) { asio::post(io, [argv, why] { restart_as_standby(argv, why); }); });
-    front = std::make_unique<ha::Front>(*election, *forwarder, api_handler, [&serving] { return serving; }, self_http);
+        ha::ElectionEvents{
+            .elected =
+                [&](LeaderFence fence) {
+                  asio::post(io, [&, fence = std::move(fence)] {
+                    etcd_backend->set_fence(fence);
+                    if (auto st = load_state(); !st)
+                      restart_as_standby(argv, "elected, but the state does not load: " + st.error());
+                    serving = true;
+                    lead();
+                  });
+                },
+            .lost = [&io, argv](const std::string& why) { asio::post(io, [argv, why] { restart_as_standby(argv, why); }); },
+            .degraded = [&io, degrade](const std::string& why) { asio::post(io, [degrade, why] { degrade(why); }); },
+            .restored = [&io, &node_tasks, resume] {
+              asio::post(io, [&node_tasks, resume] { node_tasks.spawn("resume-leading", resume); });
+            },
+        });
+    front = std::make_unique<ha::Front>(*election, *forwarder, api_handler, [&serving] { return serving; },
+                                        flags.stale_reads_max, self_http);
     election->start();
     logger.info("standby until elected", {{"addr", http_config.address}, {"port", server.port()},
                                           {"advertise_http_addr", self_http}, {"state", state_where},

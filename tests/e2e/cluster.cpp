@@ -122,7 +122,8 @@ void Cluster::start_controlplane(std::size_t i) {
             // Most scenarios are about volumes; ACLs have their own tests (AclBinaryTest, AclApiTest).
             options_.acl ? "--acl=true" : "--acl=false"};
   if (ha) {
-    o.args.insert(o.args.end(), {"--state", options_.etcd, "--keyring-file", (dir() / "keyring").string(),
+    const bool own = i < options_.member_etcd.size() && !options_.member_etcd[i].empty();
+    o.args.insert(o.args.end(), {"--state", own ? options_.member_etcd[i] : options_.etcd, "--keyring-file", (dir() / "keyring").string(),
                                  "--leader-lease", options_.leader_lease,
                                  "--advertise-grpc-addr", "127.0.0.1:" + std::to_string(m.grpc_port)});
   }

@@ -44,6 +44,9 @@ struct ClusterOptions {
   std::string etcd;
   std::size_t controlplanes = 1;
   std::string leader_lease = "2s";
+  // HA: member i's own --state where set and not empty (e.g. one etcd endpoint of three, to cut
+  // that member off from etcd while the others keep the quorum).
+  std::vector<std::string> member_etcd;
 };
 
 struct NodeOptions {

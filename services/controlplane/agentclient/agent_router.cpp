@@ -104,6 +104,10 @@ struct AgentRouter::Impl {
       not_sent(out, classify_as, where, "control plane: " + st.error());
       co_return out;
     }
+    if (router.paused_) {
+      not_sent(out, classify_as, where, "control plane: " + *router.paused_);
+      co_return out;
+    }
     const domain::Node* node = router.store_.node(node_id);
     if (!node || node->address.empty()) {
       not_sent(out, classify_as, where,
@@ -132,6 +136,10 @@ struct AgentRouter::Impl {
     AgentResult<Resp> out;
     if (auto st = co_await router.store_.durable(seen); !st) {  // as in to_node
       not_sent(out, rpc, what, "control plane: " + st.error());
+      co_return out;
+    }
+    if (router.paused_) {
+      not_sent(out, rpc, what, "control plane: " + *router.paused_);
       co_return out;
     }
     auto candidates = router.controller_candidates(plugin_id);

@@ -101,6 +101,10 @@ class AgentRouter {
   // controller ..."); "" when there is one.
   std::string no_controller_reason(const std::string& plugin_id) const;
 
+  // High availability: while set, every call is answered at once as not sent (UNAVAILABLE, this
+  // reason) and nothing goes out: a leader cut off from etcd's quorum could not record the result.
+  void set_paused(std::optional<std::string> why) { paused_ = std::move(why); }
+
   // The per-volume serialization (shared with callers that need a longer critical section).
   async::KeyedLocks& locks() { return locks_; }
   // Channels currently cached (one per node); the address a node's channel dials.
@@ -113,6 +117,7 @@ class AgentRouter {
   const StateStore& store_;
   AgentRouterOptions options_;
   async::KeyedLocks locks_;
+  std::optional<std::string> paused_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -94,6 +94,9 @@ class Service final : public v1::ControlPlane::CallbackService {
                                                  : "this control plane is a standby; the leader is at " + *leader);
         }
       }
+      if (ctx_.options.writes_refused) {
+        if (auto why = ctx_.options.writes_refused()) co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, *why);
+      }
       grpc::Status status = co_await answer(caller, req, handler);
       audit(name, remote, caller, req, status);
       co_return status;

@@ -40,6 +40,12 @@ struct AgentServiceOptions {
   // the leader's gRPC address (this string, "" when none is known), in the message and in the
   // trailing metadata `x-mooring-leader`, so the agent switches to it. The state is not touched.
   std::function<std::optional<std::string>()> standby;
+  // High availability: asked after `standby`. A reason: this leader is degraded (etcd has no
+  // quorum or cannot be reached) and every call is answered UNAVAILABLE with it at once, nothing
+  // touched. Heartbeats and allocation watches too: it cannot record a heartbeat's report, and an
+  // answer from its memory may be stale (a new leader may be elected elsewhere); naming no leader,
+  // the agent tries the next control plane, which is the new leader in that case.
+  std::function<std::optional<std::string>()> writes_refused;
 };
 
 class AgentService {

@@ -68,6 +68,10 @@ constexpr std::array kOptions{
     Option{"leader-lease", "MOORING_CP_LEADER_LEASE", "leader_lease", Kind::positive_duration, "DURATION",
            "etcd state: the leader's lease; a standby takes over within about twice this after the leader dies",
            "2s", nullptr, &Config::leader_lease},
+    Option{"stale-reads-max", "MOORING_CP_STALE_READS_MAX", "stale_reads_max", Kind::duration, "DURATION",
+           "etcd state: how long a leader that cannot reach a quorum of etcd keeps serving reads from memory "
+           "(marked X-Mooring-Stale; writes are refused at once); 0 refuses reads too",
+           "5m", nullptr, &Config::stale_reads_max},
     Option{"advertise-http-addr", "MOORING_CP_ADVERTISE_HTTP_ADDR", "advertise_http_addr", Kind::string, "URL",
            "etcd state: where other control planes reach this one's REST API (standbys forward to the leader's)",
            "http(s)://HTTP_ADDR", &Config::advertise_http_addr},

@@ -27,6 +27,9 @@ struct ControlPlaneConfig {
   // at, stored in the leader key so standbys forward there and agents follow it. Empty: derived
   // from http_addr/grpc_addr (scheme from the TLS files).
   std::chrono::milliseconds leader_lease{2'000};
+  // A leader cut off from a quorum of etcd is *degraded*: it refuses writes and serves reads from
+  // memory, marked stale, for at most this long (0: none); see docs/high-availability.md.
+  std::chrono::milliseconds stale_reads_max{std::chrono::minutes(5)};
   std::string advertise_http_addr;
   std::string advertise_grpc_addr;
   std::string http_addr = "127.0.0.1:4700";

@@ -44,6 +44,26 @@ std::string Front::not_serving_reason() const {
   return "this control plane is a standby and no leader is elected yet";
 }
 
+boost::asio::awaitable<http::Response> Front::degraded(http::Request request) {
+  using namespace std::chrono;
+  const auto stale = duration_cast<milliseconds>(steady_clock::now() - election_.last_confirmed());
+  const std::string since = std::to_string(duration_cast<seconds>(stale).count()) + " s";
+  const std::string why = "etcd has no quorum or cannot be reached (a majority of its members down or cut off from "
+                          "this control plane?); etcd last confirmed this leader " + since + " ago";
+  auto mark = [&](http::Response r) {
+    r.set_header("X-Mooring-Stale", std::to_string(duration_cast<seconds>(stale).count()));
+    return r;
+  };
+  if (request.path == "/v1/status/ready") co_return mark(unavailable("not ready: " + why + "; writes are refused"));
+  const bool read = request.method == "GET" || request.method == "HEAD" || request.method == "OPTIONS";
+  if (!read)
+    co_return mark(unavailable(why + ": writes are refused until it answers again; nothing was changed"));
+  if (stale > stale_reads_max_)
+    co_return mark(unavailable(why + ": reads from this control plane's memory are refused after --stale-reads-max (" +
+                               std::to_string(duration_cast<seconds>(stale_reads_max_).count()) + " s)"));
+  co_return mark(co_await api_(std::move(request)));
+}
+
 boost::asio::awaitable<http::Response> Front::handle(http::Request request) {
   const auto leader = election_.leader();
   const bool serving = serving_();
@@ -55,10 +75,11 @@ boost::asio::awaitable<http::Response> Front::handle(http::Request request) {
     if (!leader) co_return unavailable("no leader: " + not_serving_reason());
     co_return sign(http::json_response(nlohmann::json(leader->http_addr).dump()));
   }
+  take_forwarded_caller(request);
+  if (serving && election_.degraded()) co_return sign(co_await degraded(std::move(request)));
   if (request.method == "GET" && request.path == "/v1/status/ready" && !serving)
     co_return sign(unavailable(not_serving_reason()));
   if (request.method == "GET" && request.path == "/v1/status/health") co_return sign(co_await api_(std::move(request)));
-  take_forwarded_caller(request);
   if (serving) co_return sign(co_await api_(std::move(request)));
   if (!leader || election_.leading()) co_return unavailable(not_serving_reason());
   auto forwarded = co_await forwarder_.forward(leader->http_addr, std::move(request), self_);

@@ -11,8 +11,13 @@
 // The leader takes a forwarded request's caller (X-Mooring-Forwarded-For/-By) from a peer that
 // presented a control plane certificate only, so its audit log names the client "via" the
 // standby; from anyone else those headers are dropped.
+// A *degraded* leader (etcd has no quorum or cannot be reached; leader_election.hpp) answers every
+// write 503 at once without touching anything, serves reads from memory for up to
+// `stale_reads_max` with `X-Mooring-Stale: <whole seconds since etcd last confirmed its lease>`
+// (it cannot prove it still leads: a new leader may be elected elsewhere), and is not ready.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -29,21 +34,24 @@ class Front {
   // the state (read on the server's executor).
   // `self`: this control plane's advertised HTTP address (named as "via" when it forwards).
   Front(LeaderElection& election, Forwarder& forwarder, http::Handler api, std::function<bool()> serving,
-        std::string self = {})
+        std::chrono::milliseconds stale_reads_max, std::string self = {})
       : election_(election),
         forwarder_(forwarder),
         api_(std::move(api)),
         serving_(std::move(serving)),
+        stale_reads_max_(stale_reads_max),
         self_(std::move(self)) {}
 
   boost::asio::awaitable<http::Response> handle(http::Request request);
 
  private:
   std::string not_serving_reason() const;
+  boost::asio::awaitable<http::Response> degraded(http::Request request);
   LeaderElection& election_;
   Forwarder& forwarder_;
   http::Handler api_;
   std::function<bool()> serving_;
+  std::chrono::milliseconds stale_reads_max_;
   std::string self_;
 };
 

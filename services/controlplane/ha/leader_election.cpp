@@ -51,11 +51,9 @@ struct LeaderElection::Stubs {
   grpc::Status lease(Call&& c) const { return etcd->call<pb::Lease>(std::forward<Call>(c)); }
 };
 
-LeaderElection::LeaderElection(ElectionOptions options, std::function<void(LeaderFence)> elected,
-                               std::function<void(const std::string&)> lost)
+LeaderElection::LeaderElection(ElectionOptions options, ElectionEvents events)
     : options_(std::move(options)),
-      elected_(std::move(elected)),
-      lost_(std::move(lost)),
+      events_(std::move(events)),
       // etcd counts leases in whole seconds (and raises a TTL below its minimum, ~1.5 s by default).
       ttl_(std::chrono::seconds(std::max<std::int64_t>(1, (options_.lease.count() + 999) / 1000))),
       stubs_(std::make_unique<Stubs>()) {
@@ -105,7 +103,18 @@ std::string LeaderElection::etcd_problem() const {
 }
 
 bool LeaderElection::lease_valid() const {
-  return leading_.load() && to_ns(Clock::now()) < deadline_ns_.load();
+  return leading_.load() && !degraded_.load() && to_ns(Clock::now()) < deadline_ns_.load();
+}
+
+Clock::time_point LeaderElection::last_confirmed() const {
+  return Clock::time_point(std::chrono::nanoseconds(confirmed_ns_.load()));
+}
+
+void LeaderElection::publish() {
+  if (!health_) return;
+  deadline_ns_ = to_ns(health_->deadline());
+  confirmed_ns_ = to_ns(health_->last_confirmed());
+  degraded_ = health_->role() == LeaseHealth::Role::degraded;
 }
 
 void LeaderElection::set_leader(std::optional<LeaderRecord> r, std::string problem) {
@@ -133,12 +142,13 @@ void LeaderElection::recheck() {
 
 void LeaderElection::lose(const std::string& why) {
   leading_ = false;
+  degraded_ = false;
   deadline_ns_ = 0;
   set_leader(std::nullopt, "this control plane lost the leadership: " + why);
   if (lost_called_) return;
   lost_called_ = true;
   kLog.error("leadership lost", {{"key", options_.key}, {"reason", why}});
-  lost_(why);
+  events_.lost(why);
 }
 
 void LeaderElection::run() {
@@ -176,7 +186,9 @@ bool LeaderElection::campaign() {
   range.set_key(options_.key);
   pb::RangeResponse current;
   if (auto s = stubs_->kv([&](auto& kv) { return kv.Range(context().get(), range, &current); }); !s.ok()) {
-    set_leader(std::nullopt, "etcd does not answer: " + status_text(s));
+    // The leader we last read stays named: when etcd lost its quorum it may well still lead
+    // (degraded, serving reads from memory), and standbys forward reads to it.
+    set_leader(leader(), "etcd does not answer: " + status_text(s));
     return false;
   }
   if (current.kvs_size() == 1) {
@@ -226,20 +238,24 @@ bool LeaderElection::campaign() {
   }
   lease_id_ = granted.id();
   const auto granted_ttl = std::chrono::seconds(std::max<std::int64_t>(1, granted.ttl()));
-  deadline_ns_ = to_ns(sent + granted_ttl);
+  health_.emplace(sent, granted_ttl);
+  publish();
   leading_ = true;
   set_leader(options_.self, "");
   kLog.info("elected leader", {{"key", options_.key}, {"lease_ttl_s", static_cast<int64_t>(granted_ttl.count())},
                                {"create_revision", res.header().revision()}});
-  elected_(LeaderFence{.key = options_.key,
+  fence_ = LeaderFence{.key = options_.key,
                        .create_revision = res.header().revision(),
                        .value = value,
-                       .lease_valid = [this] { return lease_valid(); }});
+                       .lease_valid = [this] { return lease_valid(); }};
+  events_.elected(*fence_);
   return true;
 }
 
 void LeaderElection::renew() {
-  wait(ttl_ / 4);  // a renewal lost to an etcd leader election (1-2 s by default) leaves 1.5 s of slack
+  // Leading: a renewal lost to an etcd leader election (1-2 s by default) leaves 1.5 s of slack.
+  // Degraded: ask often, so writes resume soon after the quorum returns.
+  wait(degraded_ ? std::max<std::chrono::milliseconds>(ttl_ / 8, 100ms) : ttl_ / 4);
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
@@ -259,18 +275,64 @@ void LeaderElection::renew() {
     stream->WritesDone();
     return stream->Finish();
   });
-  if (answered && res.ttl() <= 0) {
-    lose("etcd says the lease expired (this process was paused or cut off for longer than the lease)");
-    return;
+  const bool was_degraded = health_->role() == LeaseHealth::Role::degraded;
+  auto next = answered ? health_->renewed(sent, std::chrono::seconds(res.ttl())) : health_->unanswered(Clock::now());
+  std::string key_detail;
+  if (next == LeaseHealth::Next::check_key) next = health_->key_checked(check_key(key_detail));
+  publish();
+  static constexpr auto kWarnEvery = 5s;
+  switch (next) {
+    case LeaseHealth::Next::nothing:
+      if (!answered && (!was_degraded || Clock::now() - last_warning_ > kWarnEvery)) {
+        kLog.warn(was_degraded ? "etcd still does not answer; writes stay refused" : "leader lease renewal failed; retrying",
+                  {{"key", options_.key}, {"error", status_text(status)}});
+        last_warning_ = Clock::now();
+      }
+      return;
+    case LeaseHealth::Next::degrade: {
+      const std::string why = "no renewal of the " + std::to_string(ttl_.count() / 1000) +
+                              " s leader lease was confirmed (etcd: " + status_text(status) + ")";
+      set_leader(options_.self, "etcd has no quorum or cannot be reached: " + why);
+      last_warning_ = Clock::now();
+      kLog.error("leader degraded: etcd has no quorum or cannot be reached; refusing writes, serving reads from memory "
+                 "until it answers",
+                 {{"key", options_.key}, {"reason", why}});
+      events_.degraded(why);
+      return;
+    }
+    case LeaseHealth::Next::restore:
+      set_leader(options_.self, "");
+      kLog.info("etcd answers again and the leader key is still ours: leading again",
+                {{"key", options_.key}, {"create_revision", fence_->create_revision}});
+      events_.restored();
+      return;
+    case LeaseHealth::Next::lose:
+      lose(key_detail.empty() ? "etcd says the lease expired (this process was paused or cut off for longer than the lease)"
+                              : key_detail);
+      return;
+    case LeaseHealth::Next::check_key:
+      return;  // answered by key_checked above
   }
-  if (answered) {
-    deadline_ns_ = to_ns(sent + std::chrono::seconds(res.ttl()));
-  } else if (to_ns(Clock::now()) < deadline_ns_.load()) {
-    kLog.warn("leader lease renewal failed; retrying", {{"key", options_.key}, {"error", status_text(status)}});
+}
+
+LeaseHealth::Key LeaderElection::check_key(std::string& detail) {
+  pb::RangeRequest range;
+  range.set_key(options_.key);
+  pb::RangeResponse current;
+  const auto s = stubs_->kv([&](auto& kv) {
+    grpc::ClientContext ctx;  // one per attempt
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+    return kv.Range(&ctx, range, &current);
+  });
+  if (!s.ok()) return LeaseHealth::Key::unanswered;
+  if (current.kvs_size() == 0) {
+    detail = "the leader key is gone although our lease is alive (deleted by hand?)";
+    return LeaseHealth::Key::gone;
   }
-  if (to_ns(Clock::now()) >= deadline_ns_.load())
-    lose("the lease was not renewed within its " + std::to_string(ttl_.count() / 1000) + " s (etcd: " +
-         (answered ? "answered late" : status_text(status)) + ")");
+  const auto& kv = current.kvs(0);
+  if (kv.create_revision() == fence_->create_revision && kv.value() == fence_->value) return LeaseHealth::Key::ours;
+  detail = "another control plane holds the leader key now";
+  return LeaseHealth::Key::other;
 }
 
 }  // namespace mooring::controlplane::ha

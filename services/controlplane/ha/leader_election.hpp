@@ -9,6 +9,11 @@
 // etcd's own expiry), so a leader that was paused or cut off refuses writes and steps down as soon
 // as it runs again, before it even asks etcd.
 //
+// A leader that gets no answer from etcd before its deadline (etcd unreachable, or no quorum) is
+// *degraded*, not lost (lease_health.hpp): it keeps its memory and keeps asking; when etcd answers
+// that the lease is alive and the key still ours it leads again, and when etcd answers that they
+// are gone it steps down. Only an answer ends a leadership.
+//
 // It runs on a thread of its own with blocking gRPC calls (as the backend does), so a busy io
 // thread never delays a renewal; it reports to the owner through the two callbacks, from that
 // thread: the owner posts them to its executor.
@@ -25,6 +30,7 @@
 #include <string>
 #include <thread>
 
+#include "services/controlplane/ha/lease_health.hpp"
 #include "services/controlplane/state/etcd_backend.hpp"
 #include "services/controlplane/state/etcd_channels.hpp"
 
@@ -48,13 +54,24 @@ struct ElectionOptions {
   std::chrono::milliseconds timeout{2'000};  // per request
 };
 
+// What the election tells its owner, from its own thread (the owner posts them to its executor).
+struct ElectionEvents {
+  // This process now holds the key; the fence to give the backend.
+  std::function<void(LeaderFence)> elected;
+  // It held the key and etcd says it no longer does; never called twice, and the election stops
+  // campaigning afterwards (the owner steps down).
+  std::function<void(const std::string& why)> lost;
+  // Leading, but no renewal was confirmed within the lease (etcd unreachable or without quorum):
+  // refuse writes, pause what writes or calls out, serve reads marked stale.
+  std::function<void(const std::string& why)> degraded;
+  // Degraded, and etcd answered again: the lease is alive and the key still ours (same create
+  // revision and value), so the fence holds as before. Lead again.
+  std::function<void()> restored;
+};
+
 class LeaderElection {
  public:
-  // `elected`: this process now holds the key; the fence to give the backend.
-  // `lost`: it held the key and no longer does (or cannot tell within the lease); never called
-  // twice, and the election stops campaigning afterwards (the owner steps down).
-  LeaderElection(ElectionOptions options, std::function<void(LeaderFence)> elected,
-                 std::function<void(const std::string& why)> lost);
+  LeaderElection(ElectionOptions options, ElectionEvents events);
   ~LeaderElection();  // stop()
   LeaderElection(const LeaderElection&) = delete;
   LeaderElection& operator=(const LeaderElection&) = delete;
@@ -66,7 +83,13 @@ class LeaderElection {
 
   // Thread-safe views for the REST API's status routes.
   std::optional<LeaderRecord> leader() const;  // as last read; nullopt: none known
+  // True while this process holds the key as far as it knows (degraded included).
   bool leading() const { return leading_.load(); }
+  // Leading but cut off from a quorum of etcd (see above).
+  bool degraded() const { return degraded_.load(); }
+  // When etcd last confirmed our lease (the send time of that renewal): the age of a degraded
+  // leader's memory as far as anybody can prove.
+  std::chrono::steady_clock::time_point last_confirmed() const;
   // Why there is no leader to name (etcd not answering, no quorum), "" when etcd answers.
   std::string etcd_problem() const;
   // Read the leader key now rather than at the next poll (a standby whose forward to the leader
@@ -83,10 +106,11 @@ class LeaderElection {
   void wait(std::chrono::milliseconds d);
   void set_leader(std::optional<LeaderRecord> r, std::string problem);
   void lose(const std::string& why);
+  void publish();  // health_ -> the atomics other threads read
+  LeaseHealth::Key check_key(std::string& detail);
 
   ElectionOptions options_;
-  std::function<void(LeaderFence)> elected_;
-  std::function<void(const std::string&)> lost_;
+  ElectionEvents events_;
   std::chrono::milliseconds ttl_;
   struct Stubs;
   std::unique_ptr<Stubs> stubs_;
@@ -98,9 +122,14 @@ class LeaderElection {
   std::optional<LeaderRecord> leader_;
   std::string problem_ = "etcd has not answered yet";
   std::atomic<bool> leading_{false};
+  std::atomic<bool> degraded_{false};
   std::atomic<std::int64_t> deadline_ns_{0};  // steady_clock, the lease's end by our clock
+  std::atomic<std::int64_t> confirmed_ns_{0};  // steady_clock, health_->last_confirmed()
+  std::optional<LeaseHealth> health_;  // while leading; the election thread's only
+  std::optional<LeaderFence> fence_;   // the key as we created it
   std::int64_t lease_id_ = 0;
   bool lost_called_ = false;
+  std::chrono::steady_clock::time_point last_warning_{};
   std::thread thread_;  // last: started by start(), joined by stop()
 };
 

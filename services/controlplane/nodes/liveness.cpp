@@ -14,6 +14,11 @@ namespace asio = boost::asio;
 NodeLiveness::NodeLiveness(StateStore& store, LivenessOptions options)
     : store_(store), options_(options), started_(Clock::now()) {}
 
+void NodeLiveness::grant_grace(Clock::time_point now) {
+  started_ = now;
+  last_seen_.clear();
+}
+
 void NodeLiveness::seen(const std::string& node_id, Clock::time_point at) {
   auto& t = last_seen_[node_id];
   t = std::max(t, at);
@@ -21,6 +26,7 @@ void NodeLiveness::seen(const std::string& node_id, Clock::time_point at) {
 
 std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
   std::vector<std::string> down;
+  if (store_.read_only()) return down;  // nothing can be marked; grant_grace() follows
   std::vector<std::string> expired;
   for (const auto& [id, node] : store_.nodes()) {
     if (node.status == domain::NodeStatus::down) continue;

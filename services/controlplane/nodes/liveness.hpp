@@ -34,6 +34,10 @@ class NodeLiveness {
 
   std::chrono::milliseconds ttl() const { return options_.ttl; }
 
+  // Every node gets one TTL of grace from `now` again, as after a start: a leader that could not
+  // hear heartbeats (etcd without quorum: it refused them) leads again.
+  void grant_grace(Clock::time_point now = Clock::now());
+
   // The node registered or heartbeated.
   void seen(const std::string& node_id, Clock::time_point at = Clock::now());
 

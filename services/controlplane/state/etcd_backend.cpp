@@ -251,6 +251,23 @@ domain::Expected<Snapshot> EtcdBackend::load() {
   head_req.set_key(key_of(options_, "head"));
   pb::RangeResponse head_res;
   if (auto s = client_->range(head_req, head_res); !s.ok()) {
+    const bool unreachable =
+        s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (unreachable && fence_required_ && loaded_) {
+      // A leader reloading after a write of unknown outcome while etcd cannot answer (no quorum):
+      // what we know is committed is our own copy, up to the last Txn etcd confirmed. Memory goes
+      // back to it, so a degraded leader serves reads without the write in doubt; writes stay
+      // refused (fenced_) until a reload from etcd itself, which learns whether it committed.
+      fenced_ = true;
+      kLog.warn("etcd does not answer: the state reloaded from the last committed copy in memory; writes wait for "
+                "a reload from etcd", {{"state", where}, {"index", static_cast<int64_t>(head_index_)},
+                                      {"error", status_text(s)}});
+      Snapshot out;
+      out.index = rows_->index;
+      out.table_index = rows_->table_index;
+      out.rows = rows_->rows;
+      return out;
+    }
     return fail("cannot read head: " + status_text(s));
   }
   const std::int64_t at = head_res.header().revision();
@@ -506,10 +523,11 @@ domain::Status EtcdBackend::check_fence() {
   if (!fence_required_) return {};
   if (!fence_) return error("state in " + where_ + ": this control plane is a standby; only the leader writes");
   if (fence_->lease_valid && !fence_->lease_valid()) {
+    // Nothing is sent. Whether we still lead is for etcd to say: the election asks it and steps
+    // down on its answer (lease gone), or leads again (etcd was only unreachable).
     fenced_ = true;
-    const std::string why = "the leader lease ran out before it was renewed (was this process paused?)";
-    if (fence_lost_) fence_lost_(why);
-    return error("state in " + where_ + ": not written: " + why);
+    return error("state in " + where_ + ": not written: the leader lease is not confirmed (etcd has no quorum or "
+                 "cannot be reached, or this process was paused)");
   }
   return {};
 }

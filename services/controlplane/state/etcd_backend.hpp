@@ -101,6 +101,9 @@ class EtcdBackend final : public StateBackend {
   // when a write failed because the leader key is no longer ours.
   void require_fence(std::function<void(const std::string& why)> lost);
   void set_fence(LeaderFence fence);
+  // A write failed (outcome unknown) and no reload from etcd followed yet: writes are refused
+  // until load() reads etcd again. Not while a write is with the writer thread.
+  bool needs_reload() const { return fenced_; }
 
  private:
   struct Client;

@@ -304,6 +304,7 @@ void StateStore::install_volumes(std::map<std::string, std::optional<domain::Vol
 
 domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!ready_) return domain::error("state is not loaded");
+  if (read_only_) return domain::error(*read_only_);
   if (broken_) return domain::error("the state is not writable: " + *broken_);
   if (batch.empty()) return index_;
   const std::uint64_t next = index_ + 1;
@@ -457,14 +458,19 @@ void StateStore::recover(const std::string& error) {
   lost_.push_back({durable_index_ + 1, handed_out, "the state write failed: " + error});
   wake_durable(domain::error(lost_.back().error));
   pending_.clear();  // committed after the failed ones, on top of them: lost with them
-  if (auto st = load(); !st) {
+  if (auto st = reload(); !st) {
     // Memory keeps writes that are not on disk; durable() fails from now on, so nothing built
     // on them leaves the process.
     broken_ = error + "; reloading the state failed too: " + st.error();
-    log.error("cannot reload the state; refusing writes until restarted", {{"error", st.error()}});
+    log.error("cannot reload the state; refusing writes until it reloads", {{"error", st.error()}});
     if (options_.on_broken) options_.on_broken(*broken_);
-    return;
   }
+}
+
+domain::Status StateStore::reload() {
+  const std::uint64_t handed_out = index_;
+  if (auto st = load(); !st) return st;  // load() changes nothing unless it succeeds
+  broken_.reset();
   // Memory is what is durable again. Indexes move on, never back: watchers re-read, and no cached
   // answer keyed by an index handed out before is reused.
   index_ = std::max(index_, handed_out) + 1;
@@ -473,6 +479,7 @@ void StateStore::recover(const std::string& error) {
     table_index_[t] = index_;
     notify(t);
   }
+  return {};
 }
 
 void StateStore::wake_durable(const domain::Status& failure) {

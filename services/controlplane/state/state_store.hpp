@@ -107,6 +107,18 @@ class StateStore {
   // table and key): starting with a silently partial state would drop claims.
   domain::Status load();
   bool ready() const { return ready_; }
+  // Reads the state again after writes of unknown outcome (a leader that lost etcd's quorum with
+  // a Txn in flight: it may commit when the quorum returns): memory becomes what is durable,
+  // every index moves on, never back (watchers re-read), and a broken store writes again. Not
+  // while flushing() (the backend is the writer thread's then).
+  domain::Status reload();
+  // A flush failed and reloading failed too (on_broken was called): memory past durable_index()
+  // may or may not be committed, and writes are refused until reload() succeeds.
+  bool broken() const { return broken_.has_value(); }
+  // High availability: while set, commit() refuses with this reason and changes nothing, memory
+  // included (a leader cut off from etcd's quorum refuses writes but keeps serving reads).
+  void set_read_only(std::optional<std::string> why) { read_only_ = std::move(why); }
+  bool read_only() const { return read_only_.has_value(); }
 
   // ---- reads ----
   std::uint64_t index() const { return index_; }
@@ -250,7 +262,8 @@ class StateStore {
   bool flushing_ = false;  // a flush is with the writer thread; its answer schedules the next
   struct Writer;           // the thread that runs the backend's writes (group commit only)
   std::unique_ptr<Writer> writer_;
-  std::optional<std::string> broken_;  // a flush failed and reloading failed too: no more writes
+  std::optional<std::string> broken_;
+  std::optional<std::string> read_only_;  // set_read_only()  // a flush failed and reloading failed too: no more writes
   struct Lost {                         // the indexes a failed flush took back
     std::uint64_t first = 0, last = 0;
     std::string error;

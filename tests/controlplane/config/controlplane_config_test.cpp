@@ -103,6 +103,13 @@ TEST(ControlPlaneConfig, LeaderLeaseAndAdvertisedAddressesForHighAvailability) {
   EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--leader-lease", "0s"}).find("leader"), std::string::npos);
 }
 
+TEST(ControlPlaneConfig, StaleReadsOfADegradedLeaderLastFiveMinutesByDefaultAndZeroRefusesThem) {
+  EXPECT_EQ(parse_ok({"--data-dir", "/tmp/x"}).stale_reads_max, std::chrono::minutes(5));
+  EXPECT_EQ(parse_ok({"--data-dir", "/tmp/x", "--stale-reads-max", "30s"}).stale_reads_max, std::chrono::seconds(30));
+  EXPECT_EQ(parse_ok({"--data-dir", "/tmp/x", "--stale-reads-max", "0s"}).stale_reads_max, std::chrono::milliseconds(0));
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--stale-reads-max", "soon"}).find("stale-reads-max"), std::string::npos);
+}
+
 TEST(ControlPlaneConfig, FlagsWinOverEnvironmentWhichWinsOverTheFile) {
   test::TempDir dir;
   const auto file = dir.path() / "cp.json";

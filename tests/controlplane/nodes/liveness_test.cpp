@@ -72,6 +72,15 @@ TEST_F(LivenessTest, NodesGetOneTtlOfGraceAfterStartThenGoDown) {
   EXPECT_EQ(live.check(start + 19s), std::vector<std::string>{"n2"});
 }
 
+TEST_F(LivenessTest, GraceGrantedAgainCountsFromThenForEveryNode) {
+  NodeLiveness live(store, {.ttl = 10s});
+  auto start = Clock::now();
+  live.seen("n2", start + 1s);
+  live.grant_grace(start + 30s);  // a degraded leader leads again: nobody could heartbeat meanwhile
+  EXPECT_TRUE(live.check(start + 35s).empty());
+  EXPECT_EQ(live.check(start + 41s), (std::vector<std::string>{"n1", "n2"}));
+}
+
 TEST_F(LivenessTest, AFailedWriteIsRetriedOnTheNextCheck) {
   NodeLiveness live(store, {.ttl = 1s});
   auto start = Clock::now();
