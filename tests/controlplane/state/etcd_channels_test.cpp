@@ -147,13 +147,16 @@ TEST_F(EtcdChannelsTest, TheLeaderKeepsItsLeaseWhenTheFirstListedMemberIsKilled)
   const auto first = follower();
   auto channels = EtcdChannels::make(by_name(first));
   ASSERT_TRUE(channels) << channels.error();
-  std::atomic<bool> elected{false}, lost{false};
+  std::atomic<bool> elected{false}, lost{false}, degraded{false};
   ha::LeaderElection election(
       ha::ElectionOptions{.etcd = *channels,
                           .key = "/names/leader",
                           .self = {.id = "a", .http_addr = "http://127.0.0.1:1", .grpc_addr = "127.0.0.1:2"},
                           .lease = 2s},
-      [&](LeaderFence) { elected = true; }, [&](const std::string&) { lost = true; });
+      ha::ElectionEvents{.elected = [&](LeaderFence) { elected = true; },
+                         .lost = [&](const std::string&) { lost = true; },
+                         .degraded = [&](const std::string&) { degraded = true; },
+                         .restored = [] {}});
   election.start();
   for (int i = 0; i < 100 && !elected; ++i) std::this_thread::sleep_for(50ms);
   ASSERT_TRUE(elected);
@@ -161,6 +164,7 @@ TEST_F(EtcdChannelsTest, TheLeaderKeepsItsLeaseWhenTheFirstListedMemberIsKilled)
   cluster->kill(first);
   std::this_thread::sleep_for(6s);  // three leases: every renewal went to another member
   EXPECT_FALSE(lost);
+  EXPECT_FALSE(degraded) << "a renewal went unanswered for a whole lease";
   EXPECT_TRUE(election.leading());
   election.stop();
 }
