@@ -45,8 +45,8 @@ class Ha : public ::testing::Test {
     cluster.reset();
   }
   // A cluster of three control planes on `etcd_url`.
-  void make_cluster(const std::string& etcd_url) {
-    cluster = std::make_unique<Cluster>(ClusterOptions{.etcd = etcd_url, .controlplanes = 3});
+  void make_cluster(const std::string& etcd_url, bool mutual_tls = false) {
+    cluster = std::make_unique<Cluster>(ClusterOptions{.mutual_tls = mutual_tls, .etcd = etcd_url, .controlplanes = 3});
   }
   // The leader's advertised HTTP address as every member reports it.
   std::string leader_address_from(std::size_t member) {
@@ -200,8 +200,7 @@ TEST_F(Ha, OneLeaderStandbysForwardAndNameItAgentsFollowIt) {
 TEST_F(Ha, OverMutualTlsAStandbyForwardsOverHttpsAndAgentsFollowTheLeader) {
   test::EtcdProcess etcd(tmp.path() / "etcd");
   etcd.start();
-  cluster = std::make_unique<Cluster>(
-      ClusterOptions{.mutual_tls = true, .etcd = "etcd://" + etcd.endpoint() + "/ha", .controlplanes = 3});
+  make_cluster("etcd://" + etcd.endpoint() + "/ha", /*mutual_tls=*/true);
   cluster->start_controlplane(2);
   ASSERT_EQ(cluster->leader(), std::optional<std::size_t>(2));
   cluster->start_controlplane(0);
@@ -340,8 +339,7 @@ TEST_F(Ha, TheLeadersAuditLogNamesTheClientOfAForwardedWriteViaTheStandbyAndBeli
   if (std::system("command -v curl >/dev/null 2>&1") != 0) GTEST_SKIP() << "curl is not installed";
   test::EtcdProcess etcd(tmp.path() / "etcd");
   etcd.start();
-  cluster = std::make_unique<Cluster>(
-      ClusterOptions{.mutual_tls = true, .etcd = "etcd://" + etcd.endpoint() + "/ha", .controlplanes = 3});
+  make_cluster("etcd://" + etcd.endpoint() + "/ha", /*mutual_tls=*/true);
   cluster->start_controlplane(0);
   ASSERT_EQ(cluster->leader(), std::optional<std::size_t>(0));
   cluster->start_controlplane(1);

@@ -12,8 +12,6 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -25,7 +23,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -33,6 +30,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "services/controlplane/http/connection_limits.hpp"
+#include "services/controlplane/http/stream_body.hpp"
 #include "services/controlplane/http/tls_context.hpp"
 #include "shared/log/log.hpp"
 
@@ -217,10 +215,8 @@ asio::awaitable<bool> Server::Impl::respond(Session& s, Stream& io, RequestFacts
   co_return !ec && keep_alive;
 }
 
-// A streamed body (Response::stream). Each piece is awaited beside a wait for the socket to turn
-// readable: a client that closes (or sends anything, which no client of a stream does) ends the
-// stream at once rather than at the next heartbeat's failed write, so a vanished dashboard holds
-// no slot and no waiter. The connection always closes afterwards.
+// A streamed response (Response::stream): the head, then the body (stream_body.hpp). The
+// connection always closes afterwards.
 template <class Stream>
 asio::awaitable<void> Server::Impl::respond_stream(Session& s, Stream& io, RequestFacts req, Response r) {
   bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(r.status), req.version};
@@ -240,44 +236,7 @@ asio::awaitable<void> Server::Impl::respond_stream(Session& s, Stream& io, Reque
   (void)hn;
   if (hec || req.head) co_return;
   s.streaming = true;
-  auto& socket = s.transport().socket();
-  bool client_gone = false;
-  while (!stopping) {
-    auto [order, failure, piece, wait_error] =
-        co_await asio::experimental::make_parallel_group(asio::co_spawn(executor, r.stream(), asio::deferred),
-                                                         socket.async_wait(tcp::socket::wait_read, asio::deferred))
-            .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-    (void)wait_error;
-    if (order[0] == 1) {
-      client_gone = true;
-      break;
-    }
-    if (failure) {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const boost::system::system_error& e) {
-        if (e.code() != asio::error::operation_aborted)
-          logger.error("event stream failed", {{"error", e.what()}});
-      } catch (const std::exception& e) {
-        logger.error("event stream failed", {{"error", e.what()}});
-      }
-      break;
-    }
-    if (!piece) break;  // the producer ended the stream
-    if (piece->empty()) continue;  // an empty chunk would end the body
-    s.transport().expires_after(config.write_timeout);  // a reader that stalls is dropped
-    auto [wec, wn] = chunked ? co_await asio::async_write(io, bhttp::make_chunk(asio::buffer(*piece)), tuple_awaitable)
-                             : co_await asio::async_write(io, asio::buffer(*piece), tuple_awaitable);
-    (void)wn;
-    if (wec) {
-      client_gone = true;
-      break;
-    }
-  }
-  if (chunked && !client_gone) {
-    s.transport().expires_after(config.write_timeout);
-    co_await asio::async_write(io, bhttp::make_chunk_last(), tuple_awaitable);
-  }
+  co_await write_stream_body(io, s.transport(), r.stream, chunked, config.write_timeout, stopping, logger);
 }
 
 asio::awaitable<void> Server::Impl::run_session(std::shared_ptr<Session> s) {

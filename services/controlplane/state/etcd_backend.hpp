@@ -63,6 +63,8 @@ struct EtcdOptions {
 
 // "etcd://h1:2379,h2:2379/prefix" (prefix optional: "/mooring"); errors name the part.
 domain::Expected<EtcdOptions> parse_etcd_url(std::string_view url);
+// The other way, without the TLS files: "etcd://h1:2379,h2:2379/prefix" (logs, describe()).
+std::string to_url(const EtcdOptions& options);
 
 // What a leader's writes are fenced with (ha/leader_election.hpp): the leader key as this control
 // plane created it. Every Txn also compares the key's create revision and value, so once the
