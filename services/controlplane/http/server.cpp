@@ -75,8 +75,9 @@ struct Session {
   asio::cancellation_signal cancel;
   std::uint64_t id;  // in Impl::sessions and, unless lingering, in Impl::limits
   // Only sessions waiting for a request are cancelled by a graceful shutdown; a request being
-  // handled or answered is allowed to finish.
+  // handled or answered is allowed to finish, and so is one whose first bytes have arrived.
   bool waiting_for_request = true;
+  bool request_begun = false;
   // Sending a streamed body: a graceful shutdown cancels it too, which ends the body cleanly.
   bool streaming = false;
   bool lingering;        // refused: its 503 is written, the rest is read and dropped
@@ -88,6 +89,17 @@ struct Session {
   std::optional<beast::tcp_stream> plain;
   std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
 };
+
+namespace {
+
+// Bytes of a request already received: in the kernel, or (HTTPS) decrypted and held by OpenSSL.
+bool input_pending(Session& s) {
+  error_code ec;
+  if (s.transport().socket().available(ec) > 0 && !ec) return true;
+  return s.secure && ::SSL_pending(s.secure->native_handle()) > 0;
+}
+
+}  // namespace
 
 struct Server::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::any_io_executor ex, ServerConfig cfg, Handler h)
@@ -270,7 +282,10 @@ asio::awaitable<void> Server::Impl::serve(Session& session, Stream& io, TimePoin
   beast::flat_buffer buffer;
   for (bool first = true;; first = false) {
     s->waiting_for_request = true;
-    if (stopping) co_return;
+    s->request_begun = false;
+    // Shutting down: no further request on a kept-alive connection, but a new connection whose
+    // request is already here is answered (a stream then ends at once with its last chunk).
+    if (stopping && !(first && (buffer.size() > 0 || input_pending(*s)))) co_return;
     if (buffer.size() == 0) {
       // Idle until the first byte of the next request arrives; meanwhile the slot may be given to
       // a new connection (see ConnectionLimits). Read directly rather than waiting for
@@ -282,7 +297,9 @@ asio::awaitable<void> Server::Impl::serve(Session& session, Stream& io, TimePoin
       limits.set_idle(s->id, false);
       if (ec || s->evicted) co_return;  // closed, timed out, evicted or shutting down
       buffer.commit(n);
+      s->request_begun = true;
     } else {
+      s->request_begun = true;
       limits.set_idle(s->id, false);  // a pipelined request is already here
     }
     if (!first) header_deadline = std::chrono::steady_clock::now() + header_timeout();
@@ -567,7 +584,8 @@ asio::awaitable<void> Server::shutdown(std::chrono::milliseconds grace) {
   error_code ignored;
   self->acceptor.close(ignored);
   for (auto& [id, s] : self->sessions)
-    if (s->waiting_for_request || s->streaming) s->cancel.emit(asio::cancellation_type::terminal);
+    if (s->streaming || (s->waiting_for_request && !s->request_begun && !input_pending(*s)))
+      s->cancel.emit(asio::cancellation_type::terminal);
   if (self->active > 0) {
     self->idle.expires_after(grace);
     co_await self->idle.async_wait(tuple_awaitable);

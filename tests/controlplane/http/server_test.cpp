@@ -494,6 +494,31 @@ TEST_F(ServerTest, ShutdownLetsInFlightRequestFinishAndClosesIdleOnes) {
   EXPECT_NE(http_request(port, "GET", "/c").status, 200u);  // no longer accepting
 }
 
+TEST_F(ServerTest, ShutdownAnswersARequestThatHadAlreadyArrived) {
+  start();
+  HttpConnection c(port);
+  ASSERT_TRUE(c.open());
+  for (int i = 0; i < 400 && server->connections() == 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(server->connections(), 1u);
+  // Hold the server's thread while the request lands in its socket, then begin the shutdown
+  // before the server has read a byte of it: the client must get its answer, not a reset.
+  std::promise<void> held, release;
+  asio::post(io, [&] {
+    held.set_value();
+    release.get_future().wait();
+  });
+  held.get_future().wait();
+  auto reply = std::async(std::launch::async, [&] { return c.raw("GET /a HTTP/1.1\r\nHost: a\r\n\r\n"); });
+  std::this_thread::sleep_for(100ms);
+  auto done = asio::co_spawn(io, server->shutdown(5s), asio::use_future);
+  release.set_value();
+  done.get();
+  stopped = true;
+  auto r = reply.get();
+  EXPECT_EQ(r.status, 200u) << r.error;
+  EXPECT_EQ(r.header("connection"), "close");
+}
+
 TEST_F(ServerTest, ShutdownClosesRequestsStillRunningAfterGrace) {
   start();
   auto hang = std::async(std::launch::async, [&] { return http_request(port, "GET", "/hang"); });
