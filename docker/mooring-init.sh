@@ -8,10 +8,13 @@
 #       DIR/ca.pem, ca-key.pem (the CA) and server.pem, server-key.pem (the control plane,
 #       spiffe://mooring/server, SANs localhost, 127.0.0.1 and the -dns/-ip names), if absent;
 #       with -ca-out also a copy of ca.pem (never the key) for agents and clients.
-#       High availability: with -etcd-dir, etcd's certificate from the same CA for the -etcd-dns
-#       names (client and peer TLS of every member) as etcd-dir/server.pem, server-key.pem and
-#       ca.pem (never the CA key); with -keyring, the keyring every control plane of the cluster
-#       seals secrets with (mooring-keyring/1, one random AES-256 key), if absent.
+#       High availability: with -etcd-dir, etcd's TLS from a CA of its own (a certificate of
+#       the Mooring CA, a node agent's say, opens no etcd door): etcd-dir/ca (that CA, with its
+#       key: the init's alone), etcd-dir/member (ca.pem, server.pem, server-key.pem: every
+#       member's, client and peer TLS, for the -etcd-dns names) and etcd-dir/client (ca.pem,
+#       client.pem, client-key.pem: the control planes' etcd client certificate); with -keyring,
+#       the keyring every control plane of the cluster seals secrets with (mooring-keyring/1, one
+#       random AES-256 key), if absent.
 #   mooring-init.sh acl -addr URL -ca-cert FILE -token-file FILE -enroll-token-file FILE
 #       waits until the control plane at URL is ready; bootstraps ACLs once, keeping the
 #       management token in -token-file; then, with it, the policy "node-enroll" (Node: write)
@@ -21,7 +24,7 @@
 #       spiffe://mooring/node/ID (node enrollment; the CA key never comes here), unless DIR holds
 #       one valid for more than 30 days (-renew-within). The key is kept, so a renewal passes
 #       the control plane's rule for live nodes.
-#   mooring-init.sh k8s-tls -namespace NS [-dns NAME]... [-etcd-dns NAME... -etcd-secret NAME]
+#   mooring-init.sh k8s-tls -namespace NS [-dns NAME]... [-etcd-dns NAME... -etcd-secrets PREFIX]
 #                           [-keyring-secret NAME]   and   k8s-acl -namespace NS -addr URL
 #       the same two control plane steps with Kubernetes Secrets as the store: a Secret that
 #       exists is read, what a step adds is written as a new Secret (see deploy/kubernetes):
@@ -29,8 +32,11 @@
 #         mooring-ca                ca.pem (public: agents and clients check the server with it)
 #         mooring-bootstrap-token   token (management; for operators)
 #         mooring-enroll-token      token (node:write; the agents' DaemonSet)
-#       and for high availability (deploy/kubernetes/ha):
-#         -etcd-secret NAME         ca.pem server.pem server-key.pem (etcd's members)
+#       and for high availability (deploy/kubernetes-ha):
+#         PREFIX-member             ca.pem server.pem server-key.pem (etcd's members only)
+#         PREFIX-client             ca.pem client.pem client-key.pem (the control planes only)
+#         PREFIX-ca                 ca.pem ca-key.pem (etcd's CA: no pod mounts it; read here only
+#                                   to sign a missing member or client certificate)
 #         -keyring-secret NAME      keyring (every control plane replica)
 #       Uses the pod's service account (get and create on secrets in NS).
 #
@@ -51,7 +57,7 @@ die() {
 
 # ---- options: -name value pairs; -dns and -ip may repeat ----
 DIR='' ADDR='' CA_CERT='' TOKEN_FILE='' ENROLL_TOKEN_FILE='' NODE_ID='' NAMESPACE='' CA_OUT=''
-ETCD_DIR='' KEYRING='' ETCD_SECRET='' KEYRING_SECRET=''
+ETCD_DIR='' KEYRING='' ETCD_SECRETS='' KEYRING_SECRET=''
 DNS=() IPS=() ETCD_DNS=()
 parse_options() {
   while [ $# -gt 0 ]; do
@@ -67,7 +73,7 @@ parse_options() {
       -ca-out) CA_OUT=$2 ;;
       -etcd-dir) ETCD_DIR=$2 ;;
       -keyring) KEYRING=$2 ;;
-      -etcd-secret) ETCD_SECRET=$2 ;;
+      -etcd-secrets) ETCD_SECRETS=$2 ;;
       -keyring-secret) KEYRING_SECRET=$2 ;;
       -etcd-dns) ETCD_DNS+=("$2") ;;
       -dns) DNS+=("$2") ;;
@@ -101,20 +107,27 @@ write_secret_file() {
 json_field() { sed -n 's/.*"'"$1"'": *"\([^"]*\)".*/\1/p' | head -n 1; }
 
 # ---- tls: the CA and the control plane's certificate ----
+# A CA (ca.pem, ca-key.pem) in DIR $1, called $2 in what is said, unless it is there.
+make_ca() {
+  local dir=$1 what=$2
+  if [ -f "$dir/ca.pem" ] && [ -f "$dir/ca-key.pem" ]; then
+    say "$what: $dir/ca.pem is there"
+  elif [ -e "$dir/ca.pem" ] || [ -e "$dir/ca-key.pem" ]; then
+    die "$dir holds only half of the $what (ca.pem / ca-key.pem); restore the other file or remove both"
+  else
+    mkdir -p "$dir"
+    "$MOORING" tls ca create -dir "$dir" >/dev/null
+    say "$what: created $dir/ca.pem"
+  fi
+}
+
 step_tls() {
   need dir
   local names=() ips=()
   local n
   for n in "${DNS[@]}"; do names+=(-additional-dnsname "$n"); done
   for n in "${IPS[@]}"; do ips+=(-additional-ipaddress "$n"); done
-  if [ -f "$DIR/ca.pem" ] && [ -f "$DIR/ca-key.pem" ]; then
-    say "CA: $DIR/ca.pem is there"
-  elif [ -e "$DIR/ca.pem" ] || [ -e "$DIR/ca-key.pem" ]; then
-    die "$DIR holds only half of the CA (ca.pem / ca-key.pem); restore the other file or remove both"
-  else
-    "$MOORING" tls ca create -dir "$DIR" >/dev/null
-    say "CA: created $DIR/ca.pem"
-  fi
+  make_ca "$DIR" CA
   if [ -f "$DIR/server.pem" ] && [ -f "$DIR/server-key.pem" ]; then
     say "server certificate: $DIR/server.pem is there"
   else
@@ -130,21 +143,48 @@ step_tls() {
   [ -z "$KEYRING" ] || step_keyring
 }
 
-# etcd's certificate (serverAuth and clientAuth: members dial each other with it), from the CA in
-# DIR, for the -etcd-dns names; the CA certificate beside it, never the key.
+# etcd's TLS, from a CA of its own (never the Mooring CA: a certificate that CA signed, a node
+# agent's among them, must open no etcd door). Under ETCD_DIR:
+#   ca/      ca.pem ca-key.pem            the etcd CA (only the init reads the key)
+#   member/  ca.pem server.pem server-key.pem   every member's (serverAuth and clientAuth: members
+#                                          dial each other with it), for the -etcd-dns names
+#   client/  ca.pem client.pem client-key.pem   the control planes' etcd client certificate
+# Each made when absent; the CA never beside what it signed.
 step_etcd_tls() {
   [ ${#ETCD_DNS[@]} -gt 0 ] || die "-etcd-dir needs the members' names (-etcd-dns NAME, repeated)"
-  if [ -f "$ETCD_DIR/server.pem" ] && [ -f "$ETCD_DIR/server-key.pem" ]; then
-    say "etcd certificate: $ETCD_DIR/server.pem is there"
+  local ca=$ETCD_DIR/ca member=$ETCD_DIR/member client=$ETCD_DIR/client
+  if [ -e "$ETCD_DIR/server.pem" ]; then
+    say "etcd: $ETCD_DIR/server.pem is from an older init that signed it with the Mooring CA; etcd no longer uses it: remove it"
+  fi
+  if [ ! -f "$ca/ca.pem" ] && { [ -e "$member/server.pem" ] || [ -e "$client/client.pem" ]; }; then
+    die "etcd's CA ($ca/ca.pem) is gone but certificates it signed remain in $member and $client: remove those to start over"
+  fi
+  make_ca "$ca" "etcd CA"
+  if [ -f "$member/server.pem" ] && [ -f "$member/server-key.pem" ]; then
+    say "etcd member certificate: $member/server.pem is there"
   else
     local names=() n
     for n in "${ETCD_DNS[@]}"; do names+=(-additional-dnsname "$n"); done
-    rm -f "$ETCD_DIR/server.pem" "$ETCD_DIR/server-key.pem"
-    mkdir -p "$ETCD_DIR"
-    "$MOORING" tls cert create -server -dir "$ETCD_DIR" -ca "$DIR/ca.pem" -ca-key "$DIR/ca-key.pem" "${names[@]}" >/dev/null
-    say "etcd certificate: created $ETCD_DIR/server.pem"
+    rm -f "$member/server.pem" "$member/server-key.pem"
+    mkdir -p "$member"
+    "$MOORING" tls cert create -server -dir "$member" -ca "$ca/ca.pem" -ca-key "$ca/ca-key.pem" "${names[@]}" >/dev/null
+    say "etcd member certificate: created $member/server.pem"
   fi
-  cmp -s "$DIR/ca.pem" "$ETCD_DIR/ca.pem" || write_secret_file "$ETCD_DIR/ca.pem" < "$DIR/ca.pem"
+  if [ -f "$client/client.pem" ] && [ -f "$client/client-key.pem" ]; then
+    say "etcd client certificate: $client/client.pem is there"
+  else
+    # clientAuth only: it opens etcd and serves nothing.
+    rm -f "$client/client.pem" "$client/client-key.pem" "$client/cli.pem" "$client/cli-key.pem"
+    mkdir -p "$client"
+    "$MOORING" tls cert create -cli -dir "$client" -ca "$ca/ca.pem" -ca-key "$ca/ca-key.pem" >/dev/null
+    mv -f "$client/cli-key.pem" "$client/client-key.pem"
+    mv -f "$client/cli.pem" "$client/client.pem"
+    say "etcd client certificate: created $client/client.pem"
+  fi
+  local d
+  for d in "$member" "$client"; do
+    cmp -s "$ca/ca.pem" "$d/ca.pem" || write_secret_file "$d/ca.pem" < "$ca/ca.pem"
+  done
 }
 
 # The keyring the control planes share (the format services/controlplane/secrets/keyring.cpp reads).
@@ -306,21 +346,41 @@ step_k8s_tls() {
   if ! secret_pull mooring-ca ca.pem; then
     secret_push mooring-ca ca.pem
   fi
-  if [ -n "$ETCD_SECRET" ]; then
-    # In a directory of its own: its files have the control plane's names.
-    local base=$WORK
-    WORK=$base/etcd
-    mkdir -p "$WORK"
-    if ! secret_pull "$ETCD_SECRET" ca.pem server.pem server-key.pem; then
-      ETCD_DIR=$WORK DIR=$base step_etcd_tls
-      secret_push "$ETCD_SECRET" ca.pem server.pem server-key.pem
-    fi
-    WORK=$base
-  fi
+  [ -z "$ETCD_SECRETS" ] || k8s_etcd_tls
   if [ -n "$KEYRING_SECRET" ] && ! secret_pull "$KEYRING_SECRET" keyring; then
     KEYRING=$WORK/keyring step_keyring
     secret_push "$KEYRING_SECRET" keyring
   fi
+}
+
+# etcd's three Secrets (see step_etcd_tls): PREFIX-member for the members, PREFIX-client for the
+# control planes, PREFIX-ca (the etcd CA with its key) for this step alone, to sign a missing one.
+# Each in a directory of its own, as step_etcd_tls lays them out (secret_pull writes WORK/<key>).
+k8s_etcd_tls() {
+  local base=$WORK etcd=$WORK/etcd have_member=1 have_client=1
+  local member_keys=(ca.pem server.pem server-key.pem) client_keys=(ca.pem client.pem client-key.pem)
+  mkdir -p "$etcd/ca" "$etcd/member" "$etcd/client"
+  WORK=$etcd/member secret_pull "$ETCD_SECRETS-member" "${member_keys[@]}" || have_member=0
+  WORK=$etcd/client secret_pull "$ETCD_SECRETS-client" "${client_keys[@]}" || have_client=0
+  if [ $have_member = 1 ] && [ $have_client = 1 ]; then
+    return
+  fi
+  if ! WORK=$etcd/ca secret_pull "$ETCD_SECRETS-ca" ca.pem ca-key.pem; then
+    if [ $have_member = 1 ] || [ $have_client = 1 ]; then
+      die "Secret $NAMESPACE/$ETCD_SECRETS-ca (etcd's CA) is gone but what it signed remains: delete Secrets $ETCD_SECRETS-member and $ETCD_SECRETS-client to start over"
+    fi
+    make_ca "$etcd/ca" "etcd CA"
+    WORK=$etcd/ca secret_push "$ETCD_SECRETS-ca" ca.pem ca-key.pem
+    WORK=$etcd/ca secret_pull "$ETCD_SECRETS-ca" ca.pem ca-key.pem  # another init's, if it came first
+  fi
+  ETCD_DIR=$etcd step_etcd_tls
+  if [ $have_member = 0 ]; then
+    WORK=$etcd/member secret_push "$ETCD_SECRETS-member" "${member_keys[@]}"
+  fi
+  if [ $have_client = 0 ]; then
+    WORK=$etcd/client secret_push "$ETCD_SECRETS-client" "${client_keys[@]}"
+  fi
+  WORK=$base
 }
 
 step_k8s_acl() {

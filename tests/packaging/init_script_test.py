@@ -13,16 +13,20 @@
     a read-only token gets 403;
   - `k8s-tls` / `k8s-acl` against a stand-in Kubernetes API keep the same files as Secrets:
     created when absent, read (never replaced) when present;
-  - high availability: `tls -etcd-dir -etcd-dns -keyring` makes etcd's certificate (CA key not
-    beside it) and the shared keyring once; a real etcd serves with that certificate, requiring
-    client certificates, and a real control plane leads on it over TLS (its own certificate as
-    the client one) with that keyring; `k8s-tls -etcd-secret -keyring-secret` keeps both as
-    Secrets, made once.
+  - high availability: `tls -etcd-dir -etcd-dns -keyring` makes etcd's TLS from a CA of its own
+    (not the Mooring CA; its key only in ca/, never beside the member or client files; 0600;
+    SANs and key usages checked with openssl) and the shared keyring, once; a real etcd serves
+    with the member files, a real control plane leads on it with the client certificate, and
+    that etcd refuses plaintext, no certificate, a node agent's certificate and the control
+    plane's own server certificate (anything the Mooring CA signed); `k8s-tls -etcd-secrets
+    -keyring-secret` keeps them as separate Secrets (members', control planes', the etcd CA's),
+    made once; a lost client Secret is made again from the kept CA; a lost CA is refused.
 Every process and directory is removed at the end, also when a check fails.
 Exit 0 when all passed, 1 on a failure, 77 (skip) when the binaries are not built.
 """
 import argparse
 import base64
+import contextlib
 import http.server
 import json
 import os
@@ -210,11 +214,57 @@ class InitScriptTest(unittest.TestCase):
                          "-token-file", token_file or self.path("enroll", "token"), "-node-id", node,
                          "-dir", self.path(directory), check=check)
 
-    def openssl_verify(self, cert):
+    @staticmethod
+    def chains_to(cert, ca):
+        """(openssl verify accepts `cert` under `ca`, what it said)."""
+        res = subprocess.run(["openssl", "verify", "-CAfile", ca, cert], capture_output=True, text=True)
+        return res.returncode == 0, res.stdout + res.stderr
+
+    def openssl_verify(self, cert, ca=None):
         if not shutil.which("openssl"):
             return
-        res = subprocess.run(["openssl", "verify", "-CAfile", self.path("tls", "ca.pem"), cert], capture_output=True,
-                             text=True)
+        ok, said = self.chains_to(cert, ca or self.path("tls", "ca.pem"))
+        self.assertTrue(ok, said)
+
+    def openssl_text(self, cert):
+        return subprocess.run(["openssl", "x509", "-noout", "-text", "-in", cert], capture_output=True, text=True,
+                              check=True).stdout
+
+    def assert_key_matches(self, cert, key):
+        """The private key in `key` is the one `cert` certifies (openssl: both public keys)."""
+        pub = lambda *argv: subprocess.run(["openssl", *argv], capture_output=True, text=True, check=True).stdout  # noqa: E731
+        self.assertEqual(pub("x509", "-noout", "-pubkey", "-in", cert), pub("pkey", "-pubout", "-in", key), cert)
+
+    def etcd_answers(self, endpoint, *tls):
+        """True when etcdctl reads from `endpoint` with the given TLS flags (none: plaintext)."""
+        res = subprocess.run(["/usr/bin/etcdctl", "--endpoints", endpoint, "--dial-timeout", "2s",
+                              "--command-timeout", "3s", *tls, "get", "--prefix", "--keys-only", "/"],
+                             env=dict(self.env, ETCDCTL_API="3"), capture_output=True, text=True, timeout=30)
+        return res.returncode == 0
+
+    @contextlib.contextmanager
+    def kubernetes(self, sa_dir):
+        """A stand-in Kubernetes API and the env that points the init's k8s steps at it."""
+        fake = FakeKubernetes("mooring")
+        thread = threading.Thread(target=fake.serve_forever, daemon=True)
+        thread.start()
+        try:
+            sa = self.path(sa_dir)
+            os.makedirs(sa)
+            with open(os.path.join(sa, "token"), "w") as f:
+                f.write("sa-token")
+            with open(os.path.join(sa, "ca.crt"), "w") as f:
+                f.write("")
+            yield fake, {"KUBERNETES_API": f"http://127.0.0.1:{fake.server_address[1]}", "MOORING_INIT_SA_DIR": sa}
+        finally:
+            fake.shutdown()
+            fake.server_close()
+
+    ETCD_FILES = {"ca": ["ca-key.pem", "ca.pem"], "member": ["ca.pem", "server-key.pem", "server.pem"],
+                  "client": ["ca.pem", "client-key.pem", "client.pem"]}
+
+    def init_cli(self, *argv):
+        res = subprocess.run([ARGS.cli, *argv], capture_output=True, text=True, timeout=60, env=self.env)
         self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
 
     # ---- tests ----
@@ -298,18 +348,7 @@ class InitScriptTest(unittest.TestCase):
         self.assertIn("ACL token not found", refused.stderr)
 
     def test_5_kubernetes_steps_keep_the_files_as_secrets(self):
-        fake = FakeKubernetes("mooring")
-        thread = threading.Thread(target=fake.serve_forever, daemon=True)
-        thread.start()
-        try:
-            sa = self.path("sa")
-            os.makedirs(sa)
-            with open(os.path.join(sa, "token"), "w") as f:
-                f.write("sa-token")
-            with open(os.path.join(sa, "ca.crt"), "w") as f:
-                f.write("")
-            k8s = {"KUBERNETES_API": f"http://127.0.0.1:{fake.server_address[1]}", "MOORING_INIT_SA_DIR": sa}
-
+        with self.kubernetes("sa") as (fake, k8s):
             self.init("k8s-tls", "-namespace", "mooring", "-dns", "mooring-controlplane", env=k8s)
             self.assertEqual(sorted(fake.secrets), ["mooring-ca", "mooring-controlplane-tls"])
             data = fake.secrets["mooring-controlplane-tls"]["data"]
@@ -338,31 +377,45 @@ class InitScriptTest(unittest.TestCase):
             posts = list(fake.posts)
             self.init("k8s-acl", "-namespace", "mooring", "-addr", self.api, env=k8s)
             self.assertEqual(fake.posts, posts)
-        finally:
-            fake.shutdown()
-            fake.server_close()
 
-    def test_6_ha_files_etcd_certificate_and_keyring(self):
+    def test_6_ha_files_etcd_certificates_of_their_own_ca_and_keyring(self):
         bad = self.init("tls", "-dir", self.path("tls"), "-etcd-dir", self.path("etcd-tls"), check=False)
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn("-etcd-dns", bad.stderr)
         args = ["tls", "-dir", self.path("tls"), "-etcd-dir", self.path("etcd-tls"), "-etcd-dns", "etcd-1",
                 "-etcd-dns", "etcd-2", "-keyring", self.path("keyring", "keyring")]
         first = self.init(*args)
-        self.assertIn("etcd certificate: created", first.stderr)
-        self.assertIn("keyring: created", first.stderr)
-        files = {f: self.read("etcd-tls", f) for f in ("ca.pem", "server.pem", "server-key.pem")}
-        self.assertEqual(sorted(os.listdir(self.path("etcd-tls"))), sorted(files))  # never the CA key
-        self.assertEqual(files["ca.pem"], self.read("tls", "ca.pem"))
-        for f in files:
-            self.assertEqual(mode(self.path("etcd-tls", f)), 0o600, f)
-        self.openssl_verify(self.path("etcd-tls", "server.pem"))
+        for made in ("etcd CA: created", "etcd member certificate: created", "etcd client certificate: created",
+                     "keyring: created"):
+            self.assertIn(made, first.stderr)
+        et = self.path("etcd-tls")
+        self.assertEqual(sorted(os.listdir(et)), sorted(self.ETCD_FILES))
+        files = {}
+        for sub, names in self.ETCD_FILES.items():
+            # The etcd CA's key only in ca/: never beside what members or control planes mount.
+            self.assertEqual(sorted(os.listdir(os.path.join(et, sub))), names, sub)
+            for f in names:
+                self.assertEqual(mode(os.path.join(et, sub, f)), 0o600, f"{sub}/{f}")
+                files[f"{sub}/{f}"] = self.read("etcd-tls", sub, f)
+        etcd_ca = files["ca/ca.pem"]
+        self.assertEqual(files["member/ca.pem"], etcd_ca)
+        self.assertEqual(files["client/ca.pem"], etcd_ca)
+        self.assertNotEqual(etcd_ca, self.read("tls", "ca.pem"), "etcd's CA must not be the Mooring CA")
         if shutil.which("openssl"):
-            text = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", self.path("etcd-tls", "server.pem")],
-                                  capture_output=True, text=True).stdout
-            self.assertIn("DNS:etcd-1", text)
-            self.assertIn("DNS:etcd-2", text)
-            self.assertIn("TLS Web Client Authentication", text)  # members dial each other with it
+            for cert in ("member/server.pem", "client/client.pem"):
+                self.openssl_verify(f"{et}/{cert}", f"{et}/ca/ca.pem")
+                self.assertFalse(self.chains_to(f"{et}/{cert}", self.path("tls", "ca.pem"))[0],
+                                 f"{cert} must not chain to the Mooring CA")
+            self.assert_key_matches(f"{et}/member/server.pem", f"{et}/member/server-key.pem")
+            self.assert_key_matches(f"{et}/client/client.pem", f"{et}/client/client-key.pem")
+            self.assert_key_matches(f"{et}/ca/ca.pem", f"{et}/ca/ca-key.pem")
+            member = self.openssl_text(f"{et}/member/server.pem")
+            for name in ("DNS:etcd-1", "DNS:etcd-2", "DNS:localhost", "IP Address:127.0.0.1"):
+                self.assertIn(name, member)
+            self.assertIn("TLS Web Server Authentication, TLS Web Client Authentication", member)  # peers dial too
+            client = self.openssl_text(f"{et}/client/client.pem")
+            self.assertIn("TLS Web Client Authentication", client)
+            self.assertNotIn("TLS Web Server Authentication", client)
         keyring = json.loads(self.read("keyring", "keyring"))
         self.assertEqual(mode(self.path("keyring", "keyring")), 0o600)
         self.assertEqual(keyring["Format"], "mooring-keyring/1")
@@ -370,23 +423,33 @@ class InitScriptTest(unittest.TestCase):
         self.assertEqual(len(base64.b64decode(keyring["Keys"][0]["Key"])), 32)
         again = self.init(*args)
         self.assertIn("keyring: " + self.path("keyring", "keyring") + " is there", again.stderr)
-        self.assertEqual({f: self.read("etcd-tls", f) for f in files}, files)
+        self.assertIn("etcd member certificate: " + f"{et}/member/server.pem is there", again.stderr)
+        self.assertEqual({f: self.read("etcd-tls", *f.split("/")) for f in files}, files)
         self.assertEqual(json.loads(self.read("keyring", "keyring")), keyring)
 
-        if not os.access("/usr/bin/etcd", os.X_OK):
-            self.skipTest("etcd-server is not installed; the certificate and keyring were not used by etcd")
+        # The etcd CA lost while what it signed remains: refused, nothing changed.
+        shutil.copytree(et, self.path("etcd-tls-lost"))
+        shutil.rmtree(self.path("etcd-tls-lost", "ca"))
+        lost = self.init("tls", "-dir", self.path("tls"), "-etcd-dir", self.path("etcd-tls-lost"), "-etcd-dns", "etcd-1",
+                         check=False)
+        self.assertEqual(lost.returncode, 1)
+        self.assertIn("etcd's CA", lost.stderr)
+        self.assertFalse(os.path.exists(self.path("etcd-tls-lost", "ca")))
+
+        if not os.access("/usr/bin/etcd", os.X_OK) or not os.access("/usr/bin/etcdctl", os.X_OK):
+            self.skipTest("etcd-server/etcd-client are not installed; the certificates and keyring were not used by etcd")
         client, peer, http, grpc = free_port(), free_port(), free_port(), free_port()
-        et = self.path("etcd-tls")
+        m = f"{et}/member"
         self.spawn(["/usr/bin/etcd", "--name", "m1", "--data-dir", self.path("etcd-data"),
                     "--listen-client-urls", f"https://127.0.0.1:{client}", "--advertise-client-urls", f"https://127.0.0.1:{client}",
                     "--listen-peer-urls", f"https://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"https://127.0.0.1:{peer}",
-                    "--initial-cluster", f"m1=https://127.0.0.1:{peer}", "--cert-file", f"{et}/server.pem",
-                    "--key-file", f"{et}/server-key.pem", "--trusted-ca-file", f"{et}/ca.pem", "--client-cert-auth",
-                    "--peer-cert-file", f"{et}/server.pem", "--peer-key-file", f"{et}/server-key.pem",
-                    "--peer-trusted-ca-file", f"{et}/ca.pem", "--peer-client-cert-auth"], "etcd.log")
-        tls = self.path("tls")
+                    "--initial-cluster", f"m1=https://127.0.0.1:{peer}", "--cert-file", f"{m}/server.pem",
+                    "--key-file", f"{m}/server-key.pem", "--trusted-ca-file", f"{m}/ca.pem", "--client-cert-auth",
+                    "--peer-cert-file", f"{m}/server.pem", "--peer-key-file", f"{m}/server-key.pem",
+                    "--peer-trusted-ca-file", f"{m}/ca.pem", "--peer-client-cert-auth"], "etcd.log")
+        tls, cl = self.path("tls"), f"{et}/client"
         cp = self.spawn([ARGS.controlplane, "--data-dir", self.path("cp-ha"), "--state", f"etcd://localhost:{client}/ha",
-                         "--etcd-cacert", f"{tls}/ca.pem", "--etcd-cert", f"{tls}/server.pem", "--etcd-key", f"{tls}/server-key.pem",
+                         "--etcd-cacert", f"{cl}/ca.pem", "--etcd-cert", f"{cl}/client.pem", "--etcd-key", f"{cl}/client-key.pem",
                          "--keyring-file", self.path("keyring", "keyring"),
                          "--http-addr", f"127.0.0.1:{http}", "--grpc-addr", f"127.0.0.1:{grpc}",
                          "--tls-ca-file", f"{tls}/ca.pem", "--tls-cert-file", f"{tls}/server.pem",
@@ -400,43 +463,73 @@ class InitScriptTest(unittest.TestCase):
             except (urllib.error.URLError, ConnectionError, socket.timeout):
                 return False
         try:
-            self.wait_for("the control plane to lead on etcd over TLS", lambda: cp.poll() is None and leads(), timeout=60)
+            self.wait_for("the control plane to lead on etcd with the init's etcd client certificate",
+                          lambda: cp.poll() is None and leads(), timeout=60)
         except AssertionError:
             raise AssertionError(self.read("controlplane-ha.log")[-3000:] + self.read("etcd.log")[-2000:])
-        # etcd refuses a client without a certificate from the CA.
-        plain = ssl.create_default_context(cafile=f"{et}/ca.pem")
-        with self.assertRaises((ssl.SSLError, ConnectionError, urllib.error.URLError)):
-            urllib.request.urlopen(f"https://127.0.0.1:{client}/version", context=plain, timeout=5).read()
+        endpoint = f"https://localhost:{client}"
+        self.assertTrue(self.etcd_answers(endpoint, "--cacert", f"{cl}/ca.pem", "--cert", f"{cl}/client.pem",
+                                          "--key", f"{cl}/client-key.pem"), "etcd refused the control planes' certificate")
+        # Refused: plaintext, no certificate, and every certificate of the Mooring CA (a node
+        # agent's, the control plane's own server certificate): none of them may read etcd.
+        self.assertFalse(self.etcd_answers(f"http://127.0.0.1:{client}"), "etcd answers in plaintext")
+        self.assertFalse(self.etcd_answers(endpoint, "--cacert", f"{cl}/ca.pem"), "etcd answers without a certificate")
+        self.init_cli("tls", "cert", "create", "-agent", "-node-id", "node-9", "-dir", self.path("agent-9"),
+                      "-ca", f"{tls}/ca.pem", "-ca-key", f"{tls}/ca-key.pem")
+        for cert, key in ((self.path("agent-9", "agent-node-9.pem"), self.path("agent-9", "agent-node-9-key.pem")),
+                          (f"{tls}/server.pem", f"{tls}/server-key.pem")):
+            self.assertTrue(os.path.isfile(cert), cert)
+            self.openssl_verify(cert)  # a good certificate of the Mooring CA, there to be refused
+            self.assertFalse(self.etcd_answers(endpoint, "--cacert", f"{cl}/ca.pem", "--cert", cert, "--key", key),
+                             f"etcd answers {cert}, a certificate of the Mooring CA")
 
-    def test_7_kubernetes_ha_secrets_are_made_once(self):
-        fake = FakeKubernetes("mooring")
-        thread = threading.Thread(target=fake.serve_forever, daemon=True)
-        thread.start()
-        try:
-            sa = self.path("sa-ha")
-            os.makedirs(sa)
-            with open(os.path.join(sa, "token"), "w") as f:
-                f.write("sa-token")
-            with open(os.path.join(sa, "ca.crt"), "w") as f:
-                f.write("")
-            k8s = {"KUBERNETES_API": f"http://127.0.0.1:{fake.server_address[1]}", "MOORING_INIT_SA_DIR": sa}
-            args = ["k8s-tls", "-namespace", "mooring", "-dns", "mooring-controlplane", "-etcd-secret", "mooring-etcd-tls",
+    def test_7_kubernetes_ha_secrets_are_made_once_and_apart(self):
+        with self.kubernetes("sa-ha") as (fake, k8s):
+            args = ["k8s-tls", "-namespace", "mooring", "-dns", "mooring-controlplane", "-etcd-secrets", "mooring-etcd",
                     "-etcd-dns", "mooring-etcd-0.mooring-etcd", "-keyring-secret", "mooring-keyring"]
             self.init(*args, env=k8s)
-            self.assertEqual(sorted(fake.secrets), ["mooring-ca", "mooring-controlplane-tls", "mooring-etcd-tls", "mooring-keyring"])
-            cp = fake.secrets["mooring-controlplane-tls"]["data"]
-            etcd = fake.secrets["mooring-etcd-tls"]["data"]
-            self.assertEqual(sorted(etcd), ["ca.pem", "server-key.pem", "server.pem"])
-            self.assertEqual(etcd["ca.pem"], cp["ca.pem"])
-            self.assertNotEqual(etcd["server.pem"], cp["server.pem"])
-            keyring = json.loads(base64.b64decode(fake.secrets["mooring-keyring"]["data"]["keyring"]))
+            self.assertEqual(sorted(fake.secrets), ["mooring-ca", "mooring-controlplane-tls", "mooring-etcd-ca",
+                                                    "mooring-etcd-client", "mooring-etcd-member", "mooring-keyring"])
+            data = lambda name: fake.secrets[name]["data"]  # noqa: E731
+            cp, ca = data("mooring-controlplane-tls"), data("mooring-etcd-ca")
+            member, client = data("mooring-etcd-member"), data("mooring-etcd-client")
+            self.assertEqual(sorted(ca), self.ETCD_FILES["ca"])
+            self.assertEqual(sorted(member), self.ETCD_FILES["member"])  # no CA key where members mount it
+            self.assertEqual(sorted(client), self.ETCD_FILES["client"])
+            self.assertEqual(member["ca.pem"], ca["ca.pem"])
+            self.assertEqual(client["ca.pem"], ca["ca.pem"])
+            self.assertNotEqual(ca["ca.pem"], cp["ca.pem"], "etcd's CA must not be the Mooring CA")
+            if shutil.which("openssl"):
+                d = self.path("k8s-etcd")
+                os.makedirs(d)
+                for name, text in (("ca.pem", ca["ca.pem"]), ("member.pem", member["server.pem"]),
+                                   ("client.pem", client["client.pem"]), ("mooring-ca.pem", cp["ca.pem"])):
+                    with open(os.path.join(d, name), "wb") as f:
+                        f.write(base64.b64decode(text))
+                for cert in ("member.pem", "client.pem"):
+                    self.openssl_verify(f"{d}/{cert}", f"{d}/ca.pem")
+                    self.assertFalse(self.chains_to(f"{d}/{cert}", f"{d}/mooring-ca.pem")[0], cert)
+                self.assertIn("DNS:mooring-etcd-0.mooring-etcd", self.openssl_text(f"{d}/member.pem"))
+            keyring = json.loads(base64.b64decode(data("mooring-keyring")["keyring"]))
             self.assertEqual(keyring["Format"], "mooring-keyring/1")
             posts = list(fake.posts)
             again = self.init(*args, env=k8s)
             self.assertEqual(fake.posts, posts, again.stderr)
-        finally:
-            fake.shutdown()
-            fake.server_close()
+
+            # Only the client Secret lost: made again from the kept etcd CA; the members' is kept.
+            del fake.secrets["mooring-etcd-client"]
+            self.init(*args, env=k8s)
+            self.assertEqual(fake.posts, posts + ["mooring-etcd-client"])
+            self.assertEqual(data("mooring-etcd-member"), member)
+            self.assertEqual(data("mooring-etcd-client")["ca.pem"], ca["ca.pem"])
+            self.assertNotEqual(data("mooring-etcd-client")["client.pem"], client["client.pem"])
+            # etcd's CA lost while what it signed remains: refused, no new CA.
+            del fake.secrets["mooring-etcd-ca"]
+            del fake.secrets["mooring-etcd-client"]
+            lost = self.init(*args, env=k8s, check=False)
+            self.assertEqual(lost.returncode, 1)
+            self.assertIn("mooring-etcd-ca (etcd's CA) is gone", lost.stderr)
+            self.assertNotIn("mooring-etcd-ca", fake.secrets)
 
 
 def main():
