@@ -449,13 +449,26 @@ def check_compose_ha(c, services):
     cps = {n: s for n, s in services.items() if image(s) == "controlplane" and n != tls_name and
            not init_step(s.get("entrypoint"), s.get("command"))}
     c.expect(len(etcds) == 3, f"{label}: three etcd members ({sorted(etcds)})")
+    # etcd's TLS (mooring-init.sh step_etcd_tls): etcd-dir/ca (etcd's own CA, its key), member/,
+    # client/, each its own volume, so each service mounts only its part.
     etcd_dir = opts.get("etcd-dir", [""])[0]
-    etcd_volume = volume_of(services[tls_name], etcd_dir + "/server.pem") if etcd_dir else None
+    etcd_vols = {part: volume_of(services[tls_name], f"{etcd_dir}/{part}/{f}") if etcd_dir else None
+                 for part, f in (("ca", "ca-key.pem"), ("member", "server.pem"), ("client", "client.pem"))}
+    mooring_tls = volume_of(services[tls_name], opts.get("dir", [""])[0] + "/ca-key.pem")
+    c.expect(None not in etcd_vols.values() and len(set(etcd_vols.values()) | {mooring_tls}) == 4,
+             f"{label}: {tls_name} keeps etcd's CA, the members' and the control planes' etcd files in volumes of "
+             f"their own, apart from the Mooring CA's ({etcd_vols}, {mooring_tls})")
+    c.expect(all(etcd_vols["ca"] not in mounts_of(svc).values() for n, svc in services.items() if n != tls_name),
+             f"{label}: etcd's CA (volume {etcd_vols['ca']}) is mounted by {tls_name} alone")
     for name, args in etcds.items():
-        files = [c.flag_value(args, f) for f in ("cert-file", "key-file", "trusted-ca-file")]
-        c.expect(etcd_volume is not None and all(f and volume_of(services[name], f) == etcd_volume for f in files) and
-                 [os.path.basename(f or "") for f in files] == ["server.pem", "server-key.pem", "ca.pem"],
-                 f"{label} {name}: its TLS files are the ones {tls_name} makes with -etcd-dir (volume {etcd_volume})")
+        files = [c.flag_value(args, f) for f in ("cert-file", "key-file", "trusted-ca-file", "peer-cert-file",
+                                                 "peer-key-file", "peer-trusted-ca-file")]
+        c.expect(etcd_vols["member"] is not None and all(f and volume_of(services[name], f) == etcd_vols["member"] for f in files)
+                 and [os.path.basename(f or "") for f in files] == ["server.pem", "server-key.pem", "ca.pem"] * 2,
+                 f"{label} {name}: its TLS files, trusted CA included, are the members' ones {tls_name} makes with "
+                 f"-etcd-dir (volume {etcd_vols['member']})")
+        c.expect(not {etcd_vols["client"], mooring_tls} & set(mounts_of(services[name]).values()),
+                 f"{label} {name}: mounts neither the control planes' etcd client files nor the Mooring CA")
         deps = services[name].get("depends_on") or {}
         c.expect(deps.get(tls_name, {}).get("condition") == "service_completed_successfully",
                  f"{label} {name}: starts after {tls_name} completed")
@@ -469,9 +482,12 @@ def check_compose_ha(c, services):
             lambda path, svc=svc: volume_of(svc, path) if path and volume_of(svc, path) == keyring_volume and
             os.path.basename(path) == os.path.basename(opts.get("keyring", [""])[0]) else None))
         c.expect(name in opts.get("dns", []), f"{label}: the control planes' certificate ({tls_name} -dns) names {name}")
-        ca = c.flag_value(args, "etcd-cacert") or ""
-        c.expect(volume_of(svc, ca) is not None and volume_of(svc, ca) == volume_of(services[tls_name], opts.get("dir", [""])[0] + "/ca.pem"),
-                 f"{label} {name}: --etcd-cacert {ca} is the CA {tls_name} signed etcd's certificate with")
+        files = [c.flag_value(args, f) or "" for f in ("etcd-cacert", "etcd-cert", "etcd-key")]
+        c.expect(etcd_vols["client"] is not None and all(volume_of(svc, f) == etcd_vols["client"] for f in files) and
+                 [os.path.basename(f) for f in files] == ["ca.pem", "client.pem", "client-key.pem"],
+                 f"{label} {name}: --etcd-cacert/--etcd-cert/--etcd-key {files} are etcd's CA and the client "
+                 f"certificate {tls_name} makes for the control planes (volume {etcd_vols['client']})")
+        c.expect(etcd_vols["member"] not in mounts_of(svc).values(), f"{label} {name}: does not mount etcd's member files")
         data = volume_of(svc, c.flag_value(args, "data-dir") or "")
         c.expect(data is not None and all(volume_of(o, c.flag_value(o.get("command", []), "data-dir") or "") != data
                                           for n, o in cps.items() if n != name),
@@ -790,6 +806,11 @@ def kubectl_build(c, kdir, label, docs):
     c.expect(pods(built) == pods(ours), f"{label}: every container's args and mounts are as kubectl kustomize makes them")
 
 
+# mooring-init.sh k8s-tls -etcd-secrets PREFIX makes PREFIX-ca (etcd's CA, with its key: no pod
+# mounts it), PREFIX-member (the etcd members') and PREFIX-client (the control planes').
+ETCD_SECRET_PARTS = ("ca", "member", "client")
+
+
 def made_secrets(docs):
     """The Secrets the init Job makes (the fixed four and those its tls step is told to make)."""
     out = {"mooring-controlplane-tls", "mooring-ca", "mooring-bootstrap-token", "mooring-enroll-token"}
@@ -798,8 +819,8 @@ def made_secrets(docs):
         for ctr in pod.get("initContainers", []) + pod.get("containers", []):
             st = init_step(ctr.get("command"), ctr.get("args"))
             if st:
-                for opt in ("etcd-secret", "keyring-secret"):
-                    out.update(st[1].get(opt, []))
+                out.update(st[1].get("keyring-secret", []))
+                out.update(f"{p}-{part}" for p in st[1].get("etcd-secrets", []) for part in ETCD_SECRET_PARTS)
     return out
 
 
@@ -874,8 +895,16 @@ def check_kubernetes_ha(c, docs):
     mounts = {m["mountPath"]: m["name"] for m in etcd.get("volumeMounts", [])}
     tls_secret = {vols.get(mounts.get(os.path.dirname(c.flag_value(etcd["args"], f) or "")), {}).get("secret", {}).get("secretName")
                   for f in ("cert-file", "key-file", "trusted-ca-file", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file")}
-    c.expect(tls_secret == set(opts.get("etcd-secret", [None])),
-             f"{label}: etcd's TLS files come from the Secret the init Job makes for it ({tls_secret})")
+    prefix = opts.get("etcd-secrets", [None])[0]
+    c.expect(prefix is not None and tls_secret == {f"{prefix}-member"},
+             f"{label}: etcd's TLS files, its trusted CA included, come from the members' Secret the init Job makes "
+             f"(-etcd-secrets {prefix}; mounted: {tls_secret})")
+    c.expect("mooring-controlplane-tls" not in {v.get("secret", {}).get("secretName") for v in vols.values()},
+             f"{label}: etcd members do not mount the Mooring CA's Secret")
+    mounted = {v["secret"]["secretName"]: d["metadata"]["name"] for d in docs if "template" in d.get("spec", {})
+               for v in d["spec"]["template"]["spec"].get("volumes", []) if "secret" in v}
+    c.expect(f"{prefix}-ca" not in mounted, f"{label}: no pod mounts etcd's CA (Secret {prefix}-ca)"
+             + (f": {mounted.get(f'{prefix}-ca')} does" if f"{prefix}-ca" in mounted else ""))
     c.expect(any(t["metadata"]["name"] == "data" for t in sts["spec"].get("volumeClaimTemplates", [])) and
              "/var/lib/etcd" in mounts, f"{label}: each etcd member keeps its data on its own volume claim")
 
@@ -895,8 +924,13 @@ def check_kubernetes_ha(c, docs):
         lambda path: secret_of(path) if secret_of(path) in opts.get("keyring-secret", []) and
         os.path.basename(path) == "keyring" else None)
     c.expect(keyring_secret is not None, f"{label}: every replica reads the one keyring of Secret {keyring_secret}")
-    c.expect(all(secret_of(c.flag_value(ctr["args"], f)) == "mooring-controlplane-tls" for f in ("etcd-cacert", "etcd-cert", "etcd-key")),
-             f"{label}: the control plane's etcd client files are its own certificate and the CA (Secret mooring-controlplane-tls)")
+    files = [c.flag_value(ctr["args"], f) or "" for f in ("etcd-cacert", "etcd-cert", "etcd-key")]
+    c.expect(all(secret_of(f) == f"{prefix}-client" for f in files) and
+             [os.path.basename(f) for f in files] == ["ca.pem", "client.pem", "client-key.pem"],
+             f"{label}: the control plane's etcd files {files} are etcd's CA and its client certificate "
+             f"(Secret {prefix}-client)")
+    c.expect(f"{prefix}-member" not in {v.get("secret", {}).get("secretName") for v in cvols.values()},
+             f"{label}: the control plane does not mount etcd's member Secret")
 
 
 def check_kubernetes_shape(c, docs, label, ha):
