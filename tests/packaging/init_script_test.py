@@ -438,17 +438,27 @@ class InitScriptTest(unittest.TestCase):
 
         if not os.access("/usr/bin/etcd", os.X_OK) or not os.access("/usr/bin/etcdctl", os.X_OK):
             self.skipTest("etcd-server/etcd-client are not installed; the certificates and keyring were not used by etcd")
-        client, peer, http, grpc = free_port(), free_port(), free_port(), free_port()
+        # Three members, as compose and the StatefulSet run them: one member certificate for all,
+        # peer TLS with client certificates required, both trusting etcd's CA only.
+        clients, peers = [free_port() for _ in range(3)], [free_port() for _ in range(3)]
+        http, grpc = free_port(), free_port()
         m = f"{et}/member"
-        self.spawn(["/usr/bin/etcd", "--name", "m1", "--data-dir", self.path("etcd-data"),
-                    "--listen-client-urls", f"https://127.0.0.1:{client}", "--advertise-client-urls", f"https://127.0.0.1:{client}",
-                    "--listen-peer-urls", f"https://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"https://127.0.0.1:{peer}",
-                    "--initial-cluster", f"m1=https://127.0.0.1:{peer}", "--cert-file", f"{m}/server.pem",
-                    "--key-file", f"{m}/server-key.pem", "--trusted-ca-file", f"{m}/ca.pem", "--client-cert-auth",
-                    "--peer-cert-file", f"{m}/server.pem", "--peer-key-file", f"{m}/server-key.pem",
-                    "--peer-trusted-ca-file", f"{m}/ca.pem", "--peer-client-cert-auth"], "etcd.log")
+        cluster = ",".join(f"m{i}=https://127.0.0.1:{peers[i]}" for i in range(3))
+        for i in range(3):
+            self.spawn(["/usr/bin/etcd", "--name", f"m{i}", "--data-dir", self.path(f"etcd-data-{i}"),
+                        "--listen-client-urls", f"https://127.0.0.1:{clients[i]}",
+                        "--advertise-client-urls", f"https://127.0.0.1:{clients[i]}",
+                        "--listen-peer-urls", f"https://127.0.0.1:{peers[i]}",
+                        "--initial-advertise-peer-urls", f"https://127.0.0.1:{peers[i]}",
+                        "--initial-cluster", cluster, "--initial-cluster-token", "init-test",
+                        "--cert-file", f"{m}/server.pem", "--key-file", f"{m}/server-key.pem",
+                        "--trusted-ca-file", f"{m}/ca.pem", "--client-cert-auth",
+                        "--peer-cert-file", f"{m}/server.pem", "--peer-key-file", f"{m}/server-key.pem",
+                        "--peer-trusted-ca-file", f"{m}/ca.pem", "--peer-client-cert-auth"], f"etcd-{i}.log")
+        client = clients[0]
         tls, cl = self.path("tls"), f"{et}/client"
-        cp = self.spawn([ARGS.controlplane, "--data-dir", self.path("cp-ha"), "--state", f"etcd://localhost:{client}/ha",
+        state = "etcd://" + ",".join(f"localhost:{c}" for c in clients) + "/ha"
+        cp = self.spawn([ARGS.controlplane, "--data-dir", self.path("cp-ha"), "--state", state,
                          "--etcd-cacert", f"{cl}/ca.pem", "--etcd-cert", f"{cl}/client.pem", "--etcd-key", f"{cl}/client-key.pem",
                          "--keyring-file", self.path("keyring", "keyring"),
                          "--http-addr", f"127.0.0.1:{http}", "--grpc-addr", f"127.0.0.1:{grpc}",
@@ -466,10 +476,12 @@ class InitScriptTest(unittest.TestCase):
             self.wait_for("the control plane to lead on etcd with the init's etcd client certificate",
                           lambda: cp.poll() is None and leads(), timeout=60)
         except AssertionError:
-            raise AssertionError(self.read("controlplane-ha.log")[-3000:] + self.read("etcd.log")[-2000:])
+            raise AssertionError(self.read("controlplane-ha.log")[-3000:] + self.read("etcd-0.log")[-2000:])
         endpoint = f"https://localhost:{client}"
-        self.assertTrue(self.etcd_answers(endpoint, "--cacert", f"{cl}/ca.pem", "--cert", f"{cl}/client.pem",
-                                          "--key", f"{cl}/client-key.pem"), "etcd refused the control planes' certificate")
+        for c in clients:  # every member serves (reads are linearizable: the peers formed a quorum over TLS)
+            self.assertTrue(self.etcd_answers(f"https://localhost:{c}", "--cacert", f"{cl}/ca.pem", "--cert",
+                                              f"{cl}/client.pem", "--key", f"{cl}/client-key.pem"),
+                            f"etcd on {c} refused the control planes' certificate")
         # Refused: plaintext, no certificate, and every certificate of the Mooring CA (a node
         # agent's, the control plane's own server certificate): none of them may read etcd.
         self.assertFalse(self.etcd_answers(f"http://127.0.0.1:{client}"), "etcd answers in plaintext")
