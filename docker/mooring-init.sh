@@ -331,7 +331,9 @@ k8s_setup() {
   WORK=$(mktemp -d)
   chmod 0700 "$WORK"
   KUBE_OUT=$WORK/.response
-  trap 'rm -rf "$WORK"' EXIT
+  # WORK is pointed at subdirectories on the way; the whole of it goes at exit, on failure too.
+  K8S_WORK=$WORK
+  trap 'rm -rf "$K8S_WORK"' EXIT
 }
 
 step_k8s_tls() {

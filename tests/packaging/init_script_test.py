@@ -538,10 +538,19 @@ class InitScriptTest(unittest.TestCase):
             # etcd's CA lost while what it signed remains: refused, no new CA.
             del fake.secrets["mooring-etcd-ca"]
             del fake.secrets["mooring-etcd-client"]
-            lost = self.init(*args, env=k8s, check=False)
+            tmp = self.path("k8s-tmp")  # where the step keeps key material while it works
+            os.makedirs(tmp)
+            lost = self.init(*args, env=dict(k8s, TMPDIR=tmp), check=False)
             self.assertEqual(lost.returncode, 1)
             self.assertIn("mooring-etcd-ca (etcd's CA) is gone", lost.stderr)
             self.assertNotIn("mooring-etcd-ca", fake.secrets)
+            self.assertEqual(os.listdir(tmp), [], "the failed step left key material behind")
+            # A member Secret without its key: named, and still nothing left behind.
+            del fake.secrets["mooring-etcd-member"]["data"]["server-key.pem"]
+            broken = self.init(*args, env=dict(k8s, TMPDIR=tmp), check=False)
+            self.assertEqual(broken.returncode, 1)
+            self.assertIn("Secret mooring/mooring-etcd-member has no key server-key.pem", broken.stderr)
+            self.assertEqual(os.listdir(tmp), [], "the failed step left key material behind")
 
 
 def main():
