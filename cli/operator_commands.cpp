@@ -1,6 +1,6 @@
 // `mooring operator keyring rotate [-root]`: a new data key for the secrets sealed in the control
 // plane's state (every sealed row re-sealed, the old data keys dropped), or with -root the data
-// keys re-wrapped with the keyring file's active root key (docs/security.md, "Keyring").
+// keys re-wrapped with the keyring file's active root key (README.md, "Secrets").
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
 
