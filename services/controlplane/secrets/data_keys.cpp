@@ -18,13 +18,14 @@ std::string wrap_aad(const std::string& id) { return "mooring-data-key/v1|" + id
 
 }  // namespace
 
-domain::Expected<DataKeys> new_data_keys(const std::string& root_id) {
+domain::Expected<DataKeys> new_data_keys(const std::string& root_id, const std::string& id) {
   auto key = make_key();
   if (!key) return domain::error(key.error());
-  std::string id = key->id;
+  if (!id.empty()) key->id = id;
   std::vector<Key> keys;
+  std::string active = key->id;
   keys.push_back(std::move(*key));
-  return DataKeys{Keyring::of(std::move(keys), std::move(id), kWhere), root_id};
+  return DataKeys{Keyring::of(std::move(keys), std::move(active), kWhere), root_id};
 }
 
 domain::Expected<std::string> wrap_data_keys(const Keyring& data_keys, const Key& root) {

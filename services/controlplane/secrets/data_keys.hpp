@@ -23,8 +23,8 @@ struct DataKeys {
   std::string wrapped_by;   // the root key id wrapping every one of them
 };
 
-// A new set of one data key (the active one).
-domain::Expected<DataKeys> new_data_keys(const std::string& root_id);
+// A new set of one data key (the active one), wrapped by `root_id`; `id` names it ("" = random).
+domain::Expected<DataKeys> new_data_keys(const std::string& root_id, const std::string& id = "");
 // The row text: every data key wrapped with `root`.
 domain::Expected<std::string> wrap_data_keys(const Keyring& data_keys, const Key& root);
 // Unwraps the row with the root keys of `roots`. A root key the file lacks is an error naming

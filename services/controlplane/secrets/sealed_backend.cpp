@@ -304,12 +304,9 @@ domain::Status SealedBackend::apply_rotation(std::span<const Transaction> txs) {
   if (!root) return fail("root key \"" + plan.root_key_id + "\" is no longer in keyring file " + roots_.path().string());
   std::vector<Mutation> ahead;
   if (!plan.root) {
-    auto fresh = new_data_keys(plan.root_key_id);
+    auto fresh = new_data_keys(plan.root_key_id, plan.key_id);  // the id prepare_rotation() promised
     if (!fresh) return fail(fresh.error());
-    // Its id was promised by prepare_rotation().
-    std::vector<Key> keys{fresh->keys.active()};
-    keys.front().id = plan.key_id;
-    next = DataKeys{Keyring::of(std::move(keys), plan.key_id, data_->keys.path()), plan.root_key_id};
+    next = std::move(*fresh);
     // The rows as durable now, before this group, re-sealed; the group's own writes follow.
     auto snap = inner_.load();
     if (!snap) return fail("reading the state: " + snap.error());
