@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/state/sqlite_backend.hpp"
+#include "tests/controlplane/support/fake_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -435,6 +436,67 @@ TEST_F(SealedStateTest, StateSealedWithTheFileKeyMigratesToADataKeyOnStart) {
   ASSERT_TRUE(open());
   EXPECT_EQ(sealed->active_key_id(), data_id);
   EXPECT_EQ(store->index(), index_after);
+}
+
+// With group commit (as the binary runs): the rotation rides on the commit of its event, so the
+// new data-key row, every re-sealed row and the event are ONE transaction; a write that fails
+// leaves the old keys and rows (the store reloads them) and the next rotation works.
+TEST(SealedGroupCommitTest, ARotationIsOneTransactionWithItsEventAndAFailedOneChangesNothing) {
+  test::TempDir dir;
+  asio::io_context io;
+  FakeBackend fake;
+  SealedBackend sealed{fake, keyring_at(dir / "keyring")};
+  StateStore store{io.get_executor(), sealed, StateOptions{.group_commit = true}};
+  ASSERT_TRUE(store.load());
+  auto run = [&](auto make) {
+    asio::co_spawn(io, make(), [](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+    });
+    io.restart();
+    io.run();
+  };
+  run([&]() -> asio::awaitable<void> {
+    Batch b;
+    domain::Volume v;
+    v.id = "v1";
+    v.plugin_id = "p";
+    v.external_id = "ext-v1";
+    v.secrets = {{"password", kVolumeSecret}};
+    b.put(std::move(v));
+    auto index = store.commit(std::move(b));
+    EXPECT_TRUE(index);
+    EXPECT_TRUE(co_await store.durable(*index));
+  });
+  const auto old_id = sealed.active_key_id();
+  const auto rows_before = fake.snapshot.rows;
+
+  std::optional<domain::Expected<KeyringRotated>> failed;
+  fake.fail_apply = true;
+  run([&]() -> asio::awaitable<void> { failed.emplace(co_await rotate_keyring(sealed, store, false)); });
+  fake.fail_apply = false;
+  ASSERT_TRUE(failed && !*failed);
+  EXPECT_EQ(sealed.active_key_id(), old_id);
+  EXPECT_EQ(fake.snapshot.rows, rows_before);
+
+  std::optional<domain::Expected<KeyringRotated>> done;
+  run([&]() -> asio::awaitable<void> { done.emplace(co_await rotate_keyring(sealed, store, false)); });
+  ASSERT_TRUE(done && *done) << (done ? done->error() : "");
+  EXPECT_EQ(sealed.active_key_id(), (*done)->key_id);
+  EXPECT_EQ((*done)->rows_resealed, 1u);
+  const Transaction* with_keys = nullptr;
+  for (const auto& tx : fake.transactions)
+    for (const auto& m : tx.mutations)
+      if (m.table == Table::keyring && m.value && m.value->find((*done)->key_id) != std::string::npos) with_keys = &tx;
+  ASSERT_NE(with_keys, nullptr);
+  bool resealed = false, event = false;
+  for (const auto& m : with_keys->mutations) {
+    resealed = resealed || (m.table == Table::volumes && m.key == "v1" && m.value->find((*done)->key_id) != std::string::npos);
+    event = event || (m.table == Table::events && m.value->find("KeyringRotated") != std::string::npos);
+  }
+  EXPECT_TRUE(resealed) << "the re-sealed row is in the transaction of the new data key";
+  EXPECT_TRUE(event) << "and so is the rotation's event";
+  EXPECT_EQ(store.volume("v1")->secrets.at("password"), kVolumeSecret);
+  EXPECT_EQ(fake.snapshot.rows[Table::volumes]["v1"].find(kVolumeSecret), std::string::npos);
 }
 
 // ---- data keys ----
