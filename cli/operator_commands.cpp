@@ -1,5 +1,6 @@
-// `mooring operator keyring rotate`: a new active key for the secrets sealed in the control
-// plane's state, every sealed row re-sealed with it and the old keys dropped.
+// `mooring operator keyring rotate [-root]`: a new data key for the secrets sealed in the control
+// plane's state (every sealed row re-sealed, the old data keys dropped), or with -root the data
+// keys re-wrapped with the keyring file's active root key (README.md, "Secrets").
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
 
@@ -8,15 +9,19 @@
 namespace mooring::cli {
 namespace {
 
-int keyring_rotate(Context& ctx, const Invocation&) {
-  auto r = ctx.call("PUT", "/v1/operator/keyring/rotate");
+int keyring_rotate(Context& ctx, const Invocation& inv) {
+  const bool root = inv.enabled("root");
+  auto r = ctx.call("PUT", root ? "/v1/operator/keyring/rotate?root=true" : "/v1/operator/keyring/rotate");
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
   const auto& b = r->body;
-  ctx.out() << "Keyring rotated: active key " << b.value("KeyID", "") << ", "
-            << b.value("RowsResealed", 0) << " state rows re-sealed";
+  if (root)
+    ctx.out() << "Data keys re-wrapped with root key " << b.value("RootKeyID", "");
+  else
+    ctx.out() << "Keyring rotated: active data key " << b.value("KeyID", "") << ", " << b.value("RowsResealed", 0)
+              << " state rows re-sealed";
   if (b.contains("RetiredKeys") && b["RetiredKeys"].is_array() && !b["RetiredKeys"].empty()) {
-    ctx.out() << ", retired";
+    ctx.out() << (root ? "; no longer used (remove it from every keyring file):" : ", retired");
     for (const auto& k : b["RetiredKeys"]) ctx.out() << " " << k.get<std::string>();
   }
   ctx.out() << "\n";
@@ -30,7 +35,8 @@ std::vector<CommandSpec> operator_commands() {
            .arguments = "",
            .min_args = 0,
            .max_args = 0,
-           .summary = "Seal the control plane's stored secrets with a new key and retire the old ones",
+           .flags = {{"root", false, "", "re-wrap the data keys with the keyring file's active root key"}},
+           .summary = "Seal the stored secrets with a new data key (or -root: re-wrap the data keys)",
            .run = keyring_rotate}};
 }
 

@@ -123,7 +123,9 @@ void Cluster::start_controlplane(std::size_t i) {
             options_.acl ? "--acl=true" : "--acl=false"};
   if (ha) {
     const bool own = i < options_.member_etcd.size() && !options_.member_etcd[i].empty();
-    o.args.insert(o.args.end(), {"--state", own ? options_.member_etcd[i] : options_.etcd, "--keyring-file", (dir() / "keyring").string(),
+    std::string keyring = options_.keyring_file.empty() ? (dir() / "keyring").string() : options_.keyring_file;
+    if (i < options_.member_keyring.size() && !options_.member_keyring[i].empty()) keyring = options_.member_keyring[i];
+    o.args.insert(o.args.end(), {"--state", own ? options_.member_etcd[i] : options_.etcd, "--keyring-file", keyring,
                                  "--leader-lease", options_.leader_lease,
                                  "--advertise-grpc-addr", "127.0.0.1:" + std::to_string(m.grpc_port)});
   }

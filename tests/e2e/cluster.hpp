@@ -47,6 +47,10 @@ struct ClusterOptions {
   // HA: member i's own --state where set and not empty (e.g. one etcd endpoint of three, to cut
   // that member off from etcd while the others keep the quorum).
   std::vector<std::string> member_etcd;
+  // HA: the keyring file every member is given (empty: dir()/keyring, created by the first
+  // leader), and member i's own where set and not empty (one lacking the state's root key).
+  std::string keyring_file;
+  std::vector<std::string> member_keyring;
 };
 
 struct NodeOptions {

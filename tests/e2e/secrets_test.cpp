@@ -90,15 +90,19 @@ TEST(Secrets, NeverInStateBytesApiEventsOrLogsAndTheTaskSeesOnlyItsOwnEnvironmen
   EXPECT_EQ(cluster.controlplane_log().find(kVolumeSecret), std::string::npos);
   EXPECT_EQ(cluster.node_log("node-1").find(kTaskSecret), std::string::npos);
 
-  // Rotation: a new key seals every row; after a restart everything still opens.
+  // Rotation: a new data key seals every row, the keyring file (root keys) is left as it was;
+  // after a restart everything still opens.
+  const auto keyring_before = test::read_file(cluster.dir() / "cp" / "keyring");
   auto rotated = cluster.request("PUT", "/v1/operator/keyring/rotate");
   ASSERT_EQ(rotated.status, 200u) << rotated.body;
   const auto rotation = json::parse(rotated.body);
   EXPECT_GE(rotation["RowsResealed"].get<int>(), 2);
   EXPECT_EQ(rotation["RetiredKeys"].size(), 1u);
-  const auto keyring = json::parse(test::read_file(cluster.dir() / "cp" / "keyring"));
-  EXPECT_EQ(keyring["Active"], rotation["KeyID"]);
-  EXPECT_EQ(keyring["Keys"].size(), 1u);
+  const auto keyring = json::parse(keyring_before);
+  EXPECT_EQ(keyring["Active"], rotation["RootKeyID"]);
+  EXPECT_EQ(test::read_file(cluster.dir() / "cp" / "keyring"), keyring_before);
+  EXPECT_EQ(cluster.request("PUT", "/v1/operator/keyring/rotate?root=true").status, 409u)
+      << "no new root key in the file yet";
   cluster.stop_controlplane();
   cluster.start_controlplane();
   EXPECT_EQ(cluster.get("/v1/allocation/" + id)["Task"]["SecretEnv"], (json{{"TOKEN", "[REDACTED]"}}));

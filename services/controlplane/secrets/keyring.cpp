@@ -16,7 +16,9 @@ namespace {
 using nlohmann::json;
 constexpr const char* kFormat = "mooring-keyring/1";
 
-domain::Expected<Key> new_key() {
+}  // namespace
+
+domain::Expected<Key> make_key() {
   auto material = random_bytes(32);
   auto id = random_bytes(8);
   if (!material || !id) return domain::error("cannot make a key: " + (material ? id.error() : material.error()));
@@ -27,8 +29,6 @@ domain::Expected<Key> new_key() {
   return k;
 }
 
-}  // namespace
-
 domain::Expected<Keyring> Keyring::load_or_new(const std::filesystem::path& path) {
   std::error_code ec;
   auto text = durable::read_file(path, ec);
@@ -38,7 +38,7 @@ domain::Expected<Keyring> Keyring::load_or_new(const std::filesystem::path& path
     if (ring) ring->on_disk_ = true;
     return ring;
   }
-  auto key = new_key();
+  auto key = make_key();
   if (!key) return domain::error(key.error());
   Keyring ring;
   ring.path_ = path;
@@ -79,6 +79,15 @@ domain::Expected<Keyring> Keyring::parse(const std::string& text, const std::fil
   return ring;
 }
 
+Keyring Keyring::of(std::vector<Key> keys, std::string active, std::filesystem::path where) {
+  Keyring ring;
+  ring.keys_ = std::move(keys);
+  ring.active_ = std::move(active);
+  ring.path_ = std::move(where);
+  ring.on_disk_ = true;  // nothing to save: they live where they came from
+  return ring;
+}
+
 const Key& Keyring::active() const { return *find(active_); }
 
 const Key* Keyring::find(const std::string& id) const {
@@ -107,7 +116,7 @@ domain::Status Keyring::save() {
 }
 
 domain::Expected<std::string> Keyring::add_active_key() {
-  auto key = new_key();
+  auto key = make_key();
   if (!key) return domain::error(key.error());
   active_ = key->id;
   keys_.push_back(std::move(*key));

@@ -1,10 +1,12 @@
-// Secrets room: the control plane's keyring — the AES-256 keys that seal CSI secrets and
-// Task.SecretEnv in the state. One JSON file (`<data-dir>/keyring` or --keyring-file), 0600,
-// written atomically:
-//   {"Format":"mooring-keyring/1","Active":"<id>",
-//    "Keys":[{"ID":"<id>","Key":"<base64 of 32 random bytes>","Created":"<RFC 3339>"}]}
-// New seals use the active key; the others only open what they sealed (kept until a rotation
-// has re-sealed every row, see sealed_backend.hpp).
+// Secrets room: a set of AES-256 keys, one of them active. Two uses (envelope encryption, see
+// data_keys.hpp):
+// - the keyring FILE (`<data-dir>/keyring` or --keyring-file, 0600, written atomically, may be
+//   read-only) holds the ROOT keys, which only wrap the data keys; every control plane sharing
+//   a state needs the root key that wraps it:
+//     {"Format":"mooring-keyring/1","Active":"<id>",
+//      "Keys":[{"ID":"<id>","Key":"<base64 of 32 random bytes>","Created":"<RFC 3339>"}]}
+//   "Active" names the root key that `keyring rotate -root` wraps the data keys with.
+// - the DATA keys, which seal the rows' secrets, live wrapped in the state itself (Keyring::of).
 #pragma once
 
 #include <array>
@@ -23,6 +25,9 @@ struct Key {
   std::string created;                  // RFC 3339
 };
 
+// A new random key (random 16-hex-digit id, 32 bytes from OpenSSL's CSPRNG).
+domain::Expected<Key> make_key();
+
 class Keyring {
  public:
   // Reads the keyring at `path`. When the file does not exist, a new keyring with one random key
@@ -31,6 +36,9 @@ class Keyring {
   static domain::Expected<Keyring> load_or_new(const std::filesystem::path& path);
   // The file's content (`path` names it in errors).
   static domain::Expected<Keyring> parse(const std::string& text, const std::filesystem::path& path);
+  // Keys held in memory (the state's data keys); `where` names them in errors. `active` must be
+  // among `keys`.
+  static Keyring of(std::vector<Key> keys, std::string active, std::filesystem::path where);
 
   const std::filesystem::path& path() const { return path_; }
   bool on_disk() const { return on_disk_; }

@@ -6,32 +6,41 @@
 
 namespace mooring::controlplane::secrets {
 
-boost::asio::awaitable<domain::Expected<KeyringRotated>> rotate_keyring(SealedBackend& sealed, StateStore& store) {
-  // Everything committed so far reaches the disk first, so the pass below sees it.
-  if (auto st = co_await store.durable(store.index()); !st)
-    co_return domain::error("the state is not durable: " + st.error());
-  auto rotation = sealed.rotate();
-  if (!rotation) {
-    log::Logger("secrets").error("keyring rotation failed", {{"error", rotation.error()}});
-    co_return domain::error(rotation.error());
+boost::asio::awaitable<domain::Expected<KeyringRotated>> rotate_keyring(SealedBackend& sealed, StateStore& store,
+                                                                        bool root, bool* conflict) {
+  auto plan = sealed.prepare_rotation(root);
+  if (!plan) {
+    if (conflict) *conflict = true;
+    co_return domain::error(plan.error());
   }
-  Batch batch;
   std::string retired;
-  for (const auto& id : rotation->retired) retired += (retired.empty() ? "" : ",") + id;
+  for (const auto& id : plan->retired) retired += (retired.empty() ? "" : ",") + id;
+  Batch batch;
   batch.add_event(domain::Event{.index = 0,
                                 .time = {},
                                 .topic = "Keyring",
-                                .type = "KeyringRotated",
-                                .key = rotation->key_id,
-                                .message = "secrets re-sealed with a new key",
-                                .details = {{"key_id", rotation->key_id},
-                                            {"rows_resealed", std::to_string(rotation->rows_resealed)},
+                                .type = root ? "KeyringRootRotated" : "KeyringRotated",
+                                .key = root ? plan->root_key_id : plan->key_id,
+                                .message = root ? "data keys re-wrapped with a new root key"
+                                                : "secrets re-sealed with a new data key",
+                                .details = {{"key_id", plan->key_id},
+                                            {"root_key_id", plan->root_key_id},
                                             {"retired_keys", retired}}});
+  // The rotation is written with this commit (or with the group it joins).
   auto index = store.commit(std::move(batch));
-  if (!index) co_return domain::error("rotated, but recording its event failed: " + index.error());
-  if (auto st = co_await store.durable(*index); !st)
-    co_return domain::error("rotated, but recording its event failed: " + st.error());
-  co_return KeyringRotated{rotation->key_id, rotation->rows_resealed, rotation->retired, *index};
+  if (!index) {
+    sealed.cancel_rotation();
+    co_return domain::error(index.error());
+  }
+  auto st = co_await store.durable(*index);
+  auto done = sealed.finished_rotation();
+  if (!st || !done) {
+    sealed.cancel_rotation();
+    const std::string why = st ? "the rotation was not written" : st.error();
+    log::Logger("secrets").error("keyring rotation failed", {{"error", why}});
+    co_return domain::error(why);
+  }
+  co_return KeyringRotated{done->root, done->key_id, done->root_key_id, done->rows_resealed, done->retired, *index};
 }
 
 }  // namespace mooring::controlplane::secrets

@@ -12,6 +12,7 @@ std::string_view to_string(Table t) {
     case Table::requests: return "requests";
     case Table::acl_policies: return "acl_policies";
     case Table::acl_tokens: return "acl_tokens";
+    case Table::keyring: return "keyring";
   }
   return "unknown";
 }
