@@ -472,7 +472,8 @@ void StateStore::recover(const std::string& error) {
 domain::Status StateStore::reload() { return reinstall(backend_.load()); }
 
 asio::awaitable<domain::Status> StateStore::reload_in_background() {
-  if (!writer_ || flushing()) co_return reload();
+  // Commits made while the backend is read would be overwritten by what it read: only read-only.
+  if (!writer_ || flushing() || !read_only_) co_return reload();
   // The job and its answer share these, not the frame: a cancelled caller leaves them behind.
   struct Job {
     explicit Job(asio::any_io_executor ex) : done(std::move(ex), std::chrono::steady_clock::time_point::max()) {}

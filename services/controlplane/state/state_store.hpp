@@ -115,7 +115,7 @@ class StateStore {
   // reload() with the backend's read on the writer thread (group commit; else reload() itself),
   // so the executor goes on answering reads from memory while etcd sends a large state; memory
   // changes at once on the executor when it is read. For a leader resuming after etcd's quorum
-  // loss: writes must stay refused (set_read_only) meanwhile. Cancelling the awaiting coroutine
+  // loss, while set_read_only() refuses writes (otherwise it is reload()). Cancelling the awaiting coroutine
   // throws operation_aborted; the read then finishes on the writer thread, unused.
   boost::asio::awaitable<domain::Status> reload_in_background();
   // A flush failed and reloading failed too (on_broken was called): memory past durable_index()
