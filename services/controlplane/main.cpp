@@ -484,9 +484,11 @@ int main(int argc, char** argv) {
       }
       if (election->degraded()) co_return;  // cut off again meanwhile: the next restore resumes
       if (reload_on_resume || store.broken() || etcd_backend->needs_reload()) {
-        if (auto st = store.reload(); !st)
+        // Off the executor: reads go on from memory (the last committed copy) while etcd sends the state.
+        if (auto st = co_await store.reload_in_background(); !st)
           restart_as_standby(argv, "etcd answers again, but the state does not reload: " + st.error());
         logger.info("state reloaded after writes of unknown outcome", {{"index", store.index()}});
+        if (election->degraded()) co_return;  // cut off again meanwhile: the next restore resumes
       }
       reload_on_resume = false;
       store.set_read_only(std::nullopt);

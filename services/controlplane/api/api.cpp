@@ -591,7 +591,13 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered&
     res = impl_->finish(req, *route, Impl::filter(caller, *route, req, std::move(answer)));
   }
   // With group commit the answer may show commits not yet on disk; it leaves only once they are.
-  if (auto st = co_await impl_->ctx.store.durable_since(failed_flushes); !st)
+  // A read on a degraded leader does not wait for a flush etcd cannot answer (StateStore::readable_since).
+  domain::Status st;  // (no ?: around co_await, as above)
+  if (req.method == "GET" || req.method == "HEAD")
+    st = co_await impl_->ctx.store.readable_since(failed_flushes);
+  else
+    st = co_await impl_->ctx.store.durable_since(failed_flushes);
+  if (!st)
     co_return impl_->finish(req, *route, http::error_response(503, st.error()));
   co_return res;
 }

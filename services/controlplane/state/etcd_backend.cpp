@@ -208,6 +208,25 @@ domain::Expected<Snapshot> EtcdBackend::load() {
   const std::string& where = where_;
   auto fail = [&](const std::string& what) { return error("state in " + where + ": " + what); };
 
+  // A leader reloading after a write of unknown outcome while etcd cannot answer (no quorum):
+  // what we know is committed is our own copy, up to the last Txn etcd confirmed. Memory goes
+  // back to it, so a degraded leader serves reads without the write in doubt; writes stay
+  // refused (fenced_) until a reload from etcd itself, which learns whether it committed.
+  auto last_committed = [&](const std::string& why) {
+    fenced_ = true;
+    kLog.warn("etcd does not answer: the state reloaded from the last committed copy in memory; writes wait for "
+              "a reload from etcd", {{"state", where}, {"index", static_cast<int64_t>(head_index_)}, {"error", why}});
+    Snapshot out;
+    out.index = rows_->index;
+    out.table_index = rows_->table_index;
+    out.rows = rows_->rows;
+    return out;
+  };
+  // Our lease ran out by our own clock (the leader is degraded): etcd has not answered for a
+  // lease, so do not ask it now. The store reloads on the executor that serves reads, and a Range
+  // to an etcd without quorum would hold every read for the request timeout.
+  if (fence_required_ && loaded_ && fence_ && fence_->lease_valid && !fence_->lease_valid())
+    return last_committed("this leader's lease ran out by its own clock (etcd not answering)");
   // One point in time for every read: the revision the first answer carries.
   pb::RangeRequest head_req;
   head_req.set_key(key_of(options_, "head"));
@@ -215,21 +234,7 @@ domain::Expected<Snapshot> EtcdBackend::load() {
   if (auto s = client_->range(head_req, head_res); !s.ok()) {
     const bool unreachable =
         s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (unreachable && fence_required_ && loaded_) {
-      // A leader reloading after a write of unknown outcome while etcd cannot answer (no quorum):
-      // what we know is committed is our own copy, up to the last Txn etcd confirmed. Memory goes
-      // back to it, so a degraded leader serves reads without the write in doubt; writes stay
-      // refused (fenced_) until a reload from etcd itself, which learns whether it committed.
-      fenced_ = true;
-      kLog.warn("etcd does not answer: the state reloaded from the last committed copy in memory; writes wait for "
-                "a reload from etcd", {{"state", where}, {"index", static_cast<int64_t>(head_index_)},
-                                      {"error", status_text(s)}});
-      Snapshot out;
-      out.index = rows_->index;
-      out.table_index = rows_->table_index;
-      out.rows = rows_->rows;
-      return out;
-    }
+    if (unreachable && fence_required_ && loaded_) return last_committed(status_text(s));
     return fail("cannot read head: " + status_text(s));
   }
   const std::int64_t at = head_res.header().revision();

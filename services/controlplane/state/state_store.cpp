@@ -50,6 +50,7 @@ struct StateStore::DurableWaiter {
   asio::steady_timer timer;
   std::uint64_t index = 0;
   std::optional<domain::Status> result;  // set by the flush that settles it
+  bool read = false;                     // readable_since(): released when the store turns read-only
 };
 
 // One thread that runs the backend's group writes, one at a time, so the executor never waits on
@@ -136,8 +137,9 @@ domain::Status load_table(const Snapshot& snap, Table t, std::map<std::string, T
 
 }  // namespace
 
-domain::Status StateStore::load() {
-  auto snap = backend_.load();
+domain::Status StateStore::load() { return install_loaded(backend_.load()); }
+
+domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   if (!snap) return domain::error(snap.error());
   std::map<std::string, domain::Volume> volumes;
   std::map<std::string, domain::Plugin> plugins;
@@ -412,7 +414,7 @@ void StateStore::schedule_flush() {
 
 void StateStore::flush() {
   flush_scheduled_ = false;
-  if (pending_.empty() || flushing_) return;
+  if (pending_.empty() || flushing_ || reloading_) return;  // after a reload nothing pending is left
   flushing_ = true;
   auto txs = std::make_shared<std::vector<Transaction>>(std::exchange(pending_, {}));
   // Tracked: the io_context keeps running while the writer has the flush, so its answer lands.
@@ -467,9 +469,48 @@ void StateStore::recover(const std::string& error) {
   }
 }
 
-domain::Status StateStore::reload() {
+domain::Status StateStore::reload() { return reinstall(backend_.load()); }
+
+asio::awaitable<domain::Status> StateStore::reload_in_background() {
+  // Commits made while the backend is read would be overwritten by what it read: only read-only.
+  if (!writer_ || flushing() || !read_only_) co_return reload();
+  // The job and its answer share these, not the frame: a cancelled caller leaves them behind.
+  struct Job {
+    explicit Job(asio::any_io_executor ex) : done(std::move(ex), std::chrono::steady_clock::time_point::max()) {}
+    asio::steady_timer done;
+    std::optional<domain::Expected<Snapshot>> snap;
+  };
+  auto job = std::make_shared<Job>(executor_);
+  reloading_ = true;
+  auto ex = asio::prefer(executor_, asio::execution::outstanding_work.tracked);
+  writer_->submit([this, job, ex] {
+    domain::Expected<Snapshot> snap = domain::error("state reload threw");
+    try {  // as in flush(): a throw must not end the writer thread
+      snap = backend_.load();
+    } catch (const std::exception& e) {
+      snap = domain::error(std::string("state reload threw: ") + e.what());
+    }
+    asio::post(ex, [job, snap = std::move(snap)]() mutable {
+      job->snap = std::move(snap);
+      job->done.cancel();
+    });
+  });
+  struct Done {  // however the wait ends, flushes may go to the writer again (after this job)
+    bool& reloading;
+    ~Done() { reloading = false; }
+  } done{reloading_};
+  while (!job->snap) {
+    auto [ec] = co_await job->done.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+    auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) throw boost::system::system_error(asio::error::operation_aborted);
+  }
+  co_return reinstall(std::move(*job->snap));
+}
+
+domain::Status StateStore::reinstall(domain::Expected<Snapshot> snap) {
   const std::uint64_t handed_out = index_;
-  if (auto st = load(); !st) return st;  // load() changes nothing unless it succeeds
+  if (auto st = install_loaded(std::move(snap)); !st) return st;  // install_loaded() changes nothing unless it succeeds
   broken_.reset();
   // Memory is what is durable again. Indexes move on, never back: watchers re-read, and no cached
   // answer keyed by an index handed out before is reused.
@@ -501,14 +542,36 @@ asio::awaitable<domain::Status> StateStore::durable_since(std::uint64_t failed_f
   co_return st;
 }
 
+asio::awaitable<domain::Status> StateStore::readable_since(std::uint64_t failed_flushes) const {
+  if (read_only_) co_return domain::Status{};
+  auto st = co_await wait_durable(index_, /*read=*/true);
+  if (read_only_) co_return domain::Status{};  // released by set_read_only(), or turned read-only meanwhile
+  if (st && lost_.size() != failed_flushes) st = domain::error(lost_.back().error);
+  co_return st;
+}
+
 asio::awaitable<domain::Status> StateStore::durable(std::uint64_t index) const {
+  co_return co_await wait_durable(index, /*read=*/false);
+}
+
+asio::awaitable<domain::Status> StateStore::wait_durable(std::uint64_t index, bool read) const {
   for (const auto& lost : lost_)
     if (index >= lost.first && index <= lost.last) co_return domain::error(lost.error);
   if (index <= durable_index_) co_return domain::Status{};
   if (broken_) co_return domain::error("the state is not durable: " + *broken_);
-  DurableWaiter waiter{asio::steady_timer(executor_, std::chrono::steady_clock::time_point::max()), index, {}};
+  DurableWaiter waiter{asio::steady_timer(executor_, std::chrono::steady_clock::time_point::max()), index, {}, read};
   while (!waiter.result) co_await sleep_registered(durable_waiters_, waiter);
   co_return *waiter.result;
+}
+
+void StateStore::set_read_only(std::optional<std::string> why) {
+  read_only_ = std::move(why);
+  if (!read_only_) return;
+  for (auto* w : durable_waiters_) {
+    if (!w->read || w->result) continue;
+    w->result = domain::Status{};
+    w->timer.cancel();
+  }
 }
 
 void StateStore::notify(Table t) {

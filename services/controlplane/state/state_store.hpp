@@ -112,12 +112,19 @@ class StateStore {
   // every index moves on, never back (watchers re-read), and a broken store writes again. Not
   // while flushing() (the backend is the writer thread's then).
   domain::Status reload();
+  // reload() with the backend's read on the writer thread (group commit; else reload() itself),
+  // so the executor goes on answering reads from memory while etcd sends a large state; memory
+  // changes at once on the executor when it is read. For a leader resuming after etcd's quorum
+  // loss, while set_read_only() refuses writes (otherwise it is reload()). Cancelling the awaiting coroutine
+  // throws operation_aborted; the read then finishes on the writer thread, unused.
+  boost::asio::awaitable<domain::Status> reload_in_background();
   // A flush failed and reloading failed too (on_broken was called): memory past durable_index()
   // may or may not be committed, and writes are refused until reload() succeeds.
   bool broken() const { return broken_.has_value(); }
   // High availability: while set, commit() refuses with this reason and changes nothing, memory
-  // included (a leader cut off from etcd's quorum refuses writes but keeps serving reads).
-  void set_read_only(std::optional<std::string> why) { read_only_ = std::move(why); }
+  // included (a leader cut off from etcd's quorum refuses writes but keeps serving reads). Setting
+  // it releases every readable_since() waiting for a flush in flight.
+  void set_read_only(std::optional<std::string> why);
   bool read_only() const { return read_only_.has_value(); }
 
   // ---- reads ----
@@ -185,6 +192,13 @@ class StateStore {
   // For an answer: everything in memory now is durable, and no flush failed since the caller
   // read failed_flushes() at its start (or what it wrote or saw may have been taken back).
   boost::asio::awaitable<domain::Status> durable_since(std::uint64_t failed_flushes) const;
+  // For a read's answer: durable_since(), except while read_only() (a degraded leader), when the
+  // read is answered from memory at once, also if it was already waiting when the store turned
+  // read-only: a flush in flight then is with an etcd that cannot answer, and would hold the read
+  // until its deadline. The caller marks such an answer stale (ha/front.cpp). Memory may then
+  // still hold the commits of that flush (outcome unknown: they may commit when etcd returns)
+  // until it fails and memory goes back to what was last committed.
+  boost::asio::awaitable<domain::Status> readable_since(std::uint64_t failed_flushes) const;
   std::uint64_t durable_index() const { return durable_index_; }
   // The index to hand out with an answer built from memory now about table `t`: its table index,
   // or index() while memory runs ahead of the disk (the answer may show a commit whose table
@@ -207,6 +221,8 @@ class StateStore {
   std::size_t waiter_count() const;
 
  private:
+  domain::Status install_loaded(domain::Expected<Snapshot> snap);  // load() from what the backend read
+  domain::Status reinstall(domain::Expected<Snapshot> snap);       // reload() from what the backend read
   void notify(Table t);
   void install_allocations(std::map<std::string, std::optional<domain::Allocation>>& staged);
   void install_volumes(std::map<std::string, std::optional<domain::Volume>>& staged);
@@ -260,16 +276,18 @@ class StateStore {
   std::vector<Transaction> pending_;
   bool flush_scheduled_ = false;
   bool flushing_ = false;  // a flush is with the writer thread; its answer schedules the next
+  bool reloading_ = false;  // reload_in_background() has the writer thread
   struct Writer;           // the thread that runs the backend's writes (group commit only)
   std::unique_ptr<Writer> writer_;
-  std::optional<std::string> broken_;
-  std::optional<std::string> read_only_;  // set_read_only()  // a flush failed and reloading failed too: no more writes
+  std::optional<std::string> broken_;     // a flush failed and reloading failed too: no more writes
+  std::optional<std::string> read_only_;  // set_read_only()
   struct Lost {                         // the indexes a failed flush took back
     std::uint64_t first = 0, last = 0;
     std::string error;
   };
   std::vector<Lost> lost_;
   mutable std::list<DurableWaiter*> durable_waiters_;  // waiting is a read
+  boost::asio::awaitable<domain::Status> wait_durable(std::uint64_t index, bool read) const;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // a posted flush checks it
 };
 

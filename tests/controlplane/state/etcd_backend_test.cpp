@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -275,6 +276,31 @@ TEST_F(EtcdBackendTest, EtcdDownIsAnErrorAndARestartedEtcdHasEveryCommittedWrite
   ASSERT_TRUE(snap) << snap.error();
   EXPECT_EQ(snap->index, 5u);
   ASSERT_TRUE(b->apply(tx(6, "v6", "x")));
+}
+
+// A degraded leader (its lease ran out by its own clock) reloads after a write in doubt: the
+// backend gives its last committed copy without asking etcd, which would hold the reload (and
+// every read on the store's executor) for the request timeout; writes stay refused until a load
+// from etcd itself.
+TEST_F(EtcdBackendTest, ALeaderWhoseLeaseRanOutReloadsItsLastCommittedCopyWithoutAskingEtcd) {
+  auto b = open();
+  ASSERT_TRUE(b->load());
+  for (std::uint64_t i = 1; i <= 3; ++i) ASSERT_TRUE(b->apply(tx(i, "v" + std::to_string(i), "x")));
+  std::atomic<bool> lease_valid = true;
+  b->require_fence([](const std::string&) {});
+  b->set_fence(LeaderFence{.key = "/test/leader", .create_revision = 1, .value = "me",
+                           .lease_valid = [&] { return lease_valid.load(); }});
+  etcd->kill();
+  lease_valid = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto snap = b->load();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_LT(took, 500ms) << "asked etcd (request timeout 2 s)";
+  EXPECT_EQ(snap->index, 3u);
+  EXPECT_EQ(snap->rows[Table::volumes].size(), 3u);
+  EXPECT_TRUE(b->needs_reload());
+  EXPECT_FALSE(b->apply(tx(4, "v4", "x")));
 }
 
 TEST_F(EtcdBackendTest, TheStateStoreRunsOnItAcrossARestart) {

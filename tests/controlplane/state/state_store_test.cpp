@@ -521,6 +521,75 @@ TEST_F(GroupCommitTest, ASlowFlushDoesNotStopTheExecutor) {
   EXPECT_EQ(backend.groups, (std::vector<std::size_t>{1, 1}));  // v2 rode the next flush
 }
 
+// A degraded leader (etcd without quorum): a read waiting for a flush that etcd cannot answer
+// is released the moment the store turns read-only, and later reads do not wait at all; a
+// write's answer still waits for the flush's own outcome.
+TEST_F(GroupCommitTest, ReadsWaitingForAFlushAreAnsweredAtOnceWhenTheStoreTurnsReadOnly) {
+  backend.group_delay = std::chrono::milliseconds(400);
+  put_volume("v1");
+  io.restart();
+  io.poll();  // the flush is with the writer thread, which sleeps in the "disk"
+  ASSERT_TRUE(store.flushing());
+  std::optional<domain::Status> read, write;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> { read = co_await store.readable_since(store.failed_flushes()); },
+                 asio::detached);
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> { write = co_await store.durable_since(store.failed_flushes()); },
+                 asio::detached);
+  io.restart();
+  io.poll();
+  EXPECT_FALSE(read) << "not read-only yet: a read waits for what it shows to be durable";
+  store.set_read_only("etcd has no quorum");
+  io.restart();
+  io.poll();
+  ASSERT_TRUE(read) << "the read still waits for the flush";
+  EXPECT_TRUE(*read);
+  EXPECT_TRUE(store.flushing());
+  EXPECT_FALSE(write) << "a write's answer waits for its flush";
+  // While read-only, a read does not wait even when memory runs ahead of the disk.
+  auto again = asio::co_spawn(io, store.readable_since(store.failed_flushes()), asio::use_future);
+  io.restart();
+  io.poll();
+  ASSERT_EQ(again.wait_for(0s), std::future_status::ready);
+  EXPECT_TRUE(again.get());
+  backend.group_delay = std::chrono::milliseconds(0);
+  run();
+  ASSERT_TRUE(write);
+  EXPECT_TRUE(*write);
+}
+
+// A leader resuming after a quorum loss reloads from etcd: the backend's read runs on the writer
+// thread, so the executor goes on serving reads from memory (a large state takes seconds).
+TEST_F(GroupCommitTest, AReloadInTheBackgroundLeavesTheExecutorServingAndThenInstallsTheBackendsState) {
+  put_volume("v1");
+  put_volume("v2");
+  run();
+  const auto before = store.index();
+  backend.snapshot.rows[Table::volumes].erase("v2");  // e.g. a write in doubt that never committed
+  backend.load_delay = std::chrono::milliseconds(400);
+  store.set_read_only("resuming");
+  std::optional<domain::Status> reloaded;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> { reloaded = co_await store.reload_in_background(); },
+                 asio::detached);
+  bool timer_fired = false;
+  asio::steady_timer timer(io, std::chrono::milliseconds(10));
+  timer.async_wait([&](boost::system::error_code) { timer_fired = true; });
+  io.restart();
+  io.run_one_for(std::chrono::seconds(5));
+  io.restart();
+  io.run_one_for(std::chrono::seconds(5));
+  EXPECT_TRUE(timer_fired);
+  EXPECT_FALSE(reloaded) << "the executor waited for the backend's read";
+  EXPECT_TRUE(store.volume("v2"));  // memory serves until the read is in
+  io.restart();
+  io.run_for(std::chrono::seconds(2));
+  ASSERT_TRUE(reloaded);
+  EXPECT_TRUE(*reloaded) << reloaded->error();
+  EXPECT_TRUE(store.volume("v1"));
+  EXPECT_FALSE(store.volume("v2"));
+  EXPECT_GT(store.index(), before) << "indexes move on, never back";
+  EXPECT_GT(store.table_index(Table::volumes), before);
+}
+
 TEST_F(GroupCommitTest, AFailedFlushReloadsWhatIsDurableAndFailsItsWaiters) {
   put_volume("v1");
   run();

@@ -16,6 +16,7 @@ namespace mooring::controlplane {
 class FakeBackend final : public StateBackend {
  public:
   domain::Expected<Snapshot> load() override {
+    if (const auto delay = load_delay.load(); delay.count() > 0) std::this_thread::sleep_for(delay);  // a slow etcd
     if (fail_load) return domain::error("fake: load failed");
     return snapshot;
   }
@@ -47,6 +48,7 @@ class FakeBackend final : public StateBackend {
   std::atomic<bool> fail_apply = false;
   std::atomic<bool> fail_load = false;
   std::atomic<std::chrono::milliseconds> group_delay{std::chrono::milliseconds(0)};
+  std::atomic<std::chrono::milliseconds> load_delay{std::chrono::milliseconds(0)};
 };
 
 }  // namespace mooring::controlplane
