@@ -274,6 +274,21 @@ def run_lifecycles(c, node, vids, concurrency, prefix):
     return to_mounted, to_freed, failures, timeline, time.perf_counter() - t0
 
 
+def http_requests_by_route(c):
+    """REST requests answered so far, by route, from the control plane's own counter
+    (mooring_http_requests_seconds); {} with metrics off."""
+    st, _, body = c.api.request("GET", "/v1/metrics")
+    out = {}
+    if st != 200:
+        return out
+    for line in body.decode(errors="replace").splitlines():
+        m = re.match(r'mooring_http_requests_seconds_count\{(.*)\} (\S+)$', line)
+        r = re.search(r'route="([^"]*)"', m.group(1)) if m else None
+        if r:
+            out[r.group(1)] = out.get(r.group(1), 0) + float(m.group(2))
+    return out
+
+
 def bench_lifecycle(c, node, n=N):
     vids = [f"lv-{i:05d}" for i in range(n)]
     t = time.perf_counter()
@@ -282,10 +297,16 @@ def bench_lifecycle(c, node, n=N):
 
     pids = {"controlplane": c.cp.pid, "agent": c.nodes[node].pid, "plugin": c.plugin_pid(node)}
     cpu0 = {k: cpu_ms(p) for k, p in pids.items()}
+    requests0 = http_requests_by_route(c)
     start_ms = now_ms()
     to_mounted, to_freed, failures, timeline, wall = run_lifecycles(c, node, vids, C, "life")
     end_ms = now_ms()
     cpu1 = {k: cpu_ms(p) for k, p in pids.items()}
+    # The client's REST requests per lifecycle: each blocking read that wakes is one more answer.
+    requests = {r: (v - requests0.get(r, 0)) / max(1, len(to_freed))
+                for r, v in http_requests_by_route(c).items() if r.startswith("/v1/") and r != "/v1/metrics"}
+    requests = {r: round(v, 2) for r, v in requests.items() if v > 0}
+    log(f"lifecycle: REST requests per lifecycle {sum(requests.values()):.2f} {requests}")
     done = len(to_freed)
     lps = done / wall
     log(f"lifecycle: {done}/{n} lifecycles in {wall:.1f}s at concurrency {C} ({len(failures)} failed)")
@@ -328,6 +349,7 @@ def bench_lifecycle(c, node, n=N):
         "stop_to_freed_ms": {"p50": percentile(to_freed, 50), "p99": percentile(to_freed, 99),
                              "max": max(to_freed or [0])},
         "csi_rpcs": counts, "csi_rpcs_per_lifecycle": k, "breakdown_p50_ms": breakdown,
+        "http_requests_per_lifecycle": requests,
         "breakdown_slowest_claims_ms": tail_claim, "breakdown_slowest_stops_ms": tail_stop,
         "drift_p50_ms": {"first_100": first, "last_100": last},
         "reference_round_trips_k": rt_k, "reference_round_trips_n": rt_n, "reference_task_alone": task_alone,

@@ -149,6 +149,15 @@ http::Response get_allocation(Context& ctx, const http::Request& req) {
   return json_ok(out);
 }
 
+std::optional<std::uint64_t> allocation_watch_index(const StateStore& store, const http::Request& req) {
+  auto it = req.params.find("id");
+  if (it == req.params.end()) return std::nullopt;
+  const auto* a = allocation_in(store, req, it->second);
+  // A system group's answer shows its copies, which change without it: it waits for the table.
+  if (!a || a->system) return std::nullopt;
+  return a->modify_index;
+}
+
 bool requests_volumes(const http::Request& req) {
   auto body = nlohmann::json::parse(req.body, nullptr, false);
   if (body.is_discarded()) return false;  // the endpoint answers 400

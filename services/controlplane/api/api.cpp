@@ -38,6 +38,8 @@ struct Route {
   bool any_namespace = false;  // a list that takes ?namespace=* (its items are then filtered)
   std::string pattern;  // "/v1/volume/csi/:id": the route label of mooring_http_requests_seconds
   bool event_stream = false;   // GET /v1/event/stream: answered by Impl::open_stream, not `endpoint`
+  // A read of one object: a blocking query waits for that object to change, not its table.
+  std::optional<std::uint64_t> (*watch_index)(const StateStore&, const http::Request&) = nullptr;
 };
 
 // Routes whose objects live in a namespace: the request names one (or "*" on a list).
@@ -111,6 +113,7 @@ class RouteTable {
     list("/v1/volumes", Need::cap(Cap::csi_list_volume), at_once<list_volumes>, Table::volumes);
     write({"PUT", "POST"}, "/v1/volumes", Need::cap(Cap::csi_write_volume), register_volumes);
     get("/v1/volume/csi/:id", Need::cap(Cap::csi_read_volume), get_volume, Table::volumes);
+    entries.back().route.watch_index = volume_watch_index;
     write({"PUT", "POST"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), register_volume);
     write({"DELETE"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), deregister_volume,
           {.when = forced, .also = Need::on(Area::operator_, Level::write)});
@@ -140,6 +143,7 @@ class RouteTable {
     write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
           {.when = requests_volumes, .also = Need::cap(Cap::csi_mount_volume)});
     get("/v1/allocation/:id", Need::cap(Cap::read_alloc), at_once<get_allocation>, Table::allocations);
+    entries.back().route.watch_index = allocation_watch_index;
     write({"POST", "PUT"}, "/v1/allocation/:id/stop", Need::cap(Cap::alloc_lifecycle), at_once<stop_allocation>);
     write({"PUT"}, "/v1/allocation/:id", Need::cap(Cap::submit_alloc), at_once<update_allocation>);
     list("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
@@ -482,6 +486,30 @@ struct Api::Impl {
     return wait + std::chrono::milliseconds(dist(rng));
   }
 
+  // A blocking query: returns when what the route shows changed after `b.index`, when the wait
+  // is over, or at shutdown. A read of one object waits for that object, as Nomad's per-object
+  // watch does; waking on every change of its table cost, with eight clients each watching its
+  // own volume, an answer, a TLS record and a client's parse per wake-up of every one of them
+  // (the lifecycle bench). The object's change may not be durable yet: the answer waits for that.
+  boost::asio::awaitable<void> wait_for_change(const Route& route, const http::Request& req, const Blocking& b) {
+    const auto deadline = std::chrono::steady_clock::now() + jitter(b.wait);
+    const auto object_index = [&] { return route.watch_index ? route.watch_index(ctx.store, req) : std::nullopt; };
+    const bool one_object = object_index().has_value();  // else (none stored yet) the table
+    std::uint64_t seen = b.index;
+    for (;;) {
+      if (one_object) {
+        const auto object = object_index();
+        if (!object || *object > b.index) co_return;  // changed or gone
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) co_return;
+      const std::uint64_t after = co_await ctx.store.wait_for_change(b.table, seen, deadline - now);
+      // Timed out, shutting down, or the table moved when no one object is watched.
+      if (after <= seen || ctx.store.released() || !one_object) co_return;
+      seen = after;
+    }
+  }
+
   // Writes only, whatever the answer (a refusal is worth auditing too); never a body or a query.
   void audit(const http::Request& req, const std::string& accessor, const http::Response& res) {
     if (!options.audit || !is_write(req.method)) return;
@@ -568,7 +596,7 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered&
     co_return *early;
   }
   if (blocking && blocking->index > 0) {
-    co_await impl_->ctx.store.wait_for_change(blocking->table, blocking->index, impl_->jitter(blocking->wait));
+    co_await impl_->wait_for_change(*route, req, *blocking);
     answered.started = std::chrono::steady_clock::now();  // the answer's time, not the wait for a change
     // The token may have been deleted or its policies changed meanwhile.
     if (auto refusal = impl_->authorize(req, *route, caller)) {

@@ -3,6 +3,8 @@
 // endpoint is a coroutine, so each route is registered once whether it waits or not.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +78,9 @@ bool query_flag(const http::Request& req, std::string_view name, bool& out, http
 // ---- volumes (volume_endpoints.cpp) ----
 http::Response list_volumes(Context&, const http::Request&);
 Answer get_volume(Context&, const http::Request&);  // ?stats=refresh polls the claims' nodes first
+// What a blocking GET of one object waits on: that object's modify index, or nullopt when the
+// request names no stored object (or its answer shows more than the object): then the table.
+std::optional<std::uint64_t> volume_watch_index(const StateStore&, const http::Request&);
 Answer register_volume(Context&, const http::Request&);   // PUT /v1/volume/csi/:id (may expand)
 Answer register_volumes(Context&, const http::Request&);  // PUT /v1/volumes
 Answer deregister_volume(Context&, const http::Request&);
@@ -122,6 +127,7 @@ http::Response get_metrics(Context&, const http::Request&);  // GET /v1/metrics[
 // ---- allocations ----
 http::Response list_allocations(Context&, const http::Request&);
 http::Response get_allocation(Context&, const http::Request&);
+std::optional<std::uint64_t> allocation_watch_index(const StateStore&, const http::Request&);  // as volume_watch_index
 http::Response submit_allocation(Context&, const http::Request&);
 http::Response stop_allocation(Context&, const http::Request&);
 http::Response update_allocation(Context&, const http::Request&);  // PUT /v1/allocation/:id: rolling update of a plugin

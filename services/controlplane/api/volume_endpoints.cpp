@@ -98,6 +98,13 @@ Answer get_volume(Context& ctx, const http::Request& req) {
   co_return json_ok(domain::to_api_json(volumes::decorated(*v, ctx.store)));
 }
 
+std::optional<std::uint64_t> volume_watch_index(const StateStore& store, const http::Request& req) {
+  auto it = req.params.find("id");
+  if (it == req.params.end()) return std::nullopt;
+  const domain::Volume* v = store.volume(request_namespace(req), it->second);
+  return v ? std::optional<std::uint64_t>(v->modify_index) : std::nullopt;
+}
+
 // A re-registration that raises RequestedCapacityMin above the capacity expands the volume.
 Answer register_volume(Context& ctx, const http::Request& req) {
   domain::Volume v;

@@ -537,6 +537,53 @@ TEST_F(ApiHttpTest, BlockingQueryWakesOnChange) {
   EXPECT_EQ(parse(r).size(), 1u);
 }
 
+// A blocking read of one volume waits for that volume: other volumes' changes leave it parked
+// (each wake-up is an answer to render and a client to wake), its own change or its removal
+// answers it.
+TEST_F(ApiHttpTest, BlockingQueryOnOneVolumeWakesOnlyForThatVolume) {
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  auto first = call("GET", "/v1/volume/csi/vol-1");
+  const std::string index = first.header("x-mooring-index");
+  auto waiter = std::async(std::launch::async, [&] {
+    return call("GET", "/v1/volume/csi/vol-1?index=" + index + "&wait=60s");
+  });
+  while (server.on_io([this] { return server.store.waiter_count(); }) == 0) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-2", volume_body("vol-2")).status, 200u);  // durable once answered
+  EXPECT_EQ(waiter.wait_for(300ms), std::future_status::timeout) << "woken by another volume's change";
+
+  auto body = json::parse(volume_body("vol-1"));
+  body["Volumes"][0]["Name"] = "renamed";
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", body.dump()).status, 200u);
+  ASSERT_EQ(waiter.wait_for(30s), std::future_status::ready);
+  auto r = waiter.get();
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_EQ(parse(r)["Name"], "renamed");
+  EXPECT_GT(std::stoull(r.header("x-mooring-index")), std::stoull(index));
+
+  // Gone: the waiter is answered (404), not left waiting for a volume that will not change.
+  const std::string again = r.header("x-mooring-index");
+  auto gone = std::async(std::launch::async, [&] {
+    return call("GET", "/v1/volume/csi/vol-1?index=" + again + "&wait=60s");
+  });
+  while (server.on_io([this] { return server.store.waiter_count(); }) == 0) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(call("DELETE", "/v1/volume/csi/vol-1").status, 200u);
+  ASSERT_EQ(gone.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(gone.get().status, 404u);
+}
+
+// A volume not stored yet: the query waits for its table, as a list does.
+TEST_F(ApiHttpTest, BlockingQueryOnAMissingVolumeWaitsForItsTable) {
+  auto first = call("GET", "/v1/volumes");
+  const std::string index = first.header("x-mooring-index");
+  auto waiter = std::async(std::launch::async, [&] {
+    return call("GET", "/v1/volume/csi/vol-1?index=" + index + "&wait=60s");
+  });
+  while (server.on_io([this] { return server.store.waiter_count(); }) == 0) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(call("PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
+  ASSERT_EQ(waiter.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(waiter.get().status, 200u);
+}
+
 TEST_F(ApiHttpTest, BlockingQueryTimesOutCleanly) {
   auto first = call("GET", "/v1/volumes");
   std::string index = first.header("x-mooring-index");
