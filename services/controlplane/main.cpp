@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <linux/close_range.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <csignal>
@@ -170,9 +171,33 @@ void watch_certificates(async::TaskGroup& tasks, http::Server& server,
 // survives into the standby, which is what a restart gives and what the tests pin. Kubernetes'
 // controller-manager exits for the same reason; re-executing keeps `make run-ha` whole without a
 // supervisor. Every descriptor is closed first, so the ports are free for the new process.
-[[noreturn]] void restart_as_standby(char** argv, const std::string& why) {
+//
+// A leader that steps down because the state would not load (its keyring lacks the state's root
+// key, say) would win the next election as likely as any other member and fail again, leaving the
+// cluster leaderless over and over. It counts such restarts in kFailedLoads (carried across the
+// exec) and the next standby holds back from the election for lease × 2^(n-1), at most 32 s; a
+// load that succeeds clears the count. Every other reason starts the standby with no hold-back.
+constexpr const char* kFailedLoads = "MOORING_FAILED_LOADS";
+
+int failed_loads() {
+  const char* v = std::getenv(kFailedLoads);
+  return v == nullptr ? 0 : std::clamp(std::atoi(v), 0, 64);
+}
+
+std::chrono::milliseconds campaign_delay(std::chrono::milliseconds lease) {
+  const int n = failed_loads();
+  if (n == 0) return std::chrono::milliseconds{0};
+  return std::min<std::chrono::milliseconds>(lease * (1 << std::min(n - 1, 5)), std::chrono::seconds(32));
+}
+
+[[noreturn]] void restart_as_standby(char** argv, const std::string& why, bool failed_load = false) {
   logger.error("stepping down: this control plane is no longer the leader; restarting as a standby",
                {{"reason", why}});
+  if (failed_load) {
+    ::setenv(kFailedLoads, std::to_string(failed_loads() + 1).c_str(), 1);
+  } else {
+    ::unsetenv(kFailedLoads);
+  }
   std::cout.flush();
   std::cerr.flush();
   ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -462,6 +487,7 @@ int main(int argc, char** argv) {
         .key = etcd_options.prefix + "/leader",
         .self = advertised(flags, server.secure(), server.port(), grpc_server->port()),
         .lease = flags.leader_lease,
+        .campaign_delay = campaign_delay(flags.leader_lease),
     };
     const std::string self_http = election_options.self.http_addr;
     const auto lease = flags.leader_lease;
@@ -515,8 +541,11 @@ int main(int argc, char** argv) {
                 [&](LeaderFence fence) {
                   asio::post(io, [&, fence = std::move(fence)] {
                     etcd_backend->set_fence(fence);
-                    if (auto st = load_state(); !st)
-                      restart_as_standby(argv, "elected, but the state does not load: " + st.error());
+                    if (auto st = load_state(); !st) {
+                      election->stop();  // hand the lease back: a member that can load leads at once
+                      restart_as_standby(argv, "elected, but the state does not load: " + st.error(), true);
+                    }
+                    ::unsetenv(kFailedLoads);
                     serving = true;
                     lead();
                   });

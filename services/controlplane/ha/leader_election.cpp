@@ -63,7 +63,12 @@ LeaderElection::LeaderElection(ElectionOptions options, ElectionEvents events)
 LeaderElection::~LeaderElection() { stop(); }
 
 void LeaderElection::start() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (thread_.joinable()) return;
+  campaign_from_ = Clock::now() + options_.campaign_delay;
+  if (options_.campaign_delay.count() > 0)
+    kLog.warn("holding back from the election", {{"key", options_.key},
+                                                 {"for_ms", std::to_string(options_.campaign_delay.count())}});
+  thread_ = std::thread([this] { run(); });
 }
 
 void LeaderElection::stop() {
@@ -196,6 +201,12 @@ bool LeaderElection::campaign() {
     // Our own id under another lease cannot happen (a fresh id per start); a record that does not
     // parse is somebody else's key on our prefix: name it rather than take it over.
     set_leader(r, r ? "" : "the leader key " + options_.key + " holds something that is not a leader record");
+    return false;
+  }
+
+  if (Clock::now() < campaign_from_) {
+    set_leader(std::nullopt, "no leader yet; this member holds back from the election for a while (it could not "
+                             "load the state when it last led)");
     return false;
   }
 

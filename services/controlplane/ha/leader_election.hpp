@@ -52,6 +52,10 @@ struct ElectionOptions {
   LeaderRecord self;
   std::chrono::milliseconds lease{2'000};  // rounded up to whole seconds (etcd's unit)
   std::chrono::milliseconds timeout{2'000};  // per request
+  // Read and name the leader from the start, but campaign only this long after start(): a member
+  // that was elected and could not load the state (its keyring lacks the state's root key, say)
+  // lets the others take the lead first instead of winning, failing and stepping down again.
+  std::chrono::milliseconds campaign_delay{0};
 };
 
 // What the election tells its owner, from its own thread (the owner posts them to its executor).
@@ -128,6 +132,7 @@ class LeaderElection {
   std::optional<LeaseHealth> health_;  // while leading; the election thread's only
   std::optional<LeaderFence> fence_;   // the key as we created it
   std::int64_t lease_id_ = 0;
+  std::chrono::steady_clock::time_point campaign_from_;  // start() + options_.campaign_delay
   bool lost_called_ = false;
   std::chrono::steady_clock::time_point last_warning_{};
   std::thread thread_;  // last: started by start(), joined by stop()
