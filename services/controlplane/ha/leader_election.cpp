@@ -173,7 +173,8 @@ void LeaderElection::run() {
       continue;
     }
     if (campaign()) continue;
-    if (auto problem = etcd_problem(); !problem.empty() && Clock::now() - last_warning > 5s) {
+    if (auto problem = etcd_problem();
+        !problem.empty() && Clock::now() >= campaign_from_ && Clock::now() - last_warning > 5s) {
       kLog.warn("waiting for etcd", {{"key", options_.key}, {"error", problem}});
       last_warning = Clock::now();
     }

@@ -169,5 +169,34 @@ TEST_F(EtcdChannelsTest, TheLeaderKeepsItsLeaseWhenTheFirstListedMemberIsKilled)
   election.stop();
 }
 
+// A member that could not load the state when it last led (main.cpp's MOORING_FAILED_LOADS)
+// starts its election with a delay: it names nobody and takes no lease until the delay is over,
+// although the key is free, so a member that can load wins first.
+TEST_F(EtcdChannelsTest, AnElectionWithACampaignDelayTakesNoLeaseBeforeItEnds) {
+  auto channels = EtcdChannels::make(by_name(0));
+  ASSERT_TRUE(channels) << channels.error();
+  std::atomic<bool> elected{false};
+  ha::LeaderElection election(
+      ha::ElectionOptions{.etcd = *channels,
+                          .key = "/held/leader",
+                          .self = {.id = "b", .http_addr = "http://127.0.0.1:1", .grpc_addr = "127.0.0.1:2"},
+                          .lease = 1s,
+                          .campaign_delay = 3s},
+      ha::ElectionEvents{.elected = [&](LeaderFence) { elected = true; },
+                         .lost = [](const std::string&) {},
+                         .degraded = [](const std::string&) {},
+                         .restored = [] {}});
+  const auto t0 = std::chrono::steady_clock::now();
+  election.start();
+  std::this_thread::sleep_for(2s);
+  EXPECT_FALSE(elected) << "campaigned before its delay ended";
+  EXPECT_FALSE(election.leader());
+  EXPECT_NE(election.etcd_problem().find("holds back"), std::string::npos) << election.etcd_problem();
+  for (int i = 0; i < 100 && !elected; ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(elected) << "never campaigned after its delay";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 3s);
+  election.stop();
+}
+
 }  // namespace
 }  // namespace mooring::controlplane
