@@ -39,10 +39,12 @@ struct Options {
   std::uint64_t snapshot_every = 1000;
 };
 
-std::unique_ptr<EtcdBackend> open(const Options& o, const std::string& prefix, std::uint64_t snapshot_every) {
+std::unique_ptr<EtcdBackend> open(const Options& o, const std::string& prefix, std::uint64_t snapshot_every,
+                                  bool as_before = false) {
   auto options = parse_etcd_url(o.etcd + prefix);
   if (!options) throw std::runtime_error(options.error());
   options->snapshot_every = snapshot_every;
+  if (as_before) options->snapshot_chunk_bytes = options->max_request_bytes;  // 1 MiB chunks, as then
   options->timeout = std::chrono::seconds(30);
   auto b = EtcdBackend::open(std::move(*options));
   if (!b) throw std::runtime_error(b.error());
@@ -84,7 +86,7 @@ enum class Mode { no_snapshot, writer_snapshot, background };
 json commits(const Options& o, const std::string& prefix, std::uint64_t first_index, Mode mode) {
   const std::uint64_t snapshot_every = mode == Mode::background ? o.snapshot_every : o.commits + 1'000'000;
   const auto t_open = bench::Clock::now();
-  auto b = open(o, prefix, snapshot_every);
+  auto b = open(o, prefix, snapshot_every, mode == Mode::writer_snapshot);
   const double load_ms = bench::ms_since(t_open);
   std::vector<double> ms;
   ms.reserve(o.commits);

@@ -570,6 +570,7 @@ struct EtcdBackend::SnapshotJob {
   std::optional<LeaderFence> fence;
   std::int64_t snap_revision = 0;              // the compare on `snap`; -1: read it first
   std::string current_stage, uncertain_stage;  // of the snapshot `snap` names, of a Txn in doubt
+  bool paced = false;             // in the background: pauses between puts (not when the writer waits)
   std::atomic<bool> stop{false};  // load(), the destructor: stop before the next request
   std::atomic<bool> done{false};
   std::thread thread;
@@ -657,12 +658,21 @@ void EtcdBackend::SnapshotJob::run() {
   m.set_stage(stage);
   m.set_bytes(payload.size());
   m.set_sha256(tls::sha256_hex(payload));
-  const std::size_t chunk = options->max_request_bytes;
+  // Paced: etcd applies requests in order, so a commit sent while a chunk is being replicated
+  // waits for it. Smaller chunks than a request, and a pause as long as each put took, keep
+  // etcd free about half the time for the writer's commits (bench/snapshot_stall.cpp).
+  const std::size_t chunk = std::min(options->snapshot_chunk_bytes, options->max_request_bytes);
   for (std::size_t off = 0; off < payload.size() || chunks == 0; off += chunk) {
+    const auto t0 = std::chrono::steady_clock::now();
     if (auto s = client->put(key_of(*options, stage + "/" + padded(chunks, 6)), payload.substr(off, chunk)); !s.ok())
       return end(Outcome::failed, "staging: " + status_text(s));
     ++chunks;
     if (!go_on(Step::chunk_staged)) return end(Outcome::stopped, "stopped while staging");
+    if (paced) {
+      const auto pause = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          (std::chrono::steady_clock::now() - t0) * options->snapshot_pause);
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, std::chrono::milliseconds(200)));
+    }
   }
   m.set_chunks(chunks);
   if (!go_on(Step::staged)) return end(Outcome::stopped, "stopped before its commit");
@@ -717,6 +727,7 @@ std::unique_ptr<EtcdBackend::SnapshotJob> EtcdBackend::new_job() const {
 
 void EtcdBackend::start_snapshot() {
   job_ = new_job();
+  job_->paced = true;
   job_->thread = std::thread([job = job_.get()] {
     job->run();
     job->done = true;

@@ -69,6 +69,10 @@ struct EtcdOptions {
   std::size_t max_request_bytes = 1024 * 1024;
   std::size_t max_txn_ops = 128;        // etcd's default --max-txn-ops
   std::uint64_t snapshot_every = 1000;  // transactions logged between snapshots
+  // A snapshot's chunks (at most max_request_bytes), and the pause after each put as a multiple
+  // of the time it took: a background snapshot leaves etcd to the commits that much of the time.
+  std::size_t snapshot_chunk_bytes = 256 * 1024;
+  double snapshot_pause = 1.0;
   // Tests: called on the snapshot's thread at each step of a background snapshot; false stops it
   // there, as a crash would (what it wrote stays, nothing more is written).
   enum class SnapshotStep { chunk_staged, staged, committed };

@@ -262,6 +262,7 @@ TEST_F(EtcdBackendTest, ASnapshotIsStagedInTheBackgroundWhileCommitsGoOn) {
   std::atomic<bool> staged = false;
   auto o = options();
   o.snapshot_every = kBig + 1;
+  o.snapshot_chunk_bytes = o.max_request_bytes;  // 1 MiB chunks: ~32
   o.snapshot_step = [&](EtcdOptions::SnapshotStep step) {
     if (step == EtcdOptions::SnapshotStep::chunk_staged) {
       ++chunks;
