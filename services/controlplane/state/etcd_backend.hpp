@@ -22,7 +22,7 @@
 // entry naming them and their SHA-256, so the load can tell a complete set from a torn one.
 //
 // Every `snapshot_every` transactions the backend writes the whole state as a chunked snapshot,
-// in the background so that commits do not wait for it (~70 puts of 1 MiB at 100,000 volumes):
+// in the background so that commits do not wait for it (~70 MiB at 100,000 volumes, paced puts):
 // the writer takes the rows at the last committed index N (a copy-on-write view: the rows are
 // kept in buckets shared with the snapshot, and a bucket the writer changes meanwhile is copied
 // first), a thread of the backend stages the chunks with its own etcd calls while the writer goes
