@@ -397,6 +397,37 @@ TEST_F(EtcdBackendTest, ASnapshotTxnOfALeaderThatLostItsKeyIsRefusedAndChangesNo
   EXPECT_EQ(snap->rows[Table::volumes].size(), 10u);
 }
 
+// etcd gone while the snapshot's Txn is sent: its outcome is unknown to the backend. The writer
+// goes on (head is untouched by a snapshot), and the next snapshot first reads `snap` to learn
+// which revision to compare: here the Txn never landed, so it compares the previous one's.
+TEST_F(EtcdBackendTest, ASnapshotTxnOfUnknownOutcomeIsLearntByTheNextSnapshot) {
+  auto o = options();
+  o.snapshot_every = 10;
+  bool killed = false;
+  o.snapshot_step = [&](EtcdOptions::SnapshotStep step) {
+    if (step == EtcdOptions::SnapshotStep::staged && !killed) {
+      killed = true;
+      etcd->kill();
+    }
+    return true;
+  };
+  auto b = open(o);
+  ASSERT_TRUE(b->load());
+  for (std::uint64_t i = 1; i <= 10; ++i) ASSERT_TRUE(b->apply(tx(i, "v" + std::to_string(i), "x")));
+  auto st = b->wait_snapshot();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("commit"), std::string::npos) << st.error();
+  etcd->start();
+  for (std::uint64_t i = 11; i <= 20; ++i) ASSERT_TRUE(b->apply(tx(i, "v" + std::to_string(i), "y")));
+  ASSERT_TRUE(b->wait_snapshot());
+  EXPECT_EQ(count("/test/snap"), 1);
+  auto snap = open()->load();
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_EQ(snap->index, 20u);
+  EXPECT_EQ(snap->rows[Table::volumes]["v15"], "y");
+  EXPECT_EQ(snap->rows[Table::volumes].size(), 20u);
+}
+
 TEST_F(EtcdBackendTest, ASecondWriterOnThePrefixIsRefusedAndWritesNothing) {
   auto a = open();
   auto b = open();
