@@ -11,12 +11,14 @@ its target (MET / MISSED). Prints a table and writes JSON. Driven by scripts/run
   MOORING_BENCH_GC_SIZES       GC storm sizes (default "1000,10000")
   MOORING_BENCH_FOOTPRINT_N    volumes registered for the control plane footprint (default 100000)
   MOORING_BENCH_WRK_SECONDS    duration of each wrk run (default 5)
-  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc,metrics,claims,ha (default all)
+  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc,metrics,claims,ha,snapshot (default all)
   MOORING_BENCH_METRICS_N      lifecycles per round of the metrics on/off comparison (default 300)
   MOORING_BENCH_METRICS_ROUNDS rounds of it, each one stack with --metrics=off then one with it on (default 2)
   MOORING_BENCH_CLAIMS_N       claims of the new-claim storm, on SQLite and on etcd (default 10000)
   MOORING_BENCH_HA_KILLS       leader kills of the failover bench (default 10)
   MOORING_BENCH_HA_LEASE       its --leader-lease in seconds (default 2)
+  MOORING_BENCH_SNAPSHOT_ROWS  rows (~700 B, a volume's size) of the snapshot bench's state (default 100000)
+  MOORING_BENCH_SNAPSHOT_COMMITS  its commits per pass (default 3000: three snapshots due)
   MOORING_BENCH_INSECURE       1: every bench on the plaintext stack (--insecure --acl=false) only.
                                Default: the stack is secure as `make run` (mutual TLS, HTTPS, ACL
                                token on every request), and lifecycle and api run a second time on
@@ -66,6 +68,8 @@ CLAIMS_N = int(os.environ.get("MOORING_BENCH_CLAIMS_N", "10000"))
 CLAIMS_NODES = 10
 HA_KILLS = int(os.environ.get("MOORING_BENCH_HA_KILLS", "10"))
 HA_LEASE_S = float(os.environ.get("MOORING_BENCH_HA_LEASE", "2"))
+SNAPSHOT_ROWS = int(os.environ.get("MOORING_BENCH_SNAPSHOT_ROWS", "100000"))
+SNAPSHOT_COMMITS = int(os.environ.get("MOORING_BENCH_SNAPSHOT_COMMITS", "3000"))
 
 # The pass being measured: "" for the main stack (secure unless MOORING_BENCH_INSECURE=1) whose
 # rows carry the targets, "plaintext" for the comparison pass (its rows are labelled and carry none).
@@ -783,6 +787,41 @@ def bench_ha_failover():
 
 
 # --------------------------------------------------------------------------------------------
+# snapshot: commit latency of the etcd backend while it writes a snapshot (issue 22, gap A)
+
+def bench_snapshot():
+    """mooring-bench-snapshot on a three-member etcd: a state of SNAPSHOT_ROWS volume-sized rows,
+    then SNAPSHOT_COMMITS one-row commits back to back, a snapshot due every 1000, in three passes
+    (same run, same state): no snapshot (the reference), the snapshot written on the writer thread
+    inside the commit that made it due (the backend before gap A), and the backend's background
+    snapshots."""
+    if EtcdCluster.unavailable():
+        log(f"snapshot: skipped: {EtcdCluster.unavailable()}")
+        return
+    d = tempfile.mkdtemp(prefix="mooring-bench-snapshot-", dir="/tmp")
+    etcd = new_etcd(d)
+    try:
+        etcd.start()
+        res = run_json([os.path.join(BIN, "bench", "mooring-bench-snapshot"), "--etcd", etcd.url(""),
+                        "--rows", str(SNAPSHOT_ROWS), "--commits", str(SNAPSHOT_COMMITS)],
+                       os.path.join(d, "bench-snapshot.log"), timeout=1800)
+    finally:
+        close_etcd(etcd)
+        keep_logs(d, "snapshot")
+        shutil.rmtree(d, ignore_errors=True)
+    details["snapshot"] = res
+    ref, old, new = res["no_snapshot"], res["writer_snapshot"], res["background"]
+    what = f"the same commits with no snapshot due, same run ({SNAPSHOT_ROWS} rows)"
+    # What must hold: no commit waits for a snapshot, only for the chunk put ahead of it in etcd.
+    row("snapshot", f"commit latency max, snapshots in the background ({SNAPSHOT_ROWS} rows, one every 1000)",
+        new["max_ms"], "ms", ref["max_ms"], what, ("ratio", "<=", 10),
+        f"p50 {new['p50_ms']:.1f} ms (reference {ref['p50_ms']:.1f}); commits over 100 ms: {new['over_100ms']}")
+    row("snapshot", "commit latency p99, snapshots in the background", new["p99_ms"], "ms", ref["p99_ms"], what)
+    row("snapshot", "commit latency max, snapshot on the writer thread (before)", old["max_ms"], "ms", ref["max_ms"], what,
+        note=f"p99 {old['p99_ms']:.0f} ms; commits over 100 ms: {old['over_100ms']}")
+
+
+# --------------------------------------------------------------------------------------------
 # claims: a new-claim storm through the agent gRPC service, on SQLite and on etcd (issue 22)
 
 def claims_on(c, label):
@@ -1474,7 +1513,8 @@ def main():
         if not INSECURE and (wanted("lifecycle") or wanted("api")):
             run_one("plaintext", plaintext_pass)
         for name, fn in (("plugins", bench_plugins), ("footprint", bench_footprint), ("gc", bench_gc),
-                         ("metrics", bench_metrics), ("claims", bench_claims), ("ha", bench_ha_failover)):
+                         ("metrics", bench_metrics), ("claims", bench_claims), ("ha", bench_ha_failover),
+                         ("snapshot", bench_snapshot)):
             run_one(name, fn)
     finally:
         for c in list(open_clusters):

@@ -5,7 +5,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <thread>
 
 #include "etcd/rpc.grpc.pb.h"
 #include "mooring/v1/state_log.pb.h"
@@ -84,19 +86,52 @@ struct EtcdBackend::Client {
   }
 };
 
-// The backend's own copy of the rows: what a snapshot writes.
+// The backend's own copy of the rows: what a snapshot writes. Each table's rows are spread over
+// buckets by the hash of their key, each bucket shared: a snapshot takes a view (the bucket
+// pointers, a few thousand of them whatever the size of the state), and the writer copies a
+// bucket it changes while a view still holds it (a few hundred rows at 100,000), never the state.
 struct EtcdBackend::Rows {
+  static constexpr std::size_t kBuckets = 256;
+  using Bucket = std::map<std::string, std::string>;
   std::uint64_t index = 0;
   std::map<Table, std::uint64_t> table_index;
-  std::map<Table, std::map<std::string, std::string>> rows;
+  std::map<Table, std::vector<std::shared_ptr<Bucket>>> rows;  // a view only ever reads its buckets
 
+  static std::size_t bucket_of(const std::string& key) { return std::hash<std::string>{}(key) % kBuckets; }
+  // The bucket of `key`, ours alone (copied first if a view shares it).
+  Bucket& writable(Table t, const std::string& key) {
+    auto& buckets = rows[t];
+    if (buckets.empty()) buckets.resize(kBuckets);
+    auto& b = buckets[bucket_of(key)];
+    if (!b) b = std::make_shared<Bucket>();
+    else if (b.use_count() > 1) b = std::make_shared<Bucket>(*b);
+    return *b;
+  }
+  void put(Table t, const std::string& key, std::string value) { writable(t, key)[key] = std::move(value); }
+  void erase(Table t, const std::string& key) {
+    auto it = rows.find(t);
+    if (it == rows.end()) return;
+    const auto& b = it->second[bucket_of(key)];
+    if (b && b->contains(key)) writable(t, key).erase(key);
+  }
   void apply(const Transaction& tx) {
     for (const auto& m : tx.mutations) {
-      if (m.value) rows[m.table][m.key] = *m.value;
-      else rows[m.table].erase(m.key);
+      if (m.value) put(m.table, m.key, *m.value);
+      else erase(m.table, m.key);
     }
     for (auto t : tx.tables) table_index[t] = tx.index;
     index = std::max(index, tx.index);
+  }
+  Snapshot snapshot() const {
+    Snapshot out;
+    out.index = index;
+    out.table_index = table_index;
+    for (const auto& [t, buckets] : rows) {
+      auto& table = out.rows[t];
+      for (const auto& b : buckets)
+        if (b) table.insert(b->begin(), b->end());
+    }
+    return out;
   }
 };
 
@@ -137,16 +172,19 @@ domain::Expected<Transaction> from_proto(const ::mooring::v1::StateTransaction& 
   return tx;
 }
 
-// A Txn that applies only while `head` is as this writer last saw it and, for a leader, while
+// A Txn that applies only while `head` is as this writer last saw it (unless nullopt: a snapshot's) and, for a leader, while
 // the leader key is the one it created (its fencing). On failure it reads the leader key back, so
 // the writer can tell which compare failed.
-pb::TxnRequest guarded_txn(const EtcdOptions& o, std::int64_t head_revision, const std::optional<LeaderFence>& fence) {
+pb::TxnRequest guarded_txn(const EtcdOptions& o, std::optional<std::int64_t> head_revision,
+                           const std::optional<LeaderFence>& fence) {
   pb::TxnRequest req;
-  auto* cmp = req.add_compare();
-  cmp->set_key(key_of(o, "head"));
-  cmp->set_target(pb::Compare::MOD);
-  cmp->set_result(pb::Compare::EQUAL);
-  cmp->set_mod_revision(head_revision);
+  if (head_revision) {
+    auto* cmp = req.add_compare();
+    cmp->set_key(key_of(o, "head"));
+    cmp->set_target(pb::Compare::MOD);
+    cmp->set_result(pb::Compare::EQUAL);
+    cmp->set_mod_revision(*head_revision);
+  }
   if (fence) {
     auto* created = req.add_compare();
     created->set_key(fence->key);
@@ -198,7 +236,7 @@ EtcdBackend::EtcdBackend(EtcdOptions options, std::unique_ptr<Client> client)
       client_(std::move(client)),
       rows_(std::make_unique<Rows>()) {}
 
-EtcdBackend::~EtcdBackend() = default;
+EtcdBackend::~EtcdBackend() { abandon_snapshot(); }
 
 std::uint64_t EtcdBackend::log_entries() const { return entries_since_snapshot_; }
 
@@ -216,17 +254,16 @@ domain::Expected<Snapshot> EtcdBackend::load() {
     fenced_ = true;
     kLog.warn("etcd does not answer: the state reloaded from the last committed copy in memory; writes wait for "
               "a reload from etcd", {{"state", where}, {"index", static_cast<int64_t>(head_index_)}, {"error", why}});
-    Snapshot out;
-    out.index = rows_->index;
-    out.table_index = rows_->table_index;
-    out.rows = rows_->rows;
-    return out;
+    return rows_->snapshot();
   };
   // Our lease ran out by our own clock (the leader is degraded): etcd has not answered for a
   // lease, so do not ask it now. The store reloads on the executor that serves reads, and a Range
   // to an etcd without quorum would hold every read for the request timeout.
   if (fence_required_ && loaded_ && fence_ && fence_->lease_valid && !fence_->lease_valid())
     return last_committed("this leader's lease ran out by its own clock (etcd not answering)");
+  // A snapshot being written compacts etcd when it commits, which would fail the reads below
+  // (they read at one revision): it stops at its next request, its chunks left for a later one.
+  abandon_snapshot();
   // One point in time for every read: the revision the first answer carries.
   pb::RangeRequest head_req;
   head_req.set_key(key_of(options_, "head"));
@@ -288,6 +325,7 @@ domain::Expected<Snapshot> EtcdBackend::load() {
   Rows rows;
   std::string stage_of_snapshot;
   std::uint64_t snapshot_index = 0;
+  std::int64_t snap_revision = 0;
   pb::RangeRequest snap_req;
   snap_req.set_key(key_of(options_, "snap"));
   snap_req.set_revision(at);
@@ -309,9 +347,10 @@ domain::Expected<Snapshot> EtcdBackend::load() {
     for (const auto& r : snap.rows()) {
       auto t = parse_table(r.table());
       if (!t) return fail("snapshot: unknown table \"" + r.table() + "\"");
-      rows.rows[*t][r.key()] = r.value();
+      rows.put(*t, r.key(), r.value());
     }
     stage_of_snapshot = manifest.stage();
+    snap_revision = snap_res.kvs(0).mod_revision();
   }
 
   std::vector<std::pair<std::string, std::string>> entries;
@@ -347,15 +386,14 @@ domain::Expected<Snapshot> EtcdBackend::load() {
   if (last != std::max(head_index, snapshot_index))
     return fail("the log ends at " + std::to_string(last) + " but head says " + std::to_string(head_index));
 
-  Snapshot out;
-  out.index = rows.index;
-  out.table_index = rows.table_index;
-  out.rows = rows.rows;
+  Snapshot out = rows.snapshot();
   *rows_ = std::move(rows);
   head_revision_ = head_revision;
   head_index_ = last;
   snapshot_index_ = snapshot_index;
   snapshot_stage_ = stage_of_snapshot;
+  snap_revision_ = snap_revision;
+  uncertain_stage_.clear();
   entries_since_snapshot_ = transactions;
   fenced_ = false;
   loaded_ = true;
@@ -466,16 +504,16 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
     entries_since_snapshot_ += count;
   }
 
-  if (entries_since_snapshot_ >= options_.snapshot_every) {
-    if (auto s = write_snapshot(); !s)
-      kLog.warn("snapshot failed; the log keeps growing until the next one", {{"state", where}, {"error", s.error()}});
-  }
+  (void)collect_snapshot(false);  // a failure is logged; a refusal fences the next write
+  if (entries_since_snapshot_ >= options_.snapshot_every && !job_ && !fenced_) start_snapshot();
   return {};
 }
 
 domain::Status EtcdBackend::snapshot_now() {
   if (!loaded_ || fenced_) return error("state in " + describe() + ": not loaded");
   if (auto st = check_fence(); !st) return st;
+  (void)collect_snapshot(true);
+  if (fenced_) return error("state in " + describe() + ": the snapshot in the background was refused; reload first");
   return write_snapshot();
 }
 
@@ -499,7 +537,7 @@ domain::Status EtcdBackend::check_fence() {
   return {};
 }
 
-std::string EtcdBackend::refused(const pb::TxnResponse& res, const std::string& what) {
+std::string EtcdBackend::refused(const pb::TxnResponse& res, const std::string& what, const char* key) {
   fenced_ = true;
   // With a fence the failure branch read the leader key back: is it still ours?
   if (fence_ && res.responses_size() == 1 && res.responses(0).has_response_range()) {
@@ -515,63 +553,234 @@ std::string EtcdBackend::refused(const pb::TxnResponse& res, const std::string& 
     }
   }
   kLog.error("another writer changed the state in etcd: refusing to write",
-             {{"state", where_}, {"expected_head_revision", head_revision_}});
-  return "state in " + where_ + ": head was changed by another writer (another control plane on this prefix?); " + what;
+             {{"state", where_}, {"key", key}, {"expected_head_revision", head_revision_}});
+  return "state in " + where_ + ": " + key + " was changed by another writer (another control plane on this prefix?); " + what;
 }
 
-domain::Status EtcdBackend::write_snapshot() {
-  const std::string& where = where_;
-  ::mooring::v1::StateSnapshot snap;
-  snap.set_index(rows_->index);
-  for (const auto& [t, idx] : rows_->table_index) {
-    auto* ti = snap.add_table_index();
+// ---- snapshots ----
+
+// One snapshot of the rows at an index: staged and committed by run(), on the backend's snapshot
+// thread or on the writer's; the writer reads the outcome once run() returned (finish()).
+struct EtcdBackend::SnapshotJob {
+  const EtcdOptions* options = nullptr;
+  const Client* client = nullptr;
+  std::string where;
+  Rows view;                 // shares the writer's buckets; dropped by the writer (after the join)
+  std::uint64_t entries = 0;  // transactions since the last snapshot that it covers
+  std::optional<LeaderFence> fence;
+  std::int64_t snap_revision = 0;              // the compare on `snap`; -1: read it first
+  std::string current_stage, uncertain_stage;  // of the snapshot `snap` names, of a Txn in doubt
+  bool paced = false;             // in the background: pauses between puts (not when the writer waits)
+  std::atomic<bool> stop{false};  // load(), the destructor: stop before the next request
+  std::atomic<bool> done{false};
+  std::thread thread;
+
+  enum class Outcome { committed, failed, uncertain, refused, stopped };
+  Outcome outcome = Outcome::failed;
+  std::string error;
+  std::string stage;                    // its chunks
+  std::int64_t committed_revision = 0;  // etcd's revision after its Txn
+  pb::TxnResponse refusal;              // the Txn's answer when its compares failed
+  std::size_t bytes = 0;
+  std::uint32_t chunks = 0;
+
+  bool go_on(EtcdOptions::SnapshotStep step) {
+    if (stop.load()) return false;
+    return !options->snapshot_step || options->snapshot_step(step);
+  }
+  void end(Outcome o, std::string why = {}) {
+    outcome = o;
+    if (!why.empty()) error = "state in " + where + ": snapshot at index " + std::to_string(view.index) + ": " + why;
+  }
+  std::string encode() const;
+  bool learn_snap_revision();
+  void run();
+};
+
+// The snapshot's bytes. Serialized messages concatenate into their merge, so each bucket is
+// encoded alone and appended: no second copy of the state in a message of its own.
+std::string EtcdBackend::SnapshotJob::encode() const {
+  ::mooring::v1::StateSnapshot head;
+  head.set_index(view.index);
+  for (const auto& [t, idx] : view.table_index) {
+    auto* ti = head.add_table_index();
     ti->set_table(std::string(to_string(t)));
     ti->set_index(idx);
   }
-  for (const auto& [t, rows] : rows_->rows)
-    for (const auto& [k, v] : rows) {
-      auto* r = snap.add_rows();
-      r->set_table(std::string(to_string(t)));
-      r->set_key(k);
-      r->set_value(v);
+  std::string payload = head.SerializeAsString();
+  ::mooring::v1::StateSnapshot part;
+  for (const auto& [t, buckets] : view.rows)
+    for (const auto& b : buckets) {
+      if (!b || b->empty()) continue;
+      part.Clear();
+      for (const auto& [k, v] : *b) {
+        auto* r = part.add_rows();
+        r->set_table(std::string(to_string(t)));
+        r->set_key(k);
+        r->set_value(v);
+      }
+      payload += part.SerializeAsString();
     }
-  const std::string payload = snap.SerializeAsString();
+  return payload;
+}
+
+// After a snapshot Txn of unknown outcome: did it commit (`snap` names its chunks), or is `snap`
+// still the one before it? Anything else was written by another writer: refused.
+bool EtcdBackend::SnapshotJob::learn_snap_revision() {
+  pb::RangeRequest req;
+  req.set_key(key_of(*options, "snap"));
+  pb::RangeResponse res;
+  if (auto s = client->range(req, res); !s.ok()) {
+    end(Outcome::failed, "cannot read snap: " + status_text(s));
+    return false;
+  }
+  std::string names;
+  if (res.kvs_size() == 1) {
+    ::mooring::v1::ChunkManifest m;
+    if (m.ParseFromString(res.kvs(0).value())) names = m.stage();
+  }
+  if (names != uncertain_stage && names != current_stage) {
+    end(Outcome::failed, "snap names " + (names.empty() ? std::string("nothing") : names) + ", neither " +
+                             current_stage + " nor " + uncertain_stage + ": another writer (reload before writing)");
+    return false;
+  }
+  snap_revision = res.kvs_size() == 1 ? res.kvs(0).mod_revision() : 0;
+  return true;
+}
+
+void EtcdBackend::SnapshotJob::run() {
+  using Step = EtcdOptions::SnapshotStep;
+  const std::uint64_t index = view.index;
+  const std::string payload = encode();
+  bytes = payload.size();
+  stage = "stage/snap-" + padded(index, 20) + "-" + domain::new_id();
   ::mooring::v1::ChunkManifest m;
-  m.set_stage("stage/snap-" + padded(rows_->index, 20) + "-" + domain::new_id());
+  m.set_stage(stage);
   m.set_bytes(payload.size());
   m.set_sha256(tls::sha256_hex(payload));
-  std::uint32_t n = 0;
-  for (std::size_t off = 0; off < payload.size() || n == 0; off += options_.max_request_bytes, ++n) {
-    if (auto s = client_->put(key_of(options_, m.stage() + "/" + padded(n, 6)), payload.substr(off, options_.max_request_bytes));
-        !s.ok())
-      return error("state in " + where + ": staging snapshot: " + status_text(s));
+  // Paced: etcd applies requests in order, so a commit sent while a chunk is being replicated
+  // waits for it. Smaller chunks than a request, and a pause as long as each put took, keep
+  // etcd free about half the time for the writer's commits (bench/snapshot_stall.cpp).
+  const std::size_t chunk = std::min(options->snapshot_chunk_bytes, options->max_request_bytes);
+  for (std::size_t off = 0; off < payload.size() || chunks == 0; off += chunk) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (auto s = client->put(key_of(*options, stage + "/" + padded(chunks, 6)), payload.substr(off, chunk)); !s.ok())
+      return end(Outcome::failed, "staging: " + status_text(s));
+    ++chunks;
+    if (!go_on(Step::chunk_staged)) return end(Outcome::stopped, "stopped while staging");
+    if (paced) {
+      const auto pause = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          (std::chrono::steady_clock::now() - t0) * options->snapshot_pause);
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, std::chrono::milliseconds(200)));
+    }
   }
-  m.set_chunks(n);
+  m.set_chunks(chunks);
+  if (!go_on(Step::staged)) return end(Outcome::stopped, "stopped before its commit");
+  if (snap_revision < 0 && !learn_snap_revision()) return;
 
-  // One Txn: point snap at it, drop the log it covers, the chunks of that log and older snapshots.
-  pb::TxnRequest req = guarded_txn(options_, head_revision_, fence_);
-  *req.add_success() = put_op(key_of(options_, "snap"), m.SerializeAsString());
-  *req.add_success() = delete_op(key_of(options_, "log/"), log_key(options_, rows_->index + 1));
-  *req.add_success() = delete_op(key_of(options_, "stage/log-"), key_of(options_, "stage/log-" + padded(rows_->index + 1, 20)));
-  *req.add_success() = delete_op(key_of(options_, "stage/snap-"), key_of(options_, "stage/snap-" + padded(rows_->index, 20)));
+  // One Txn: point snap at it, drop the log it covers, the chunks of that log and older
+  // snapshots (orphans of snapshots that never committed included). Fenced by the leader key and
+  // by `snap` as we last knew it, never by `head`: the writer commits meanwhile.
+  pb::TxnRequest req = guarded_txn(*options, std::nullopt, fence);
+  auto* cmp = req.add_compare();
+  cmp->set_key(key_of(*options, "snap"));
+  cmp->set_target(pb::Compare::MOD);
+  cmp->set_result(pb::Compare::EQUAL);
+  cmp->set_mod_revision(snap_revision);
+  *req.add_success() = put_op(key_of(*options, "snap"), m.SerializeAsString());
+  *req.add_success() = delete_op(key_of(*options, "log/"), log_key(*options, index + 1));
+  *req.add_success() = delete_op(key_of(*options, "stage/log-"), key_of(*options, "stage/log-" + padded(index + 1, 20)));
+  *req.add_success() = delete_op(key_of(*options, "stage/snap-"), key_of(*options, "stage/snap-" + padded(index, 20)));
   // A snapshot at the same index (nothing written since) is outside that range: name it.
-  if (snapshot_stage_.starts_with("stage/snap-" + padded(rows_->index, 20))) {
-    const std::string old = key_of(options_, snapshot_stage_ + "/");
-    *req.add_success() = delete_op(old, prefix_end(old));
-  }
+  for (const auto* other : {&current_stage, &uncertain_stage})
+    if (other->starts_with("stage/snap-" + padded(index, 20))) {
+      const std::string old = key_of(*options, *other + "/");
+      *req.add_success() = delete_op(old, prefix_end(old));
+    }
   pb::TxnResponse res;
-  if (auto s = client_->txn(req, res); !s.ok()) return error("state in " + where + ": snapshot commit: " + status_text(s));
-  if (!res.succeeded()) return error(refused(res, "the snapshot at index " + std::to_string(rows_->index) + " was not committed"));
-  snapshot_index_ = rows_->index;
-  snapshot_stage_ = m.stage();
-  entries_since_snapshot_ = 0;
+  if (auto s = client->txn(req, res); !s.ok()) return end(Outcome::uncertain, "commit: " + status_text(s));
+  if (!res.succeeded()) {
+    refusal = std::move(res);
+    return end(Outcome::refused);
+  }
+  committed_revision = res.header().revision();
+  outcome = Outcome::committed;
+  if (!go_on(Step::committed)) return;  // as a crash before the compaction
   // etcd keeps every revision until compacted: drop the history the snapshot made useless.
-  if (auto s = client_->compact(res.header().revision()); !s.ok())
+  if (auto s = client->compact(committed_revision); !s.ok())
     kLog.warn("etcd compaction failed (its history grows until the next snapshot)", {{"state", where}, {"error", status_text(s)}});
-  kLog.info("state snapshot written to etcd", {{"state", where}, {"index", static_cast<int64_t>(snapshot_index_)},
-                                               {"bytes", static_cast<int64_t>(payload.size())},
-                                               {"chunks", static_cast<int64_t>(n)}});
-  return {};
+}
+
+std::unique_ptr<EtcdBackend::SnapshotJob> EtcdBackend::new_job() const {
+  auto job = std::make_unique<SnapshotJob>();
+  job->options = &options_;
+  job->client = client_.get();
+  job->where = where_;
+  job->view = *rows_;  // the bucket pointers, not the rows
+  job->entries = entries_since_snapshot_;
+  job->fence = fence_;
+  job->snap_revision = snap_revision_;
+  job->current_stage = snapshot_stage_;
+  job->uncertain_stage = uncertain_stage_;
+  return job;
+}
+
+void EtcdBackend::start_snapshot() {
+  job_ = new_job();
+  job_->paced = true;
+  job_->thread = std::thread([job = job_.get()] {
+    job->run();
+    job->done = true;
+  });
+}
+
+domain::Status EtcdBackend::collect_snapshot(bool wait) {
+  if (!job_ || (!wait && !job_->done.load())) return {};
+  if (job_->thread.joinable()) job_->thread.join();
+  auto job = std::move(job_);
+  return finish(*job);
+}
+
+void EtcdBackend::abandon_snapshot() {
+  if (!job_) return;
+  job_->stop = true;
+  (void)collect_snapshot(true);
+}
+
+domain::Status EtcdBackend::wait_snapshot() { return collect_snapshot(true); }
+
+domain::Status EtcdBackend::write_snapshot() {
+  auto job = new_job();
+  job->run();
+  return finish(*job);
+}
+
+domain::Status EtcdBackend::finish(SnapshotJob& job) {
+  using Outcome = SnapshotJob::Outcome;
+  const std::uint64_t index = job.view.index;
+  switch (job.outcome) {
+    case Outcome::committed:
+      snapshot_index_ = index;
+      snapshot_stage_ = job.stage;
+      snap_revision_ = job.committed_revision;
+      uncertain_stage_.clear();
+      entries_since_snapshot_ -= std::min(job.entries, entries_since_snapshot_);
+      kLog.info("state snapshot written to etcd", {{"state", where_}, {"index", static_cast<int64_t>(index)},
+                                                   {"bytes", static_cast<int64_t>(job.bytes)},
+                                                   {"chunks", static_cast<int64_t>(job.chunks)}});
+      return {};
+    case Outcome::refused:
+      return error(refused(job.refusal, "the snapshot at index " + std::to_string(index) + " was not committed", "snap"));
+    case Outcome::uncertain:
+      snap_revision_ = -1;  // the next snapshot reads `snap` to learn whether it committed
+      uncertain_stage_ = job.stage;
+      break;
+    case Outcome::failed:
+    case Outcome::stopped:
+      break;
+  }
+  kLog.warn("snapshot not written; the log keeps growing until the next one", {{"state", where_}, {"error", job.error}});
+  return error(job.error);
 }
 
 }  // namespace mooring::controlplane

@@ -21,12 +21,22 @@
 // transaction larger than one request is written as chunks first, then committed by a small
 // entry naming them and their SHA-256, so the load can tell a complete set from a torn one.
 //
-// Every `snapshot_every` entries the backend writes the whole state as a chunked snapshot and, in
-// one Txn, points `snap` at it and deletes the log it covers; then it compacts etcd's history up
-// to that revision, so etcd's database stays about the size of the state. The backend keeps its
-// own copy of the rows for that (the state's size again in memory).
+// Every `snapshot_every` transactions the backend writes the whole state as a chunked snapshot,
+// in the background so that commits do not wait for it (~70 MiB at 100,000 volumes, paced puts):
+// the writer takes the rows at the last committed index N (a copy-on-write view: the rows are
+// kept in buckets shared with the snapshot, and a bucket the writer changes meanwhile is copied
+// first), a thread of the backend stages the chunks with its own etcd calls while the writer goes
+// on committing N+1..., then one Txn points `snap` at them and deletes the log up to N. That Txn
+// is fenced by the leader key and by `snap`'s own mod revision, *not* by `head`, so it never
+// conflicts with the writer's commits (which touch only `head` and the log after N); only after
+// it commits is etcd's history compacted, so etcd's database stays about the size of the state.
+// Every crash point loads: before the Txn, `snap` and the log are untouched and the staged chunks
+// are orphans that a later snapshot's delete range removes; after it, the load reads `snap` and
+// the log after N. The backend keeps its own copy of the rows for the snapshots (the state's
+// size again in memory; docs/high-availability.md says why it is not the store's).
 //
-// Not thread-safe: the state store calls it from one thread at a time, as it does SQLite.
+// Not thread-safe: the state store calls it from one thread at a time, as it does SQLite (the
+// snapshot thread is the backend's own).
 #pragma once
 
 #include <chrono>
@@ -59,6 +69,14 @@ struct EtcdOptions {
   std::size_t max_request_bytes = 1024 * 1024;
   std::size_t max_txn_ops = 128;        // etcd's default --max-txn-ops
   std::uint64_t snapshot_every = 1000;  // transactions logged between snapshots
+  // A snapshot's chunks (at most max_request_bytes), and the pause after each put as a multiple
+  // of the time it took: a background snapshot leaves etcd to the commits that much of the time.
+  std::size_t snapshot_chunk_bytes = 256 * 1024;
+  double snapshot_pause = 1.0;
+  // Tests: called on the snapshot's thread at each step of a background snapshot; false stops it
+  // there, as a crash would (what it wrote stays, nothing more is written).
+  enum class SnapshotStep { chunk_staged, staged, committed };
+  std::function<bool(SnapshotStep)> snapshot_step;
 };
 
 // "etcd://h1:2379,h2:2379/prefix" (prefix optional: "/mooring"); errors name the part.
@@ -95,8 +113,11 @@ class EtcdBackend final : public StateBackend {
   std::string describe() const;
   // Transactions logged since the current snapshot (tests, status).
   std::uint64_t log_entries() const;
-  // Writes a snapshot now and drops the log it covers.
+  // Writes a snapshot now and drops the log it covers (after one in the background, if any).
   domain::Status snapshot_now();
+  // Waits for the background snapshot in flight, if any; its outcome (ok when there was none).
+  domain::Status wait_snapshot();
+  bool snapshot_in_flight() const { return job_ != nullptr; }
 
   // High availability: from now on writes are refused unless a fence is set (a standby never
   // writes), and with one every Txn is fenced by it. `lost` is called (on the writer's thread)
@@ -110,12 +131,21 @@ class EtcdBackend final : public StateBackend {
  private:
   struct Client;
   struct Rows;
+  struct SnapshotJob;
   EtcdBackend(EtcdOptions options, std::unique_ptr<Client> client);
+  // The snapshot of the rows now: in the background, or at once on this thread.
+  void start_snapshot();
   domain::Status write_snapshot();
+  std::unique_ptr<SnapshotJob> new_job() const;
+  // The writer's side of a finished job: its outcome recorded (snap, the log count, or the
+  // refusal). `wait`: join it even if still running.
+  domain::Status collect_snapshot(bool wait);
+  void abandon_snapshot();
+  domain::Status finish(SnapshotJob& job);
   domain::Status check_fence();
   // A Txn failed its compares: fenced by another writer of `head`, or (when the leader key is
   // no longer ours) by the loss of the leadership. Returns the error to give.
-  std::string refused(const etcdserverpb::TxnResponse& response, const std::string& what);
+  std::string refused(const etcdserverpb::TxnResponse& response, const std::string& what, const char* key = "head");
 
   EtcdOptions options_;
   std::string where_;  // describe(), built once
@@ -130,7 +160,12 @@ class EtcdBackend final : public StateBackend {
   std::uint64_t head_index_ = 0;
   std::uint64_t snapshot_index_ = 0;
   std::string snapshot_stage_;  // the current snapshot's chunk prefix
+  // Mod revision of `snap` as we last wrote or read it (0: none); -1 after a snapshot Txn of
+  // unknown outcome (`uncertain_stage_` its chunks), learnt again by the next snapshot.
+  std::int64_t snap_revision_ = 0;
+  std::string uncertain_stage_;
   std::uint64_t entries_since_snapshot_ = 0;
+  std::unique_ptr<SnapshotJob> job_;  // the background snapshot in flight (its thread joined before we go)
 };
 
 }  // namespace mooring::controlplane
