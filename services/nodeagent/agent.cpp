@@ -184,7 +184,8 @@ void Agent::start_grpc_server() {
                                                               .volumes = *volumes_,
                                                               .plugins = *plugins_,
                                                               .require_controlplane = options_.security != nullptr,
-                                                              .operations = operations_.get()});
+                                                              .operations = operations_.get(),
+                                                              .status = status_.get()});
   rpc::ServerOptions so;
   so.address = config_.grpc_addr;
   so.services = {service_.get()};
