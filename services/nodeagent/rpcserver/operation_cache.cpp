@@ -119,7 +119,9 @@ struct OperationCache::State {
                      {{"file", log->journal_file().string()}, {"operation_id", record.key}, {"error", ec.message()}});
     // Compacted on the worker, after every record submitted so far: records submitted later go to
     // the restarted journal, and everything before is in `live()` taken now.
-    if (log->journal_records() > 2 * state->entries.size() + 1024) {
+    // Counted here, on the executor: the log's own count belongs to the worker thread.
+    if (++state->journal_records > 2 * state->entries.size() + 1024) {
+      state->journal_records = 0;
       state->worker->submit([log, live = state->live()] {
         if (auto ec = log->compact(live))
           logger().error("cannot compact the operation record", {{"file", log->file().string()}, {"error", ec.message()}});
@@ -131,6 +133,7 @@ struct OperationCache::State {
   std::unordered_map<std::string, Entry> entries;
   std::deque<Expiry> expiries;  // kept results in the order they finished (= expiry order)
   std::size_t kept = 0, kept_bytes = 0, doubtful = 0;
+  std::size_t journal_records = 0;  // appended since the last compaction was submitted
   std::unique_ptr<OperationLog> log;             // null: in memory only
   std::unique_ptr<async::SerialWorker> worker;  // after `log`: destroyed first, finishing its jobs on it
 };

@@ -64,7 +64,6 @@ std::filesystem::path OperationLog::journal_file() const { return file_.string()
 std::vector<OperationRecord> OperationLog::load(std::vector<std::string>& warnings) {
   std::vector<OperationRecord> out;
   journal_ = std::make_unique<durable::Journal>(journal_file());
-  journal_records_ = 0;
   auto start_empty = [&](const std::filesystem::path& bad, const std::string& why) {
     warnings.push_back(bad.string() + ": " + why +
                        "; the operation cache starts empty (a controller call resent now reaches the plugin again)");
@@ -107,7 +106,6 @@ std::vector<OperationRecord> OperationLog::load(std::vector<std::string>& warnin
       return out;
     }
     out.push_back(std::move(r));
-    ++journal_records_;
   }
   // A tail cut short by a crash mid-append is dropped by the journal (its call's intent or
   // result is then unknown, as if the crash came just before); say so.
@@ -125,9 +123,7 @@ std::error_code OperationLog::append(const OperationRecord& record) {
     std::vector<std::string> warnings;
     load(warnings);
   }
-  if (auto ec = journal_->append(encode(record))) return ec;
-  ++journal_records_;
-  return {};
+  return journal_->append(encode(record));
 }
 
 std::error_code OperationLog::compact(const std::vector<OperationRecord>& live) {
@@ -138,7 +134,6 @@ std::error_code OperationLog::compact(const std::vector<OperationRecord>& live) 
   generation_ = version.generation;
   if (!journal_) journal_ = std::make_unique<durable::Journal>(journal_file());
   if (auto ec = journal_->restart(generation_)) return ec;
-  journal_records_ = 0;
   return {};
 }
 

@@ -5,10 +5,11 @@
 // an intent alone (the agent died mid-call: the outcome is unknown), or nothing (never sent).
 //
 // Files: `<file>` a checkpoint (durable slots, durable_file.hpp) of the live records, and
-// `<file>.journal` the records appended since (durable/journal.hpp, one fdatasync each). Once
-// the journal holds more records than twice the live ones, compact() writes them as the new
-// checkpoint and restarts the journal. Synchronous and single-threaded: the cache calls it from
-// its own worker thread, never from the executor.
+// `<file>.journal` the records appended since (durable/journal.hpp, one fdatasync each).
+// compact() writes the live records as the new checkpoint and restarts the journal (the cache
+// does at start and once the journal holds more than 1,024 + twice the live records).
+// Synchronous and single-threaded: the cache calls it from its own worker thread (and from its
+// constructor, before any call), never from the executor.
 #pragma once
 
 #include <cstddef>
@@ -63,7 +64,6 @@ class OperationLog {
   // journal naming the old checkpoint generation, which load() ignores (its records are in `live`).
   std::error_code compact(const std::vector<OperationRecord>& live);
 
-  std::size_t journal_records() const { return journal_records_; }
   const std::filesystem::path& file() const { return file_; }
   std::filesystem::path journal_file() const;
 
@@ -71,7 +71,6 @@ class OperationLog {
   std::filesystem::path file_;
   std::unique_ptr<durable::Journal> journal_;
   std::uint64_t generation_ = 0;  // of the checkpoint the journal follows
-  std::size_t journal_records_ = 0;
 };
 
 }  // namespace mooring::nodeagent
