@@ -298,6 +298,56 @@ TEST_F(Ha, LeaderAndAgentKilledDuringAGcStormNoUnpublishIsDoubledAfterTheAgentRe
     else if (line.find("resumed release") != std::string::npos) std::cerr << line << "\n";  // why it asked in vain
   }
   std::cerr << "resumed unpublishes found already done by the plugin (not sent again): " << skipped << "\n";
+  // Unpublishes the agent died in the middle of and that the new leader still sent: the agent
+  // asked the plugin first (its durable record has their intent, not their result).
+  std::size_t resolved = 0, resent = 0;
+  std::istringstream agent_lines(cluster->node_log("node-1"));
+  for (std::string line; std::getline(agent_lines, line);) {
+    if (line.find("unpublish cut off by the agent restart: the volume is no longer published") != std::string::npos) ++resolved;
+    else if (line.find("sending it again (idempotent by CSI)") != std::string::npos) ++resent;
+  }
+  std::cerr << "unpublishes cut off by the agent restart: answered from the plugin's published nodes " << resolved
+            << ", sent again " << resent << "\n";
+}
+
+// Only the agent is killed, while the plugin holds twelve unpublishes (1 s each): the leader
+// (which stays) retries them with the same operation ids once the agent is back, and the agent,
+// whose record has their intents but no results, asks the plugin (ControllerGetVolume) whether
+// each volume is still published to the node before calling it again: none reaches the plugin twice.
+TEST_F(Ha, AnAgentKilledDuringUnpublishesAsksThePluginBeforeSendingThemAgain) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  make_cluster("etcd://" + etcd.endpoint() + "/ha");
+  cluster->start_controlplane();
+  ASSERT_TRUE(cluster->leader());
+  cluster->start_node("node-1");
+  constexpr int kVolumes = 12;
+  std::vector<std::string> allocs, volumes;
+  for (int i = 0; i < kVolumes; ++i) {
+    volumes.push_back("cut-" + std::to_string(i));
+    ASSERT_EQ(create(volumes.back()).status, 200u);
+    allocs.push_back(cluster->run_alloc(allocation("c" + std::to_string(i), volumes.back(), "node-1", "sleep 600")));
+  }
+  for (const auto& id : allocs)
+    ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
+  cluster->set_faults("node-1", json::array({{{"rpc", "ControllerUnpublishVolume"}, {"delay_ms", 1000}}}));
+  for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
+  std::this_thread::sleep_for(600ms);
+  cluster->kill_node("node-1");  // its plugin stays up and finishes what it was given
+  std::this_thread::sleep_for(1500ms);
+  cluster->start_node("node-1");
+  for (const auto& vol : volumes)
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count(vol) == 0; }, 60s)) << cluster->volume(vol).dump();
+  EXPECT_EQ(expect_nothing_lost(volumes, "node-1"), 0);
+  std::size_t resolved = 0, resent = 0;
+  std::istringstream lines(cluster->node_log("node-1"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("unpublish cut off by the agent restart: the volume is no longer published") != std::string::npos) ++resolved;
+    else if (line.find("sending it again (idempotent by CSI)") != std::string::npos) ++resent;
+  }
+  std::cerr << "unpublishes cut off by the agent restart: answered from the plugin's published nodes " << resolved
+            << ", sent again " << resent << "\n";
+  EXPECT_GE(resolved, 1u) << "no unpublish was in flight at the kill (the scenario did not happen)";
 }
 
 // A publish the agent answered but the leader never recorded, and the agent restarted before the
