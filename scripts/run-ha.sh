@@ -3,7 +3,7 @@
 # control planes on them (one leads, two stand by and forward) and one node agent that lists all
 # three and follows the leader, as plain processes with all data under $MOORING_DATA (default
 # ./.mooring-ha). Secure as `make run` (scripts/run-local.sh, whose steps this follows): a CA under
-# $MOORING_DATA/tls, each control plane with its own server certificate from it, the agent with
+# $MOORING_DATA/tls, the control planes' server certificate from it (one for the three), the agent with
 # its node's, HTTPS on the REST API, ACLs bootstrapped once (token in $MOORING_DATA/bootstrap-token),
 # one keyring shared by the three control planes. etcd listens on loopback with mutual TLS from a CA
 # of its own ($MOORING_DATA/tls/etcd): only the control planes' etcd client certificate reaches it,
@@ -55,31 +55,34 @@ done
 [ -s "$DATA/agent/node-id" ] || cat /proc/sys/kernel/random/uuid > "$DATA/agent/node-id"
 NODE_ID=$(tr -d ' \n' < "$DATA/agent/node-id")
 TLS=$DATA/tls
-[ -f "$TLS/ca.pem" ] || "$MOORING" tls ca create -dir "$TLS" >/dev/null
-for i in "${MEMBERS[@]}"; do
-  [ -f "$TLS/cp$i/server.pem" ] ||
-    "$MOORING" tls cert create -server -dir "$TLS/cp$i" -ca "$TLS/ca.pem" -ca-key "$TLS/ca-key.pem" >/dev/null
-done
-[ -f "$TLS/agent-$NODE_ID.pem" ] || "$MOORING" tls cert create -agent -node-id "$NODE_ID" -dir "$TLS" >/dev/null
-[ -f "$TLS/cli.pem" ] || "$MOORING" tls cert create -cli -dir "$TLS" >/dev/null
-# etcd's own CA: its members' certificate (server and peer) and one client certificate for the
-# control planes. Kept apart from the Mooring CA so that a node's certificate opens no etcd door.
 ETCD_TLS=$TLS/etcd
-if [ -d "$DATA/etcd0" ] && [ ! -f "$ETCD_TLS/ca.pem" ]; then
+if [ -d "$DATA/etcd0" ] && [ ! -f "$ETCD_TLS/ca.pem" ] && [ ! -f "$ETCD_TLS/ca/ca.pem" ]; then
   echo "run-ha: $DATA holds etcd members made before etcd had TLS; remove $DATA (or set MOORING_DATA) to start over" >&2
   exit 1
 fi
-[ -f "$ETCD_TLS/ca.pem" ] || "$MOORING" tls ca create -dir "$ETCD_TLS" >/dev/null
-[ -f "$ETCD_TLS/member/server.pem" ] ||
-  "$MOORING" tls cert create -server -dir "$ETCD_TLS/member" -ca "$ETCD_TLS/ca.pem" -ca-key "$ETCD_TLS/ca-key.pem" >/dev/null
-[ -f "$ETCD_TLS/client/server.pem" ] ||
-  "$MOORING" tls cert create -server -dir "$ETCD_TLS/client" -ca "$ETCD_TLS/ca.pem" -ca-key "$ETCD_TLS/ca-key.pem" >/dev/null
+# An older run-ha kept etcd's CA at etcd/ca.pem and a client certificate at etcd/client/server.pem:
+# move the CA where the init keeps it (its member certificate stays valid); the init makes the
+# client certificate again.
+if [ -f "$ETCD_TLS/ca.pem" ] && [ ! -e "$ETCD_TLS/ca" ]; then
+  mkdir -p "$ETCD_TLS/ca"
+  mv "$ETCD_TLS/ca.pem" "$ETCD_TLS/ca-key.pem" "$ETCD_TLS/ca/"
+  rm -f "$ETCD_TLS/client/server.pem" "$ETCD_TLS/client/server-key.pem"
+fi
+# The certificates the way compose and Kubernetes make them (docker/mooring-init.sh tls): the
+# Mooring CA and the control planes' certificate (one for the three, as a Deployment's replicas
+# share one Secret), and etcd's own CA with its members' and the control planes' client
+# certificate (etcd-dir/ca, member, client; see docs/high-availability.md). Each only if absent.
+INIT_OUT=$(MOORING="$MOORING" "$(dirname "$0")/../docker/mooring-init.sh" tls -dir "$TLS" \
+  -etcd-dir "$ETCD_TLS" -etcd-dns localhost 2>&1) ||
+  { echo "$INIT_OUT" >&2; echo "run-ha: making the certificates (docker/mooring-init.sh tls) failed" >&2; exit 1; }
+[ -f "$TLS/agent-$NODE_ID.pem" ] || "$MOORING" tls cert create -agent -node-id "$NODE_ID" -dir "$TLS" >/dev/null
+[ -f "$TLS/cli.pem" ] || "$MOORING" tls cert create -cli -dir "$TLS" >/dev/null
 ETCD_MEMBER_TLS=(--cert-file "$ETCD_TLS/member/server.pem" --key-file "$ETCD_TLS/member/server-key.pem"
-  --trusted-ca-file "$ETCD_TLS/ca.pem" --client-cert-auth
+  --trusted-ca-file "$ETCD_TLS/member/ca.pem" --client-cert-auth
   --peer-cert-file "$ETCD_TLS/member/server.pem" --peer-key-file "$ETCD_TLS/member/server-key.pem"
-  --peer-trusted-ca-file "$ETCD_TLS/ca.pem" --peer-client-cert-auth)
-ETCD_CLIENT_TLS=(--etcd-cacert "$ETCD_TLS/ca.pem" --etcd-cert "$ETCD_TLS/client/server.pem"
-  --etcd-key "$ETCD_TLS/client/server-key.pem")
+  --peer-trusted-ca-file "$ETCD_TLS/member/ca.pem" --peer-client-cert-auth)
+ETCD_CLIENT_TLS=(--etcd-cacert "$ETCD_TLS/client/ca.pem" --etcd-cert "$ETCD_TLS/client/client.pem"
+  --etcd-key "$ETCD_TLS/client/client-key.pem")
 CURL=(curl --cacert "$TLS/ca.pem")
 TOKEN_FILE=$DATA/bootstrap-token
 
@@ -135,7 +138,7 @@ done
 for i in "${MEMBERS[@]}"; do
   setsid "$CP" --data-dir "$DATA/cp$i" --state "etcd://$ENDPOINTS/mooring" "${ETCD_CLIENT_TLS[@]}" --keyring-file "$DATA/keyring" \
     --http-addr "127.0.0.1:$(http_port "$i")" --grpc-addr "127.0.0.1:$(grpc_port "$i")" \
-    --tls-ca-file "$TLS/ca.pem" --tls-cert-file "$TLS/cp$i/server.pem" --tls-key-file "$TLS/cp$i/server-key.pem" \
+    --tls-ca-file "$TLS/ca.pem" --tls-cert-file "$TLS/server.pem" --tls-key-file "$TLS/server-key.pem" \
     --log-level "$LOG_LEVEL" > >(tee -a "$DATA/logs/controlplane$i.log") 2>&1 &
   PID[cp$i]=$!
   echo "${PID[cp$i]}" > "$DATA/cp$i.pid"

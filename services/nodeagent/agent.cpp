@@ -177,12 +177,15 @@ std::chrono::steady_clock::duration Agent::disconnected_for() const {
 
 void Agent::start_grpc_server() {
   if (config_.grpc_addr.empty()) return;
-  operations_ = std::make_unique<OperationCache>(ex_);
+  // Durable: a publish the plugin ran is not run again when resent after this agent restarts.
+  operations_ = std::make_unique<OperationCache>(
+      ex_, OperationCacheOptions{.file = std::filesystem::path(config_.data_dir) / "operations"});
   service_ = make_nodeagent_service(ex_, NodeAgentServiceDeps{.node_id = config_.node_id,
                                                               .volumes = *volumes_,
                                                               .plugins = *plugins_,
                                                               .require_controlplane = options_.security != nullptr,
-                                                              .operations = operations_.get()});
+                                                              .operations = operations_.get(),
+                                                              .status = status_.get()});
   rpc::ServerOptions so;
   so.address = config_.grpc_addr;
   so.services = {service_.get()};

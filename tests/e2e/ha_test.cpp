@@ -4,7 +4,7 @@
 // that follow it, failover after kill -9 within twice the lease with no claim or controller
 // call lost or doubled (the new leader resends a call in flight at the kill with the same
 // operation id, and the agent answers it from the first call's result; after an agent restart
-// too, the plugin is asked whether a resumed unpublish is still needed), a paused leader that
+// too: from its durable record, and the plugin is asked whether a resumed unpublish is still needed), a paused leader that
 // comes back as a standby, etcd quorum loss (the leader degraded: stale reads, writes refused) and
 // return, a leader cut off from etcd alone, a restart of every control plane at once, and a start
 // before etcd.
@@ -298,6 +298,112 @@ TEST_F(Ha, LeaderAndAgentKilledDuringAGcStormNoUnpublishIsDoubledAfterTheAgentRe
     else if (line.find("resumed release") != std::string::npos) std::cerr << line << "\n";  // why it asked in vain
   }
   std::cerr << "resumed unpublishes found already done by the plugin (not sent again): " << skipped << "\n";
+  // Unpublishes the agent died in the middle of and that the new leader still sent: the agent
+  // asked the plugin first (its durable record has their intent, not their result).
+  std::size_t resolved = 0, resent = 0;
+  std::istringstream agent_lines(cluster->node_log("node-1"));
+  for (std::string line; std::getline(agent_lines, line);) {
+    if (line.find("unpublish cut off by the agent restart: the volume is no longer published") != std::string::npos) ++resolved;
+    else if (line.find("sending it again (idempotent by CSI)") != std::string::npos) ++resent;
+  }
+  std::cerr << "unpublishes cut off by the agent restart: answered from the plugin's published nodes " << resolved
+            << ", sent again " << resent << "\n";
+}
+
+// Only the agent is killed, while the plugin holds twelve unpublishes (1 s each): the leader
+// (which stays) retries them with the same operation ids once the agent is back, and the agent,
+// whose record has their intents but no results, asks the plugin (ControllerGetVolume) whether
+// each volume is still published to the node before calling it again: none reaches the plugin twice.
+TEST_F(Ha, AnAgentKilledDuringUnpublishesAsksThePluginBeforeSendingThemAgain) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  make_cluster("etcd://" + etcd.endpoint() + "/ha");
+  cluster->start_controlplane();
+  ASSERT_TRUE(cluster->leader());
+  cluster->start_node("node-1");
+  constexpr int kVolumes = 12;
+  std::vector<std::string> allocs, volumes;
+  for (int i = 0; i < kVolumes; ++i) {
+    volumes.push_back("cut-" + std::to_string(i));
+    ASSERT_EQ(create(volumes.back()).status, 200u);
+    allocs.push_back(cluster->run_alloc(allocation("c" + std::to_string(i), volumes.back(), "node-1", "sleep 600")));
+  }
+  for (const auto& id : allocs)
+    ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
+  cluster->set_faults("node-1", json::array({{{"rpc", "ControllerUnpublishVolume"}, {"delay_ms", 1000}}}));
+  for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
+  std::this_thread::sleep_for(600ms);
+  cluster->kill_node("node-1");  // its plugin stays up and finishes what it was given
+  std::this_thread::sleep_for(1500ms);
+  cluster->start_node("node-1");
+  for (const auto& vol : volumes)
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count(vol) == 0; }, 60s)) << cluster->volume(vol).dump();
+  EXPECT_EQ(expect_nothing_lost(volumes, "node-1"), 0);
+  std::size_t resolved = 0, resent = 0;
+  std::istringstream lines(cluster->node_log("node-1"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("unpublish cut off by the agent restart: the volume is no longer published") != std::string::npos) ++resolved;
+    else if (line.find("sending it again (idempotent by CSI)") != std::string::npos) ++resent;
+  }
+  std::cerr << "unpublishes cut off by the agent restart: answered from the plugin's published nodes " << resolved
+            << ", sent again " << resent << "\n";
+  EXPECT_GE(resolved, 1u) << "no unpublish was in flight at the kill (the scenario did not happen)";
+}
+
+// A publish the agent answered but the leader never recorded, and the agent restarted before the
+// resend: the leader is paused (SIGSTOP) while the plugin holds the publishes (3 s), so their
+// answers reach nobody; the agent, having flushed each result before answering, is killed -9 and
+// the leader too. The new leader resends every publish with the same operation id and the
+// restarted agent answers from its durable record: the plugin hears each ControllerPublish once.
+TEST_F(Ha, APublishAnsweredButNotRecordedIsNotRepeatedAfterTheAgentRestarts) {
+  test::EtcdProcess etcd(tmp.path() / "etcd");
+  etcd.start();
+  make_cluster("etcd://" + etcd.endpoint() + "/ha");
+  cluster->start_controlplane();
+  const auto first = cluster->leader();
+  ASSERT_TRUE(first);
+  cluster->use_controlplane((*first + 1) % 3);
+  cluster->start_node("node-1");
+  constexpr int kVolumes = 4;
+  std::vector<std::string> volumes, allocs;
+  for (int i = 0; i < kVolumes; ++i) {
+    volumes.push_back("pub-" + std::to_string(i));
+    ASSERT_EQ(create(volumes.back()).status, 200u);
+  }
+  cluster->set_faults("node-1", json::array({{{"rpc", "ControllerPublishVolume"}, {"delay_ms", 3000}}}));
+  for (int i = 0; i < kVolumes; ++i)
+    allocs.push_back(cluster->run_alloc(allocation("p" + std::to_string(i), volumes[i], "node-1", "sleep 1")));
+  // Every claim committed: its publish is on its way to the plugin, which holds it 3 s.
+  for (const auto& vol : volumes)
+    ASSERT_TRUE(Cluster::eventually([&] { return cluster->claim_count(vol) == 1; }, 20s)) << cluster->volume(vol).dump();
+  ASSERT_TRUE(cluster->controlplane(*first).stop());  // SIGSTOP: the answers reach a frozen process
+  auto publishes = [&] {
+    int n = 0;
+    for (const auto& [vol, calls] : controller_calls("node-1")) n += calls.first;
+    return n;
+  };
+  ASSERT_TRUE(Cluster::eventually([&] { return publishes() == kVolumes; }, 10s))
+      << "publishes answered by the plugin before the kill: " << publishes() << "\n" << dump_controller_calls("node-1");
+  std::this_thread::sleep_for(300ms);  // the agent answers them (each result flushed first)
+  cluster->kill_node("node-1");
+  cluster->kill_controlplane(*first);
+  cluster->set_faults("node-1", json::array());
+  const auto second = cluster->leader();
+  ASSERT_TRUE(second);
+  ASSERT_NE(*second, *first);
+  cluster->start_node("node-1");
+  // The restarted agent read the four results its first life flushed before answering.
+  EXPECT_TRUE(Cluster::eventually([&] {
+    return cluster->node_log("node-1").find("controller calls restored from before the restart") != std::string::npos;
+  }, 10s)) << cluster->node_log("node-1");
+
+  for (const auto& id : allocs)
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "complete"; }, 60s))
+        << id << " is " << cluster->alloc_status(id);
+  for (const auto& vol : volumes)
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count(vol) == 0; }, 60s)) << cluster->volume(vol).dump();
+  EXPECT_EQ(expect_nothing_lost(volumes, "node-1"), 0);
+  EXPECT_EQ(publishes(), kVolumes);
 }
 
 TEST_F(Ha, AStandbyForwardingToAPausedLeaderAnswers503NamingItWithinTwoLeasesThenUsesTheNewLeader) {

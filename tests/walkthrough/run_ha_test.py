@@ -115,12 +115,12 @@ def main():
         etcd_tls = os.path.join(data, "tls", "etcd")
         node_id = open(os.path.join(data, "agent", "node-id")).read().strip()
         agent_cert = os.path.join(data, "tls", f"agent-{node_id}")
-        if not etcdctl(etcd, "--cacert", f"{etcd_tls}/ca.pem", "--cert", f"{etcd_tls}/client/server.pem",
-                       "--key", f"{etcd_tls}/client/server-key.pem"):
+        if not etcdctl(etcd, "--cacert", f"{etcd_tls}/client/ca.pem", "--cert", f"{etcd_tls}/client/client.pem",
+                       "--key", f"{etcd_tls}/client/client-key.pem"):
             raise RuntimeError("etcd does not answer the control planes' etcd certificate")
         if etcdctl(f"http://127.0.0.1:{base + 31}"):
             raise RuntimeError("etcd answers in plaintext")
-        if etcdctl(etcd, "--cacert", f"{etcd_tls}/ca.pem", "--cert", f"{agent_cert}.pem", "--key",
+        if etcdctl(etcd, "--cacert", f"{etcd_tls}/client/ca.pem", "--cert", f"{agent_cert}.pem", "--key",
                    f"{agent_cert}-key.pem"):
             raise RuntimeError("etcd answers a node agent's certificate")
         print("etcd: TLS with its own CA; plaintext and the agent's certificate refused")

@@ -17,8 +17,14 @@ Answer rotate_keyring(Context& ctx, const http::Request& req) {
   }
   bool conflict = false;
   auto rotated = co_await secrets::rotate_keyring(*ctx.sealed, ctx.store, root, &conflict);
-  if (!rotated)
-    co_return http::error_response(conflict ? 409 : 500, "keyring rotation failed: " + rotated.error());
+  if (conflict) co_return http::error_response(409, "keyring rotation failed: " + rotated.error());
+  if (!rotated) {
+    // The store refused the write (a degraded leader, a resume, a broken store) or lost it: the
+    // keys are the old ones; 503 with Retry-After as every other write in that state, not a 500.
+    auto r = http::error_response(503, "keyring rotation failed, the keys are unchanged: " + rotated.error());
+    r.set_header("Retry-After", "1");
+    co_return r;
+  }
   auto r = json_ok({{"KeyID", rotated->key_id},
                     {"RootKeyID", rotated->root_key_id},
                     {"Root", rotated->root},

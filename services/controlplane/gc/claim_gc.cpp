@@ -13,6 +13,7 @@
 #include "shared/async/cancelled.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
+#include "shared/csi/published_check.hpp"
 #include "shared/metrics/families.hpp"
 #include "shared/wire/proto_convert.hpp"
 #include "shared/domain/text.hpp"
@@ -444,11 +445,6 @@ asio::awaitable<ClaimGc::PublishedCheck> ClaimGc::still_published(const domain::
       get = get || inst.controller_info->supports_get;
       list = list || inst.controller_info->supports_list_volumes;
     }
-  PublishedCheck out;
-  auto published_to = [&](const auto& node_ids) {
-    out.published = std::find(node_ids.begin(), node_ids.end(), csi_node_id) != node_ids.end();
-    return out;
-  };
   // Not reached (no controller, the agent restarting, a timeout): the unpublish would not get
   // through either, or would get through a moment later without the check — retry the step.
   // (NOT_FOUND is an answer: the volume is gone, and the unpublish will say "already done".)
@@ -456,44 +452,27 @@ asio::awaitable<ClaimGc::PublishedCheck> ClaimGc::still_published(const domain::
     return res.no_target ||
            (csi::should_retry(res.outcome) && res.status.error_code() != grpc::StatusCode::NOT_FOUND);
   };
-  if (get) {
+  auto ask_get = [&]() -> asio::awaitable<csi::QueryAnswer<::csi::v1::ControllerGetVolumeResponse>> {
     ::csi::v1::ControllerGetVolumeRequest req;
     req.set_volume_id(v.external_id);
     std::string plugin_id = v.plugin_id, key = domain::volume_key(v.ns, v.id);
     auto res = co_await agents_.controller_get_volume(std::move(plugin_id), std::move(key), std::move(req));
-    if (res.ok() && res.response.has_status()) co_return published_to(res.response.status().published_node_ids());
-    if (unreachable(res)) {
-      out.unreachable = res.error;
-      co_return out;
-    }
-    log_.info("resumed release: ControllerGetVolume did not tell the published nodes",
-              {{"volume_id", v.id}, {"error", res.ok() ? std::string("no status in the answer") : res.error}});
-  }
-  if (list) {
-    std::string token;
-    for (int page = 0; page < 1000; ++page) {  // bounded: a plugin that keeps answering the same token
-      ::csi::v1::ListVolumesRequest req;
-      req.set_starting_token(token);
-      std::string plugin_id = v.plugin_id;
-      auto res = co_await agents_.list_volumes(std::move(plugin_id), std::move(req));
-      if (!res.ok()) {
-        if (unreachable(res)) {
-          out.unreachable = res.error;
-          co_return out;
-        }
-        log_.info("resumed release: ListVolumes failed", {{"volume_id", v.id}, {"error", res.error}});
-        break;
-      }
-      for (const auto& entry : res.response.entries())
-        if (entry.volume().volume_id() == v.external_id) co_return published_to(entry.status().published_node_ids());
-      token = res.response.next_token();
-      if (token.empty()) break;
-    }
-  }
-  if (!get && !list)
-    log_.info("resumed release: no healthy controller reports published nodes; unpublishing without asking",
-              {{"volume_id", v.id}, {"plugin_id", v.plugin_id}});
-  co_return out;
+    co_return csi::QueryAnswer<::csi::v1::ControllerGetVolumeResponse>{res.ok(), unreachable(res), res.error,
+                                                                      std::move(res.response)};
+  };
+  auto ask_list = [&](std::string token) -> asio::awaitable<csi::QueryAnswer<::csi::v1::ListVolumesResponse>> {
+    ::csi::v1::ListVolumesRequest req;
+    req.set_starting_token(token);
+    std::string plugin_id = v.plugin_id;
+    auto res = co_await agents_.list_volumes(std::move(plugin_id), std::move(req));
+    co_return csi::QueryAnswer<::csi::v1::ListVolumesResponse>{res.ok(), unreachable(res), res.error,
+                                                              std::move(res.response)};
+  };
+  auto check = co_await csi::published_to_node(get, list, v.external_id, csi_node_id, ask_get, ask_list);
+  if (!check.published && check.unreachable.empty())
+    for (const auto& note : check.notes)
+      log_.info("resumed release: " + note + "; unpublishing without knowing", {{"volume_id", v.id}, {"plugin_id", v.plugin_id}});
+  co_return PublishedCheck{check.published, check.unreachable};
 }
 
 void ClaimGc::failure(const std::string& volume_id, const std::string& alloc_id, Worker& w, const std::string& error,

@@ -35,8 +35,9 @@ struct KeyringRotated {
 };
 
 // `*conflict` (when given) is set when the rotation could not start (another one runs, nothing
-// loaded, the file's root key already wraps the data keys); otherwise an error is a failed write
-// that changed nothing.
+// loaded, the file's root key already wraps the data keys); otherwise an error is a write the
+// store refused (read-only on a degraded leader) or lost (its flush failed): the old keys stay in
+// memory; a flush whose outcome is in doubt may still commit, and the reload then brings its keys.
 boost::asio::awaitable<domain::Expected<KeyringRotated>> rotate_keyring(SealedBackend& sealed, StateStore& store,
                                                                         bool root, bool* conflict = nullptr);
 

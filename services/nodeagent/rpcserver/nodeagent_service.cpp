@@ -9,10 +9,12 @@
 #include <type_traits>
 
 #include "mooring/v1/nodeagent.grpc.pb.h"
+#include "services/nodeagent/node_status.hpp"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/rpcserver/operation_cache.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
+#include "shared/csi/published_check.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
@@ -41,7 +43,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
   NodeAgentService(asio::any_io_executor ex, NodeAgentServiceDeps deps) : ex_(std::move(ex)), d_(deps) {
     if (auto* f = metrics::families(); f && f->csi_calls_deduplicated_total)
       for (const char* method : {"ControllerPublishVolume", "ControllerUnpublishVolume"})
-        for (const char* how : {"joined", "cached"})
+        for (const char* how : {"joined", "cached", "resolved"})
           deduplicated_[std::string(method) + " " + how] = f->csi_calls_deduplicated_total.with({{"method", method}, {"how", how}});
   }
 
@@ -146,10 +148,15 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
       co_return answer;
     };
     OperationCache::Keep keep = [rpc](const Status& st) { return csi::is_done(csi::classify(rpc, st.error_code())); };
+    OperationCache::Resolve resolve;
+    if constexpr (std::is_same_v<CsiReq, ::csi::v1::ControllerUnpublishVolumeRequest>)
+      resolve = unpublished_check(req.plugin_id(), request, client);
     auto result = co_await d_.operations->run(req.plugin_id() + " " + operation_id, fingerprint(*request),
-                                              std::move(call), std::move(keep));
+                                              std::move(call), std::move(keep), std::move(resolve));
     if (result.source != OperationCache::Source::plugin) {
-      const char* how = result.source == OperationCache::Source::joined ? "joined" : "cached";
+      const char* how = result.source == OperationCache::Source::joined   ? "joined"
+                        : result.source == OperationCache::Source::cached ? "cached"
+                                                                          : "resolved";
       logger().debug("controller call not repeated", {{"method", method}, {"plugin_id", req.plugin_id()},
                                                       {"operation_id", operation_id}, {"how", how}});
       if (auto it = deduplicated_.find(std::string(method) + " " + how); it != deduplicated_.end()) it->second.inc();
@@ -157,6 +164,51 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
     if (result.answer.status.ok() && !resp->ParseFromString(result.answer.response))
       co_return Status(StatusCode::INTERNAL, std::string(method) + ": the kept answer could not be read");
     co_return result.answer.status;
+  }
+
+  // For an unpublish whose intent this agent recorded before a restart but not its result: the
+  // plugin asked whether the volume is still published to the node (shared/csi/published_check,
+  // as the control plane's resumed release asks). Not published: done, answered without the
+  // call. Published, or the plugin cannot tell (no LIST_VOLUMES_PUBLISHED_NODES) or does not
+  // answer: sent again (idempotent by CSI). Null when the plugin reports no published nodes.
+  OperationCache::Resolve unpublished_check(const std::string& plugin_id,
+                                            std::shared_ptr<const ::csi::v1::ControllerUnpublishVolumeRequest> request,
+                                            std::shared_ptr<rpc::CsiClient> client) const {
+    if (!d_.status) return {};
+    const auto fp = d_.status->fingerprint(plugin_id, v1::PLUGIN_TYPE_CONTROLLER);
+    if (!fp || !fp->controller_info().supports_list_volumes_attached_nodes()) return {};
+    const bool get = fp->controller_info().supports_get(), list = fp->controller_info().supports_list_volumes();
+    if (!get && !list) return {};
+    return [get, list, plugin_id, request, client]() -> asio::awaitable<std::optional<OperationAnswer>> {
+      auto not_reached = [](const Status& st) {
+        return st.error_code() == StatusCode::UNAVAILABLE || st.error_code() == StatusCode::DEADLINE_EXCEEDED;
+      };
+      auto ask_get = [&]() -> asio::awaitable<csi::QueryAnswer<::csi::v1::ControllerGetVolumeResponse>> {
+        ::csi::v1::ControllerGetVolumeRequest req;
+        req.set_volume_id(request->volume_id());
+        auto res = co_await client->controller_get_volume(req);
+        co_return csi::QueryAnswer<::csi::v1::ControllerGetVolumeResponse>{
+            res.ok(), not_reached(res.status), res.status.error_message(), std::move(res.response)};
+      };
+      auto ask_list = [&](std::string token) -> asio::awaitable<csi::QueryAnswer<::csi::v1::ListVolumesResponse>> {
+        ::csi::v1::ListVolumesRequest req;
+        req.set_starting_token(token);
+        auto res = co_await client->list_volumes(req);
+        co_return csi::QueryAnswer<::csi::v1::ListVolumesResponse>{res.ok(), not_reached(res.status),
+                                                                  res.status.error_message(), std::move(res.response)};
+      };
+      auto check = co_await csi::published_to_node(get, list, request->volume_id(), request->node_id(), ask_get, ask_list);
+      if (check.published == false) {
+        logger().info("unpublish cut off by the agent restart: the volume is no longer published to the node; "
+                      "answered without calling the plugin again",
+                      {{"plugin_id", plugin_id}, {"volume_id", request->volume_id()}, {"csi_node_id", request->node_id()}});
+        OperationAnswer done{Status::OK, {}};
+        ::csi::v1::ControllerUnpublishVolumeResponse().SerializeToString(&done.response);
+        co_return done;
+      }
+      for (const auto& note : check.notes) logger().info("unpublish cut off by the agent restart: " + note, {{"volume_id", request->volume_id()}});
+      co_return std::nullopt;
+    };
   }
 
   // What a repeat must match to be answered from a kept result: the request without its secrets

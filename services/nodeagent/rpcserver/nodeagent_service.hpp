@@ -16,6 +16,7 @@ class Service;
 
 namespace mooring::nodeagent {
 
+class NodeStatus;
 class OperationCache;
 class PluginManager;
 class VolumeManager;
@@ -30,6 +31,9 @@ struct NodeAgentServiceDeps {
   // Controller calls that carry an operation id run once through it; null: every call reaches
   // the plugin (as calls without an id always do).
   OperationCache* operations = nullptr;
+  // The plugins' fingerprints (their controller capabilities): an unpublish cut off by an agent
+  // restart is checked against the plugin first when it reports published nodes. Null: resent.
+  const NodeStatus* status = nullptr;
 };
 
 // The handlers run as coroutines on `ex`.

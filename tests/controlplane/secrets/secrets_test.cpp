@@ -12,6 +12,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <optional>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
@@ -20,6 +23,9 @@
 #include "services/controlplane/state/sqlite_backend.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "services/controlplane/api/api.hpp"
+#include "services/controlplane/volumes/volume_lifecycle.hpp"
+#include "tests/controlplane/support/fake_controller.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -566,6 +572,54 @@ TEST(SealRowTest, RowsWithoutSecretsPassThroughUnchanged) {
   EXPECT_EQ(*out, text);
   const std::string plugin = R"({"ID":"p","Secrets":{"a":"b"}})";
   EXPECT_EQ(*seal_row(Table::plugins, "p", plugin, ring.active()), plugin) << "only the tables with secrets";
+}
+
+}  // namespace
+}  // namespace mooring::controlplane::secrets
+
+namespace mooring::controlplane::secrets {
+namespace {
+
+// A rotation the store refuses (a degraded leader's store is read-only; so is a resuming one) is
+// answered 503 with Retry-After and the store's reason, as every other write then, not 500; and
+// nothing changes: the active key stays, the next rotation once writable works.
+TEST(KeyringRotationApi, ARotationTheStoreRefusesAnswers503AndKeepsTheKeys) {
+  test::TempDir dir;
+  asio::io_context io;
+  FakeBackend fake;
+  SealedBackend sealed{fake, keyring_at(dir / "keyring")};
+  StateStore store{io.get_executor(), sealed, StateOptions{.group_commit = true}};
+  ASSERT_TRUE(store.load());
+  FakeController controller;
+  volumes::VolumeLifecycle volumes(io.get_executor(), store, controller);
+  api::Api api(store, volumes, api::ApiOptions{.keyring = &sealed});
+  auto rotate = [&] {
+    http::Request req;
+    req.method = "PUT";
+    req.target = req.path = "/v1/operator/keyring/rotate";
+    std::optional<http::Response> out;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { out = co_await api.handle(req); }, [](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+    });
+    io.restart();
+    io.run();
+    return *out;
+  };
+  const auto old_id = sealed.active_key_id();
+  const auto transactions = fake.transactions.size();
+  store.set_read_only("etcd has no quorum or cannot be reached");
+  auto refused = rotate();
+  EXPECT_EQ(refused.status, 503u) << refused.body;
+  EXPECT_NE(refused.body.find("etcd has no quorum or cannot be reached"), std::string::npos) << refused.body;
+  EXPECT_NE(std::find(refused.headers.begin(), refused.headers.end(), std::pair<std::string, std::string>{"Retry-After", "1"}),
+            refused.headers.end());
+  EXPECT_EQ(sealed.active_key_id(), old_id);
+  EXPECT_EQ(fake.transactions.size(), transactions);
+
+  store.set_read_only(std::nullopt);
+  auto rotated = rotate();
+  EXPECT_EQ(rotated.status, 200u) << rotated.body;
+  EXPECT_NE(sealed.active_key_id(), old_id);
 }
 
 }  // namespace
