@@ -54,6 +54,7 @@
 #include "shared/config/host_port.hpp"
 #include "shared/config/settings.hpp"
 #include "shared/domain/ids.hpp"
+#include "shared/log/async_writer.hpp"
 #include "shared/log/log.hpp"
 #include "shared/metrics/families.hpp"
 #include "shared/rpc/server.hpp"
@@ -226,6 +227,9 @@ int main(int argc, char** argv) {
   }
   const ControlPlaneConfig& flags = args.config;
   log::configure(flags.log_level, flags.log_format);
+  // Lines are written by a thread of their own, not by the io_context thread (issue 21).
+  // Destroyed last, after writing every queued line.
+  log::AsyncWriter log_writer;
 
   raise_open_file_limit(logger);
   // Before anything that records is built: each component takes its handles when constructed.
