@@ -174,11 +174,13 @@ void watch_certificates(async::TaskGroup& tasks, http::Server& server,
 [[noreturn]] void restart_as_standby(char** argv, const std::string& why) {
   logger.error("stepping down: this control plane is no longer the leader; restarting as a standby",
                {{"reason", why}});
+  log::flush();  // the AsyncWriter's queue would not survive the exec
   std::cout.flush();
   std::cerr.flush();
   ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   ::execv("/proc/self/exe", argv);
   logger.error("cannot restart (exiting instead)", {{"error", std::string(std::strerror(errno))}});
+  log::flush();
   std::_Exit(1);
 }
 
