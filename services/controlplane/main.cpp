@@ -55,6 +55,7 @@
 #include "shared/config/host_port.hpp"
 #include "shared/config/settings.hpp"
 #include "shared/domain/ids.hpp"
+#include "shared/log/async_writer.hpp"
 #include "shared/log/log.hpp"
 #include "shared/metrics/families.hpp"
 #include "shared/rpc/server.hpp"
@@ -198,11 +199,13 @@ std::chrono::milliseconds campaign_delay(std::chrono::milliseconds lease) {
   } else {
     ::unsetenv(kFailedLoads);
   }
+  log::flush();  // the AsyncWriter's queue would not survive the exec
   std::cout.flush();
   std::cerr.flush();
   ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   ::execv("/proc/self/exe", argv);
   logger.error("cannot restart (exiting instead)", {{"error", std::string(std::strerror(errno))}});
+  log::flush();
   std::_Exit(1);
 }
 
@@ -251,6 +254,9 @@ int main(int argc, char** argv) {
   }
   const ControlPlaneConfig& flags = args.config;
   log::configure(flags.log_level, flags.log_format);
+  // Lines are written by a thread of their own, not by the io_context thread (issue 21).
+  // Destroyed last, after writing every queued line.
+  log::AsyncWriter log_writer;
 
   raise_open_file_limit(logger);
   // Before anything that records is built: each component takes its handles when constructed.

@@ -20,6 +20,7 @@
 #include "shared/metrics/families.hpp"
 #include "shared/config/settings.hpp"
 #include "shared/durable/instance_lock.hpp"
+#include "shared/log/async_writer.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/transport_security.hpp"
 #include "shared/tls/cert_files.hpp"
@@ -67,6 +68,10 @@ int main(int argc, char** argv) {
   log::parse_level(cfg.log_level, level);
   log::parse_format(cfg.log_format, format);
   log::configure(level, format);
+  // Lines are written by a thread of their own: the io_context thread runs every allocation's
+  // steps, and ~20 synchronous write(2)s per lifecycle queued them (issue 21). Destroyed last,
+  // after writing every queued line.
+  log::AsyncWriter log_writer;
   log::Logger log{"main"};
 
   // Plugin processes must not kill the agent by closing a pipe on it.

@@ -4,10 +4,15 @@
 #include <array>
 #include <atomic>
 #include <cctype>
+#include <condition_variable>
+#include <cstdint>
 #include <ctime>
 #include <iostream>
 #include <mutex>
 #include <sstream>
+#include <thread>
+
+#include "shared/log/async_writer.hpp"
 
 namespace mooring::log {
 namespace {
@@ -15,7 +20,78 @@ namespace {
 std::atomic<Level> g_level{Level::info};
 std::atomic<Format> g_format{Format::text};
 std::atomic<std::ostream*> g_sink{nullptr};
-std::mutex g_write_mutex;
+std::mutex g_write_mutex;  // held while writing to the sink, by any thread
+
+// The queue of an AsyncWriter. Never destroyed: a thread may log while main() returns.
+struct AsyncQueue {
+  std::mutex mutex;
+  std::condition_variable wake;     // the writer waits here
+  std::condition_variable written;  // flush() and callers waiting for room wait here
+  std::string lines;
+  std::uint64_t queued = 0;   // lines queued so far
+  std::uint64_t written_upto = 0;
+  bool active = false;        // an AsyncWriter runs: lines go to `lines`
+  bool stopping = false;
+  bool writer_idle = false;   // waiting for the first line after an idle spell
+  bool urgent = false;        // a warn/error line, or someone in flush(): write now
+  unsigned flushing = 0;
+  AsyncWriter::Options options;
+  std::thread thread;
+};
+
+AsyncQueue& async_queue() {
+  static auto* q = new AsyncQueue;
+  return *q;
+}
+std::atomic<bool> g_async{false};
+
+void write_to_sink(std::string_view text) {
+  std::ostream* sink = g_sink.load();
+  std::lock_guard lock(g_write_mutex);
+  std::ostream& os = sink ? *sink : std::cerr;
+  os << text;
+  os.flush();
+}
+
+// False when no AsyncWriter runs (the caller writes itself).
+bool enqueue(std::string_view line, Level lvl) {
+  auto& q = async_queue();
+  std::unique_lock lock(q.mutex);
+  q.written.wait(lock, [&] { return !q.active || q.lines.size() < q.options.max_queued; });
+  if (!q.active) return false;
+  q.lines += line;
+  ++q.queued;
+  if (lvl >= Level::warn) q.urgent = true;
+  if (q.writer_idle || q.urgent) q.wake.notify_one();
+  return true;
+}
+
+void run_writer() {
+  auto& q = async_queue();
+  std::unique_lock lock(q.mutex);
+  for (;;) {
+    q.writer_idle = true;
+    q.wake.wait(lock, [&] { return !q.lines.empty() || q.stopping; });
+    q.writer_idle = false;
+    // Gather what the next few milliseconds log into the same write.
+    q.wake.wait_for(lock, q.options.batch_window, [&] { return q.urgent || q.stopping || q.flushing > 0; });
+    std::string batch;
+    batch.swap(q.lines);
+    const std::uint64_t upto = q.queued;
+    q.urgent = false;
+    lock.unlock();
+    if (!batch.empty()) write_to_sink(batch);
+    lock.lock();
+    q.written_upto = upto;
+    if (q.stopping && q.lines.empty()) {
+      q.active = false;  // from here on callers write themselves
+      g_async = false;
+      q.written.notify_all();
+      return;
+    }
+    q.written.notify_all();
+  }
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -98,6 +174,7 @@ std::string_view to_string(Level level) {
 }
 
 void configure(Level level, Format format, std::ostream* sink) {
+  flush();  // what is queued belongs to the old sink
   g_level = level;
   g_format = format;
   g_sink = sink;
@@ -173,11 +250,48 @@ void write(Level lvl, std::string_view component, std::string_view message, Fiel
     }
     line += '\n';
   }
-  std::ostream* sink = g_sink.load();
-  std::lock_guard lock(g_write_mutex);
-  std::ostream& os = sink ? *sink : std::cerr;
-  os << line;
-  os.flush();
+  if (g_async.load(std::memory_order_acquire) && enqueue(line, lvl)) return;
+  write_to_sink(line);
+}
+
+AsyncWriter::AsyncWriter() : AsyncWriter(Options{}) {}
+
+AsyncWriter::AsyncWriter(Options options) {
+  auto& q = async_queue();
+  std::lock_guard lock(q.mutex);
+  if (q.active || q.thread.joinable()) return;  // one per process: this one stays inert
+  q.options = options;
+  q.active = true;
+  q.stopping = false;
+  q.thread = std::thread(run_writer);
+  g_async = true;
+  active_ = true;
+}
+
+AsyncWriter::~AsyncWriter() {
+  if (!active_) return;
+  auto& q = async_queue();
+  {
+    std::lock_guard lock(q.mutex);
+    q.stopping = true;
+    q.wake.notify_one();
+  }
+  q.thread.join();
+  std::lock_guard lock(q.mutex);
+  q.thread = std::thread();
+  q.stopping = false;
+}
+
+void flush() {
+  if (!g_async.load(std::memory_order_acquire)) return;
+  auto& q = async_queue();
+  std::unique_lock lock(q.mutex);
+  if (!q.active) return;
+  const std::uint64_t target = q.queued;
+  ++q.flushing;
+  q.wake.notify_one();
+  q.written.wait(lock, [&] { return !q.active || q.written_upto >= target; });
+  --q.flushing;
 }
 
 }  // namespace mooring::log

@@ -120,6 +120,7 @@ void AllocRunner::stop(std::string reason) {
   state_.stop_reason = std::move(reason);
   save();
   emit("StopRequested", state_.stop_reason);
+  if (task_ && !task_->exited()) begin_kill({});
   stop_signal_->notify();
 }
 
@@ -268,16 +269,34 @@ void AllocRunner::reattach_task() {
   emit("Reattached", "task pid " + std::to_string(state_.task->pid) + " re-adopted after an agent restart");
 }
 
-asio::awaitable<void> AllocRunner::kill_task(std::string why) {
+std::chrono::milliseconds AllocRunner::kill_timeout() const {
   const auto& alloc = state_.alloc;
-  auto kill_timeout = alloc.task ? std::chrono::duration_cast<std::chrono::milliseconds>(alloc.task->kill_timeout)
-                                 : std::chrono::milliseconds(0);
-  if (kill_timeout.count() <= 0) kill_timeout = options_.default_kill_timeout;
-  const std::string reason = !why.empty()                  ? why
-                             : state_.stop_reason.empty() ? std::string("its volumes could not be set up again")
-                                                          : state_.stop_reason;
-  emit("Killing", "sending SIGTERM (SIGKILL after " + std::to_string(kill_timeout.count()) + " ms): " + reason);
-  auto status = co_await task_->stop(kill_timeout);
+  auto timeout = alloc.task ? std::chrono::duration_cast<std::chrono::milliseconds>(alloc.task->kill_timeout)
+                            : std::chrono::milliseconds(0);
+  return timeout.count() > 0 ? timeout : options_.default_kill_timeout;
+}
+
+namespace {
+
+std::string kill_reason(const std::string& why, const std::string& stop_reason) {
+  if (!why.empty()) return why;
+  return stop_reason.empty() ? std::string("its volumes could not be set up again") : stop_reason;
+}
+
+}  // namespace
+
+void AllocRunner::begin_kill(const std::string& why) {
+  if (killing_ || !task_) return;
+  killing_ = true;
+  emit("Killing", "sending SIGTERM (SIGKILL after " + std::to_string(kill_timeout().count()) +
+                      " ms): " + kill_reason(why, state_.stop_reason));
+  task_->terminate();
+}
+
+asio::awaitable<void> AllocRunner::kill_task(std::string why) {
+  const std::string reason = kill_reason(why, state_.stop_reason);
+  begin_kill(reason);
+  auto status = co_await task_->stop(kill_timeout());
   state_.task_result = "stopped: " + reason + " (" +
                        (status ? status->describe() : std::string("exit status unknown")) + ")";
   emit("Killed", state_.task_result);

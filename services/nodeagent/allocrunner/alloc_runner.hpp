@@ -93,6 +93,10 @@ class AllocRunner {
   // SIGTERM, SIGKILL after the kill timeout, and the result; complete when a stop was asked.
   // `why`: the reason in the task events when it is not the stop's (a failed Poststart).
   boost::asio::awaitable<void> kill_task(std::string why = {});
+  // The SIGTERM half of kill_task, at once: stop() calls it so the task hears of the stop in the
+  // same turn, not after the runner's coroutine has been resumed through the executor's queue.
+  void begin_kill(const std::string& why);
+  std::chrono::milliseconds kill_timeout() const;
   boost::asio::awaitable<domain::Status> run_prerun(std::map<std::string, std::string>& env);
   boost::asio::awaitable<domain::Status> run_poststart();
   boost::asio::awaitable<void> wait_for_stop();
@@ -114,6 +118,7 @@ class AllocRunner {
   std::unique_ptr<async::WakeSignal> stop_signal_;
   std::unique_ptr<async::WakeSignal> update_signal_;  // update() took a new allocation
   bool finished_ = false;
+  bool killing_ = false;  // SIGTERM sent and "Killing" reported
 };
 
 }  // namespace mooring::nodeagent

@@ -11,6 +11,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -193,12 +194,20 @@ bool TaskProcess::signal(int sig) {
   return true;
 }
 
+void TaskProcess::terminate() {
+  if (exited_ || terminated_at_) return;
+  terminated_at_ = std::chrono::steady_clock::now();
+  signal(SIGTERM);
+}
+
 asio::awaitable<std::optional<ExitStatus>> TaskProcess::stop(std::chrono::milliseconds grace) {
   if (exited_) co_return status_;
-  signal(SIGTERM);
+  terminate();
+  const auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                *terminated_at_ + grace - std::chrono::steady_clock::now()));
   // Not inside the if-condition: GCC 12 mishandles a coroutine temporary there.
   auto waiting = wait_discarding(*this);
-  const bool exited_in_time = co_await async::with_timeout(std::move(waiting), grace);
+  const bool exited_in_time = co_await async::with_timeout(std::move(waiting), left);
   if (!exited_in_time) {
     logger().warn("task did not stop after SIGTERM; sending SIGKILL",
                   {{"pid", static_cast<int64_t>(handle_.pid)}, {"grace", grace}});

@@ -86,7 +86,10 @@ class TaskProcess {
   // Completes when the task exited: its status, or nullopt when it cannot be known (adopted).
   // One waiter at a time; cancellable.
   boost::asio::awaitable<std::optional<ExitStatus>> wait();
-  // SIGTERM to the task's process group, SIGKILL after `grace`; then the exit as wait() reports it.
+  // SIGTERM to the task's process group (once: a task that traps it is not told twice); the
+  // grace before SIGKILL counts from here. No-op once it exited.
+  void terminate();
+  // terminate(), SIGKILL `grace` after the SIGTERM; then the exit as wait() reports it.
   boost::asio::awaitable<std::optional<ExitStatus>> stop(std::chrono::milliseconds grace);
   // Sends `sig` to the task's process group; false once it exited.
   bool signal(int sig);
@@ -101,6 +104,7 @@ class TaskProcess {
   TaskHandle handle_;
   bool child_ = false;
   bool exited_ = false;
+  std::optional<std::chrono::steady_clock::time_point> terminated_at_;  // when SIGTERM was sent
   std::optional<ExitStatus> status_;
   std::unique_ptr<Impl> impl_;
 };

@@ -93,6 +93,15 @@ class AllocRunnerTest : public ::testing::Test {
     return make_runner(std::move(s));
   }
 
+  // Runs the runner in `group` until its task has written `ready` and it reports running.
+  bool run_until_task_ready(AllocRunner& runner, async::TaskGroup& group, const std::filesystem::path& ready) {
+    group.spawn("run", [&runner]() { return runner.run(); });
+    return test::wait_until([&] {
+      run_for(io, 20ms);
+      return std::filesystem::exists(ready) && runner.client_status() == ClientStatus::running;
+    }, 20s);
+  }
+
   static domain::Task shell(const std::string& script, domain::Duration kill_timeout = domain::Duration{0}) {
     domain::Task t;
     t.command = "/bin/sh";
@@ -322,11 +331,7 @@ TEST_F(AllocRunnerTest, StopSendsSigtermThenSigkillAfterKillTimeout) {
   auto runner = make_runner(
       make_alloc("a1", shell("trap '' TERM; touch " + ready.string() + "; while true; do sleep 0.1; done", 300ms)));
   async::TaskGroup group(io.get_executor(), "test");
-  group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] {
-    run_for(io, 20ms);
-    return std::filesystem::exists(ready) && runner->client_status() == ClientStatus::running;
-  }, 20s));
+  ASSERT_TRUE(run_until_task_ready(*runner, group, ready));
   const auto t0 = std::chrono::steady_clock::now();
   runner->stop("test stop");
   ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
@@ -334,6 +339,29 @@ TEST_F(AllocRunnerTest, StopSendsSigtermThenSigkillAfterKillTimeout) {
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   EXPECT_TRUE(sink.has_event("Killing"));
   EXPECT_NE(sink.message_of("Killed").find("SIGKILL"), std::string::npos) << sink.message_of("Killed");
+  EXPECT_EQ(mounter.releases.size(), 1u);
+}
+
+// stop() signals the task itself, in the caller's turn: the task hears of a stop without waiting
+// for the runner's coroutine to be resumed through a busy executor (issue 21: 7-22 ms under load).
+// The SIGKILL grace still counts from that SIGTERM, and the task is told once.
+TEST_F(AllocRunnerTest, StopSendsSigtermBeforeTheExecutorRunsAgain) {
+  const auto ready = dir / "ready", terms = dir / "terms";
+  auto runner = make_runner(make_alloc(
+      "a1", shell("trap 'echo term >> " + terms.string() + "; exit 0' TERM; touch " + ready.string() +
+                  "; while true; do sleep 0.05; done")));
+  async::TaskGroup group(io.get_executor(), "test");
+  ASSERT_TRUE(run_until_task_ready(*runner, group, ready));
+  runner->stop("test stop");
+  EXPECT_TRUE(sink.has_event("Killing"));
+  // The io_context does not run here: only a signal sent by stop() itself can make the trap write.
+  EXPECT_TRUE(test::wait_until([&] { return std::filesystem::exists(terms); }, 10s)) << "SIGTERM waited for the executor";
+  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_EQ(test::read_file(terms), "term\n") << "the task was sent SIGTERM more than once";
+  int killing = 0;
+  for (const auto& e : sink.events) killing += e.type == "Killing";
+  EXPECT_EQ(killing, 1);
   EXPECT_EQ(mounter.releases.size(), 1u);
 }
 

@@ -60,6 +60,10 @@ TEST(Duration, FormatThenParseRoundTrips) {
 TEST(Time, FormatsRfc3339UtcWithMillis) {
   EXPECT_EQ(format_time(from_unix_ms(0)), "1970-01-01T00:00:00.000Z");
   EXPECT_EQ(format_time(from_unix_ms(1'700'000'000'123)), "2023-11-14T22:13:20.123Z");
+  EXPECT_EQ(format_time(from_unix_ms(4'102'444'799'999)), "2099-12-31T23:59:59.999Z");
+  EXPECT_EQ(format_time(from_unix_ms(-62'135'596'800'000 + 3'723'004)), "0001-01-01T01:02:03.004Z");
+  EXPECT_EQ(format_time(from_unix_ms(253'402'300'799'000)), "9999-12-31T23:59:59.000Z");
+  EXPECT_EQ(format_time(from_unix_ms(253'402'300'800'000)), "10000-01-01T00:00:00.000Z");  // past 4 digits: as printf spells it
 }
 
 TEST(Time, ParsesRfc3339WithAndWithoutFractionAndOffsets) {

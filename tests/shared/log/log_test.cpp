@@ -1,8 +1,14 @@
+#include "shared/log/async_writer.hpp"
 #include "shared/log/log.hpp"
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 namespace mooring::log {
 namespace {
@@ -96,6 +102,154 @@ TEST(LogSecretKeys, RecognisesCredentialNames) {
   EXPECT_TRUE(is_secret_key("mount_flags"));
   EXPECT_FALSE(is_secret_key("volume_id"));
   EXPECT_FALSE(is_secret_key("plugin_id"));
+}
+
+// A sink that holds every write until opened, as a full pipe or a stalled disk would.
+class GatedBuf : public std::streambuf {
+ public:
+  void open() {
+    std::lock_guard lock(m_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  std::string text() {
+    std::lock_guard lock(m_);
+    return text_;
+  }
+  int writes() {
+    std::lock_guard lock(m_);
+    return writes_;
+  }
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::unique_lock lock(m_);
+    cv_.wait(lock, [&] { return open_; });
+    text_.append(s, static_cast<std::size_t>(n));
+    ++writes_;
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    char ch = traits_type::to_char_type(c);
+    xsputn(&ch, 1);
+    return c;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  std::string text_;
+  int writes_ = 0;
+};
+
+// The process's log sink for one test: a GatedBuf, open or not; the default sink again after.
+struct GatedSink {
+  explicit GatedSink(bool open) {
+    if (open) buf.open();
+    configure(Level::info, Format::text, &os);
+  }
+  ~GatedSink() { configure(Level::info, Format::text, nullptr); }
+  GatedBuf buf;
+  std::ostream os{&buf};
+};
+
+// Opens the gate when a test leaves its scope early, so the writer's join cannot hang.
+struct OpenAtExit {
+  GatedBuf& buf;
+  ~OpenAtExit() { buf.open(); }
+};
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+TEST_F(LogTest, AsyncWriterCallersDoNotWaitForAStalledSink) {
+  GatedSink sink(false);
+  GatedBuf& buf = sink.buf;
+  {
+    AsyncWriter writer;
+    // On another thread, so a caller that does wait fails the test instead of hanging it.
+    auto logged = std::async(std::launch::async, [] {
+      for (int i = 0; i < 100; ++i) Logger("runner").info("allocation event", {{"n", i}});
+    });
+    OpenAtExit guard{buf};  // destroyed before the future and the writer, which may wait on the gate
+    ASSERT_EQ(logged.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+        << "a log call waited for the sink";
+    EXPECT_EQ(buf.text(), "");
+    buf.open();
+    flush();
+    EXPECT_EQ(count_of(buf.text(), "msg=\"allocation event\""), 100u);
+    EXPECT_NE(buf.text().find("n=99"), std::string::npos);
+  }
+}
+
+TEST_F(LogTest, AsyncWriterWritesEveryLineInOrderBeforeItStops) {
+  GatedSink sink(true);
+  GatedBuf& buf = sink.buf;
+  constexpr int kThreads = 4, kLines = 2000;
+  {
+    AsyncWriter writer(AsyncWriter::Options{.batch_window = std::chrono::milliseconds(5), .max_queued = 4096});
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([t] {
+        for (int i = 0; i < kLines; ++i) Logger("t" + std::to_string(t)).info("line", {{"i", i}});
+      });
+    for (auto& th : threads) th.join();
+  }  // no flush(): stopping the writer must write what is queued
+  const std::string text = buf.text();
+  EXPECT_EQ(count_of(text, "\n"), static_cast<std::size_t>(kThreads * kLines));
+  for (int t = 0; t < kThreads; ++t) {
+    std::size_t pos = 0;
+    for (int i = 0; i < kLines; ++i) {
+      pos = text.find("component=t" + std::to_string(t) + " msg=\"line\" i=" + std::to_string(i) + "\n", pos);
+      ASSERT_NE(pos, std::string::npos) << "thread " << t << " line " << i << " missing or out of order";
+    }
+  }
+  // Batched: far fewer writes than lines (4096-byte queue bound, ~90-byte lines).
+  EXPECT_LT(buf.writes(), kThreads * kLines / 4);
+}
+
+TEST_F(LogTest, AsyncWriterWritesWarningsWithoutWaitingForTheWindow) {
+  GatedSink sink(true);
+  GatedBuf& buf = sink.buf;
+  {
+    AsyncWriter writer(AsyncWriter::Options{.batch_window = std::chrono::seconds(60), .max_queued = 1u << 20});
+    Logger("x").info("routine");  // the writer wakes and starts a 60 s window
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Logger("x").warn("plugin crashed");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (buf.text().find("plugin crashed") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const std::string text = buf.text();
+    EXPECT_NE(text.find("plugin crashed"), std::string::npos) << "the warning waited for the batch window";
+    EXPECT_LT(text.find("routine"), text.find("plugin crashed"));
+  }
+}
+
+TEST_F(LogTest, ASecondAsyncWriterIsInertAndLeavesTheFirstRunning) {
+  GatedSink sink(false);
+  GatedBuf& buf = sink.buf;
+  {
+    AsyncWriter first;
+    { AsyncWriter second; }
+    // Still queued by the first: a caller does not wait for the stalled sink.
+    auto logged = std::async(std::launch::async, [] { Logger("x").info("queued by the first"); });
+    OpenAtExit guard{buf};
+    ASSERT_EQ(logged.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    buf.open();
+  }
+  EXPECT_NE(buf.text().find("queued by the first"), std::string::npos);
+}
+
+TEST_F(LogTest, WithoutAnAsyncWriterLinesAreWrittenAtOnce) {
+  configure(Level::info, Format::text, &out_);
+  { AsyncWriter writer; }
+  Logger("x").info("after the writer stopped");
+  EXPECT_NE(out_.str().find("after the writer stopped"), std::string::npos);
 }
 
 }  // namespace
