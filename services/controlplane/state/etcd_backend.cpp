@@ -301,8 +301,9 @@ domain::Expected<Snapshot> EtcdBackend::load() {
       req.set_range_end(end);
       req.set_revision(at);
       req.set_limit(page);
-      req.set_sort_order(pb::RangeRequest::ASCEND);
-      req.set_sort_target(pb::RangeRequest::KEY);
+      // No sort order: etcd returns keys in ascending order anyway, and with one set etcd 3.4
+      // reads the whole rest of the range for every page, then sorts and truncates (apply.go) —
+      // quadratic: a log of 20,000 entries took 14.8 s to load instead of ~1.
       pb::RangeResponse res;
       if (auto s = client_->range(req, res); !s.ok()) return fail("cannot read " + key + ": " + status_text(s));
       for (const auto& kv : res.kvs()) out.emplace_back(kv.key(), kv.value());
