@@ -21,8 +21,10 @@
 // transaction larger than one request is written as chunks first, then committed by a small
 // entry naming them and their SHA-256, so the load can tell a complete set from a torn one.
 //
-// Every `snapshot_every` transactions the backend writes the whole state as a chunked snapshot,
-// in the background so that commits do not wait for it (~70 MiB at 100,000 volumes, paced puts):
+// When a snapshot is due (snapshot_policy.hpp: at least `snapshot_every` transactions and a log
+// of at least a quarter of the last snapshot's bytes, or 20 × `snapshot_every` transactions
+// whatever their size; every `snapshot_every` until the first) the backend writes the whole state
+// as a chunked snapshot, in the background so that commits do not wait for it (~70 MiB at 100,000 volumes, paced puts):
 // the writer takes the rows at the last committed index N (a copy-on-write view: the rows are
 // kept in buckets shared with the snapshot, and a bucket the writer changes meanwhile is copied
 // first), a thread of the backend stages the chunks with its own etcd calls while the writer goes
@@ -68,7 +70,13 @@ struct EtcdOptions {
   // for keys and framing. Larger entries and snapshots are chunked.
   std::size_t max_request_bytes = 1024 * 1024;
   std::size_t max_txn_ops = 128;        // etcd's default --max-txn-ops
-  std::uint64_t snapshot_every = 1000;  // transactions logged between snapshots
+  // When a snapshot is due (snapshot_policy.hpp): at least `snapshot_every` transactions since the
+  // last one and log bytes since it ≥ `snapshot_log_fraction` of its bytes, or
+  // `snapshot_max_entries` transactions (0: 20 × snapshot_every). No snapshot yet: every
+  // `snapshot_every`.
+  std::uint64_t snapshot_every = 1000;
+  double snapshot_log_fraction = 0.25;
+  std::uint64_t snapshot_max_entries = 0;
   // A snapshot's chunks (at most max_request_bytes), and the pause after each put as a multiple
   // of the time it took: a background snapshot leaves etcd to the commits that much of the time.
   std::size_t snapshot_chunk_bytes = 256 * 1024;
@@ -113,6 +121,9 @@ class EtcdBackend final : public StateBackend {
   std::string describe() const;
   // Transactions logged since the current snapshot (tests, status).
   std::uint64_t log_entries() const;
+  // Bytes a load reads for them (entries and their chunks), and the current snapshot's (0: none).
+  std::uint64_t log_bytes() const { return log_bytes_since_snapshot_; }
+  std::uint64_t snapshot_bytes() const { return snapshot_bytes_; }
   // Writes a snapshot now and drops the log it covers (after one in the background, if any).
   domain::Status snapshot_now();
   // Waits for the background snapshot in flight, if any; its outcome (ok when there was none).
@@ -143,6 +154,7 @@ class EtcdBackend final : public StateBackend {
   void abandon_snapshot();
   domain::Status finish(SnapshotJob& job);
   domain::Status check_fence();
+  bool snapshot_due() const;
   // A Txn failed its compares: fenced by another writer of `head`, or (when the leader key is
   // no longer ours) by the loss of the leadership. Returns the error to give.
   std::string refused(const etcdserverpb::TxnResponse& response, const std::string& what, const char* key = "head");
@@ -165,6 +177,8 @@ class EtcdBackend final : public StateBackend {
   std::int64_t snap_revision_ = 0;
   std::string uncertain_stage_;
   std::uint64_t entries_since_snapshot_ = 0;
+  std::uint64_t log_bytes_since_snapshot_ = 0;
+  std::uint64_t snapshot_bytes_ = 0;  // the current snapshot's payload (0: none)
   std::unique_ptr<SnapshotJob> job_;  // the background snapshot in flight (its thread joined before we go)
 };
 

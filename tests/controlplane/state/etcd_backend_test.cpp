@@ -2,6 +2,7 @@
 // group commits split by etcd's limits, chunked transactions and snapshots, compaction of the
 // log, a second writer refused, etcd killed mid-way and restarted, torn chunks named at load.
 #include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/snapshot_policy.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <grpcpp/grpcpp.h>
@@ -426,6 +427,157 @@ TEST_F(EtcdBackendTest, ASnapshotTxnOfUnknownOutcomeIsLearntByTheNextSnapshot) {
   EXPECT_EQ(snap->index, 20u);
   EXPECT_EQ(snap->rows[Table::volumes]["v15"], "y");
   EXPECT_EQ(snap->rows[Table::volumes].size(), 20u);
+}
+
+// ---- when a snapshot is due (snapshot_policy.hpp) ----
+
+TEST(SnapshotPolicy, EveryNUntilTheFirstThenAShareOfItsBytesOrTheCap) {
+  const SnapshotPolicy p{.every = 10, .log_fraction = 0.25, .max_entries = 0};
+  EXPECT_EQ(snapshot_cap(p), 200u);
+  EXPECT_FALSE(snapshot_due(p, {.entries = 9, .log_bytes = 0, .snapshot_bytes = 0}));
+  EXPECT_TRUE(snapshot_due(p, {.entries = 10, .log_bytes = 0, .snapshot_bytes = 0}));  // no snapshot yet
+  EXPECT_FALSE(snapshot_due(p, {.entries = 10, .log_bytes = 249, .snapshot_bytes = 1000}));
+  EXPECT_TRUE(snapshot_due(p, {.entries = 10, .log_bytes = 250, .snapshot_bytes = 1000}));
+  EXPECT_FALSE(snapshot_due(p, {.entries = 9, .log_bytes = 5000, .snapshot_bytes = 1000}));  // and at least `every`
+  EXPECT_FALSE(snapshot_due(p, {.entries = 199, .log_bytes = 1, .snapshot_bytes = 1000}));
+  EXPECT_TRUE(snapshot_due(p, {.entries = 200, .log_bytes = 1, .snapshot_bytes = 1000}));  // the cap
+  EXPECT_TRUE(snapshot_due({.every = 10, .log_fraction = 0, .max_entries = 0}, {.entries = 10, .log_bytes = 0, .snapshot_bytes = 1000}));
+  EXPECT_TRUE(snapshot_due({.every = 10, .log_fraction = 0.25, .max_entries = 15}, {.entries = 15, .log_bytes = 0, .snapshot_bytes = 1000}));
+}
+
+class EtcdSnapshotPolicyTest : public EtcdBackendTest {
+ protected:
+  static constexpr std::size_t kRows = 40, kRowBytes = 10 * 1024;  // a ~400 KiB state
+  EtcdOptions policy_options() const {
+    auto o = options();
+    o.snapshot_every = 10;
+    return o;
+  }
+  // A backend whose state of kRows rows is in a committed snapshot and whose log is empty: the
+  // first snapshot comes every `snapshot_every` (10 big transactions here).
+  std::unique_ptr<EtcdBackend> with_snapshot(EtcdOptions o) {
+    auto b = open(std::move(o));
+    EXPECT_TRUE(b->load());
+    std::vector<Transaction> group;
+    for (std::uint64_t i = 1; i <= 10; ++i) {
+      Transaction t{i, {}, {Table::volumes}};
+      for (std::size_t k = (i - 1) * kRows / 10; k < i * kRows / 10; ++k)
+        t.mutations.push_back({Table::volumes, "v" + std::to_string(k), std::string(kRowBytes, 'a')});
+      group.push_back(std::move(t));
+    }
+    EXPECT_TRUE(b->apply_group(group));
+    EXPECT_TRUE(b->snapshot_in_flight());
+    EXPECT_TRUE(b->wait_snapshot());
+    EXPECT_EQ(b->log_entries(), 0u);
+    EXPECT_EQ(b->log_bytes(), 0u);
+    EXPECT_GT(b->snapshot_bytes(), kRows * kRowBytes);
+    return b;
+  }
+  // The counters of `b` are what a load of etcd finds.
+  void expect_counters_as_loaded(const EtcdBackend& b, EtcdOptions o) {
+    auto again = open(std::move(o));
+    ASSERT_TRUE(again->load());
+    EXPECT_EQ(again->log_entries(), b.log_entries());
+    EXPECT_EQ(again->log_bytes(), b.log_bytes());
+    EXPECT_EQ(again->snapshot_bytes(), b.snapshot_bytes());
+  }
+};
+
+// Issue 22: at 100,000 volumes a snapshot every 1,000 commits meant one staging nearly all the
+// time. Many transactions whose log is small beside the state write no snapshot.
+TEST_F(EtcdSnapshotPolicyTest, ASmallLogOverALargeStateDoesNotTriggerASnapshot) {
+  auto b = with_snapshot(policy_options());
+  for (std::uint64_t i = 11; i <= 60; ++i) {  // five times `snapshot_every`, ~60 bytes each
+    ASSERT_TRUE(b->apply(tx(i, "v" + std::to_string(i % kRows), std::to_string(i))));
+    ASSERT_FALSE(b->snapshot_in_flight()) << "at index " << i;
+  }
+  EXPECT_EQ(b->log_entries(), 50u);
+  EXPECT_LT(b->log_bytes(), b->snapshot_bytes() / 4);
+  EXPECT_EQ(count("/test/log/"), 50);
+  EXPECT_EQ(count("/test/snap"), 1);
+}
+
+// The log grows to a quarter of the snapshot's bytes: the commit that gets it there starts one,
+// not the one before.
+TEST_F(EtcdSnapshotPolicyTest, ALogOfAQuarterOfTheStateTriggersOne) {
+  auto b = with_snapshot(policy_options());
+  const std::uint64_t quarter = b->snapshot_bytes() / 4;
+  const std::uint64_t first_snapshot = b->snapshot_bytes();
+  std::uint64_t index = 10;
+  std::uint64_t before = 0;
+  while (!b->snapshot_in_flight()) {
+    ASSERT_LT(index, 100u) << "no snapshot with a log of " << b->log_bytes() << " bytes";
+    before = b->log_bytes();
+    ++index;
+    ASSERT_TRUE(b->apply(tx(index, "v" + std::to_string(index % kRows), std::string(3000, 'q'))));  // ~3 KiB each
+  }
+  EXPECT_LT(before, quarter);
+  EXPECT_GE(b->log_bytes(), quarter);
+  EXPECT_GT(index - 10, 10u);  // more than `snapshot_every`: the bytes decided
+  ASSERT_TRUE(b->wait_snapshot());
+  EXPECT_EQ(b->log_entries(), 0u);
+  EXPECT_EQ(b->log_bytes(), 0u);
+  EXPECT_EQ(count("/test/log/"), 0);
+  EXPECT_LT(b->snapshot_bytes(), first_snapshot);  // rows overwritten by smaller ones: its own size now
+  expect_counters_as_loaded(*b, policy_options());
+}
+
+// However small the transactions, the log a load replays is bounded: the cap starts one.
+TEST_F(EtcdSnapshotPolicyTest, TheCapOnEntriesTriggersOne) {
+  auto o = policy_options();
+  o.snapshot_max_entries = 25;
+  auto b = with_snapshot(o);
+  for (std::uint64_t i = 11; i <= 34; ++i) {
+    ASSERT_TRUE(b->apply(tx(i, "v" + std::to_string(i % kRows), "x")));
+    ASSERT_FALSE(b->snapshot_in_flight()) << "at index " << i;
+  }
+  ASSERT_TRUE(b->apply(tx(35, "v0", "x")));  // the 25th
+  EXPECT_TRUE(b->snapshot_in_flight());
+  EXPECT_LT(b->log_bytes(), b->snapshot_bytes() / 4);
+  ASSERT_TRUE(b->wait_snapshot());
+  EXPECT_EQ(b->log_entries(), 0u);
+  EXPECT_EQ(count("/test/log/"), 0);
+}
+
+// The counters decide the next snapshot, so they must be right after a load (rebuilt from the
+// entries it reads, packed and chunked ones included) and after a background snapshot committed
+// at index N while the writer appended N+1...: those stay counted, entries and bytes.
+TEST_F(EtcdSnapshotPolicyTest, CountersAreRightAfterAReloadAndAfterASnapshotThatCommitsBehindTheWriter) {
+  std::atomic<bool> appended = false;
+  auto o = policy_options();
+  o.max_request_bytes = 16 * 1024;  // a 40 KiB transaction is chunked
+  o.snapshot_step = [&](EtcdOptions::SnapshotStep step) {
+    if (step == EtcdOptions::SnapshotStep::staged)
+      while (!appended) std::this_thread::sleep_for(5ms);
+    return true;
+  };
+  appended = true;  // the first snapshot (with_snapshot's) goes straight through
+  auto b = with_snapshot(o);
+  // A group packed into entries, a chunked transaction, single ones; then more than a quarter
+  // of the state, so a snapshot starts at the last of them.
+  std::vector<Transaction> group;
+  for (std::uint64_t i = 11; i <= 30; ++i) group.push_back(tx(i, "v" + std::to_string(i % kRows), std::to_string(i)));
+  ASSERT_TRUE(b->apply_group(group));
+  ASSERT_TRUE(b->apply(tx(31, "chunky", std::string(40 * 1024, 'c'))));
+  EXPECT_GE(count("/test/stage/log-"), 3);
+  EXPECT_EQ(b->log_entries(), 21u);
+  expect_counters_as_loaded(*b, o);
+  appended = false;  // the next snapshot waits, staged, until the writer appended more
+  std::uint64_t index = 31;
+  while (!b->snapshot_in_flight()) {
+    ASSERT_LT(index, 200u);
+    ++index;
+    ASSERT_TRUE(b->apply(tx(index, "v" + std::to_string(index % kRows), std::string(8000, 'r'))));
+  }
+  const std::uint64_t covered_bytes = b->log_bytes();
+  for (std::uint64_t i = index + 1; i <= index + 5; ++i) ASSERT_TRUE(b->apply(tx(i, "after" + std::to_string(i), "x")));
+  const std::uint64_t after_bytes = b->log_bytes() - covered_bytes;
+  appended = true;
+  ASSERT_TRUE(b->wait_snapshot());
+  EXPECT_EQ(b->log_entries(), 5u);
+  EXPECT_EQ(b->log_bytes(), after_bytes);
+  EXPECT_EQ(count("/test/log/"), 5);
+  expect_counters_as_loaded(*b, o);
 }
 
 TEST_F(EtcdBackendTest, ASecondWriterOnThePrefixIsRefusedAndWritesNothing) {
