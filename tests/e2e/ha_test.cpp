@@ -60,6 +60,18 @@ class Ha : public ::testing::Test {
     return controlplane::http_request(cluster->http_port(member), "GET", "/v1/status/ready").status;
   }
   // A volume registered through the API (the hostpath plugin creates it); the answer as it came.
+  // `n` volumes VOLUME-i on node-1, each claimed by a running allocation ALLOCi (`sleep 600`).
+  void run_claimed(const std::string& volume, const std::string& alloc, int n, std::vector<std::string>& volumes,
+                   std::vector<std::string>& allocs) {
+    for (int i = 0; i < n; ++i) {
+      volumes.push_back(volume + "-" + std::to_string(i));
+      ASSERT_EQ(create(volumes.back()).status, 200u);
+      allocs.push_back(cluster->run_alloc(allocation(alloc + std::to_string(i), volumes.back(), "node-1", "sleep 600")));
+    }
+    for (const auto& id : allocs)
+      ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
+  }
+
   HttpResult create(const std::string& id) {
     json body = {{"Volumes",
                   {{{"ID", id},
@@ -126,13 +138,7 @@ class Ha : public ::testing::Test {
     cluster->start_node("node-1");
     constexpr int kVolumes = 12;
     std::vector<std::string> allocs, volumes;
-    for (int i = 0; i < kVolumes; ++i) {
-      volumes.push_back("storm-" + std::to_string(i));
-      ASSERT_EQ(create(volumes.back()).status, 200u);
-      allocs.push_back(cluster->run_alloc(allocation("s" + std::to_string(i), volumes.back(), "node-1", "sleep 600")));
-    }
-    for (const auto& id : allocs)
-      ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
+    ASSERT_NO_FATAL_FAILURE(run_claimed("storm", "s", kVolumes, volumes, allocs));
 
     cluster->set_faults("node-1", json::array({{{"rpc", "ControllerUnpublishVolume"}, {"delay_ms", 1000}}}));
     for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
@@ -323,13 +329,7 @@ TEST_F(Ha, AnAgentKilledDuringUnpublishesAsksThePluginBeforeSendingThemAgain) {
   cluster->start_node("node-1");
   constexpr int kVolumes = 12;
   std::vector<std::string> allocs, volumes;
-  for (int i = 0; i < kVolumes; ++i) {
-    volumes.push_back("cut-" + std::to_string(i));
-    ASSERT_EQ(create(volumes.back()).status, 200u);
-    allocs.push_back(cluster->run_alloc(allocation("c" + std::to_string(i), volumes.back(), "node-1", "sleep 600")));
-  }
-  for (const auto& id : allocs)
-    ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) << id;
+  ASSERT_NO_FATAL_FAILURE(run_claimed("cut", "c", kVolumes, volumes, allocs));
   cluster->set_faults("node-1", json::array({{{"rpc", "ControllerUnpublishVolume"}, {"delay_ms", 1000}}}));
   for (const auto& id : allocs) EXPECT_EQ(cluster->stop_alloc(id).status, 200u);
   std::this_thread::sleep_for(600ms);
