@@ -554,10 +554,11 @@ TEST_F(Ha, OneEtcdMemberDownChangesNothingTwoDownTheLeaderServesStaleReadsRefuse
   ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(alloc) == "running"; }, 20s));
 
   // One member down: writes go on. When it was etcd's own raft leader, etcd elects another (1-2 s
-  // with its defaults); a write in flight then is dropped by etcd and fails at our 5 s request
-  // timeout (the client retries it with its key), and a 2 s lease may not ride the election out,
-  // in which case a standby takes over as after a kill. Either way writes are served again
-  // within that timeout plus 2 x lease.
+  // with its defaults) and drops the proposals in flight; the backend sends such a commit again
+  // after its attempt (1 s, then doubling) and it commits once etcd has a leader
+  // (EtcdChannelsTest.ACommitCaughtByTheRaftLeadersDeath…). A 2 s lease may not ride the election
+  // out, in which case a standby takes over as after a kill. Either way writes are served again
+  // within the 5 s request timeout plus 2 x lease.
   etcd.kill(0);
   const auto killed = Clock::now();
   HttpResult one_down;

@@ -60,17 +60,19 @@ struct EtcdBackend::Client {
     return etcd->call<pb::KV>(std::forward<Call>(c));
   }
 
-  std::unique_ptr<grpc::ClientContext> context() const {
+  std::unique_ptr<grpc::ClientContext> context(std::chrono::milliseconds wait) const {
     auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+    ctx->set_deadline(std::chrono::system_clock::now() + wait);
     ctx->set_wait_for_ready(true);  // ride out a member's restart within the deadline
     return ctx;
   }
+  std::unique_ptr<grpc::ClientContext> context() const { return context(timeout); }
   grpc::Status range(const pb::RangeRequest& req, pb::RangeResponse& res) const {
     return call([&](pb::KV::Stub& kv) { return kv.Range(context().get(), req, &res); });
   }
-  grpc::Status txn(const pb::TxnRequest& req, pb::TxnResponse& res) const {
-    return call([&](pb::KV::Stub& kv) { return kv.Txn(context().get(), req, &res); });
+  grpc::Status txn(const pb::TxnRequest& req, pb::TxnResponse& res) const { return txn(req, res, timeout); }
+  grpc::Status txn(const pb::TxnRequest& req, pb::TxnResponse& res, std::chrono::milliseconds wait) const {
+    return call([&](pb::KV::Stub& kv) { return kv.Txn(context(wait).get(), req, &res); });
   }
   grpc::Status put(const std::string& key, const std::string& value) const {
     pb::PutRequest req;
@@ -513,15 +515,27 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
     }
     const std::uint64_t last = encoded[i - 1].last;
     *req.add_success() = put_op(key_of(options_, "head"), std::to_string(last));
+    // A refused Txn also reads head back (after the leader key, if fenced): a resend refused
+    // because an earlier send of it committed finds our own index there.
+    req.add_failure()->mutable_request_range()->set_key(key_of(options_, "head"));
     pb::TxnResponse res;
-    if (auto s = client_->txn(req, res); !s.ok()) {
+    bool resent = false;
+    const auto s = send_commit(req, res, encoded[first].first, last, resent);
+    if (!s.ok()) {
       // Unknown outcome (the commit may have happened): the store reloads to learn it.
       fenced_ = true;
       return error("state in " + where + ": commit of index " + std::to_string(encoded[first].first) + ".." +
                    std::to_string(last) + " failed: " + status_text(s));
     }
-    if (!res.succeeded()) return error(refused(res, "nothing written from index " + std::to_string(encoded[first].first)));
-    head_revision_ = res.header().revision();
+    if (!res.succeeded()) {
+      if (auto earlier = resent ? committed_earlier(res, last) : std::nullopt) {
+        head_revision_ = *earlier;
+      } else {
+        return error(refused(res, "nothing written from index " + std::to_string(encoded[first].first)));
+      }
+    } else {
+      head_revision_ = res.header().revision();
+    }
     head_index_ = last;
     for (std::size_t k = 0; k < count; ++k) rows_->apply(txs[applied++]);
     entries_since_snapshot_ += count;
@@ -566,10 +580,56 @@ domain::Status EtcdBackend::check_fence() {
   return {};
 }
 
+grpc::Status EtcdBackend::send_commit(const pb::TxnRequest& req, pb::TxnResponse& res, std::uint64_t first,
+                                      std::uint64_t last, bool& resent) {
+  const auto until = std::chrono::steady_clock::now() + options_.timeout;
+  auto wait = std::min(options_.commit_attempt, options_.timeout);
+  while (true) {
+    res.Clear();
+    const auto sent = std::chrono::steady_clock::now();
+    auto s = client_->txn(req, res, wait);
+    const bool unknown = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                         s.error_code() == grpc::StatusCode::UNAVAILABLE;
+    if (s.ok() || !unknown || std::chrono::steady_clock::now() >= until) return s;
+    kLog.warn("etcd did not answer a commit in time; sending it again (its compare on head makes a second apply "
+              "impossible)",
+              {{"state", where_}, {"index", std::to_string(first) + ".." + std::to_string(last)},
+               {"error", status_text(s)}});
+    // Refused at once (UNAVAILABLE: no raft leader yet): not faster than every 100 ms.
+    if (std::chrono::steady_clock::now() - sent < std::chrono::milliseconds(100))
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return s;
+    wait = std::min(wait * 2, left);
+    resent = true;
+  }
+}
+
+std::optional<std::int64_t> EtcdBackend::committed_earlier(const pb::TxnResponse& res, std::uint64_t last) const {
+  // Only for a leader whose key is still ours: then nobody else writes head, and our index there
+  // is our own earlier send. Without a fence another writer may have written the same index: the
+  // refusal stands (the store reloads and learns what is there).
+  if (!fence_) return std::nullopt;
+  const std::string head = key_of(options_, "head");
+  bool fence_ours = false;
+  std::optional<std::int64_t> revision;
+  for (const auto& r : res.responses()) {
+    if (!r.has_response_range()) continue;
+    const auto& range = r.response_range();
+    if (fence_ && range.kvs_size() == 1 && range.kvs(0).key() == fence_->key)
+      fence_ours = range.kvs(0).create_revision() == fence_->create_revision && range.kvs(0).value() == fence_->value;
+    if (range.kvs_size() == 1 && range.kvs(0).key() == head && range.kvs(0).value() == std::to_string(last))
+      revision = range.kvs(0).mod_revision();
+  }
+  if (!fence_ours || !revision) return std::nullopt;
+  kLog.info("a commit sent again had committed the first time", {{"state", where_}, {"index", static_cast<int64_t>(last)}});
+  return revision;
+}
+
 std::string EtcdBackend::refused(const pb::TxnResponse& res, const std::string& what, const char* key) {
   fenced_ = true;
-  // With a fence the failure branch read the leader key back: is it still ours?
-  if (fence_ && res.responses_size() == 1 && res.responses(0).has_response_range()) {
+  // With a fence the failure branch read the leader key back first: is it still ours?
+  if (fence_ && res.responses_size() >= 1 && res.responses(0).has_response_range()) {
     const auto& range = res.responses(0).response_range();
     const bool ours = range.kvs_size() == 1 && range.kvs(0).create_revision() == fence_->create_revision &&
                       range.kvs(0).value() == fence_->value;

@@ -54,8 +54,12 @@
 #include "services/controlplane/state/backend.hpp"
 
 namespace etcdserverpb {
+class TxnRequest;
 class TxnResponse;
-}
+}  // namespace etcdserverpb
+namespace grpc {
+class Status;
+}  // namespace grpc
 
 namespace mooring::controlplane {
 
@@ -66,6 +70,11 @@ struct EtcdOptions {
   // certificate and key (PEM files). All empty: plaintext.
   std::string ca_file, cert_file, key_file;
   std::chrono::milliseconds timeout{std::chrono::seconds(5)};  // per request
+  // A commit etcd does not answer within this is sent again (its compare on head's revision makes
+  // a second apply impossible), with twice the wait each time, until `timeout` in all: etcd drops
+  // the proposals in flight when its raft leader dies, and the resend then commits as soon as a
+  // new leader is elected instead of failing in doubt at `timeout`.
+  std::chrono::milliseconds commit_attempt{std::chrono::seconds(1)};
   // One request's payload limit: under etcd's default --max-request-bytes (1.5 MiB) with room
   // for keys and framing. Larger entries and snapshots are chunked.
   std::size_t max_request_bytes = 1024 * 1024;
@@ -158,6 +167,12 @@ class EtcdBackend final : public StateBackend {
   // A Txn failed its compares: fenced by another writer of `head`, or (when the leader key is
   // no longer ours) by the loss of the leadership. Returns the error to give.
   std::string refused(const etcdserverpb::TxnResponse& response, const std::string& what, const char* key = "head");
+  // One commit's Txn, sent again while etcd does not answer (see EtcdOptions::commit_attempt).
+  grpc::Status send_commit(const etcdserverpb::TxnRequest& request, etcdserverpb::TxnResponse& response,
+                           std::uint64_t first, std::uint64_t last, bool& resent);
+  // A refused resend whose earlier send had committed (a leader's only): head's revision;
+  // nullopt: truly refused.
+  std::optional<std::int64_t> committed_earlier(const etcdserverpb::TxnResponse& response, std::uint64_t last) const;
 
   EtcdOptions options_;
   std::string where_;  // describe(), built once

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -42,6 +44,14 @@ class EtcdChannelsTest : public ::testing::Test {
           std::string::npos)
         return i;
     ADD_FAILURE() << "no etcd member says it is a follower";
+    return 0;
+  }
+  std::size_t raft_leader() const {
+    for (std::size_t i = 0; i < cluster->size(); ++i)
+      if (http_request(port_of(cluster->member(i).endpoint()), "GET", "/metrics").body.find("etcd_server_is_leader 1") !=
+          std::string::npos)
+        return i;
+    ADD_FAILURE() << "no etcd member says it leads";
     return 0;
   }
   // Every member by name, `first` listed first: "localhost" resolves to ::1 and 127.0.0.1 and
@@ -195,6 +205,92 @@ TEST_F(EtcdChannelsTest, AnElectionWithACampaignDelayTakesNoLeaseBeforeItEnds) {
   for (int i = 0; i < 100 && !elected; ++i) std::this_thread::sleep_for(50ms);
   EXPECT_TRUE(elected) << "never campaigned after its delay";
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 3s);
+  election.stop();
+}
+
+// etcd drops the proposals in flight when its raft leader dies: a commit sent through a follower
+// right then was never answered and failed, in doubt, at the request timeout. It is sent again
+// (its compare on head makes a second apply impossible) and commits once a new leader is elected.
+TEST_F(EtcdChannelsTest, ACommitCaughtByTheRaftLeadersDeathIsSentAgainAndCommitsOnce) {
+  const auto leader = raft_leader();
+  const auto through = (leader + 1) % cluster->size();
+  auto options = by_name(through);
+  options.endpoints.resize(1);  // only the follower: the test is etcd's election, not our failover
+  // The default: sent once, such a commit waited out etcd's own ~7 s and failed at this timeout.
+  options.timeout = 5s;
+  options.commit_attempt = 500ms;
+  auto b = EtcdBackend::open(options);
+  ASSERT_TRUE(b) << b.error();
+  ASSERT_TRUE((*b)->load());
+  ASSERT_TRUE((*b)->apply(tx(1, "before")));
+
+  cluster->kill(leader);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t i = 2; i <= 6; ++i) {
+    auto st = (*b)->apply(tx(i, "during-" + std::to_string(i)));
+    ASSERT_TRUE(st) << "commit " << i << " after the raft leader was killed: " << st.error();
+  }
+  std::cerr << "five commits across etcd's election: "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
+            << " ms\n";
+
+  auto fresh = EtcdBackend::open(options);
+  ASSERT_TRUE(fresh) << fresh.error();
+  auto snap = (*fresh)->load();
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_EQ(snap->index, 6u);
+  EXPECT_EQ(snap->rows[Table::volumes].size(), 6u);
+}
+
+// A send not answered within its attempt (here 1 ms, so the first ones time out while etcd
+// commits them) is sent again; the resend fails its compare on head, finds our own index there,
+// and the commit counts as done, once.
+TEST_F(EtcdChannelsTest, ACommitWhoseFirstSendCommittedUnansweredIsNotAppliedTwice) {
+  auto options = by_name(0);
+  options.timeout = 5s;
+  options.commit_attempt = 1ms;
+  auto channels = EtcdChannels::make(options);
+  ASSERT_TRUE(channels) << channels.error();
+  // A leader's backend: only then is our index in head proof that the first send committed.
+  std::optional<LeaderFence> fence;
+  std::mutex mu;
+  ha::LeaderElection election(
+      ha::ElectionOptions{.etcd = *channels,
+                          .key = "/names/leader",
+                          .self = {.id = "c", .http_addr = "http://127.0.0.1:1", .grpc_addr = "127.0.0.1:2"},
+                          .lease = 5s},
+      ha::ElectionEvents{.elected = [&](LeaderFence f) { std::lock_guard l(mu); fence = std::move(f); },
+                         .lost = [](const std::string&) {},
+                         .degraded = [](const std::string&) {},
+                         .restored = [] {}});
+  election.start();
+  for (int i = 0; i < 100; ++i) {
+    {
+      std::lock_guard l(mu);
+      if (fence) break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  std::optional<LeaderFence> held;
+  {
+    std::lock_guard l(mu);
+    held = fence;
+  }
+  ASSERT_TRUE(held) << "not elected";
+  auto b = EtcdBackend::open(options);
+  ASSERT_TRUE(b) << b.error();
+  (*b)->set_fence(*held);
+  ASSERT_TRUE((*b)->load());
+  for (std::uint64_t i = 1; i <= 20; ++i) {
+    auto st = (*b)->apply(tx(i, "v" + std::to_string(i)));
+    ASSERT_TRUE(st) << "commit " << i << ": " << st.error();
+  }
+  auto fresh = EtcdBackend::open(by_name(0));
+  ASSERT_TRUE(fresh) << fresh.error();
+  auto snap = (*fresh)->load();
+  ASSERT_TRUE(snap) << snap.error();
+  EXPECT_EQ(snap->index, 20u);
+  EXPECT_EQ(snap->rows[Table::volumes].size(), 20u);
   election.stop();
 }
 
