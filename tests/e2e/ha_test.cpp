@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <set>
 #include <sstream>
@@ -60,6 +61,16 @@ class Ha : public ::testing::Test {
     return controlplane::http_request(cluster->http_port(member), "GET", "/v1/status/ready").status;
   }
   // A volume registered through the API (the hostpath plugin creates it); the answer as it came.
+  // Three control planes on `etcd` (`leader` leads), requests sent through a standby, node-1 up.
+  void start_through_a_standby(test::EtcdProcess& etcd, std::optional<std::size_t>& leader) {
+    make_cluster("etcd://" + etcd.endpoint() + "/ha");
+    cluster->start_controlplane();
+    leader = cluster->leader();
+    ASSERT_TRUE(leader);
+    cluster->use_controlplane((*leader + 1) % 3);
+    cluster->start_node("node-1");
+  }
+
   // `n` volumes VOLUME-i on node-1, each claimed by a running allocation ALLOCi (`sleep 600`).
   void run_claimed(const std::string& volume, const std::string& alloc, int n, std::vector<std::string>& volumes,
                    std::vector<std::string>& allocs) {
@@ -130,12 +141,8 @@ class Ha : public ::testing::Test {
   // flight: the plugin completes them, the dead leader never records it, the new one resends.
   // Every claim is freed; no controller call lost or doubled.
   void gc_storm_with_a_leader_kill(test::EtcdProcess& etcd, bool kill_the_agent_too) {
-    make_cluster("etcd://" + etcd.endpoint() + "/ha");
-    cluster->start_controlplane();
-    const auto first = cluster->leader();
-    ASSERT_TRUE(first);
-    cluster->use_controlplane((*first + 1) % 3);
-    cluster->start_node("node-1");
+    std::optional<std::size_t> first;
+    ASSERT_NO_FATAL_FAILURE(start_through_a_standby(etcd, first));
     constexpr int kVolumes = 12;
     std::vector<std::string> allocs, volumes;
     ASSERT_NO_FATAL_FAILURE(run_claimed("storm", "s", kVolumes, volumes, allocs));
@@ -358,12 +365,8 @@ TEST_F(Ha, AnAgentKilledDuringUnpublishesAsksThePluginBeforeSendingThemAgain) {
 TEST_F(Ha, APublishAnsweredButNotRecordedIsNotRepeatedAfterTheAgentRestarts) {
   test::EtcdProcess etcd(tmp.path() / "etcd");
   etcd.start();
-  make_cluster("etcd://" + etcd.endpoint() + "/ha");
-  cluster->start_controlplane();
-  const auto first = cluster->leader();
-  ASSERT_TRUE(first);
-  cluster->use_controlplane((*first + 1) % 3);
-  cluster->start_node("node-1");
+  std::optional<std::size_t> first;
+  ASSERT_NO_FATAL_FAILURE(start_through_a_standby(etcd, first));
   constexpr int kVolumes = 4;
   std::vector<std::string> volumes, allocs;
   for (int i = 0; i < kVolumes; ++i) {
@@ -492,12 +495,8 @@ TEST_F(Ha, TheLeadersAuditLogNamesTheClientOfAForwardedWriteViaTheStandbyAndBeli
 TEST_F(Ha, PausedLeaderCommitsNothingAfterItsLeaseAndComesBackAsAStandby) {
   test::EtcdProcess etcd(tmp.path() / "etcd");
   etcd.start();
-  make_cluster("etcd://" + etcd.endpoint() + "/ha");
-  cluster->start_controlplane();
-  const auto first = cluster->leader();
-  ASSERT_TRUE(first);
-  cluster->use_controlplane((*first + 1) % 3);
-  cluster->start_node("node-1");
+  std::optional<std::size_t> first;
+  ASSERT_NO_FATAL_FAILURE(start_through_a_standby(etcd, first));
   ASSERT_EQ(create("before").status, 200u);
 
   ASSERT_TRUE(cluster->controlplane(*first).stop());  // SIGSTOP, every thread stopped

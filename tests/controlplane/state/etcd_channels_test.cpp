@@ -36,24 +36,19 @@ class EtcdChannelsTest : public ::testing::Test {
   static std::uint16_t port_of(const std::string& endpoint) {
     return static_cast<std::uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
   }
-  // A member that is not etcd's raft leader (its /metrics say so): killing it tests our client,
-  // not the 1-2 s etcd takes to elect a new raft leader.
-  std::size_t follower() const {
+  // The member whose /metrics say `etcd_server_is_leader <is_leader>`.
+  std::size_t member_where_leader_is(char is_leader) const {
+    const std::string line = std::string("etcd_server_is_leader ") + is_leader;
     for (std::size_t i = 0; i < cluster->size(); ++i)
-      if (http_request(port_of(cluster->member(i).endpoint()), "GET", "/metrics").body.find("etcd_server_is_leader 0") !=
-          std::string::npos)
+      if (http_request(port_of(cluster->member(i).endpoint()), "GET", "/metrics").body.find(line) != std::string::npos)
         return i;
-    ADD_FAILURE() << "no etcd member says it is a follower";
+    ADD_FAILURE() << "no etcd member says " << line;
     return 0;
   }
-  std::size_t raft_leader() const {
-    for (std::size_t i = 0; i < cluster->size(); ++i)
-      if (http_request(port_of(cluster->member(i).endpoint()), "GET", "/metrics").body.find("etcd_server_is_leader 1") !=
-          std::string::npos)
-        return i;
-    ADD_FAILURE() << "no etcd member says it leads";
-    return 0;
-  }
+  // A member that is not etcd's raft leader: killing it tests our client, not the 1-2 s etcd
+  // takes to elect a new raft leader.
+  std::size_t follower() const { return member_where_leader_is('0'); }
+  std::size_t raft_leader() const { return member_where_leader_is('1'); }
   // Every member by name, `first` listed first: "localhost" resolves to ::1 and 127.0.0.1 and
   // etcd listens on the second only, so each name also needs its addresses tried in turn.
   EtcdOptions by_name(std::size_t first) const {
