@@ -82,11 +82,12 @@ class KeyringHa : public ::testing::Test {
     EXPECT_TRUE(Cluster::eventually([&] {
       const auto v = cluster->request("GET", "/v1/volume/csi/" + volume);
       const auto j = json::parse(v.body, nullptr, false);
-      return v.status == 200 && j.is_object() && j.value("NodesHealthy", 0) >= 1;
-    }, 30s)) << volume << " has no healthy node";
+      // What a claim checks: the node's plugin and its controller both healthy on this leader.
+      return v.status == 200 && j.is_object() && j.value("NodesHealthy", 0) >= 1 && j.value("ControllersHealthy", 0) >= 1;
+    }, 30s)) << volume << " has no healthy node or controller";
     const auto id = cluster->run_alloc(allocation(name, volume, "node-1", "sleep 600"));
     if (id.empty()) return false;
-    if (!Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 30s)) {
+    if (!Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }, 45s)) {
       ADD_FAILURE() << "allocation " << name << " is " << cluster->alloc_status(id) << ": "
                     << cluster->get("/v1/allocation/" + id).dump();
       return false;
