@@ -364,9 +364,22 @@ int main(int argc, char** argv) {
     });
   }
 
+  // HA: the election (etcd only). While etcd has not confirmed the leader's lease in time, writes
+  // and calls out are held for up to one lease rather than refused (ha/front.hpp): etcd's own raft
+  // election interrupts nothing.
+  std::unique_ptr<ha::LeaderElection> election;
+  const std::function<bool()> store_writable = [&store] { return !store.read_only() && !store.broken(); };
+  const std::function<asio::awaitable<std::optional<std::string>>()> hold_while_unconfirmed =
+      [&]() -> asio::awaitable<std::optional<std::string>> {
+    if (!election || co_await ha::hold_while_unconfirmed(*election, store_writable)) co_return std::nullopt;
+    co_return std::string("etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
+                          "lease past its end; nothing was sent or changed");
+  };
+
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
   agentclient::AgentRouterOptions router_options;
   router_options.channel.security = security;
+  router_options.hold = hold_while_unconfirmed;
   agentclient::AgentRouter router{io.get_executor(), store, router_options};
   agentclient::RouterPublisher publisher{router};
   gc::GcOptions gc_options;
@@ -407,7 +420,6 @@ int main(int argc, char** argv) {
   // the rest (ha/front.hpp). `serving` turns true on the io thread once elected and loaded.
   bool serving = !ha_mode;
   bool reload_on_resume = false;  // HA: a write's outcome was unknown while etcd could not be reached
-  std::unique_ptr<ha::LeaderElection> election;
   std::unique_ptr<ha::Forwarder> forwarder;
   std::unique_ptr<ha::Front> front;
   http::Handler api_handler = [&api](http::Request r) { return api.handle(std::move(r)); };
@@ -438,7 +450,8 @@ int main(int argc, char** argv) {
   server.start();
 
   // Node agents' RPC service and node liveness.
-  NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl}};
+  NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl,
+                                               .hearing = [&election] { return !election || election->lease_valid(); }}};
   AgentServiceOptions agent_options{.require_node_identity = security != nullptr, .audit = audit_log->get()};
   if (ha_mode) {
     agent_options.standby = [&]() -> std::optional<std::string> {
@@ -446,6 +459,7 @@ int main(int argc, char** argv) {
       auto leader = election ? election->leader() : std::nullopt;
       return leader && !election->leading() ? leader->grpc_addr : std::string{};
     };
+    agent_options.hold = hold_while_unconfirmed;
     agent_options.writes_refused = [&]() -> std::optional<std::string> {
       if (!election || !election->degraded()) return std::nullopt;
       return "etcd has no quorum or cannot be reached: this control plane (the leader) refuses every call until it "
@@ -563,6 +577,7 @@ int main(int argc, char** argv) {
             },
         });
     front = std::make_unique<ha::Front>(*election, *forwarder, api_handler, [&serving] { return serving; },
+                                        store_writable,
                                         flags.stale_reads_max, self_http);
     election->start();
     logger.info("standby until elected", {{"addr", http_config.address}, {"port", server.port()},

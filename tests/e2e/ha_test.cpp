@@ -554,7 +554,7 @@ TEST_F(Ha, OneEtcdMemberDownChangesNothingTwoDownTheLeaderServesStaleReadsRefuse
 
   // One member down: writes go on. When it was etcd's own raft leader, etcd elects another (1-2 s
   // with its defaults) and drops the proposals in flight; the backend sends such a commit again
-  // after its attempt (1 s, then doubling) and it commits once etcd has a leader
+  // after its attempt (every 1 s) and it commits once etcd has a leader
   // (EtcdChannelsTest.ACommitCaughtByTheRaftLeadersDeath…). A 2 s lease may not ride the election
   // out, in which case a standby takes over as after a kill. Either way writes are served again
   // within the 5 s request timeout plus 2 x lease.

@@ -104,8 +104,8 @@ struct AgentRouter::Impl {
       not_sent(out, classify_as, where, "control plane: " + st.error());
       co_return out;
     }
-    if (router.paused_) {
-      not_sent(out, classify_as, where, "control plane: " + *router.paused_);
+    if (auto why = co_await router.held()) {
+      not_sent(out, classify_as, where, "control plane: " + *why);
       co_return out;
     }
     const domain::Node* node = router.store_.node(node_id);
@@ -138,8 +138,8 @@ struct AgentRouter::Impl {
       not_sent(out, rpc, what, "control plane: " + st.error());
       co_return out;
     }
-    if (router.paused_) {
-      not_sent(out, rpc, what, "control plane: " + *router.paused_);
+    if (auto why = co_await router.held()) {
+      not_sent(out, rpc, what, "control plane: " + *why);
       co_return out;
     }
     auto candidates = router.controller_candidates(plugin_id);
@@ -241,6 +241,13 @@ std::string AgentRouter::no_controller_reason(const std::string& plugin_id) cons
 }
 
 std::size_t AgentRouter::channel_count() const { return impl_->channels.size(); }
+
+asio::awaitable<std::optional<std::string>> AgentRouter::held() const {
+  if (options_.hold) {
+    if (auto why = co_await options_.hold()) co_return why;
+  }
+  co_return paused_;
+}
 
 std::optional<std::string> AgentRouter::channel_address(const std::string& node_id) const {
   auto it = impl_->channels.find(node_id);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,10 @@ struct AgentRouterOptions {
   std::chrono::milliseconds forward_margin{std::chrono::seconds(5)};
   // Tests: one timeout for every call instead of the table's.
   std::optional<std::chrono::milliseconds> timeout_override;
+  // High availability: awaited before every call goes out (after the durability wait). A leader
+  // whose lease etcd has not confirmed in time holds the call until it does (ha/front.hpp); a
+  // reason: it did not, and the call is answered as not sent with it (as set_paused).
+  std::function<boost::asio::awaitable<std::optional<std::string>>()> hold;
 };
 
 class AgentRouter {
@@ -114,6 +119,8 @@ class AgentRouter {
   struct Impl;
 
  private:
+  // Why no call may go out now (paused, or the HA hold ran out), after the hold; nullopt: go.
+  boost::asio::awaitable<std::optional<std::string>> held() const;
   const StateStore& store_;
   AgentRouterOptions options_;
   async::KeyedLocks locks_;

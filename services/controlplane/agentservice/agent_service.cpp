@@ -4,9 +4,12 @@
 
 #include <grpcpp/support/server_callback.h>
 
+#include <type_traits>
+
 #include "mooring/v1/controlplane.grpc.pb.h"
 #include "services/controlplane/agentservice/handlers.hpp"
 #include "services/controlplane/audit/audit_log.hpp"
+#include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/rpc/server.hpp"
 #include "shared/rpc/transport_security.hpp"
@@ -94,10 +97,14 @@ class Service final : public v1::ControlPlane::CallbackService {
                                                  : "this control plane is a standby; the leader is at " + *leader);
         }
       }
+      if (ctx_.options.hold) {
+        if (auto why = co_await ctx_.options.hold()) co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, *why);
+      }
       if (ctx_.options.writes_refused) {
         if (auto why = ctx_.options.writes_refused()) co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, *why);
       }
       grpc::Status status = co_await answer(caller, req, handler);
+      if constexpr (std::is_same_v<Request, v1::HeartbeatRequest>) ctx_.liveness.answered(req.node_id());
       audit(name, remote, caller, req, status);
       co_return status;
     });

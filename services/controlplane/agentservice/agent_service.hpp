@@ -12,6 +12,7 @@
 #include <string>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 
 namespace grpc {
 class Service;
@@ -46,6 +47,11 @@ struct AgentServiceOptions {
   // answer from its memory may be stale (a new leader may be elected elsewhere); naming no leader,
   // the agent tries the next control plane, which is the new leader in that case.
   std::function<std::optional<std::string>()> writes_refused;
+  // High availability: awaited before `writes_refused`. A leader whose lease etcd has not
+  // confirmed in time (its own raft election) holds the call until it does, for up to one lease
+  // (ha/front.hpp, hold_while_unconfirmed), rather than send the agent to another member; a
+  // reason: the hold ran out, and the call is answered UNAVAILABLE with it.
+  std::function<boost::asio::awaitable<std::optional<std::string>>()> hold;
 };
 
 class AgentService {

@@ -84,8 +84,9 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   if (auto st = read_fingerprints(req.plugins(), req.node_id(), plugins); !st.ok()) return st;
   std::vector<domain::NodeEvent> events;
   for (const auto& e : req.events()) events.push_back(domain::from_proto(e));
-  // Seen before the commit: a heartbeat that arrives is proof of life even if the disk is full.
-  ctx.liveness.seen(req.node_id());
+  // Seen before the commit: a heartbeat that arrives is proof of life even if the disk is full;
+  // and not silent until the agent has our answer (the service calls answered()).
+  ctx.liveness.arrived(req.node_id());
   auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), lookup(ctx), domain::now());
   // A renewed certificate shows up with the first call made over it (a new connection).
   if (caller.checked) {

@@ -1,5 +1,8 @@
 #include "services/controlplane/ha/front.hpp"
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/ha/forwarder.hpp"
@@ -56,7 +59,7 @@ boost::asio::awaitable<http::Response> Front::degraded(http::Request request) {
   };
   if (request.path == "/v1/status/ready") co_return mark(unavailable("not ready: " + why + "; writes are refused"));
   const bool read = request.method == "GET" || request.method == "HEAD" || request.method == "OPTIONS";
-  if (!read)
+  if (!read)  // after hold_write(): the outage outlasted the hold
     co_return mark(unavailable(why + ": writes are refused until it answers again; nothing was changed"));
   if (stale > stale_reads_max_)
     co_return mark(unavailable(why + ": reads from this control plane's memory are refused after --stale-reads-max (" +
@@ -64,7 +67,21 @@ boost::asio::awaitable<http::Response> Front::degraded(http::Request request) {
   co_return mark(co_await api_(std::move(request)));
 }
 
+boost::asio::awaitable<bool> hold_while_unconfirmed(const LeaderElection& election, const std::function<bool()>& writable) {
+  if (!election.unconfirmed()) co_return true;
+  // Entered only while the lease is unconfirmed, so this ends within one lease.
+  const auto until = election.writes_held_until();
+  boost::asio::steady_timer poll(co_await boost::asio::this_coro::executor);
+  while (std::chrono::steady_clock::now() < until && election.leading() && !(election.lease_valid() && writable())) {
+    poll.expires_after(std::chrono::milliseconds(20));
+    co_await poll.async_wait(boost::asio::use_awaitable);
+  }
+  co_return !election.unconfirmed() && writable();
+}
+
 boost::asio::awaitable<http::Response> Front::handle(http::Request request) {
+  const bool write = request.method != "GET" && request.method != "HEAD" && request.method != "OPTIONS";
+  if (write && serving_()) (void)co_await hold_while_unconfirmed(election_, writable_);  // then as below
   const auto leader = election_.leader();
   const bool serving = serving_();
   auto sign = [&](http::Response r) {
@@ -76,7 +93,7 @@ boost::asio::awaitable<http::Response> Front::handle(http::Request request) {
     co_return sign(http::json_response(nlohmann::json(leader->http_addr).dump()));
   }
   take_forwarded_caller(request);
-  if (serving && election_.degraded()) co_return sign(co_await degraded(std::move(request)));
+  if (serving && (election_.degraded() || election_.unconfirmed())) co_return sign(co_await degraded(std::move(request)));
   if (request.method == "GET" && request.path == "/v1/status/ready" && !serving)
     co_return sign(unavailable(not_serving_reason()));
   if (request.method == "GET" && request.path == "/v1/status/health") co_return sign(co_await api_(std::move(request)));

@@ -78,6 +78,7 @@ void LeaderElection::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  lease_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (leading_.exchange(false) && lease_id_ != 0) {
     // Hand over now: revoking the lease deletes the key, and a standby's next read finds it gone.
@@ -111,15 +112,29 @@ bool LeaderElection::lease_valid() const {
   return leading_.load() && !degraded_.load() && to_ns(Clock::now()) < deadline_ns_.load();
 }
 
+Clock::time_point LeaderElection::writes_held_until() const {
+  return Clock::time_point(std::chrono::nanoseconds(deadline_ns_.load())) + ttl_;
+}
+
+bool LeaderElection::await_lease() const {
+  std::unique_lock lock(mu_);
+  lease_cv_.wait_until(lock, writes_held_until(), [this] { return stopping_ || !leading_.load() || lease_valid(); });
+  return lease_valid();
+}
+
 Clock::time_point LeaderElection::last_confirmed() const {
   return Clock::time_point(std::chrono::nanoseconds(confirmed_ns_.load()));
 }
 
 void LeaderElection::publish() {
   if (!health_) return;
-  deadline_ns_ = to_ns(health_->deadline());
-  confirmed_ns_ = to_ns(health_->last_confirmed());
-  degraded_ = health_->role() == LeaseHealth::Role::degraded;
+  {
+    std::lock_guard lock(mu_);  // await_lease() reads them under it: no wake-up lost
+    deadline_ns_ = to_ns(health_->deadline());
+    confirmed_ns_ = to_ns(health_->last_confirmed());
+    degraded_ = health_->role() == LeaseHealth::Role::degraded;
+  }
+  lease_cv_.notify_all();
 }
 
 void LeaderElection::set_leader(std::optional<LeaderRecord> r, std::string problem) {
@@ -146,9 +161,13 @@ void LeaderElection::recheck() {
 }
 
 void LeaderElection::lose(const std::string& why) {
-  leading_ = false;
-  degraded_ = false;
-  deadline_ns_ = 0;
+  {
+    std::lock_guard lock(mu_);
+    leading_ = false;
+    degraded_ = false;
+    deadline_ns_ = 0;
+  }
+  lease_cv_.notify_all();
   set_leader(std::nullopt, "this control plane lost the leadership: " + why);
   if (lost_called_) return;
   lost_called_ = true;
@@ -250,7 +269,8 @@ bool LeaderElection::campaign() {
   }
   lease_id_ = granted.id();
   const auto granted_ttl = std::chrono::seconds(std::max<std::int64_t>(1, granted.ttl()));
-  health_.emplace(sent, granted_ttl);
+  health_.emplace(sent, granted_ttl, ttl_);  // held for one lease before degrading
+  next_renewal_ = sent + ttl_ / 4;
   publish();
   leading_ = true;
   set_leader(options_.self, "");
@@ -259,15 +279,19 @@ bool LeaderElection::campaign() {
   fence_ = LeaderFence{.key = options_.key,
                        .create_revision = res.header().revision(),
                        .value = value,
-                       .lease_valid = [this] { return lease_valid(); }};
+                       .lease_valid = [this] { return lease_valid(); },
+                       .await_lease = [this] { return await_lease(); }};
   events_.elected(*fence_);
   return true;
 }
 
 void LeaderElection::renew() {
-  // Leading: a renewal lost to an etcd leader election (1-2 s by default) leaves 1.5 s of slack.
-  // Degraded: ask often, so writes resume soon after the quorum returns.
-  wait(degraded_ ? std::max<std::chrono::milliseconds>(ttl_ / 8, 100ms) : ttl_ / 4);
+  // Leading: a quarter TTL after the last confirmed renewal was *sent* (one held through etcd's
+  // election by a follower is answered late, and the next must not wait another quarter).
+  // Unanswered: at once again (not faster than every 100 ms), so the first renewal etcd can answer
+  // after its election is in flight. Degraded: often, so writes resume soon after the quorum returns.
+  const auto now = Clock::now();
+  if (next_renewal_ > now) wait(std::chrono::duration_cast<std::chrono::milliseconds>(next_renewal_ - now));
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
@@ -289,13 +313,16 @@ void LeaderElection::renew() {
   });
   const bool was_degraded = health_->role() == LeaseHealth::Role::degraded;
   auto next = answered ? health_->renewed(sent, std::chrono::seconds(res.ttl())) : health_->unanswered(Clock::now());
+  next_renewal_ = health_->role() == LeaseHealth::Role::degraded ? Clock::now() + std::max<std::chrono::milliseconds>(ttl_ / 8, 100ms)
+                  : answered                                     ? sent + ttl_ / 4
+                                                                 : sent + 100ms;
   std::string key_detail;
   if (next == LeaseHealth::Next::check_key) next = health_->key_checked(check_key(key_detail));
   publish();
   static constexpr auto kWarnEvery = 5s;
   switch (next) {
     case LeaseHealth::Next::nothing:
-      if (!answered && (!was_degraded || Clock::now() - last_warning_ > kWarnEvery)) {
+      if (!answered && Clock::now() - last_warning_ > kWarnEvery) {  // renewals are retried every 100 ms
         kLog.warn(was_degraded ? "etcd still does not answer; writes stay refused" : "leader lease renewal failed; retrying",
                   {{"key", options_.key}, {"error", status_text(status)}});
         last_warning_ = Clock::now();
@@ -303,7 +330,8 @@ void LeaderElection::renew() {
       return;
     case LeaseHealth::Next::degrade: {
       const std::string why = "no renewal of the " + std::to_string(ttl_.count() / 1000) +
-                              " s leader lease was confirmed (etcd: " + status_text(status) + ")";
+                              " s leader lease was confirmed within it and a hold of one more (etcd: " +
+                              status_text(status) + ")";
       set_leader(options_.self, "etcd has no quorum or cannot be reached: " + why);
       last_warning_ = Clock::now();
       kLog.error("leader degraded: etcd has no quorum or cannot be reached; refusing writes, serving reads from memory "

@@ -1,6 +1,7 @@
 // HA room: leader election over an etcd lease (issue 22). Every control plane on one etcd prefix
 // runs one; at most one holds `<prefix>/leader`, a key bound to its lease whose value says where
-// it is reached (LeaderRecord). The holder renews the lease every quarter of its TTL; a standby reads
+// it is reached (LeaderRecord). The holder renews the lease every quarter of its TTL (at once again
+// when a renewal goes unanswered); a standby reads
 // the key every eighth and campaigns (one Txn: create the key if absent) as soon as it is gone.
 //
 // The leader's writes are fenced by the key (state/etcd_backend.hpp, LeaderFence): once the lease
@@ -89,8 +90,10 @@ class LeaderElection {
   std::optional<LeaderRecord> leader() const;  // as last read; nullopt: none known
   // True while this process holds the key as far as it knows (degraded included).
   bool leading() const { return leading_.load(); }
-  // Leading but cut off from a quorum of etcd (see above).
+  // Leading but cut off from a quorum of etcd for longer than the hold (see above).
   bool degraded() const { return degraded_.load(); }
+  // Leading, and etcd has not confirmed the lease in time (held, then degraded).
+  bool unconfirmed() const { return leading_.load() && !lease_valid(); }
   // When etcd last confirmed our lease (the send time of that renewal): the age of a degraded
   // leader's memory as far as anybody can prove.
   std::chrono::steady_clock::time_point last_confirmed() const;
@@ -101,6 +104,17 @@ class LeaderElection {
   void recheck();
   // Our own deadline for the lease (see above); false when not leading.
   bool lease_valid() const;
+  // A write or call out that finds the lease unconfirmed (its deadline passed) is held rather
+  // than refused until this moment: one lease past the deadline, when the leader degrades if
+  // etcd still has not answered. etcd's own raft election (its leader died: 1-2 s with etcd's
+  // defaults) answers no renewal, and a 2 s lease renewed every half second can run out in it;
+  // etcd extends every lease when its new raft leader takes over, so the renewal a follower held
+  // is answered as soon as there is one, and what waited goes on. Nothing is sent meanwhile, so
+  // the hold is safe however the outage ends (lease gone: refused, and we step down).
+  std::chrono::steady_clock::time_point writes_held_until() const;
+  // Blocks the calling thread (the backend's writer) until lease_valid() or until
+  // writes_held_until() (or no longer leading); returns lease_valid().
+  bool await_lease() const;
   std::chrono::milliseconds ttl() const { return ttl_; }
 
  private:
@@ -121,6 +135,7 @@ class LeaderElection {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  mutable std::condition_variable lease_cv_;  // publish() and lose(): for await_lease()
   bool stopping_ = false;
   bool recheck_ = false;
   std::optional<LeaderRecord> leader_;
@@ -133,6 +148,8 @@ class LeaderElection {
   std::optional<LeaderFence> fence_;   // the key as we created it
   std::int64_t lease_id_ = 0;
   std::chrono::steady_clock::time_point campaign_from_;  // start() + options_.campaign_delay
+  // Leading: when the next renewal is sent (a quarter TTL after the last confirmed one was sent).
+  std::chrono::steady_clock::time_point next_renewal_{};
   bool lost_called_ = false;
   std::chrono::steady_clock::time_point last_warning_{};
   std::thread thread_;  // last: started by start(), joined by stop()

@@ -2,8 +2,8 @@
 
 namespace mooring::controlplane::ha {
 
-LeaseHealth::LeaseHealth(Clock::time_point sent, std::chrono::seconds ttl)
-    : deadline_(sent + ttl), last_confirmed_(sent) {}
+LeaseHealth::LeaseHealth(Clock::time_point sent, std::chrono::seconds ttl, std::chrono::milliseconds hold)
+    : deadline_(sent + ttl), last_confirmed_(sent), hold_(hold) {}
 
 LeaseHealth::Next LeaseHealth::renewed(Clock::time_point sent, std::chrono::seconds ttl) {
   if (role_ == Role::lost) return Next::nothing;
@@ -23,7 +23,7 @@ LeaseHealth::Next LeaseHealth::renewed(Clock::time_point sent, std::chrono::seco
 }
 
 LeaseHealth::Next LeaseHealth::unanswered(Clock::time_point now) {
-  if (role_ != Role::leading || now < deadline_) return Next::nothing;
+  if (role_ != Role::leading || now < held_until()) return Next::nothing;
   role_ = Role::degraded;
   return Next::degrade;
 }

@@ -24,12 +24,33 @@ void NodeLiveness::seen(const std::string& node_id, Clock::time_point at) {
   t = std::max(t, at);
 }
 
+void NodeLiveness::arrived(const std::string& node_id, Clock::time_point at) {
+  seen(node_id, at);
+  ++unanswered_[node_id];
+}
+
+void NodeLiveness::answered(const std::string& node_id, Clock::time_point at) {
+  auto it = unanswered_.find(node_id);
+  if (it == unanswered_.end()) return;
+  if (--it->second == 0) unanswered_.erase(it);
+  seen(node_id, at);
+}
+
 std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
   std::vector<std::string> down;
   if (store_.read_only()) return down;  // nothing can be marked; grant_grace() follows
+  if (options_.hearing && !options_.hearing()) {
+    deaf_ = true;
+    return down;
+  }
+  if (deaf_) {  // heartbeats held meanwhile are answered now: give them their TTL
+    deaf_ = false;
+    grant_grace(now);
+    return down;
+  }
   std::vector<std::string> expired;
   for (const auto& [id, node] : store_.nodes()) {
-    if (node.status == domain::NodeStatus::down) continue;
+    if (node.status == domain::NodeStatus::down || unanswered_.contains(id)) continue;
     auto it = last_seen_.find(id);
     const auto last = it == last_seen_.end() ? started_ : it->second;
     if (now - last > options_.ttl) expired.push_back(id);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,6 +24,10 @@ struct LivenessOptions {
   std::chrono::milliseconds ttl{std::chrono::seconds(10)};
   // How often the loop looks; 0 = ttl/4, between 20 ms and 1 s.
   std::chrono::milliseconds check_period{0};
+  // HA: false while this leader cannot hear its nodes (etcd has not confirmed its lease: their
+  // heartbeats are held or refused, ha/front.hpp). check() marks nobody down then, and every node
+  // gets one TTL of grace when it hears again: a node is not lost to etcd's own raft election.
+  std::function<bool()> hearing;
 };
 
 class NodeLiveness {
@@ -40,6 +45,12 @@ class NodeLiveness {
 
   // The node registered or heartbeated.
   void seen(const std::string& node_id, Clock::time_point at = Clock::now());
+  // A heartbeat arrived (seen) and its answer waits for its report to be durable; answered():
+  // the agent has its answer now (seen again). A node waiting for our answer is not silent: the
+  // agent sends its next heartbeat only after it, and a commit held up by etcd (its own raft
+  // election: 1-2 s) must not make it look lost. answered() without arrived() does nothing.
+  void arrived(const std::string& node_id, Clock::time_point at = Clock::now());
+  void answered(const std::string& node_id, Clock::time_point at = Clock::now());
 
   // Marks down (one commit per node) every node not down whose last heartbeat — or the start of
   // this process, for nodes not heard from since — is more than a TTL before `now`. Returns the
@@ -54,7 +65,9 @@ class NodeLiveness {
   StateStore& store_;
   LivenessOptions options_;
   Clock::time_point started_;
+  bool deaf_ = false;  // hearing() was false at the last check
   std::map<std::string, Clock::time_point> last_seen_;
+  std::map<std::string, int> unanswered_;  // heartbeats arrived and not answered yet, per node
   log::Logger log_{"liveness"};
 };
 

@@ -570,7 +570,7 @@ void EtcdBackend::set_fence(LeaderFence fence) { fence_ = std::move(fence); }
 domain::Status EtcdBackend::check_fence() {
   if (!fence_required_) return {};
   if (!fence_) return error("state in " + where_ + ": this control plane is a standby; only the leader writes");
-  if (fence_->lease_valid && !fence_->lease_valid()) {
+  if (fence_->lease_valid && !fence_->lease_valid() && !(fence_->await_lease && fence_->await_lease())) {
     // Nothing is sent. Whether we still lead is for etcd to say: the election asks it and steps
     // down on its answer (lease gone), or leads again (etcd was only unreachable).
     fenced_ = true;
@@ -600,7 +600,9 @@ grpc::Status EtcdBackend::send_commit(const pb::TxnRequest& req, pb::TxnResponse
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     if (left.count() <= 0) return s;
-    wait = std::min(wait * 2, left);
+    // Not doubled: a Txn sent while etcd has no raft leader is dropped, not queued, so only the
+    // next send after its election commits, and a longer attempt only delays it.
+    wait = std::min(options_.commit_attempt, left);
     resent = true;
   }
 }

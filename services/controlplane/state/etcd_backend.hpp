@@ -71,9 +71,9 @@ struct EtcdOptions {
   std::string ca_file, cert_file, key_file;
   std::chrono::milliseconds timeout{std::chrono::seconds(5)};  // per request
   // A commit etcd does not answer within this is sent again (its compare on head's revision makes
-  // a second apply impossible), with twice the wait each time, until `timeout` in all: etcd drops
-  // the proposals in flight when its raft leader dies, and the resend then commits as soon as a
-  // new leader is elected instead of failing in doubt at `timeout`.
+  // a second apply impossible), every `commit_attempt`, until `timeout` in all: etcd drops the
+  // proposals in flight when its raft leader dies, and the resend then commits within an attempt
+  // of a new leader's election instead of failing in doubt at `timeout`.
   std::chrono::milliseconds commit_attempt{std::chrono::seconds(1)};
   // One request's payload limit: under etcd's default --max-request-bytes (1.5 MiB) with room
   // for keys and framing. Larger entries and snapshots are chunked.
@@ -111,6 +111,10 @@ struct LeaderFence {
   // False once the lease may have run out by our own clock: checked before every write, so a
   // leader that was paused past its lease refuses at once instead of asking etcd first.
   std::function<bool()> lease_valid;
+  // When lease_valid() is false: wait (this thread) for etcd to confirm the lease again, for as
+  // long as the election holds writes (LeaderElection::await_lease: one lease past its deadline,
+  // so etcd's own raft election does not fail a write); true if it did. Unset: refuse at once.
+  std::function<bool()> await_lease;
 };
 
 class EtcdBackend final : public StateBackend {

@@ -37,6 +37,23 @@ TEST(LeaseHealth, UnansweredRenewalsDegradeOnlyOnceTheDeadlinePasses) {
   EXPECT_EQ(h.last_confirmed(), t0);
 }
 
+// With a hold (LeaderElection: one lease), a lease past its deadline is only unconfirmed: writes
+// are held, not refused, and a renewal answered in the hold (etcd elected a new raft leader)
+// leads on without ever degrading.
+TEST(LeaseHealth, WithAHoldTheLeaderDegradesOnlyOnceTheHoldIsOverAndARenewalInItLeadsOn) {
+  LeaseHealth h(t0, 2s, 2s);
+  EXPECT_EQ(h.held_until(), t0 + 4s);
+  EXPECT_EQ(h.unanswered(t0 + 2500ms), Next::nothing);
+  EXPECT_EQ(h.role(), Role::leading);
+  EXPECT_FALSE(h.lease_valid(t0 + 2500ms)) << "past the deadline nothing is written without a renewal";
+  EXPECT_EQ(h.renewed(t0 + 2600ms, 2s), Next::nothing);
+  EXPECT_TRUE(h.lease_valid(t0 + 3s));
+  EXPECT_EQ(h.deadline(), t0 + 4600ms);
+  EXPECT_EQ(h.unanswered(t0 + 6s), Next::nothing);
+  EXPECT_EQ(h.unanswered(t0 + 6600ms), Next::degrade);
+  EXPECT_EQ(h.role(), Role::degraded);
+}
+
 TEST(LeaseHealth, EtcdSayingTheLeaseIsGoneLosesAtOnceLeadingOrDegraded) {
   LeaseHealth leading(t0, 2s);
   EXPECT_EQ(leading.renewed(t0 + 500ms, 0s), Next::lose);

@@ -72,6 +72,40 @@ TEST_F(LivenessTest, NodesGetOneTtlOfGraceAfterStartThenGoDown) {
   EXPECT_EQ(live.check(start + 19s), std::vector<std::string>{"n2"});
 }
 
+// HA: while the leader's lease is unconfirmed (etcd electing its own raft leader) heartbeats are
+// held, not heard; nobody is marked down then, and everyone gets a TTL once it hears again.
+TEST_F(LivenessTest, NobodyGoesDownWhileTheLeaderCannotHearAndEveryNodeGetsATtlAfter) {
+  bool hearing = true;
+  NodeLiveness live(store, {.ttl = 10s, .hearing = [&] { return hearing; }});
+  auto start = Clock::now();
+  live.seen("n1", start + 1s);
+  live.seen("n2", start + 1s);
+  hearing = false;
+  EXPECT_TRUE(live.check(start + 12s).empty()) << "marked down while deaf";
+  EXPECT_TRUE(live.check(start + 14s).empty());
+  hearing = true;
+  EXPECT_TRUE(live.check(start + 15s).empty()) << "the held heartbeats get their TTL first";
+  live.seen("n2", start + 16s);
+  EXPECT_TRUE(live.check(start + 24s).empty());
+  EXPECT_EQ(live.check(start + 26s), std::vector<std::string>{"n1"});  // silent a TTL after hearing again
+  EXPECT_EQ(store.node("n2")->status, domain::NodeStatus::ready);
+}
+
+// A heartbeat whose answer waits for its commit (etcd between raft leaders) keeps its node alive
+// until the agent has the answer, and a TTL from then.
+TEST_F(LivenessTest, ANodeWaitingForOurAnswerIsNotSilent) {
+  NodeLiveness live(store, {.ttl = 10s});
+  auto start = Clock::now();
+  live.seen("n2", start + 100s);
+  live.arrived("n1", start + 1s);
+  EXPECT_TRUE(live.check(start + 20s).empty()) << "marked down while its heartbeat waits for us";
+  live.answered("n1", start + 25s);
+  EXPECT_TRUE(live.check(start + 34s).empty());
+  EXPECT_EQ(live.check(start + 36s), std::vector<std::string>{"n1"});
+  live.answered("n2", start + 200s);  // never arrived: nothing changes
+  EXPECT_EQ(live.check(start + 111s), std::vector<std::string>{"n2"});
+}
+
 TEST_F(LivenessTest, GraceGrantedAgainCountsFromThenForEveryNode) {
   NodeLiveness live(store, {.ttl = 10s});
   auto start = Clock::now();
