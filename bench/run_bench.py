@@ -531,8 +531,10 @@ def rss(pid):
 
 
 def smaps_rollup(pid):
-    """MiB from /proc/<pid>/smaps_rollup: Pss, private (Private_Clean + Private_Dirty), and the
-    file-backed shared part of RSS (library text that other processes map too)."""
+    """MiB from /proc/<pid>/smaps_rollup: Pss, anonymous memory (heap, stacks, copied-on-write
+    pages), private (Private_Clean + Private_Dirty), and the file-backed shared part of RSS (library
+    text that other processes map too). RSS minus anonymous is the file-backed part: code and
+    read-only data pages, which the kernel maps 64 KiB around each page a fault touches."""
     out = {}
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
@@ -542,7 +544,7 @@ def smaps_rollup(pid):
                     out[parts[0][:-1]] = int(parts[1]) / 1024.0
     except OSError:
         return None
-    return {"pss_mib": out.get("Pss", 0.0),
+    return {"pss_mib": out.get("Pss", 0.0), "anon_mib": out.get("Anonymous", 0.0),
             "private_mib": out.get("Private_Clean", 0.0) + out.get("Private_Dirty", 0.0),
             "shared_mib": out.get("Shared_Clean", 0.0) + out.get("Shared_Dirty", 0.0)}
 
@@ -1517,14 +1519,21 @@ def main():
                 a_rss, a_hwm = rss(c.nodes["n1"].pid)
                 p_rss, _ = rss(c.plugin_pid("n1"))
                 a_maps = smaps_rollup(c.nodes["n1"].pid) or {}
-                agent_idle = {"agent_rss_mib": a_rss, "agent_hwm_mib": a_hwm, "plugin_rss_mib": p_rss, **a_maps}
+                p_maps = smaps_rollup(c.plugin_pid("n1")) or {}
+                agent_idle = {"agent_rss_mib": a_rss, "agent_hwm_mib": a_hwm, "plugin_rss_mib": p_rss, **a_maps,
+                              "plugin": p_maps}
                 if wanted("agent"):
                     row("agent", "node agent RSS, idle, one plugin", a_rss, "MiB", p_rss,
                         "the hostpath plugin's RSS (a plain gRPC server)", ("value", "<=", 15),
-                        f"of which {a_maps.get('shared_mib', 0):.1f} MiB shared library pages" if a_maps else "")
+                        (f"PSS {a_maps['pss_mib']:.1f}, anonymous {a_maps['anon_mib']:.1f} MiB (file-backed "
+                         f"{a_rss - a_maps['anon_mib']:.1f}, of which {a_maps['shared_mib']:.1f} shared); the plugin's "
+                         f"PSS {p_maps.get('pss_mib', 0):.1f}, anonymous {p_maps.get('anon_mib', 0):.1f}")
+                        if a_maps and a_rss is not None else "")
                     if a_maps:
                         row("agent", "node agent PSS, idle, one plugin", a_maps["pss_mib"], "MiB", a_rss,
                             "its RSS", note=f"private (USS) {a_maps['private_mib']:.1f} MiB")
+                        row("agent", "node agent anonymous memory, idle, one plugin", a_maps["anon_mib"], "MiB",
+                            p_maps.get("anon_mib"), "the plugin's anonymous memory")
                 one = "lv-00000"
                 for name, fn in (("lifecycle", lambda: bench_lifecycle(c, "n1")),
                                  ("api", lambda: bench_api(c, one if wanted("lifecycle") else "av-00000")),
