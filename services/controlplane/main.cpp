@@ -4,7 +4,6 @@
 #include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include <linux/close_range.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,7 +12,6 @@
 #include <cstdlib>
 #include <functional>
 #include <filesystem>
-#include <thread>
 #include <variant>
 #include <iostream>
 #include <string>
@@ -22,7 +20,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -41,6 +38,7 @@
 #include "services/controlplane/ha/forwarder.hpp"
 #include "services/controlplane/ha/front.hpp"
 #include "services/controlplane/ha/leader_election.hpp"
+#include "services/controlplane/ha/leadership.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
@@ -165,48 +163,6 @@ void watch_certificates(async::TaskGroup& tasks, http::Server& server,
       rpc::log_certificate_status(*security);
     }
   });
-}
-
-// A leader that lost its lease steps down by starting over as this same program with the same
-// arguments: nothing of its memory (state read while leading, GC timers, in-flight calls)
-// survives into the standby, which is what a restart gives and what the tests pin. Kubernetes'
-// controller-manager exits for the same reason; re-executing keeps `make run-ha` whole without a
-// supervisor. Every descriptor is closed first, so the ports are free for the new process.
-//
-// A leader that steps down because the state would not load (its keyring lacks the state's root
-// key, say) would win the next election as likely as any other member and fail again, leaving the
-// cluster leaderless over and over. It counts such restarts in kFailedLoads (carried across the
-// exec) and the next standby holds back from the election for lease × 2^(n-1), at most 32 s; a
-// load that succeeds clears the count. Every other reason starts the standby with no hold-back.
-constexpr const char* kFailedLoads = "MOORING_FAILED_LOADS";
-
-int failed_loads() {
-  const char* v = std::getenv(kFailedLoads);
-  return v == nullptr ? 0 : std::clamp(std::atoi(v), 0, 64);
-}
-
-std::chrono::milliseconds campaign_delay(std::chrono::milliseconds lease) {
-  const int n = failed_loads();
-  if (n == 0) return std::chrono::milliseconds{0};
-  return std::min<std::chrono::milliseconds>(lease * (1 << std::min(n - 1, 5)), std::chrono::seconds(32));
-}
-
-[[noreturn]] void restart_as_standby(char** argv, const std::string& why, bool failed_load = false) {
-  logger.error("stepping down: this control plane is no longer the leader; restarting as a standby",
-               {{"reason", why}});
-  if (failed_load) {
-    ::setenv(kFailedLoads, std::to_string(failed_loads() + 1).c_str(), 1);
-  } else {
-    ::unsetenv(kFailedLoads);
-  }
-  log::flush();  // the AsyncWriter's queue would not survive the exec
-  std::cout.flush();
-  std::cerr.flush();
-  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-  ::execv("/proc/self/exe", argv);
-  logger.error("cannot restart (exiting instead)", {{"error", std::string(std::strerror(errno))}});
-  log::flush();
-  std::_Exit(1);
 }
 
 // Where other control planes and agents reach this one: the flags, else the listen addresses.
@@ -360,18 +316,18 @@ int main(int argc, char** argv) {
     }
   } else {
     etcd_backend->require_fence([&io, argv](const std::string& why) {
-      asio::post(io, [argv, why] { restart_as_standby(argv, why); });
+      asio::post(io, [argv, why] { ha::restart_as_standby(argv, why); });
     });
   }
 
   // HA: the election (etcd only). While etcd has not confirmed the leader's lease in time, writes
   // and calls out are held for up to one lease rather than refused (ha/front.hpp): etcd's own raft
   // election interrupts nothing.
-  std::unique_ptr<ha::LeaderElection> election;
+  std::unique_ptr<ha::Leadership> leadership;
   const std::function<bool()> store_writable = [&store] { return !store.read_only() && !store.broken(); };
   const std::function<asio::awaitable<std::optional<std::string>>()> hold_while_unconfirmed =
       [&]() -> asio::awaitable<std::optional<std::string>> {
-    if (!election || co_await ha::hold_while_unconfirmed(*election, store_writable)) co_return std::nullopt;
+    if (!leadership || co_await ha::hold_while_unconfirmed(leadership->election(), store_writable)) co_return std::nullopt;
     co_return std::string("etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
                           "lease past its end; nothing was sent or changed");
   };
@@ -418,8 +374,7 @@ int main(int argc, char** argv) {
 
   // High availability: the leader serves `api`; a standby answers the status routes and forwards
   // the rest (ha/front.hpp). `serving` turns true on the io thread once elected and loaded.
-  bool serving = !ha_mode;
-  bool reload_on_resume = false;  // HA: a write's outcome was unknown while etcd could not be reached
+  auto serving = [&] { return !ha_mode || (leadership && leadership->serving()); };
   std::unique_ptr<ha::Forwarder> forwarder;
   std::unique_ptr<ha::Front> front;
   http::Handler api_handler = [&api](http::Request r) { return api.handle(std::move(r)); };
@@ -451,17 +406,17 @@ int main(int argc, char** argv) {
 
   // Node agents' RPC service and node liveness.
   NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl,
-                                               .hearing = [&election] { return !election || election->lease_valid(); }}};
+                                               .hearing = [&leadership] { return !leadership || leadership->election().lease_valid(); }}};
   AgentServiceOptions agent_options{.require_node_identity = security != nullptr, .audit = audit_log->get()};
   if (ha_mode) {
     agent_options.standby = [&]() -> std::optional<std::string> {
-      if (serving) return std::nullopt;
-      auto leader = election ? election->leader() : std::nullopt;
-      return leader && !election->leading() ? leader->grpc_addr : std::string{};
+      if (serving()) return std::nullopt;
+      auto leader = leadership ? leadership->election().leader() : std::nullopt;
+      return leader && !leadership->election().leading() ? leader->grpc_addr : std::string{};
     };
     agent_options.hold = hold_while_unconfirmed;
     agent_options.writes_refused = [&]() -> std::optional<std::string> {
-      if (!election || !election->degraded()) return std::nullopt;
+      if (!leadership || !leadership->election().degraded()) return std::nullopt;
       return "etcd has no quorum or cannot be reached: this control plane (the leader) refuses every call until it "
              "answers again; nothing was changed";
     };
@@ -507,79 +462,29 @@ int main(int argc, char** argv) {
         .key = etcd_options.prefix + "/leader",
         .self = advertised(flags, server.secure(), server.port(), grpc_server->port()),
         .lease = flags.leader_lease,
-        .campaign_delay = campaign_delay(flags.leader_lease),
+        .campaign_delay = ha::campaign_delay(flags.leader_lease),
     };
     const std::string self_http = election_options.self.http_addr;
-    const auto lease = flags.leader_lease;
-    // Degraded (etcd has no quorum or cannot be reached; ha/lease_health.hpp): the REST front and
-    // the agent service refuse writes by asking the election directly; here the store refuses
-    // commits and the router every call to a node, so GC and reconcilers make no call whose result
-    // could not be recorded. A write in flight at that moment may still commit when the quorum
-    // returns: the state is reloaded before anything is written again.
-    auto degrade = [&](const std::string& why) {
-      store.set_read_only("etcd has no quorum or cannot be reached (" + why + "): writes are refused until it answers "
-                          "again; nothing was changed");
-      router.set_paused("etcd has no quorum or cannot be reached: no call is made whose result could not be recorded");
-      if (store.flushing() || store.durable_index() < store.index()) reload_on_resume = true;
-    };
-    auto resume = [&]() -> asio::awaitable<void> {
-      asio::steady_timer pause(io);
-      while (store.flushing()) {  // the backend is the writer thread's until its answer lands
-        pause.expires_after(std::chrono::milliseconds(20));
-        co_await pause.async_wait(asio::use_awaitable);
-      }
-      if (election->degraded()) co_return;  // cut off again meanwhile: the next restore resumes
-      if (reload_on_resume || store.broken() || etcd_backend->needs_reload()) {
-        // Off the executor: reads go on from memory (the last committed copy) while etcd sends the state.
-        if (auto st = co_await store.reload_in_background(); !st)
-          restart_as_standby(argv, "etcd answers again, but the state does not reload: " + st.error());
-        logger.info("state reloaded after writes of unknown outcome", {{"index", store.index()}});
-        if (election->degraded()) co_return;  // cut off again meanwhile: the next restore resumes
-      }
-      reload_on_resume = false;
-      store.set_read_only(std::nullopt);
-      router.set_paused(std::nullopt);
-      for (const auto& [key, v] : store.volumes()) claim_gc.retry_now(key);  // their backoff grew meanwhile
-      liveness.grant_grace();  // heartbeats were refused meanwhile
-      logger.info("leading again: writes, claim GC and reconcilers resume", {{"index", store.index()}});
-    };
-    // A failed write whose reload failed too: while etcd cannot be reached the election degrades
-    // (or already has) and the reload waits for its answer; a store still broken while etcd
-    // answers would hold the lease and refuse every write, so the leader steps down then.
-    store_broken = [&, lease](const std::string& why) {
-      reload_on_resume = true;
-      node_tasks.spawn("broken-state", [&, lease, why]() -> asio::awaitable<void> {
-        asio::steady_timer grace(io, 2 * lease);
-        co_await grace.async_wait(asio::use_awaitable);
-        if (store.broken() && !election->degraded()) restart_as_standby(argv, "the state is not writable: " + why);
-      });
-    };
-    election = std::make_unique<ha::LeaderElection>(
-        std::move(election_options),
-        ha::ElectionEvents{
-            .elected =
-                [&](LeaderFence fence) {
-                  asio::post(io, [&, fence = std::move(fence)] {
-                    etcd_backend->set_fence(fence);
-                    if (auto st = load_state(); !st) {
-                      election->stop();  // hand the lease back: a member that can load leads at once
-                      restart_as_standby(argv, "elected, but the state does not load: " + st.error(), true);
-                    }
-                    ::unsetenv(kFailedLoads);
-                    serving = true;
-                    lead();
-                  });
-                },
-            .lost = [&io, argv](const std::string& why) { asio::post(io, [argv, why] { restart_as_standby(argv, why); }); },
-            .degraded = [&io, degrade](const std::string& why) { asio::post(io, [degrade, why] { degrade(why); }); },
-            .restored = [&io, &node_tasks, resume] {
-              asio::post(io, [&node_tasks, resume] { node_tasks.spawn("resume-leading", resume); });
-            },
-        });
-    front = std::make_unique<ha::Front>(*election, *forwarder, api_handler, [&serving] { return serving; },
-                                        store_writable,
+    leadership = std::make_unique<ha::Leadership>(
+        ha::LeadershipParts{.executor = io.get_executor(),
+                            .argv = argv,
+                            .store = store,
+                            .backend = *etcd_backend,
+                            .tasks = node_tasks,
+                            .load_state = load_state,
+                            .lead = lead,
+                            .pause_calls = [&router](std::optional<std::string> why) { router.set_paused(std::move(why)); },
+                            .resumed =
+                                [&] {
+                                  // Their backoff grew while etcd could not be reached.
+                                  for (const auto& [key, v] : store.volumes()) claim_gc.retry_now(key);
+                                  liveness.grant_grace();  // heartbeats were refused meanwhile
+                                }},
+        std::move(election_options));
+    store_broken = [&leadership](const std::string& why) { leadership->store_broken(why); };
+    front = std::make_unique<ha::Front>(leadership->election(), *forwarder, api_handler, serving, store_writable,
                                         flags.stale_reads_max, self_http);
-    election->start();
+    leadership->start();
     logger.info("standby until elected", {{"addr", http_config.address}, {"port", server.port()},
                                           {"advertise_http_addr", self_http}, {"state", state_where},
                                           {"leader_lease", flags.leader_lease}});
@@ -609,7 +514,7 @@ int main(int argc, char** argv) {
     });
     asio::co_spawn(io, server.shutdown(flags.shutdown_grace), [&](std::exception_ptr e) {
       if (e) logger.error("http shutdown failed");
-      if (election) election->stop();  // a leader hands over at once (its lease revoked)
+      if (leadership) leadership->election().stop();  // a leader hands over at once (its lease revoked)
       logger.info("stopped", {{"index", store.index()}});
     });
   });

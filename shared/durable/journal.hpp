@@ -51,6 +51,10 @@ class Journal {
 
   // Bytes of valid records (the header excluded), as far as read or written here.
   std::uint64_t record_bytes() const { return end_ > header_size_ ? end_ - header_size_ : 0; }
+  // Bytes after the last whole record at the last read or write: a torn tail (a crash
+  // mid-append), left out of read_new and cut off by the next append. 0 when the file does not
+  // follow the generation read (its bytes are another checkpoint's, not torn).
+  std::uint64_t dropped_bytes() const { return follows_ && file_size_ > end_ ? file_size_ - end_ : 0; }
 
  private:
   std::error_code open_file(bool create);

@@ -1,8 +1,9 @@
 #include "tests/support/child_process.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +40,71 @@ bool all_threads_stopped(pid_t pid) {
     any = true;
   }
   return any && !ec;
+}
+
+// In the child between fork and exec: report errno to the parent and end.
+[[noreturn]] void child_failed(int fd) {
+  const int error = errno;
+  (void)!::write(fd, &error, sizeof error);
+  ::_exit(127);
+}
+
+// Starts argv[0] and returns its pid, or -errno. The child is killed (SIGKILL) when the thread
+// that called this exits (PR_SET_PDEATHSIG: the test binary killed by ctest's timeout or by a
+// closed pipe, which runs no destructor), so call it only from a thread that outlives the child
+// (README.md). It runs in its own process group (a terminal's Ctrl-C does not hit it twice) with
+// the default signal mask and dispositions, whatever the test runner's threads had blocked;
+// stdin is /dev/null and stdout and stderr append to `out`. posix_spawn cannot set a death
+// signal, so this forks; between fork and exec the child makes system calls only (the parent
+// has other threads), and a pipe closed by the exec carries the errno of a failure back.
+pid_t spawn_dying_with_parent(char* const* argv, char* const* envp, const char* out, const char* dir) {
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return -errno;
+  const pid_t parent = ::getpid();
+  // Signals blocked across the fork: the child must not run a handler of the parent's before it
+  // resets them.
+  sigset_t all, before;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &before);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto fail = [fd = report[1]] { child_failed(fd); };
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);  // SIGKILL, SIGSTOP: refused, harmless
+    if (::setpgid(0, 0) != 0 || ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail();
+    // The parent died before the prctl: its death signal will never come.
+    if (::getppid() != parent) ::_exit(127);
+    const int in = ::open("/dev/null", O_RDONLY);
+    const int log = ::open(out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (in < 0 || log < 0 || ::dup2(in, 0) < 0 || ::dup2(log, 1) < 0 || ::dup2(log, 2) < 0) fail();
+    if (in > 2) ::close(in);
+    if (log > 2) ::close(log);
+    if (dir != nullptr && ::chdir(dir) != 0) fail();
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(argv[0], argv, envp);
+    fail();
+  }
+  const int fork_error = errno;
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  ::close(report[1]);
+  if (pid < 0) {
+    ::close(report[0]);
+    return -fork_error;
+  }
+  int error = 0;
+  ssize_t n;
+  do {
+    n = ::read(report[0], &error, sizeof error);
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n != static_cast<ssize_t>(sizeof error)) return pid;  // closed by the exec
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return -error;
 }
 
 }  // namespace
@@ -91,32 +157,13 @@ ChildProcess::ChildProcess(SpawnOptions options) : options_(std::move(options)) 
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
   const std::string out = options_.output_file.empty() ? "/dev/null" : options_.output_file.string();
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  if (!options_.working_dir.empty()) posix_spawn_file_actions_addchdir_np(&actions, options_.working_dir.c_str());
-
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Own process group (a terminal's Ctrl-C does not hit it twice); default signal mask and
-  // dispositions, whatever the test runner's threads had blocked.
-  sigset_t empty, all;
-  sigemptyset(&empty);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-  const int rc = ::posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
+  const std::string dir = options_.working_dir.string();
+  pid_ = spawn_dying_with_parent(argv.data(), envp.data(), out.c_str(), dir.empty() ? nullptr : dir.c_str());
+  if (pid_ < 0) {
+    const int error = static_cast<int>(-pid_);
     pid_ = -1;
-    throw std::runtime_error("cannot spawn " + options_.binary.string() + ": " + std::strerror(rc));
+    throw std::runtime_error("cannot spawn " + options_.binary.string() + ": " + std::strerror(error));
   }
 }
 

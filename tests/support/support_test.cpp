@@ -1,8 +1,14 @@
 // Pins the test-support helpers other suites rely on: temp dirs clean up even with mounts inside,
-// child processes are observable and never leaked, mountinfo parsing handles escapes.
+// child processes are observable and never leaked (not even when the test binary is killed), mountinfo parsing handles escapes.
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
+
+#include <optional>
+#include <thread>
 
 #include "tests/support/child_process.hpp"
 #include "tests/support/files.hpp"
@@ -94,6 +100,16 @@ TEST(ChildProcess, WaitForPathGivesUpWhenTheChildExits) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, 20s);
 }
 
+TEST(ChildProcess, AProgramThatCannotBeStartedThrowsNamingIt) {
+  TempDir dir("support-test");
+  try {
+    ChildProcess p({dir / "no-such-program", {}, {}, true, {}});
+    ADD_FAILURE() << "started pid " << p.pid();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-program: No such file or directory"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ChildProcess, DestructorKillsARunningChild) {
   pid_t pid = 0;
   {
@@ -102,6 +118,62 @@ TEST(ChildProcess, DestructorKillsARunningChild) {
     EXPECT_TRUE(p.running());
   }
   EXPECT_NE(::kill(pid, 0), 0);  // reaped: no such process
+}
+
+// A test binary killed abruptly (ctest's timeout, a pipe to `head`) runs no destructor: its
+// children must die with it. An intermediate process starts the child and is SIGKILLed; this
+// process is the subreaper meanwhile, so the orphaned child is ours to reap and its status shows
+// what killed it.
+TEST(ChildProcess, DiesWhenTheProcessThatStartedItIsKilled) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  struct NotSubreaper {
+    ~NotSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 0); }
+  } restore;
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t middle = ::fork();
+  ASSERT_GE(middle, 0);
+  if (middle == 0) {
+    ::close(report[0]);
+    pid_t child = -1;
+    try {
+      ChildProcess p({"/bin/sleep", {"60"}, {}, true, {}});
+      child = p.pid();
+      (void)!::write(report[1], &child, sizeof child);
+      ::pause();  // until killed: the destructor never runs
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  ::close(report[1]);
+  pid_t child = -1;
+  const auto n = ::read(report[0], &child, sizeof child);
+  ::close(report[0]);
+  ASSERT_EQ(n, static_cast<ssize_t>(sizeof child));
+  EXPECT_EQ(::kill(child, 0), 0);  // running
+  ASSERT_EQ(::kill(middle, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(middle, &status, 0), middle);
+  pid_t reaped = 0;
+  EXPECT_TRUE(wait_until([&] { return (reaped = ::waitpid(child, &status, WNOHANG)) == child; }, 10s, 10ms))
+      << "the child outlived the process that started it";
+  if (reaped != child) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    return;
+  }
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+}
+
+// The death signal follows the thread that spawned, not the process (README.md): spawning from
+// a thread that ends kills the child.
+TEST(ChildProcess, DiesWhenTheThreadThatStartedItEnds) {
+  std::optional<ChildProcess> p;
+  std::thread([&] { p.emplace(SpawnOptions{"/bin/sleep", {"60"}, {}, true, {}}); }).join();
+  const auto st = p->wait_for_exit(10s);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->signal, SIGKILL);
 }
 
 TEST(Files, WaitUntilReturnsTheLastAnswer) {

@@ -1,28 +1,22 @@
 #include "services/controlplane/state/etcd_backend.hpp"
 
-#include "services/controlplane/state/etcd_channels.hpp"
-#include "services/controlplane/state/snapshot_policy.hpp"
-
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <thread>
 
 #include "etcd/rpc.grpc.pb.h"
 #include "mooring/v1/state_log.pb.h"
+#include "services/controlplane/state/etcd_backend_parts.hpp"
+#include "services/controlplane/state/etcd_channels.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 #include "shared/tls/digest.hpp"
 
 namespace mooring::controlplane {
-namespace {
 
-namespace pb = ::etcdserverpb;
-using domain::error;
-
-const log::Logger kLog{"etcd-state"};
+namespace etcd_detail {
 
 // The smallest key greater than every key that starts with `prefix`.
 std::string prefix_end(std::string prefix) {
@@ -47,137 +41,9 @@ std::string status_text(const grpc::Status& s) {
   return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
 }
 
-}  // namespace
-
-// ---- the connection ----
-
-struct EtcdBackend::Client {
-  std::shared_ptr<EtcdChannels> etcd;
-  std::chrono::milliseconds timeout;
-
-  template <class Call>
-  grpc::Status call(Call&& c) const {
-    return etcd->call<pb::KV>(std::forward<Call>(c));
-  }
-
-  std::unique_ptr<grpc::ClientContext> context(std::chrono::milliseconds wait) const {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->set_deadline(std::chrono::system_clock::now() + wait);
-    ctx->set_wait_for_ready(true);  // ride out a member's restart within the deadline
-    return ctx;
-  }
-  std::unique_ptr<grpc::ClientContext> context() const { return context(timeout); }
-  grpc::Status range(const pb::RangeRequest& req, pb::RangeResponse& res) const {
-    return call([&](pb::KV::Stub& kv) { return kv.Range(context().get(), req, &res); });
-  }
-  grpc::Status txn(const pb::TxnRequest& req, pb::TxnResponse& res) const { return txn(req, res, timeout); }
-  grpc::Status txn(const pb::TxnRequest& req, pb::TxnResponse& res, std::chrono::milliseconds wait) const {
-    return call([&](pb::KV::Stub& kv) { return kv.Txn(context(wait).get(), req, &res); });
-  }
-  grpc::Status put(const std::string& key, const std::string& value) const {
-    pb::PutRequest req;
-    req.set_key(key);
-    req.set_value(value);
-    pb::PutResponse res;
-    return call([&](pb::KV::Stub& kv) { return kv.Put(context().get(), req, &res); });
-  }
-  grpc::Status compact(std::int64_t revision) const {
-    pb::CompactionRequest req;
-    req.set_revision(revision);
-    pb::CompactionResponse res;
-    return call([&](pb::KV::Stub& kv) { return kv.Compact(context().get(), req, &res); });
-  }
-};
-
-// The backend's own copy of the rows: what a snapshot writes. Each table's rows are spread over
-// buckets by the hash of their key, each bucket shared: a snapshot takes a view (the bucket
-// pointers, a few thousand of them whatever the size of the state), and the writer copies a
-// bucket it changes while a view still holds it (a few hundred rows at 100,000), never the state.
-struct EtcdBackend::Rows {
-  static constexpr std::size_t kBuckets = 256;
-  using Bucket = std::map<std::string, std::string>;
-  std::uint64_t index = 0;
-  std::map<Table, std::uint64_t> table_index;
-  std::map<Table, std::vector<std::shared_ptr<Bucket>>> rows;  // a view only ever reads its buckets
-
-  static std::size_t bucket_of(const std::string& key) { return std::hash<std::string>{}(key) % kBuckets; }
-  // The bucket of `key`, ours alone (copied first if a view shares it).
-  Bucket& writable(Table t, const std::string& key) {
-    auto& buckets = rows[t];
-    if (buckets.empty()) buckets.resize(kBuckets);
-    auto& b = buckets[bucket_of(key)];
-    if (!b) b = std::make_shared<Bucket>();
-    else if (b.use_count() > 1) b = std::make_shared<Bucket>(*b);
-    return *b;
-  }
-  void put(Table t, const std::string& key, std::string value) { writable(t, key)[key] = std::move(value); }
-  void erase(Table t, const std::string& key) {
-    auto it = rows.find(t);
-    if (it == rows.end()) return;
-    const auto& b = it->second[bucket_of(key)];
-    if (b && b->contains(key)) writable(t, key).erase(key);
-  }
-  void apply(const Transaction& tx) {
-    for (const auto& m : tx.mutations) {
-      if (m.value) put(m.table, m.key, *m.value);
-      else erase(m.table, m.key);
-    }
-    for (auto t : tx.tables) table_index[t] = tx.index;
-    index = std::max(index, tx.index);
-  }
-  Snapshot snapshot() const {
-    Snapshot out;
-    out.index = index;
-    out.table_index = table_index;
-    for (const auto& [t, buckets] : rows) {
-      auto& table = out.rows[t];
-      for (const auto& b : buckets)
-        if (b) table.insert(b->begin(), b->end());
-    }
-    return out;
-  }
-};
-
-namespace {
-
 std::string key_of(const EtcdOptions& o, std::string_view rest) { return o.prefix + "/" + std::string(rest); }
 std::string log_key(const EtcdOptions& o, std::uint64_t index) { return key_of(o, "log/" + padded(index, 20)); }
 
-::mooring::v1::StateTransaction to_proto(const Transaction& tx) {
-  ::mooring::v1::StateTransaction out;
-  out.set_index(tx.index);
-  for (const auto& m : tx.mutations) {
-    auto* pm = out.add_mutations();
-    pm->set_table(std::string(to_string(m.table)));
-    pm->set_key(m.key);
-    if (m.value) pm->set_value(*m.value);
-    else pm->set_deleted(true);
-  }
-  for (auto t : tx.tables) out.add_tables(std::string(to_string(t)));
-  return out;
-}
-
-domain::Expected<Transaction> from_proto(const ::mooring::v1::StateTransaction& p) {
-  Transaction tx;
-  tx.index = p.index();
-  for (const auto& m : p.mutations()) {
-    auto table = parse_table(m.table());
-    if (!table) return error("transaction " + std::to_string(p.index()) + ": unknown table \"" + m.table() + "\"");
-    Mutation mu{*table, m.key(), std::nullopt};
-    if (!m.deleted()) mu.value = m.value();
-    tx.mutations.push_back(std::move(mu));
-  }
-  for (const auto& t : p.tables()) {
-    auto table = parse_table(t);
-    if (!table) return error("transaction " + std::to_string(p.index()) + ": unknown table \"" + t + "\"");
-    tx.tables.push_back(*table);
-  }
-  return tx;
-}
-
-// A Txn that applies only while `head` is as this writer last saw it (unless nullopt: a snapshot's) and, for a leader, while
-// the leader key is the one it created (its fencing). On failure it reads the leader key back, so
-// the writer can tell which compare failed.
 pb::TxnRequest guarded_txn(const EtcdOptions& o, std::optional<std::int64_t> head_revision,
                            const std::optional<LeaderFence>& fence) {
   pb::TxnRequest req;
@@ -216,6 +82,47 @@ pb::RequestOp delete_op(std::string key, std::string range_end) {
   op.mutable_request_delete_range()->set_key(std::move(key));
   op.mutable_request_delete_range()->set_range_end(std::move(range_end));
   return op;
+}
+
+}  // namespace etcd_detail
+
+namespace {
+
+using namespace etcd_detail;
+using domain::error;
+
+const log::Logger kLog{"etcd-state"};
+
+::mooring::v1::StateTransaction to_proto(const Transaction& tx) {
+  ::mooring::v1::StateTransaction out;
+  out.set_index(tx.index);
+  for (const auto& m : tx.mutations) {
+    auto* pm = out.add_mutations();
+    pm->set_table(std::string(to_string(m.table)));
+    pm->set_key(m.key);
+    if (m.value) pm->set_value(*m.value);
+    else pm->set_deleted(true);
+  }
+  for (auto t : tx.tables) out.add_tables(std::string(to_string(t)));
+  return out;
+}
+
+domain::Expected<Transaction> from_proto(const ::mooring::v1::StateTransaction& p) {
+  Transaction tx;
+  tx.index = p.index();
+  for (const auto& m : p.mutations()) {
+    auto table = parse_table(m.table());
+    if (!table) return error("transaction " + std::to_string(p.index()) + ": unknown table \"" + m.table() + "\"");
+    Mutation mu{*table, m.key(), std::nullopt};
+    if (!m.deleted()) mu.value = m.value();
+    tx.mutations.push_back(std::move(mu));
+  }
+  for (const auto& t : p.tables()) {
+    auto table = parse_table(t);
+    if (!table) return error("transaction " + std::to_string(p.index()) + ": unknown table \"" + t + "\"");
+    tx.tables.push_back(*table);
+  }
+  return tx;
 }
 
 }  // namespace
@@ -547,19 +454,6 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
   return {};
 }
 
-bool EtcdBackend::snapshot_due() const {
-  const SnapshotPolicy policy{options_.snapshot_every, options_.snapshot_log_fraction, options_.snapshot_max_entries};
-  return controlplane::snapshot_due(policy, {entries_since_snapshot_, log_bytes_since_snapshot_, snapshot_bytes_});
-}
-
-domain::Status EtcdBackend::snapshot_now() {
-  if (!loaded_ || fenced_) return error("state in " + describe() + ": not loaded");
-  if (auto st = check_fence(); !st) return st;
-  (void)collect_snapshot(true);
-  if (fenced_) return error("state in " + describe() + ": the snapshot in the background was refused; reload first");
-  return write_snapshot();
-}
-
 void EtcdBackend::require_fence(std::function<void(const std::string&)> lost) {
   fence_required_ = true;
   fence_lost_ = std::move(lost);
@@ -646,237 +540,6 @@ std::string EtcdBackend::refused(const pb::TxnResponse& res, const std::string& 
   kLog.error("another writer changed the state in etcd: refusing to write",
              {{"state", where_}, {"key", key}, {"expected_head_revision", head_revision_}});
   return "state in " + where_ + ": " + key + " was changed by another writer (another control plane on this prefix?); " + what;
-}
-
-// ---- snapshots ----
-
-// One snapshot of the rows at an index: staged and committed by run(), on the backend's snapshot
-// thread or on the writer's; the writer reads the outcome once run() returned (finish()).
-struct EtcdBackend::SnapshotJob {
-  const EtcdOptions* options = nullptr;
-  const Client* client = nullptr;
-  std::string where;
-  Rows view;                 // shares the writer's buckets; dropped by the writer (after the join)
-  std::uint64_t entries = 0;  // transactions since the last snapshot that it covers
-  std::uint64_t log_bytes = 0;  // and their log's bytes
-  std::optional<LeaderFence> fence;
-  std::int64_t snap_revision = 0;              // the compare on `snap`; -1: read it first
-  std::string current_stage, uncertain_stage;  // of the snapshot `snap` names, of a Txn in doubt
-  bool paced = false;             // in the background: pauses between puts (not when the writer waits)
-  std::atomic<bool> stop{false};  // load(), the destructor: stop before the next request
-  std::atomic<bool> done{false};
-  std::thread thread;
-
-  enum class Outcome { committed, failed, uncertain, refused, stopped };
-  Outcome outcome = Outcome::failed;
-  std::string error;
-  std::string stage;                    // its chunks
-  std::int64_t committed_revision = 0;  // etcd's revision after its Txn
-  pb::TxnResponse refusal;              // the Txn's answer when its compares failed
-  std::size_t bytes = 0;
-  std::uint32_t chunks = 0;
-
-  bool go_on(EtcdOptions::SnapshotStep step) {
-    if (stop.load()) return false;
-    return !options->snapshot_step || options->snapshot_step(step);
-  }
-  void end(Outcome o, std::string why = {}) {
-    outcome = o;
-    if (!why.empty()) error = "state in " + where + ": snapshot at index " + std::to_string(view.index) + ": " + why;
-  }
-  std::string encode() const;
-  bool learn_snap_revision();
-  void run();
-};
-
-// The snapshot's bytes. Serialized messages concatenate into their merge, so each bucket is
-// encoded alone and appended: no second copy of the state in a message of its own.
-std::string EtcdBackend::SnapshotJob::encode() const {
-  ::mooring::v1::StateSnapshot head;
-  head.set_index(view.index);
-  for (const auto& [t, idx] : view.table_index) {
-    auto* ti = head.add_table_index();
-    ti->set_table(std::string(to_string(t)));
-    ti->set_index(idx);
-  }
-  std::string payload = head.SerializeAsString();
-  ::mooring::v1::StateSnapshot part;
-  for (const auto& [t, buckets] : view.rows)
-    for (const auto& b : buckets) {
-      if (!b || b->empty()) continue;
-      part.Clear();
-      for (const auto& [k, v] : *b) {
-        auto* r = part.add_rows();
-        r->set_table(std::string(to_string(t)));
-        r->set_key(k);
-        r->set_value(v);
-      }
-      payload += part.SerializeAsString();
-    }
-  return payload;
-}
-
-// After a snapshot Txn of unknown outcome: did it commit (`snap` names its chunks), or is `snap`
-// still the one before it? Anything else was written by another writer: refused.
-bool EtcdBackend::SnapshotJob::learn_snap_revision() {
-  pb::RangeRequest req;
-  req.set_key(key_of(*options, "snap"));
-  pb::RangeResponse res;
-  if (auto s = client->range(req, res); !s.ok()) {
-    end(Outcome::failed, "cannot read snap: " + status_text(s));
-    return false;
-  }
-  std::string names;
-  if (res.kvs_size() == 1) {
-    ::mooring::v1::ChunkManifest m;
-    if (m.ParseFromString(res.kvs(0).value())) names = m.stage();
-  }
-  if (names != uncertain_stage && names != current_stage) {
-    end(Outcome::failed, "snap names " + (names.empty() ? std::string("nothing") : names) + ", neither " +
-                             current_stage + " nor " + uncertain_stage + ": another writer (reload before writing)");
-    return false;
-  }
-  snap_revision = res.kvs_size() == 1 ? res.kvs(0).mod_revision() : 0;
-  return true;
-}
-
-void EtcdBackend::SnapshotJob::run() {
-  using Step = EtcdOptions::SnapshotStep;
-  const std::uint64_t index = view.index;
-  const std::string payload = encode();
-  bytes = payload.size();
-  stage = "stage/snap-" + padded(index, 20) + "-" + domain::new_id();
-  ::mooring::v1::ChunkManifest m;
-  m.set_stage(stage);
-  m.set_bytes(payload.size());
-  m.set_sha256(tls::sha256_hex(payload));
-  // Paced: etcd applies requests in order, so a commit sent while a chunk is being replicated
-  // waits for it. Smaller chunks than a request, and a pause as long as each put took, keep
-  // etcd free about half the time for the writer's commits (bench/snapshot_stall.cpp).
-  const std::size_t chunk = std::min(options->snapshot_chunk_bytes, options->max_request_bytes);
-  for (std::size_t off = 0; off < payload.size() || chunks == 0; off += chunk) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (auto s = client->put(key_of(*options, stage + "/" + padded(chunks, 6)), payload.substr(off, chunk)); !s.ok())
-      return end(Outcome::failed, "staging: " + status_text(s));
-    ++chunks;
-    if (!go_on(Step::chunk_staged)) return end(Outcome::stopped, "stopped while staging");
-    if (paced) {
-      const auto pause = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          (std::chrono::steady_clock::now() - t0) * options->snapshot_pause);
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, std::chrono::milliseconds(200)));
-    }
-  }
-  m.set_chunks(chunks);
-  if (!go_on(Step::staged)) return end(Outcome::stopped, "stopped before its commit");
-  if (snap_revision < 0 && !learn_snap_revision()) return;
-
-  // One Txn: point snap at it, drop the log it covers, the chunks of that log and older
-  // snapshots (orphans of snapshots that never committed included). Fenced by the leader key and
-  // by `snap` as we last knew it, never by `head`: the writer commits meanwhile.
-  pb::TxnRequest req = guarded_txn(*options, std::nullopt, fence);
-  auto* cmp = req.add_compare();
-  cmp->set_key(key_of(*options, "snap"));
-  cmp->set_target(pb::Compare::MOD);
-  cmp->set_result(pb::Compare::EQUAL);
-  cmp->set_mod_revision(snap_revision);
-  *req.add_success() = put_op(key_of(*options, "snap"), m.SerializeAsString());
-  *req.add_success() = delete_op(key_of(*options, "log/"), log_key(*options, index + 1));
-  *req.add_success() = delete_op(key_of(*options, "stage/log-"), key_of(*options, "stage/log-" + padded(index + 1, 20)));
-  *req.add_success() = delete_op(key_of(*options, "stage/snap-"), key_of(*options, "stage/snap-" + padded(index, 20)));
-  // A snapshot at the same index (nothing written since) is outside that range: name it.
-  for (const auto* other : {&current_stage, &uncertain_stage})
-    if (other->starts_with("stage/snap-" + padded(index, 20))) {
-      const std::string old = key_of(*options, *other + "/");
-      *req.add_success() = delete_op(old, prefix_end(old));
-    }
-  pb::TxnResponse res;
-  if (auto s = client->txn(req, res); !s.ok()) return end(Outcome::uncertain, "commit: " + status_text(s));
-  if (!res.succeeded()) {
-    refusal = std::move(res);
-    return end(Outcome::refused);
-  }
-  committed_revision = res.header().revision();
-  outcome = Outcome::committed;
-  if (!go_on(Step::committed)) return;  // as a crash before the compaction
-  // etcd keeps every revision until compacted: drop the history the snapshot made useless.
-  if (auto s = client->compact(committed_revision); !s.ok())
-    kLog.warn("etcd compaction failed (its history grows until the next snapshot)", {{"state", where}, {"error", status_text(s)}});
-}
-
-std::unique_ptr<EtcdBackend::SnapshotJob> EtcdBackend::new_job() const {
-  auto job = std::make_unique<SnapshotJob>();
-  job->options = &options_;
-  job->client = client_.get();
-  job->where = where_;
-  job->view = *rows_;  // the bucket pointers, not the rows
-  job->entries = entries_since_snapshot_;
-  job->log_bytes = log_bytes_since_snapshot_;
-  job->fence = fence_;
-  job->snap_revision = snap_revision_;
-  job->current_stage = snapshot_stage_;
-  job->uncertain_stage = uncertain_stage_;
-  return job;
-}
-
-void EtcdBackend::start_snapshot() {
-  job_ = new_job();
-  job_->paced = true;
-  job_->thread = std::thread([job = job_.get()] {
-    job->run();
-    job->done = true;
-  });
-}
-
-domain::Status EtcdBackend::collect_snapshot(bool wait) {
-  if (!job_ || (!wait && !job_->done.load())) return {};
-  if (job_->thread.joinable()) job_->thread.join();
-  auto job = std::move(job_);
-  return finish(*job);
-}
-
-void EtcdBackend::abandon_snapshot() {
-  if (!job_) return;
-  job_->stop = true;
-  (void)collect_snapshot(true);
-}
-
-domain::Status EtcdBackend::wait_snapshot() { return collect_snapshot(true); }
-
-domain::Status EtcdBackend::write_snapshot() {
-  auto job = new_job();
-  job->run();
-  return finish(*job);
-}
-
-domain::Status EtcdBackend::finish(SnapshotJob& job) {
-  using Outcome = SnapshotJob::Outcome;
-  const std::uint64_t index = job.view.index;
-  switch (job.outcome) {
-    case Outcome::committed:
-      snapshot_index_ = index;
-      snapshot_stage_ = job.stage;
-      snap_revision_ = job.committed_revision;
-      uncertain_stage_.clear();
-      // What was committed while it staged (after its index) stays counted: it is the log now.
-      entries_since_snapshot_ -= std::min(job.entries, entries_since_snapshot_);
-      log_bytes_since_snapshot_ -= std::min(job.log_bytes, log_bytes_since_snapshot_);
-      snapshot_bytes_ = job.bytes;
-      kLog.info("state snapshot written to etcd", {{"state", where_}, {"index", static_cast<int64_t>(index)},
-                                                   {"bytes", static_cast<int64_t>(job.bytes)},
-                                                   {"chunks", static_cast<int64_t>(job.chunks)}});
-      return {};
-    case Outcome::refused:
-      return error(refused(job.refusal, "the snapshot at index " + std::to_string(index) + " was not committed", "snap"));
-    case Outcome::uncertain:
-      snap_revision_ = -1;  // the next snapshot reads `snap` to learn whether it committed
-      uncertain_stage_ = job.stage;
-      break;
-    case Outcome::failed:
-    case Outcome::stopped:
-      break;
-  }
-  kLog.warn("snapshot not written; the log keeps growing until the next one", {{"state", where_}, {"error", job.error}});
-  return error(job.error);
 }
 
 }  // namespace mooring::controlplane

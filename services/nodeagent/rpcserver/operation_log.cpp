@@ -109,11 +109,8 @@ std::vector<OperationRecord> OperationLog::load(std::vector<std::string>& warnin
   }
   // A tail cut short by a crash mid-append is dropped by the journal (its call's intent or
   // result is then unknown, as if the crash came just before); say so.
-  std::error_code size_ec;
-  const auto size = std::filesystem::file_size(journal_file(), size_ec);
-  const auto header = std::string("mooring-journal 1 ") + std::to_string(generation_) + "\n";
-  if (!size_ec && journal_->record_bytes() > 0 && size > header.size() + journal_->record_bytes())
-    warnings.push_back(journal_file().string() + ": " + std::to_string(size - header.size() - journal_->record_bytes()) +
+  if (const auto dropped = journal_->dropped_bytes(); dropped > 0)
+    warnings.push_back(journal_file().string() + ": " + std::to_string(dropped) +
                        " bytes after the last whole record were dropped (a write cut short by a crash)");
   return out;
 }

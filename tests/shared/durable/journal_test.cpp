@@ -1,6 +1,7 @@
 // The append-only journal: records come back in order, a second reader sees only what was
 // appended since its last look, a torn tail is left out and overwritten, a journal that names
-// another checkpoint generation holds nothing, and a restart empties it.
+// another checkpoint generation holds nothing, and a restart empties it. The reader reports how
+// many torn bytes it left out.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -70,6 +71,41 @@ TEST(Journal, ATornTailIsLeftOutThenOverwritten) {
   }
 }
 
+TEST(Journal, TheBytesOfATornTailAreReportedUntilTheNextAppendCutsThemOff) {
+  test::TempDir dir("journal");
+  const auto p = dir / "j";
+  Journal writer(p);
+  EXPECT_TRUE(read_new(writer, 1).empty());
+  EXPECT_EQ(writer.dropped_bytes(), 0u);  // no file
+  ASSERT_FALSE(writer.restart(1));
+  Journal empty(p);
+  EXPECT_TRUE(read_new(empty, 1).empty());
+  EXPECT_EQ(empty.dropped_bytes(), 0u);  // a header and no record
+  ASSERT_FALSE(writer.append("kept"));
+  Journal clean(p);
+  EXPECT_EQ(read_new(clean, 1), Records{"kept"});
+  EXPECT_EQ(clean.dropped_bytes(), 0u);
+  constexpr std::string_view torn = "r 10 0000000000000000\nshort";
+  append_raw(p, torn);
+  Journal reader(p);
+  EXPECT_EQ(read_new(reader, 1), Records{"kept"});
+  EXPECT_EQ(reader.dropped_bytes(), torn.size());
+  // A reader that had read up to the last record sees the tail as new and reports it too.
+  EXPECT_TRUE(read_new(clean, 1).empty());
+  EXPECT_EQ(clean.dropped_bytes(), torn.size());
+  ASSERT_FALSE(reader.append("after"));
+  EXPECT_EQ(reader.dropped_bytes(), 0u);
+  Journal again(p);
+  EXPECT_EQ(read_new(again, 1), (Records{"kept", "after"}));
+  EXPECT_EQ(again.dropped_bytes(), 0u);
+  // A torn first record counts as well.
+  ASSERT_FALSE(writer.restart(2));
+  append_raw(p, "r 3 00");
+  Journal first(p);
+  EXPECT_TRUE(read_new(first, 2).empty());
+  EXPECT_EQ(first.dropped_bytes(), 6u);
+}
+
 TEST(Journal, AJournalOfAnotherGenerationHoldsNothingAndIsRestartedByTheNextAppend) {
   test::TempDir dir("journal");
   const auto p = dir / "j";
@@ -79,6 +115,7 @@ TEST(Journal, AJournalOfAnotherGenerationHoldsNothingAndIsRestartedByTheNextAppe
   // A compaction wrote checkpoint 2 and crashed before restarting the journal.
   Journal after(p);
   EXPECT_TRUE(read_new(after, 2).empty());
+  EXPECT_EQ(after.dropped_bytes(), 0u);  // another checkpoint's records, not a torn tail
   ASSERT_FALSE(after.append("of generation 2"));
   Journal check(p);
   EXPECT_EQ(read_new(check, 2), Records{"of generation 2"});
