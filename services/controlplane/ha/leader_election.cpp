@@ -319,6 +319,13 @@ void LeaderElection::renew() {
   std::string key_detail;
   if (next == LeaseHealth::Next::check_key) next = health_->key_checked(check_key(key_detail));
   publish();
+  if (health_->role() == LeaseHealth::Role::leading) {
+    const bool unconfirmed = !health_->lease_valid(Clock::now());
+    if (unconfirmed != unconfirmed_told_) {
+      unconfirmed_told_ = unconfirmed;
+      if (auto& tell = unconfirmed ? events_.unconfirmed : events_.confirmed) tell();
+    }
+  }
   static constexpr auto kWarnEvery = 5s;
   switch (next) {
     case LeaseHealth::Next::nothing:

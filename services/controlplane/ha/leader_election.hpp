@@ -72,6 +72,11 @@ struct ElectionEvents {
   // Degraded, and etcd answered again: the lease is alive and the key still ours (same create
   // revision and value), so the fence holds as before. Lead again.
   std::function<void()> restored;
+  // Optional. Leading, and a renewal went unanswered past the lease's deadline: writes and calls
+  // out are held (writes_held_until), and reads must not wait for a flush that etcd cannot answer
+  // now. `confirmed`: a renewal was answered again before the leader degraded.
+  std::function<void()> unconfirmed;
+  std::function<void()> confirmed;
 };
 
 class LeaderElection {
@@ -151,6 +156,7 @@ class LeaderElection {
   // Leading: when the next renewal is sent (a quarter TTL after the last confirmed one was sent).
   std::chrono::steady_clock::time_point next_renewal_{};
   bool lost_called_ = false;
+  bool unconfirmed_told_ = false;  // events_.unconfirmed was called and no confirmed/restored since
   std::chrono::steady_clock::time_point last_warning_{};
   std::thread thread_;  // last: started by start(), joined by stop()
 };

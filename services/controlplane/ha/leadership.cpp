@@ -84,6 +84,9 @@ Leadership::Leadership(LeadershipParts parts, ElectionOptions options)
               [this, post] {
                 post([this] { parts_.tasks.spawn("resume-leading", [this] { return resume(); }); });
               },
+          // Writes and calls out are held meanwhile (front.hpp); reads are answered from memory.
+          .unconfirmed = [this, post] { post([this] { parts_.store.set_reads_from_memory(true); }); },
+          .confirmed = [this, post] { post([this] { parts_.store.set_reads_from_memory(false); }); },
       });
 }
 

@@ -494,9 +494,10 @@ grpc::Status EtcdBackend::send_commit(const pb::TxnRequest& req, pb::TxnResponse
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     if (left.count() <= 0) return s;
-    // Not doubled: a Txn sent while etcd has no raft leader is dropped, not queued, so only the
-    // next send after its election commits, and a longer attempt only delays it.
-    wait = std::min(options_.commit_attempt, left);
+    // Doubled up to a second, no further: a Txn sent while etcd has no raft leader is dropped,
+    // not queued, so only the next send after its election commits and a longer attempt only
+    // delays it; an attempt set shorter than etcd's own latency still grows until one is answered.
+    wait = std::min({wait * 2, std::max(options_.commit_attempt, std::chrono::milliseconds(1000)), left});
     resent = true;
   }
 }

@@ -71,9 +71,9 @@ struct EtcdOptions {
   std::string ca_file, cert_file, key_file;
   std::chrono::milliseconds timeout{std::chrono::seconds(5)};  // per request
   // A commit etcd does not answer within this is sent again (its compare on head's revision makes
-  // a second apply impossible), every `commit_attempt`, until `timeout` in all: etcd drops the
-  // proposals in flight when its raft leader dies, and the resend then commits within an attempt
-  // of a new leader's election instead of failing in doubt at `timeout`.
+  // a second apply impossible), the wait doubled up to a second (or this, if longer), until
+  // `timeout` in all: etcd drops the proposals in flight when its raft leader dies, and the resend
+  // then commits within a second of a new leader's election instead of failing in doubt at `timeout`.
   std::chrono::milliseconds commit_attempt{std::chrono::seconds(1)};
   // One request's payload limit: under etcd's default --max-request-bytes (1.5 MiB) with room
   // for keys and framing. Larger entries and snapshots are chunked.

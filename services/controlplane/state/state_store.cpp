@@ -543,9 +543,10 @@ asio::awaitable<domain::Status> StateStore::durable_since(std::uint64_t failed_f
 }
 
 asio::awaitable<domain::Status> StateStore::readable_since(std::uint64_t failed_flushes) const {
-  if (read_only_) co_return domain::Status{};
+  if (read_only_ || reads_from_memory_) co_return domain::Status{};
   auto st = co_await wait_durable(index_, /*read=*/true);
-  if (read_only_) co_return domain::Status{};  // released by set_read_only(), or turned read-only meanwhile
+  // Released by set_read_only() or set_reads_from_memory(), or turned so meanwhile.
+  if (read_only_ || reads_from_memory_) co_return domain::Status{};
   if (st && lost_.size() != failed_flushes) st = domain::error(lost_.back().error);
   co_return st;
 }
@@ -564,9 +565,17 @@ asio::awaitable<domain::Status> StateStore::wait_durable(std::uint64_t index, bo
   co_return *waiter.result;
 }
 
+void StateStore::set_reads_from_memory(bool on) {
+  reads_from_memory_ = on;
+  if (on) release_reads();
+}
+
 void StateStore::set_read_only(std::optional<std::string> why) {
   read_only_ = std::move(why);
-  if (!read_only_) return;
+  if (read_only_) release_reads();
+}
+
+void StateStore::release_reads() {
   for (auto* w : durable_waiters_) {
     if (!w->read || w->result) continue;
     w->result = domain::Status{};

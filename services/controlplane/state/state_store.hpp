@@ -126,6 +126,11 @@ class StateStore {
   // it releases every readable_since() waiting for a flush in flight.
   void set_read_only(std::optional<std::string> why);
   bool read_only() const { return read_only_.has_value(); }
+  // High availability: while set, reads are answered from memory at once as while read_only()
+  // (setting it releases every readable_since() waiting), but commits go on: a leader whose lease
+  // etcd has not confirmed in time holds writes rather than refusing them (ha/front.hpp), and a
+  // read must not wait for a flush that etcd cannot answer now.
+  void set_reads_from_memory(bool on);
 
   // ---- reads ----
   std::uint64_t index() const { return index_; }
@@ -192,7 +197,8 @@ class StateStore {
   // For an answer: everything in memory now is durable, and no flush failed since the caller
   // read failed_flushes() at its start (or what it wrote or saw may have been taken back).
   boost::asio::awaitable<domain::Status> durable_since(std::uint64_t failed_flushes) const;
-  // For a read's answer: durable_since(), except while read_only() (a degraded leader), when the
+  // For a read's answer: durable_since(), except while read_only() (a degraded leader) or
+  // set_reads_from_memory() (an unconfirmed one), when the
   // read is answered from memory at once, also if it was already waiting when the store turned
   // read-only: a flush in flight then is with an etcd that cannot answer, and would hold the read
   // until its deadline. The caller marks such an answer stale (ha/front.cpp). Memory may then
@@ -280,7 +286,9 @@ class StateStore {
   struct Writer;           // the thread that runs the backend's writes (group commit only)
   std::unique_ptr<Writer> writer_;
   std::optional<std::string> broken_;     // a flush failed and reloading failed too: no more writes
+  void release_reads();  // every readable_since() waiting for a flush answers now
   std::optional<std::string> read_only_;  // set_read_only()
+  bool reads_from_memory_ = false;        // set_reads_from_memory()
   struct Lost {                         // the indexes a failed flush took back
     std::uint64_t first = 0, last = 0;
     std::string error;

@@ -557,6 +557,41 @@ TEST_F(GroupCommitTest, ReadsWaitingForAFlushAreAnsweredAtOnceWhenTheStoreTurnsR
   EXPECT_TRUE(*write);
 }
 
+// An unconfirmed leader (its lease past the deadline, etcd electing its own raft leader, say):
+// reads waiting for a flush are released and later ones do not wait, but commits are not refused
+// (they are held upstream and go on when etcd answers); cleared, reads wait for durability again.
+TEST_F(GroupCommitTest, ReadsFromMemoryReleaseWaitingReadsAndStillTakeCommits) {
+  backend.group_delay = std::chrono::milliseconds(400);
+  put_volume("v1");
+  io.restart();
+  io.poll();
+  ASSERT_TRUE(store.flushing());
+  std::optional<domain::Status> read;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> { read = co_await store.readable_since(store.failed_flushes()); },
+                 asio::detached);
+  io.restart();
+  io.poll();
+  EXPECT_FALSE(read);
+  store.set_reads_from_memory(true);
+  io.restart();
+  io.poll();
+  ASSERT_TRUE(read) << "the read still waits for the flush";
+  EXPECT_TRUE(*read);
+  EXPECT_FALSE(store.read_only());
+  const auto second = put_volume("v2");  // a commit is taken, not refused
+  EXPECT_TRUE(store.volume("v2"));
+  store.set_reads_from_memory(false);
+  auto waits = asio::co_spawn(io, store.readable_since(store.failed_flushes()), asio::use_future);
+  io.restart();
+  io.poll();
+  EXPECT_NE(waits.wait_for(0s), std::future_status::ready) << "cleared: a read waits for durability again";
+  backend.group_delay = std::chrono::milliseconds(0);
+  run();
+  EXPECT_EQ(store.durable_index(), second);
+  ASSERT_EQ(waits.wait_for(0s), std::future_status::ready);
+  EXPECT_TRUE(waits.get());
+}
+
 // A leader resuming after a quorum loss reloads from etcd: the backend's read runs on the writer
 // thread, so the executor goes on serving reads from memory (a large state takes seconds).
 TEST_F(GroupCommitTest, AReloadInTheBackgroundLeavesTheExecutorServingAndThenInstallsTheBackendsState) {
