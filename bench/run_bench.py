@@ -407,6 +407,19 @@ def bench_lifecycle(c, node, n=N):
         row("lifecycle", "CPU per lifecycle, control plane + agent", cpu_per["controlplane"] + cpu_per["agent"], "ms",
             cpu_per.get("plugin"), "the plugin's CPU per lifecycle",
             note=f"control plane {cpu_per['controlplane']:.2f} ms, agent {cpu_per['agent']:.2f} ms")
+    details[dkey("lifecycle")]["storage_text"] = bench_storage_text(c)
+
+
+def bench_storage_text(c):
+    """mooring-bench-storage-text: what the control plane's io thread spends rendering an allocation
+    (its task, 50 events) to its storage text at each commit, beside the nlohmann DOM dump it replaced."""
+    r = run_json([os.path.join(BIN, "bench", "mooring-bench-storage-text")], os.path.join(c.dir, "bench-storage-text.log"))
+    big = next(x for x in r if x["events"] == 50)
+    row("lifecycle", "render an allocation with 50 events to its storage text (p50)", big["text_p50_ns"] / 1000, "us",
+        big["dom_p50_ns"] / 1000, "the same text through the nlohmann DOM and dump() (p50, rounds alternating)",
+        note=", ".join(f"{x['events']} events: {x['text_p50_ns'] / 1000:.1f} vs {x['dom_p50_ns'] / 1000:.1f} us"
+                       for x in r) + f"; {big['bytes']} bytes")
+    return r
 
 
 # --------------------------------------------------------------------------------------------

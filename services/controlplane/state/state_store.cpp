@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/domain/json.hpp"
+#include "shared/domain/storage_text.hpp"
 #include "shared/domain/time.hpp"
 #include "shared/log/log.hpp"
 #include "shared/metrics/families.hpp"
@@ -227,10 +228,10 @@ const T* find(const std::map<std::string, T>& m, const std::string& id) {
   return it == m.end() ? nullptr : &it->second;
 }
 
-std::string storage_text(const domain::Volume& v) { return domain::to_storage_json(v).dump(); }
-std::string storage_text(const domain::Plugin& p) { return domain::to_storage_json(p).dump(); }
-std::string storage_text(const domain::Node& n) { return domain::to_storage_json(n).dump(); }
-std::string storage_text(const domain::Allocation& a) { return domain::to_storage_json(a).dump(); }
+std::string storage_text(const domain::Volume& v) { return domain::to_storage_text(v); }
+std::string storage_text(const domain::Plugin& p) { return domain::to_storage_text(p); }
+std::string storage_text(const domain::Node& n) { return domain::to_storage_text(n); }
+std::string storage_text(const domain::Allocation& a) { return domain::to_storage_text(a); }
 std::string storage_text(const acl::Policy& p) { return acl::to_json(p).dump(); }
 std::string storage_text(const acl::Token& t) { return acl::to_storage_text(t); }
 
@@ -334,7 +335,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
     e.index = next;
     if (!domain::is_set(e.time)) e.time = now;
     new_keys.push_back(event_key(next, i));
-    tx.mutations.push_back({Table::events, new_keys.back(), domain::to_storage_json(e).dump()});
+    tx.mutations.push_back({Table::events, new_keys.back(), domain::to_storage_text(e)});
   }
   // Trim the oldest events in the same transaction so the table never grows without bound.
   std::size_t total = events_.size() + batch.events_.size();

@@ -3,6 +3,7 @@
 #include "shared/domain/ids.hpp"
 #include "shared/domain/json.hpp"
 #include "shared/domain/json/fields.hpp"
+#include "shared/domain/storage_text.hpp"
 
 namespace mooring::domain {
 namespace codec {
@@ -96,6 +97,9 @@ void read_volume_requests(Reader& r, std::string_view key, VolumeRequests& out) 
 }
 
 json volume_requests_json(const VolumeRequests& requests, View view) { return *write_value(requests, {}, view); }
+void volume_requests_text(const VolumeRequests& requests, View view, std::string& out) {
+  write_value_text(requests, {}, view, out);
+}
 
 // Input takes what a submitter chooses; ID, statuses and indexes are the control plane's.
 constexpr Field<Allocation> kAllocation[] = {
@@ -106,7 +110,7 @@ constexpr Field<Allocation> kAllocation[] = {
     field<&Allocation::desired_status>("DesiredStatus", kAll),
     field<&Allocation::client_status>("ClientStatus", kAll),
     field<&Allocation::stop_after_client_disconnect>("StopAfterClientDisconnect", kIn, {.null_when_empty = true}),
-    custom<&Allocation::volumes, volume_requests_json, read_volume_requests>("Volumes", kIn),
+    custom<&Allocation::volumes, volume_requests_json, read_volume_requests, volume_requests_text>("Volumes", kIn),
     field<&Allocation::task>("Task", kIn),
     field<&Allocation::index>("Index", kOut),
     field<&Allocation::system>("System", kAll | kInput),
@@ -156,6 +160,7 @@ using codec::View;
 json to_api_json(const Allocation& a) { return codec::write_object(a, View::api); }
 json to_api_stub(const Allocation& a) { return codec::write_object(a, View::stub); }
 json to_storage_json(const Allocation& a) { return codec::write_object(a, View::storage); }
+std::string to_storage_text(const Allocation& a) { return codec::write_text(a, View::storage); }
 
 Expected<Allocation> allocation_from_api(const json& j) {
   codec::Ctx ctx{codec::object_name("allocation", j, "Name"), {}};

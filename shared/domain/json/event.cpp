@@ -1,6 +1,7 @@
 // JSON table and codecs for the event table's rows; API output redacts credential-keyed details.
 #include "shared/domain/json.hpp"
 #include "shared/domain/json/fields.hpp"
+#include "shared/domain/storage_text.hpp"
 
 namespace mooring::domain {
 namespace codec {
@@ -27,6 +28,7 @@ using codec::json;
 
 json to_api_json(const Event& e) { return codec::write_object(e, codec::View::api); }
 json to_storage_json(const Event& e) { return codec::write_object(e, codec::View::storage); }
+std::string to_storage_text(const Event& e) { return codec::write_text(e, codec::View::storage); }
 
 Expected<Event> event_from_storage(const json& j) { return codec::from_storage<Event>(j, "stored event"); }
 

@@ -11,8 +11,11 @@
 #include "shared/domain/plugin.hpp"
 #include "shared/domain/volume.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 namespace mooring::domain::codec {
 
@@ -50,6 +53,8 @@ struct Field {
   Opts opts;
   std::optional<json> (*write)(const Field& f, const T& obj, View view);  // nullopt: key left out
   void (*read)(const Field& f, Reader& r, T& obj);                         // nullptr: never read
+  // The text of what `write` returns, appended to `out` (see write_text); false: key left out.
+  bool (*write_text)(const Field& f, const T& obj, View view, std::string& out);
 };
 
 // ---- each type's table, defined next to its codec (json/<type>.cpp) ----
@@ -193,6 +198,122 @@ std::optional<json> write_value(const M& v, const Opts& o, View view) {
   }
 }
 
+// ---- text without a DOM ----
+// write_text(obj, view) is write_object(obj, view).dump(), byte for byte (compact, keys in
+// nlohmann's order, its escaping), written straight into one string: the control plane renders
+// every changed record at each commit on its io thread, and an allocation carries up to 50
+// events, so the DOM's maps and their nodes were most of that thread's malloc and free (issue 21).
+
+// A JSON string as nlohmann dumps it (invalid UTF-8 throws as its dump() does).
+void append_json_string(std::string& out, std::string_view s);
+void append_json_dump(std::string& out, const json& j);
+// string_map_json / secret_map_json (masked: every value [REDACTED]) / string_list_json as text.
+void append_string_map(std::string& out, const StringMap& m, bool redact, bool masked);
+void append_string_list(std::string& out, const std::vector<std::string>& list, bool redact);
+void append_time_text(std::string& out, Time t);
+
+template <class T>
+void write_object_text(const T& obj, View view, std::string& out);
+
+template <class M>
+bool write_value_text(const M& v, const Opts& o, View view, std::string& out) {
+  const bool redact = o.redact && view == View::api;
+  if constexpr (std::is_same_v<M, StringMap>) {
+    if (o.secret && v.empty()) return false;
+    append_string_map(out, v, redact, o.secret && view != View::storage);
+  } else if constexpr (std::is_same_v<M, std::vector<std::string>>) {
+    append_string_list(out, v, redact);
+  } else if constexpr (std::is_same_v<M, Duration>) {
+    if (o.null_when_empty && v.count() <= 0)
+      out += "null";
+    else
+      append_json_string(out, format_duration(v));
+  } else if constexpr (std::is_same_v<M, Time>) {
+    if (!is_set(v)) return false;
+    append_time_text(out, v);
+  } else if constexpr (std::is_enum_v<M>) {
+    if (o.omit_when_unset && v == M{}) return false;
+    append_json_string(out, to_string(v));
+  } else if constexpr (std::is_same_v<M, bool>) {
+    out += v ? "true" : "false";
+  } else if constexpr (std::is_integral_v<M>) {
+    char buf[24];
+    out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  } else if constexpr (std::is_arithmetic_v<M>) {
+    append_json_dump(out, json(v));  // nlohmann's shortest round trip spelling
+  } else if constexpr (std::is_same_v<M, std::string>) {
+    append_json_string(out, v);
+  } else if constexpr (IsVector<M>::value) {
+    out += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i > 0) out += ',';
+      write_object_text(v[i], nested(view), out);
+    }
+    out += ']';
+  } else if constexpr (IsMap<M>::value) {
+    out += '{';
+    for (bool first = true; const auto& [name, item] : v) {
+      if (!std::exchange(first, false)) out += ',';
+      append_json_string(out, name);
+      out += ':';
+      write_object_text(item, nested(view), out);
+    }
+    out += '}';
+  } else if constexpr (IsOptional<M>::value) {
+    if (v)
+      write_object_text(*v, nested(view), out);
+    else
+      out += "null";
+  } else {
+    if constexpr (requires { v.empty(); }) {
+      if (o.null_when_empty && v.empty()) {
+        out += "null";
+        return true;
+      }
+    }
+    write_object_text(v, nested(view), out);
+  }
+  return true;
+}
+
+// A type's fields in the order nlohmann's object (a std::map) dumps its keys.
+template <class T>
+const std::vector<const Field<T>*>& fields_by_key() {
+  static const std::vector<const Field<T>*> sorted = [] {
+    std::vector<const Field<T>*> out;
+    for (const auto& f : fields_of(std::type_identity<T>{})) out.push_back(&f);
+    std::stable_sort(out.begin(), out.end(), [](const Field<T>* a, const Field<T>* b) { return a->key < b->key; });
+    return out;
+  }();
+  return sorted;
+}
+
+template <class T>
+void write_object_text(const T& obj, View view, std::string& out) {
+  out += '{';
+  bool first = true;
+  for (const Field<T>* f : fields_by_key<T>()) {
+    if ((f->where & bit(view)) == 0) continue;
+    const auto mark = out.size();
+    if (!first) out += ',';
+    append_json_string(out, f->key);
+    out += ':';
+    if (f->write_text(*f, obj, view, out))
+      first = false;
+    else
+      out.resize(mark);
+  }
+  out += '}';
+}
+
+template <class T>
+std::string write_text(const T& obj, View view) {
+  std::string out;
+  out.reserve(1024);
+  write_object_text(obj, view, out);
+  return out;
+}
+
 template <class M>
 void read_value(Reader& r, std::string_view key, M& out, const Opts& o) {
   if constexpr (std::is_same_v<M, std::string>) {
@@ -243,22 +364,42 @@ template <auto Member, class T = typename MemberOf<decltype(Member)>::Owner>
 constexpr Field<T> field(std::string_view key, unsigned where, Opts opts = {}) {
   return {key, where, opts,
           [](const Field<T>& f, const T& obj, View view) { return write_value(obj.*Member, f.opts, view); },
-          [](const Field<T>& f, Reader& r, T& obj) { read_value(r, f.key, obj.*Member, f.opts); }};
+          [](const Field<T>& f, Reader& r, T& obj) { read_value(r, f.key, obj.*Member, f.opts); },
+          [](const Field<T>& f, const T& obj, View view, std::string& out) {
+            return write_value_text(obj.*Member, f.opts, view, out);
+          }};
 }
 
-// A member with its own shape: Write(value, view) and Read(reader, key, value).
-template <auto Member, auto Write, auto Read, class T = typename MemberOf<decltype(Member)>::Owner>
+// A custom or derived value without a text writer of its own: its DOM, dumped.
+inline bool dump_written(const std::optional<json>& value, std::string& out) {
+  if (value) append_json_dump(out, *value);
+  return value.has_value();
+}
+
+// A member with its own shape: Write(value, view) and Read(reader, key, value); WriteText(value,
+// view, out) writes Write's text (its DOM dumped when there is none).
+template <auto Member, auto Write, auto Read, auto WriteText = nullptr,
+          class T = typename MemberOf<decltype(Member)>::Owner>
 constexpr Field<T> custom(std::string_view key, unsigned where) {
   return {key, where, {},
           [](const Field<T>&, const T& obj, View view) -> std::optional<json> { return Write(obj.*Member, view); },
-          [](const Field<T>& f, Reader& r, T& obj) { Read(r, f.key, obj.*Member); }};
+          [](const Field<T>& f, Reader& r, T& obj) { Read(r, f.key, obj.*Member); },
+          [](const Field<T>&, const T& obj, View view, std::string& out) {
+            if constexpr (std::is_same_v<decltype(WriteText), std::nullptr_t>) {
+              return dump_written(Write(obj.*Member, view), out);
+            } else {
+              WriteText(obj.*Member, view, out);
+              return true;
+            }
+          }};
 }
 
 // Output only, derived from the whole object.
 template <class T, json (*Derive)(const T&)>
 constexpr Field<T> derived(std::string_view key, unsigned where) {
   return {key, where, {},
-          [](const Field<T>&, const T& obj, View) -> std::optional<json> { return Derive(obj); }, nullptr};
+          [](const Field<T>&, const T& obj, View) -> std::optional<json> { return Derive(obj); }, nullptr,
+          [](const Field<T>&, const T& obj, View, std::string& out) { return dump_written(Derive(obj), out); }};
 }
 
 }  // namespace mooring::domain::codec

@@ -1,6 +1,7 @@
 // JSON tables and codecs for nodes and their events; API output redacts credential-keyed details.
 #include "shared/domain/json.hpp"
 #include "shared/domain/json/fields.hpp"
+#include "shared/domain/storage_text.hpp"
 
 namespace mooring::domain {
 namespace codec {
@@ -42,6 +43,7 @@ using codec::View;
 json to_api_json(const Node& n) { return codec::write_object(n, View::api); }
 json to_api_stub(const Node& n) { return codec::write_object(n, View::stub); }
 json to_storage_json(const Node& n) { return codec::write_object(n, View::storage); }
+std::string to_storage_text(const Node& n) { return codec::write_text(n, View::storage); }
 
 Expected<Node> node_from_storage(const json& j) {
   return codec::from_storage<Node>(j, "stored " + codec::object_name("node", j, "ID"), &Node::id);

@@ -2,6 +2,7 @@
 // (fingerprint) with its controller and node facts.
 #include "shared/domain/json.hpp"
 #include "shared/domain/json/fields.hpp"
+#include "shared/domain/storage_text.hpp"
 
 namespace mooring::domain {
 namespace codec {
@@ -92,6 +93,7 @@ json to_api_json(const Plugin& p) { return codec::write_object(p, View::api); }
 json to_api_json(const PluginInstance& i) { return codec::write_object(i, View::api); }
 json to_api_stub(const Plugin& p) { return codec::write_object(p, View::stub); }
 json to_storage_json(const Plugin& p) { return codec::write_object(p, View::storage); }
+std::string to_storage_text(const Plugin& p) { return codec::write_text(p, View::storage); }
 json to_storage_json(const PluginInstance& i) { return codec::write_object(i, View::storage); }
 
 Expected<Plugin> plugin_from_storage(const json& j) {

@@ -3,6 +3,7 @@
 #include "shared/domain/ids.hpp"
 #include "shared/domain/json.hpp"
 #include "shared/domain/json/fields.hpp"
+#include "shared/domain/storage_text.hpp"
 
 namespace mooring::domain {
 namespace codec {
@@ -68,6 +69,15 @@ json claims_json(const std::map<std::string, Claim>& claims, View view) {
   return out;
 }
 
+void claims_text(const std::map<std::string, Claim>& claims, View view, std::string& out) {
+  out += '[';
+  for (bool first = true; const auto& [alloc, c] : claims) {
+    if (!std::exchange(first, false)) out += ',';
+    write_object_text(c, nested(view), out);
+  }
+  out += ']';
+}
+
 void read_claims(Reader& r, std::string_view key, std::map<std::string, Claim>& out) {
   r.object_array(key, [&](Reader& c) {
     Claim claim;
@@ -114,7 +124,7 @@ constexpr Field<Volume> kVolume[] = {
     field<&Volume::topologies>("Topologies", kAll),
     field<&Volume::snapshot_id>("SnapshotID", kIn),
     field<&Volume::clone_id>("CloneID", kIn),
-    custom<&Volume::claims, claims_json, read_claims>("Claims", kOut),
+    custom<&Volume::claims, claims_json, read_claims, claims_text>("Claims", kOut),
     field<&Volume::deleting>("Deleting", kAll),
     field<&Volume::deregistering>("Deregistering", kAll),
     field<&Volume::create_index>("CreateIndex", kAll),
@@ -203,6 +213,7 @@ json to_api_json(const MountOptions& m) { return codec::write_object(m, codec::V
 json to_api_stub(const Volume& v) { return codec::write_object(v, codec::View::stub); }
 json to_storage_json(const Volume& v) { return codec::write_object(v, codec::View::storage); }
 json to_storage_json(const Claim& c) { return codec::write_object(c, codec::View::storage); }
+std::string to_storage_text(const Volume& v) { return codec::write_text(v, codec::View::storage); }
 
 Expected<MountOptions> mount_options_from_api(const json& j, std::string_view context) {
   codec::Ctx ctx{std::string(context), {}};

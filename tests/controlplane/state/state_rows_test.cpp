@@ -1,0 +1,85 @@
+// The rows a commit hands the backend: each is the storage JSON of the object memory holds, the
+// same bytes the nlohmann DOM's dump() wrote before the store wrote the text directly, so rows
+// written by either load back to the same state.
+#include "services/controlplane/state/state_store.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "shared/domain/json.hpp"
+#include "shared/domain/storage_text.hpp"
+#include "tests/controlplane/support/fake_backend.hpp"
+#include "tests/controlplane/support/fixtures.hpp"
+
+namespace mooring::controlplane {
+namespace {
+
+namespace asio = boost::asio;
+
+domain::Allocation allocation_with_events(const std::string& id) {
+  auto a = fixtures::allocation(id, "n1");
+  a.task = domain::Task{.command = "/bin/sh", .args = {"-c", "exit 0"}, .secret_env = {{"TOKEN", "t-1"}}};
+  for (int i = 0; i < 50; ++i)
+    a.events.push_back({domain::from_unix_ms(1'700'000'000'000 + i), "Status", "event \"" + std::to_string(i) + "\"\n"});
+  return a;
+}
+
+class StateRowsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(store.load()); }
+  asio::io_context io;
+  FakeBackend backend;
+  StateStore store{io.get_executor(), backend};
+};
+
+TEST_F(StateRowsTest, EveryRowIsTheDomDumpOfWhatMemoryHolds) {
+  Batch b;
+  auto v = fixtures::volume("v1");
+  v.claims["a1"] = fixtures::claim("a1", "n1", domain::ClaimState::taken);
+  b.put(v);
+  b.put(fixtures::plugin());
+  domain::Node n;
+  n.id = "n1";
+  n.status = domain::NodeStatus::ready;
+  b.put(n);
+  b.put(allocation_with_events("a1"));
+  b.add_event({.topic = "Allocation", .type = "Submitted", .key = "a1", .details = {{"why", "tab\there"}}});
+  ASSERT_TRUE(store.commit(std::move(b)));
+
+  const auto& rows = backend.snapshot.rows;
+  EXPECT_EQ(rows.at(Table::volumes).at("v1"), domain::to_storage_json(*store.volume("v1")).dump());
+  EXPECT_EQ(rows.at(Table::plugins).at("hostpath"), domain::to_storage_json(*store.plugin("hostpath")).dump());
+  EXPECT_EQ(rows.at(Table::nodes).at("n1"), domain::to_storage_json(*store.node("n1")).dump());
+  EXPECT_EQ(rows.at(Table::allocations).at("a1"), domain::to_storage_json(*store.allocation("a1")).dump());
+  ASSERT_EQ(rows.at(Table::events).size(), 1u);
+  EXPECT_EQ(rows.at(Table::events).begin()->second, domain::to_storage_json(store.events().back()).dump());
+
+  StateStore again{io.get_executor(), backend};
+  ASSERT_TRUE(again.load());
+  EXPECT_EQ(*again.allocation("a1"), *store.allocation("a1"));
+  EXPECT_EQ(*again.volume("v1"), *store.volume("v1"));
+  EXPECT_EQ(again.events().back(), store.events().back());
+}
+
+TEST_F(StateRowsTest, RowsTheDomWroteLoadAndAreRewrittenAsTheSameBytes) {
+  auto old = allocation_with_events("a1");
+  old.create_index = old.modify_index = 7;
+  backend.snapshot.rows[Table::allocations]["a1"] = domain::to_storage_json(old).dump();
+  StateStore again{io.get_executor(), backend};
+  ASSERT_TRUE(again.load());
+  ASSERT_NE(again.allocation("a1"), nullptr);
+  EXPECT_EQ(*again.allocation("a1"), old);
+
+  auto next = *again.allocation("a1");
+  next.client_status = domain::ClientStatus::running;
+  Batch b;
+  b.put(next);
+  auto index = again.commit(std::move(b));
+  ASSERT_TRUE(index);
+  next.modify_index = *index;
+  EXPECT_EQ(backend.snapshot.rows[Table::allocations]["a1"], domain::to_storage_json(next).dump());
+}
+
+}  // namespace
+}  // namespace mooring::controlplane
