@@ -4,7 +4,6 @@
 #include <grpcpp/client_context.h>
 
 #include <algorithm>
-#include <iterator>
 
 #include "mooring/v1/controlplane.grpc.pb.h"
 #include "shared/log/log.hpp"
@@ -47,10 +46,6 @@ struct ControlPlaneTarget::Peer {
 
 ControlPlaneTarget::ControlPlaneTarget(std::vector<std::string> addresses, rpc::ChannelOptions channel)
     : addresses_(std::move(addresses)), channel_(std::move(channel)) {
-  // A control plane that was down long (every member restarted, a partition healed) may be the
-  // leader when it is back; gRPC's reconnect backoff, grown to 5 s meanwhile, would fail calls to
-  // it at once for up to that long without dialling. Dialling a control plane costs little.
-  channel_.max_reconnect_backoff = std::min(channel_.max_reconnect_backoff, kMaxReconnectBackoff);
   if (addresses_.empty()) addresses_.push_back("127.0.0.1:4701");
   current_ = addresses_.front();
 }
@@ -73,27 +68,15 @@ std::string ControlPlaneTarget::describe() const {
   return *peer->stub;
 }
 
-void ControlPlaneTarget::use(const std::string& address, bool named) {
+void ControlPlaneTarget::use(const std::string& address) {
   if (address == current_) return;
-  // Moving on after a refusal happens every round while no member leads: not worth a line each.
-  if (named) {
-    logger().info("switching control plane", {{"from", current_}, {"to", address}, {"why", "named the leader"}});
-  } else {
-    logger().debug("switching control plane", {{"from", current_}, {"to", address}, {"why", "refused or no answer"}});
-  }
+  logger().info("switching control plane", {{"from", current_}, {"to", address}});
   current_ = address;
-}
-
-const std::string& ControlPlaneTarget::after(const std::string& address) const {
-  auto it = std::find(addresses_.begin(), addresses_.end(), address);
-  return it == addresses_.end() || std::next(it) == addresses_.end() ? addresses_.front() : *std::next(it);
 }
 
 boost::asio::awaitable<grpc::Status> ControlPlaneTarget::call(std::chrono::milliseconds timeout, Start start) {
   grpc::Status st;
-  std::vector<std::string> tried;
-  bool redirected = false;
-  while (true) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
     const std::string address = current_;
     auto& s = stub(address);
     std::string leader;
@@ -108,22 +91,21 @@ boost::asio::awaitable<grpc::Status> ControlPlaneTarget::call(std::chrono::milli
     // DEADLINE_EXCEEDED too: a paused or cut-off control plane accepts and never answers.
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)
       co_return st;
-    tried.push_back(address);
-    if (!leader.empty() && leader != address && !redirected) {
+    if (!leader.empty() && leader != address) {
       // A standby: it changed nothing, so the call goes to the leader it named right away. The
       // leader may be one we were not told about (a control plane added later).
       if (std::find(addresses_.begin(), addresses_.end(), leader) == addresses_.end()) addresses_.push_back(leader);
-      use(leader, true);
-      redirected = true;
+      use(leader);
       continue;
     }
-    if (addresses_.size() > 1 && current_ == address) use(after(address), false);
-    // Not answered in time: the call's time is spent, the next call tries the next control plane.
-    if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) co_return st;
-    // Refused at once (down, or no leader yet): the next control plane now, until every one was
-    // asked, so a leader elected anywhere is found by this call rather than by the next ones.
-    if (std::find(tried.begin(), tried.end(), current_) != tried.end()) co_return st;
+    // Not reached, or no leader yet: the next call tries the next control plane.
+    if (leader.empty() && addresses_.size() > 1 && current_ == address) {
+      auto it = std::find(addresses_.begin(), addresses_.end(), address);
+      use(it == addresses_.end() || std::next(it) == addresses_.end() ? addresses_.front() : *std::next(it));
+    }
+    co_return st;
   }
+  co_return st;
 }
 
 }  // namespace mooring::nodeagent
