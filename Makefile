@@ -8,6 +8,12 @@ MOORING_DATA  ?= $(CURDIR)/.mooring
 
 CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
+# ccache: paths under this checkout are hashed relative to it and the build directory is not
+# hashed, so a clean clone (the CI check) or a worktree anywhere reuses what another compiled
+# (Debug objects carry -g1; without these every other directory missed the cache).
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := true
+
 .PHONY: all deps build test run run-ha bench clean
 
 all: build
