@@ -363,7 +363,12 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // Node liveness: heartbeats in memory, nodes marked down after the TTL (the leader's loop).
+  NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl,
+                                               .hearing = [&leadership] { return !leadership || leadership->election().lease_valid(); }}};
+
   api::ApiOptions api_options;
+  api_options.last_heard = [&liveness](const std::string& node_id) { return liveness.last_heard(node_id); };
   api_options.audit = audit_log->get();
   api_options.cors.read_origins = flags.cors_read_origins;
   api_options.cors.write_origins = flags.cors_write_origins;
@@ -404,9 +409,7 @@ int main(int argc, char** argv) {
   }
   server.start();
 
-  // Node agents' RPC service and node liveness.
-  NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl,
-                                               .hearing = [&leadership] { return !leadership || leadership->election().lease_valid(); }}};
+  // Node agents' RPC service.
   AgentServiceOptions agent_options{.require_node_identity = security != nullptr, .audit = audit_log->get()};
   if (ha_mode) {
     agent_options.standby = [&]() -> std::optional<std::string> {

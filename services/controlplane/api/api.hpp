@@ -11,7 +11,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "services/controlplane/acl/capability.hpp"
 #include "services/controlplane/http/cors.hpp"
 #include "services/controlplane/http/message.hpp"
+#include "shared/domain/time.hpp"
 #include "shared/tls/cert_files.hpp"
 
 namespace mooring::controlplane {
@@ -51,6 +54,9 @@ struct ApiOptions {
   std::chrono::milliseconds event_heartbeat{std::chrono::seconds(10)};
   // Node enrollment (POST /v1/node/:id/enroll) signs with this CA; without a key it answers 501.
   tls::PairPaths enrollment_ca;
+  // When the leader last heard from a node (nodes/liveness.hpp), shown as a node's LastHeartbeat
+  // when later than the stored one (heartbeats are not committed). None: the stored time.
+  std::function<std::optional<domain::Time>(const std::string& node_id)> last_heard;
 };
 
 // A route and what it needs: the route table, for tests that walk every route.

@@ -1,6 +1,7 @@
 // Plugins, nodes, events and status: read-only views (node agents write plugins and nodes), and
 // the operator's node purge.
 #include <charconv>
+#include <type_traits>
 
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/list_query.hpp"
@@ -11,13 +12,24 @@ namespace mooring::controlplane::api {
 
 namespace {
 
+// A node's LastHeartbeat: the stored one moves only with a commit, heartbeats that change nothing
+// are not written (nodes/liveness.hpp), so the leader's memory of the last one is shown when later.
+void show_last_heard(const Context& ctx, const domain::Node& node, nlohmann::json& out) {
+  if (!ctx.last_heard) return;
+  if (auto heard = ctx.last_heard(node.id); heard && *heard > node.last_heartbeat)
+    out["LastHeartbeat"] = domain::format_time(*heard);
+}
+
 template <class T>
-http::Response list_stubs(const std::map<std::string, T>& items, const http::Request& req) {
+http::Response list_stubs(const Context& ctx, const std::map<std::string, T>& items, const http::Request& req) {
   auto q = parse_list_query(req.query);
   if (!q) return bad_request(q.error());
   auto page = paginate(items, *q, [](const T&) { return true; });
   nlohmann::json out = nlohmann::json::array();
-  for (const auto* item : page.items) out.push_back(domain::to_api_stub(*item));
+  for (const auto* item : page.items) {
+    out.push_back(domain::to_api_stub(*item));
+    if constexpr (std::is_same_v<T, domain::Node>) show_last_heard(ctx, *item, out.back());
+  }
   auto res = json_ok(out);
   if (!page.next_token.empty()) {
     res.set_header("X-Mooring-NextToken", page.next_token);
@@ -31,7 +43,7 @@ http::Response list_stubs(const std::map<std::string, T>& items, const http::Req
 http::Response list_plugins(Context& ctx, const http::Request& req) {
   if (auto type = req.param("type"); type && *type != "csi")
     return bad_request("query parameter \"type\": only \"csi\" plugins exist, got \"" + std::string(*type) + "\"");
-  return list_stubs(ctx.store.plugins(), req);
+  return list_stubs(ctx, ctx.store.plugins(), req);
 }
 
 http::Response get_plugin(Context& ctx, const http::Request& req) {
@@ -43,7 +55,7 @@ http::Response get_plugin(Context& ctx, const http::Request& req) {
   return json_ok(domain::to_api_json(*p));
 }
 
-http::Response list_nodes(Context& ctx, const http::Request& req) { return list_stubs(ctx.store.nodes(), req); }
+http::Response list_nodes(Context& ctx, const http::Request& req) { return list_stubs(ctx, ctx.store.nodes(), req); }
 
 http::Response get_node(Context& ctx, const http::Request& req) {
   std::string id;
@@ -51,7 +63,9 @@ http::Response get_node(Context& ctx, const http::Request& req) {
   if (!path_id(req, "id", domain::IdKind::node, id, err)) return err;
   const auto* n = ctx.store.node(id);
   if (!n) return not_found("node", id);
-  return json_ok(domain::to_api_json(*n));
+  auto out = domain::to_api_json(*n);
+  show_last_heard(ctx, *n, out);
+  return json_ok(out);
 }
 
 // Nomad's `node purge`: the node record, its plugin instances and (as lost) its allocations that

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,7 @@ struct Context {
   secrets::SealedBackend* sealed = nullptr;  // none: keyring rotation answers 501
   bool acl_enabled = false;  // --acl: the ACL endpoints answer, every route checks its need
   tls::PairPaths enrollment_ca;  // the CA that signs enrolled nodes; no key: enrollment answers 501
+  std::function<std::optional<domain::Time>(const std::string&)> last_heard;  // ApiOptions::last_heard
   log::Logger log{"api"};
 };
 

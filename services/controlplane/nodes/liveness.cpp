@@ -24,6 +24,13 @@ void NodeLiveness::seen(const std::string& node_id, Clock::time_point at) {
   t = std::max(t, at);
 }
 
+std::optional<domain::Time> NodeLiveness::last_heard(const std::string& node_id, Clock::time_point now) const {
+  auto it = last_seen_.find(node_id);
+  if (it == last_seen_.end()) return std::nullopt;
+  const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second);
+  return domain::now() - ago;
+}
+
 void NodeLiveness::arrived(const std::string& node_id, Clock::time_point at) {
   seen(node_id, at);
   ++unanswered_[node_id];

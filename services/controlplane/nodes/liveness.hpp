@@ -9,11 +9,13 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
 
+#include "shared/domain/time.hpp"
 #include "shared/log/log.hpp"
 
 namespace mooring::controlplane {
@@ -51,6 +53,11 @@ class NodeLiveness {
   // election: 1-2 s) must not make it look lost. answered() without arrived() does nothing.
   void arrived(const std::string& node_id, Clock::time_point at = Clock::now());
   void answered(const std::string& node_id, Clock::time_point at = Clock::now());
+
+  // When this process last heard from the node, as a wall-clock time; none if it has not since it
+  // started leading. The stored `LastHeartbeat` moves only with a commit (registration, a change
+  // the heartbeat reported), so the API shows this one when it is later.
+  std::optional<domain::Time> last_heard(const std::string& node_id, Clock::time_point now = Clock::now()) const;
 
   // Marks down (one commit per node) every node not down whose last heartbeat — or the start of
   // this process, for nodes not heard from since — is more than a TTL before `now`. Returns the

@@ -651,4 +651,53 @@ TEST(ApiNotLoaded, EverythingButHealthIs503) {
   EXPECT_EQ(api.handle_now(r).status, 200u);
 }
 
+// Heartbeats that change nothing are not committed, so the stored LastHeartbeat is the last
+// registration or report; the API shows when the leader last heard the node when that is later.
+TEST(ApiNodes, LastHeartbeatIsWhenTheLeaderLastHeardTheNode) {
+  boost::asio::io_context io;
+  FakeBackend backend;
+  StateStore store{io.get_executor(), backend};
+  ASSERT_TRUE(store.load());
+  const auto stored = domain::from_unix_ms(1'700'000'000'000);
+  Batch b;
+  for (const char* id : {"heard", "silent"}) {
+    domain::Node n;
+    n.id = id;
+    n.status = domain::NodeStatus::ready;
+    n.last_heartbeat = stored;
+    b.put(n);
+  }
+  ASSERT_TRUE(store.commit(std::move(b)));
+  FakeController controller;
+  volumes::VolumeLifecycle volumes{io.get_executor(), store, controller};
+  const auto heard = stored + std::chrono::minutes(5);
+  api::ApiOptions options;
+  options.last_heard = [&](const std::string& id) -> std::optional<domain::Time> {
+    if (id == "heard") return heard;
+    return std::nullopt;
+  };
+  api::Api api{store, volumes, options};
+  auto get = [&](const std::string& target) {
+    http::Request r;
+    r.method = "GET";
+    r.target = target;
+    auto res = api.handle_now(r);
+    EXPECT_EQ(res.status, 200u) << target << ": " << res.body;
+    return json::parse(res.body);
+  };
+  EXPECT_EQ(get("/v1/node/heard")["LastHeartbeat"], domain::format_time(heard));
+  EXPECT_EQ(get("/v1/node/silent")["LastHeartbeat"], domain::format_time(stored));
+  for (const auto& n : get("/v1/nodes"))
+    EXPECT_EQ(n["LastHeartbeat"], domain::format_time(n["ID"] == "heard" ? heard : stored)) << n.dump();
+  EXPECT_EQ(store.node("heard")->last_heartbeat, stored) << "a read changes nothing";
+
+  // An older memory (a registration committed since) does not hide the stored time.
+  options.last_heard = [&](const std::string&) -> std::optional<domain::Time> { return stored - std::chrono::minutes(1); };
+  api::Api older{store, volumes, options};
+  http::Request r;
+  r.method = "GET";
+  r.target = "/v1/node/heard";
+  EXPECT_EQ(json::parse(older.handle_now(r).body)["LastHeartbeat"], domain::format_time(stored));
+}
+
 }  // namespace mooring::controlplane

@@ -106,6 +106,23 @@ TEST_F(LivenessTest, ANodeWaitingForOurAnswerIsNotSilent) {
   EXPECT_EQ(live.check(start + 111s), std::vector<std::string>{"n2"});
 }
 
+// What GET /v1/node/:id shows as LastHeartbeat: the wall-clock time of the last heartbeat heard.
+TEST_F(LivenessTest, LastHeardIsTheWallClockTimeOfTheLastHeartbeat) {
+  NodeLiveness live(store, {.ttl = 10s});
+  EXPECT_FALSE(live.last_heard("n1")) << "not heard since this process started";
+  const auto now = Clock::now();
+  live.seen("n1", now - 3s);
+  const auto wall = domain::now();
+  auto heard = live.last_heard("n1", now);
+  ASSERT_TRUE(heard);
+  EXPECT_LE(*heard, wall - 3s + 50ms);
+  EXPECT_GE(*heard, wall - 3s - 50ms);
+  live.arrived("n1", now - 1s);
+  EXPECT_GE(*live.last_heard("n1", now), wall - 1s - 50ms);
+  live.grant_grace(now);
+  EXPECT_FALSE(live.last_heard("n1")) << "a new term starts with no memory";
+}
+
 TEST_F(LivenessTest, GraceGrantedAgainCountsFromThenForEveryNode) {
   NodeLiveness live(store, {.ttl = 10s});
   auto start = Clock::now();
