@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -19,8 +20,10 @@
 #include <thread>
 
 #include "tests/e2e/cluster.hpp"
+#include "tests/support/etcd_process.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/root.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace mooring::e2e {
 namespace {
@@ -260,69 +263,115 @@ TEST_F(Crash, StopRightAfterAnAgentRestartStopsTheTaskAndUnpublishesOnTheControl
 class Soak : public Crash {
  protected:
   void SetUp() override {
-    const char* on = std::getenv("MOORING_SOAK");
-    if (!on || std::string(on) != "1") GTEST_SKIP() << "the soak runs only with MOORING_SOAK=1 (see the README)";
+    if (!soak_enabled()) GTEST_SKIP() << "the soak runs only with MOORING_SOAK=1 (see the README)";
     Crash::SetUp();
     cluster->start_node("node-2");
     cluster->start_node("node-3");
   }
+  static bool soak_enabled() {
+    const char* on = std::getenv("MOORING_SOAK");
+    return on && std::string(on) == "1";
+  }
+
+  // The loop: `kill_controlplane` kills one control plane (SIGKILL) and starts it again, and says
+  // which kind of kill it was (the key it is counted under).
+  void soak(std::uint32_t seed, const std::function<std::string(std::mt19937&)>& kill_controlplane) {
+    const char* minutes_env = std::getenv("MOORING_SOAK_MINUTES");
+    const auto minutes = std::chrono::minutes(minutes_env ? std::max(1, std::atoi(minutes_env)) : 30);
+    const std::vector<std::string> nodes = {"node-1", "node-2", "node-3"};
+    std::mt19937 rng(seed);
+    const auto starts = cluster->dir() / "starts";
+    std::vector<std::string> volumes;
+    for (int i = 0; i < 8; ++i) {
+      volumes.push_back("soak-" + std::to_string(i));
+      ASSERT_FALSE(cluster->create_volume(volumes.back(), i % 2 ? "single-node-writer" : "multi-node-multi-writer").is_null());
+    }
+    const std::string script = "echo \"$MOORING_ALLOC_ID\" >> " + starts.string() + "; while true; do sleep 0.1; done";
+    std::map<std::string, int> counts;
+    std::vector<std::string> running;
+    const auto end = std::chrono::steady_clock::now() + minutes;
+    for (int n = 0; std::chrono::steady_clock::now() < end; ++n) {
+      const auto roll = rng() % 100;
+      const auto& node = nodes[rng() % nodes.size()];
+      if (roll < 45) {
+        const auto i = rng() % volumes.size();
+        auto a = allocation("soak-" + std::to_string(n), volumes[i], "", script,
+                            i % 2 ? "single-node-writer" : "multi-node-multi-writer");
+        auto r = submit(a, /*until_placed=*/false);
+        if (r.status == 200) {
+          allocs.insert(json::parse(r.body).value("ID", ""));
+          running.push_back(json::parse(r.body).value("ID", ""));
+          ++counts["submits"];
+        } else {
+          ++counts["submits refused (" + std::to_string(r.status) + ")"];
+        }
+      } else if (roll < 80) {
+        if (running.empty()) continue;
+        const auto i = rng() % running.size();
+        EXPECT_EQ(call("POST", "/v1/allocation/" + running[i] + "/stop").status, 200u);
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+        ++counts["stops"];
+      } else if (roll < 90) {
+        for (const pid_t p : cluster->plugin_pids(node)) ::kill(p, SIGKILL);  // the agent restarts it
+        ++counts["plugin crashes"];
+      } else if (roll < 96) {
+        cluster->kill_node(node);
+        cluster->start_node(node, {}, /*wait_healthy=*/false);
+        ++counts["agent kills"];
+      } else {
+        ++counts[kill_controlplane(rng)];
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 400));
+    }
+    const auto ran = settle_and_audit(volumes, running, nodes);
+    std::cerr << "soak audit after " << minutes.count() << " min: " << allocs.size() << " allocations, " << ran
+              << " task starts";
+    for (const auto& [what, count] : counts) std::cerr << ", " << count << " " << what;
+    std::cerr << "\n";
+  }
 };
 
 TEST_F(Soak, RandomClaimsStopsPluginCrashesAndKillsOnThreeNodes) {
-  const char* minutes_env = std::getenv("MOORING_SOAK_MINUTES");
-  const auto minutes = std::chrono::minutes(minutes_env ? std::max(1, std::atoi(minutes_env)) : 30);
-  const std::vector<std::string> nodes = {"node-1", "node-2", "node-3"};
-  std::mt19937 rng(20261125);
-  const auto starts = cluster->dir() / "starts";
-  std::vector<std::string> volumes;
-  for (int i = 0; i < 8; ++i) {
-    volumes.push_back("soak-" + std::to_string(i));
-    ASSERT_FALSE(cluster->create_volume(volumes.back(), i % 2 ? "single-node-writer" : "multi-node-multi-writer").is_null());
+  soak(20261125, [this](std::mt19937&) {
+    cluster->kill_controlplane();
+    cluster->start_controlplane();
+    return std::string("control plane kills");
+  });
+}
+
+// The same soak on three control planes sharing one etcd (HA): the control plane killed is the
+// leader two times in three (a failover: a standby leads, the agents follow it, every release in
+// flight is resumed by the new leader), a standby otherwise; requests go through member 0 whatever
+// its role (a standby forwards), retried while it is the one restarting. Skipped without etcd.
+class HaSoak : public Soak {
+ protected:
+  void SetUp() override {
+    if (!soak_enabled()) GTEST_SKIP() << "the soak runs only with MOORING_SOAK=1 (see the README)";
+    MOORING_REQUIRE_ROOT();
+    if (auto why = test::EtcdProcess::unavailable()) GTEST_SKIP() << *why;
+    etcd = std::make_unique<test::EtcdProcess>(tmp.path() / "etcd");
+    etcd->start();
+    cluster = std::make_unique<Cluster>(ClusterOptions{.etcd = "etcd://" + etcd->endpoint() + "/soak", .controlplanes = 3});
+    cluster->start_controlplane();
+    for (const char* node : {"node-1", "node-2", "node-3"}) cluster->start_node(node);
   }
-  const std::string script = "echo \"$MOORING_ALLOC_ID\" >> " + starts.string() + "; while true; do sleep 0.1; done";
-  std::map<std::string, int> counts;
-  std::vector<std::string> running;
-  const auto end = std::chrono::steady_clock::now() + minutes;
-  for (int n = 0; std::chrono::steady_clock::now() < end; ++n) {
-    const auto roll = rng() % 100;
-    const auto& node = nodes[rng() % nodes.size()];
-    if (roll < 45) {
-      const auto i = rng() % volumes.size();
-      auto a = allocation("soak-" + std::to_string(n), volumes[i], "", script,
-                          i % 2 ? "single-node-writer" : "multi-node-multi-writer");
-      auto r = submit(a, /*until_placed=*/false);
-      if (r.status == 200) {
-        allocs.insert(json::parse(r.body).value("ID", ""));
-        running.push_back(json::parse(r.body).value("ID", ""));
-        ++counts["submits"];
-      } else {
-        ++counts["submits refused (" + std::to_string(r.status) + ")"];
-      }
-    } else if (roll < 80) {
-      if (running.empty()) continue;
-      const auto i = rng() % running.size();
-      EXPECT_EQ(call("POST", "/v1/allocation/" + running[i] + "/stop").status, 200u);
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-      ++counts["stops"];
-    } else if (roll < 90) {
-      for (const pid_t p : cluster->plugin_pids(node)) ::kill(p, SIGKILL);  // the agent restarts it
-      ++counts["plugin crashes"];
-    } else if (roll < 96) {
-      cluster->kill_node(node);
-      cluster->start_node(node, {}, /*wait_healthy=*/false);
-      ++counts["agent kills"];
-    } else {
-      cluster->kill_controlplane();
-      cluster->start_controlplane();
-      ++counts["control plane kills"];
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 400));
+  void TearDown() override {
+    Soak::TearDown();
+    etcd.reset();
   }
-  const auto ran = settle_and_audit(volumes, running, nodes);
-  std::cerr << "soak audit after " << minutes.count() << " min: " << allocs.size() << " allocations, " << ran
-            << " task starts";
-  for (const auto& [what, count] : counts) std::cerr << ", " << count << " " << what;
-  std::cerr << "\n";
+  test::TempDir tmp{"mooring-ha-soak"};
+  std::unique_ptr<test::EtcdProcess> etcd;
+};
+
+TEST_F(HaSoak, RandomClaimsStopsPluginCrashesAgentKillsAndFailoversOnThreeNodes) {
+  soak(20261127, [this](std::mt19937& rng) {
+    const auto leader = cluster->leader();
+    const bool kill_the_leader = leader && rng() % 3 != 0;
+    const std::size_t member = kill_the_leader ? *leader : (leader ? (*leader + 1 + rng() % 2) % 3 : rng() % 3);
+    cluster->kill_controlplane(member);
+    cluster->start_controlplane(member);
+    return std::string(kill_the_leader ? "leader kills" : "standby kills");
+  });
 }
 
 // A plugin deployed on its own socket (the agent only probes it, every 5 s by default) is killed
