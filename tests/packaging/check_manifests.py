@@ -347,7 +347,7 @@ def check_init_use(c, where, step, opts, rest):
 
 
 def check_routes(c):
-    api = c.read("services/controlplane/api/api.cpp")
+    api = c.read("services/controlplane/api/routes.cpp")
     for path in ("/v1/status/health", "/v1/status/ready"):
         c.expect(f'"{path}"' in api, f"control plane router serves {path}")
 

@@ -1,6 +1,6 @@
 // ACL room: what a request may need. A namespace capability (csi-read-volume, submit-alloc, ...),
 // a level of one of the top-level areas (plugin, node, operator), a management token, or nothing.
-// Every REST route declares one of these (api/api.cpp); pure code, no I/O.
+// Every REST route declares one of these (api/routes.cpp); pure code, no I/O.
 #pragma once
 
 #include <array>

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <initializer_list>
 #include <map>
 #include <optional>
 #include <random>
@@ -17,6 +16,7 @@
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/event_stream.hpp"
 #include "services/controlplane/api/request_params.hpp"
+#include "services/controlplane/api/routes.hpp"
 #include "services/controlplane/audit/audit_log.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/http/query.hpp"
@@ -27,25 +27,6 @@
 namespace mooring::controlplane::api {
 
 namespace {
-
-struct Route {
-  Endpoint endpoint = nullptr;
-  std::optional<Table> watch;  // reads that support blocking queries
-  acl::Need need;              // what the caller needs (ACLs on)
-  bool (*when)(const http::Request&) = nullptr;  // when this says so, the caller needs `also` too
-  acl::Need also;
-  bool keep_answer = true;  // false: an answer carrying a SecretID is never kept for Idempotency-Key
-  bool any_namespace = false;  // a list that takes ?namespace=* (its items are then filtered)
-  std::string pattern;  // "/v1/volume/csi/:id": the route label of mooring_http_requests_seconds
-  bool event_stream = false;   // GET /v1/event/stream: answered by Impl::open_stream, not `endpoint`
-  // A read of one object: a blocking query waits for that object to change, not its table.
-  std::optional<std::uint64_t> (*watch_index)(const StateStore&, const http::Request&) = nullptr;
-};
-
-// Routes whose objects live in a namespace: the request names one (or "*" on a list).
-bool namespaced(const Route& r) {
-  return r.need.kind == acl::Need::Kind::capability || r.need.kind == acl::Need::Kind::filtered;
-}
 
 struct Blocking {
   Table table;
@@ -60,131 +41,6 @@ struct KeyedWrite {
 };
 
 bool is_write(const std::string& method) { return method != "GET" && method != "HEAD" && method != "OPTIONS"; }
-
-struct RouteEntry {
-  std::string method;
-  std::string pattern;
-  Route route;
-};
-
-// What a few routes add to their need.
-struct Extra {
-  bool (*when)(const http::Request&) = nullptr;
-  acl::Need also;
-  bool keep_answer = true;
-};
-
-bool forced(const http::Request& req) { return req.param("force") == "true" || req.param("purge") == "true"; }
-
-// The route table. Each route is registered once and names what it needs; a namespace
-// capability is checked in the namespace the request acts in.
-class RouteTable {
- public:
-  using Need = acl::Need;
-  using Cap = acl::Capability;
-  using Area = acl::Area;
-  using Level = acl::Level;
-
-  RouteTable() {
-    add_volume_routes();
-    add_cluster_routes();
-    add_acl_routes();
-  }
-  std::vector<RouteEntry> entries;
-
- private:
-  void get(std::string_view path, Need need, Endpoint e, std::optional<Table> watch = std::nullopt) {
-    entries.push_back({"GET", std::string(path), Route{e, watch, need}});
-    entries.back().route.pattern = path;
-  }
-  // A list that may span namespaces (?namespace=*).
-  void list(std::string_view path, Need need, Endpoint e, Table watch) {
-    get(path, need, e, watch);
-    entries.back().route.any_namespace = true;
-  }
-  void write(std::initializer_list<const char*> methods, std::string_view path, Need need, Endpoint e, Extra x = {}) {
-    for (const char* m : methods) {
-      entries.push_back({m, std::string(path), Route{e, {}, need, x.when, x.also, x.keep_answer}});
-      entries.back().route.pattern = path;
-    }
-  }
-
-  void add_volume_routes() {
-    list("/v1/volumes", Need::cap(Cap::csi_list_volume), at_once<list_volumes>, Table::volumes);
-    write({"PUT", "POST"}, "/v1/volumes", Need::cap(Cap::csi_write_volume), register_volumes);
-    get("/v1/volume/csi/:id", Need::cap(Cap::csi_read_volume), get_volume, Table::volumes);
-    entries.back().route.watch_index = volume_watch_index;
-    write({"PUT", "POST"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), register_volume);
-    write({"DELETE"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), deregister_volume,
-          {.when = forced, .also = Need::on(Area::operator_, Level::write)});
-    write({"PUT", "POST"}, "/v1/volume/csi/:id/create", Need::cap(Cap::csi_write_volume), create_volume);
-    write({"DELETE"}, "/v1/volume/csi/:id/delete", Need::cap(Cap::csi_write_volume), delete_volume);
-    write({"DELETE"}, "/v1/volume/csi/:id/detach", Need::on(Area::operator_, Level::write), detach_volume);
-    get("/v1/volumes/external", Need::cap(Cap::csi_list_volume), list_external_volumes);
-    get("/v1/volumes/snapshot", Need::cap(Cap::csi_list_volume), list_snapshots);
-    write({"PUT", "POST"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), create_snapshots);
-    write({"DELETE"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), delete_snapshot);
-    get("/v1/volumes/group-snapshot", Need::cap(Cap::csi_list_volume), list_group_snapshots);
-    get("/v1/volumes/group-snapshot/:id", Need::cap(Cap::csi_read_volume), get_group_snapshot);
-    write({"PUT", "POST"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), create_group_snapshot);
-    write({"DELETE"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), delete_group_snapshot);
-  }
-
-  void add_cluster_routes() {
-    get("/v1/plugins", Need::on(Area::plugin, Level::list), at_once<list_plugins>, Table::plugins);
-    get("/v1/plugin/csi/:id", Need::on(Area::plugin, Level::read), at_once<get_plugin>, Table::plugins);
-    get("/v1/nodes", Need::on(Area::node, Level::read), at_once<list_nodes>, Table::nodes);
-    get("/v1/node/:id", Need::on(Area::node, Level::read), at_once<get_node>, Table::nodes);
-    write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>);
-    // Node enrollment: node:write, and a live node's new key also a management token (checked
-    // by the endpoint, nodes/enrollment.hpp).
-    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::on(Area::node, Level::write), at_once<enroll_node>);
-    list("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
-    write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
-          {.when = requests_volumes, .also = Need::cap(Cap::csi_mount_volume)});
-    get("/v1/allocation/:id", Need::cap(Cap::read_alloc), at_once<get_allocation>, Table::allocations);
-    entries.back().route.watch_index = allocation_watch_index;
-    write({"POST", "PUT"}, "/v1/allocation/:id/stop", Need::cap(Cap::alloc_lifecycle), at_once<stop_allocation>);
-    write({"PUT"}, "/v1/allocation/:id", Need::cap(Cap::submit_alloc), at_once<update_allocation>);
-    list("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
-    // The same events as one long-lived response; each event is filtered as /v1/events filters.
-    entries.push_back({"GET", "/v1/event/stream",
-                       Route{.endpoint = nullptr,
-                              .need = Need::filtered(),
-                              .any_namespace = true,
-                              .pattern = "/v1/event/stream",
-                              .event_stream = true}});
-    get("/v1/status/health", Need::anyone(), at_once<health>);
-    get("/v1/status/ready", Need::anyone(), at_once<ready>);
-    // The dashboard's static files: no data, so no capability (its API calls carry the token).
-    get("/", Need::anyone(), at_once<serve_ui>);
-    get("/ui", Need::anyone(), at_once<serve_ui>);
-    get("/ui/:file", Need::anyone(), at_once<serve_ui>);
-    // Rotating the key that seals every stored secret is for management tokens only.
-    write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring);
-    // Prometheus scrapes: operator:read (the anonymous policy may grant it to a scraper without a token).
-    get("/v1/metrics", Need::on(Area::operator_, Level::read), at_once<get_metrics>);
-  }
-
-  void add_acl_routes() {
-    // Bootstrap needs no token (there is none yet) and works once.
-    write({"POST", "PUT"}, "/v1/acl/bootstrap", Need::anyone(), at_once<acl_bootstrap>, {.keep_answer = false});
-    get("/v1/acl/policies", Need::management(), at_once<list_acl_policies>, Table::acl_policies);
-    get("/v1/acl/policy/:name", Need::management(), at_once<get_acl_policy>, Table::acl_policies);
-    write({"PUT", "POST"}, "/v1/acl/policy/:name", Need::management(), at_once<put_acl_policy>);
-    write({"DELETE"}, "/v1/acl/policy/:name", Need::management(), at_once<delete_acl_policy>);
-    write({"PUT", "POST"}, "/v1/acl/token", Need::management(), at_once<create_acl_token>, {.keep_answer = false});
-    get("/v1/acl/tokens", Need::management(), at_once<list_acl_tokens>, Table::acl_tokens);
-    get("/v1/acl/token/self", Need::any_token(), at_once<acl_token_self>);  // before :accessor
-    get("/v1/acl/token/:accessor", Need::management(), at_once<get_acl_token>, Table::acl_tokens);
-    write({"DELETE"}, "/v1/acl/token/:accessor", Need::management(), at_once<delete_acl_token>);
-  }
-};
-
-const std::vector<RouteEntry>& route_entries() {
-  static const std::vector<RouteEntry> entries = RouteTable().entries;
-  return entries;
-}
 
 // Who is asking, once ACLs are on: the compiled rules and the name refusals use.
 struct Caller {

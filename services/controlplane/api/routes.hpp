@@ -1,0 +1,50 @@
+// API room (internal): the route table. Each REST route is registered once, with the endpoint
+// that answers it and the ACL need it declares; api.cpp matches requests against it, checks the
+// need and runs the endpoint.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/controlplane/acl/capability.hpp"
+#include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/http/message.hpp"
+#include "services/controlplane/state/table.hpp"
+
+namespace mooring::controlplane {
+class StateStore;
+}
+
+namespace mooring::controlplane::api {
+
+struct Route {
+  Endpoint endpoint = nullptr;
+  std::optional<Table> watch;  // reads that support blocking queries
+  acl::Need need;              // what the caller needs (ACLs on)
+  bool (*when)(const http::Request&) = nullptr;  // when this says so, the caller needs `also` too
+  acl::Need also;
+  bool keep_answer = true;  // false: an answer carrying a SecretID is never kept for Idempotency-Key
+  bool any_namespace = false;  // a list that takes ?namespace=* (its items are then filtered)
+  std::string pattern;  // "/v1/volume/csi/:id": the route label of mooring_http_requests_seconds
+  bool event_stream = false;   // GET /v1/event/stream: answered by Impl::open_stream, not `endpoint`
+  // A read of one object: a blocking query waits for that object to change, not its table.
+  std::optional<std::uint64_t> (*watch_index)(const StateStore&, const http::Request&) = nullptr;
+};
+
+// Routes whose objects live in a namespace: the request names one (or "*" on a list).
+inline bool namespaced(const Route& r) {
+  return r.need.kind == acl::Need::Kind::capability || r.need.kind == acl::Need::Kind::filtered;
+}
+
+struct RouteEntry {
+  std::string method;
+  std::string pattern;
+  Route route;
+};
+
+// Every route, in the order they are tried.
+const std::vector<RouteEntry>& route_entries();
+
+}  // namespace mooring::controlplane::api
