@@ -1,4 +1,4 @@
-// The body of a streamed response (Response::stream), for server.cpp only: each piece the
+// The body of a streamed response (Response::stream), for session.cpp only: each piece the
 // producer returns is awaited beside a wait for the socket to turn readable, so a client that
 // closes (or sends anything, which no client of a stream does) ends the stream at once rather
 // than at the next heartbeat's failed write, and a vanished dashboard holds no slot and no

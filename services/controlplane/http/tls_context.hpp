@@ -1,5 +1,5 @@
-// HTTP room: the TLS settings of the REST API's listener. Only tls_context.cpp and server.cpp see
-// OpenSSL and Asio SSL; everything else passes file names.
+// HTTP room: the TLS settings of the REST API's listener. Only tls_context.cpp and the server
+// (server.cpp, session.cpp) see OpenSSL and Asio SSL; everything else passes file names.
 #pragma once
 
 #include <memory>
