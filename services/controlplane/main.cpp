@@ -322,10 +322,11 @@ int main(int argc, char** argv) {
 
   // HA: the election (etcd only). While etcd has not confirmed the leader's lease in time, writes
   // and calls out are held for up to one lease rather than refused (ha/front.hpp): etcd's own raft
-  // election interrupts nothing.
+  // election interrupts nothing. `refused_after_hold`: nullopt to go on (held while unconfirmed,
+  // then confirmed), or why the call is refused (the hold ran out).
   std::unique_ptr<ha::Leadership> leadership;
   const std::function<bool()> store_writable = [&store] { return !store.read_only() && !store.broken(); };
-  const std::function<asio::awaitable<std::optional<std::string>>()> hold_while_unconfirmed =
+  const std::function<asio::awaitable<std::optional<std::string>>()> refused_after_hold =
       [&]() -> asio::awaitable<std::optional<std::string>> {
     if (!leadership || co_await ha::hold_while_unconfirmed(leadership->election(), store_writable)) co_return std::nullopt;
     co_return std::string("etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
@@ -335,7 +336,7 @@ int main(int argc, char** argv) {
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
   agentclient::AgentRouterOptions router_options;
   router_options.channel.security = security;
-  router_options.hold = hold_while_unconfirmed;
+  router_options.hold = refused_after_hold;
   agentclient::AgentRouter router{io.get_executor(), store, router_options};
   agentclient::RouterPublisher publisher{router};
   gc::GcOptions gc_options;
@@ -417,7 +418,7 @@ int main(int argc, char** argv) {
       auto leader = leadership ? leadership->election().leader() : std::nullopt;
       return leader && !leadership->election().leading() ? leader->grpc_addr : std::string{};
     };
-    agent_options.hold = hold_while_unconfirmed;
+    agent_options.hold = refused_after_hold;
     agent_options.writes_refused = [&]() -> std::optional<std::string> {
       if (!leadership || !leadership->election().degraded()) return std::nullopt;
       return "etcd has no quorum or cannot be reached: this control plane (the leader) refuses every call until it "
