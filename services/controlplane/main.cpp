@@ -321,14 +321,13 @@ int main(int argc, char** argv) {
   }
 
   // HA: the election (etcd only). While etcd has not confirmed the leader's lease in time, writes
-  // and calls out are held for up to one lease rather than refused (ha/front.hpp): etcd's own raft
-  // election interrupts nothing. `refused_after_hold`: nullopt to go on (held while unconfirmed,
-  // then confirmed), or why the call is refused (the hold ran out).
+  // and calls out are held for up to one lease rather than refused (ha/lease_hold.hpp): etcd's own
+  // raft election interrupts nothing. `refused_after_hold`: nullopt to go on (held while
+  // unconfirmed, then confirmed), or why the call is refused (the hold ran out).
   std::unique_ptr<ha::Leadership> leadership;
-  const std::function<bool()> store_writable = [&store] { return !store.read_only() && !store.broken(); };
   const std::function<asio::awaitable<std::optional<std::string>>()> refused_after_hold =
       [&]() -> asio::awaitable<std::optional<std::string>> {
-    if (!leadership || co_await ha::hold_while_unconfirmed(leadership->election(), store_writable)) co_return std::nullopt;
+    if (!leadership || co_await leadership->lease_hold().wait_while_unconfirmed()) co_return std::nullopt;
     co_return std::string("etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
                           "lease past its end; nothing was sent or changed");
   };
@@ -486,8 +485,8 @@ int main(int argc, char** argv) {
                                 }},
         std::move(election_options));
     store_broken = [&leadership](const std::string& why) { leadership->store_broken(why); };
-    front = std::make_unique<ha::Front>(leadership->election(), *forwarder, api_handler, serving, store_writable,
-                                        flags.stale_reads_max, self_http);
+    front = std::make_unique<ha::Front>(leadership->election(), leadership->lease_hold(), *forwarder, api_handler,
+                                        serving, flags.stale_reads_max, self_http);
     leadership->start();
     logger.info("standby until elected", {{"addr", http_config.address}, {"port", server.port()},
                                           {"advertise_http_addr", self_http}, {"state", state_where},

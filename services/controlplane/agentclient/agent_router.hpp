@@ -36,7 +36,7 @@ struct AgentRouterOptions {
   // Tests: one timeout for every call instead of the table's.
   std::optional<std::chrono::milliseconds> timeout_override;
   // High availability: awaited before every call goes out (after the durability wait). A leader
-  // whose lease etcd has not confirmed in time holds the call until it does (ha/front.hpp); a
+  // whose lease etcd has not confirmed in time holds the call until it does (ha/lease_hold.hpp); a
   // reason: it did not, and the call is answered as not sent with it (as set_paused).
   std::function<boost::asio::awaitable<std::optional<std::string>>()> hold;
 };

@@ -49,7 +49,7 @@ struct AgentServiceOptions {
   std::function<std::optional<std::string>()> writes_refused;
   // High availability: awaited before `writes_refused`. A leader whose lease etcd has not
   // confirmed in time (its own raft election) holds the call until it does, for up to one lease
-  // (ha/front.hpp, hold_while_unconfirmed), rather than send the agent to another member; a
+  // (ha/lease_hold.hpp), rather than send the agent to another member; a
   // reason: the hold ran out, and the call is answered UNAVAILABLE with it.
   std::function<boost::asio::awaitable<std::optional<std::string>>()> hold;
 };

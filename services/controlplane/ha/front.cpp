@@ -1,12 +1,10 @@
 #include "services/controlplane/ha/front.hpp"
 
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/ha/forwarder.hpp"
 #include "services/controlplane/ha/leader_election.hpp"
+#include "services/controlplane/ha/lease_hold.hpp"
 
 namespace mooring::controlplane::ha {
 
@@ -67,21 +65,9 @@ boost::asio::awaitable<http::Response> Front::degraded(http::Request request) {
   co_return mark(co_await api_(std::move(request)));
 }
 
-boost::asio::awaitable<bool> hold_while_unconfirmed(const LeaderElection& election, const std::function<bool()>& writable) {
-  if (!election.unconfirmed()) co_return true;
-  // Entered only while the lease is unconfirmed, so this ends within one lease.
-  const auto until = election.writes_held_until();
-  boost::asio::steady_timer poll(co_await boost::asio::this_coro::executor);
-  while (std::chrono::steady_clock::now() < until && election.leading() && !(election.lease_valid() && writable())) {
-    poll.expires_after(std::chrono::milliseconds(20));
-    co_await poll.async_wait(boost::asio::use_awaitable);
-  }
-  co_return !election.unconfirmed() && writable();
-}
-
 boost::asio::awaitable<http::Response> Front::handle(http::Request request) {
   const bool write = request.method != "GET" && request.method != "HEAD" && request.method != "OPTIONS";
-  if (write && serving_()) (void)co_await hold_while_unconfirmed(election_, writable_);  // then as below
+  if (write && serving_()) (void)co_await hold_.wait_while_unconfirmed();  // then as below
   const auto leader = election_.leader();
   const bool serving = serving_();
   auto sign = [&](http::Response r) {

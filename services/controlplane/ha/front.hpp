@@ -12,7 +12,7 @@
 // presented a control plane certificate only, so its audit log names the client "via" the
 // standby; from anyone else those headers are dropped.
 // A leader whose lease etcd has not confirmed in time holds a write (up to one lease past the
-// lease's deadline, LeaderElection::writes_held_until) until etcd confirms it: etcd's own raft
+// lease's deadline, lease_hold.hpp) until etcd confirms it: etcd's own raft
 // election (1-2 s) interrupts no client; reads meanwhile are answered from memory marked stale,
 // as a degraded leader's. After that a *degraded*
 // leader (etcd has no quorum or cannot be reached; leader_election.hpp) answers every
@@ -30,28 +30,22 @@
 namespace mooring::controlplane::ha {
 
 class LeaderElection;
+class LeaseHold;
 class Forwarder;
-
-// While this process leads and etcd has not confirmed its lease in time: waits until it does and
-// `writable()` (the state takes writes), for at most LeaderElection::writes_held_until(). True:
-// go on (the lease is confirmed, or this process does not lead); false: the hold ran out with the
-// lease unconfirmed, so refuse. The REST front holds writes with it, the agent service every
-// call, the agent router every node and controller call.
-boost::asio::awaitable<bool> hold_while_unconfirmed(const LeaderElection& election, const std::function<bool()>& writable);
 
 class Front {
  public:
   // `api`: the full API (the leader's); `serving`: true once this process leads and has loaded
-  // the state; `writable`: the state takes writes (not refused while degraded or reloading after
-  // it); both read on the server's executor.
-  // `self`: this control plane's advertised HTTP address (named as "via" when it forwards).
-  Front(LeaderElection& election, Forwarder& forwarder, http::Handler api, std::function<bool()> serving,
-        std::function<bool()> writable, std::chrono::milliseconds stale_reads_max, std::string self = {})
+  // the state, read on the server's executor; `hold`: where a write waits while the lease is
+  // unconfirmed. `self`: this control plane's advertised HTTP address (named as "via" when it
+  // forwards).
+  Front(LeaderElection& election, LeaseHold& hold, Forwarder& forwarder, http::Handler api,
+        std::function<bool()> serving, std::chrono::milliseconds stale_reads_max, std::string self = {})
       : election_(election),
+        hold_(hold),
         forwarder_(forwarder),
         api_(std::move(api)),
         serving_(std::move(serving)),
-        writable_(std::move(writable)),
         stale_reads_max_(stale_reads_max),
         self_(std::move(self)) {}
 
@@ -61,10 +55,10 @@ class Front {
   std::string not_serving_reason() const;
   boost::asio::awaitable<http::Response> degraded(http::Request request);
   LeaderElection& election_;
+  LeaseHold& hold_;
   Forwarder& forwarder_;
   http::Handler api_;
   std::function<bool()> serving_;
-  std::function<bool()> writable_;
   std::chrono::milliseconds stale_reads_max_;
   std::string self_;
 };

@@ -135,6 +135,7 @@ void LeaderElection::publish() {
     degraded_ = health_->role() == LeaseHealth::Role::degraded;
   }
   lease_cv_.notify_all();
+  if (events_.lease_changed) events_.lease_changed();
 }
 
 void LeaderElection::set_leader(std::optional<LeaderRecord> r, std::string problem) {
@@ -168,6 +169,7 @@ void LeaderElection::lose(const std::string& why) {
     deadline_ns_ = 0;
   }
   lease_cv_.notify_all();
+  if (events_.lease_changed) events_.lease_changed();
   set_leader(std::nullopt, "this control plane lost the leadership: " + why);
   if (lost_called_) return;
   lost_called_ = true;

@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "services/controlplane/ha/lease_health.hpp"
+#include "services/controlplane/ha/lease_state.hpp"
 #include "services/controlplane/state/etcd_backend.hpp"
 #include "services/controlplane/state/etcd_channels.hpp"
 
@@ -77,12 +78,16 @@ struct ElectionEvents {
   // now. `confirmed`: a renewal was answered again before the leader degraded.
   std::function<void()> unconfirmed;
   std::function<void()> confirmed;
+  // Optional. Leading, and the lease may have changed: after every renewal's answer (or its
+  // absence) and when the leadership is lost. Writes held while the lease is unconfirmed look again
+  // (lease_hold.hpp).
+  std::function<void()> lease_changed;
 };
 
-class LeaderElection {
+class LeaderElection final : public LeaseState {
  public:
   LeaderElection(ElectionOptions options, ElectionEvents events);
-  ~LeaderElection();  // stop()
+  ~LeaderElection() override;  // stop()
   LeaderElection(const LeaderElection&) = delete;
   LeaderElection& operator=(const LeaderElection&) = delete;
 
@@ -94,11 +99,9 @@ class LeaderElection {
   // Thread-safe views for the REST API's status routes.
   std::optional<LeaderRecord> leader() const;  // as last read; nullopt: none known
   // True while this process holds the key as far as it knows (degraded included).
-  bool leading() const { return leading_.load(); }
+  bool leading() const override { return leading_.load(); }
   // Leading but cut off from a quorum of etcd for longer than the hold (see above).
   bool degraded() const { return degraded_.load(); }
-  // Leading, and etcd has not confirmed the lease in time (held, then degraded).
-  bool unconfirmed() const { return leading_.load() && !lease_valid(); }
   // When etcd last confirmed our lease (the send time of that renewal): the age of a degraded
   // leader's memory as far as anybody can prove.
   std::chrono::steady_clock::time_point last_confirmed() const;
@@ -108,7 +111,7 @@ class LeaderElection {
   // got no answer: the next request should go to whoever leads now).
   void recheck();
   // Our own deadline for the lease (see above); false when not leading.
-  bool lease_valid() const;
+  bool lease_valid() const override;
   // A write or call out that finds the lease unconfirmed (its deadline passed) is held rather
   // than refused until this moment: one lease past the deadline, when the leader degrades if
   // etcd still has not answered. etcd's own raft election (its leader died: 1-2 s with etcd's
@@ -116,7 +119,7 @@ class LeaderElection {
   // etcd extends every lease when its new raft leader takes over, so the renewal a follower held
   // is answered as soon as there is one, and what waited goes on. Nothing is sent meanwhile, so
   // the hold is safe however the outage ends (lease gone: refused, and we step down).
-  std::chrono::steady_clock::time_point writes_held_until() const;
+  std::chrono::steady_clock::time_point writes_held_until() const override;
   // Blocks the calling thread (the backend's writer) until lease_valid() or until
   // writes_held_until() (or no longer leading); returns lease_valid().
   bool await_lease() const;

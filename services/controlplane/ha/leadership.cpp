@@ -87,7 +87,10 @@ Leadership::Leadership(LeadershipParts parts, ElectionOptions options)
           // Writes and calls out are held meanwhile (front.hpp); reads are answered from memory.
           .unconfirmed = [this, post] { post([this] { parts_.store.set_reads_from_memory(true); }); },
           .confirmed = [this, post] { post([this] { parts_.store.set_reads_from_memory(false); }); },
+          .lease_changed = [this, post] { post([this] { hold_->wake(); }); },
       });
+  hold_ = std::make_unique<LeaseHold>(parts_.executor, *election_,
+                                      [&store = parts_.store] { return !store.read_only() && !store.broken(); });
 }
 
 Leadership::~Leadership() = default;
@@ -133,6 +136,7 @@ asio::awaitable<void> Leadership::resume() {
   }
   reload_on_resume_ = false;
   store.set_read_only(std::nullopt);
+  hold_->wake();  // a write held meanwhile may go once the state takes writes
   parts_.pause_calls(std::nullopt);
   parts_.resumed();
   logger.info("leading again: writes, claim GC and reconcilers resume", {{"index", store.index()}});

@@ -1,7 +1,9 @@
 // HA room: what a control plane does as its election turns (leader_election.hpp). Elected: load
-// the state and lead. Degraded (etcd has no quorum or cannot be reached): the store refuses
-// commits and the router every call to a node. Restored: reload first if a write's outcome is
-// unknown, then lead again. Lost: step down by re-executing this program as a standby.
+// the state and lead. Unconfirmed (no renewal confirmed in time): writes and calls out are held
+// (lease_hold.hpp), reads answered from memory. Degraded (etcd has no quorum or cannot be
+// reached): the store refuses commits and the router every call to a node. Restored: reload first
+// if a write's outcome is unknown, then lead again. Lost: step down by re-executing this program
+// as a standby.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "services/controlplane/ha/leader_election.hpp"
+#include "services/controlplane/ha/lease_hold.hpp"
 #include "shared/domain/result.hpp"
 
 namespace mooring::async {
@@ -61,6 +64,9 @@ class Leadership {
   void start() { election_->start(); }
   LeaderElection& election() { return *election_; }
   const LeaderElection& election() const { return *election_; }
+  // Where writes and calls out wait while the lease is unconfirmed (io thread); woken as the
+  // election reports the lease and as the store takes writes again.
+  LeaseHold& lease_hold() { return *hold_; }
   // Elected and loaded (io thread): the API is served here.
   bool serving() const { return serving_; }
 
@@ -79,6 +85,7 @@ class Leadership {
   std::chrono::milliseconds lease_;
   bool serving_ = false;
   bool reload_on_resume_ = false;  // a write's outcome was unknown while etcd could not be reached
+  std::unique_ptr<LeaseHold> hold_;  // made right after the election it reads
   std::unique_ptr<LeaderElection> election_;  // last: its thread posts to us, and is joined first
 };
 

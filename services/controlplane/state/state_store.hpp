@@ -128,8 +128,8 @@ class StateStore {
   bool read_only() const { return read_only_.has_value(); }
   // High availability: while set, reads are answered from memory at once as while read_only()
   // (setting it releases every readable_since() waiting), but commits go on: a leader whose lease
-  // etcd has not confirmed in time holds writes rather than refusing them (ha/front.hpp), and a
-  // read must not wait for a flush that etcd cannot answer now.
+  // etcd has not confirmed in time holds writes rather than refusing them (ha/lease_hold.hpp), and
+  // a read must not wait for a flush that etcd cannot answer now.
   void set_reads_from_memory(bool on);
 
   // ---- reads ----
