@@ -3,10 +3,10 @@
 // etcd, a node agent with a running allocation, and REST clients writing without a pause, through
 // the leader and through a standby. etcd needs 1-2 s (its defaults) to elect another raft leader;
 // meanwhile nothing commits and no lease renewal is answered. What is pinned: no write fails (a
-// write that finds the lease unconfirmed is held until etcd confirms it, ha/front.hpp), the
+// write that finds the lease unconfirmed is held until etcd confirms it, ha/lease_hold.hpp), the
 // Mooring leader keeps its leadership (etcd extends every lease when its new raft leader takes
 // over), and every acknowledged write is there afterwards.
-// Root only (bind mounts); skipped without etcd.
+// Root only (bind mounts); skipped without etcd. The fixture: ha_cluster.hpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,14 +14,12 @@
 #include <chrono>
 #include <mutex>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/controlplane/support/etcd_raft.hpp"
-#include "tests/e2e/cluster.hpp"
-#include "tests/support/etcd_process.hpp"
-#include "tests/support/root.hpp"
-#include "tests/support/temp_dir.hpp"
+#include "tests/e2e/ha_cluster.hpp"
 
 namespace mooring::e2e {
 namespace {
@@ -29,37 +27,27 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kLease = 2s;  // the default --leader-lease
-
-class EtcdElection : public ::testing::Test {
+class EtcdElection : public HaClusterTest {
  protected:
-  void SetUp() override {
-    MOORING_REQUIRE_ROOT();
-    if (auto why = test::EtcdProcess::unavailable()) GTEST_SKIP() << *why;
-  }
-  void TearDown() override {
-    if (HasFailure() && cluster) {
-      // The tails are the writes' lines; what explains a failure is the lease and etcd's.
-      for (std::size_t m = 0; m < 3; ++m) {
-        std::istringstream in(cluster->controlplane_log(m));
-        for (std::string line; std::getline(in, line);)
-          if (line.find("level=info component=http") == std::string::npos &&
-              line.find("volume created") == std::string::npos)
-            std::cerr << "control plane " << m << ": " << line << "\n";
-      }
+  EtcdElection() : HaClusterTest("mooring-etcd-election") {}
+
+  // The tails are the writes' lines; what explains a failure is the lease and etcd's.
+  std::string failure_logs() const override {
+    std::string out;
+    for (std::size_t m = 0; m < 3; ++m) {
+      std::istringstream in(cluster->controlplane_log(m));
+      for (std::string line; std::getline(in, line);)
+        if (line.find("level=info component=http") == std::string::npos &&
+            line.find("volume created") == std::string::npos)
+          out += "control plane " + std::to_string(m) + ": " + line + "\n";
     }
-    cluster.reset();
+    return out;
   }
 
   // One write as a client sends it: a volume created through `port` (the plugin's CreateVolume
   // through node-1, then the commit).
   static HttpResult create_volume(std::uint16_t port, const std::string& id) {
-    json body = {{"Volumes",
-                  {{{"ID", id},
-                    {"Name", id},
-                    {"PluginID", "hostpath"},
-                    {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
-    return controlplane::http_request(port, "PUT", "/v1/volume/csi/" + id + "/create", body.dump(),
+    return controlplane::http_request(port, "PUT", "/v1/volume/csi/" + id + "/create", hostpath_volume_create(id),
                                       {{"Idempotency-Key", "election-" + id}});
   }
 
@@ -69,9 +57,6 @@ class EtcdElection : public ::testing::Test {
     unsigned status = 0;
     std::string body;
   };
-
-  test::TempDir tmp{"mooring-etcd-election"};
-  std::unique_ptr<Cluster> cluster;
 };
 
 TEST_F(EtcdElection, KillingEtcdsRaftLeaderUnderAStreamOfWritesFailsNoneAndKeepsTheLeader) {
