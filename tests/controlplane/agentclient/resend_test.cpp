@@ -79,6 +79,13 @@ class ResendTest : public GcFixture {
     });
   }
 
+  // What liveness does when node-2 stays silent for a TTL.
+  void mark_node2_down() {
+    Batch b;
+    b.put(node("node-2", on_io([&] { return plane->store.node("node-2")->address; }), domain::NodeStatus::down));
+    commit(std::move(b));
+  }
+
   std::future<Unpublished> unpublish(std::string operation_id) {
     return asio::co_spawn(io, [this, operation_id]() -> asio::awaitable<Unpublished> {
       ::csi::v1::ControllerUnpublishVolumeRequest req;
@@ -170,9 +177,7 @@ TEST_F(ResendTest, ANodeMarkedDownWhileTheCallWaitsEndsItUnavailable) {
   const auto started = Clock::now();
   auto call = unpublish("op-3");
   EXPECT_EQ(call.wait_for(300ms), std::future_status::timeout);
-  Batch b;
-  b.put(node("node-2", on_io([&] { return plane->store.node("node-2")->address; }), domain::NodeStatus::down));
-  commit(std::move(b));
+  mark_node2_down();
   ASSERT_EQ(call.wait_for(5s), std::future_status::ready);
   const auto r = call.get();
   EXPECT_LT(Clock::now() - started, 5s) << "not the whole wait";
@@ -280,9 +285,7 @@ TEST_F(ResendTest, APendingPublishToANodeMarkedDownIsReleasedAsBefore) {
   agents.stop("node-2");
   auto answer = claim_again();
   EXPECT_EQ(answer.wait_for(300ms), std::future_status::timeout);
-  Batch b;
-  b.put(node("node-2", on_io([&] { return plane->store.node("node-2")->address; }), domain::NodeStatus::down));
-  commit(std::move(b));
+  mark_node2_down();
   ASSERT_EQ(answer.wait_for(5s), std::future_status::ready);
   const auto a = answer.get();
   ASSERT_TRUE(std::holds_alternative<ClaimFailure>(a));

@@ -70,6 +70,18 @@ class ClaimPathTest : public ::testing::Test {
     return std::move(*out);
   }
 
+  // vol-1 with a1's claim taken and its publish pending: the intent a dead leader left.
+  domain::Volume pending_claim() {
+    auto volume = *store.volume("vol-1");
+    auto c = fixtures::claim("a1", "n1", domain::ClaimState::taken);
+    c.last_error = kPublishPending;
+    c.controller_publish = domain::ControllerPublish::sent;
+    volume.claims["a1"] = c;
+    volume.access_mode = domain::AccessMode::single_node_writer;
+    volume.attachment_mode = domain::AttachmentMode::file_system;
+    return volume;
+  }
+
   const domain::Claim* stored_claim(const std::string& alloc) {
     const auto* v = store.volume("vol-1");
     auto it = v->claims.find(alloc);
@@ -166,13 +178,7 @@ TEST_F(ClaimPathTest, APendingPublishThatReachedNoControllerKeepsWaitingAndIsSen
 
 // The same with the controller's node marked down: really gone, released as before.
 TEST_F(ClaimPathTest, APendingPublishWhoseControllersNodeIsDownIsReleasedAsBefore) {
-  auto volume = *store.volume("vol-1");
-  auto c = fixtures::claim("a1", "n1", domain::ClaimState::taken);
-  c.last_error = kPublishPending;
-  c.controller_publish = domain::ControllerPublish::sent;
-  volume.claims["a1"] = c;
-  volume.access_mode = domain::AccessMode::single_node_writer;
-  volume.attachment_mode = domain::AttachmentMode::file_system;
+  auto volume = pending_claim();
   auto node = *store.node("n1");
   node.status = domain::NodeStatus::down;
   Batch batch;
@@ -190,13 +196,7 @@ TEST_F(ClaimPathTest, APendingPublishWhoseControllersNodeIsDownIsReleasedAsBefor
 // plugin's facts are unknown (its controller's agent restarted and has not fingerprinted it yet),
 // never granted without a publish context.
 TEST_F(ClaimPathTest, APendingClaimIsPublishedAgainWhileThePluginsFactsAreUnknown) {
-  auto volume = *store.volume("vol-1");
-  auto c = fixtures::claim("a1", "n1", domain::ClaimState::taken);
-  c.last_error = kPublishPending;
-  c.controller_publish = domain::ControllerPublish::sent;
-  volume.claims["a1"] = c;
-  volume.access_mode = domain::AccessMode::single_node_writer;
-  volume.attachment_mode = domain::AttachmentMode::file_system;
+  auto volume = pending_claim();
   auto plugin = *store.plugin("hostpath");
   for (auto* map : {&plugin.controllers, &plugin.nodes})
     for (auto& [id, inst] : *map) inst.controller_info.reset();
