@@ -42,6 +42,7 @@
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
+#include "services/controlplane/nodes/node_registrations.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/state/etcd_backend.hpp"
 #include "services/controlplane/state/etcd_channels.hpp"
@@ -333,9 +334,14 @@ int main(int argc, char** argv) {
   };
 
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
+  // A call that finds a node's agent gone waits up to a heartbeat TTL for it to register again (by
+  // then a silent node is marked down) and is resent to it (agentclient/agent_router.hpp).
+  NodeRegistrations registrations;
   agentclient::AgentRouterOptions router_options;
   router_options.channel.security = security;
   router_options.hold = refused_after_hold;
+  router_options.registrations = &registrations;
+  router_options.reregistration_wait = flags.heartbeat_ttl;
   agentclient::AgentRouter router{io.get_executor(), store, router_options};
   agentclient::RouterPublisher publisher{router};
   gc::GcOptions gc_options;
@@ -410,7 +416,8 @@ int main(int argc, char** argv) {
   server.start();
 
   // Node agents' RPC service.
-  AgentServiceOptions agent_options{.require_node_identity = security != nullptr, .audit = audit_log->get()};
+  AgentServiceOptions agent_options{
+      .require_node_identity = security != nullptr, .audit = audit_log->get(), .registrations = &registrations};
   if (ha_mode) {
     agent_options.standby = [&]() -> std::optional<std::string> {
       if (serving()) return std::nullopt;

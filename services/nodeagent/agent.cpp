@@ -136,6 +136,8 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   am.runner.node_name = config_.node_name;
   am.csi.claim_backoff = async::Backoff{options_.claim_backoff_initial, options_.claim_backoff_max, 2.0, 0.2,
                                         config_.claim_timeout};
+  am.csi.controlplane_back = controlplane_back_.get();
+  am.controlplane_back = controlplane_back_.get();
   am.watch_wait = options_.watch_wait;
   am.disconnect_check_interval = options_.disconnect_check_interval;
   am.plugin_tasks = task_plugins_.get();

@@ -1,7 +1,7 @@
 // The node's link to the control plane: RegisterNode, then a Heartbeat every few seconds with the
 // full fingerprint set and the node events not yet acknowledged; re-registers when the answer
-// says known=false. The control plane may be down for long: calls are retried with backoff and
-// nothing here ever blocks plugin supervision (it only reads NodeStatus).
+// says known=false. The control plane may be down for long: calls are retried with a short capped
+// backoff (below) and nothing here ever blocks plugin supervision (it only reads NodeStatus).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -35,7 +35,12 @@ struct LinkOptions {
   std::chrono::milliseconds call_timeout{std::chrono::seconds(5)};
   // Changes (health, events) are sent early, but never more often than this.
   std::chrono::milliseconds min_heartbeat_gap{std::chrono::milliseconds(200)};
-  async::Backoff backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
+  // Between failed rounds (each asks every control plane once: controlplane_target.hpp). Capped
+  // at 1 s so that after a long spell without a leader the new one is reached within about a
+  // second of its election: the link's first answer wakes every other caller that waits on the
+  // control plane (the agent's controlplane_back). A round costs each control plane one call
+  // refused at once.
+  async::Backoff backoff{std::chrono::milliseconds(250), std::chrono::seconds(1), 2.0, 0.2};
   // Called after every registration or heartbeat: answered = the control plane accepted it (the
   // agent's "last contact" clock for the client-side disconnect rule, and its "back" wake).
   std::function<void(bool answered)> on_contact;

@@ -4,6 +4,7 @@
 #include <grpcpp/client_context.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "mooring/v1/controlplane.grpc.pb.h"
 #include "shared/log/log.hpp"
@@ -46,6 +47,10 @@ struct ControlPlaneTarget::Peer {
 
 ControlPlaneTarget::ControlPlaneTarget(std::vector<std::string> addresses, rpc::ChannelOptions channel)
     : addresses_(std::move(addresses)), channel_(std::move(channel)) {
+  // A control plane that was down long (every member restarted, a partition healed) may be the
+  // leader when it is back; gRPC's reconnect backoff, grown to 5 s meanwhile, would fail calls to
+  // it at once for up to that long without dialling. Dialling a control plane costs little.
+  channel_.max_reconnect_backoff = std::min(channel_.max_reconnect_backoff, kMaxReconnectBackoff);
   if (addresses_.empty()) addresses_.push_back("127.0.0.1:4701");
   current_ = addresses_.front();
 }
@@ -68,15 +73,27 @@ std::string ControlPlaneTarget::describe() const {
   return *peer->stub;
 }
 
-void ControlPlaneTarget::use(const std::string& address) {
+void ControlPlaneTarget::use(const std::string& address, bool named) {
   if (address == current_) return;
-  logger().info("switching control plane", {{"from", current_}, {"to", address}});
+  // Moving on after a refusal happens every round while no member leads: not worth a line each.
+  if (named) {
+    logger().info("switching control plane", {{"from", current_}, {"to", address}, {"why", "named the leader"}});
+  } else {
+    logger().debug("switching control plane", {{"from", current_}, {"to", address}, {"why", "refused or no answer"}});
+  }
   current_ = address;
+}
+
+const std::string& ControlPlaneTarget::after(const std::string& address) const {
+  auto it = std::find(addresses_.begin(), addresses_.end(), address);
+  return it == addresses_.end() || std::next(it) == addresses_.end() ? addresses_.front() : *std::next(it);
 }
 
 boost::asio::awaitable<grpc::Status> ControlPlaneTarget::call(std::chrono::milliseconds timeout, Start start) {
   grpc::Status st;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  std::vector<std::string> tried;
+  bool redirected = false;
+  while (true) {
     const std::string address = current_;
     auto& s = stub(address);
     std::string leader;
@@ -91,21 +108,22 @@ boost::asio::awaitable<grpc::Status> ControlPlaneTarget::call(std::chrono::milli
     // DEADLINE_EXCEEDED too: a paused or cut-off control plane accepts and never answers.
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)
       co_return st;
-    if (!leader.empty() && leader != address) {
+    tried.push_back(address);
+    if (!leader.empty() && leader != address && !redirected) {
       // A standby: it changed nothing, so the call goes to the leader it named right away. The
       // leader may be one we were not told about (a control plane added later).
       if (std::find(addresses_.begin(), addresses_.end(), leader) == addresses_.end()) addresses_.push_back(leader);
-      use(leader);
+      use(leader, true);
+      redirected = true;
       continue;
     }
-    // Not reached, or no leader yet: the next call tries the next control plane.
-    if (leader.empty() && addresses_.size() > 1 && current_ == address) {
-      auto it = std::find(addresses_.begin(), addresses_.end(), address);
-      use(it == addresses_.end() || std::next(it) == addresses_.end() ? addresses_.front() : *std::next(it));
-    }
-    co_return st;
+    if (addresses_.size() > 1 && current_ == address) use(after(address), false);
+    // Not answered in time: the call's time is spent, the next call tries the next control plane.
+    if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) co_return st;
+    // Refused at once (down, or no leader yet): the next control plane now, until every one was
+    // asked, so a leader elected anywhere is found by this call rather than by the next ones.
+    if (std::find(tried.begin(), tried.end(), current_) != tried.end()) co_return st;
   }
-  co_return st;
 }
 
 }  // namespace mooring::nodeagent

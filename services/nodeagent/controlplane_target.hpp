@@ -1,9 +1,10 @@
 // Which control plane the agent talks to (issue 22): `--controlplane-addr a,b,c` lists them all;
 // calls go to one at a time. A standby answers UNAVAILABLE naming the leader (trailing metadata
 // `x-mooring-leader`): the agent switches to it and sends the call there once more at once (the
-// standby touched nothing). A control plane that cannot be reached (UNAVAILABLE, nobody named)
-// and one that does not answer within the call's deadline (paused, cut off) make the next call
-// try the next address, so a dead leader is left within one call.
+// standby touched nothing). A control plane that refuses at once (UNAVAILABLE, nobody named: down,
+// or no leader elected yet) makes the same call try the next address, until each was asked once,
+// so one call finds a leader wherever it was elected. One that does not answer within the call's
+// deadline (paused, cut off) makes the next call try the next address.
 // Used from the agent's io thread only; the registration link and the calls share one.
 #pragma once
 
@@ -28,6 +29,9 @@ std::vector<std::string> split_controlplane_addrs(std::string_view list);
 
 class ControlPlaneTarget {
  public:
+  // The longest gRPC reconnect backoff of a channel to a control plane (rpc::ChannelOptions' is 5 s).
+  static constexpr std::chrono::milliseconds kMaxReconnectBackoff{1000};
+
   ControlPlaneTarget(std::vector<std::string> addresses, rpc::ChannelOptions channel);
   ~ControlPlaneTarget();
 
@@ -35,14 +39,15 @@ class ControlPlaneTarget {
   std::string describe() const;  // "a:1,b:2 (using b:2)"
 
   using Start = std::function<void(::mooring::v1::ControlPlane::Stub&, grpc::ClientContext*, std::function<void(grpc::Status)>)>;
-  // One unary call to the current control plane (deadline `timeout`), following a standby's
-  // redirect once; moves on to the next address when the current one cannot be reached or does
-// not answer in time.
+  // One unary call to the current control plane (deadline `timeout` per attempt), following a
+  // standby's redirect once and asking the next addresses while they refuse at once; moves on to
+  // the next address for the next call when the current one does not answer in time.
   boost::asio::awaitable<grpc::Status> call(std::chrono::milliseconds timeout, Start start);
 
  private:
   ::mooring::v1::ControlPlane::Stub& stub(const std::string& address);
-  void use(const std::string& address);
+  void use(const std::string& address, bool named);  // named: a standby named it the leader
+  const std::string& after(const std::string& address) const;  // the next address, round the list
 
   std::vector<std::string> addresses_;
   rpc::ChannelOptions channel_;

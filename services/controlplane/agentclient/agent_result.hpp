@@ -18,6 +18,9 @@ struct AgentResult {
   std::string node_id;                      // the node that gave the final answer ("" if none)
   bool no_target = false;                   // no node could be asked (no healthy controller, node unknown)
   bool uncertain_earlier = false;           // a controller asked gave an uncertain answer (it may still act)
+  // No agent asked could be connected to after its attempt (down, restarting, unreachable): none
+  // answered. Not proof that nothing was sent (a connection may break mid-call).
+  bool unreached = false;
   std::string error;                        // names the RPC, plugin/volume and every node tried
 
   bool ok() const { return status.ok(); }

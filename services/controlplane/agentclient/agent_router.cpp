@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "mooring/v1/nodeagent.grpc.pb.h"
+#include "services/controlplane/nodes/node_registrations.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/text.hpp"
 #include "shared/log/log.hpp"
@@ -32,21 +33,43 @@ const log::Logger& logger() {
 struct AgentRouter::Impl {
   struct Cached {
     std::string address;
+    std::uint64_t registration = 0;  // the node's registration count it was made for
     std::shared_ptr<grpc::Channel> channel;
     std::shared_ptr<Stub> stub;
   };
 
+  // How one attempt ended. `connected`: the channel to the agent was up after it (the agent
+  // answered, or the connection broke mid-call); false: it could not connect, nobody heard it.
+  struct Attempt {
+    grpc::Status status;
+    bool connected = false;
+    bool ok() const { return status.ok(); }
+  };
+
+  // Where an attempt went: the node's agent address and its registration count then.
+  struct Sent {
+    std::string address;
+    std::uint64_t registration = 0;
+  };
+
+  // A node whose agent keeps being replaced under a call gets it at most this many more times.
+  static constexpr int kMaxResends = 3;
+
   explicit Impl(AgentRouter& r) : router(r) {}
 
-  // The stub for the node's current address; a changed address gets a fresh channel (the old
-  // one is dropped once calls in flight on it finish, since they hold the stub).
-  std::shared_ptr<Stub> stub(const domain::Node& node) {
+  // The channel and stub for the node's current address; a changed address gets a fresh channel
+  // (the old one is dropped once calls in flight on it finish, since they hold a copy).
+  Cached channel(const domain::Node& node) {
     auto& c = channels[node.id];
-    if (!c.stub || c.address != node.address) {
+    const std::uint64_t registered = registration(node.id);
+    // A new registration at the same address is a new agent too: a fresh channel dials it at once,
+    // where the old one may still be waiting out its reconnect backoff from the agent's absence.
+    if (!c.stub || c.address != node.address || c.registration != registered) {
       if (c.stub)
-        logger().info("node agent address changed; new channel",
+        logger().info("node agent registered again; new channel",
                       {{"node_id", node.id}, {"old", c.address}, {"new", node.address}});
       c.address = node.address;
+      c.registration = registered;
       // With mutual TLS the agent must prove it is this node: its certificate must carry the
       // node id, whatever answers at the registered address.
       auto options = router.options_.channel;
@@ -54,7 +77,11 @@ struct AgentRouter::Impl {
       c.channel = rpc::make_channel(node.address, options);
       c.stub = std::shared_ptr<Stub>(v1::NodeAgent::NewStub(c.channel).release());
     }
-    return c.stub;
+    return c;
+  }
+
+  std::uint64_t registration(const std::string& node_id) const {
+    return router.options_.registrations ? router.options_.registrations->count(node_id) : 0;
   }
 
   std::chrono::milliseconds timeout(csi::Rpc rpc, std::chrono::milliseconds extra = {}) const {
@@ -74,20 +101,79 @@ struct AgentRouter::Impl {
 
   // One attempt against one node. The node is only read before the first suspension.
   template <class Req, class Resp, class Start>
-  asio::awaitable<grpc::Status> call(const domain::Node& node, std::chrono::milliseconds timeout, const Req& request,
-                                     Resp& response, Start start) {
+  asio::awaitable<Attempt> call(const domain::Node& node, std::chrono::milliseconds timeout, const Req& request,
+                                Resp& response, Start start) {
     // Named locals, not temporaries, as coroutine arguments: GCC 12 mishandles the lifetime of
     // class temporaries passed by value to a coroutine (a captured shared_ptr was released twice).
-    std::shared_ptr<Stub> s = stub(node);
-    Stub* raw = s.get();
+    Cached c = channel(node);
+    Stub* raw = c.stub.get();
     rpc::CallOptions options;
     options.timeout = timeout;
     options.wait_for_ready = false;
     rpc::StartUnary begin = [raw, &request, &response, start](grpc::ClientContext* ctx, rpc::UnaryDone done) {
       start(*raw, ctx, &request, &response, std::move(done));
     };
-    grpc::Status status = co_await rpc::unary(std::move(options), std::move(begin));
-    co_return status;
+    Attempt out;
+    out.status = co_await rpc::unary(std::move(options), std::move(begin));
+    out.connected = c.channel->GetState(false) == GRPC_CHANNEL_READY;
+    co_return out;
+  }
+
+  // A call to one node that follows the node's agent when it is replaced: an attempt that fails
+  // UNAVAILABLE goes again, with the same request (the same operation id: one logical call), to
+  // the agent that registered for the node since — at once if it has, or, when the attempt could
+  // not connect, once it does within `wait`. The answer of the last attempt stands when the node
+  // is gone or marked down (really lost: the callers' rules for that apply), when the agent
+  // itself answered and has not been replaced, or when nobody registers in time. `plugin_id`
+  // (controller calls): resent only while the node runs a healthy controller of that plugin.
+  template <class Req, class Resp, class Start>
+  asio::awaitable<Attempt> send(const domain::Node& first, const std::string& plugin_id,
+                                std::chrono::milliseconds wait, std::chrono::milliseconds timeout,
+                                const Req& request, Resp& response, Start start) {
+    const std::string node_id = first.id;
+    const domain::Node* node = &first;
+    for (int resends = 0;; ++resends) {
+      const Sent sent{node->address, registration(node_id)};
+      const Attempt attempt = co_await call(*node, timeout, request, response, start);
+      if (attempt.status.error_code() != grpc::StatusCode::UNAVAILABLE || resends == kMaxResends) co_return attempt;
+      node = co_await registered_again(node_id, plugin_id, sent,
+                                       attempt.connected ? std::chrono::milliseconds{0} : wait);
+      if (!node) co_return attempt;
+      logger().info("node agent registered again; sending the call to it",
+                    {{"node_id", node_id}, {"old", sent.address}, {"new", node->address},
+                     {"error", csi::status_text(attempt.status)}});
+    }
+  }
+
+  // The node once a new agent registered for it after `sent` (another address, or another
+  // registration at the same one) and can take the call; null when the node is gone or marked
+  // down, or `wait` passes first. The call then goes out on the state read here: that is made
+  // durable first, and the HA hold asked, as before the first attempt.
+  asio::awaitable<const domain::Node*> registered_again(const std::string& node_id, const std::string& plugin_id,
+                                                        const Sent& sent, std::chrono::milliseconds wait) {
+    const StateStore& store = router.store_;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    auto ready_again = [&](const domain::Node& n) {
+      const bool replaced = n.address != sent.address || registration(node_id) != sent.registration;
+      const bool serves = n.status == domain::NodeStatus::ready && !n.address.empty() &&
+                          (plugin_id.empty() || std::ranges::count(router.controller_candidates(plugin_id), node_id) > 0);
+      return replaced && serves;
+    };
+    for (;;) {
+      const std::uint64_t seen = store.table_index(Table::nodes);
+      const domain::Node* node = store.node(node_id);
+      if (!node || node->status == domain::NodeStatus::down || store.released()) co_return nullptr;
+      if (ready_again(*node)) {
+        if (auto st = co_await store.durable(store.index()); !st) co_return nullptr;
+        if (co_await router.held()) co_return nullptr;
+        node = store.node(node_id);  // read again after the suspensions
+        if (node && ready_again(*node)) co_return node;
+        continue;
+      }
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= left.zero()) co_return nullptr;
+      co_await store.wait_for_change(Table::nodes, seen, left);
+    }
   }
 
   template <class Req, class Resp, class Start>
@@ -115,7 +201,14 @@ struct AgentRouter::Impl {
       co_return out;
     }
     const auto started = std::chrono::steady_clock::now();
-    out.status = co_await call(*node, timeout, request, out.response, start);
+    std::string unnamed;  // a node call: no controller to check for a resend
+    // Only the release's node step (the claim GC, in the background) waits for an agent that
+    // cannot be reached; an expand or a stats query has an operator waiting for its answer.
+    const auto wait = classify_as == csi::Rpc::NodeUnpublishVolume ? router.options_.reregistration_wait
+                                                                    : std::chrono::milliseconds{0};
+    const Attempt attempt = co_await send(*node, unnamed, wait, timeout, request, out.response, start);
+    out.status = attempt.status;
+    out.unreached = !attempt.ok() && !attempt.connected;
     if constexpr (requires { request.plugin_id(); })  // stats requests name no plugin
       observe(request.plugin_id(), classify_as, out.status, started);
     out.outcome = csi::classify(classify_as, out.status.error_code());
@@ -153,13 +246,22 @@ struct AgentRouter::Impl {
     if constexpr (requires { wrapped.set_operation_id(operation_id); }) wrapped.set_operation_id(operation_id);
     std::string tried;
     bool asked = false;
+    bool connected = false;  // some agent asked was connected to after its attempt
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       const std::string& node_id = candidates[i];
       const domain::Node* node = router.store_.node(node_id);  // may have gone during an earlier attempt
       if (!node || node->address.empty()) continue;
       Resp response;
       const auto started = std::chrono::steady_clock::now();
-      out.status = co_await call(*node, timeout(rpc), wrapped, response, start);
+      // An agent that cannot be reached is waited for (it may be restarting) only by a call with
+      // an operation id (publish, unpublish: the claim path and the GC; the others have an
+      // operator waiting), and only when no other controller is left to ask: each agent keeps its
+      // own record of operation ids.
+      const auto wait = !operation_id.empty() && i + 1 == candidates.size() ? router.options_.reregistration_wait
+                                                                            : std::chrono::milliseconds{0};
+      const Attempt attempt = co_await send(*node, plugin_id, wait, timeout(rpc), wrapped, response, start);
+      out.status = attempt.status;
+      connected = connected || attempt.connected;
       observe(plugin_id, rpc, out.status, started);
       out.outcome = csi::classify(rpc, out.status.error_code());
       out.node_id = node_id;
@@ -187,6 +289,7 @@ struct AgentRouter::Impl {
       co_return out;
     }
     out.error = what + ": " + tried;
+    out.unreached = !connected;
     co_return out;
   }
 

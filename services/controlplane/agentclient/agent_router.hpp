@@ -3,7 +3,10 @@
 // plugin (sorted by node id), and move on to the next one on retryable errors (UNAVAILABLE
 // "plugin not running here", timeouts) and on NOT_FOUND, which stands only when every healthy
 // instance says it (controllers with per-node state know only their own volumes). One channel per node address, replaced when the node's
-// registered address changes. Controller calls that name a volume are serialized per volume.
+// registered address changes. A call that fails UNAVAILABLE to a node whose agent was replaced
+// (it registered again: restarted, maybe at another address) is resent to the new agent with the
+// same request, so the same operation id, instead of moving on or failing. Controller calls that
+// name a volume are serialized per volume.
 // gRPC stays in the .cpp; callers see protobuf messages and grpc::Status values.
 #pragma once
 
@@ -24,6 +27,7 @@
 
 namespace mooring::controlplane {
 class StateStore;
+class NodeRegistrations;
 }
 
 namespace mooring::controlplane::agentclient {
@@ -39,6 +43,17 @@ struct AgentRouterOptions {
   // whose lease etcd has not confirmed in time holds the call until it does (ha/lease_hold.hpp); a
   // reason: it did not, and the call is answered as not sent with it (as set_paused).
   std::function<boost::asio::awaitable<std::optional<std::string>>()> hold;
+  // Every node's registrations, counted by the agent service: a registration since an attempt
+  // failed UNAVAILABLE means a new agent answers for the node (also one back at the same address),
+  // and the call is resent to it. Null: only a changed address shows a new agent.
+  const NodeRegistrations* registrations = nullptr;
+  // An attempt that could not connect to the node's agent (no answer from it: restarting, or gone)
+  // waits this long for the node to register again before its UNAVAILABLE stands, unless the node
+  // is marked down first. Never after an answer from the agent itself; only for the calls that
+  // run in the background (ControllerPublish/Unpublish with an operation id, when no other
+  // controller is left to ask; NodeDetachVolume), not for those an operator waits on. 0: no wait
+  // (main passes the heartbeat TTL, within which a silent node is marked down).
+  std::chrono::milliseconds reregistration_wait{0};
 };
 
 class AgentRouter {

@@ -28,6 +28,7 @@ boost::asio::awaitable<PublishResult> RouterPublisher::publish(const domain::Vol
   auto res = co_await router_.controller_publish_volume(std::move(plugin_id), std::move(key), std::move(req),
                                                         std::move(operation));
   out.sent = !res.no_target;
+  out.unreached = res.unreached;
   if (res.ok()) {
     out.status = grpc::Status::OK;
     out.publish_context.insert(res.response.publish_context().begin(), res.response.publish_context().end());

@@ -22,6 +22,7 @@ namespace mooring::controlplane {
 
 class StateStore;
 class NodeLiveness;
+class NodeRegistrations;
 class ControllerPublisher;
 namespace audit {
 class AuditLog;
@@ -52,6 +53,9 @@ struct AgentServiceOptions {
   // (ha/lease_hold.hpp), rather than send the agent to another member; a
   // reason: the hold ran out, and the call is answered UNAVAILABLE with it.
   std::function<boost::asio::awaitable<std::optional<std::string>>()> hold;
+  // Told of every registration committed (the agent router resends a call that failed against
+  // the node's previous agent to the new one); may be null.
+  NodeRegistrations* registrations = nullptr;
 };
 
 class AgentService {

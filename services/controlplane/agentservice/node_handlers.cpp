@@ -3,6 +3,7 @@
 #include "services/controlplane/agentservice/handlers.hpp"
 #include "services/controlplane/claims/volume_health.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
+#include "services/controlplane/nodes/node_registrations.hpp"
 #include "services/controlplane/nodes/node_report.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/tls/certificates.hpp"
@@ -64,6 +65,7 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
   if (auto r = ctx.store.commit(std::move(batch)); !r)
     return write_failed(ctx, "register node \"" + req.node_id() + "\"", r.error());
   ctx.liveness.seen(req.node_id());
+  if (ctx.options.registrations) ctx.options.registrations->registered(req.node_id());
   ctx.log.info("node registered", {{"node_id", req.node_id()}, {"address", req.address()},
                                    {"plugins", req.plugins_size()}});
   resp.set_heartbeat_ttl_ms(ctx.liveness.ttl().count());

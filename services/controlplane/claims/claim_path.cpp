@@ -122,7 +122,7 @@ ClaimAnswer ClaimPath::settle(const ClaimInput& input, const ClaimPlan& plan, Pu
                         .code = grpc::StatusCode::ABORTED};
   }
   domain::Volume updated = *after;
-  if (!result.status.ok()) return settle_failure(input, plan, std::move(updated), result.status, result.sent);
+  if (!result.status.ok()) return settle_failure(input, plan, std::move(updated), result);
 
   record_publish(updated, input.allocation_id, std::move(result.publish_context), domain::now());
   const auto& claim = updated.claims.at(input.allocation_id);
@@ -136,11 +136,18 @@ ClaimAnswer ClaimPath::settle(const ClaimInput& input, const ClaimPlan& plan, Pu
 }
 
 ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& plan, domain::Volume updated,
-                                      const grpc::Status& status, bool sent) {
+                                      const PublishResult& result) {
+  const grpc::Status& status = result.status;
   const auto code = status.error_code();
-  const auto failure = classify_publish_failure(code, sent, plan.retry_of_pending);
+  const bool unheard = (!result.sent || result.unreached) && controller_node_up(updated.plugin_id);
+  const auto failure = classify_publish_failure(code, result.sent, plan.retry_of_pending, unheard);
   const std::string text = "ControllerPublishVolume failed: " + csi::status_text(status);
   const std::string subject = "volume " + in_quotes(input.volume_key);
+  if (failure.kept) {
+    log_.info("controller publish not sent; the claim keeps waiting for it",
+              {{"volume_id", input.volume_key}, {"alloc_id", input.allocation_id}, {"error", csi::status_text(status)}});
+    return failed(unavailable(subject + ": " + text + "; the claim still waits for its publish; retry the claim"));
+  }
   record_publish_failure(updated, input.allocation_id, failure, text, domain::now());
   Batch batch;
   if (failure.certain)
@@ -160,6 +167,16 @@ ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& 
   if (failure.rejected) return ClaimFailure{.refusal = invalid(subject + ": " + text), .code = code};
   return failed(unavailable(subject + ": " + text + (failure.certain ? "" : "; the claim is being released") +
                             "; retry the claim"));
+}
+
+bool ClaimPath::controller_node_up(const std::string& plugin_id) const {
+  const domain::Plugin* plugin = store_.plugin(plugin_id);
+  if (!plugin) return false;
+  for (const auto& [node_id, instance] : plugin->controllers) {
+    const domain::Node* node = store_.node(node_id);
+    if (node && node->status != domain::NodeStatus::down) return true;
+  }
+  return false;
 }
 
 Verdict ClaimPath::node_detached(const std::string& volume_key, const std::string& allocation_id,

@@ -59,7 +59,9 @@ class ClaimPath {
   boost::asio::awaitable<ClaimAnswer> publish(const ClaimInput& input, ClaimPlan plan);
   ClaimAnswer settle(const ClaimInput& input, const ClaimPlan& plan, PublishResult result);
   ClaimAnswer settle_failure(const ClaimInput& input, const ClaimPlan& plan, domain::Volume updated,
-                             const grpc::Status& status, bool sent);
+                             const PublishResult& result);
+  // A node running a controller instance of the plugin (healthy or not) is not marked down.
+  bool controller_node_up(const std::string& plugin_id) const;
   Verdict commit(Batch batch, const std::string& what);
   Refusal write_failed(const std::string& what, const std::string& error) const;
 

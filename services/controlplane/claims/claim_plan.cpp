@@ -98,7 +98,10 @@ Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, c
     return unavailable(what + ": plugin " + in_quotes(stored->plugin_id) +
                        " advertises a controller service, but no controller instance has reported its "
                        "capabilities yet; retry the claim");
-  plan.publish = needs_publish.value_or(false) && (created || plan.retry_of_pending);
+  // A claim waiting for its publish was recorded as needing one: it is sent again whatever the
+  // plugin's facts say now (a restarted controller agent reports none until it fingerprinted
+  // the plugin again), or the claim would be granted without its publish context.
+  plan.publish = plan.retry_of_pending || (created && needs_publish.value_or(false));
   if (plan.publish && !can_publish && created)
     return unavailable(what + ": plugin " + in_quotes(stored->plugin_id) +
                        " needs ControllerPublishVolume and no controller route is configured");

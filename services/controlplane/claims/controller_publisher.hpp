@@ -22,6 +22,10 @@ struct PublishResult {
   // unreachable before sending): nothing can have been published, so nothing must be undone.
   // Leave it true whenever in doubt: the claim is then released with ControllerUnpublish.
   bool sent = true;
+  // No controller's agent could be connected to (down, restarting at another address): none
+  // answered. The call may still have left before a connection broke, so this never frees a
+  // claim; a claim already waiting for its publish keeps waiting instead of being released.
+  bool unreached = false;
 };
 
 class ControllerPublisher {

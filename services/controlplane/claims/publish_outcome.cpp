@@ -8,7 +8,7 @@ bool publish_pending(const domain::Claim& claim) {
   return claim.state == domain::ClaimState::taken && claim.last_error == kPublishPending;
 }
 
-PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool retry_of_pending) {
+PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool retry_of_pending, bool unheard) {
   const auto outcome = csi::classify(csi::Rpc::ControllerPublishVolume, code);
   // Nothing sent, or a final error, is certain only on the first attempt: an earlier attempt may
   // have published (the control plane was killed before it recorded the answer), so a retry
@@ -16,7 +16,15 @@ PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool r
   // kill -9 test: a retry that found no healthy controller dropped a published claim.
   const bool final_first = outcome == csi::Outcome::final_error && !retry_of_pending;
   const bool nothing_sent_first = !sent && !retry_of_pending;
-  return {.outcome = outcome, .certain = nothing_sent_first || final_first, .rejected = sent && final_first};
+  // A retry no controller's agent heard while one's node is up (its agent restarting after a
+  // failover): releasing would unpublish and then publish again under a new claim's id, which the
+  // plugin hears twice. The claim keeps waiting and its publish goes again, the same call. A
+  // first attempt is never kept: freed when surely not sent, released otherwise, as before.
+  const bool kept = retry_of_pending && unheard;
+  return {.outcome = outcome,
+          .certain = nothing_sent_first || final_first,
+          .rejected = sent && final_first,
+          .kept = kept};
 }
 
 void record_publish(domain::Volume& volume, const std::string& allocation_id,

@@ -25,16 +25,22 @@ bool publish_pending(const domain::Claim& claim);
 struct PublishFailure {
   csi::Outcome outcome;  // the error table's reading of the code
   // Nothing can have been published: the claim is freed. Otherwise it is released with
-  // ControllerUnpublish.
+  // ControllerUnpublish (unless kept).
   bool certain;
   // The controller refused the first attempt for good: the caller passes its code on.
   bool rejected;
+  // Nothing happened this time and the claim keeps waiting for its publish (state and pending
+  // marker unchanged, nothing written): the agent retries the claim, which sends the same
+  // logical call again (the same operation id).
+  bool kept = false;
 };
 
 // `sent`: a controller received the call (PublishResult::sent). `retry_of_pending`: the claim
 // was already waiting for a publish, so an earlier attempt may have published even when this
-// one failed for good.
-PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool retry_of_pending);
+// one failed for good. `unheard`: no controller's agent was reached (none to ask, or none could
+// be connected to) while a node running a controller instance of the plugin is not marked down:
+// its agent may be restarting, maybe at another address, its plugin not healthy again yet.
+PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool retry_of_pending, bool unheard = false);
 
 // Stores the publish context on the allocation's claim and clears the pending marker.
 void record_publish(domain::Volume& volume, const std::string& allocation_id,

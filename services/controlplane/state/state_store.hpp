@@ -220,7 +220,7 @@ class StateStore {
   // Returns the table's index once it exceeds `after`, or when `timeout` passes, or at once after
   // release_waiters(). Cancelling the awaiting coroutine throws operation_aborted.
   boost::asio::awaitable<std::uint64_t> wait_for_change(Table t, std::uint64_t after,
-                                                        std::chrono::steady_clock::duration timeout);
+                                                        std::chrono::steady_clock::duration timeout) const;
   // Shutdown: wakes every waiter and makes later waits return at once.
   void release_waiters();
   bool released() const { return released_; }  // shutting down: long-lived readers end
@@ -275,7 +275,7 @@ class StateStore {
   std::map<std::string, acl::Token> acl_tokens_;
   std::map<std::string, std::string> acl_token_by_hash_;  // secret hash -> accessor id
   bool acl_bootstrapped_ = false;
-  std::map<Table, std::list<Waiter*>> waiters_;
+  mutable std::map<Table, std::list<Waiter*>> waiters_;  // waiting is a read
 
   // Group commit: written by the next flush, in index order.
   std::uint64_t durable_index_ = 0;

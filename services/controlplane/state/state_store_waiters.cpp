@@ -123,7 +123,7 @@ std::size_t StateStore::waiter_count() const {
 }
 
 asio::awaitable<std::uint64_t> StateStore::wait_for_change(Table t, std::uint64_t after,
-                                                           std::chrono::steady_clock::duration timeout) {
+                                                           std::chrono::steady_clock::duration timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (table_index(t) > after || released_ || std::chrono::steady_clock::now() >= deadline) co_return table_index(t);

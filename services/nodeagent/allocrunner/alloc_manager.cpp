@@ -6,6 +6,7 @@
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
 #include "services/nodeagent/controlplane_calls.hpp"
 #include "shared/async/sleep.hpp"
+#include "shared/async/wake_signal.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
@@ -138,13 +139,15 @@ asio::awaitable<void> AllocManager::watch() {
     req.set_wait_ms(options_.watch_wait.count());
     ::mooring::v1::WatchAllocationsResponse resp;
     const auto started = Clock::now();
+    // Read before the call: the control plane coming back while it is in flight still ends the wait.
+    const auto back_gen = options_.controlplane_back ? options_.controlplane_back->generation() : 0;
     const auto st = co_await controlplane_.watch_allocations(req, resp);
     if (!st.ok()) {
       const auto delay = options_.watch_backoff.delay(failures++);
       if (failures == 1 || failures % 10 == 0)
         logger().warn("watching allocations failed; allocations keep running; retrying",
                       {{"error", st.error_message()}, {"code", static_cast<int>(st.error_code())}, {"delay", delay}});
-      const auto slept = co_await async::sleep_for(delay);
+      const auto slept = co_await async::sleep_for(delay, options_.controlplane_back, back_gen);
       if (slept == async::SleepEnd::cancelled) co_return;
       continue;
     }

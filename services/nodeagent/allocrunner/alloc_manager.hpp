@@ -31,6 +31,10 @@
 #include "shared/async/backoff.hpp"
 #include "shared/async/task_group.hpp"
 
+namespace mooring::async {
+class WakeSignal;
+}
+
 namespace mooring::nodeagent {
 
 class ControlPlaneCalls;
@@ -43,6 +47,10 @@ struct AllocManagerOptions {
   CsiHookOptions csi;  // node_id is filled from node_id
   std::chrono::milliseconds watch_wait{std::chrono::seconds(30)};
   async::Backoff watch_backoff{std::chrono::milliseconds(500), std::chrono::seconds(30), 2.0, 0.2};
+  // Notified when the control plane answers again after failures (the agent's registration link
+  // finds a new leader within about a second): a failed watch is retried then, not when its
+  // backoff, grown during the outage, ends. Not owned; may be null.
+  async::WakeSignal* controlplane_back = nullptr;
   std::chrono::milliseconds disconnect_check_interval{std::chrono::seconds(1)};
   // Supervision of plugin tasks (Task.CSIPlugin); null: their tasks run unsupervised (tests).
   PluginTasks* plugin_tasks = nullptr;

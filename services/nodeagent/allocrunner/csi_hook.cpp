@@ -102,6 +102,7 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
   std::string last_wait_error;
   async::RetryOptions claim_retry;
   claim_retry.backoff = options_.claim_backoff;
+  claim_retry.wake = options_.controlplane_back;
   claim_retry.on_retry = [&](const async::RetryEvent& e) {
     // One event per distinct reason, not one per attempt: a 24 h wait must not flood the events.
     if (e.error != last_wait_error) {

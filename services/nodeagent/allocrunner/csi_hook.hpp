@@ -25,6 +25,10 @@ namespace grpc {
 class Status;
 }
 
+namespace mooring::async {
+class WakeSignal;
+}
+
 namespace mooring::nodeagent {
 
 class ControlPlaneCalls;
@@ -35,6 +39,9 @@ struct CsiHookOptions {
   async::Backoff claim_backoff{std::chrono::seconds(1), std::chrono::seconds(60), 2.0, 0.2, std::chrono::hours(24)};
   // A mount that failed for a reason worth retrying (plugin restarting, timeout).
   async::Backoff mount_backoff{std::chrono::seconds(1), std::chrono::seconds(30), 2.0, 0.2, std::chrono::minutes(5)};
+  // Notified when the control plane answers again after failures: a claim refused meanwhile
+  // (no leader) is sent again then, not when its backoff ends. Not owned; may be null.
+  async::WakeSignal* controlplane_back = nullptr;
 };
 
 // retry: the claim may succeed later (held by another allocation, control plane unreachable);

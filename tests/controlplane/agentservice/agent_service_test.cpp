@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "services/controlplane/audit/audit_log.hpp"
+#include "services/controlplane/nodes/node_registrations.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -175,7 +176,9 @@ class AgentServiceTest : public ::testing::Test {
   // Every call is audited, as in the binary, so a test can read what the log says.
   test::TempDir audit_dir{"mooring-audit"};
   std::unique_ptr<audit::AuditLog> audit_log = audit::AuditLog::open({audit_dir / "audit.log"}).value();
-  AgentServer server{LivenessOptions{.ttl = 10s}, AgentServiceOptions{.audit = audit_log.get()},
+  NodeRegistrations registrations;  // read on the server's io thread (on_io)
+  AgentServer server{LivenessOptions{.ttl = 10s},
+                     AgentServiceOptions{.audit = audit_log.get(), .registrations = &registrations},
                      api::ApiOptions{.audit = audit_log.get()}};
 
   std::vector<json> audit_lines() {
@@ -213,6 +216,24 @@ TEST_F(AgentServiceTest, RegisterStoresTheNodeAndItsPluginsAppearInThePluginApi)
   ASSERT_TRUE(register_node("n1", {fingerprint("hostpath", "n1", true)}).ok());
   EXPECT_EQ(get("/v1/nodes").size(), 2u);
   EXPECT_EQ(get("/v1/plugin/csi/hostpath")["NodesExpected"], 2);
+}
+
+// Each registration is a new agent for the node (the router resends a call that failed against
+// the previous one); heartbeats are not, nor is a refused registration.
+TEST_F(AgentServiceTest, EveryRegistrationOfANodeIsCountedHeartbeatsAreNot) {
+  auto count = [&](const std::string& id) { return server.on_io([&] { return registrations.count(id); }); };
+  EXPECT_EQ(count("n1"), 0u);
+  ASSERT_TRUE(register_node("n1", {}).ok());
+  heartbeat("n1", {});
+  EXPECT_EQ(count("n1"), 1u);
+  ASSERT_TRUE(register_node("n1", {}).ok());
+  EXPECT_EQ(count("n1"), 2u);
+  v1::RegisterNodeRequest no_address;
+  no_address.set_node_id("n1");
+  v1::RegisterNodeResponse resp;
+  EXPECT_FALSE(server.stub->RegisterNode(context().get(), no_address, &resp).ok());
+  EXPECT_EQ(count("n1"), 2u);
+  EXPECT_EQ(count("n2"), 0u);
 }
 
 TEST_F(AgentServiceTest, PluginAbsentFromAHeartbeatIsRemovedAndTheLastInstanceDeletesIt) {

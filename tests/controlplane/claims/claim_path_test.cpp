@@ -70,6 +70,18 @@ class ClaimPathTest : public ::testing::Test {
     return std::move(*out);
   }
 
+  // vol-1 with a1's claim taken and its publish pending: the intent a dead leader left.
+  domain::Volume pending_claim() {
+    auto volume = *store.volume("vol-1");
+    auto c = fixtures::claim("a1", "n1", domain::ClaimState::taken);
+    c.last_error = kPublishPending;
+    c.controller_publish = domain::ControllerPublish::sent;
+    volume.claims["a1"] = c;
+    volume.access_mode = domain::AccessMode::single_node_writer;
+    volume.attachment_mode = domain::AttachmentMode::file_system;
+    return volume;
+  }
+
   const domain::Claim* stored_claim(const std::string& alloc) {
     const auto* v = store.volume("vol-1");
     auto it = v->claims.find(alloc);
@@ -132,6 +144,71 @@ TEST_F(ClaimPathTest, APublishThatMayHaveHappenedLeavesTheClaimForRelease) {
   EXPECT_EQ(std::get<ClaimFailure>(answer).refusal.kind, Refusal::Kind::unavailable);
   ASSERT_NE(stored_claim("a1"), nullptr);
   EXPECT_EQ(stored_claim("a1")->state, domain::ClaimState::unpublishing);
+}
+
+// A claim whose publish a dead leader sent (pending), claimed again while no controller can be
+// asked (the controller's agent restarting: its node is up, its plugin not healthy again yet):
+// the claim keeps waiting, and the next claim sends the same publish (same operation id).
+TEST_F(ClaimPathTest, APendingPublishThatReachedNoControllerKeepsWaitingAndIsSentAgainAsTheSameCall) {
+  publisher.script.push_back(ScriptedPublisher::failure(StatusCode::UNAVAILABLE));  // sent, then lost
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(claim(input())));
+  ASSERT_EQ(stored_claim("a1")->state, domain::ClaimState::unpublishing);
+  // Rewind to the state a dead leader leaves: the claim taken, its publish pending.
+  auto volume = *store.volume("vol-1");
+  volume.claims.at("a1").state = domain::ClaimState::taken;
+  volume.claims.at("a1").last_error = kPublishPending;
+  Batch batch;
+  batch.put(volume);
+  ASSERT_TRUE(store.commit(std::move(batch)));
+
+  publisher.script.push_back(ScriptedPublisher::failure(StatusCode::UNAVAILABLE, /*sent=*/false));
+  auto answer = claim(input());
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(answer));
+  EXPECT_EQ(std::get<ClaimFailure>(answer).refusal.kind, Refusal::Kind::unavailable);
+  EXPECT_NE(std::get<ClaimFailure>(answer).refusal.message.find("retry the claim"), std::string::npos);
+  ASSERT_NE(stored_claim("a1"), nullptr);
+  EXPECT_TRUE(publish_pending(*stored_claim("a1"))) << "kept waiting, not released";
+
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(input())));
+  ASSERT_EQ(publisher.calls.size(), 3u);
+  EXPECT_EQ(publish_operation_id("vol-1", "a1", publisher.calls[2].claim),
+            publish_operation_id("vol-1", "a1", publisher.calls[1].claim));
+  EXPECT_FALSE(publish_pending(*stored_claim("a1")));
+}
+
+// The same with the controller's node marked down: really gone, released as before.
+TEST_F(ClaimPathTest, APendingPublishWhoseControllersNodeIsDownIsReleasedAsBefore) {
+  auto volume = pending_claim();
+  auto node = *store.node("n1");
+  node.status = domain::NodeStatus::down;
+  Batch batch;
+  batch.put(volume);
+  batch.put(node);
+  ASSERT_TRUE(store.commit(std::move(batch)));
+
+  publisher.script.push_back(ScriptedPublisher::failure(StatusCode::UNAVAILABLE, /*sent=*/false));
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(claim(input())));
+  ASSERT_NE(stored_claim("a1"), nullptr);
+  EXPECT_EQ(stored_claim("a1")->state, domain::ClaimState::unpublishing);
+}
+
+// Its intent says it needs ControllerPublish: a pending claim is published again even while the
+// plugin's facts are unknown (its controller's agent restarted and has not fingerprinted it yet),
+// never granted without a publish context.
+TEST_F(ClaimPathTest, APendingClaimIsPublishedAgainWhileThePluginsFactsAreUnknown) {
+  auto volume = pending_claim();
+  auto plugin = *store.plugin("hostpath");
+  for (auto* map : {&plugin.controllers, &plugin.nodes})
+    for (auto& [id, inst] : *map) inst.controller_info.reset();
+  Batch batch;
+  batch.put(volume);
+  batch.put(plugin);
+  ASSERT_TRUE(store.commit(std::move(batch)));
+
+  auto answer = claim(input());
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(answer));
+  EXPECT_EQ(publisher.calls.size(), 1u);
+  EXPECT_EQ(std::get<GrantedClaim>(answer).claim.publish_context.at("device"), "/dev/fake-vol-1");
 }
 
 TEST_F(ClaimPathTest, OperationIdsComeFromCommittedStateSoAnotherLeaderDerivesTheSameAndANewClaimANewOne) {

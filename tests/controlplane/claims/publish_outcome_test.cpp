@@ -33,13 +33,33 @@ TEST(PublishOutcome, NothingSentIsCertainWhateverTheCode) {
   }
 }
 
-// The retry of a pending publish that reached no controller (the controller's agent restarting):
-// an earlier attempt may have published before the control plane was killed, so the claim goes
-// to release with ControllerUnpublish, never dropped.
+// The retry of a pending publish that reached no controller, with no controller's node up: an
+// earlier attempt may have published before the control plane was killed, so the claim goes to
+// release with ControllerUnpublish, never dropped.
 TEST(PublishOutcome, NothingSentOnARetryOfAPendingPublishIsUncertain) {
-  const auto f = classify_publish_failure(StatusCode::UNAVAILABLE, /*sent=*/false, /*retry_of_pending=*/true);
+  const auto f = classify_publish_failure(StatusCode::UNAVAILABLE, /*sent=*/false, /*retry_of_pending=*/true,
+                                          /*unheard=*/false);
   EXPECT_FALSE(f.certain);
   EXPECT_FALSE(f.rejected);
+  EXPECT_FALSE(f.kept);
+}
+
+// The same while a controller's node is up and no agent heard the call (the controller's agent
+// restarting after a failover: none to ask, or none could be connected to): the claim keeps
+// waiting and the agent's retry sends the same publish again, instead of an unpublish and a
+// publish under a new id.
+TEST(PublishOutcome, ARetryNoAgentHeardWhileAControllersNodeIsUpKeepsTheClaimWaiting) {
+  for (bool sent : {false, true}) {
+    const auto f = classify_publish_failure(StatusCode::UNAVAILABLE, sent, /*retry_of_pending=*/true,
+                                            /*unheard=*/true);
+    EXPECT_TRUE(f.kept) << sent;
+    EXPECT_FALSE(f.certain) << sent;
+  }
+  // Not a first attempt (freed when surely not sent, released otherwise), nor a retry an agent
+  // answered (a plugin may have acted: released as before).
+  EXPECT_FALSE(classify_publish_failure(StatusCode::UNAVAILABLE, false, false, true).kept);
+  EXPECT_TRUE(classify_publish_failure(StatusCode::UNAVAILABLE, false, false, true).certain);
+  EXPECT_FALSE(classify_publish_failure(StatusCode::UNAVAILABLE, true, true, false).kept);
 }
 
 TEST(PublishOutcome, AFinalErrorOnTheFirstAttemptIsCertainAndPassedOn) {

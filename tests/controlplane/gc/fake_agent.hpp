@@ -1,5 +1,6 @@
 // Test support for the GC and the agent router: a fake node agent (the NodeAgent gRPC service)
-// answering the two release RPCs, NodeDetachVolume and ControllerUnpublishVolume, and
+// answering the two release RPCs, NodeDetachVolume and ControllerUnpublishVolume,
+// ControllerPublishVolume (publish context {"device": "/dev/fake/<external id>"}) and
 // ControllerGetVolume (published nodes as set with set_published). It records
 // every call with its timing and can fail or delay any method; other methods are UNIMPLEMENTED.
 // (The controller endpoints are tested end to end, with the real hostpath plugin.)
@@ -105,6 +106,17 @@ class FakeAgent final : public mooring::v1::NodeAgent::CallbackService {
     c.operation_id = req->operation_id();
     return run(ctx, std::move(c), [] { return grpc::Status::OK; });
   }
+  grpc::ServerUnaryReactor* ControllerPublishVolume(grpc::CallbackServerContext* ctx,
+                                                    const mooring::v1::ControllerPublishVolumeRequest* req,
+                                                    ::csi::v1::ControllerPublishVolumeResponse* resp) override {
+    AgentCall c{.method = "ControllerPublishVolume", .plugin_id = req->plugin_id(),
+                .volume_id = req->request().volume_id(), .node_id = req->request().node_id()};
+    c.operation_id = req->operation_id();
+    return run(ctx, std::move(c), [resp, id = req->request().volume_id()] {
+      (*resp->mutable_publish_context())["device"] = "/dev/fake/" + id;
+      return grpc::Status::OK;
+    });
+  }
   grpc::ServerUnaryReactor* ControllerGetVolume(grpc::CallbackServerContext* ctx,
                                                 const mooring::v1::ControllerGetVolumeRequest* req,
                                                 ::csi::v1::ControllerGetVolumeResponse* resp) override {
@@ -174,18 +186,21 @@ class FakeAgents {
     thread_.join();
   }
 
-  // Starts the agent of `node` and returns its address "127.0.0.1:port".
-  // `security`: serve mutual TLS with that certificate (rpc/transport_security.hpp).
-  std::string start(const std::string& node, std::shared_ptr<const rpc::TransportSecurity> security = nullptr) {
+  // Starts the agent of `node` and returns its address "127.0.0.1:port" (any free port, or the
+  // one `address` names: an agent back where it was). `security`: serve mutual TLS with that
+  // certificate (rpc/transport_security.hpp).
+  std::string start(const std::string& node, std::shared_ptr<const rpc::TransportSecurity> security = nullptr,
+                    const std::string& address = "127.0.0.1:0") {
     if (!agents_.count(node)) agents_[node] = std::make_unique<FakeAgent>(io_.get_executor());
+    stop(node);
     std::string error;
     auto server = rpc::Server::start(
-        rpc::ServerOptions{.address = "127.0.0.1:0", .services = {agents_[node].get()}, .security = std::move(security)},
+        rpc::ServerOptions{.address = address, .services = {agents_[node].get()}, .security = std::move(security)},
         error);
     if (!server) throw std::runtime_error("fake agent: " + error);
-    std::string address = "127.0.0.1:" + std::to_string(server->port());
+    std::string listening = "127.0.0.1:" + std::to_string(server->port());
     servers_[node] = std::move(server);
-    return address;
+    return listening;
   }
   // Stops the agent's server (the agent's records stay).
   void stop(const std::string& node) {

@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "shared/async/wake_signal.hpp"
 #include "shared/wire/proto_convert.hpp"
 #include "tests/nodeagent/support/fake_controlplane_calls.hpp"
 #include "tests/nodeagent/support/fake_volume_mounter.hpp"
@@ -135,6 +136,33 @@ TEST_F(AllocManagerTest, WatchFollowsTheControlPlaneAndSurvivesOutages) {
   group.cancel();
   run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
   shutdown(*m);
+}
+
+// After a long spell without a leader the watch's backoff has grown; the agent's link finds the
+// new leader within about a second and says so (controlplane_back): the watch asks at once.
+TEST_F(AllocManagerTest, AWatchRefusedMeanwhileIsSentAgainAsSoonAsTheControlPlaneIsBack) {
+  async::WakeSignal back(io.get_executor());
+  AllocManagerOptions o;
+  o.node_id = "n1";
+  o.state_dir = dir / "allocs";
+  o.watch_wait = 50ms;
+  o.watch_backoff = async::Backoff{30s, 60s, 2.0, 0.0};  // as if grown during the outage
+  o.controlplane_back = &back;
+  AllocManager m(io.get_executor(), cp, mounter, sink, o);
+  cp.down = true;
+  async::TaskGroup group(io.get_executor(), "test");
+  group.spawn("watch", m.watch());
+  run_for(io, 100ms);  // refused once: asleep for 30 s
+  cp.watch_answer.set_index(7);
+  *cp.watch_answer.add_allocations() = domain::to_proto(holder("a1"));
+  cp.down = false;
+  run_for(io, 100ms);
+  EXPECT_EQ(m.runner("a1"), nullptr) << "still in its backoff until told";
+  back.notify();
+  EXPECT_TRUE(test::wait_until([&] { run_for(io, 10ms); return m.runner("a1") != nullptr; }, 2s));
+  group.cancel();
+  run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
+  shutdown(m);
 }
 
 TEST_F(AllocManagerTest, RestoreRestartsRunnersFromTheDataDir) {

@@ -34,6 +34,8 @@ grpc::Status FakeControlPlane::WatchAllocations(grpc::ServerContext* ctx, const 
                                                 v1::WatchAllocationsResponse* resp) {
   std::unique_lock lock(mu_);
   if (down_) return down_status();
+  if (auto refused = as_standby(ctx)) return *refused;
+  ++watches_;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(req->wait_ms());
   while (index_ <= req->min_index() && !stopping_ && !down_ && !ctx->IsCancelled() &&
          std::chrono::steady_clock::now() < deadline) {
@@ -161,20 +163,29 @@ std::vector<std::string> FakeControlPlane::claim_holders(const std::string& volu
   return out;
 }
 
-grpc::Status FakeControlPlane::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
+std::optional<grpc::Status> FakeControlPlane::as_standby(grpc::ServerContext* ctx) const {
+  if (!standby_) return std::nullopt;
+  if (standby_->empty()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake control plane: no leader yet");
+  ctx->AddTrailingMetadata("x-mooring-leader", *standby_);
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake control plane: a standby; the leader is " + *standby_);
+}
+
+grpc::Status FakeControlPlane::RegisterNode(grpc::ServerContext* ctx, const v1::RegisterNodeRequest* req,
                                             v1::RegisterNodeResponse* resp) {
   std::lock_guard lock(mu_);
   if (down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake control plane is down");
+  if (auto refused = as_standby(ctx)) return *refused;
   registrations_.push_back(*req);
   registered_ = true;
   resp->set_heartbeat_ttl_ms(10'000);
   return grpc::Status::OK;
 }
 
-grpc::Status FakeControlPlane::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status FakeControlPlane::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                          v1::HeartbeatResponse* resp) {
   std::lock_guard lock(mu_);
   if (down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake control plane is down");
+  if (auto refused = as_standby(ctx)) return *refused;
   if (forget_ || !registered_) {
     forget_ = false;
     registered_ = false;
@@ -195,6 +206,16 @@ void FakeControlPlane::forget_node() {
 void FakeControlPlane::fail_unpublishes(int n) {
   std::lock_guard lock(mu_);
   unpublish_failures_ = n;
+}
+
+void FakeControlPlane::set_standby(std::optional<std::string> leader) {
+  std::lock_guard lock(mu_);
+  standby_ = std::move(leader);
+}
+
+int FakeControlPlane::watches() const {
+  std::lock_guard lock(mu_);
+  return watches_;
 }
 
 void FakeControlPlane::set_down(bool down) {

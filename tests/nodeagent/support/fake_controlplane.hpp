@@ -1,5 +1,6 @@
 // A fake ControlPlane gRPC service for node agent tests: records every RegisterNode and
-// Heartbeat it receives, answers known=false on request, and can be taken "down" (UNAVAILABLE).
+// Heartbeat it receives, answers known=false on request, and can be taken "down" (UNAVAILABLE)
+// or made a standby that names a leader, or none, as an HA control plane's do.
 // For allocations it keeps a small allocation table (WatchAllocations long polls on its index,
 // UpdateAllocations stores client statuses and events) and a claim table with Nomad's single
 // writer rule (ClaimVolume answers FAILED_PRECONDITION "volume max claims reached" while another
@@ -62,6 +63,12 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   void forget_node();
   // While down, every call fails with UNAVAILABLE (and is not recorded).
   void set_down(bool down);
+  // A standby of an HA control plane: registrations, heartbeats and watches answer UNAVAILABLE
+  // naming `leader` (trailer x-mooring-leader), or nobody when it is "" (no leader elected yet).
+  // nullopt: the leader, answering.
+  void set_standby(std::optional<std::string> leader);
+  // WatchAllocations calls answered (not refused) so far.
+  int watches() const;
   // The next n UnpublishVolume calls fail with UNAVAILABLE (a blip only that call saw).
   void fail_unpublishes(int n);
 
@@ -74,11 +81,15 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   bool saw_event_containing(const std::string& text) const;
 
  private:
+  std::optional<grpc::Status> as_standby(grpc::ServerContext* ctx) const;  // with mu_ held
+
   mutable std::mutex mu_;
   std::vector<::mooring::v1::RegisterNodeRequest> registrations_;
   std::vector<::mooring::v1::HeartbeatRequest> heartbeats_;
   bool forget_ = false;
   bool down_ = false;
+  std::optional<std::string> standby_;
+  int watches_ = 0;
   int unpublish_failures_ = 0;
   bool registered_ = false;
   bool stopping_ = false;
