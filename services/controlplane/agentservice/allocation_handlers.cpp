@@ -35,7 +35,10 @@ asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAll
   if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) co_return st;
   const std::string node_id = req.node_id();
   if (!ctx.store.node(node_id)) co_return not_found("node not found: " + node_id + " (register first)");
-  const std::uint64_t min_index = req.min_index();
+  // What the agent holds comes from another incarnation of the state (we restarted, reloaded, or
+  // another leader answered it): its indexes say nothing here, so this is a first look.
+  const bool same_incarnation = req.incarnation() != 0 && req.incarnation() == ctx.store.incarnation();
+  const std::uint64_t min_index = req.incarnation() == 0 || same_incarnation ? req.min_index() : 0;
   const auto wait = std::clamp(std::chrono::milliseconds(req.wait_ms()), std::chrono::milliseconds(0),
                                ctx.options.max_watch_wait);
   const auto deadline = Clock::now() + wait;
@@ -53,6 +56,7 @@ asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAll
   // The table index covers every allocation of the node, and is never 0 so an agent that
   // echoes it back never asks for a "first look" again.
   resp.set_index(std::max<std::uint64_t>(1, ctx.store.answer_index(Table::allocations)));
+  resp.set_incarnation(ctx.store.incarnation());
   // The live allocations, and terminal ones only while the agent may still act on them: changed
   // since its last look (e.g. stopped by the control plane) or still named in a volume's claims
   // (volumes to unmount). From the store's indexes: an answer costs what it returns, not the
@@ -61,7 +65,20 @@ asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAll
   const auto& claiming = ctx.store.claiming_terminal_allocation_ids_on(node_id);
   ids.insert(claiming.begin(), claiming.end());
   for (auto& id : ctx.store.allocation_ids_changed_on(node_id, min_index)) ids.insert(std::move(id));
-  for (const auto& id : ids) *resp.add_allocations() = domain::to_proto(*ctx.store.allocation(id));
+  // In full only what the agent does not hold as it is now: at most the changed ones, not every
+  // live allocation on each change of one (and their bodies, SecretEnv included, only to the node
+  // they are placed on: `ids` are this node's, whatever `known` names).
+  for (const auto& id : ids) {
+    const auto& a = *ctx.store.allocation(id);
+    const auto known = same_incarnation ? req.known().find(id) : req.known().end();
+    if (known != req.known().end() && known->second == a.modify_index) {
+      auto& u = *resp.add_unchanged();
+      u.set_id(id);
+      u.set_modify_index(a.modify_index);
+    } else {
+      *resp.add_allocations() = domain::to_proto(a);
+    }
+  }
   co_return grpc::Status::OK;
 }
 

@@ -7,6 +7,7 @@
 #include <thread>
 #include <cstdio>
 #include <limits>
+#include <random>
 #include <utility>
 
 #include <boost/asio/as_tuple.hpp>
@@ -109,6 +110,14 @@ domain::Status load_table(const Snapshot& snap, Table t, std::map<std::string, T
   return {};
 }
 
+// Random, never 0 (an agent's "none") and never the one it replaces.
+std::uint64_t new_incarnation(std::uint64_t old) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uint64_t next = 0;
+  while (next == 0 || next == old) next = rng();
+  return next;
+}
+
 }  // namespace
 
 domain::Status StateStore::load() { return install_loaded(backend_.load()); }
@@ -184,6 +193,7 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   for (const auto& [t, i] : table_index_) index_ = std::max(index_, i);
   acl_bootstrapped_ = !acl_tokens_.empty() || this->table_index(Table::acl_tokens) > 0;
   durable_index_ = index_;
+  incarnation_ = new_incarnation(incarnation_);
   ready_ = true;
   return {};
 }

@@ -134,6 +134,11 @@ class StateStore {
 
   // ---- reads ----
   std::uint64_t index() const { return index_; }
+  // Drawn at random (never 0) each time memory is installed from the backend (load, reload), so
+  // no two loads share one, in this process or any other. An index says something only within its
+  // incarnation: after a load the state may not extend what was answered before (a restore, another
+  // leader, a failed write taken back) and a modify index can come back with other content.
+  std::uint64_t incarnation() const { return incarnation_; }
   // Index of the last durable commit that touched the table (0 if none). With group commit it
   // may trail index(): a commit counts here once flushed.
   std::uint64_t table_index(Table t) const;
@@ -252,6 +257,7 @@ class StateStore {
   bool ready_ = false;
   bool released_ = false;
   std::uint64_t index_ = 0;
+  std::uint64_t incarnation_ = 0;
   std::map<Table, std::uint64_t> table_index_;
   std::map<std::string, domain::Volume> volumes_;
   std::map<std::string, domain::Plugin> plugins_;

@@ -80,15 +80,68 @@ void AllocManager::restore() {
 }
 
 void AllocManager::apply(const std::vector<domain::Allocation>& allocs) {
+  std::map<std::string, const domain::Allocation*> listed;
+  for (const auto& a : allocs) listed[a.id] = &a;
+  apply_listed(listed, {});
+}
+
+void AllocManager::fill_watch_request(::mooring::v1::WatchAllocationsRequest& req) const {
+  req.set_node_id(options_.node_id);
+  req.set_min_index(watched_.index());
+  req.set_incarnation(watched_.incarnation());
+  req.set_wait_ms(options_.watch_wait.count());
+  // A restored allocation still waiting for its SecretEnv must get its body in full.
+  const auto refetch = [this](const std::string& id) {
+    const auto it = runners_.find(id);
+    return it != runners_.end() && it->second->state().secret_env_pending;
+  };
+  auto& known = *req.mutable_known();
+  for (const auto& [id, modify_index] : watched_.known(refetch)) known[id] = modify_index;
+}
+
+bool AllocManager::apply(const ::mooring::v1::WatchAllocationsRequest& req,
+                         const ::mooring::v1::WatchAllocationsResponse& resp) {
+  WatchAnswer answer{.index = resp.index(), .incarnation = resp.incarnation()};
+  for (const auto& p : resp.allocations()) {
+    auto a = domain::from_proto(p);
+    if (!a) {
+      logger().error("allocation from the control plane ignored", {{"alloc", p.id()}, {"error", a.error()}});
+      continue;
+    }
+    answer.changed.push_back(std::move(*a));
+  }
+  for (const auto& u : resp.unchanged()) answer.unchanged.emplace_back(u.id(), u.modify_index());
+  const std::map<std::string, std::uint64_t> asked(req.known().begin(), req.known().end());
+  const auto before = watched_.index();
+  const auto before_incarnation = watched_.incarnation();
+  auto listed = watched_.take(std::move(answer), asked);
+  if (!listed) {
+    logger().warn("watch answer refused; asking again for every allocation in full", {{"error", listed.error()}});
+    return false;
+  }
+  if (before_incarnation != 0 && resp.incarnation() != before_incarnation)
+    logger().info("the control plane's state was loaded again (restart, restore or another leader); every "
+                  "allocation came in full",
+                  {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
+  else if (resp.index() < before)
+    logger().warn("allocation index went backwards (control plane state reset?); starting over",
+                  {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
+  apply_listed(listed->all, listed->unchanged);
+  return true;
+}
+
+void AllocManager::apply_listed(const std::map<std::string, const domain::Allocation*>& all,
+                                const std::set<std::string>& unchanged) {
   if (shut_down_) return;
   std::map<std::string, const domain::Allocation*> listed;
-  for (const auto& a : allocs) {
-    if (!a.node_id.empty() && a.node_id != options_.node_id) continue;
-    listed[a.id] = &a;
+  for (const auto& [id, a] : all) {
+    if (!a->node_id.empty() && a->node_id != options_.node_id) continue;
+    listed[id] = a;
   }
   for (const auto& [id, a] : listed) {
     if (auto* r = runner(id)) {
-      if (!r->finished()) r->update(*a);
+      // An unchanged one is the body the runner took before: nothing to copy or compare.
+      if (!r->finished() && !unchanged.contains(id)) r->update(*a);
       continue;
     }
     if (domain::is_terminal(*a)) continue;
@@ -134,9 +187,7 @@ asio::awaitable<void> AllocManager::watch() {
   unsigned failures = 0;
   while (true) {
     ::mooring::v1::WatchAllocationsRequest req;
-    req.set_node_id(options_.node_id);
-    req.set_min_index(index_);
-    req.set_wait_ms(options_.watch_wait.count());
+    fill_watch_request(req);
     ::mooring::v1::WatchAllocationsResponse resp;
     const auto started = Clock::now();
     // Read before the call: the control plane coming back while it is in flight still ends the wait.
@@ -153,22 +204,11 @@ asio::awaitable<void> AllocManager::watch() {
     }
     if (failures > 0) logger().info("watching allocations again");
     failures = 0;
-    std::vector<domain::Allocation> allocs;
-    for (const auto& p : resp.allocations()) {
-      auto a = domain::from_proto(p);
-      if (!a) {
-        logger().error("allocation from the control plane ignored", {{"alloc", p.id()}, {"error", a.error()}});
-        continue;
-      }
-      allocs.push_back(std::move(*a));
-    }
-    const bool progressed = resp.index() != index_;
-    if (resp.index() < index_)
-      logger().warn("allocation index went backwards (control plane state reset?); starting over",
-                    {{"old", static_cast<int64_t>(index_)}, {"new", static_cast<int64_t>(resp.index())}});
-    index_ = resp.index();
-    apply(allocs);
-    // A control plane that answers at once with nothing new must not make this a busy loop.
+    const auto before = last_index();
+    // Refused (false): nothing changed, and the next request is a first look.
+    const bool progressed = apply(req, resp) && resp.index() != before;
+    // A control plane that answers at once with nothing new (or nothing usable) must not make
+    // this a busy loop.
     if (!progressed && Clock::now() - started < std::chrono::milliseconds(100)) {
       const auto slept = co_await async::sleep_for(std::chrono::seconds(1));
       if (slept == async::SleepEnd::cancelled) co_return;

@@ -5,6 +5,11 @@
 // StopAfterClientDisconnect, the allocation is stopped here and its volumes released by the
 // normal Postrun path; the final status is delivered once the control plane is back.
 //
+// A watch answer sends in full only what this agent does not hold as it is now
+// (watched_allocations.hpp); an allocation named unchanged is reconciled from the body held, and
+// its runner is not updated. A restarted agent holds nothing, so its first answer is in full (a
+// restored allocation waiting for its SecretEnv gets it); one waiting for it is never named as held.
+//
 // Reconciliation with a watch answer:
 //  - a new allocation for this node with desired=run and a non-terminal status: a runner starts;
 //  - desired=stop: its runner stops (a stop for an allocation never seen here is reported
@@ -28,12 +33,17 @@
 #include "services/nodeagent/allocrunner/alloc_runner.hpp"
 #include "services/nodeagent/allocrunner/csi_hook.hpp"
 #include "services/nodeagent/allocrunner/plugin_tasks.hpp"
+#include "services/nodeagent/allocrunner/watched_allocations.hpp"
 #include "shared/async/backoff.hpp"
 #include "shared/async/task_group.hpp"
 
 namespace mooring::async {
 class WakeSignal;
 }
+namespace mooring::v1 {
+class WatchAllocationsRequest;
+class WatchAllocationsResponse;
+}  // namespace mooring::v1
 
 namespace mooring::nodeagent {
 
@@ -72,8 +82,14 @@ class AllocManager {
   // Re-creates a runner for every allocation state left by a previous run and starts it.
   void restore();
 
-  // Applies one watch answer (the full set of allocations for this node).
+  // Applies the full set of allocations for this node, as an answer that sends all in full
+  // (tests; the watch goes through the two below).
   void apply(const std::vector<domain::Allocation>& allocs);
+  // The next watch request: the last answer's index and incarnation, and the bodies held.
+  void fill_watch_request(::mooring::v1::WatchAllocationsRequest& req) const;
+  // Applies the answer to `req`. False: it could not be completed from what was held (see
+  // WatchedAllocations::take); nothing changed and the next request is a first look.
+  bool apply(const ::mooring::v1::WatchAllocationsRequest& req, const ::mooring::v1::WatchAllocationsResponse& resp);
 
   // The long poll; runs until cancelled.
   boost::asio::awaitable<void> watch();
@@ -99,10 +115,13 @@ class AllocManager {
 
   AllocRunner* runner(const std::string& alloc_id);
   std::vector<std::string> alloc_ids() const;
-  std::uint64_t last_index() const { return index_; }
+  std::uint64_t last_index() const { return watched_.index(); }
 
  private:
   AllocRunner& start_runner(AllocState state);
+  // `unchanged`: listed by id only; their runners already hold them.
+  void apply_listed(const std::map<std::string, const domain::Allocation*>& listed,
+                    const std::set<std::string>& unchanged);
   void collect_finished(const std::map<std::string, const domain::Allocation*>& listed);
 
   boost::asio::any_io_executor ex_;
@@ -112,7 +131,7 @@ class AllocManager {
   AllocManagerOptions options_;
   AllocStateStore store_;
   std::map<std::string, std::unique_ptr<AllocRunner>> runners_;
-  std::uint64_t index_ = 0;
+  WatchedAllocations watched_;
   bool shut_down_ = false;
   bool draining_ = false;
   async::TaskGroup runs_;  // last: destroyed (and cancelled) first

@@ -127,6 +127,28 @@ TEST_F(StateStoreTest, ReloadRestoresEverything) {
   EXPECT_EQ(again.table_index(Table::events), 2u);
 }
 
+// An agent's watch compares modify indexes only within one incarnation (controlplane.proto).
+TEST_F(StateStoreTest, EveryLoadIsANewIncarnationAndCommitsKeepIt) {
+  const auto first = store.incarnation();
+  EXPECT_NE(first, 0u);
+  Batch b;
+  b.put(fixtures::allocation("a1", "n1"));
+  commit(std::move(b));
+  EXPECT_EQ(store.incarnation(), first);
+  ASSERT_TRUE(store.reload());
+  const auto reloaded = store.incarnation();
+  EXPECT_NE(reloaded, 0u);
+  EXPECT_NE(reloaded, first);
+  StateStore again{io.get_executor(), backend};
+  EXPECT_EQ(again.incarnation(), 0u) << "not loaded: no incarnation an agent could match";
+  ASSERT_TRUE(again.load());
+  EXPECT_NE(again.incarnation(), 0u);
+  EXPECT_NE(again.incarnation(), reloaded);
+  backend.fail_load = true;
+  EXPECT_FALSE(store.reload());
+  EXPECT_EQ(store.incarnation(), reloaded) << "a reload that fails changes nothing";
+}
+
 // The per-node view a node's watch and the node loss check read instead of every allocation.
 TEST_F(StateStoreTest, AllocationsOfANodeFollowEveryCommitAndAReload) {
   using Ids = std::set<std::string>;
@@ -636,6 +658,7 @@ TEST_F(GroupCommitTest, AFailedFlushReloadsWhatIsDurableAndFailsItsWaiters) {
   auto index = store.commit(std::move(b));
   ASSERT_TRUE(index);
   EXPECT_FALSE(store.volume("v1"));  // memory ran ahead...
+  const auto incarnation = store.incarnation();
   std::optional<domain::Status> result;
   std::optional<std::uint64_t> woke;
   asio::co_spawn(io, [&]() -> asio::awaitable<void> { result = co_await store.durable(*index); }, asio::detached);
@@ -652,6 +675,8 @@ TEST_F(GroupCommitTest, AFailedFlushReloadsWhatIsDurableAndFailsItsWaiters) {
   // Indexes move on, never back, so watchers re-read and no answer cached by index is reused.
   EXPECT_GT(store.index(), *index);
   EXPECT_EQ(store.table_index(Table::volumes), store.index());
+  // Objects went back to older versions: an agent's modify indexes mean nothing here any more.
+  EXPECT_NE(store.incarnation(), incarnation);
   ASSERT_TRUE(woke);
   // A lost index stays lost for late waiters too, and an answer begun before the failure is not
   // given as if its writes had happened.

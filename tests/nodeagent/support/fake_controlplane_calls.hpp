@@ -30,12 +30,20 @@ class FakeControlPlaneCalls final : public ControlPlaneCalls {
   std::vector<::mooring::v1::ClaimVolumeRequest> claims;
   std::vector<::mooring::v1::UpdateAllocationsRequest> updates;
   std::vector<::mooring::v1::UnpublishVolumeRequest> unpublishes;
+  std::vector<::mooring::v1::WatchAllocationsRequest> watches;  // every watch request, in order
+  std::deque<::mooring::v1::WatchAllocationsResponse> watch_answers;  // consumed in order, then:
   ::mooring::v1::WatchAllocationsResponse watch_answer;
 
-  boost::asio::awaitable<grpc::Status> watch_allocations(const ::mooring::v1::WatchAllocationsRequest&,
+  boost::asio::awaitable<grpc::Status> watch_allocations(const ::mooring::v1::WatchAllocationsRequest& request,
                                                          ::mooring::v1::WatchAllocationsResponse& response) override {
     if (down) co_return unavailable();
-    response = watch_answer;
+    watches.push_back(request);
+    if (!watch_answers.empty()) {
+      response = watch_answers.front();
+      watch_answers.pop_front();
+    } else {
+      response = watch_answer;
+    }
     co_return grpc::Status::OK;
   }
   std::function<void()> during_update;  // runs inside update_allocations, as if while it was in flight
