@@ -195,7 +195,11 @@ asio::awaitable<void> AllocManager::watch() {
     const auto st = co_await controlplane_.watch_allocations(req, resp);
     if (!st.ok()) {
       const auto delay = options_.watch_backoff.delay(failures++);
-      if (failures == 1 || failures % 10 == 0)
+      // At start the watch runs before the first registration is answered: the control plane
+      // does not know the node yet (NOT_FOUND), and the registration wakes the watch at once.
+      if (st.error_code() == grpc::StatusCode::NOT_FOUND && failures == 1)
+        logger().info("waiting for this node's registration before watching allocations", {{"error", st.error_message()}});
+      else if (failures == 1 || failures % 10 == 0)
         logger().warn("watching allocations failed; allocations keep running; retrying",
                       {{"error", st.error_message()}, {"code", static_cast<int>(st.error_code())}, {"delay", delay}});
       const auto slept = co_await async::sleep_for(delay, options_.controlplane_back, back_gen);
