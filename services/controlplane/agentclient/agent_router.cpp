@@ -119,6 +119,14 @@ struct AgentRouter::Impl {
     co_return out;
   }
 
+  // Why nothing may go out yet: the state read up to `seen` is not on disk (group commit; nor will
+  // it be, when a flush failed) or the HA hold refuses. Asked before every attempt, resends too.
+  asio::awaitable<std::optional<std::string>> refused_to_send(std::uint64_t seen) const {
+    if (auto st = co_await router.store_.durable(seen); !st) co_return "control plane: " + st.error();
+    if (auto why = co_await router.held()) co_return "control plane: " + *why;
+    co_return std::nullopt;
+  }
+
   // A call to one node that follows the node's agent when it is replaced: an attempt that fails
   // UNAVAILABLE goes again, with the same request (the same operation id: one logical call), to
   // the agent that registered for the node since — at once if it has, or, when the attempt could
@@ -164,8 +172,7 @@ struct AgentRouter::Impl {
       const domain::Node* node = store.node(node_id);
       if (!node || node->status == domain::NodeStatus::down || store.released()) co_return nullptr;
       if (ready_again(*node)) {
-        if (auto st = co_await store.durable(store.index()); !st) co_return nullptr;
-        if (co_await router.held()) co_return nullptr;
+        if (co_await refused_to_send(store.index())) co_return nullptr;
         node = store.node(node_id);  // read again after the suspensions
         if (node && ready_again(*node)) co_return node;
         continue;
@@ -186,12 +193,8 @@ struct AgentRouter::Impl {
     AgentResult<Resp> out;
     out.node_id = node_id;
     const std::string where = what + " on node " + in_quotes(node_id);
-    if (auto st = co_await router.store_.durable(seen); !st) {
-      not_sent(out, classify_as, where, "control plane: " + st.error());
-      co_return out;
-    }
-    if (auto why = co_await router.held()) {
-      not_sent(out, classify_as, where, "control plane: " + *why);
+    if (auto why = co_await refused_to_send(seen)) {
+      not_sent(out, classify_as, where, *why);
       co_return out;
     }
     const domain::Node* node = router.store_.node(node_id);
@@ -227,12 +230,8 @@ struct AgentRouter::Impl {
     const std::string what = std::string(csi::to_string(rpc)) + " for plugin " + in_quotes(plugin_id) +
                              (key.empty() ? std::string{} : " (volume " + in_quotes(key) + ")");
     AgentResult<Resp> out;
-    if (auto st = co_await router.store_.durable(seen); !st) {  // as in to_node
-      not_sent(out, rpc, what, "control plane: " + st.error());
-      co_return out;
-    }
-    if (auto why = co_await router.held()) {
-      not_sent(out, rpc, what, "control plane: " + *why);
+    if (auto why = co_await refused_to_send(seen)) {  // as in to_node
+      not_sent(out, rpc, what, *why);
       co_return out;
     }
     auto candidates = router.controller_candidates(plugin_id);

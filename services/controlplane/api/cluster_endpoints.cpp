@@ -1,7 +1,7 @@
 // Plugins, nodes, events and status: read-only views (node agents write plugins and nodes), and
 // the operator's node purge.
 #include <charconv>
-#include <type_traits>
+#include <functional>
 
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/list_query.hpp"
@@ -20,15 +20,17 @@ void show_last_heard(const Context& ctx, const domain::Node& node, nlohmann::jso
     out["LastHeartbeat"] = domain::format_time(*heard);
 }
 
+// `decorate` adds what the stored item does not hold (a node's LastHeartbeat).
 template <class T>
-http::Response list_stubs(const Context& ctx, const std::map<std::string, T>& items, const http::Request& req) {
+http::Response list_stubs(const std::map<std::string, T>& items, const http::Request& req,
+                          const std::function<void(const T&, nlohmann::json&)>& decorate = {}) {
   auto q = parse_list_query(req.query);
   if (!q) return bad_request(q.error());
   auto page = paginate(items, *q, [](const T&) { return true; });
   nlohmann::json out = nlohmann::json::array();
   for (const auto* item : page.items) {
     out.push_back(domain::to_api_stub(*item));
-    if constexpr (std::is_same_v<T, domain::Node>) show_last_heard(ctx, *item, out.back());
+    if (decorate) decorate(*item, out.back());
   }
   auto res = json_ok(out);
   if (!page.next_token.empty()) {
@@ -43,7 +45,7 @@ http::Response list_stubs(const Context& ctx, const std::map<std::string, T>& it
 http::Response list_plugins(Context& ctx, const http::Request& req) {
   if (auto type = req.param("type"); type && *type != "csi")
     return bad_request("query parameter \"type\": only \"csi\" plugins exist, got \"" + std::string(*type) + "\"");
-  return list_stubs(ctx, ctx.store.plugins(), req);
+  return list_stubs(ctx.store.plugins(), req);
 }
 
 http::Response get_plugin(Context& ctx, const http::Request& req) {
@@ -55,7 +57,10 @@ http::Response get_plugin(Context& ctx, const http::Request& req) {
   return json_ok(domain::to_api_json(*p));
 }
 
-http::Response list_nodes(Context& ctx, const http::Request& req) { return list_stubs(ctx, ctx.store.nodes(), req); }
+http::Response list_nodes(Context& ctx, const http::Request& req) {
+  return list_stubs<domain::Node>(ctx.store.nodes(), req,
+                                  [&ctx](const domain::Node& n, nlohmann::json& out) { show_last_heard(ctx, n, out); });
+}
 
 http::Response get_node(Context& ctx, const http::Request& req) {
   std::string id;
