@@ -90,8 +90,8 @@ class Stack:
     """The compose command, the environment and the substitutions that point the README's
     commands at this test's project, ports and directories."""
 
-    def __init__(self, work):
-        self.work = work
+    def __init__(self, work, no_build=False):
+        self.work, self.no_build = work, no_build
         self.data = os.path.join(work, "data")
         os.makedirs(self.data)
         if run(["docker", "compose", "version"], check=False).returncode == 0:
@@ -168,6 +168,9 @@ def run_block(stack, lines, label, stop_at=None):
     for i, (line, expect) in enumerate(lines):
         if stop_at and re.search(stop_at, line):
             return lines[i:]
+        if stack.no_build and phase_of(line, label).endswith(": build"):
+            log(f"--no-build: skipped `{line.split('#')[0].strip()}`; the images mooring/*:dev are used as they are")
+            continue
         command = stack.rewrite(line)
         with Phase(f"{phase_of(line, label)} | {line.split('#')[0].strip()[:70]}"):
             if expect is None:
@@ -361,19 +364,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keep", action="store_true", help="leave the stack up at the end (debugging)")
     ap.add_argument("--skip-ha", action="store_true", help="only the default stack")
+    ap.add_argument("--no-build", action="store_true", help="skip the README's build lines: use the images there are")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("compose-test: run as root (dockerd, the shared mount, the stack's bind mounts)")
         return 1
     work = tempfile.mkdtemp(prefix="mooring-compose-test.", dir="/var/tmp")
     os.chmod(work, 0o755)
-    stack, dockerd, ok = Stack(work), None, False
+    stack, dockerd, ok = Stack(work, args.no_build), None, False
     start = time.monotonic()
     try:
         with Phase("dockerd"):
             dockerd = ensure_dockerd(work)
-        with Phase("base images"):
-            base_images(stack)
+        if not args.no_build:
+            with Phase("base images"):
+                base_images(stack)
         volumes_before = set(run(["docker", "volume", "ls", "-q"]).stdout.split())
         rest = run_block(stack, readme_block("compose-walkthrough"), "default", stop_at=r"\bdown\b")
         agent_kill(stack)

@@ -10,7 +10,8 @@ slowly for `make test`): what broke the compose stack once and can regress witho
   - no VOLUME instruction (anonymous volumes that `down -v` leaves behind)
   - the build stage installs the `build` set only, which holds no test or bench extras, and copies
     every folder the non-test CMake build reads
-  - the compose agents drain on SIGTERM within their stop_grace_period (`down` leaves no mount),
+  - the compose agents drain on SIGTERM within their stop_grace_period and depend directly on
+    their control planes, so `down` stops those after the drain (it leaves no mount),
     and docker/README.md's walkthrough blocks, which compose-test runs, set up the shared mount
   - the Makefile: `run` installs build+run, `test` adds the test extras, `bench` the bench ones,
     and `compose-test` is its own target, not part of `test`
@@ -177,10 +178,17 @@ def check_compose(c):
     agents = [n for n, s in services.items() if s.get("image", "").startswith("mooring/nodeagent") and "command" in s
               and any(str(a).startswith("--config") for a in s["command"])]
     c.expect(bool(agents) and drain is not None and drain > 0, f"docker/agent.json drains on SIGTERM ({drain} s)")
+    default_cp = json.loads(c.read("docker/agent.json")).get("controlplane_addr", "")
     for name in agents:
         grace = seconds(services[name].get("stop_grace_period", "10s"))
         c.expect(grace is not None and drain is not None and grace >= drain + 5,
                  f"compose {name}: stop_grace_period {grace} s leaves room for the {drain} s drain")
+        # `down` stops a service only after those depending on it directly: the control planes
+        # must outlive the drain, which reports every release to them.
+        flag = [a.split("=", 1)[1] for a in services[name]["command"] if str(a).startswith("--controlplane-addr=")]
+        dialled = {addr.split(":")[0] for addr in (flag[0] if flag else default_cp).split(",")}
+        c.expect(dialled <= set(services[name].get("depends_on") or {}),
+                 f"compose {name}: depends directly on the control planes it drains to ({sorted(dialled)})")
     for svc_name, svc in services.items():
         c.expect(not svc.get("privileged"), f"compose {svc_name}: not privileged")
         b = svc.get("build")
