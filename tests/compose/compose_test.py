@@ -344,11 +344,11 @@ def cleanup(stack, dockerd, keep):
         log(f"--keep: the stack stays up (project {PROJECT}, files in {stack.work})")
         return
     stack.compose("--profile", "ha", "down", "-v", "--remove-orphans", check=False, timeout=300)
-    for m in sorted(mounts_under(stack.data), key=len, reverse=True):
+    # Deepest first; the data dir itself is one too (host-setup.sh's shared bind mount, which
+    # os.path.ismount does not see: same file system).
+    for m in sorted(mounts_under(stack.work), key=len, reverse=True):
         run(["umount", "-l", m], check=False)
-    if os.path.ismount(stack.data):
-        run(["umount", "-l", stack.data], check=False)
-    if not mounts_under(stack.data) and not os.path.ismount(stack.data):
+    if not mounts_under(stack.work):
         shutil.rmtree(stack.work, ignore_errors=True)
     else:
         log(f"left {stack.work} in place: something is still mounted under it")
