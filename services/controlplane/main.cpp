@@ -57,6 +57,7 @@
 #include "shared/log/async_writer.hpp"
 #include "shared/log/log.hpp"
 #include "shared/metrics/families.hpp"
+#include "shared/process/process_hygiene.hpp"
 #include "shared/rpc/server.hpp"
 #include "shared/rpc/transport_security.hpp"
 #include "shared/tls/cert_files.hpp"
@@ -195,6 +196,9 @@ ha::LeaderRecord advertised(const ControlPlaneConfig& flags, bool https, std::ui
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Output goes to pipes (run-local's tee, a log collector): a reader that died first (Ctrl-C
+  // reaches tee too) must not kill the control plane by SIGPIPE before its shutdown runs.
+  process::survive_closed_pipes();
   // gRPC resolves names (etcd endpoints, agents' addresses) with getaddrinfo, as everything else
   // on the host does (/etc/hosts, nsswitch; Kubernetes' cluster DNS through resolv.conf). Its
   // c-ares resolver also leaked at exit under the sanitizers here. A user's own choice stands.

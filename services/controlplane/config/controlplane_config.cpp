@@ -202,10 +202,7 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
   }
   if (o.kind == Kind::boolean) {
     // true/false in the file, text from flags and the environment.
-    if (value.is_boolean()) c.*o.on = value.get<bool>();
-    else if (value == "true" || value == "1" || value == "on") c.*o.on = true;
-    else if (value == "false" || value == "0" || value == "off") c.*o.on = false;
-    else throw Fail{where + ": expected true or false (on or off), got " + value.dump()};
+    c.*o.on = config::json_bool(value, where);
     return;
   }
   if (!value.is_string()) throw Fail{where + ": expected a string, got " + value.dump()};
