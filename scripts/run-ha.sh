@@ -180,6 +180,21 @@ for _ in $(seq 1 150); do
   sleep 0.2
 done
 
+# Running means every member answers and names the same leader: a standby whose etcd client has
+# not connected yet answers "no leader: waiting for etcd", and the banner would be a promise too early.
+for _ in $(seq 1 300); do
+  names=()
+  for i in "${MEMBERS[@]}"; do
+    names+=("$("${CURL[@]}" -fsS "https://127.0.0.1:$(http_port "$i")/v1/status/leader" 2>/dev/null | tr -d '"')")
+  done
+  agreed=$(printf '%s\n' "${names[@]}" | sort -u)
+  [ -n "${names[0]}" ] && [ "$agreed" = "${names[0]}" ] && { API=$agreed; break; }
+  agreed=""
+  sleep 0.1
+done
+[ -n "$agreed" ] ||
+  { echo "run-ha: the members do not name one leader (${names[*]}); see $DATA/logs" >&2; EXIT_STATUS=1; stop_all; }
+
 cat <<MSG
 
 Mooring HA is running: three control planes on a three-member etcd.
