@@ -140,7 +140,8 @@ int enrollment_ca(const ControlPlaneConfig& flags, const log::Logger& log, tls::
               {{"tls_ca_file", flags.tls_ca_file}, {"tls_ca_key_file", flags.tls_ca_key_file}});
     return 1;
   }
-  log.info("node enrollment on: nodes' CSRs are signed with the CA", {{"tls_ca_file", flags.tls_ca_file}});
+  log.info("node enrollment and renewal on: nodes' CSRs are signed with the CA",
+           {{"tls_ca_file", flags.tls_ca_file}, {"node_cert_ttl", flags.node_cert_ttl}});
   return 0;
 }
 
@@ -385,6 +386,7 @@ int main(int argc, char** argv) {
   api_options.keyring = &sealed;
   api_options.acl = flags.acl;
   api_options.enrollment_ca = enrollment;
+  api_options.node_cert_ttl = std::chrono::duration_cast<std::chrono::seconds>(flags.node_cert_ttl);
   api::Api api{store, volume_lifecycle, api_options};
 
   // High availability: the leader serves `api`; a standby answers the status routes and forwards
@@ -421,7 +423,11 @@ int main(int argc, char** argv) {
 
   // Node agents' RPC service.
   AgentServiceOptions agent_options{
-      .require_node_identity = security != nullptr, .audit = audit_log->get(), .registrations = &registrations};
+      .require_node_identity = security != nullptr,
+      .audit = audit_log->get(),
+      .registrations = &registrations,
+      .renewal_ca = enrollment,
+      .node_cert_ttl = std::chrono::duration_cast<std::chrono::seconds>(flags.node_cert_ttl)};
   if (ha_mode) {
     agent_options.standby = [&]() -> std::optional<std::string> {
       if (serving()) return std::nullopt;

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/tls/cert_files.hpp"
 #include "shared/tls/digest.hpp"
 #include "tests/support/descriptors.hpp"
 #include "tests/support/etcd_process.hpp"
@@ -176,6 +177,8 @@ void Cluster::start_controlplane(std::size_t i) {
   if (pki_) {
     const auto tls = pki_->server();
     o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
+    if (options_.enrollment) o.args.insert(o.args.end(), {"--tls-ca-key-file", tls::ca_paths(pki_->dir()).key.string()});
+    if (!options_.node_cert_ttl.empty()) o.args.insert(o.args.end(), {"--node-cert-ttl", options_.node_cert_ttl});
   } else {
     o.args.push_back("--insecure");  // plaintext unless mutual_tls; the defaults suite runs secure
   }

@@ -39,6 +39,10 @@ struct ClusterOptions {
   bool mutual_tls = false;
   // ACLs on (--acl): bootstrap with request() and hand the management token to use_token().
   bool acl = false;
+  // Node enrollment and renewal (mutual_tls only): the control plane holds the CA's key
+  // (--tls-ca-key-file) and signs node certificates lasting `node_cert_ttl` ("": its default).
+  bool enrollment = false;
+  std::string node_cert_ttl;
   // High availability (issue 22): this many control planes on the etcd state `etcd`
   // ("etcd://127.0.0.1:PORT[,...]/prefix"), each with its own fixed ports and data dir and one
   // shared keyring; every agent is given all of their gRPC addresses. Empty: one on SQLite.

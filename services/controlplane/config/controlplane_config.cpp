@@ -133,6 +133,9 @@ constexpr std::array kOptions{
            "the key of --tls-ca-file: node enrollment (POST /v1/node/:id/enroll) signs nodes' CSRs with it, so the "
            "CA key never goes to the nodes (optional; without it enrollment answers 501)", "",
            &Config::tls_ca_key_file},
+    Option{"node-cert-ttl", "MOORING_CP_NODE_CERT_TTL", "node_cert_ttl", Kind::positive_duration, "DURATION",
+           "how long a node certificate signed by enrollment or renewal lasts; agents renew theirs two thirds in "
+           "(at least 10s)", "168h", nullptr, &Config::node_cert_ttl},
     Option{"audit-log", "MOORING_CP_AUDIT_LOG", "audit_log", Kind::string, "FILE",
            "also append the audit log (one JSON line per write, REST and agent gRPC) here", "<data-dir>/audit.log only",
            &Config::audit_log},
@@ -312,6 +315,8 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     if (any_tls && c.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
     if (!c.tls_ca_key_file.empty() && !all_tls)
       throw Fail{"--tls-ca-key-file needs the --tls-* files (it is the key of --tls-ca-file)"};
+    if (c.node_cert_ttl < std::chrono::seconds(10))
+      throw Fail{"node_cert_ttl: at least 10s (agents renew two thirds into a certificate's life)"};
     if (!c.http_client_ca_file.empty() && !all_tls)
       throw Fail{"--http-client-ca-file needs the --tls-* files (client certificates are checked over HTTPS)"};
     return out;
