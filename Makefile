@@ -14,7 +14,7 @@ CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all deps build test run run-ha bench clean
+.PHONY: all deps build test run run-ha bench chaos clean
 
 all: build
 
@@ -45,6 +45,13 @@ bench: deps
 	@cmake -S . -B $(BUILD_RELEASE) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DMOORING_TESTS=OFF -DMOORING_BENCH=ON >/dev/null
 	@cmake --build $(BUILD_RELEASE) -j $(JOBS)
 	@MOORING_BIN=$(CURDIR)/$(BUILD_RELEASE) ./scripts/run-bench.sh
+
+# Claim safety under partitions (docs/chaos.md): the Release binaries in network namespaces under a
+# seeded fault schedule, then the checker. Needs root and etcd. Replay a run with its SEED.
+DURATION ?= 600
+SEED      ?= $(shell date +%s)
+chaos: build
+	@/usr/bin/python3 tests/chaos/chaos.py --build $(BUILD_RELEASE) --duration $(DURATION) --seed $(SEED)
 
 clean:
 	rm -rf build

@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libsqlite3-dev sqlite3 libssl-dev
   libgtest-dev libgmock-dev
   util-linux procps iproute2 curl
+  iptables  # tests/chaos: partitions and one-way cuts inside the harness's network namespaces
   python3 python3-yaml yamllint docker-compose
   etcd-server etcd-client
   prometheus-cpp-dev prometheus
