@@ -74,7 +74,7 @@ class Harness:
         self.prefix = f"mchaos{os.getpid()}"
         self.net = netns.Network(self.prefix)
         env = {"MOORING_FAULT_SWITCH": args.fault_switch} if args.fault_switch else {}
-        self.cluster = Cluster(run_dir, args.build, self.net, env=env)
+        self.cluster = Cluster(run_dir, args.build, self.net, env=env, agent_metrics=args.agent_metrics_addr)
         self.api = None
         self.client = None
         self.urls = {}
@@ -83,7 +83,8 @@ class Harness:
         self.workload = None
         self.recorder = Recorder(os.path.join(run_dir, "ops.jsonl"))
         self.info = {"seed": args.seed, "duration": args.duration, "build": os.path.abspath(args.build),
-                     "scenario": args.scenario, "fault_switch": args.fault_switch, "prefix": self.prefix}
+                     "scenario": args.scenario, "fault_switch": args.fault_switch, "prefix": self.prefix,
+                     "agent_metrics_addr": args.agent_metrics_addr}
 
     # ---- who leads ----
     def leader(self):
@@ -321,12 +322,15 @@ def main():
     p.add_argument("--duration", type=float, default=180)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", help="run directory (default: build/chaos/seed-N-TIME)")
-    p.add_argument("--after-heal", type=float, default=20, help="seconds of workload after the faults heal")
+    p.add_argument("--after-heal", type=float, default=30, help="seconds of workload after the faults heal")
     p.add_argument("--drain-timeout", type=float, default=120)
     p.add_argument("--scenario", choices=sorted(scenarios.SCENARIOS), help="a fault-switch scenario, no schedule")
     p.add_argument("--fault-switch", help=argparse.SUPPRESS)
     p.add_argument("--expect", help="exit 0 exactly when this property is violated")
     p.add_argument("--keep", action="store_true", help="keep the data dirs (etcd, volumes, agents)")
+    p.add_argument("--agent-metrics-addr", default="127.0.0.1:4703",
+                   help="the agents' metrics address (default: the shipped one; 127.0.0.1:0 steps around an "
+                        "agent that cannot restart beside its orphaned plugin, to look further)")
     args = p.parse_args()
     args.build = os.path.abspath(args.build)
     if args.scenario:

@@ -185,6 +185,27 @@ class CheckerTest(unittest.TestCase):
         h.event(20.2, "ClaimReleased", "a1", "node0")
         self.assertEqual(self.violations("release-order"), [])
 
+    def test_the_last_claim_on_a_node_dropped_while_the_volume_is_still_published_there(self):
+        # a1 published node0; a2 (node0) claims; a1's release leaves the controller step to a2;
+        # a2's publish fails for certain and it is dropped: nobody unpublishes node0.
+        h = self.h
+        h.event(10, "ClaimTaken", "a1", "node0")
+        h.call("node0", "ControllerPublishVolume", 10.1, 10.2, csi_node="csi-node0")
+        h.call("node0", "NodeStageVolume", 10.3, 10.4, path=staging("node0"))
+        h.call("node0", "NodePublishVolume", 10.5, 10.6, path=target("node0", "a1"))
+        h.event(20, "ClaimTaken", "a2", "node0")
+        h.call("node0", "NodeUnpublishVolume", 20.1, 20.2, path=target("node0", "a1"))
+        h.call("node0", "NodeUnstageVolume", 20.3, 20.4, path=staging("node0"))
+        h.call("node0", "ControllerPublishVolume", 20.5, 20.6, csi_node="csi-node0", code="ALREADY_EXISTS")
+        h.event(20.7, "ClaimReleased", "a1", "node0")
+        h.event(20.8, "ClaimDropped", "a2", "node0")
+        v = self.violations("release-order")
+        self.assertEqual(len(v), 1)
+        self.assertIn("dropped", v[0]["message"])
+        self.assertIn("ControllerUnpublishVolume", v[0]["message"])
+        h.call("node1", "ControllerUnpublishVolume", 20.65, 20.68, csi_node="csi-node0")  # a1's release did it
+        self.assertEqual(self.violations("release-order"), [])
+
     def test_a_controller_publish_before_any_claim_was_recorded(self):
         self.h.lifecycle("a1", "node0", 10)
         self.h.events[0]["MonotonicNs"] = int(10.15 * S)  # the intent committed while ControllerPublish ran
@@ -255,6 +276,10 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(len(self.violations("liveness")), 1)
         self.h.ops[-1].update(client_status="failed", last_event="volume vol1 is claimed for writing by a2")
         self.assertEqual(self.violations("liveness"), [])
+        self.h.ops[-1].update(client_status="complete", last_event="stopped before the task started")
+        self.assertEqual(len(self.violations("liveness")), 1)
+        self.h.op(1015, 1016, "drain.stop", "alloc1", alloc_id="id-1")  # stopped before it was due: no verdict
+        self.assertEqual(self.violations("liveness"), [])
 
     def test_duplicate_controller_calls_and_heal_to_settled(self):
         self.h.lifecycle("a1", "node0", 10)
@@ -282,6 +307,7 @@ class FaultScheduleTest(unittest.TestCase):
         self.assertTrue(any(f["kind"] == "pause" and f["length"] > 10 for f in plan), "pauses beyond the heartbeat TTL")
         self.assertTrue(any(f["target"] == "etcd-leader" for f in plan))
         self.assertTrue(any(f["kind"] == "kill" and f["target"] == "cp-leader" for f in plan))
+        self.assertTrue(any(f["kind"] == "partition-agent" and f["length"] > 25 for f in plan), "a node lost")
 
 
 class LinearizabilityTest(unittest.TestCase):

@@ -6,7 +6,8 @@ CLOCK_MONOTONIC in ns: the tasks', the plugins' and the control planes' own stam
   published-while-running (2) no task ran while its volume was not NodePublished to it on its node
   release-order          (3) a claim the control plane reported freed had its NodeUnpublish, its
                          NodeUnstage (unless another claim on the node still used the volume) and
-                         its ControllerUnpublish (likewise) completed before
+                         its ControllerUnpublish (likewise) completed before; and a claim dropped
+                         (its publish failed) as the last on its node left the volume detached there
   intent-before-publish  (3) no ControllerPublish reached a plugin before a claim of the volume
                          on that node was recorded (the intent)
 and the count of controller calls that reached a plugin for a publication already in that state."""
@@ -100,11 +101,11 @@ def published_at(x, publishes, unpublishes):
 def release_order(h):
     out = []
     for e in h["events"]:
-        if e["Type"] != "ClaimReleased":
+        if e["Type"] not in ("ClaimReleased", "ClaimDropped"):
             continue
-        h["checked"]["freed claims"] = h["checked"].get("freed claims", 0) + 1
+        h["checked"]["freed or dropped claims"] = h["checked"].get("freed or dropped claims", 0) + 1
         d = e.get("Details", {})
-        vid, alloc, node, freed = e["Key"], d.get("allocation_id", ""), d.get("node_id", ""), e["MonotonicNs"]
+        vid, alloc, node, freed = e["Key"], claim_alloc(e), d.get("node_id", ""), e["MonotonicNs"]
         evidence = [event_evidence(h, e)]
         target = h["calls_by_alloc"].get((node, alloc, vid), [])
         published = [c for c in target if c["rpc"] == "NodePublishVolume" and c["start"] < freed]
@@ -124,11 +125,13 @@ def release_order(h):
             missing.append("ControllerUnpublishVolume")
             evidence += [call_evidence(h, c) for c in h["controller_by_ext"].get(ext, []) if c["start"] < freed][-4:]
         if missing:
+            # A dropped claim (its ControllerPublish certainly failed) published nothing itself, but
+            # the last claim of a node to go must leave the volume detached from it.
+            how = "dropped" if e["Type"] == "ClaimDropped" else "freed"
             out.append(violation(
                 "release-order",
-                f"claim of {alloc} on volume {vid} (node {node}) reported freed at {fmt_t(h, freed)} before "
-                f"{' and '.join(missing)} completed",
-                evidence))
+                f"claim of {alloc} on volume {vid} (node {node}) {how} at {fmt_t(h, freed)}, the last on the node, "
+                f"before {' and '.join(missing)} completed", evidence))
     return out
 
 
@@ -150,12 +153,13 @@ def other_claims(h, vid, node, alloc, t):
 
 
 def staged_at(stage_calls, t):
-    """The last OK NodeStage/NodeUnstage of the volume on the node that ended by t was a stage."""
-    last = None
+    """Some staging path of the volume on the node (one per usage) whose last OK NodeStage or
+    NodeUnstage that ended by t was a stage."""
+    last = {}
     for c in stage_calls:
-        if c["code_name"] == "OK" and c["end"] <= t and (last is None or c["end"] > last["end"]):
-            last = c
-    return last is not None and last["rpc"] == "NodeStageVolume"
+        if c["code_name"] == "OK" and c["end"] <= t and (c["path"] not in last or c["end"] > last[c["path"]]["end"]):
+            last[c["path"]] = c
+    return any(c["rpc"] == "NodeStageVolume" for c in last.values())
 
 
 def controller_published_at(h, ext, csi_node, t):

@@ -64,12 +64,13 @@ class Spawner:
 
 
 class Cluster:
-    def __init__(self, run_dir, build, net, env=None, log_level="info"):
+    def __init__(self, run_dir, build, net, env=None, log_level="info", agent_metrics="127.0.0.1:4703"):
         self.dir = run_dir
         self.bin = binaries(build)
         self.net = net
         self.env = dict(os.environ, **(env or {}))  # the control planes' (fault switches go here)
         self.log_level = log_level
+        self.agent_metrics = agent_metrics
         self.procs = {}   # name -> Popen
         self.spawner = Spawner()
         self.paused = set()
@@ -156,7 +157,7 @@ class Cluster:
             "tls_key_file": f"{self.tls}/agent-{node}-key.pem",
             "data_dir": os.path.join(self.dir, node),
             "controlplane_addr": ",".join(f"{self.ip(f'cp{j}')}:4701" for j in MEMBERS),
-            "grpc_addr": f"{self.ip(node)}:4702", "metrics_addr": "127.0.0.1:4703",
+            "grpc_addr": f"{self.ip(node)}:4702", "metrics_addr": self.agent_metrics,
             "log_level": self.log_level, "drain_on_shutdown": "20s",
             "plugins": [{"id": "hostpath", "type": "monolith", "command": self.bin["hostpath"],
                          "args": ["--mode", "monolith", "--data-dir", self.hostpath, "--node-id", f"csi-{node}",

@@ -5,7 +5,8 @@ says whom it hit). Each fault starts, lasts, and heals; every start and heal is 
 faults.jsonl with CLOCK_MONOTONIC times.
 
 Kinds:
-  partition-agent   node i <-> every control plane, both directions (iptables in the node's namespace)
+  partition-agent   node i <-> every control plane, both directions (iptables in the node's namespace);
+                    two in five last 28-40 s, long enough for the node to be lost
   leader-etcd       the control plane leader <-> every etcd member; agents still reach it
   isolate-cp        one control plane <-> the other two (it still sees etcd and the agents)
   one-way           packets from A to B dropped, B to A delivered (A's OUTPUT)
@@ -68,6 +69,10 @@ def schedule(seed, duration, start_after=5.0, gap=(2.0, 9.0), length=(2.0, 16.0)
              "length": round(rng.uniform(*length), 2)}
         if kind == "pause" and rng.random() < 0.5:
             f["length"] = round(rng.uniform(11, 18), 2)  # beyond the heartbeat TTL
+        if kind == "partition-agent" and rng.random() < 0.4:
+            # Beyond the heartbeat TTL and the workload's StopAfterClientDisconnect (10 s + 15 s):
+            # the node is lost, its allocations stopped on both sides, their claims freed.
+            f["length"] = round(rng.uniform(28, 40), 2)
         if kind in ("plugin-exit", "csi-errors"):
             f["rpc"] = rng.choice(RPCS)
             f["delay"] = kind == "csi-errors" and rng.random() < 0.3

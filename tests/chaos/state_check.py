@@ -13,6 +13,7 @@ import linearizability
 from claims_check import RELEASING, event_evidence, fmt_t, violation
 
 STOP_TO_FREED_S = 10
+SUBMIT_TO_START_S = 20  # a submit after the heal not started by then, nor refused, is a violation
 
 
 def op_evidence(h, o):
@@ -170,22 +171,33 @@ def liveness(h):
                                      f"was freed after {took} (bound {STOP_TO_FREED_S}s)",
                                      {"stop": op_evidence(h, o), "claim": {k: fmt_t(h, v) if k in (
                                          "taken", "releasing", "released") else v for k, v in c.items()}}))
-    final_reads = {}
+    return out + submits_after_heal(h, healed)
+
+
+def submits_after_heal(h, healed):
+    """Each allocation submitted after the heal started its task, or ended failed or lost with an
+    event saying why; one stopped before SUBMIT_TO_START_S passed proves nothing either way."""
+    out, final_reads, stops = [], {}, {}
     for o in h["ops"]:
         if o["kind"] == "alloc.read" and o["outcome"] == "ok":
             final_reads[o.get("alloc_id")] = o
+        if o["kind"] in ("alloc.stop", "drain.stop") and o["outcome"] != "fail":
+            stops.setdefault(o.get("alloc_id"), o["invoke"])
     for o in h["ops"]:
         if o["kind"] != "alloc.submit" or o["invoke"] < healed or o["outcome"] != "ok":
             continue
         alloc_id = o.get("value")
-        if alloc_id in h["tasks"]:
-            continue
         last = final_reads.get(alloc_id, {})
+        if alloc_id in h["tasks"] or last.get("started"):
+            continue
         if last.get("client_status") in ("failed", "lost") and last.get("last_event"):
             continue
-        out.append(violation("liveness", f"allocation {alloc_id} ({o['obj']}) submitted after the heal neither ran "
-                             f"nor was refused with a reason (last seen {last.get('client_status')}: "
-                             f"{last.get('last_event', '')!r})", {"submit": op_evidence(h, o)}))
+        if stops.get(alloc_id, float("inf")) - o["complete"] < SUBMIT_TO_START_S * 1e9:
+            continue
+        out.append(violation("liveness", f"allocation {alloc_id} ({o['obj']}) submitted after the heal neither "
+                             f"started within {SUBMIT_TO_START_S}s nor was refused with a reason (last seen "
+                             f"{last.get('client_status')}: {last.get('last_event', '')!r})",
+                             {"submit": op_evidence(h, o), "last_read": op_evidence(h, last) if last else None}))
     return out
 
 

@@ -66,6 +66,7 @@ def read_alloc(client, name, alloc_id, cp, kind="alloc.read"):
     def seen(b):
         events = b.get("Events") or []
         return {"client_status": b.get("ClientStatus"), "node": b.get("NodeID"),
+                "started": any(e.get("Type") == "Started" for e in events),
                 "last_event": events[-1].get("Message", "") if events else ""}
     return client.op(kind, name, cp, "GET", f"/v1/allocation/{alloc_id}", read=True, value_of=desired,
                      fields=seen, extra={"alloc_id": alloc_id})
