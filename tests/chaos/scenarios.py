@@ -1,11 +1,13 @@
-"""The checker shown able to fail: each scenario turns on one deliberate claim bug in the control
-planes (MOORING_FAULT_SWITCH, compiled into test builds only: services/controlplane/claims/
-fault_switch.hpp), drives the few requests that expose it on a whole cluster with no other
-fault, and names the property whose violation the checker must then report."""
+"""Deterministic runs on a whole cluster, no fault schedule. The checker shown able to fail: each
+switch scenario turns on one deliberate claim bug in the control planes (MOORING_FAULT_SWITCH,
+compiled into test builds only: services/controlplane/claims/fault_switch.hpp), drives the few
+requests that expose it, and names the property whose violation the checker must then report.
+And a regression found by the checker, which must report nothing."""
 import json
 import os
 import time
 
+import faults
 from workload import SW, alloc_body, read_alloc, volume_body
 
 SCENARIOS = {
@@ -15,6 +17,10 @@ SCENARIOS = {
     "free-before-unpublish": {"switch": "free-before-unpublish", "expect": "release-order"},
     # The claim's intent is committed after ControllerPublish returns, not before it is sent.
     "skip-intent": {"switch": "skip-intent", "expect": "intent-before-publish"},
+    # Found by a chaos run: a writer leaves node0 while a reader's ControllerPublish to node0 is in
+    # flight (slowed to 3 s); the plugin refuses the reader's read-only publish beside the writer's
+    # (ALREADY_EXISTS) and its claim is dropped. The writer's release must still detach node0.
+    "publish-race": {"switch": None, "expect": None},
 }
 
 
@@ -49,6 +55,8 @@ def run(name, h):
     if not started(h, first):
         raise RuntimeError("the first writer never started; see logs/")
     allocs = [("alloc-first", first)]
+    if name == "publish-race":
+        return publish_race(h, cp, vid, allocs)
     if name == "second-writer":
         second = submit(h, cp, "alloc-second", vid, SW, True, "node0")
         allocs.append(("alloc-second", second))
@@ -59,3 +67,19 @@ def run(name, h):
     for alloc_name, alloc_id in allocs:
         read_alloc(h.client, alloc_name, alloc_id, cp)
     h.info["scenario_allocs"] = json.dumps(allocs)
+
+
+def publish_race(h, cp, vid, allocs):
+    slow = [{"rpc": "ControllerPublishVolume", "delay_ms": 3000}]
+    for node in ("node0", "node1", "node2"):
+        faults.write_faults(h.cluster.fault_file(node), slow)
+    reader = submit(h, cp, "alloc-reader", vid, SW, False, "node0")
+    allocs.append(("alloc-reader", reader))
+    time.sleep(1)  # the reader's ControllerPublish is in flight
+    name, writer = allocs[0]
+    h.client.op("alloc.stop", name, cp, "POST", f"/v1/allocation/{writer}/stop", extra={"alloc_id": writer})
+    time.sleep(8)
+    for node in ("node0", "node1", "node2"):
+        faults.write_faults(h.cluster.fault_file(node), [])
+    for alloc_name, alloc_id in allocs:
+        read_alloc(h.client, alloc_name, alloc_id, cp)
