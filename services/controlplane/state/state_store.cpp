@@ -322,10 +322,13 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
 
   std::vector<std::string> new_keys;
   auto now = domain::now();
+  const auto mono = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch()).count();
   for (std::size_t i = 0; i < batch.events_.size(); ++i) {
     auto& e = batch.events_[i];
     e.index = next;
     if (!domain::is_set(e.time)) e.time = now;
+    e.monotonic_ns = mono;
     new_keys.push_back(event_key(next, i));
     tx.mutations.push_back({Table::events, new_keys.back(), domain::to_storage_text(e)});
   }
