@@ -281,7 +281,7 @@ TEST_F(Crash, StopRightAfterAnAgentRestartStopsTheTaskAndUnpublishesOnTheControl
 class Soak : public Crash {
  protected:
   void SetUp() override {
-    if (!soak_enabled()) GTEST_SKIP() << "the soak runs only with MOORING_SOAK=1 (see the README)";
+    if (!soak_enabled()) GTEST_SKIP() << "the soak runs only with MOORING_SOAK=1 (see docs/tests.md)";
     Crash::SetUp();
     cluster->start_node("node-2");
     cluster->start_node("node-3");
@@ -364,7 +364,7 @@ TEST_F(Soak, RandomClaimsStopsPluginCrashesAndKillsOnThreeNodes) {
 class HaSoak : public Soak {
  protected:
   void SetUp() override {
-    if (!soak_enabled()) GTEST_SKIP() << "the soak runs only with MOORING_SOAK=1 (see the README)";
+    if (!soak_enabled()) GTEST_SKIP() << "the soak runs only with MOORING_SOAK=1 (see docs/tests.md)";
     MOORING_REQUIRE_ROOT();
     if (auto why = test::EtcdProcess::unavailable()) GTEST_SKIP() << *why;
     etcd = std::make_unique<test::EtcdProcess>(tmp.path() / "etcd");

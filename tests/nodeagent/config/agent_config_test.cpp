@@ -49,7 +49,7 @@ std::string err(const std::vector<std::string>& argv, const std::map<std::string
   return {};
 }
 
-// Every boolean accepts the README's spellings from flags, the environment and the file:
+// Every boolean accepts the spellings docs/configuration.md gives from flags, the environment and the file:
 // `MOORING_INSECURE=1 make run` used to stop the agent with 'expected true or false, got "1"'.
 TEST(AgentConfig, BooleansAcceptOneZeroOnOffTrueFalseFromEverySource) {
   const TempDir dir;

@@ -44,7 +44,7 @@ TEST(Settings, ReadFileNamesTheFileInEveryError) {
   EXPECT_EQ(read_file(path).at("k"), "v");
 }
 
-// The README's spellings (MOORING_INSECURE=1, --metrics=off) and yes/no, in any case; nothing else.
+// The spellings docs/configuration.md gives (MOORING_INSECURE=1, --metrics=off) and yes/no, in any case; nothing else.
 TEST(Settings, BooleansAcceptEverySpellingTheDocsUseAndNothingElse) {
   for (const char* t : {"true", "1", "on", "yes", "TRUE", "On", "Yes"}) EXPECT_EQ(parse_bool(t), true) << t;
   for (const char* f : {"false", "0", "off", "no", "FALSE", "Off", "NO"}) EXPECT_EQ(parse_bool(f), false) << f;
