@@ -12,11 +12,13 @@ namespace mooring::controlplane {
 // `acl_policies`, `acl_tokens`: the ACL room's records (acl/policy.hpp, acl/token.hpp).
 // `keyring`: the wrapped data keys that seal secrets (secrets/data_keys.hpp); the sealing layer
 // reads and writes it, the store never sees it.
-enum class Table { volumes, plugins, nodes, allocations, events, requests, acl_policies, acl_tokens, keyring };
+// `snapshots`: whose each snapshot Mooring took is (state/snapshot_record.hpp).
+enum class Table { volumes, plugins, nodes, allocations, events, requests, acl_policies, acl_tokens, keyring, snapshots };
 
-inline constexpr std::array<Table, 9> kAllTables{Table::volumes,      Table::plugins,    Table::nodes,
-                                                  Table::allocations,  Table::events,     Table::requests,
-                                                  Table::acl_policies, Table::acl_tokens, Table::keyring};
+inline constexpr std::array<Table, 10> kAllTables{Table::volumes,      Table::plugins,    Table::nodes,
+                                                   Table::allocations,  Table::events,     Table::requests,
+                                                   Table::acl_policies, Table::acl_tokens, Table::keyring,
+                                                   Table::snapshots};
 
 // "volumes", "plugins", ...: the storage name.
 std::string_view to_string(Table t);
