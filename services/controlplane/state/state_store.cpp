@@ -167,6 +167,11 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   if (auto st = load_table(*snap, Table::snapshots, snapshots, snapshot_record_from_storage, table_index[Table::snapshots]);
       !st)
     return st;
+  std::map<std::string, domain::NodeIdentity> identities;
+  if (auto st = load_table(*snap, Table::node_identities, identities, domain::node_identity_from_storage,
+                           table_index[Table::node_identities]);
+      !st)
+    return st;
   std::deque<domain::Event> events;
   std::deque<std::size_t> positions;
   if (auto it = snap->rows.find(Table::events); it != snap->rows.end()) {
@@ -189,6 +194,7 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   acl_policies_ = std::move(acl_policies);
   acl_tokens_ = std::move(acl_tokens);
   snapshots_ = std::move(snapshots);
+  node_identities_ = std::move(identities);
   rebuild_indexes();
   events_ = std::move(events);
   event_positions_ = std::move(positions);
@@ -223,6 +229,7 @@ std::string storage_text(const domain::Allocation& a) { return domain::to_storag
 std::string storage_text(const acl::Policy& p) { return acl::to_json(p).dump(); }
 std::string storage_text(const acl::Token& t) { return acl::to_storage_text(t); }
 std::string storage_text(const SnapshotRecord& r) { return to_storage_text(r); }
+std::string storage_text(const domain::NodeIdentity& n) { return domain::to_storage_text(n); }
 
 // Stamps indexes on the batch's objects and appends their mutations.
 template <class T>
@@ -262,6 +269,7 @@ const acl::Token* StateStore::acl_token(const std::string& accessor_id) const { 
 const SnapshotRecord* StateStore::snapshot_record(const std::string& plugin_id, const std::string& id) const {
   return find(snapshots_, snapshot_record_key(plugin_id, id));
 }
+const domain::NodeIdentity* StateStore::node_identity(const std::string& id) const { return find(node_identities_, id); }
 
 const acl::Token* StateStore::acl_token_by_secret_hash(const std::string& hash) const {
   auto it = acl_token_by_hash_.find(hash);
@@ -312,6 +320,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   stage(Table::acl_policies, batch.acl_policies_, acl_policies_, next, tx);
   stage(Table::acl_tokens, batch.acl_tokens_, acl_tokens_, next, tx);
   stage(Table::snapshots, batch.snapshots_, snapshots_, next, tx);
+  stage(Table::node_identities, batch.node_identities_, node_identities_, next, tx);
   for (auto& [key, r] : batch.requests_) {
     if (r) {
       auto existing = requests_.find(key);
@@ -345,6 +354,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!batch.acl_policies_.empty()) touched.push_back(Table::acl_policies);
   if (!batch.acl_tokens_.empty()) touched.push_back(Table::acl_tokens);
   if (!batch.snapshots_.empty()) touched.push_back(Table::snapshots);
+  if (!batch.node_identities_.empty()) touched.push_back(Table::node_identities);
   if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
 
   if (!options_.group_commit) {
@@ -366,6 +376,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
     acl_bootstrapped_ = true;
   }
   install(batch.acl_tokens_, acl_tokens_);
+  install(batch.node_identities_, node_identities_);
   for (auto& [key, r] : batch.requests_) {
     if (auto old = requests_.find(key); old != requests_.end()) {
       requests_by_time_.erase({old->second.time, key});
