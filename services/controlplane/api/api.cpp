@@ -42,13 +42,6 @@ struct KeyedWrite {
 
 bool is_write(const std::string& method) { return method != "GET" && method != "HEAD" && method != "OPTIONS"; }
 
-// Who is asking, once ACLs are on: the compiled rules and the name refusals use.
-struct Caller {
-  acl::Acl acl;
-  std::string name;      // the token's name, or "anonymous"
-  std::string accessor;  // the token's AccessorID (audit log); empty when anonymous
-};
-
 // ?index=N (present): a non-negative integer, or why not.
 domain::Expected<std::uint64_t> index_param(const http::Request& req) {
   const auto idx = req.param("index").value_or("");
@@ -86,39 +79,21 @@ struct Api::Impl {
   std::optional<http::Response> authorize(const http::Request& req, const Route& route, std::optional<Caller>& caller) {
     caller.reset();
     if (!options.acl || route.need.kind == acl::Need::Kind::anyone) return std::nullopt;
-    const auto secret = request_secret(req);
-    Caller c;
-    if (secret.empty()) {
-      const auto* anonymous = ctx.store.acl_policy("anonymous");
-      c.name = "anonymous";
-      c.acl = acl::Acl::from_policies(anonymous ? std::vector{anonymous} : std::vector<const acl::Policy*>{});
-      if (!anonymous || route.need.kind == acl::Need::Kind::any_token || missing(c, route, req))
+    auto c = request_caller(ctx, req);
+    if (!c) return http::error_response(401, c.error());
+    if (c->accessor.empty()) {  // no token: the anonymous policy, if there is one
+      if (!ctx.store.acl_policy("anonymous") || route.need.kind == acl::Need::Kind::any_token || missing(*c, route, req))
         return http::error_response(401, "ACL token required: send it as X-Mooring-Token (or Authorization: Bearer)");
-    } else {
-      const auto* t = ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
-      if (!t) return http::error_response(401, "ACL token not found");
-      if (acl::expired(*t, domain::now())) return http::error_response(401, "ACL token expired");
-      c.name = t->name;
-      c.accessor = t->accessor_id;
-      if (t->type == acl::TokenType::management) {
-        c.acl = acl::Acl::management();
-      } else {
-        std::vector<const acl::Policy*> policies;
-        for (const auto& name : t->policies)
-          if (const auto* p = ctx.store.acl_policy(name)) policies.push_back(p);
-        c.acl = acl::Acl::from_policies(policies);
-      }
-      if (auto lacks = missing(c, route, req)) {
-        const auto& ns = request_namespace(req);
-        std::string where = route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
-                                ? (ns == kAnyNamespace ? std::string(" in any namespace") : " in namespace \"" + ns + "\"")
-                                : "";
-        caller = std::move(c);  // refused, but known: the audit log names the token
-        return http::error_response(403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " +
-                                             *lacks + where);
-      }
+    } else if (auto lacks = missing(*c, route, req)) {
+      const auto& ns = request_namespace(req);
+      std::string where = route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
+                              ? (ns == kAnyNamespace ? std::string(" in any namespace") : " in namespace \"" + ns + "\"")
+                              : "";
+      caller = std::move(*c);  // refused, but known: the audit log names the token
+      return http::error_response(403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " +
+                                           *lacks + where);
     }
-    caller = std::move(c);
+    caller = std::move(*c);
     return std::nullopt;
   }
 

@@ -14,6 +14,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/claims/refusal.hpp"
 #include "services/controlplane/http/message.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -31,6 +32,7 @@ namespace mooring::controlplane {
 namespace volumes {
 class VolumeLifecycle;
 struct Snapshot;
+struct Asker;
 }
 namespace secrets {
 class SealedBackend;
@@ -149,6 +151,19 @@ bool requests_volumes(const http::Request&);
 std::string request_secret(const http::Request& req);
 // The request carries a valid (known, unexpired) management token. False with ACLs off.
 bool is_management_request(Context& ctx, const http::Request& req);
+// Who a request's token names (ACLs on): its compiled policies, its name for refusals and its
+// AccessorID for the audit log; without a token, "anonymous" under the anonymous policy (none:
+// no rights). The error is the 401's text: an unknown or expired token.
+struct Caller {
+  acl::Acl acl;
+  std::string name;      // the token's name, or "anonymous"
+  std::string accessor;  // the token's AccessorID (audit log); empty when anonymous
+};
+domain::Expected<Caller> request_caller(Context& ctx, const http::Request& req);
+// The request's caller as the volumes room asks about plugin-level objects, in the request's
+// namespace: every right with ACLs off. Name it before handing it to a coroutine: GCC 12
+// mishandles class temporaries passed by value to one (docs/engineering-notes.md).
+volumes::Asker request_asker(Context& ctx, const http::Request& req);
 http::Response acl_bootstrap(Context&, const http::Request&);
 http::Response put_acl_policy(Context&, const http::Request&);
 http::Response list_acl_policies(Context&, const http::Request&);

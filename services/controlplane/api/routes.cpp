@@ -42,6 +42,12 @@ class RouteTable {
     get(path, need, e, watch);
     entries.back().route.any_namespace = true;
   }
+  // A plugin's own listing: it may span namespaces too, and the volumes room keeps the items the
+  // caller may see (acl/plugin_objects.hpp). No blocking queries: the answer is the plugin's.
+  void plugin_list(std::string_view path, Endpoint e) {
+    get(path, Need::cap(Cap::csi_list_volume), e);
+    entries.back().route.any_namespace = true;
+  }
   void write(std::initializer_list<const char*> methods, std::string_view path, Need need, Endpoint e, Extra x = {}) {
     for (const char* m : methods) {
       entries.push_back({m, std::string(path), Route{e, {}, need, x.when, x.also, x.keep_answer}});
@@ -60,11 +66,11 @@ class RouteTable {
     write({"PUT", "POST"}, "/v1/volume/csi/:id/create", Need::cap(Cap::csi_write_volume), create_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/delete", Need::cap(Cap::csi_write_volume), delete_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/detach", Need::on(Area::operator_, Level::write), detach_volume);
-    get("/v1/volumes/external", Need::cap(Cap::csi_list_volume), list_external_volumes);
-    get("/v1/volumes/snapshot", Need::cap(Cap::csi_list_volume), list_snapshots);
+    plugin_list("/v1/volumes/external", list_external_volumes);
+    plugin_list("/v1/volumes/snapshot", list_snapshots);
     write({"PUT", "POST"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), create_snapshots);
     write({"DELETE"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), delete_snapshot);
-    get("/v1/volumes/group-snapshot", Need::cap(Cap::csi_list_volume), list_group_snapshots);
+    plugin_list("/v1/volumes/group-snapshot", list_group_snapshots);
     get("/v1/volumes/group-snapshot/:id", Need::cap(Cap::csi_read_volume), get_group_snapshot);
     write({"PUT", "POST"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), create_group_snapshot);
     write({"DELETE"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), delete_group_snapshot);

@@ -51,6 +51,7 @@ json snapshot_json(const volumes::Snapshot& s) {
             {"CreateTime", s.create_time},
             {"IsReady", s.ready},
             {"PluginID", s.plugin_id}};
+  if (!s.ns.empty()) j["Namespace"] = s.ns;  // whose it is; none: no namespace owns it
   if (!s.name.empty()) j["Name"] = s.name;
   if (!s.group_snapshot_id.empty()) j["GroupSnapshotID"] = s.group_snapshot_id;
   return j;
@@ -104,7 +105,8 @@ Answer delete_snapshot(Context& ctx, const http::Request& req) {
   if (!required_param(req, "snapshot_id", snapshot_id, err)) co_return err;
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
-  auto index = co_await ctx.volumes.delete_snapshot(plugin_id, snapshot_id, std::move(*secrets));
+  auto asker = request_asker(ctx, req);
+  auto index = co_await ctx.volumes.delete_snapshot(plugin_id, snapshot_id, std::move(*secrets), std::move(asker));
   if (!index) co_return failed(index.error());
   co_return json_ok({{"Index", *index}});
 }
@@ -117,7 +119,8 @@ Answer list_snapshots(Context& ctx, const http::Request& req) {
   if (!page_params(req, page, err)) co_return err;
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
-  auto listed = co_await ctx.volumes.list_snapshots(plugin_id, page, std::move(*secrets), request_namespace(req));
+  auto asker = request_asker(ctx, req);
+  auto listed = co_await ctx.volumes.list_snapshots(plugin_id, page, std::move(*secrets), std::move(asker));
   if (!listed) co_return failed(listed.error());
   json out = json::array();
   for (const auto& s : listed->items) out.push_back(snapshot_json(s));

@@ -44,7 +44,7 @@ void seed_other(StateStore& store) {
 
 TEST_F(VolumeLifecycleTest, CreateRegistersWhatThePluginMadeUnderTheVolumeIdAsName) {
   controller.creates.script.push_back(FakeController::ok(created("ext-7", 4096)));
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(controller.creates.requests.size(), 1u);
   EXPECT_EQ(controller.creates.requests[0].name(), "vol-1");
@@ -59,7 +59,7 @@ TEST_F(VolumeLifecycleTest, AnUncertainCreateIsNegatedInTheBackgroundWithTheSame
       FakeController::failed<::csi::v1::CreateVolumeResponse>(csi::Rpc::CreateVolume, StatusCode::DEADLINE_EXCEEDED));
   controller.creates.script.push_back(FakeController::ok(created("ext-late")));
   answer_delete(controller.deletes, StatusCode::OK);
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::timeout);
   ASSERT_EQ(controller.creates.requests.size(), 2u);
@@ -73,7 +73,7 @@ TEST_F(VolumeLifecycleTest, ACreateAnsweredWithAnotherVolumesExternalIdIsRefused
   ASSERT_NO_FATAL_FAILURE(seed_other(store));
   controller.creates.script.push_back(FakeController::ok(created("ext-7")));
   answer_delete(controller.deletes, StatusCode::OK);
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::conflict);
   EXPECT_NE(r.error().message.find("already registered as volume \"other\""), std::string::npos) << r.error().message;
@@ -90,7 +90,7 @@ TEST_F(VolumeLifecycleTest, AnUncertainCreateWhoseRetryNamesAnotherVolumesStorag
       FakeController::failed<::csi::v1::CreateVolumeResponse>(csi::Rpc::CreateVolume, StatusCode::DEADLINE_EXCEEDED));
   controller.creates.script.push_back(FakeController::ok(created("ext-7")));
   answer_delete(controller.deletes, StatusCode::OK);  // what a wrong negation would be told
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(controller.creates.requests.size(), 2u);
   EXPECT_TRUE(controller.deletes.requests.empty());
@@ -102,7 +102,7 @@ TEST_F(VolumeLifecycleTest, ACloneOfAVolumeRegisteredHereSendsItsExternalIdAndKe
   controller.creates.script.push_back(FakeController::ok(created("ext-copy")));
   auto v = wanted("copy");
   v.clone_id = "other";
-  auto r = run(lifecycle.create(v));
+  auto r = run(lifecycle.create(v, anyone));
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(controller.creates.requests.size(), 1u);
   EXPECT_EQ(controller.creates.requests[0].volume_content_source().volume().volume_id(), "ext-7");
@@ -113,7 +113,7 @@ TEST_F(VolumeLifecycleTest, ACloneIdThatIsNotRegisteredHereGoesToThePluginAsItsO
   controller.creates.script.push_back(FakeController::ok(created("ext-copy")));
   auto v = wanted("copy");
   v.clone_id = "ext-elsewhere";
-  auto r = run(lifecycle.create(v));
+  auto r = run(lifecycle.create(v, anyone));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(controller.creates.requests.at(0).volume_content_source().volume().volume_id(), "ext-elsewhere");
 }
@@ -126,7 +126,7 @@ TEST_F(VolumeLifecycleTest, ACloneOfAnotherPluginsVolumeIsRefusedNamingBothAndCa
   seed(std::move(batch));
   auto v = wanted("copy");
   v.clone_id = "other";
-  auto r = run(lifecycle.create(v));
+  auto r = run(lifecycle.create(v, anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::invalid);
   EXPECT_NE(r.error().message.find("volume of plugin \"ebs\""), std::string::npos) << r.error().message;
@@ -138,7 +138,7 @@ TEST_F(VolumeLifecycleTest, CreatingARegisteredVolumeIsAConflictAndCallsNoPlugin
   Batch batch;
   batch.put(fixtures::volume("vol-1"));
   seed(std::move(batch));
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::conflict);
   EXPECT_TRUE(controller.creates.requests.empty());
