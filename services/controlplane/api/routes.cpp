@@ -13,9 +13,18 @@ struct Extra {
   bool keep_answer = true;
 };
 
-std::vector<ExtraNeed> forced(const StateStore&, const http::Request& req) {
-  if (req.param("force") != "true" && req.param("purge") != "true") return {};
+bool forced(const http::Request& req) { return query_flag_set(req, "force") || query_flag_set(req, "purge"); }
+
+// A forced volume deregistration: operator:write too.
+std::vector<ExtraNeed> forced_operator(const StateStore&, const http::Request& req) {
+  if (!forced(req)) return {};
   return {{acl::Need::on(acl::Area::operator_, acl::Level::write), ""}};
+}
+
+// A forced purge of a live node: a management token too.
+std::vector<ExtraNeed> forced_management(const StateStore&, const http::Request& req) {
+  if (!forced(req)) return {};
+  return {{acl::Need::management(), ""}};
 }
 
 // Plugins belong to the cluster: a plugin instance serves every namespace's volumes and receives
@@ -80,7 +89,7 @@ class RouteTable {
     entries.back().route.watch_index = volume_watch_index;
     write({"PUT", "POST"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), register_volume);
     write({"DELETE"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), deregister_volume,
-          {.needs = forced});
+          {.needs = forced_operator});
     write({"PUT", "POST"}, "/v1/volume/csi/:id/create", Need::cap(Cap::csi_write_volume), create_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/delete", Need::cap(Cap::csi_write_volume), delete_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/detach", Need::on(Area::operator_, Level::write), detach_volume);
@@ -99,10 +108,16 @@ class RouteTable {
     get("/v1/plugin/csi/:id", Need::on(Area::plugin, Level::read), at_once<get_plugin>, Table::plugins);
     get("/v1/nodes", Need::on(Area::node, Level::read), at_once<list_nodes>, Table::nodes);
     get("/v1/node/:id", Need::on(Area::node, Level::read), at_once<get_node>, Table::nodes);
-    write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>);
-    // Node enrollment: node:write, and a live node's new key also a management token (checked
-    // by the endpoint, nodes/enrollment.hpp).
-    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::on(Area::node, Level::write), at_once<enroll_node>);
+    // Purging a live node (?force=true) also needs a management token (nodes/node_purge.hpp).
+    write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>,
+          {.needs = forced_management});
+    get("/v1/node/:id/identity", Need::on(Area::node, Level::read), at_once<get_node_identity>, Table::node_identities);
+    // One-time introduction tokens: the answer carries the SecretID, so it is never kept for a retry.
+    write({"POST", "PUT"}, "/v1/node/:id/intro", Need::on(Area::node, Level::write), at_once<create_node_introduction>,
+          {.keep_answer = false});
+    // Node enrollment: the credential is the body's introduction token, or a management token;
+    // the endpoint checks either (nodes/enrollment.hpp), so no ACL token is asked for here.
+    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::anyone(), at_once<enroll_node>);
     list("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
     // Volumes need csi-mount-volume too; a Task.CSIPlugin (a plugin serves every namespace) plugin:write.
     write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
