@@ -39,8 +39,9 @@ std::vector<ExtraNeed> submit_needs(const StateStore&, const http::Request& req)
   return out;
 }
 
-std::vector<ExtraNeed> update_needs(const StateStore&, const http::Request& req) {
-  if (!deploys_plugin(req)) return {};
+// Only plugin allocations update in place: the one named, or the body's task, makes it a plugin's.
+std::vector<ExtraNeed> update_needs(const StateStore& store, const http::Request& req) {
+  if (!deploys_plugin(req) && !names_plugin_allocation(store, req)) return {};
   return {kPluginWrite};
 }
 

@@ -162,6 +162,10 @@ TEST_F(AclApiTest, DeployingUpdatingOrStoppingAPluginAllocationNeedsPluginWrite)
   auto update = call("PUT", "/v1/allocation/" + id, json{{"Task", task}}.dump(), team);
   EXPECT_EQ(update.status, 403u) << update.body;
   EXPECT_EQ(parse(update)["Error"], want);
+  // A body without CSIPlugin still names a plugin allocation: refused for the right, not the field.
+  auto bare = call("PUT", "/v1/allocation/" + id, json{{"Task", {{"Command", "/bin/true"}}}}.dump(), team);
+  EXPECT_EQ(bare.status, 403u) << bare.body;
+  EXPECT_EQ(parse(bare)["Error"], want);
   auto stop = call("POST", "/v1/allocation/" + id + "/stop", "", team);
   EXPECT_EQ(stop.status, 403u) << stop.body;
   EXPECT_EQ(parse(stop)["Error"],
