@@ -119,8 +119,15 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     for (const auto& r : volumes_->records()) n += r.plugin_id == plugin_id ? 1 : 0;
     return n;
   };
-  task_plugins_ = std::make_unique<TaskPlugins>(ex, *registry_, *status_, volumes_using,
-                                                TaskPluginsOptions{.make_client = options_.make_client});
+  // A configured plugin that a plugin allocation's instance replaced serves again when it stops.
+  auto configured = [this] {
+    std::vector<PluginSupervisor*> out;
+    for (auto& s : supervisors_) out.push_back(s.get());
+    return out;
+  };
+  task_plugins_ = std::make_unique<TaskPlugins>(
+      ex, *registry_, *status_, volumes_using,
+      TaskPluginsOptions{.make_client = options_.make_client, .configured = configured});
 
   StatusReporterOptions sr;
   sr.node_id = config_.node_id;

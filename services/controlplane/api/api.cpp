@@ -97,10 +97,13 @@ struct Api::Impl {
     return std::nullopt;
   }
 
-  static std::optional<std::string> missing(const Caller& c, const Route& route, const http::Request& req) {
+  std::optional<std::string> missing(const Caller& c, const Route& route, const http::Request& req) const {
     const auto& ns = request_namespace(req);
     if (auto lacks = c.acl.missing(route.need, ns)) return lacks;
-    if (route.when && route.when(req)) return c.acl.missing(route.also, ns);
+    if (!route.extra) return std::nullopt;
+    for (const auto& extra : route.extra(ctx.store, req))
+      if (auto lacks = c.acl.missing(extra.need, ns))
+        return extra.why.empty() ? *lacks : *lacks + " (" + std::string(extra.why) + ")";
     return std::nullopt;
   }
 

@@ -67,7 +67,10 @@ http::Response bad_request(std::string_view message);
 http::Response not_found(std::string_view kind, std::string_view id, std::string_view ns = domain::kDefaultNamespace);
 http::Response refused(const Refusal& r);                             // 400/404/409 by kind
 http::Response write_failed(std::string_view what, const std::string& error);  // 500, logged
-http::Response failed(const volumes::Failure& f);                             // by kind
+// 503 with Retry-After: nothing can serve it now, and soon something may (an agent not heard
+// from yet, a plugin not fingerprinted yet, no healthy controller).
+http::Response retry_later(std::string_view message);
+http::Response failed(const volumes::Failure& f);                             // by kind (unavailable: retry_later)
 // Parses the body as JSON; on failure `error` is the 400 to return.
 bool parse_body(const http::Request& req, nlohmann::json& out, http::Response& error);
 // The path parameter, validated as an id of that kind; on failure `error` is the 400 to return.
@@ -145,6 +148,11 @@ http::Response stop_allocation(Context&, const http::Request&);
 http::Response update_allocation(Context&, const http::Request&);  // PUT /v1/allocation/:id: rolling update of a plugin
 // The body asks for volumes (so submitting it needs csi-mount-volume too).
 bool requests_volumes(const http::Request&);
+// The body's Task (a submit's Allocation.Task, an update's Task) has a CSIPlugin: it deploys a
+// plugin that serves every namespace (plugin:write too).
+bool deploys_plugin(const http::Request&);
+// The allocation the path names (in the request's namespace) runs a CSIPlugin task.
+bool names_plugin_allocation(const StateStore& store, const http::Request& req);
 
 // ---- ACLs (acl_endpoints.cpp) ----
 // The request's SecretID: X-Mooring-Token, X-Nomad-Token or "Authorization: Bearer"; empty when none.

@@ -25,6 +25,12 @@ http::Response refused(const Refusal& r) {
   return http::error_response(500, r.message);
 }
 
+http::Response retry_later(std::string_view message) {
+  auto r = http::error_response(503, message);
+  r.set_header("Retry-After", "1");
+  return r;
+}
+
 http::Response write_failed(std::string_view what, const std::string& error) {
   log::Logger("api").error("state write failed", {{"what", what}, {"error", error}});
   return http::error_response(500, std::string(what) + ": state write failed: " + error);
@@ -38,7 +44,7 @@ http::Response failed(const volumes::Failure& f) {
     case Kind::conflict: return http::error_response(409, f.message);
     case Kind::forbidden: return http::error_response(403, f.message);
     case Kind::unimplemented: return http::error_response(501, f.message);
-    case Kind::unavailable: return http::error_response(503, f.message);
+    case Kind::unavailable: return retry_later(f.message);
     case Kind::timeout: return http::error_response(504, f.message);
     case Kind::plugin_error: return http::error_response(502, f.message);
     case Kind::state_write: return http::error_response(500, f.message);

@@ -9,12 +9,46 @@ namespace {
 
 // What a few routes add to their need.
 struct Extra {
-  bool (*when)(const http::Request&) = nullptr;
-  acl::Need also;
+  ExtraNeeds needs = nullptr;
   bool keep_answer = true;
 };
 
 bool forced(const http::Request& req) { return query_flag_set(req, "force") || query_flag_set(req, "purge"); }
+
+// A forced volume deregistration: operator:write too.
+std::vector<ExtraNeed> forced_operator(const StateStore&, const http::Request& req) {
+  if (!forced(req)) return {};
+  return {{acl::Need::on(acl::Area::operator_, acl::Level::write), ""}};
+}
+
+// A forced purge of a live node: a management token too.
+std::vector<ExtraNeed> forced_management(const StateStore&, const http::Request& req) {
+  if (!forced(req)) return {};
+  return {{acl::Need::management(), ""}};
+}
+
+// Plugins belong to the cluster: a plugin instance serves every namespace's volumes and receives
+// their secrets, so running one is a plugin-level right, not a namespace's.
+constexpr std::string_view kDeploysPlugin = "Task.CSIPlugin runs a plugin that serves every namespace";
+const ExtraNeed kPluginWrite{acl::Need::on(acl::Area::plugin, acl::Level::write), kDeploysPlugin};
+
+std::vector<ExtraNeed> submit_needs(const StateStore&, const http::Request& req) {
+  std::vector<ExtraNeed> out;
+  if (requests_volumes(req)) out.push_back({acl::Need::cap(acl::Capability::csi_mount_volume), ""});
+  if (deploys_plugin(req)) out.push_back(kPluginWrite);
+  return out;
+}
+
+// Only plugin allocations update in place: the one named, or the body's task, makes it a plugin's.
+std::vector<ExtraNeed> update_needs(const StateStore& store, const http::Request& req) {
+  if (!deploys_plugin(req) && !names_plugin_allocation(store, req)) return {};
+  return {kPluginWrite};
+}
+
+std::vector<ExtraNeed> stop_needs(const StateStore& store, const http::Request& req) {
+  if (!names_plugin_allocation(store, req)) return {};
+  return {{acl::Need::on(acl::Area::plugin, acl::Level::write), "it runs a plugin that serves every namespace"}};
+}
 
 // The route table. Each route is registered once and names what it needs; a namespace
 // capability is checked in the namespace the request acts in.
@@ -50,7 +84,7 @@ class RouteTable {
   }
   void write(std::initializer_list<const char*> methods, std::string_view path, Need need, Endpoint e, Extra x = {}) {
     for (const char* m : methods) {
-      entries.push_back({m, std::string(path), Route{e, {}, need, x.when, x.also, x.keep_answer}});
+      entries.push_back({m, std::string(path), Route{e, {}, need, x.needs, x.keep_answer}});
       entries.back().route.pattern = path;
     }
   }
@@ -62,7 +96,7 @@ class RouteTable {
     entries.back().route.watch_index = volume_watch_index;
     write({"PUT", "POST"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), register_volume);
     write({"DELETE"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), deregister_volume,
-          {.when = forced, .also = Need::on(Area::operator_, Level::write)});
+          {.needs = forced_operator});
     write({"PUT", "POST"}, "/v1/volume/csi/:id/create", Need::cap(Cap::csi_write_volume), create_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/delete", Need::cap(Cap::csi_write_volume), delete_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/detach", Need::on(Area::operator_, Level::write), detach_volume);
@@ -83,7 +117,7 @@ class RouteTable {
     get("/v1/node/:id", Need::on(Area::node, Level::read), at_once<get_node>, Table::nodes);
     // Purging a live node (?force=true) also needs a management token (nodes/node_purge.hpp).
     write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>,
-          {.when = forced, .also = Need::management()});
+          {.needs = forced_management});
     get("/v1/node/:id/identity", Need::on(Area::node, Level::read), at_once<get_node_identity>, Table::node_identities);
     // One-time introduction tokens: the answer carries the SecretID, so it is never kept for a retry.
     write({"POST", "PUT"}, "/v1/node/:id/intro", Need::on(Area::node, Level::write), at_once<create_node_introduction>,
@@ -92,12 +126,16 @@ class RouteTable {
     // the endpoint checks either (nodes/enrollment.hpp), so no ACL token is asked for here.
     write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::anyone(), at_once<enroll_node>);
     list("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
+    // Volumes need csi-mount-volume too; a Task.CSIPlugin (a plugin serves every namespace) plugin:write.
     write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
-          {.when = requests_volumes, .also = Need::cap(Cap::csi_mount_volume)});
+          {.needs = submit_needs});
     get("/v1/allocation/:id", Need::cap(Cap::read_alloc), at_once<get_allocation>, Table::allocations);
     entries.back().route.watch_index = allocation_watch_index;
-    write({"POST", "PUT"}, "/v1/allocation/:id/stop", Need::cap(Cap::alloc_lifecycle), at_once<stop_allocation>);
-    write({"PUT"}, "/v1/allocation/:id", Need::cap(Cap::submit_alloc), at_once<update_allocation>);
+    // Stopping or updating a plugin allocation changes a plugin that serves every namespace: plugin:write too.
+    write({"POST", "PUT"}, "/v1/allocation/:id/stop", Need::cap(Cap::alloc_lifecycle), at_once<stop_allocation>,
+          {.needs = stop_needs});
+    write({"PUT"}, "/v1/allocation/:id", Need::cap(Cap::submit_alloc), at_once<update_allocation>,
+          {.needs = update_needs});
     list("/v1/events", Need::filtered(), at_once<list_events>, Table::events);
     // The same events as one long-lived response; each event is filtered as /v1/events filters.
     entries.push_back({"GET", "/v1/event/stream",

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "services/controlplane/acl/capability.hpp"
@@ -19,12 +20,19 @@ class StateStore;
 
 namespace mooring::controlplane::api {
 
+// A need a request adds to its route's, read from the request (a forced delete, a body that
+// deploys a plugin) or from the object it names; `why` ends the 403 when it is missing.
+struct ExtraNeed {
+  acl::Need need;
+  std::string_view why;
+};
+using ExtraNeeds = std::vector<ExtraNeed> (*)(const StateStore&, const http::Request&);
+
 struct Route {
   Endpoint endpoint = nullptr;
   std::optional<Table> watch;  // reads that support blocking queries
   acl::Need need;              // what the caller needs (ACLs on)
-  bool (*when)(const http::Request&) = nullptr;  // when this says so, the caller needs `also` too
-  acl::Need also;
+  ExtraNeeds extra = nullptr;  // what this request needs besides: each must be met too
   bool keep_answer = true;  // false: an answer carrying a SecretID is never kept for Idempotency-Key
   bool any_namespace = false;  // a list that takes ?namespace=* (its items are then filtered)
   std::string pattern;  // "/v1/volume/csi/:id": the route label of mooring_http_requests_seconds

@@ -55,12 +55,16 @@ std::optional<Failure> VolumeLifecycle::check_create(const domain::Volume& v) co
   const auto named = "volume " + in_quotes(id) + ": ";
   if (!plugin) return invalid(named + "no CSI plugin named " + in_quotes(v.plugin_id));
   const auto of_plugin = named + "plugin " + in_quotes(v.plugin_id);
-  if (!controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
-    return invalid(of_plugin + " has no controller that supports CREATE_DELETE_VOLUME; register an existing volume instead");
-  if (!v.clone_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_clone))
-    return invalid(of_plugin + " cannot clone volumes (CloneID)");
-  if (!v.snapshot_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete_snapshot))
-    return invalid(of_plugin + " cannot create volumes from snapshots (SnapshotID)");
+  if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_create_delete,
+                             of_plugin + " has no controller that supports CREATE_DELETE_VOLUME; register an existing volume instead"))
+    return no;
+  if (!v.clone_id.empty())
+    if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_clone, of_plugin + " cannot clone volumes (CloneID)"))
+      return no;
+  if (!v.snapshot_id.empty())
+    if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_create_delete_snapshot,
+                              of_plugin + " cannot create volumes from snapshots (SnapshotID)"))
+      return no;
   if (auto plan = plan_volume_register(nullptr, v, plugin); !plan) return from_refusal(plan.refusal());
   return std::nullopt;
 }

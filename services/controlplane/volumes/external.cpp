@@ -31,8 +31,10 @@ asio::awaitable<Outcome<Page<ExternalVolume>>> VolumeLifecycle::list_external(st
                                                                               PageRequest page, Asker asker) {
   const auto* p = store_.plugin(plugin_id);
   if (!p) co_return missing("plugin", plugin_id);
-  if (!p->controllers.empty() && !controller_supports(*p, &domain::ControllerInfo::supports_list_volumes))
-    co_return invalid("plugin " + in_quotes(plugin_id) + " does not support LIST_VOLUMES");
+  if (!p->controllers.empty())
+    if (auto no = unsupported(*p, &domain::ControllerInfo::supports_list_volumes,
+                              "plugin " + in_quotes(plugin_id) + " does not support LIST_VOLUMES"))
+      co_return *no;
   ::csi::v1::ListVolumesRequest csi;
   csi.set_max_entries(page.max_entries);
   csi.set_starting_token(page.token);

@@ -70,10 +70,11 @@ Outcome<GroupSnapshotRequest> VolumeLifecycle::plan_group_snapshot(GroupSnapshot
   }
   const auto* p = store_.plugin(w.plugin_id);
   if (!p) return invalid(named + "no CSI plugin named " + in_quotes(w.plugin_id));
-  if (!controller_supports(*p, &domain::ControllerInfo::supports_group_snapshot))
-    return invalid(named + "plugin " + in_quotes(w.plugin_id) +
-                   " has no controller that supports group snapshots (GROUP_CONTROLLER_SERVICE with "
-                   "CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)");
+  if (auto no = unsupported(*p, &domain::ControllerInfo::supports_group_snapshot,
+                            named + "plugin " + in_quotes(w.plugin_id) +
+                                " has no controller that supports group snapshots (GROUP_CONTROLLER_SERVICE with "
+                                "CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)"))
+    return *no;
   for (const auto& [k, val] : w.secrets) merged[k] = val;
   for (const auto& [k, val] : header_secrets) merged[k] = val;
   w.secrets = std::move(merged);

@@ -13,6 +13,7 @@
 #include "shared/async/retry.hpp"
 #include "shared/csi/error_table.hpp"
 #include "shared/domain/plugin.hpp"
+#include "shared/domain/plugin_facts.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
@@ -57,10 +58,17 @@ inline void put_secrets(google::protobuf::Map<std::string, std::string>* dst, co
   for (const auto& [k, v] : src) (*dst)[k] = v;
 }
 
-inline bool controller_supports(const domain::Plugin& p, bool domain::ControllerInfo::*flag) {
-  for (const auto& [n, inst] : p.controllers)
-    if (inst.controller_info && (*inst.controller_info).*flag) return true;
-  return false;
+// Does a controller of the plugin support `flag`? nullopt when one does; `refusal` (400) when
+// none does; a retryable failure (503) while that is not known yet (domain::controller_supports):
+// a refusal then would send the caller the wrong way (register instead of create, ...).
+inline std::optional<Failure> unsupported(const domain::Plugin& p, bool domain::ControllerInfo::*flag,
+                                          std::string refusal) {
+  const auto supports = domain::controller_supports(p, flag);
+  if (supports && *supports) return std::nullopt;
+  if (supports) return invalid(std::move(refusal));
+  return Failure{Failure::Kind::unavailable,
+                 "plugin " + in_quotes(p.id) +
+                     " has not reported its controller's capabilities yet (its agent is starting); retry shortly"};
 }
 
 // A DeleteVolume answer that says the volume is still there and nothing is in progress (a

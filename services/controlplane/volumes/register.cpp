@@ -159,11 +159,12 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::register_or_expand(domain::Vo
   const domain::Plugin* plugin = store_.plugin(plan->volume.plugin_id);
   const auto& id = wanted.id;
   if (!plugin) co_return invalid("volume " + in_quotes(id) + ": no CSI plugin named " + in_quotes(wanted.plugin_id));
-  if (!controller_supports(*plugin, &domain::ControllerInfo::supports_expand))
-    co_return invalid("volume " + in_quotes(id) + ": plugin " + in_quotes(wanted.plugin_id) +
-                      " has no controller that supports EXPAND_VOLUME; cannot grow it from " +
-                      std::to_string(current->capacity) + " to " + std::to_string(plan->volume.requested_capacity_min) +
-                      " bytes");
+  if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_expand,
+                            "volume " + in_quotes(id) + ": plugin " + in_quotes(wanted.plugin_id) +
+                                " has no controller that supports EXPAND_VOLUME; cannot grow it from " +
+                                std::to_string(current->capacity) + " to " +
+                                std::to_string(plan->volume.requested_capacity_min) + " bytes"))
+    co_return *no;
   if (!header_secrets) co_return invalid(header_secrets.error());
   if (auto refused = co_await validate_capabilities(current, plan->volume)) co_return *refused;
   StringMap secrets = plan->volume.secrets;

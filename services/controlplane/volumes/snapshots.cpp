@@ -70,8 +70,10 @@ Outcome<SnapshotRequest> VolumeLifecycle::plan_snapshot(SnapshotRequest w, const
     return invalid(named + "volume " + in_quotes(w.volume_id) + " belongs to plugin " + in_quotes(v->plugin_id) +
                    ", not " + in_quotes(w.plugin_id));
   const auto* p = store_.plugin(w.plugin_id);
-  if (p && !p->controllers.empty() && !controller_supports(*p, &domain::ControllerInfo::supports_create_delete_snapshot))
-    return invalid(named + "plugin " + in_quotes(w.plugin_id) + " does not support CREATE_DELETE_SNAPSHOT");
+  if (p && !p->controllers.empty())
+    if (auto no = unsupported(*p, &domain::ControllerInfo::supports_create_delete_snapshot,
+                              named + "plugin " + in_quotes(w.plugin_id) + " does not support CREATE_DELETE_SNAPSHOT"))
+      return *no;
   w.external_id = v->external_id;
   StringMap merged = v->secrets;
   for (auto& [k, val] : w.secrets) merged[k] = val;

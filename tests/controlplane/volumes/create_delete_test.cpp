@@ -144,6 +144,40 @@ TEST_F(VolumeLifecycleTest, CreatingARegisteredVolumeIsAConflictAndCallsNoPlugin
   EXPECT_TRUE(controller.creates.requests.empty());
 }
 
+// Issue 40: a plugin whose controller has not been fingerprinted yet (its agent just started and
+// reported it before asking it) has not said whether it creates volumes: a retryable
+// "unavailable" naming that, not a refusal telling the caller to register instead.
+TEST_F(VolumeLifecycleTest, ACreateWhileTheControllersCapabilitiesAreNotKnownYetIsRetryableNotARefusal) {
+  auto p = *store.plugin("hostpath");
+  for (auto* map : {&p.controllers, &p.nodes})
+    for (auto& [id, inst] : *map) {
+      inst.controller_info.reset();
+      inst.healthy = false;
+      inst.health_description = "starting";
+    }
+  Batch batch;
+  batch.put(p);
+  seed(std::move(batch));
+  auto r = run(lifecycle.create(wanted("vol-1")));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::unavailable);
+  EXPECT_NE(r.error().message.find("has not reported its controller's capabilities yet"), std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(r.error().message.find("CREATE_DELETE_VOLUME"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(controller.creates.requests.empty());
+
+  // Fingerprinted without the capability: now the refusal is true.
+  for (auto* map : {&p.controllers, &p.nodes})
+    for (auto& [id, inst] : *map) inst.controller_info = domain::ControllerInfo{};
+  Batch again;
+  again.put(p);
+  seed(std::move(again));
+  r = run(lifecycle.create(wanted("vol-1")));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::invalid);
+  EXPECT_NE(r.error().message.find("has no controller that supports CREATE_DELETE_VOLUME"), std::string::npos);
+}
+
 TEST_F(VolumeLifecycleTest, ADeleteThePluginDidDeregistersTheVolume) {
   Batch batch;
   batch.put(fixtures::volume("vol-1"));
