@@ -1,5 +1,6 @@
-# Mooring — the two commands: `make run` and `make test`. Both install missing Debian
-# packages first (scripts/install-deps.sh), so a fresh Debian 12 machine needs nothing else.
+# Mooring — the two commands: `make run` and `make test`. Each installs the missing Debian packages
+# it needs first (scripts/install-deps.sh: build and run; test adds the test extras, bench the
+# load tools), so a fresh Debian 12 machine needs nothing else.
 BUILD_TEST    ?= build/test
 BUILD_RELEASE ?= build/release
 JOBS          ?= $(shell nproc)
@@ -14,12 +15,18 @@ CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all deps build test run run-ha bench clean
+.PHONY: all deps test-deps bench-deps build test run run-ha bench compose-test chaos clean
 
 all: build
 
 deps:
-	@./scripts/install-deps.sh
+	@./scripts/install-deps.sh build run
+
+test-deps:
+	@./scripts/install-deps.sh build run test
+
+bench-deps:
+	@./scripts/install-deps.sh build run bench
 
 # Release binaries: the local stack and the benchmarks.
 build: deps
@@ -27,7 +34,7 @@ build: deps
 	@cmake --build $(BUILD_RELEASE) -j $(JOBS)
 
 # Debug + ASan/UBSan, warnings as errors, then the whole suite; ends in ctest's summary line.
-test: deps
+test: test-deps
 	@cmake -S . -B $(BUILD_TEST) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DMOORING_SANITIZE=ON -DMOORING_TESTS=ON >/dev/null
 	@cmake --build $(BUILD_TEST) -j $(JOBS)
 	@cd $(BUILD_TEST) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
@@ -40,11 +47,23 @@ run: build
 run-ha: build
 	@MOORING_BIN=$(CURDIR)/$(BUILD_RELEASE) MOORING_DATA=$${MOORING_DATA:-$(CURDIR)/.mooring-ha} ./scripts/run-ha.sh
 
-bench: deps
-	@MOORING_BENCH_DEPS=1 ./scripts/install-deps.sh
+bench: bench-deps
 	@cmake -S . -B $(BUILD_RELEASE) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DMOORING_TESTS=OFF -DMOORING_BENCH=ON >/dev/null
 	@cmake --build $(BUILD_RELEASE) -j $(JOBS)
 	@MOORING_BIN=$(CURDIR)/$(BUILD_RELEASE) ./scripts/run-bench.sh
+
+# The compose stack for real under dockerd (tests/compose/run.sh): images built, the walkthrough,
+# an agent and an HA leader kill -9'd, `down` leaving nothing. Not in `make test`: the images' own
+# Release build alone takes most of an hour on 2 cores (docker/README.md has the times).
+compose-test:
+	@./tests/compose/run.sh
+
+# Claim safety under partitions (docs/chaos.md): the Release binaries in network namespaces under a
+# seeded fault schedule, then the checker. Needs root and etcd. Replay a run with its SEED.
+DURATION ?= 600
+SEED      ?= $(shell date +%s)
+chaos: test-deps build
+	@/usr/bin/python3 tests/chaos/chaos.py --build $(BUILD_RELEASE) --duration $(DURATION) --seed $(SEED)
 
 clean:
 	rm -rf build

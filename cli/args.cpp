@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "shared/config/settings.hpp"
+
 namespace mooring::cli {
 
 namespace {
@@ -26,12 +28,6 @@ const CommandSpec* find_exact(const std::vector<std::string>& words, const std::
 bool is_group(const std::vector<std::string>& words, const std::vector<CommandSpec>& commands) {
   return std::any_of(commands.begin(), commands.end(),
                      [&](const CommandSpec& c) { return c.words.size() > words.size() && starts_with_words(c.words, words); });
-}
-
-std::optional<bool> parse_bool(const std::string& v) {
-  if (v == "true" || v == "1" || v == "yes") return true;
-  if (v == "false" || v == "0" || v == "no") return false;
-  return std::nullopt;
 }
 
 const FlagSpec* find_flag(const CommandSpec* cmd, const std::string& name) {
@@ -89,7 +85,7 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
           out = true;
           return true;
         }
-        auto b = parse_bool(*value);
+        auto b = config::parse_bool(*value);
         if (b) out = *b;
         return b.has_value();
       };
@@ -110,7 +106,7 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
         if (!take_value()) return fail("flag -namespace needs a value (a namespace, or * to list every one)");
         inv.globals.ns = *value;
       } else if (name == "json") {
-        if (!switch_value(inv.globals.json)) return fail("flag -json: expected true or false, got \"" + *value + "\"");
+        if (!switch_value(inv.globals.json)) return fail("flag -json: expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"");
       } else if (const FlagSpec* f = find_flag(inv.command, name)) {
         if (f->takes_value) {
           if (!take_value()) return fail("flag -" + name + " needs a value (" + f->value_name + ")");
@@ -118,7 +114,7 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
           if (!fresh) it->second = f->repeatable ? it->second + "," + *value : *value;
         } else {
           bool on = false;
-          if (!switch_value(on)) return fail("flag -" + name + ": expected true or false, got \"" + *value + "\"");
+          if (!switch_value(on)) return fail("flag -" + name + ": expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"");
           inv.flags[name] = on ? "true" : "false";
         }
       } else {

@@ -1,31 +1,61 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Mooring needs to build, test, run and benchmark, only
-# when something is missing. Idempotent and quiet when everything is present.
+# Installs the Debian 12 packages a Mooring command needs, only those that are missing. Idempotent
+# and quiet when everything is present.
+#
+#   scripts/install-deps.sh SET...      SET: build | run | test | bench
+#
+#   build  compiling the binaries (the docker image's build stage takes only this set)
+#   run    running the local stacks: `make run` (build run), `make run-ha` (etcd)
+#   test   the test suite's extras: GoogleTest, the packaging checks, the dashboard's browser
+#          test (Chromium), the metrics test (Prometheus); `make test` (build run test)
+#   bench  the benchmarks' load tools; `make bench` (build run bench)
+#   compose what `make compose-test` needs besides a Docker engine and compose, which
+#          tests/compose/run.sh installs only when none is there (Docker's own packages conflict
+#          with Debian's docker.io)
+#
+# `--list SET...` prints the packages of those sets and installs nothing (tests/packaging
+# reads it; the README's table of each command's packages, time and disk comes from it).
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build ccache pkg-config git
-  libboost1.81-dev libboost-url1.81-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  nlohmann-json3-dev libsqlite3-dev sqlite3 libssl-dev
-  libgtest-dev libgmock-dev
-  util-linux procps iproute2 curl
-  python3 python3-yaml yamllint docker-compose
-  etcd-server etcd-client
-  prometheus-cpp-dev prometheus
-  chromium chromium-driver python3-selenium  # the dashboard's browser test (tests/dashboard)
+declare -A sets=(
+  [build]="build-essential cmake ninja-build ccache pkg-config git
+    libboost1.81-dev libboost-url1.81-dev
+    libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+    nlohmann-json3-dev libsqlite3-dev libssl-dev prometheus-cpp-dev"
+  [run]="util-linux procps curl ca-certificates sqlite3 etcd-server etcd-client"
+  [test]="libgtest-dev libgmock-dev iproute2 iptables python3 python3-yaml yamllint docker-compose
+    prometheus chromium chromium-driver python3-selenium"
+  [bench]="wrk nginx-light python3"
+  [compose]="python3 mmdebstrap util-linux curl ca-certificates"
 )
-if [ "${MOORING_BENCH_DEPS:-0}" = 1 ]; then
-  packages+=(wrk nginx-light)
+
+list_only=0
+if [ "${1:-}" = --list ]; then
+  list_only=1
+  shift
+fi
+[ $# -gt 0 ] || set -- build run
+packages=()
+for set_name in "$@"; do
+  [ -n "${sets[$set_name]+x}" ] || {
+    echo "install-deps: unknown set '$set_name' (build, run, test, bench, compose)" >&2
+    exit 2
+  }
+  read -r -d '' -a words <<<"${sets[$set_name]}" || true
+  packages+=("${words[@]}")
+done
+if [ $list_only = 1 ]; then
+  printf '%s\n' "${packages[@]}" | sort -u
+  exit 0
 fi
 
 missing=()
-for p in "${packages[@]}"; do
+for p in $(printf '%s\n' "${packages[@]}" | sort -u); do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps ($*): installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmarks (issue 9) against the Release build: `make bench` calls this with
 # MOORING_BIN=build/release after building it with -DMOORING_BENCH=ON. Needs root (the hostpath
-# plugin bind-mounts), wrk and nginx (install-deps.sh with MOORING_BENCH_DEPS=1).
+# plugin bind-mounts), wrk and nginx (scripts/install-deps.sh bench).
 # Knobs (environment): MOORING_BENCH_N (lifecycles, default 1000), MOORING_BENCH_CONCURRENCY (8),
 # MOORING_BENCH_GC_SIZES ("1000,10000"), MOORING_BENCH_FOOTPRINT_N (100000),
 # MOORING_BENCH_WRK_SECONDS (5), MOORING_BENCH_ONLY (e.g. "lifecycle,api"); see bench/README.md.
@@ -25,7 +25,7 @@ for b in services/controlplane/mooring-controlplane services/nodeagent/mooring-n
   fi
 done
 for t in wrk nginx python3; do
-  command -v "$t" >/dev/null || { echo "run-bench: $t is missing (MOORING_BENCH_DEPS=1 scripts/install-deps.sh)" >&2; exit 2; }
+  command -v "$t" >/dev/null || { echo "run-bench: $t is missing (scripts/install-deps.sh bench)" >&2; exit 2; }
 done
 if [ "$(id -u)" != 0 ]; then
   echo "run-bench: must run as root: the hostpath plugin bind-mounts volumes" >&2

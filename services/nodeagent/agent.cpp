@@ -13,6 +13,7 @@
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
 #include "services/nodeagent/allocrunner/alloc_manager.hpp"
 #include "services/nodeagent/allocrunner/status_reporter.hpp"
+#include "services/nodeagent/certificate_renewal.hpp"
 #include "services/nodeagent/controlplane_calls.hpp"
 #include "services/nodeagent/controlplane_link.hpp"
 #include "services/nodeagent/node_status.hpp"
@@ -333,7 +334,12 @@ void Agent::start() {
   loops_->spawn("controlplane-link", link_->run());
   update_readiness();
   async::PeriodicOptions readiness{.name = "readiness", .period = std::chrono::seconds(1), .jitter = 0};
-  if (options_.security) loops_->spawn("tls-expiry", rpc::warn_expiry_daily(options_.security));
+  if (options_.security) {
+    loops_->spawn("tls-expiry", rpc::warn_expiry_daily(options_.security));
+    renewal_ = std::make_unique<CertificateRenewal>(
+        RenewalOptions{.node_id = config_.node_id, .files = options_.security->files()}, controlplane_target_);
+    loops_->spawn("tls-renewal", renewal_->run());
+  }
   if (config_.volume_stats_interval.count() > 0) {
     // In the loops group: shutdown cancels them (a call in flight is cancelled, never awaited),
     // and they hold a volume's lock only for that volume's calls, so a release waits one call at most.

@@ -32,6 +32,7 @@ class TransportSecurity;
 namespace mooring::nodeagent {
 
 class AllocManager;
+class CertificateRenewal;
 class OperationCache;
 class ControlPlaneCalls;
 class ControlPlaneTarget;
@@ -131,6 +132,7 @@ class Agent {
   std::unique_ptr<StatusReporter> reporter_;
   std::unique_ptr<AllocManager> allocs_;
   std::unique_ptr<OperationCache> operations_;  // controller calls with an operation id, run once
+  std::unique_ptr<CertificateRenewal> renewal_;  // mutual TLS: renews the agent's certificate
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<rpc::Server> server_;
   bool started_ = false;

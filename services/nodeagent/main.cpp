@@ -22,6 +22,7 @@
 #include "shared/durable/instance_lock.hpp"
 #include "shared/log/async_writer.hpp"
 #include "shared/log/log.hpp"
+#include "shared/process/process_hygiene.hpp"
 #include "shared/rpc/transport_security.hpp"
 #include "shared/tls/cert_files.hpp"
 
@@ -51,6 +52,9 @@ asio::awaitable<void> run_agent(nodeagent::Agent& agent, std::shared_ptr<const r
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Neither a plugin closing a pipe on the agent nor a dead reader of the agent's own output
+  // (run-local's tee after Ctrl-C) may kill it by SIGPIPE.
+  process::survive_closed_pipes();
   std::vector<std::string> args(argv, argv + argc);
   auto parsed = nodeagent::parse_agent_config(args, config::environment("MOORING_"));
   if (auto* err = std::get_if<nodeagent::ConfigError>(&parsed)) {
@@ -74,8 +78,6 @@ int main(int argc, char** argv) {
   log::AsyncWriter log_writer;
   log::Logger log{"main"};
 
-  // Plugin processes must not kill the agent by closing a pipe on it.
-  std::signal(SIGPIPE, SIG_IGN);
 
   // One agent per data dir: a second one would re-adopt the same tasks, launch the same plugins
   // and answer for the same node. Held until the process ends (the kernel drops it on kill -9).

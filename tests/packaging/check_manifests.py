@@ -11,7 +11,8 @@ What is checked (each check says PASS, FAIL or SKIP with the reason):
     --help lists, and plugin entries use known keys
   - ports and addresses agree with the defaults (API 4700, control plane gRPC 4701, agent 4702),
     the health/ready paths exist in the control plane's router, and sockets/mounts line up between
-    each agent and its plugin (same socket path, rshared/Bidirectional data dir, privileged)
+    each agent and its plugin (same socket path, rshared/Bidirectional data dir; compose: the
+    capabilities and devices instead of privileged; Kubernetes: privileged, which Bidirectional needs)
   - `docker-compose config` and `kubectl kustomize` accept the files (when installed)
   - nothing runs in plaintext or without ACLs: no --insecure or --acl=false (nor their
     environment or config-file spellings) anywhere; the control plane has its TLS files and the
@@ -199,7 +200,10 @@ def check_dockerfile(c):
     stages = dockerfile_stages(text)
     c.expect("build" in stages and "install-deps.sh" in text and "CMAKE_BUILD_TYPE=Release" in text,
              "Dockerfile: build stage runs scripts/install-deps.sh and a Release build")
-    c.expect(re.search(r"FROM\s+debian:bookworm", text) is not None, "Dockerfile: based on debian:bookworm")
+    c.expect(re.search(r"ARG BASE_IMAGE=debian:bookworm\n", text) is not None and
+             re.search(r"ARG RUNTIME_BASE_IMAGE=debian:bookworm-slim\n", text) is not None and
+             re.search(r"FROM \$\{BASE_IMAGE\} AS build", text) is not None,
+             "Dockerfile: based on debian:bookworm (-slim for the images), overridable by BASE_IMAGE, RUNTIME_BASE_IMAGE")
     for target, binary in IMAGE_BINARY.items():
         st = stages.get(target)
         if not c.expect(st is not None, f"Dockerfile has a '{target}' target"):
@@ -218,7 +222,7 @@ def check_dockerfile(c):
     c.check_target("mooring")
     etcd = stages.get("etcd")
     if c.expect(etcd is not None, "Dockerfile has an 'etcd' target (the HA stacks' etcd)"):
-        c.expect("/usr/bin/etcd" in etcd["entrypoint"] and re.search(r"FROM debian:bookworm-slim AS etcd[\s\S]*?"
+        c.expect("/usr/bin/etcd" in etcd["entrypoint"] and re.search(r"FROM \$\{RUNTIME_BASE_IMAGE\} AS etcd[\s\S]*?"
                                                                      r"apt-get install[^\n]*etcd-server", text) is not None,
                  "Dockerfile 'etcd': Debian's etcd-server, started as its entrypoint")
         c.expect(re.search(r"AS etcd[\s\S]*?USER 10001", text) is not None, "Dockerfile 'etcd': runs as a non-root user")
@@ -530,7 +534,8 @@ def check_compose_stack(c, services, label, controlplanes, min_agents):
         hc = " ".join(cp.get("healthcheck", {}).get("test", []))
         c.expect(f"https://127.0.0.1:{http_port}/v1/status/health" in hc and "--cacert" in hc,
                  f"{label}: {cp_name} healthcheck is GET https://…/v1/status/health checked against the CA")
-    c.expect(controlplanes > 1 or any(str(p) == "127.0.0.1:4700:4700" for n in cp_names
+    # The published port is 4700 unless MOORING_COMPOSE_API_PORT moves it (make compose-test does).
+    c.expect(controlplanes > 1 or any(str(p) == "127.0.0.1:${MOORING_COMPOSE_API_PORT:-4700}:4700" for n in cp_names
                                       for p in services[n].get("ports", [])), f"{label}: the API is published on 4700")
     cp_name = cp_names[0] if cp_names else None
     cp = services.get(cp_name, {})
@@ -628,7 +633,7 @@ def check_compose_stack(c, services, label, controlplanes, min_agents):
     for agent_name in by_target.get("nodeagent", []):
         agent = services[agent_name]
         acmd = agent.get("command", [])
-        c.expect(agent.get("privileged") is True, f"{label} {agent_name}: privileged")
+        check_agent_rights(c, f"{label} {agent_name}", agent)
         c.expect(c.port_of(c.flag_value(acmd, "grpc-addr")) == DEFAULT_PORTS["agent-grpc"],
                  f"{label} {agent_name}: agent gRPC on the default port 4702")
         cfg_path = c.flag_value(acmd, "config")
@@ -642,7 +647,7 @@ def check_compose_stack(c, services, label, controlplanes, min_agents):
             continue
         plugin = services[plugins[0]]
         pm = mounts(plugin)
-        c.expect(plugin.get("privileged") is True, f"{label} {plugins[0]}: privileged")
+        check_plugin_rights(c, f"{label} {plugins[0]}", plugin)
         endpoint = c.flag_value(plugin.get("command", []), "endpoint")
         c.expect(endpoint == "unix://" + socket, f"{label} {plugins[0]}: --endpoint {endpoint} is the agent's plugin socket")
         sock_dir = os.path.dirname(socket)
@@ -651,6 +656,29 @@ def check_compose_stack(c, services, label, controlplanes, min_agents):
         c.expect(data_dir in am and data_dir in pm and am[data_dir]["source"] == pm[data_dir]["source"] and
                  am[data_dir]["propagation"] == "rshared" and pm[data_dir]["propagation"] == "rshared",
                  f"{label} {agent_name}/{plugins[0]}: share the agent data dir {data_dir} with rshared propagation")
+
+
+LOOP_BLOCK_RULE = "b 7:* rmw"  # /dev/loopN: block major 7
+
+
+def check_plugin_rights(c, where, svc):
+    """Not privileged (which fails where dockerd's root lacks CAP_SYS_RESOURCE): mount(2) through
+    CAP_SYS_ADMIN, AppArmor's mount denial lifted, loop devices for block volumes."""
+    c.expect(not svc.get("privileged"), f"{where}: not privileged")
+    c.expect("SYS_ADMIN" in (svc.get("cap_add") or []), f"{where}: CAP_SYS_ADMIN for its bind mounts")
+    c.expect(any(o in ("apparmor=unconfined", "apparmor:unconfined") for o in svc.get("security_opt") or []),
+             f"{where}: AppArmor unconfined (docker-default denies mount)")
+    c.expect(any(d.split(":")[0] == "/dev/loop-control" for d in svc.get("devices") or []) and
+             LOOP_BLOCK_RULE in (svc.get("device_cgroup_rules") or []),
+             f"{where}: /dev/loop-control and the loop devices' cgroup rule (block volumes)")
+    c.expect("seccomp=unconfined" not in (svc.get("security_opt") or []) and "ALL" not in (svc.get("cap_add") or []),
+             f"{where}: seccomp on, no blanket capabilities")
+
+
+def check_agent_rights(c, where, svc):
+    c.expect(not svc.get("privileged") and not svc.get("cap_add"), f"{where}: not privileged, Docker's default capabilities")
+    c.expect(LOOP_BLOCK_RULE in (svc.get("device_cgroup_rules") or []),
+             f"{where}: the loop devices' cgroup rule (tasks on block volumes)")
 
 
 def check_kubernetes_tls(c, docs, cp, ds, label):
