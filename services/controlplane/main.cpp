@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
   raise_open_file_limit(logger);
   // Before anything that records is built: each component takes its handles when constructed.
   if (flags.metrics) metrics::enable(metrics::Service::controlplane);
-  const http::ServerConfig http_config = http_server_config(flags);
+  http::ServerConfig http_config = http_server_config(flags);
 
   // The embedded SQLite file, or etcd (state/etcd_backend.hpp) for control planes that share it.
   std::unique_ptr<StateBackend> backend;
@@ -408,6 +408,7 @@ int main(int argc, char** argv) {
     }
     forwarder = std::move(*made);
   }
+  http_config.refused = [&api](const http::Request& r, const http::Response& res) { api.record_refusal(r, res); };
   http::Server server{io.get_executor(), http_config, [&](http::Request r) {
     return front ? front->handle(std::move(r)) : api_handler(std::move(r));
   }};

@@ -13,11 +13,11 @@
 
 #include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/acl/secret.hpp"
+#include "services/controlplane/api/audit_writes.hpp"
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/event_stream.hpp"
 #include "services/controlplane/api/request_params.hpp"
 #include "services/controlplane/api/routes.hpp"
-#include "services/controlplane/audit/audit_log.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/router.hpp"
@@ -39,8 +39,6 @@ struct KeyedWrite {
   std::string key;
   std::string fingerprint;
 };
-
-bool is_write(const std::string& method) { return method != "GET" && method != "HEAD" && method != "OPTIONS"; }
 
 // ?index=N (present): a non-negative integer, or why not.
 domain::Expected<std::uint64_t> index_param(const http::Request& req) {
@@ -134,9 +132,11 @@ struct Api::Impl {
     auto params = http::parse_query(query);
     if (!params) return bad_request("malformed query string");
     req.query = std::move(*params);
+    if (auto bad = invalid_query_text(req.query)) return bad_request(*bad);
 
     auto m = router.match(req.method, req.path);
     if (m.bad_encoding) return bad_request("malformed percent-encoding in path");
+    if (auto bad = invalid_path_text(m.params)) return bad_request(*bad);
     if (req.method == "OPTIONS") {
       if (!m.path_known) return http::error_response(404, "no such endpoint: " + req.path);
       return http::cors_preflight(options.cors, req, m.allow);
@@ -344,22 +344,6 @@ struct Api::Impl {
     }
   }
 
-  // Writes only, whatever the answer (a refusal is worth auditing too); never a body or a query.
-  void audit(const http::Request& req, const std::string& accessor, const http::Response& res) {
-    if (!options.audit || !is_write(req.method)) return;
-    audit::Entry e{.transport = "http",
-                   .actor_type = accessor.empty() ? "anonymous" : "token",
-                   .actor = accessor,
-                   .remote = req.remote,
-                   .via = req.via,
-                   .method = req.method,
-                   .path = req.path,
-                   .status = res.status};
-    if (auto it = req.params.find("id"); it != req.params.end()) e.object = it->second;
-    if (auto ns = req.param("namespace")) e.ns = std::string(*ns);
-    options.audit->record(e);
-  }
-
   // mooring_http_requests_seconds: the series of each (route, status) is looked up once. A request
   // that matched no route counts under "unmatched", so probing random paths adds no series.
   void observe(std::string_view pattern, unsigned status, std::chrono::steady_clock::duration took) {
@@ -412,10 +396,23 @@ std::vector<RouteInfo> Api::route_table() {
 
 boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
   Answered answered{.started = std::chrono::steady_clock::now()};
-  auto res = co_await answer(req, answered);
-  impl_->audit(req, answered.accessor, res);
+  http::Response res;
+  try {
+    res = co_await answer(req, answered);
+  } catch (...) {
+    // A bug, or a forced shutdown cancelling the answer: audited like any answer, with its caller.
+    res = http::answer_exception(std::current_exception(), req);
+  }
+  // Writes only, whatever the answer (a refusal is worth auditing too).
+  if (is_write(req.method))
+    audit_write(impl_->options.audit, req, res, answered.accessor, audited_object(answered.object, req, res),
+                std::string(req.param("namespace").value_or("")));  // set by prepare() on namespaced routes
   impl_->observe(answered.pattern, res.status, std::chrono::steady_clock::now() - answered.started);
   co_return res;
+}
+
+void Api::record_refusal(const http::Request& req, const http::Response& res) {
+  audit_write(impl_->options.audit, req, res, {}, {}, {});  // no route: no token, object or namespace was read
 }
 
 boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered& answered) {
@@ -424,7 +421,10 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered&
   std::optional<Caller> caller;
   auto early = impl_->prepare(req, route, blocking, caller);
   if (caller) answered.accessor = caller->accessor;
-  if (route) answered.pattern = route->pattern;
+  if (route) {
+    answered.pattern = route->pattern;
+    answered.object = route->object;
+  }
   if (early) {
     http::apply_cors(impl_->options.cors, req, *early);
     co_return *early;

@@ -11,6 +11,7 @@ namespace {
 struct Extra {
   ExtraNeeds needs = nullptr;
   bool keep_answer = true;
+  AuditObject object = nullptr;  // the audit line's object when the path names none
 };
 
 bool forced(const http::Request& req) { return query_flag_set(req, "force") || query_flag_set(req, "purge"); }
@@ -86,12 +87,14 @@ class RouteTable {
     for (const char* m : methods) {
       entries.push_back({m, std::string(path), Route{e, {}, need, x.needs, x.keep_answer}});
       entries.back().route.pattern = path;
+      entries.back().route.object = x.object;
     }
   }
 
   void add_volume_routes() {
     list("/v1/volumes", Need::cap(Cap::csi_list_volume), at_once<list_volumes>, Table::volumes);
-    write({"PUT", "POST"}, "/v1/volumes", Need::cap(Cap::csi_write_volume), register_volumes);
+    write({"PUT", "POST"}, "/v1/volumes", Need::cap(Cap::csi_write_volume), register_volumes,
+          {.object = answered_volumes});
     get("/v1/volume/csi/:id", Need::cap(Cap::csi_read_volume), get_volume, Table::volumes);
     entries.back().route.watch_index = volume_watch_index;
     write({"PUT", "POST"}, "/v1/volume/csi/:id", Need::cap(Cap::csi_write_volume), register_volume);
@@ -102,12 +105,16 @@ class RouteTable {
     write({"DELETE"}, "/v1/volume/csi/:id/detach", Need::on(Area::operator_, Level::write), detach_volume);
     plugin_list("/v1/volumes/external", list_external_volumes);
     plugin_list("/v1/volumes/snapshot", list_snapshots);
-    write({"PUT", "POST"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), create_snapshots);
-    write({"DELETE"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), delete_snapshot);
+    write({"PUT", "POST"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), create_snapshots,
+          {.object = answered_snapshots});
+    write({"DELETE"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), delete_snapshot,
+          {.object = queried_snapshot});
     plugin_list("/v1/volumes/group-snapshot", list_group_snapshots);
     get("/v1/volumes/group-snapshot/:id", Need::cap(Cap::csi_read_volume), get_group_snapshot);
-    write({"PUT", "POST"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), create_group_snapshot);
-    write({"DELETE"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), delete_group_snapshot);
+    write({"PUT", "POST"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), create_group_snapshot,
+          {.object = answered_group_snapshot});
+    write({"DELETE"}, "/v1/volumes/group-snapshot", Need::cap(Cap::csi_write_volume), delete_group_snapshot,
+          {.object = queried_group_snapshot});
   }
 
   void add_cluster_routes() {
@@ -128,7 +135,7 @@ class RouteTable {
     list("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
     // Volumes need csi-mount-volume too; a Task.CSIPlugin (a plugin serves every namespace) plugin:write.
     write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
-          {.needs = submit_needs});
+          {.needs = submit_needs, .object = answered_id});
     get("/v1/allocation/:id", Need::cap(Cap::read_alloc), at_once<get_allocation>, Table::allocations);
     entries.back().route.watch_index = allocation_watch_index;
     // Stopping or updating a plugin allocation changes a plugin that serves every namespace: plugin:write too.
@@ -151,19 +158,21 @@ class RouteTable {
     get("/ui", Need::anyone(), at_once<serve_ui>);
     get("/ui/:file", Need::anyone(), at_once<serve_ui>);
     // Rotating the key that seals every stored secret is for management tokens only.
-    write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring);
+    write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring, {.object = answered_key});
     // Prometheus scrapes: operator:read (the anonymous policy may grant it to a scraper without a token).
     get("/v1/metrics", Need::on(Area::operator_, Level::read), at_once<get_metrics>);
   }
 
   void add_acl_routes() {
     // Bootstrap needs no token (there is none yet) and works once.
-    write({"POST", "PUT"}, "/v1/acl/bootstrap", Need::anyone(), at_once<acl_bootstrap>, {.keep_answer = false});
+    write({"POST", "PUT"}, "/v1/acl/bootstrap", Need::anyone(), at_once<acl_bootstrap>,
+          {.keep_answer = false, .object = answered_accessor});
     get("/v1/acl/policies", Need::management(), at_once<list_acl_policies>, Table::acl_policies);
     get("/v1/acl/policy/:name", Need::management(), at_once<get_acl_policy>, Table::acl_policies);
     write({"PUT", "POST"}, "/v1/acl/policy/:name", Need::management(), at_once<put_acl_policy>);
     write({"DELETE"}, "/v1/acl/policy/:name", Need::management(), at_once<delete_acl_policy>);
-    write({"PUT", "POST"}, "/v1/acl/token", Need::management(), at_once<create_acl_token>, {.keep_answer = false});
+    write({"PUT", "POST"}, "/v1/acl/token", Need::management(), at_once<create_acl_token>,
+          {.keep_answer = false, .object = answered_accessor});
     get("/v1/acl/tokens", Need::management(), at_once<list_acl_tokens>, Table::acl_tokens);
     get("/v1/acl/token/self", Need::any_token(), at_once<acl_token_self>);  // before :accessor
     get("/v1/acl/token/:accessor", Need::management(), at_once<get_acl_token>, Table::acl_tokens);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "services/controlplane/acl/capability.hpp"
+#include "services/controlplane/api/audit_writes.hpp"
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/http/message.hpp"
 #include "services/controlplane/state/table.hpp"
@@ -39,6 +40,8 @@ struct Route {
   bool event_stream = false;   // GET /v1/event/stream: answered by Impl::open_stream, not `endpoint`
   // A read of one object: a blocking query waits for that object to change, not its table.
   std::optional<std::uint64_t> (*watch_index)(const StateStore&, const http::Request&) = nullptr;
+  // A write whose path names no object: what its audit line names (audit_writes.hpp).
+  AuditObject object = nullptr;
 };
 
 // Routes whose objects live in a namespace: the request names one (or "*" on a list).
