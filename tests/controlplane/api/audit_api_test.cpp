@@ -95,6 +95,9 @@ TEST_F(AuditApiTest, EachCreateNamesTheIdItMadeAndNeverItsSecret) {
   ASSERT_EQ(token.status, 200u) << token.body;
   const std::string accessor = parse(token)["AccessorID"], secret = parse(token)["SecretID"];
 
+  ::csi::v1::ValidateVolumeCapabilitiesResponse valid;  // registering asks the plugin to confirm the capabilities
+  valid.mutable_confirmed();
+  script(&FakeController::validations, valid);
   auto registered = call("PUT", "/v1/volume/csi/vol-3",
                          json{{"Volumes", {{{"ID", "vol-3"}, {"PluginID", "hostpath"}, {"ExternalID", "ext-3"},
                                             {"Secrets", {{"token", "vol-secret"}}},
