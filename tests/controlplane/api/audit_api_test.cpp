@@ -141,6 +141,11 @@ TEST_F(AuditApiTest, EachCreateNamesTheIdItMadeAndNeverItsSecret) {
 
   script(&FakeController::snapshot_deletes, ::csi::v1::DeleteSnapshotResponse{});
   ASSERT_EQ(call("DELETE", "/v1/volumes/snapshot?plugin_id=hostpath&snapshot_id=snap-1").status, 200u);
+  // The group delete finds its members, and so whose they are, in the plugin's snapshot list.
+  ::csi::v1::ListSnapshotsResponse members;
+  *members.add_entries()->mutable_snapshot() = FakeController::ready_snapshot("snap-a", "ext-vol-1", "group-1");
+  *members.add_entries()->mutable_snapshot() = FakeController::ready_snapshot("snap-b", "ext-vol-2", "group-1");
+  script(&FakeController::snapshot_lists, members);
   script(&FakeController::group_deletes, ::csi::v1::DeleteVolumeGroupSnapshotResponse{});
   auto ungrouped = call("DELETE", "/v1/volumes/group-snapshot?plugin_id=hostpath&group_snapshot_id=group-1");
   ASSERT_EQ(ungrouped.status, 200u) << ungrouped.body;
