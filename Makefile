@@ -15,7 +15,7 @@ CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all deps test-deps bench-deps build test run run-ha bench compose-test clean
+.PHONY: all deps test-deps bench-deps build test run run-ha bench compose-test chaos clean
 
 all: build
 
@@ -57,6 +57,13 @@ bench: bench-deps
 # Release build alone takes most of an hour on 2 cores (docker/README.md has the times).
 compose-test:
 	@./tests/compose/run.sh
+
+# Claim safety under partitions (docs/chaos.md): the Release binaries in network namespaces under a
+# seeded fault schedule, then the checker. Needs root and etcd. Replay a run with its SEED.
+DURATION ?= 600
+SEED      ?= $(shell date +%s)
+chaos: test-deps build
+	@/usr/bin/python3 tests/chaos/chaos.py --build $(BUILD_RELEASE) --duration $(DURATION) --seed $(SEED)
 
 clean:
 	rm -rf build

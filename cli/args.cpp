@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/settings.hpp"
+#include "shared/config/settings.hpp"
 
 namespace mooring::cli {
 
@@ -28,12 +29,6 @@ const CommandSpec* find_exact(const std::vector<std::string>& words, const std::
 bool is_group(const std::vector<std::string>& words, const std::vector<CommandSpec>& commands) {
   return std::any_of(commands.begin(), commands.end(),
                      [&](const CommandSpec& c) { return c.words.size() > words.size() && starts_with_words(c.words, words); });
-}
-
-std::optional<bool> parse_bool(const std::string& v) {
-  if (v == "true" || v == "1" || v == "yes") return true;
-  if (v == "false" || v == "0" || v == "no") return false;
-  return std::nullopt;
 }
 
 const FlagSpec* find_flag(const CommandSpec* cmd, const std::string& name) {
@@ -91,7 +86,7 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
           out = true;
           return true;
         }
-        auto b = parse_bool(*value);
+        auto b = config::parse_bool(*value);
         if (b) out = *b;
         return b.has_value();
       };
@@ -99,7 +94,7 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
         if (!take_value()) return fail("flag -" + name + " needs a value (" + std::string(g->doc.value_name) + ")");
         inv.globals.*(g->field) = *value;
       } else if (name == "json") {
-        if (!switch_value(inv.globals.json)) return fail("flag -json: expected true or false, got \"" + *value + "\"");
+        if (!switch_value(inv.globals.json)) return fail("flag -json: expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"");
       } else if (const FlagSpec* f = find_flag(inv.command, name)) {
         if (f->takes_value) {
           if (!take_value()) return fail("flag -" + name + " needs a value (" + f->value_name + ")");
@@ -107,7 +102,7 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
           if (!fresh) it->second = f->repeatable ? it->second + "," + *value : *value;
         } else {
           bool on = false;
-          if (!switch_value(on)) return fail("flag -" + name + ": expected true or false, got \"" + *value + "\"");
+          if (!switch_value(on)) return fail("flag -" + name + ": expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"");
           inv.flags[name] = on ? "true" : "false";
         }
       } else {

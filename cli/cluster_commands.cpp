@@ -1,5 +1,6 @@
 // `mooring plugin status` and `mooring node status`: read-only views of what node agents report;
-// `mooring node purge`.
+// `mooring node purge`, and `mooring node intro create` (a one-time introduction token that
+// enrolls one node: `mooring tls cert request -intro-token-file`).
 #include <algorithm>
 
 #include "cli/commands.hpp"
@@ -7,6 +8,7 @@
 #include "cli/format.hpp"
 #include "cli/lookup.hpp"
 #include "cli/table.hpp"
+#include "shared/tls/cert_files.hpp"
 
 namespace mooring::cli {
 
@@ -146,13 +148,39 @@ int node_status(Context& ctx, const Invocation& inv) {
 
 int node_purge(Context& ctx, const Invocation& inv) {
   const std::string& id = inv.args[0];
-  auto r = ctx.call("DELETE", "/v1/node/" + url_encode(id));
+  auto r = ctx.call("DELETE", "/v1/node/" + url_encode(id) + (inv.enabled("force") ? "?force=true" : ""));
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
   ctx.out() << "Node \"" << id << "\" purged";
   if (const auto lost = r->body.is_object() ? r->body.value("LostAllocations", 0) : 0; lost > 0)
     ctx.out() << "; " << lost << " of its allocations marked lost";
   ctx.out() << "\n";
+  return kExitOk;
+}
+
+int node_intro_create(Context& ctx, const Invocation& inv) {
+  const auto node_id = inv.flag("node-id");
+  if (!node_id || node_id->empty()) {
+    ctx.err() << "Error: -node-id ID is required (the node the token may enroll)\n";
+    return kExitUsage;
+  }
+  json body = json::object();
+  if (auto ttl = inv.flag("ttl")) body["TTL"] = *ttl;
+  auto r = ctx.call("POST", "/v1/node/" + url_encode(*node_id) + "/intro", body);
+  if (!r) return kExitError;
+  const auto secret = r->body.value("SecretID", std::string());
+  // -out: the secret goes to a 0600 file only, never to the terminal or a log.
+  if (auto out = inv.flag("out")) {
+    if (auto w = tls::replace_file(*out, secret + "\n"); !w) return ctx.fail(w.error());
+    r->body.erase("SecretID");
+  }
+  if (ctx.json()) return ctx.print_json(r->body), kExitOk;
+  ctx.out() << "Introduction token " << field(r->body, "AccessorID") << " for node \"" << *node_id
+            << "\", expires " << field(r->body, "ExpirationTime") << "; it enrolls the node once\n";
+  if (auto out = inv.flag("out"))
+    ctx.out() << "Written to " << *out << "\n";
+  else
+    ctx.out() << secret << "\n";
   return kExitOk;
 }
 
@@ -180,8 +208,23 @@ std::vector<CommandSpec> node_commands() {
            .arguments = "ID",
            .min_args = 1,
            .max_args = 1,
-           .summary = "Remove a node with its plugin instances (refused while a volume claim names it)",
-           .run = node_purge}};
+           .flags = {{.name = "force", .help = "a live node too (needs a management token)"}},
+           .summary = "Remove a node with its plugin instances and revoke its certificates",
+           .help = "Removes the node record and its plugin instances, marks its allocations lost, and\n"
+                   "revokes the node's identity: certificates issued until now stop acting, so the node\n"
+                   "enrolls again. Refused while a volume claim names the node, and while the node is\n"
+                   "live unless -force (with a management token).",
+           .run = node_purge},
+          {.words = {"node", "intro", "create"},
+           .flags = {{.name = "node-id", .takes_value = true, .value_name = "ID", .help = "the node it may enroll"},
+                     {.name = "ttl", .takes_value = true, .value_name = "DURATION",
+                      .help = "how long it may be used (default 1h, at most 168h)"},
+                     {.name = "out", .takes_value = true, .value_name = "FILE",
+                      .help = "write the token to FILE (0600) instead of printing it"}},
+           .summary = "Make a one-time introduction token that enrolls one node",
+           .help = "POST /v1/node/ID/intro (node:write): a token that enrolls node ID once, before it\n"
+                   "expires (mooring tls cert request -intro-token-file). Kept only as its hash.",
+           .run = node_intro_create}};
 }
 
 }  // namespace mooring::cli

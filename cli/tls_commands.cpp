@@ -3,6 +3,8 @@
 // (0600) in -dir. Local only: no API call. The identity each certificate carries is described
 // in shared/tls/identity.hpp. `mooring tls cert request` is node enrollment: the key is made
 // here, only its CSR goes to the control plane (POST /v1/node/:id/enroll), which signs it.
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <sstream>
@@ -84,7 +86,7 @@ int cert_create(Context& ctx, const Invocation& inv) {
   auto ca = tls::read_pair({ca_cert, ca_key});
   if (!ca) return ctx.fail(ca.error() + " (create a CA with `mooring tls ca create`, or name it with -ca/-ca-key)");
 
-  tls::CertRequest request{.identity = identity, .days = *days};
+  tls::CertRequest request{.identity = identity, .validity = std::chrono::hours(24) * *days};
   for (auto& name : split_list(inv.flag("additional-dnsname"))) request.dns_names.push_back(std::move(name));
   for (auto& ip : split_list(inv.flag("additional-ipaddress"))) request.ip_addresses.push_back(std::move(ip));
   auto cert = tls::create_certificate(*ca, request);
@@ -127,19 +129,26 @@ int cert_request(Context& ctx, const Invocation& inv) {
     ctx.out() << "==> " << paths.cert.string() << " is valid until " << until << "; nothing to request\n";
     return kExitOk;
   }
-
-  // A key that is there already is kept: renewing with it is what a live node may do.
-  std::error_code ec;
-  const bool have_key = fs::exists(paths.key, ec);
-  std::string key_pem;
-  if (have_key) {
-    auto key = tls::read_text(paths.key);
-    if (!key) return ctx.fail(key.error());
-    key_pem = std::move(*key);
+  if (inv.enabled("check-only")) {
+    ctx.out() << "==> " << paths.cert.string() << " needs enrolling (missing, unusable or ending within -renew-within)\n";
+    return kExitError;
   }
-  auto csr = tls::create_csr(identity, key_pem);
-  if (!csr) return ctx.fail((have_key ? paths.key.string() + ": " : std::string()) + csr.error());
-  auto reply = ctx.call("POST", "/v1/node/" + url_encode(*node_id) + "/enroll", nlohmann::json{{"CSR", csr->csr_pem}});
+
+  // Who asks: a one-time introduction token made for this node, or else the management token of
+  // -token / MOORING_TOKEN (a deliberate re-key). Read from a file: a command line is visible in ps.
+  nlohmann::json body = nlohmann::json::object();
+  if (auto file = inv.flag("intro-token-file")) {
+    auto token = tls::read_text(*file);
+    if (!token) return ctx.fail(token.error());
+    std::erase_if(*token, [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
+    if (token->empty()) return ctx.fail(*file + " holds no introduction token");
+    body["IntroToken"] = *token;
+  }
+  // Always a new key: a certificate for an old one could outlive the node it was made on.
+  auto csr = tls::create_csr(identity);
+  if (!csr) return ctx.fail(csr.error());
+  body["CSR"] = csr->csr_pem;
+  auto reply = ctx.call("POST", "/v1/node/" + url_encode(*node_id) + "/enroll", body);
   if (!reply) return kExitError;
   const auto cert = reply->body.value("Certificate", std::string());
   const auto ca = reply->body.value("CA", std::string());
@@ -149,15 +158,14 @@ int cert_request(Context& ctx, const Invocation& inv) {
     return ctx.fail("the control plane at " + ctx.address() + " answered with a certificate that is not for " +
                     tls::identity_uri(identity) + " and this key; nothing was written");
   // Key first, then the certificate, then the CA: a reader never sees a certificate without its key.
-  if (!have_key)
-    if (auto w = tls::replace_file(paths.key, csr->key_pem); !w) return ctx.fail(w.error());
+  if (auto w = tls::replace_file(paths.key, csr->key_pem); !w) return ctx.fail(w.error());
   if (auto w = tls::replace_file(paths.cert, cert); !w) return ctx.fail(w.error());
   if (auto w = tls::replace_file(ca_path, ca); !w) return ctx.fail(w.error());
   if (ctx.json())
     return ctx.print_json({{"NodeID", *node_id}, {"Certificate", paths.cert.string()}, {"Key", paths.key.string()},
                            {"CA", ca_path.string()}, {"Expires", reply->body.value("Expires", std::string())}}),
            kExitOk;
-  ctx.out() << "==> " << (have_key ? "Renewed" : "Enrolled") << " " << tls::identity_uri(identity) << ", valid until "
+  ctx.out() << "==> Enrolled " << tls::identity_uri(identity) << ", valid until "
             << reply->body.value("Expires", std::string()) << "\n";
   print_written(ctx, "node certificate", paths);
   ctx.out() << "==> CA certificate saved to: " << ca_path.string() << "\n";
@@ -198,15 +206,20 @@ std::vector<CommandSpec> tls_commands() {
       {.words = {"tls", "cert", "request"},
        .flags = {{.name = "node-id", .takes_value = true, .value_name = "ID",
                   .help = "the node id the agent runs with (spiffe://mooring/node/ID)"},
+                 {.name = "intro-token-file", .takes_value = true, .value_name = "FILE",
+                  .help = "a file holding a one-time introduction token made for the node (mooring node intro create)"},
                  {.name = "renew-within", .takes_value = true, .value_name = "DURATION",
                   .help = "do nothing while DIR holds a certificate for the node valid longer than this"},
+                 {.name = "check-only",
+                  .help = "ask nothing: exit 0 when -renew-within finds the certificate good, 1 when it needs enrolling"},
                  dir},
        .summary = "Enroll a node: have the control plane sign a certificate for a local key",
-       .help = "Node enrollment: makes an ECDSA P-256 key in -dir (or keeps the one there, so a renewal\n"
-               "keeps the key), sends only a CSR to POST /v1/node/ID/enroll and writes agent-ID.pem,\n"
-               "agent-ID-key.pem and the CA's ca.pem (0600) in -dir. Needs a token with node:write\n"
-               "(-token or MOORING_TOKEN). While the node is live the control plane signs only for the\n"
-               "key its current certificate holds, unless the token is a management token.",
+       .help = "Node enrollment: makes a new ECDSA P-256 key in -dir, sends only a CSR to\n"
+               "POST /v1/node/ID/enroll and writes agent-ID.pem, agent-ID-key.pem and the CA's ca.pem\n"
+               "(0600) in -dir. The credential is a one-time introduction token made for the node\n"
+               "(-intro-token-file), or a management token (-token or MOORING_TOKEN) to re-key a node\n"
+               "deliberately. A node that is live or holds an unexpired certificate is refused unless\n"
+               "a management token asks: a running agent renews its own certificate.",
        .run = cert_request},
   };
 }

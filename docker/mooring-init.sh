@@ -4,26 +4,32 @@
 # re-applied Job) changes nothing that exists. Secrets are files written 0600 and never printed.
 #
 #   mooring-init.sh tls -dir DIR [-dns NAME]... [-ip IP]... [-ca-out FILE]
-#                       [-etcd-dir DIR -etcd-dns NAME...] [-keyring FILE]
+#                       [-etcd-dir DIR -etcd-dns NAME... [-etcd-ip IP]...] [-keyring FILE]
 #       DIR/ca.pem, ca-key.pem (the CA) and server.pem, server-key.pem (the control plane,
 #       spiffe://mooring/server, SANs localhost, 127.0.0.1 and the -dns/-ip names), if absent;
 #       with -ca-out also a copy of ca.pem (never the key) for agents and clients.
 #       High availability: with -etcd-dir, etcd's TLS from a CA of its own (a certificate of
 #       the Mooring CA, a node agent's say, opens no etcd door): etcd-dir/ca (that CA, with its
 #       key: the init's alone), etcd-dir/member (ca.pem, server.pem, server-key.pem: every
-#       member's, client and peer TLS, for the -etcd-dns names) and etcd-dir/client (ca.pem,
+#       member's, client and peer TLS, for the -etcd-dns names and -etcd-ip addresses) and etcd-dir/client (ca.pem,
 #       client.pem, client-key.pem: the control planes' etcd client certificate); with -keyring,
 #       the keyring every control plane of the cluster seals secrets with (mooring-keyring/1, one
 #       random AES-256 key), if absent.
 #   mooring-init.sh acl -addr URL -ca-cert FILE -token-file FILE -enroll-token-file FILE
 #       waits until the control plane at URL is ready; bootstraps ACLs once, keeping the
 #       management token in -token-file; then, with it, the policy "node-enroll" (Node: write)
-#       and a token of it in -enroll-token-file, for agents to enroll with.
-#   mooring-init.sh enroll -addr URL -ca-cert FILE -token-file FILE -node-id ID -dir DIR
+#       and a token of it in -enroll-token-file: the nodes' introducer (see enroll).
+#   mooring-init.sh enroll -addr URL -ca-cert FILE (-intro-token-file FILE | -token-file FILE)
+#                          -node-id ID -dir DIR
 #       agent side: makes a key in DIR and has the control plane sign a certificate for
 #       spiffe://mooring/node/ID (node enrollment; the CA key never comes here), unless DIR holds
-#       one valid for more than 30 days (-renew-within). The key is kept, so a renewal passes
-#       the control plane's rule for live nodes.
+#       one valid for more than 10 minutes: a running agent renews its own certificate over
+#       mutual TLS, so this runs only for a new node or one whose certificate ran out. The
+#       credential is a one-time introduction token made for this node (-intro-token-file, when
+#       that file is there and not empty), or else the node-enroll token (-token-file), with which
+#       the step first makes such a token for its own node (mooring node intro create, 10 minutes).
+#       Either way the control plane refuses a node that is live or holds an unexpired
+#       certificate: purge it first (docs/node-enrollment.md).
 #   mooring-init.sh k8s-tls -namespace NS [-dns NAME]... [-etcd-dns NAME... -etcd-secrets PREFIX]
 #                           [-keyring-secret NAME]   and   k8s-acl -namespace NS -addr URL
 #       the same two control plane steps with Kubernetes Secrets as the store: a Secret that
@@ -31,7 +37,8 @@
 #         mooring-controlplane-tls  ca.pem ca-key.pem server.pem server-key.pem (control plane only)
 #         mooring-ca                ca.pem (public: agents and clients check the server with it)
 #         mooring-bootstrap-token   token (management; for operators)
-#         mooring-enroll-token      token (node:write; the agents' DaemonSet)
+#         mooring-enroll-token      token (node:write: the agents' DaemonSet makes each node's
+#                                   introduction token with it)
 #       and for high availability (deploy/kubernetes-ha):
 #         PREFIX-member             ca.pem server.pem server-key.pem (etcd's members only)
 #         PREFIX-client             ca.pem client.pem client-key.pem (the control planes only)
@@ -56,9 +63,9 @@ die() {
 }
 
 # ---- options: -name value pairs; -dns and -ip may repeat ----
-DIR='' ADDR='' CA_CERT='' TOKEN_FILE='' ENROLL_TOKEN_FILE='' NODE_ID='' NAMESPACE='' CA_OUT=''
+DIR='' ADDR='' CA_CERT='' TOKEN_FILE='' ENROLL_TOKEN_FILE='' INTRO_TOKEN_FILE='' NODE_ID='' NAMESPACE='' CA_OUT=''
 ETCD_DIR='' KEYRING='' ETCD_SECRETS='' KEYRING_SECRET=''
-DNS=() IPS=() ETCD_DNS=()
+DNS=() IPS=() ETCD_DNS=() ETCD_IPS=()
 parse_options() {
   while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || die "option $1 needs a value"
@@ -68,6 +75,7 @@ parse_options() {
       -ca-cert) CA_CERT=$2 ;;
       -token-file) TOKEN_FILE=$2 ;;
       -enroll-token-file) ENROLL_TOKEN_FILE=$2 ;;
+      -intro-token-file) INTRO_TOKEN_FILE=$2 ;;
       -node-id) NODE_ID=$2 ;;
       -namespace) NAMESPACE=$2 ;;
       -ca-out) CA_OUT=$2 ;;
@@ -76,6 +84,7 @@ parse_options() {
       -etcd-secrets) ETCD_SECRETS=$2 ;;
       -keyring-secret) KEYRING_SECRET=$2 ;;
       -etcd-dns) ETCD_DNS+=("$2") ;;
+      -etcd-ip) ETCD_IPS+=("$2") ;;
       -dns) DNS+=("$2") ;;
       -ip) IPS+=("$2") ;;
       *) die "unknown option $1 (see the head of $0)" ;;
@@ -165,6 +174,7 @@ step_etcd_tls() {
   else
     local names=() n
     for n in "${ETCD_DNS[@]}"; do names+=(-additional-dnsname "$n"); done
+    for n in "${ETCD_IPS[@]}"; do names+=(-additional-ipaddress "$n"); done
     rm -f "$member/server.pem" "$member/server-key.pem"
     mkdir -p "$member"
     "$MOORING" tls cert create -server -dir "$member" -ca "$ca/ca.pem" -ca-key "$ca/ca-key.pem" "${names[@]}" >/dev/null
@@ -259,11 +269,32 @@ step_acl() {
 }
 
 # ---- enroll: the agent's certificate, its key made here ----
+# Re-enroll only a certificate about to end: a running agent renews its own two thirds in.
+RENEW_WITHIN=10m
 step_enroll() {
-  need addr ca-cert token-file node-id dir
+  need addr ca-cert node-id dir
+  export MOORING_ADDR=$ADDR MOORING_CACERT=$CA_CERT
+  unset MOORING_TOKEN
+  local request=("$MOORING" tls cert request -node-id "$NODE_ID" -dir "$DIR" -renew-within "$RENEW_WITHIN")
+  if [ -n "$INTRO_TOKEN_FILE" ] && [ -s "$INTRO_TOKEN_FILE" ]; then
+    "${request[@]}" -intro-token-file "$INTRO_TOKEN_FILE" >&2
+    return
+  fi
+  [ -n "$TOKEN_FILE" ] || die "enroll needs -intro-token-file (this node's introduction token) or -token-file (the node-enroll token)"
   [ -s "$TOKEN_FILE" ] || die "no enrollment token in $TOKEN_FILE"
-  MOORING_TOKEN=$(read_secret_file "$TOKEN_FILE") MOORING_ADDR=$ADDR MOORING_CACERT=$CA_CERT \
-    "$MOORING" tls cert request -node-id "$NODE_ID" -dir "$DIR" -renew-within 720h >&2
+  # Nothing to do while the certificate holds: no token made, nothing asked.
+  if "${request[@]}" -check-only >&2; then
+    return
+  fi
+  local intro
+  intro=$(mktemp)
+  # shellcheck disable=SC2064
+  trap "rm -f '$intro'" EXIT
+  MOORING_TOKEN=$(read_secret_file "$TOKEN_FILE") \
+    "$MOORING" node intro create -node-id "$NODE_ID" -ttl 10m -out "$intro" >/dev/null ||
+    die "cannot make an introduction token for node $NODE_ID with the token in $TOKEN_FILE"
+  "${request[@]}" -intro-token-file "$intro" >&2
+  rm -f "$intro"
 }
 
 # ---- Kubernetes: Secrets as the store of the two control plane steps ----

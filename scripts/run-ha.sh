@@ -17,6 +17,8 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/agent-config.sh
 . "$(dirname "$0")/lib/agent-config.sh"
+# shellcheck source=scripts/lib/services.sh
+. "$(dirname "$0")/lib/services.sh"
 
 BIN=${MOORING_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build/release}
 DATA=${MOORING_DATA:-$(pwd)/.mooring-ha}
@@ -99,21 +101,22 @@ AGENT_GRPC_ADDR=127.0.0.1:$((BASE + 2))
 AGENT_METRICS_ADDR=127.0.0.1:$((BASE + 3))
 write_agent_config "$DATA/agent.json" "$CP_GRPC_ADDRS" "$(agent_tls_json "$TLS" "$NODE_ID")"
 
-declare -A PID
+# Every service (etcd members too) in SERVICE_PID; the control planes' and the agent's output also
+# through a tee each that outlives a Ctrl-C (scripts/lib/services.sh).
+declare -A SERVICE_PID=() TEE_PID=()
 stop_all() {
   trap - INT TERM HUP
   echo
   echo "run-ha: shutting down (agent, control planes, etcd)..."
-  stop_one() {
-    local p=$1 tenths=$2
-    [ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 0
-    kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 1 "$tenths"); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-  }
-  stop_one "${PID[agent]:-}" 300
-  for i in "${MEMBERS[@]}"; do stop_one "${PID[cp$i]:-}" 100; done
-  for i in "${MEMBERS[@]}"; do stop_one "${PID[etcd$i]:-}" 50; done
+  stop_service agent 300
+  [ -z "$STOP_STATUS" ] || echo "run-ha: the node agent stopped: it $(describe_exit "$STOP_STATUS")"
+  stop_orphaned_plugins run-ha "$DATA/agent"
+  for i in "${MEMBERS[@]}"; do
+    stop_service "cp$i" 100
+    [ -z "$STOP_STATUS" ] || echo "run-ha: control plane $i stopped: it $(describe_exit "$STOP_STATUS")"
+  done
+  for i in "${MEMBERS[@]}"; do stop_service "etcd$i" 50; done
+  wait_for_tees
   rm -f "$DATA"/cp?.pid
   left=$(awk -v d="$DATA/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo || true)
   if [ -n "$left" ]; then
@@ -132,16 +135,16 @@ for i in "${MEMBERS[@]}"; do
   setsid "$ETCD" --name "etcd$i" --data-dir "$DATA/etcd$i" --listen-client-urls "$client" --advertise-client-urls "$client" \
     --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "$INITIAL" \
     --initial-cluster-state new --initial-cluster-token mooring-ha "${ETCD_MEMBER_TLS[@]}" > "$DATA/logs/etcd$i.log" 2>&1 &
-  PID[etcd$i]=$!
+  SERVICE_PID[etcd$i]=$!
 done
 
 for i in "${MEMBERS[@]}"; do
-  setsid "$CP" --data-dir "$DATA/cp$i" --state "etcd://$ENDPOINTS/mooring" "${ETCD_CLIENT_TLS[@]}" --keyring-file "$DATA/keyring" \
+  start_service "cp$i" "$DATA/logs/controlplane$i.log" "$CP" --data-dir "$DATA/cp$i" \
+    --state "etcd://$ENDPOINTS/mooring" "${ETCD_CLIENT_TLS[@]}" --keyring-file "$DATA/keyring" \
     --http-addr "127.0.0.1:$(http_port "$i")" --grpc-addr "127.0.0.1:$(grpc_port "$i")" \
     --tls-ca-file "$TLS/ca.pem" --tls-cert-file "$TLS/server.pem" --tls-key-file "$TLS/server-key.pem" \
-    --log-level "$LOG_LEVEL" > >(tee -a "$DATA/logs/controlplane$i.log") 2>&1 &
-  PID[cp$i]=$!
-  echo "${PID[cp$i]}" > "$DATA/cp$i.pid"
+    --log-level "$LOG_LEVEL"
+  echo "${SERVICE_PID[cp$i]}" > "$DATA/cp$i.pid"
   # The first start writes the shared keyring; the others read it.
   [ "$i" = 0 ] && for _ in $(seq 1 50); do [ -s "$DATA/keyring" ] && break; sleep 0.1; done
 done
@@ -150,7 +153,8 @@ done
 API=""
 for _ in $(seq 1 300); do
   for i in "${MEMBERS[@]}"; do
-    kill -0 "${PID[cp$i]}" 2>/dev/null || { echo "run-ha: control plane $i exited; see $DATA/logs/controlplane$i.log" >&2; EXIT_STATUS=1; stop_all; }
+    kill -0 "${SERVICE_PID[cp$i]}" 2>/dev/null ||
+      { report_exit run-ha "control plane $i" "cp$i" "$DATA/logs/controlplane$i.log"; EXIT_STATUS=1; stop_all; }
   done
   API=$("${CURL[@]}" -fsS "$FIRST/v1/status/leader" 2>/dev/null | tr -d '"') && [ -n "$API" ] && break
   sleep 0.1
@@ -168,13 +172,28 @@ fi
 (umask 077 && printf 'X-Mooring-Token: %s\n' "$(cat "$TOKEN_FILE")" > "$DATA/.token-header")
 CURL+=(-H "@$DATA/.token-header")
 
-setsid "$AGENT" --config "$DATA/agent.json" > >(tee -a "$DATA/logs/agent.log") 2>&1 &
-PID[agent]=$!
+start_service agent "$DATA/logs/agent.log" "$AGENT" --config "$DATA/agent.json"
 for _ in $(seq 1 150); do
   if "${CURL[@]}" -fsS "$FIRST/v1/plugin/csi/hostpath" 2>/dev/null | grep -q '"NodesHealthy": *[1-9]'; then break; fi
-  kill -0 "${PID[agent]}" 2>/dev/null || { echo "run-ha: the node agent exited; see $DATA/logs/agent.log" >&2; EXIT_STATUS=1; stop_all; }
+  kill -0 "${SERVICE_PID[agent]}" 2>/dev/null ||
+    { report_exit run-ha "node agent" agent "$DATA/logs/agent.log"; EXIT_STATUS=1; stop_all; }
   sleep 0.2
 done
+
+# Running means every member answers and names the same leader: a standby whose etcd client has
+# not connected yet answers "no leader: waiting for etcd", and the banner would be a promise too early.
+for _ in $(seq 1 300); do
+  names=()
+  for i in "${MEMBERS[@]}"; do
+    names+=("$("${CURL[@]}" -fsS "https://127.0.0.1:$(http_port "$i")/v1/status/leader" 2>/dev/null | tr -d '"')")
+  done
+  agreed=$(printf '%s\n' "${names[@]}" | sort -u)
+  [ -n "${names[0]}" ] && [ "$agreed" = "${names[0]}" ] && { API=$agreed; break; }
+  agreed=""
+  sleep 0.1
+done
+[ -n "$agreed" ] ||
+  { echo "run-ha: the members do not name one leader (${names[*]}); see $DATA/logs" >&2; EXIT_STATUS=1; stop_all; }
 
 cat <<MSG
 
@@ -191,7 +210,6 @@ Press Ctrl-C to stop.
 MSG
 
 # Until Ctrl-C; a control plane that was killed by hand is not restarted (that is the demo).
-wait "${PID[agent]}" || true
-echo "run-ha: the node agent exited on its own; see $DATA/logs" >&2
+report_exit run-ha "node agent" agent "$DATA/logs/agent.log"
 EXIT_STATUS=1
 stop_all

@@ -27,6 +27,7 @@
 #include "plugins/hostpath/takeover.hpp"
 #include "plugins/hostpath/volume_store.hpp"
 #include "shared/log/log.hpp"
+#include "shared/process/process_hygiene.hpp"
 
 extern char** environ;
 
@@ -139,7 +140,7 @@ int run(const Options& o) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  process::survive_closed_pipes();  // a reader of our output that went away must not kill us
 
   std::error_code ec;
   fs::create_directories(fs::path(o.socket_path).parent_path(), ec);

@@ -57,6 +57,7 @@
 #include "shared/log/async_writer.hpp"
 #include "shared/log/log.hpp"
 #include "shared/metrics/families.hpp"
+#include "shared/process/process_hygiene.hpp"
 #include "shared/rpc/server.hpp"
 #include "shared/rpc/transport_security.hpp"
 #include "shared/tls/cert_files.hpp"
@@ -139,7 +140,8 @@ int enrollment_ca(const ControlPlaneConfig& flags, const log::Logger& log, tls::
               {{"tls_ca_file", flags.tls_ca_file}, {"tls_ca_key_file", flags.tls_ca_key_file}});
     return 1;
   }
-  log.info("node enrollment on: nodes' CSRs are signed with the CA", {{"tls_ca_file", flags.tls_ca_file}});
+  log.info("node enrollment and renewal on: nodes' CSRs are signed with the CA",
+           {{"tls_ca_file", flags.tls_ca_file}, {"node_cert_ttl", flags.node_cert_ttl}});
   return 0;
 }
 
@@ -195,6 +197,9 @@ ha::LeaderRecord advertised(const ControlPlaneConfig& flags, bool https, std::ui
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Output goes to pipes (run-local's tee, a log collector): a reader that died first (Ctrl-C
+  // reaches tee too) must not kill the control plane by SIGPIPE before its shutdown runs.
+  process::survive_closed_pipes();
   // gRPC resolves names (etcd endpoints, agents' addresses) with getaddrinfo, as everything else
   // on the host does (/etc/hosts, nsswitch; Kubernetes' cluster DNS through resolv.conf). Its
   // c-ares resolver also leaked at exit under the sanitizers here. A user's own choice stands.
@@ -385,6 +390,7 @@ int main(int argc, char** argv) {
   api_options.keyring = &sealed;
   api_options.acl = flags.acl;
   api_options.enrollment_ca = enrollment;
+  api_options.node_cert_ttl = std::chrono::duration_cast<std::chrono::seconds>(flags.node_cert_ttl);
   api::Api api{store, volume_lifecycle, api_options};
 
   // High availability: the leader serves `api`; a standby answers the status routes and forwards
@@ -421,7 +427,11 @@ int main(int argc, char** argv) {
 
   // Node agents' RPC service.
   AgentServiceOptions agent_options{
-      .require_node_identity = security != nullptr, .audit = audit_log->get(), .registrations = &registrations};
+      .require_node_identity = security != nullptr,
+      .audit = audit_log->get(),
+      .registrations = &registrations,
+      .renewal_ca = enrollment,
+      .node_cert_ttl = std::chrono::duration_cast<std::chrono::seconds>(flags.node_cert_ttl)};
   if (ha_mode) {
     agent_options.standby = [&]() -> std::optional<std::string> {
       if (serving()) return std::nullopt;

@@ -32,6 +32,7 @@ class TransportSecurity;
 namespace mooring::nodeagent {
 
 class AllocManager;
+class CertificateRenewal;
 class OperationCache;
 class ControlPlaneCalls;
 class ControlPlaneTarget;
@@ -76,7 +77,9 @@ class Agent {
 
   // Loads the registry, reconciles plugins left by a previous run, starts every supervisor and
   // the control plane link. Returns at once; everything runs in the agent's task groups.
-  void start();
+  // Returns an error, having started nothing, when the NodeAgent gRPC service cannot listen (its
+  // address taken): an agent the control plane cannot call must not run plugins and tasks.
+  std::string start();
 
   // Graceful shutdown. With config.drain_on_shutdown > 0, every allocation is stopped first and
   // their volume releases get that long to finish. Then: stop the loops, one last fingerprint with a closed client marks every
@@ -101,7 +104,7 @@ class Agent {
 
  private:
   void reconcile_persisted_plugins();
-  void start_grpc_server();
+  std::string start_grpc_server();
   void release_orphaned_mounts();
   boost::asio::awaitable<bool> drain(std::chrono::milliseconds limit);
   void update_readiness();
@@ -131,6 +134,7 @@ class Agent {
   std::unique_ptr<StatusReporter> reporter_;
   std::unique_ptr<AllocManager> allocs_;
   std::unique_ptr<OperationCache> operations_;  // controller calls with an operation id, run once
+  std::unique_ptr<CertificateRenewal> renewal_;  // mutual TLS: renews the agent's certificate
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<rpc::Server> server_;
   bool started_ = false;

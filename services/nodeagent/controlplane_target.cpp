@@ -73,6 +73,8 @@ std::string ControlPlaneTarget::describe() const {
   return *peer->stub;
 }
 
+void ControlPlaneTarget::reconnect() { peers_.clear(); }
+
 void ControlPlaneTarget::use(const std::string& address, bool named) {
   if (address == current_) return;
   // Moving on after a refusal happens every round while no member leads: not worth a line each.
@@ -105,6 +107,9 @@ boost::asio::awaitable<grpc::Status> ControlPlaneTarget::call(std::chrono::milli
         done(std::move(status));
       });
     });
+    // The certificate this connection was opened with no longer acts (renewed or re-enrolled
+    // since, the files replaced): the next call dials anew and presents what the files hold now.
+    if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED) peers_.erase(address);
     // DEADLINE_EXCEEDED too: a paused or cut-off control plane accepts and never answers.
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)
       co_return st;

@@ -5,6 +5,8 @@
 // or no leader elected yet) makes the same call try the next address, until each was asked once,
 // so one call finds a leader wherever it was elected. One that does not answer within the call's
 // deadline (paused, cut off) makes the next call try the next address.
+// A call refused UNAUTHENTICATED (the certificate of its connection no longer acts for the node)
+// makes the next call to that control plane dial anew, with the certificate the files hold then.
 // Used from the agent's io thread only; the registration link and the calls share one.
 #pragma once
 
@@ -43,6 +45,11 @@ class ControlPlaneTarget {
   // standby's redirect once and asking the next addresses while they refuse at once; moves on to
   // the next address for the next call when the current one does not answer in time.
   boost::asio::awaitable<grpc::Status> call(std::chrono::milliseconds timeout, Start start);
+
+  // Every control plane is dialled anew by its next call: after the agent's certificate was
+  // renewed, so each call presents the new one. Calls in flight finish on the old connections,
+  // which their contexts keep.
+  void reconnect();
 
  private:
   ::mooring::v1::ControlPlane::Stub& stub(const std::string& address);

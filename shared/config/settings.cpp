@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -47,6 +49,21 @@ std::map<std::string, std::string> environment(std::string_view prefix) {
       env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
   }
   return env;
+}
+
+std::optional<bool> parse_bool(std::string_view text) {
+  std::string t(text);
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (t == "true" || t == "1" || t == "on" || t == "yes") return true;
+  if (t == "false" || t == "0" || t == "off" || t == "no") return false;
+  return std::nullopt;
+}
+
+bool json_bool(const nlohmann::json& value, const std::string& where) {
+  if (value.is_boolean()) return value.get<bool>();
+  if (value.is_string())
+    if (const auto b = parse_bool(value.get<std::string>())) return *b;
+  throw Error{where + ": expected " + std::string(kBoolSpellings) + ", got " + value.dump()};
 }
 
 bool wants_help(const std::vector<std::string>& argv) {

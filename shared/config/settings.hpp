@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -30,6 +31,15 @@ struct Doc {
 
 // The process environment's variables whose names start with `prefix` (e.g. "MOORING_").
 std::map<std::string, std::string> environment(std::string_view prefix);
+
+// A boolean setting as flags, the environment and config files spell it: true/false, 1/0, on/off,
+// yes/no (any case). nullopt for anything else; kBoolSpellings names them for the error.
+std::optional<bool> parse_bool(std::string_view text);
+inline constexpr std::string_view kBoolSpellings = "true or false (1/0, on/off, yes/no)";
+
+// A config file's value of a boolean setting: a JSON boolean or a string parse_bool() accepts.
+// Throws an Error "<where>: expected true or false (...), got <value>" otherwise.
+bool json_bool(const nlohmann::json& value, const std::string& where);
 
 // "-h" or "--help" anywhere: the user is asking how to fix the command line, even a bad one.
 bool wants_help(const std::vector<std::string>& argv);

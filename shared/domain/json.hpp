@@ -15,6 +15,7 @@
 #include "shared/domain/claim.hpp"
 #include "shared/domain/event.hpp"
 #include "shared/domain/node.hpp"
+#include "shared/domain/node_identity.hpp"
 #include "shared/domain/plugin.hpp"
 #include "shared/domain/result.hpp"
 #include "shared/domain/volume.hpp"
@@ -33,6 +34,7 @@ nlohmann::json to_api_json(const Claim& c);
 nlohmann::json to_api_json(const Plugin& p);
 nlohmann::json to_api_json(const PluginInstance& i);
 nlohmann::json to_api_json(const Node& n);
+nlohmann::json to_api_json(const NodeIdentity& n);  // without the introductions' secret hashes
 nlohmann::json to_api_json(const Allocation& a);
 nlohmann::json to_api_json(const Event& e);
 nlohmann::json to_api_json(const MountOptions& m);  // flags redacted
@@ -72,6 +74,7 @@ Expected<Claim> claim_from_storage(const nlohmann::json& j);
 Expected<Plugin> plugin_from_storage(const nlohmann::json& j);
 Expected<PluginInstance> plugin_instance_from_storage(const nlohmann::json& j);
 Expected<Node> node_from_storage(const nlohmann::json& j);
+Expected<NodeIdentity> node_identity_from_storage(const nlohmann::json& j);
 Expected<Allocation> allocation_from_storage(const nlohmann::json& j);
 Expected<Event> event_from_storage(const nlohmann::json& j);
 

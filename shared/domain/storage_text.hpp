@@ -6,6 +6,7 @@
 #include "shared/domain/allocation.hpp"
 #include "shared/domain/event.hpp"
 #include "shared/domain/node.hpp"
+#include "shared/domain/node_identity.hpp"
 #include "shared/domain/plugin.hpp"
 #include "shared/domain/volume.hpp"
 
@@ -16,6 +17,7 @@ namespace mooring::domain {
 std::string to_storage_text(const Volume& v);
 std::string to_storage_text(const Plugin& p);
 std::string to_storage_text(const Node& n);
+std::string to_storage_text(const NodeIdentity& n);
 std::string to_storage_text(const Allocation& a);
 std::string to_storage_text(const Event& e);
 

@@ -51,6 +51,9 @@ void write_to_sink(std::string_view text) {
   std::ostream& os = sink ? *sink : std::cerr;
   os << text;
   os.flush();
+  // A failed write (EPIPE: the reader of our output is gone; ENOSPC) loses these lines only: a
+  // stream left in its failed state would drop every later line too, even once the sink recovers.
+  if (!os) os.clear();
 }
 
 // False when no AsyncWriter runs (the caller writes itself).

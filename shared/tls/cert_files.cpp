@@ -62,4 +62,14 @@ Expected<KeyPair> read_pair(const PairPaths& paths) {
   return KeyPair{std::move(*cert), std::move(*key)};
 }
 
+Expected<Signed> sign_csr_with(const PairPaths& ca_files, std::string_view csr_pem, const CertRequest& request) {
+  auto ca = read_pair(ca_files);
+  if (!ca) return domain::error("cannot read the CA: " + ca.error());
+  auto cert = sign_csr(*ca, csr_pem, request);
+  if (!cert) return domain::error("cannot sign: " + cert.error());
+  auto info = inspect(*cert);
+  if (!info) return domain::error("cannot read the signed certificate: " + info.error());
+  return Signed{std::move(*cert), std::move(ca->cert_pem), std::move(*info)};
+}
+
 }  // namespace mooring::tls

@@ -36,4 +36,15 @@ Expected<std::string> read_text(const std::filesystem::path& path);
 // Both files; an error names the one that could not be read.
 Expected<KeyPair> read_pair(const PairPaths& paths);
 
+// A certificate signed for a CSR by the CA whose files are `ca` (read at each call, so a replaced
+// CA is used at once and its key is in memory only while signing), with the CA certificate(s)
+// and what the new certificate says. An error names the step: reading the CA, signing, reading
+// the result back.
+struct Signed {
+  std::string cert_pem;
+  std::string ca_pem;
+  CertificateInfo info;
+};
+Expected<Signed> sign_csr_with(const PairPaths& ca, std::string_view csr_pem, const CertRequest& request);
+
 }  // namespace mooring::tls

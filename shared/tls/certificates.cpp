@@ -12,6 +12,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <cctype>
 #include <ctime>
 #include <memory>
@@ -87,17 +88,17 @@ bool add_extension(X509* cert, X509* issuer, int nid, const char* value) {
   return ok == 1;
 }
 
-// A certificate with a random 128-bit serial, the validity (backdated a minute for clock
-// skew), the subject and the public key; not yet signed.
-Cert new_cert(const std::string& common_name, int days, EVP_PKEY* key) {
+// A certificate with a random 128-bit serial, the validity (backdated by kNotBeforeBackdate for
+// clock skew), the subject and the public key; not yet signed.
+Cert new_cert(const std::string& common_name, std::chrono::seconds validity, EVP_PKEY* key) {
   Cert cert(X509_new());
   if (!cert || X509_set_version(cert.get(), 2) != 1) return nullptr;
   Bignum serial(BN_new());
   if (!serial || BN_rand(serial.get(), 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) != 1 ||
       !BN_to_ASN1_INTEGER(serial.get(), X509_get_serialNumber(cert.get())))
     return nullptr;
-  if (!X509_gmtime_adj(X509_getm_notBefore(cert.get()), -60) ||
-      !X509_time_adj_ex(X509_getm_notAfter(cert.get()), days, 0, nullptr))
+  if (!X509_gmtime_adj(X509_getm_notBefore(cert.get()), -static_cast<long>(kNotBeforeBackdate.count())) ||
+      !X509_time_adj_ex(X509_getm_notAfter(cert.get()), 0, static_cast<long>(validity.count()), nullptr))
     return nullptr;
   X509_NAME* name = X509_get_subject_name(cert.get());
   const auto* cn = reinterpret_cast<const unsigned char*>(common_name.c_str());
@@ -162,6 +163,15 @@ std::string public_key_sha256(EVP_PKEY* key) {
   return domain::to_hex(std::string_view(reinterpret_cast<const char*>(digest), digest_len));
 }
 
+std::string serial_hex(const ASN1_INTEGER* serial) {
+  Bignum bn(ASN1_INTEGER_to_BN(serial, nullptr));
+  char* hex = bn ? BN_bn2hex(bn.get()) : nullptr;
+  std::string out = hex ? hex : "";
+  OPENSSL_free(hex);
+  ERR_clear_error();
+  return out;
+}
+
 bool is_p256(EVP_PKEY* key) {
   if (!key || EVP_PKEY_get_base_id(key) != EVP_PKEY_EC) return false;
   char group[64] = {};
@@ -173,7 +183,8 @@ bool is_p256(EVP_PKEY* key) {
 // A leaf for `request` carrying `key` (its public half), signed by the CA.
 Expected<std::string> issue(const KeyPair& ca, const CertRequest& request, EVP_PKEY* key) {
   const Identity& id = request.identity;
-  if (request.days <= 0) return domain::error("days must be positive, got " + std::to_string(request.days));
+  if (request.validity.count() <= 0)
+    return domain::error("validity must be positive, got " + std::to_string(request.validity.count()) + "s");
   if (id.role == Role::agent && !is_valid_node_id(id.node_id))
     return domain::error("node id \"" + id.node_id + "\" must be 1-128 characters of [A-Za-z0-9._-]");
   Cert ca_cert = read_cert(ca.cert_pem);
@@ -206,7 +217,7 @@ Expected<std::string> issue(const KeyPair& ca, const CertRequest& request, EVP_P
     }
   }
 
-  Cert cert = new_cert(common_name(id), request.days, key);
+  Cert cert = new_cert(common_name(id), request.validity, key);
   if (!cert) return fail("cannot build the certificate");
   X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
   // The control plane and agents both serve and dial (mutual TLS both ways); the CLI only dials.
@@ -292,7 +303,7 @@ Expected<KeyPair> create_ca(const CaRequest& request) {
   if (request.days <= 0) return domain::error("days must be positive, got " + std::to_string(request.days));
   Key key = new_p256_key();
   if (!key) return fail("cannot create a P-256 key");
-  Cert cert = new_cert(request.common_name, request.days, key.get());
+  Cert cert = new_cert(request.common_name, std::chrono::hours(24) * request.days, key.get());
   if (!cert) return fail("cannot build the CA certificate");
   // The CA signs leaves only (pathlen 0), and nothing else.
   if (!add_extension(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
@@ -379,6 +390,7 @@ CertificateInfo inspect(x509_st* cert) {
   info.not_after = to_time_point(X509_get0_notAfter(cert));
   info.is_ca = X509_check_ca(cert) != 0;
   info.public_key_sha256 = public_key_sha256(X509_get0_pubkey(cert));
+  info.serial = serial_hex(X509_get0_serialNumber(cert));
   Names names(static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr)));
   SanLists sans{info.uris, info.dns_names, info.ip_addresses, nullptr};
   read_sans(names.get(), sans);
@@ -406,6 +418,15 @@ bool key_matches(std::string_view cert_pem_text, std::string_view key_pem_text) 
   const bool ok = cert && key && X509_check_private_key(cert.get(), key.get()) == 1;
   ERR_clear_error();
   return ok;
+}
+
+std::chrono::system_clock::time_point issued_at(const CertificateInfo& info) {
+  return std::min(info.not_before + kNotBeforeBackdate, info.not_after);
+}
+
+std::chrono::system_clock::time_point renew_at(const CertificateInfo& info) {
+  const auto issued = issued_at(info);
+  return issued + (info.not_after - issued) * 2 / 3;
 }
 
 std::optional<std::string> expiry_warning(const CertificateInfo& info, std::chrono::system_clock::time_point now,

@@ -35,8 +35,13 @@ struct CertRequest {
   Identity identity;
   std::vector<std::string> dns_names{"localhost"};
   std::vector<std::string> ip_addresses{"127.0.0.1"};
-  int days = 365;
+  // From now; node enrollment gives hours or days (its --node-cert-ttl), `mooring tls` days.
+  std::chrono::seconds validity = std::chrono::hours(24 * 365);
 };
+
+// How far every certificate's notBefore is set back from the moment it is made, for clocks that
+// run a little behind the signer's. issued_at() undoes it.
+inline constexpr std::chrono::seconds kNotBeforeBackdate{60};
 
 Expected<KeyPair> create_ca(const CaRequest& request);
 // Signed by `ca`; an error names a bad DNS name or IP address, or a CA key that does not match.
@@ -51,9 +56,16 @@ struct CertificateInfo {
   std::vector<std::string> uris;
   bool is_ca = false;
   std::string public_key_sha256;  // hex SHA-256 of the DER SubjectPublicKeyInfo
+  std::string serial;             // the serial number, upper-case hex: tells two certificates of one node apart
   std::chrono::system_clock::time_point not_before;
   std::chrono::system_clock::time_point not_after;
 };
+
+// When the certificate was made: notBefore plus kNotBeforeBackdate (never past notAfter).
+std::chrono::system_clock::time_point issued_at(const CertificateInfo& info);
+// When its holder should ask for a new one: two thirds into its life from issued_at (as Nomad
+// renews node identities), so a third of it is left to ride out a control plane outage.
+std::chrono::system_clock::time_point renew_at(const CertificateInfo& info);
 
 // The first certificate in `pem`.
 Expected<CertificateInfo> inspect(std::string_view pem);

@@ -54,6 +54,11 @@ TEST(CliArgs, EqualsFormDoubleDashAndSwitchValues) {
   EXPECT_FALSE(off.invocation.enabled("force"));
   EXPECT_TRUE(r.invocation.enabled("force"));
   EXPECT_NE(parse({"volume", "deregister", "-force=maybe", "v"}).error, "");
+  // The services' spellings (shared/config parse_bool): 1/0, on/off, yes/no.
+  EXPECT_EQ(parse({"volume", "deregister", "-force=on", "v"}).invocation.flag("force"), "true");
+  EXPECT_EQ(parse({"volume", "deregister", "-force=0", "v"}).invocation.flag("force"), "false");
+  EXPECT_TRUE(parse({"-json=1", "volume", "status", "v"}).invocation.globals.json);
+  EXPECT_FALSE(parse({"-json=off", "volume", "status", "v"}).invocation.globals.json);
 }
 
 TEST(CliArgs, CommandFlagWithValue) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -800,11 +801,13 @@ TEST_F(CliBinary, OverHttpsOnlyTheControlPlanesCertificateIsTrusted) {
   EXPECT_TRUE(impostor.requests().empty()) << "the request reached a server that is not the control plane";
 }
 
-// `mooring tls cert request` (node enrollment) against canned answers: the CSR and the token
-// go to the node's enroll endpoint; what comes back is written only when it is a certificate for
-// the key made here, from the CA it came with; a refusal writes nothing, not even the key.
+// `mooring tls cert request` (node enrollment) against canned answers: the CSR and the
+// introduction token of -intro-token-file go to the node's enroll endpoint; what comes back is
+// written only when it is a certificate for the key made here, from the CA it came with; a refusal
+// writes nothing, not even the key. -check-only asks nothing.
 TEST_F(CliBinary, TlsCertRequestSendsOnlyACsrAndWritesTheAnswerForItsKey) {
   const auto tls_dir = dir_ / "node-tls";
+  const auto token_file = write("intro-token", "intro-secret\n");
   // The fake cannot sign, so the "control plane" answers with a certificate for another key.
   auto ca = tls::create_ca({});
   ASSERT_TRUE(ca);
@@ -813,31 +816,73 @@ TEST_F(CliBinary, TlsCertRequestSendsOnlyACsrAndWritesTheAnswerForItsKey) {
   FakeApi api;
   api.on("POST", "/v1/node/node-1/enroll",
          {200, nlohmann::json{{"NodeID", "node-1"}, {"Certificate", foreign->cert_pem}, {"CA", ca->cert_pem}}.dump()});
-  api.on("POST", "/v1/node/node-2/enroll", {409, R"({"Error":"node \"node-2\" is live with a certificate for another key"})"});
-  auto r = run({"-address", api.url(), "tls", "cert", "request", "-node-id", "node-1", "-dir", tls_dir.string()},
-               {{"MOORING_TOKEN", "enroll-secret"}});
+  api.on("POST", "/v1/node/node-2/enroll", {409, R"({"Error":"node \"node-2\" is live (status ready)"})"});
+  auto r = run({"-address", api.url(), "tls", "cert", "request", "-node-id", "node-1", "-dir", tls_dir.string(),
+                "-intro-token-file", token_file});
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("not for spiffe://mooring/node/node-1 and this key; nothing was written"), std::string::npos) << r.err;
   auto refused = run({"-address", api.url(), "tls", "cert", "request", "-node-id", "node-2", "-dir", tls_dir.string()},
-                     {{"MOORING_TOKEN", "enroll-secret"}});
+                     {{"MOORING_TOKEN", "mgmt-secret"}});
   EXPECT_EQ(refused.code, 1);
-  EXPECT_NE(refused.err.find("is live with a certificate for another key"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("is live"), std::string::npos) << refused.err;
   EXPECT_FALSE(fs::exists(tls_dir));
+  auto check = run({"-address", api.url(), "tls", "cert", "request", "-node-id", "node-1", "-dir", tls_dir.string(),
+                    "-renew-within", "10m", "-check-only"});
+  EXPECT_EQ(check.code, 1);
+  EXPECT_NE(check.out.find("needs enrolling"), std::string::npos) << check.out;
 
   const auto reqs = api.requests();
-  ASSERT_EQ(reqs.size(), 2u);
-  EXPECT_EQ(reqs[0].headers.at("x-mooring-token"), "enroll-secret");
+  ASSERT_EQ(reqs.size(), 2u);  // -check-only asked nothing
+  EXPECT_FALSE(reqs[0].headers.contains("x-mooring-token"));
   const auto body = nlohmann::json::parse(reqs[0].body);
+  EXPECT_EQ(body.value("IntroToken", ""), "intro-secret");
   auto csr = tls::inspect_csr(body.value("CSR", ""));
   ASSERT_TRUE(csr) << csr.error();
   EXPECT_EQ(csr->uris, std::vector<std::string>{"spiffe://mooring/node/node-1"});
   EXPECT_EQ(reqs[0].body.find("PRIVATE KEY"), std::string::npos);
+  // Without an introduction token, the management token re-keys (the header, no IntroToken).
+  EXPECT_EQ(reqs[1].headers.at("x-mooring-token"), "mgmt-secret");
+  EXPECT_FALSE(nlohmann::json::parse(reqs[1].body).contains("IntroToken"));
 
   EXPECT_EQ(run({"tls", "cert", "request", "-dir", tls_dir.string()}).code, 2);
   auto bad = run({"tls", "cert", "request", "-node-id", "../x", "-dir", tls_dir.string()});
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("-node-id: \"../x\""), std::string::npos) << bad.err;
   EXPECT_EQ(run({"tls", "cert", "request", "-node-id", "n", "-renew-within", "soon"}).code, 2);
+  auto missing = run({"-address", api.url(), "tls", "cert", "request", "-node-id", "node-1", "-dir", tls_dir.string(),
+                      "-intro-token-file", (dir_ / "none").string()});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(api.requests().size(), 2u);
+}
+
+// `mooring node intro create` prints the token once, or writes it to a 0600 file and prints only
+// its accessor; `mooring node purge -force` asks for the forced purge.
+TEST_F(CliBinary, NodeIntroCreateHandsTheTokenOnceAndPurgeForceAsksForIt) {
+  FakeApi api;
+  const json made = {{"NodeID", "node-3"}, {"AccessorID", "acc-3"}, {"SecretID", "sec-3"},
+                     {"ExpirationTime", "2026-01-01T01:00:00Z"}};
+  api.on("POST", "/v1/node/node-3/intro", {200, made.dump()});
+  api.on("DELETE", "/v1/node/node-3?force=true", {200, R"({"Index":7,"LostAllocations":0})"});
+  auto printed = cli(api, {"node", "intro", "create", "-node-id", "node-3", "-ttl", "15m"});
+  ASSERT_EQ(printed.code, 0) << printed.err;
+  EXPECT_NE(printed.out.find("sec-3"), std::string::npos) << printed.out;
+  EXPECT_NE(printed.out.find("acc-3"), std::string::npos) << printed.out;
+  const auto out_file = dir_ / "node-3.token";
+  auto written = cli(api, {"node", "intro", "create", "-node-id", "node-3", "-out", out_file.string()});
+  ASSERT_EQ(written.code, 0) << written.err;
+  EXPECT_EQ(written.out.find("sec-3"), std::string::npos) << written.out;
+  EXPECT_EQ(slurp(out_file), "sec-3\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(out_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(cli(api, {"node", "intro", "create"}).code, 2);
+  auto purge = cli(api, {"node", "purge", "-force", "node-3"});
+  EXPECT_EQ(purge.code, 0) << purge.err;
+  const auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(json::parse(reqs[0].body), (json{{"TTL", "15m"}}));
+  EXPECT_EQ(reqs[2].method, "DELETE");
+  EXPECT_EQ(reqs[2].target, "/v1/node/node-3?force=true");
 }
 
 TEST_F(CliBinary, TheTokenComesFromMooringTokenAndTheFlagWins) {

@@ -102,6 +102,9 @@ class Stack:
             "node_name": "web-node", "node_id": "web-node", "insecure": True,
             "data_dir": os.path.join(self.dir, "agent"),
             "controlplane_addr": f"127.0.0.1:{self.cp_grpc}", "grpc_addr": f"127.0.0.1:{self.agent_grpc}",
+            # Not the default metrics port 4703: this test runs beside others and beside a reader's
+            # `make run`; the defaults suite (tests/defaults) is the one on the default ports.
+            "metrics_addr": f"127.0.0.1:{free_port()}",
             "heartbeat_interval": "500ms", "drain_on_shutdown": "10s",
             "plugins": [{"id": "hostpath", "type": "monolith", "command": bins["mooring-hostpath"],
                          "args": ["--mode", "monolith", "--data-dir", os.path.join(self.dir, "hostpath"),

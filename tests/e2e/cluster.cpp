@@ -14,7 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include "shared/tls/cert_files.hpp"
 #include "shared/tls/digest.hpp"
+#include "tests/support/descriptors.hpp"
 #include "tests/support/etcd_process.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/mountinfo.hpp"
@@ -60,6 +62,14 @@ bool stopped(pid_t pid) {
   return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
 }
 
+// Whether the agent these options start ends its allocations on SIGTERM (the fixture's
+// --drain-on-shutdown, unless agent_args set it to 0).
+bool drains(const NodeOptions& o) {
+  for (std::size_t i = 0; i + 1 < o.agent_args.size(); ++i)
+    if (o.agent_args[i] == "--drain-on-shutdown") return o.agent_args[i + 1] != "0" && o.agent_args[i + 1] != "0s";
+  return true;
+}
+
 }  // namespace
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
@@ -76,22 +86,53 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
 }
 
 Cluster::~Cluster() {
-  // Agents first (they stop their plugins and tasks), then the control plane; whatever is left
-  // mounted is unmounted by the temp dir.
+  // Agents first: they drain (every allocation stopped, its task killed, its volumes released)
+  // and stop their plugins. Then the plugins the test ran itself and the control planes.
   for (auto& [id, n] : nodes_)
     if (n.agent && n.agent->running()) {
       n.agent->terminate();
-      if (!n.agent->wait_for_exit(15s)) n.agent->kill();
+      if (!n.agent->wait_for_exit(30s)) {
+        ADD_FAILURE() << "agent " << id << " did not stop within 30 s of SIGTERM";
+        n.agent->kill();
+        n.left_running = true;
+      }
     }
-  // A killed agent leaves its plugin running (each restart launches another): stop every plugin
-  // process of this cluster.
-  for (auto& [id, n] : nodes_)
-    for (const pid_t pid : plugin_pids(id)) ::kill(pid, SIGKILL);
+  for (auto& [id, n] : nodes_) n.plugin.reset();
+  members_.clear();
+  stop_leftovers();
   for (auto& [id, n] : nodes_)
     if (!n.netns.empty()) sh_quietly("ip netns del " + n.netns);  // takes the veth pair along
   nodes_.clear();
-  members_.clear();
   tmp_.unmount_all();
+}
+
+// Nothing of this cluster may outlive it (issue 40: a passing test left its task running). What
+// is left is killed; it fails the test unless its node's agent was meant to leave it: killed
+// with kill_node() (a crash leaves tasks and plugins running by design) or run with
+// --drain-on-shutdown 0 (a stop then leaves the allocations running, to be re-adopted).
+void Cluster::stop_leftovers() {
+  for (int round = 0; round < 3; ++round) {  // a dying shell's children show up next round
+    const auto left = test::processes_using(dir());
+    if (left.empty()) return;
+    for (const auto& p : left) {
+      if (p.parent == ::getpid()) continue;  // the test's own child (a CLI, etcd): its owner stops it
+      if (round == 0 && !expected_leftover(p.cmdline, p.pid))
+        ADD_FAILURE() << "process left running after the cluster stopped: pid " << p.pid << ": " << p.cmdline;
+      ::kill(p.pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+}
+
+bool Cluster::expected_leftover(const std::string& cmdline, pid_t pid) const {
+  for (const auto& [id, n] : nodes_) {
+    if (!n.left_running) continue;
+    const auto node_prefix = node_dir(id).string() + "/";
+    if (cmdline.find("--node-id csi-" + id + " ") != std::string::npos) return true;  // its plugin
+    for (const auto& [fd, target] : test::open_descriptors(pid))
+      if (target.starts_with(node_prefix)) return true;  // its task (log files in its alloc dir)
+  }
+  return false;
 }
 
 // ---- control plane ----
@@ -110,6 +151,9 @@ void Cluster::start_controlplane(std::size_t i) {
   fs::create_directories(data);
   test::SpawnOptions o;
   o.binary = test::binary_path("mooring-controlplane");
+  // Free ports (0, or picked up front for HA) rather than the default 4700/4701, and short TTLs
+  // and GC periods (ClusterOptions): many clusters run side by side and the scenarios must be
+  // quick. The defaults themselves are run by the defaults suite (tests/defaults/defaults_test.py).
   o.args = {"--data-dir",      data.string(),
             "--http-addr",     "127.0.0.1:" + std::to_string(m.http_port),
             // Every address, so agents in their own network namespace reach it over their veth.
@@ -119,7 +163,8 @@ void Cluster::start_controlplane(std::size_t i) {
             "--alloc-gc-threshold", options_.alloc_gc_threshold,
             "--node-gc-threshold", options_.node_gc_threshold,
             "--shutdown-grace", "2s",
-            // Most scenarios are about volumes; ACLs have their own tests (AclBinaryTest, AclApiTest).
+            // Most scenarios are about volumes; ACLs have their own tests (AclBinaryTest, AclApiTest),
+            // and the defaults suite (tests/defaults) runs them on, as `make run` does.
             options_.acl ? "--acl=true" : "--acl=false"};
   if (ha) {
     const bool own = i < options_.member_etcd.size() && !options_.member_etcd[i].empty();
@@ -132,8 +177,10 @@ void Cluster::start_controlplane(std::size_t i) {
   if (pki_) {
     const auto tls = pki_->server();
     o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
+    if (options_.enrollment) o.args.insert(o.args.end(), {"--tls-ca-key-file", tls::ca_paths(pki_->dir()).key.string()});
+    if (!options_.node_cert_ttl.empty()) o.args.insert(o.args.end(), {"--node-cert-ttl", options_.node_cert_ttl});
   } else {
-    o.args.push_back("--insecure");  // the plaintext clusters most scenarios use, said out loud
+    o.args.push_back("--insecure");  // plaintext unless mutual_tls; the defaults suite runs secure
   }
   o.output_file = ha ? dir() / ("controlplane-" + std::to_string(i) + ".log") : dir() / "controlplane.log";
   m.process = std::make_unique<test::ChildProcess>(o);
@@ -197,6 +244,7 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
   auto& n = nodes_[id];
   if (n.agent && n.agent->running()) return;
   if (!n.agent) n.options = std::move(options);
+  n.left_running = !drains(n.options);  // until it stops: what a crash of this agent would leave
   fs::create_directories(node_dir(id));
   std::string plugin;
   std::string split_controller;  // the second --plugin entry of a split plugin
@@ -238,10 +286,18 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
     const auto tls = pki_->agent(id);
     o.args.insert(o.args.end(), {"--tls-ca-file", tls.ca, "--tls-cert-file", tls.cert, "--tls-key-file", tls.key});
   } else {
-    o.args.push_back("--insecure");  // the plaintext clusters most scenarios use, said out loud
+    // The plaintext clusters most scenarios use, said out loud; mutual_tls runs the secure
+    // default, and the defaults suite runs it with the default ports.
+    o.args.push_back("--insecure");
   }
-  // Any free port for the metrics listener (many agents share this host); agent_args may name one.
-  o.args.insert(o.args.end(), {"--metrics-addr", "127.0.0.1:0"});
+  // Deviations from the defaults, each covered by the defaults suite (tests/defaults/defaults_test.py,
+  // the stack exactly as `make run` starts it, kill -9 of each service included):
+  //  - any free port for the metrics listener (default 127.0.0.1:4703): many agents share this
+  //    host and other tests run beside this one; agent_args may name one;
+  //  - --drain-on-shutdown 10s (the binary's default is 0, `make run` sets 20s): the teardown's
+  //    SIGTERM ends every allocation, so that nothing of the test outlives it (stop_leftovers).
+  //    Short TTLs and intervals (heartbeat, probes, kill timeout) keep the scenarios fast.
+  o.args.insert(o.args.end(), {"--metrics-addr", "127.0.0.1:0", "--drain-on-shutdown", "10s"});
   o.args.insert(o.args.end(), n.options.agent_args.begin(), n.options.agent_args.end());
   if (!n.netns.empty()) {
     // nsenter execs the agent (no fork): the child's pid is the agent's.
@@ -320,6 +376,7 @@ void Cluster::kill_node(const std::string& id) {
   auto& n = nodes_.at(id);
   n.agent->kill();
   n.agent->wait_for_exit(10s);
+  n.left_running = true;  // its tasks and plugin stay, as after a crash
 }
 
 void Cluster::make_network(const std::string& id, Node& n) {
@@ -349,6 +406,12 @@ void Cluster::stop_node(const std::string& id) {
   auto& n = nodes_.at(id);
   n.agent->terminate();
   if (!n.agent->wait_for_exit(30s)) ADD_FAILURE() << "agent " << id << " did not stop on SIGTERM";
+  n.left_running = !drains(n.options);
+}
+
+pid_t Cluster::agent_pid(const std::string& id) const {
+  const auto it = nodes_.find(id);
+  return it != nodes_.end() && it->second.agent ? it->second.agent->pid() : 0;
 }
 
 bool Cluster::node_running(const std::string& id) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/e2e/cluster.hpp"
+#include "tests/support/descriptors.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/root.hpp"
 
@@ -27,14 +28,7 @@ std::vector<json> stream_lines(const fs::path& file) {
   return out;
 }
 
-std::size_t open_descriptors(pid_t pid) {
-  std::size_t n = 0;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec))
-    ++n;
-  return n;
-}
+std::size_t open_descriptors(pid_t pid) { return test::open_descriptors(pid).size(); }
 
 class EventStreamE2E : public ::testing::Test {
  protected:
@@ -79,6 +73,7 @@ TEST_F(EventStreamE2E, EachTokenSeesWhatItMayReadAndAResumedStreamContinuesWhere
 
   cluster->start_node("node-1");
   cluster->create_volume("vol-a");
+  // Still running when the test ends: the teardown's drain stops it (it used to outlive the test).
   const auto alloc = cluster->run_alloc(allocation("writer", "vol-a", "node-1", "sleep 3600"));
   ASSERT_FALSE(alloc.empty());
 

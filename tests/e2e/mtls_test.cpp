@@ -11,6 +11,7 @@
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "shared/rpc/channel.hpp"
 #include "shared/rpc/transport_security.hpp"
+#include "tests/e2e/agent_calls.hpp"
 #include "tests/e2e/cluster.hpp"
 #include "shared/domain/time.hpp"
 #include "shared/tls/cert_files.hpp"
@@ -40,40 +41,12 @@ class MutualTls : public ::testing::Test {
     cluster.reset();
   }
 
-  // A channel presenting `cert` (null: plaintext) that trusts the peer only as `peer`.
-  static std::shared_ptr<grpc::Channel> channel(const std::string& target, const test::TlsPaths* cert,
-                                                tls::Identity peer = {tls::Role::server, {}}) {
-    rpc::ChannelOptions options;
-    if (cert) {
-      auto security = rpc::TransportSecurity::load({cert->ca, cert->cert, cert->key});
-      EXPECT_TRUE(security) << security.error();
-      if (security) options.security = *security;
-    }
-    options.peer = std::move(peer);
-    return rpc::make_channel(target, options);
-  }
-
-  template <class Call>
-  static grpc::Status call(Call&& fn) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
-    return fn(ctx);
-  }
-
-  static grpc::Status heartbeat(const std::shared_ptr<grpc::Channel>& ch, const std::string& node_id) {
-    auto stub = v1::ControlPlane::NewStub(ch);
-    v1::HeartbeatRequest req;
-    req.set_node_id(node_id);
-    v1::HeartbeatResponse resp;
-    return call([&](grpc::ClientContext& ctx) { return stub->Heartbeat(&ctx, req, &resp); });
-  }
-
   static grpc::Status node_detach(const std::shared_ptr<grpc::Channel>& ch) {
     auto stub = v1::NodeAgent::NewStub(ch);
     v1::NodeDetachVolumeRequest req;
     req.set_volume_id("no-such-volume");
     v1::NodeDetachVolumeResponse resp;
-    return call([&](grpc::ClientContext& ctx) { return stub->NodeDetachVolume(&ctx, req, &resp); });
+    return call_with_deadline([&](grpc::ClientContext& ctx) { return stub->NodeDetachVolume(&ctx, req, &resp); });
   }
 
   std::unique_ptr<Cluster> cluster;
@@ -107,19 +80,19 @@ TEST_F(MutualTls, PlaintextAndForeignCaClientsAreRefusedOnBothPorts) {
   const auto foreign_server = other.server();
   const tls::Identity node1{tls::Role::agent, "node-1"};
 
-  EXPECT_EQ(heartbeat(channel(controlplane, nullptr), "node-1").error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(heartbeat(channel(controlplane, &foreign), "node-1").error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(node_detach(channel(agent, nullptr, node1)).error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(node_detach(channel(agent, &foreign_server, node1)).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(heartbeat_as(agent_channel(controlplane, nullptr), "node-1").error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(heartbeat_as(agent_channel(controlplane, &foreign), "node-1").error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(node_detach(agent_channel(agent, nullptr, node1)).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(node_detach(agent_channel(agent, &foreign_server, node1)).error_code(), grpc::StatusCode::UNAVAILABLE);
 
   // Certificates from the right CA but the wrong role: only the control plane may call an agent.
   auto node2 = cluster->pki().agent("node-2");
   auto cli = cluster->pki().cli();
-  EXPECT_EQ(node_detach(channel(agent, &node2, node1)).error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(node_detach(channel(agent, &cli, node1)).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(node_detach(agent_channel(agent, &node2, node1)).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(node_detach(agent_channel(agent, &cli, node1)).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   // The node's own certificate reaches the control plane (the control test of the refusals).
   auto node1_cert = cluster->pki().agent("node-1");
-  EXPECT_TRUE(heartbeat(channel(controlplane, &node1_cert), "node-1").ok());
+  EXPECT_TRUE(heartbeat_as(agent_channel(controlplane, &node1_cert), "node-1").ok());
 }
 
 TEST_F(MutualTls, AnAgentCertificateActsOnlyForItsOwnNode) {
@@ -128,22 +101,22 @@ TEST_F(MutualTls, AnAgentCertificateActsOnlyForItsOwnNode) {
   ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(on_b) == "running"; }));
 
   auto cert = cluster->pki().agent("node-1");
-  auto ch = channel(controlplane, &cert);
+  auto ch = agent_channel(controlplane, &cert);
   auto stub = v1::ControlPlane::NewStub(ch);
   {
     v1::RegisterNodeRequest req;
     req.set_node_id("node-2");
     req.set_address("127.0.0.1:1");
     v1::RegisterNodeResponse resp;
-    EXPECT_EQ(call([&](auto& ctx) { return stub->RegisterNode(&ctx, req, &resp); }).error_code(),
+    EXPECT_EQ(call_with_deadline([&](auto& ctx) { return stub->RegisterNode(&ctx, req, &resp); }).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
-  EXPECT_EQ(heartbeat(ch, "node-2").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(heartbeat_as(ch, "node-2").error_code(), grpc::StatusCode::PERMISSION_DENIED);
   {
     v1::WatchAllocationsRequest req;
     req.set_node_id("node-2");
     v1::WatchAllocationsResponse resp;
-    EXPECT_EQ(call([&](auto& ctx) { return stub->WatchAllocations(&ctx, req, &resp); }).error_code(),
+    EXPECT_EQ(call_with_deadline([&](auto& ctx) { return stub->WatchAllocations(&ctx, req, &resp); }).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
     EXPECT_EQ(resp.allocations_size(), 0);
   }
@@ -155,7 +128,7 @@ TEST_F(MutualTls, AnAgentCertificateActsOnlyForItsOwnNode) {
     u->set_alloc_id(on_b);
     u->set_client_status(v1::CLIENT_STATUS_COMPLETE);
     v1::UpdateAllocationsResponse resp;
-    EXPECT_EQ(call([&](auto& ctx) { return stub->UpdateAllocations(&ctx, req, &resp); }).error_code(),
+    EXPECT_EQ(call_with_deadline([&](auto& ctx) { return stub->UpdateAllocations(&ctx, req, &resp); }).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
   {
@@ -165,7 +138,7 @@ TEST_F(MutualTls, AnAgentCertificateActsOnlyForItsOwnNode) {
     req.set_node_id("node-1");
     req.set_mode(v1::CLAIM_MODE_WRITE);
     v1::ClaimVolumeResponse resp;
-    EXPECT_EQ(call([&](auto& ctx) { return stub->ClaimVolume(&ctx, req, &resp); }).error_code(),
+    EXPECT_EQ(call_with_deadline([&](auto& ctx) { return stub->ClaimVolume(&ctx, req, &resp); }).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
     EXPECT_FALSE(resp.has_volume());
   }
@@ -175,7 +148,7 @@ TEST_F(MutualTls, AnAgentCertificateActsOnlyForItsOwnNode) {
     req.set_alloc_id(on_b);
     req.set_node_id("node-2");
     v1::UnpublishVolumeResponse resp;
-    EXPECT_EQ(call([&](auto& ctx) { return stub->UnpublishVolume(&ctx, req, &resp); }).error_code(),
+    EXPECT_EQ(call_with_deadline([&](auto& ctx) { return stub->UnpublishVolume(&ctx, req, &resp); }).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
   // Nothing changed: node-2 keeps its address, its allocation runs, its claim is taken.

@@ -25,7 +25,9 @@ class PluginAllocations : public ::testing::Test {
     MOORING_REQUIRE_ROOT();
     cluster = std::make_unique<Cluster>();
     cluster->start_controlplane();
-    cluster->start_node("n1", NodeOptions{.configured_plugin = false});
+    // The binary's default drain (none): (d) pins that a plugin task outlives an agent's SIGTERM
+    // and is re-adopted. The teardown then stops the tasks left running without failing.
+    cluster->start_node("n1", NodeOptions{.agent_args = {"--drain-on-shutdown", "0"}, .configured_plugin = false});
   }
 
   // n1's instance of the hostpath plugin as the control plane shows it; null when none.

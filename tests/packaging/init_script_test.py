@@ -6,14 +6,15 @@
     key for enrollment;
   - `acl` bootstraps once and keeps the management token, then makes the node-enroll policy
     and token (0600); a second run changes nothing;
-  - `enroll` gets node-1 a certificate for a key made on the agent's side; a second run
-    requests nothing; the real node agent then registers over mutual TLS with it, and the
-    control plane records its key;
-  - while node-1 is live, enrolling it with another key is refused (409 naming the node), and
-    a read-only token gets 403;
+  - `enroll` gets node-1 a certificate for a key made on the agent's side, through a one-time
+    introduction token it makes with the node-enroll token; a second run requests nothing and
+    makes no token; the real node agent then registers over mutual TLS with it, and the control
+    plane records its key and pins the certificate;
+  - while node-1 is live, enrolling it again is refused (409 naming the node), an unknown token
+    makes no introduction token (401), and an introduction token file enrolls its own node once;
   - `k8s-tls` / `k8s-acl` against a stand-in Kubernetes API keep the same files as Secrets:
     created when absent, read (never replaced) when present;
-  - high availability: `tls -etcd-dir -etcd-dns -keyring` makes etcd's TLS from a CA of its own
+  - high availability: `tls -etcd-dir -etcd-dns -etcd-ip -keyring` makes etcd's TLS from a CA of its own
     (not the Mooring CA; its key only in ca/, never beside the member or client files; 0600;
     SANs and key usages checked with openssl) and the shared keyring, once; a real etcd serves
     with the member files, a real control plane leads on it with the client certificate, and
@@ -320,6 +321,12 @@ class InitScriptTest(unittest.TestCase):
         again = self.enroll("node-1", "agent-tls")
         self.assertIn("nothing to request", again.stdout + again.stderr)
         self.assertEqual(self.read("agent-tls", "agent-node-1-key.pem"), key)
+        # One introduction token was made (for the first run only), and it is spent.
+        status, identity = self.get("/v1/node/node-1/identity", self.token())
+        self.assertEqual(status, 200, identity)
+        self.assertEqual(len(identity["Introductions"]), 1, identity)
+        self.assertTrue(identity["Introductions"][0].get("UsedTime"), identity)
+        self.assertTrue(identity["Certificate"]["Serial"], identity)
 
         agent = self.spawn([ARGS.nodeagent, "--node-id", "node-1", "--data-dir", self.path("agent"),
                             "--controlplane-addr", f"127.0.0.1:{self.grpc_port}", "--grpc-addr", "127.0.0.1:0",
@@ -335,11 +342,27 @@ class InitScriptTest(unittest.TestCase):
             return status == 200 and node.get("Status") == "ready" and node.get("CertificateKeySHA256")
         self.wait_for("node-1 to register over mutual TLS", registered)
 
-        # node-1 is live: its key may renew, another key may not.
+        # node-1 is live: it renews its own certificate, nobody enrolls it again.
         other = self.enroll("node-1", "intruder", check=False)
         self.assertEqual(other.returncode, 1)
-        self.assertIn('node "node-1" is live with a certificate for another key', other.stderr)
+        self.assertIn('node "node-1" is live', other.stderr)
         self.assertFalse(os.path.exists(self.path("intruder", "agent-node-1.pem")))
+        # A node's own introduction token (made by an operator) enrolls it once, with no node:write.
+        made = subprocess.run([ARGS.cli, "node", "intro", "create", "-node-id", "node-8", "-out", self.path("intro-8")],
+                              env=dict(self.env, MOORING_ADDR=self.api, MOORING_CACERT=self.path("tls", "ca.pem"),
+                                       MOORING_TOKEN=mgmt), capture_output=True, text=True, timeout=60)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        self.assertEqual(mode(self.path("intro-8")), 0o600)
+        self.assertNotIn(self.read("intro-8").strip(), made.stdout + made.stderr)
+        by_intro = self.init("enroll", "-addr", self.api, "-ca-cert", self.path("tls", "ca.pem"),
+                             "-intro-token-file", self.path("intro-8"), "-node-id", "node-8", "-dir", self.path("node-8"))
+        self.assertTrue(os.path.exists(self.path("node-8", "agent-node-8.pem")), by_intro.stderr)
+        os.remove(self.path("node-8", "agent-node-8.pem"))
+        used = self.init("enroll", "-addr", self.api, "-ca-cert", self.path("tls", "ca.pem"),
+                         "-intro-token-file", self.path("intro-8"), "-node-id", "node-8", "-dir", self.path("node-8"),
+                         check=False)
+        self.assertEqual(used.returncode, 1)
+        self.assertIn("was used at", used.stderr)
         # A token without node:write is refused.
         with open(self.path("reader-token"), "w") as f:
             f.write("00000000-0000-0000-0000-000000000000\n")
@@ -383,7 +406,7 @@ class InitScriptTest(unittest.TestCase):
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn("-etcd-dns", bad.stderr)
         args = ["tls", "-dir", self.path("tls"), "-etcd-dir", self.path("etcd-tls"), "-etcd-dns", "etcd-1",
-                "-etcd-dns", "etcd-2", "-keyring", self.path("keyring", "keyring")]
+                "-etcd-dns", "etcd-2", "-etcd-ip", "10.99.0.11", "-keyring", self.path("keyring", "keyring")]
         first = self.init(*args)
         for made in ("etcd CA: created", "etcd member certificate: created", "etcd client certificate: created",
                      "keyring: created"):
@@ -410,7 +433,7 @@ class InitScriptTest(unittest.TestCase):
             self.assert_key_matches(f"{et}/client/client.pem", f"{et}/client/client-key.pem")
             self.assert_key_matches(f"{et}/ca/ca.pem", f"{et}/ca/ca-key.pem")
             member = self.openssl_text(f"{et}/member/server.pem")
-            for name in ("DNS:etcd-1", "DNS:etcd-2", "DNS:localhost", "IP Address:127.0.0.1"):
+            for name in ("DNS:etcd-1", "DNS:etcd-2", "DNS:localhost", "IP Address:127.0.0.1", "IP Address:10.99.0.11"):
                 self.assertIn(name, member)
             self.assertIn("TLS Web Server Authentication, TLS Web Client Authentication", member)  # peers dial too
             client = self.openssl_text(f"{et}/client/client.pem")

@@ -54,7 +54,7 @@ bool all_threads_stopped(pid_t pid) {
 // closed pipe, which runs no destructor), so call it only from a thread that outlives the child
 // (README.md). It runs in its own process group (a terminal's Ctrl-C does not hit it twice) with
 // the default signal mask and dispositions, whatever the test runner's threads had blocked;
-// stdin is /dev/null and stdout and stderr append to `out`. posix_spawn cannot set a death
+// stdin is /dev/null and stdout and stderr append to `out`; nothing else of ours crosses the exec. posix_spawn cannot set a death
 // signal, so this forks; between fork and exec the child makes system calls only (the parent
 // has other threads), and a pipe closed by the exec carries the errno of a failure back.
 pid_t spawn_dying_with_parent(char* const* argv, char* const* envp, const char* out, const char* dir) {
@@ -80,6 +80,10 @@ pid_t spawn_dying_with_parent(char* const* argv, char* const* envp, const char* 
     if (in < 0 || log < 0 || ::dup2(in, 0) < 0 || ::dup2(log, 1) < 0 || ::dup2(log, 2) < 0) fail();
     if (in > 2) ::close(in);
     if (log > 2) ::close(log);
+    // Nothing the test runner handed us (a shell's pipes, ctest's descriptors) reaches the child:
+    // tests read what a service itself holds (/proc/<pid>/fd). Close-on-exec rather than closed,
+    // so the report pipe still carries an exec failure.
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) fail();
     if (dir != nullptr && ::chdir(dir) != 0) fail();
     sigset_t none;
     sigemptyset(&none);

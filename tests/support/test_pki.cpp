@@ -19,7 +19,7 @@ TlsPaths TestPki::leaf(tls::Role role, const std::string& node_id) {
   if (std::filesystem::exists(paths.cert)) return out;
   auto ca = tls::read_pair(tls::ca_paths(dir_));
   if (!ca) throw std::runtime_error(ca.error());
-  auto cert = tls::create_certificate(*ca, {.identity = id, .days = 30});
+  auto cert = tls::create_certificate(*ca, {.identity = id, .validity = std::chrono::hours(24 * 30)});
   if (!cert) throw std::runtime_error(cert.error());
   if (auto w = tls::write_pair(paths, *cert); !w) throw std::runtime_error(w.error());
   return out;

@@ -7,34 +7,21 @@ X-Mooring-Leader names), etcd reachable only over TLS with the control planes' e
 the leader's kill -9, and Ctrl-C stopping everything with nothing left mounted.
 Exit 77 (skipped) when not root or etcd is not installed.
 """
-import json
 import os
 import random
 import shutil
 import signal
-import socket
-import ssl
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
-from processes import mounts_under, start_group, stop_group  # noqa: E402
+from processes import Api, eventually, port_free, start_group, stop_group, unmount_left  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "build", "release")
 ETCDCTL = "/usr/bin/etcdctl"
-
-
-def port_free(port):
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def pick_base():
@@ -44,32 +31,6 @@ def pick_base():
         if all(port_free(base + d) for d in range(0, 60)):
             return base
     raise RuntimeError("no free block of ports")
-
-
-class Api:
-    def __init__(self, ca, token):
-        self.ctx = ssl.create_default_context(cafile=ca)
-        self.token = token
-
-    def call(self, method, url, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method, headers={"X-Mooring-Token": self.token})
-        try:
-            with urllib.request.urlopen(req, context=self.ctx, timeout=10) as r:
-                return r.status, dict(r.headers), r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, dict(e.headers), e.read().decode()
-        except (urllib.error.URLError, OSError) as e:
-            return 0, {}, str(e)
-
-
-def eventually(check, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def etcdctl(endpoint, *flags):
@@ -142,12 +103,10 @@ def main():
         if not stop_group(stack, signal.SIGINT, 90):
             ok = False
             print("FAIL: the HA stack did not stop within 90 s of Ctrl-C")
-        left = mounts_under(data)
+        left = unmount_left(data)
         if left:
             ok = False
             print("FAIL: still mounted after Ctrl-C:", left)
-            for m in sorted(left, key=len, reverse=True):
-                subprocess.run(["umount", "-l", m])
         out = open(log.name).read()
         if "nothing left mounted" not in out:
             ok = False

@@ -27,6 +27,7 @@ std::string audited_object(const v1::WatchAllocationsRequest&) { return {}; }
 std::string audited_object(const v1::UpdateAllocationsRequest& r) { return r.node_id(); }
 std::string audited_object(const v1::ClaimVolumeRequest& r) { return r.volume_id(); }
 std::string audited_object(const v1::UnpublishVolumeRequest& r) { return r.volume_id(); }
+std::string audited_object(const v1::RenewCertificateRequest& r) { return r.node_id(); }
 template <class Request>
 std::string node_of(const Request& r) { return r.node_id(); }
 
@@ -70,6 +71,12 @@ class Service final : public v1::ControlPlane::CallbackService {
       co_return agentservice::unpublish_volume(ctx_, *req, *resp);
     });
   }
+  grpc::ServerUnaryReactor* RenewCertificate(grpc::CallbackServerContext* c, const v1::RenewCertificateRequest* req,
+                                             v1::RenewCertificateResponse* resp) override {
+    return serve(c, *req, "RenewCertificate", [this, req, resp](const agentservice::Caller& caller) -> asio::awaitable<grpc::Status> {
+      co_return agentservice::renew_certificate(ctx_, *req, *resp, caller);
+    });
+  }
 
  private:
   // Every answer waits until the state it may reflect is durable (group commit), so an agent
@@ -111,7 +118,10 @@ class Service final : public v1::ControlPlane::CallbackService {
   }
 
   template <class Request, class Handler>
-  asio::awaitable<grpc::Status> answer(const agentservice::Caller& caller, const Request& req, Handler& handler) {
+  asio::awaitable<grpc::Status> answer(agentservice::Caller caller, const Request& req, Handler& handler) {
+    // Which of the node's certificates this is decides whether it acts (on the executor: the
+    // parse is cached there).
+    if (caller.checked) caller.presented = agentservice::presented_certificate(ctx_, caller.certificate);
     if (auto st = agentservice::check_caller(ctx_, caller, req); !st.ok()) co_return st;
     const auto failed_flushes = ctx_.store.failed_flushes();
     grpc::Status status = co_await handler(caller);
@@ -124,7 +134,9 @@ class Service final : public v1::ControlPlane::CallbackService {
   void audit(std::string_view name, const std::string& remote, const agentservice::Caller& caller, const Request& req,
              const grpc::Status& status) {
     if (!ctx_.options.audit || name == "WatchAllocations") return;
-    if (name == "Heartbeat" && status.error_code() != grpc::StatusCode::PERMISSION_DENIED) return;
+    if (name == "Heartbeat" && status.error_code() != grpc::StatusCode::PERMISSION_DENIED &&
+        status.error_code() != grpc::StatusCode::UNAUTHENTICATED)
+      return;
     // Under mutual TLS the node is the certificate's; in plaintext only what the call claims.
     const std::string node = caller.checked ? caller.node_id : node_of(req);
     ctx_.options.audit->record({.transport = "grpc",

@@ -14,6 +14,8 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "shared/tls/cert_files.hpp"
+
 namespace grpc {
 class Service;
 }
@@ -56,6 +58,10 @@ struct AgentServiceOptions {
   // Told of every registration committed (the agent router resends a call that failed against
   // the node's previous agent to the new one); may be null.
   NodeRegistrations* registrations = nullptr;
+  // RenewCertificate signs with this CA (--tls-ca-file and --tls-ca-key-file; without a key it
+  // answers FAILED_PRECONDITION) for this long (--node-cert-ttl).
+  tls::PairPaths renewal_ca;
+  std::chrono::seconds node_cert_ttl{std::chrono::hours(24 * 7)};
 };
 
 class AgentService {

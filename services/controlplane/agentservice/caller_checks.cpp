@@ -1,11 +1,17 @@
 // Node identity: with mutual TLS, a call may act only for the node its certificate names
 // (spiffe://mooring/node/<id>). Another node's id in the request, or an allocation placed on
 // another node, is PERMISSION_DENIED and logged with the certificate's subject; so is a
-// certificate that names no node (the control plane's own, or a CLI's). Without TLS (--insecure)
-// nothing is checked. Runs on the store's executor before the handler.
+// certificate that names no node (the control plane's own, or a CLI's). A certificate that names
+// the node but no longer acts for it (expired, replaced by a re-enrollment or a renewal, issued
+// before an operator's purge: nodes/node_identity.hpp) is UNAUTHENTICATED, on every call: the
+// TLS handshake checked it once, when the connection opened. Without TLS (--insecure) nothing is
+// checked. Runs on the store's executor before the handler.
 #include "services/controlplane/agentservice/handlers.hpp"
+#include "services/controlplane/nodes/enrollment.hpp"
+#include "services/controlplane/nodes/node_identity.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/text.hpp"
+#include "shared/tls/certificates.hpp"
 
 namespace mooring::controlplane::agentservice {
 
@@ -19,13 +25,22 @@ grpc::Status denied(Context& ctx, const Caller& caller, std::string_view method,
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, why);
 }
 
-// The caller's node, or a refusal when the certificate names none or another one.
+// The caller's node, or a refusal when the certificate names none or another one, or no longer
+// acts for its node.
 grpc::Status same_node(Context& ctx, const Caller& caller, std::string_view method, const std::string& node_id) {
   if (caller.node_id.empty())
     return denied(ctx, caller, method, "certificate " + in_quotes(caller.subject) + " is not a node agent's");
   if (caller.node_id != node_id)
     return denied(ctx, caller, method,
                   "node " + in_quotes(caller.node_id) + " may not act for node " + in_quotes(node_id));
+  const auto why = caller.presented.empty()
+                       ? std::optional<std::string>("the certificate of node " + in_quotes(node_id) + " cannot be read")
+                       : refuse_certificate(node_id, ctx.store.node_identity(node_id), caller.presented, domain::now());
+  if (why) {
+    ctx.log.warn("call refused: the certificate no longer acts for its node",
+                 {{"method", method}, {"subject", caller.subject}, {"serial", caller.presented.serial}, {"reason", *why}});
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *why);
+  }
   return grpc::Status::OK;
 }
 
@@ -37,7 +52,19 @@ grpc::Status own_allocation(Context& ctx, const Caller& caller, std::string_view
   return grpc::Status::OK;
 }
 
+// Distinct certificates come with enrollments and renewals only; the bound keeps a churn of them
+// from growing the cache for ever.
+constexpr std::size_t kCachedCertificates = 4096;
+
 }  // namespace
+
+const domain::NodeCertificate& presented_certificate(Context& ctx, const std::string& pem) {
+  if (auto it = ctx.certificates.find(pem); it != ctx.certificates.end()) return it->second;
+  if (ctx.certificates.size() >= kCachedCertificates) ctx.certificates.clear();
+  domain::NodeCertificate facts;
+  if (auto info = tls::inspect(pem)) facts = certificate_of(*info);
+  return ctx.certificates.emplace(pem, std::move(facts)).first->second;
+}
 
 grpc::Status check_caller(Context& ctx, const Caller& caller, const v1::RegisterNodeRequest& req) {
   return caller.checked ? same_node(ctx, caller, "RegisterNode", req.node_id()) : grpc::Status::OK;
@@ -69,6 +96,10 @@ grpc::Status check_caller(Context& ctx, const Caller& caller, const v1::Unpublis
   if (!caller.checked) return grpc::Status::OK;
   if (auto st = same_node(ctx, caller, "UnpublishVolume", req.node_id()); !st.ok()) return st;
   return own_allocation(ctx, caller, "UnpublishVolume", req.alloc_id());
+}
+
+grpc::Status check_caller(Context& ctx, const Caller& caller, const v1::RenewCertificateRequest& req) {
+  return caller.checked ? same_node(ctx, caller, "RenewCertificate", req.node_id()) : grpc::Status::OK;
 }
 
 }  // namespace mooring::controlplane::agentservice

@@ -6,7 +6,6 @@
 #include "services/controlplane/nodes/node_registrations.hpp"
 #include "services/controlplane/nodes/node_report.hpp"
 #include "services/controlplane/state/state_store.hpp"
-#include "shared/tls/certificates.hpp"
 #include "shared/wire/proto_convert.hpp"
 
 namespace mooring::controlplane::agentservice {
@@ -23,19 +22,6 @@ grpc::Status read_fingerprints(const google::protobuf::RepeatedPtrField<v1::Plug
     out.push_back(std::move(*inst));
   }
   return grpc::Status::OK;
-}
-
-// What the node record keeps of the caller's certificate: its not-after and its key's hash;
-// nothing in plaintext. Parsed here, on node records only, rather than for every call.
-struct CertificateFacts {
-  domain::Time expires{};
-  std::string key_sha256;
-};
-CertificateFacts certificate_facts(const Caller& caller) {
-  if (caller.certificate.empty()) return {};
-  auto info = tls::inspect(caller.certificate);
-  if (!info) return {};
-  return {std::chrono::time_point_cast<std::chrono::milliseconds>(info->not_after), info->public_key_sha256};
 }
 
 PluginLookup lookup(Context& ctx) {
@@ -56,12 +42,13 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
                        .address = req.address(),
                        .attributes = {req.attributes().begin(), req.attributes().end()},
                        .agent_version = req.agent_version()};
-  const auto cert = certificate_facts(caller);
-  reg.certificate_expires = cert.expires;
-  reg.certificate_key_sha256 = cert.key_sha256;
+  // What the node record keeps of the caller's certificate: its not-after and its key's hash.
+  reg.certificate_expires = caller.presented.expires;
+  reg.certificate_key_sha256 = caller.presented.key_sha256;
   auto change = plan_registration(ctx.store.node(req.node_id()), reg, std::move(plugins), lookup(ctx), domain::now());
   Batch batch;
   change.stage(batch);
+  stage_adopted_renewal(ctx, caller, batch);
   if (auto r = ctx.store.commit(std::move(batch)); !r)
     return write_failed(ctx, "register node \"" + req.node_id() + "\"", r.error());
   ctx.liveness.seen(req.node_id());
@@ -91,19 +78,19 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   ctx.liveness.arrived(req.node_id());
   auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), lookup(ctx), domain::now());
   // A renewed certificate shows up with the first call made over it (a new connection).
-  if (caller.checked) {
-    if (auto cert = certificate_facts(caller); cert.expires != change.node.certificate_expires ||
-                                               cert.key_sha256 != change.node.certificate_key_sha256) {
-      change.node.certificate_expires = cert.expires;
-      change.node.certificate_key_sha256 = std::move(cert.key_sha256);
-      change.node_changed = true;
-    }
+  const auto& cert = caller.presented;
+  if (caller.checked && (cert.expires != change.node.certificate_expires ||
+                         cert.key_sha256 != change.node.certificate_key_sha256)) {
+    change.node.certificate_expires = cert.expires;
+    change.node.certificate_key_sha256 = cert.key_sha256;
+    change.node_changed = true;
   }
   std::vector<domain::VolumeStatsReport> reports;
   for (const auto& s : req.volume_stats()) reports.push_back(domain::from_proto(s));
   auto health = plan_volume_stats(req.node_id(), reports, [&](const std::string& key) { return ctx.store.volume(key); });
-  if (change.empty() && health.empty()) return grpc::Status::OK;
   Batch batch;
+  stage_adopted_renewal(ctx, caller, batch);
+  if (change.empty() && health.empty() && batch.empty()) return grpc::Status::OK;
   change.stage(batch);
   for (auto& v : health.volumes) batch.put(std::move(v));
   for (auto& e : health.events) batch.add_event(std::move(e));

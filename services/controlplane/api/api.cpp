@@ -77,7 +77,7 @@ acl::Need event_need(const std::string& topic) {
 }  // namespace
 
 struct Api::Impl {
-  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring, o.acl, o.enrollment_ca, o.last_heard}, options(std::move(o)) {
+  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring, o.acl, o.enrollment_ca, o.last_heard, o.node_cert_ttl}, options(std::move(o)) {
     for (const auto& e : route_entries()) router.add(e.method, e.pattern, e.route);
     if (auto* f = metrics::families()) http_seconds = f->http_requests_seconds;
   }

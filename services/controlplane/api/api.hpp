@@ -54,6 +54,8 @@ struct ApiOptions {
   std::chrono::milliseconds event_heartbeat{std::chrono::seconds(10)};
   // Node enrollment (POST /v1/node/:id/enroll) signs with this CA; without a key it answers 501.
   tls::PairPaths enrollment_ca;
+  // How long the certificates enrollment signs last (--node-cert-ttl).
+  std::chrono::seconds node_cert_ttl{std::chrono::hours(24 * 7)};
   // When the leader last heard from a node (nodes/liveness.hpp), shown as a node's LastHeartbeat
   // when later than the stored one (heartbeats are not committed). None: the stored time.
   std::function<std::optional<domain::Time>(const std::string& node_id)> last_heard;

@@ -74,13 +74,20 @@ http::Response get_node(Context& ctx, const http::Request& req) {
 }
 
 // Nomad's `node purge`: the node record, its plugin instances and (as lost) its allocations that
-// are not terminal go; refused while a volume claim names the node. A live agent registers again.
+// are not terminal go, and the node's certificates issued until now stop acting (its identity is
+// revoked: it enrolls again). Refused while a volume claim names the node, and while it is live
+// unless ?force=true (which the route lets only a management token ask).
 http::Response purge_node(Context& ctx, const http::Request& req) {
   std::string id;
   http::Response err;
   if (!path_id(req, "id", domain::IdKind::node, id, err)) return err;
+  bool force = false;
+  if (!query_flag(req, "force", force, err)) return err;
   if (!ctx.store.node(id)) return not_found("node", id);
-  auto plan = plan_node_purge(ctx.store, id, "purged by an operator", domain::now());
+  const PurgeRequest purge{.reason = force ? "purged by an operator (forced)" : "purged by an operator",
+                           .revoke = true,
+                           .force = force};
+  auto plan = plan_node_purge(ctx.store, id, purge, domain::now());
   if (!plan) return http::error_response(409, plan.error());
   const auto lost = plan->lost_allocations;
   auto index = ctx.store.commit(std::move(plan->batch));

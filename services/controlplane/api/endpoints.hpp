@@ -3,6 +3,7 @@
 // endpoint is a coroutine, so each route is registered once whether it waits or not.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -44,6 +45,7 @@ struct Context {
   bool acl_enabled = false;  // --acl: the ACL endpoints answer, every route checks its need
   tls::PairPaths enrollment_ca;  // the CA that signs enrolled nodes; no key: enrollment answers 501
   std::function<std::optional<domain::Time>(const std::string&)> last_heard;  // ApiOptions::last_heard
+  std::chrono::seconds node_cert_ttl{std::chrono::hours(24 * 7)};  // ApiOptions::node_cert_ttl
   log::Logger log{"api"};
 };
 
@@ -76,6 +78,9 @@ inline constexpr std::string_view kAnyNamespace = "*";
 const std::string& request_namespace(const http::Request& req);
 // true/false query flags ("force=true"); anything else is a 400.
 bool query_flag(const http::Request& req, std::string_view name, bool& out, http::Response& error);
+// Whether query_flag reads the flag as true ("true", "1", or present without a value): what a
+// route's extra need is checked on, so no spelling the endpoint takes slips past it.
+bool query_flag_set(const http::Request& req, std::string_view name);
 
 // ---- volumes (volume_endpoints.cpp) ----
 http::Response list_volumes(Context&, const http::Request&);
@@ -110,7 +115,10 @@ http::Response get_plugin(Context&, const http::Request&);
 http::Response list_nodes(Context&, const http::Request&);
 http::Response get_node(Context&, const http::Request&);
 http::Response purge_node(Context&, const http::Request&);
-http::Response enroll_node(Context&, const http::Request&);  // POST /v1/node/:id/enroll (enrollment_endpoints.cpp)
+// ---- node identity (enrollment_endpoints.cpp) ----
+http::Response create_node_introduction(Context&, const http::Request&);  // POST /v1/node/:id/intro
+http::Response enroll_node(Context&, const http::Request&);               // POST /v1/node/:id/enroll
+http::Response get_node_identity(Context&, const http::Request&);         // GET /v1/node/:id/identity
 http::Response list_events(Context&, const http::Request&);
 http::Response health(Context&, const http::Request&);
 http::Response ready(Context&, const http::Request&);

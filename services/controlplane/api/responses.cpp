@@ -85,10 +85,15 @@ const std::string& request_namespace(const http::Request& req) {
   return it == req.query.end() ? fallback : it->second;
 }
 
+bool query_flag_set(const http::Request& req, std::string_view name) {
+  auto v = req.param(name);
+  return v && (*v == "true" || *v == "1" || v->empty());
+}
+
 bool query_flag(const http::Request& req, std::string_view name, bool& out, http::Response& error) {
   auto v = req.param(name);
   if (!v) return true;
-  if (*v == "true" || *v == "1" || v->empty()) {
+  if (query_flag_set(req, name)) {
     out = true;
   } else if (*v == "false" || *v == "0") {
     out = false;

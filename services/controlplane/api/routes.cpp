@@ -14,7 +14,7 @@ struct Extra {
   bool keep_answer = true;
 };
 
-bool forced(const http::Request& req) { return req.param("force") == "true" || req.param("purge") == "true"; }
+bool forced(const http::Request& req) { return query_flag_set(req, "force") || query_flag_set(req, "purge"); }
 
 // The route table. Each route is registered once and names what it needs; a namespace
 // capability is checked in the namespace the request acts in.
@@ -75,10 +75,16 @@ class RouteTable {
     get("/v1/plugin/csi/:id", Need::on(Area::plugin, Level::read), at_once<get_plugin>, Table::plugins);
     get("/v1/nodes", Need::on(Area::node, Level::read), at_once<list_nodes>, Table::nodes);
     get("/v1/node/:id", Need::on(Area::node, Level::read), at_once<get_node>, Table::nodes);
-    write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>);
-    // Node enrollment: node:write, and a live node's new key also a management token (checked
-    // by the endpoint, nodes/enrollment.hpp).
-    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::on(Area::node, Level::write), at_once<enroll_node>);
+    // Purging a live node (?force=true) also needs a management token (nodes/node_purge.hpp).
+    write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>,
+          {.when = forced, .also = Need::management()});
+    get("/v1/node/:id/identity", Need::on(Area::node, Level::read), at_once<get_node_identity>, Table::node_identities);
+    // One-time introduction tokens: the answer carries the SecretID, so it is never kept for a retry.
+    write({"POST", "PUT"}, "/v1/node/:id/intro", Need::on(Area::node, Level::write), at_once<create_node_introduction>,
+          {.keep_answer = false});
+    // Node enrollment: the credential is the body's introduction token, or a management token;
+    // the endpoint checks either (nodes/enrollment.hpp), so no ACL token is asked for here.
+    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::anyone(), at_once<enroll_node>);
     list("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
     write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
           {.when = requests_volumes, .also = Need::cap(Cap::csi_mount_volume)});

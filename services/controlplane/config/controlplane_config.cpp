@@ -149,6 +149,9 @@ constexpr std::array kOptions{
            "CA key never goes to the nodes; checked against the CA at start (optional; without it enrollment answers "
            "501; docs/node-enrollment.md)", "",
            &Config::tls_ca_key_file},
+    Option{"node-cert-ttl", "MOORING_CP_NODE_CERT_TTL", "node_cert_ttl", Kind::positive_duration, "DURATION",
+           "how long a node certificate signed by enrollment or renewal lasts; agents renew theirs two thirds in "
+           "(at least 10s)", "168h", nullptr, &Config::node_cert_ttl},
     Option{"audit-log", "MOORING_CP_AUDIT_LOG", "audit_log", Kind::string, "FILE",
            "also append the audit log (one JSON line per write, REST and agent gRPC) here", "<data-dir>/audit.log only",
            &Config::audit_log},
@@ -219,10 +222,7 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
   }
   if (o.kind == Kind::boolean) {
     // true/false in the file, text from flags and the environment.
-    if (value.is_boolean()) c.*o.on = value.get<bool>();
-    else if (value == "true" || value == "1" || value == "on") c.*o.on = true;
-    else if (value == "false" || value == "0" || value == "off") c.*o.on = false;
-    else throw Fail{where + ": expected true or false (on or off), got " + value.dump()};
+    c.*o.on = config::json_bool(value, where);
     return;
   }
   if (!value.is_string()) throw Fail{where + ": expected a string, got " + value.dump()};
@@ -336,6 +336,8 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     if (any_tls && c.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
     if (!c.tls_ca_key_file.empty() && !all_tls)
       throw Fail{"--tls-ca-key-file needs the --tls-* files (it is the key of --tls-ca-file)"};
+    if (c.node_cert_ttl < std::chrono::seconds(10))
+      throw Fail{"node_cert_ttl: at least 10s (agents renew two thirds into a certificate's life)"};
     if (!c.http_client_ca_file.empty() && !all_tls)
       throw Fail{"--http-client-ca-file needs the --tls-* files (client certificates are checked over HTTPS)"};
     return out;

@@ -56,6 +56,9 @@ struct ControlPlaneConfig {
   std::string tls_key_file;
   // The key of tls_ca_file, for node enrollment (signing nodes' CSRs); optional.
   std::string tls_ca_key_file;
+  // How long node certificates signed by enrollment and renewal last (Nomad's node identities
+  // last a day, kubelet's a year; a week lets an agent ride out a long control plane outage).
+  std::chrono::milliseconds node_cert_ttl{7 * 24 * 3'600'000};
   // With the TLS files, the REST API serves HTTPS with the same certificate; this CA makes REST
   // clients present certificates too.
   std::string http_client_ca_file;

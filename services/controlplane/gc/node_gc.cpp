@@ -24,7 +24,8 @@ std::size_t NodeGc::collect(domain::Time now) {
   for (const auto& id : due) {
     const auto reason = "down since " + domain::format_time(node_down_since(*store_.node(id))) +
                         ", longer than the node GC threshold (" + domain::format_duration(options_.threshold) + ")";
-    auto plan = plan_node_purge(store_, id, reason, now);
+    // Down for long, not revoked: the agent may come back with the certificate it holds.
+    auto plan = plan_node_purge(store_, id, {.reason = reason}, now);
     if (!plan) {
       if (refused_.insert(id).second) log_.info("node past the GC threshold stays", {{"node_id", id}, {"why", plan.error()}});
       continue;

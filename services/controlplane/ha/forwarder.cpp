@@ -14,6 +14,7 @@
 
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/tls_context.hpp"
+#include "shared/process/process_hygiene.hpp"
 
 namespace mooring::controlplane::ha {
 namespace {
@@ -181,6 +182,7 @@ asio::awaitable<Forwarded> Forwarder::forward(std::string leader_url, http::Requ
   if (auto [cec, ep] = co_await stream.async_connect(endpoints, token); cec)
     co_return Forwarded{unavailable(
         leader_url, cec == beast::error::timeout ? "no connection within " + seconds(impl_->timeouts.connect) : cec.message())};
+  process::close_on_exec(stream.socket().native_handle());  // Asio's connect opens it without SOCK_CLOEXEC
   stream.expires_after(answer);  // the handshake and the whole exchange
 
   http::Response out;

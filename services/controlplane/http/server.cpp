@@ -14,6 +14,7 @@
 #include "services/controlplane/http/server_impl.hpp"
 #include "services/controlplane/http/tls_context.hpp"
 #include "shared/log/log.hpp"
+#include "shared/process/process_hygiene.hpp"
 
 namespace mooring::controlplane::http {
 
@@ -62,6 +63,7 @@ void Server::Impl::on_accept(tcp::socket socket) {
   error_code ec;
   auto peer = socket.remote_endpoint(ec);
   if (ec) return;  // the client is already gone
+  process::close_on_exec(socket.native_handle());  // Asio accepts without SOCK_CLOEXEC
   // Answers go out as soon as they are written: with Nagle on, a TLS record that ends an answer
   // waited for the client's delayed ACK (~40 ms per request on a kept-alive connection).
   socket.set_option(tcp::no_delay(true), ec);
@@ -192,6 +194,9 @@ error_code Server::listen() {
   tcp::endpoint ep{address, impl_->config.port};
   impl_->acceptor.open(ep.protocol(), ec);
   if (ec) return ec;
+  // Asio opens sockets without SOCK_CLOEXEC; a listening socket inherited by any exec'd process
+  // keeps the port taken after we are gone.
+  if (!process::close_on_exec(impl_->acceptor.native_handle())) return error_code(errno, boost::system::system_category());
   impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (ec) return ec;
   impl_->acceptor.bind(ep, ec);

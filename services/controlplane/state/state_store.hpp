@@ -42,6 +42,7 @@
 #include "shared/domain/allocation.hpp"
 #include "shared/domain/event.hpp"
 #include "shared/domain/node.hpp"
+#include "shared/domain/node_identity.hpp"
 #include "shared/domain/plugin.hpp"
 #include "shared/domain/result.hpp"
 #include "shared/domain/volume.hpp"
@@ -70,10 +71,11 @@ class Batch {
   void put(acl::Token t) { acl_tokens_[t.accessor_id] = std::move(t); }
   void erase_acl_policy(const std::string& name) { acl_policies_[name] = std::nullopt; }
   void erase_acl_token(const std::string& accessor_id) { acl_tokens_[accessor_id] = std::nullopt; }
+  void put(domain::NodeIdentity n) { node_identities_[n.node_id] = std::move(n); }
 
   bool empty() const {
     return volumes_.empty() && plugins_.empty() && nodes_.empty() && allocations_.empty() && events_.empty() &&
-           requests_.empty() && acl_policies_.empty() && acl_tokens_.empty();
+           requests_.empty() && acl_policies_.empty() && acl_tokens_.empty() && node_identities_.empty();
   }
 
  private:
@@ -86,6 +88,7 @@ class Batch {
   std::map<std::string, std::optional<IdempotentRequest>> requests_;
   std::map<std::string, std::optional<acl::Policy>> acl_policies_;
   std::map<std::string, std::optional<acl::Token>> acl_tokens_;
+  std::map<std::string, std::optional<domain::NodeIdentity>> node_identities_;
 };
 
 struct StateOptions {
@@ -151,6 +154,9 @@ class StateStore {
   const domain::Plugin* plugin(const std::string& id) const;
   const domain::Node* node(const std::string& id) const;
   const domain::Allocation* allocation(const std::string& id) const;
+  // A node's identity record (null: none was ever written; it outlives the node record).
+  const domain::NodeIdentity* node_identity(const std::string& node_id) const;
+  const std::map<std::string, domain::NodeIdentity>& node_identities() const { return node_identities_; }
   const std::map<std::string, domain::Volume>& volumes() const { return volumes_; }
   const std::map<std::string, domain::Plugin>& plugins() const { return plugins_; }
   const std::map<std::string, domain::Node>& nodes() const { return nodes_; }
@@ -279,6 +285,7 @@ class StateStore {
   std::set<std::pair<domain::Time, std::string>> requests_by_time_;  // position within its commit: with the index, the storage key
   std::map<std::string, acl::Policy> acl_policies_;
   std::map<std::string, acl::Token> acl_tokens_;
+  std::map<std::string, domain::NodeIdentity> node_identities_;
   std::map<std::string, std::string> acl_token_by_hash_;  // secret hash -> accessor id
   bool acl_bootstrapped_ = false;
   mutable std::map<Table, std::list<Waiter*>> waiters_;  // waiting is a read

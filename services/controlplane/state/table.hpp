@@ -10,13 +10,26 @@ namespace mooring::controlplane {
 
 // `requests`: the answers kept for Idempotency-Key retries (state/idempotent_request.hpp).
 // `acl_policies`, `acl_tokens`: the ACL room's records (acl/policy.hpp, acl/token.hpp).
+// `node_identities`: each node's accepted certificate and introduction tokens (domain/node_identity.hpp).
 // `keyring`: the wrapped data keys that seal secrets (secrets/data_keys.hpp); the sealing layer
 // reads and writes it, the store never sees it.
-enum class Table { volumes, plugins, nodes, allocations, events, requests, acl_policies, acl_tokens, keyring };
+enum class Table {
+  volumes,
+  plugins,
+  nodes,
+  allocations,
+  events,
+  requests,
+  acl_policies,
+  acl_tokens,
+  keyring,
+  node_identities
+};
 
-inline constexpr std::array<Table, 9> kAllTables{Table::volumes,      Table::plugins,    Table::nodes,
-                                                  Table::allocations,  Table::events,     Table::requests,
-                                                  Table::acl_policies, Table::acl_tokens, Table::keyring};
+inline constexpr std::array<Table, 10> kAllTables{Table::volumes,      Table::plugins,    Table::nodes,
+                                                   Table::allocations,  Table::events,     Table::requests,
+                                                   Table::acl_policies, Table::acl_tokens, Table::keyring,
+                                                   Table::node_identities};
 
 // "volumes", "plugins", ...: the storage name.
 std::string_view to_string(Table t);

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +16,7 @@
 #include <sstream>
 
 #include "services/nodeagent/process/proc_stat.hpp"
+#include "services/nodeagent/process/spawn.hpp"
 #include "shared/async/with_timeout.hpp"
 #include "shared/log/log.hpp"
 
@@ -31,24 +30,15 @@ const log::Logger& logger() {
   return l;
 }
 
-}  // namespace
-
-domain::Expected<std::string> resolve_command(const std::string& command, const std::string& path) {
-  if (command.find('/') != std::string::npos) return command;
-  std::string_view rest(path);
-  while (true) {
-    const auto colon = rest.find(':');
-    std::string dir(rest.substr(0, colon));
-    if (dir.empty()) dir = ".";  // POSIX: an empty PATH entry is the current directory
-    const std::string candidate = dir + "/" + command;
-    struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
-      return candidate;
-    if (colon == std::string_view::npos) break;
-    rest.remove_prefix(colon + 1);
-  }
-  return domain::error("not found in the task's PATH (" + path + ")");
+// The task's own stdout or stderr file (close-on-exec here: spawn_process hands the child its copy).
+domain::Expected<int> open_output(const std::filesystem::path& path) {
+  if (path.empty()) return -1;  // /dev/null
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return domain::error("cannot open " + path.string() + ": " + std::strerror(errno));
+  return fd;
 }
+
+}  // namespace
 
 // A plain function, not a lambda: the coroutine frame must not refer to a temporary closure.
 asio::awaitable<void> TaskProcess::wait_discarding(TaskProcess& task) { (void)co_await task.wait(); }
@@ -90,50 +80,29 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   // the task; the spec (Task.Env, Task.SecretEnv, the MOORING_* variables) may override these.
   std::map<std::string, std::string> env{{"PATH", kTaskPath}, {"HOME", kTaskHome}};
   for (const auto& [k, v] : spec.env) env[k] = v;
-  // A bare command name is looked up in the task's PATH, not the agent's (posix_spawnp would
-  // search the caller's).
+  // A bare command name is looked up in the task's PATH, not the agent's.
   const auto program = resolve_command(spec.command, env["PATH"]);
-  if (!program) return domain::error("cannot start task \"" + spec.command + "\": " + program.error());
-  std::vector<std::string> env_strings;
-  env_strings.reserve(env.size());
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  std::vector<std::string> arg_strings{spec.command};
-  arg_strings.insert(arg_strings.end(), spec.args.begin(), spec.args.end());
-  std::vector<char*> argv;
-  for (auto& s : arg_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  const std::string out = spec.stdout_path.empty() ? "/dev/null" : spec.stdout_path.string();
-  const std::string err = spec.stderr_path.empty() ? "/dev/null" : spec.stderr_path.string();
-  // No O_CLOEXEC here: these become the task's own stdout and stderr across the exec.
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  // Nothing else of the agent's leaks into the task (descriptors the agent inherited without
-  // close-on-exec, e.g. a shell's process-substitution pipes).
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  if (!spec.working_dir.empty()) posix_spawn_file_actions_addchdir_np(&actions, spec.working_dir.c_str());
-
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty_mask, all_signals;
-  sigemptyset(&empty_mask);
-  sigfillset(&all_signals);
-  posix_spawnattr_setsigmask(&attr, &empty_mask);
-  posix_spawnattr_setsigdefault(&attr, &all_signals);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, program->c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return domain::error("cannot start task \"" + spec.command + "\": " + std::strerror(rc));
+  if (!program)
+    return domain::error("cannot start task \"" + spec.command + "\": not found in the task's PATH (" + env["PATH"] + ")");
+  // Opened here rather than in the child, so a file that cannot be opened is named in the error.
+  const auto out_fd = open_output(spec.stdout_path);
+  if (!out_fd) return domain::error("cannot start task \"" + spec.command + "\": " + out_fd.error());
+  UniqueFd out{*out_fd};
+  const auto err_fd = open_output(spec.stderr_path);
+  if (!err_fd) return domain::error("cannot start task \"" + spec.command + "\": " + err_fd.error());
+  UniqueFd err{*err_fd};
+  SpawnRequest request;
+  request.program = *program;
+  request.argv.push_back(spec.command);
+  request.argv.insert(request.argv.end(), spec.args.begin(), spec.args.end());
+  request.env = std::move(env);
+  request.stdout_fd = out.fd;
+  request.stderr_fd = err.fd;
+  request.working_dir = spec.working_dir;
+  request.isolation = SpawnRequest::Isolation::own_session;
+  const auto spawned = spawn_process(request);
+  if (!spawned) return domain::error("cannot start task \"" + spec.command + "\": " + spawned.error().message());
+  const pid_t pid = *spawned;
 
   const int fd = open_pidfd(pid);
   if (fd < 0) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "services/nodeagent/process/child_process.hpp"
+#include "services/nodeagent/process/spawn.hpp"
 #include "shared/domain/result.hpp"
 
 namespace mooring::nodeagent {
@@ -49,10 +50,6 @@ struct TaskSpec {
 // What a task gets when its spec does not set PATH or HOME.
 inline constexpr const char* kTaskPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 inline constexpr const char* kTaskHome = "/";
-
-// `command` as is when it holds a '/', else the first executable regular file named `command`
-// in the directories of `path` (the task's PATH).
-domain::Expected<std::string> resolve_command(const std::string& command, const std::string& path);
 
 // The environment variable that names a task's launch (the runner's intent record holds the
 // same id): how a restarted agent finds a task whose pid it did not get to write down.

@@ -303,19 +303,8 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
       cfg.volume_stats_interval = get_duration(layer, key, path, /*zero_ok=*/true);
       continue;
     }
-    if (key == "metrics") {
-      const auto& v = layer.at(key);
-      if (v.is_boolean()) cfg.metrics = v.get<bool>();
-      else if (v == "true" || v == "on" || v == "1") cfg.metrics = true;
-      else if (v == "false" || v == "off" || v == "0") cfg.metrics = false;
-      else throw Fail{path + ": expected on or off (true or false), got " + v.dump()};
-      continue;
-    }
-    if (key == "insecure") {
-      const auto& v = layer.at(key);
-      if (v.is_boolean()) cfg.insecure = v.get<bool>();
-      else if (v == "true" || v == "false") cfg.insecure = v == "true";
-      else throw Fail{path + ": expected true or false, got " + v.dump()};
+    if (key == "metrics" || key == "insecure") {
+      (key == "metrics" ? cfg.metrics : cfg.insecure) = config::json_bool(layer.at(key), path);
       continue;
     }
     std::string* target = nullptr;

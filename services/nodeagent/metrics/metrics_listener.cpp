@@ -21,6 +21,7 @@
 #include "shared/async/task_group.hpp"
 #include "shared/config/host_port.hpp"
 #include "shared/log/log.hpp"
+#include "shared/process/process_hygiene.hpp"
 
 namespace mooring::nodeagent {
 
@@ -157,6 +158,7 @@ struct MetricsListener::Impl : std::enable_shared_from_this<Impl> {
         co_await pause.async_wait(tuple_awaitable);
         continue;
       }
+      process::close_on_exec(socket.native_handle());  // accepted without SOCK_CLOEXEC
       tasks.spawn("metrics-session", [self = shared_from_this(), s = std::make_shared<tcp::socket>(std::move(socket))]() {
         return self->session(std::move(*s));
       });
@@ -193,6 +195,9 @@ std::string MetricsListener::start() {
   tcp::endpoint ep{address, port};
   auto& a = impl_->acceptor;
   a.open(ep.protocol(), ec);
+  // Asio opens sockets without SOCK_CLOEXEC: a plugin launched with this listener open kept
+  // the port after an agent crash, and the restarted agent could not bind it (issue 40).
+  if (!ec && !process::close_on_exec(a.native_handle())) ec.assign(errno, boost::system::system_category());
   if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) a.bind(ep, ec);
   if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,9 +14,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "services/nodeagent/process/spawn.hpp"
+#include "shared/config/settings.hpp"
 #include "shared/log/log.hpp"
-
-extern char** environ;
 
 namespace mooring::nodeagent {
 namespace {
@@ -30,19 +29,10 @@ constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
 // grandchild that inherited the pipes must not keep the owner waiting.
 constexpr auto kDrainGrace = std::chrono::seconds(2);
 constexpr size_t kMaxLine = 16 * 1024;
+// What a bare command is looked up in when the child's environment has no PATH (glibc's default).
+constexpr const char* kDefaultPath = "/bin:/usr/bin";
 
 boost::system::error_code errno_code(int e) { return {e, boost::system::system_category()}; }
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  int release() { return std::exchange(fd, -1); }
-  void close() {
-    if (fd >= 0) ::close(std::exchange(fd, -1));
-  }
-};
 
 }  // namespace
 
@@ -101,63 +91,29 @@ boost::system::result<std::shared_ptr<ChildProcess>> ChildProcess::spawn(asio::a
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return errno_code(errno);
-  Fd out_r{out_pipe[0]}, out_w{out_pipe[1]};
+  UniqueFd out_r{out_pipe[0]}, out_w{out_pipe[1]};
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return errno_code(errno);
-  Fd err_r{err_pipe[0]}, err_w{err_pipe[1]};
+  UniqueFd err_r{err_pipe[0]}, err_w{err_pipe[1]};
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_w.fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_w.fd, 2);
-  if (!spec.working_dir.empty()) posix_spawn_file_actions_addchdir_np(&actions, spec.working_dir.c_str());
+  SpawnRequest request;
+  request.env = spec.inherit_env ? config::environment("") : std::map<std::string, std::string>{};
+  for (const auto& [k, v] : spec.env) request.env[k] = v;
+  // A bare name is looked up in the child's PATH (the agent's unless the spec sets one).
+  const auto program = resolve_command(spec.command, request.env.contains("PATH") ? request.env["PATH"] : kDefaultPath);
+  if (!program) return errno_code(ENOENT);
+  request.program = *program;
+  request.argv.push_back(spec.command);
+  request.argv.insert(request.argv.end(), spec.args.begin(), spec.args.end());
+  request.stdout_fd = out_w.fd;
+  request.stderr_fd = err_w.fd;
+  request.working_dir = spec.working_dir;
+  // Own process group: stop signals reach the plugin's children too.
+  request.isolation = SpawnRequest::Isolation::own_group;
+  const auto spawned = spawn_process(request);
+  if (!spawned) return spawned.error();
+  const pid_t pid = *spawned;
 
-  // Own process group (stop signals reach the plugin's children too), an empty signal mask and
-  // default dispositions: the agent's ignored signals (SIGPIPE) must not leak into the child.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty_mask, all_signals;
-  sigemptyset(&empty_mask);
-  sigfillset(&all_signals);
-  sigdelset(&all_signals, SIGKILL);
-  sigdelset(&all_signals, SIGSTOP);
-  posix_spawnattr_setsigmask(&attr, &empty_mask);
-  posix_spawnattr_setsigdefault(&attr, &all_signals);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-  std::vector<std::string> argv_s;
-  argv_s.push_back(spec.command);
-  argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  std::map<std::string, std::string> env_map;
-  if (spec.inherit_env) {
-    for (char** e = environ; e && *e; ++e) {
-      std::string_view kv(*e);
-      const auto eq = kv.find('=');
-      if (eq != std::string_view::npos) env_map.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
-    }
-  }
-  for (const auto& [k, v] : spec.env) env_map[k] = v;
-  std::vector<std::string> env_s;
-  for (const auto& [k, v] : env_map) env_s.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  pid_t pid = -1;
-  // glibc's posix_spawn reports exec failures (ENOENT, EACCES) as its return value.
-  const bool search_path = spec.command.find('/') == std::string::npos;
-  const int rc = search_path ? ::posix_spawnp(&pid, spec.command.c_str(), &actions, &attr, argv.data(), envp.data())
-                             : ::posix_spawn(&pid, spec.command.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return errno_code(rc);
-
-  Fd pidfd{open_pidfd(pid)};
+  UniqueFd pidfd{open_pidfd(pid)};
   if (pidfd.fd < 0) {
     const int e = errno;
     ::kill(-pid, SIGKILL);

@@ -1,5 +1,6 @@
-// A child process the agent launches and supervises: CSI plugins now, allocation tasks later.
-// Own process group, stdout/stderr forwarded line by line into the agent log, exit observed
+// A child process the agent launches and supervises (CSI plugins; tasks are TaskProcess, which
+// outlives the agent). Started by spawn_process (spawn.hpp: only its standard streams reach it),
+// own process group, stdout/stderr forwarded line by line into the agent log, exit observed
 // asynchronously, stop = SIGTERM to the group then SIGKILL after a grace period.
 //
 // Exit is observed through a pidfd (pidfd_open, Linux 5.3+) wrapped in an Asio

@@ -8,6 +8,7 @@
 #include "shared/domain/event.hpp"
 #include "shared/domain/json/reader.hpp"
 #include "shared/domain/node.hpp"
+#include "shared/domain/node_identity.hpp"
 #include "shared/domain/plugin.hpp"
 #include "shared/domain/volume.hpp"
 
@@ -74,6 +75,9 @@ Table<PluginInstance> fields_of(std::type_identity<PluginInstance>);
 Table<Plugin> fields_of(std::type_identity<Plugin>);
 Table<NodeEvent> fields_of(std::type_identity<NodeEvent>);
 Table<Node> fields_of(std::type_identity<Node>);
+Table<NodeCertificate> fields_of(std::type_identity<NodeCertificate>);
+Table<Introduction> fields_of(std::type_identity<Introduction>);
+Table<NodeIdentity> fields_of(std::type_identity<NodeIdentity>);
 Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>);
 Table<TaskCSIPlugin> fields_of(std::type_identity<TaskCSIPlugin>);
 Table<Task> fields_of(std::type_identity<Task>);

@@ -35,6 +35,21 @@ TEST(ControlPlaneConfig, AclIsOffByDefaultAndABareFlagTurnsItOn) {
   EXPECT_NE(parse_error({"--data-dir", "/tmp/x", "--acl=maybe"}).find("--acl"), std::string::npos);
 }
 
+TEST(ControlPlaneConfig, BooleansAcceptOneZeroOnOffTrueFalseFromEverySource) {
+  test::TempDir dir;
+  for (const auto& [text, want] : std::vector<std::pair<std::string, bool>>{
+           {"1", true}, {"0", false}, {"on", true}, {"off", false}, {"true", true}, {"false", false}, {"no", false}}) {
+    EXPECT_EQ(parse_ok({"--data-dir", "/tmp/x", "--insecure=" + text}).insecure, want) << text;
+    EXPECT_EQ(parse_ok({"--data-dir", "/tmp/x"}, {{"MOORING_CP_ACL", text}}).acl, want) << text;
+    const auto file = dir.path() / "b.json";
+    test::write_file(file, R"({"data_dir": "/tmp/x", "metrics": ")" + text + R"("})");
+    EXPECT_EQ(parse_ok({"--config", file.string()}).metrics, want) << text;
+  }
+  EXPECT_NE(parse_error({"--data-dir", "/tmp/x"}, {{"MOORING_CP_INSECURE", "sure"}})
+                .find("expected true or false (1/0, on/off, yes/no), got \"sure\""),
+            std::string::npos);
+}
+
 TEST(ControlPlaneConfig, MetricsOnByDefaultAndOffWithTheFlag) {
   EXPECT_TRUE(parse_ok({"--data-dir", "/tmp/x"}).metrics);
   EXPECT_FALSE(parse_ok({"--data-dir", "/tmp/x", "--metrics=off"}).metrics);

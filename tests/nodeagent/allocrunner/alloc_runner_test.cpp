@@ -25,6 +25,7 @@
 #include "tests/nodeagent/support/fake_plugin_tasks.hpp"
 #include "tests/nodeagent/support/fake_volume_mounter.hpp"
 #include "tests/nodeagent/support/run_async.hpp"
+#include "tests/support/descriptors.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -766,26 +767,43 @@ TEST(TaskProcessTest, FindLaunchFindsTheSessionLeaderAndItsChildren) {
 }
 
 // The task's stdout and stderr are the log files (open across the exec), and nothing else the
-// agent holds leaks into it, even a descriptor without close-on-exec.
-TEST(TaskProcessTest, OutputGoesToTheLogFilesAndNoAgentDescriptorLeaks) {
+// agent holds leaks into it, even a descriptor without close-on-exec: read from the kernel while
+// the task runs, it holds exactly /dev/null and its two log files.
+TEST(TaskProcessTest, OutputGoesToTheLogFilesAndTheTaskHoldsNothingElse) {
   test::TempDir dir;
-  const int leaked = ::open("/dev/null", O_RDONLY);  // deliberately without O_CLOEXEC
+  const int leaked = ::open("/dev/zero", O_RDONLY);  // deliberately without O_CLOEXEC
   ASSERT_GE(leaked, 3);
   TaskSpec spec;
-  spec.command = "/bin/sh";
-  spec.args = {"-c", "echo to-stdout; echo to-stderr >&2; test -e /proc/$$/fd/" + std::to_string(leaked) +
-                         " && echo leaked >&2; exit 0"};
+  spec.command = "sh";  // a bare name: found in the task's PATH
+  spec.args = {"-c", "echo to-stdout; echo to-stderr >&2; exec sleep 30"};
   spec.stdout_path = dir.path() / "stdout.log";
   spec.stderr_path = dir.path() / "stderr.log";
   asio::io_context io;
   auto task = TaskProcess::start(io.get_executor(), spec);
   ::close(leaked);
   ASSERT_TRUE(task) << task.error();
-  std::optional<ExitStatus> exit;
-  run_async(io, [&]() -> asio::awaitable<void> { exit = co_await (*task)->wait(); });
-  ASSERT_TRUE(exit);
+  const pid_t pid = (*task)->handle().pid;
+  std::map<int, std::string> fds;
+  const std::map<int, std::string> want{
+      {0, "/dev/null"}, {1, spec.stdout_path.string()}, {2, spec.stderr_path.string()}};
+  EXPECT_TRUE(test::wait_until([&] { fds = test::open_descriptors(pid); return fds == want; }, 10s))
+      << test::describe_descriptors(fds);
+  EXPECT_TRUE(test::wait_until([&] { return test::read_file(spec.stderr_path) == "to-stderr\n"; }, 10s));
   EXPECT_EQ(test::read_file(spec.stdout_path), "to-stdout\n");
-  EXPECT_EQ(test::read_file(spec.stderr_path), "to-stderr\n");
+  (*task)->signal(SIGKILL);
+  run_async(io, [&]() -> asio::awaitable<void> { (void)co_await (*task)->wait(); });
+}
+
+// A log file that cannot be opened is named, and nothing starts.
+TEST(TaskProcessTest, AnUnopenableLogFileIsNamedAndNothingStarts) {
+  test::TempDir dir;
+  TaskSpec spec;
+  spec.command = "/bin/true";
+  spec.stdout_path = dir.path() / "missing-dir" / "stdout.log";
+  asio::io_context io;
+  auto task = TaskProcess::start(io.get_executor(), spec);
+  ASSERT_FALSE(task);
+  EXPECT_NE(task.error().find("cannot open " + spec.stdout_path.string()), std::string::npos) << task.error();
 }
 
 TEST(TaskProcessTest, AdoptRefusesAReusedPid) {

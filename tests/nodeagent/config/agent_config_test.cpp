@@ -49,6 +49,27 @@ std::string err(const std::vector<std::string>& argv, const std::map<std::string
   return {};
 }
 
+// Every boolean accepts the spellings docs/configuration.md gives from flags, the environment and the file:
+// `MOORING_INSECURE=1 make run` used to stop the agent with 'expected true or false, got "1"'.
+TEST(AgentConfig, BooleansAcceptOneZeroOnOffTrueFalseFromEverySource) {
+  const TempDir dir;
+  for (const auto& [text, want] : std::vector<std::pair<std::string, bool>>{
+           {"1", true}, {"0", false}, {"on", true}, {"off", false}, {"true", true}, {"false", false}, {"yes", true}}) {
+    EXPECT_EQ(ok({"agent"}, {{"MOORING_INSECURE", text}}).config.insecure, want) << text;
+    EXPECT_EQ(ok({"agent", "--insecure=" + text}).config.insecure, want) << text;
+    EXPECT_EQ(ok({"agent"}, {{"MOORING_METRICS", text}}).config.metrics, want) << text;
+    const auto file = dir.write("b.json", R"({"insecure": ")" + text + R"(", "metrics": ")" + text + R"("})");
+    const auto from_file = ok({"agent", "--config", file.string()});
+    EXPECT_EQ(from_file.config.insecure, want) << text;
+    EXPECT_EQ(from_file.config.metrics, want) << text;
+  }
+  // The file says true and the environment 1, as run-local's plaintext stack has it.
+  const auto file = dir.write("i.json", R"({"insecure": true})");
+  EXPECT_TRUE(ok({"agent", "--config", file.string()}, {{"MOORING_INSECURE", "1"}}).config.insecure);
+  EXPECT_EQ(err({"agent"}, {{"MOORING_INSECURE", "sure"}}),
+            "environment: insecure: expected true or false (1/0, on/off, yes/no), got \"sure\"");
+}
+
 TEST(AgentConfig, DefaultsMatchTheDesignPorts) {
   const auto p = ok({"agent"});
   EXPECT_FALSE(p.help);
@@ -72,7 +93,7 @@ TEST(AgentConfig, MetricsOnByDefaultOnTheDesignPortAndOffWithTheFlag) {
   EXPECT_FALSE(from_file.config.metrics);
   EXPECT_EQ(from_file.config.metrics_addr, "127.0.0.1:9000");
   EXPECT_EQ(ok({"agent", "--metrics-addr", "0.0.0.0:9100"}).config.metrics_addr, "0.0.0.0:9100");
-  EXPECT_NE(err({"agent", "--metrics=maybe"}).find("on or off"), std::string::npos);
+  EXPECT_NE(err({"agent", "--metrics=maybe"}).find("on/off"), std::string::npos);
   EXPECT_NE(err({"agent", "--metrics-addr", "no-port"}).find("metrics_addr"), std::string::npos);
   EXPECT_NE(err({"agent", "--metrics-addr", "h:99999"}).find("is not HOST:PORT"), std::string::npos);
   // Off: the address is not looked at.

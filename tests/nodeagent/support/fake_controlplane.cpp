@@ -181,6 +181,19 @@ grpc::Status FakeControlPlane::RegisterNode(grpc::ServerContext* ctx, const v1::
   return grpc::Status::OK;
 }
 
+grpc::Status FakeControlPlane::RenewCertificate(grpc::ServerContext*, const v1::RenewCertificateRequest* req,
+                                                v1::RenewCertificateResponse* resp) {
+  std::lock_guard lock(mu_);
+  if (down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "fake control plane is down");
+  if (!renew_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no renewal in this fake");
+  return renew_(*req, *resp);
+}
+
+void FakeControlPlane::on_renew(RenewAnswer answer) {
+  std::lock_guard lock(mu_);
+  renew_ = std::move(answer);
+}
+
 grpc::Status FakeControlPlane::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                          v1::HeartbeatResponse* resp) {
   std::lock_guard lock(mu_);

@@ -44,6 +44,13 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
                            ::mooring::v1::ClaimVolumeResponse* resp) override;
   grpc::Status UnpublishVolume(grpc::ServerContext*, const ::mooring::v1::UnpublishVolumeRequest* req,
                                ::mooring::v1::UnpublishVolumeResponse* resp) override;
+  grpc::Status RenewCertificate(grpc::ServerContext*, const ::mooring::v1::RenewCertificateRequest* req,
+                                ::mooring::v1::RenewCertificateResponse* resp) override;
+
+  // How RenewCertificate answers (UNIMPLEMENTED while unset); called under the fake's lock.
+  using RenewAnswer = std::function<grpc::Status(const ::mooring::v1::RenewCertificateRequest&,
+                                                 ::mooring::v1::RenewCertificateResponse&)>;
+  void on_renew(RenewAnswer answer);
 
   // Registers a volume agents may claim (what ClaimVolume answers, modes taken from the claim).
   void put_volume(const ::mooring::v1::VolumeMountInfo& volume);
@@ -84,6 +91,7 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   std::optional<grpc::Status> as_standby(grpc::ServerContext* ctx) const;  // with mu_ held
 
   mutable std::mutex mu_;
+  RenewAnswer renew_;
   std::vector<::mooring::v1::RegisterNodeRequest> registrations_;
   std::vector<::mooring::v1::HeartbeatRequest> heartbeats_;
   bool forget_ = false;

@@ -44,6 +44,19 @@ TEST(Settings, ReadFileNamesTheFileInEveryError) {
   EXPECT_EQ(read_file(path).at("k"), "v");
 }
 
+// The spellings docs/configuration.md gives (MOORING_INSECURE=1, --metrics=off) and yes/no, in any case; nothing else.
+TEST(Settings, BooleansAcceptEverySpellingTheDocsUseAndNothingElse) {
+  for (const char* t : {"true", "1", "on", "yes", "TRUE", "On", "Yes"}) EXPECT_EQ(parse_bool(t), true) << t;
+  for (const char* f : {"false", "0", "off", "no", "FALSE", "Off", "NO"}) EXPECT_EQ(parse_bool(f), false) << f;
+  for (const char* bad : {"", "2", "y", "n", "enable", "truee", " true", "-1"}) EXPECT_EQ(parse_bool(bad), std::nullopt) << bad;
+  EXPECT_TRUE(json_bool(nlohmann::json(true), "x"));
+  EXPECT_FALSE(json_bool(nlohmann::json("off"), "x"));
+  EXPECT_EQ(error_of([] { json_bool(nlohmann::json("maybe"), "environment: insecure"); }),
+            "environment: insecure: expected true or false (1/0, on/off, yes/no), got \"maybe\"");
+  EXPECT_EQ(error_of([] { json_bool(nlohmann::json(1), "config file \"a.json\": metrics"); }),
+            "config file \"a.json\": metrics: expected true or false (1/0, on/off, yes/no), got 1");
+}
+
 TEST(Settings, HelpListsFlagEnvKeyAndDefault) {
   const auto text = help_text("Usage: x\n", {Doc{"data-dir", "X_DATA_DIR", "data_dir", "DIR", "where", "/var/x"},
                                              Doc{"config", "X_CONFIG", "", "FILE", "the file", ""}});

@@ -74,7 +74,8 @@ TEST(JsonStorage, AllocationRoundTripsWithAndWithoutTask) {
 }
 
 TEST(JsonStorage, EventRoundTrips) {
-  const Event e{5, from_unix_ms(1'700'000'000'001), "Claim", "ClaimReleased", "team-a", "vol-1", "released", {{"alloc", "a1"}}};
+  const Event e{5, from_unix_ms(1'700'000'000'001), "Claim", "ClaimReleased", "team-a", "vol-1", "released", {{"alloc", "a1"}},
+                123'456'789'012};
   auto back = event_from_storage(to_storage_json(e));
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(*back, e);

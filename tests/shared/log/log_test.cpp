@@ -32,6 +32,17 @@ TEST_F(LogTest, TextLineCarriesComponentMessageAndFields) {
   EXPECT_EQ(line.back(), '\n');
 }
 
+// A write that failed (EPIPE once the reader of our output died, ENOSPC) costs those lines only:
+// the lines after it are written when the sink takes them again.
+TEST_F(LogTest, AFailedWriteDoesNotSilenceTheLinesAfterIt) {
+  configure(Level::debug, Format::text, &out_);
+  out_.setstate(std::ios::badbit);  // as a write(2) that failed leaves the stream
+  Logger("x").info("lost");
+  Logger("x").info("written");
+  EXPECT_EQ(out_.str().find("lost"), std::string::npos);
+  EXPECT_NE(out_.str().find("written"), std::string::npos) << out_.str();
+}
+
 TEST_F(LogTest, ValuesWithSpacesAreQuotedAndEscaped) {
   configure(Level::debug, Format::text, &out_);
   Logger("x").warn("m", {{"error", "deadline \"exceeded\" now"}});

@@ -53,12 +53,38 @@ TEST(TlsCertificates, CaIsSelfSignedP256WithTheValidityAsked) {
   EXPECT_NEAR(days, 10, 0.1);
 }
 
+TEST(TlsCertificates, ALeafLastsTheValidityAskedAndEachHasItsOwnSerial) {
+  const auto ca = make_ca();
+  auto a = create_certificate(ca, {.identity = {Role::agent, "node-7"}, .validity = seconds(45)});
+  auto b = create_certificate(ca, {.identity = {Role::agent, "node-7"}, .validity = seconds(45)});
+  ASSERT_TRUE(a && b);
+  auto ia = inspect(a->cert_pem), ib = inspect(b->cert_pem);
+  ASSERT_TRUE(ia && ib);
+  EXPECT_FALSE(ia->serial.empty());
+  EXPECT_NE(ia->serial, ib->serial);
+  // Backdated for clock skew; issued_at undoes it, and the validity counts from there.
+  EXPECT_EQ(ia->not_before + kNotBeforeBackdate, issued_at(*ia));
+  EXPECT_NEAR(duration_cast<milliseconds>(ia->not_after - issued_at(*ia)).count(), 45'000, 1'000);
+  EXPECT_FALSE(create_certificate(ca, {.identity = {Role::agent, "node-7"}, .validity = seconds(0)}));
+}
+
+TEST(TlsCertificates, RenewalIsDueTwoThirdsIntoALifeCountedFromIssue) {
+  CertificateInfo info;
+  info.not_before = system_clock::time_point(hours(1000)) - kNotBeforeBackdate;
+  info.not_after = system_clock::time_point(hours(1000)) + seconds(45);
+  EXPECT_EQ(renew_at(info), system_clock::time_point(hours(1000)) + seconds(30));
+  // A certificate shorter than the backdate (made by hand) still gets a time inside its life.
+  info.not_before = info.not_after - seconds(30);
+  EXPECT_LE(renew_at(info), info.not_after);
+  EXPECT_GE(renew_at(info), info.not_before);
+}
+
 TEST(TlsCertificates, AgentCertificateCarriesItsNodeIdAndSans) {
   const auto ca = make_ca();
   auto leaf = create_certificate(ca, {.identity = {Role::agent, "node-7"},
                                       .dns_names = {"localhost", "node7.example.com"},
                                       .ip_addresses = {"127.0.0.1", "10.0.0.7", "::1"},
-                                      .days = 30});
+                                      .validity = std::chrono::hours(24 * 30)});
   ASSERT_TRUE(leaf) << leaf.error();
   EXPECT_EQ(curve_of(leaf->key_pem), "prime256v1");
   EXPECT_TRUE(signed_by(leaf->cert_pem, ca.cert_pem));

@@ -28,7 +28,7 @@ TEST(TlsCsr, SignedCertificateHoldsTheCsrKeyAndTheRequestedIdentityOnly) {
   EXPECT_TRUE(info->dns_names.empty());
   EXPECT_EQ(info->public_key_sha256.size(), 64u);
 
-  auto cert = sign_csr(ca, csr->csr_pem, {.identity = kNode1, .dns_names = {}, .ip_addresses = {}, .days = 30});
+  auto cert = sign_csr(ca, csr->csr_pem, {.identity = kNode1, .dns_names = {}, .ip_addresses = {}, .validity = std::chrono::hours(24 * 30)});
   ASSERT_TRUE(cert) << cert.error();
   EXPECT_TRUE(signed_by(*cert, ca.cert_pem));
   EXPECT_TRUE(key_matches(*cert, csr->key_pem));

@@ -1,0 +1,157 @@
+// spawn_process: what a child of the agent holds. Read from the kernel (/proc/<pid>/fd) of the
+// running child, not from what the child says about itself.
+#include "services/nodeagent/process/spawn.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "services/nodeagent/process/child_process.hpp"
+#include "tests/support/descriptors.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Waits until the child has exec'd its program (a static set of descriptors) and returns them.
+std::map<int, std::string> settled_descriptors(pid_t pid, const std::string& program) {
+  std::map<int, std::string> fds;
+  test::wait_until(
+      [&] {
+        const auto exe = fs::read_symlink("/proc/" + std::to_string(pid) + "/exe").filename().string();
+        fds = test::open_descriptors(pid);
+        return exe == program && test::open_descriptors(pid) == fds;
+      },
+      10s, 10ms);
+  return fds;
+}
+
+// A mask line of /proc/<pid>/status ("SigIgn:", "SigBlk:"): bit n-1 is signal n.
+unsigned long long signal_mask(pid_t pid, const std::string& key) {
+  const auto status = test::read_file("/proc/" + std::to_string(pid) + "/status");
+  const auto at = status.find(key);
+  return at == std::string::npos ? ~0ULL : std::stoull(status.substr(at + key.size()), nullptr, 16);
+}
+
+void kill_and_reap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+}
+
+// The agent's descriptors opened without close-on-exec (a shell's pipes it inherited, a library
+// that forgot O_CLOEXEC) stay out of the child, and the extras arrive numbered 3, 4, ... in order,
+// even when a source's number is another extra's target.
+TEST(SpawnProcess, TheChildHoldsItsStandardStreamsAndTheNamedExtrasOnly) {
+  test::TempDir dir;
+  const int leaked = ::open("/dev/zero", O_RDONLY);  // deliberately without O_CLOEXEC
+  ASSERT_GE(leaked, 0);
+  const int a = ::open((dir.path() / "a").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  const int b = ::open((dir.path() / "b").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  const int out = ::open((dir.path() / "out").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_TRUE(a >= 0 && b >= 0 && out >= 0);
+  SpawnRequest r;
+  r.program = "/bin/sleep";
+  r.argv = {"sleep", "30"};
+  r.stdout_fd = out;
+  r.stderr_fd = out;
+  r.extra_fds = {b, a};  // b (opened after a) becomes 3, a becomes 4
+  const auto pid = spawn_process(r);
+  ::close(leaked);
+  ::close(a);
+  ::close(b);
+  ::close(out);
+  ASSERT_TRUE(pid) << pid.error().message();
+  const auto fds = settled_descriptors(*pid, "sleep");
+  kill_and_reap(*pid);
+  EXPECT_EQ(fds, (std::map<int, std::string>{{0, "/dev/null"},
+                                              {1, (dir.path() / "out").string()},
+                                              {2, (dir.path() / "out").string()},
+                                              {3, (dir.path() / "b").string()},
+                                              {4, (dir.path() / "a").string()}}))
+      << test::describe_descriptors(fds);
+}
+
+TEST(SpawnProcess, ExecFailuresAreErrorValuesAndNothingRuns) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "data", "not a program");
+  SpawnRequest r;
+  r.program = "/nonexistent/mooring-binary";
+  r.argv = {"x"};
+  const auto missing = spawn_process(r);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().value(), ENOENT);
+  r.program = (dir.path() / "data").string();  // not executable
+  const auto not_exec = spawn_process(r);
+  ASSERT_FALSE(not_exec);
+  EXPECT_EQ(not_exec.error().value(), EACCES);
+  r.program = "/bin/true";
+  r.extra_fds = {-1};
+  const auto bad_extra = spawn_process(r);
+  ASSERT_FALSE(bad_extra);
+  EXPECT_EQ(bad_extra.error().value(), EBADF);
+}
+
+// A signal the agent ignores (SIGPIPE) or blocks is the default again in the child; a task in
+// its own session is its own process group.
+TEST(SpawnProcess, SignalsAreResetAndTheIsolationIsApplied) {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction before {};
+  ::sigaction(SIGPIPE, &ignore, &before);
+  for (const auto isolation : {SpawnRequest::Isolation::own_group, SpawnRequest::Isolation::own_session}) {
+    SpawnRequest r;
+    r.program = "/bin/sleep";
+    r.argv = {"sleep", "30"};
+    r.isolation = isolation;
+    const auto pid = spawn_process(r);
+    ASSERT_TRUE(pid) << pid.error().message();
+    settled_descriptors(*pid, "sleep");
+    // Signals 1-31 (glibc keeps its internal real-time signals 32 and 33 to itself).
+    EXPECT_EQ(signal_mask(*pid, "SigIgn:") & 0x7fffffffULL, 0u) << "no standard signal ignored";
+    EXPECT_EQ(signal_mask(*pid, "SigBlk:") & 0x7fffffffULL, 0u) << "no standard signal blocked";
+    EXPECT_EQ(::getpgid(*pid), *pid);
+    EXPECT_EQ(::getsid(*pid) == *pid, isolation == SpawnRequest::Isolation::own_session);
+    kill_and_reap(*pid);
+  }
+  ::sigaction(SIGPIPE, &before, nullptr);
+}
+
+// The plugin path (ChildProcess): 0 is /dev/null, 1 and 2 the pipes the agent reads, nothing else.
+TEST(SpawnProcess, ALaunchedPluginHoldsOnlyDevNullAndItsOutputPipes) {
+  const int leaked = ::open("/dev/zero", O_RDONLY);  // deliberately without O_CLOEXEC
+  boost::asio::io_context io;
+  auto p = ChildProcess::spawn(io.get_executor(), ProcessSpec{"t", "/bin/sleep", {"30"}}, {});
+  ::close(leaked);
+  ASSERT_TRUE(p) << p.error().message();
+  const auto fds = settled_descriptors((*p)->pid(), "sleep");
+  ASSERT_EQ(fds.size(), 3u) << test::describe_descriptors(fds);
+  EXPECT_EQ(fds.at(0), "/dev/null");
+  EXPECT_TRUE(fds.at(1).starts_with("pipe:[")) << fds.at(1);
+  EXPECT_TRUE(fds.at(2).starts_with("pipe:[")) << fds.at(2);
+  EXPECT_NE(fds.at(1), fds.at(2)) << "stdout and stderr are told apart";
+}
+
+TEST(SpawnProcess, ResolveCommandSearchesTheGivenPathOnly) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "data", "not a program");
+  EXPECT_EQ(resolve_command("/any/where", ""), "/any/where");
+  EXPECT_EQ(resolve_command("sleep", "/nonexistent:/bin"), "/bin/sleep");
+  EXPECT_EQ(resolve_command("sleep", "/nonexistent"), std::nullopt);
+  EXPECT_EQ(resolve_command("data", dir.path().string()), std::nullopt) << "not executable";
+  EXPECT_EQ(resolve_command("", "/bin"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace mooring::nodeagent
