@@ -36,7 +36,8 @@ const std::vector<GlobalSetting>& global_settings() {
            "the system's CAs"},
        &GlobalOptions::ca_cert},
       {Doc{"client-cert", "MOORING_CLIENT_CERT", "", "FILE",
-           "client certificate for HTTPS, with -client-key, when the control plane asks for one", ""},
+           "client certificate for HTTPS, with -client-key, for a control plane started with "
+           "--http-client-ca-file", ""},
        &GlobalOptions::client_cert},
       {Doc{"client-key", "MOORING_CLIENT_KEY", "", "FILE", "the key of -client-cert", ""}, &GlobalOptions::client_key},
       {Doc{"token", "MOORING_TOKEN", "", "SECRET",
@@ -104,7 +105,8 @@ std::string cli_reference_markdown() {
                 "(`mooring -json volume status` and `mooring volume status -json` are the same; `--json` works\n"
                 "too). A flag given on the command line wins over its environment variable. `mooring -h` lists\n"
                 "the commands, `mooring COMMAND -h` a command's own flags; `mooring completion bash|zsh` prints\n"
-                "a completion script. `make run` prints the `export` line that sets the variables for its stack.",
+                "a completion script. `make run` prints the `export` line that puts `mooring` on `PATH` and sets\n"
+                "the variables for its stack. The commands: [cli.md](../cli.md).",
        .flag_prefix = "-"},
       docs);
 }

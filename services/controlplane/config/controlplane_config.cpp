@@ -55,7 +55,9 @@ struct Option : config::Doc {
 constexpr std::array kOptions{
     Option{"config", "MOORING_CP_CONFIG", "", Kind::string, "FILE", "JSON config file (keys as listed below)", ""},
     Option{"data-dir", "MOORING_CP_DATA_DIR", "data_dir", Kind::string, "DIR",
-           "the state (SQLite state.db, created 0700/0600), the keyring and audit.log; one control plane per directory (flock)", "(required)", &Config::data_dir},
+           "the state (SQLite state.db, created 0700/0600), the keyring and audit.log; one control plane per "
+           "directory (flock)",
+           "(required)", &Config::data_dir},
     Option{"state", "MOORING_CP_STATE", "state", Kind::string, "URL",
            "where the state lives: sqlite://DATA_DIR/state.db (embedded) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] "
            "(prefix /mooring by default; IP endpoints are tried in order; give every control plane the same "
@@ -63,7 +65,7 @@ constexpr std::array kOptions{
     Option{"etcd-cacert", "MOORING_CP_ETCD_CACERT", "etcd_cacert", Kind::string, "FILE",
            "TLS to etcd: the CA of etcd's certificate", "", &Config::etcd_ca_file},
     Option{"etcd-cert", "MOORING_CP_ETCD_CERT", "etcd_cert", Kind::string, "FILE",
-           "TLS to etcd: our client certificate (with --etcd-key)", "", &Config::etcd_cert_file},
+           "TLS to etcd: our client certificate, when etcd asks for one (with --etcd-key)", "", &Config::etcd_cert_file},
     Option{"etcd-key", "MOORING_CP_ETCD_KEY", "etcd_key", Kind::string, "FILE", "the key of --etcd-cert", "",
            &Config::etcd_key_file},
     Option{"leader-lease", "MOORING_CP_LEADER_LEASE", "leader_lease", Kind::positive_duration, "DURATION",
@@ -83,7 +85,9 @@ constexpr std::array kOptions{
     Option{"keyring-file", "MOORING_CP_KEYRING_FILE", "keyring_file", Kind::string, "FILE",
            "the AES-256 root keys that wrap the data keys sealing secrets in the state; created 0600 with one random "
            "key on the first start, never written after (may be read-only). Back it up with state.db: without it the "
-           "stored secrets cannot be read, and a start with a missing or other keyring fails naming the key id", "DATA_DIR/keyring",
+           "stored secrets cannot be read, and a start with a missing or other keyring fails naming the key id and the "
+           "file",
+           "DATA_DIR/keyring",
            &Config::keyring_file},
     Option{"http-addr", "MOORING_CP_HTTP_ADDR", "http_addr", Kind::string, "HOST:PORT",
            "REST API listen address (port 0: any)", "127.0.0.1:4700", &Config::http_addr},
@@ -126,12 +130,15 @@ constexpr std::array kOptions{
     Option{"alloc-gc-threshold", "MOORING_CP_ALLOC_GC_THRESHOLD", "alloc_gc_threshold", Kind::positive_duration,
            "DURATION",
            "a terminal allocation that no volume claim names is deleted after this long (counted from when this "
-           "control plane first saw it so), in batches with one AllocationsCollected event each", "1h", nullptr,
+           "control plane first saw it so), in batches with one AllocationsCollected event each; a late status report "
+           "for a deleted allocation is acknowledged and ignored",
+           "1h", nullptr,
            &Config::alloc_gc_threshold},
     Option{"node-gc-threshold", "MOORING_CP_NODE_GC_THRESHOLD", "node_gc_threshold", Kind::positive_duration,
            "DURATION",
            "a node down this long (counted from its down event, so a restart does not reset it) and named by no "
-           "volume claim is purged with its plugin instances; its allocations that are not terminal are marked lost",
+           "volume claim is purged with its plugin instances; its allocations that are not terminal are marked lost "
+           "(Nomad's node_gc_threshold)",
            "24h",
            nullptr, &Config::node_gc_threshold},
     Option{"tls-ca-file", "MOORING_CP_TLS_CA_FILE", "tls_ca_file", Kind::string, "FILE",
@@ -145,18 +152,21 @@ constexpr std::array kOptions{
     Option{"tls-key-file", "MOORING_CP_TLS_KEY_FILE", "tls_key_file", Kind::string, "FILE",
            "the key of --tls-cert-file", "", &Config::tls_key_file},
     Option{"tls-ca-key-file", "MOORING_CP_TLS_CA_KEY_FILE", "tls_ca_key_file", Kind::string, "FILE",
-           "the key of --tls-ca-file: node enrollment (POST /v1/node/:id/enroll) signs nodes' CSRs with it, so the "
-           "CA key never goes to the nodes; checked against the CA at start (optional; without it enrollment answers "
-           "501; docs/node-enrollment.md)", "",
+           "the key of --tls-ca-file: node enrollment (POST /v1/node/:id/enroll) and agents' renewals (gRPC "
+           "RenewCertificate) sign nodes' CSRs with it, so the CA key never goes to the nodes; checked against the CA "
+           "at start (optional; without it enrollment answers 501 and renewal FAILED_PRECONDITION; "
+           "docs/node-enrollment.md)",
+           "",
            &Config::tls_ca_key_file},
     Option{"node-cert-ttl", "MOORING_CP_NODE_CERT_TTL", "node_cert_ttl", Kind::positive_duration, "DURATION",
-           "how long a node certificate signed by enrollment or renewal lasts; agents renew theirs two thirds in "
-           "(at least 10s)", "168h", nullptr, &Config::node_cert_ttl},
+           "how long a node certificate signed by enrollment or renewal lasts; agents renew theirs two thirds in, "
+           "over mutual TLS (at least 10s)", "168h", nullptr, &Config::node_cert_ttl},
     Option{"audit-log", "MOORING_CP_AUDIT_LOG", "audit_log", Kind::string, "FILE",
            "also append the audit log (one JSON line per write, REST and agent gRPC) here", "<data-dir>/audit.log only",
            &Config::audit_log},
     Option{"http-client-ca-file", "MOORING_CP_HTTP_CLIENT_CA_FILE", "http_client_ca_file", Kind::string, "FILE",
-           "REST API clients must also present a certificate this CA signed (optional; needs the TLS files)", "",
+           "REST API clients must also present a certificate this CA signed (optional; needs the TLS files, with "
+           "which the REST API serves HTTPS)", "",
            &Config::http_client_ca_file},
     Option{"insecure", "MOORING_CP_INSECURE", "insecure", Kind::boolean, "",
            "plaintext gRPC and HTTP on purpose (anyone who reaches the ports can act as any node); logs a warning. "

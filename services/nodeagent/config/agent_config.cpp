@@ -29,7 +29,8 @@ constexpr std::array kOptions{
     Option{"node-id", "MOORING_NODE_ID", "node_id", "ID",
            "node id; default: generated once and kept in <data-dir>/node-id", ""},
     Option{"node-name", "MOORING_NODE_NAME", "node_name", "NAME", "human-readable node name", "the host name"},
-    Option{"data-dir", "MOORING_DATA_DIR", "data_dir", "DIR", "plugin sockets, registry, node id, mounts",
+    Option{"data-dir", "MOORING_DATA_DIR", "data_dir", "DIR",
+           "plugin sockets, registry, node id, mount records, staging and publish paths",
            "/var/lib/mooring/agent"},
     Option{"controlplane-addr", "MOORING_CONTROLPLANE_ADDR", "controlplane_addr", "HOST:PORT[,HOST:PORT...]",
            "control plane gRPC address; with several control planes (etcd state) list them all: the agent follows "
