@@ -816,7 +816,7 @@ TEST_F(CliBinary, TlsCertRequestSendsOnlyACsrAndWritesTheAnswerForItsKey) {
   FakeApi api;
   api.on("POST", "/v1/node/node-1/enroll",
          {200, nlohmann::json{{"NodeID", "node-1"}, {"Certificate", foreign->cert_pem}, {"CA", ca->cert_pem}}.dump()});
-  api.on("POST", "/v1/node/node-2/enroll", {409, R"({"Error":"node \"node-2\" is live (status ready)"})"});
+  api.on("POST", "/v1/node/node-2/enroll", {409, R"x({"Error":"node \"node-2\" is live (status ready)"})x"});
   auto r = run({"-address", api.url(), "tls", "cert", "request", "-node-id", "node-1", "-dir", tls_dir.string(),
                 "-intro-token-file", token_file});
   EXPECT_EQ(r.code, 1) << r.err;
