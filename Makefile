@@ -15,7 +15,7 @@ CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all deps test-deps bench-deps build test run run-ha bench compose-test chaos clean
+.PHONY: all deps test-deps bench-deps build test run run-ha bench compose-test chaos config-docs clean
 
 all: build
 
@@ -64,6 +64,11 @@ DURATION ?= 600
 SEED      ?= $(shell date +%s)
 chaos: test-deps build
 	@/usr/bin/python3 tests/chaos/chaos.py --build $(BUILD_RELEASE) --duration $(DURATION) --seed $(SEED)
+
+# docs/configuration/*.md from the binaries' own flag tables (--help-markdown); the ctest
+# configuration_pages fails while a page and its binary disagree.
+config-docs: build
+	@/usr/bin/python3 tests/docs/config_pages.py --root . --bin $(BUILD_RELEASE) --write
 
 clean:
 	rm -rf build

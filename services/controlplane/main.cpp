@@ -214,6 +214,10 @@ int main(int argc, char** argv) {
     std::cout << controlplane_config_help();
     return 0;
   }
+  if (args.help_markdown) {
+    std::cout << controlplane_config_markdown();
+    return 0;
+  }
   const ControlPlaneConfig& flags = args.config;
   log::configure(flags.log_level, flags.log_format);
   // Lines are written by a thread of their own, not by the io_context thread (issue 21).

@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
     std::cout << nodeagent::agent_config_help();
     return 0;
   }
+  if (p.help_markdown) {
+    std::cout << nodeagent::agent_config_markdown();
+    return 0;
+  }
   auto& cfg = p.config;
   log::Level level{};
   log::Format format{};

@@ -257,6 +257,18 @@ TEST(AgentConfig, HelpListsEveryFlagAndItsEnvironmentVariable) {
   }
 }
 
+// --help-markdown (docs/configuration/nodeagent.md): asked for by its own flag; a row per setting.
+TEST(AgentConfig, HelpMarkdownIsAskedForAndHasARowPerSetting) {
+  const auto p = ok({"agent", "--help-markdown"});
+  EXPECT_TRUE(p.help_markdown);
+  EXPECT_FALSE(p.help);
+  const auto page = agent_config_markdown();
+  for (const auto* row : {"| `--node-id ID` | `MOORING_NODE_ID` | `node_id` |",
+                          "| `--plugin SPEC` | `MOORING_PLUGINS` | `plugins` |",
+                          "| `--insecure` | `MOORING_INSECURE` | `insecure` | `false` |"})
+    EXPECT_NE(page.find(row), std::string::npos) << row;
+}
+
 TEST(AgentConfig, ErrorsNameTheBadKeyAndValue) {
   TempDir dir;
   EXPECT_NE(err({"agent", "--nope=1"}).find("--nope"), std::string::npos);
