@@ -178,6 +178,9 @@ int main(int argc, char** argv) {
     }
     asio::co_spawn(io, run_agent(agent, signals, security, metrics_http.get()), [&](std::exception_ptr e, int code) {
       rc = code;
+      // An agent that refused to start ran nothing that needs winding down: whatever its
+      // constructor armed must not keep io.run() going.
+      if (code != 0) io.stop();
       if (!e) return;
       try {
         std::rethrow_exception(e);
