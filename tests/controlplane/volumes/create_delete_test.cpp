@@ -158,7 +158,7 @@ TEST_F(VolumeLifecycleTest, ACreateWhileTheControllersCapabilitiesAreNotKnownYet
   Batch batch;
   batch.put(p);
   seed(std::move(batch));
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::unavailable);
   EXPECT_NE(r.error().message.find("has not reported its controller's capabilities yet"), std::string::npos)
@@ -172,7 +172,7 @@ TEST_F(VolumeLifecycleTest, ACreateWhileTheControllersCapabilitiesAreNotKnownYet
   Batch again;
   again.put(p);
   seed(std::move(again));
-  r = run(lifecycle.create(wanted("vol-1")));
+  r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::invalid);
   EXPECT_NE(r.error().message.find("has no controller that supports CREATE_DELETE_VOLUME"), std::string::npos);
