@@ -39,8 +39,9 @@ HttpRequest Context::request(const std::string& method, const std::string& targe
 
 std::string Context::http_error(const HttpResponse& res, const std::string& method, const std::string& target) const {
   const std::string where = " (HTTP " + std::to_string(res.status) + " from " + method + " " + target + ")";
-  // The API names its header; a CLI user sets a variable.
-  if (res.status == 401 && globals_.token.empty())
+  // The API names its header; a CLI user sets a variable. Other 401s (an introduction token used
+  // or expired) keep the API's reason: no ACL token would help there.
+  if (res.status == 401 && globals_.token.empty() && error_text(res).starts_with("ACL token required"))
     return "the control plane wants an ACL token: set MOORING_TOKEN (or -token) to a token's Secret ID (make run: "
            "export MOORING_TOKEN=$(cat .mooring/bootstrap-token))" +
            where;
