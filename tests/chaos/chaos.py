@@ -275,6 +275,7 @@ class Harness:
         self.cluster.stop_all()
         after = {"processes": [argv for _, argv in processes_mentioning(self.dir)], "mounts": mounts_under(self.dir)}
         self.cluster.kill_everything()
+        self.cluster.remove_sockets()
         for m in sorted(mounts_under(self.dir), key=len, reverse=True):
             subprocess.run(["umount", "-l", m], capture_output=True)
         self.net.destroy()

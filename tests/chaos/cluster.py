@@ -13,8 +13,10 @@ import json
 import os
 import queue
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -76,6 +78,10 @@ class Cluster:
         self.paused = set()
         self.tls = os.path.join(run_dir, "tls")
         self.hostpath = os.path.join(run_dir, "hostpath")
+        # The agents' data dirs are reached through short symlinks here: their plugins' unix
+        # sockets live in them, a socket path holds at most 107 bytes (the plugin keeps 87), and a
+        # run directory under a deep checkout exceeds that.
+        self.sockets = tempfile.mkdtemp(prefix="mch-")
         for d in ("logs", "calls", "faults", "tasks", "hostpath"):
             os.makedirs(os.path.join(run_dir, d), exist_ok=True)
         # Tasks write their own records; they may run unprivileged one day.
@@ -155,7 +161,7 @@ class Cluster:
             "node_name": node, "node_id": node,
             "tls_ca_file": f"{self.tls}/ca.pem", "tls_cert_file": f"{self.tls}/agent-{node}.pem",
             "tls_key_file": f"{self.tls}/agent-{node}-key.pem",
-            "data_dir": os.path.join(self.dir, node),
+            "data_dir": self.short_data_dir(node),
             "controlplane_addr": ",".join(f"{self.ip(f'cp{j}')}:4701" for j in MEMBERS),
             "grpc_addr": f"{self.ip(node)}:4702", "metrics_addr": self.agent_metrics,
             "log_level": self.log_level, "drain_on_shutdown": "20s",
@@ -228,6 +234,18 @@ class Cluster:
                 except subprocess.TimeoutExpired:
                     os.kill(p.pid, signal.SIGKILL)
                     p.wait()
+
+    def short_data_dir(self, node):
+        """The agent's data dir (in the run directory) by a short symlink: its plugins' sockets
+        live there, and mounts resolve the link, so they still show under the run directory."""
+        real, link = os.path.join(self.dir, node), os.path.join(self.sockets, node)
+        os.makedirs(real, exist_ok=True)
+        if not os.path.islink(link):
+            os.symlink(real, link)
+        return link
+
+    def remove_sockets(self):
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
     def kill_everything(self):
         """The last resort of the teardown: every process of this run, whoever started it."""
