@@ -92,8 +92,13 @@ class FieldTracker final : public nlohmann::json_sax<nlohmann::json> {
   std::string message(std::string_view what) const {
     std::string path;
     for (const auto& f : frames_) {
-      if (f.array) path += "[" + std::to_string(f.index) + "]";
-      else if (!f.at_key) path += (path.empty() ? "" : ".") + f.key;
+      // Appended piece by piece: GCC 12's -Wrestrict misfires at -O2 on `"" + key` (Release build).
+      if (f.array) {
+        path.append("[").append(std::to_string(f.index)).append("]");
+      } else if (!f.at_key) {
+        if (!path.empty()) path += '.';
+        path += f.key;
+      }
     }
     const bool at_key = !frames_.empty() && frames_.back().at_key;
     if (at_key) return "request body: a key" + (path.empty() ? "" : " in field " + domain::in_quotes(path)) + " is " + std::string(what);
