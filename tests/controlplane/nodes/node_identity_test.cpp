@@ -123,19 +123,16 @@ TEST(NodeIdentityRule, AnIntroductionEnrollsItsOwnNodeOnceBeforeItExpires) {
   EXPECT_EQ(ok.node_id, "node-1");
   EXPECT_EQ(ids["node-1"].introductions.at(ok.index).accessor_id, "a1");
 
-  auto other = check_introduction(ids, "node-1", "h3", kNow);
-  EXPECT_EQ(other.status, 403u);
-  EXPECT_NE(other.why.find("was made for node \"node-2\", not node \"node-1\""), std::string::npos) << other.why;
-  auto expired = check_introduction(ids, "node-1", "h2", kNow);
-  EXPECT_EQ(expired.status, 401u);
-  EXPECT_NE(expired.why.find("expired at"), std::string::npos) << expired.why;
+  const auto refused = [&](const std::string& hash, unsigned status, const std::string& why) {
+    const auto r = check_introduction(ids, "node-1", hash, kNow);
+    EXPECT_EQ(r.status, status) << hash;
+    EXPECT_NE(r.why.find(why), std::string::npos) << r.why;
+  };
+  refused("h3", 403u, "was made for node \"node-2\", not node \"node-1\"");
+  refused("h2", 401u, "expired at");
   ids["node-1"].introductions.at(ok.index).used_time = kNow;
-  auto used = check_introduction(ids, "node-1", "h1", kNow);
-  EXPECT_EQ(used.status, 401u);
-  EXPECT_NE(used.why.find("was used at"), std::string::npos) << used.why;
-  auto unknown = check_introduction(ids, "node-1", "nope", kNow);
-  EXPECT_EQ(unknown.status, 401u);
-  EXPECT_NE(unknown.why.find("not found"), std::string::npos) << unknown.why;
+  refused("h1", 401u, "was used at");
+  refused("nope", 401u, "not found");
 }
 
 TEST(NodeIdentityRule, AddingAnIntroductionDropsTheExpiredOnes) {
