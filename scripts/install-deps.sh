@@ -21,9 +21,9 @@ declare -A sets=(
   [build]="build-essential cmake ninja-build ccache pkg-config git
     libboost1.81-dev libboost-url1.81-dev
     libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-    nlohmann-json3-dev libsqlite3-dev libssl-dev prometheus-cpp-dev"
+    nlohmann-json3-dev libsqlite3-dev libssl-dev prometheus-cpp-dev python3 python3-yaml"
   [run]="util-linux procps curl ca-certificates sqlite3 etcd-server etcd-client"
-  [test]="libgtest-dev libgmock-dev iproute2 iptables python3 python3-yaml yamllint docker-compose
+  [test]="libgtest-dev libgmock-dev iproute2 iptables python3 python3-yaml python3-jsonschema yamllint docker-compose
     prometheus chromium chromium-driver python3-selenium"
   [bench]="wrk nginx-light python3"
   [compose]="python3 mmdebstrap util-linux curl ca-certificates"

@@ -16,6 +16,7 @@
 #include "services/controlplane/api/audit_writes.hpp"
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/event_stream.hpp"
+#include "services/controlplane/api/openapi_document.hpp"
 #include "services/controlplane/api/request_params.hpp"
 #include "services/controlplane/api/routes.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
@@ -161,7 +162,7 @@ struct Api::Impl {
       req.query.insert_or_assign("namespace", std::move(*ns));
     }
     if (!ctx.store.ready() && route->endpoint != at_once<health> && route->endpoint != at_once<ready> &&
-        route->endpoint != at_once<serve_ui>)
+        route->endpoint != at_once<serve_ui> && route->endpoint != at_once<serve_openapi>)
       return http::error_response(503, "state is not loaded yet");
     if (auto refusal = authorize(req, *route, caller)) return refusal;
 

@@ -3,6 +3,8 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "services/controlplane/api/openapi_document.hpp"
+
 namespace mooring::controlplane::api {
 
 namespace {
@@ -157,6 +159,8 @@ class RouteTable {
     get("/", Need::anyone(), at_once<serve_ui>);
     get("/ui", Need::anyone(), at_once<serve_ui>);
     get("/ui/:file", Need::anyone(), at_once<serve_ui>);
+    // The API's contract (docs/api/openapi.yaml) is public, as the dashboard's files are.
+    get("/v1/openapi.json", Need::anyone(), at_once<serve_openapi>);
     // Rotating the key that seals every stored secret is for management tokens only.
     write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring, {.object = answered_key});
     // Prometheus scrapes: operator:read (the anonymous policy may grant it to a scraper without a token).
