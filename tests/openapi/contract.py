@@ -71,6 +71,18 @@ class Contract:
             return [f"{who}: the body is not JSON ({e}): {body[:200]!r}"], (method, template)
         return self.validate(who, content[media]["schema"], value), (method, template)
 
+    def check_request(self, method, target, body):
+        """What the document's request body schema says of a body the API accepted (a 2xx): a
+        body the API takes must be one the document allows."""
+        template = self.template(target.split("?", 1)[0])
+        op = self.doc["paths"].get(template, {}).get(method.lower()) if template else None
+        if op is None:
+            return [f"{method} {target}: not in the document"]
+        content = self.resolve(op.get("requestBody", {})).get("content", {})
+        if "application/json" not in content:
+            return [f"{method} {template}: took a body the document does not describe"]
+        return self.validate(f"{method} {template} (request)", content["application/json"]["schema"], body)
+
     def validate(self, who, schema, value):
         validator = jsonschema.Draft202012Validator(schema, resolver=self.resolver)
         problems = []
@@ -125,14 +137,22 @@ def self_test():
          b'"ExpirationTime":null,"CreateIndex":1,"ModifyIndex":1}', "Additional properties"),
     ]
     cases = [(case[:5], case[5]) for case in cases]
+    requests = [
+        (("PUT", "/v1/acl/policy/p", {"Rules": {"Node": "read"}}), None),
+        (("POST", "/v1/allocations", {"Allocation": {"Name": "a", "Colour": "blue"}}), "Additional properties"),
+        (("PUT", "/v1/volume/csi/v/create", {"Volumes": [{"ID": "v"}]}), "'PluginID' is a required property"),
+        (("POST", "/v1/allocation/a/stop", {"Now": True}), "took a body the document does not describe"),
+    ]
     cases += [("/v1/acl/token/self", None), ("/ui/", None)]
 
     def problems_of(given):
         if isinstance(given, str):  # a path and the template it must match
             want = {"/v1/acl/token/self": "/v1/acl/token/self", "/ui/": "/ui/{file}"}[given]
             return [] if c.template(given) == want else [f"{given} matched {c.template(given)}, not {want}"]
+        if len(given) == 3:
+            return c.check_request(*given)
         return c.check(*given)[0]
-    return run_planted("contract", cases, problems_of)
+    return run_planted("contract", cases + requests, problems_of)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ and tokens, a volume's lifecycle (create, register, expand, snapshot, group snap
 delete), allocations (a plain one, a system one, stop), nodes, plugins, events and the event
 stream, metrics, the keyring, the dashboard's files, and refusals (400, 401, 403, 404, 409, 422).
 Each answer's status must be documented for its route and its body must validate against that
-status's schema (python3-jsonschema); at the end every documented operation must have been called.
+status's schema (python3-jsonschema), each body the API accepted against the route's request schema;
+at the end every documented operation must have been called.
 
     openapi_answers_test.py <build dir>      exit 77 (skipped) when not root
 """
@@ -54,6 +55,8 @@ class Walker:
     def call(self, method, target, body=None, token=None, headers=None, expect=None):
         status, hdrs, payload = self.raw(method, target, body, token, headers)
         self.record(method, target, status, hdrs.get("content-type", ""), payload)
+        if body is not None and 200 <= status < 300:
+            self.problems += self.c.check_request(method, target, body)
         if expect is not None and status not in (expect if isinstance(expect, tuple) else (expect,)):
             self.problems.append(f"{method} {target}: expected {expect}, got {status}: {payload[:300]!r}")
         try:
