@@ -15,7 +15,7 @@
 #include "services/nodeagent/config/node_identity.hpp"
 #include "services/nodeagent/metrics/agent_gauges.hpp"
 #include "services/nodeagent/metrics/metrics_listener.hpp"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/metrics/families.hpp"
 #include "shared/config/settings.hpp"
