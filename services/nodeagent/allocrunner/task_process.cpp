@@ -25,7 +25,10 @@ namespace {
 
 namespace asio = boost::asio;
 
-const log::Logger kLog{"task"};
+const log::Logger& logger() {
+  static const log::Logger l{"task"};
+  return l;
+}
 
 // The task's own stdout or stderr file (close-on-exec here: spawn_process hands the child its copy).
 domain::Expected<int> open_output(const std::filesystem::path& path) {
@@ -112,7 +115,7 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   auto impl = std::make_unique<Impl>(ex);
   impl->pidfd.assign(fd);
   TaskHandle handle{pid, process_start_ticks(pid).value_or(0)};
-  kLog.info("task started", {{"pid", static_cast<int64_t>(pid)}, {"command", spec.command}});
+  logger().info("task started", {{"pid", static_cast<int64_t>(pid)}, {"command", spec.command}});
   return std::unique_ptr<TaskProcess>(new TaskProcess(handle, true, std::move(impl)));
 }
 
@@ -129,7 +132,7 @@ std::unique_ptr<TaskProcess> TaskProcess::adopt(asio::any_io_executor ex, TaskHa
   }
   auto impl = std::make_unique<Impl>(ex);
   impl->pidfd.assign(fd);
-  kLog.info("task re-adopted after an agent restart", {{"pid", static_cast<int64_t>(handle.pid)}});
+  logger().info("task re-adopted after an agent restart", {{"pid", static_cast<int64_t>(handle.pid)}});
   return std::unique_ptr<TaskProcess>(new TaskProcess(handle, false, std::move(impl)));
 }
 
@@ -175,7 +178,7 @@ asio::awaitable<std::optional<ExitStatus>> TaskProcess::stop(std::chrono::millis
   auto waiting = wait_discarding(*this);
   const bool exited_in_time = co_await async::with_timeout(std::move(waiting), left);
   if (!exited_in_time) {
-    kLog.warn("task did not stop after SIGTERM; sending SIGKILL",
+    logger().warn("task did not stop after SIGTERM; sending SIGKILL",
                   {{"pid", static_cast<int64_t>(handle_.pid)}, {"grace", grace}});
     signal(SIGKILL);
   }
