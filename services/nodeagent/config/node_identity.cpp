@@ -13,7 +13,7 @@ std::string load_or_create_node_id(const std::filesystem::path& data_dir, std::e
     while (!existing->empty() && (existing->back() == '\n' || existing->back() == ' ')) existing->pop_back();
     if (!existing->empty()) return *existing;
   }
-  const auto id = domain::new_id();
+  auto id = domain::new_id();
   ec = durable::write_file_atomically(path, id + "\n");
   if (ec) return {};
   return id;
