@@ -15,7 +15,7 @@ CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all deps test-deps bench-deps build test run run-ha bench compose-test chaos config-docs clean
+.PHONY: all deps test-deps lint-deps bench-deps build test run run-ha bench compose-test chaos config-docs format format-check lint clean
 
 all: build
 
@@ -24,6 +24,9 @@ deps:
 
 test-deps:
 	@./scripts/install-deps.sh build run test
+
+lint-deps:
+	@./scripts/install-deps.sh build run test lint
 
 bench-deps:
 	@./scripts/install-deps.sh build run bench
@@ -69,6 +72,23 @@ chaos: test-deps build
 # configuration_pages fails while a page and its binary disagree.
 config-docs: build
 	@/usr/bin/python3 tests/docs/config_pages.py --root . --bin $(BUILD_RELEASE) --write
+
+# Style by the tool (.clang-format, clang-format 14): `format` rewrites the product files,
+# `format-check` only reports (the ctest format_check runs the same check in `make test`).
+format: test-deps
+	@./scripts/source-files.sh | xargs clang-format -i
+
+format-check: test-deps
+	@./tests/format/check_format.sh .
+
+# clang-tidy (.clang-tidy) over the product files with the test build's compile commands (it
+# needs the generated protobuf headers, so the test build is configured and its protos built
+# first). Not part of `make test`: on two cores it takes far longer than the build's other
+# checks (docs/engineering-notes.md, "Format and lint").
+lint: lint-deps
+	@cmake -S . -B $(BUILD_TEST) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DMOORING_SANITIZE=ON -DMOORING_TESTS=ON >/dev/null
+	@cmake --build $(BUILD_TEST) -j $(JOBS) --target mooring_proto
+	@./scripts/source-files.sh | grep '\.cpp$$' | xargs -P $(JOBS) -n 8 clang-tidy -p $(BUILD_TEST) --quiet
 
 clean:
 	rm -rf build

@@ -29,8 +29,6 @@ namespace fs = std::filesystem;
 
 const log::Logger kLog{"group-controller"};
 
-Status invalid(std::string msg) { return {StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
-
 // The members of a group, by snapshot id (sorted).
 std::vector<const SnapshotRecord*> members_of(const StoreState& state, const std::string& group_id) {
   std::vector<const SnapshotRecord*> out;

@@ -13,13 +13,13 @@
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
 #include "services/nodeagent/allocrunner/alloc_manager.hpp"
 #include "services/nodeagent/allocrunner/status_reporter.hpp"
-#include "services/nodeagent/certificate_renewal.hpp"
-#include "services/nodeagent/controlplane_calls.hpp"
-#include "services/nodeagent/controlplane_link.hpp"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/certificate_renewal.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_link.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
-#include "services/nodeagent/plugins/task_plugins.hpp"
+#include "services/nodeagent/plugins/allocation_plugins.hpp"
 #include "services/nodeagent/rpcserver/nodeagent_service.hpp"
 #include "services/nodeagent/rpcserver/operation_cache.hpp"
 #include "services/nodeagent/volumes/mount_table.hpp"
@@ -42,10 +42,7 @@ constexpr std::chrono::milliseconds kFreshStatsDelay{1000};
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-const log::Logger& logger() {
-  static const log::Logger l{"agent"};
-  return l;
-}
+const log::Logger kLog{"agent"};
 
 asio::awaitable<void> flush_statuses(StatusReporter& reporter) { (void)co_await reporter.flush(); }
 
@@ -104,7 +101,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     const auto st = co_await controlplane_->unpublish_volume(req);
     if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND) co_return domain::Status{};
     if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-      logger().warn("control plane refused the unpublish; nothing left to release here",
+      kLog.warn("control plane refused the unpublish; nothing left to release here",
                     {{"volume", volume_id}, {"alloc", alloc_id}, {"error", st.error_message()}});
       co_return domain::Status{};
     }
@@ -125,9 +122,9 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     for (auto& s : supervisors_) out.push_back(s.get());
     return out;
   };
-  task_plugins_ = std::make_unique<TaskPlugins>(
+  allocation_plugins_ = std::make_unique<AllocationPlugins>(
       ex, *registry_, *status_, volumes_using,
-      TaskPluginsOptions{.make_client = options_.make_client, .configured = configured});
+      AllocationPluginsOptions{.make_client = options_.make_client, .configured = configured});
 
   StatusReporterOptions sr;
   sr.node_id = config_.node_id;
@@ -148,7 +145,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   am.controlplane_back = controlplane_back_.get();
   am.watch_wait = options_.watch_wait;
   am.disconnect_check_interval = options_.disconnect_check_interval;
-  am.plugin_tasks = task_plugins_.get();
+  am.plugin_supervision = allocation_plugins_.get();
   // Plugin sockets whose path under allocs/<id>/ would not fit a unix socket (a deep data dir).
   am.plugin_socket_root = data_dir / "ps";
   allocs_ = std::make_unique<AllocManager>(ex, *controlplane_, *mounter_, *reporter_, am);
@@ -175,7 +172,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   status_->on_change([this] {
     link_->wake();
     plugins_->status_changed();
-    task_plugins_->wake();
+    allocation_plugins_->wake();
   });
 }
 
@@ -222,7 +219,7 @@ void Agent::release_orphaned_mounts() {
     std::vector<std::string> volume_ids;
     for (const auto& r : volumes_->records())
       if (r.alloc_id == alloc_id) volume_ids.push_back(r.volume_id);
-    logger().warn(runner ? "releasing mounts of an allocation whose Postrun already ran"
+    kLog.warn(runner ? "releasing mounts of an allocation whose Postrun already ran"
                          : "releasing mounts of an allocation unknown to this agent",
                   {{"alloc", alloc_id}, {"volumes", static_cast<int64_t>(volume_ids.size())}});
     volumes_->release(alloc_id, volume_ids);
@@ -288,7 +285,7 @@ void Agent::reconcile_persisted_plugins() {
         pc.type = kinds.size() > 1 ? PluginRole::monolith
                   : kinds.front() == PluginKind::controller ? PluginRole::controller
                                                             : PluginRole::node;
-        logger().info("adopting a plugin registered before the restart",
+        kLog.info("adopting a plugin registered before the restart",
                       {{"plugin", id}, {"type", std::string(to_string(pc.type))}, {"socket", pc.socket}});
         config_.plugins.push_back(pc);
       }
@@ -306,7 +303,7 @@ std::string Agent::start() {
   if (auto error = start_grpc_server(); !error.empty()) return error;
   started_ = true;
   if (const auto ec = registry_->load()) {
-    logger().warn("plugin registry could not be loaded", {{"error", ec.message()}});
+    kLog.warn("plugin registry could not be loaded", {{"error", ec.message()}});
   }
   reconcile_persisted_plugins();
   status_->add_event("agent", "node agent started");
@@ -320,7 +317,7 @@ std::string Agent::start() {
   // Volumes and allocations: finish releases left by the previous run, restore the
   // allocations (re-adopting their tasks), then follow the control plane.
   if (auto st = volumes_->load(); !st)
-    logger().error("mount records could not be loaded", {{"error", st.error()}});
+    kLog.error("mount records could not be loaded", {{"error", st.error()}});
   volumes_->resume();
   reporter_->load();
   allocs_->restore();
@@ -328,9 +325,9 @@ std::string Agent::start() {
   for (const auto& inst : registry_->list()) {
     if (inst.reg.alloc_id.empty()) continue;
     const auto* runner = allocs_->runner(inst.reg.alloc_id);
-    if (!runner || runner->state().postrun_done) task_plugins_->retire_orphan(inst);
+    if (!runner || runner->state().postrun_done) allocation_plugins_->retire_orphan(inst);
   }
-  loops_->spawn("task-plugins", task_plugins_->run());
+  loops_->spawn("allocation-plugins", allocation_plugins_->run());
   loops_->spawn("alloc-status", reporter_->run());
   loops_->spawn("alloc-watch", allocs_->watch());
   loops_->spawn("alloc-disconnect", allocs_->watch_disconnect([this] { return disconnected_for(); }));
@@ -392,7 +389,7 @@ void Agent::update_readiness() {
 // Drain mode: stop every allocation and wait, bounded, until their Postrun releases have
 // unmounted everything and told the control plane. Whatever is left resumes after the restart.
 asio::awaitable<bool> Agent::drain(std::chrono::milliseconds limit) {
-  logger().info("draining: stopping every allocation", {{"allocations", static_cast<int64_t>(allocs_->alloc_ids().size())},
+  kLog.info("draining: stopping every allocation", {{"allocations", static_cast<int64_t>(allocs_->alloc_ids().size())},
                                                         {"limit_ms", static_cast<int64_t>(limit.count())}});
   allocs_->stop_all("node agent draining");
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -407,13 +404,13 @@ asio::awaitable<void> Agent::shutdown() {
   if (shut_down_) co_return;
   shut_down_ = true;
   update_readiness();
-  logger().info("shutting down", {{"plugins", static_cast<int64_t>(supervisors_.size())}});
+  kLog.info("shutting down", {{"plugins", static_cast<int64_t>(supervisors_.size())}});
   if (config_.drain_on_shutdown.count() > 0) {
     const bool drained = co_await drain(config_.drain_on_shutdown);
     if (drained) {
-      logger().info("drained: every allocation stopped and every volume released");
+      kLog.info("drained: every allocation stopped and every volume released");
     } else {
-      logger().warn("drain did not finish in time; the remaining releases resume after the restart",
+      kLog.warn("drain did not finish in time; the remaining releases resume after the restart",
                     {{"mounts", static_cast<int64_t>(volumes_->record_count())},
                      {"releases_in_flight", static_cast<int64_t>(volumes_->releases_in_flight())}});
     }
@@ -425,7 +422,7 @@ asio::awaitable<void> Agent::shutdown() {
   if (operations_) co_await operations_->shutdown();  // controller calls whose caller is gone
   co_await allocs_->shutdown();
   const bool releases_stopped = co_await volumes_->shutdown(options_.shutdown_grace);
-  if (!releases_stopped) logger().warn("some volume releases did not stop in time; they resume after the restart");
+  if (!releases_stopped) kLog.warn("some volume releases did not stop in time; they resume after the restart");
   loops_->cancel();
   co_await loops_->join();
   // The last statuses (e.g. an allocation stopped just now), bounded: they stay on disk otherwise.
@@ -433,19 +430,19 @@ asio::awaitable<void> Agent::shutdown() {
       flush_statuses(*reporter_),
       options_.shutdown_grace);
   if (!delivered_status || reporter_->pending() > 0)
-    logger().info("allocation status reports kept for the next run", {{"pending", static_cast<int64_t>(reporter_->pending())}});
+    kLog.info("allocation status reports kept for the next run", {{"pending", static_cast<int64_t>(reporter_->pending())}});
   // Seed 003: the last fingerprint runs against a closed client, so every plugin is reported
   // unhealthy with a correctly populated fingerprint.
   for (auto& s : supervisors_) co_await s->final_fingerprint("agent shutting down");
-  co_await task_plugins_->shutdown();
+  co_await allocation_plugins_->shutdown();
   status_->add_event("agent", "node agent shutting down");
   const bool delivered = co_await link_->send_now(options_.final_heartbeat_timeout);
-  logger().info("final heartbeat", {{"delivered", delivered}});
+  kLog.info("final heartbeat", {{"delivered", delivered}});
   for (auto& s : supervisors_) co_await s->stop_and_deregister();
   processes_->cancel();
   co_await processes_->join();
   plugins_->close_all();
-  logger().info("shut down");
+  kLog.info("shut down");
 }
 
 }  // namespace mooring::nodeagent

@@ -42,7 +42,7 @@ class PluginManager;
 class PluginRegistry;
 class ProcMountTable;
 class StatusReporter;
-class TaskPlugins;
+class AllocationPlugins;
 class VolumeManager;
 class VolumeManagerMounter;
 
@@ -96,7 +96,7 @@ class Agent {
   VolumeManager& volumes() { return *volumes_; }
   AllocManager& allocations() { return *allocs_; }
   StatusReporter& status_reporter() { return *reporter_; }
-  TaskPlugins& task_plugins() { return *task_plugins_; }
+  AllocationPlugins& allocation_plugins() { return *allocation_plugins_; }
   // The bound NodeAgent gRPC port (0 when the server did not start or listens on a unix socket).
   int grpc_port() const;
   // How long the control plane has not been reached.
@@ -125,7 +125,7 @@ class Agent {
   std::unique_ptr<async::WakeSignal> stats_now_;  // a volume was mounted: poll the fresh mounts' stats soon
   std::unique_ptr<PluginManager> plugins_;
   std::unique_ptr<async::WakeSignal> released_;  // a volume release finished
-  std::unique_ptr<TaskPlugins> task_plugins_;     // plugins that run as allocations' tasks
+  std::unique_ptr<AllocationPlugins> allocation_plugins_;  // plugins that run as allocations' tasks
   std::unique_ptr<ProcMountTable> mount_table_;
   std::unique_ptr<ControlPlaneCalls> controlplane_;
   std::shared_ptr<ControlPlaneTarget> controlplane_target_;  // shared by controlplane_ and link_

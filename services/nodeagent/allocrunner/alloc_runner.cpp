@@ -20,10 +20,7 @@ namespace {
 namespace asio = boost::asio;
 using domain::ClientStatus;
 
-const log::Logger& logger() {
-  static const log::Logger l{"alloc-runner"};
-  return l;
-}
+const log::Logger kLog{"alloc-runner"};
 
 }  // namespace
 
@@ -64,7 +61,7 @@ void AllocRunner::save() { store_.submit(state_); }
 
 void AllocRunner::emit(std::string type, std::string message) {
   domain::TaskEvent e{domain::now(), std::move(type), std::move(message)};
-  logger().info("allocation event", {{"alloc", id()}, {"type", e.type}, {"message", e.message}});
+  kLog.info("allocation event", {{"alloc", id()}, {"type", e.type}, {"message", e.message}});
   status_.report(id(), state_.client_status, {std::move(e)});
 }
 

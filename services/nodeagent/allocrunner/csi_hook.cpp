@@ -3,7 +3,8 @@
 #include <grpcpp/support/status.h>
 
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
-#include "services/nodeagent/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
+#include "shared/csi/error_table.hpp"
 #include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
 
@@ -13,14 +14,7 @@ namespace {
 namespace asio = boost::asio;
 namespace v1 = ::mooring::v1;
 
-const log::Logger& logger() {
-  static const log::Logger l{"csi-hook"};
-  return l;
-}
-
-std::string describe(const grpc::Status& st) {
-  return "code " + std::to_string(static_cast<int>(st.error_code())) + ": " + st.error_message();
-}
+const log::Logger kLog{"csi-hook"};
 
 }  // namespace
 
@@ -109,7 +103,7 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
       last_wait_error = e.error;
       events_("ClaimWaiting", "claim of volume " + volume_id + " not granted yet, retrying: " + e.error);
     }
-    logger().info("claim not granted; retrying",
+    kLog.info("claim not granted; retrying",
                   {{"alloc", alloc_.id}, {"volume", volume_id}, {"attempt", static_cast<int64_t>(e.attempt)},
                    {"delay", e.delay}, {"error", e.error}});
   };
@@ -119,10 +113,10 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
         const auto st = co_await controlplane_.claim_volume(claim, answer);
         switch (classify_claim_status(st)) {
           case async::Step::done: co_return async::Attempt::ok();
-          case async::Step::retry: co_return async::Attempt::again(describe(st));
-          case async::Step::stop: co_return async::Attempt::final_error(describe(st));
+          case async::Step::retry: co_return async::Attempt::again(csi::status_text(st));
+          case async::Step::stop: co_return async::Attempt::final_error(csi::status_text(st));
         }
-        co_return async::Attempt::final_error(describe(st));
+        co_return async::Attempt::final_error(csi::status_text(st));
       },
       claim_retry);
   if (!claimed.ok()) {

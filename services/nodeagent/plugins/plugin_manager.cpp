@@ -3,7 +3,7 @@
 #include <functional>
 
 #include "csi/v1/csi.pb.h"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/log/log.hpp"
@@ -15,10 +15,7 @@ namespace {
 namespace asio = boost::asio;
 namespace csiv1 = ::csi::v1;
 
-const log::Logger& logger() {
-  static const log::Logger l{"plugins"};
-  return l;
-}
+const log::Logger kLog{"plugins"};
 
 // One plugin instance's calls over its socket's shared channel, for both consumers: the
 // supervisor (identity and capabilities) and the volume manager (node calls). Each call holds
@@ -95,7 +92,7 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
     auto result = co_await ((*channel).*method)(request, rpc::CsiCallOptions{});
     if (result.status.error_code() == grpc::StatusCode::UNAVAILABLE && current_) {
       if (auto now = current_(); now && now != channel) {
-        logger().info("instance replaced during the call; sending it to the new one",
+        kLog.info("instance replaced during the call; sending it to the new one",
                       {{"rpc", csi::to_string(which)}, {"from", channel->endpoint()}, {"to", now->endpoint()},
                        {"error", result.status.error_message()}});
         channel = std::move(now);

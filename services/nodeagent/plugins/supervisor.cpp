@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/process/child_process.hpp"
 #include "services/nodeagent/process/proc_stat.hpp"
@@ -27,10 +27,7 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const log::Logger& logger() {
-  static const log::Logger l{"supervisor"};
-  return l;
-}
+const log::Logger kLog{"supervisor"};
 
 // While waiting for a fresh plugin, look often: a plugin is usually up within milliseconds and
 // "healthy within 1 s of start" should not be eaten by our own polling interval.
@@ -116,10 +113,10 @@ void PluginSupervisor::set_health(bool healthy, const std::string& reason) {
   if (reported_healthy_ == healthy) return;
   reported_healthy_ = healthy;
   if (healthy) {
-    logger().info("plugin became healthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}});
+    kLog.info("plugin became healthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}});
     event("plugin became healthy");
   } else {
-    logger().warn("plugin unhealthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}, {"reason", reason}});
+    kLog.warn("plugin unhealthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}, {"reason", reason}});
     event("plugin unhealthy: " + reason, {{"reason", reason}});
   }
   // A plugin task's health is news for its allocation too, once it is registered (a failed start
@@ -159,7 +156,7 @@ asio::awaitable<void> PluginSupervisor::stop_leftover() {
   if (!(in >> pid >> ticks) || pid <= 0) co_return;
   const auto alive = [&] { return process_start_ticks(pid) == ticks; };  // the same process, not a reused pid
   if (!alive()) co_return;
-  logger().warn("stopping the plugin process an earlier agent left running",
+  kLog.warn("stopping the plugin process an earlier agent left running",
                 {{"plugin", config_.id}, {"pid", static_cast<int>(pid)}});
   ::kill(-pid, SIGTERM);  // its own process group, as launched
   const auto deadline = Clock::now() + config_.stop_timeout;
@@ -196,8 +193,8 @@ asio::awaitable<bool> PluginSupervisor::launch() {
   const auto ticks = process_start_ticks(process_->pid());
   if (auto wec = durable::write_file_atomically(
           launch_record(), std::to_string(process_->pid()) + " " + std::to_string(ticks.value_or(0)) + "\n"))
-    logger().warn("cannot record the plugin's launch", {{"plugin", config_.id}, {"error", wec.message()}});
-  logger().info("plugin launched", {{"plugin", config_.id},
+    kLog.warn("cannot record the plugin's launch", {{"plugin", config_.id}, {"error", wec.message()}});
+  kLog.info("plugin launched", {{"plugin", config_.id},
                                     {"pid", static_cast<int>(process_->pid())},
                                     {"socket", socket_path_}});
   ctx_.processes.spawn("plugin-process-" + config_.id, run_process(process_, exit_wake_));
@@ -311,7 +308,7 @@ asio::awaitable<void> PluginSupervisor::end_instance(const std::string& why) {
   }
   client_.reset();
   if (process_ && process_->running()) {
-    logger().info("stopping plugin", {{"plugin", config_.id}, {"reason", why}});
+    kLog.info("stopping plugin", {{"plugin", config_.id}, {"reason", why}});
     co_await process_->stop(config_.stop_timeout);
   }
 }
@@ -326,7 +323,7 @@ asio::awaitable<void> PluginSupervisor::run() {
       // after a growing backoff, so it is healthy within moments of coming back.
       const auto delay = config_.launched() ? ctx_.restart_backoff.delay(failures - 1)
                                             : std::chrono::milliseconds(kStartPollMax);
-      logger().info("restarting plugin after backoff", {{"plugin", config_.id}, {"delay", delay}});
+      kLog.info("restarting plugin after backoff", {{"plugin", config_.id}, {"delay", delay}});
       if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
     }
     if (config_.launched()) {

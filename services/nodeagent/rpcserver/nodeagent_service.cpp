@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "mooring/v1/nodeagent.grpc.pb.h"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/rpcserver/operation_cache.hpp"
@@ -33,10 +33,7 @@ using grpc::ServerUnaryReactor;
 using grpc::Status;
 using grpc::StatusCode;
 
-const log::Logger& logger() {
-  static const log::Logger l{"nodeagent-service"};
-  return l;
-}
+const log::Logger kLog{"nodeagent-service"};
 
 class NodeAgentService final : public v1::NodeAgent::CallbackService {
  public:
@@ -58,7 +55,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
       }
       const auto result = co_await d_.volumes.detach(req->volume_id(), req->alloc_id());
       if (!result.ok()) {
-        logger().warn("node detach failed", {{"volume", req->volume_id()}, {"alloc", req->alloc_id()},
+        kLog.warn("node detach failed", {{"volume", req->volume_id()}, {"alloc", req->alloc_id()},
                                              {"error", result.error}});
         // Retryable from the control plane's point of view: the plugin may come back.
         co_return Status(StatusCode::UNAVAILABLE, "node " + d_.node_id + ": " + result.error);
@@ -157,7 +154,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
       const char* how = result.source == OperationCache::Source::joined   ? "joined"
                         : result.source == OperationCache::Source::cached ? "cached"
                                                                           : "resolved";
-      logger().debug("controller call not repeated", {{"method", method}, {"plugin_id", req.plugin_id()},
+      kLog.debug("controller call not repeated", {{"method", method}, {"plugin_id", req.plugin_id()},
                                                       {"operation_id", operation_id}, {"how", how}});
       if (auto it = deduplicated_.find(std::string(method) + " " + how); it != deduplicated_.end()) it->second.inc();
     }
@@ -199,14 +196,14 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
       };
       auto check = co_await csi::published_to_node(get, list, request->volume_id(), request->node_id(), ask_get, ask_list);
       if (check.published == false) {
-        logger().info("unpublish cut off by the agent restart: the volume is no longer published to the node; "
+        kLog.info("unpublish cut off by the agent restart: the volume is no longer published to the node; "
                       "answered without calling the plugin again",
                       {{"plugin_id", plugin_id}, {"volume_id", request->volume_id()}, {"csi_node_id", request->node_id()}});
         OperationAnswer done{Status::OK, {}};
         ::csi::v1::ControllerUnpublishVolumeResponse().SerializeToString(&done.response);
         co_return done;
       }
-      for (const auto& note : check.notes) logger().info("unpublish cut off by the agent restart: " + note, {{"volume_id", request->volume_id()}});
+      for (const auto& note : check.notes) kLog.info("unpublish cut off by the agent restart: " + note, {{"volume_id", request->volume_id()}});
       co_return std::nullopt;
     };
   }
@@ -234,7 +231,7 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
     if (d_.require_controlplane) {
       const auto peer = rpc::peer_certificate(*ctx);
       if (!peer.identity || peer.identity->role != tls::Role::server) {
-        logger().warn("call refused: the caller is not the control plane",
+        kLog.warn("call refused: the caller is not the control plane",
                       {{"method", method}, {"subject", peer.tls ? peer.subject : "(no TLS)"}});
         return rpc::serve(ex_, ctx, method, [subject = peer.subject]() -> asio::awaitable<Status> {
           co_return Status(StatusCode::PERMISSION_DENIED,

@@ -20,10 +20,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const log::Logger& logger() {
-  static const log::Logger l{"operation-cache"};
-  return l;
-}
+const log::Logger kLog{"operation-cache"};
 
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -115,7 +112,7 @@ struct OperationCache::State {
     OperationLog* log = state->log.get();
     co_await state->worker->run([&] { ec = log->append(record); });
     if (ec)
-      logger().error("cannot record a controller call; a resend after an agent restart may reach the plugin again",
+      kLog.error("cannot record a controller call; a resend after an agent restart may reach the plugin again",
                      {{"file", log->journal_file().string()}, {"operation_id", record.key}, {"error", ec.message()}});
     // Compacted on the worker, after every record submitted so far: records submitted later go to
     // the restarted journal, and everything before is in `live()` taken now.
@@ -124,7 +121,7 @@ struct OperationCache::State {
       state->journal_records = 0;
       state->worker->submit([log, live = state->live()] {
         if (auto ec = log->compact(live))
-          logger().error("cannot compact the operation record", {{"file", log->file().string()}, {"error", ec.message()}});
+          kLog.error("cannot compact the operation record", {{"file", log->file().string()}, {"error", ec.message()}});
       });
     }
   }
@@ -147,7 +144,7 @@ OperationCache::OperationCache(asio::any_io_executor executor, OperationCacheOpt
   // The agent's start, before any call: read here, on the caller's thread.
   std::vector<std::string> warnings;
   const auto records = st.log->load(warnings);
-  for (const auto& w : warnings) logger().warn(w, {{"file", st.options.file.string()}});
+  for (const auto& w : warnings) kLog.warn(w, {{"file", st.options.file.string()}});
   std::map<std::string, const OperationRecord*> last;  // a key's last record decides
   for (const auto& r : records) last[r.key] = &r;
   std::vector<const OperationRecord*> restored;
@@ -175,12 +172,12 @@ OperationCache::OperationCache(asio::any_io_executor executor, OperationCacheOpt
   }
   st.evict(now);
   if (!restored.empty())
-    logger().info("controller calls restored from before the restart",
+    kLog.info("controller calls restored from before the restart",
                   {{"file", st.options.file.string()}, {"results", static_cast<std::int64_t>(st.kept)},
                    {"in_doubt", static_cast<std::int64_t>(st.doubtful)}});
   // Start from a checkpoint of what is live: expired records and the old journal go.
   if (auto ec = st.log->compact(st.live()))
-    logger().error("cannot rewrite the operation record", {{"file", st.options.file.string()}, {"error", ec.message()}});
+    kLog.error("cannot rewrite the operation record", {{"file", st.options.file.string()}, {"error", ec.message()}});
 }
 
 OperationCache::~OperationCache() = default;
@@ -202,7 +199,7 @@ asio::awaitable<OperationCache::Result> OperationCache::run(std::string key, std
   Source source = Source::plugin;
   auto it = st.entries.find(key);
   if (it != st.entries.end() && it->second.fingerprint != fingerprint) {
-    logger().warn("operation id reused for a different request; calling the plugin without deduplication",
+    kLog.warn("operation id reused for a different request; calling the plugin without deduplication",
                   {{"operation_id", key}});
     // A named local: GCC 12 miscompiles a co_await inside a braced initializer.
     OperationAnswer answer = co_await call();
@@ -211,12 +208,12 @@ asio::awaitable<OperationCache::Result> OperationCache::run(std::string key, std
   if (it != st.entries.end() && !it->second.flight->in_doubt) {
     flight = it->second.flight;
     source = flight->done ? Source::cached : Source::joined;
-    logger().debug(flight->done ? "repeated operation answered from its result" : "repeated operation joins the call in flight",
+    kLog.debug(flight->done ? "repeated operation answered from its result" : "repeated operation joins the call in flight",
                    {{"operation_id", key}});
   } else {
     if (it != st.entries.end()) {  // cut off by a restart: ask the plugin if it can tell, else send again
       st.forget(key, it->second.flight.get());
-      logger().warn(resolve ? "a controller call was cut off by an agent restart; asking the plugin for its outcome"
+      kLog.warn(resolve ? "a controller call was cut off by an agent restart; asking the plugin for its outcome"
                             : "a controller call was cut off by an agent restart; sending it again (idempotent by CSI)",
                     {{"operation_id", key}});
     } else {
@@ -265,7 +262,7 @@ asio::awaitable<void> OperationCache::fly(std::shared_ptr<State> state, std::str
     else
       answer.status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
   } catch (const std::exception& e) {
-    logger().error("controller call failed", {{"operation_id", key}, {"error", e.what()}});
+    kLog.error("controller call failed", {{"operation_id", key}, {"error", e.what()}});
     cancelled = true;
     answer.status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
   }

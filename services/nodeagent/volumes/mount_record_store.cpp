@@ -24,7 +24,7 @@ const log::Logger kLog{"mount-records"};
 constexpr std::string_view kLegacySuffix = ".json";
 constexpr std::string_view kLegacyTempSuffix = ".json.tmp";
 // A journal longer than this and than the checkpoint is folded into a new checkpoint.
-constexpr std::uint64_t kCompactBytes = 64 * 1024;
+constexpr std::uint64_t kCompactBytes = 64ull * 1024;
 
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())

@@ -16,7 +16,7 @@
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "services/nodeagent/agent.hpp"
 #include "services/nodeagent/allocrunner/alloc_state.hpp"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "shared/rpc/client_call.hpp"
 #include "tests/nodeagent/support/fake_controlplane.hpp"
 #include "tests/support/child_process.hpp"

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "mooring/v1/types.pb.h"
-#include "services/nodeagent/allocrunner/plugin_tasks.hpp"
+#include "services/nodeagent/allocrunner/plugin_task_supervision.hpp"
 #include "services/nodeagent/plugins/supervisor.hpp"
 #include "shared/async/task_group.hpp"
 
@@ -53,18 +53,18 @@ using VolumesUsingPlugin = std::function<std::size_t(const std::string& plugin_i
 // allocation instance that replaced one of them ends.
 using ConfiguredSupervisors = std::function<std::vector<PluginSupervisor*>()>;
 
-struct TaskPluginsOptions {
+struct AllocationPluginsOptions {
   PluginClientFactory make_client;
   ConfiguredSupervisors configured;
   std::chrono::milliseconds probe_interval{std::chrono::seconds(5)};
   std::chrono::milliseconds fingerprint_interval{std::chrono::seconds(30)};
 };
 
-class TaskPlugins final : public PluginTasks {
+class AllocationPlugins final : public PluginTaskSupervision {
  public:
-  TaskPlugins(boost::asio::any_io_executor ex, PluginRegistry& registry, NodeStatus& status,
-              VolumesUsingPlugin volumes_using, TaskPluginsOptions options);
-  ~TaskPlugins() override;
+  AllocationPlugins(boost::asio::any_io_executor ex, PluginRegistry& registry, NodeStatus& status,
+                    VolumesUsingPlugin volumes_using, AllocationPluginsOptions options);
+  ~AllocationPlugins() override;
 
   boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, std::uint64_t create_index,
                                                    const domain::TaskCSIPlugin& plugin,
@@ -130,7 +130,7 @@ class TaskPlugins final : public PluginTasks {
   PluginRegistry& registry_;
   NodeStatus& status_;
   VolumesUsingPlugin volumes_using_;
-  TaskPluginsOptions options_;
+  AllocationPluginsOptions options_;
   std::unique_ptr<async::WakeSignal> wake_;
   std::map<std::string, std::shared_ptr<Supervised>> supervised_;  // by alloc id
   std::map<std::string, Retiring> retiring_;                       // by alloc id

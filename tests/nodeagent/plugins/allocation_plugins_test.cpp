@@ -3,7 +3,7 @@
 // the allocation, the final fingerprint, and the deregistration rules (out of the registry at
 // once; listed unhealthy with the waiting count while volumes need it; two instances of one
 // plugin id; a configured plugin that an allocation's instance replaced serves again).
-#include "services/nodeagent/plugins/task_plugins.hpp"
+#include "services/nodeagent/plugins/allocation_plugins.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -12,7 +12,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "shared/async/task_group.hpp"
@@ -43,22 +43,23 @@ class SocketFile {
   int fd_;
 };
 
-class TaskPluginsTest : public ::testing::Test {
+class AllocationPluginsTest : public ::testing::Test {
  protected:
-  TaskPluginsTest()
+  AllocationPluginsTest()
       : manager(io.get_executor(), registry, status),
         plugins(io.get_executor(), registry, status, [this](const std::string& id) { return id == "hp" ? waiting : 0; },
-                TaskPluginsOptions{.make_client = [this](const std::string&, const std::string& socket) { return client(socket); },
-                                   .configured = [this] { return configured_supervisors(); },
-                                   .probe_interval = 20ms,
-                                   .fingerprint_interval = 200ms}) {
+                AllocationPluginsOptions{
+                    .make_client = [this](const std::string&, const std::string& socket) { return client(socket); },
+                    .configured = [this] { return configured_supervisors(); },
+                    .probe_interval = 20ms,
+                    .fingerprint_interval = 200ms}) {
     status.on_change([this] {
       manager.status_changed();
       plugins.wake();
     });
-    loops.spawn("task-plugins", plugins.run());  // as the agent runs it
+    loops.spawn("allocation-plugins", plugins.run());  // as the agent runs it
   }
-  ~TaskPluginsTest() override { status.on_change({}); }
+  ~AllocationPluginsTest() override { status.on_change({}); }
 
   std::unique_ptr<PluginClient> client(const std::string& socket) {
     auto& p = fakes[socket];
@@ -151,7 +152,7 @@ class TaskPluginsTest : public ::testing::Test {
     return false;
   }
 
-  test::TempDir dir{"task-plugins"};
+  test::TempDir dir{"allocation-plugins"};
   asio::io_context io;
   PluginRegistry registry;
   NodeStatus status;
@@ -160,11 +161,11 @@ class TaskPluginsTest : public ::testing::Test {
   std::size_t waiting = 0;  // mount records naming "hp"
   std::vector<std::string> events;
   std::vector<std::unique_ptr<PluginSupervisor>> configured;  // before `plugins`: its fallbacks outlive it
-  TaskPlugins plugins;
+  AllocationPlugins plugins;
   async::TaskGroup loops{io.get_executor(), "test"};
 };
 
-TEST_F(TaskPluginsTest, APluginTaskIsRegisteredAsOwnedByItsAllocationAndItsFingerprintNamesIt) {
+TEST_F(AllocationPluginsTest, APluginTaskIsRegisteredAsOwnedByItsAllocationAndItsFingerprintNamesIt) {
   SocketFile sock(socket("a1"));
   ASSERT_TRUE(supervise("a1"));
   const auto inst = registry.lookup(PluginKind::node, "hp");
@@ -191,7 +192,7 @@ TEST_F(TaskPluginsTest, APluginTaskIsRegisteredAsOwnedByItsAllocationAndItsFinge
   EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const auto& e) { return e.find("PluginHealthy") != std::string::npos; }), 2);
 }
 
-TEST_F(TaskPluginsTest, APluginThatNeverAnswersReadyFailsAfterItsHealthTimeoutNamingTheLastProbeAnswer) {
+TEST_F(AllocationPluginsTest, APluginThatNeverAnswersReadyFailsAfterItsHealthTimeoutNamingTheLastProbeAnswer) {
   SocketFile sock(socket("a1"));
   fake("a1")->fail["Probe"] = grpc::Status(grpc::StatusCode::UNAVAILABLE, "still loading");
   const auto t0 = std::chrono::steady_clock::now();
@@ -210,7 +211,7 @@ TEST_F(TaskPluginsTest, APluginThatNeverAnswersReadyFailsAfterItsHealthTimeoutNa
   EXPECT_TRUE(status.fingerprints().empty());
 }
 
-TEST_F(TaskPluginsTest, APluginWhoseSocketNeverAppearsFailsSayingSo) {
+TEST_F(AllocationPluginsTest, APluginWhoseSocketNeverAppearsFailsSayingSo) {
   const auto st = supervise("a1", 200ms);
   ASSERT_FALSE(st);
   EXPECT_NE(st.error().find("plugin did not become healthy within 200ms: plugin socket " + socket("a1") + " did not appear"),
@@ -218,7 +219,7 @@ TEST_F(TaskPluginsTest, APluginWhoseSocketNeverAppearsFailsSayingSo) {
       << st.error();
 }
 
-TEST_F(TaskPluginsTest, WhenTheTaskStopsTheFinalFingerprintRunsAndWithoutVolumesTheInstanceIsDeregistered) {
+TEST_F(AllocationPluginsTest, WhenTheTaskStopsTheFinalFingerprintRunsAndWithoutVolumesTheInstanceIsDeregistered) {
   SocketFile sock(socket("a1"));
   ASSERT_TRUE(supervise("a1"));
   stop("a1");
@@ -233,7 +234,7 @@ TEST_F(TaskPluginsTest, WhenTheTaskStopsTheFinalFingerprintRunsAndWithoutVolumes
   EXPECT_TRUE(deregistered);
 }
 
-TEST_F(TaskPluginsTest, WhileVolumesNeedItTheStoppedInstanceIsDeregisteredButListedUnhealthyWithTheCountUntilTheLastRelease) {
+TEST_F(AllocationPluginsTest, WhileVolumesNeedItTheStoppedInstanceIsDeregisteredButListedUnhealthyWithTheCountUntilTheLastRelease) {
   SocketFile sock(socket("a1"));
   ASSERT_TRUE(supervise("a1"));
   waiting = 2;
@@ -265,7 +266,7 @@ TEST_F(TaskPluginsTest, WhileVolumesNeedItTheStoppedInstanceIsDeregisteredButLis
 
 // Out of the registry the moment the allocation says its task stopped, before the final
 // fingerprint is awaited: nothing is sent to the dead socket meanwhile.
-TEST_F(TaskPluginsTest, TheStoppedInstanceLeavesTheRegistryBeforeAnythingIsAwaited) {
+TEST_F(AllocationPluginsTest, TheStoppedInstanceLeavesTheRegistryBeforeAnythingIsAwaited) {
   SocketFile sock(socket("a1"));
   ASSERT_TRUE(supervise("a1"));
   waiting = 1;
@@ -282,17 +283,17 @@ TEST_F(TaskPluginsTest, TheStoppedInstanceLeavesTheRegistryBeforeAnythingIsAwait
 // the configured one. When it stops, the configured plugin (still running and healthy) serves
 // again at once — whether or not volumes are mounted — instead of a dead instance staying
 // registered while the node reports the plugin healthy.
-TEST_F(TaskPluginsTest, AConfiguredPluginThatAnAllocationsInstanceReplacedServesAgainWhenItStops) {
+TEST_F(AllocationPluginsTest, AConfiguredPluginThatAnAllocationsInstanceReplacedServesAgainWhenItStops) {
   configured_serves_again_after_the_allocation_stops(0);
 }
 
-TEST_F(TaskPluginsTest, AConfiguredPluginServesAgainWhenTheAllocationStopsWhileVolumesAreMounted) {
+TEST_F(AllocationPluginsTest, AConfiguredPluginServesAgainWhenTheAllocationStopsWhileVolumesAreMounted) {
   configured_serves_again_after_the_allocation_stops(3);
 }
 
 // Seed 000: the unmounts waiting on a stopped plugin allocation are woken the moment a new
 // allocation's instance of the plugin is healthy, and the stale instance then goes.
-TEST_F(TaskPluginsTest, ANewAllocationsInstanceBecomingHealthyWakesTheWaitingUnmountsAndReplacesTheStaleOne) {
+TEST_F(AllocationPluginsTest, ANewAllocationsInstanceBecomingHealthyWakesTheWaitingUnmountsAndReplacesTheStaleOne) {
   SocketFile sock1(socket("a1"));
   ASSERT_TRUE(supervise("a1"));
   waiting = 1;
@@ -316,7 +317,7 @@ TEST_F(TaskPluginsTest, ANewAllocationsInstanceBecomingHealthyWakesTheWaitingUnm
 
 // An upgrade step: two allocations run the plugin on one node. The newer serves; stopping the
 // older (volumes mounted or not) neither deregisters nor marks unhealthy the newer.
-TEST_F(TaskPluginsTest, TwoInstancesTheNewerServesAndStoppingTheOlderLeavesItAlone) {
+TEST_F(AllocationPluginsTest, TwoInstancesTheNewerServesAndStoppingTheOlderLeavesItAlone) {
   SocketFile sock1(socket("old"));
   SocketFile sock2(socket("new"));
   ASSERT_TRUE(supervise("old"));
@@ -349,7 +350,7 @@ TEST_F(TaskPluginsTest, TwoInstancesTheNewerServesAndStoppingTheOlderLeavesItAlo
 
 // An upgrade's new copy that ends after it took the registry, while the old copy still runs
 // healthy: the old instance is registered again and serves, whether or not volumes wait.
-TEST_F(TaskPluginsTest, WhenTheNewInstanceEndsMidUpgradeTheOlderHealthyInstanceServesAgain) {
+TEST_F(AllocationPluginsTest, WhenTheNewInstanceEndsMidUpgradeTheOlderHealthyInstanceServesAgain) {
   SocketFile sock1(socket("old"));
   SocketFile sock2(socket("new"));
   ASSERT_TRUE(supervise("old"));
@@ -378,7 +379,7 @@ TEST_F(TaskPluginsTest, WhenTheNewInstanceEndsMidUpgradeTheOlderHealthyInstanceS
 
 // An agent restart in the middle of an upgrade step re-adopts both copies in any order: the newer
 // allocation's instance serves, also when the older one registers after it.
-TEST_F(TaskPluginsTest, AfterARestartMidUpgradeTheNewerAllocationsInstanceServesWhateverTheOrder) {
+TEST_F(AllocationPluginsTest, AfterARestartMidUpgradeTheNewerAllocationsInstanceServesWhateverTheOrder) {
   SocketFile sock1(socket("old"));
   SocketFile sock2(socket("new"));
   ASSERT_TRUE(supervise("new", 2s, 20));
@@ -398,7 +399,7 @@ TEST_F(TaskPluginsTest, AfterARestartMidUpgradeTheNewerAllocationsInstanceServes
 
 // After an agent restart: the persisted instance of an allocation that stopped meanwhile is
 // deregistered, and its fingerprint listed while volumes need it.
-TEST_F(TaskPluginsTest, AfterARestartTheInstanceOfAStoppedAllocationIsRetiredByTheSameRules) {
+TEST_F(AllocationPluginsTest, AfterARestartTheInstanceOfAStoppedAllocationIsRetiredByTheSameRules) {
   auto gen = registry.register_plugin({PluginKind::controller, PluginKind::node},
                                       PluginRegistration{"hp", socket("gone"), "hostpath.mooring.io", "1", false, "gone"});
   waiting = 1;

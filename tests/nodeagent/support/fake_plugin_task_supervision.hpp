@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "services/nodeagent/allocrunner/plugin_tasks.hpp"
+#include "services/nodeagent/allocrunner/plugin_task_supervision.hpp"
 #include "shared/async/sleep.hpp"
 
 namespace mooring::nodeagent {
 
-class FakePluginTasks final : public PluginTasks {
+class FakePluginTaskSupervision final : public PluginTaskSupervision {
  public:
   domain::Status answer;  // what supervise() returns
   std::chrono::milliseconds delay{0};

@@ -1,4 +1,4 @@
-#include "services/nodeagent/controlplane_target.hpp"
+#include "services/nodeagent/controlplane/controlplane_target.hpp"
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
@@ -13,10 +13,7 @@
 namespace mooring::nodeagent {
 namespace {
 
-const log::Logger& logger() {
-  static const log::Logger l{"controlplane-link"};
-  return l;
-}
+const log::Logger kLog{"controlplane-link"};
 
 // The leader a standby named in its trailing metadata, "" if none.
 std::string leader_named(const grpc::ClientContext& ctx) {
@@ -79,9 +76,9 @@ void ControlPlaneTarget::use(const std::string& address, bool named) {
   if (address == current_) return;
   // Moving on after a refusal happens every round while no member leads: not worth a line each.
   if (named) {
-    logger().info("switching control plane", {{"from", current_}, {"to", address}, {"why", "named the leader"}});
+    kLog.info("switching control plane", {{"from", current_}, {"to", address}, {"why", "named the leader"}});
   } else {
-    logger().debug("switching control plane", {{"from", current_}, {"to", address}, {"why", "refused or no answer"}});
+    kLog.debug("switching control plane", {{"from", current_}, {"to", address}, {"why", "refused or no answer"}});
   }
   current_ = address;
 }

@@ -1,8 +1,8 @@
-#include "services/nodeagent/plugins/task_plugins.hpp"
+#include "services/nodeagent/plugins/allocation_plugins.hpp"
 
 #include <algorithm>
 
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
@@ -15,10 +15,7 @@ namespace {
 namespace asio = boost::asio;
 namespace v1 = ::mooring::v1;
 
-const log::Logger& logger() {
-  static const log::Logger l{"task-plugins"};
-  return l;
-}
+const log::Logger kLog{"allocation-plugins"};
 
 PluginRole role_of(domain::PluginType type) {
   switch (type) {
@@ -35,32 +32,32 @@ std::string waiting_text(std::size_t n) {
 
 }  // namespace
 
-TaskPlugins::TaskPlugins(asio::any_io_executor ex, PluginRegistry& registry, NodeStatus& status,
-                         VolumesUsingPlugin volumes_using, TaskPluginsOptions options)
+AllocationPlugins::AllocationPlugins(asio::any_io_executor ex, PluginRegistry& registry, NodeStatus& status,
+                                     VolumesUsingPlugin volumes_using, AllocationPluginsOptions options)
     : ex_(ex),
       registry_(registry),
       status_(status),
       volumes_using_(std::move(volumes_using)),
       options_(std::move(options)),
       wake_(std::make_unique<async::WakeSignal>(ex)),
-      tasks_(ex, "task-plugins") {}
+      tasks_(ex, "allocation-plugins") {}
 
-TaskPlugins::~TaskPlugins() { tasks_.cancel(); }
+AllocationPlugins::~AllocationPlugins() { tasks_.cancel(); }
 
-PluginSupervisor* TaskPlugins::supervisor(const std::string& alloc_id) {
+PluginSupervisor* AllocationPlugins::supervisor(const std::string& alloc_id) {
   auto it = supervised_.find(alloc_id);
   return it == supervised_.end() ? nullptr : it->second->supervisor.get();
 }
 
-std::vector<std::string> TaskPlugins::retiring() const {
+std::vector<std::string> AllocationPlugins::retiring() const {
   std::vector<std::string> out;
   for (const auto& [alloc, _] : retiring_) out.push_back(alloc);
   return out;
 }
 
-asio::awaitable<domain::Status> TaskPlugins::supervise(const std::string& alloc_id, std::uint64_t create_index,
-                                                       const domain::TaskCSIPlugin& plugin,
-                                                       const std::string& socket_path, PluginTaskEvents events) {
+asio::awaitable<domain::Status> AllocationPlugins::supervise(const std::string& alloc_id, std::uint64_t create_index,
+                                                             const domain::TaskCSIPlugin& plugin,
+                                                             const std::string& socket_path, PluginTaskEvents events) {
   if (shut_down_) co_return domain::error("the node agent is shutting down");
   PluginConfig pc;
   pc.id = plugin.id;
@@ -78,7 +75,7 @@ asio::awaitable<domain::Status> TaskPlugins::supervise(const std::string& alloc_
   // superseded by this supervision.
   retiring_.erase(alloc_id);
   supervised_[alloc_id] = entry;
-  logger().info("supervising a plugin task", {{"alloc", alloc_id}, {"plugin", plugin.id}, {"socket", socket_path}});
+  kLog.info("supervising a plugin task", {{"alloc", alloc_id}, {"plugin", plugin.id}, {"socket", socket_path}});
   if (auto failed = co_await entry->supervisor->adopt()) co_return domain::error(*failed);
   if (!supervised_.contains(alloc_id) || supervised_[alloc_id] != entry) {
     // Stopped while it was being fingerprinted: registered after stopped() looked, so released now.
@@ -91,7 +88,7 @@ asio::awaitable<domain::Status> TaskPlugins::supervise(const std::string& alloc_
   co_return domain::Status{};
 }
 
-void TaskPlugins::stopped(const std::string& alloc_id) {
+void AllocationPlugins::stopped(const std::string& alloc_id) {
   auto it = supervised_.find(alloc_id);
   if (it == supervised_.end()) {
     // Not supervised in this run (its task ended while the agent was down): what the registry
@@ -118,7 +115,7 @@ void TaskPlugins::stopped(const std::string& alloc_id) {
   });
 }
 
-void TaskPlugins::retire(const std::string& alloc_id, const PluginSupervisor& supervisor, Released released) {
+void AllocationPlugins::retire(const std::string& alloc_id, const PluginSupervisor& supervisor, Released released) {
   const auto& id = supervisor.config().id;
   if (released != Released::vacated) {
     status_.remove_fingerprint(id, alloc_id);
@@ -134,7 +131,7 @@ void TaskPlugins::retire(const std::string& alloc_id, const PluginSupervisor& su
   reevaluate();
 }
 
-void TaskPlugins::retire_orphan(const PluginInstance& instance) {
+void AllocationPlugins::retire_orphan(const PluginInstance& instance) {
   const auto& alloc_id = instance.reg.alloc_id;
   if (alloc_id.empty() || supervised_.contains(alloc_id)) return;
   auto& r = retiring_[alloc_id];
@@ -150,14 +147,14 @@ void TaskPlugins::retire_orphan(const PluginInstance& instance) {
   fp.set_type(r.kinds.size() > 1 ? v1::PLUGIN_TYPE_MONOLITH
               : r.kinds.front() == PluginKind::controller ? v1::PLUGIN_TYPE_CONTROLLER
                                                           : v1::PLUGIN_TYPE_NODE);
-  logger().info("retiring the plugin instance of an allocation that stopped while the agent was down",
+  kLog.info("retiring the plugin instance of an allocation that stopped while the agent was down",
                 {{"alloc", alloc_id}, {"plugin", instance.reg.plugin_id}});
   wake();
 }
 
-void TaskPlugins::wake() { wake_->notify(); }
+void AllocationPlugins::wake() { wake_->notify(); }
 
-asio::awaitable<void> TaskPlugins::run() {
+asio::awaitable<void> AllocationPlugins::run() {
   auto seen = wake_->generation();
   reevaluate();
   while (true) {
@@ -169,12 +166,12 @@ asio::awaitable<void> TaskPlugins::run() {
   }
 }
 
-TaskPlugins::Released TaskPlugins::release(const std::string& alloc_id, const std::string& plugin_id,
-                                           const std::vector<PluginKind>& kinds, std::uint64_t generation) {
+AllocationPlugins::Released AllocationPlugins::release(const std::string& alloc_id, const std::string& plugin_id,
+                                                       const std::vector<PluginKind>& kinds, std::uint64_t generation) {
   bool serving = false;
   for (const auto kind : kinds) serving = registry_.deregister(kind, plugin_id, generation) || serving;
   if (!serving) {
-    logger().info("stopped plugin instance replaced by a newer one", {{"alloc", alloc_id}, {"plugin", plugin_id}});
+    kLog.info("stopped plugin instance replaced by a newer one", {{"alloc", alloc_id}, {"plugin", plugin_id}});
     return Released::replaced;
   }
   if (fall_back(plugin_id, kinds, alloc_id)) {
@@ -185,11 +182,11 @@ TaskPlugins::Released TaskPlugins::release(const std::string& alloc_id, const st
   return Released::vacated;
 }
 
-bool TaskPlugins::served(const std::string& plugin_id, const std::vector<PluginKind>& kinds) const {
+bool AllocationPlugins::served(const std::string& plugin_id, const std::vector<PluginKind>& kinds) const {
   return std::any_of(kinds.begin(), kinds.end(), [&](PluginKind k) { return registry_.lookup(k, plugin_id).has_value(); });
 }
 
-void TaskPlugins::reevaluate() {
+void AllocationPlugins::reevaluate() {
   for (auto it = retiring_.begin(); it != retiring_.end();) {
     const auto& alloc_id = it->first;
     auto& r = it->second;
@@ -217,7 +214,7 @@ void TaskPlugins::reevaluate() {
       r.fingerprint.set_healthy(false);
       r.fingerprint.set_health_description(waiting_text(n));
       r.fingerprint.set_update_time_ms(domain::to_unix_ms(domain::now()));
-      logger().info("stopped plugin instance deregistered; listed for the volumes that wait for a new one",
+      kLog.info("stopped plugin instance deregistered; listed for the volumes that wait for a new one",
                     {{"alloc", alloc_id}, {"plugin", r.plugin_id}, {"volumes", static_cast<int64_t>(n)}});
       status_.set_fingerprint(r.fingerprint);
     }
@@ -236,8 +233,9 @@ bool can_serve(const PluginSupervisor& sup, const std::string& plugin_id, std::o
 
 }  // namespace
 
-PluginSupervisor* TaskPlugins::newest_allocation_instance(const std::string& plugin_id, std::optional<PluginKind> kind,
-                                                          const std::string& except_alloc) const {
+PluginSupervisor* AllocationPlugins::newest_allocation_instance(const std::string& plugin_id,
+                                                                std::optional<PluginKind> kind,
+                                                                const std::string& except_alloc) const {
   const Supervised* best = nullptr;
   for (const auto& [alloc, entry] : supervised_) {
     if (alloc == except_alloc || !can_serve(*entry->supervisor, plugin_id, kind)) continue;
@@ -248,8 +246,8 @@ PluginSupervisor* TaskPlugins::newest_allocation_instance(const std::string& plu
   return best ? best->supervisor.get() : nullptr;
 }
 
-PluginSupervisor* TaskPlugins::newest_healthy(const std::string& plugin_id, PluginKind kind,
-                                              const std::string& except_alloc) const {
+PluginSupervisor* AllocationPlugins::newest_healthy(const std::string& plugin_id, PluginKind kind,
+                                                    const std::string& except_alloc) const {
   if (auto* best = newest_allocation_instance(plugin_id, kind, except_alloc)) return best;
   // A configured plugin that an allocation's instance had replaced (it kept running).
   if (options_.configured)
@@ -258,22 +256,22 @@ PluginSupervisor* TaskPlugins::newest_healthy(const std::string& plugin_id, Plug
   return nullptr;
 }
 
-bool TaskPlugins::fall_back(const std::string& plugin_id, const std::vector<PluginKind>& kinds,
-                            const std::string& except_alloc) {
+bool AllocationPlugins::fall_back(const std::string& plugin_id, const std::vector<PluginKind>& kinds,
+                                  const std::string& except_alloc) {
   bool any = false;
   for (const auto kind : kinds) {
     if (registry_.lookup(kind, plugin_id)) continue;  // registered again with an earlier kind
     auto* best = newest_healthy(plugin_id, kind, except_alloc);
     if (!best) continue;
     const auto& alloc = best->last_fingerprint().alloc_id();
-    logger().warn("the serving plugin instance ended; falling back to the earlier instance still running",
+    kLog.warn("the serving plugin instance ended; falling back to the earlier instance still running",
                   {{"plugin", plugin_id}, {"ended_alloc", except_alloc}, {"alloc", alloc.empty() ? "(configured)" : alloc}});
     any = best->register_again() || any;
   }
   return any;
 }
 
-void TaskPlugins::prefer_newest(const std::string& plugin_id) {
+void AllocationPlugins::prefer_newest(const std::string& plugin_id) {
   auto* best = newest_allocation_instance(plugin_id, std::nullopt, {});
   if (!best) return;
   const auto kinds = best->kinds();
@@ -282,12 +280,12 @@ void TaskPlugins::prefer_newest(const std::string& plugin_id) {
     return inst && inst->generation == best->generation();
   });
   if (serving) return;
-  logger().info("an older allocation's instance registered after a newer one; the newer serves",
+  kLog.info("an older allocation's instance registered after a newer one; the newer serves",
                 {{"plugin", plugin_id}, {"alloc", best->last_fingerprint().alloc_id()}});
   best->register_again();
 }
 
-asio::awaitable<void> TaskPlugins::shutdown() {
+asio::awaitable<void> AllocationPlugins::shutdown() {
   if (shut_down_) co_return;
   shut_down_ = true;
   for (auto& [_, entry] : supervised_) entry->supervisor->stop_heartbeat();

@@ -1,6 +1,6 @@
 // What the CSI plugin hook needs from the agent's plugin supervision, seen from the consumer side:
 // supervise an allocation's plugin task until it is healthy and registered, and learn that it
-// stopped. The agent wires it to plugins/task_plugins.hpp; unit tests of the runner use a fake.
+// stopped. The agent wires it to plugins/allocation_plugins.hpp; unit tests of the runner use a fake.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -16,9 +16,9 @@ namespace mooring::nodeagent {
 // type ("PluginHealthy", ...) and message of a task event.
 using PluginTaskEvents = std::function<void(std::string type, std::string message)>;
 
-class PluginTasks {
+class PluginTaskSupervision {
  public:
-  virtual ~PluginTasks() = default;
+  virtual ~PluginTaskSupervision() = default;
   // The task runs and listens (or will) on `socket_path`: probes it until healthy within the
   // plugin's health timeout, fingerprints and registers it as owned by `alloc_id`, then keeps
   // supervising it in the background. An error says why it did not become healthy. Cancellable.

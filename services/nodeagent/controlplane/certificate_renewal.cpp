@@ -1,11 +1,11 @@
-#include "services/nodeagent/certificate_renewal.hpp"
+#include "services/nodeagent/controlplane/certificate_renewal.hpp"
 
 #include <grpcpp/client_context.h>
 
 #include <algorithm>
 
 #include "mooring/v1/controlplane.grpc.pb.h"
-#include "services/nodeagent/controlplane_target.hpp"
+#include "services/nodeagent/controlplane/controlplane_target.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/domain/time.hpp"
 #include "shared/log/log.hpp"
@@ -19,10 +19,7 @@ namespace asio = boost::asio;
 namespace v1 = ::mooring::v1;
 using std::chrono::system_clock;
 
-const log::Logger& logger() {
-  static const log::Logger l{"tls-renewal"};
-  return l;
-}
+const log::Logger kLog{"tls-renewal"};
 
 std::string when(system_clock::time_point t) {
   return domain::format_time(std::chrono::time_point_cast<std::chrono::milliseconds>(t));
@@ -59,7 +56,7 @@ asio::awaitable<domain::Status> CertificateRenewal::renew_once() {
   // few seconds (a read between them is corrected by the next one).
   if (auto w = tls::replace_file(options_.files.key_file, csr->key_pem); !w) co_return domain::error(w.error());
   if (auto w = tls::replace_file(options_.files.cert_file, resp.certificate()); !w) co_return domain::error(w.error());
-  logger().info("certificate renewed", {{"serial", info->serial}, {"expires", when(info->not_after)},
+  kLog.info("certificate renewed", {{"serial", info->serial}, {"expires", when(info->not_after)},
                                         {"generation", static_cast<int64_t>(resp.generation())},
                                         {"file", options_.files.cert_file}});
   if (co_await async::sleep_for(options_.reload_wait) == async::SleepEnd::cancelled) co_return domain::Status{};
@@ -74,16 +71,16 @@ asio::awaitable<void> CertificateRenewal::run() {
     auto info = pem ? tls::inspect(*pem) : tls::Expected<tls::CertificateInfo>(domain::error(pem.error()));
     std::chrono::milliseconds wait = options_.max_sleep;
     if (!info) {
-      logger().warn("cannot read the certificate to renew it", {{"file", options_.files.cert_file}, {"error", info.error()}});
+      kLog.warn("cannot read the certificate to renew it", {{"file", options_.files.cert_file}, {"error", info.error()}});
     } else if (const auto now = system_clock::now(); now < tls::renew_at(*info)) {
       const auto due = std::chrono::ceil<std::chrono::milliseconds>(tls::renew_at(*info) - now);
       wait = std::min(due, options_.max_sleep);
-      if (failures > 0) logger().info("certificate renewal done", {{"expires", when(info->not_after)}});
+      if (failures > 0) kLog.info("certificate renewal done", {{"expires", when(info->not_after)}});
       failures = 0;
     } else if (auto renewed = co_await renew_once(); !renewed) {
       wait = options_.backoff.delay(failures++);
       if (failures == 1 || failures % 10 == 0)
-        logger().warn("certificate renewal failed; retrying", {{"error", renewed.error()}, {"expires", when(info->not_after)},
+        kLog.warn("certificate renewal failed; retrying", {{"error", renewed.error()}, {"expires", when(info->not_after)},
                                                                {"delay", wait}, {"failures", failures}});
     } else {
       continue;  // read the new certificate back

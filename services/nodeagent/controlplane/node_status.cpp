@@ -1,4 +1,4 @@
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 
 #include <algorithm>
 

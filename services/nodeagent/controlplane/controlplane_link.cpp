@@ -1,4 +1,4 @@
-#include "services/nodeagent/controlplane_link.hpp"
+#include "services/nodeagent/controlplane/controlplane_link.hpp"
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
@@ -6,12 +6,12 @@
 #include <algorithm>
 
 #include "mooring/v1/controlplane.grpc.pb.h"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/log/log.hpp"
-#include "services/nodeagent/controlplane_calls.hpp"
-#include "services/nodeagent/controlplane_target.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_target.hpp"
 
 namespace mooring::nodeagent {
 namespace {
@@ -20,10 +20,7 @@ namespace asio = boost::asio;
 namespace v1 = ::mooring::v1;
 using Clock = std::chrono::steady_clock;
 
-const log::Logger& logger() {
-  static const log::Logger l{"controlplane-link"};
-  return l;
-}
+const log::Logger kLog{"controlplane-link"};
 
 }  // namespace
 
@@ -71,7 +68,7 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   registered_ = req.address() == options_.advertise_addr;
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
   if (options_.on_contact) options_.on_contact(true);
-  logger().info("registered with the control plane",
+  kLog.info("registered with the control plane",
                 {{"node_id", options_.node_id}, {"controlplane", transport_->target->describe()}});
   co_return true;
 }
@@ -95,7 +92,7 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
     co_return false;
   }
   if (!resp.known()) {
-    logger().warn("control plane does not know this node; registering again", {{"node_id", options_.node_id}});
+    kLog.warn("control plane does not know this node; registering again", {{"node_id", options_.node_id}});
     registered_ = false;
     co_return false;
   }
@@ -121,14 +118,14 @@ asio::awaitable<void> ControlPlaneLink::run() {
     if (!ok) {
       const auto delay = options_.backoff.delay(failures++);
       if (failures == 1 || failures % 10 == 0) {
-        logger().warn("control plane unreachable; retrying",
+        kLog.warn("control plane unreachable; retrying",
                       {{"controlplane", transport_->target->describe()}, {"error", last_error_}, {"delay", delay},
                        {"failures", failures}, {"pending_events", status_.pending_count()}});
       }
       if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
       continue;
     }
-    if (failures > 0) logger().info("control plane reachable again", {{"controlplane", transport_->target->describe()}});
+    if (failures > 0) kLog.info("control plane reachable again", {{"controlplane", transport_->target->describe()}});
     failures = 0;
     // Heartbeat well inside the TTL the control plane asked for.
     auto interval = options_.heartbeat_interval;
@@ -152,7 +149,7 @@ asio::awaitable<bool> ControlPlaneLink::send_now(std::chrono::milliseconds timeo
     if (co_await heartbeat(left())) co_return true;
     if (registered_) break;
   }
-  logger().warn("final heartbeat not delivered", {{"error", last_error_}});
+  kLog.warn("final heartbeat not delivered", {{"error", last_error_}});
   co_return false;
 }
 

@@ -1,10 +1,10 @@
-#include "services/nodeagent/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 
 #include "mooring/v1/controlplane.grpc.pb.h"
-#include "services/nodeagent/controlplane_target.hpp"
+#include "services/nodeagent/controlplane/controlplane_target.hpp"
 #include "shared/rpc/channel.hpp"
 
 namespace mooring::nodeagent {

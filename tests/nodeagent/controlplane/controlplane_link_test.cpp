@@ -2,7 +2,7 @@
 // leader, or nobody before one is elected): one round asks every control plane, a standby's
 // redirect is followed at once, and after a long spell without a leader the new one is reached
 // within about a second of its election, not when a grown backoff ends.
-#include "services/nodeagent/controlplane_link.hpp"
+#include "services/nodeagent/controlplane/controlplane_link.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <memory>
 #include <optional>
 
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "shared/async/task_group.hpp"
 #include "tests/nodeagent/support/fake_controlplane.hpp"
 #include "tests/nodeagent/support/run_async.hpp"

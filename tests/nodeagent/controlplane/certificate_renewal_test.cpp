@@ -2,14 +2,14 @@
 // its node; a good answer (a certificate for that key and node from our CA) replaces the key and
 // the certificate files; an answer for another key or from another CA, or a refusal, changes no
 // file and says why.
-#include "services/nodeagent/certificate_renewal.hpp"
+#include "services/nodeagent/controlplane/certificate_renewal.hpp"
 
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
 
-#include "services/nodeagent/controlplane_calls.hpp"
-#include "services/nodeagent/controlplane_target.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_target.hpp"
 #include "shared/tls/cert_files.hpp"
 #include "shared/tls/certificates.hpp"
 #include "tests/nodeagent/support/fake_controlplane.hpp"
