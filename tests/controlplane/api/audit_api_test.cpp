@@ -38,7 +38,8 @@ class AuditApiTest : public ::testing::Test {
     for (auto* map : {&plugin.controllers, &plugin.nodes})
       for (auto& [id, inst] : *map) {
         auto& info = *inst.controller_info;
-        info.supports_create_delete = info.supports_create_delete_snapshot = info.supports_group_snapshot = true;
+        info.supports_create_delete = info.supports_create_delete_snapshot = info.supports_group_snapshot =
+            info.supports_list_snapshots = true;
       }
     Batch b;
     b.put(plugin);
