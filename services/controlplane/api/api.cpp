@@ -76,8 +76,14 @@ struct Api::Impl {
   // ---- ACLs: 401 without a usable token, 403 naming what is missing; nothing runs on refusal ----
   std::optional<http::Response> authorize(const http::Request& req, const Route& route, std::optional<Caller>& caller) {
     caller.reset();
-    if (!options.acl || route.need.kind == acl::Need::Kind::anyone) return std::nullopt;
+    if (!options.acl) return std::nullopt;
     auto c = request_caller(ctx, req);
+    if (route.need.kind == acl::Need::Kind::anyone) {
+      // Nothing is required (the endpoint checks its own credential), but a token that is there
+      // names who asked in the audit log: a management token's forced re-key of a node.
+      if (c && !c->accessor.empty()) caller = std::move(*c);
+      return std::nullopt;
+    }
     if (!c) return http::error_response(401, c.error());
     if (c->accessor.empty()) {  // no token: the anonymous policy, if there is one
       if (!ctx.store.acl_policy("anonymous") || route.need.kind == acl::Need::Kind::any_token || missing(*c, route, req))

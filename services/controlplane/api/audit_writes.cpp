@@ -78,6 +78,12 @@ std::string queried_group_snapshot(const http::Request& req, const http::Respons
   return query_value(req, "group_snapshot_id");
 }
 
+std::string enrolled_node(const http::Request& req, const http::Response& res) {
+  std::string node = req.params.empty() ? std::string{} : req.params.begin()->second;
+  const auto intro = string_at(answer_of(res), "IntroductionAccessorID");
+  return intro.empty() ? node : node + " (introduction token " + intro + ")";
+}
+
 std::string audited_object(AuditObject object, const http::Request& req, const http::Response& res) {
   if (object) return object(req, res);
   // Every route has at most one path parameter, and it names the object.

@@ -30,6 +30,9 @@ std::string answered_group_snapshot(const http::Request&, const http::Response&)
 std::string answered_key(const http::Request&, const http::Response&);             // {"KeyID"}: a rotated keyring
 std::string queried_snapshot(const http::Request&, const http::Response&);         // ?snapshot_id=
 std::string queried_group_snapshot(const http::Request&, const http::Response&);   // ?group_snapshot_id=
+// The node enrolled, and the introduction token that enrolled it ({"IntroductionAccessorID"}):
+// "node-1 (introduction token <accessor>)". A management token is the line's actor instead.
+std::string enrolled_node(const http::Request&, const http::Response&);
 
 // The object of a routed write: `object`'s answer when the route names one, else its path's id.
 std::string audited_object(AuditObject object, const http::Request& req, const http::Response& res);

@@ -137,11 +137,12 @@ http::Response enroll_node(Context& ctx, const http::Request& req) {
   auto cert = tls::sign_csr_with(ctx.enrollment_ca, csr_pem, node_certificate_request(id, ctx.node_cert_ttl));
   if (!cert) return cannot_sign(ctx, who, cert.error());
   auto identity = identity_of(ctx.store.node_identity(id), id);
-  std::string asked_by = "management token";
+  std::string asked_by = "management token", intro_accessor;
   if (!by.management) {
     auto& intro = identity.introductions.at(by.introduction.index);
     intro.used_time = now;
-    asked_by = "introduction token " + intro.accessor_id;
+    intro_accessor = intro.accessor_id;
+    asked_by = "introduction token " + intro_accessor;
   }
   pin_enrolled(identity, certificate_of(cert->info));
   const auto pinned = identity.current;
@@ -162,13 +163,16 @@ http::Response enroll_node(Context& ctx, const http::Request& req) {
                                             {"by", asked_by}}});
   auto index = ctx.store.commit(std::move(batch));
   if (!index) return write_failed("record the certificate issued for " + who, index.error());
-  auto res = json_ok({{"NodeID", id},
-                      {"Certificate", cert->cert_pem},
-                      {"CA", cert->ca_pem},
-                      {"Expires", expires},
-                      {"Serial", pinned.serial},
-                      {"Generation", generation},
-                      {"CertificateKeySHA256", pinned.key_sha256}});
+  nlohmann::json answer{{"NodeID", id},
+                        {"Certificate", cert->cert_pem},
+                        {"CA", cert->ca_pem},
+                        {"Expires", expires},
+                        {"Serial", pinned.serial},
+                        {"Generation", generation},
+                        {"CertificateKeySHA256", pinned.key_sha256}};
+  // Which introduction was used (its accessor, never its secret): the audit line names it.
+  if (!intro_accessor.empty()) answer["IntroductionAccessorID"] = intro_accessor;
+  auto res = json_ok(answer);
   res.index = *index;
   return res;
 }
