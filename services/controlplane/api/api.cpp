@@ -369,6 +369,7 @@ struct Api::Impl {
   metrics::HistogramFamily http_seconds;  // null with metrics off
   std::map<std::pair<std::string_view, unsigned>, metrics::Histogram> http_series;  // views into `router`
   std::minstd_rand rng{std::random_device{}()};
+  UnparsedRefusals unparsed;
 };
 
 Api::Api(StateStore& store, volumes::VolumeLifecycle& volumes, ApiOptions options)
@@ -418,6 +419,13 @@ boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
 }
 
 void Api::record_refusal(const http::Request& req, const http::Response& res) {
+  if (req.method.empty()) {  // not HTTP: logged, not audited (UnparsedRefusals says why)
+    if (auto left_out = impl_->unparsed.take(std::chrono::steady_clock::now()))
+      impl_->ctx.log.warn("refused a request that is not HTTP (not audited)",
+                          {{"remote", req.remote}, {"status", static_cast<int64_t>(res.status)},
+                           {"left_out_since_last", static_cast<int64_t>(*left_out)}});
+    return;
+  }
   audit_write(impl_->options.audit, req, res, {}, {}, {});  // no route: no token, object or namespace was read
 }
 

@@ -8,6 +8,7 @@
 
 #include <sstream>
 
+#include "services/controlplane/api/audit_writes.hpp"
 #include "services/controlplane/audit/audit_log.hpp"
 #include "shared/tls/certificates.hpp"
 #include "tests/controlplane/support/api_server.hpp"
@@ -208,7 +209,7 @@ TEST_F(AuditApiTest, WritesRefusedBeforeRoutingAreAuditedWithWhatIsKnownOfThem) 
     EXPECT_NE(l["Method"], "GET") << l.dump();
   }
   EXPECT_EQ(statuses, (std::vector<unsigned>{431, 501}));
-  EXPECT_EQ(line("", "")["Status"], 400);  // not even a method could be read: audited all the same
+  for (const auto& l : lines()) EXPECT_NE(l["Method"], "") << l.dump();  // not HTTP at all: logged, not audited
   EXPECT_EQ(test::read_file(dir / "audit.log").find("query-secret"), std::string::npos);
 }
 
@@ -257,6 +258,19 @@ TEST_F(AuditApiTest, AnEnrollmentNamesTheManagementTokenOrTheIntroductionThatAsk
   EXPECT_EQ(by_intro["Actor"]["Type"], "anonymous") << by_intro.dump();
   EXPECT_EQ(by_intro["Object"], "node-8 (introduction token " + intro["AccessorID"].get<std::string>() + ")");
   EXPECT_EQ(test::read_file(dir / "audit.log").find(intro["SecretID"].get<std::string>()), std::string::npos);
+}
+
+
+// Requests that are not HTTP at all are logged at most once a period, counting those left out.
+TEST(UnparsedRefusalsTest, OneLineAPeriodCountingThoseLeftOut) {
+  api::UnparsedRefusals refusals{std::chrono::seconds(60)};
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  EXPECT_EQ(refusals.take(t0), 0u);
+  for (int i = 1; i <= 500; ++i) EXPECT_FALSE(refusals.take(t0 + std::chrono::milliseconds(i)));
+  EXPECT_EQ(refusals.take(t0 + std::chrono::seconds(60)), 500u);
+  EXPECT_FALSE(refusals.take(t0 + std::chrono::seconds(61)));
+  EXPECT_FALSE(api::is_write(""));
+  EXPECT_TRUE(api::is_write("DELETE"));
 }
 
 }  // namespace mooring::controlplane
