@@ -64,6 +64,17 @@ std::optional<http::Response> enroller(Context& ctx, const http::Request& req, c
   return std::nullopt;
 }
 
+// The other nodes' records without their expired introductions (nodes/node_identity.hpp,
+// prune_introductions), in the batch that writes `except`'s. One left with nothing acts as no
+// record; it is written empty until the state room's Batch can erase an identity.
+void prune_others(const StateStore& store, Batch& batch, const std::string& except, domain::Time now) {
+  for (const auto& [node_id, stored] : store.node_identities()) {
+    if (node_id == except) continue;
+    auto identity = stored;
+    if (prune_introductions(identity, now) != Pruned::unchanged) batch.put(std::move(identity));
+  }
+}
+
 }  // namespace
 
 http::Response create_node_introduction(Context& ctx, const http::Request& req) {
@@ -91,6 +102,7 @@ http::Response create_node_introduction(Context& ctx, const http::Request& req) 
   add_introduction(identity, intro, now);
   Batch batch;
   batch.put(std::move(identity));
+  prune_others(ctx.store, batch, id, now);
   // The event names the token by its accessor, never its secret.
   batch.add_event({.time = now,
                    .topic = "Node",
@@ -145,11 +157,13 @@ http::Response enroll_node(Context& ctx, const http::Request& req) {
     asked_by = "introduction token " + intro_accessor;
   }
   pin_enrolled(identity, certificate_of(cert->info));
+  prune_introductions(identity, now);
   const auto pinned = identity.current;
   const auto generation = identity.generation;
   const auto expires = domain::format_time(pinned.expires);
   Batch batch;
   batch.put(std::move(identity));
+  prune_others(ctx.store, batch, id, now);
   // Visible in the event list (who enrolled or re-keyed a node, and when); never the certificate.
   batch.add_event(domain::Event{.time = now,
                                 .topic = "Node",

@@ -59,6 +59,13 @@ domain::Expected<std::chrono::milliseconds> introduction_ttl(const std::string& 
 // past the tokens still alive.
 void add_introduction(domain::NodeIdentity& identity, domain::Introduction intro, domain::Time now);
 
+// Every commit of an introduction or an enrollment also prunes the other records (expired
+// tokens are never kept, so the table and check_introduction's scan stay as small as the tokens
+// alive): `identity` without its expired introductions. Pruned::remove for a record that holds
+// nothing else (a node that never enrolled and was never purged): it is erased.
+enum class Pruned { unchanged, changed, remove };
+Pruned prune_introductions(domain::NodeIdentity& identity, domain::Time now);
+
 // Whether the introduction token whose SecretID hashes to `secret_hash` may enroll `node_id`.
 struct IntroductionCheck {
   std::string node_id;    // the node whose record holds the token (empty: none)
