@@ -114,7 +114,7 @@ IntroductionCheck check_introduction(const std::map<std::string, domain::NodeIde
     for (std::size_t i = 0; i < identity.introductions.size(); ++i) {
       const auto& intro = identity.introductions[i];
       if (intro.secret_hash != secret_hash) continue;
-      IntroductionCheck out{.node_id = holder, .index = i};
+      IntroductionCheck out{.index = i};
       const std::string token = "introduction token " + in_quotes(intro.accessor_id);
       if (holder != node_id) {
         out.status = 403;

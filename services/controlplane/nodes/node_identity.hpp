@@ -68,8 +68,7 @@ Pruned prune_introductions(domain::NodeIdentity& identity, domain::Time now);
 
 // Whether the introduction token whose SecretID hashes to `secret_hash` may enroll `node_id`.
 struct IntroductionCheck {
-  std::string node_id;    // the node whose record holds the token (empty: none)
-  std::size_t index = 0;  // its position in that record's introductions
+  std::size_t index = 0;  // the token's position in the node's introductions (status 0)
   unsigned status = 0;    // 0: it may; 401 (unknown, expired, used) or 403 (another node's)
   std::string why;
 };
