@@ -29,9 +29,8 @@ bool certificate_node_id(const http::Request& req, std::string& id, http::Respon
 // The ACL token that asks, by name ("" without one or with ACLs off): who made an introduction.
 std::string asking_token_name(Context& ctx, const http::Request& req) {
   if (!ctx.acl_enabled) return {};
-  const auto secret = request_secret(req);
-  const auto* t = secret.empty() ? nullptr : ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
-  return t ? t->name : std::string();
+  const auto c = request_caller(ctx, req);
+  return c && !c->accessor.empty() ? c->name : std::string();
 }
 
 // The CA could not be read or could not sign: the operator's files, not the request.
