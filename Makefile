@@ -36,9 +36,11 @@ build: deps
 	@cmake -S . -B $(BUILD_RELEASE) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DMOORING_TESTS=OFF >/dev/null
 	@cmake --build $(BUILD_RELEASE) -j $(JOBS)
 
-# Debug + ASan/UBSan, warnings as errors, then the whole suite; ends in ctest's summary line.
+# Debug + ASan/UBSan, warnings as errors, then the whole suite; ends in ctest's summary line. With
+# the chaos checker's deliberate claim bugs (docs/chaos.md), which its chaos_switch_* tests turn on.
 test: test-deps
-	@cmake -S . -B $(BUILD_TEST) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DMOORING_SANITIZE=ON -DMOORING_TESTS=ON >/dev/null
+	@cmake -S . -B $(BUILD_TEST) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DMOORING_SANITIZE=ON -DMOORING_TESTS=ON \
+	  -DMOORING_FAULT_SWITCHES=ON >/dev/null
 	@cmake --build $(BUILD_TEST) -j $(JOBS)
 	@cd $(BUILD_TEST) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	  ctest --output-on-failure -j $(CTEST_JOBS) --timeout 300

@@ -14,6 +14,7 @@
 #include "cli/format.hpp"
 #include "shared/domain/time.hpp"
 #include "shared/tls/cert_files.hpp"
+#include "shared/tls/pair_replacement.hpp"
 
 namespace mooring::cli {
 
@@ -157,9 +158,9 @@ int cert_request(Context& ctx, const Invocation& inv) {
   if (!info || info->identity != identity || !tls::key_matches(cert, csr->key_pem) || !tls::signed_by(cert, ca))
     return ctx.fail("the control plane at " + ctx.address() + " answered with a certificate that is not for " +
                     tls::identity_uri(identity) + " and this key; nothing was written");
-  // Key first, then the certificate, then the CA: a reader never sees a certificate without its key.
-  if (auto w = tls::replace_file(paths.key, csr->key_pem); !w) return ctx.fail(w.error());
-  if (auto w = tls::replace_file(paths.cert, cert); !w) return ctx.fail(w.error());
+  // Key first, then the certificate (tls::replace_pair: the agent undoes a crash between them at
+  // start), then the CA: a reader never sees a certificate without its key.
+  if (auto w = tls::replace_pair(paths, csr->key_pem, cert); !w) return ctx.fail(w.error());
   if (auto w = tls::replace_file(ca_path, ca); !w) return ctx.fail(w.error());
   if (ctx.json())
     return ctx.print_json({{"NodeID", *node_id}, {"Certificate", paths.cert.string()}, {"Key", paths.key.string()},

@@ -28,6 +28,7 @@
 #include "services/controlplane/agentclient/router_publisher.hpp"
 #include "services/controlplane/api/api.hpp"
 #include "services/controlplane/audit/audit_log.hpp"
+#include "services/controlplane/claims/fault_switch.hpp"
 #include "services/controlplane/config/controlplane_config.hpp"
 #include "services/controlplane/gc/alloc_gc.hpp"
 #include "services/controlplane/gc/node_gc.hpp"
@@ -217,6 +218,10 @@ int main(int argc, char** argv) {
   if (args.help_markdown) {
     std::cout << controlplane_config_markdown();
     return 0;
+  }
+  if (auto refusal = fault_switch_refusal()) {
+    std::cerr << "mooring-controlplane: " << *refusal << "\n";
+    return 2;
   }
   const ControlPlaneConfig& flags = args.config;
   log::configure(flags.log_level, flags.log_format);

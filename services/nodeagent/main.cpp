@@ -25,6 +25,7 @@
 #include "shared/process/process_hygiene.hpp"
 #include "shared/rpc/transport_security.hpp"
 #include "shared/tls/cert_files.hpp"
+#include "shared/tls/pair_replacement.hpp"
 
 namespace {
 
@@ -63,6 +64,12 @@ asio::awaitable<int> run_agent(nodeagent::Agent& agent, asio::signal_set& signal
 int load_security(nodeagent::AgentConfig& cfg, const log::Logger& log,
                   std::shared_ptr<const rpc::TransportSecurity>& security) {
   if (!cfg.tls_cert_file.empty()) {
+    // A renewal cut short by a crash between its two renames left a new key with the old
+    // certificate: the new one is beside it.
+    if (auto recovered = tls::recover_pair({cfg.tls_cert_file, cfg.tls_key_file}); !recovered) {
+      log.error("cannot use the TLS files", {{"error", recovered.error()}});
+      return 1;
+    }
     auto pem = tls::read_text(cfg.tls_cert_file);
     auto info = pem ? tls::inspect(*pem) : tls::Expected<tls::CertificateInfo>(domain::error(pem.error()));
     if (!info || !info->identity || info->identity->role != tls::Role::agent) {

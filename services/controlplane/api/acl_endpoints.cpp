@@ -60,9 +60,8 @@ std::string request_secret(const http::Request& req) {
 
 bool is_management_request(Context& ctx, const http::Request& req) {
   if (!ctx.acl_enabled) return false;
-  const auto secret = request_secret(req);
-  const auto* t = secret.empty() ? nullptr : ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
-  return t && t->type == acl::TokenType::management && !acl::expired(*t, domain::now());
+  const auto c = request_caller(ctx, req);
+  return c && c->acl.is_management();
 }
 
 domain::Expected<Caller> request_caller(Context& ctx, const http::Request& req) {

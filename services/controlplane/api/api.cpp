@@ -77,8 +77,14 @@ struct Api::Impl {
   // ---- ACLs: 401 without a usable token, 403 naming what is missing; nothing runs on refusal ----
   std::optional<http::Response> authorize(const http::Request& req, const Route& route, std::optional<Caller>& caller) {
     caller.reset();
-    if (!options.acl || route.need.kind == acl::Need::Kind::anyone) return std::nullopt;
+    if (!options.acl) return std::nullopt;
     auto c = request_caller(ctx, req);
+    if (route.need.kind == acl::Need::Kind::anyone) {
+      // Nothing is required (the endpoint checks its own credential), but a token that is there
+      // names who asked in the audit log: a management token's forced re-key of a node.
+      if (c && !c->accessor.empty()) caller = std::move(*c);
+      return std::nullopt;
+    }
     if (!c) return http::error_response(401, c.error());
     if (c->accessor.empty()) {  // no token: the anonymous policy, if there is one
       if (!ctx.store.acl_policy("anonymous") || route.need.kind == acl::Need::Kind::any_token || missing(*c, route, req))
@@ -364,6 +370,7 @@ struct Api::Impl {
   metrics::HistogramFamily http_seconds;  // null with metrics off
   std::map<std::pair<std::string_view, unsigned>, metrics::Histogram> http_series;  // views into `router`
   std::minstd_rand rng{std::random_device{}()};
+  UnparsedRefusals unparsed;
 };
 
 Api::Api(StateStore& store, volumes::VolumeLifecycle& volumes, ApiOptions options)
@@ -413,6 +420,13 @@ boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
 }
 
 void Api::record_refusal(const http::Request& req, const http::Response& res) {
+  if (req.method.empty()) {  // not HTTP: logged, not audited (UnparsedRefusals says why)
+    if (auto left_out = impl_->unparsed.take(std::chrono::steady_clock::now()))
+      impl_->ctx.log.warn("refused a request that is not HTTP (not audited)",
+                          {{"remote", req.remote}, {"status", static_cast<int64_t>(res.status)},
+                           {"left_out_since_last", static_cast<int64_t>(*left_out)}});
+    return;
+  }
   audit_write(impl_->options.audit, req, res, {}, {}, {});  // no route: no token, object or namespace was read
 }
 

@@ -133,7 +133,7 @@ class RouteTable {
           {.keep_answer = false});
     // Node enrollment: the credential is the body's introduction token, or a management token;
     // the endpoint checks either (nodes/enrollment.hpp), so no ACL token is asked for here.
-    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::anyone(), at_once<enroll_node>);
+    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::anyone(), at_once<enroll_node>, {.object = enrolled_node});
     list("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
     // Volumes need csi-mount-volume too; a Task.CSIPlugin (a plugin serves every namespace) plugin:write.
     write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,

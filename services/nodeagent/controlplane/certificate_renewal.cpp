@@ -11,6 +11,7 @@
 #include "shared/log/log.hpp"
 #include "shared/tls/cert_files.hpp"
 #include "shared/tls/certificates.hpp"
+#include "shared/tls/pair_replacement.hpp"
 
 namespace mooring::nodeagent {
 namespace {
@@ -52,10 +53,10 @@ asio::awaitable<domain::Status> CertificateRenewal::renew_once() {
       !tls::signed_by(resp.certificate(), *ca))
     co_return domain::error("the control plane answered with a certificate that is not for " +
                             tls::identity_uri(identity) + ", this key and our CA; nothing was written");
-  // Key first, then the certificate: the two renames are moments apart, and gRPC reads them every
-  // few seconds (a read between them is corrected by the next one).
-  if (auto w = tls::replace_file(options_.files.key_file, csr->key_pem); !w) co_return domain::error(w.error());
-  if (auto w = tls::replace_file(options_.files.cert_file, resp.certificate()); !w) co_return domain::error(w.error());
+  // Key first, then the certificate (tls::replace_pair: a crash between them is undone at start);
+  // gRPC reads them every few seconds, and a read between the renames is corrected by the next.
+  if (auto w = tls::replace_pair({options_.files.cert_file, options_.files.key_file}, csr->key_pem, resp.certificate()); !w)
+    co_return w;
   kLog.info("certificate renewed", {{"serial", info->serial}, {"expires", when(info->not_after)},
                                         {"generation", static_cast<int64_t>(resp.generation())},
                                         {"file", options_.files.cert_file}});

@@ -177,7 +177,7 @@ AllocationPlugins::Released AllocationPlugins::release(const std::string& alloc_
   if (fall_back(plugin_id, kinds, alloc_id)) {
     status_.add_event("plugin", "plugin instance of a stopped allocation deregistered; the earlier instance still running serves again",
                       {{"plugin_id", plugin_id}, {"alloc_id", alloc_id}});
-    return Released::fell_back;
+    return Released::replaced;
   }
   return Released::vacated;
 }

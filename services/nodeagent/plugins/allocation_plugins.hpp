@@ -103,9 +103,10 @@ class AllocationPlugins final : public PluginTaskSupervision {
     ::mooring::v1::PluginFingerprint fingerprint;
     std::size_t waiting = 0;  // as last reported
   };
-  enum class Released { replaced, fell_back, vacated };
-  // Takes a stopped instance out of the registry: `replaced` when a newer instance had already
-  // taken its place, `fell_back` when an earlier healthy instance serves again, else `vacated`.
+  enum class Released { replaced, vacated };
+  // Takes a stopped instance out of the registry: `replaced` when another instance serves in its
+  // place (a newer one had already taken it, or an earlier healthy one serves again), else
+  // `vacated`. Nothing tells the two ways of `replaced` apart: both leave nothing to retire.
   Released release(const std::string& alloc_id, const std::string& plugin_id, const std::vector<PluginKind>& kinds,
                    std::uint64_t generation);
   // After the final fingerprint: what stays listed of a stopped, released instance.

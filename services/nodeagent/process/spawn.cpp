@@ -51,15 +51,13 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-// The child's descriptors: 0..2, then the extras, then nothing. Returns 0 or an errno.
+// The child's descriptors: 0..2, then nothing. Returns 0 or an errno.
 int plan_descriptors(const SpawnRequest& r, FileActions& actions, Owned& owned) {
-  const int floor = 3 + static_cast<int>(r.extra_fds.size());
+  constexpr int floor = 3;
   int null_fd = -1;
-  std::vector<int> sources{r.stdin_fd, r.stdout_fd, r.stderr_fd};
-  sources.insert(sources.end(), r.extra_fds.begin(), r.extra_fds.end());
+  const std::vector<int> sources{r.stdin_fd, r.stdout_fd, r.stderr_fd};
   for (std::size_t target = 0; target < sources.size(); ++target) {
     int source = sources[target];
-    if (source < 0 && target >= 3) return EBADF;  // an extra must name a descriptor
     if (source < 0) {
       if (null_fd < 0) {
         const int fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);

@@ -1,6 +1,6 @@
 // How the agent starts every child process (CSI plugins, allocation tasks): one posix_spawn
 // setup, so that what a child inherits is decided here and nowhere else. A child gets exactly
-// its stdin, stdout, stderr and the extra descriptors its request names; everything else the
+// its stdin, stdout and stderr; everything else the
 // agent holds is closed in the child before the exec, close-on-exec or not (an inherited
 // listening socket kept the agent's metrics port busy after a crash: issue 40). Signal mask
 // empty and dispositions default (the agent ignores SIGPIPE; a child must not inherit that).
@@ -40,8 +40,6 @@ struct SpawnRequest {
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
-  // Further descriptors the child is meant to have: extra_fds[i] becomes 3 + i.
-  std::vector<int> extra_fds;
   std::filesystem::path working_dir;  // empty: the agent's
   // own_group: a process group of its own (a plugin: its stop reaches its helpers, and a
   // terminal's Ctrl-C to the agent's group does not reach it). own_session: a session of its own

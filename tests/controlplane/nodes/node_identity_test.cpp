@@ -120,7 +120,6 @@ TEST(NodeIdentityRule, AnIntroductionEnrollsItsOwnNodeOnceBeforeItExpires) {
 
   auto ok = check_introduction(ids, "node-1", "h1", kNow);
   EXPECT_EQ(ok.status, 0u) << ok.why;
-  EXPECT_EQ(ok.node_id, "node-1");
   EXPECT_EQ(ids["node-1"].introductions.at(ok.index).accessor_id, "a1");
 
   const auto refused = [&](const std::string& hash, unsigned status, const std::string& why) {
@@ -141,6 +140,31 @@ TEST(NodeIdentityRule, AddingAnIntroductionDropsTheExpiredOnes) {
   add_introduction(id, intro("new", "h1", kNow + 2h), kNow + 1h);
   ASSERT_EQ(id.introductions.size(), 1u);
   EXPECT_EQ(id.introductions[0].accessor_id, "new");
+}
+
+// Expired introductions are never kept: a record that holds nothing else (a node that never
+// enrolled, never purged) is removed; one with a certificate or a purge keeps the rest.
+TEST(NodeIdentityRule, PruningDropsExpiredIntroductionsAndRecordsLeftWithNothing) {
+  auto never_enrolled = fresh();
+  never_enrolled.introductions = {intro("gone", "h0", kNow - 1s)};
+  EXPECT_EQ(prune_introductions(never_enrolled, kNow), Pruned::remove);
+
+  auto waiting = fresh();
+  waiting.introductions = {intro("gone", "h0", kNow), intro("alive", "h1", kNow + 1h)};
+  EXPECT_EQ(prune_introductions(waiting, kNow), Pruned::changed);
+  ASSERT_EQ(waiting.introductions.size(), 1u);
+  EXPECT_EQ(waiting.introductions[0].accessor_id, "alive");
+  EXPECT_EQ(prune_introductions(waiting, kNow), Pruned::unchanged);
+
+  auto enrolled = fresh();
+  pin_enrolled(enrolled, cert("s1", kNow - 1h));
+  enrolled.introductions = {intro("used", "h2", kNow - 1s)};
+  EXPECT_EQ(prune_introductions(enrolled, kNow), Pruned::changed);
+  EXPECT_TRUE(enrolled.introductions.empty());
+  auto purged = fresh();
+  revoke(purged, kNow - 1h);
+  purged.introductions = {intro("gone", "h3", kNow - 1s)};
+  EXPECT_EQ(prune_introductions(purged, kNow), Pruned::changed);
 }
 
 }  // namespace
