@@ -43,8 +43,8 @@
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/state/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
-#include "services/controlplane/state/etcd_backend.hpp"
-#include "services/controlplane/state/sqlite_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_backend.hpp"
+#include "services/controlplane/state/sqlite/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/log/log.hpp"
 
