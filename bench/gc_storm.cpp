@@ -41,10 +41,10 @@
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
-#include "services/controlplane/gc/change_feed.hpp"
+#include "services/controlplane/state/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
-#include "services/controlplane/state/etcd_backend.hpp"
-#include "services/controlplane/state/sqlite_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_backend.hpp"
+#include "services/controlplane/state/sqlite/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/log/log.hpp"
 
@@ -225,7 +225,7 @@ class Harness {
     timed_ = std::make_unique<TimedBackend>(*backend_);
     thread_ = std::thread([this] { io_.run(); });
     on_io([&] {
-      feed_ = std::make_unique<gc::ChangeFeed>(*timed_);
+      feed_ = std::make_unique<ChangeFeed>(*timed_);
       StateOptions options;
       options.group_commit = true;  // as the binary runs it
       store_ = std::make_unique<StateStore>(io_.get_executor(), *feed_, options);
@@ -488,7 +488,7 @@ class Harness {
   asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> work_{asio::make_work_guard(io_)};
   std::thread thread_;
-  std::unique_ptr<gc::ChangeFeed> feed_;
+  std::unique_ptr<ChangeFeed> feed_;
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<agentclient::AgentRouter> router_;
   std::unique_ptr<gc::ClaimGc> gc_;

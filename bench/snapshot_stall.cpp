@@ -27,7 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/stats.hpp"
-#include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_backend.hpp"
 #include "shared/log/log.hpp"
 
 using namespace mooring;

@@ -32,10 +32,10 @@
 #include "services/controlplane/config/controlplane_config.hpp"
 #include "services/controlplane/gc/alloc_gc.hpp"
 #include "services/controlplane/gc/node_gc.hpp"
-#include "services/controlplane/gc/change_feed.hpp"
+#include "services/controlplane/state/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
-#include "services/controlplane/gc/system_reconciler.hpp"
+#include "services/controlplane/scheduler/system_reconciler.hpp"
 #include "services/controlplane/ha/forwarder.hpp"
 #include "services/controlplane/ha/front.hpp"
 #include "services/controlplane/ha/leader_election.hpp"
@@ -45,9 +45,9 @@
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/nodes/node_registrations.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
-#include "services/controlplane/state/etcd_backend.hpp"
-#include "services/controlplane/state/etcd_channels.hpp"
-#include "services/controlplane/state/sqlite_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_channels.hpp"
+#include "services/controlplane/state/sqlite/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "services/controlplane/volumes/controller_calls.hpp"
 #include "services/controlplane/volumes/volume_lifecycle.hpp"
@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
   asio::io_context io{1};
   // Every write passes the change feed on its way to SQLite, so the claim GC sees which
   // volumes changed without scanning them all.
-  gc::ChangeFeed feed{sealed};
+  ChangeFeed feed{sealed};
   // Group commit: a wave of commits (GC steps, agent reports) shares one fsync; answers and
   // outgoing RPCs wait until what they depend on is durable (see state_store.hpp).
   StateOptions state_options{.group_commit = true};
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
   node_gc_options.threshold = flags.node_gc_threshold;
   gc::NodeGc node_gc{io.get_executor(), store, node_gc_options};
   // System allocations: one copy per eligible node, failed copies replaced, rolling updates.
-  gc::SystemReconciler system_reconciler{io.get_executor(), store, feed};
+  scheduler::SystemReconciler system_reconciler{io.get_executor(), store, feed};
   volumes::RouterControllerCalls controller_calls{router};
   volumes::VolumeLifecycle volume_lifecycle{io.get_executor(), store, controller_calls,
                                             [&claim_gc](const std::string& id) { claim_gc.retry_now(id); }};

@@ -1,5 +1,7 @@
 #include "services/controlplane/acl/policy.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace mooring::controlplane::acl {
 
 namespace {

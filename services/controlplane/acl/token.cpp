@@ -1,5 +1,7 @@
 #include "services/controlplane/acl/token.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "services/controlplane/acl/policy.hpp"
 
 namespace mooring::controlplane::acl {

@@ -7,9 +7,6 @@
 #include <random>
 #include <set>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
 
 #include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/acl/secret.hpp"
@@ -376,25 +373,6 @@ struct Api::Impl {
 Api::Api(StateStore& store, volumes::VolumeLifecycle& volumes, ApiOptions options)
     : impl_(std::make_unique<Impl>(store, volumes, std::move(options))) {}
 Api::~Api() = default;
-
-http::Response Api::handle_now(http::Request req) {
-  const Route* route = nullptr;
-  std::optional<Blocking> blocking;
-  std::optional<Caller> caller;
-  if (auto early = impl_->prepare(req, route, blocking, caller)) {
-    http::apply_cors(impl_->options.cors, req, *early);
-    return *early;
-  }
-  if (route->event_stream) return impl_->finish(req, *route, impl_->open_stream(req, *route, std::move(caller)));
-  std::optional<KeyedWrite> keyed;
-  if (auto kept = impl_->check_key(req, *route, keyed)) return impl_->finish(req, *route, std::move(*kept));
-  boost::asio::io_context io;
-  auto answer = boost::asio::co_spawn(io, impl_->call(*route, req), boost::asio::use_future);
-  io.run();
-  auto res = answer.get();
-  if (keyed) impl_->remember(req, *keyed, res);
-  return impl_->finish(req, *route, Impl::filter(caller, *route, req, std::move(res)));
-}
 
 std::vector<RouteInfo> Api::route_table() {
   std::vector<RouteInfo> out;

@@ -1,5 +1,5 @@
 // API room: the REST API as a pure request -> response layer over the state store. No sockets:
-// the HTTP server hands requests in; tests call handle_now() directly. Routing, CORS, blocking
+// the HTTP server hands requests in; tests co_spawn handle() on an io_context. Routing, CORS, blocking
 // queries (?index=N&wait=D) and error shapes ({"Error":"..."}) live here; each endpoint is a
 // coroutine in one of the *_endpoints.cpp files, registered once. Volume lifecycle work (create,
 // delete, expand, snapshots, detach) is the volumes room's; the endpoints only translate.
@@ -83,9 +83,6 @@ class Api {
   // its framing, or the handler threw; or the HA front refused it): audited when it is a write
   // or its method is unknown.
   void record_refusal(const http::Request& request, const http::Response& response);
-  // Same routing and endpoints, never waits: no blocking query, no durability wait, and the
-  // endpoint runs on a private io_context, so it suits endpoints that answer without I/O (tests).
-  http::Response handle_now(http::Request request);
 
   // Every route, in the order they are tried. No route without a declared need gets here: the
   // route-table test fails on one.

@@ -12,7 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/http/query.hpp"
-#include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_options.hpp"
+#include "services/controlplane/state/open_backend.hpp"
 #include "shared/config/host_port.hpp"
 #include "shared/config/settings.hpp"
 
@@ -319,7 +320,7 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     for (const auto& [o, values] : lists) apply(c, *o, json(values), "--" + std::string(o->flag));
 
     if (c.data_dir.empty()) throw Fail{"--data-dir (MOORING_CP_DATA_DIR, file key data_dir) is required"};
-    const bool etcd = c.state.starts_with("etcd://");
+    const bool etcd = is_shared_state(c.state);
     if (!c.state.empty() && !etcd && c.state != "sqlite://" + c.data_dir + "/state.db" &&
         c.state != "sqlite://" + (std::filesystem::path(c.data_dir) / "state.db").string())
       throw Fail{"--state: expected sqlite://" + c.data_dir + "/state.db or etcd://HOST:PORT[,...][/PREFIX], got " +

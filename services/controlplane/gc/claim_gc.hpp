@@ -18,7 +18,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
-#include "services/controlplane/gc/change_feed.hpp"
+#include "services/controlplane/state/change_feed.hpp"
 #include "shared/async/backoff.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/log/log.hpp"

@@ -4,7 +4,7 @@
 // when a renewal goes unanswered); a standby reads
 // the key every eighth and campaigns (one Txn: create the key if absent) as soon as it is gone.
 //
-// The leader's writes are fenced by the key (state/etcd_backend.hpp, LeaderFence): once the lease
+// The leader's writes are fenced by the key (state/fenced_backend.hpp, LeaderFence): once the lease
 // has expired, etcd deletes the key and no Txn of the old leader commits. The election also keeps
 // its own deadline (the send time of the last renewal etcd confirmed + the TTL, never later than
 // etcd's own expiry), so a leader that was paused or cut off refuses writes and steps down as soon
@@ -33,8 +33,8 @@
 
 #include "services/controlplane/ha/lease_health.hpp"
 #include "services/controlplane/ha/lease_state.hpp"
-#include "services/controlplane/state/etcd_backend.hpp"
-#include "services/controlplane/state/etcd_channels.hpp"
+#include "services/controlplane/state/fenced_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_channels.hpp"
 
 namespace mooring::controlplane::ha {
 

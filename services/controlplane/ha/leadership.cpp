@@ -14,7 +14,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/fenced_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/log/async_writer.hpp"

@@ -24,7 +24,7 @@ class TaskGroup;
 }
 namespace mooring::controlplane {
 class StateStore;
-class EtcdBackend;
+class FencedBackend;
 }  // namespace mooring::controlplane
 
 namespace mooring::controlplane::ha {
@@ -44,7 +44,7 @@ struct LeadershipParts {
   boost::asio::any_io_executor executor;  // the io thread every event is posted to
   char** argv = nullptr;                  // for restart_as_standby
   StateStore& store;
-  EtcdBackend& backend;
+  FencedBackend& backend;  // the shared state (etcd) whose writes the leader fences
   async::TaskGroup& tasks;                     // runs resume and the broken-store watch
   std::function<domain::Status()> load_state;  // the store's load, logged
   std::function<void()> lead;                  // starts what only the leader runs

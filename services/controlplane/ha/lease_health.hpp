@@ -12,7 +12,7 @@
 // else can be elected and our key and lease come back with the quorum) or our own partition (then
 // a new leader may be elected elsewhere). A degraded leader cannot tell the two apart, so it
 // refuses every write and serves reads marked stale (docs/high-availability.md); its fence
-// (state/etcd_backend.hpp) would make any write fail anyway once the key is no longer its own.
+// (state/etcd/etcd_backend.hpp) would make any write fail anyway once the key is no longer its own.
 #pragma once
 
 #include <chrono>

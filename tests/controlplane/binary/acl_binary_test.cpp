@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/api/api.hpp"
-#include "services/controlplane/state/sqlite_backend.hpp"
+#include "services/controlplane/state/sqlite/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/http_client.hpp"

@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "services/controlplane/agentclient/agent_router.hpp"
-#include "services/controlplane/gc/change_feed.hpp"
+#include "services/controlplane/state/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -48,7 +48,7 @@ struct Plane {
         loss(io.get_executor(), store, gc::NodeLossOptions{.max_wait = 200ms}) {
     if (!store.load()) throw std::runtime_error("load failed");
   }
-  gc::ChangeFeed feed;
+  ChangeFeed feed;
   StateStore store;
   agentclient::AgentRouter router;
   gc::ClaimGc gc;

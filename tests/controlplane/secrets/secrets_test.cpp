@@ -20,7 +20,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "services/controlplane/state/sqlite_backend.hpp"
+#include "services/controlplane/state/sqlite/sqlite_backend.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "services/controlplane/api/api.hpp"

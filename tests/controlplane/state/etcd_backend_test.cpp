@@ -1,8 +1,8 @@
 // The etcd backend against a real etcd (Debian's etcd-server, started per test): round trips,
 // group commits split by etcd's limits, chunked transactions and snapshots, compaction of the
 // log, a second writer refused, etcd killed mid-way and restarted, torn chunks named at load.
-#include "services/controlplane/state/etcd_backend.hpp"
-#include "services/controlplane/state/snapshot_policy.hpp"
+#include "services/controlplane/state/etcd/etcd_backend.hpp"
+#include "services/controlplane/state/etcd/snapshot_policy.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <grpcpp/grpcpp.h>

@@ -1,7 +1,8 @@
 // The connection to etcd (EtcdChannels) against a real three-member etcd addressed by names:
 // every endpoint is used, so killing the first-listed member stops neither the backend's writes
 // nor the leader's lease renewals, and a control plane started while it is down still connects.
-#include "services/controlplane/state/etcd_channels.hpp"
+#include "services/controlplane/state/etcd/etcd_channels.hpp"
+#include "services/controlplane/state/etcd/etcd_backend.hpp"
 
 #include <atomic>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // The SQLite backend on a real file: durability settings, permissions, exclusivity, round trips.
-#include "services/controlplane/state/sqlite_backend.hpp"
+#include "services/controlplane/state/sqlite/sqlite_backend.hpp"
 
 #include <boost/asio/io_context.hpp>
 
@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace mooring::controlplane {
 

@@ -3,6 +3,8 @@
 // listings keep what the asker may list; CloneID and SnapshotID resolve to what the asker may read
 // (by the id here or the plugin's); deletes of another namespace's snapshot are refused before
 // any plugin call. Refusals name the right, never the object.
+#include <nlohmann/json.hpp>
+
 #include "tests/controlplane/volumes/lifecycle_fixture.hpp"
 
 namespace mooring::controlplane {

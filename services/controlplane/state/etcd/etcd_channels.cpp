@@ -1,4 +1,4 @@
-#include "services/controlplane/state/etcd_channels.hpp"
+#include "services/controlplane/state/etcd/etcd_channels.hpp"
 
 #include <grpcpp/grpcpp.h>
 

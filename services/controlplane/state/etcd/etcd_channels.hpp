@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_options.hpp"
 
 namespace grpc {
 class Channel;

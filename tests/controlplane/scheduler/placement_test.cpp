@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "services/controlplane/placement/placement.hpp"
+#include "services/controlplane/scheduler/placement.hpp"
 #include "shared/domain/plugin_facts.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 

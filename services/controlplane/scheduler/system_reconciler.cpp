@@ -1,17 +1,17 @@
-#include "services/controlplane/gc/system_reconciler.hpp"
+#include "services/controlplane/scheduler/system_reconciler.hpp"
 
 #include <algorithm>
 #include <map>
 #include <vector>
 
-#include "services/controlplane/placement/placement.hpp"
-#include "services/controlplane/placement/system_placement.hpp"
+#include "services/controlplane/scheduler/placement.hpp"
+#include "services/controlplane/scheduler/system_placement.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/domain/text.hpp"
 
-namespace mooring::controlplane::gc {
+namespace mooring::controlplane::scheduler {
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -335,4 +335,4 @@ asio::awaitable<void> SystemReconciler::table_watch(int table_number) {
   }
 }
 
-}  // namespace mooring::controlplane::gc
+}  // namespace mooring::controlplane::scheduler

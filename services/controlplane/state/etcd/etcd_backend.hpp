@@ -51,7 +51,8 @@
 #include <string_view>
 #include <vector>
 
-#include "services/controlplane/state/backend.hpp"
+#include "services/controlplane/state/etcd/etcd_options.hpp"
+#include "services/controlplane/state/fenced_backend.hpp"
 
 namespace etcdserverpb {
 class TxnRequest;
@@ -63,61 +64,7 @@ class Status;
 
 namespace mooring::controlplane {
 
-struct EtcdOptions {
-  std::vector<std::string> endpoints;  // "host:port", tried in order
-  std::string prefix = "/mooring";     // no trailing slash
-  // TLS to etcd: the CA that signed etcd's certificate and, for client-certificate auth, our
-  // certificate and key (PEM files). All empty: plaintext.
-  std::string ca_file, cert_file, key_file;
-  std::chrono::milliseconds timeout{std::chrono::seconds(5)};  // per request
-  // A commit etcd does not answer within this is sent again (its compare on head's revision makes
-  // a second apply impossible), the wait doubled up to a second (or this, if longer), until
-  // `timeout` in all: etcd drops the proposals in flight when its raft leader dies, and the resend
-  // then commits within a second of a new leader's election instead of failing in doubt at `timeout`.
-  std::chrono::milliseconds commit_attempt{std::chrono::seconds(1)};
-  // One request's payload limit: under etcd's default --max-request-bytes (1.5 MiB) with room
-  // for keys and framing. Larger entries and snapshots are chunked.
-  std::size_t max_request_bytes = 1024 * 1024;
-  std::size_t max_txn_ops = 128;        // etcd's default --max-txn-ops
-  // When a snapshot is due (snapshot_policy.hpp): at least `snapshot_every` transactions since the
-  // last one and log bytes since it ≥ `snapshot_log_fraction` of its bytes, or
-  // `snapshot_max_entries` transactions (0: 20 × snapshot_every). No snapshot yet: every
-  // `snapshot_every`.
-  std::uint64_t snapshot_every = 1000;
-  double snapshot_log_fraction = 0.25;
-  std::uint64_t snapshot_max_entries = 0;
-  // A snapshot's chunks (at most max_request_bytes), and the pause after each put as a multiple
-  // of the time it took: a background snapshot leaves etcd to the commits that much of the time.
-  std::size_t snapshot_chunk_bytes = 256 * 1024;
-  double snapshot_pause = 1.0;
-  // Tests: called on the snapshot's thread at each step of a background snapshot; false stops it
-  // there, as a crash would (what it wrote stays, nothing more is written).
-  enum class SnapshotStep { chunk_staged, staged, committed };
-  std::function<bool(SnapshotStep)> snapshot_step;
-};
-
-// "etcd://h1:2379,h2:2379/prefix" (prefix optional: "/mooring"); errors name the part.
-domain::Expected<EtcdOptions> parse_etcd_url(std::string_view url);
-// The other way, without the TLS files: "etcd://h1:2379,h2:2379/prefix" (logs, describe()).
-std::string to_url(const EtcdOptions& options);
-
-// What a leader's writes are fenced with (ha/leader_election.hpp): the leader key as this control
-// plane created it. Every Txn also compares the key's create revision and value, so once the
-// lease is gone (the key deleted, or another leader's key in its place) nothing commits.
-struct LeaderFence {
-  std::string key;
-  std::int64_t create_revision = 0;
-  std::string value;
-  // False once the lease may have run out by our own clock: checked before every write, so a
-  // leader that was paused past its lease refuses at once instead of asking etcd first.
-  std::function<bool()> lease_valid;
-  // When lease_valid() is false: wait (this thread) for etcd to confirm the lease again, for as
-  // long as the election holds writes (LeaderElection::await_lease: one lease past its deadline,
-  // so etcd's own raft election does not fail a write); true if it did. Unset: refuse at once.
-  std::function<bool()> await_lease;
-};
-
-class EtcdBackend final : public StateBackend {
+class EtcdBackend final : public FencedBackend {
  public:
   // Connects (the first request fails when no endpoint answers within the timeout); reads nothing yet.
   static domain::Expected<std::unique_ptr<EtcdBackend>> open(EtcdOptions options);
@@ -143,20 +90,21 @@ class EtcdBackend final : public StateBackend {
   domain::Status wait_snapshot();
   bool snapshot_in_flight() const { return job_ != nullptr; }
 
-  // High availability: from now on writes are refused unless a fence is set (a standby never
-  // writes), and with one every Txn is fenced by it. `lost` is called (on the writer's thread)
-  // when a write failed because the leader key is no longer ours.
-  void require_fence(std::function<void(const std::string& why)> lost);
-  void set_fence(LeaderFence fence);
-  // A write failed (outcome unknown) and no reload from etcd followed yet: writes are refused
-  // until load() reads etcd again. Not while a write is with the writer thread.
-  bool needs_reload() const { return fenced_; }
+  // High availability (state/fenced_backend.hpp): every Txn is fenced by the leader key. A write
+  // of unknown outcome needs a reload from etcd; not while a write is with the writer thread.
+  void require_fence(std::function<void(const std::string& why)> lost) override;
+  void set_fence(LeaderFence fence) override;
+  bool needs_reload() const override { return fenced_; }
 
  private:
   struct Client;
   struct Rows;
   struct SnapshotJob;
+  struct Loader;  // one load's reads (etcd_load.cpp)
   EtcdBackend(EtcdOptions options, std::unique_ptr<Client> client);
+  // etcd cannot answer a degraded leader's reload: the last committed copy in memory, writes refused.
+  Snapshot last_committed(const std::string& why);
+  Snapshot take_loaded(Loader& loader, std::int64_t head_revision);
   // The snapshot of the rows now: in the background, or at once on this thread.
   void start_snapshot();
   domain::Status write_snapshot();

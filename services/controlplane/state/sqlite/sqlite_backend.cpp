@@ -1,4 +1,4 @@
-#include "services/controlplane/state/sqlite_backend.hpp"
+#include "services/controlplane/state/sqlite/sqlite_backend.hpp"
 
 #include <fcntl.h>
 #include <sqlite3.h>

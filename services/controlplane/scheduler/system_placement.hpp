@@ -1,5 +1,5 @@
-// Placement room: which nodes a system allocation (a group) runs on, and the copy it places on
-// each. Pure: the API's submit and the system reconciler (gc/system_reconciler.hpp) do the I/O.
+// Scheduler room: which nodes a system allocation (a group) runs on, and the copy it places on
+// each. Pure: the API's submit and the system reconciler (system_reconciler.hpp) do the I/O.
 //
 // NodeSelector: every entry must match (an empty selector matches every node).
 //   "name"  -> a glob (fnmatch(3), no flags: '*', '?', '[...]') on the node's name;

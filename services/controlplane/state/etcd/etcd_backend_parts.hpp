@@ -1,6 +1,6 @@
-// State room, private to the etcd backend: the parts its two files share (etcd_backend.cpp:
-// load and commits; etcd_snapshot.cpp: snapshots in the background). Not part of the
-// etcd_backend.hpp surface: only those two files include it (it pulls in etcd's gRPC stubs).
+// State room, private to the etcd backend: the parts its files share (etcd_backend.cpp: commits;
+// etcd_load.cpp: the load; etcd_snapshot.cpp: snapshots in the background). Not part of the
+// etcd_backend.hpp surface: only those files include it (it pulls in etcd's gRPC stubs).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "etcd/rpc.grpc.pb.h"
-#include "services/controlplane/state/etcd_backend.hpp"
-#include "services/controlplane/state/etcd_channels.hpp"
+#include "services/controlplane/state/etcd/etcd_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_channels.hpp"
 
 namespace mooring::controlplane {
 

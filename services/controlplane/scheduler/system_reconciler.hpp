@@ -1,5 +1,5 @@
-// GC room: the system reconciler. Keeps every running system allocation (a group) at one live
-// copy per eligible node (placement/system_placement.hpp): a node that joins, becomes ready or
+// Scheduler room: the system reconciler. Keeps every running system allocation (a group) at one live
+// copy per eligible node (system_placement.hpp): a node that joins, becomes ready or
 // starts matching gets its copy; a copy that ended (failed, complete or lost) while the group
 // runs is replaced on its node after a backoff (1 s doubling to 60 s per node, back to 1 s once
 // a copy ran 5 minutes), kept in the group's record (SystemNodeState) so a restart resumes it; a
@@ -19,7 +19,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
-#include "services/controlplane/gc/change_feed.hpp"
+#include "services/controlplane/state/change_feed.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/domain/allocation.hpp"
@@ -31,7 +31,7 @@ class StateStore;
 class Batch;
 }  // namespace mooring::controlplane
 
-namespace mooring::controlplane::gc {
+namespace mooring::controlplane::scheduler {
 
 struct SystemOptions {
   domain::Duration restart_initial{std::chrono::seconds(1)};
@@ -98,4 +98,4 @@ void stop_in_batch(Batch& batch, const domain::Allocation& alloc, const std::str
 bool plugin_instance_healthy(const StateStore& store, const std::string& plugin_id, const std::string& node_id,
                              const std::string& alloc_id);
 
-}  // namespace mooring::controlplane::gc
+}  // namespace mooring::controlplane::scheduler

@@ -1,8 +1,8 @@
-#include "services/controlplane/gc/change_feed.hpp"
+#include "services/controlplane/state/change_feed.hpp"
 
 #include <algorithm>
 
-namespace mooring::controlplane::gc {
+namespace mooring::controlplane {
 
 domain::Status ChangeFeed::apply(const Transaction& tx) {
   record(tx);
@@ -37,4 +37,4 @@ std::shared_ptr<ChangeSet> ChangeFeed::subscribe(Table table) {
   return set;
 }
 
-}  // namespace mooring::controlplane::gc
+}  // namespace mooring::controlplane

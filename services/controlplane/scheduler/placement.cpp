@@ -1,4 +1,4 @@
-#include "services/controlplane/placement/placement.hpp"
+#include "services/controlplane/scheduler/placement.hpp"
 
 #include <limits>
 #include <optional>

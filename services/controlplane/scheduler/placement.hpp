@@ -1,4 +1,4 @@
-// Placement room: which node an allocation runs on. Pure: it reads a view of the cluster and
+// Scheduler room: which node an allocation runs on. Pure: it reads a view of the cluster and
 // returns a node or, for every node, why it was rejected — so a 409 explains itself.
 //
 // A node fits when it is ready and, for every volume the allocation requests, runs a healthy

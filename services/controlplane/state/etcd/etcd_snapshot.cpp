@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "mooring/v1/state_log.pb.h"
-#include "services/controlplane/state/etcd_backend.hpp"
-#include "services/controlplane/state/etcd_backend_parts.hpp"
-#include "services/controlplane/state/snapshot_policy.hpp"
+#include "services/controlplane/state/etcd/etcd_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_backend_parts.hpp"
+#include "services/controlplane/state/etcd/snapshot_policy.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/log/log.hpp"
 #include "shared/tls/digest.hpp"

@@ -1,4 +1,4 @@
-#include "services/controlplane/placement/system_placement.hpp"
+#include "services/controlplane/scheduler/system_placement.hpp"
 
 #include <fnmatch.h>
 

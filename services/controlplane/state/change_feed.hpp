@@ -1,4 +1,4 @@
-// GC room: which objects changed, without scanning every table. A StateBackend decorator sees
+// State room: which objects changed, without scanning every table. A StateBackend decorator sees
 // every transaction's mutations (table + key) on its way to the real backend and hands the keys
 // to subscribers, so the volume watcher's work per change is proportional to the change, not to
 // the number of volumes (Nomad's watcher walks all volumes on every change).
@@ -13,7 +13,7 @@
 
 #include "services/controlplane/state/backend.hpp"
 
-namespace mooring::controlplane::gc {
+namespace mooring::controlplane {
 
 // Keys of one table touched since the last take(). A key may be listed even when its write
 // failed (it is then simply re-checked). Thread-safe: the store's writer thread records while the
@@ -58,4 +58,4 @@ class ChangeFeed final : public StateBackend {
   std::vector<std::pair<Table, std::weak_ptr<ChangeSet>>> subscribers_;
 };
 
-}  // namespace mooring::controlplane::gc
+}  // namespace mooring::controlplane

@@ -1,5 +1,5 @@
 // The etcd state URL (--state etcd://...): parsed into EtcdOptions and written back for logs.
-#include "services/controlplane/state/etcd_backend.hpp"
+#include "services/controlplane/state/etcd/etcd_options.hpp"
 
 #include "shared/config/host_port.hpp"
 

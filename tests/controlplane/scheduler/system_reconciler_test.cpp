@@ -1,19 +1,19 @@
 // The system reconciler: one live copy per eligible node (selector, readiness), nodes that join
 // get theirs, ended copies are replaced after a per-node backoff that survives a restart, copies
 // stopped on purpose stay stopped; and the rolling update of a plugin group, step by step.
-#include "services/controlplane/gc/system_reconciler.hpp"
+#include "services/controlplane/scheduler/system_reconciler.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #include <gtest/gtest.h>
 
-#include "services/controlplane/placement/system_placement.hpp"
+#include "services/controlplane/scheduler/system_placement.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 
-namespace mooring::controlplane::gc {
+namespace mooring::controlplane::scheduler {
 namespace {
 
 using namespace std::chrono_literals;
@@ -389,4 +389,4 @@ TEST_F(RolloutTest, ASinglePluginAllocationIsStoppedOnceItsReplacementIsHealthy)
 }
 
 }  // namespace
-}  // namespace mooring::controlplane::gc
+}  // namespace mooring::controlplane::scheduler
