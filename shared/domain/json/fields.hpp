@@ -80,6 +80,7 @@ Table<Introduction> fields_of(std::type_identity<Introduction>);
 Table<NodeIdentity> fields_of(std::type_identity<NodeIdentity>);
 Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>);
 Table<TaskCSIPlugin> fields_of(std::type_identity<TaskCSIPlugin>);
+Table<TaskResources> fields_of(std::type_identity<TaskResources>);
 Table<Task> fields_of(std::type_identity<Task>);
 Table<SystemNodeState> fields_of(std::type_identity<SystemNodeState>);
 Table<RolloutNode> fields_of(std::type_identity<RolloutNode>);
