@@ -78,7 +78,7 @@ struct AgentConfig {
   std::string task_user = "nobody";
   std::optional<std::vector<std::string>> user_denylist;
   bool allow_root = false;
-  // Tasks start behind their own namespaces (process/isolated_spawn.hpp). Off only for a node
+  // Tasks start behind their own namespaces (process/walls.hpp). Off only for a node
   // whose operator says so (a machine without the privileges, or to measure the difference).
   bool task_isolation = true;
 };
