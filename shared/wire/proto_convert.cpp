@@ -332,6 +332,9 @@ v1::Task to_proto(const Task& t) {
   fill(out.mutable_env(), t.env);
   fill(out.mutable_secret_env(), t.secret_env);
   out.set_kill_timeout_ms(t.kill_timeout.count());
+  out.set_user(t.user);
+  out.mutable_resources()->set_cpu(t.resources.cpu);
+  out.mutable_resources()->set_memory_mb(t.resources.memory_mb);
   if (t.csi_plugin) {
     auto* p = out.mutable_csi_plugin();
     p->set_id(t.csi_plugin->id);
@@ -350,6 +353,8 @@ Expected<Task> from_proto(const v1::Task& t) {
   out.env = to_map(t.env());
   out.secret_env = to_map(t.secret_env());
   out.kill_timeout = Duration{t.kill_timeout_ms() > 0 ? t.kill_timeout_ms() : 0};
+  out.user = t.user();
+  out.resources = TaskResources{.cpu = std::max(0, t.resources().cpu()), .memory_mb = std::max(0, t.resources().memory_mb())};
   if (t.has_csi_plugin()) {
     const auto& p = t.csi_plugin();
     const auto type = from_proto(p.type());

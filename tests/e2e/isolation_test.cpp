@@ -131,7 +131,7 @@ TEST_F(IsolationE2E, RootIsRefusedOnADefaultNodeAndRunsOnANodeThatAllowsIt) {
   EXPECT_EQ(refused_input.status, 400u) << refused_input.body;
   EXPECT_NE(refused_input.body.find("User"), std::string::npos) << refused_input.body;
 
-  auto root = allocation("as-root", "vol", "", "id -u");
+  auto root = allocation("as-root", "vol", "", "id -u; exec sleep 3600");
   root["Task"]["User"] = "root";
   const auto refused = cluster->request("POST", "/v1/allocations", json{{"Allocation", root}}.dump());
   EXPECT_GE(refused.status, 400u) << refused.body;
@@ -143,9 +143,10 @@ TEST_F(IsolationE2E, RootIsRefusedOnADefaultNodeAndRunsOnANodeThatAllowsIt) {
   cluster->start_node("node-2", allows);
   const auto id = cluster->run_alloc(root);
   ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "complete"; }, 60s)) << cluster->log_tails();
+  EXPECT_TRUE(Cluster::eventually([&] { return output("node-2", id) == "0\n"; }, 60s))
+      << output("node-2", id) << cluster->get("/v1/allocation/" + id).dump(2) << output("node-2", id, "stderr.log");
   EXPECT_EQ(cluster->get("/v1/allocation/" + id).value("NodeID", ""), "node-2");
-  EXPECT_EQ(output("node-2", id), "0\n");
+  ASSERT_EQ(cluster->stop_alloc(id).status, 200u);
 }
 
 TEST_F(IsolationE2E, ATaskOverItsMemoryLimitIsOomKilledWithTheEvent) {
@@ -154,7 +155,8 @@ TEST_F(IsolationE2E, ATaskOverItsMemoryLimitIsOomKilledWithTheEvent) {
   auto hog = allocation("hog", "vol", "node-1", "exec python3 -c 'b = b\"x\" * (256 << 20); print(len(b))'");
   hog["Task"]["Resources"] = {{"MemoryMB", 32}, {"CPU", 500}};
   const auto id = cluster->run_alloc(hog);
-  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "failed"; }, 60s)) << cluster->log_tails();
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "failed"; }, 60s))
+      << cluster->get("/v1/allocation/" + id).dump(2) << output("node-1", id, "stderr.log");
   EXPECT_TRUE(has_event(*cluster, id, "OOM killed")) << cluster->get("/v1/allocation/" + id).dump(2);
 }
 
