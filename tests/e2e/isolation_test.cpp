@@ -102,9 +102,10 @@ TEST_F(IsolationE2E, AHostileTaskCannotReachPastItsWallsAndStillUsesItsOwnVolume
       " && echo LEAK_PTRACE; "
       "for f in /etc/x /usr/x /x /var/x " + cluster->node_dir("node-1").string() + "/agent/x; do "
       "touch $f 2>/dev/null && echo LEAK_WRITE $f; done; "
-      "echo hostile-done";
+      "echo hostile-done; exec sleep 3600";
+  // Read while it runs: the allocation's directory goes once it ended and was released.
   const auto hostile_id = cluster->run_alloc(allocation("hostile", "own-vol", "node-1", script));
-  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(hostile_id) == "complete"; }, 60s))
+  ASSERT_TRUE(Cluster::eventually([&] { return output("node-1", hostile_id).find("hostile-done") != std::string::npos; }, 60s))
       << cluster->log_tails() << output("node-1", hostile_id, "stderr.log");
   const auto out = output("node-1", hostile_id);
   EXPECT_TRUE(out.starts_with("65534\n")) << out;  // nobody, the default
@@ -114,6 +115,7 @@ TEST_F(IsolationE2E, AHostileTaskCannotReachPastItsWallsAndStillUsesItsOwnVolume
   // The victim ran on, undisturbed.
   EXPECT_EQ(cluster->alloc_status(victim_id), "running");
   ASSERT_EQ(cluster->stop_alloc(victim_id).status, 200u);
+  ASSERT_EQ(cluster->stop_alloc(hostile_id).status, 200u);
   EXPECT_TRUE(Cluster::eventually([&] { return processes_with("VICTIM_SECRET=hunter2-isolation").empty(); }));
 }
 
