@@ -7,6 +7,7 @@
 #include "cli/context.hpp"
 #include "cli/format.hpp"
 #include "cli/json_file.hpp"
+#include "cli/lookup.hpp"
 #include "cli/table.hpp"
 
 namespace mooring::cli {
@@ -36,28 +37,41 @@ bool is_terminal_status(const std::string& client_status) {
   return client_status == "complete" || client_status == "failed" || client_status == "lost";
 }
 
+std::string alloc_table(const json& allocs, bool spans) {
+  std::vector<std::string> headers{"ID", "Name", "Node ID", "Desired", "Status"};
+  if (spans) headers.insert(headers.begin() + 2, "Namespace");
+  Table t(headers);
+  for (const auto& a : allocs) {
+    std::vector<std::string> row{field(a, "ID"), field(a, "Name"), field(a, "NodeID"), field(a, "DesiredStatus"),
+                                 field(a, "ClientStatus")};
+    if (spans) row.insert(row.begin() + 2, field(a, "Namespace"));
+    t.add_row(std::move(row));
+  }
+  return t.render();
+}
+
 // An allocation named by its ID, a unique ID prefix, or the name of the one allocation of that
 // name that still runs (IDs are generated; names are what people remember, as with Nomad's jobs).
+// Several matches are listed, as for every status command (lookup.hpp).
 std::optional<std::string> resolve_alloc(Context& ctx, const std::string& ref) {
   auto r = ctx.call("GET", "/v1/allocations");
   if (!r) return std::nullopt;
-  std::vector<std::string> by_prefix, by_name;
+  json by_name = json::array();
   for (const auto& a : r->body.is_array() ? r->body : json::array()) {
-    const std::string id = field(a, "ID");
-    if (id == ref) return id;
-    if (id.starts_with(ref)) by_prefix.push_back(id);
+    if (field(a, "ID") == ref) return ref;
     if (field(a, "Name") == ref && !is_terminal_status(field(a, "ClientStatus")) && field(a, "DesiredStatus") != "stop")
-      by_name.push_back(id);
+      by_name.push_back(a);
   }
-  auto& found = by_prefix.empty() ? by_name : by_prefix;
-  if (found.size() == 1) return found.front();
+  const json by_prefix = matching_prefix(r->body, ref);
+  const json& found = by_prefix.empty() ? by_name : by_prefix;
+  if (found.size() == 1) return field(found[0], "ID");
   if (found.empty()) {
     ctx.fail("no allocation has the ID, ID prefix or running name \"" + ref + "\" (`mooring alloc status` lists them)");
     return std::nullopt;
   }
-  std::string ids;
-  for (const auto& id : found) ids += (ids.empty() ? "" : ", ") + id;
-  ctx.fail("\"" + ref + "\" matches " + std::to_string(found.size()) + " allocations (" + ids + "); give the ID");
+  const ObjectKind kind{"allocation", "allocations", "/v1/allocation/", "/v1/allocations", "mooring alloc status",
+                        [&](const json& items) { return alloc_table(items, ctx.every_namespace()); }};
+  report_candidates(ctx, kind, ref, found);
   return std::nullopt;
 }
 
@@ -132,17 +146,7 @@ int alloc_status(Context& ctx, const Invocation& inv) {
     ctx.out() << "No allocations\n";
     return kExitOk;
   }
-  const bool spans = ctx.every_namespace();
-  std::vector<std::string> headers{"ID", "Name", "Node ID", "Desired", "Status"};
-  if (spans) headers.insert(headers.begin() + 2, "Namespace");
-  Table t(headers);
-  for (const auto& a : r->body) {
-    std::vector<std::string> row{field(a, "ID"), field(a, "Name"), field(a, "NodeID"), field(a, "DesiredStatus"),
-                                 field(a, "ClientStatus")};
-    if (spans) row.insert(row.begin() + 2, field(a, "Namespace"));
-    t.add_row(std::move(row));
-  }
-  ctx.out() << t.render();
+  ctx.out() << alloc_table(r->body, ctx.every_namespace());
   return kExitOk;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "cli/settings.hpp"
 #include "shared/config/settings.hpp"
 
 namespace mooring::cli {
@@ -89,22 +90,9 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
         if (b) out = *b;
         return b.has_value();
       };
-      if (name == "address") {
-        if (!take_value()) return fail("flag -address needs a value (http://HOST:PORT)");
-        inv.globals.address = *value;
-      } else if (name == "secrets") {
-        if (!take_value()) return fail("flag -secrets needs a value (key=value,...)");
-        inv.globals.secrets = *value;
-      } else if (name == "ca-cert" || name == "client-cert" || name == "client-key") {
-        if (!take_value()) return fail("flag -" + name + " needs a value (a PEM file)");
-        (name == "ca-cert" ? inv.globals.ca_cert : name == "client-cert" ? inv.globals.client_cert : inv.globals.client_key) =
-            *value;
-      } else if (name == "token") {
-        if (!take_value()) return fail("flag -token needs a value (an ACL Secret ID)");
-        inv.globals.token = *value;
-      } else if (name == "namespace") {
-        if (!take_value()) return fail("flag -namespace needs a value (a namespace, or * to list every one)");
-        inv.globals.ns = *value;
+      if (const GlobalSetting* g = find_global(name); g && g->field) {
+        if (!take_value()) return fail("flag -" + name + " needs a value (" + std::string(g->doc.value_name) + ")");
+        inv.globals.*(g->field) = *value;
       } else if (name == "json") {
         if (!switch_value(inv.globals.json)) return fail("flag -json: expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"");
       } else if (const FlagSpec* f = find_flag(inv.command, name)) {
@@ -171,22 +159,6 @@ bool parse_secrets(const std::string& text, std::map<std::string, std::string>& 
     start = comma + 1;
   }
   return true;
-}
-
-std::string global_flags_usage() {
-  return "Global flags:\n"
-         "  -address URL       control plane API, https:// or http:// (default http://127.0.0.1:4700;\n"
-         "                     env MOORING_ADDR)\n"
-         "  -ca-cert FILE      CA that signed the control plane's HTTPS certificate (env MOORING_CACERT;\n"
-         "                     default: the system's CAs)\n"
-         "  -client-cert FILE  client certificate for HTTPS, with -client-key (env MOORING_CLIENT_CERT,\n"
-         "                     MOORING_CLIENT_KEY)\n"
-         "  -json              print the API's JSON instead of tables\n"
-         "  -token SECRET      ACL token, sent as X-Mooring-Token (env MOORING_TOKEN)\n"
-         "  -namespace NS      namespace of the volumes and allocations acted on; * lists every one\n"
-         "                     the token may read (env MOORING_NAMESPACE; default \"default\")\n"
-         "  -secrets k=v,...   CSI secrets for create/delete/snapshot (sent as X-Mooring-CSI-Secrets)\n"
-         "  -h                 help for any command\n";
 }
 
 std::string usage_for(const std::vector<std::string>& words, const std::vector<CommandSpec>& commands) {

@@ -32,6 +32,7 @@ struct CommandSpec {
   std::string summary;          // one line, for the command list
   std::string help;             // longer text for `-h`
   std::function<int(Context&, const Invocation&)> run;
+  std::vector<std::string> choices;  // the values the arguments take, when fixed: shell completion offers them
 };
 
 struct GlobalOptions {
@@ -81,8 +82,5 @@ bool parse_secrets(const std::string& text, std::map<std::string, std::string>& 
 // Usage texts. `words` empty: the top-level usage with every command; a group ("volume"): its
 // subcommands; a command: its arguments, flags and help.
 std::string usage_for(const std::vector<std::string>& words, const std::vector<CommandSpec>& commands);
-
-// Global flags, shared by the usage texts.
-std::string global_flags_usage();
 
 }  // namespace mooring::cli

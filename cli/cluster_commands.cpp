@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
 #include "cli/format.hpp"
+#include "cli/lookup.hpp"
 #include "cli/table.hpp"
 #include "shared/tls/cert_files.hpp"
 
@@ -40,6 +41,26 @@ std::string instances_table(const json& instances, bool node_side, std::chrono::
   return t.empty() ? "None\n" : t.render();
 }
 
+std::string plugin_table(const json& plugins) {
+  Table t({"ID", "Provider", "Controllers Healthy/Expected", "Nodes Healthy/Expected"});
+  for (const auto& p : plugins)
+    t.add_row({field(p, "ID"), field(p, "Provider"), ratio(p, "ControllersHealthy", "ControllersExpected"),
+               ratio(p, "NodesHealthy", "NodesExpected")});
+  return t.render();
+}
+
+std::string node_table(const json& nodes) {
+  auto now = std::chrono::system_clock::now();
+  Table t({"ID", "Name", "Address", "Status", "Last Heartbeat"});
+  for (const auto& n : nodes)
+    t.add_row({field(n, "ID"), field(n, "Name"), field(n, "Address"), field(n, "Status"),
+               time_text(field(n, "LastHeartbeat"), now)});
+  return t.render();
+}
+
+const ObjectKind kPlugin{"plugin", "plugins", "/v1/plugin/csi/", "/v1/plugins", "mooring plugin status", plugin_table};
+const ObjectKind kNode{"node", "nodes", "/v1/node/", "/v1/nodes", "mooring node status", node_table};
+
 int plugin_status(Context& ctx, const Invocation& inv) {
   if (inv.args.empty()) {
     auto r = ctx.call("GET", "/v1/plugins");
@@ -49,14 +70,10 @@ int plugin_status(Context& ctx, const Invocation& inv) {
       ctx.out() << "No CSI plugins\n";
       return kExitOk;
     }
-    Table t({"ID", "Provider", "Controllers Healthy/Expected", "Nodes Healthy/Expected"});
-    for (const auto& p : r->body)
-      t.add_row({field(p, "ID"), field(p, "Provider"), ratio(p, "ControllersHealthy", "ControllersExpected"),
-                 ratio(p, "NodesHealthy", "NodesExpected")});
-    ctx.out() << t.render();
+    ctx.out() << plugin_table(r->body);
     return kExitOk;
   }
-  auto r = ctx.call("GET", "/v1/plugin/csi/" + url_encode(inv.args[0]));
+  auto r = get_by_id_or_prefix(ctx, kPlugin, inv.args[0]);
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
   const json& p = r->body;
@@ -83,14 +100,10 @@ int node_status(Context& ctx, const Invocation& inv) {
       ctx.out() << "No nodes\n";
       return kExitOk;
     }
-    Table t({"ID", "Name", "Address", "Status", "Last Heartbeat"});
-    for (const auto& n : r->body)
-      t.add_row({field(n, "ID"), field(n, "Name"), field(n, "Address"), field(n, "Status"),
-                 time_text(field(n, "LastHeartbeat"), now)});
-    ctx.out() << t.render();
+    ctx.out() << node_table(r->body);
     return kExitOk;
   }
-  auto r = ctx.call("GET", "/v1/node/" + url_encode(inv.args[0]));
+  auto r = get_by_id_or_prefix(ctx, kNode, inv.args[0]);
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
   const json& n = r->body;
@@ -179,6 +192,7 @@ std::vector<CommandSpec> plugin_commands() {
            .min_args = 0,
            .max_args = 1,
            .summary = "List CSI plugins, or show one plugin's controller and node instances",
+           .help = "ID may be a unique prefix of the ID; one that matches several plugins lists them.",
            .run = plugin_status}};
 }
 
@@ -188,6 +202,7 @@ std::vector<CommandSpec> node_commands() {
            .min_args = 0,
            .max_args = 1,
            .summary = "List nodes, or show one node with its plugins and recent events",
+           .help = "ID may be a unique prefix of the ID; one that matches several nodes lists them.",
            .run = node_status},
           {.words = {"node", "purge"},
            .arguments = "ID",

@@ -8,7 +8,8 @@
 
 namespace mooring::cli {
 
-std::vector<CommandSpec> volume_commands();    // register, status, detach, create, delete, deregister, expand
+std::vector<CommandSpec> volume_commands();    // status, register, create, init, delete, deregister, detach, expand
+CommandSpec volume_init_command();             // volume init: an example spec file (volume_init.cpp)
 std::vector<CommandSpec> snapshot_commands();  // volume snapshot create|list|delete
 std::vector<CommandSpec> plugin_commands();    // plugin status
 std::vector<CommandSpec> node_commands();      // node status

@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,12 @@ inline constexpr const char* kTokenHeader = "X-Mooring-Token";
 struct ApiReply {
   nlohmann::json body;      // null for an empty body
   std::uint64_t index = 0;  // X-Mooring-Index, 0 when absent
+};
+
+// A call that failed: the HTTP status (0 when no answer came) and the sentence call() prints.
+struct CallFailure {
+  unsigned status = 0;
+  std::string message;
 };
 
 struct CallOptions {
@@ -55,6 +62,12 @@ class Context {
                                const std::optional<nlohmann::json>& body = std::nullopt, CallOptions options = {},
                                std::string* error_message = nullptr);
 
+  // The API's answer or why not, printing nothing: for a caller that acts on the failure (a 404
+  // that starts a prefix search, a 409 that names the command to use instead).
+  std::variant<ApiReply, CallFailure> attempt(const std::string& method, const std::string& target,
+                                              const std::optional<nlohmann::json>& body = std::nullopt,
+                                              CallOptions options = {});
+
   // A streamed GET (the event stream): each newline-terminated line of the body goes to
   // `on_line` as it arrives. Returns when the server ends the stream (kExitOk) or after printing
   // why it failed (kExitError). `silence`: how long the stream may send nothing (it has heartbeats).
@@ -66,6 +79,10 @@ class Context {
   int fail(const std::string& message);
 
  private:
+  // An HTTP error as a sentence: the API's {"Error"} message, a 401 saying what to set.
+  std::string http_error(const HttpResponse& res, const std::string& method, const std::string& target) const;
+  HttpRequest request(const std::string& method, const std::string& target) const;
+
   HttpClient client_;
   GlobalOptions globals_;
   std::map<std::string, std::string> secrets_;

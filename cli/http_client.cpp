@@ -16,6 +16,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/version.hpp>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <algorithm>
@@ -273,6 +274,55 @@ domain::Expected<std::unique_ptr<ssl::context>> client_tls(const TlsClientFiles&
   return ctx;
 }
 
+// Resolves the endpoint and connects `stream` to it: the failure as text, empty on success.
+asio::awaitable<std::string> connect_to(beast::tcp_stream& stream, const Endpoint& endpoint,
+                                        std::chrono::milliseconds timeout) {
+  auto token = asio::as_tuple(asio::use_awaitable);
+  tcp::resolver resolver(stream.get_executor());
+  auto [rec, endpoints] = co_await resolver.async_resolve(endpoint.host, endpoint.port, token);
+  if (rec) co_return "cannot resolve " + endpoint.host + ": " + rec.message();
+  stream.expires_after(timeout);
+  auto [cec, _] = co_await stream.async_connect(endpoints, token);
+  if (cec) co_return cec == beast::error::timeout ? "connection timed out" : cec.message();
+  co_return "";
+}
+
+// Whether the server at a plain http:// address that closed without an answer speaks TLS: a
+// TLS handshake (nothing verified, nothing sent after it) that completes, or that the server ends
+// with a TLS alert of its own (one that wants a client certificate).
+bool speaks_tls(const Endpoint& endpoint) {
+  asio::io_context io{1};
+  ssl::context ctx(ssl::context::tls_client);
+  ctx.set_verify_mode(ssl::verify_none);
+  bool tls = false;
+  auto probe = [&]() -> asio::awaitable<void> {
+    beast::tcp_stream stream(io);
+    if (!(co_await connect_to(stream, endpoint, std::chrono::seconds(3))).empty()) co_return;
+    beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), ctx);
+    auto [ec] = co_await secure.async_handshake(ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+    tls = !ec || (ec.category() == asio::error::get_ssl_category() &&
+                  ERR_GET_REASON(static_cast<unsigned long>(ec.value())) >= SSL_AD_REASON_OFFSET);
+    beast::error_code ignored;
+    beast::get_lowest_layer(secure).socket().shutdown(tcp::socket::shutdown_both, ignored);
+  };
+  asio::co_spawn(io, probe(), [](std::exception_ptr) {});
+  io.run();
+  return tls;
+}
+
+// Which setting to change, in the words of where the address came from.
+std::string address_setting(AddressOrigin origin) { return origin == AddressOrigin::flag ? "-address" : "MOORING_ADDR"; }
+
+std::string unreachable(const Endpoint& e, const std::string& failure) {
+  if (e.origin == AddressOrigin::fallback)
+    return "cannot reach the control plane at " + e.url + ", the default address: " + failure +
+           ". Is it running? If it runs elsewhere, set MOORING_ADDR (or -address), e.g. export "
+           "MOORING_ADDR=https://HOST:4700";
+  const auto setting = address_setting(e.origin);
+  return "cannot reach the control plane at " + e.url + " (" + setting + "): " + failure + ". Is it running, and is " +
+         setting + " its address?";
+}
+
 }  // namespace
 
 domain::Expected<HttpResponse> HttpClient::send_once(const HttpRequest& request, bool& permanent) const {
@@ -289,19 +339,10 @@ domain::Expected<HttpResponse> HttpClient::send_once(const HttpRequest& request,
 
   auto exchange = [&]() -> asio::awaitable<void> {
     auto token = asio::as_tuple(asio::use_awaitable);
-    tcp::resolver resolver(io);
-    auto [rec, endpoints] = co_await resolver.async_resolve(endpoint_.host, endpoint_.port, token);
-    if (rec) {
-      x.failure = "cannot resolve " + endpoint_.host + ": " + rec.message();
-      co_return;
-    }
     beast::tcp_stream stream(io);
+    x.failure = co_await connect_to(stream, endpoint_, request.timeout);
+    if (!x.failure.empty()) co_return;
     stream.expires_after(request.timeout);
-    auto [cec, _] = co_await stream.async_connect(endpoints, token);
-    if (cec) {
-      x.failure = cec == beast::error::timeout ? "connection timed out" : cec.message();
-      co_return;
-    }
     x.connected = true;
     beast::error_code ignored;
     if (!tls) {
@@ -336,9 +377,19 @@ domain::Expected<HttpResponse> HttpClient::send_once(const HttpRequest& request,
   io.run();
   if (x.failure.empty()) return std::move(x.out);
   permanent = x.permanent;
+  // A TLS server closes on a plain HTTP request without a word ("end of stream"): say what to set.
+  if (x.connected && !endpoint_.tls && x.out.status == 0 && speaks_tls(endpoint_)) {
+    permanent = true;
+    const auto https = "https://" + endpoint_.url.substr(std::string_view("http://").size());
+    return domain::error("the control plane at " + endpoint_.url + " speaks HTTPS: " +
+                         (endpoint_.origin == AddressOrigin::flag ? "use -address " : "set MOORING_ADDR=") + https +
+                         (tls_.ca_file.empty()
+                              ? " and MOORING_CACERT (or -ca-cert) to the CA that signed its certificate (make run: "
+                                ".mooring/tls/ca.pem)"
+                              : ""));
+  }
   if (x.connected) return domain::error("the control plane at " + endpoint_.url + " did not answer: " + x.failure);
-  return domain::error("cannot reach the control plane at " + endpoint_.url + ": " + x.failure +
-                       " (is it running? set -address or MOORING_ADDR)");
+  return domain::error(unreachable(endpoint_, x.failure));
 }
 
 std::string url_encode(std::string_view text) {

@@ -14,11 +14,15 @@
 
 namespace mooring::cli {
 
+// Where the address came from: a connection error says what to change.
+enum class AddressOrigin { fallback, environment, flag };  // the default, MOORING_ADDR, -address
+
 struct Endpoint {
   std::string host;
   std::string port;
   std::string url;  // normalised, for messages: "https://127.0.0.1:4700"
   bool tls = false;
+  AddressOrigin origin = AddressOrigin::fallback;
 };
 
 // "https://HOST:PORT", "http://HOST:PORT", "HOST:PORT" (http), "https://HOST" (port 443),

@@ -19,7 +19,7 @@ domain::Expected<nlohmann::json> read_json_file(const std::string& path) {
   }
   std::string name = path == "-" ? "standard input" : path;
   try {
-    return nlohmann::json::parse(content);
+    return nlohmann::json::parse(content, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() carries "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
     std::string what = e.what();

@@ -1,4 +1,5 @@
 // CLI room: reading the JSON files commands take (volume and allocation specs). "-" is stdin.
+// Comments (// and /* */) are allowed: `mooring volume init` writes its examples with them.
 #pragma once
 
 #include <string>

@@ -2,6 +2,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
+#include "cli/settings.hpp"
 #include "shared/domain/ids.hpp"
 
 namespace mooring::cli {
@@ -9,6 +10,10 @@ namespace mooring::cli {
 int run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env, std::ostream& out,
         std::ostream& err) {
   const auto& commands = all_commands();
+  if (args.size() == 1 && (args[0] == "--help-markdown" || args[0] == "-help-markdown")) {
+    out << cli_reference_markdown();
+    return kExitOk;
+  }
   auto parsed = parse_command_line(args, commands);
   if (parsed.help) {
     out << usage_for(parsed.help_words, commands);
@@ -20,33 +25,27 @@ int run(const std::vector<std::string>& args, const std::map<std::string, std::s
   }
   const Invocation& inv = parsed.invocation;
 
-  std::string address = inv.globals.address;
-  if (address.empty()) {
-    auto it = env.find("MOORING_ADDR");
-    address = it != env.end() && !it->second.empty() ? it->second : kDefaultAddress;
-  }
-  auto endpoint = parse_address(address);
+  GlobalOptions globals = inv.globals;
+  // Where the address came from, so a connection error can say what to change.
+  const AddressOrigin origin = !globals.address.empty() ? AddressOrigin::flag
+                               : env.contains("MOORING_ADDR") && !env.at("MOORING_ADDR").empty()
+                                   ? AddressOrigin::environment
+                                   : AddressOrigin::fallback;
+  apply_environment(globals, env);
+  if (globals.address.empty()) globals.address = kDefaultAddress;
+  auto endpoint = parse_address(globals.address);
   if (!endpoint) {
     err << "Error: " << endpoint.error() << "\n";
     return kExitUsage;
   }
+  endpoint->origin = origin;
   std::map<std::string, std::string> secrets;
   std::string error;
-  if (!parse_secrets(inv.globals.secrets, secrets, error)) {
+  if (!parse_secrets(globals.secrets, secrets, error)) {
     err << "Error: " << error << "\n";
     return kExitUsage;
   }
-  auto setting = [&](const std::string& given, const char* variable) {
-    if (!given.empty()) return given;
-    auto it = env.find(variable);
-    return it != env.end() ? it->second : std::string{};
-  };
-  TlsClientFiles tls{.ca_file = setting(inv.globals.ca_cert, "MOORING_CACERT"),
-                     .cert_file = setting(inv.globals.client_cert, "MOORING_CLIENT_CERT"),
-                     .key_file = setting(inv.globals.client_key, "MOORING_CLIENT_KEY")};
-  GlobalOptions globals = inv.globals;
-  globals.token = setting(inv.globals.token, "MOORING_TOKEN");
-  globals.ns = setting(inv.globals.ns, "MOORING_NAMESPACE");
+  TlsClientFiles tls{.ca_file = globals.ca_cert, .cert_file = globals.client_cert, .key_file = globals.client_key};
   if (!globals.ns.empty() && globals.ns != "*")
     if (auto st = domain::validate_namespace(globals.ns); !st) {
       err << "Error: -namespace: " << st.error() << "\n";

@@ -5,6 +5,7 @@
 #include "cli/context.hpp"
 #include "cli/format.hpp"
 #include "cli/json_file.hpp"
+#include "cli/lookup.hpp"
 #include "cli/table.hpp"
 
 namespace mooring::cli {
@@ -111,10 +112,27 @@ void print_volume(Context& ctx, const json& v) {
   if (!health.empty()) ctx.out() << "\nVolume Health\n" << health.render();
 }
 
+// The volume list as `volume status` shows it; with a Namespace column when the list spans them.
+std::string volume_table(const json& volumes, bool spans) {
+  std::vector<std::string> headers{"ID", "Name", "Plugin ID", "Schedulable", "Access Mode", "Readers", "Writers"};
+  if (spans) headers.insert(headers.begin() + 2, "Namespace");
+  Table t(headers);
+  for (const auto& v : volumes) {
+    std::vector<std::string> row{field(v, "ID"), field(v, "Name"), field(v, "PluginID"), field(v, "Schedulable"),
+                                 field(v, "AccessMode").empty() ? "<none>" : field(v, "AccessMode"),
+                                 field(v, "CurrentReaders"), field(v, "CurrentWriters")};
+    if (spans) row.insert(row.begin() + 2, field(v, "Namespace"));
+    t.add_row(std::move(row));
+  }
+  return t.render();
+}
+
 int volume_status(Context& ctx, const Invocation& inv) {
   if (!inv.args.empty()) {
+    const ObjectKind kind{"volume", "volumes", "/v1/volume/csi/", "/v1/volumes", "mooring volume status",
+                          [&](const json& items) { return volume_table(items, ctx.every_namespace()); }};
     // -refresh-stats: the claims' nodes poll NodeGetVolumeStats now (GET ...?stats=refresh).
-    auto r = ctx.call("GET", volume_path(inv.args[0]) + (inv.enabled("refresh-stats") ? "?stats=refresh" : ""));
+    auto r = get_by_id_or_prefix(ctx, kind, inv.args[0], inv.enabled("refresh-stats") ? "?stats=refresh" : "");
     if (!r) return kExitError;
     if (ctx.json()) return ctx.print_json(r->body), kExitOk;
     print_volume(ctx, r->body);
@@ -129,18 +147,7 @@ int volume_status(Context& ctx, const Invocation& inv) {
     ctx.out() << "No CSI volumes\n";
     return kExitOk;
   }
-  const bool spans = ctx.every_namespace();
-  std::vector<std::string> headers{"ID", "Name", "Plugin ID", "Schedulable", "Access Mode", "Readers", "Writers"};
-  if (spans) headers.insert(headers.begin() + 2, "Namespace");
-  Table t(headers);
-  for (const auto& v : r->body) {
-    std::vector<std::string> row{field(v, "ID"), field(v, "Name"), field(v, "PluginID"), field(v, "Schedulable"),
-                                 field(v, "AccessMode").empty() ? "<none>" : field(v, "AccessMode"),
-                                 field(v, "CurrentReaders"), field(v, "CurrentWriters")};
-    if (spans) row.insert(row.begin() + 2, field(v, "Namespace"));
-    t.add_row(std::move(row));
-  }
-  ctx.out() << t.render();
+  ctx.out() << volume_table(r->body, ctx.every_namespace());
   return kExitOk;
 }
 
@@ -161,8 +168,17 @@ int volume_create(Context& ctx, const Invocation& inv) {
   if (!vols) return ctx.fail(vols.error());
   if (vols->size() != 1) return ctx.fail(inv.args[0] + ": create takes exactly one volume, found " + std::to_string(vols->size()));
   const std::string id = field((*vols)[0], "ID");
-  auto r = ctx.call("PUT", volume_path(id) + "/create", json{{"Volumes", *vols}}, {.send_secrets = true, .timeout = std::chrono::minutes(5)});
-  if (!r) return kExitError;
+  auto result = ctx.attempt("PUT", volume_path(id) + "/create", json{{"Volumes", *vols}},
+                            {.send_secrets = true, .timeout = std::chrono::minutes(5)});
+  if (auto* failure = std::get_if<CallFailure>(&result)) {
+    // The API's 409 names its own route; a CLI user wants the commands for a volume that exists.
+    if (failure->status == 409 && std::holds_alternative<ApiReply>(ctx.attempt("GET", volume_path(id))))
+      return ctx.fail("volume \"" + id + "\" already exists (HTTP 409 from PUT " + volume_path(id) +
+                      "/create): `mooring volume status " + id + "` shows it; `mooring volume expand " + id +
+                      " SIZE` grows it; `mooring volume delete " + id + "` deletes it, to create it anew");
+    return ctx.fail(failure->message);
+  }
+  auto* r = &std::get<ApiReply>(result);
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
   json created = r->body.is_object() && r->body.contains("Volumes") && r->body["Volumes"].is_array() && !r->body["Volumes"].empty()
                      ? r->body["Volumes"][0]
@@ -254,7 +270,7 @@ int volume_expand(Context& ctx, const Invocation& inv) {
 }  // namespace
 
 std::vector<CommandSpec> volume_commands() {
-  return {
+  std::vector<CommandSpec> commands{
       {.words = {"volume", "status"},
        .arguments = "[ID]",
        .min_args = 0,
@@ -262,7 +278,8 @@ std::vector<CommandSpec> volume_commands() {
        .flags = {{"plugin", true, "ID", "list only the volumes of this plugin"},
                  {"refresh-stats", false, "", "with an ID: the claims' nodes poll the volume's usage and condition now"}},
        .summary = "List volumes, or show one volume with its claims",
-       .help = "With an ID: the volume's details and every claim with its release state, last error and\n"
+       .help = "ID may be a unique prefix of the ID; one that matches several volumes lists them.\n"
+               "With an ID: the volume's details and every claim with its release state, last error and\n"
                "next attempt, so a stuck release explains itself; then each claim's usage and condition\n"
                "(NodeGetVolumeStats) as its node last reported them.",
        .run = volume_status},
@@ -272,7 +289,8 @@ std::vector<CommandSpec> volume_commands() {
        .max_args = 1,
        .summary = "Register existing volumes from a JSON file",
        .help = "FILE holds the API's register body {\"Volumes\":[{...}]} or one volume object; \"-\" reads\n"
-               "standard input. Registering an existing ID updates it. See examples/volume.json.",
+               "standard input. Registering an existing ID updates it. See examples/volume.json, or\n"
+               "`mooring volume init -register`, which writes a commented example.",
        .run = volume_register},
       {.words = {"volume", "create"},
        .arguments = "FILE",
@@ -280,7 +298,8 @@ std::vector<CommandSpec> volume_commands() {
        .max_args = 1,
        .summary = "Create a volume through its controller plugin and register it",
        .help = "FILE is like for register but without ExternalID (the plugin returns it).\n"
-               "See examples/volume-create.json. -secrets are passed to the plugin.",
+               "See examples/volume-create.json, or `mooring volume init`, which writes a commented example.\n"
+               "-secrets are passed to the plugin.",
        .run = volume_create},
       {.words = {"volume", "delete"},
        .arguments = "ID",
@@ -311,6 +330,8 @@ std::vector<CommandSpec> volume_commands() {
                "a trailing B is allowed (10GiB).",
        .run = volume_expand},
   };
+  commands.insert(commands.begin() + 3, volume_init_command());  // after create, the file it takes
+  return commands;
 }
 
 }  // namespace mooring::cli

@@ -4,14 +4,14 @@
 # re-applied Job) changes nothing that exists. Secrets are files written 0600 and never printed.
 #
 #   mooring-init.sh tls -dir DIR [-dns NAME]... [-ip IP]... [-ca-out FILE]
-#                       [-etcd-dir DIR -etcd-dns NAME...] [-keyring FILE]
+#                       [-etcd-dir DIR -etcd-dns NAME... [-etcd-ip IP]...] [-keyring FILE]
 #       DIR/ca.pem, ca-key.pem (the CA) and server.pem, server-key.pem (the control plane,
 #       spiffe://mooring/server, SANs localhost, 127.0.0.1 and the -dns/-ip names), if absent;
 #       with -ca-out also a copy of ca.pem (never the key) for agents and clients.
 #       High availability: with -etcd-dir, etcd's TLS from a CA of its own (a certificate of
 #       the Mooring CA, a node agent's say, opens no etcd door): etcd-dir/ca (that CA, with its
 #       key: the init's alone), etcd-dir/member (ca.pem, server.pem, server-key.pem: every
-#       member's, client and peer TLS, for the -etcd-dns names) and etcd-dir/client (ca.pem,
+#       member's, client and peer TLS, for the -etcd-dns names and -etcd-ip addresses) and etcd-dir/client (ca.pem,
 #       client.pem, client-key.pem: the control planes' etcd client certificate); with -keyring,
 #       the keyring every control plane of the cluster seals secrets with (mooring-keyring/1, one
 #       random AES-256 key), if absent.
@@ -65,7 +65,7 @@ die() {
 # ---- options: -name value pairs; -dns and -ip may repeat ----
 DIR='' ADDR='' CA_CERT='' TOKEN_FILE='' ENROLL_TOKEN_FILE='' INTRO_TOKEN_FILE='' NODE_ID='' NAMESPACE='' CA_OUT=''
 ETCD_DIR='' KEYRING='' ETCD_SECRETS='' KEYRING_SECRET=''
-DNS=() IPS=() ETCD_DNS=()
+DNS=() IPS=() ETCD_DNS=() ETCD_IPS=()
 parse_options() {
   while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || die "option $1 needs a value"
@@ -84,6 +84,7 @@ parse_options() {
       -etcd-secrets) ETCD_SECRETS=$2 ;;
       -keyring-secret) KEYRING_SECRET=$2 ;;
       -etcd-dns) ETCD_DNS+=("$2") ;;
+      -etcd-ip) ETCD_IPS+=("$2") ;;
       -dns) DNS+=("$2") ;;
       -ip) IPS+=("$2") ;;
       *) die "unknown option $1 (see the head of $0)" ;;
@@ -173,6 +174,7 @@ step_etcd_tls() {
   else
     local names=() n
     for n in "${ETCD_DNS[@]}"; do names+=(-additional-dnsname "$n"); done
+    for n in "${ETCD_IPS[@]}"; do names+=(-additional-ipaddress "$n"); done
     rm -f "$member/server.pem" "$member/server-key.pem"
     mkdir -p "$member"
     "$MOORING" tls cert create -server -dir "$member" -ca "$ca/ca.pem" -ca-key "$ca/ca-key.pem" "${names[@]}" >/dev/null

@@ -23,7 +23,7 @@ declare -A sets=(
     libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
     nlohmann-json3-dev libsqlite3-dev libssl-dev prometheus-cpp-dev"
   [run]="util-linux procps curl ca-certificates sqlite3 etcd-server etcd-client"
-  [test]="libgtest-dev libgmock-dev iproute2 python3 python3-yaml yamllint docker-compose
+  [test]="libgtest-dev libgmock-dev iproute2 iptables python3 python3-yaml yamllint docker-compose
     prometheus chromium chromium-driver python3-selenium"
   [bench]="wrk nginx-light python3"
   [compose]="python3 mmdebstrap util-linux curl ca-certificates"

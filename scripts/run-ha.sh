@@ -203,7 +203,7 @@ Mooring HA is running: three control planes on a three-member etcd.
   data:       $DATA   (logs in $DATA/logs; certificates in $TLS)
 
 For the CLI, paste:
-  export MOORING_ADDR=$FIRST MOORING_CACERT=$TLS/ca.pem MOORING_TOKEN=\$(cat $TOKEN_FILE)
+  export PATH=$(cd "$(dirname "$MOORING")" && pwd):\$PATH MOORING_ADDR=$FIRST MOORING_CACERT=$TLS/ca.pem MOORING_TOKEN=\$(cat $TOKEN_FILE)
 
 Fail the leader over:  kill -9 \$(cat $DATA/cp<N>.pid)   (N: 0, 1 or 2; the leader is on port 47N0)
 Press Ctrl-C to stop.

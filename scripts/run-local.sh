@@ -93,6 +93,8 @@ for _ in $(seq 1 150); do
 done
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# The CLI is not installed: the paste line puts this build's on PATH, so "Try:" works as printed.
+CLI_DIR=$(cd "$(dirname "$MOORING")" && pwd)
 cat <<MSG
 
 Mooring is running.
@@ -100,7 +102,7 @@ Mooring is running.
   data:       $DATA   (logs in $DATA/logs; certificates in $TLS)
 
 For the CLI, paste:
-  export MOORING_ADDR=$API$( [ -n "$INSECURE" ] || echo " MOORING_CACERT=$TLS/ca.pem MOORING_TOKEN=\$(cat $TOKEN_FILE)" )
+  export PATH=$CLI_DIR:\$PATH MOORING_ADDR=$API$( [ -n "$INSECURE" ] || echo " MOORING_CACERT=$TLS/ca.pem MOORING_TOKEN=\$(cat $TOKEN_FILE)" )
 
 Try:
   mooring plugin status hostpath

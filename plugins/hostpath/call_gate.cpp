@@ -18,6 +18,10 @@ namespace {
 
 const log::Logger kLog{"rpc"};
 
+std::int64_t mono_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 bool deadline_passed(const grpc::ServerContext& ctx) {
   return std::chrono::system_clock::now() >= ctx.deadline();
 }
@@ -32,12 +36,12 @@ grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
   std::int64_t held_ms = 0;
 
   auto finish = [&](grpc::Status st) {
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+    const auto ended = std::chrono::steady_clock::now();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ended - started).count();
     if (call_log_) {
       call_log_->append({std::string(info.rpc), info.volume_id, info.node_id, info.path,
                          static_cast<int>(st.error_code()), st.error_message(), ms, fault.describe(), info.detail,
-                         held_ms});
+                         held_ms, mono_ns(started), mono_ns(ended)});
     }
     kLog.debug("rpc", {{"rpc", info.rpc},
                        {"volume_id", info.volume_id},

@@ -65,6 +65,10 @@ void CallLog::append(const CallRecord& r) {
                       {"secrets_sha256", r.detail.secrets_sha256},
                       {"content_source", r.detail.content_source}};
   if (r.held_ms > 0) j["held_ms"] = r.held_ms;
+  if (r.end_mono_ns > 0) {
+    j["start_mono_ns"] = r.start_mono_ns;
+    j["end_mono_ns"] = r.end_mono_ns;
+  }
   // Replace invalid UTF-8 instead of throwing: the log must never take the plugin down.
   const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::lock_guard guard(mu_);

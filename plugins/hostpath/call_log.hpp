@@ -40,6 +40,11 @@ struct CallRecord {
   // How long the call was held before this copy held the node's lock (takeover.hpp); the
   // entry carries it only when not 0.
   std::int64_t held_ms = 0;
+  // CLOCK_MONOTONIC (steady_clock) when the call reached the plugin and when its answer was
+  // decided: one clock for every process of the host, so a history checker can order plugin
+  // calls against other processes' records (tests/chaos).
+  std::int64_t start_mono_ns = 0;
+  std::int64_t end_mono_ns = 0;
 };
 
 class CallLog {

@@ -214,6 +214,10 @@ int main(int argc, char** argv) {
     std::cout << controlplane_config_help();
     return 0;
   }
+  if (args.help_markdown) {
+    std::cout << controlplane_config_markdown();
+    return 0;
+  }
   const ControlPlaneConfig& flags = args.config;
   log::configure(flags.log_level, flags.log_format);
   // Lines are written by a thread of their own, not by the io_context thread (issue 21).
@@ -223,7 +227,7 @@ int main(int argc, char** argv) {
   raise_open_file_limit(logger);
   // Before anything that records is built: each component takes its handles when constructed.
   if (flags.metrics) metrics::enable(metrics::Service::controlplane);
-  const http::ServerConfig http_config = http_server_config(flags);
+  http::ServerConfig http_config = http_server_config(flags);
 
   // The embedded SQLite file, or etcd (state/etcd_backend.hpp) for control planes that share it.
   std::unique_ptr<StateBackend> backend;
@@ -408,6 +412,7 @@ int main(int argc, char** argv) {
     }
     forwarder = std::move(*made);
   }
+  http_config.refused = [&api](const http::Request& r, const http::Response& res) { api.record_refusal(r, res); };
   http::Server server{io.get_executor(), http_config, [&](http::Request r) {
     return front ? front->handle(std::move(r)) : api_handler(std::move(r));
   }};

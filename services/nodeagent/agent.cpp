@@ -119,8 +119,15 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     for (const auto& r : volumes_->records()) n += r.plugin_id == plugin_id ? 1 : 0;
     return n;
   };
-  task_plugins_ = std::make_unique<TaskPlugins>(ex, *registry_, *status_, volumes_using,
-                                                TaskPluginsOptions{.make_client = options_.make_client});
+  // A configured plugin that a plugin allocation's instance replaced serves again when it stops.
+  auto configured = [this] {
+    std::vector<PluginSupervisor*> out;
+    for (auto& s : supervisors_) out.push_back(s.get());
+    return out;
+  };
+  task_plugins_ = std::make_unique<TaskPlugins>(
+      ex, *registry_, *status_, volumes_using,
+      TaskPluginsOptions{.make_client = options_.make_client, .configured = configured});
 
   StatusReporterOptions sr;
   sr.node_id = config_.node_id;
@@ -186,8 +193,8 @@ std::chrono::steady_clock::duration Agent::disconnected_for() const {
   return std::chrono::steady_clock::now() - last_contact_;
 }
 
-void Agent::start_grpc_server() {
-  if (config_.grpc_addr.empty()) return;
+std::string Agent::start_grpc_server() {
+  if (config_.grpc_addr.empty()) return {};
   // Durable: a publish the plugin ran is not run again when resent after this agent restarts.
   operations_ = std::make_unique<OperationCache>(
       ex_, OperationCacheOptions{.file = std::filesystem::path(config_.data_dir) / "operations"});
@@ -204,16 +211,12 @@ void Agent::start_grpc_server() {
   so.security = options_.security;
   std::string error;
   server_ = rpc::Server::start(so, error);
-  if (!server_) {
-    logger().error("the NodeAgent gRPC service could not start; the control plane cannot call this node",
-                   {{"address", config_.grpc_addr}, {"error", error}});
-    status_->add_event("agent", "NodeAgent gRPC service not started: " + error);
-    return;
-  }
+  if (!server_) return "the NodeAgent gRPC service cannot listen on " + config_.grpc_addr + ": " + error;
   // An OS-chosen port: advertise the one actually bound.
   const auto& addr = config_.grpc_addr;
   if (server_->port() != 0 && addr.size() > 2 && addr.ends_with(":0"))
     link_->set_advertise_addr(addr.substr(0, addr.size() - 1) + std::to_string(server_->port()));
+  return {};
 }
 
 // Mounts recorded for allocations that will never use them: the agent has no state for the
@@ -304,8 +307,11 @@ void Agent::reconcile_persisted_plugins() {
   }
 }
 
-void Agent::start() {
-  if (started_) return;
+std::string Agent::start() {
+  if (started_) return {};
+  // First, so that a taken address starts nothing. Calls it takes wait for the io_context thread,
+  // which finishes this function (records loaded, allocations restored) before running any.
+  if (auto error = start_grpc_server(); !error.empty()) return error;
   started_ = true;
   if (const auto ec = registry_->load()) {
     logger().warn("plugin registry could not be loaded", {{"error", ec.message()}});
@@ -336,7 +342,6 @@ void Agent::start() {
   loops_->spawn("alloc-status", reporter_->run());
   loops_->spawn("alloc-watch", allocs_->watch());
   loops_->spawn("alloc-disconnect", allocs_->watch_disconnect([this] { return disconnected_for(); }));
-  start_grpc_server();
   // After the server: the first registration must advertise the port actually bound (with an
   // OS-chosen port the control plane was otherwise told ":0" and dialled nothing until the next).
   loops_->spawn("controlplane-link", link_->run());
@@ -380,6 +385,7 @@ void Agent::start() {
     update_readiness();
     co_return;
   }, readiness));
+  return {};
 }
 
 // grpc.health.v1 on the agent's gRPC address: "" is SERVING while the process serves (liveness);

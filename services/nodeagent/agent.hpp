@@ -77,7 +77,9 @@ class Agent {
 
   // Loads the registry, reconciles plugins left by a previous run, starts every supervisor and
   // the control plane link. Returns at once; everything runs in the agent's task groups.
-  void start();
+  // Returns an error, having started nothing, when the NodeAgent gRPC service cannot listen (its
+  // address taken): an agent the control plane cannot call must not run plugins and tasks.
+  std::string start();
 
   // Graceful shutdown. With config.drain_on_shutdown > 0, every allocation is stopped first and
   // their volume releases get that long to finish. Then: stop the loops, one last fingerprint with a closed client marks every
@@ -102,7 +104,7 @@ class Agent {
 
  private:
   void reconcile_persisted_plugins();
-  void start_grpc_server();
+  std::string start_grpc_server();
   void release_orphaned_mounts();
   boost::asio::awaitable<bool> drain(std::chrono::milliseconds limit);
   void update_readiness();

@@ -32,12 +32,19 @@ namespace asio = boost::asio;
 using namespace mooring;
 
 // With mutual TLS, SIGHUP logs the certificate in use and its expiry (gRPC re-reads changed files
-// on its own); otherwise SIGHUP keeps its default action.
-asio::awaitable<void> run_agent(nodeagent::Agent& agent, std::shared_ptr<const rpc::TransportSecurity> security,
-                                nodeagent::MetricsListener* metrics) {
-  asio::signal_set signals(co_await asio::this_coro::executor, SIGTERM, SIGINT);
+// on its own); otherwise SIGHUP keeps its default action. `signals` exists from the start of main:
+// a SIGTERM during start-up is queued and answered with a graceful shutdown, never the default
+// action killing the agent half-started. Returns the exit code.
+asio::awaitable<int> run_agent(nodeagent::Agent& agent, asio::signal_set& signals,
+                               std::shared_ptr<const rpc::TransportSecurity> security,
+                               nodeagent::MetricsListener* metrics) {
   if (security) signals.add(SIGHUP);
-  agent.start();
+  if (auto error = agent.start(); !error.empty()) {
+    log::Logger("main").error("refusing to start", {{"error", error}});
+    std::cerr << "mooring-nodeagent: " << error << "\n";
+    if (metrics) co_await metrics->stop();
+    co_return 1;
+  }
   int sig = 0;
   for (;;) {
     sig = co_await signals.async_wait(asio::use_awaitable);
@@ -47,6 +54,7 @@ asio::awaitable<void> run_agent(nodeagent::Agent& agent, std::shared_ptr<const r
   log::Logger("main").info("signal received; shutting down", {{"signal", sig}});
   co_await agent.shutdown();
   if (metrics) co_await metrics->stop();
+  co_return 0;
 }
 
 }  // namespace
@@ -55,6 +63,8 @@ int main(int argc, char** argv) {
   // Neither a plugin closing a pipe on the agent nor a dead reader of the agent's own output
   // (run-local's tee after Ctrl-C) may kill it by SIGPIPE.
   process::survive_closed_pipes();
+  asio::io_context io;
+  asio::signal_set signals(io, SIGTERM, SIGINT);
   std::vector<std::string> args(argv, argv + argc);
   auto parsed = nodeagent::parse_agent_config(args, config::environment("MOORING_"));
   if (auto* err = std::get_if<nodeagent::ConfigError>(&parsed)) {
@@ -64,6 +74,10 @@ int main(int argc, char** argv) {
   auto& p = std::get<nodeagent::ParsedArgs>(parsed);
   if (p.help) {
     std::cout << nodeagent::agent_config_help();
+    return 0;
+  }
+  if (p.help_markdown) {
+    std::cout << nodeagent::agent_config_markdown();
     return 0;
   }
   auto& cfg = p.config;
@@ -140,7 +154,6 @@ int main(int argc, char** argv) {
   // Before the agent is built: its components take their metric handles when constructed.
   if (cfg.metrics) metrics::enable(metrics::Service::nodeagent);
 
-  asio::io_context io;
   int rc = 0;
   {
     nodeagent::AgentOptions options;
@@ -163,7 +176,11 @@ int main(int argc, char** argv) {
                                    {"port", static_cast<int64_t>(metrics_http->port())},
                                    {"https", metrics_http->secure()}});
     }
-    asio::co_spawn(io, run_agent(agent, security, metrics_http.get()), [&](std::exception_ptr e) {
+    asio::co_spawn(io, run_agent(agent, signals, security, metrics_http.get()), [&](std::exception_ptr e, int code) {
+      rc = code;
+      // An agent that refused to start ran nothing that needs winding down: whatever its
+      // constructor armed must not keep io.run() going.
+      if (code != 0) io.stop();
       if (!e) return;
       try {
         std::rethrow_exception(e);

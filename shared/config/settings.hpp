@@ -43,6 +43,8 @@ bool json_bool(const nlohmann::json& value, const std::string& where);
 
 // "-h" or "--help" anywhere: the user is asking how to fix the command line, even a bad one.
 bool wants_help(const std::vector<std::string>& argv);
+// "--help-markdown" anywhere: print the reference page (markdown_page) instead of running.
+bool wants_markdown(const std::vector<std::string>& argv);
 
 struct Flag {
   std::string name;  // without "--"
@@ -59,5 +61,16 @@ nlohmann::json read_file(const std::string& path);
 
 // "<intro>\n" then every setting: flag, value, help, env, file key and default.
 std::string help_text(std::string_view intro, const std::vector<Doc>& docs);
+
+// A binary's reference page (docs/configuration/*.md), printed by the binary itself so the page
+// cannot drift from its flag table: a generated-by note, the title, `intro` (markdown) and one
+// table row per setting. The file key column is left out when no setting has one.
+struct Page {
+  std::string_view title;         // "mooring-controlplane"
+  std::string_view generated_by;  // the command that prints it: "mooring-controlplane --help-markdown"
+  std::string_view intro;
+  std::string_view flag_prefix = "--";  // "-" for the CLI's Go-style flags
+};
+std::string markdown_page(const Page& page, const std::vector<Doc>& docs);
 
 }  // namespace mooring::config

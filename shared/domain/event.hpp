@@ -19,6 +19,9 @@ struct Event {
   std::string key;    // the id of the object it is about
   std::string message;
   std::map<std::string, std::string> details;  // never secrets
+  // The writer's CLOCK_MONOTONIC (ns) at the commit: orders the event against other processes'
+  // records on the same host (the chaos checker, docs/chaos.md); meaningless across hosts.
+  std::int64_t monotonic_ns = 0;
   bool operator==(const Event&) const = default;
 };
 

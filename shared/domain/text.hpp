@@ -35,4 +35,15 @@ inline std::string to_hex(std::string_view bytes) {
   return out;
 }
 
+// A NUL byte would cut `text` short where it becomes a C string (argv, environment, a path, a
+// plugin's fields), so API input refuses it.
+inline bool has_nul(std::string_view text) { return text.find('\0') != std::string_view::npos; }
+
+// Well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. What
+// the API takes as text must be this, since JSON answers, the audit log and protobuf strings
+// (every CSI call) need it.
+bool valid_utf8(std::string_view text);
+// The length of `text`'s longest well-formed UTF-8 prefix (text.size() when all of it is).
+std::size_t utf8_prefix(std::string_view text);
+
 }  // namespace mooring::domain

@@ -286,9 +286,11 @@ Expected<PluginInstance> from_proto(const v1::PluginFingerprint& fp, std::string
   out.requires_topologies = fp.requires_topologies();
   out.online_expansion = fp.online_expansion();
   out.offline_expansion = fp.offline_expansion();
-  // The type decides which halves exist, so a node-only plugin never looks like a controller.
-  if (has_controller(*type)) out.controller_info = from_proto(fp.controller_info());
-  if (has_node(*type)) out.node_info = from_proto(fp.node_info());
+  // The type decides which halves may exist, so a node-only plugin never looks like a controller;
+  // a half the agent has not asked the plugin about yet (a fingerprint "starting") stays absent:
+  // read as all-false capabilities, it would say "supports nothing" (issue 40).
+  if (has_controller(*type) && fp.has_controller_info()) out.controller_info = from_proto(fp.controller_info());
+  if (has_node(*type) && fp.has_node_info()) out.node_info = from_proto(fp.node_info());
   out.update_time = from_unix_ms(fp.update_time_ms());
   out.alloc_id = fp.alloc_id();
   return out;

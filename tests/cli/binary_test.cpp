@@ -15,10 +15,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.hpp"
+#include "cli/settings.hpp"
 #include "shared/tls/certificates.hpp"
 #include "tests/cli/fake_api.hpp"
 
@@ -58,7 +62,8 @@ class CliBinary : public ::testing::Test {
   }
 
   // Runs the binary with `args`; MOORING_ADDR is removed from the environment unless given.
-  RunResult run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+  RunResult run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+                const std::string& cwd = "") {
     std::vector<std::string> envs;
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
@@ -79,6 +84,7 @@ class CliBinary : public ::testing::Test {
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
     pid_t pid = -1;
     int rc = posix_spawn(&pid, MOORING_CLI_BINARY, &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
@@ -215,7 +221,7 @@ TEST_F(CliBinary, NonJsonErrorBodyIsShownAsAnExcerpt) {
   EXPECT_EQ(r.err, "Error: bad gateway (HTTP 502 from GET /v1/plugins)\n");
 }
 
-TEST_F(CliBinary, UnreachableControlPlaneNamesTheAddress) {
+TEST_F(CliBinary, UnreachableControlPlaneNamesTheAddressAndWhatToSet) {
   // A port that was free a moment ago and has nobody listening.
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor a(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
@@ -224,8 +230,158 @@ TEST_F(CliBinary, UnreachableControlPlaneNamesTheAddress) {
   std::string url = "http://127.0.0.1:" + std::to_string(port);
   auto r = run({"node", "status"}, {{"MOORING_ADDR", url}});
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("cannot reach the control plane at " + url), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("MOORING_ADDR"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err, "Error: cannot reach the control plane at " + url +
+                       " (MOORING_ADDR): Connection refused. Is it running, and is MOORING_ADDR its address?\n");
+  auto flag = run({"-address", url, "node", "status"});
+  EXPECT_NE(flag.err.find(url + " (-address): Connection refused. Is it running, and is -address its address?"),
+            std::string::npos)
+      << flag.err;
+}
+
+TEST_F(CliBinary, WithoutAnAddressTheDefaultIsTriedAndMooringAddrNamed) {
+  // The default port may be served on this machine (make run): only when nothing listens there
+  // is the message about it.
+  boost::asio::io_context io;
+  boost::system::error_code ec;
+  boost::asio::ip::tcp::socket probe(io);
+  probe.connect({boost::asio::ip::make_address("127.0.0.1"), 4700}, ec);
+  if (!ec) GTEST_SKIP() << "something listens on 127.0.0.1:4700";
+  auto r = run({"node", "status"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot reach the control plane at http://127.0.0.1:4700, the default address: Connection "
+                       "refused. Is it running? If it runs elsewhere, set MOORING_ADDR (or -address)"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(CliBinary, PlainHttpToAnHttpsControlPlaneSaysToSetAnHttpsAddress) {
+  // What `make run` serves: HTTPS. A plain request gets no answer at all, only a closed connection.
+  const auto tls_dir = (dir_ / "tls").string();
+  ASSERT_EQ(run({"tls", "ca", "create", "-dir", tls_dir}).code, 0);
+  ASSERT_EQ(run({"tls", "cert", "create", "-server", "-dir", tls_dir}).code, 0);
+  FakeApi server(FakeApiTls{tls_dir + "/server.pem", tls_dir + "/server-key.pem"});
+  server.on("GET", "/v1/nodes", {200, "[]", {}});
+  const std::string https = server.url(), http = "http://" + https.substr(8);
+  auto r = run({"node", "status"}, {{"MOORING_ADDR", http}});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "Error: the control plane at " + http + " speaks HTTPS: set MOORING_ADDR=" + https +
+                       " and MOORING_CACERT (or -ca-cert) to the CA that signed its certificate (make run: "
+                       ".mooring/tls/ca.pem)\n");
+  auto flag = run({"-address", http, "-ca-cert", tls_dir + "/ca.pem", "node", "status"});
+  EXPECT_EQ(flag.err, "Error: the control plane at " + http + " speaks HTTPS: use -address " + https + "\n");
+  EXPECT_TRUE(server.requests().empty());
+  // As told: the same command works.
+  auto fixed = run({"node", "status"}, {{"MOORING_ADDR", https}, {"MOORING_CACERT", tls_dir + "/ca.pem"}});
+  EXPECT_EQ(fixed.code, 0) << fixed.err;
+  EXPECT_EQ(fixed.out, "No nodes\n");
+}
+
+TEST_F(CliBinary, A401NamesMooringTokenNotTheHeader) {
+  FakeApi api;
+  api.on("GET", "/v1/volumes",
+         {401, R"x({"Error":"ACL token required: send it as X-Mooring-Token (or Authorization: Bearer)"})x"});
+  auto none = cli(api, {"volume", "status"});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_EQ(none.err,
+            "Error: the control plane wants an ACL token: set MOORING_TOKEN (or -token) to a token's Secret ID "
+            "(make run: export MOORING_TOKEN=$(cat .mooring/bootstrap-token)) (HTTP 401 from GET /v1/volumes)\n");
+  api.on("GET", "/v1/nodes", {401, R"({"Error":"ACL token not found"})"});
+  auto wrong = run({"-address", api.url(), "node", "status"}, {{"MOORING_TOKEN", "not-a-token"}});
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_EQ(wrong.err,
+            "Error: the ACL token given (MOORING_TOKEN or -token) was refused: ACL token not found (HTTP 401 from GET "
+            "/v1/nodes)\n");
+  EXPECT_EQ(wrong.err.find("not-a-token"), std::string::npos);
+}
+
+TEST_F(CliBinary, CreatingAVolumeThatExistsNamesTheCommandsForIt) {
+  FakeApi api;
+  api.on("PUT", "/v1/volume/csi/data/create",
+         {409, R"({"Error":"volume \"data\" already exists; update it with PUT /v1/volume/csi/data"})"});
+  api.on("GET", "/v1/volume/csi/data", {200, volume_detail().dump()});
+  const auto file = write("v.json", R"({"ID":"data","PluginID":"hostpath"})");
+  auto r = cli(api, {"volume", "create", file});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "Error: volume \"data\" already exists (HTTP 409 from PUT /v1/volume/csi/data/create): `mooring volume "
+            "status data` shows it; `mooring volume expand data SIZE` grows it; `mooring volume delete data` deletes "
+            "it, to create it anew\n");
+  // Another conflict, of a volume that is not there, keeps the API's own words.
+  api.on("PUT", "/v1/volume/csi/other/create", {409, R"({"Error":"CreateVolume answered with an existing volume: x"})"});
+  auto other = cli(api, {"volume", "create", write("o.json", R"({"ID":"other","PluginID":"hostpath"})")});
+  EXPECT_EQ(other.err,
+            "Error: CreateVolume answered with an existing volume: x (HTTP 409 from PUT /v1/volume/csi/other/create)\n");
+}
+
+TEST_F(CliBinary, AVolumePrefixMatchingOneVolumeShowsIt) {
+  FakeApi api;
+  api.on("GET", "/v1/volumes", {200, kVolumes.dump()});
+  api.on("GET", "/v1/volume/csi/data", {200, volume_detail().dump()});
+  api.on("GET", "/v1/volume/csi/scr", {404, R"({"Error":"volume \"scr\" not found"})"});
+  api.on("GET", "/v1/volume/csi/scratch-volume", {200, R"({"ID":"scratch-volume","Name":"scratch"})"});
+  auto r = cli(api, {"volume", "status", "scr"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ID                  = scratch-volume\n"), std::string::npos) << r.out;
+  // The exact ID is asked for first, the list only after its 404.
+  auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[0].target, "/v1/volume/csi/scr");
+  EXPECT_EQ(reqs[1].target, "/v1/volumes");
+  EXPECT_EQ(reqs[2].target, "/v1/volume/csi/scratch-volume");
+  auto exact = cli(api, {"volume", "status", "data"});
+  ASSERT_EQ(exact.code, 0) << exact.err;
+  EXPECT_EQ(api.requests().size(), 4u);
+}
+
+TEST_F(CliBinary, AVolumePrefixMatchingSeveralListsTheCandidates) {
+  FakeApi api;
+  json volumes = kVolumes;
+  volumes.push_back({{"ID", "data-2"}, {"Name", "data-2"}, {"PluginID", "hostpath"}, {"Schedulable", true},
+                     {"AccessMode", ""}, {"CurrentReaders", 0}, {"CurrentWriters", 0}});
+  api.on("GET", "/v1/volumes", {200, volumes.dump()});
+  auto r = cli(api, {"volume", "status", "dat"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "Error: \"dat\" matches 2 volumes; give more of the ID:\n\n"
+            "ID      Name    Plugin ID  Schedulable  Access Mode         Readers  Writers\n"
+            "data    data    hostpath   true         single-node-writer  0        1\n"
+            "data-2  data-2  hostpath   true         <none>              0        0\n");
+  auto none = cli(api, {"volume", "status", "zzz"});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_EQ(none.err, "Error: no volume has the ID or ID prefix \"zzz\" (`mooring volume status` lists them)\n");
+  // A failure that is not "not found" is not searched for.
+  api.on("GET", "/v1/volume/csi/secret", {403, R"({"Error":"permission denied: read-volume"})"});
+  auto denied = cli(api, {"volume", "status", "secret"});
+  EXPECT_EQ(denied.err, "Error: permission denied: read-volume (HTTP 403 from GET /v1/volume/csi/secret)\n");
+  for (const auto& req : api.requests()) EXPECT_NE(req.target, "/v1/volume/csi/data") << "a candidate was fetched";
+}
+
+TEST_F(CliBinary, NodeAndPluginPrefixesWorkAsVolumeOnes) {
+  FakeApi api;
+  api.on("GET", "/v1/nodes", {200, R"([{"ID":"node-1","Name":"n1","Status":"ready"},{"ID":"node-2","Name":"n2","Status":"down"}])"});
+  api.on("GET", "/v1/node/node-2", {200, R"({"ID":"node-2","Name":"n2","Status":"down"})"});
+  api.on("GET", "/v1/plugins", {200, R"([{"ID":"hostpath","Provider":"hostpath.mooring.io"},{"ID":"hostpath-b"}])"});
+  api.on("GET", "/v1/plugin/csi/hostpath-b", {200, R"({"ID":"hostpath-b"})"});
+  auto several = cli(api, {"node", "status", "node"});
+  EXPECT_EQ(several.code, 1);
+  EXPECT_NE(several.err.find("Error: \"node\" matches 2 nodes; give more of the ID:\n\nID      Name  Address  Status"),
+            std::string::npos)
+      << several.err;
+  auto one = cli(api, {"node", "status", "node-2"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  auto by_prefix = cli(api, {"node", "status", "node-"});
+  EXPECT_EQ(by_prefix.code, 1);
+  auto plugin = cli(api, {"plugin", "status", "hostpath-"});
+  ASSERT_EQ(plugin.code, 0) << plugin.err;
+  EXPECT_NE(plugin.out.find("ID                  = hostpath-b"), std::string::npos) << plugin.out;
+  auto plugins = cli(api, {"plugin", "status", "host"});
+  EXPECT_NE(plugins.err.find("\"host\" matches 2 plugins"), std::string::npos) << plugins.err;
+  auto no_plugin = cli(api, {"plugin", "status", "nfs"});
+  EXPECT_NE(no_plugin.err.find("no plugin has the ID or ID prefix \"nfs\" (`mooring plugin status` lists them)"),
+            std::string::npos)
+      << no_plugin.err;
 }
 
 TEST_F(CliBinary, MooringAddrIsUsedAndTheFlagWins) {
@@ -441,7 +597,11 @@ TEST_F(CliBinary, AllocStopAndStatusTakeARunningNameOrAnIdPrefix) {
   EXPECT_NE(one.out.find("reader"), std::string::npos) << one.out;
   auto ambiguous = cli(api, {"alloc", "stop", "0b"});
   EXPECT_NE(ambiguous.code, 0);
-  EXPECT_EQ(ambiguous.err, "Error: \"0b\" matches 2 allocations (0b22, 0b33); give the ID\n");
+  EXPECT_EQ(ambiguous.err,
+            "Error: \"0b\" matches 2 allocations; give more of the ID:\n\n"
+            "ID    Name    Node ID  Desired  Status\n"
+            "0b22  writer           run      running\n"
+            "0b33  reader           run      running\n");
   auto unknown = cli(api, {"alloc", "stop", "nobody"});
   EXPECT_NE(unknown.code, 0);
   EXPECT_NE(unknown.err.find("no allocation has the ID, ID prefix or running name \"nobody\""), std::string::npos)
@@ -656,7 +816,7 @@ TEST_F(CliBinary, TlsCertRequestSendsOnlyACsrAndWritesTheAnswerForItsKey) {
   FakeApi api;
   api.on("POST", "/v1/node/node-1/enroll",
          {200, nlohmann::json{{"NodeID", "node-1"}, {"Certificate", foreign->cert_pem}, {"CA", ca->cert_pem}}.dump()});
-  api.on("POST", "/v1/node/node-2/enroll", {409, R"({"Error":"node \"node-2\" is live (status ready)"})"});
+  api.on("POST", "/v1/node/node-2/enroll", {409, R"x({"Error":"node \"node-2\" is live (status ready)"})x"});
   auto r = run({"-address", api.url(), "tls", "cert", "request", "-node-id", "node-1", "-dir", tls_dir.string(),
                 "-intro-token-file", token_file});
   EXPECT_EQ(r.code, 1) << r.err;
@@ -778,6 +938,139 @@ TEST_F(CliBinary, AclPolicyApplyTakesTheRulesFromAFile) {
   EXPECT_EQ(json::parse(reqs[0].body), (json{{"Name", "reader"},
                                              {"Description", "read all"},
                                              {"Rules", {{"Namespace", {{"*", {{"Policy", "read"}}}}}, {"Node", "read"}}}}));
+}
+
+// `volume init` writes the example; `volume create`/`register` read it, comments and all (the e2e
+// CLI test sends both to a real control plane).
+TEST_F(CliBinary, VolumeInitWritesCommentedExamplesThatCreateAndRegisterRead) {
+  const auto work = (dir_ / "work").string();
+  fs::create_directories(work);
+  auto made = run({"volume", "init"}, {}, work);
+  ASSERT_EQ(made.code, 0) << made.err;
+  EXPECT_EQ(made.out,
+            "Example volume specification written to volume.json; edit it, then run `mooring volume create "
+            "volume.json`\n");
+  const auto create_form = slurp(fs::path(work) / "volume.json");
+  EXPECT_TRUE(create_form.starts_with("// A volume for `mooring volume create FILE`")) << create_form;
+  EXPECT_EQ(create_form.find("\"ExternalID\""), std::string::npos) << create_form;
+
+  // Never over a file that is there, the user's edits included.
+  std::ofstream(fs::path(work) / "volume.json", std::ios::app) << "// my edit\n";
+  auto again = run({"volume", "init"}, {}, work);
+  EXPECT_EQ(again.code, 1);
+  EXPECT_EQ(again.err, "Error: volume.json already exists; remove it or name another file (mooring volume init FILE)\n");
+  EXPECT_EQ(slurp(fs::path(work) / "volume.json"), create_form + "// my edit\n");
+
+  const auto reg_path = (dir_ / "existing.json").string();
+  auto reg = run({"volume", "init", "-register", reg_path});
+  ASSERT_EQ(reg.code, 0) << reg.err;
+  const auto register_form = slurp(reg_path);
+  EXPECT_NE(register_form.find("\"ExternalID\": \"EXTERNAL_ID\""), std::string::npos) << register_form;
+
+  FakeApi api;
+  api.on("PUT", "/v1/volume/csi/data/create", {200, R"({"Volumes":[{"ID":"data","ExternalID":"data-1"}]})"});
+  api.on("PUT", "/v1/volume/csi/data", {200, R"({"Index":3})"});
+  auto created = cli(api, {"volume", "create", (fs::path(work) / "volume.json").string()});
+  ASSERT_EQ(created.code, 0) << created.err;
+  auto registered = cli(api, {"volume", "register", reg_path});
+  ASSERT_EQ(registered.code, 0) << registered.err;
+  const auto reqs = api.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  const json sent_create = json::parse(reqs[0].body)["Volumes"][0];
+  EXPECT_EQ(sent_create,
+            json::parse(create_form, nullptr, true, /*ignore_comments=*/true)) << reqs[0].body;
+  EXPECT_EQ(sent_create["RequestedCapabilities"].size(), 2u);
+  EXPECT_EQ(json::parse(reqs[1].body)["Volumes"][0]["ExternalID"], "EXTERNAL_ID");
+  EXPECT_EQ(run({"volume", "init", "a", "b"}).code, 2);
+}
+
+// A completion question: the words typed before the cursor, and the word that must be offered
+// when its first letter is typed.
+struct Ask {
+  std::vector<std::string> before;
+  std::string word;
+};
+
+// Every command of the table, word by word.
+std::vector<Ask> command_word_asks() {
+  std::vector<Ask> asks;
+  for (const auto& c : all_commands())
+    for (std::size_t k = 0; k < c.words.size(); ++k)
+      asks.push_back({std::vector<std::string>(c.words.begin(), c.words.begin() + k), c.words[k]});
+  return asks;
+}
+
+// "mooring 'volume' 'status' 'x'": the words of a question, the cursor's one being its first letter.
+std::string quoted_words(const Ask& ask) {
+  std::string words = "mooring";
+  for (const auto& w : ask.before) words += " '" + w + "'";
+  return words + " '" + ask.word.substr(0, 1) + "'";
+}
+
+// Runs `shell` ("bash", "zsh -f") on `driver` (one answer line per ask) and checks every asked
+// word is offered.
+void expect_offered(const fs::path& dir, const std::string& shell, const std::string& driver, const std::vector<Ask>& asks) {
+  const auto driver_path = dir / "driver", answers_path = dir / "answers";
+  std::ofstream(driver_path) << driver;
+  ASSERT_EQ(std::system((shell + " '" + driver_path.string() + "' > '" + answers_path.string() + "'").c_str()), 0);
+  std::ifstream answers(answers_path);
+  std::string line;
+  for (const auto& ask : asks) {
+    ASSERT_TRUE(std::getline(answers, line)) << "no answer for " << ask.word;
+    std::istringstream offered(line);
+    std::vector<std::string> items{std::istream_iterator<std::string>(offered), std::istream_iterator<std::string>()};
+    EXPECT_NE(std::find(items.begin(), items.end(), ask.word), items.end())
+        << shell << ": " << quoted_words(ask) << "<TAB> offers: " << line;
+  }
+}
+
+// Completion runs in bash itself: every command of the table, word by word, and its flags.
+TEST_F(CliBinary, BashCompletionOffersEveryCommandWordAndFlag) {
+  auto script = run({"completion", "bash"});
+  ASSERT_EQ(script.code, 0) << script.err;
+  auto asks = command_word_asks();
+  for (const auto& c : all_commands()) {
+    for (const auto& f : c.flags) asks.push_back({c.words, "-" + f.name});
+    asks.push_back({c.words, "-address"});  // global flags everywhere
+  }
+  // A flag's value is not taken for a command word: `-address X volume` still completes volume's.
+  asks.push_back({{"-address", "volume", "volume"}, "status"});
+  // One bash run answers every question, a line each.
+  std::string driver = "source '" + write("mooring.bash", script.out) + "'\n";
+  for (const auto& ask : asks)
+    driver += "COMP_WORDS=(" + quoted_words(ask) + "); COMP_CWORD=" + std::to_string(ask.before.size() + 1) +
+              "; COMPREPLY=(); _mooring; echo \"${COMPREPLY[*]}\"\n";
+  expect_offered(dir_, "bash", driver, asks);
+  // The fixed values of an argument: completion's shells.
+  EXPECT_NE(script.out.find("\"completion\") subs=\"bash zsh\""), std::string::npos);
+  EXPECT_EQ(run({"completion", "fish"}).code, 2);
+}
+
+// zsh: the script's syntax, and its function run with the completion system's builtins stubbed.
+TEST_F(CliBinary, ZshCompletionOffersEveryCommandWord) {
+  if (std::system("command -v zsh >/dev/null") != 0) GTEST_SKIP() << "zsh is not installed";
+  auto script = run({"completion", "zsh"});
+  ASSERT_EQ(script.code, 0) << script.err;
+  const auto script_path = write("_mooring", script.out);
+  ASSERT_EQ(std::system(("zsh -n '" + script_path + "'").c_str()), 0);
+  std::string driver = "compdef() { :; }\n_files() { print FILES; }\n"
+                       "_describe() { local a; for a in ${(P)4}; do print -rn -- \"${a%%:*} \"; done; print; }\n"
+                       "source '" + script_path + "'\n";
+  auto asks = command_word_asks();
+  asks.push_back({{"volume", "status"}, "-refresh-stats"});
+  for (const auto& ask : asks)
+    driver += "words=(" + quoted_words(ask) + "); CURRENT=" + std::to_string(ask.before.size() + 2) + "; PREFIX='" +
+              ask.word.substr(0, 1) + "'; _mooring\n";
+  expect_offered(dir_, "zsh -f", driver, asks);
+}
+
+TEST_F(CliBinary, HelpMarkdownIsTheReferencePage) {
+  auto r = run({"--help-markdown"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, cli_reference_markdown());
+  for (const auto& name : {"MOORING_ADDR", "MOORING_CACERT", "MOORING_CLIENT_CERT", "MOORING_CLIENT_KEY", "MOORING_TOKEN",
+                           "MOORING_NAMESPACE"})
+    EXPECT_NE(r.out.find(std::string("| `") + name + "` |"), std::string::npos) << name;
 }
 
 }  // namespace

@@ -12,12 +12,17 @@ started again with the same command line (the plugin by its agent); after each:
   - there is exactly one plugin process;
   - the running allocation is still running (re-adopted), and a lifecycle completes:
     submit -> running -> stop -> claim freed.
+Before that, two starts that must not leave a half-started agent: one whose gRPC port (4702) is
+taken exits 1 naming the address and launches no plugin (it used to log and run on, uncallable);
+one sent SIGTERM as soon as it logs "starting" shuts down with exit 0 (the default action of
+SIGTERM used to kill it before its handler existed).
 Exit 77 (skipped, with the reason) when not root or when a default port is taken (a `make run`
 of your own, say); ctest never runs it beside another test on the default ports (RESOURCE_LOCK).
 """
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -78,6 +83,40 @@ def exactly_one_plugin(stack, what):
     return pids[0]
 
 
+def refused_start_on_taken_grpc_port(stack):
+    since = stack.log_size("agent")
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", 4702))
+    holder.listen(1)
+    try:
+        p = stack.start("agent")
+        try:
+            code = p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError("an agent whose gRPC port 4702 is taken is still running after 60 s")
+    finally:
+        holder.close()
+    log = stack.log("agent", since)
+    if code != 1 or "cannot listen on 127.0.0.1:4702" not in log:
+        raise RuntimeError(f"an agent whose gRPC port is taken: exit {code}, log:\n{log[-2000:]}")
+    if stack.plugin_pids():
+        raise RuntimeError(f"an agent that refused to start launched plugins: {stack.plugin_pids()}")
+    print("gRPC port 4702 taken: the agent exits 1 naming it, no plugin launched")
+
+
+def sigterm_while_starting(stack):
+    since = stack.log_size("agent")
+    p = stack.start("agent")
+    stack.wait("the agent's first log line", lambda: "starting mooring-nodeagent" in stack.log("agent", since), 60)
+    p.terminate()
+    wrong = stack.stop("agent", 40)
+    if wrong:
+        raise RuntimeError(f"an agent sent SIGTERM while starting {wrong}; log:\n{stack.log('agent', since)[-2000:]}")
+    stack.wait("no plugin left by the agent stopped while starting", lambda: not stack.plugin_pids(), 20)
+    print("SIGTERM while starting: the agent shuts down with exit 0, no plugin left")
+
+
 def crash_and_restart(stack, victim, keeper, round_no):
     if victim == "plugin":
         old = stack.plugin_pids()
@@ -121,6 +160,8 @@ def main():
         stack.start("controlplane")
         stack.wait("the control plane's API", stack.healthy, 60)
         stack.bootstrap()
+        refused_start_on_taken_grpc_port(stack)
+        sigterm_while_starting(stack)
         stack.start("agent")
         stack.wait("a healthy hostpath plugin", stack.plugin_healthy, 60)
         if not metrics_answer():

@@ -87,13 +87,36 @@ def expect(failures, condition, message):
         failures.append(message)
 
 
+def banner_commands_work(stack, failures):
+    """The banner's paste line and its "Try:" commands, run as printed by a shell whose PATH has
+    no mooring (issue 45: `mooring` was not on PATH) and whose environment names no stack."""
+    out = stack.output()
+    paste = re.search(r"For the CLI, paste:\n  (export .*)\n", out)
+    tries = re.search(r"Try:\n((?:  mooring .*\n)+)", out)
+    expect(failures, paste is not None and tries is not None, "the banner lacks the paste line or the Try: commands")
+    if not (paste and tries):
+        return
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOORING_")}
+    env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    for command in tries.group(1).split("\n"):
+        if not command.strip():
+            continue
+        done = subprocess.run(["bash", "-c", paste.group(1) + "\n" + command.strip()], env=env, cwd="/",
+                              capture_output=True, text=True, timeout=120)
+        expect(failures, done.returncode == 0 and done.stdout.endswith("\n"),
+               f"{command.strip()} as the banner prints it: exit {done.returncode}\n{done.stdout}{done.stderr}")
+    print("banner: the paste line and every Try: command work as printed")
+
+
 def ctrl_c(stack, failures):
-    """A running allocation, then SIGINT to the process group: the clean shutdown, on record."""
+    """The banner's commands (a volume "data" and its writer), another allocation, then SIGINT to
+    the process group: the clean shutdown, on record."""
     stack.wait_running()
+    banner_commands_work(stack, failures)
     api = LocalStack(BUILD, stack.data, stack.env)  # the same stack: its API and token
     api.bootstrap()
-    api.create_volume("data")
-    aid = api.submit("writer", "data", 'echo hi > "$MOORING_VOLUME_DATA/hi"; exec sleep 3600')
+    api.create_volume("ctrl-c")
+    aid = api.submit("ctrl-c-writer", "ctrl-c", 'echo hi > "$MOORING_VOLUME_DATA/hi"; exec sleep 3600')
     api.wait("the allocation running", lambda: api.alloc_status(aid) == "running")
     os.killpg(stack.proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
     try:

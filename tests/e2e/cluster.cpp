@@ -526,6 +526,16 @@ HttpResult Cluster::request(const std::string& method, const std::string& target
   return out;
 }
 
+HttpResult Cluster::request_retrying(const std::string& method, const std::string& target, const std::string& body) {
+  HttpResult r;
+  const auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (true) {
+    r = request(method, target, body);
+    if (r.status != 503 || r.header("retry-after").empty() || std::chrono::steady_clock::now() >= deadline) return r;
+    std::this_thread::sleep_for(std::chrono::seconds(std::max(1, std::atoi(r.header("retry-after").c_str()))));
+  }
+}
+
 pid_t Cluster::controlplane_pid() const {
   const auto& process = members_.at(api_).process;
   return process ? process->pid() : 0;
@@ -569,7 +579,7 @@ json Cluster::create_volume(const std::string& id, const std::string& access_mod
                   {"RequestedCapacityMin", capacity},
                   {"RequestedCapabilities", {{{"AccessMode", access_mode}, {"AttachmentMode", "file-system"}}}},
                   {"Secrets", {{"token", "e2e-secret-" + id}}}}}}};
-  auto r = request("PUT", "/v1/volume/csi/" + id + "/create", body.dump());
+  auto r = request_retrying("PUT", "/v1/volume/csi/" + id + "/create", body.dump());
   if (r.status != 200) {
     ADD_FAILURE() << "create volume " << id << ": " << r.status << " " << r.body;
     return nullptr;
@@ -578,7 +588,7 @@ json Cluster::create_volume(const std::string& id, const std::string& access_mod
 }
 
 std::string Cluster::run_alloc(const json& allocation) {
-  auto r = request("POST", "/v1/allocations", json{{"Allocation", allocation}}.dump());
+  auto r = request_retrying("POST", "/v1/allocations", json{{"Allocation", allocation}}.dump());
   if (r.status != 200) {
     ADD_FAILURE() << "submit allocation: " << r.status << " " << r.body;
     return "";

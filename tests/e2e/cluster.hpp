@@ -179,6 +179,9 @@ class Cluster {
   void use_token(std::string secret) { token_ = std::move(secret); }
   // GET and parse; a failed or non-200 answer is a test failure and returns null.
   json get(const std::string& target);
+  // request(), sent again while it answers 503 with Retry-After (up to 15 s), as a client does:
+  // right after a control plane restart a plugin's health is unknown until its agent is heard from.
+  HttpResult request_retrying(const std::string& method, const std::string& target, const std::string& body = {});
 
   // A volume created through the hostpath controller (PUT /v1/volume/csi/:id/create).
   json create_volume(const std::string& id, const std::string& access_mode = "single-node-writer",

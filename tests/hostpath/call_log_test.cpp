@@ -3,6 +3,8 @@
 // form (never their values), so an end-to-end test can check that each reached its call.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "plugins/hostpath/call_log.hpp"
 #include "shared/tls/digest.hpp"
 #include "tests/hostpath/plugin_harness.hpp"
@@ -138,6 +140,27 @@ TEST_F(HostpathCallLog, PublishStageAndNodePublishRecordContextsAndTheSecretsDig
   EXPECT_EQ(test::read_file(plugin_->call_log()).find(kSecret), std::string::npos);
   ASSERT_TRUE(plugin_->unpublish(vol.volume_id(), target).ok());
   ASSERT_TRUE(plugin_->unstage(vol.volume_id(), staging).ok());
+}
+
+// The chaos checker orders plugin calls against other processes by CLOCK_MONOTONIC: each line
+// carries when the call arrived and when its answer was decided, both inside the caller's wait.
+TEST_F(HostpathCallLog, EveryCallCarriesItsMonotonicStartAndEnd) {
+  plugin_->set_faults(R"({"rules":[{"rpc":"CreateVolume","delay_ms":150}]})");
+  const auto mono = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const auto before = mono();
+  csi::v1::Volume vol;
+  ASSERT_TRUE(plugin_->create_volume("timed", kMi, &vol).ok());
+  const auto after = mono();
+
+  const auto c = call("CreateVolume", "timed");
+  const auto start = c.at("start_mono_ns").get<std::int64_t>();
+  const auto end = c.at("end_mono_ns").get<std::int64_t>();
+  EXPECT_LE(before, start) << c.dump();
+  EXPECT_LE(end, after) << c.dump();
+  EXPECT_GE(end - start, 150'000'000) << "the injected delay is inside the call: " << c.dump();
 }
 
 }  // namespace

@@ -1029,7 +1029,7 @@ def check_kubernetes_shape(c, docs, label, ha):
     c.expect(c.port_of(c.flag_value(agent["args"], "grpc-addr")) == DEFAULT_PORTS["agent-grpc"],
              f"{label}: agent gRPC on the default port 4702")
     # Under mutual TLS the agent's grpc.health.v1 needs a client certificate, which the kubelet's
-    # grpc probes cannot present: the probes check the port (README "Mutual TLS").
+    # grpc probes cannot present: the probes check the port (docs/secure-by-default.md, "Mutual TLS").
     for probe in ("livenessProbe", "readinessProbe"):
         g = agent.get(probe, {}).get("tcpSocket", {})
         c.expect(g.get("port") == DEFAULT_PORTS["agent-grpc"], f"{label}: agent {probe} is a tcpSocket probe on 4702")

@@ -14,7 +14,7 @@
     makes no introduction token (401), and an introduction token file enrolls its own node once;
   - `k8s-tls` / `k8s-acl` against a stand-in Kubernetes API keep the same files as Secrets:
     created when absent, read (never replaced) when present;
-  - high availability: `tls -etcd-dir -etcd-dns -keyring` makes etcd's TLS from a CA of its own
+  - high availability: `tls -etcd-dir -etcd-dns -etcd-ip -keyring` makes etcd's TLS from a CA of its own
     (not the Mooring CA; its key only in ca/, never beside the member or client files; 0600;
     SANs and key usages checked with openssl) and the shared keyring, once; a real etcd serves
     with the member files, a real control plane leads on it with the client certificate, and
@@ -406,7 +406,7 @@ class InitScriptTest(unittest.TestCase):
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn("-etcd-dns", bad.stderr)
         args = ["tls", "-dir", self.path("tls"), "-etcd-dir", self.path("etcd-tls"), "-etcd-dns", "etcd-1",
-                "-etcd-dns", "etcd-2", "-keyring", self.path("keyring", "keyring")]
+                "-etcd-dns", "etcd-2", "-etcd-ip", "10.99.0.11", "-keyring", self.path("keyring", "keyring")]
         first = self.init(*args)
         for made in ("etcd CA: created", "etcd member certificate: created", "etcd client certificate: created",
                      "keyring: created"):
@@ -433,7 +433,7 @@ class InitScriptTest(unittest.TestCase):
             self.assert_key_matches(f"{et}/client/client.pem", f"{et}/client/client-key.pem")
             self.assert_key_matches(f"{et}/ca/ca.pem", f"{et}/ca/ca-key.pem")
             member = self.openssl_text(f"{et}/member/server.pem")
-            for name in ("DNS:etcd-1", "DNS:etcd-2", "DNS:localhost", "IP Address:127.0.0.1"):
+            for name in ("DNS:etcd-1", "DNS:etcd-2", "DNS:localhost", "IP Address:127.0.0.1", "IP Address:10.99.0.11"):
                 self.assertIn(name, member)
             self.assertIn("TLS Web Server Authentication, TLS Web Client Authentication", member)  # peers dial too
             client = self.openssl_text(f"{et}/client/client.pem")

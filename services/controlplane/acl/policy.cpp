@@ -107,7 +107,7 @@ domain::Expected<Policy> parse_policy(const json& body, std::string_view name) {
         p.namespaces[pattern] = parse_namespace_rule(rule, where);
       }
     }
-    if (rules.contains("Plugin")) p.plugin = parse_area(rules["Plugin"], who + ": Rules.Plugin", {Level::read, Level::list});
+    if (rules.contains("Plugin")) p.plugin = parse_area(rules["Plugin"], who + ": Rules.Plugin", {Level::read, Level::list, Level::write});
     if (rules.contains("Node")) p.node = parse_area(rules["Node"], who + ": Rules.Node", {Level::read, Level::write});
     if (rules.contains("Operator"))
       p.operator_ = parse_area(rules["Operator"], who + ": Rules.Operator", {Level::read, Level::write});

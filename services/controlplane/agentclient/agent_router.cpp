@@ -8,6 +8,7 @@
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "services/controlplane/nodes/node_registrations.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/plugin_facts.hpp"
 #include "shared/domain/text.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/client_call.hpp"
@@ -27,6 +28,11 @@ const log::Logger& logger() {
   return instance;
 }
 
+// An attempt that could not connect to the node's agent: said as such, not as gRPC's transport
+// text ("failed to connect to all addresses ... Connection refused"); the caller answers 503.
+std::string not_connected(const std::string& node_id) {
+  return "the agent of node " + in_quotes(node_id) + " is not connected (restarting, or unreachable); retry shortly";
+}
 
 }  // namespace
 
@@ -215,7 +221,7 @@ struct AgentRouter::Impl {
     if constexpr (requires { request.plugin_id(); })  // stats requests name no plugin
       observe(request.plugin_id(), classify_as, out.status, started);
     out.outcome = csi::classify(classify_as, out.status.error_code());
-    if (!out.ok()) out.error = where + ": " + csi::status_text(out.status);
+    if (!out.ok()) out.error = where + ": " + (out.unreached ? not_connected(node_id) : csi::status_text(out.status));
     co_return out;
   }
 
@@ -266,7 +272,10 @@ struct AgentRouter::Impl {
       out.node_id = node_id;
       asked = true;
       tried += (tried.empty() ? "" : "; ") + std::string("via node ") + in_quotes(node_id) + ": " +
-               (out.ok() ? std::string("OK") : csi::status_text(out.status));
+               (out.ok()               ? std::string("OK")
+                : !attempt.connected && out.status.error_code() == grpc::StatusCode::UNAVAILABLE
+                    ? not_connected(node_id)
+                    : csi::status_text(out.status));
       // NOT_FOUND from one instance is an answer about that instance only: controllers with
       // per-node state (one backend per node) each know their own volumes. The others are asked
       // too, and NOT_FOUND stands ("already deleted" / "not published" = done for a delete or an
@@ -328,13 +337,23 @@ std::string AgentRouter::no_controller_reason(const std::string& plugin_id) cons
   if (!p) return "no CSI plugin named " + in_quotes(plugin_id) + " is registered";
   if (p->controllers.empty()) return "plugin " + in_quotes(plugin_id) + " has no controller instances";
   if (!controller_candidates(plugin_id).empty()) return "";
+  // After a restart (or an election) nothing is known until the agents are heard from: say so,
+  // so the caller waits rather than looks for a broken plugin.
+  if (std::ranges::all_of(p->controllers, [](const auto& kv) { return domain::health_unknown(kv.second); })) {
+    std::string nodes;
+    for (const auto& [node_id, inst] : p->controllers) nodes += (nodes.empty() ? "" : ", ") + in_quotes(node_id);
+    return "plugin " + in_quotes(plugin_id) + ": whether its controllers are healthy is not known yet: the control "
+           "plane has not heard from the agent" + (p->controllers.size() > 1 ? "s of nodes " : " of node ") + nodes +
+           " since it started leading; retry shortly";
+  }
   std::string out = "plugin " + in_quotes(plugin_id) + " has no healthy controller on a ready node (";
   bool first = true;
   for (const auto& [node_id, inst] : p->controllers) {
     const domain::Node* n = store_.node(node_id);
     out += (first ? "" : ", ") + in_quotes(node_id) + ": ";
     first = false;
-    if (!inst.healthy) out += "unhealthy" + (inst.health_description.empty() ? "" : " (" + inst.health_description + ")");
+    if (domain::health_unknown(inst)) out += "health unknown until its agent is heard from";
+    else if (!inst.healthy) out += "unhealthy" + (inst.health_description.empty() ? "" : " (" + inst.health_description + ")");
     else if (!n) out += "node not registered";
     else if (n->status != domain::NodeStatus::ready) out += "node " + std::string(domain::to_string(n->status));
     else out += "no agent address";

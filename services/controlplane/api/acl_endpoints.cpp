@@ -3,6 +3,7 @@
 // plane once, in the answer that created it; nothing here logs one.
 #include "services/controlplane/acl/secret.hpp"
 #include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/volumes/results.hpp"
 
 namespace mooring::controlplane::api {
 
@@ -62,6 +63,38 @@ bool is_management_request(Context& ctx, const http::Request& req) {
   const auto secret = request_secret(req);
   const auto* t = secret.empty() ? nullptr : ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
   return t && t->type == acl::TokenType::management && !acl::expired(*t, domain::now());
+}
+
+domain::Expected<Caller> request_caller(Context& ctx, const http::Request& req) {
+  const auto secret = request_secret(req);
+  Caller c;
+  if (secret.empty()) {
+    const auto* anonymous = ctx.store.acl_policy("anonymous");
+    c.name = "anonymous";
+    c.acl = acl::Acl::from_policies(anonymous ? std::vector{anonymous} : std::vector<const acl::Policy*>{});
+    return c;
+  }
+  const auto* t = ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
+  if (!t) return domain::error("ACL token not found");
+  if (acl::expired(*t, domain::now())) return domain::error("ACL token expired");
+  c.name = t->name;
+  c.accessor = t->accessor_id;
+  if (t->type == acl::TokenType::management) {
+    c.acl = acl::Acl::management();
+    return c;
+  }
+  std::vector<const acl::Policy*> policies;
+  for (const auto& name : t->policies)
+    if (const auto* p = ctx.store.acl_policy(name)) policies.push_back(p);
+  c.acl = acl::Acl::from_policies(policies);
+  return c;
+}
+
+volumes::Asker request_asker(Context& ctx, const http::Request& req) {
+  if (!ctx.acl_enabled) return volumes::Asker::unrestricted(request_namespace(req));
+  auto c = request_caller(ctx, req);  // the route's check found it valid: an error here grants nothing
+  if (!c) return {.acl = {}, .token = "unknown", .ns = request_namespace(req)};
+  return {.acl = std::move(c->acl), .token = std::move(c->name), .ns = request_namespace(req)};
 }
 
 http::Response acl_bootstrap(Context& ctx, const http::Request&) {

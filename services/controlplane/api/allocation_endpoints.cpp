@@ -21,6 +21,11 @@ using domain::in_quotes;
 
 namespace {
 
+// 409 naming why each node was refused; 503 (retry) while a plugin's health there is not known yet.
+http::Response unplaced(const PlacementResult& placed, const domain::Allocation& a) {
+  return placed.health_unknown ? retry_later(placed.message(a)) : http::error_response(409, placed.message(a));
+}
+
 // The allocation's volume requests must name registered volumes, in a mode they support.
 std::optional<std::string> check_volume_requests(const StateStore& store, const domain::Allocation& a) {
   std::string who = "allocation " + in_quotes(a.name);
@@ -165,6 +170,24 @@ bool requests_volumes(const http::Request& req) {
   return alloc && !alloc->volumes.empty();
 }
 
+// Read from the raw JSON, not the validated request: a body that would fail validation still
+// names the plugin, and the caller is told about the right before the field.
+bool deploys_plugin(const http::Request& req) {
+  auto body = nlohmann::json::parse(req.body, nullptr, false);
+  if (!body.is_object()) return false;
+  const auto& outer = body.contains("Allocation") ? body["Allocation"] : body;
+  if (!outer.is_object() || !outer.contains("Task") || !outer["Task"].is_object()) return false;
+  const auto& task = outer["Task"];
+  return task.contains("CSIPlugin") && !task["CSIPlugin"].is_null();
+}
+
+bool names_plugin_allocation(const StateStore& store, const http::Request& req) {
+  auto it = req.params.find("id");
+  if (it == req.params.end()) return false;
+  const auto* a = allocation_in(store, req, it->second);
+  return a && a->task && a->task->csi_plugin;
+}
+
 namespace {
 
 // The group and a copy on every eligible node where placement accepts it, in one commit. No
@@ -233,7 +256,7 @@ http::Response submit_allocation(Context& ctx, const http::Request& req) {
   if (a.system) return submit_system(ctx, std::move(a));
   const bool chosen = !a.node_id.empty();
   auto placed = place(a, cluster_view(ctx.store));
-  if (!placed.node_id) return http::error_response(409, placed.message(a));
+  if (!placed.node_id) return unplaced(placed, a);
   a.node_id = *placed.node_id;
   a.events = {{domain::now(), "Received", (chosen ? "assigned to node " : "placed on node ") + a.node_id}};
   Batch batch;
@@ -364,7 +387,7 @@ http::Response update_allocation(Context& ctx, const http::Request& req) {
     fresh.rollout.reset();
     fresh.events = {{now, "Received", "rolling update of " + in_quotes(id) + ": beside it on node " + a.node_id}};
     auto placed = place(fresh, cluster_view(ctx.store));
-    if (!placed.node_id) return http::error_response(409, placed.message(fresh));
+    if (!placed.node_id) return unplaced(placed, fresh);
     rollout.nodes.push_back({.node_id = a.node_id, .state = "starting",
                              .message = "new allocation " + in_quotes(fresh.id) + " placed beside " + in_quotes(id),
                              .old_alloc_id = id, .new_alloc_id = fresh.id, .started = now});

@@ -13,11 +13,11 @@
 
 #include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/acl/secret.hpp"
+#include "services/controlplane/api/audit_writes.hpp"
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/event_stream.hpp"
 #include "services/controlplane/api/request_params.hpp"
 #include "services/controlplane/api/routes.hpp"
-#include "services/controlplane/audit/audit_log.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/router.hpp"
@@ -38,15 +38,6 @@ struct Blocking {
 struct KeyedWrite {
   std::string key;
   std::string fingerprint;
-};
-
-bool is_write(const std::string& method) { return method != "GET" && method != "HEAD" && method != "OPTIONS"; }
-
-// Who is asking, once ACLs are on: the compiled rules and the name refusals use.
-struct Caller {
-  acl::Acl acl;
-  std::string name;      // the token's name, or "anonymous"
-  std::string accessor;  // the token's AccessorID (audit log); empty when anonymous
 };
 
 // ?index=N (present): a non-negative integer, or why not.
@@ -86,46 +77,31 @@ struct Api::Impl {
   std::optional<http::Response> authorize(const http::Request& req, const Route& route, std::optional<Caller>& caller) {
     caller.reset();
     if (!options.acl || route.need.kind == acl::Need::Kind::anyone) return std::nullopt;
-    const auto secret = request_secret(req);
-    Caller c;
-    if (secret.empty()) {
-      const auto* anonymous = ctx.store.acl_policy("anonymous");
-      c.name = "anonymous";
-      c.acl = acl::Acl::from_policies(anonymous ? std::vector{anonymous} : std::vector<const acl::Policy*>{});
-      if (!anonymous || route.need.kind == acl::Need::Kind::any_token || missing(c, route, req))
+    auto c = request_caller(ctx, req);
+    if (!c) return http::error_response(401, c.error());
+    if (c->accessor.empty()) {  // no token: the anonymous policy, if there is one
+      if (!ctx.store.acl_policy("anonymous") || route.need.kind == acl::Need::Kind::any_token || missing(*c, route, req))
         return http::error_response(401, "ACL token required: send it as X-Mooring-Token (or Authorization: Bearer)");
-    } else {
-      const auto* t = ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
-      if (!t) return http::error_response(401, "ACL token not found");
-      if (acl::expired(*t, domain::now())) return http::error_response(401, "ACL token expired");
-      c.name = t->name;
-      c.accessor = t->accessor_id;
-      if (t->type == acl::TokenType::management) {
-        c.acl = acl::Acl::management();
-      } else {
-        std::vector<const acl::Policy*> policies;
-        for (const auto& name : t->policies)
-          if (const auto* p = ctx.store.acl_policy(name)) policies.push_back(p);
-        c.acl = acl::Acl::from_policies(policies);
-      }
-      if (auto lacks = missing(c, route, req)) {
-        const auto& ns = request_namespace(req);
-        std::string where = route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
-                                ? (ns == kAnyNamespace ? std::string(" in any namespace") : " in namespace \"" + ns + "\"")
-                                : "";
-        caller = std::move(c);  // refused, but known: the audit log names the token
-        return http::error_response(403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " +
-                                             *lacks + where);
-      }
+    } else if (auto lacks = missing(*c, route, req)) {
+      const auto& ns = request_namespace(req);
+      std::string where = route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
+                              ? (ns == kAnyNamespace ? std::string(" in any namespace") : " in namespace \"" + ns + "\"")
+                              : "";
+      caller = std::move(*c);  // refused, but known: the audit log names the token
+      return http::error_response(403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " +
+                                           *lacks + where);
     }
-    caller = std::move(c);
+    caller = std::move(*c);
     return std::nullopt;
   }
 
-  static std::optional<std::string> missing(const Caller& c, const Route& route, const http::Request& req) {
+  std::optional<std::string> missing(const Caller& c, const Route& route, const http::Request& req) const {
     const auto& ns = request_namespace(req);
     if (auto lacks = c.acl.missing(route.need, ns)) return lacks;
-    if (route.when && route.when(req)) return c.acl.missing(route.also, ns);
+    if (!route.extra) return std::nullopt;
+    for (const auto& extra : route.extra(ctx.store, req))
+      if (auto lacks = c.acl.missing(extra.need, ns))
+        return extra.why.empty() ? *lacks : *lacks + " (" + std::string(extra.why) + ")";
     return std::nullopt;
   }
 
@@ -156,9 +132,11 @@ struct Api::Impl {
     auto params = http::parse_query(query);
     if (!params) return bad_request("malformed query string");
     req.query = std::move(*params);
+    if (auto bad = invalid_query_text(req.query)) return bad_request(*bad);
 
     auto m = router.match(req.method, req.path);
     if (m.bad_encoding) return bad_request("malformed percent-encoding in path");
+    if (auto bad = invalid_path_text(m.params)) return bad_request(*bad);
     if (req.method == "OPTIONS") {
       if (!m.path_known) return http::error_response(404, "no such endpoint: " + req.path);
       return http::cors_preflight(options.cors, req, m.allow);
@@ -366,22 +344,6 @@ struct Api::Impl {
     }
   }
 
-  // Writes only, whatever the answer (a refusal is worth auditing too); never a body or a query.
-  void audit(const http::Request& req, const std::string& accessor, const http::Response& res) {
-    if (!options.audit || !is_write(req.method)) return;
-    audit::Entry e{.transport = "http",
-                   .actor_type = accessor.empty() ? "anonymous" : "token",
-                   .actor = accessor,
-                   .remote = req.remote,
-                   .via = req.via,
-                   .method = req.method,
-                   .path = req.path,
-                   .status = res.status};
-    if (auto it = req.params.find("id"); it != req.params.end()) e.object = it->second;
-    if (auto ns = req.param("namespace")) e.ns = std::string(*ns);
-    options.audit->record(e);
-  }
-
   // mooring_http_requests_seconds: the series of each (route, status) is looked up once. A request
   // that matched no route counts under "unmatched", so probing random paths adds no series.
   void observe(std::string_view pattern, unsigned status, std::chrono::steady_clock::duration took) {
@@ -434,10 +396,23 @@ std::vector<RouteInfo> Api::route_table() {
 
 boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
   Answered answered{.started = std::chrono::steady_clock::now()};
-  auto res = co_await answer(req, answered);
-  impl_->audit(req, answered.accessor, res);
+  http::Response res;
+  try {
+    res = co_await answer(req, answered);
+  } catch (...) {
+    // A bug, or a forced shutdown cancelling the answer: audited like any answer, with its caller.
+    res = http::answer_exception(std::current_exception(), req);
+  }
+  // Writes only, whatever the answer (a refusal is worth auditing too).
+  if (is_write(req.method))
+    audit_write(impl_->options.audit, req, res, answered.accessor, audited_object(answered.object, req, res),
+                std::string(req.param("namespace").value_or("")));  // set by prepare() on namespaced routes
   impl_->observe(answered.pattern, res.status, std::chrono::steady_clock::now() - answered.started);
   co_return res;
+}
+
+void Api::record_refusal(const http::Request& req, const http::Response& res) {
+  audit_write(impl_->options.audit, req, res, {}, {}, {});  // no route: no token, object or namespace was read
 }
 
 boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered& answered) {
@@ -446,7 +421,10 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered&
   std::optional<Caller> caller;
   auto early = impl_->prepare(req, route, blocking, caller);
   if (caller) answered.accessor = caller->accessor;
-  if (route) answered.pattern = route->pattern;
+  if (route) {
+    answered.pattern = route->pattern;
+    answered.object = route->object;
+  }
   if (early) {
     http::apply_cors(impl_->options.cors, req, *early);
     co_return *early;

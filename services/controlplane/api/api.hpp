@@ -75,8 +75,14 @@ class Api {
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
 
-  // The HTTP server's handler. Runs on the store's executor.
+  // The HTTP server's handler. Runs on the store's executor. Every write gets an audit line
+  // (ApiOptions::audit) naming its caller, object and answer; an exception is answered 500 (a
+  // forced shutdown's cancellation 503) and audited too.
   boost::asio::awaitable<http::Response> handle(http::Request request);
+  // A request answered without the API (http::Refused: the server could not read it or refused
+  // its framing, or the handler threw; or the HA front refused it): audited when it is a write
+  // or its method is unknown.
+  void record_refusal(const http::Request& request, const http::Response& response);
   // Same routing and endpoints, never waits: no blocking query, no durability wait, and the
   // endpoint runs on a private io_context, so it suits endpoints that answer without I/O (tests).
   http::Response handle_now(http::Request request);
@@ -89,6 +95,8 @@ class Api {
   struct Answered {
     std::string accessor;                          // the token that asked (ACLs on), for the audit log
     std::string_view pattern = "unmatched";        // the route, for mooring_http_requests_seconds
+    // The route's audit object, when its path names none (routes.hpp)
+    std::string (*object)(const http::Request&, const http::Response&) = nullptr;
     std::chrono::steady_clock::time_point started;  // after a blocking query's wait
   };
   boost::asio::awaitable<http::Response> answer(http::Request& request, Answered& answered);

@@ -14,6 +14,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/claims/refusal.hpp"
 #include "services/controlplane/http/message.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -31,6 +32,7 @@ namespace mooring::controlplane {
 namespace volumes {
 class VolumeLifecycle;
 struct Snapshot;
+struct Asker;
 }
 namespace secrets {
 class SealedBackend;
@@ -65,7 +67,10 @@ http::Response bad_request(std::string_view message);
 http::Response not_found(std::string_view kind, std::string_view id, std::string_view ns = domain::kDefaultNamespace);
 http::Response refused(const Refusal& r);                             // 400/404/409 by kind
 http::Response write_failed(std::string_view what, const std::string& error);  // 500, logged
-http::Response failed(const volumes::Failure& f);                             // by kind
+// 503 with Retry-After: nothing can serve it now, and soon something may (an agent not heard
+// from yet, a plugin not fingerprinted yet, no healthy controller).
+http::Response retry_later(std::string_view message);
+http::Response failed(const volumes::Failure& f);                             // by kind (unavailable: retry_later)
 // Parses the body as JSON; on failure `error` is the 400 to return.
 bool parse_body(const http::Request& req, nlohmann::json& out, http::Response& error);
 // The path parameter, validated as an id of that kind; on failure `error` is the 400 to return.
@@ -143,12 +148,30 @@ http::Response stop_allocation(Context&, const http::Request&);
 http::Response update_allocation(Context&, const http::Request&);  // PUT /v1/allocation/:id: rolling update of a plugin
 // The body asks for volumes (so submitting it needs csi-mount-volume too).
 bool requests_volumes(const http::Request&);
+// The body's Task (a submit's Allocation.Task, an update's Task) has a CSIPlugin: it deploys a
+// plugin that serves every namespace (plugin:write too).
+bool deploys_plugin(const http::Request&);
+// The allocation the path names (in the request's namespace) runs a CSIPlugin task.
+bool names_plugin_allocation(const StateStore& store, const http::Request& req);
 
 // ---- ACLs (acl_endpoints.cpp) ----
 // The request's SecretID: X-Mooring-Token, X-Nomad-Token or "Authorization: Bearer"; empty when none.
 std::string request_secret(const http::Request& req);
 // The request carries a valid (known, unexpired) management token. False with ACLs off.
 bool is_management_request(Context& ctx, const http::Request& req);
+// Who a request's token names (ACLs on): its compiled policies, its name for refusals and its
+// AccessorID for the audit log; without a token, "anonymous" under the anonymous policy (none:
+// no rights). The error is the 401's text: an unknown or expired token.
+struct Caller {
+  acl::Acl acl;
+  std::string name;      // the token's name, or "anonymous"
+  std::string accessor;  // the token's AccessorID (audit log); empty when anonymous
+};
+domain::Expected<Caller> request_caller(Context& ctx, const http::Request& req);
+// The request's caller as the volumes room asks about plugin-level objects, in the request's
+// namespace: every right with ACLs off. Name it before handing it to a coroutine: GCC 12
+// mishandles class temporaries passed by value to one (docs/engineering-notes.md).
+volumes::Asker request_asker(Context& ctx, const http::Request& req);
 http::Response acl_bootstrap(Context&, const http::Request&);
 http::Response put_acl_policy(Context&, const http::Request&);
 http::Response list_acl_policies(Context&, const http::Request&);

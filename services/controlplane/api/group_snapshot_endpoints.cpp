@@ -87,7 +87,8 @@ Answer list_group_snapshots(Context& ctx, const http::Request& req) {
   if (!required_param(req, "plugin_id", plugin_id, err)) co_return err;
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
-  auto listed = co_await ctx.volumes.list_group_snapshots(plugin_id, std::move(*secrets), request_namespace(req));
+  auto asker = request_asker(ctx, req);
+  auto listed = co_await ctx.volumes.list_group_snapshots(plugin_id, std::move(*secrets), std::move(asker));
   if (!listed) co_return failed(listed.error());
   json out = json::array();
   for (const auto& g : *listed) out.push_back(group_json(g));
@@ -103,7 +104,8 @@ Answer get_group_snapshot(Context& ctx, const http::Request& req) {
   if (group_id.empty()) co_return bad_request("a group snapshot id is required in the path");
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
-  auto got = co_await ctx.volumes.get_group_snapshot(plugin_id, group_id, std::move(*secrets), request_namespace(req));
+  auto asker = request_asker(ctx, req);
+  auto got = co_await ctx.volumes.get_group_snapshot(plugin_id, group_id, std::move(*secrets), std::move(asker));
   if (!got) co_return failed(got.error());
   co_return json_ok({{"GroupSnapshot", group_json(*got)}, {"Index", got->index}});
 }
@@ -118,7 +120,9 @@ Answer delete_group_snapshot(Context& ctx, const http::Request& req) {
   std::vector<std::string> members = split_list(req.param("snapshot_ids").value_or(""));
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
-  auto index = co_await ctx.volumes.delete_group_snapshot(plugin_id, group_id, std::move(members), std::move(*secrets));
+  auto asker = request_asker(ctx, req);
+  auto index = co_await ctx.volumes.delete_group_snapshot(plugin_id, group_id, std::move(members), std::move(*secrets),
+                                                          std::move(asker));
   if (!index) co_return failed(index.error());
   co_return json_ok({{"Index", *index}});
 }

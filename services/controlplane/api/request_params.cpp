@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "services/controlplane/api/endpoints.hpp"
+#include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::api {
 
@@ -56,6 +57,20 @@ domain::Expected<std::string> resolve_namespace(const http::Request& req, bool a
   return ns.value_or(std::string(domain::kDefaultNamespace));
 }
 
+std::optional<std::string> invalid_query_text(const http::QueryParams& query) {
+  for (const auto& [name, value] : query) {
+    if (!domain::valid_utf8(name)) return "a query parameter's name is not valid UTF-8";
+    if (!domain::valid_utf8(value)) return "query parameter " + domain::in_quotes(name) + ": not valid UTF-8";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> invalid_path_text(const http::PathParams& params) {
+  for (const auto& [name, value] : params)
+    if (!domain::valid_utf8(value)) return "path parameter " + domain::in_quotes(name) + ": not valid UTF-8";
+  return std::nullopt;
+}
+
 domain::Expected<StringMap> parse_secrets_header(std::string_view text) {
   StringMap out;
   std::size_t position = 0;
@@ -70,6 +85,8 @@ domain::Expected<StringMap> parse_secrets_header(std::string_view text) {
     auto eq = entry.find('=');
     if (eq == std::string_view::npos || eq == 0)
       return domain::error("entry " + std::to_string(position) + " is not key=value");
+    // Secrets travel to the plugin as protobuf strings, which must be UTF-8.
+    if (!domain::valid_utf8(entry)) return domain::error("entry " + std::to_string(position) + " is not valid UTF-8");
     out[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
   }
   return out;

@@ -1,9 +1,10 @@
-// API room: request parts the volume and snapshot endpoints share — plugin secrets from the
+// API room: request parts the endpoints share — text that must be UTF-8, plugin secrets from the
 // header `X-Mooring-CSI-Secrets: k=v,k2=v2` (or Nomad's `X-Nomad-CSI-Secrets`; passed to the
 // plugin, never logged or returned), paging of plugin listings, required query parameters.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,5 +29,9 @@ bool page_params(const http::Request& req, volumes::PageRequest& page, http::Res
 // another (or two) is refused, as is "*" where `any` is false. Errors name the parameter or field.
 domain::Expected<std::string> resolve_namespace(const http::Request& req, bool any);
 bool required_param(const http::Request& req, std::string_view name, std::string& out, http::Response& err);
+// Decoded query parameters or path parameters that are not valid UTF-8 (every answer, log line
+// and plugin call that quotes them needs it): the 400's message naming the first, or nullopt.
+std::optional<std::string> invalid_query_text(const http::QueryParams& query);
+std::optional<std::string> invalid_path_text(const http::PathParams& params);
 
 }  // namespace mooring::controlplane::api

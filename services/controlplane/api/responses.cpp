@@ -1,3 +1,7 @@
+#include <optional>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "services/controlplane/api/endpoints.hpp"
@@ -25,6 +29,12 @@ http::Response refused(const Refusal& r) {
   return http::error_response(500, r.message);
 }
 
+http::Response retry_later(std::string_view message) {
+  auto r = http::error_response(503, message);
+  r.set_header("Retry-After", "1");
+  return r;
+}
+
 http::Response write_failed(std::string_view what, const std::string& error) {
   log::Logger("api").error("state write failed", {{"what", what}, {"error", error}});
   return http::error_response(500, std::string(what) + ": state write failed: " + error);
@@ -38,7 +48,7 @@ http::Response failed(const volumes::Failure& f) {
     case Kind::conflict: return http::error_response(409, f.message);
     case Kind::forbidden: return http::error_response(403, f.message);
     case Kind::unimplemented: return http::error_response(501, f.message);
-    case Kind::unavailable: return http::error_response(503, f.message);
+    case Kind::unavailable: return retry_later(f.message);
     case Kind::timeout: return http::error_response(504, f.message);
     case Kind::plugin_error: return http::error_response(502, f.message);
     case Kind::state_write: return http::error_response(500, f.message);
@@ -46,9 +56,98 @@ http::Response failed(const volumes::Failure& f) {
   return http::error_response(500, f.message);
 }
 
+namespace {
+
+// Follows a parse to where it stops, to name the field there ("Task.Env.A", "Volumes[0].Name").
+class FieldTracker final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override {
+    frames_.push_back({.array = false});
+    return true;
+  }
+  bool key(string_t& k) override {
+    frames_.back().key = k;
+    frames_.back().at_key = false;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override {
+    frames_.push_back({.array = true, .at_key = false});
+    return true;
+  }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t at, const std::string&, const nlohmann::detail::exception&) override {
+    position = at;
+    return false;
+  }
+
+  // "request body: field \"X\": <what>", or where the field's key itself is.
+  std::string message(std::string_view what) const {
+    std::string path;
+    for (const auto& f : frames_) {
+      // Appended piece by piece: GCC 12's -Wrestrict misfires at -O2 on `"" + key` (Release build).
+      if (f.array) {
+        path.append("[").append(std::to_string(f.index)).append("]");
+      } else if (!f.at_key) {
+        if (!path.empty()) path += '.';
+        path += f.key;
+      }
+    }
+    const bool at_key = !frames_.empty() && frames_.back().at_key;
+    if (at_key) return "request body: a key" + (path.empty() ? "" : " in field " + domain::in_quotes(path)) + " is " + std::string(what);
+    if (path.empty()) return "request body: " + std::string(what);
+    return "request body: field " + domain::in_quotes(path) + ": " + std::string(what);
+  }
+  std::size_t position = 0;
+
+ private:
+  struct Frame {
+    bool array;
+    std::size_t index = 0;
+    std::string key;
+    bool at_key = true;  // an object expecting its next key
+  };
+  bool value() {  // a value ended inside the innermost container
+    if (!frames_.empty()) {
+      if (frames_.back().array) ++frames_.back().index;
+      else frames_.back().at_key = true;
+    }
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return value();
+  }
+  std::vector<Frame> frames_;
+};
+
+// The 400 message for a body that is not well-formed UTF-8 where parsing stops; nullopt when it
+// stops for another reason first.
+std::optional<std::string> utf8_refusal(const std::string& body) {
+  const auto valid = domain::utf8_prefix(body);
+  if (valid == body.size()) return std::nullopt;
+  FieldTracker tracker;
+  (void)nlohmann::json::sax_parse(body, &tracker);
+  if (tracker.position <= valid) return std::nullopt;
+  return tracker.message("not valid UTF-8");
+}
+
+}  // namespace
+
 bool parse_body(const http::Request& req, nlohmann::json& out, http::Response& error) {
   if (req.body.empty()) {
     error = bad_request("request body is empty; a JSON object is required");
+    return false;
+  }
+  if (auto bad = utf8_refusal(req.body)) {
+    error = bad_request(*bad);
     return false;
   }
   try {

@@ -1,4 +1,6 @@
 // Snapshots: create (answered per item), delete and list, through the volumes room.
+#include <algorithm>
+
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/request_params.hpp"
 #include "services/controlplane/volumes/volume_lifecycle.hpp"
@@ -36,6 +38,15 @@ std::optional<http::Response> snapshot_item(const json& s, volumes::SnapshotRequ
       !string_field(s, "Name", w.name) || !map_field(s, "Secrets", w.secrets) || !map_field(s, "Parameters", w.parameters))
     return bad_request(
         "snapshot: fields SourceVolumeID, PluginID, Name must be strings and Secrets, Parameters objects of strings");
+  // The name, the id and both maps reach the plugin, whose C strings a NUL would cut short.
+  using domain::has_nul;
+  const auto map_nul = [](const StringMap& m) {
+    return std::any_of(m.begin(), m.end(), [](const auto& kv) { return has_nul(kv.first) || has_nul(kv.second); });
+  };
+  for (const auto& [field, bad] : {std::pair{"SourceVolumeID", has_nul(w.volume_id)}, {"PluginID", has_nul(w.plugin_id)},
+                                   {"Name", has_nul(w.name)}, {"Secrets", map_nul(w.secrets)},
+                                   {"Parameters", map_nul(w.parameters)}})
+    if (bad) return bad_request(std::string("snapshot: field \"") + field + "\": must not contain a NUL byte");
   if (w.volume_id.empty()) return bad_request("snapshot: field \"SourceVolumeID\" is required");
   if (w.name.empty()) return bad_request("snapshot of volume " + domain::in_quotes(w.volume_id) + ": field \"Name\" is required");
   return std::nullopt;
@@ -51,6 +62,7 @@ json snapshot_json(const volumes::Snapshot& s) {
             {"CreateTime", s.create_time},
             {"IsReady", s.ready},
             {"PluginID", s.plugin_id}};
+  if (!s.ns.empty()) j["Namespace"] = s.ns;  // whose it is; none: no namespace owns it
   if (!s.name.empty()) j["Name"] = s.name;
   if (!s.group_snapshot_id.empty()) j["GroupSnapshotID"] = s.group_snapshot_id;
   return j;
@@ -104,7 +116,8 @@ Answer delete_snapshot(Context& ctx, const http::Request& req) {
   if (!required_param(req, "snapshot_id", snapshot_id, err)) co_return err;
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
-  auto index = co_await ctx.volumes.delete_snapshot(plugin_id, snapshot_id, std::move(*secrets));
+  auto asker = request_asker(ctx, req);
+  auto index = co_await ctx.volumes.delete_snapshot(plugin_id, snapshot_id, std::move(*secrets), std::move(asker));
   if (!index) co_return failed(index.error());
   co_return json_ok({{"Index", *index}});
 }
@@ -117,7 +130,8 @@ Answer list_snapshots(Context& ctx, const http::Request& req) {
   if (!page_params(req, page, err)) co_return err;
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
-  auto listed = co_await ctx.volumes.list_snapshots(plugin_id, page, std::move(*secrets), request_namespace(req));
+  auto asker = request_asker(ctx, req);
+  auto listed = co_await ctx.volumes.list_snapshots(plugin_id, page, std::move(*secrets), std::move(asker));
   if (!listed) co_return failed(listed.error());
   json out = json::array();
   for (const auto& s : listed->items) out.push_back(snapshot_json(s));

@@ -110,7 +110,8 @@ Answer register_volume(Context& ctx, const http::Request& req) {
   domain::Volume v;
   if (auto err = one_volume(req, true, " registers exactly one volume; use PUT /v1/volumes for several", v))
     co_return *err;
-  co_return written(co_await ctx.volumes.register_or_expand(std::move(v), header_secrets(req)));
+  auto asker = request_asker(ctx, req);
+  co_return written(co_await ctx.volumes.register_or_expand(std::move(v), header_secrets(req), std::move(asker)));
 }
 
 Answer register_volumes(Context& ctx, const http::Request& req) {
@@ -120,7 +121,8 @@ Answer register_volumes(Context& ctx, const http::Request& req) {
   auto volumes = domain::volumes_request_from_api(body, true);
   if (!volumes) co_return bad_request(volumes.error());
   for (auto& v : *volumes) v.ns = request_namespace(req);
-  co_return written(co_await ctx.volumes.register_volumes(std::move(*volumes)));
+  auto asker = request_asker(ctx, req);
+  co_return written(co_await ctx.volumes.register_volumes(std::move(*volumes), std::move(asker)));
 }
 
 Answer deregister_volume(Context& ctx, const http::Request& req) {
@@ -142,7 +144,8 @@ Answer create_volume(Context& ctx, const http::Request& req) {
   auto secrets = header_secrets(req);
   if (!secrets) co_return bad_request(secrets.error());
   for (auto& [k, val] : *secrets) v.secrets[k] = val;
-  co_return written(co_await ctx.volumes.create(std::move(v)));
+  auto asker = request_asker(ctx, req);
+  co_return written(co_await ctx.volumes.create(std::move(v), std::move(asker)));
 }
 
 Answer delete_volume(Context& ctx, const http::Request& req) {
@@ -175,18 +178,25 @@ Answer list_external_volumes(Context& ctx, const http::Request& req) {
   http::Response err;
   if (!required_param(req, "plugin_id", plugin_id, err)) co_return err;
   if (!page_params(req, page, err)) co_return err;
-  auto listed = co_await ctx.volumes.list_external(plugin_id, page);
+  auto asker = request_asker(ctx, req);
+  auto listed = co_await ctx.volumes.list_external(plugin_id, page, std::move(asker));
   if (!listed) co_return failed(listed.error());
   json out = json::array();
-  for (const auto& v : listed->items)
-    out.push_back({{"ExternalID", v.external_id},
-                   {"CapacityBytes", v.capacity},
-                   {"VolumeContext", json(v.context)},
-                   {"SnapshotID", v.snapshot_id},
-                   {"CloneID", v.clone_id},
-                   {"PublishedExternalNodeIDs", v.published_node_ids},
-                   {"IsAbnormal", v.abnormal},
-                   {"Status", v.status}});
+  for (const auto& v : listed->items) {
+    json item = {{"ExternalID", v.external_id},
+                 {"CapacityBytes", v.capacity},
+                 {"VolumeContext", json(v.context)},
+                 {"SnapshotID", v.snapshot_id},
+                 {"CloneID", v.clone_id},
+                 {"PublishedExternalNodeIDs", v.published_node_ids},
+                 {"IsAbnormal", v.abnormal},
+                 {"Status", v.status}};
+    if (!v.volume_id.empty()) {  // the volume that registers it
+      item["Namespace"] = v.ns;
+      item["VolumeID"] = v.volume_id;
+    }
+    out.push_back(std::move(item));
+  }
   co_return json_ok({{"Volumes", out}, {"NextToken", listed->next_token}});
 }
 

@@ -2,6 +2,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include "services/controlplane/claims/fault_switch.hpp"
 #include "services/controlplane/claims/publish_outcome.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/text.hpp"
@@ -75,6 +76,8 @@ asio::awaitable<ClaimAnswer> ClaimPath::decide(ClaimInput input) {
   auto plan = plan_claim(input, store_.node(input.node_id), stored, store_.allocation(input.allocation_id),
                          stored ? store_.plugin(stored->plugin_id) : nullptr, publisher_ != nullptr, domain::now());
   if (!plan) co_return failed(plan.refusal());
+  Batch late_intent;
+  bool held_back = false;
   if (plan->record) {
     Batch batch;
     if (plan->outcome == ClaimOutcome::created)
@@ -83,17 +86,21 @@ asio::awaitable<ClaimAnswer> ClaimPath::decide(ClaimInput input) {
                                       std::string(domain::to_string(input.mode)) + " by allocation " +
                                       in_quotes(input.allocation_id) + " on node " + in_quotes(input.node_id)));
     if (plan->volume != *stored) batch.put(plan->volume);
-    if (auto refused = commit(std::move(batch), claim_subject(input))) co_return failed(*refused);
+    held_back = plan->publish && fault_switch(FaultSwitch::skip_intent);
+    if (held_back)
+      late_intent = std::move(batch);
+    else if (auto refused = commit(std::move(batch), claim_subject(input)))
+      co_return failed(*refused);
   }
   if (!plan->publish) {
     const auto& claim = plan->volume.claims.at(input.allocation_id);
     co_return GrantedClaim{.volume = plan->volume, .claim = claim, .read_only = plan->read_only};
   }
-  co_return co_await publish(input, std::move(*plan));
+  co_return co_await publish(input, std::move(*plan), held_back ? &late_intent : nullptr);
 }
 
 // The intent is committed; the store may change while the controller works.
-asio::awaitable<ClaimAnswer> ClaimPath::publish(const ClaimInput& input, ClaimPlan plan) {
+asio::awaitable<ClaimAnswer> ClaimPath::publish(const ClaimInput& input, ClaimPlan plan, Batch* late_intent) {
   const Publishing busy(*this, input.volume_key);
   const domain::Claim claim = plan.volume.claims.at(input.allocation_id);
   // Group commit: the intent is in memory; it must be on disk before the controller hears of it.
@@ -104,6 +111,8 @@ asio::awaitable<ClaimAnswer> ClaimPath::publish(const ClaimInput& input, ClaimPl
     result = co_await publisher_->publish(plan.volume, claim, claim.external_node_id);
   else
     result.status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "no controller route is configured");
+  if (late_intent)
+    if (auto refused = commit(std::move(*late_intent), claim_subject(input))) co_return failed(*refused);
   co_return settle(input, plan, std::move(result));
 }
 

@@ -56,7 +56,9 @@ class ClaimPath {
   boost::asio::awaitable<ClaimAnswer> decide(ClaimInput input);  // claim() without the timing
 
   boost::asio::awaitable<void> wait_for_publish(const std::string& volume_id);
-  boost::asio::awaitable<ClaimAnswer> publish(const ClaimInput& input, ClaimPlan plan);
+  // `late_intent`: the intent the skip-intent fault switch held back (null: none), committed
+  // after the ControllerPublish.
+  boost::asio::awaitable<ClaimAnswer> publish(const ClaimInput& input, ClaimPlan plan, Batch* late_intent);
   ClaimAnswer settle(const ClaimInput& input, const ClaimPlan& plan, PublishResult result);
   ClaimAnswer settle_failure(const ClaimInput& input, const ClaimPlan& plan, domain::Volume updated,
                              const PublishResult& result);

@@ -1,4 +1,5 @@
 #include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/claims/fault_switch.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
@@ -91,7 +92,7 @@ Ruled<ClaimOutcome> take_claim(domain::Volume& v, const ClaimRequest& r, domain:
       if (!first_writer) first_writer = &c;
     }
   }
-  if (r.mode == ClaimMode::write) {
+  if (r.mode == ClaimMode::write && !fault_switch(FaultSwitch::second_writer)) {
     int max = domain::max_writers(r.access_mode);
     if (max > 0 && other_writers >= max)
       return conflict("volume max claims reached: " + name(v) + " (" + std::string(domain::to_string(r.access_mode)) +

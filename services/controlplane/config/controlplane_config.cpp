@@ -55,18 +55,22 @@ struct Option : config::Doc {
 constexpr std::array kOptions{
     Option{"config", "MOORING_CP_CONFIG", "", Kind::string, "FILE", "JSON config file (keys as listed below)", ""},
     Option{"data-dir", "MOORING_CP_DATA_DIR", "data_dir", Kind::string, "DIR",
-           "where the state lives (SQLite, created 0700/0600)", "(required)", &Config::data_dir},
+           "the state (SQLite state.db, created 0700/0600), the keyring and audit.log; one control plane per "
+           "directory (flock)",
+           "(required)", &Config::data_dir},
     Option{"state", "MOORING_CP_STATE", "state", Kind::string, "URL",
            "where the state lives: sqlite://DATA_DIR/state.db (embedded) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] "
-           "(give every control plane the same --keyring-file)", "sqlite://DATA_DIR/state.db", &Config::state},
+           "(prefix /mooring by default; IP endpoints are tried in order; give every control plane the same "
+           "--keyring-file)", "sqlite://DATA_DIR/state.db", &Config::state},
     Option{"etcd-cacert", "MOORING_CP_ETCD_CACERT", "etcd_cacert", Kind::string, "FILE",
            "TLS to etcd: the CA of etcd's certificate", "", &Config::etcd_ca_file},
     Option{"etcd-cert", "MOORING_CP_ETCD_CERT", "etcd_cert", Kind::string, "FILE",
-           "TLS to etcd: our client certificate (with --etcd-key)", "", &Config::etcd_cert_file},
+           "TLS to etcd: our client certificate, when etcd asks for one (with --etcd-key)", "", &Config::etcd_cert_file},
     Option{"etcd-key", "MOORING_CP_ETCD_KEY", "etcd_key", Kind::string, "FILE", "the key of --etcd-cert", "",
            &Config::etcd_key_file},
     Option{"leader-lease", "MOORING_CP_LEADER_LEASE", "leader_lease", Kind::positive_duration, "DURATION",
-           "etcd state: the leader's lease; a standby takes over within about twice this after the leader dies",
+           "etcd state: the leader's lease (whole seconds); a standby takes over within about twice this after the "
+           "leader dies",
            "2s", nullptr, &Config::leader_lease},
     Option{"stale-reads-max", "MOORING_CP_STALE_READS_MAX", "stale_reads_max", Kind::duration, "DURATION",
            "etcd state: how long a leader that cannot reach a quorum of etcd keeps serving reads from memory "
@@ -79,18 +83,24 @@ constexpr std::array kOptions{
            "etcd state: where node agents reach this one's gRPC service (a standby names the leader's)", "GRPC_ADDR",
            &Config::advertise_grpc_addr},
     Option{"keyring-file", "MOORING_CP_KEYRING_FILE", "keyring_file", Kind::string, "FILE",
-           "the keys sealing secrets in the state (AES-256-GCM; created 0600 on first start)", "DATA_DIR/keyring",
+           "the AES-256 root keys that wrap the data keys sealing secrets in the state; created 0600 with one random "
+           "key on the first start, never written after (may be read-only). Back it up with state.db: without it the "
+           "stored secrets cannot be read, and a start with a missing or other keyring fails naming the key id and the "
+           "file",
+           "DATA_DIR/keyring",
            &Config::keyring_file},
     Option{"http-addr", "MOORING_CP_HTTP_ADDR", "http_addr", Kind::string, "HOST:PORT",
            "REST API listen address (port 0: any)", "127.0.0.1:4700", &Config::http_addr},
     Option{"grpc-addr", "MOORING_CP_GRPC_ADDR", "grpc_addr", Kind::string, "HOST:PORT",
            "node agent RPC listen address (port 0: any)", "127.0.0.1:4701", &Config::grpc_addr},
     Option{"http-max-connections", "MOORING_CP_HTTP_MAX_CONNECTIONS", "http_max_connections", Kind::count, "N",
-           "REST API connections in all; over it an idle one is closed, else the new one gets 503", "1024",
+           "REST API connections in all; at the limit the oldest idle connection is closed to make room, and when none "
+           "is idle the new one gets 503 with Retry-After: 1", "1024",
            nullptr, nullptr, nullptr, &Config::http_max_connections},
     Option{"http-max-connections-per-client", "MOORING_CP_HTTP_MAX_CONNECTIONS_PER_CLIENT",
            "http_max_connections_per_client", Kind::count, "N",
-           "REST API connections per client address (as above; behind a proxy all share one)", "256", nullptr,
+           "REST API connections per client address (its own oldest idle connection gives way); behind a proxy every "
+           "client shares one address, so raise it there", "256", nullptr,
            nullptr, nullptr, &Config::http_max_connections_per_client},
     Option{"acl", "MOORING_CP_ACL", "acl", Kind::boolean, "",
            "require ACL tokens on the REST API (bootstrap with POST /v1/acl/bootstrap); --acl=false to open it",
@@ -104,24 +114,36 @@ constexpr std::array kOptions{
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
     Option{"log-format", "MOORING_CP_LOG_FORMAT", "log_format", Kind::format, "FORMAT", "text|json", "text"},
     Option{"cors-read-origin", "MOORING_CP_CORS_READ_ORIGINS", "cors_read_origins", Kind::list, "ORIGIN",
-           "browser origin allowed to read the API (flag repeatable; env comma-separated; file array)", "none",
+           "browser origin whose pages may read the API, for dashboards (flag repeatable; env comma-separated; file "
+           "array; * for any)", "none",
            nullptr, nullptr, &Config::cors_read_origins},
     Option{"cors-write-origin", "MOORING_CP_CORS_WRITE_ORIGINS", "cors_write_origins", Kind::list, "ORIGIN",
            "browser origin allowed to write (as above)", "none", nullptr, nullptr, &Config::cors_write_origins},
     Option{"shutdown-grace", "MOORING_CP_SHUTDOWN_GRACE", "shutdown_grace", Kind::duration, "DURATION",
            "time in-flight requests get on SIGTERM", "10s", nullptr, &Config::shutdown_grace},
     Option{"gc-retry-max", "MOORING_CP_GC_RETRY_MAX", "gc_retry_max", Kind::positive_duration, "DURATION",
-           "longest wait between attempts of a failing claim release", "30s", nullptr, &Config::gc_retry_max},
+           "longest wait between attempts of a failing claim release (the first retry comes after 500 ms, then "
+           "doubling)", "30s", nullptr, &Config::gc_retry_max},
     Option{"gc-sweep-period", "MOORING_CP_GC_SWEEP_PERIOD", "gc_sweep_period", Kind::positive_duration, "DURATION",
-           "safety-net sweep for past claims without a worker", "5m", nullptr, &Config::gc_sweep_period},
+           "safety-net sweep for past claims without a worker; the normal path starts a release at the change that "
+           "makes a claim past", "5m", nullptr, &Config::gc_sweep_period},
     Option{"alloc-gc-threshold", "MOORING_CP_ALLOC_GC_THRESHOLD", "alloc_gc_threshold", Kind::positive_duration,
-           "DURATION", "terminal allocations without claims are deleted after this long", "1h", nullptr,
+           "DURATION",
+           "a terminal allocation that no volume claim names is deleted after this long (counted from when this "
+           "control plane first saw it so), in batches with one AllocationsCollected event each; a late status report "
+           "for a deleted allocation is acknowledged and ignored",
+           "1h", nullptr,
            &Config::alloc_gc_threshold},
     Option{"node-gc-threshold", "MOORING_CP_NODE_GC_THRESHOLD", "node_gc_threshold", Kind::positive_duration,
-           "DURATION", "nodes down this long and named by no claim are purged with their plugin instances", "24h",
+           "DURATION",
+           "a node down this long (counted from its down event, so a restart does not reset it) and named by no "
+           "volume claim is purged with its plugin instances; its allocations that are not terminal are marked lost "
+           "(Nomad's node_gc_threshold)",
+           "24h",
            nullptr, &Config::node_gc_threshold},
     Option{"tls-ca-file", "MOORING_CP_TLS_CA_FILE", "tls_ca_file", Kind::string, "FILE",
-           "CA certificate for mutual TLS on the gRPC port: agents must present a certificate it signed", "",
+           "CA certificate for mutual TLS on the gRPC port (all three --tls-* files, or none): agents must present a "
+           "certificate it signed", "",
            &Config::tls_ca_file},
     Option{"tls-cert-file", "MOORING_CP_TLS_CERT_FILE", "tls_cert_file", Kind::string, "FILE",
            "the control plane's certificate (mooring tls cert create -server), for gRPC (re-read when it "
@@ -130,20 +152,25 @@ constexpr std::array kOptions{
     Option{"tls-key-file", "MOORING_CP_TLS_KEY_FILE", "tls_key_file", Kind::string, "FILE",
            "the key of --tls-cert-file", "", &Config::tls_key_file},
     Option{"tls-ca-key-file", "MOORING_CP_TLS_CA_KEY_FILE", "tls_ca_key_file", Kind::string, "FILE",
-           "the key of --tls-ca-file: node enrollment (POST /v1/node/:id/enroll) signs nodes' CSRs with it, so the "
-           "CA key never goes to the nodes (optional; without it enrollment answers 501)", "",
+           "the key of --tls-ca-file: node enrollment (POST /v1/node/:id/enroll) and agents' renewals (gRPC "
+           "RenewCertificate) sign nodes' CSRs with it, so the CA key never goes to the nodes; checked against the CA "
+           "at start (optional; without it enrollment answers 501 and renewal FAILED_PRECONDITION; "
+           "docs/node-enrollment.md)",
+           "",
            &Config::tls_ca_key_file},
     Option{"node-cert-ttl", "MOORING_CP_NODE_CERT_TTL", "node_cert_ttl", Kind::positive_duration, "DURATION",
-           "how long a node certificate signed by enrollment or renewal lasts; agents renew theirs two thirds in "
-           "(at least 10s)", "168h", nullptr, &Config::node_cert_ttl},
+           "how long a node certificate signed by enrollment or renewal lasts; agents renew theirs two thirds in, "
+           "over mutual TLS (at least 10s)", "168h", nullptr, &Config::node_cert_ttl},
     Option{"audit-log", "MOORING_CP_AUDIT_LOG", "audit_log", Kind::string, "FILE",
            "also append the audit log (one JSON line per write, REST and agent gRPC) here", "<data-dir>/audit.log only",
            &Config::audit_log},
     Option{"http-client-ca-file", "MOORING_CP_HTTP_CLIENT_CA_FILE", "http_client_ca_file", Kind::string, "FILE",
-           "REST API clients must also present a certificate this CA signed (optional; needs the TLS files)", "",
+           "REST API clients must also present a certificate this CA signed (optional; needs the TLS files, with "
+           "which the REST API serves HTTPS)", "",
            &Config::http_client_ca_file},
     Option{"insecure", "MOORING_CP_INSECURE", "insecure", Kind::boolean, "",
-           "plaintext gRPC without TLS files (anyone who reaches the port can act as any node); logs a warning",
+           "plaintext gRPC and HTTP on purpose (anyone who reaches the ports can act as any node); logs a warning. "
+           "Without TLS files and without --insecure the control plane refuses to start",
            "false", nullptr, nullptr, nullptr, nullptr, &Config::insecure},
 };
 
@@ -255,6 +282,10 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
       out.help = true;
       return out;
     }
+    if (config::wants_markdown(argv)) {
+      out.help_markdown = true;
+      return out;
+    }
     // Flags are collected first (the config file they may name is read before they apply).
     std::vector<std::pair<const Option*, std::string>> flags;
     std::string config_file;
@@ -332,6 +363,19 @@ std::string controlplane_config_help() {
       "Usage: mooring-controlplane --data-dir DIR [flags]\n\n"
       "Keeps Mooring's state and serves the REST API and the node agents' gRPC service.\n"
       "Settings come from flags, then MOORING_CP_* environment variables, then the config file.\n",
+      std::vector<config::Doc>(kOptions.begin(), kOptions.end()));
+}
+
+std::string controlplane_config_markdown() {
+  return config::markdown_page(
+      {.title = "mooring-controlplane",
+       .generated_by = "mooring-controlplane --help-markdown",
+       .intro = "The control plane keeps Mooring's state and serves the REST API and the node agents' gRPC service.\n"
+                "Each setting is a flag, a `MOORING_CP_*` environment variable and a key of the JSON file named by\n"
+                "`--config` (or `MOORING_CP_CONFIG`). Flags override the environment, which overrides the file. A bad\n"
+                "or unknown value is an error that names the flag, variable or key. `mooring-controlplane --help`\n"
+                "prints the same list. State in etcd and the leader's lease: [high-availability.md](../high-availability.md);\n"
+                "TLS, ACLs and the keyring: [security.md](../security.md)."},
       std::vector<config::Doc>(kOptions.begin(), kOptions.end()));
 }
 

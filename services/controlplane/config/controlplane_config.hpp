@@ -68,6 +68,7 @@ struct ControlPlaneConfig {
 
 struct ControlPlaneArgs {
   bool help = false;
+  bool help_markdown = false;  // --help-markdown: print docs/configuration/controlplane.md
   ControlPlaneConfig config;
 };
 
@@ -81,5 +82,7 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
 
 // --help: every flag with its environment variable, file key and default.
 std::string controlplane_config_help();
+// --help-markdown: the same table as the reference page docs/configuration/controlplane.md.
+std::string controlplane_config_markdown();
 
 }  // namespace mooring::controlplane

@@ -7,6 +7,7 @@
 
 #include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
+#include "services/controlplane/claims/fault_switch.hpp"
 #include "services/controlplane/claims/operation_id.hpp"
 #include "services/controlplane/gc/release_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -265,6 +266,21 @@ asio::awaitable<void> ClaimGc::drive(std::string volume_id) {
 
 namespace {
 
+domain::Event released_event(const domain::Volume& v, const domain::Claim& c) {
+  return claim_event(v, c, "ClaimReleased",
+                     "released the claim of allocation " + in_quotes(c.allocation_id) + " on volume " + in_quotes(v.id));
+}
+
+// The free-before-unpublish fault switch (test builds only, claims/fault_switch.hpp): the claim
+// is freed before the ControllerUnpublish that must come first, for the chaos checker to catch.
+void free_before_unpublish(StateStore& store, domain::Volume v, const std::string& alloc) {
+  Batch batch;
+  batch.add_event(released_event(v, v.claims.at(alloc)));
+  free_claim(v, alloc);
+  stage_volume(batch, v);
+  (void)store.commit(std::move(batch));
+}
+
 // Applies every step that needs no RPC (skips and the final free) to `v`. Returns the first
 // decision that needs the outside world, or a `free` decision once the claim is gone.
 ReleaseDecision settle(domain::Volume& v, const std::string& alloc, const StateStore& store, Batch& batch,
@@ -277,8 +293,7 @@ ReleaseDecision settle(domain::Volume& v, const std::string& alloc, const StateS
                      domain::now()};
     auto d = decide_release(v, c, view);
     if (d.action == ReleaseAction::free) {
-      batch.add_event(claim_event(v, c, "ClaimReleased",
-                                  "released the claim of allocation " + in_quotes(alloc) + " on volume " + in_quotes(v.id)));
+      batch.add_event(released_event(v, c));
       free_claim(v, alloc);
       changed = true;
       return d;
@@ -374,6 +389,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
     }
     case ReleaseAction::unpublish_controller: {
       target = ClaimState::controller_detached;
+      if (fault_switch(FaultSwitch::free_before_unpublish)) free_before_unpublish(store_, v, alloc_id);
       ::csi::v1::ControllerUnpublishVolumeRequest req;
       req.set_volume_id(v.external_id);  // the provider's id, never ours (seed 001)
       req.set_node_id(d.external_node_id);

@@ -1,4 +1,5 @@
 #include "services/controlplane/gc/release_rules.hpp"
+#include "services/controlplane/claims/publish_outcome.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::gc {
@@ -77,12 +78,28 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
     }
   }
   // The last claim to leave a node detaches it: until then the device is still in use there.
+  // A claim whose own ControllerPublish is still unconfirmed does not count yet: if that publish
+  // fails for certain the claim is dropped without a release, and a detach left to it would
+  // never be sent (the volume stayed published to the node with no claim: found by the chaos
+  // checker, docs/chaos.md). Wait for its outcome instead.
+  std::string pending;
   for (const auto& [alloc, other] : v.claims) {
     if (alloc == c.allocation_id || other.node_id != c.node_id) continue;
-    if (domain::is_before(other.state, ClaimState::controller_detached))
-      return advance(ClaimState::controller_detached,
-                     "allocation " + in_quotes(alloc) + " on the same node " + in_quotes(c.node_id) +
-                         " still claims the volume; the controller detach is left to the last claim");
+    if (!domain::is_before(other.state, ClaimState::controller_detached)) continue;
+    if (publish_pending(other)) {
+      pending = alloc;
+      continue;
+    }
+    return advance(ClaimState::controller_detached,
+                   "allocation " + in_quotes(alloc) + " on the same node " + in_quotes(c.node_id) +
+                       " still claims the volume; the controller detach is left to the last claim");
+  }
+  if (!pending.empty()) {
+    ReleaseDecision d;
+    d.action = ReleaseAction::wait_for_controller;
+    d.reason = "allocation " + in_quotes(pending) + " on the same node " + in_quotes(c.node_id) +
+               " waits for its ControllerPublishVolume; the controller detach waits for its outcome";
+    return d;
   }
   std::string csi_node = c.external_node_id;
   if (csi_node.empty()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 namespace mooring::controlplane::http {
 
@@ -23,10 +24,14 @@ constexpr std::string_view allowed_headers =
     "Authorization, Content-Type, Idempotency-Key, X-Mooring-Token, X-Nomad-Token, X-Mooring-CSI-Secrets, "
     "X-Nomad-CSI-Secrets";
 
-// The host of an authority ("127.0.0.1:4700" -> "127.0.0.1", "[::1]:4700" -> "[::1]").
-std::string_view host_of(std::string_view authority) {
-  if (authority.starts_with('[')) return authority.substr(0, authority.find(']') + 1);
-  return authority.substr(0, authority.find(':'));
+// An authority's host and port, the port spelled out ("127.0.0.1" -> 127.0.0.1, 80 over plain
+// HTTP; "[::1]:4700" -> [::1], 4700).
+std::pair<std::string_view, std::string_view> split_authority(std::string_view authority, std::string_view default_port) {
+  const auto host_end = authority.starts_with('[') ? authority.find(']') + 1 : authority.find(':');
+  const auto host = authority.substr(0, host_end);
+  if (host_end >= authority.size()) return {host, default_port};
+  if (authority[host_end] != ':') return {authority, {}};  // not host[:port]: matches nothing
+  return {host, authority.substr(host_end + 1)};
 }
 
 // An address no DNS answer can point elsewhere: an IPv4 or bracketed IPv6 literal, or localhost.
@@ -42,9 +47,14 @@ bool same_origin_by_address(const Request& request) {
   const auto origin = request.header("origin");
   const auto scheme_end = origin.find("://");
   if (scheme_end == std::string_view::npos) return false;
-  const auto authority = origin.substr(scheme_end + 3);
+  // Scheme, host and port: a page served over plain HTTP is another origin than this HTTPS port.
+  if (origin.substr(0, scheme_end) != (request.secure ? "https" : "http")) return false;
   const auto host = request.header("host");
-  return !host.empty() && authority == host && literal_host(host_of(host));
+  if (host.empty()) return false;
+  const std::string_view default_port = request.secure ? "443" : "80";
+  const auto [origin_host, origin_port] = split_authority(origin.substr(scheme_end + 3), default_port);
+  const auto [host_host, host_port] = split_authority(host, default_port);
+  return !origin_port.empty() && origin_host == host_host && origin_port == host_port && literal_host(host_host);
 }
 
 bool is_read_method(std::string_view method) { return method == "GET" || method == "HEAD"; }

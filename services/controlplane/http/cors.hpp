@@ -24,8 +24,9 @@ bool is_read_method(std::string_view method);
 // browser reached the server by address (see same_origin_by_address).
 bool cors_write_forbidden(const CorsPolicy& policy, const Request& request);
 
-// The request comes from a page of this very server: its Origin is "scheme://" + its Host, and
-// that host is an IP literal or localhost. A DNS name is not trusted this way: a foreign page's
+// The request comes from a page of this very server: its Origin has the scheme the request came
+// by (https on the HTTPS port) and the host and port of its Host (an absent port is the scheme's
+// default), and that host is an IP literal or localhost. A DNS name is not trusted this way: a foreign page's
 // name can be rebound to this server's address (DNS rebinding) and would then look same-origin.
 // Serving the dashboard under a name, list that origin with --cors-write-origin.
 bool same_origin_by_address(const Request& request);

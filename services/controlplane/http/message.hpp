@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <optional>
@@ -34,6 +35,7 @@ struct Request {
   // HTTPS: the client presented a certificate from our CA with the control plane identity (a
   // standby forwarding; http::TlsFiles::peer_ca_file).
   bool peer_control_plane = false;
+  bool secure = false;  // it arrived over HTTPS (a same-origin Origin must say https)
   // A request a standby forwarded: that standby (its advertised URL); `remote` is then the
   // client it forwarded for (ha/front.cpp).
   std::string via;
@@ -78,5 +80,9 @@ Response error_response(unsigned status, std::string_view message);
 
 // A JSON body with status 200 (or the given status).
 Response json_response(std::string body, unsigned status = 200);
+
+// The answer for a handler that threw `error`: 503 "shutting down" when a forced shutdown
+// cancelled it, else 500 "internal error", logged with the method and path (never the query).
+Response answer_exception(std::exception_ptr error, const Request& request);
 
 }  // namespace mooring::controlplane::http

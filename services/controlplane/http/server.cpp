@@ -110,7 +110,7 @@ void Server::Impl::refuse(tcp::socket socket, const std::string& client, Connect
     return;
   }
   bhttp::response<bhttp::string_body> res{bhttp::status::service_unavailable, 11};
-  res.set(bhttp::field::server, "mooring");
+  set_common_headers(res, false);
   res.set(bhttp::field::content_type, "application/json");
   res.set(bhttp::field::retry_after, "1");
   res.keep_alive(false);

@@ -1,5 +1,9 @@
-// HTTP room: the Beast session loop. It owns sockets, limits and timeouts and nothing else; every
-// request is handed to a Handler as plain values (message.hpp), so the API layer has no I/O.
+// HTTP room: the Beast session loop. It owns sockets, limits, timeouts and the framing of requests
+// and answers, and nothing else; every request is handed to a Handler as plain values
+// (message.hpp), so the API layer has no I/O. A request whose framing is ambiguous (a
+// Transfer-Encoding other than one "chunked", or beside a Content-Length) is refused and its
+// connection closed: read another way by a proxy in front, its body would be a second request.
+// Every answer carries X-Content-Type-Options: nosniff, and over HTTPS Strict-Transport-Security.
 // The server and its handler run on one single-threaded executor (the control plane's io thread).
 #pragma once
 
@@ -19,6 +23,17 @@
 #include "shared/domain/result.hpp"
 
 namespace mooring::controlplane::http {
+
+// Called once per request on the server's executor. It may suspend (blocking queries); an
+// exception becomes a 500 and is logged.
+using Handler = std::function<boost::asio::awaitable<Response>(Request)>;
+
+// Told, on the server's executor, of each request the server answered itself rather than the
+// handler: one it could not read or refuses to (400 unparsable, 413 body limit, 431 header
+// limit, 400/501 a Transfer-Encoding it does not take), and a handler that threw (500). The
+// request holds what is known of it: the method and path when the request line could be read
+// (never the query, headers or body), the remote address. For the audit log.
+using Refused = std::function<void(const Request&, const Response&)>;
 
 struct ServerConfig {
   std::string address = "127.0.0.1";
@@ -47,11 +62,9 @@ struct ServerConfig {
   std::chrono::milliseconds write_timeout{30'000};
   // HTTPS when a certificate is given (see reload_tls).
   TlsFiles tls;
+  // Requests answered by the server itself (see Refused); none: not reported.
+  Refused refused;
 };
-
-// Called once per request on the server's executor. It may suspend (blocking queries); an
-// exception becomes a 500 and is logged.
-using Handler = std::function<boost::asio::awaitable<Response>(Request)>;
 
 class Server {
  public:

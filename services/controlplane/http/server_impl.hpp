@@ -20,6 +20,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/field.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <openssl/ssl.h>
 
@@ -35,6 +36,17 @@ using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
 inline constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+// Headers on every answer, whoever made it: nosniff, so a browser never takes an answer for
+// another type than it says (an error quoting input is not HTML); over HTTPS, HSTS (a year), so a
+// browser that once reached the API securely never falls back to plain HTTP. Set after the
+// handler's own headers, so each appears once.
+template <class Message>
+void set_common_headers(Message& res, bool secure) {
+  res.set(beast::http::field::server, "mooring");
+  res.set("X-Content-Type-Options", "nosniff");
+  if (secure) res.set(beast::http::field::strict_transport_security, "max-age=31536000");
+}
 
 struct Session {
   // `tls`: the listener's context when it serves HTTPS (kept alive by the session, so a reload
@@ -130,6 +142,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<void> respond_stream(Session& s, Stream& io, RequestFacts req, Response r);
   template <class Stream>
   asio::awaitable<void> respond_raw(Session& s, Stream& io, unsigned status, std::string_view message);
+  // A request refused before the handler saw it: reported (config.refused), answered, and the
+  // connection ended without reading anything of it as another request.
+  template <class Stream>
+  asio::awaitable<void> refuse_request(Session& s, Stream& io, Request known, unsigned status, std::string message);
+  void report_refused(const Request& known, const Response& answer);
 };
 
 }  // namespace mooring::controlplane::http

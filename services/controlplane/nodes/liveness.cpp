@@ -43,9 +43,35 @@ void NodeLiveness::answered(const std::string& node_id, Clock::time_point at) {
   seen(node_id, at);
 }
 
+void NodeLiveness::unknown_until_heard() {
+  unknown_marked_ = true;
+  if (store_.read_only()) {
+    unknown_marked_ = false;
+    return;
+  }
+  const PluginLookup lookup = [this](const std::string& id) { return store_.plugin(id); };
+  std::vector<std::string> unheard;
+  for (const auto& [id, node] : store_.nodes())
+    if (!last_seen_.contains(id)) unheard.push_back(id);
+  for (const auto& id : unheard) {
+    auto change = plan_unknown_until_heard(*store_.node(id), lookup);
+    if (change.empty()) continue;
+    Batch batch;
+    change.stage(batch);
+    if (auto r = store_.commit(std::move(batch)); !r) {
+      log_.error("cannot mark the plugins of a node not heard from yet as unknown; retrying",
+                 {{"node_id", id}, {"error", r.error()}});
+      unknown_marked_ = false;
+    }
+  }
+  if (!unheard.empty())
+    log_.info("plugin health unknown until each node's agent is heard from", {{"nodes", unheard.size()}});
+}
+
 std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
   std::vector<std::string> down;
   if (store_.read_only()) return down;  // nothing can be marked; grant_grace() follows
+  if (!unknown_marked_) unknown_until_heard();
   if (options_.hearing && !options_.hearing()) {
     deaf_ = true;
     return down;
@@ -85,6 +111,7 @@ std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
 
 asio::awaitable<void> NodeLiveness::run() {
   started_ = Clock::now();  // the start of leading (see the header)
+  unknown_until_heard();
   // Named locals, not temporaries, as coroutine arguments: GCC 12 mishandles the lifetime of
   // aggregate temporaries passed by value to a coroutine.
   async::PeriodicOptions options;

@@ -64,8 +64,14 @@ class NodeLiveness {
   // ids marked down. A failed commit is logged and retried on the next check.
   std::vector<std::string> check(Clock::time_point now = Clock::now());
 
-  // check() every period until the awaiting coroutine is cancelled (run it in a TaskGroup). The
-  // grace of nodes not heard from yet starts now.
+  // The start of leading: what the state says of the plugin instances on nodes not heard from
+  // yet is from before, so each healthy one is stored as unknown until its agent registers or
+  // heartbeats (nodes/node_report.hpp, plan_unknown_until_heard). One commit per node with
+  // something healthy; a failed commit is logged and tried again at the next check().
+  void unknown_until_heard();
+
+  // unknown_until_heard(), then check() every period until the awaiting coroutine is cancelled
+  // (run it in a TaskGroup). The grace of nodes not heard from yet starts now.
   boost::asio::awaitable<void> run();
 
  private:
@@ -73,6 +79,7 @@ class NodeLiveness {
   LivenessOptions options_;
   Clock::time_point started_;
   bool deaf_ = false;  // hearing() was false at the last check
+  bool unknown_marked_ = true;  // false from run() until unknown_until_heard() committed for every node
   std::map<std::string, Clock::time_point> last_seen_;
   std::map<std::string, int> unanswered_;  // heartbeats arrived and not answered yet, per node
   log::Logger log_{"liveness"};

@@ -1,6 +1,7 @@
 #include "services/controlplane/nodes/node_report.hpp"
 
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/plugin_facts.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
@@ -154,6 +155,25 @@ void fold_fingerprints(NodeChange& ch, const PluginLookup& lookup, std::vector<P
   for (auto& [id, instances] : full) fold_plugin(ch, lookup, std::move(instances), now);
 }
 
+// Every healthy instance on the node becomes unhealthy with `why` (at `at`, or keeping its time),
+// folded into the node and the aggregates as a full report would be.
+void mark_unhealthy(NodeChange& ch, const PluginLookup& lookup, const std::string& why, std::optional<domain::Time> at,
+                    domain::Time now) {
+  std::vector<PluginInstance> instances;
+  for (const auto* slot : {&ch.node.plugins, &ch.node.split_controllers}) {
+    for (const auto& [id, inst] : *slot) {
+      PluginInstance i = inst;
+      if (i.healthy) {
+        i.healthy = false;
+        i.health_description = why;
+        if (at) i.update_time = *at;
+      }
+      instances.push_back(std::move(i));
+    }
+  }
+  fold_fingerprints(ch, lookup, std::move(instances), now);
+}
+
 }  // namespace
 
 void NodeChange::stage(Batch& batch) const {
@@ -237,19 +257,18 @@ NodeChange plan_node_down(const Node& current, const std::string& reason, const 
                             .type = "NodeDown",
                             .key = node.id,
                             .message = "node " + in_quotes(node.id) + " is down: " + reason});
-  std::vector<PluginInstance> instances;
-  for (const auto* slot : {&node.plugins, &node.split_controllers}) {
-    for (const auto& [id, inst] : *slot) {
-      PluginInstance i = inst;
-      if (i.healthy) {
-        i.healthy = false;
-        i.health_description = "node down: " + reason;
-        i.update_time = now;
-      }
-      instances.push_back(std::move(i));
-    }
-  }
-  fold_fingerprints(ch, lookup, std::move(instances), now);
+  mark_unhealthy(ch, lookup, "node down: " + reason, now, now);
+  return ch;
+}
+
+NodeChange plan_unknown_until_heard(const Node& current, const PluginLookup& lookup) {
+  NodeChange ch;
+  ch.node = current;
+  bool healthy = false;
+  for (const auto* slot : {&current.plugins, &current.split_controllers})
+    for (const auto& [id, inst] : *slot) healthy = healthy || inst.healthy;
+  if (!healthy) return ch;
+  mark_unhealthy(ch, lookup, std::string(domain::kHealthUnknown), std::nullopt, domain::now());
   return ch;
 }
 

@@ -68,4 +68,11 @@ NodeChange plan_heartbeat(const domain::Node& current, std::vector<domain::Plugi
 NodeChange plan_node_down(const domain::Node& current, const std::string& reason, const PluginLookup& lookup,
                           domain::Time now);
 
+// This control plane starts leading and has not heard from the node's agent: what the state says
+// of its plugin instances is from before, so each healthy one counts as unknown (not healthy,
+// domain::kHealthUnknown; its facts and update time kept) until the agent registers or
+// heartbeats. The node keeps its status: liveness gives it a TTL of grace. Empty when nothing on
+// the node is healthy.
+NodeChange plan_unknown_until_heard(const domain::Node& current, const PluginLookup& lookup);
+
 }  // namespace mooring::controlplane

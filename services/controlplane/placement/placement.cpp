@@ -6,6 +6,7 @@
 
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/plugin_facts.hpp"
 #include "shared/domain/task_user.hpp"
 #include "shared/domain/text.hpp"
 
@@ -188,8 +189,12 @@ PlacementResult place(const Allocation& alloc, const ClusterView& c) {
       return out;
     }
     const Plugin* p = find(c.plugins, v->plugin_id);
+    out.health_unknown = out.health_unknown || (p && domain::any_health_unknown(*p));
     if (auto refused = check_schedulable(*v, p)) {
       out.cluster_reason = refused->message;
+      // "no healthy nodes" right after a restart means "not heard from yet": say so.
+      if (out.health_unknown)
+        out.cluster_reason += " (its instances' health is " + std::string(domain::kHealthUnknown) + "; retry shortly)";
       return out;
     }
     needs.push_back({&req, id, v, p});
@@ -218,7 +223,10 @@ PlacementResult place(const Allocation& alloc, const ClusterView& c) {
   } else {
     for (const auto& [id, node] : c.nodes) consider(node);
   }
-  if (out.node_id) out.rejections.clear();
+  if (out.node_id) {
+    out.rejections.clear();
+    out.health_unknown = false;
+  }
   return out;
 }
 

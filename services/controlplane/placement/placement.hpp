@@ -47,6 +47,9 @@ struct PlacementResult {
   // and/or one per node considered.
   std::string cluster_reason;
   std::vector<NodeRejection> rejections;
+  // Not placed while the health of an instance of a plugin it needs is not known yet (its agent
+  // not heard from since this control plane started leading): worth a retry in a moment.
+  bool health_unknown = false;
 
   // 'allocation "web" cannot be placed: node "a": ...; node "b": ...'
   std::string message(const domain::Allocation& alloc) const;

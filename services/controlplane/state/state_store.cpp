@@ -163,6 +163,10 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   if (auto st = load_table(*snap, Table::acl_tokens, acl_tokens, acl::token_from_storage, table_index[Table::acl_tokens]);
       !st)
     return st;
+  std::map<std::string, SnapshotRecord> snapshots;
+  if (auto st = load_table(*snap, Table::snapshots, snapshots, snapshot_record_from_storage, table_index[Table::snapshots]);
+      !st)
+    return st;
   std::map<std::string, domain::NodeIdentity> identities;
   if (auto st = load_table(*snap, Table::node_identities, identities, domain::node_identity_from_storage,
                            table_index[Table::node_identities]);
@@ -189,6 +193,7 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   requests_ = std::move(requests);
   acl_policies_ = std::move(acl_policies);
   acl_tokens_ = std::move(acl_tokens);
+  snapshots_ = std::move(snapshots);
   node_identities_ = std::move(identities);
   rebuild_indexes();
   events_ = std::move(events);
@@ -223,6 +228,7 @@ std::string storage_text(const domain::Node& n) { return domain::to_storage_text
 std::string storage_text(const domain::Allocation& a) { return domain::to_storage_text(a); }
 std::string storage_text(const acl::Policy& p) { return acl::to_json(p).dump(); }
 std::string storage_text(const acl::Token& t) { return acl::to_storage_text(t); }
+std::string storage_text(const SnapshotRecord& r) { return to_storage_text(r); }
 std::string storage_text(const domain::NodeIdentity& n) { return domain::to_storage_text(n); }
 
 // Stamps indexes on the batch's objects and appends their mutations.
@@ -260,6 +266,9 @@ const domain::Allocation* StateStore::allocation(const std::string& id) const { 
 const IdempotentRequest* StateStore::idempotent_request(const std::string& key) const { return find(requests_, key); }
 const acl::Policy* StateStore::acl_policy(const std::string& name) const { return find(acl_policies_, name); }
 const acl::Token* StateStore::acl_token(const std::string& accessor_id) const { return find(acl_tokens_, accessor_id); }
+const SnapshotRecord* StateStore::snapshot_record(const std::string& plugin_id, const std::string& id) const {
+  return find(snapshots_, snapshot_record_key(plugin_id, id));
+}
 const domain::NodeIdentity* StateStore::node_identity(const std::string& id) const { return find(node_identities_, id); }
 
 const acl::Token* StateStore::acl_token_by_secret_hash(const std::string& hash) const {
@@ -310,6 +319,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   stage(Table::allocations, batch.allocations_, allocations_, next, tx);
   stage(Table::acl_policies, batch.acl_policies_, acl_policies_, next, tx);
   stage(Table::acl_tokens, batch.acl_tokens_, acl_tokens_, next, tx);
+  stage(Table::snapshots, batch.snapshots_, snapshots_, next, tx);
   stage(Table::node_identities, batch.node_identities_, node_identities_, next, tx);
   for (auto& [key, r] : batch.requests_) {
     if (r) {
@@ -322,10 +332,13 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
 
   std::vector<std::string> new_keys;
   auto now = domain::now();
+  const auto mono = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch()).count();
   for (std::size_t i = 0; i < batch.events_.size(); ++i) {
     auto& e = batch.events_[i];
     e.index = next;
     if (!domain::is_set(e.time)) e.time = now;
+    e.monotonic_ns = mono;
     new_keys.push_back(event_key(next, i));
     tx.mutations.push_back({Table::events, new_keys.back(), domain::to_storage_text(e)});
   }
@@ -343,6 +356,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!batch.requests_.empty()) touched.push_back(Table::requests);
   if (!batch.acl_policies_.empty()) touched.push_back(Table::acl_policies);
   if (!batch.acl_tokens_.empty()) touched.push_back(Table::acl_tokens);
+  if (!batch.snapshots_.empty()) touched.push_back(Table::snapshots);
   if (!batch.node_identities_.empty()) touched.push_back(Table::node_identities);
   if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
 
@@ -357,6 +371,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   install(batch.nodes_, nodes_);
   install_allocations(batch.allocations_);
   install(batch.acl_policies_, acl_policies_);
+  install(batch.snapshots_, snapshots_);
   for (auto& [accessor, t] : batch.acl_tokens_) {
     if (auto old = acl_tokens_.find(accessor); old != acl_tokens_.end()) acl_token_by_hash_.erase(old->second.secret_hash);
     if (!t) continue;

@@ -38,6 +38,7 @@
 #include "services/controlplane/acl/token.hpp"
 #include "services/controlplane/state/backend.hpp"
 #include "services/controlplane/state/idempotent_request.hpp"
+#include "services/controlplane/state/snapshot_record.hpp"
 #include "services/controlplane/state/table.hpp"
 #include "shared/domain/allocation.hpp"
 #include "shared/domain/event.hpp"
@@ -71,11 +72,19 @@ class Batch {
   void put(acl::Token t) { acl_tokens_[t.accessor_id] = std::move(t); }
   void erase_acl_policy(const std::string& name) { acl_policies_[name] = std::nullopt; }
   void erase_acl_token(const std::string& accessor_id) { acl_tokens_[accessor_id] = std::nullopt; }
+  void put(SnapshotRecord r) {
+    auto key = snapshot_record_key(r.plugin_id, r.id);
+    snapshots_[std::move(key)] = std::move(r);
+  }
+  void erase_snapshot(const std::string& plugin_id, const std::string& id) {
+    snapshots_[snapshot_record_key(plugin_id, id)] = std::nullopt;
+  }
   void put(domain::NodeIdentity n) { node_identities_[n.node_id] = std::move(n); }
 
   bool empty() const {
     return volumes_.empty() && plugins_.empty() && nodes_.empty() && allocations_.empty() && events_.empty() &&
-           requests_.empty() && acl_policies_.empty() && acl_tokens_.empty() && node_identities_.empty();
+           requests_.empty() && acl_policies_.empty() && acl_tokens_.empty() && snapshots_.empty() &&
+           node_identities_.empty();
   }
 
  private:
@@ -88,6 +97,7 @@ class Batch {
   std::map<std::string, std::optional<IdempotentRequest>> requests_;
   std::map<std::string, std::optional<acl::Policy>> acl_policies_;
   std::map<std::string, std::optional<acl::Token>> acl_tokens_;
+  std::map<std::string, std::optional<SnapshotRecord>> snapshots_;
   std::map<std::string, std::optional<domain::NodeIdentity>> node_identities_;
 };
 
@@ -194,6 +204,10 @@ class StateStore {
   const acl::Token* acl_token(const std::string& accessor_id) const;
   const acl::Token* acl_token_by_secret_hash(const std::string& hash) const;
   bool acl_bootstrapped() const { return acl_bootstrapped_; }
+  // The snapshots Mooring took (null when it has no record of this one), keyed by
+  // snapshot_record_key; a group's members carry its id.
+  const SnapshotRecord* snapshot_record(const std::string& plugin_id, const std::string& id) const;
+  const std::map<std::string, SnapshotRecord>& snapshot_records() const { return snapshots_; }
 
   // ---- writes ----
   // Assigns the next index, stamps create_index (new objects) and modify_index, persists (direct)
@@ -287,6 +301,7 @@ class StateStore {
   std::map<std::string, acl::Token> acl_tokens_;
   std::map<std::string, domain::NodeIdentity> node_identities_;
   std::map<std::string, std::string> acl_token_by_hash_;  // secret hash -> accessor id
+  std::map<std::string, SnapshotRecord> snapshots_;
   bool acl_bootstrapped_ = false;
   mutable std::map<Table, std::list<Waiter*>> waiters_;  // waiting is a read
 

@@ -13,6 +13,7 @@ std::string_view to_string(Table t) {
     case Table::acl_policies: return "acl_policies";
     case Table::acl_tokens: return "acl_tokens";
     case Table::keyring: return "keyring";
+    case Table::snapshots: return "snapshots";
     case Table::node_identities: return "node_identities";
   }
   return "unknown";

@@ -13,6 +13,7 @@ namespace mooring::controlplane {
 // `node_identities`: each node's accepted certificate and introduction tokens (domain/node_identity.hpp).
 // `keyring`: the wrapped data keys that seal secrets (secrets/data_keys.hpp); the sealing layer
 // reads and writes it, the store never sees it.
+// `snapshots`: whose each snapshot Mooring took is (state/snapshot_record.hpp).
 enum class Table {
   volumes,
   plugins,
@@ -23,13 +24,14 @@ enum class Table {
   acl_policies,
   acl_tokens,
   keyring,
-  node_identities
+  node_identities,
+  snapshots
 };
 
-inline constexpr std::array<Table, 10> kAllTables{Table::volumes,      Table::plugins,    Table::nodes,
+inline constexpr std::array<Table, 11> kAllTables{Table::volumes,      Table::plugins,    Table::nodes,
                                                    Table::allocations,  Table::events,     Table::requests,
                                                    Table::acl_policies, Table::acl_tokens, Table::keyring,
-                                                   Table::node_identities};
+                                                   Table::node_identities, Table::snapshots};
 
 // "volumes", "plugins", ...: the storage name.
 std::string_view to_string(Table t);

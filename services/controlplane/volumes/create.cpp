@@ -21,8 +21,7 @@ namespace {
   return out;
 }
 
-// `clone_source` is the CloneID as the plugin knows it (see clone_source()).
-Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v, const std::string& clone_source) {
+Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v, const ContentSource& source) {
   ::csi::v1::CreateVolumeRequest csi;
   // The volume's key is the idempotency key: unique here, stable across retries.
   csi.set_name(domain::volume_key(v.ns, v.id));
@@ -35,26 +34,14 @@ Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v, 
   }
   for (const auto& [k, val] : v.parameters) (*csi.mutable_parameters())[k] = val;
   put_secrets(csi.mutable_secrets(), v.secrets);
-  if (!v.snapshot_id.empty()) csi.mutable_volume_content_source()->mutable_snapshot()->set_snapshot_id(v.snapshot_id);
-  if (!clone_source.empty()) csi.mutable_volume_content_source()->mutable_volume()->set_volume_id(clone_source);
+  if (!source.snapshot_id.empty())
+    csi.mutable_volume_content_source()->mutable_snapshot()->set_snapshot_id(source.snapshot_id);
+  if (!source.clone_external_id.empty())
+    csi.mutable_volume_content_source()->mutable_volume()->set_volume_id(source.clone_external_id);
   auto* reach = csi.mutable_accessibility_requirements();
   for (const auto& t : v.requested_topologies.required) *reach->add_requisite() = csi_topology(t);
   for (const auto& t : v.requested_topologies.preferred) *reach->add_preferred() = csi_topology(t);
   return csi;
-}
-
-// CloneID names either a volume registered here, in the new volume's namespace (its external id
-// is what the plugin gets), or, as in Nomad, a volume by the plugin's own id. A registered id
-// wins: Mooring ids are what the API shows, and a plugin's ids are rarely typed by hand.
-Outcome<std::string> clone_source(const StateStore& store, const domain::Volume& v) {
-  if (v.clone_id.empty()) return std::string();
-  const domain::Volume* source = store.volume(v.ns, v.clone_id);
-  if (!source) return v.clone_id;
-  if (source->plugin_id != v.plugin_id)
-    return invalid("volume " + in_quotes(v.id) + ": CloneID " + in_quotes(v.clone_id) + " is a volume of plugin " +
-                   in_quotes(source->plugin_id) + ", not of " + in_quotes(v.plugin_id) +
-                   "; a clone is made by the plugin that holds its source");
-  return source->external_id;
 }
 
 }  // namespace
@@ -68,26 +55,29 @@ std::optional<Failure> VolumeLifecycle::check_create(const domain::Volume& v) co
   const auto named = "volume " + in_quotes(id) + ": ";
   if (!plugin) return invalid(named + "no CSI plugin named " + in_quotes(v.plugin_id));
   const auto of_plugin = named + "plugin " + in_quotes(v.plugin_id);
-  if (!controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
-    return invalid(of_plugin + " has no controller that supports CREATE_DELETE_VOLUME; register an existing volume instead");
-  if (!v.clone_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_clone))
-    return invalid(of_plugin + " cannot clone volumes (CloneID)");
-  if (!v.snapshot_id.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete_snapshot))
-    return invalid(of_plugin + " cannot create volumes from snapshots (SnapshotID)");
-  if (auto source = clone_source(store_, v); !source) return source.error();
+  if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_create_delete,
+                             of_plugin + " has no controller that supports CREATE_DELETE_VOLUME; register an existing volume instead"))
+    return no;
+  if (!v.clone_id.empty())
+    if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_clone, of_plugin + " cannot clone volumes (CloneID)"))
+      return no;
+  if (!v.snapshot_id.empty())
+    if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_create_delete_snapshot,
+                              of_plugin + " cannot create volumes from snapshots (SnapshotID)"))
+      return no;
   if (auto plan = plan_volume_register(nullptr, v, plugin); !plan) return from_refusal(plan.refusal());
   return std::nullopt;
 }
 
-asio::awaitable<Outcome<Written>> VolumeLifecycle::create(domain::Volume v) {
+asio::awaitable<Outcome<Written>> VolumeLifecycle::create(domain::Volume v, Asker asker) {
   if (auto refused = check_create(v)) co_return *refused;
-  auto source = clone_source(store_, v);
+  auto source = co_await content_source(v, asker);
   if (!source) co_return source.error();
   auto csi = create_request(v, *source);
   if (!csi) co_return csi.error();
   const auto key = domain::volume_key(v.ns, v.id);
   auto res = co_await controller_.create_volume(v.plugin_id, key, *csi);
-  if (res.ok()) co_return register_created(v, res.response.volume(), res.node_id);
+  if (res.ok()) co_return register_created(v, res.response.volume(), res.node_id, asker.acl);
   if (res.outcome == csi::Outcome::uncertain) {
     log_.warn("create volume outcome unknown; negating it in the background",
               {{"volume_id", v.id}, {"plugin_id", v.plugin_id}, {"error", res.error}});
@@ -98,7 +88,7 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::create(domain::Volume v) {
 
 // The state may have moved while the plugin worked: plan again against what is there now.
 Outcome<Written> VolumeLifecycle::register_created(const domain::Volume& v, const ::csi::v1::Volume& created,
-                                                   const std::string& controller_node) {
+                                                   const std::string& controller_node, const acl::Acl& reader) {
   const auto& id = v.id;
   const auto key = domain::volume_key(v.ns, v.id);
   if (store_.volume(key)) {
@@ -112,7 +102,7 @@ Outcome<Written> VolumeLifecycle::register_created(const domain::Volume& v, cons
   }
   auto& stored = plan->volume;
   stored.external_id = created.volume_id();
-  if (auto dup = registered_elsewhere(store_, stored)) {
+  if (auto dup = registered_elsewhere(store_, stored, reader)) {
     // The plugin answered with storage another volume holds (a plugin that ignores the name, or
     // two plugin ids on one backend): registering it would give it two claimers, and undoing the
     // create would delete the other volume's storage. Refused; nothing is deleted.
@@ -153,11 +143,7 @@ bool VolumeLifecycle::registered_as(const std::string& key, const std::string& e
 }
 
 bool VolumeLifecycle::held_by_a_volume(const std::string& plugin_id, const std::string& external_id) const {
-  domain::Volume backend;
-  backend.plugin_id = plugin_id;
-  if (const auto* p = store_.plugin(plugin_id)) backend.provider = p->provider;
-  backend.external_id = external_id;
-  return !store_.volume_keys_with_backend(backend).empty();
+  return registering_volume(store_, plugin_id, external_id) != nullptr;
 }
 
 void VolumeLifecycle::abandon_created(const domain::Volume& v, const std::string& external_id) {

@@ -41,10 +41,12 @@ std::optional<Failure> VolumeLifecycle::check_delete(const std::string& id) cons
     return Failure{Failure::Kind::unavailable, "cannot delete volume " + in_quotes(id) + ": its plugin " +
                                                    in_quotes(v->plugin_id) +
                                                    " is not registered (no controller to delete it with)"};
-  if (!plugin->controllers.empty() && !controller_supports(*plugin, &domain::ControllerInfo::supports_create_delete))
-    return invalid("volume " + in_quotes(id) + ": plugin " + in_quotes(v->plugin_id) +
-                   " does not support CREATE_DELETE_VOLUME; deregister it with DELETE /v1/volume/csi/" + v->id +
-                   (v->ns == domain::kDefaultNamespace ? "" : "?namespace=" + v->ns));
+  if (!plugin->controllers.empty())
+    if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_create_delete,
+                              "volume " + in_quotes(id) + ": plugin " + in_quotes(v->plugin_id) +
+                                  " does not support CREATE_DELETE_VOLUME; deregister it with DELETE /v1/volume/csi/" +
+                                  v->id + (v->ns == domain::kDefaultNamespace ? "" : "?namespace=" + v->ns)))
+      return no;
   return std::nullopt;
 }
 

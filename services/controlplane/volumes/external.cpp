@@ -1,4 +1,6 @@
-// The plugin's own listing of volumes, registered here or not (Nomad's "external" volumes).
+// The plugin's own listing of volumes, registered here or not (Nomad's "external" volumes): to a
+// namespace token only those its namespaces register (acl::lists); the whole listing to
+// management, or plugin:read with operator:read.
 #include "services/controlplane/state/state_store.hpp"
 #include "services/controlplane/volumes/controller_calls.hpp"
 #include "services/controlplane/volumes/lifecycle_support.hpp"
@@ -26,18 +28,29 @@ ExternalVolume external_of(const ::csi::v1::ListVolumesResponse::Entry& e) {
 }  // namespace
 
 asio::awaitable<Outcome<Page<ExternalVolume>>> VolumeLifecycle::list_external(std::string plugin_id,
-                                                                              PageRequest page) {
+                                                                              PageRequest page, Asker asker) {
   const auto* p = store_.plugin(plugin_id);
   if (!p) co_return missing("plugin", plugin_id);
-  if (!p->controllers.empty() && !controller_supports(*p, &domain::ControllerInfo::supports_list_volumes))
-    co_return invalid("plugin " + in_quotes(plugin_id) + " does not support LIST_VOLUMES");
+  if (!p->controllers.empty())
+    if (auto no = unsupported(*p, &domain::ControllerInfo::supports_list_volumes,
+                              "plugin " + in_quotes(plugin_id) + " does not support LIST_VOLUMES"))
+      co_return *no;
   ::csi::v1::ListVolumesRequest csi;
   csi.set_max_entries(page.max_entries);
   csi.set_starting_token(page.token);
   auto res = co_await controller_.list_volumes(plugin_id, csi);
   if (!res.ok()) co_return listing_failure(res, page.token, plugin_id);
   Page<ExternalVolume> out;
-  for (const auto& e : res.response.entries()) out.items.push_back(external_of(e));
+  for (const auto& e : res.response.entries()) {
+    auto item = external_of(e);
+    acl::Owner owner;
+    if (const auto* v = registering_volume(store_, plugin_id, item.external_id)) {
+      owner = v->ns;
+      item.ns = v->ns;
+      item.volume_id = v->id;
+    }
+    if (acl::lists(asker.acl, owner, asker.ns)) out.items.push_back(std::move(item));
+  }
   out.next_token = res.response.next_token();
   co_return out;
 }

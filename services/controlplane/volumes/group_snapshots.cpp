@@ -22,20 +22,28 @@ namespace {
 constexpr int kMaxPages = 1000;
 
 GroupSnapshot group_of(const ::csi::v1::VolumeGroupSnapshot& g, const std::string& plugin_id, const StateStore& store,
-                       const std::string& ns, const std::string& name = {}) {
+                       const std::string& name = {}) {
   GroupSnapshot out{.id = g.group_snapshot_id(),
                     .name = name,
                     .plugin_id = plugin_id,
                     .create_time = g.creation_time().seconds(),
                     .ready = g.ready_to_use()};
-  for (const auto& s : g.snapshots()) out.snapshots.push_back(snapshot_of(s, plugin_id, store, ns));
+  for (const auto& s : g.snapshots()) out.snapshots.push_back(snapshot_of(s, plugin_id, store));
   return out;
 }
 
-std::vector<std::string> member_ids(const std::vector<::csi::v1::Snapshot>& all, const std::string& group_id) {
-  std::vector<std::string> out;
-  for (const auto& s : all)
-    if (s.group_snapshot_id() == group_id) out.push_back(s.snapshot_id());
+std::vector<acl::Owner> owners(const GroupSnapshot& g) {
+  std::vector<acl::Owner> out;
+  for (const auto& s : g.snapshots) out.push_back(owner_of(s));
+  return out;
+}
+
+// The members Mooring recorded in the group (also those its plugin no longer lists).
+std::vector<const SnapshotRecord*> recorded_members(const StateStore& store, const std::string& plugin_id,
+                                                    const std::string& group_id) {
+  std::vector<const SnapshotRecord*> out;
+  for (const auto& [key, r] : store.snapshot_records())
+    if (r.plugin_id == plugin_id && r.group_snapshot_id == group_id) out.push_back(&r);
   return out;
 }
 
@@ -62,10 +70,11 @@ Outcome<GroupSnapshotRequest> VolumeLifecycle::plan_group_snapshot(GroupSnapshot
   }
   const auto* p = store_.plugin(w.plugin_id);
   if (!p) return invalid(named + "no CSI plugin named " + in_quotes(w.plugin_id));
-  if (!controller_supports(*p, &domain::ControllerInfo::supports_group_snapshot))
-    return invalid(named + "plugin " + in_quotes(w.plugin_id) +
-                   " has no controller that supports group snapshots (GROUP_CONTROLLER_SERVICE with "
-                   "CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)");
+  if (auto no = unsupported(*p, &domain::ControllerInfo::supports_group_snapshot,
+                            named + "plugin " + in_quotes(w.plugin_id) +
+                                " has no controller that supports group snapshots (GROUP_CONTROLLER_SERVICE with "
+                                "CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)"))
+    return *no;
   for (const auto& [k, val] : w.secrets) merged[k] = val;
   for (const auto& [k, val] : header_secrets) merged[k] = val;
   w.secrets = std::move(merged);
@@ -74,7 +83,7 @@ Outcome<GroupSnapshotRequest> VolumeLifecycle::plan_group_snapshot(GroupSnapshot
 
 asio::awaitable<Outcome<GroupSnapshot>> VolumeLifecycle::create_group_snapshot(GroupSnapshotRequest w) {
   ::csi::v1::CreateVolumeGroupSnapshotRequest csi;
-  csi.set_name(w.name);
+  csi.set_name(domain::volume_key(w.ns, w.name));  // namespaced, as a single snapshot's name
   for (const auto& id : w.external_ids) csi.add_source_volume_ids(id);
   put_secrets(csi.mutable_secrets(), w.secrets);
   for (const auto& [k, val] : w.parameters) (*csi.mutable_parameters())[k] = val;
@@ -84,9 +93,14 @@ asio::awaitable<Outcome<GroupSnapshot>> VolumeLifecycle::create_group_snapshot(G
       tasks_.spawn("negate group snapshot " + w.name, negate_group_snapshot(w.plugin_id, csi));
     co_return plugin_failure(res);
   }
-  auto group = group_of(res.response.group_snapshot(), w.plugin_id, store_, w.ns, w.name);
+  // Every member is the request's namespace's (its volumes all are): recorded so, with an event
+  // on each member volume, in one write.
+  auto group = group_of(res.response.group_snapshot(), w.plugin_id, store_, w.name);
   Batch batch;
-  for (const auto& s : group.snapshots) {
+  for (auto& s : group.snapshots) {
+    s.ns = w.ns;
+    if (s.group_snapshot_id.empty()) s.group_snapshot_id = group.id;  // a plugin need not repeat it on members
+    batch.put(record_of(s));  // no name of its own: SnapshotID names a member by its id
     if (s.source_volume_id.empty()) continue;
     batch.add_event({.topic = "Volume",
                      .type = "GroupSnapshotCreated",
@@ -94,12 +108,11 @@ asio::awaitable<Outcome<GroupSnapshot>> VolumeLifecycle::create_group_snapshot(G
                      .key = s.source_volume_id,
                      .message = "created snapshot " + in_quotes(s.id) + " of volume " + in_quotes(s.source_volume_id) +
                                 " in group snapshot " + in_quotes(group.id),
-                     .details = {{"plugin_id", w.plugin_id},
-                                 {"snapshot_id", s.id},
-                                 {"group_snapshot_id", group.id}}});
+                     .details = {{"plugin_id", w.plugin_id}, {"snapshot_id", s.id}, {"group_snapshot_id", group.id}}});
   }
-  (void)store_.commit(std::move(batch));
-  group.index = store_.index();
+  auto index = store_.commit(std::move(batch));
+  if (!index) co_return write_failed("record group snapshot " + in_quotes(group.id), index.error());
+  group.index = *index;
   co_return group;
 }
 
@@ -148,25 +161,48 @@ asio::awaitable<Outcome<std::vector<::csi::v1::Snapshot>>> VolumeLifecycle::all_
 asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_group_snapshot(std::string plugin_id,
                                                                                std::string group_id,
                                                                                std::vector<std::string> snapshot_ids,
-                                                                               StringMap secrets) {
+                                                                               StringMap secrets, Asker asker) {
   if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
+  // Whose each member is: the plugin's listing tells the members and their sources; members named
+  // by the caller are looked up one by one (a plugin that cannot list its snapshots).
+  std::vector<acl::Owner> member_owners;
   if (snapshot_ids.empty()) {
     auto all = co_await all_snapshots(plugin_id, secrets);
     if (!all) co_return all.error();
-    snapshot_ids = member_ids(*all, group_id);
+    for (const auto& s : *all)
+      if (s.group_snapshot_id() == group_id) {
+        snapshot_ids.push_back(s.snapshot_id());
+        member_owners.push_back(snapshot_owner(store_, plugin_id, s.snapshot_id(), s.source_volume_id()));
+      }
+  } else if (!asker.acl.is_management()) {
+    for (const auto& id : snapshot_ids) {
+      auto owner = co_await snapshot_owner_at(plugin_id, id, secrets);
+      if (!owner) co_return owner.error();
+      member_owners.push_back(*owner);
+    }
   }
+  const auto recorded = recorded_members(store_, plugin_id, group_id);
+  for (const auto* r : recorded) member_owners.push_back(r->ns);
+  if (!acl::may_use(asker.acl, acl::Use::write, member_owners))
+    co_return denied(asker, acl::Use::write, "deleting this group snapshot");
   ::csi::v1::DeleteVolumeGroupSnapshotRequest csi;
   csi.set_group_snapshot_id(group_id);
   for (const auto& id : snapshot_ids) csi.add_snapshot_ids(id);
   put_secrets(csi.mutable_secrets(), secrets);
   auto res = co_await controller_.delete_volume_group_snapshot(plugin_id, csi);
   if (!res.done()) co_return plugin_failure(res);
-  co_return store_.index();
+  Batch batch;
+  for (const auto* r : recorded_members(store_, plugin_id, group_id)) batch.erase_snapshot(plugin_id, r->id);
+  for (const auto& id : snapshot_ids)
+    if (store_.snapshot_record(plugin_id, id)) batch.erase_snapshot(plugin_id, id);
+  auto index = store_.commit(std::move(batch));
+  if (!index) co_return write_failed("forget deleted group snapshot " + in_quotes(group_id), index.error());
+  co_return *index;
 }
 
 asio::awaitable<Outcome<std::vector<GroupSnapshot>>> VolumeLifecycle::list_group_snapshots(std::string plugin_id,
                                                                                            StringMap secrets,
-                                                                                           std::string ns) {
+                                                                                           Asker asker) {
   if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
   auto all = co_await all_snapshots(plugin_id, secrets);
   if (!all) co_return all.error();
@@ -177,30 +213,35 @@ asio::awaitable<Outcome<std::vector<GroupSnapshot>>> VolumeLifecycle::list_group
     if (g.id.empty()) g = {.id = s.group_snapshot_id(), .plugin_id = plugin_id, .create_time = s.creation_time().seconds(), .ready = true};
     g.create_time = std::min(g.create_time, s.creation_time().seconds());
     g.ready = g.ready && s.ready_to_use();
-    g.snapshots.push_back(snapshot_of(s, plugin_id, store_, ns));
+    g.snapshots.push_back(snapshot_of(s, plugin_id, store_));
   }
   std::vector<GroupSnapshot> out;
-  for (auto& [id, g] : groups) out.push_back(std::move(g));
+  for (auto& [id, g] : groups)
+    if (acl::lists_all(asker.acl, owners(g), asker.ns)) out.push_back(std::move(g));
   co_return out;
 }
 
 asio::awaitable<Outcome<GroupSnapshot>> VolumeLifecycle::get_group_snapshot(std::string plugin_id, std::string group_id,
-                                                                            StringMap secrets, std::string ns) {
+                                                                            StringMap secrets, Asker asker) {
   if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
   auto all = co_await all_snapshots(plugin_id, secrets);
   if (!all) co_return all.error();
-  const auto ids = member_ids(*all, group_id);
-  if (ids.empty()) co_return missing("group snapshot", group_id);
+  GroupSnapshot listed;
+  for (const auto& s : *all)
+    if (s.group_snapshot_id() == group_id) listed.snapshots.push_back(snapshot_of(s, plugin_id, store_));
+  // Another namespace's group is not found, as one that does not exist.
+  if (listed.snapshots.empty() || !acl::lists_all(asker.acl, owners(listed), asker.ns))
+    co_return missing("group snapshot", group_id);
   ::csi::v1::GetVolumeGroupSnapshotRequest csi;
   csi.set_group_snapshot_id(group_id);
-  for (const auto& id : ids) csi.add_snapshot_ids(id);
+  for (const auto& s : listed.snapshots) csi.add_snapshot_ids(s.id);
   put_secrets(csi.mutable_secrets(), secrets);
   auto res = co_await controller_.get_volume_group_snapshot(plugin_id, csi);
   if (!res.ok()) {
     if (res.status.error_code() == grpc::StatusCode::NOT_FOUND) co_return missing("group snapshot", group_id);
     co_return plugin_failure(res);
   }
-  auto group = group_of(res.response.group_snapshot(), plugin_id, store_, ns);
+  auto group = group_of(res.response.group_snapshot(), plugin_id, store_);
   group.index = store_.index();
   co_return group;
 }

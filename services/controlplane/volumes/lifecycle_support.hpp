@@ -7,41 +7,68 @@
 #include <vector>
 
 #include "csi/v1/csi.pb.h"
+#include "services/controlplane/acl/plugin_objects.hpp"
 #include "services/controlplane/claims/volume_rules.hpp"
 #include "services/controlplane/volumes/results.hpp"
 #include "shared/async/retry.hpp"
 #include "shared/csi/error_table.hpp"
 #include "shared/domain/plugin.hpp"
+#include "shared/domain/plugin_facts.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
 class StateStore;
+struct SnapshotRecord;
 }
 
 namespace mooring::controlplane::volumes {
 
 using domain::in_quotes;
 
-// A plugin's snapshot as the API shows it: its source named only when that is a registered
-// volume of namespace `ns` (snapshots.cpp).
+// A plugin's snapshot as the API shows it, with its owner and that owner's source volume id
+// (ownership.cpp) (snapshots.cpp).
 Snapshot snapshot_of(const ::csi::v1::Snapshot& s, const std::string& plugin_id, const StateStore& store,
-                     const std::string& ns, const std::string& name = {});
+                     const std::string& name = {});
+
+// What the state records of a snapshot Mooring took (its `ns` and source already set) (snapshots.cpp).
+SnapshotRecord record_of(const Snapshot& s);
+
+// ---- ownership.cpp: whose the objects a plugin holds are ----
+// The volume registered for the plugin's backend volume `external_id` (by its provider), or null.
+const domain::Volume* registering_volume(const StateStore& store, const std::string& plugin_id,
+                                         const std::string& external_id);
+// A snapshot's owner: its record's namespace; without a record, the namespace of the volume that
+// registers its source; otherwise nobody.
+acl::Owner snapshot_owner(const StateStore& store, const std::string& plugin_id, const std::string& snapshot_id,
+                          const std::string& external_source_volume_id);
+inline acl::Owner owner_of(const Snapshot& s) { return s.ns.empty() ? acl::Owner() : acl::Owner(s.ns); }
+// 403: the asker lacks `use` of `what` ("the volume CloneID names"): the right, not the object's
+// id or owner (acl::use_need).
+Failure denied(const Asker& asker, acl::Use use, std::string_view what);
 
 // One backend volume under two volume ids would be claimed twice as if it were two: two writers
 // on a single-writer disk, or its storage deleted under the other. Refused with the one already
-// registered (O(1): the store's backend index); `planned` gives the provider and external id, and
-// `earlier` the plans of the same request (register.cpp).
+// registered (O(1): the store's backend index), named only to a reader of its namespace;
+// `planned` gives the provider and external id, and `earlier` the plans of the same request
+// (register.cpp).
 std::optional<Failure> registered_elsewhere(const StateStore& store, const domain::Volume& planned,
-                                            const std::vector<VolumePlan>& earlier = {});
+                                            const acl::Acl& reader, const std::vector<VolumePlan>& earlier = {});
 
 inline void put_secrets(google::protobuf::Map<std::string, std::string>* dst, const StringMap& src) {
   for (const auto& [k, v] : src) (*dst)[k] = v;
 }
 
-inline bool controller_supports(const domain::Plugin& p, bool domain::ControllerInfo::*flag) {
-  for (const auto& [n, inst] : p.controllers)
-    if (inst.controller_info && (*inst.controller_info).*flag) return true;
-  return false;
+// Does a controller of the plugin support `flag`? nullopt when one does; `refusal` (400) when
+// none does; a retryable failure (503) while that is not known yet (domain::controller_supports):
+// a refusal then would send the caller the wrong way (register instead of create, ...).
+inline std::optional<Failure> unsupported(const domain::Plugin& p, bool domain::ControllerInfo::*flag,
+                                          std::string refusal) {
+  const auto supports = domain::controller_supports(p, flag);
+  if (supports && *supports) return std::nullopt;
+  if (supports) return invalid(std::move(refusal));
+  return Failure{Failure::Kind::unavailable,
+                 "plugin " + in_quotes(p.id) +
+                     " has not reported its controller's capabilities yet (its agent is starting); retry shortly"};
 }
 
 // A DeleteVolume answer that says the volume is still there and nothing is in progress (a

@@ -75,7 +75,7 @@ Outcome<Deregistered> erase(StateStore& store, const domain::Volume& v, bool for
 }  // namespace
 
 std::optional<Failure> registered_elsewhere(const StateStore& store, const domain::Volume& planned,
-                                            const std::vector<VolumePlan>& earlier) {
+                                            const acl::Acl& reader, const std::vector<VolumePlan>& earlier) {
   const auto key = domain::volume_key(planned.ns, planned.id);
   const auto backend = backend_id(planned);
   std::optional<domain::Volume> other;
@@ -84,13 +84,19 @@ std::optional<Failure> registered_elsewhere(const StateStore& store, const domai
   for (const auto& p : earlier)  // the same request registers it twice
     if (backend_id(p.volume) == backend) other = p.volume;
   if (!other) return std::nullopt;
+  // Another namespace's volume is named only to a caller who may read it (issue 40).
+  if (other->ns != planned.ns && !reader.allows(acl::Capability::csi_read_volume, other->ns))
+    return conflict("volume " + in_quotes(planned.id) + domain::in_namespace(planned.ns) +
+                    ": its ExternalID is already registered as a volume this token may not read; a backend volume "
+                    "is registered under one id only");
   return conflict("volume " + in_quotes(planned.id) + domain::in_namespace(planned.ns) + ": external id " +
                   in_quotes(planned.external_id) + " of provider " + in_quotes(backend.first) +
                   " is already registered as volume " + in_quotes(other->id) + " in namespace " + in_quotes(other->ns) +
                   (other->plugin_id == planned.plugin_id ? std::string{} : " (plugin " + in_quotes(other->plugin_id) + ")"));
 }
 
-Outcome<std::vector<VolumePlan>> VolumeLifecycle::plan_registrations(std::vector<domain::Volume> volumes) const {
+Outcome<std::vector<VolumePlan>> VolumeLifecycle::plan_registrations(std::vector<domain::Volume> volumes,
+                                                                      const acl::Acl& reader) const {
   std::vector<VolumePlan> plans;
   std::vector<std::string> keys;
   for (auto& req : volumes) {
@@ -101,23 +107,23 @@ Outcome<std::vector<VolumePlan>> VolumeLifecycle::plan_registrations(std::vector
     const domain::Plugin* plugin = store_.plugin(req.plugin_id);
     auto plan = plan_volume_register(existing, std::move(req), plugin);
     if (!plan) return from_refusal(plan.refusal());
-    if (auto dup = registered_elsewhere(store_, plan->volume, plans)) return *dup;
+    if (auto dup = registered_elsewhere(store_, plan->volume, reader, plans)) return *dup;
     keys.push_back(key);
     plans.push_back(std::move(*plan));
   }
   return plans;
 }
 
-asio::awaitable<Outcome<Written>> VolumeLifecycle::register_volumes(std::vector<domain::Volume> volumes) {
+asio::awaitable<Outcome<Written>> VolumeLifecycle::register_volumes(std::vector<domain::Volume> volumes, Asker asker) {
   // Bad input changes nothing and calls no plugin; then each plugin checks its volume.
-  auto plans = plan_registrations(volumes);
+  auto plans = plan_registrations(volumes, asker.acl);
   if (!plans) co_return plans.error();
   for (const auto& plan : *plans) {
     const domain::Volume* existing = store_.volume(domain::volume_key(plan.volume.ns, plan.volume.id));
     if (auto refused = co_await validate_capabilities(existing, plan.volume)) co_return *refused;
   }
   // The state may have moved while the plugins answered: plan again against what is there now.
-  plans = plan_registrations(std::move(volumes));
+  plans = plan_registrations(std::move(volumes), asker.acl);
   if (!plans) co_return plans.error();
   Batch batch;
   std::vector<std::string> keys;
@@ -140,23 +146,25 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::register_volumes(std::vector<
 }
 
 asio::awaitable<Outcome<Written>> VolumeLifecycle::register_or_expand(domain::Volume wanted,
-                                                                      domain::Expected<StringMap> header_secrets) {
+                                                                      domain::Expected<StringMap> header_secrets,
+                                                                      Asker asker) {
   const domain::Volume* current = store_.volume(wanted.ns, wanted.id);
   auto plan = plan_volume_register(current, wanted, store_.plugin(wanted.plugin_id));
   // Everything that is not an expansion (a new volume, every refusal) is a plain registration. A
   // named vector, not a temporary, as the coroutine's argument (GCC 12, see agent_router.cpp).
   if (!plan || !plan->expand) {
     std::vector<domain::Volume> one{std::move(wanted)};
-    co_return co_await register_volumes(std::move(one));
+    co_return co_await register_volumes(std::move(one), std::move(asker));
   }
   const domain::Plugin* plugin = store_.plugin(plan->volume.plugin_id);
   const auto& id = wanted.id;
   if (!plugin) co_return invalid("volume " + in_quotes(id) + ": no CSI plugin named " + in_quotes(wanted.plugin_id));
-  if (!controller_supports(*plugin, &domain::ControllerInfo::supports_expand))
-    co_return invalid("volume " + in_quotes(id) + ": plugin " + in_quotes(wanted.plugin_id) +
-                      " has no controller that supports EXPAND_VOLUME; cannot grow it from " +
-                      std::to_string(current->capacity) + " to " + std::to_string(plan->volume.requested_capacity_min) +
-                      " bytes");
+  if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_expand,
+                            "volume " + in_quotes(id) + ": plugin " + in_quotes(wanted.plugin_id) +
+                                " has no controller that supports EXPAND_VOLUME; cannot grow it from " +
+                                std::to_string(current->capacity) + " to " +
+                                std::to_string(plan->volume.requested_capacity_min) + " bytes"))
+    co_return *no;
   if (!header_secrets) co_return invalid(header_secrets.error());
   if (auto refused = co_await validate_capabilities(current, plan->volume)) co_return *refused;
   StringMap secrets = plan->volume.secrets;

@@ -7,12 +7,27 @@
 #include <string>
 #include <vector>
 
+#include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/volumes/outcome.hpp"
 #include "shared/domain/volume.hpp"
 
 namespace mooring::controlplane::volumes {
 
 using StringMap = std::map<std::string, std::string>;
+
+// Who asks, for the objects a plugin holds rather than a namespace (acl/plugin_objects.hpp has
+// the rules): the caller's rights, its token's name for refusals, and the namespace the request
+// acts in ("*" on a listing: every namespace the caller may list). The API builds it from the
+// request's token; by default it may do nothing.
+struct Asker {
+  acl::Acl acl;
+  std::string token;
+  std::string ns{domain::kDefaultNamespace};
+  // ACLs off, or a caller who may do everything.
+  static Asker unrestricted(std::string ns = std::string(domain::kDefaultNamespace)) {
+    return {acl::Acl::management(), "management", std::move(ns)};
+  }
+};
 
 // A write that leaves these volumes registered, as they are to be shown.
 struct Written {
@@ -30,6 +45,12 @@ struct Detached {
   std::vector<domain::Claim> claims;  // the detached claims, as now recorded
 };
 
+// What a create fills its volume from, as the plugin knows it (both empty: nothing).
+struct ContentSource {
+  std::string clone_external_id;
+  std::string snapshot_id;
+};
+
 // One snapshot asked for. Secrets here win over the volume's own.
 struct SnapshotRequest {
   std::string ns{domain::kDefaultNamespace};  // the source volume's namespace (the request's)
@@ -43,8 +64,9 @@ struct SnapshotRequest {
 
 struct Snapshot {
   std::string id;
+  std::string ns;  // whose it is (its record's, else its registered source volume's), "" when nobody's
   std::string external_source_volume_id;
-  std::string source_volume_id;  // the registered volume with that external id in the caller's namespace, or ""
+  std::string source_volume_id;  // the source volume's id in `ns` (its record's, else the registered one), or ""
   std::int64_t size_bytes = 0;
   std::int64_t create_time = 0;  // seconds since the epoch
   bool ready = false;
@@ -105,6 +127,7 @@ struct Page {
 // A volume as the plugin lists it (registered here or not).
 struct ExternalVolume {
   std::string external_id;
+  std::string ns, volume_id;  // the volume that registers it, if one does
   std::int64_t capacity = 0;
   StringMap context;
   std::string snapshot_id;

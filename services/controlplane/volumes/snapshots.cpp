@@ -10,17 +10,19 @@ namespace mooring::controlplane::volumes {
 
 namespace asio = boost::asio;
 
-// The source is named only when it is a volume of the caller's namespace: another namespace's
-// volume ids are not the caller's to see.
+// Who may see it is the caller's business (acl::lists): this names the owner and its source.
 Snapshot snapshot_of(const ::csi::v1::Snapshot& s, const std::string& plugin_id, const StateStore& store,
-                     const std::string& ns, const std::string& name) {
-  std::string source;
-  for (const auto& [key, v] : store.volumes())
-    if (v.ns == ns && v.plugin_id == plugin_id && v.external_id == s.source_volume_id()) {
-      source = v.id;
-      break;
-    }
+                     const std::string& name) {
+  std::string ns, source;
+  if (const auto* r = store.snapshot_record(plugin_id, s.snapshot_id())) {
+    ns = r->ns;
+    source = r->source_volume_id;
+  } else if (const auto* v = registering_volume(store, plugin_id, s.source_volume_id())) {
+    ns = v->ns;
+    source = v->id;
+  }
   return Snapshot{.id = s.snapshot_id(),
+                  .ns = ns,
                   .external_source_volume_id = s.source_volume_id(),
                   .source_volume_id = source,
                   .size_bytes = s.size_bytes(),
@@ -31,12 +33,25 @@ Snapshot snapshot_of(const ::csi::v1::Snapshot& s, const std::string& plugin_id,
                   .group_snapshot_id = s.group_snapshot_id()};
 }
 
+SnapshotRecord record_of(const Snapshot& s) {
+  return SnapshotRecord{.plugin_id = s.plugin_id,
+                        .id = s.id,
+                        .ns = s.ns,
+                        .source_volume_id = s.source_volume_id,
+                        .external_source_volume_id = s.external_source_volume_id,
+                        .name = s.name,
+                        .group_snapshot_id = s.group_snapshot_id,
+                        .create_time = domain::now()};
+}
+
 namespace {
 
 ::csi::v1::CreateSnapshotRequest snapshot_request(const SnapshotRequest& w) {
   ::csi::v1::CreateSnapshotRequest csi;
   csi.set_source_volume_id(w.external_id);
-  csi.set_name(w.name);
+  // Namespaced as a created volume's name is: two namespaces asking for "nightly" get two
+  // snapshots, and neither is told of the other's (CreateSnapshot is idempotent by name).
+  csi.set_name(domain::volume_key(w.ns, w.name));
   put_secrets(csi.mutable_secrets(), w.secrets);
   for (const auto& [k, val] : w.parameters) (*csi.mutable_parameters())[k] = val;
   return csi;
@@ -55,8 +70,10 @@ Outcome<SnapshotRequest> VolumeLifecycle::plan_snapshot(SnapshotRequest w, const
     return invalid(named + "volume " + in_quotes(w.volume_id) + " belongs to plugin " + in_quotes(v->plugin_id) +
                    ", not " + in_quotes(w.plugin_id));
   const auto* p = store_.plugin(w.plugin_id);
-  if (p && !p->controllers.empty() && !controller_supports(*p, &domain::ControllerInfo::supports_create_delete_snapshot))
-    return invalid(named + "plugin " + in_quotes(w.plugin_id) + " does not support CREATE_DELETE_SNAPSHOT");
+  if (p && !p->controllers.empty())
+    if (auto no = unsupported(*p, &domain::ControllerInfo::supports_create_delete_snapshot,
+                              named + "plugin " + in_quotes(w.plugin_id) + " does not support CREATE_DELETE_SNAPSHOT"))
+      return *no;
   w.external_id = v->external_id;
   StringMap merged = v->secrets;
   for (auto& [k, val] : w.secrets) merged[k] = val;
@@ -77,15 +94,24 @@ asio::awaitable<SnapshotsCreated> VolumeLifecycle::create_snapshots(std::vector<
       continue;
     }
     const auto& made = res.response.snapshot();
-    out.created.push_back(snapshot_of(made, w.plugin_id, store_, w.ns, w.name));
+    auto shown = snapshot_of(made, w.plugin_id, store_, w.name);
+    shown.ns = w.ns;
+    shown.source_volume_id = w.volume_id;
     Batch batch;
+    batch.put(record_of(shown));
     batch.add_event({.topic = "Volume",
                      .type = "SnapshotCreated",
                      .ns = w.ns,
                      .key = w.volume_id,
                      .message = "created snapshot " + in_quotes(made.snapshot_id()) + " of volume " + in_quotes(w.volume_id),
                      .details = {{"plugin_id", w.plugin_id}, {"snapshot_id", made.snapshot_id()}}});
-    (void)store_.commit(std::move(batch));
+    if (auto index = store_.commit(std::move(batch)); !index) {
+      // Unrecorded, it would count as its source's only while that is registered: an error, so
+      // the caller sends it again (the plugin answers the same snapshot by its name).
+      out.errors.push_back({w.volume_id, w.name, write_failed("record snapshot " + in_quotes(made.snapshot_id()), index.error())});
+      continue;
+    }
+    out.created.push_back(std::move(shown));
   }
   out.index = store_.index();
   co_return out;
@@ -110,19 +136,36 @@ asio::awaitable<void> VolumeLifecycle::negate_snapshot(std::string plugin_id, ::
 }
 
 asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_snapshot(std::string plugin_id, std::string snapshot_id,
-                                                                         StringMap secrets) {
+                                                                         StringMap secrets, Asker asker) {
   if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
+  if (!asker.acl.is_management()) {
+    auto owner = co_await snapshot_owner_at(plugin_id, snapshot_id, secrets);
+    if (!owner) co_return owner.error();
+    if (!acl::may_use(asker.acl, acl::Use::write, {*owner}))
+      co_return denied(asker, acl::Use::write, "deleting this snapshot");
+  }
   ::csi::v1::DeleteSnapshotRequest csi;
   csi.set_snapshot_id(snapshot_id);
   put_secrets(csi.mutable_secrets(), secrets);
   auto res = co_await controller_.delete_snapshot(plugin_id, csi);
   if (!res.done()) co_return plugin_failure(res);
-  co_return store_.index();
+  const auto* record = store_.snapshot_record(plugin_id, snapshot_id);
+  if (!record) co_return store_.index();
+  Batch batch;
+  batch.add_event({.topic = "Volume",
+                   .type = "SnapshotDeleted",
+                   .ns = record->ns,
+                   .key = record->source_volume_id,
+                   .message = "deleted snapshot " + in_quotes(snapshot_id) + " of volume " + in_quotes(record->source_volume_id),
+                   .details = {{"plugin_id", plugin_id}, {"snapshot_id", snapshot_id}}});
+  batch.erase_snapshot(plugin_id, snapshot_id);
+  auto index = store_.commit(std::move(batch));
+  if (!index) co_return write_failed("forget deleted snapshot " + in_quotes(snapshot_id), index.error());
+  co_return *index;
 }
 
-asio::awaitable<Outcome<Page<Snapshot>>> VolumeLifecycle::list_snapshots(std::string plugin_id,
-                                                                         PageRequest page, StringMap secrets,
-                                                                         std::string ns) {
+asio::awaitable<Outcome<Page<Snapshot>>> VolumeLifecycle::list_snapshots(std::string plugin_id, PageRequest page,
+                                                                         StringMap secrets, Asker asker) {
   if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
   ::csi::v1::ListSnapshotsRequest csi;
   csi.set_max_entries(page.max_entries);
@@ -131,7 +174,10 @@ asio::awaitable<Outcome<Page<Snapshot>>> VolumeLifecycle::list_snapshots(std::st
   auto res = co_await controller_.list_snapshots(plugin_id, csi);
   if (!res.ok()) co_return listing_failure(res, page.token, plugin_id);
   Page<Snapshot> out;
-  for (const auto& e : res.response.entries()) out.items.push_back(snapshot_of(e.snapshot(), plugin_id, store_, ns));
+  for (const auto& e : res.response.entries()) {
+    auto s = snapshot_of(e.snapshot(), plugin_id, store_);
+    if (acl::lists(asker.acl, owner_of(s), asker.ns)) out.items.push_back(std::move(s));
+  }
   out.next_token = res.response.next_token();
   co_return out;
 }

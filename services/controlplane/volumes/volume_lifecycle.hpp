@@ -15,6 +15,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "services/controlplane/acl/plugin_objects.hpp"
 #include "services/controlplane/volumes/results.hpp"
 #include "shared/async/task_group.hpp"
 #include "shared/domain/result.hpp"
@@ -59,17 +60,19 @@ class VolumeLifecycle {
   // The coroutines take their arguments by value: they may outlive the caller's temporaries.
   // ---- register.cpp: every volume registered in one transaction, or none ----
   // A volume new to the store, or an update that changes what its plugin is told (capabilities,
-  // mount options, context, secrets), is first checked by the plugin (validate.cpp).
-  boost::asio::awaitable<Outcome<Written>> register_volumes(std::vector<domain::Volume> volumes);
+  // mount options, context, secrets), is first checked by the plugin (validate.cpp). An external
+  // id another volume registers is refused (409), naming that volume only to a reader of its namespace.
+  boost::asio::awaitable<Outcome<Written>> register_volumes(std::vector<domain::Volume> volumes, Asker asker);
   // One volume: a re-registration that raises RequestedCapacityMin above the capacity expands it
   // (expand.cpp); `header_secrets` are only read then.
   boost::asio::awaitable<Outcome<Written>> register_or_expand(domain::Volume wanted,
-                                                              domain::Expected<StringMap> header_secrets);
+                                                              domain::Expected<StringMap> header_secrets, Asker asker);
   // `key`: domain::volume_key(ns, id), here and in remove() and detach().
   Outcome<Deregistered> deregister(const std::string& key, bool force, bool purge);
 
   // ---- create.cpp: `v.secrets` already hold the request's secrets ----
-  boost::asio::awaitable<Outcome<Written>> create(domain::Volume v);
+  // CloneID and SnapshotID name a source the asker may read (content_source.cpp).
+  boost::asio::awaitable<Outcome<Written>> create(domain::Volume v, Asker asker);
   // ---- delete.cpp: the answer is the index of the deregistration ----
   boost::asio::awaitable<Outcome<std::uint64_t>> remove(std::string id, StringMap extra_secrets);
   // ---- detach.cpp ----
@@ -79,12 +82,14 @@ class VolumeLifecycle {
   // Checks one snapshot against the volume and its plugin and merges the secrets (volume, then
   // the request's, then `header_secrets`).
   Outcome<SnapshotRequest> plan_snapshot(SnapshotRequest wanted, const StringMap& header_secrets) const;
+  // Each created snapshot is recorded with its source volume's namespace (state/snapshot_record.hpp).
   boost::asio::awaitable<SnapshotsCreated> create_snapshots(std::vector<SnapshotRequest> planned);
+  // Needs csi-write-volume in the snapshot's namespace (operator:write when nobody owns it).
   boost::asio::awaitable<Outcome<std::uint64_t>> delete_snapshot(std::string plugin_id, std::string snapshot_id,
-                                                                 StringMap secrets);
-  // Each snapshot names its source volume when that is a volume of namespace `ns`.
+                                                                 StringMap secrets, Asker asker);
+  // The snapshots the asker may list in `asker.ns` (acl::lists), each with its owner.
   boost::asio::awaitable<Outcome<Page<Snapshot>>> list_snapshots(std::string plugin_id, PageRequest page,
-                                                                 StringMap secrets, std::string ns);
+                                                                 StringMap secrets, Asker asker);
   // ---- stats.cpp: every node with a taken claim polls NodeGetVolumeStats now; the answers are
   // recorded per claim as heartbeats record them (events on condition changes). A node that does
   // not answer keeps its last report. The index of the last write (the current one when nothing
@@ -97,22 +102,25 @@ class VolumeLifecycle {
   Outcome<GroupSnapshotRequest> plan_group_snapshot(GroupSnapshotRequest wanted, const StringMap& header_secrets) const;
   // An uncertain answer (timeout, UNAVAILABLE, ABORTED) is followed by the delete in the background.
   boost::asio::awaitable<Outcome<GroupSnapshot>> create_group_snapshot(GroupSnapshotRequest planned);
-  // `snapshot_ids` empty: the group's members as the plugin lists them (ListSnapshots).
+  // `snapshot_ids` empty: the group's members as the plugin lists them (ListSnapshots). Needs
+  // csi-write-volume in every member's namespace (operator:write for members nobody owns).
   boost::asio::awaitable<Outcome<std::uint64_t>> delete_group_snapshot(std::string plugin_id, std::string group_id,
                                                                        std::vector<std::string> snapshot_ids,
-                                                                       StringMap secrets);
-  // The groups among the plugin's snapshots (members carry their group's id).
+                                                                       StringMap secrets, Asker asker);
+  // The groups among the plugin's snapshots (members carry their group's id) whose every member
+  // the asker may list; a group it may not is not found.
   boost::asio::awaitable<Outcome<std::vector<GroupSnapshot>>> list_group_snapshots(std::string plugin_id,
-                                                                                   StringMap secrets, std::string ns);
+                                                                                   StringMap secrets, Asker asker);
   boost::asio::awaitable<Outcome<GroupSnapshot>> get_group_snapshot(std::string plugin_id, std::string group_id,
-                                                                    StringMap secrets, std::string ns);
+                                                                    StringMap secrets, Asker asker);
 
-  // ---- external.cpp: the plugin's own listing ----
-  boost::asio::awaitable<Outcome<Page<ExternalVolume>>> list_external(std::string plugin_id, PageRequest page);
+  // ---- external.cpp: the plugin's own listing, the entries the asker may list (acl::lists) ----
+  boost::asio::awaitable<Outcome<Page<ExternalVolume>>> list_external(std::string plugin_id, PageRequest page,
+                                                                      Asker asker);
 
  private:
   // register.cpp: what each volume of a registration would be stored as, or why not.
-  Outcome<std::vector<VolumePlan>> plan_registrations(std::vector<domain::Volume> volumes) const;
+  Outcome<std::vector<VolumePlan>> plan_registrations(std::vector<domain::Volume> volumes, const acl::Acl& reader) const;
   // validate.cpp: ControllerValidateVolumeCapabilities for each requested capability through a
   // healthy controller. Skipped for a plugin without a controller (as Nomad), or when nothing the
   // plugin is told changed from `existing`. Unsupported (no `confirmed`) or an unknown external
@@ -132,7 +140,15 @@ class VolumeLifecycle {
   // create.cpp
   std::optional<Failure> check_create(const domain::Volume& v) const;
   Outcome<Written> register_created(const domain::Volume& v, const ::csi::v1::Volume& created,
-                                    const std::string& controller_node);
+                                    const std::string& controller_node, const acl::Acl& reader);
+  // content_source.cpp: CloneID and SnapshotID as the plugin knows them, once the asker may read
+  // what each names (a volume here, a recorded snapshot, or, with operator:write, a plugin id
+  // nothing here names).
+  boost::asio::awaitable<Outcome<ContentSource>> content_source(domain::Volume v, Asker asker);
+  // ownership.cpp: a snapshot's owner by its record, else by its source as the plugin lists it
+  // (one ListSnapshots by id); nobody's when the plugin cannot list snapshots or has no such one.
+  boost::asio::awaitable<Outcome<acl::Owner>> snapshot_owner_at(std::string plugin_id, std::string snapshot_id,
+                                                                StringMap secrets);
   // Undo a create whose outcome is unknown: the same request again (idempotent on its name, and
   // a plugin refuses one without its capabilities) tells what exists, which is then deleted.
   boost::asio::awaitable<void> negate_create(std::string plugin_id, std::string volume_key,

@@ -29,7 +29,8 @@ constexpr std::array kOptions{
     Option{"node-id", "MOORING_NODE_ID", "node_id", "ID",
            "node id; default: generated once and kept in <data-dir>/node-id", ""},
     Option{"node-name", "MOORING_NODE_NAME", "node_name", "NAME", "human-readable node name", "the host name"},
-    Option{"data-dir", "MOORING_DATA_DIR", "data_dir", "DIR", "plugin sockets, registry, node id, mounts",
+    Option{"data-dir", "MOORING_DATA_DIR", "data_dir", "DIR",
+           "plugin sockets, registry, node id, mount records, staging and publish paths",
            "/var/lib/mooring/agent"},
     Option{"controlplane-addr", "MOORING_CONTROLPLANE_ADDR", "controlplane_addr", "HOST:PORT[,HOST:PORT...]",
            "control plane gRPC address; with several control planes (etcd state) list them all: the agent follows "
@@ -52,14 +53,17 @@ constexpr std::array kOptions{
            "SIGTERM -> SIGKILL grace for a task that names no KillTimeout", "5s"},
     Option{"drain-on-shutdown", "MOORING_DRAIN_ON_SHUTDOWN", "drain_on_shutdown", "DURATION",
            "on SIGTERM, stop every allocation and wait up to this long for its volumes to be released "
-           "(0: allocations keep running and are re-adopted after the restart)",
+           "(0: allocations keep running and are re-adopted after the restart; make run sets 20s)",
            "0"},
     Option{"status-batch-window", "MOORING_STATUS_BATCH_WINDOW", "status_batch_window", "DURATION",
-           "allocation status reports within this window reach the control plane in one call (0: at once)",
+           "allocation status reports within this window (or while a report is in flight) reach the control plane "
+           "in one call; longer means fewer calls from a busy node and a later running in the API (0: at once; at "
+           "most 10s)",
            "5ms"},
     Option{"volume-stats-interval", "MOORING_VOLUME_STATS_INTERVAL", "volume_stats_interval", "DURATION",
            "how often the usage and condition of every published volume are polled (NodeGetVolumeStats, "
-           "plugins that advertise GET_VOLUME_STATS) and reported to the control plane (0: never)",
+           "plugins that advertise GET_VOLUME_STATS; the condition with VOLUME_CONDITION) and reported with the next "
+           "heartbeat; also once for each fresh mount about a second after it (0: never; ?stats=refresh still asks)",
            "60s"},
     Option{"plugin", "MOORING_PLUGINS", "plugins", "SPEC",
            "a CSI plugin, repeatable; SPEC is id=ID,type=controller|node|monolith,command=PATH,arg=A,"
@@ -70,7 +74,8 @@ constexpr std::array kOptions{
     Option{"tls-ca-file", "MOORING_TLS_CA_FILE", "tls_ca_file", "FILE",
            "CA certificate for mutual TLS with the control plane (both directions)", ""},
     Option{"tls-cert-file", "MOORING_TLS_CERT_FILE", "tls_cert_file", "FILE",
-           "this node's certificate (mooring tls cert create -agent -node-id ID); it names the node id", ""},
+           "this node's certificate (mooring tls cert create -agent -node-id ID); it names the node: without "
+           "--node-id the agent takes its id from it, with --node-id they must agree", ""},
     Option{"tls-key-file", "MOORING_TLS_KEY_FILE", "tls_key_file", "FILE", "the key of --tls-cert-file", ""},
     Option{"insecure", "MOORING_INSECURE", "insecure", "",
            "plaintext gRPC without TLS files (anyone who reaches the port can call the agent); logs a warning",
@@ -440,6 +445,10 @@ std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::
       out.help = true;
       return out;
     }
+    if (config::wants_markdown(argv)) {
+      out.help_markdown = true;
+      return out;
+    }
     // Flags first into a JSON layer (so every source goes through one decoder).
     json flags = json::object();
     std::string config_file;
@@ -492,6 +501,19 @@ std::string agent_config_help() {
       "Usage: mooring-nodeagent [flags]\n\n"
       "Supervises CSI plugins on this node, fingerprints them and reports to the control plane.\n"
       "Settings come from flags, then MOORING_* environment variables, then the config file.\n",
+      std::vector<config::Doc>(kOptions.begin(), kOptions.end()));
+}
+
+std::string agent_config_markdown() {
+  return config::markdown_page(
+      {.title = "mooring-nodeagent",
+       .generated_by = "mooring-nodeagent --help-markdown",
+       .intro = "The node agent supervises this node's CSI plugins, runs allocations and mounts their volumes.\n"
+                "Each setting is a flag, a `MOORING_*` environment variable and a key of the JSON file named by\n"
+                "`--config` (or `MOORING_CONFIG`; see `examples/agent.json`). Flags override the environment, which\n"
+                "overrides the file. A bad or unknown value is an error that names the flag, variable or key.\n"
+                "`mooring-nodeagent --help` prints the same list. In the file, `plugins` is an array of objects with\n"
+                "the keys of the `--plugin` SPEC (`args` an array, `env` an object)."},
       std::vector<config::Doc>(kOptions.begin(), kOptions.end()));
 }
 

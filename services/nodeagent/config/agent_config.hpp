@@ -93,6 +93,7 @@ struct ConfigError {
 // What the command line asked for.
 struct ParsedArgs {
   bool help = false;
+  bool help_markdown = false;  // --help-markdown: print docs/configuration/nodeagent.md
   AgentConfig config;
 };
 
@@ -103,6 +104,8 @@ std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::
 
 // The --help text: every flag, its environment variable, the config file key and the default.
 std::string agent_config_help();
+// --help-markdown: the same table as the reference page docs/configuration/nodeagent.md.
+std::string agent_config_markdown();
 
 // "30s", "500ms", "2m", "1h", "1.5s"; a bare number is seconds.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);

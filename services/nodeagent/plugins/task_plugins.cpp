@@ -80,7 +80,12 @@ asio::awaitable<domain::Status> TaskPlugins::supervise(const std::string& alloc_
   supervised_[alloc_id] = entry;
   logger().info("supervising a plugin task", {{"alloc", alloc_id}, {"plugin", plugin.id}, {"socket", socket_path}});
   if (auto failed = co_await entry->supervisor->adopt()) co_return domain::error(*failed);
-  if (!supervised_.contains(alloc_id) || supervised_[alloc_id] != entry) co_return domain::Status{};  // stopped meanwhile
+  if (!supervised_.contains(alloc_id) || supervised_[alloc_id] != entry) {
+    // Stopped while it was being fingerprinted: registered after stopped() looked, so released now.
+    const auto& sup = *entry->supervisor;
+    if (sup.generation() != 0) release(alloc_id, plugin.id, sup.kinds(), sup.generation());
+    co_return domain::Status{};
+  }
   prefer_newest(plugin.id);
   tasks_.spawn("plugin-task-" + alloc_id, [entry]() -> asio::awaitable<void> { co_await entry->supervisor->heartbeat(); });
   co_return domain::Status{};
@@ -93,23 +98,29 @@ void TaskPlugins::stopped(const std::string& alloc_id) {
     // still holds of it is retired all the same.
     for (const auto& inst : registry_.list())
       if (inst.reg.alloc_id == alloc_id) retire_orphan(inst);
+    reevaluate();
     return;
   }
   auto entry = it->second;
   supervised_.erase(it);
   entry->supervisor->stop_heartbeat();
+  // Out of the registry before anything is awaited: from now on no call goes to its socket, and
+  // an earlier instance that still runs serves them.
+  const auto& sup = *entry->supervisor;
+  const auto released = sup.generation() == 0
+                            ? Released::replaced  // never registered: nothing to fall back from
+                            : release(alloc_id, sup.config().id, sup.kinds(), sup.generation());
   // The final fingerprint runs against a closed client (seed 003): reported unhealthy with
-  // everything else it knew; then the registry entry is retired by the rules above.
-  tasks_.spawn("plugin-task-stopped-" + alloc_id, [this, entry, alloc_id]() -> asio::awaitable<void> {
+  // everything else it knew; then what stays listed of it is decided by the rules above.
+  tasks_.spawn("plugin-task-stopped-" + alloc_id, [this, entry, alloc_id, released]() -> asio::awaitable<void> {
     co_await entry->supervisor->final_fingerprint("plugin allocation stopped");
-    retire(alloc_id, *entry->supervisor);
+    retire(alloc_id, *entry->supervisor, released);
   });
 }
 
-void TaskPlugins::retire(const std::string& alloc_id, const PluginSupervisor& supervisor) {
+void TaskPlugins::retire(const std::string& alloc_id, const PluginSupervisor& supervisor, Released released) {
   const auto& id = supervisor.config().id;
-  if (supervisor.generation() == 0) {
-    // Never registered (it did not become healthy): nothing to keep listed.
+  if (released != Released::vacated) {
     status_.remove_fingerprint(id, alloc_id);
     return;
   }
@@ -117,6 +128,7 @@ void TaskPlugins::retire(const std::string& alloc_id, const PluginSupervisor& su
   r.plugin_id = id;
   r.kinds = supervisor.kinds();
   r.generation = supervisor.generation();
+  r.released = true;
   r.fingerprint = supervisor.last_fingerprint();
   retiring_[alloc_id] = std::move(r);
   reevaluate();
@@ -129,6 +141,7 @@ void TaskPlugins::retire_orphan(const PluginInstance& instance) {
   if (std::find(r.kinds.begin(), r.kinds.end(), instance.kind) == r.kinds.end()) r.kinds.push_back(instance.kind);
   r.plugin_id = instance.reg.plugin_id;
   r.generation = instance.generation;
+  r.released = false;
   auto& fp = r.fingerprint;
   fp.set_plugin_id(instance.reg.plugin_id);
   fp.set_alloc_id(alloc_id);
@@ -156,35 +169,46 @@ asio::awaitable<void> TaskPlugins::run() {
   }
 }
 
+TaskPlugins::Released TaskPlugins::release(const std::string& alloc_id, const std::string& plugin_id,
+                                           const std::vector<PluginKind>& kinds, std::uint64_t generation) {
+  bool serving = false;
+  for (const auto kind : kinds) serving = registry_.deregister(kind, plugin_id, generation) || serving;
+  if (!serving) {
+    logger().info("stopped plugin instance replaced by a newer one", {{"alloc", alloc_id}, {"plugin", plugin_id}});
+    return Released::replaced;
+  }
+  if (fall_back(plugin_id, kinds, alloc_id)) {
+    status_.add_event("plugin", "plugin instance of a stopped allocation deregistered; the earlier instance still running serves again",
+                      {{"plugin_id", plugin_id}, {"alloc_id", alloc_id}});
+    return Released::fell_back;
+  }
+  return Released::vacated;
+}
+
+bool TaskPlugins::served(const std::string& plugin_id, const std::vector<PluginKind>& kinds) const {
+  return std::any_of(kinds.begin(), kinds.end(), [&](PluginKind k) { return registry_.lookup(k, plugin_id).has_value(); });
+}
+
 void TaskPlugins::reevaluate() {
   for (auto it = retiring_.begin(); it != retiring_.end();) {
     const auto& alloc_id = it->first;
     auto& r = it->second;
-    const bool still_registered = std::any_of(r.kinds.begin(), r.kinds.end(), [&](PluginKind kind) {
-      const auto inst = registry_.lookup(kind, r.plugin_id);
-      return inst && inst->generation == r.generation;
-    });
     std::map<std::string, std::string> details{{"plugin_id", r.plugin_id}, {"alloc_id", alloc_id}};
-    if (still_registered && fall_back(r.plugin_id, alloc_id)) {
-      status_.add_event("plugin", "plugin instance of a stopped allocation replaced by the older instance still running",
-                        std::move(details));
-      status_.remove_fingerprint(r.plugin_id, alloc_id);
-      it = retiring_.erase(it);
-      continue;
-    }
-    if (!still_registered) {
-      // A newer instance serves the plugin id: only this allocation's fingerprint goes.
-      logger().info("stopped plugin instance replaced by a newer one", {{"alloc", alloc_id}, {"plugin", r.plugin_id}});
-      status_.remove_fingerprint(r.plugin_id, alloc_id);
-      it = retiring_.erase(it);
-      continue;
+    if (!r.released) {  // an orphan found after a restart: out of the registry first
+      r.released = true;
+      if (release(alloc_id, r.plugin_id, r.kinds, r.generation) != Released::vacated) {
+        status_.remove_fingerprint(r.plugin_id, alloc_id);
+        it = retiring_.erase(it);
+        continue;
+      }
     }
     const std::size_t n = volumes_using_ ? volumes_using_(r.plugin_id) : 0;
-    if (n == 0) {
-      for (const auto kind : r.kinds) registry_.deregister(kind, r.plugin_id, r.generation);
+    if (n == 0 || served(r.plugin_id, r.kinds)) {
+      // No volume waits for it, or another instance took its place: nothing left to show.
       status_.remove_fingerprint(r.plugin_id, alloc_id);
-      status_.add_event("plugin", "plugin deregistered: its allocation stopped and no volume on this node needs it",
-                        std::move(details));
+      if (n == 0)
+        status_.add_event("plugin", "plugin deregistered: its allocation stopped and no volume on this node needs it",
+                          std::move(details));
       it = retiring_.erase(it);
       continue;
     }
@@ -193,7 +217,7 @@ void TaskPlugins::reevaluate() {
       r.fingerprint.set_healthy(false);
       r.fingerprint.set_health_description(waiting_text(n));
       r.fingerprint.set_update_time_ms(domain::to_unix_ms(domain::now()));
-      logger().info("stopped plugin instance kept for the volumes that still need it",
+      logger().info("stopped plugin instance deregistered; listed for the volumes that wait for a new one",
                     {{"alloc", alloc_id}, {"plugin", r.plugin_id}, {"volumes", static_cast<int64_t>(n)}});
       status_.set_fingerprint(r.fingerprint);
     }
@@ -201,29 +225,56 @@ void TaskPlugins::reevaluate() {
   }
 }
 
-PluginSupervisor* TaskPlugins::newest_healthy(const std::string& plugin_id, const std::string& except_alloc) const {
+namespace {
+
+// A healthy, registered instance of `plugin_id` (serving `kind` when given): one that can serve.
+bool can_serve(const PluginSupervisor& sup, const std::string& plugin_id, std::optional<PluginKind> kind) {
+  const auto kinds = sup.kinds();
+  return sup.config().id == plugin_id && sup.generation() != 0 && sup.last_fingerprint().healthy() &&
+         (!kind || std::find(kinds.begin(), kinds.end(), *kind) != kinds.end());
+}
+
+}  // namespace
+
+PluginSupervisor* TaskPlugins::newest_allocation_instance(const std::string& plugin_id, std::optional<PluginKind> kind,
+                                                          const std::string& except_alloc) const {
   const Supervised* best = nullptr;
   for (const auto& [alloc, entry] : supervised_) {
-    const auto& sup = *entry->supervisor;
-    if (alloc == except_alloc || sup.config().id != plugin_id || sup.generation() == 0) continue;
-    if (!sup.last_fingerprint().healthy()) continue;
-    if (!best || std::pair(entry->create_index, sup.generation()) >
+    if (alloc == except_alloc || !can_serve(*entry->supervisor, plugin_id, kind)) continue;
+    if (!best || std::pair(entry->create_index, entry->supervisor->generation()) >
                      std::pair(best->create_index, best->supervisor->generation()))
       best = entry.get();
   }
   return best ? best->supervisor.get() : nullptr;
 }
 
-bool TaskPlugins::fall_back(const std::string& plugin_id, const std::string& except_alloc) {
-  auto* best = newest_healthy(plugin_id, except_alloc);
-  if (!best) return false;
-  logger().warn("the serving plugin instance ended; falling back to the other instance still running",
-                {{"plugin", plugin_id}, {"ended_alloc", except_alloc}, {"alloc", best->last_fingerprint().alloc_id()}});
-  return best->register_again();
+PluginSupervisor* TaskPlugins::newest_healthy(const std::string& plugin_id, PluginKind kind,
+                                              const std::string& except_alloc) const {
+  if (auto* best = newest_allocation_instance(plugin_id, kind, except_alloc)) return best;
+  // A configured plugin that an allocation's instance had replaced (it kept running).
+  if (options_.configured)
+    for (auto* sup : options_.configured())
+      if (can_serve(*sup, plugin_id, kind)) return sup;
+  return nullptr;
+}
+
+bool TaskPlugins::fall_back(const std::string& plugin_id, const std::vector<PluginKind>& kinds,
+                            const std::string& except_alloc) {
+  bool any = false;
+  for (const auto kind : kinds) {
+    if (registry_.lookup(kind, plugin_id)) continue;  // registered again with an earlier kind
+    auto* best = newest_healthy(plugin_id, kind, except_alloc);
+    if (!best) continue;
+    const auto& alloc = best->last_fingerprint().alloc_id();
+    logger().warn("the serving plugin instance ended; falling back to the earlier instance still running",
+                  {{"plugin", plugin_id}, {"ended_alloc", except_alloc}, {"alloc", alloc.empty() ? "(configured)" : alloc}});
+    any = best->register_again() || any;
+  }
+  return any;
 }
 
 void TaskPlugins::prefer_newest(const std::string& plugin_id) {
-  auto* best = newest_healthy(plugin_id);
+  auto* best = newest_allocation_instance(plugin_id, std::nullopt, {});
   if (!best) return;
   const auto kinds = best->kinds();
   const bool serving = std::all_of(kinds.begin(), kinds.end(), [&](PluginKind kind) {

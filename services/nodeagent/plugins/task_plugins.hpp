@@ -1,17 +1,18 @@
 // The supervision of CSI plugins that run as allocations' tasks (Nomad's dynamic plugins): each
 // plugin task gets a PluginSupervisor in its "external socket" mode — the one fingerprinting path
 // of configured and socket plugins — that brings it up (healthy within HealthTimeout, registered
-// as owned by its allocation) and then heartbeats it. When the task stops: one final fingerprint
-// (unhealthy), then the instance is retired:
+// as owned by its allocation) and then heartbeats it. When the task stops, its instance leaves
+// the registry at once (a dead socket is never where calls go), then one final fingerprint
+// (unhealthy) runs and the instance is retired:
 //  - replaced meanwhile by a newer instance of the plugin id (an upgrade step): only its own
 //    fingerprint goes; the newer instance is left alone;
-//  - it is the registered instance and another allocation's instance of the plugin id still runs
-//    healthy here (the new copy of an upgrade ended before the old one was stopped): that one is
-//    registered again and serves (the fallback), the newest such instance first;
-//  - no mount record on this node uses the plugin id: deregistered at once;
-//  - otherwise it stays registered and listed unhealthy, "plugin allocation stopped; N volumes
-//    waiting", until the last such volume is released (then deregistered) or a new instance of
-//    the plugin replaces it (the waiting unmounts are woken by PluginManager's healthy_again).
+//  - it was the registered instance and an earlier instance of the plugin id still runs healthy
+//    here — another allocation's (the newest first), else a configured plugin's — that one is
+//    registered again and serves (the fallback); its own fingerprint goes;
+//  - nothing else serves and no mount record on this node uses the plugin id: its fingerprint goes;
+//  - otherwise its fingerprint stays listed unhealthy, "plugin allocation stopped; N volumes
+//    waiting", until the last such volume is released or an instance of the plugin registers
+//    (the waiting unmounts are woken by PluginManager's healthy_again when it is healthy).
 // After an agent restart, a plugin task that still runs is supervised again by its allocation;
 // the registry entry of one that stopped meanwhile is retired by the same rules. Of two running
 // instances of one plugin id, the newer allocation's (CreateIndex) serves once healthy, in
@@ -26,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,8 +49,13 @@ struct PluginInstance;
 // How many mount records on this node name the plugin id (volumes that still need it).
 using VolumesUsingPlugin = std::function<std::size_t(const std::string& plugin_id)>;
 
+// The supervisors of the configured plugins (config file, adopted sockets): fallbacks when the
+// allocation instance that replaced one of them ends.
+using ConfiguredSupervisors = std::function<std::vector<PluginSupervisor*>()>;
+
 struct TaskPluginsOptions {
   PluginClientFactory make_client;
+  ConfiguredSupervisors configured;
   std::chrono::milliseconds probe_interval{std::chrono::seconds(5)};
   std::chrono::milliseconds fingerprint_interval{std::chrono::seconds(30)};
 };
@@ -79,7 +86,7 @@ class TaskPlugins final : public PluginTasks {
   boost::asio::awaitable<void> shutdown();
 
   std::size_t supervised() const { return supervised_.size(); }
-  // Allocation ids of the instances kept listed for waiting volumes.
+  // Allocation ids of the instances whose fingerprint is kept listed for waiting volumes.
   std::vector<std::string> retiring() const;
   PluginSupervisor* supervisor(const std::string& alloc_id);
 
@@ -92,15 +99,29 @@ class TaskPlugins final : public PluginTasks {
     std::string plugin_id;
     std::vector<PluginKind> kinds;
     std::uint64_t generation = 0;
+    bool released = false;  // its registry entries are gone (release() ran)
     ::mooring::v1::PluginFingerprint fingerprint;
     std::size_t waiting = 0;  // as last reported
   };
-  void retire(const std::string& alloc_id, const PluginSupervisor& supervisor);
-  // The healthy, registered instance of `plugin_id` of the newest allocation (CreateIndex, then
-  // the latest registration), other than `except_alloc`'s; null when there is none.
-  PluginSupervisor* newest_healthy(const std::string& plugin_id, const std::string& except_alloc = {}) const;
-  // Registers again the newest healthy instance other than `except_alloc`'s; false when none.
-  bool fall_back(const std::string& plugin_id, const std::string& except_alloc);
+  enum class Released { replaced, fell_back, vacated };
+  // Takes a stopped instance out of the registry: `replaced` when a newer instance had already
+  // taken its place, `fell_back` when an earlier healthy instance serves again, else `vacated`.
+  Released release(const std::string& alloc_id, const std::string& plugin_id, const std::vector<PluginKind>& kinds,
+                   std::uint64_t generation);
+  // After the final fingerprint: what stays listed of a stopped, released instance.
+  void retire(const std::string& alloc_id, const PluginSupervisor& supervisor, Released released);
+  // Some instance of the plugin id is registered for one of `kinds`.
+  bool served(const std::string& plugin_id, const std::vector<PluginKind>& kinds) const;
+  // The healthy, registered instance of `plugin_id` (serving `kind` when given) of the newest
+  // allocation (CreateIndex, then the latest registration) other than `except_alloc`'s; null when none.
+  PluginSupervisor* newest_allocation_instance(const std::string& plugin_id, std::optional<PluginKind> kind,
+                                               const std::string& except_alloc) const;
+  // The same, else a configured plugin's healthy instance serving `kind`; null when there is none.
+  PluginSupervisor* newest_healthy(const std::string& plugin_id, PluginKind kind,
+                                   const std::string& except_alloc = {}) const;
+  // Registers again, for each of `kinds` left without an instance, the newest healthy instance
+  // other than `except_alloc`'s; false when none.
+  bool fall_back(const std::string& plugin_id, const std::vector<PluginKind>& kinds, const std::string& except_alloc);
   // After an adoption: the newest healthy instance serves (an agent restart re-adopts the copies
   // of an upgrade step in any order; the older one must not keep the registry).
   void prefer_newest(const std::string& plugin_id);

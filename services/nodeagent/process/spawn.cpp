@@ -104,9 +104,11 @@ std::optional<std::string> resolve_command(const std::string& command, const std
   std::string_view rest(path);
   while (true) {
     const auto colon = rest.find(':');
-    std::string dir(rest.substr(0, colon));
-    if (dir.empty()) dir = ".";  // POSIX: an empty PATH entry is the current directory
-    const std::string candidate = dir + "/" + command;
+    const std::string_view entry = rest.substr(0, colon);
+    // POSIX: an empty PATH entry is the current directory. (Built in one append chain: GCC 12's
+    // -Wrestrict misfires at -O2 on assigning "." to a string then concatenating it.)
+    std::string candidate(entry.empty() ? std::string_view(".") : entry);
+    candidate.append("/").append(command);
     struct stat st {};
     if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
       return candidate;

@@ -143,8 +143,20 @@ Table<Rollout> fields_of(std::type_identity<Rollout>) { return kRollout; }
 Table<TaskEvent> fields_of(std::type_identity<TaskEvent>) { return kTaskEvent; }
 Table<Allocation> fields_of(std::type_identity<Allocation>) { return kAllocation; }
 
+// An environment entry is "name=value": a name with "=" would set another variable than the
+// one named, and an empty one is no variable. (NUL bytes the reader refuses in every string.)
+void check_env_names(Reader& r, std::string_view key, const StringMap& env) {
+  for (const auto& [name, value] : env) {
+    if (!r.ok()) return;
+    if (name.empty()) r.fail(key, "a variable name must not be empty");
+    else if (name.find('=') != std::string::npos) r.fail(key, "variable name \"" + name + "\" must not contain \"=\"");
+  }
+}
+
 void check_input(Reader& r, Task& task) {
   if (r.ok() && task.command.empty()) r.fail("Command", "required");
+  check_env_names(r, "Env", task.env);
+  check_env_names(r, "SecretEnv", task.secret_env);
   if (r.ok() && (task.resources.cpu < 0 || task.resources.memory_mb < 0))
     return r.fail("Resources", std::string(task.resources.cpu < 0 ? "CPU" : "MemoryMB") + " must not be negative");
   if (r.ok() && !task.user.empty()) {

@@ -16,6 +16,7 @@ constexpr Field<Event> kEvent[] = {
     field<&Event::key>("Key", kOut),
     field<&Event::message>("Message", kOut),
     field<&Event::details>("Details", kOut, {.redact = true}),
+    field<&Event::monotonic_ns>("MonotonicNs", kOut),
 };
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include "shared/domain/text.hpp"
+
 namespace mooring::domain::codec {
 
 std::string type_name(const json& j) {
@@ -52,10 +54,25 @@ void Reader::fail_type(std::string_view key, const char* expected, const json& g
   fail(key, std::string("expected ") + expected + ", got " + type_name(got));
 }
 
+// API input: no NUL byte in any string. Strings reach argv, environments, paths and plugins'
+// C strings, where a NUL silently cuts them short. (JSON text already is valid UTF-8.)
+bool Reader::text_ok(std::string_view key, std::string_view value) {
+  if (!strict_ || !has_nul(value)) return true;
+  fail(key, "must not contain a NUL byte");
+  return false;
+}
+
+bool Reader::key_ok(std::string_view key, std::string_view name) {
+  if (!strict_ || !has_nul(name)) return true;
+  fail(key, "a key must not contain a NUL byte");  // the key itself is not echoed
+  return false;
+}
+
 void Reader::str(std::string_view key, std::string& out) {
   const json* v = get(key);
   if (v == nullptr) return;
   if (!v->is_string()) return fail_type(key, "a string", *v);
+  if (!text_ok(key, v->get_ref<const std::string&>())) return;
   out = v->get<std::string>();
 }
 
@@ -102,7 +119,9 @@ void Reader::string_map(std::string_view key, StringMap& out) {
   if (!v->is_object()) return fail_type(key, "an object of strings", *v);
   StringMap m;
   for (const auto& [k, val] : v->items()) {
+    if (!key_ok(key, k)) return;
     if (!val.is_string()) return fail(std::string(key) + "." + k, "expected a string, got " + type_name(val));
+    if (!text_ok(std::string(key) + "." + k, val.get_ref<const std::string&>())) return;
     m.emplace(k, val.get<std::string>());
   }
   out = std::move(m);
@@ -118,6 +137,7 @@ void Reader::string_list(std::string_view key, std::vector<std::string>& out) {
     if (!item.is_string()) {
       return fail(std::string(key) + "[" + std::to_string(i) + "]", "expected a string, got " + type_name(item));
     }
+    if (!text_ok(std::string(key) + "[" + std::to_string(i) + "]", item.get_ref<const std::string&>())) return;
     list.push_back(item.get<std::string>());
   }
   out = std::move(list);
@@ -134,6 +154,7 @@ void Reader::parsed(std::string_view key, T& out, const char* expected, Expected
   const json* v = get(key);
   if (v == nullptr) return;
   if (!v->is_string()) return fail_type(key, expected, *v);
+  if (!text_ok(key, v->get_ref<const std::string&>())) return;
   auto value = parse(v->get<std::string>());
   if (!value) return fail(key, value.error());
   out = *value;

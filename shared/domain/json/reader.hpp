@@ -69,6 +69,7 @@ class Reader {
     const json* v = get(key);
     if (v == nullptr) return;
     if (!v->is_string()) return fail_type(key, "a string", *v);
+    if (!text_ok(key, v->get_ref<const std::string&>())) return;
     const auto text = v->get<std::string>();
     auto value = parse(text);
     if (!value) return fail(key, std::string("unknown ") + what + " \"" + text + "\"");
@@ -96,6 +97,7 @@ class Reader {
     if (!v->is_object()) return fail_type(key, "an object", *v);
     for (const auto& [name, item] : v->items()) {
       if (!ok()) return;
+      if (!key_ok(key, name)) return;
       child(item, path(key) + "." + name + ".", [&](Reader& c) { f(c, name); });
     }
   }
@@ -115,6 +117,9 @@ class Reader {
   template <class T>
   void parsed(std::string_view key, T& out, const char* expected, Expected<T> (*parse)(std::string_view));
   void set_error(std::string message);
+  // Strict input: false (and the error set) when `value` holds a NUL byte.
+  bool text_ok(std::string_view key, std::string_view value);
+  bool key_ok(std::string_view key, std::string_view name);  // the same for a map's key
 
   const json& j_;
   Ctx& ctx_;

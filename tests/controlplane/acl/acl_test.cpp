@@ -61,7 +61,7 @@ TEST(AclPolicy, ValidationErrorsNameThePolicyAndTheField) {
   EXPECT_NE(bad(R"({"Namespace":{"a":{"Capabilities":["csi-fly"]}}})").find("Rules.Namespace.\"a\".Capabilities"),
             std::string::npos);
   EXPECT_NE(bad(R"({"Namespace":{"a":{"Polciy":"deny"}}})").find("unknown field \"Polciy\""), std::string::npos);
-  EXPECT_NE(bad(R"({"Plugin":"write"})").find("policy \"ops\": Rules.Plugin"), std::string::npos);
+  EXPECT_NE(bad(R"({"Plugin":"admin"})").find("policy \"ops\": Rules.Plugin"), std::string::npos);
   EXPECT_NE(bad(R"({"Node":"list"})").find("Rules.Node"), std::string::npos);
   EXPECT_NE(bad(R"({"Operator":true})").find("Rules.Operator"), std::string::npos);
   EXPECT_NE(bad(R"({"Nodes":"read"})").find("unknown field \"Nodes\""), std::string::npos);
@@ -134,6 +134,23 @@ TEST(AclRules, AreasTakeTheHighestLevelAndReadImpliesList) {
   EXPECT_EQ(a.missing(Need::on(Area::node, Level::read), "default"), "node:read");
   auto both = acl_of({&l, &r});
   EXPECT_FALSE(both.missing(Need::on(Area::plugin, Level::read), "default"));
+}
+
+// Deploying a plugin (a Task.CSIPlugin) needs plugin:write: a plugin serves every namespace.
+// Write implies read and list; a deny anywhere wins.
+TEST(AclRules, PluginWriteIsAGrantableLevelAboveReadAndADenyWins) {
+  auto w = policy("w", {{"Plugin", "write"}});
+  auto r = policy("r", {{"Plugin", "read"}});
+  auto d = policy("d", {{"Plugin", "deny"}});
+  EXPECT_FALSE(acl_of({&w}).missing(Need::on(Area::plugin, Level::write), "default"));
+  EXPECT_FALSE(acl_of({&w}).missing(Need::on(Area::plugin, Level::list), "default"));
+  EXPECT_EQ(acl_of({&r}).missing(Need::on(Area::plugin, Level::write), "default"), "plugin:write");
+  EXPECT_EQ(acl_of({&w, &d}).missing(Need::on(Area::plugin, Level::write), "default"), "plugin:write");
+  EXPECT_FALSE(Acl::management().missing(Need::on(Area::plugin, Level::write), "default"));
+  // Write on every namespace is not write on plugins.
+  auto ns = policy("ns", {{"Namespace", {{"*", {{"Policy", "write"}}}}}});
+  EXPECT_EQ(acl_of({&ns}).missing(Need::on(Area::plugin, Level::write), "default"), "plugin:write");
+  EXPECT_EQ(to_json(w)["Rules"]["Plugin"], "write");
 }
 
 TEST(AclRules, ManagementMayDoEverythingAndNoPolicyNothing) {

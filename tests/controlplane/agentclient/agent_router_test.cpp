@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "services/controlplane/agentclient/agent_router.hpp"
+#include "shared/domain/plugin_facts.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_pki.hpp"
@@ -137,6 +138,56 @@ TEST_F(AgentRouterTest, UnreachableAgentCountsAsRetryable) {
   auto r = unpublish("vol-1", "ext-1");
   EXPECT_TRUE(r.done()) << r.error;
   EXPECT_EQ(r.node_id, "node-3");
+}
+
+// Issue 40: an agent nobody can connect to is said to be so — never gRPC's transport text
+// ("failed to connect to all addresses ... Connection refused") — and the answer is UNAVAILABLE
+// (the API's 503 with Retry-After).
+TEST_F(AgentRouterTest, AnAgentThatCannotBeReachedIsSaidToBeNotConnected) {
+  agents.stop("node-2");
+  agents.stop("node-3");
+  auto r = unpublish("vol-1", "ext-1");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.error.find("the agent of node \"node-2\" is not connected"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("the agent of node \"node-3\" is not connected"), std::string::npos) << r.error;
+  EXPECT_EQ(r.error.find("onnection refused"), std::string::npos) << r.error;
+  EXPECT_EQ(r.error.find("failed to connect"), std::string::npos) << r.error;
+}
+
+// A node call (stats, expand) to a node whose agent is not connected: UNAVAILABLE saying so.
+TEST_F(AgentRouterTest, ANodeCallToAnAgentThatIsNotConnectedSaysSo) {
+  agents.stop("node-1");
+  auto r = asio::co_spawn(io, [&]() -> asio::awaitable<agentclient::AgentResult<v1::NodeVolumeStatsResponse>> {
+    v1::NodeVolumeStatsRequest req;
+    req.set_volume_id("vol-1");
+    co_return co_await plane->router.node_volume_stats("node-1", req);
+  }, asio::use_future).get();
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(r.unreached);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(r.error, "NodeVolumeStats of volume \"vol-1\" on node \"node-1\": the agent of node \"node-1\" is not "
+                     "connected (restarting, or unreachable); retry shortly");
+}
+
+// After a control plane restart every controller's health is unknown until its agent is heard
+// from: nothing is sent, and the reason says to wait, not that the plugin is broken.
+TEST_F(AgentRouterTest, WhileNoControllersHealthIsKnownTheReasonSaysItIsNotKnownYet) {
+  Batch b;
+  auto p = plugin("csi", {"node-1"}, {"node-2", "node-3"});
+  for (auto& [n, inst] : p.controllers) {
+    inst.healthy = false;
+    inst.health_description = std::string(domain::kHealthUnknown);
+  }
+  b.put(p);
+  commit(std::move(b));
+  auto r = unpublish("vol-1", "ext-1");
+  EXPECT_TRUE(r.no_target);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.error.find("whether its controllers are healthy is not known yet"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("agents of nodes \"node-2\", \"node-3\""), std::string::npos) << r.error;
+  EXPECT_TRUE(agents["node-2"].calls().empty());
+  EXPECT_TRUE(agents["node-3"].calls().empty());
 }
 
 TEST_F(AgentRouterTest, ControllerCallsSerializePerVolumeAndRunInParallelAcrossVolumes) {

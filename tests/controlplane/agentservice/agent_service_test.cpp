@@ -505,7 +505,7 @@ TEST_F(AgentServiceTest, WritesAndStateChangingCallsAreAuditedWithoutSecrets) {
   EXPECT_TRUE(vol["Remote"].get<std::string>().starts_with("127.0.0.1:")) << vol.dump();
   EXPECT_FALSE(vol["Time"].get<std::string>().empty());
   EXPECT_EQ(find("PUT", "vol-bad")["Status"], 400);  // refusals are audited too
-  EXPECT_EQ(find("POST", "")["Path"], "/v1/allocations");
+  EXPECT_EQ(find("POST", alloc)["Path"], "/v1/allocations");  // a create names the id it made
   EXPECT_EQ(find("ClaimVolume", "vol-a")["Actor"]["ID"], "n1");
   for (const auto& l : lines) {
     EXPECT_NE(l["Method"], "GET") << l.dump();

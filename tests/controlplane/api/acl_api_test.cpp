@@ -128,6 +128,52 @@ TEST_F(AclApiTest, SubmittingAnAllocationThatMountsVolumesNeedsCsiMountVolume) {
   EXPECT_EQ(call("POST", "/v1/allocations", with_volume.dump(), mounter).status, 200u);
 }
 
+// Issue 40: a plugin instance serves every namespace and receives their secrets, so running one
+// is a cluster right. A namespace token (even with write on its namespace) cannot submit, update
+// or stop a plugin allocation: 403 naming plugin:write, nothing changed.
+TEST_F(AclApiTest, DeployingUpdatingOrStoppingAPluginAllocationNeedsPluginWrite) {
+  const auto mgmt = bootstrap();
+  const auto team = token_with(mgmt, "team", {{"Namespace", {{"default", {{"Policy", "write"}}}}}});
+  const json task = {{"Command", "/bin/true"}, {"CSIPlugin", {{"ID", "hostpath"}, {"Type", "monolith"}}}};
+  const std::string want =
+      "permission denied: token \"team-token\" lacks plugin:write (Task.CSIPlugin runs a plugin that serves every "
+      "namespace)";
+  const auto before = fingerprint();
+  for (const auto& body : {json{{"Allocation", {{"Name", "rogue"}, {"Task", task}}}},
+                           json{{"Allocation", {{"Name", "rogue-everywhere"}, {"System", true}, {"Task", task}}}},
+                           // Told about the right before the malformed field.
+                           json{{"Allocation", {{"Name", "rogue"}, {"Task", {{"Command", "/bin/true"}, {"CSIPlugin", {{"ID", 5}}}}}}}}}) {
+    auto r = call("POST", "/v1/allocations", body.dump(), team);
+    EXPECT_EQ(r.status, 403u) << body.dump() << " " << r.body;
+    EXPECT_EQ(parse(r)["Error"], want) << body.dump();
+  }
+  EXPECT_EQ(fingerprint(), before);
+  // The same token runs a task that is no plugin.
+  EXPECT_EQ(call("POST", "/v1/allocations", json{{"Allocation", {{"Name", "job"}, {"Task", {{"Command", "/bin/true"}}}}}}.dump(), team)
+                .status,
+            200u);
+
+  const auto deployer = token_with(mgmt, "deployer", {{"Namespace", {{"default", {{"Policy", "write"}}}}}, {"Plugin", "write"}});
+  auto ok = call("POST", "/v1/allocations", json{{"Allocation", {{"Name", "hostpath-plugin"}, {"Task", task}}}}.dump(), deployer);
+  ASSERT_EQ(ok.status, 200u) << ok.body;
+  const std::string id = parse(ok)["ID"];
+
+  const auto placed = fingerprint();
+  auto update = call("PUT", "/v1/allocation/" + id, json{{"Task", task}}.dump(), team);
+  EXPECT_EQ(update.status, 403u) << update.body;
+  EXPECT_EQ(parse(update)["Error"], want);
+  // A body without CSIPlugin still names a plugin allocation: refused for the right, not the field.
+  auto bare = call("PUT", "/v1/allocation/" + id, json{{"Task", {{"Command", "/bin/true"}}}}.dump(), team);
+  EXPECT_EQ(bare.status, 403u) << bare.body;
+  EXPECT_EQ(parse(bare)["Error"], want);
+  auto stop = call("POST", "/v1/allocation/" + id + "/stop", "", team);
+  EXPECT_EQ(stop.status, 403u) << stop.body;
+  EXPECT_EQ(parse(stop)["Error"],
+            "permission denied: token \"team-token\" lacks plugin:write (it runs a plugin that serves every namespace)");
+  EXPECT_EQ(fingerprint(), placed);
+  EXPECT_EQ(call("POST", "/v1/allocation/" + id + "/stop", "", deployer).status, 200u);
+}
+
 TEST_F(AclApiTest, UnknownExpiredAndDeletedTokensAre401) {
   const auto mgmt = bootstrap();
   EXPECT_EQ(call("GET", "/v1/volumes", "", "not-a-token").status, 401u);

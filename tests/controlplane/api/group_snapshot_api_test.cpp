@@ -14,21 +14,12 @@ using json = nlohmann::json;
 
 namespace {
 
-::csi::v1::Snapshot member(const std::string& id, const std::string& source, const std::string& group) {
-  ::csi::v1::Snapshot s;
-  s.set_snapshot_id(id);
-  s.set_source_volume_id(source);
-  s.set_group_snapshot_id(group);
-  s.set_ready_to_use(true);
-  return s;
-}
-
 ::csi::v1::VolumeGroupSnapshot group(const std::string& id) {
   ::csi::v1::VolumeGroupSnapshot g;
   g.set_group_snapshot_id(id);
   g.set_ready_to_use(true);
-  *g.add_snapshots() = member("snap-a", "ext-a", id);
-  *g.add_snapshots() = member("snap-b", "ext-b", id);
+  *g.add_snapshots() = FakeController::ready_snapshot("snap-a", "ext-a", id);
+  *g.add_snapshots() = FakeController::ready_snapshot("snap-b", "ext-b", id);
   return g;
 }
 

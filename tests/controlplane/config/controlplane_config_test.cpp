@@ -208,5 +208,25 @@ TEST(ControlPlaneConfig, HelpListsEveryFlagWithItsVariableAndKey) {
     EXPECT_NE(help.find(s), std::string::npos) << s;
 }
 
+// --help-markdown (docs/configuration/controlplane.md): a row per flag of --help, even on a bad
+// command line (as --help), and nothing is started.
+TEST(ControlPlaneConfig, HelpMarkdownIsAskedForAndHasARowPerFlag) {
+  auto r = parse_controlplane_config({"mooring-controlplane", "--bogus", "--help-markdown"}, {});
+  ASSERT_TRUE(std::holds_alternative<ControlPlaneArgs>(r));
+  EXPECT_TRUE(std::get<ControlPlaneArgs>(r).help_markdown);
+  EXPECT_FALSE(std::get<ControlPlaneArgs>(r).help);
+  const auto page = controlplane_config_markdown();
+  const auto help = controlplane_config_help();
+  std::size_t rows = 0;
+  for (std::size_t at = help.find("\n  --"); at != std::string::npos; at = help.find("\n  --", at + 1)) {
+    const auto flag = help.substr(at + 3, help.find_first_of(" \n", at + 3) - at - 3);
+    EXPECT_NE(page.find("| `" + flag), std::string::npos) << flag;
+    ++rows;
+  }
+  EXPECT_GT(rows, 30u);
+  EXPECT_NE(page.find("| `--node-cert-ttl DURATION` | `MOORING_CP_NODE_CERT_TTL` | `node_cert_ttl` | `168h` |"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mooring::controlplane

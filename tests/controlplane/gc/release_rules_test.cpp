@@ -1,6 +1,7 @@
 // The pure release rules: which step comes next for a past claim, and why.
 #include <gtest/gtest.h>
 
+#include "services/controlplane/claims/publish_outcome.hpp"
 #include "services/controlplane/gc/release_rules.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
 
@@ -88,6 +89,28 @@ TEST_F(ReleaseRulesTest, ControllerStepRules) {
   auto gone = gc::decide_release(v, v.claims.at("a"), gc::ReleaseView{nullptr, &n1, nullptr, now});
   EXPECT_EQ(gone.action, ReleaseAction::wait_for_controller);
   EXPECT_NE(gone.reason.find("no CSI plugin named \"csi\""), std::string::npos);
+}
+
+// Found by the chaos checker: a claim whose ControllerPublish is unconfirmed may still be dropped
+// (the plugin refuses it for certain), so the detach is not left to it: the release waits for
+// the outcome, then detaches unless the other claim holds the publication.
+TEST_F(ReleaseRulesTest, TheControllerDetachWaitsForAnotherClaimsUnconfirmedPublish) {
+  auto v = GcFixture::volume("v", "csi", {fixtures::claim("a", "node-1", ClaimState::node_detached, false)});
+  v.claims.at("a").controller_publish = domain::ControllerPublish::sent;
+  auto b = fixtures::claim("b", "node-1", ClaimState::taken);
+  b.controller_publish = domain::ControllerPublish::sent;
+  b.last_error = kPublishPending;
+  v.claims["b"] = b;
+  auto d = decide(v, "a", &n1);
+  EXPECT_EQ(d.action, ReleaseAction::wait_for_controller);
+  EXPECT_NE(d.reason.find("allocation \"b\" on the same node \"node-1\" waits for its ControllerPublishVolume"),
+            std::string::npos)
+      << d.reason;
+
+  v.claims.at("b").last_error.clear();  // published: b holds the node's publication now
+  EXPECT_EQ(decide(v, "a", &n1).action, ReleaseAction::advance);
+  v.claims.erase("b");  // dropped: a is the last and detaches
+  EXPECT_EQ(decide(v, "a", &n1).action, ReleaseAction::unpublish_controller);
 }
 
 // What the claim path recorded wins over the plugin's current facts, which a restarted agent may

@@ -48,16 +48,25 @@ TEST(Cors, WritesFromUnlistedBrowserOriginsAreForbidden) {
 
 TEST(Cors, TheServersOwnDashboardMayWriteWhenReachedByAddressOnly) {
   CorsPolicy p;
-  auto own = [](std::string origin, std::string host) {
+  auto own = [](std::string origin, std::string host, bool secure = false) {
     auto r = browser("POST", std::move(origin));
     r.headers["host"] = std::move(host);
+    r.secure = secure;
     return r;
   };
   EXPECT_FALSE(cors_write_forbidden(p, own("http://127.0.0.1:4700", "127.0.0.1:4700")));
-  EXPECT_FALSE(cors_write_forbidden(p, own("https://[::1]:4700", "[::1]:4700")));
+  EXPECT_FALSE(cors_write_forbidden(p, own("https://[::1]:4700", "[::1]:4700", true)));
   EXPECT_FALSE(cors_write_forbidden(p, own("http://localhost:4700", "localhost:4700")));
-  // Another port or host is another origin.
+  // An absent port is the scheme's default.
+  EXPECT_FALSE(cors_write_forbidden(p, own("https://127.0.0.1", "127.0.0.1:443", true)));
+  EXPECT_FALSE(cors_write_forbidden(p, own("http://127.0.0.1:80", "127.0.0.1")));
+  // Another scheme, port or host is another origin: a plain-HTTP page is not the HTTPS port's.
+  EXPECT_TRUE(cors_write_forbidden(p, own("http://127.0.0.1:4700", "127.0.0.1:4700", true)));
+  EXPECT_TRUE(cors_write_forbidden(p, own("https://127.0.0.1:4700", "127.0.0.1:4700")));
+  EXPECT_TRUE(cors_write_forbidden(p, own("https://127.0.0.1", "127.0.0.1:4700", true)));
   EXPECT_TRUE(cors_write_forbidden(p, own("http://127.0.0.1:8080", "127.0.0.1:4700")));
+  EXPECT_TRUE(cors_write_forbidden(p, own("http://127.0.0.1:4700/x", "127.0.0.1:4700")));
+  EXPECT_TRUE(cors_write_forbidden(p, own("null", "127.0.0.1:4700")));
   // A name could be rebound to this address by its DNS (DNS rebinding): it must be listed.
   EXPECT_TRUE(cors_write_forbidden(p, own("http://evil.example:4700", "evil.example:4700")));
   EXPECT_TRUE(cors_write_forbidden(p, own("http://1.2.3.4.evil.example:4700", "1.2.3.4.evil.example:4700")));

@@ -7,6 +7,8 @@
 #include <array>
 #include <atomic>
 #include <future>
+#include <mutex>
+#include <tuple>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -265,6 +267,10 @@ class ServerTest : public ::testing::Test {
  protected:
   void start(ServerConfig config = {}) {
     config.port = 0;
+    config.refused = [this](const Request& r, const Response& res) {
+      std::lock_guard lock(refused_mutex);
+      refused.push_back({r.method, r.path, r.target, r.remote, res.status});
+    };
     server = std::make_unique<Server>(io.get_executor(), config, [this](Request r) { return handle(std::move(r)); });
     ASSERT_FALSE(server->listen());
     server->start();
@@ -305,6 +311,12 @@ class ServerTest : public ::testing::Test {
   std::uint16_t port = 0;
   std::atomic<int> waiting{0};
   bool stopped = false;
+  struct Reported {
+    std::string method, path, target, remote;
+    unsigned status;
+  };
+  std::mutex refused_mutex;
+  std::vector<Reported> refused;  // what config.refused was told
 };
 
 TEST_F(ServerTest, AnswersWithHandlerResponseAndIndexHeaders) {
@@ -378,6 +390,33 @@ TEST_F(ServerTest, HandlerExceptionBecomes500) {
   auto r = http_request(port, "GET", "/throw");
   EXPECT_EQ(r.status, 500u);
   EXPECT_EQ(r.body, R"({"Error":"internal error"})");
+}
+
+// For the audit log: what the server answered itself, with what it could read of the request
+// (never its query), and nothing about what the handler answered.
+TEST_F(ServerTest, RequestsTheServerAnswersItselfAreReported) {
+  ServerConfig cfg;
+  cfg.body_limit = 1000;
+  cfg.header_limit = 2048;
+  start(cfg);
+  EXPECT_EQ(http_request(port, "PUT", "/big?token=s3cret", std::string(5000, 'a')).status, 413u);
+  EXPECT_EQ(http_request(port, "POST", "/headers?token=s3cret", {}, {{"X-Big", std::string(4096, 'h')}}).status, 431u);
+  EXPECT_EQ(HttpConnection(port).raw("DELETE /bad?token=s3cret HTTP/1.1\r\nHost: a\r\nContent-Length: zz\r\n\r\n").status,
+            400u);
+  EXPECT_EQ(HttpConnection(port).raw("\x01garbage\r\n\r\n").status, 400u);
+  EXPECT_EQ(HttpConnection(port).raw("POST /te HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n").status, 501u);
+  EXPECT_EQ(http_request(port, "POST", "/throw?token=s3cret").status, 500u);
+  EXPECT_EQ(http_request(port, "PUT", "/fine", "x").status, 200u);
+  std::lock_guard lock(refused_mutex);
+  ASSERT_EQ(refused.size(), 6u);
+  const std::vector<std::tuple<std::string, std::string, unsigned>> want{
+      {"PUT", "/big", 413}, {"POST", "/headers", 431}, {"DELETE", "/bad", 400},
+      {"", "", 400},        {"POST", "/te", 501},      {"POST", "/throw", 500}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(std::tie(refused[i].method, refused[i].path, refused[i].status), want[i]) << i;
+    EXPECT_EQ(refused[i].target, refused[i].path) << i;  // the query is dropped
+    EXPECT_TRUE(refused[i].remote.starts_with("127.0.0.1:")) << refused[i].remote;
+  }
 }
 
 TEST_F(ServerTest, ExpectContinueIsHonoured) {

@@ -10,6 +10,7 @@
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/async/task_group.hpp"
+#include "shared/domain/plugin_facts.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 
@@ -141,6 +142,38 @@ TEST_F(LivenessTest, AFailedWriteIsRetriedOnTheNextCheck) {
   EXPECT_EQ(store.node("n1")->status, domain::NodeStatus::ready);
   backend.fail_apply = false;
   EXPECT_EQ(live.check(start + 3s), std::vector<std::string>{"n1"});
+}
+
+// Issue 40: at the start of leading, the plugins of every node not heard from yet count as
+// unknown (the API and the controller routing stop trusting the stored "healthy"); a node heard
+// from first keeps what it reported.
+TEST_F(LivenessTest, LeadingMarksThePluginsOfNodesNotHeardFromUnknown) {
+  NodeLiveness live(store, {.ttl = 10s});
+  live.unknown_until_heard();
+  const auto& inst = store.plugin("hostpath")->nodes.at("n1");
+  EXPECT_TRUE(domain::health_unknown(inst)) << inst.health_description;
+  EXPECT_EQ(store.plugin("hostpath")->nodes_healthy, 0);
+  EXPECT_TRUE(domain::health_unknown(store.node("n1")->plugins.at("hostpath")));
+  EXPECT_EQ(store.node("n1")->status, domain::NodeStatus::ready);
+}
+
+TEST_F(LivenessTest, ANodeHeardFromBeforeTheMarkKeepsWhatItReported) {
+  NodeLiveness live(store, {.ttl = 10s});
+  live.seen("n1");
+  const auto before = store.index();
+  live.unknown_until_heard();
+  EXPECT_TRUE(store.plugin("hostpath")->nodes.at("n1").healthy);
+  EXPECT_EQ(store.index(), before) << "nothing to write";
+}
+
+TEST_F(LivenessTest, AFailedUnknownMarkIsRetriedOnTheNextCheck) {
+  NodeLiveness live(store, {.ttl = 10s});
+  backend.fail_apply = true;
+  live.unknown_until_heard();
+  EXPECT_TRUE(store.plugin("hostpath")->nodes.at("n1").healthy);
+  backend.fail_apply = false;
+  live.check(Clock::now());
+  EXPECT_TRUE(domain::health_unknown(store.plugin("hostpath")->nodes.at("n1")));
 }
 
 TEST_F(LivenessTest, LoopMarksSilentNodesDownAndStopsOnCancel) {

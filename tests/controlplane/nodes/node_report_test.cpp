@@ -4,6 +4,7 @@
 
 #include "services/controlplane/nodes/node_report.hpp"
 #include "services/controlplane/state/state_store.hpp"
+#include "shared/domain/plugin_facts.hpp"
 
 namespace mooring::controlplane {
 
@@ -206,6 +207,41 @@ TEST(NodeReport, NodeDownMarksItsInstancesUnhealthyAndAHeartbeatBringsItBack) {
   bool saw_ready = false;
   for (const auto& e : back.events) saw_ready |= e.type == "NodeReady";
   EXPECT_TRUE(saw_ready);
+}
+
+// Issue 40: a restarted control plane (or a new leader) does not report healthy what it has not
+// heard from: each healthy instance counts as unknown, keeping its facts and the time of its
+// last fingerprint, until the agent reports again.
+TEST(NodeReport, AtTheStartOfLeadingHealthyInstancesCountAsUnknownUntilTheAgentReportsAgain) {
+  World w;
+  w.reg("n1", {fp("a", PluginType::monolith, true, 1000)});
+  auto unknown = plan_unknown_until_heard(w.nodes.at("n1"), w.lookup());
+  w.apply(unknown);
+  EXPECT_EQ(w.nodes.at("n1").status, domain::NodeStatus::ready) << "liveness decides that, after its TTL of grace";
+  const auto& inst = w.nodes.at("n1").plugins.at("a");
+  EXPECT_FALSE(inst.healthy);
+  EXPECT_TRUE(domain::health_unknown(inst)) << inst.health_description;
+  EXPECT_TRUE(inst.controller_info.has_value());
+  EXPECT_EQ(inst.update_time, domain::from_unix_ms(1000));
+  const auto& agg = w.plugins.at("a");
+  EXPECT_EQ(agg.nodes_healthy, 0);
+  EXPECT_EQ(agg.controllers_healthy, 0);
+  EXPECT_EQ(agg.nodes_expected, 1);
+  EXPECT_TRUE(domain::health_unknown(agg.controllers.at("n1")));
+  bool unhealthy_event = false;
+  for (const auto& e : unknown.events) unhealthy_event |= e.type == "PluginUnhealthy";
+  EXPECT_TRUE(unhealthy_event);
+  // Nothing healthy left: planning it again writes nothing.
+  EXPECT_TRUE(plan_unknown_until_heard(w.nodes.at("n1"), w.lookup()).empty());
+
+  // The agent heartbeats: what it reports stands.
+  auto back = w.beat("n1", {fp("a", PluginType::monolith, true, 2000)});
+  EXPECT_TRUE(w.nodes.at("n1").plugins.at("a").healthy);
+  EXPECT_EQ(w.plugins.at("a").nodes_healthy, 1);
+  EXPECT_EQ(w.plugins.at("a").controllers_healthy, 1);
+  bool healthy_event = false;
+  for (const auto& e : back.events) healthy_event |= e.type == "PluginHealthy";
+  EXPECT_TRUE(healthy_event);
 }
 
 TEST(NodeReport, StageWritesOnlyWhatChanged) {

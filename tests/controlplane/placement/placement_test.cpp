@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "services/controlplane/placement/placement.hpp"
+#include "shared/domain/plugin_facts.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 
 namespace mooring::controlplane {
@@ -100,6 +101,34 @@ TEST(Placement, PicksTheLeastLoadedReadyNodeAndBreaksTiesByNodeId) {
   // Terminal allocations do not count as load.
   c.allocations["x1"].client_status = domain::ClientStatus::complete;
   EXPECT_EQ(*place(alloc_for({}), c.view()).node_id, "a");
+}
+
+// Issue 40: right after a control plane restart the node instances' health is unknown until the
+// agents are heard from: not placed, and the result says a retry is worth it (the API answers
+// 503 with Retry-After, not 409).
+TEST(Placement, NotPlacedWhileAPluginsHealthIsUnknownSaysSo) {
+  Cluster c;
+  c.add_volume("v1");
+  auto& inst = c.add_node("a");
+  inst.healthy = false;
+  inst.health_description = std::string(domain::kHealthUnknown);
+  c.refresh("hostpath");
+  auto r = place(alloc_for({"v1"}), c.view());
+  ASSERT_FALSE(r.node_id);
+  EXPECT_TRUE(r.health_unknown);
+  EXPECT_NE(r.message(alloc_for({"v1"})).find("unknown until"), std::string::npos) << r.message(alloc_for({"v1"}));
+
+  // Unhealthy for a reason of its own: a plain refusal.
+  c.plugins["hostpath"].nodes.at("a").health_description = "Probe failed";
+  auto refused = place(alloc_for({"v1"}), c.view());
+  ASSERT_FALSE(refused.node_id);
+  EXPECT_FALSE(refused.health_unknown);
+  // Heard from again: placed, nothing to retry.
+  c.plugins["hostpath"].nodes.at("a").healthy = true;
+  c.refresh("hostpath");
+  auto placed = place(alloc_for({"v1"}), c.view());
+  ASSERT_TRUE(placed.node_id);
+  EXPECT_FALSE(placed.health_unknown);
 }
 
 TEST(Placement, SkipsNodesThatAreDownOrLackAHealthyNodePlugin) {

@@ -81,5 +81,39 @@ TEST_F(StateRowsTest, RowsTheDomWroteLoadAndAreRewrittenAsTheSameBytes) {
   EXPECT_EQ(backend.snapshot.rows[Table::allocations]["a1"], domain::to_storage_json(next).dump());
 }
 
+TEST_F(StateRowsTest, ASnapshotRecordRoundTripsIsErasedAndABadOneFailsTheLoadNamingIt) {
+  const SnapshotRecord r{.plugin_id = "hostpath",
+                         .id = "snap/1",  // a plugin's id may hold '/': the key still has one owner
+                         .ns = "team-a",
+                         .source_volume_id = "data",
+                         .external_source_volume_id = "ext-data",
+                         .name = "nightly",
+                         .group_snapshot_id = "group-1",
+                         .create_time = domain::from_unix_ms(1'700'000'000'000)};
+  Batch b;
+  b.put(r);
+  ASSERT_TRUE(store.commit(std::move(b)));
+  ASSERT_EQ(backend.snapshot.rows.at(Table::snapshots).count("hostpath/snap/1"), 1u);
+  StateStore again{io.get_executor(), backend};
+  ASSERT_TRUE(again.load());
+  ASSERT_NE(again.snapshot_record("hostpath", "snap/1"), nullptr);
+  EXPECT_EQ(*again.snapshot_record("hostpath", "snap/1"), *store.snapshot_record("hostpath", "snap/1"));
+  EXPECT_EQ(again.snapshot_record("hostpath", "snap/1")->name, "nightly");
+  EXPECT_GT(again.table_index(Table::snapshots), 0u);
+
+  Batch erase;
+  erase.erase_snapshot("hostpath", "snap/1");
+  ASSERT_TRUE(store.commit(std::move(erase)));
+  EXPECT_EQ(store.snapshot_record("hostpath", "snap/1"), nullptr);
+  EXPECT_EQ(backend.snapshot.rows[Table::snapshots].count("hostpath/snap/1"), 0u);
+
+  // A record without its namespace would belong to nobody: the load fails, naming the row.
+  backend.snapshot.rows[Table::snapshots]["hostpath/snap-2"] = R"({"PluginID":"hostpath","ID":"snap-2","Namespace":""})";
+  StateStore broken{io.get_executor(), backend};
+  auto st = broken.load();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("snapshots row \"hostpath/snap-2\""), std::string::npos) << st.error();
+}
+
 }  // namespace
 }  // namespace mooring::controlplane

@@ -127,6 +127,31 @@ TEST_F(StateStoreTest, ReloadRestoresEverything) {
   EXPECT_EQ(again.table_index(Table::events), 2u);
 }
 
+// The chaos checker orders events against plugin calls and tasks by CLOCK_MONOTONIC: each event
+// carries the moment of its commit (not of its durability), and keeps it through a reload.
+TEST_F(StateStoreTest, EveryEventCarriesTheMonotonicTimeOfItsCommit) {
+  const auto mono = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const auto before = mono();
+  Batch b;
+  b.add_event({.topic = "Claim", .type = "ClaimReleased", .key = "v1"});
+  b.add_event({.topic = "Claim", .type = "ClaimTaken", .key = "v2"});
+  commit(std::move(b));
+  const auto after = mono();
+  ASSERT_EQ(store.events().size(), 2u);
+  const auto stamped = store.events()[0].monotonic_ns;
+  EXPECT_LE(before, stamped);
+  EXPECT_LE(stamped, after);
+  EXPECT_EQ(store.events()[1].monotonic_ns, stamped) << "one commit, one moment";
+
+  StateStore again{io.get_executor(), backend};
+  ASSERT_TRUE(again.load());
+  ASSERT_EQ(again.events().size(), 2u);
+  EXPECT_EQ(again.events()[0].monotonic_ns, stamped);
+}
+
 // An agent's watch compares modify indexes only within one incarnation (controlplane.proto).
 TEST_F(StateStoreTest, EveryLoadIsANewIncarnationAndCommitsKeepIt) {
   const auto first = store.incarnation();

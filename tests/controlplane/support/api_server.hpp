@@ -41,6 +41,7 @@ class ApiServer {
 
   void start(http::ServerConfig config = {}) {
     config.port = 0;
+    config.refused = [this](const http::Request& r, const http::Response& res) { api.record_refusal(r, res); };
     server = std::make_unique<http::Server>(io.get_executor(), config,
                                             [this](http::Request r) { return api.handle(std::move(r)); });
     if (auto tls = server->reload_tls(); !tls) throw std::runtime_error(tls.error());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <stdexcept>
 #include <utility>
 #include <string>
 #include <vector>
@@ -28,6 +29,16 @@ class FakeController final : public volumes::ControllerCalls {
     r.response = std::move(response);
     r.node_id = "node-1";
     return r;
+  }
+  // A snapshot the plugin reports ready (of a group when `group` is given).
+  static ::csi::v1::Snapshot ready_snapshot(const std::string& id, const std::string& source,
+                                            const std::string& group = {}) {
+    ::csi::v1::Snapshot s;
+    s.set_snapshot_id(id);
+    s.set_source_volume_id(source);
+    s.set_group_snapshot_id(group);
+    s.set_ready_to_use(true);
+    return s;
   }
   // An answer with this status, classified as the CSI error table does for `rpc`.
   template <class Resp>
@@ -128,11 +139,14 @@ class FakeController final : public volumes::ControllerCalls {
   std::vector<std::vector<std::string>> group_create_keys;  // the volume keys each group create held
   std::vector<std::string> expanded_nodes;
   std::vector<std::string> stats_nodes;
+  // The next call throws, as a bug below the API would (its exception reaches the endpoint).
+  bool throw_next = false;
 
  private:
   template <class Req, class Resp>
-  static agentclient::AgentResult<Resp> next(Rpc<Req, Resp>& rpc, Req req) {
+  agentclient::AgentResult<Resp> next(Rpc<Req, Resp>& rpc, Req req) {
     rpc.requests.push_back(std::move(req));
+    if (std::exchange(throw_next, false)) throw std::runtime_error("fake controller: a bug");
     if (rpc.script.empty()) {
       auto r = failed<Resp>(rpc.rpc, grpc::StatusCode::UNAVAILABLE, "no healthy controller (fake)");
       r.no_target = true;

@@ -44,7 +44,7 @@ void seed_other(StateStore& store) {
 
 TEST_F(VolumeLifecycleTest, CreateRegistersWhatThePluginMadeUnderTheVolumeIdAsName) {
   controller.creates.script.push_back(FakeController::ok(created("ext-7", 4096)));
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(controller.creates.requests.size(), 1u);
   EXPECT_EQ(controller.creates.requests[0].name(), "vol-1");
@@ -59,7 +59,7 @@ TEST_F(VolumeLifecycleTest, AnUncertainCreateIsNegatedInTheBackgroundWithTheSame
       FakeController::failed<::csi::v1::CreateVolumeResponse>(csi::Rpc::CreateVolume, StatusCode::DEADLINE_EXCEEDED));
   controller.creates.script.push_back(FakeController::ok(created("ext-late")));
   answer_delete(controller.deletes, StatusCode::OK);
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::timeout);
   ASSERT_EQ(controller.creates.requests.size(), 2u);
@@ -73,7 +73,7 @@ TEST_F(VolumeLifecycleTest, ACreateAnsweredWithAnotherVolumesExternalIdIsRefused
   ASSERT_NO_FATAL_FAILURE(seed_other(store));
   controller.creates.script.push_back(FakeController::ok(created("ext-7")));
   answer_delete(controller.deletes, StatusCode::OK);
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::conflict);
   EXPECT_NE(r.error().message.find("already registered as volume \"other\""), std::string::npos) << r.error().message;
@@ -90,7 +90,7 @@ TEST_F(VolumeLifecycleTest, AnUncertainCreateWhoseRetryNamesAnotherVolumesStorag
       FakeController::failed<::csi::v1::CreateVolumeResponse>(csi::Rpc::CreateVolume, StatusCode::DEADLINE_EXCEEDED));
   controller.creates.script.push_back(FakeController::ok(created("ext-7")));
   answer_delete(controller.deletes, StatusCode::OK);  // what a wrong negation would be told
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(controller.creates.requests.size(), 2u);
   EXPECT_TRUE(controller.deletes.requests.empty());
@@ -102,7 +102,7 @@ TEST_F(VolumeLifecycleTest, ACloneOfAVolumeRegisteredHereSendsItsExternalIdAndKe
   controller.creates.script.push_back(FakeController::ok(created("ext-copy")));
   auto v = wanted("copy");
   v.clone_id = "other";
-  auto r = run(lifecycle.create(v));
+  auto r = run(lifecycle.create(v, anyone));
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(controller.creates.requests.size(), 1u);
   EXPECT_EQ(controller.creates.requests[0].volume_content_source().volume().volume_id(), "ext-7");
@@ -113,7 +113,7 @@ TEST_F(VolumeLifecycleTest, ACloneIdThatIsNotRegisteredHereGoesToThePluginAsItsO
   controller.creates.script.push_back(FakeController::ok(created("ext-copy")));
   auto v = wanted("copy");
   v.clone_id = "ext-elsewhere";
-  auto r = run(lifecycle.create(v));
+  auto r = run(lifecycle.create(v, anyone));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(controller.creates.requests.at(0).volume_content_source().volume().volume_id(), "ext-elsewhere");
 }
@@ -126,7 +126,7 @@ TEST_F(VolumeLifecycleTest, ACloneOfAnotherPluginsVolumeIsRefusedNamingBothAndCa
   seed(std::move(batch));
   auto v = wanted("copy");
   v.clone_id = "other";
-  auto r = run(lifecycle.create(v));
+  auto r = run(lifecycle.create(v, anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::invalid);
   EXPECT_NE(r.error().message.find("volume of plugin \"ebs\""), std::string::npos) << r.error().message;
@@ -138,10 +138,44 @@ TEST_F(VolumeLifecycleTest, CreatingARegisteredVolumeIsAConflictAndCallsNoPlugin
   Batch batch;
   batch.put(fixtures::volume("vol-1"));
   seed(std::move(batch));
-  auto r = run(lifecycle.create(wanted("vol-1")));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, Kind::conflict);
   EXPECT_TRUE(controller.creates.requests.empty());
+}
+
+// Issue 40: a plugin whose controller has not been fingerprinted yet (its agent just started and
+// reported it before asking it) has not said whether it creates volumes: a retryable
+// "unavailable" naming that, not a refusal telling the caller to register instead.
+TEST_F(VolumeLifecycleTest, ACreateWhileTheControllersCapabilitiesAreNotKnownYetIsRetryableNotARefusal) {
+  auto p = *store.plugin("hostpath");
+  for (auto* map : {&p.controllers, &p.nodes})
+    for (auto& [id, inst] : *map) {
+      inst.controller_info.reset();
+      inst.healthy = false;
+      inst.health_description = "starting";
+    }
+  Batch batch;
+  batch.put(p);
+  seed(std::move(batch));
+  auto r = run(lifecycle.create(wanted("vol-1"), anyone));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::unavailable);
+  EXPECT_NE(r.error().message.find("has not reported its controller's capabilities yet"), std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(r.error().message.find("CREATE_DELETE_VOLUME"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(controller.creates.requests.empty());
+
+  // Fingerprinted without the capability: now the refusal is true.
+  for (auto* map : {&p.controllers, &p.nodes})
+    for (auto& [id, inst] : *map) inst.controller_info = domain::ControllerInfo{};
+  Batch again;
+  again.put(p);
+  seed(std::move(again));
+  r = run(lifecycle.create(wanted("vol-1"), anyone));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::invalid);
+  EXPECT_NE(r.error().message.find("has no controller that supports CREATE_DELETE_VOLUME"), std::string::npos);
 }
 
 TEST_F(VolumeLifecycleTest, ADeleteThePluginDidDeregistersTheVolume) {

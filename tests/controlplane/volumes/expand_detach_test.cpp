@@ -26,7 +26,7 @@ TEST_F(VolumeLifecycleTest, ExpansionGrowsOnTheControllerThenOnTheNodeThatPublis
   controller.node_expands.script.push_back(FakeController::ok(v1::NodeExpandVolumeResponse{}));
   auto wanted = fixtures::volume("vol-1");
   wanted.requested_capacity_min = 500;
-  auto r = run(lifecycle.register_or_expand(wanted, volumes::StringMap{{"token", "t"}}));
+  auto r = run(lifecycle.register_or_expand(wanted, volumes::StringMap{{"token", "t"}}, anyone));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->volumes.at(0).capacity, 500);
   EXPECT_EQ(controller.expands.requests.at(0).secrets().at("token"), "t");
@@ -38,7 +38,7 @@ TEST_F(VolumeLifecycleTest, ARegistrationThatDoesNotGrowTheVolumeCallsNoPlugin) 
   batch.put(fixtures::volume("vol-1"));
   seed(std::move(batch));
   auto wanted = fixtures::volume("vol-1");
-  auto r = run(lifecycle.register_or_expand(wanted, domain::error("header X-Mooring-CSI-Secrets: entry 1")));
+  auto r = run(lifecycle.register_or_expand(wanted, domain::error("header X-Mooring-CSI-Secrets: entry 1"), anyone));
   ASSERT_TRUE(r) << r.error().message;  // the header is only read for an expansion
   EXPECT_TRUE(controller.expands.requests.empty());
 }

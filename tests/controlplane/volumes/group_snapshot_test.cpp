@@ -174,7 +174,7 @@ TEST_F(GroupSnapshotTest, ARefusedCreateIsNotNegated) {
 TEST_F(GroupSnapshotTest, DeleteNamesTheMembersThePluginLists) {
   list_members("group-1");
   controller.group_deletes.script.push_back(FakeController::ok(::csi::v1::DeleteVolumeGroupSnapshotResponse{}));
-  auto r = run(lifecycle.delete_group_snapshot("hostpath", "group-1", {}, {{"token", "t"}}));
+  auto r = run(lifecycle.delete_group_snapshot("hostpath", "group-1", {}, {{"token", "t"}}, anyone));
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(controller.group_deletes.requests.size(), 1u);
   const auto& del = controller.group_deletes.requests[0];
@@ -183,17 +183,17 @@ TEST_F(GroupSnapshotTest, DeleteNamesTheMembersThePluginLists) {
   EXPECT_EQ(del.secrets().at("token"), "t");
   // Members named by the caller are sent as they are, without a listing.
   controller.group_deletes.script.push_back(FakeController::ok(::csi::v1::DeleteVolumeGroupSnapshotResponse{}));
-  ASSERT_TRUE(run(lifecycle.delete_group_snapshot("hostpath", "group-1", {"snap-z"}, {})));
+  ASSERT_TRUE(run(lifecycle.delete_group_snapshot("hostpath", "group-1", {"snap-z"}, {}, anyone)));
   EXPECT_EQ(controller.snapshot_lists.requests.size(), 1u);
   EXPECT_EQ(controller.group_deletes.requests[1].snapshot_ids(0), "snap-z");
-  auto unknown = run(lifecycle.delete_group_snapshot("nope", "group-1", {}, {}));
+  auto unknown = run(lifecycle.delete_group_snapshot("nope", "group-1", {}, {}, anyone));
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().kind, Kind::not_found);
 }
 
 TEST_F(GroupSnapshotTest, ListGroupsThePluginsSnapshotsByTheirGroup) {
   list_members("group-1");
-  auto r = run(lifecycle.list_group_snapshots("hostpath", {}, std::string(domain::kDefaultNamespace)));
+  auto r = run(lifecycle.list_group_snapshots("hostpath", {}, anyone));
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(r->size(), 1u);
   EXPECT_EQ(r->at(0).id, "group-1");
@@ -207,13 +207,13 @@ TEST_F(GroupSnapshotTest, GetAsksThePluginWithTheListedMembersAndAnUnknownGroupI
   ::csi::v1::GetVolumeGroupSnapshotResponse got;
   *got.mutable_group_snapshot() = made("group-1").group_snapshot();
   controller.group_gets.script.push_back(FakeController::ok(got));
-  auto r = run(lifecycle.get_group_snapshot("hostpath", "group-1", {}, std::string(domain::kDefaultNamespace)));
+  auto r = run(lifecycle.get_group_snapshot("hostpath", "group-1", {}, anyone));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->snapshots.size(), 2u);
   ASSERT_EQ(controller.group_gets.requests.size(), 1u);
   EXPECT_EQ(controller.group_gets.requests[0].snapshot_ids_size(), 2);
   list_members("group-1");
-  auto none = run(lifecycle.get_group_snapshot("hostpath", "group-2", {}, std::string(domain::kDefaultNamespace)));
+  auto none = run(lifecycle.get_group_snapshot("hostpath", "group-2", {}, anyone));
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().kind, Kind::not_found);
 }

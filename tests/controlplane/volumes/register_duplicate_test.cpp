@@ -29,8 +29,9 @@ class RegisterDuplicateTest : public VolumeLifecycleTest {
     return v;
   }
 
-  volumes::Outcome<volumes::Written> register_all(std::vector<domain::Volume> vs) {
-    return run(lifecycle.register_volumes(std::move(vs)));
+  volumes::Outcome<volumes::Written> register_all(std::vector<domain::Volume> vs,
+                                                  const volumes::Asker* asker = nullptr) {
+    return run(lifecycle.register_volumes(std::move(vs), asker ? *asker : anyone));
   }
 };
 
@@ -63,6 +64,21 @@ TEST_F(RegisterDuplicateTest, AnotherNamespaceIsStillTheSameBackendAndIsNamed) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("in namespace \"team\""), std::string::npos) << r.error().message;
   EXPECT_EQ(store.volume("first"), nullptr);
+}
+
+TEST_F(RegisterDuplicateTest, AnotherNamespacesVolumeIsNamedOnlyToACallerWhoMayReadIt) {
+  ASSERT_TRUE(register_all({on("theirs", "disk-a", "disk-1", "team-b")}));
+  acl::Policy own;
+  own.namespaces["team-a"].policy = "write";
+  const volumes::Asker team_a{.acl = acl::Acl::from_policies({&own}), .token = "team-a", .ns = "team-a"};
+  const auto before = store.index();
+  auto r = register_all({on("mine", "disk-a", "disk-1", "team-a")}, &team_a);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, Kind::conflict);
+  for (const auto* of_theirs : {"theirs", "team-b", "disk-1"})
+    EXPECT_EQ(r.error().message.find(of_theirs), std::string::npos) << of_theirs << ": " << r.error().message;
+  EXPECT_NE(r.error().message.find("\"mine\""), std::string::npos) << r.error().message;
+  EXPECT_EQ(store.index(), before);
 }
 
 TEST_F(RegisterDuplicateTest, TwiceInOneRequestIsRefusedWhole) {

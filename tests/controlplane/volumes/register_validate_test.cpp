@@ -23,7 +23,7 @@ domain::Volume registered(const std::string& id) {
 class RegisterValidateTest : public VolumeLifecycleTest {
  protected:
   volumes::Outcome<volumes::Written> register_one(domain::Volume v) {
-    return run(lifecycle.register_volumes({std::move(v)}));
+    return run(lifecycle.register_volumes({std::move(v)}, anyone));
   }
   // Nothing stored and no event: the index did not move.
   void expect_nothing_stored(std::uint64_t before) {

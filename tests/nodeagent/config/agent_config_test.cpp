@@ -49,7 +49,7 @@ std::string err(const std::vector<std::string>& argv, const std::map<std::string
   return {};
 }
 
-// Every boolean accepts the README's spellings from flags, the environment and the file:
+// Every boolean accepts the spellings docs/configuration.md gives from flags, the environment and the file:
 // `MOORING_INSECURE=1 make run` used to stop the agent with 'expected true or false, got "1"'.
 TEST(AgentConfig, BooleansAcceptOneZeroOnOffTrueFalseFromEverySource) {
   const TempDir dir;
@@ -255,6 +255,18 @@ TEST(AgentConfig, HelpListsEveryFlagAndItsEnvironmentVariable) {
                         "MOORING_DATA_DIR", "MOORING_PLUGINS", "health_timeout"}) {
     EXPECT_NE(help.find(s), std::string::npos) << s;
   }
+}
+
+// --help-markdown (docs/configuration/nodeagent.md): asked for by its own flag; a row per setting.
+TEST(AgentConfig, HelpMarkdownIsAskedForAndHasARowPerSetting) {
+  const auto p = ok({"agent", "--help-markdown"});
+  EXPECT_TRUE(p.help_markdown);
+  EXPECT_FALSE(p.help);
+  const auto page = agent_config_markdown();
+  for (const auto* row : {"| `--node-id ID` | `MOORING_NODE_ID` | `node_id` |",
+                          "| `--plugin SPEC` | `MOORING_PLUGINS` | `plugins` |",
+                          "| `--insecure` | `MOORING_INSECURE` | `insecure` | `false` |"})
+    EXPECT_NE(page.find(row), std::string::npos) << row;
 }
 
 TEST(AgentConfig, ErrorsNameTheBadKeyAndValue) {

@@ -1,7 +1,8 @@
 // Plugins that run as allocations' tasks, supervised through the configured plugins' supervisor
 // against fake plugins: the health timeout and its reason, registration and fingerprints owned by
-// the allocation, the final fingerprint, and the deregistration rules (at once without volumes;
-// listed unhealthy with the waiting count while volumes need it; two instances of one plugin id).
+// the allocation, the final fingerprint, and the deregistration rules (out of the registry at
+// once; listed unhealthy with the waiting count while volumes need it; two instances of one
+// plugin id; a configured plugin that an allocation's instance replaced serves again).
 #include "services/nodeagent/plugins/task_plugins.hpp"
 
 #include <gtest/gtest.h>
@@ -47,11 +48,8 @@ class TaskPluginsTest : public ::testing::Test {
   TaskPluginsTest()
       : manager(io.get_executor(), registry, status),
         plugins(io.get_executor(), registry, status, [this](const std::string& id) { return id == "hp" ? waiting : 0; },
-                TaskPluginsOptions{.make_client = [this](const std::string&, const std::string& socket) -> std::unique_ptr<PluginClient> {
-                                     auto& p = fakes[socket];
-                                     if (!p) p = std::make_shared<FakePlugin>();
-                                     return std::make_unique<FakePluginClient>(p);
-                                   },
+                TaskPluginsOptions{.make_client = [this](const std::string&, const std::string& socket) { return client(socket); },
+                                   .configured = [this] { return configured_supervisors(); },
                                    .probe_interval = 20ms,
                                    .fingerprint_interval = 200ms}) {
     status.on_change([this] {
@@ -62,7 +60,64 @@ class TaskPluginsTest : public ::testing::Test {
   }
   ~TaskPluginsTest() override { status.on_change({}); }
 
+  std::unique_ptr<PluginClient> client(const std::string& socket) {
+    auto& p = fakes[socket];
+    if (!p) p = std::make_shared<FakePlugin>();
+    return std::make_unique<FakePluginClient>(p);
+  }
+  std::vector<PluginSupervisor*> configured_supervisors() {
+    std::vector<PluginSupervisor*> out;
+    for (auto& s : configured) out.push_back(s.get());
+    return out;
+  }
+  // A plugin of the agent's configuration on socket `name` (an external socket: nothing launched),
+  // supervised as the agent supervises it, until healthy and registered.
+  PluginSupervisor& start_configured(const std::string& name) {
+    PluginConfig pc;
+    pc.id = "hp";
+    pc.type = PluginRole::monolith;
+    pc.socket = socket(name);
+    pc.health_timeout = 2s;
+    pc.probe_interval = 20ms;
+    pc.fingerprint_interval = 200ms;
+    SupervisorContext ctx{registry, status, loops, [this](const std::string&, const std::string& sock) { return client(sock); },
+                          dir.path()};
+    configured.push_back(std::make_unique<PluginSupervisor>(io.get_executor(), pc, std::move(ctx)));
+    loops.spawn("configured-" + name, configured.back()->run());
+    run_for(io, 100ms);
+    return *configured.back();
+  }
   std::string socket(const std::string& alloc) { return (dir.path() / (alloc + ".sock")).string(); }
+
+  void configured_serves_again_after_the_allocation_stops(std::size_t volumes) {
+    SocketFile conf(socket("configured"));
+    SocketFile sock(socket("a1"));
+    auto& configured_sup = start_configured("configured");
+    ASSERT_NE(configured_sup.generation(), 0u);
+    ASSERT_EQ(registry.lookup(PluginKind::node, "hp")->reg.socket_path, configured_sup.socket_path());
+    ASSERT_TRUE(supervise("a1"));
+    ASSERT_EQ(registry.lookup(PluginKind::node, "hp")->reg.alloc_id, "a1");
+
+    waiting = volumes;
+    plugins.stopped("a1");
+    for (const auto kind : {PluginKind::node, PluginKind::controller}) {
+      const auto inst = registry.lookup(kind, "hp");
+      ASSERT_TRUE(inst);
+      EXPECT_EQ(inst->reg.socket_path, configured_sup.socket_path());
+      EXPECT_EQ(inst->reg.alloc_id, "");
+    }
+    EXPECT_TRUE(manager.find("hp").has_value()) << "the node's calls go to the configured plugin";
+    EXPECT_TRUE(manager.healthy_client(PluginKind::controller, "hp"));
+    run_for(io, 100ms);
+    EXPECT_FALSE(fingerprint_of("a1"));
+    const auto reported = status.fingerprints();
+    ASSERT_EQ(reported.size(), 1u);
+    EXPECT_EQ(reported[0].alloc_id(), "");
+    EXPECT_TRUE(reported[0].healthy()) << reported[0].health_description();
+    EXPECT_TRUE(plugins.retiring().empty());
+    EXPECT_EQ(registry.lookup(PluginKind::node, "hp")->reg.socket_path, configured_sup.socket_path());
+    EXPECT_TRUE(manager.find("hp").has_value());
+  }
   std::shared_ptr<FakePlugin>& fake(const std::string& alloc) {
     auto& p = fakes[socket(alloc)];
     if (!p) p = std::make_shared<FakePlugin>();
@@ -104,6 +159,7 @@ class TaskPluginsTest : public ::testing::Test {
   std::map<std::string, std::shared_ptr<FakePlugin>> fakes;  // by socket path
   std::size_t waiting = 0;  // mount records naming "hp"
   std::vector<std::string> events;
+  std::vector<std::unique_ptr<PluginSupervisor>> configured;  // before `plugins`: its fallbacks outlive it
   TaskPlugins plugins;
   async::TaskGroup loops{io.get_executor(), "test"};
 };
@@ -177,18 +233,22 @@ TEST_F(TaskPluginsTest, WhenTheTaskStopsTheFinalFingerprintRunsAndWithoutVolumes
   EXPECT_TRUE(deregistered);
 }
 
-TEST_F(TaskPluginsTest, WhileVolumesNeedItTheStoppedInstanceStaysListedUnhealthyWithTheCountUntilTheLastRelease) {
+TEST_F(TaskPluginsTest, WhileVolumesNeedItTheStoppedInstanceIsDeregisteredButListedUnhealthyWithTheCountUntilTheLastRelease) {
   SocketFile sock(socket("a1"));
   ASSERT_TRUE(supervise("a1"));
   waiting = 2;
   stop("a1");
-  const auto inst = registry.lookup(PluginKind::node, "hp");
-  ASSERT_TRUE(inst) << "still registered while volumes need it";
+  // No call goes to a stopped plugin's socket: the registry names nothing; the node's
+  // fingerprint still shows the plugin, and why it is gone, for the volumes that wait.
+  EXPECT_FALSE(registry.lookup(PluginKind::node, "hp"));
+  EXPECT_FALSE(registry.lookup(PluginKind::controller, "hp"));
   auto fp = fingerprint_of("a1");
   ASSERT_TRUE(fp);
   EXPECT_FALSE(fp->healthy());
   EXPECT_EQ(fp->health_description(), "plugin allocation stopped; 2 volumes waiting");
   EXPECT_EQ(fp->node_info().csi_node_id(), "csi-node-1");  // what it was is still known
+  ASSERT_EQ(status.fingerprints().size(), 1u);
+  EXPECT_FALSE(status.fingerprints()[0].healthy());
   EXPECT_FALSE(manager.find("hp").has_value());  // the unmounts wait
   EXPECT_EQ(plugins.retiring(), std::vector<std::string>{"a1"});
 
@@ -198,9 +258,36 @@ TEST_F(TaskPluginsTest, WhileVolumesNeedItTheStoppedInstanceStaysListedUnhealthy
   waiting = 0;
   plugins.wake();
   run_for(io, 50ms);
-  EXPECT_FALSE(registry.lookup(PluginKind::node, "hp"));
   EXPECT_FALSE(fingerprint_of("a1"));
+  EXPECT_TRUE(status.fingerprints().empty());
   EXPECT_TRUE(plugins.retiring().empty());
+}
+
+// Out of the registry the moment the allocation says its task stopped, before the final
+// fingerprint is awaited: nothing is sent to the dead socket meanwhile.
+TEST_F(TaskPluginsTest, TheStoppedInstanceLeavesTheRegistryBeforeAnythingIsAwaited) {
+  SocketFile sock(socket("a1"));
+  ASSERT_TRUE(supervise("a1"));
+  waiting = 1;
+  plugins.stopped("a1");  // no io run yet
+  EXPECT_FALSE(registry.lookup(PluginKind::node, "hp"));
+  EXPECT_FALSE(registry.lookup(PluginKind::controller, "hp"));
+  EXPECT_FALSE(manager.find("hp").has_value());
+  run_for(io, 100ms);
+  EXPECT_FALSE(registry.lookup(PluginKind::node, "hp"));
+  EXPECT_EQ(plugins.retiring(), std::vector<std::string>{"a1"});
+}
+
+// Issue 40: an allocation ran the plugin id a configured plugin serves; its instance replaced
+// the configured one. When it stops, the configured plugin (still running and healthy) serves
+// again at once — whether or not volumes are mounted — instead of a dead instance staying
+// registered while the node reports the plugin healthy.
+TEST_F(TaskPluginsTest, AConfiguredPluginThatAnAllocationsInstanceReplacedServesAgainWhenItStops) {
+  configured_serves_again_after_the_allocation_stops(0);
+}
+
+TEST_F(TaskPluginsTest, AConfiguredPluginServesAgainWhenTheAllocationStopsWhileVolumesAreMounted) {
+  configured_serves_again_after_the_allocation_stops(3);
 }
 
 // Seed 000: the unmounts waiting on a stopped plugin allocation are woken the moment a new
@@ -282,10 +369,11 @@ TEST_F(TaskPluginsTest, WhenTheNewInstanceEndsMidUpgradeTheOlderHealthyInstanceS
   EXPECT_TRUE(status.fingerprints()[0].healthy());
   EXPECT_TRUE(plugins.retiring().empty());
 
-  // The old one stopping later is the last instance: kept listed for the waiting volumes.
+  // The old one stopping later is the last instance: deregistered, listed for the waiting volumes.
   stop("old");
-  EXPECT_EQ(registry.lookup(PluginKind::node, "hp")->reg.alloc_id, "old");
-  EXPECT_EQ(plugins.retiring().size(), 1u);
+  EXPECT_FALSE(registry.lookup(PluginKind::node, "hp"));
+  EXPECT_EQ(plugins.retiring(), std::vector<std::string>{"old"});
+  EXPECT_EQ(fingerprint_of("old")->health_description(), "plugin allocation stopped; 2 volumes waiting");
 }
 
 // An agent restart in the middle of an upgrade step re-adopts both copies in any order: the newer
@@ -309,7 +397,7 @@ TEST_F(TaskPluginsTest, AfterARestartMidUpgradeTheNewerAllocationsInstanceServes
 }
 
 // After an agent restart: the persisted instance of an allocation that stopped meanwhile is
-// deregistered, or kept listed while volumes need it.
+// deregistered, and its fingerprint listed while volumes need it.
 TEST_F(TaskPluginsTest, AfterARestartTheInstanceOfAStoppedAllocationIsRetiredByTheSameRules) {
   auto gen = registry.register_plugin({PluginKind::controller, PluginKind::node},
                                       PluginRegistration{"hp", socket("gone"), "hostpath.mooring.io", "1", false, "gone"});
@@ -317,15 +405,16 @@ TEST_F(TaskPluginsTest, AfterARestartTheInstanceOfAStoppedAllocationIsRetiredByT
   plugins.retire_orphan(*registry.lookup(PluginKind::node, "hp"));
   plugins.retire_orphan(*registry.lookup(PluginKind::controller, "hp"));
   plugins.reevaluate();
-  EXPECT_TRUE(registry.lookup(PluginKind::node, "hp"));
+  EXPECT_FALSE(registry.lookup(PluginKind::node, "hp"));
+  EXPECT_FALSE(registry.lookup(PluginKind::controller, "hp"));
   auto fp = status.fingerprint("hp", v1::PLUGIN_TYPE_NODE, "gone");
   ASSERT_TRUE(fp);
   EXPECT_EQ(fp->type(), v1::PLUGIN_TYPE_MONOLITH);
   EXPECT_EQ(fp->health_description(), "plugin allocation stopped; 1 volume waiting");
   waiting = 0;
   plugins.reevaluate();
-  EXPECT_FALSE(registry.lookup(PluginKind::node, "hp"));
-  EXPECT_FALSE(registry.lookup(PluginKind::controller, "hp"));
+  EXPECT_FALSE(status.fingerprint("hp", v1::PLUGIN_TYPE_NODE, "gone"));
+  EXPECT_TRUE(plugins.retiring().empty());
   EXPECT_NE(gen, 0u);
 
   // A restored allocation whose plugin task ended while the agent was down is never supervised

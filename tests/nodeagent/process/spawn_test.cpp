@@ -29,7 +29,9 @@ std::map<int, std::string> settled_descriptors(pid_t pid, const std::string& pro
   std::map<int, std::string> fds;
   test::wait_until(
       [&] {
-        const auto exe = fs::read_symlink("/proc/" + std::to_string(pid) + "/exe").filename().string();
+        // Read while the child may be inside its exec: an error is "not yet", never a throw.
+        std::error_code ec;
+        const auto exe = fs::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).filename().string();
         fds = test::open_descriptors(pid);
         return exe == program && test::open_descriptors(pid) == fds;
       },

@@ -74,7 +74,8 @@ TEST(JsonStorage, AllocationRoundTripsWithAndWithoutTask) {
 }
 
 TEST(JsonStorage, EventRoundTrips) {
-  const Event e{5, from_unix_ms(1'700'000'000'001), "Claim", "ClaimReleased", "team-a", "vol-1", "released", {{"alloc", "a1"}}};
+  const Event e{5, from_unix_ms(1'700'000'000'001), "Claim", "ClaimReleased", "team-a", "vol-1", "released", {{"alloc", "a1"}},
+                123'456'789'012};
   auto back = event_from_storage(to_storage_json(e));
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(*back, e);
@@ -466,6 +467,68 @@ TEST(JsonApiInput, AllocationErrorsNameTheField) {
   j = submit_body();
   j["Allocation"]["Volumes"]["data"]["AttachmentMode"] = nullptr;
   EXPECT_EQ(submit_error(j), "allocation \"web\": field \"Volumes.data.AttachmentMode\": required");
+}
+
+// What reaches the task's argv and environment, or a plugin's C strings, cannot be cut short or
+// set another variable than the one named.
+TEST(JsonApiInput, EnvNamesAndNulBytesAreRefusedNamingTheField) {
+  struct Case {
+    const char* what;
+    void (*edit)(json&);
+    std::string error;
+  };
+  const std::string web = "allocation \"web\": ";
+  const std::vector<Case> cases{
+      {"= in an Env name", [](json& a) { a["Task"]["Env"]["A=B"] = "x"; },
+       web + "field \"Task.Env\": variable name \"A=B\" must not contain \"=\""},
+      {"empty Env name", [](json& a) { a["Task"]["Env"][""] = "x"; },
+       web + "field \"Task.Env\": a variable name must not be empty"},
+      {"= in a SecretEnv name", [](json& a) { a["Task"]["SecretEnv"]["=X"] = "s"; },
+       web + "field \"Task.SecretEnv\": variable name \"=X\" must not contain \"=\""},
+      {"NUL in an Env name", [](json& a) { a["Task"]["Env"][std::string("A\0B", 3)] = "x"; },
+       web + "field \"Task.Env\": a key must not contain a NUL byte"},
+      {"NUL in a SecretEnv name", [](json& a) { a["Task"]["SecretEnv"][std::string("S\0", 2)] = "x"; },
+       web + "field \"Task.SecretEnv\": a key must not contain a NUL byte"},
+      {"NUL in an Env value", [](json& a) { a["Task"]["Env"]["A"] = std::string("b\0c", 3); },
+       web + "field \"Task.Env.A\": must not contain a NUL byte"},
+      {"NUL in an argument", [](json& a) { a["Task"]["Args"] = {"ok", std::string("x\0", 2)}; },
+       web + "field \"Task.Args[1]\": must not contain a NUL byte"},
+      {"NUL in the command", [](json& a) { a["Task"]["Command"] = std::string("/bin/sh\0", 8); },
+       web + "field \"Task.Command\": must not contain a NUL byte"},
+      {"NUL in a mount flag", [](json& a) { a["Volumes"]["data"]["MountOptions"]["MountFlags"] = {std::string("ro\0", 3)}; },
+       web + "field \"Volumes.data.MountOptions.MountFlags[0]\": must not contain a NUL byte"},
+      {"NUL in a volume request name", [](json& a) { a["Volumes"][std::string("d\0", 2)] = a["Volumes"]["data"]; },
+       web + "field \"Volumes\": a key must not contain a NUL byte"},
+      {"NUL in a duration", [](json& a) { a["Task"]["KillTimeout"] = std::string("5s\0", 3); },
+       web + "field \"Task.KillTimeout\": must not contain a NUL byte"},
+  };
+  for (const auto& c : cases) {
+    json j = submit_body();
+    c.edit(j["Allocation"]);
+    EXPECT_EQ(submit_error(j), c.error) << c.what;
+  }
+  json fine = submit_body();
+  fine["Allocation"]["Task"]["Env"] = {{"PATH_EXTRA", "a=b"}, {"lower.dotted-name", ""}};  // "=" in a value is fine
+  fine["Allocation"]["Task"]["SecretEnv"] = {{"TOKEN", "s"}};
+  EXPECT_TRUE(allocation_request_from_api(fine).ok());
+  // Storage keeps whatever was stored: the rule is for input.
+  Allocation stored = sample_allocation();
+  stored.task->args = {std::string("x\0", 2)};
+  EXPECT_TRUE(allocation_from_storage(to_storage_json(stored)).ok());
+}
+
+TEST(JsonApiInput, VolumeStringsWithNulBytesAreRefusedNamingTheField) {
+  json v = {{"ID", "vol-1"}, {"PluginID", "hostpath"}, {"ExternalID", "ext"},
+            {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}},
+            {"Parameters", {{"size", std::string("1\0G", 3)}}}};
+  auto bad = volume_from_api(v, true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), "volume \"vol-1\": field \"Parameters.size\": must not contain a NUL byte");
+  v["Parameters"] = json::object();
+  v["Context"] = {{std::string("k\0", 2), "v"}};
+  bad = volume_from_api(v, true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), "volume \"vol-1\": field \"Context\": a key must not contain a NUL byte");
 }
 
 TEST(JsonApiInput, PerAllocSourceIsABaseId) {

@@ -52,7 +52,7 @@ TEST(StorageText, IsTheDomDumpForEveryTypeAndView) {
   expect_same_text(busy_allocation());
   expect_same_text(Allocation{});
   expect_same_text(Event{5, from_unix_ms(1'700'000'000'001), "Claim", "ClaimReleased", "team-a", "vol-1", "released",
-                         {{"alloc", "a1"}, {"password", "x"}}});
+                         {{"alloc", "a1"}, {"password", "x"}}, 123'456'789'012});
 }
 
 TEST(StorageText, PublicWritersMatchToStorageJson) {

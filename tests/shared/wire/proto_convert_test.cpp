@@ -105,6 +105,27 @@ TEST(ProtoConvert, FingerprintTypeDecidesWhichHalvesExist) {
   EXPECT_FALSE(from_proto(fp, "n1").ok());
 }
 
+// An agent reports its plugins before it has asked them anything ("starting"): no capabilities
+// are known, which is not "none" (the control plane would refuse a create as unsupported).
+TEST(ProtoConvert, AFingerprintWithoutItsHalvesIsNotFingerprinted) {
+  v1::PluginFingerprint fp;
+  fp.set_plugin_id("hostpath");
+  fp.set_type(v1::PLUGIN_TYPE_MONOLITH);
+  fp.set_health_description("starting");
+  auto back = from_proto(fp, "n1");
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_FALSE(back->controller_info.has_value());
+  EXPECT_FALSE(back->node_info.has_value());
+  EXPECT_FALSE(fingerprinted(*back));
+  // Asked, and the plugin supports nothing: that is known.
+  fp.mutable_controller_info();
+  fp.mutable_node_info();
+  back = from_proto(fp, "n1");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->controller_info, ControllerInfo{});
+  EXPECT_TRUE(fingerprinted(*back));
+}
+
 Allocation allocation() {
   Allocation a;
   a.id = "a1";

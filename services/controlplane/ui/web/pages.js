@@ -90,7 +90,11 @@ export function volume(main, signal, ns, id) {
     if (!slot || !current) return;
     try {
       const r = await get(`/v1/volumes/snapshot?plugin_id=${enc(current.PluginID)}&${nsQuery(ns)}`, { signal });
-      const mine = (r.body?.Snapshots || []).filter((s) => s.SourceVolumeID === current.ID || s.SourceVolumeID === current.ExternalID);
+      // This volume's: by its id in its namespace (an operator's listing holds every namespace's),
+      // or by the plugin's id of the source.
+      const mine = (r.body?.Snapshots || []).filter((s) =>
+        (s.SourceVolumeID === current.ID && s.Namespace === current.Namespace) ||
+        (current.ExternalID && s.ExternalSourceVolumeID === current.ExternalID));
       fill(slot, snapshotTable(mine, current, ns, out, refreshSnapshots));
     } catch (e) {
       if (e.name !== "AbortError") fill(slot, errorBox(e));
