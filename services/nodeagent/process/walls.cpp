@@ -251,6 +251,24 @@ void join_and_arrange(const ChildArgs& a) {
   fail(report, kExec);
 }
 
+// The task's stack between the init's clone and its exec. The task shares the init's memory
+// (CLONE_VM | CLONE_VFORK, as posix_spawn does) instead of a copy of it: no page tables to
+// copy and no copy-on-write faults (with their TLB shootdowns, costly on a VM) in a start.
+// Each init has its own copy of this buffer (the agent never touches it), so nothing is
+// allocated after the first clone.
+alignas(64) char g_task_stack[256 * 1024];
+
+struct TaskStart {
+  const ChildArgs* args;
+  int report;
+};
+
+int start_task(void* p) {
+  const auto* s = static_cast<const TaskStart*>(p);
+  ::setpgid(0, 0);  // its own group: a signal to the init's group reaches the init only
+  exec_task(*s->args, s->report);
+}
+
 // PID 1 of the task's namespace: forwards signals to every process in it, reaps orphans, and
 // exits (taking them all along) when the task does.
 [[noreturn]] void init_loop(pid_t task) {
@@ -289,12 +307,10 @@ void join_and_arrange(const ChildArgs& a) {
   become_user(a);
   int sync[2];
   if (::pipe2(sync, O_CLOEXEC) != 0) fail(3, kFork);
-  const long task = ::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+  TaskStart start{&a, sync[1]};
+  // Returns once the task has exec'd or failed (CLONE_VFORK).
+  const int task = ::clone(start_task, g_task_stack + sizeof g_task_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
   if (task < 0) fail(3, kFork);
-  if (task == 0) {
-    ::setpgid(0, 0);  // its own group: a signal to the init's group reaches the init only
-    exec_task(a, sync[1]);
-  }
   ::close(sync[1]);
   for (int fd = 0; fd < 3; ++fd) ::close(fd);
   Report r{};
@@ -319,11 +335,15 @@ int read_report(int fd, Report& r) {
   return static_cast<int>(got);
 }
 
+// Read once: it is the running kernel's, and each start would otherwise open a file for it.
 int cap_last() {
-  std::ifstream in("/proc/sys/kernel/cap_last_cap");
-  int v = 40;
-  in >> v;
-  return v;
+  static const int last = [] {
+    std::ifstream in("/proc/sys/kernel/cap_last_cap");
+    int v = 40;
+    in >> v;
+    return v;
+  }();
+  return last;
 }
 
 }  // namespace
