@@ -12,19 +12,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-domain::Status chgrp_one(const fs::path& p, gid_t gid) {
-  struct stat st {};
-  if (::lstat(p.c_str(), &st) != 0) return domain::error("stat " + p.string() + ": " + std::strerror(errno));
-  if (S_ISLNK(st.st_mode)) return {};  // a link's target is not ours to change
-  if (::lchown(p.c_str(), static_cast<uid_t>(-1), gid) != 0)
-    return domain::error("chown " + p.string() + ": " + std::strerror(errno));
-  mode_t mode = (st.st_mode & 07777) | S_IRGRP | S_IWGRP;
-  if (S_ISDIR(st.st_mode) || (st.st_mode & S_IXUSR)) mode |= S_IXGRP;
-  if (S_ISDIR(st.st_mode)) mode |= S_ISGID;  // new files inherit the group
-  if (::chmod(p.c_str(), mode) != 0) return domain::error("chmod " + p.string() + ": " + std::strerror(errno));
-  return {};
-}
-
 }  // namespace
 
 domain::Expected<ResolvedUser> resolve_task_user(const std::string& task_user, const domain::TaskUserRules& rules) {
@@ -51,17 +38,11 @@ domain::Expected<ResolvedUser> resolve_task_user(const std::string& task_user, c
   return out;
 }
 
-domain::Expected<bool> give_volume_to_group(const fs::path& root, gid_t gid) {
-  struct stat st {};
-  if (::stat(root.c_str(), &st) != 0) return domain::error("stat " + root.string() + ": " + std::strerror(errno));
-  if (st.st_gid == gid && (st.st_mode & S_IWGRP) && (st.st_mode & S_ISGID)) return false;
-  if (auto s = chgrp_one(root, gid); !s) return domain::error(s.error());
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end; !ec && it != end;
-       it.increment(ec))
-    if (auto s = chgrp_one(it->path(), gid); !s) return domain::error(s.error());
-  if (ec) return domain::error("walk " + root.string() + ": " + ec.message());
-  return true;
+std::optional<uint32_t> volume_group_for(const domain::Allocation& alloc, const domain::TaskUserRules& rules) {
+  if (!alloc.task || alloc.task->csi_plugin) return std::nullopt;
+  const auto user = resolve_task_user(alloc.task->user, rules);
+  if (!user || user->uid == 0) return std::nullopt;  // refused (the start says so), or root: no group needed
+  return user->gid;
 }
 
 domain::Status wall_task(const domain::Allocation& alloc, const fs::path& alloc_dir,
@@ -89,9 +70,6 @@ domain::Status wall_task(const domain::Allocation& alloc, const fs::path& alloc_
     const auto it = volume_env.find(domain::volume_env_var(name));
     if (it == volume_env.end()) continue;
     walls.binds.push_back({it->second, request.read_only});
-    if (request.read_only || user->uid == 0) continue;  // a read-only claim stays as it is
-    if (auto given = give_volume_to_group(it->second, user->gid); !given)
-      return domain::error("volume " + name + ": " + given.error());
   }
   spec.working_dir = local;
   if (!spec.env.contains("HOME")) spec.env["HOME"] = local.string();

@@ -1,7 +1,7 @@
 // How the runner puts an allocation's task behind its walls (issue 41): the user it runs as
 // (the node's rules, the name resolved to a uid and gid here, checked again against the rules),
-// its own directory, its volumes (the group ownership a non-root task needs to write them), what
-// stays hidden, its cgroup and limits. CSI plugin tasks get none of this: they mount for the
+// its own directory, its volumes (bound in; the group a non-root task needs to write them is
+// given where they are mounted: VolumeOperations::mount), what stays hidden, its cgroup and limits. CSI plugin tasks get none of this: they mount for the
 // node as root in its namespaces, and submitting one needs a cluster right (issue 40).
 #pragma once
 
@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,15 +37,14 @@ domain::Expected<ResolvedUser> resolve_task_user(const std::string& task_user, c
 
 // Fills spec.walls, cgroup and limits for `alloc`'s task; `alloc_dir` is its directory in the
 // agent's state, `volume_env` the MOORING_VOLUME_* paths. Makes the task's own directory
-// (<alloc_dir>/local, its working directory and HOME) and gives its writable volumes its group.
+// (<alloc_dir>/local, its working directory and HOME).
 domain::Status wall_task(const domain::Allocation& alloc, const std::filesystem::path& alloc_dir,
                          const std::map<std::string, std::string>& volume_env, const TaskWallsOptions& options,
                          TaskSpec& spec);
 
-// OnRootMismatch (Kubernetes' fsGroupChangePolicy): when the volume's root is not yet the
-// group's, the whole tree gets the group, group rw and setgid directories, once; a volume whose
-// root already has the group (from an earlier mount, or a plugin that honoured
-// VOLUME_MOUNT_GROUP) is not walked again. Returns whether it walked.
-domain::Expected<bool> give_volume_to_group(const std::filesystem::path& root, gid_t gid);
+// The group the allocation's volumes are mounted for (VOLUME_MOUNT_GROUP, or the agent's
+// GroupChangePolicy): the task user's, when it is not root; none for a plugin task, a root task,
+// or a user this node refuses (its start fails saying why).
+std::optional<uint32_t> volume_group_for(const domain::Allocation& alloc, const domain::TaskUserRules& rules);
 
 }  // namespace mooring::nodeagent
