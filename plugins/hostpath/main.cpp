@@ -132,7 +132,9 @@ int run(const Options& o) {
                        store);
   }
   std::optional<Node> node;
-  if (serve_node) node.emplace(NodeConfig{o.data_dir, o.node_id, o.max_volumes, o.topology, o.stage_without_mount}, *node_state, store);
+  if (serve_node)
+    node.emplace(NodeConfig{o.data_dir, o.node_id, o.max_volumes, o.topology, o.stage_without_mount, o.volume_mount_group},
+                 *node_state, store);
 
   // Signals are taken synchronously by this thread; every gRPC thread inherits the mask.
   sigset_t stop_signals;

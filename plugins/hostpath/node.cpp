@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "plugins/hostpath/loop_device.hpp"
 #include "plugins/hostpath/mount_table.hpp"
@@ -10,6 +11,7 @@
 #include "plugins/hostpath/volume_capability.hpp"
 #include "plugins/hostpath/volume_store.hpp"
 #include "shared/log/log.hpp"
+#include "shared/mounts/volume_group.hpp"
 
 namespace mooring::hostpath {
 namespace {
@@ -46,6 +48,26 @@ std::int64_t used_bytes(const fs::path& dir) {
 }
 
 }  // namespace
+
+// VOLUME_MOUNT_GROUP: a writable directory volume's files get the group the orchestrator names
+// (group read-write, setgid directories), so a task of that group writes it without root. Read-only
+// volumes are left as they are. `group` is what the request named ("" when none), for the log.
+Status Node::give_mount_group(const csi::v1::VolumeCapability& cap, const fs::path& dir, bool readonly,
+                              std::string& group) const {
+  group = cap.has_mount() ? cap.mount().volume_mount_group() : std::string();
+  if (group.empty()) return Status::OK;
+  if (!config_.volume_mount_group)
+    return invalid("volume_capability.mount.volume_mount_group is set, but this plugin does not advertise VOLUME_MOUNT_GROUP");
+  gid_t gid = 0;
+  const auto [end, ec] = std::from_chars(group.data(), group.data() + group.size(), gid);
+  if (ec != std::errc{} || end != group.data() + group.size())
+    return invalid("volume_capability.mount.volume_mount_group must be a numeric group id, got '" + group + "'");
+  if (readonly) return Status::OK;
+  const auto changed = mounts::give_tree_to_group(dir, gid, /*always=*/false);
+  if (!changed.error.empty()) return {StatusCode::INTERNAL, "volume_mount_group " + group + ": " + changed.error};
+  if (changed.walked) kLog.info("volume given its mount group", {{"path", dir.string()}, {"volume_mount_group", group}});
+  return Status::OK;
+}
 
 PathLocks::Guard PathLocks::lock(std::vector<std::string> paths) {
   std::unique_lock lock(mu_);
@@ -126,20 +148,26 @@ Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
   fs::create_directories(staging, ec);
   if (ec) return {StatusCode::INTERNAL, "cannot create staging path " + staging + ": " + ec.message()};
   if (block) return stage_block(req.volume_id(), source / kBlockImage, staging, readonly);
+  std::string group;
+  if (auto st = give_mount_group(req.volume_capability(), source, readonly, group); !st.ok()) return st;
   // Record the intent first: after a crash a record without a mount is harmless (re-staged or
   // dropped on unstage), a mount without a record would be unknown to us.
   if (!state_.put_staged(staging, {req.volume_id(), source.string(), readonly})) {
     return {StatusCode::INTERNAL, "cannot persist node state"};
   }
   if (config_.stage_without_mount) {
-    kLog.info("volume staged (recorded, nothing mounted)", {{"volume_id", req.volume_id()}, {"staging_path", staging}});
+    kLog.info("volume staged (recorded, nothing mounted)",
+              {{"volume_id", req.volume_id()}, {"staging_path", staging}, {"volume_mount_group", group}});
     return Status::OK;
   }
   if (auto mec = bind_mount(source, staging, readonly)) {
     state_.erase_staged(staging);
     return mount_error("bind-mount " + source.string() + " on " + staging, mec);
   }
-  kLog.info("volume staged", {{"volume_id", req.volume_id()}, {"staging_path", staging}, {"readonly", readonly}});
+  kLog.info("volume staged", {{"volume_id", req.volume_id()},
+                              {"staging_path", staging},
+                              {"readonly", readonly},
+                              {"volume_mount_group", group}});
   return Status::OK;
 }
 
@@ -222,6 +250,9 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
     return {StatusCode::ALREADY_EXISTS, "target path " + target + " is already a mount point not made by this plugin"};
   }
   if (staged->second.block) return publish_block(req.volume_id(), staged->second, staging, target, readonly, mode);
+  // Staged by an orchestrator that did not name the group then (or before a restart): given here.
+  std::string group;
+  if (auto st = give_mount_group(req.volume_capability(), staged->second.source, readonly, group); !st.ok()) return st;
   std::error_code ec;
   fs::create_directories(target, ec);  // creating target_path is the plugin's job (CSI spec)
   if (ec) return {StatusCode::INTERNAL, "cannot create target path " + target + ": " + ec.message()};
@@ -234,7 +265,10 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
     state_.erase_published(target);
     return mount_error("bind-mount " + source + " on " + target, mec);
   }
-  kLog.info("volume published", {{"volume_id", req.volume_id()}, {"target_path", target}, {"readonly", readonly}});
+  kLog.info("volume published", {{"volume_id", req.volume_id()},
+                                 {"target_path", target},
+                                 {"readonly", readonly},
+                                 {"volume_mount_group", group}});
   return Status::OK;
 }
 
@@ -396,6 +430,7 @@ Status Node::get_capabilities(csi::v1::NodeGetCapabilitiesResponse& resp) {
                  T::SINGLE_NODE_MULTI_WRITER}) {
     resp.add_capabilities()->mutable_rpc()->set_type(t);
   }
+  if (config_.volume_mount_group) resp.add_capabilities()->mutable_rpc()->set_type(T::VOLUME_MOUNT_GROUP);
   return Status::OK;
 }
 

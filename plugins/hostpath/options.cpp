@@ -37,6 +37,8 @@ Usage: mooring-hostpath [flags]
   --node-expansion-required          ControllerExpandVolume answers node_expansion_required=true
   --stage-without-mount              NodeStageVolume mounts nothing at the staging path (only records it);
                                      NodePublishVolume bind-mounts the volume directory itself
+  --no-volume-mount-group            do not advertise VOLUME_MOUNT_GROUP (a volume_mount_group in a
+                                     request is then INVALID_ARGUMENT), as plugins that lack it
   --fault-file PATH                  fault injection control file (default: $MOORING_FAULT_FILE; off if unset)
   --call-log PATH                    append one JSON line per RPC received
   --log-level debug|info|warn|error  (default: info)
@@ -138,6 +140,10 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
     }
     if (flag == "--stage-without-mount") {
       o.stage_without_mount = true;
+      continue;
+    }
+    if (flag == "--no-volume-mount-group") {
+      o.volume_mount_group = false;
       continue;
     }
     std::string v;

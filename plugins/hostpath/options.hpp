@@ -32,6 +32,10 @@ struct Options {
   // NodePublishVolume bind-mounts the volume directory itself (the upstream host-path driver's
   // shape: the CSI spec lets a plugin stage nothing).
   bool stage_without_mount = false;
+  // NodeGetCapabilities advertises VOLUME_MOUNT_GROUP and NodeStage/NodePublish give a writable
+  // volume the group they name. Off (--no-volume-mount-group): a plugin that lacks it, as the
+  // upstream csi-driver-host-path does, so the orchestrator's own fallback can be tested.
+  bool volume_mount_group = true;
   std::string fault_file;  // --fault-file or MOORING_FAULT_FILE
   std::string call_log;    // --call-log
   std::string log_level = "info";

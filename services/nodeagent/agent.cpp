@@ -139,6 +139,13 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   am.runner.default_kill_timeout = config_.kill_timeout;
   am.runner.node_id = config_.node_id;
   am.runner.node_name = config_.node_name;
+  TaskWallsOptions walls;
+  walls.rules = task_user_rules(config_);
+  walls.namespaces = config_.task_isolation;
+  walls.hidden = {config_.data_dir};
+  for (const auto& file : {config_.tls_ca_file, config_.tls_cert_file, config_.tls_key_file, config_.config_file})
+    if (!file.empty()) walls.hidden.emplace_back(file);
+  am.runner.walls = std::move(walls);
   am.csi.claim_backoff = async::Backoff{options_.claim_backoff_initial, options_.claim_backoff_max, 2.0, 0.2,
                                         config_.claim_timeout};
   am.csi.controlplane_back = controlplane_back_.get();
@@ -161,6 +168,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   link.channel.security = options_.security;
   link.target = controlplane_target_;
   link.heartbeat_interval = config_.heartbeat_interval;
+  link.attributes = domain::task_user_attributes(task_user_rules(config_));
   link.on_contact = [this](bool answered) {
     controlplane_contact(answered);
     if (answered && !contacted_) {

@@ -39,6 +39,13 @@ struct TaskCSIPlugin {
   bool operator==(const TaskCSIPlugin&) const = default;
 };
 
+// What a task may use on its node, enforced with the node's cgroups. 0: no limit.
+struct TaskResources {
+  int cpu = 0;        // millicores: 1000 is one core's worth of time per period
+  int memory_mb = 0;  // over this the kernel's OOM killer ends the task ("OOM killed")
+  bool operator==(const TaskResources&) const = default;
+};
+
 struct Task {
   std::string command;
   std::vector<std::string> args;
@@ -48,6 +55,10 @@ struct Task {
   // put in an event; sealed at rest, and sent only to the node the allocation is placed on.
   std::map<std::string, std::string> secret_env;
   std::optional<TaskCSIPlugin> csi_plugin;  // set: the task is a CSI plugin
+  // Who the task runs as: a user name, "uid" or "uid:gid" (task_user.hpp); empty: the node's
+  // task_user (nobody by default). Root only on nodes that allow it.
+  std::string user;
+  TaskResources resources;
   bool operator==(const Task&) const = default;
 };
 

@@ -38,6 +38,7 @@ struct NodeInfo {
   bool supports_stats = false;
   bool supports_expand = false;
   bool supports_condition = false;
+  bool supports_volume_mount_group = false;  // VOLUME_MOUNT_GROUP
   bool operator==(const NodeInfo&) const = default;
 };
 

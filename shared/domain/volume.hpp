@@ -25,7 +25,8 @@ struct VolumeCapability {
 struct MountOptions {
   std::string fs_type;
   std::vector<std::string> mount_flags;  // may carry credentials: redacted in API output
-  bool empty() const { return fs_type.empty() && mount_flags.empty(); }
+  GroupChangePolicy group_change_policy = GroupChangePolicy::unset;  // the agent's fallback to VOLUME_MOUNT_GROUP
+  bool empty() const { return fs_type.empty() && mount_flags.empty() && group_change_policy == GroupChangePolicy::unset; }
   bool operator==(const MountOptions&) const = default;
 };
 

@@ -7,6 +7,7 @@
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/plugin_facts.hpp"
+#include "shared/domain/task_user.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
@@ -73,6 +74,10 @@ struct Context {
 std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) {
   const auto& needs = ctx.needs;
   if (node.status != domain::NodeStatus::ready) return "node is " + std::string(domain::to_string(node.status));
+  // The node's task user rules (reported as attributes): a task it would refuse never lands there.
+  if (alloc.task && !alloc.task->csi_plugin)
+    if (auto refused = domain::refused_user(alloc.task->user, domain::task_user_rules_from(node.attributes)))
+      return *refused;
   std::map<std::string, std::set<std::string>> in_use;  // plugin -> volumes attached with this allocation
   std::map<std::string, Volume> trial;                   // volume copies the claims are tried on
   for (const auto& need : needs) {

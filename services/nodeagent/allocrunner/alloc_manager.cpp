@@ -51,8 +51,10 @@ AllocRunner& AllocManager::start_runner(AllocState state) {
   const auto claimed = state.claimed_volumes;
   auto runner = std::make_unique<AllocRunner>(ex_, std::move(state), store_, status_, options_.runner);
   AllocRunner* r = runner.get();
+  auto csi = options_.csi;
+  if (options_.runner.walls) csi.volume_group = volume_group_for(r->state().alloc, options_.runner.walls->rules);
   r->add_hook(std::make_unique<CsiHook>(
-      r->state().alloc, controlplane_, mounter_, options_.csi,
+      r->state().alloc, controlplane_, mounter_, std::move(csi),
       [r](std::string type, std::string message) { r->emit(std::move(type), std::move(message)); }, claimed,
       [r](const std::string& volume_id) { return r->note_claim(volume_id); }));
   const auto& task = r->state().alloc.task;

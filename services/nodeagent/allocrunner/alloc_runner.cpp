@@ -249,6 +249,7 @@ void AllocRunner::reattach_task() {
     } else {
       // The task itself is gone; what it started must not run on with its volumes.
       for (const pid_t straggler : found.others) ::kill(straggler, SIGKILL);
+      TaskProcess::clean_cgroup(id());
       state_.task_result = "the agent stopped while starting the task and found no process of it after the restart; "
                            "it is not started a second time";
       emit("DriverFailure", state_.task_result);
@@ -256,8 +257,9 @@ void AllocRunner::reattach_task() {
     save();
   }
   if (!state_.task) return;
-  task_ = TaskProcess::adopt(ex_, *state_.task);
+  task_ = TaskProcess::adopt(ex_, *state_.task, id());
   if (!task_) {
+    TaskProcess::clean_cgroup(id());  // what it double-forked must not outlive it
     state_.task.reset();
     state_.task_result = "the task ended while the agent was down; its exit status is unknown";
     save();
@@ -353,7 +355,16 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
     // the task starts. Started on the writer thread: posix_spawn blocks its caller until the
     // child has exec'd (~1 ms), which the executor's other allocations should not wait out.
     domain::Expected<std::unique_ptr<TaskProcess>> started = domain::error("task not started");
-    co_await store_.after_durable([&] { started = TaskProcess::start(ex_, spec); });
+    co_await store_.after_durable([&] {
+      // The user, the volumes' group and the walls are settled here, off the executor: a
+      // volume's first group change walks its tree.
+      if (options_.walls && dir)
+        if (auto walled = wall_task(alloc, *dir, volume_env, *options_.walls, spec); !walled) {
+          started = domain::error("cannot start task \"" + spec.command + "\": " + walled.error());
+          return;
+        }
+      started = TaskProcess::start(ex_, spec);
+    });
     if (!started) {
       state_.task_started = true;
       state_.task_result = started.error();
@@ -406,7 +417,12 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
     co_return;
   }
   state_.task.reset();
-  if (*exit) {
+  if (task_->oom_killed()) {
+    state_.task_result = "OOM killed: the task went over its memory limit of " +
+                         std::to_string(alloc.task->resources.memory_mb) + " MB";
+    emit("OOM killed", state_.task_result);
+    set_status(ClientStatus::failed);
+  } else if (*exit) {
     state_.task_result = "task " + (*exit)->describe();
     set_status((*exit)->success() ? ClientStatus::complete : ClientStatus::failed);
   } else {

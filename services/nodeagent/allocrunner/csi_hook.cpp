@@ -133,7 +133,7 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
   mount_retry.backoff = options_.mount_backoff;
   const auto done = co_await async::retry(
       [&](unsigned) -> asio::awaitable<async::Attempt> {
-        mounted = co_await mounter_.mount(alloc_.id, answer.volume(), request.mount_options);
+        mounted = co_await mounter_.mount(alloc_.id, answer.volume(), request.mount_options, options_.volume_group);
         if (mounted.ok()) co_return async::Attempt::ok();
         co_return mounted.retryable ? async::Attempt::again(mounted.error) : async::Attempt::final_error(mounted.error);
       },

@@ -80,6 +80,15 @@ constexpr std::array kOptions{
     Option{"insecure", "MOORING_INSECURE", "insecure", "",
            "plaintext gRPC without TLS files (anyone who reaches the port can call the agent); logs a warning",
            "false"},
+    Option{"task-user", "MOORING_TASK_USER", "task_user", "USER",
+           "the user tasks run as when they name none (a name, uid or uid:gid)", "nobody"},
+    Option{"user-denylist", "MOORING_USER_DENYLIST", "user_denylist", "USER[,USER...]",
+           "users no task may run as (names or uids; root also covers uid 0)", "root, or none with --allow-root"},
+    Option{"allow-root", "MOORING_ALLOW_ROOT", "allow_root", "",
+           "let tasks run as root (uid 0); the control plane places root tasks only on such nodes", "false"},
+    Option{"task-isolation", "MOORING_TASK_ISOLATION", "task_isolation", "",
+           "start tasks in their own mount, PID, IPC and UTS namespaces with a minimal root, no_new_privs and "
+           "cgroup limits; off: a plain spawn as the task's user", "true"},
 };
 
 const Option* find_flag(std::string_view name) {
@@ -270,6 +279,22 @@ std::vector<PluginConfig> decode_plugin_list(const json& list, const std::string
   return out;
 }
 
+// A list of users: a JSON array of strings (config file) or one comma-separated string (flag, env).
+std::vector<std::string> get_user_list(const json& value, const std::string& path) {
+  std::vector<std::string> out;
+  if (value.is_string()) {
+    for (auto& item : split(value.get<std::string>(), ','))
+      if (!item.empty()) out.push_back(std::move(item));
+    return out;
+  }
+  if (!value.is_array()) throw Fail{path + ": expected a list of users, got " + value.dump()};
+  for (const auto& item : value) {
+    if (!item.is_string()) throw Fail{path + ": expected a user name or uid, got " + item.dump()};
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
 // Applies one layer (file, environment or flags) of scalar settings and plugins.
 void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin) {
   for (const auto& [key, value] : layer.items()) {
@@ -304,8 +329,13 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
       cfg.volume_stats_interval = get_duration(layer, key, path, /*zero_ok=*/true);
       continue;
     }
-    if (key == "metrics" || key == "insecure") {
-      (key == "metrics" ? cfg.metrics : cfg.insecure) = config::json_bool(layer.at(key), path);
+    if (bool* flag = key == "metrics" ? &cfg.metrics : key == "insecure" ? &cfg.insecure
+                     : key == "allow_root" ? &cfg.allow_root : key == "task_isolation" ? &cfg.task_isolation : nullptr) {
+      *flag = config::json_bool(layer.at(key), path);
+      continue;
+    }
+    if (key == "user_denylist") {
+      cfg.user_denylist = get_user_list(layer.at(key), path);
       continue;
     }
     std::string* target = nullptr;
@@ -320,6 +350,7 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
     else if (key == "metrics_addr") target = &cfg.metrics_addr;
     else if (key == "log_level") target = &cfg.log_level;
     else if (key == "log_format") target = &cfg.log_format;
+    else if (key == "task_user") target = &cfg.task_user;
     if (!target) throw Fail{origin + ": unknown key " + qt(key)};
     *target = get_string(layer, key, path);
   }
@@ -342,6 +373,11 @@ void validate(const AgentConfig& cfg) {
   for (const auto* addr : {&cfg.controlplane_addr, &cfg.grpc_addr}) {
     if (addr->empty()) throw Fail{std::string(addr == &cfg.grpc_addr ? "grpc_addr" : "controlplane_addr") + ": must not be empty"};
   }
+  if (auto u = domain::parse_task_user(cfg.task_user); !u) throw Fail{"task_user: " + u.error()};
+  for (const auto& user : cfg.user_denylist.value_or(std::vector<std::string>{}))
+    if (auto u = domain::parse_task_user(user); !u) throw Fail{"user_denylist: " + u.error()};
+  if (auto refused = domain::refused_user("", task_user_rules(cfg)))
+    throw Fail{"task_user: the default user is refused by this node's own rules: " + *refused};
   if (cfg.metrics) {
     if (!config::parse_host_port(cfg.metrics_addr))
       throw Fail{"metrics_addr: " + qt(cfg.metrics_addr) + " is not HOST:PORT"};
@@ -367,6 +403,14 @@ std::optional<PluginRole> parse_plugin_role(std::string_view text) {
 }
 
 bool is_valid_plugin_id(std::string_view id) { return is_valid_id(id, 64); }
+
+domain::TaskUserRules task_user_rules(const AgentConfig& cfg) {
+  domain::TaskUserRules rules;
+  rules.default_user = cfg.task_user;
+  rules.allow_root = cfg.allow_root;
+  rules.denylist = cfg.user_denylist.value_or(cfg.allow_root ? std::vector<std::string>{} : std::vector<std::string>{"root"});
+  return rules;
+}
 
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   if (text.empty()) return std::nullopt;
@@ -408,7 +452,7 @@ std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::
     // Flags first into a JSON layer (so every source goes through one decoder).
     json flags = json::object();
     std::string config_file;
-    for (auto& [name, value] : config::split_flags(argv, {"insecure", "metrics"})) {
+    for (auto& [name, value] : config::split_flags(argv, {"insecure", "metrics", "allow-root", "task-isolation"})) {
       const Option* opt = find_flag(name);
       if (!opt) throw Fail{"unknown flag --" + name + " (see --help)"};
       if (opt->flag == "config") {

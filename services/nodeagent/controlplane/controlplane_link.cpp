@@ -54,6 +54,7 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   req.set_name(options_.node_name);
   req.set_address(options_.advertise_addr);
   req.set_agent_version(options_.agent_version);
+  req.mutable_attributes()->insert(options_.attributes.begin(), options_.attributes.end());
   for (auto& fp : status_.fingerprints()) *req.add_plugins() = std::move(fp);
   const auto st = co_await transport_->target->call(timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
     stub.async()->RegisterNode(ctx, &req, &resp, std::move(done));

@@ -8,6 +8,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,9 @@ struct LinkOptions {
   std::shared_ptr<ControlPlaneTarget> target;  // shared with the calls; made from the above when null
   rpc::ChannelOptions channel;    // mutual TLS (channel.security) when set
   std::string agent_version = "0.1.0";
+  // Reported with the registration: the node's task user rules (domain/task_user.hpp), which
+  // placement checks and `mooring node status` shows.
+  std::map<std::string, std::string> attributes;
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};
   std::chrono::milliseconds call_timeout{std::chrono::seconds(5)};
   // Changes (health, events) are sent early, but never more often than this.

@@ -142,7 +142,7 @@ std::optional<PluginManager::Healthy> PluginManager::healthy(PluginKind kind, co
   if (!fp || !fp->healthy()) return std::nullopt;
   const auto& info = fp->node_info();
   return Healthy{inst->reg.socket_path, info.requires_node_stage_volume(), info.supports_expand(), info.supports_stats(),
-                 info.supports_condition()};
+                 info.supports_condition(), info.supports_volume_mount_group()};
 }
 
 std::shared_ptr<rpc::CsiClient> PluginManager::healthy_client(PluginKind kind, const std::string& plugin_id) {
@@ -157,7 +157,7 @@ std::optional<NodePlugin> PluginManager::find(const std::string& plugin_id) {
   // groups are joined before the manager goes).
   auto current = [this, plugin_id] { return healthy_client(PluginKind::node, plugin_id); };
   return NodePlugin{std::make_shared<InstanceClient>(channel(h->socket, plugin_id), std::move(current)), h->requires_stage,
-                    h->supports_expand, h->supports_stats, h->supports_condition};
+                    h->supports_expand, h->supports_stats, h->supports_condition, h->supports_mount_group};
 }
 
 async::WakeSignal& PluginManager::healthy_again(const std::string& plugin_id) {

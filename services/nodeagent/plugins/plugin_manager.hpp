@@ -52,6 +52,7 @@ class PluginManager final : public NodePluginLookup {
     bool supports_expand = false;
     bool supports_stats = false;
     bool supports_condition = false;
+    bool supports_mount_group = false;
     bool operator==(const Healthy&) const = default;
   };
   std::optional<Healthy> healthy(PluginKind kind, const std::string& plugin_id) const;

@@ -4,7 +4,8 @@
 // agent holds is closed in the child before the exec, close-on-exec or not (an inherited
 // listening socket kept the agent's metrics port busy after a crash: issue 40). Signal mask
 // empty and dispositions default (the agent ignores SIGPIPE; a child must not inherit that).
-// The next steps of task isolation (user, namespaces, cgroup) belong in this file too.
+// A task's user, namespaces and cgroup are walls.hpp's start (a clone, since they happen between
+// the fork and the exec); it shares this file's descriptor rules (spawn_parts.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -27,6 +28,14 @@ struct UniqueFd {
   ~UniqueFd() { close(); }
   UniqueFd(const UniqueFd&) = delete;
   UniqueFd& operator=(const UniqueFd&) = delete;
+  UniqueFd(UniqueFd&& other) noexcept : fd(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+      close();
+      fd = other.release();
+    }
+    return *this;
+  }
   int release() { return std::exchange(fd, -1); }
   void close();
 };

@@ -37,6 +37,7 @@ struct NodePlugin {
   bool supports_expand = false;  // NodeGetCapabilities: EXPAND_VOLUME
   bool supports_stats = false;      // GET_VOLUME_STATS: NodeGetVolumeStats is only sent then
   bool supports_condition = false;  // VOLUME_CONDITION: its answer's condition is only read then
+  bool supports_mount_group = false;  // VOLUME_MOUNT_GROUP: NodeStage/NodePublish carry the task's group
 };
 
 class NodePluginLookup {

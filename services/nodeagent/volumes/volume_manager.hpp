@@ -90,10 +90,13 @@ class VolumeManager {
 
   // Stages (when the plugin stages and it is not staged yet) and publishes the volume for the
   // allocation; the path to give the task. `request_options` win over the volume's options.
+  // `group`: the task's, for a writable volume (VolumeOperations::mount).
   boost::asio::awaitable<MountResult> mount(std::string alloc_id, const ::mooring::v1::VolumeMountInfo& info,
-                                            domain::MountOptions request_options = {});
+                                            domain::MountOptions request_options = {},
+                                            std::optional<uint32_t> group = std::nullopt);
   boost::asio::awaitable<MountResult> mount(std::string alloc_id, domain::VolumeMount volume,
-                                            domain::MountOptions request_options = {});
+                                            domain::MountOptions request_options = {},
+                                            std::optional<uint32_t> group = std::nullopt);
 
   // One unmount pass now (no retry, no control plane notification): NodeUnpublish, then
   // NodeUnstage when this allocation was the last user. Nothing mounted is ok.

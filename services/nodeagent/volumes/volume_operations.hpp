@@ -61,8 +61,12 @@ class VolumeOperations {
   VolumeOperations(boost::asio::any_io_executor executor, VolumePaths paths, MountRecordStore& store,
                    NodePluginLookup& plugins, const MountTable& mounts);
 
+  // `group`: a non-root task's group (none for root or plugin tasks). A writable file-system
+  // volume gets it: through NodeStage/NodePublish's volume_mount_group when the node plugin
+  // advertises VOLUME_MOUNT_GROUP, else from the agent under the options' GroupChangePolicy.
   boost::asio::awaitable<MountResult> mount(std::string alloc_id, domain::VolumeMount volume,
-                                            domain::MountOptions request_options);
+                                            domain::MountOptions request_options,
+                                            std::optional<uint32_t> group = std::nullopt);
 
   // One pass. Nothing recorded for (alloc, volume), or node side already clean: ok. On success
   // the record is removed, or kept in phase `unmounted` when the control plane is still to be told.
@@ -108,6 +112,11 @@ class VolumeOperations {
   boost::asio::awaitable<MountResult> abandon(MountRecord& record, const std::optional<NodePlugin>& plugin,
                                               std::string error, bool retryable);
   bool others_hold_staging(const MountRecord& record) const;
+  // The agent's side of a published volume's group (the plugin's when `by_plugin`), on the
+  // store's worker: what the record keeps as its ownership.
+  boost::asio::awaitable<domain::Expected<domain::VolumeOwnership>> give_group(const MountRecord& record, uint32_t group,
+                                                                               bool by_plugin,
+                                                                               domain::GroupChangePolicy policy);
 
   VolumePaths paths_;
   MountRecordStore& store_;

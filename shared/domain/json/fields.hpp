@@ -66,6 +66,7 @@ Table<MountOptions> fields_of(std::type_identity<MountOptions>);
 Table<Topology> fields_of(std::type_identity<Topology>);
 Table<VolumeUsage> fields_of(std::type_identity<VolumeUsage>);
 Table<VolumeCondition> fields_of(std::type_identity<VolumeCondition>);
+Table<VolumeOwnership> fields_of(std::type_identity<VolumeOwnership>);
 Table<TopologyRequest> fields_of(std::type_identity<TopologyRequest>);
 Table<Claim> fields_of(std::type_identity<Claim>);
 Table<Volume> fields_of(std::type_identity<Volume>);
@@ -80,6 +81,7 @@ Table<Introduction> fields_of(std::type_identity<Introduction>);
 Table<NodeIdentity> fields_of(std::type_identity<NodeIdentity>);
 Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>);
 Table<TaskCSIPlugin> fields_of(std::type_identity<TaskCSIPlugin>);
+Table<TaskResources> fields_of(std::type_identity<TaskResources>);
 Table<Task> fields_of(std::type_identity<Task>);
 Table<SystemNodeState> fields_of(std::type_identity<SystemNodeState>);
 Table<RolloutNode> fields_of(std::type_identity<RolloutNode>);
@@ -110,6 +112,9 @@ inline EnumText<DesiredStatus> enum_text(DesiredStatus) { return {parse_desired_
 inline EnumText<ClientStatus> enum_text(ClientStatus) { return {parse_client_status, "client status"}; }
 inline EnumText<PluginType> enum_text(PluginType) { return {parse_plugin_type, "plugin type"}; }
 inline EnumText<NodeStatus> enum_text(NodeStatus) { return {parse_node_status, "node status"}; }
+inline EnumText<GroupChangePolicy> enum_text(GroupChangePolicy) {
+  return {parse_group_change_policy, "group change policy (OnRootMismatch, Always or None)"};
+}
 
 // ---- whole objects ----
 template <class T>

@@ -188,8 +188,9 @@ TEST_F(AllocIntegration, TaskWritesIntoItsVolumeStopReleasesAndTheNextAllocation
   EXPECT_FALSE(test::mounts_under(mount_root()).empty());
 
   // Seed 004: the next allocation's claim waits while a1 still holds the volume.
-  const auto out = tmp_ / "seen.txt";
-  cp_.put_allocation(alloc("a2", "vol-a", "cat \"$MOORING_VOLUME_DATA/file\" > " + out.string()));
+  // Into its volume: a task behind its walls (issue 41) cannot write anywhere else on the host.
+  const auto out = volume_dir / "seen.txt";
+  cp_.put_allocation(alloc("a2", "vol-a", "cat \"$MOORING_VOLUME_DATA/file\" > \"$MOORING_VOLUME_DATA/seen.txt\""));
   ASSERT_TRUE(run_until([&] {
     int a2_claims = 0;
     for (const auto& c : cp_.claims()) a2_claims += c.alloc_id() == "a2";
