@@ -82,7 +82,6 @@ class Cluster:
         # sockets live in them, a socket path holds at most 107 bytes (the plugin keeps 87), and a
         # run directory under a deep checkout exceeds that.
         self.sockets = tempfile.mkdtemp(prefix="mch-")
-        os.chmod(self.sockets, 0o755)  # mkdtemp's 0700 would keep the tasks' user (nobody) out of its directory
         for d in ("logs", "calls", "faults", "tasks", "hostpath"):
             os.makedirs(os.path.join(run_dir, d), exist_ok=True)
         # Tasks write their own records; they may run unprivileged one day.
@@ -166,10 +165,11 @@ class Cluster:
             "controlplane_addr": ",".join(f"{self.ip(f'cp{j}')}:4701" for j in MEMBERS),
             "grpc_addr": f"{self.ip(node)}:4702", "metrics_addr": self.agent_metrics,
             "log_level": self.log_level, "drain_on_shutdown": "20s",
-            # Tasks run as the default user (nobody) but outside the walls: they append their
-            # records to the run directory, which a walled task sees read-only. The walls are
-            # e2e_isolation_test's; this harness checks claims.
-            "task_isolation": False,
+            # Tasks run as root outside the walls, as before issue 41: they append their records
+            # to the run directory, which a walled task sees read-only, and an unwalled non-root
+            # task cannot reach its volume under the agent's 0700 mounts directory. The walls
+            # and the default user are e2e_isolation_test's; this harness checks claims.
+            "task_isolation": False, "allow_root": True, "user_denylist": [], "task_user": "root",
             "plugins": [{"id": "hostpath", "type": "monolith", "command": self.bin["hostpath"],
                          "args": ["--mode", "monolith", "--data-dir", self.hostpath, "--node-id", f"csi-{node}",
                                   "--log-level", self.log_level,
