@@ -79,7 +79,10 @@ struct Plan {
   }
   void bind(const std::string& source, const std::string& target, bool read_only, bool dir = true) {
     if (dir) mkdirs(target);
-    else add({OpKind::touch, c(target)}, "create " + target);
+    else {
+      mkdirs(std::filesystem::path(target).parent_path().string());
+      add({OpKind::touch, c(target)}, "create " + target);
+    }
     mount(c(source), target, nullptr, MS_BIND | MS_REC, nullptr, "bind " + source);
     if (read_only)
       mount(nullptr, target, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr,
@@ -138,7 +141,13 @@ Plan plan_root(const Walls& w) {
   plan_dev(plan, root);
   plan.mkdirs(root + "/tmp");
   plan.mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", "tmpfs on /tmp");
-  for (const auto& b : w.binds) plan.bind(b.path.string(), root + b.path.string(), b.read_only);
+  // A block volume's target is a device node, not a directory: its mount point is a file. Asked
+  // here, in the agent, while the plan is made (nothing but system calls runs after the clone).
+  for (const auto& b : w.binds) {
+    std::error_code ec;
+    const bool dir = !std::filesystem::exists(b.path, ec) || std::filesystem::is_directory(b.path, ec);
+    plan.bind(b.path.string(), root + b.path.string(), b.read_only, dir);
+  }
   plan.mkdirs(root + "/proc");
   plan.mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr, "mount /proc");
   plan.mount(nullptr, root, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr,
