@@ -186,8 +186,8 @@ Status find_same_name(const StoreState& state, const std::string& name, const Cr
               "volume named '" + name + "' exists as " + id + " with a different content source"};
     }
     if (v.block != ask.block) {
-      return {StatusCode::ALREADY_EXISTS, "volume named '" + name + "' exists as " + id + ", a " +
-                                              (v.block ? "block" : "filesystem") + " volume"};
+      return {StatusCode::ALREADY_EXISTS,
+              "volume named '" + name + "' exists as " + id + ", a " + (v.block ? "block" : "filesystem") + " volume"};
     }
     found = &v;
     return Status::OK;
@@ -204,7 +204,8 @@ struct ContentSource {
 Status find_source(const StoreState& state, const CreateAsk& ask, ContentSource& source) {
   if (!ask.src_snapshot.empty()) {
     auto it = state.snapshots.find(ask.src_snapshot);
-    if (it == state.snapshots.end()) return {StatusCode::NOT_FOUND, "source snapshot " + ask.src_snapshot + " not found"};
+    if (it == state.snapshots.end())
+      return {StatusCode::NOT_FOUND, "source snapshot " + ask.src_snapshot + " not found"};
     source = {it->second.size_bytes, it->second.path};
   } else if (!ask.src_volume.empty()) {
     auto it = state.volumes.find(ask.src_volume);
@@ -232,8 +233,10 @@ Status materialize(const VolumeRecord& v, const fs::path& source_dir) {
       return st;
     }
   }
-  fs::permissions(v.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                              fs::perms::others_read | fs::perms::others_exec, ec);
+  fs::permissions(v.path,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                      fs::perms::others_exec,
+                  ec);
   return Status::OK;
 }
 
@@ -254,8 +257,8 @@ Status size_volume(const ControllerConfig& config, const CreateAsk& ask, std::in
                                           std::to_string(config.max_volume_size) + " bytes)"};
   }
   if (size > available) {
-    return {StatusCode::RESOURCE_EXHAUSTED, "not enough capacity for " + std::to_string(size) + " bytes (" +
-                                                std::to_string(available) + " available)"};
+    return {StatusCode::RESOURCE_EXHAUSTED,
+            "not enough capacity for " + std::to_string(size) + " bytes (" + std::to_string(available) + " available)"};
   }
   return Status::OK;
 }
@@ -276,8 +279,7 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
     ContentSource source;
     if (auto st = find_source(state, ask, source); !st.ok()) return st;
     VolumeRecord v;
-    if (auto st = size_volume(config_, ask, source.size, available_bytes(state), v.capacity_bytes); !st.ok())
-      return st;
+    if (auto st = size_volume(config_, ask, source.size, available_bytes(state), v.capacity_bytes); !st.ok()) return st;
     if (auto st = choose_topology(req.accessibility_requirements(), config_.topology, nodes, v.topology); !st.ok())
       return st;
     v.id = random_id("vol-");
@@ -403,8 +405,6 @@ Status Controller::get_capabilities(csi::v1::ControllerGetCapabilitiesResponse& 
   return Status::OK;
 }
 
-
-
 Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& req,
                                  csi::v1::ControllerExpandVolumeResponse& resp) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
@@ -435,8 +435,8 @@ Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& r
     if (required > v.capacity_bytes) {
       const std::int64_t growth = required - v.capacity_bytes;
       if (growth > available_bytes(state)) {
-        return {StatusCode::RESOURCE_EXHAUSTED, "not enough capacity to grow volume " + v.id + " by " +
-                                                    std::to_string(growth) + " bytes"};
+        return {StatusCode::RESOURCE_EXHAUSTED,
+                "not enough capacity to grow volume " + v.id + " by " + std::to_string(growth) + " bytes"};
       }
       // A block volume's backing file grows with it; the node's loop device sees it at NodeExpandVolume.
       if (v.block) {

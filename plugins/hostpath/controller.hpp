@@ -20,7 +20,7 @@ namespace mooring::hostpath {
 
 struct ControllerConfig {
   std::filesystem::path data_dir;
-  std::string own_node_id;  // in monolith mode this node is always known
+  std::string own_node_id;               // in monolith mode this node is always known
   std::vector<std::string> known_nodes;  // "*" = any node id
   std::int64_t capacity_bytes = 0;       // 0 = free space of the data dir
   std::int64_t max_volume_size = 0;

@@ -24,8 +24,8 @@ struct Options {
   // Node ids ControllerPublish accepts besides the nodes registered in the data dir.
   // "*" accepts every well-formed node id.
   std::vector<std::string> known_nodes;
-  std::int64_t capacity_bytes = 0;         // total pool for GetCapacity; 0 = statvfs of data dir
-  std::int64_t max_volume_size = 0;        // 0 = no per-volume limit
+  std::int64_t capacity_bytes = 0;   // total pool for GetCapacity; 0 = statvfs of data dir
+  std::int64_t max_volume_size = 0;  // 0 = no per-volume limit
   std::int64_t default_volume_size = 1LL << 30;
   bool node_expansion_required = false;
   // NodeStageVolume records the volume as staged but mounts nothing at the staging path, and

@@ -40,7 +40,8 @@ Status Controller::publish(const csi::v1::ControllerPublishVolumeRequest& req,
     const StoreState& state = txn.state();
     auto it = state.volumes.find(req.volume_id());
     if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
-    if (!known) return {StatusCode::NOT_FOUND, "node " + req.node_id() + " not found (not registered with this plugin)"};
+    if (!known)
+      return {StatusCode::NOT_FOUND, "node " + req.node_id() + " not found (not registered with this plugin)"};
     const VolumeRecord& v = it->second;
     if (auto why = access_type_mismatch(req.volume_capability(), v.id, v.block); !why.empty())
       return invalid("volume_capability: " + why);

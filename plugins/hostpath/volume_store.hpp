@@ -153,5 +153,4 @@ class VolumeStore {
   std::mutex mu_;
 };
 
-
 }  // namespace mooring::hostpath

@@ -91,7 +91,8 @@ http::ServerConfig http_server_config(const ControlPlaneConfig& flags) {
   // HTTPS with the same certificate as the agents' gRPC port (none with --insecure).
   // With etcd (HA) the other control planes are asked for their certificate: a standby's
   // forward then names its client to the leader (ha/front.hpp).
-  config.tls = {.cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file,
+  config.tls = {.cert_file = flags.tls_cert_file,
+                .key_file = flags.tls_key_file,
                 .client_ca_file = flags.http_client_ca_file,
                 .peer_ca_file = flags.state.starts_with("etcd://") ? flags.tls_ca_file : std::string()};
   return config;
@@ -120,9 +121,10 @@ int transport_security(const ControlPlaneConfig& flags, const log::Logger& log,
   }
   // Secure by default: plaintext is a choice made with --insecure, never the result of a
   // forgotten flag.
-  log.error("refusing to serve plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them "
-            "with `mooring tls`), or --insecure to accept that anyone who reaches the ports can act as any node",
-            {{"grpc_addr", flags.grpc_addr}, {"http_addr", flags.http_addr}});
+  log.error(
+      "refusing to serve plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them "
+      "with `mooring tls`), or --insecure to accept that anyone who reaches the ports can act as any node",
+      {{"grpc_addr", flags.grpc_addr}, {"http_addr", flags.http_addr}});
   return 2;
 }
 
@@ -189,9 +191,10 @@ ha::LeaderRecord advertised(const ControlPlaneConfig& flags, bool https, std::ui
     self.grpc_addr = config::to_string(listen);
   }
   if (self.http_addr.find("0.0.0.0") != std::string::npos || self.grpc_addr.starts_with("0.0.0.0"))
-    logger.warn("listening on 0.0.0.0: give --advertise-http-addr and --advertise-grpc-addr, or standbys and agents "
-                "cannot reach this control plane when it leads",
-                {{"http_addr", self.http_addr}, {"grpc_addr", self.grpc_addr}});
+    logger.warn(
+        "listening on 0.0.0.0: give --advertise-http-addr and --advertise-grpc-addr, or standbys and agents "
+        "cannot reach this control plane when it leads",
+        {{"http_addr", self.http_addr}, {"grpc_addr", self.grpc_addr}});
   return self;
 }
 
@@ -205,7 +208,8 @@ int main(int argc, char** argv) {
   // on the host does (/etc/hosts, nsswitch; Kubernetes' cluster DNS through resolv.conf). Its
   // c-ares resolver also leaked at exit under the sanitizers here. A user's own choice stands.
   ::setenv("GRPC_DNS_RESOLVER", "native", 0);
-  auto parsed = parse_controlplane_config(std::vector<std::string>(argv, argv + argc), config::environment("MOORING_CP_"));
+  auto parsed =
+      parse_controlplane_config(std::vector<std::string>(argv, argv + argc), config::environment("MOORING_CP_"));
   if (const auto* error = std::get_if<ControlPlaneConfigError>(&parsed)) {
     std::cerr << "mooring-controlplane: " << error->message << "\n";
     return 2;
@@ -258,8 +262,8 @@ int main(int argc, char** argv) {
     // (An existing one, such as a Kubernetes emptyDir, is left as it is.)
     std::error_code dir_ec;
     if (std::filesystem::create_directories(flags.data_dir, dir_ec))
-      std::filesystem::permissions(flags.data_dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace,
-                                   dir_ec);
+      std::filesystem::permissions(flags.data_dir, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, dir_ec);
     if (dir_ec) {
       logger.error("cannot make the data dir", {{"path", flags.data_dir}, {"error", dir_ec.message()}});
       return 1;
@@ -280,8 +284,9 @@ int main(int argc, char** argv) {
 
   // Secrets are sealed on their way to SQLite and opened on load (secrets/sealed_backend.hpp);
   // the keyring is written on the first start, before anything is sealed with it.
-  const std::filesystem::path keyring_path =
-      flags.keyring_file.empty() ? std::filesystem::path(flags.data_dir) / "keyring" : std::filesystem::path(flags.keyring_file);
+  const std::filesystem::path keyring_path = flags.keyring_file.empty()
+                                                 ? std::filesystem::path(flags.data_dir) / "keyring"
+                                                 : std::filesystem::path(flags.keyring_file);
   auto keyring = secrets::Keyring::load_or_new(keyring_path);
   if (!keyring) {
     logger.error("cannot open the keyring", {{"path", keyring_path.string()}, {"error", keyring.error()}});
@@ -324,15 +329,13 @@ int main(int argc, char** argv) {
   };
   if (!ha_mode) {
     if (auto st = load_state(); !st) {
-      logger.error("cannot load state", {{"state", state_where},
-                                         {"keyring", keyring_path.string()},
-                                         {"error", st.error()}});
+      logger.error("cannot load state",
+                   {{"state", state_where}, {"keyring", keyring_path.string()}, {"error", st.error()}});
       return 1;
     }
   } else {
-    etcd_backend->require_fence([&io, argv](const std::string& why) {
-      asio::post(io, [argv, why] { ha::restart_as_standby(argv, why); });
-    });
+    etcd_backend->require_fence(
+        [&io, argv](const std::string& why) { asio::post(io, [argv, why] { ha::restart_as_standby(argv, why); }); });
   }
 
   // HA: the election (etcd only). While etcd has not confirmed the leader's lease in time, writes
@@ -343,8 +346,9 @@ int main(int argc, char** argv) {
   const std::function<asio::awaitable<std::optional<std::string>>()> refused_after_hold =
       [&]() -> asio::awaitable<std::optional<std::string>> {
     if (!leadership || co_await leadership->lease_hold().wait_while_unconfirmed()) co_return std::nullopt;
-    co_return std::string("etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
-                          "lease past its end; nothing was sent or changed");
+    co_return std::string(
+        "etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
+        "lease past its end; nothing was sent or changed");
   };
 
   // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through them.
@@ -384,8 +388,9 @@ int main(int argc, char** argv) {
   }
 
   // Node liveness: heartbeats in memory, nodes marked down after the TTL (the leader's loop).
-  NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl,
-                                               .hearing = [&leadership] { return !leadership || leadership->election().lease_valid(); }}};
+  NodeLiveness liveness{store, LivenessOptions{.ttl = flags.heartbeat_ttl, .hearing = [&leadership] {
+                                                 return !leadership || leadership->election().lease_valid();
+                                               }}};
 
   api::ApiOptions api_options;
   api_options.last_heard = [&liveness](const std::string& node_id) { return liveness.last_heard(node_id); };
@@ -408,9 +413,10 @@ int main(int argc, char** argv) {
     // The leader's REST certificate is checked against our CA; we present our own, by which the
     // leader knows a forward (and believes the caller it names). A leader that does not answer
     // within twice the lease has lost it by then: the client gets a 503 at once, not a minute later.
-    auto made = ha::Forwarder::make(io.get_executor(),
-                                    {.ca_file = flags.tls_ca_file, .cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file},
-                                    {.connect = std::chrono::seconds(1), .answer = 2 * flags.leader_lease});
+    auto made = ha::Forwarder::make(
+        io.get_executor(),
+        {.ca_file = flags.tls_ca_file, .cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file},
+        {.connect = std::chrono::seconds(1), .answer = 2 * flags.leader_lease});
     if (!made) {
       logger.error("cannot forward to the leader", {{"error", made.error()}});
       return 1;
@@ -418,9 +424,8 @@ int main(int argc, char** argv) {
     forwarder = std::move(*made);
   }
   http_config.refused = [&api](const http::Request& r, const http::Response& res) { api.record_refusal(r, res); };
-  http::Server server{io.get_executor(), http_config, [&](http::Request r) {
-    return front ? front->handle(std::move(r)) : api_handler(std::move(r));
-  }};
+  http::Server server{io.get_executor(), http_config,
+                      [&](http::Request r) { return front ? front->handle(std::move(r)) : api_handler(std::move(r)); }};
   if (auto tls = server.reload_tls(); !tls) {
     logger.error("cannot serve HTTPS", {{"error", tls.error()}});
     return 1;
@@ -453,31 +458,33 @@ int main(int argc, char** argv) {
   }
   AgentService agent_service{io.get_executor(), store, liveness, &publisher, agent_options};
   std::string grpc_error;
-  auto grpc_server = rpc::Server::start(rpc::ServerOptions{.address = flags.grpc_addr,
-                                                           .services = {agent_service.service()},
-                                                           .security = security},
-                                        grpc_error);
+  auto grpc_server = rpc::Server::start(
+      rpc::ServerOptions{.address = flags.grpc_addr, .services = {agent_service.service()}, .security = security},
+      grpc_error);
   if (!grpc_server) {
     logger.error("cannot listen", {{"addr", flags.grpc_addr}, {"error", grpc_error}});
     return 1;
   }
-  logger.info("grpc api listening", {{"addr", flags.grpc_addr}, {"port", grpc_server->port()},
-                                     {"heartbeat_ttl", flags.heartbeat_ttl}});
+  logger.info("grpc api listening",
+              {{"addr", flags.grpc_addr}, {"port", grpc_server->port()}, {"heartbeat_ttl", flags.heartbeat_ttl}});
   async::TaskGroup node_tasks{io.get_executor(), "nodes"};
   if (security) watch_certificates(node_tasks, server, security);
   // What only the leader runs: the same start after an election as after a restart.
   auto lead = [&] {
     node_tasks.spawn("liveness", [&liveness] { return liveness.run(); });
-    claim_gc.start();   // resumes every release that was under way when we stopped
+    claim_gc.start();  // resumes every release that was under way when we stopped
     node_loss.start();
     alloc_gc.start();
     node_gc.start();
     system_reconciler.start();  // resumes groups and rolling updates where the state left them
-    volume_lifecycle.start();  // resumes deletes whose outcome was unknown when we stopped
+    volume_lifecycle.start();   // resumes deletes whose outcome was unknown when we stopped
     // The line scripts and tests wait for; it carries the bound port (useful with port 0).
-    logger.info("http api listening", {{"addr", http_config.address}, {"port", server.port()},
-                                       {"scheme", server.secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr},
-                                       {"acl", flags.acl ? "on" : "off"}, {"role", ha_mode ? "leader" : "single"}});
+    logger.info("http api listening", {{"addr", http_config.address},
+                                       {"port", server.port()},
+                                       {"scheme", server.secure() ? "https" : "http"},
+                                       {"grpc_addr", flags.grpc_addr},
+                                       {"acl", flags.acl ? "on" : "off"},
+                                       {"role", ha_mode ? "leader" : "single"}});
   };
   if (!ha_mode) {
     lead();
@@ -496,27 +503,30 @@ int main(int argc, char** argv) {
     };
     const std::string self_http = election_options.self.http_addr;
     leadership = std::make_unique<ha::Leadership>(
-        ha::LeadershipParts{.executor = io.get_executor(),
-                            .argv = argv,
-                            .store = store,
-                            .backend = *etcd_backend,
-                            .tasks = node_tasks,
-                            .load_state = load_state,
-                            .lead = lead,
-                            .pause_calls = [&router](std::optional<std::string> why) { router.set_paused(std::move(why)); },
-                            .resumed =
-                                [&] {
-                                  // Their backoff grew while etcd could not be reached.
-                                  for (const auto& [key, v] : store.volumes()) claim_gc.retry_now(key);
-                                  liveness.grant_grace();  // heartbeats were refused meanwhile
-                                }},
+        ha::LeadershipParts{
+            .executor = io.get_executor(),
+            .argv = argv,
+            .store = store,
+            .backend = *etcd_backend,
+            .tasks = node_tasks,
+            .load_state = load_state,
+            .lead = lead,
+            .pause_calls = [&router](std::optional<std::string> why) { router.set_paused(std::move(why)); },
+            .resumed =
+                [&] {
+                  // Their backoff grew while etcd could not be reached.
+                  for (const auto& [key, v] : store.volumes()) claim_gc.retry_now(key);
+                  liveness.grant_grace();  // heartbeats were refused meanwhile
+                }},
         std::move(election_options));
     store_broken = [&leadership](const std::string& why) { leadership->store_broken(why); };
     front = std::make_unique<ha::Front>(leadership->election(), leadership->lease_hold(), *forwarder, api_handler,
                                         serving, flags.stale_reads_max, self_http);
     leadership->start();
-    logger.info("standby until elected", {{"addr", http_config.address}, {"port", server.port()},
-                                          {"advertise_http_addr", self_http}, {"state", state_where},
+    logger.info("standby until elected", {{"addr", http_config.address},
+                                          {"port", server.port()},
+                                          {"advertise_http_addr", self_http},
+                                          {"state", state_where},
                                           {"leader_lease", flags.leader_lease}});
   }
 

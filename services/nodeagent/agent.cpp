@@ -102,7 +102,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND) co_return domain::Status{};
     if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
       kLog.warn("control plane refused the unpublish; nothing left to release here",
-                    {{"volume", volume_id}, {"alloc", alloc_id}, {"error", st.error_message()}});
+                {{"volume", volume_id}, {"alloc", alloc_id}, {"error", st.error_message()}});
       co_return domain::Status{};
     }
     co_return domain::error("UnpublishVolume: " + st.error_message());
@@ -146,8 +146,8 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   for (const auto& file : {config_.tls_ca_file, config_.tls_cert_file, config_.tls_key_file, config_.config_file})
     if (!file.empty()) walls.hidden.emplace_back(file);
   am.runner.walls = std::move(walls);
-  am.csi.claim_backoff = async::Backoff{options_.claim_backoff_initial, options_.claim_backoff_max, 2.0, 0.2,
-                                        config_.claim_timeout};
+  am.csi.claim_backoff =
+      async::Backoff{options_.claim_backoff_initial, options_.claim_backoff_max, 2.0, 0.2, config_.claim_timeout};
   am.csi.controlplane_back = controlplane_back_.get();
   am.controlplane_back = controlplane_back_.get();
   am.watch_wait = options_.watch_wait;
@@ -228,8 +228,8 @@ void Agent::release_orphaned_mounts() {
     for (const auto& r : volumes_->records())
       if (r.alloc_id == alloc_id) volume_ids.push_back(r.volume_id);
     kLog.warn(runner ? "releasing mounts of an allocation whose Postrun already ran"
-                         : "releasing mounts of an allocation unknown to this agent",
-                  {{"alloc", alloc_id}, {"volumes", static_cast<int64_t>(volume_ids.size())}});
+                     : "releasing mounts of an allocation unknown to this agent",
+              {{"alloc", alloc_id}, {"volumes", static_cast<int64_t>(volume_ids.size())}});
     volumes_->release(alloc_id, volume_ids);
   }
 }
@@ -290,11 +290,11 @@ void Agent::reconcile_persisted_plugins() {
         PluginConfig pc;
         pc.id = id;
         pc.socket = socket;
-        pc.type = kinds.size() > 1 ? PluginRole::monolith
+        pc.type = kinds.size() > 1                          ? PluginRole::monolith
                   : kinds.front() == PluginKind::controller ? PluginRole::controller
                                                             : PluginRole::node;
         kLog.info("adopting a plugin registered before the restart",
-                      {{"plugin", id}, {"type", std::string(to_string(pc.type))}, {"socket", pc.socket}});
+                  {{"plugin", id}, {"type", std::string(to_string(pc.type))}, {"socket", pc.socket}});
         config_.plugins.push_back(pc);
       }
       continue;
@@ -316,16 +316,15 @@ std::string Agent::start() {
   reconcile_persisted_plugins();
   status_->add_event("agent", "node agent started");
   for (const auto& pc : config_.plugins) {
-    SupervisorContext ctx{*registry_, *status_, *processes_, options_.make_client, config_.data_dir,
-                          options_.restart_backoff};
+    SupervisorContext ctx{*registry_,           *status_,         *processes_,
+                          options_.make_client, config_.data_dir, options_.restart_backoff};
     supervisors_.push_back(std::make_unique<PluginSupervisor>(ex_, pc, std::move(ctx)));
     loops_->spawn("supervise-" + pc.id + "-" + std::string(to_string(pc.type)), supervisors_.back()->run());
   }
 
   // Volumes and allocations: finish releases left by the previous run, restore the
   // allocations (re-adopting their tasks), then follow the control plane.
-  if (auto st = volumes_->load(); !st)
-    kLog.error("mount records could not be loaded", {{"error", st.error()}});
+  if (auto st = volumes_->load(); !st) kLog.error("mount records could not be loaded", {{"error", st.error()}});
   volumes_->resume();
   reporter_->load();
   allocs_->restore();
@@ -359,29 +358,33 @@ std::string Agent::start() {
       status_->set_volume_stats(wire);
     };
     async::PeriodicOptions every{.name = "volume-stats", .period = config_.volume_stats_interval};
-    loops_->spawn("volume-stats", async::periodic([this, report]() -> asio::awaitable<void> {
-      report(co_await volumes_->collect_stats());
-    }, every));
+    loops_->spawn(
+        "volume-stats",
+        async::periodic([this, report]() -> asio::awaitable<void> { report(co_await volumes_->collect_stats()); },
+                        every));
     // Fresh mounts: polled once they have settled for kFreshStatsDelay, so usage shows up within
     // about a second, a burst of mounts costs one heartbeat, and a mount released within the delay
     // costs no call at all. Polling every mounted volume on each mount (as before) tripled the CSI
     // calls of a busy node and held volume locks that releases then waited on.
     // (Parameters, not captures: the lambda object dies before its coroutine does.)
-    loops_->spawn("volume-stats-fresh", [](async::WakeSignal& mounted, VolumeManager& volumes,
-                                           decltype(report) report) -> asio::awaitable<void> {
-      auto seen = mounted.generation();
-      while (true) {
-        seen = co_await mounted.wait(seen);
-        if (co_await async::sleep_for(kFreshStatsDelay) == async::SleepEnd::cancelled) co_return;
-        seen = mounted.generation();  // the mounts of the delay are in this pass
-        report(co_await volumes.collect_fresh_stats());
-      }
-    }(*stats_now_, *volumes_, report));
+    loops_->spawn(
+        "volume-stats-fresh",
+        [](async::WakeSignal& mounted, VolumeManager& volumes, decltype(report) report) -> asio::awaitable<void> {
+          auto seen = mounted.generation();
+          while (true) {
+            seen = co_await mounted.wait(seen);
+            if (co_await async::sleep_for(kFreshStatsDelay) == async::SleepEnd::cancelled) co_return;
+            seen = mounted.generation();  // the mounts of the delay are in this pass
+            report(co_await volumes.collect_fresh_stats());
+          }
+        }(*stats_now_, *volumes_, report));
   }
-  loops_->spawn("readiness", async::periodic([this]() -> asio::awaitable<void> {
-    update_readiness();
-    co_return;
-  }, readiness));
+  loops_->spawn("readiness", async::periodic(
+                                 [this]() -> asio::awaitable<void> {
+                                   update_readiness();
+                                   co_return;
+                                 },
+                                 readiness));
   return {};
 }
 
@@ -390,7 +393,8 @@ std::string Agent::start() {
 // intervals (readiness: allocations can be placed and released through this node).
 void Agent::update_readiness() {
   if (!server_) return;
-  const auto limit = std::max<std::chrono::steady_clock::duration>(3 * config_.heartbeat_interval, std::chrono::seconds(5));
+  const auto limit =
+      std::max<std::chrono::steady_clock::duration>(3 * config_.heartbeat_interval, std::chrono::seconds(5));
   server_->set_serving(std::string(kReadinessService), contacted_ && !shut_down_ && disconnected_for() < limit);
 }
 
@@ -398,7 +402,7 @@ void Agent::update_readiness() {
 // unmounted everything and told the control plane. Whatever is left resumes after the restart.
 asio::awaitable<bool> Agent::drain(std::chrono::milliseconds limit) {
   kLog.info("draining: stopping every allocation", {{"allocations", static_cast<int64_t>(allocs_->alloc_ids().size())},
-                                                        {"limit_ms", static_cast<int64_t>(limit.count())}});
+                                                    {"limit_ms", static_cast<int64_t>(limit.count())}});
   allocs_->stop_all("node agent draining");
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (true) {
@@ -419,8 +423,8 @@ asio::awaitable<void> Agent::shutdown() {
       kLog.info("drained: every allocation stopped and every volume released");
     } else {
       kLog.warn("drain did not finish in time; the remaining releases resume after the restart",
-                    {{"mounts", static_cast<int64_t>(volumes_->record_count())},
-                     {"releases_in_flight", static_cast<int64_t>(volumes_->releases_in_flight())}});
+                {{"mounts", static_cast<int64_t>(volumes_->record_count())},
+                 {"releases_in_flight", static_cast<int64_t>(volumes_->releases_in_flight())}});
     }
   }
   // Seed 004: nothing here waits on a plugin. Allocation runners are cancelled (their tasks keep
@@ -434,11 +438,10 @@ asio::awaitable<void> Agent::shutdown() {
   loops_->cancel();
   co_await loops_->join();
   // The last statuses (e.g. an allocation stopped just now), bounded: they stay on disk otherwise.
-  const bool delivered_status = co_await async::with_timeout(
-      flush_statuses(*reporter_),
-      options_.shutdown_grace);
+  const bool delivered_status = co_await async::with_timeout(flush_statuses(*reporter_), options_.shutdown_grace);
   if (!delivered_status || reporter_->pending() > 0)
-    kLog.info("allocation status reports kept for the next run", {{"pending", static_cast<int64_t>(reporter_->pending())}});
+    kLog.info("allocation status reports kept for the next run",
+              {{"pending", static_cast<int64_t>(reporter_->pending())}});
   // Seed 003: the last fingerprint runs against a closed client, so every plugin is reported
   // unhealthy with a correctly populated fingerprint.
   for (auto& s : supervisors_) co_await s->final_fingerprint("agent shutting down");

@@ -73,7 +73,8 @@ int load_security(nodeagent::AgentConfig& cfg, const log::Logger& log,
     auto pem = tls::read_text(cfg.tls_cert_file);
     auto info = pem ? tls::inspect(*pem) : tls::Expected<tls::CertificateInfo>(domain::error(pem.error()));
     if (!info || !info->identity || info->identity->role != tls::Role::agent) {
-      const std::string why = !info ? info.error() : "it is not a node agent's certificate (mooring tls cert create -agent)";
+      const std::string why =
+          !info ? info.error() : "it is not a node agent's certificate (mooring tls cert create -agent)";
       log.error("cannot use the TLS certificate", {{"file", cfg.tls_cert_file}, {"error", why}});
       return 1;
     }
@@ -89,9 +90,10 @@ int load_security(nodeagent::AgentConfig& cfg, const log::Logger& log,
   } else if (cfg.insecure) {
     log.warn("--insecure: gRPC with the control plane is plaintext; anyone who reaches the agent's port can call it");
   } else {
-    log.error("refusing to run plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them with "
-              "`mooring tls cert create -agent`), or --insecure to accept that anyone who reaches the agent's port "
-              "can call it");
+    log.error(
+        "refusing to run plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them with "
+        "`mooring tls cert create -agent`), or --insecure to accept that anyone who reaches the agent's port "
+        "can call it");
     return 2;
   }
   return 0;

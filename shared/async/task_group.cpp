@@ -60,31 +60,28 @@ bool TaskGroup::spawn(std::string name, std::function<asio::awaitable<void>()> m
 
   // The completion handler owns the shared state, so it stays valid even if the TaskGroup
   // object is gone by the time the child finishes.
-  asio::co_spawn(executor_, std::move(make_task),
-                 asio::bind_cancellation_slot(
-                     child->signal.slot(), [state = state_, id, child](std::exception_ptr error) {
-                       child->finished = true;
-                       if (error) {
-                         try {
-                           std::rethrow_exception(error);
-                         } catch (const boost::system::system_error& e) {
-                           if (e.code() == asio::error::operation_aborted) {
-                             kLog.debug("task cancelled", {{"group", state->name}, {"task", child->name}});
-                           } else {
-                             kLog.error("task failed",
-                                            {{"group", state->name}, {"task", child->name}, {"error", e.what()}});
-                           }
-                         } catch (const std::exception& e) {
-                           kLog.error("task failed",
-                                          {{"group", state->name}, {"task", child->name}, {"error", e.what()}});
-                         } catch (...) {
-                           kLog.error("task failed",
-                                          {{"group", state->name}, {"task", child->name}, {"error", "unknown exception"}});
-                         }
-                       }
-                       state->children.erase(id);
-                       state->changed.notify();
-                     }));
+  asio::co_spawn(
+      executor_, std::move(make_task),
+      asio::bind_cancellation_slot(child->signal.slot(), [state = state_, id, child](std::exception_ptr error) {
+        child->finished = true;
+        if (error) {
+          try {
+            std::rethrow_exception(error);
+          } catch (const boost::system::system_error& e) {
+            if (e.code() == asio::error::operation_aborted) {
+              kLog.debug("task cancelled", {{"group", state->name}, {"task", child->name}});
+            } else {
+              kLog.error("task failed", {{"group", state->name}, {"task", child->name}, {"error", e.what()}});
+            }
+          } catch (const std::exception& e) {
+            kLog.error("task failed", {{"group", state->name}, {"task", child->name}, {"error", e.what()}});
+          } catch (...) {
+            kLog.error("task failed", {{"group", state->name}, {"task", child->name}, {"error", "unknown exception"}});
+          }
+        }
+        state->children.erase(id);
+        state->changed.notify();
+      }));
   return true;
 }
 

@@ -57,10 +57,10 @@ struct Claim {
   AccessMode access_mode = AccessMode::unknown;
   AttachmentMode attachment_mode = AttachmentMode::unknown;
   ClaimState state = ClaimState::taken;
-  std::map<std::string, std::string> publish_context;  // from ControllerPublish; storage only
+  std::map<std::string, std::string> publish_context;                 // from ControllerPublish; storage only
   ControllerPublish controller_publish = ControllerPublish::unknown;  // recorded with the claim's intent
-  std::string last_error;  // why the last release step failed ("" when none)
-  Time next_attempt{};     // when the release is retried (unset when not waiting)
+  std::string last_error;                                             // why the last release step failed ("" when none)
+  Time next_attempt{};  // when the release is retried (unset when not waiting)
   Time create_time{};
   Time update_time{};
   std::optional<VolumeUsage> usage;          // from the node's stats; unset until reported

@@ -99,9 +99,7 @@ std::optional<DesiredStatus> parse_desired_status(std::string_view t) { return p
 std::optional<ClientStatus> parse_client_status(std::string_view t) { return parse(kClient, t); }
 std::optional<PluginType> parse_plugin_type(std::string_view t) { return parse(kPluginType, t); }
 std::optional<NodeStatus> parse_node_status(std::string_view t) { return parse(kNodeStatus, t); }
-std::optional<GroupChangePolicy> parse_group_change_policy(std::string_view t) {
-  return parse(kGroupChangePolicy, t);
-}
+std::optional<GroupChangePolicy> parse_group_change_policy(std::string_view t) { return parse(kGroupChangePolicy, t); }
 
 bool is_read_only(AccessMode m) {
   return m == AccessMode::single_node_reader_only || m == AccessMode::multi_node_reader_only;
@@ -114,12 +112,9 @@ bool is_single_node(AccessMode m) {
 int max_writers(AccessMode m) {
   switch (m) {
     case AccessMode::single_node_writer:
-    case AccessMode::multi_node_single_writer:
-      return 1;
-    case AccessMode::multi_node_multi_writer:
-      return -1;
-    default:
-      return 0;
+    case AccessMode::multi_node_single_writer: return 1;
+    case AccessMode::multi_node_multi_writer: return -1;
+    default: return 0;
   }
 }
 

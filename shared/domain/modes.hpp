@@ -61,8 +61,8 @@ std::optional<NodeStatus> parse_node_status(std::string_view text);
 std::optional<GroupChangePolicy> parse_group_change_policy(std::string_view text);
 
 // Facts about access modes that claim rules and placement share.
-bool is_read_only(AccessMode m);          // *-reader-only
-bool is_single_node(AccessMode m);        // single-node-*
+bool is_read_only(AccessMode m);    // *-reader-only
+bool is_single_node(AccessMode m);  // single-node-*
 // How many write claims the mode allows at once: 0 (reader-only), 1, or -1 for unlimited.
 int max_writers(AccessMode m);
 

@@ -16,8 +16,8 @@ std::optional<std::uint32_t> parse_id(std::string_view s) {
 bool valid_name(std::string_view s) {
   if (s.empty() || s.size() > 32 || s.front() == '-') return false;
   for (const char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -57,8 +57,7 @@ Expected<TaskUser> parse_task_user(std::string_view text) {
     u.uid = uid;
     return u;
   }
-  if (!valid_name(text))
-    return error("\"" + std::string(text) + "\" is not a user name, uid or uid:gid");
+  if (!valid_name(text)) return error("\"" + std::string(text) + "\" is not a user name, uid or uid:gid");
   u.name = std::string(text);
   return u;
 }

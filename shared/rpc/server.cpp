@@ -88,12 +88,12 @@ grpc::ServerUnaryReactor* serve(asio::any_io_executor executor, grpc::CallbackSe
     // co_spawn keeps the function object alive for the coroutine's lifetime: a capturing
     // lambda coroutine reads its captures from it.
     asio::co_spawn(state->executor, std::move(handler),
-                   asio::bind_cancellation_slot(state->cancel.slot(),
-                                                [state, reactor, method](std::exception_ptr error, grpc::Status status) {
-                                                  state->finished = true;
-                                                  if (error) status = status_from_exception(error, method);
-                                                  reactor->Finish(std::move(status));
-                                                }));
+                   asio::bind_cancellation_slot(
+                       state->cancel.slot(), [state, reactor, method](std::exception_ptr error, grpc::Status status) {
+                         state->finished = true;
+                         if (error) status = status_from_exception(error, method);
+                         reactor->Finish(std::move(status));
+                       }));
   });
   return reactor;
 }
@@ -130,7 +130,7 @@ std::unique_ptr<Server> Server::start(const ServerOptions& options, std::string&
   server->address_ = options.address;
   server->port_ = is_unix ? 0 : selected_port;
   kLog.info("grpc server listening",
-                {{"address", options.address}, {"port", server->port_}, {"tls", tls ? "mutual" : "off"}});
+            {{"address", options.address}, {"port", server->port_}, {"tls", tls ? "mutual" : "off"}});
   return server;
 }
 

@@ -360,12 +360,15 @@ Expected<Task> from_proto(const v1::Task& t) {
   out.secret_env = to_map(t.secret_env());
   out.kill_timeout = Duration{t.kill_timeout_ms() > 0 ? t.kill_timeout_ms() : 0};
   out.user = t.user();
-  out.resources = TaskResources{.cpu = std::max(0, t.resources().cpu()), .memory_mb = std::max(0, t.resources().memory_mb())};
+  out.resources =
+      TaskResources{.cpu = std::max(0, t.resources().cpu()), .memory_mb = std::max(0, t.resources().memory_mb())};
   if (t.has_csi_plugin()) {
     const auto& p = t.csi_plugin();
     const auto type = from_proto(p.type());
     if (!type) return error("field \"task.csi_plugin.type\": unknown plugin type " + std::to_string(p.type()));
-    out.csi_plugin = TaskCSIPlugin{.id = p.id(), .type = *type, .mount_dir = p.mount_dir(),
+    out.csi_plugin = TaskCSIPlugin{.id = p.id(),
+                                   .type = *type,
+                                   .mount_dir = p.mount_dir(),
                                    .health_timeout = Duration{std::max<std::int64_t>(0, p.health_timeout_ms())},
                                    .stage_publish_base_dir = p.stage_publish_base_dir()};
   }
@@ -431,8 +434,13 @@ VolumeStatsReport from_proto(const v1::VolumeStats& s) {
   VolumeStatsReport out{.volume_id = s.volume_id(), .alloc_id = s.alloc_id()};
   const Time when = from_unix_ms(s.time_ms());
   if (s.has_usage())
-    out.usage = VolumeUsage{s.bytes_available(), s.bytes_total(), s.bytes_used(),
-                            s.inodes_available(), s.inodes_total(), s.inodes_used(), when};
+    out.usage = VolumeUsage{s.bytes_available(),
+                            s.bytes_total(),
+                            s.bytes_used(),
+                            s.inodes_available(),
+                            s.inodes_total(),
+                            s.inodes_used(),
+                            when};
   if (s.has_condition()) out.condition = VolumeCondition{s.abnormal(), s.message(), when};
   if (s.has_ownership())
     out.ownership = VolumeOwnership{s.ownership_group(), s.ownership_by(), s.ownership_walked(),

@@ -129,7 +129,9 @@ http::Response list_acl_policies(Context& ctx, const http::Request&) {
   if (auto off = acl_disabled(ctx)) return *off;
   json out = json::array();
   for (const auto& [name, p] : ctx.store.acl_policies())
-    out.push_back({{"Name", p.name}, {"Description", p.description}, {"CreateIndex", p.create_index},
+    out.push_back({{"Name", p.name},
+                   {"Description", p.description},
+                   {"CreateIndex", p.create_index},
                    {"ModifyIndex", p.modify_index}});
   return json_ok(out);
 }

@@ -7,7 +7,6 @@
 #include <random>
 #include <set>
 
-
 #include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/acl/secret.hpp"
 #include "services/controlplane/api/audit_writes.hpp"
@@ -66,7 +65,8 @@ acl::Need event_need(const std::string& topic) {
 }  // namespace
 
 struct Api::Impl {
-  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring, o.acl, o.enrollment_ca, o.last_heard, o.node_cert_ttl}, options(std::move(o)) {
+  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o)
+      : ctx{s, v, o.keyring, o.acl, o.enrollment_ca, o.last_heard, o.node_cert_ttl}, options(std::move(o)) {
     for (const auto& e : route_entries()) router.add(e.method, e.pattern, e.route);
     if (auto* f = metrics::families()) http_seconds = f->http_requests_seconds;
   }
@@ -84,16 +84,18 @@ struct Api::Impl {
     }
     if (!c) return http::error_response(401, c.error());
     if (c->accessor.empty()) {  // no token: the anonymous policy, if there is one
-      if (!ctx.store.acl_policy("anonymous") || route.need.kind == acl::Need::Kind::any_token || missing(*c, route, req))
+      if (!ctx.store.acl_policy("anonymous") || route.need.kind == acl::Need::Kind::any_token ||
+          missing(*c, route, req))
         return http::error_response(401, "ACL token required: send it as X-Mooring-Token (or Authorization: Bearer)");
     } else if (auto lacks = missing(*c, route, req)) {
       const auto& ns = request_namespace(req);
-      std::string where = route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
-                              ? (ns == kAnyNamespace ? std::string(" in any namespace") : " in namespace \"" + ns + "\"")
-                              : "";
+      std::string where =
+          route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
+              ? (ns == kAnyNamespace ? std::string(" in any namespace") : " in namespace \"" + ns + "\"")
+              : "";
       caller = std::move(*c);  // refused, but known: the audit log names the token
-      return http::error_response(403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " +
-                                           *lacks + where);
+      return http::error_response(
+          403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " + *lacks + where);
     }
     caller = std::move(*c);
     return std::nullopt;
@@ -127,7 +129,7 @@ struct Api::Impl {
     return res;
   }
 
-// Everything up to the endpoint call. Returns a response when the request ends here (errors,
+  // Everything up to the endpoint call. Returns a response when the request ends here (errors,
   // preflight); otherwise fills `route` and `blocking`.
   std::optional<http::Response> prepare(http::Request& req, const Route*& route, std::optional<Blocking>& blocking,
                                         std::optional<Caller>& caller) {
@@ -178,7 +180,9 @@ struct Api::Impl {
         b.wait = options.default_wait;
         if (auto w = req.param("wait")) {
           auto d = http::parse_duration(*w);
-          if (!d) return bad_request("query parameter \"wait\": not a duration like \"10s\" or \"1m\": \"" + std::string(*w) + "\"");
+          if (!d)
+            return bad_request("query parameter \"wait\": not a duration like \"10s\" or \"1m\": \"" + std::string(*w) +
+                               "\"");
           b.wait = std::min(*d, options.max_wait);
         }
         blocking = b;
@@ -249,7 +253,7 @@ struct Api::Impl {
   // The answer when the request ends here: the kept answer of this key, or why the key cannot
   // be used. Otherwise `keyed` is set when the write carries a key to remember.
   std::optional<http::Response> check_key(const http::Request& req, const Route& route,
-                                         std::optional<KeyedWrite>& keyed) {
+                                          std::optional<KeyedWrite>& keyed) {
     if (!is_write(req.method) || !route.keep_answer) return std::nullopt;
     const auto key = req.header("idempotency-key");
     if (key.empty()) return std::nullopt;
@@ -364,7 +368,7 @@ struct Api::Impl {
   Context ctx;
   ApiOptions options;
   http::Router<Route> router;
-  metrics::HistogramFamily http_seconds;  // null with metrics off
+  metrics::HistogramFamily http_seconds;                                            // null with metrics off
   std::map<std::pair<std::string_view, unsigned>, metrics::Histogram> http_series;  // views into `router`
   std::minstd_rand rng{std::random_device{}()};
   UnparsedRefusals unparsed;
@@ -401,7 +405,8 @@ void Api::record_refusal(const http::Request& req, const http::Response& res) {
   if (req.method.empty()) {  // not HTTP: logged, not audited (UnparsedRefusals says why)
     if (auto left_out = impl_->unparsed.take(std::chrono::steady_clock::now()))
       impl_->ctx.log.warn("refused a request that is not HTTP (not audited)",
-                          {{"remote", req.remote}, {"status", static_cast<int64_t>(res.status)},
+                          {{"remote", req.remote},
+                           {"status", static_cast<int64_t>(res.status)},
                            {"left_out_since_last", static_cast<int64_t>(*left_out)}});
     return;
   }
@@ -440,7 +445,8 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered&
     res = impl_->finish(req, *route, std::move(*kept));  // a kept answer, once it is durable
   } else {
     std::optional<Impl::InFlight> in_flight;
-    if (keyed) in_flight.emplace(Impl::InFlight{impl_->keys_in_flight, *impl_->keys_in_flight.insert(keyed->key).first});
+    if (keyed)
+      in_flight.emplace(Impl::InFlight{impl_->keys_in_flight, *impl_->keys_in_flight.insert(keyed->key).first});
     auto answer = co_await impl_->call(*route, req);
     if (keyed) impl_->remember(req, *keyed, answer);  // same turn as the endpoint's last commit
     res = impl_->finish(req, *route, Impl::filter(caller, *route, req, std::move(answer)));
@@ -452,8 +458,7 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered&
     st = co_await impl_->ctx.store.readable_since(failed_flushes);
   else
     st = co_await impl_->ctx.store.durable_since(failed_flushes);
-  if (!st)
-    co_return impl_->finish(req, *route, http::error_response(503, st.error()));
+  if (!st) co_return impl_->finish(req, *route, http::error_response(503, st.error()));
   co_return res;
 }
 

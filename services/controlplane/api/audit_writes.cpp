@@ -86,7 +86,9 @@ std::string answered_group_snapshot(const http::Request&, const http::Response& 
 
 std::string answered_key(const http::Request&, const http::Response& res) { return string_at(answer_of(res), "KeyID"); }
 
-std::string queried_snapshot(const http::Request& req, const http::Response&) { return query_value(req, "snapshot_id"); }
+std::string queried_snapshot(const http::Request& req, const http::Response&) {
+  return query_value(req, "snapshot_id");
+}
 
 std::string queried_group_snapshot(const http::Request& req, const http::Response&) {
   return query_value(req, "group_snapshot_id");

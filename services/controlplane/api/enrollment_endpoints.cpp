@@ -55,11 +55,13 @@ std::optional<http::Response> enroller(Context& ctx, const http::Request& req, c
     return bad_request(who + ": field \"IntroToken\": must be a string");
   const auto token = body.value("IntroToken", std::string());
   if (token.empty())
-    return http::error_response(401, who + ": enrollment needs an introduction token made for the node (field "
-                                           "\"IntroToken\"; mooring node intro create -node-id " + id +
-                                           ") or a management token");
+    return http::error_response(401, who +
+                                         ": enrollment needs an introduction token made for the node (field "
+                                         "\"IntroToken\"; mooring node intro create -node-id " +
+                                         id + ") or a management token");
   out.introduction = check_introduction(ctx.store.node_identities(), id, acl::secret_hash(token), now);
-  if (out.introduction.status != 0) return http::error_response(out.introduction.status, who + ": " + out.introduction.why);
+  if (out.introduction.status != 0)
+    return http::error_response(out.introduction.status, who + ": " + out.introduction.why);
   return std::nullopt;
 }
 
@@ -86,7 +88,8 @@ http::Response create_node_introduction(Context& ctx, const http::Request& req) 
   if (!body.is_object()) return bad_request(who + ": the body must be a JSON object like {\"TTL\": \"1h\"}");
   for (const auto& [key, value] : body.items())
     if (key != "TTL") return bad_request(who + ": unknown field \"" + key + "\" (only \"TTL\")");
-  if (body.contains("TTL") && !body["TTL"].is_string()) return bad_request(who + ": field \"TTL\": must be a string like \"1h\"");
+  if (body.contains("TTL") && !body["TTL"].is_string())
+    return bad_request(who + ": field \"TTL\": must be a string like \"1h\"");
   auto ttl = introduction_ttl(body.value("TTL", std::string()));
   if (!ttl) return bad_request(who + ": " + ttl.error());
 
@@ -128,8 +131,9 @@ http::Response enroll_node(Context& ctx, const http::Request& req) {
   if (!certificate_node_id(req, id, err)) return err;
   const auto who = node_name(id);
   if (ctx.enrollment_ca.key.empty())
-    return http::error_response(501, "node enrollment is off: this control plane has no CA key (start it with "
-                                     "--tls-ca-key-file)");
+    return http::error_response(501,
+                                "node enrollment is off: this control plane has no CA key (start it with "
+                                "--tls-ca-key-file)");
   nlohmann::json body;
   if (!parse_body(req, body, err)) return err;
   if (!body.is_object()) return bad_request(who + ": the body must be a JSON object with \"CSR\"");

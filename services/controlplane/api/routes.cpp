@@ -149,10 +149,10 @@ class RouteTable {
     // The same events as one long-lived response; each event is filtered as /v1/events filters.
     entries.push_back({"GET", "/v1/event/stream",
                        Route{.endpoint = nullptr,
-                              .need = Need::filtered(),
-                              .any_namespace = true,
-                              .pattern = "/v1/event/stream",
-                              .event_stream = true}});
+                             .need = Need::filtered(),
+                             .any_namespace = true,
+                             .pattern = "/v1/event/stream",
+                             .event_stream = true}});
     get("/v1/status/health", Need::anyone(), at_once<health>);
     get("/v1/status/ready", Need::anyone(), at_once<ready>);
     // The dashboard's static files: no data, so no capability (its API calls carry the token).

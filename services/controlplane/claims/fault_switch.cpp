@@ -48,8 +48,9 @@ std::optional<std::string> fault_switch_refusal(std::string_view value, bool com
   if (value.empty()) return std::nullopt;
   const auto set = "MOORING_FAULT_SWITCH=" + std::string(value) + " is set";
   if (!compiled)
-    return set + ", but this build has no fault switches (configure with -DMOORING_FAULT_SWITCHES=ON, as `make "
-                 "test` does); unset it";
+    return set +
+           ", but this build has no fault switches (configure with -DMOORING_FAULT_SWITCHES=ON, as `make "
+           "test` does); unset it";
   for (const auto& [key, name] : kNames)
     if (name == value) return std::nullopt;
   return set + ", which names no fault switch (skip-intent, free-before-unpublish, second-writer)";

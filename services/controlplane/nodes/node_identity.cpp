@@ -39,7 +39,8 @@ std::optional<std::string> refuse_certificate(const std::string& node_id, const 
   }
   if (domain::is_set(identity->revoked_before) && presented.issued < identity->revoked_before)
     return cert + " was issued " + format_time(presented.issued) + ", before the node was purged at " +
-           format_time(identity->revoked_before) + "; certificates from before the purge no longer act: enroll the "
+           format_time(identity->revoked_before) +
+           "; certificates from before the purge no longer act: enroll the "
            "node again";
   return std::nullopt;
 }
@@ -100,8 +101,8 @@ void add_introduction(domain::NodeIdentity& identity, domain::Introduction intro
 }
 
 Pruned prune_introductions(domain::NodeIdentity& identity, domain::Time now) {
-  const auto dropped = std::erase_if(identity.introductions,
-                                     [&](const domain::Introduction& i) { return i.expiration_time <= now; });
+  const auto dropped =
+      std::erase_if(identity.introductions, [&](const domain::Introduction& i) { return i.expiration_time <= now; });
   const bool holds_more = !identity.current.empty() || !identity.pending.empty() || !identity.previous.empty() ||
                           domain::is_set(identity.revoked_before) || !identity.introductions.empty();
   if (!holds_more) return Pruned::remove;

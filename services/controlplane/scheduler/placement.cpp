@@ -79,7 +79,7 @@ std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) 
     if (auto refused = domain::refused_user(alloc.task->user, domain::task_user_rules_from(node.attributes)))
       return *refused;
   std::map<std::string, std::set<std::string>> in_use;  // plugin -> volumes attached with this allocation
-  std::map<std::string, Volume> trial;                   // volume copies the claims are tried on
+  std::map<std::string, Volume> trial;                  // volume copies the claims are tried on
   for (const auto& need : needs) {
     const auto& v = *need.volume;
     const auto& p = *need.plugin;
@@ -110,9 +110,8 @@ std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) 
     // block placement: the new allocation's claim waits for them on the node (seed 004), as
     // Nomad's scheduler places once the previous allocation is terminal.
     if (added) {
-      std::erase_if(copy->second.claims, [&](const auto& kv) {
-        return domain::is_past(kv.second.state) || ctx.releasing(kv.first);
-      });
+      std::erase_if(copy->second.claims,
+                    [&](const auto& kv) { return domain::is_past(kv.second.state) || ctx.releasing(kv.first); });
       if (copy->second.claims.empty()) {
         copy->second.access_mode = domain::AccessMode::unknown;
         copy->second.attachment_mode = domain::AttachmentMode::unknown;
@@ -184,8 +183,8 @@ PlacementResult place(const Allocation& alloc, const ClusterView& c) {
     auto id = domain::claimed_volume_key(alloc, req);
     const Volume* v = find(c.volumes, id);
     if (!v) {
-      out.cluster_reason = "volume not found" + domain::in_namespace(alloc.ns) + ": " +
-                           domain::claimed_volume_id(req, alloc.index);
+      out.cluster_reason =
+          "volume not found" + domain::in_namespace(alloc.ns) + ": " + domain::claimed_volume_id(req, alloc.index);
       return out;
     }
     const Plugin* p = find(c.plugins, v->plugin_id);

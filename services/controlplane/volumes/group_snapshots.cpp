@@ -160,7 +160,7 @@ asio::awaitable<void> VolumeLifecycle::negate_group_snapshot(std::string plugin_
 }
 
 asio::awaitable<Outcome<std::vector<::csi::v1::Snapshot>>> VolumeLifecycle::all_snapshots(const std::string& plugin_id,
-                                                                                         const StringMap& secrets) {
+                                                                                          const StringMap& secrets) {
   std::vector<::csi::v1::Snapshot> out;
   std::string token;
   for (int page = 0; page < kMaxPages; ++page) {
@@ -173,9 +173,8 @@ asio::awaitable<Outcome<std::vector<::csi::v1::Snapshot>>> VolumeLifecycle::all_
     token = res.response.next_token();
     if (token.empty()) co_return out;
   }
-  co_return Failure{Failure::Kind::plugin_error,
-                    "ListSnapshots of plugin " + in_quotes(plugin_id) + " did not end after " +
-                        std::to_string(kMaxPages) + " pages"};
+  co_return Failure{Failure::Kind::plugin_error, "ListSnapshots of plugin " + in_quotes(plugin_id) +
+                                                     " did not end after " + std::to_string(kMaxPages) + " pages"};
 }
 
 asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_group_snapshot(std::string plugin_id,
@@ -188,11 +187,10 @@ asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_group_snapshot(s
   // sources): owners taken from ids the caller names would let a token name its own snapshot
   // with another namespace's group and reach the plugin, which need not check. Only a plugin
   // that cannot list has its members named by the caller and looked up one by one.
-  auto cannot_list = unsupported(*p, &domain::ControllerInfo::supports_list_snapshots,
-                                 "plugin " + in_quotes(plugin_id) +
-                                     " cannot list its snapshots: name the group's members in \"snapshot_ids\"");
-  if (cannot_list && (cannot_list->kind == Failure::Kind::unavailable || snapshot_ids.empty()))
-    co_return *cannot_list;
+  auto cannot_list = unsupported(
+      *p, &domain::ControllerInfo::supports_list_snapshots,
+      "plugin " + in_quotes(plugin_id) + " cannot list its snapshots: name the group's members in \"snapshot_ids\"");
+  if (cannot_list && (cannot_list->kind == Failure::Kind::unavailable || snapshot_ids.empty())) co_return *cannot_list;
   std::vector<acl::Owner> member_owners;
   std::vector<std::string> listed;
   if (!cannot_list) {
@@ -243,7 +241,11 @@ asio::awaitable<Outcome<std::vector<GroupSnapshot>>> VolumeLifecycle::list_group
   for (const auto& s : *all) {
     if (s.group_snapshot_id().empty()) continue;
     auto& g = groups[s.group_snapshot_id()];
-    if (g.id.empty()) g = {.id = s.group_snapshot_id(), .plugin_id = plugin_id, .create_time = s.creation_time().seconds(), .ready = true};
+    if (g.id.empty())
+      g = {.id = s.group_snapshot_id(),
+           .plugin_id = plugin_id,
+           .create_time = s.creation_time().seconds(),
+           .ready = true};
     g.create_time = std::min(g.create_time, s.creation_time().seconds());
     g.ready = g.ready && s.ready_to_use();
     g.snapshots.push_back(snapshot_of(s, plugin_id, store_));

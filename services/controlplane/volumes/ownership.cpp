@@ -42,7 +42,7 @@ Failure denied(const Asker& asker, acl::Use use, std::string_view what) {
 }
 
 asio::awaitable<Outcome<acl::Owner>> VolumeLifecycle::snapshot_owner_at(std::string plugin_id, std::string snapshot_id,
-                                                                         StringMap secrets) {
+                                                                        StringMap secrets) {
   if (const auto* r = store_.snapshot_record(plugin_id, snapshot_id)) co_return acl::Owner(r->ns);
   const auto* p = store_.plugin(plugin_id);
   if (!p) co_return acl::Owner();

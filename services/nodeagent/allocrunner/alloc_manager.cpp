@@ -73,7 +73,7 @@ void AllocManager::restore() {
   for (auto& state : store_.load_all()) {
     if (runners_.contains(state.alloc.id)) continue;
     kLog.info("restoring an allocation from before the restart",
-                  {{"alloc", state.alloc.id}, {"client_status", domain::to_string(state.client_status)}});
+              {{"alloc", state.alloc.id}, {"client_status", domain::to_string(state.client_status)}});
     start_runner(std::move(state));
   }
 }
@@ -119,12 +119,13 @@ bool AllocManager::apply(const ::mooring::v1::WatchAllocationsRequest& req,
     return false;
   }
   if (before_incarnation != 0 && resp.incarnation() != before_incarnation)
-    kLog.info("the control plane's state was loaded again (restart, restore or another leader); every "
-                  "allocation came in full",
-                  {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
+    kLog.info(
+        "the control plane's state was loaded again (restart, restore or another leader); every "
+        "allocation came in full",
+        {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
   else if (resp.index() < before)
     kLog.warn("allocation index went backwards (control plane state reset?); starting over",
-                  {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
+              {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
   apply_listed(listed->all, listed->unchanged);
   return true;
 }
@@ -200,7 +201,7 @@ asio::awaitable<void> AllocManager::watch() {
         kLog.info("waiting for this node's registration before watching allocations", {{"error", st.error_message()}});
       else if (failures == 1 || failures % 10 == 0)
         kLog.warn("watching allocations failed; allocations keep running; retrying",
-                      {{"error", st.error_message()}, {"code", static_cast<int>(st.error_code())}, {"delay", delay}});
+                  {{"error", st.error_message()}, {"code", static_cast<int>(st.error_code())}, {"delay", delay}});
       const auto slept = co_await async::sleep_for(delay, options_.controlplane_back, back_gen);
       if (slept == async::SleepEnd::cancelled) co_return;
       continue;
@@ -225,8 +226,8 @@ void AllocManager::check_disconnect(Clock::duration disconnected_for) {
     const auto limit = r->state().alloc.stop_after_client_disconnect;
     if (limit.count() <= 0 || disconnected_for <= limit) continue;
     const auto secs = std::chrono::duration_cast<std::chrono::seconds>(disconnected_for).count();
-    r->stop("no contact with the control plane for " + std::to_string(secs) +
-            "s (stop_after_client_disconnect " + domain::format_duration(limit) + ")");
+    r->stop("no contact with the control plane for " + std::to_string(secs) + "s (stop_after_client_disconnect " +
+            domain::format_duration(limit) + ")");
   }
 }
 

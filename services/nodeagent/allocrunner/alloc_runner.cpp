@@ -33,8 +33,10 @@ std::string interpolate(std::string_view text, const std::map<std::string, std::
     if (close == std::string_view::npos) break;
     out.append(text.substr(0, open));
     const auto it = vars.find(std::string(text.substr(open + 2, close - open - 2)));
-    if (it != vars.end()) out += it->second;
-    else out.append(text.substr(open, close - open + 1));
+    if (it != vars.end())
+      out += it->second;
+    else
+      out.append(text.substr(open, close - open + 1));
     text.remove_prefix(close + 1);
   }
   out.append(text);
@@ -230,8 +232,8 @@ asio::awaitable<void> AllocRunner::run() {
   }
 
   run_postrun();
-  emit("Terminated", state_.task_result.empty() ? std::string(domain::to_string(state_.client_status))
-                                                : state_.task_result);
+  emit("Terminated",
+       state_.task_result.empty() ? std::string(domain::to_string(state_.client_status)) : state_.task_result);
   finished_ = true;
 }
 
@@ -250,8 +252,9 @@ void AllocRunner::reattach_task() {
       // The task itself is gone; what it started must not run on with its volumes.
       for (const pid_t straggler : found.others) ::kill(straggler, SIGKILL);
       TaskProcess::clean_cgroup(id());
-      state_.task_result = "the agent stopped while starting the task and found no process of it after the restart; "
-                           "it is not started a second time";
+      state_.task_result =
+          "the agent stopped while starting the task and found no process of it after the restart; "
+          "it is not started a second time";
       emit("DriverFailure", state_.task_result);
     }
     save();
@@ -296,8 +299,8 @@ asio::awaitable<void> AllocRunner::kill_task(std::string why) {
   const std::string reason = kill_reason(why, state_.stop_reason);
   begin_kill(reason);
   auto status = co_await task_->stop(kill_timeout());
-  state_.task_result = "stopped: " + reason + " (" +
-                       (status ? status->describe() : std::string("exit status unknown")) + ")";
+  state_.task_result =
+      "stopped: " + reason + " (" + (status ? status->describe() : std::string("exit status unknown")) + ")";
   emit("Killed", state_.task_result);
   state_.task.reset();
   if (stop_requested()) set_status(ClientStatus::complete);
@@ -418,8 +421,8 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
   }
   state_.task.reset();
   if (task_->oom_killed()) {
-    state_.task_result = "OOM killed: the task went over its memory limit of " +
-                         std::to_string(alloc.task->resources.memory_mb) + " MB";
+    state_.task_result =
+        "OOM killed: the task went over its memory limit of " + std::to_string(alloc.task->resources.memory_mb) + " MB";
     emit("OOM killed", state_.task_result);
     set_status(ClientStatus::failed);
   } else if (*exit) {

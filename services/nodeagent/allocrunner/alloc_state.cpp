@@ -105,9 +105,7 @@ void AllocStateStore::submit_write(const std::string& key, std::function<void()>
 
 asio::awaitable<void> AllocStateStore::durable() { return writer_->drained(); }
 
-asio::awaitable<void> AllocStateStore::after_durable(std::function<void()> job) {
-  return writer_->run(std::move(job));
-}
+asio::awaitable<void> AllocStateStore::after_durable(std::function<void()> job) { return writer_->run(std::move(job)); }
 
 void AllocStateStore::wait_durable() { writer_->wait_drained(); }
 

@@ -20,8 +20,7 @@ const log::Logger kLog{"csi-hook"};
 
 async::Step classify_claim_status(const grpc::Status& status) {
   switch (status.error_code()) {
-    case grpc::StatusCode::OK:
-      return async::Step::done;
+    case grpc::StatusCode::OK: return async::Step::done;
     // Held by another allocation (max claims reached), or a plugin/controller not ready yet.
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
@@ -31,8 +30,7 @@ async::Step classify_claim_status(const grpc::Status& status) {
     case grpc::StatusCode::ABORTED:
     case grpc::StatusCode::CANCELLED:
     case grpc::StatusCode::INTERNAL:
-    case grpc::StatusCode::UNKNOWN:
-      return async::Step::retry;
+    case grpc::StatusCode::UNKNOWN: return async::Step::retry;
     default:  // NOT_FOUND, INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED, ALREADY_EXISTS, ...
       return async::Step::stop;
   }
@@ -103,9 +101,11 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
       last_wait_error = e.error;
       events_("ClaimWaiting", "claim of volume " + volume_id + " not granted yet, retrying: " + e.error);
     }
-    kLog.info("claim not granted; retrying",
-                  {{"alloc", alloc_.id}, {"volume", volume_id}, {"attempt", static_cast<int64_t>(e.attempt)},
-                   {"delay", e.delay}, {"error", e.error}});
+    kLog.info("claim not granted; retrying", {{"alloc", alloc_.id},
+                                              {"volume", volume_id},
+                                              {"attempt", static_cast<int64_t>(e.attempt)},
+                                              {"delay", e.delay},
+                                              {"error", e.error}});
   };
   const auto claimed = co_await async::retry(
       [&](unsigned) -> asio::awaitable<async::Attempt> {

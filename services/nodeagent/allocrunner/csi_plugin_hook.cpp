@@ -56,13 +56,14 @@ boost::asio::awaitable<domain::Status> CsiPluginHook::prerun(std::map<std::strin
   if (auto st = prepare(); !st) co_return st;
   task_env["CSI_ENDPOINT"] = "unix://" + socket_path_;
   kLog.info("plugin task prepared",
-                {{"alloc", alloc_.id}, {"plugin", alloc_.task->csi_plugin->id}, {"socket", socket_path_}});
+            {{"alloc", alloc_.id}, {"plugin", alloc_.task->csi_plugin->id}, {"socket", socket_path_}});
   co_return domain::Status{};
 }
 
 boost::asio::awaitable<domain::Status> CsiPluginHook::poststart() {
   if (!alloc_.task || !alloc_.task->csi_plugin || socket_path_.empty()) co_return domain::Status{};
-  co_return co_await plugins_.supervise(alloc_.id, alloc_.create_index, *alloc_.task->csi_plugin, socket_path_, events_);
+  co_return co_await plugins_.supervise(alloc_.id, alloc_.create_index, *alloc_.task->csi_plugin, socket_path_,
+                                        events_);
 }
 
 void CsiPluginHook::postrun() {

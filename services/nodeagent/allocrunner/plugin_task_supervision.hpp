@@ -26,8 +26,7 @@ class PluginTaskSupervision {
   // (an upgrade step): the newer allocation's healthy instance serves, whichever registered last.
   virtual boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, std::uint64_t create_index,
                                                            const domain::TaskCSIPlugin& plugin,
-                                                           const std::string& socket_path,
-                                                           PluginTaskEvents events) = 0;
+                                                           const std::string& socket_path, PluginTaskEvents events) = 0;
   // The task ended or was stopped (also when this run of the agent never supervised it). Returns
   // at once: the final fingerprint and the deregistration (now, or once no volume on this node
   // needs the plugin any more) run in the background.

@@ -19,8 +19,7 @@ const log::Logger kLog{"alloc-status"};
 
 }  // namespace
 
-StatusReporter::StatusReporter(asio::any_io_executor ex, ControlPlaneCalls& controlplane,
-                               StatusReporterOptions options)
+StatusReporter::StatusReporter(asio::any_io_executor ex, ControlPlaneCalls& controlplane, StatusReporterOptions options)
     : ex_(ex),
       controlplane_(controlplane),
       options_(std::move(options)),
@@ -166,7 +165,7 @@ asio::awaitable<void> StatusReporter::run() {
     const auto delay = options_.backoff.delay(failures++);
     if (failures == 1 || failures % 10 == 0)
       kLog.warn("allocation status not delivered; retrying",
-                    {{"pending", static_cast<int64_t>(pending_.size())}, {"delay", delay}});
+                {{"pending", static_cast<int64_t>(pending_.size())}, {"delay", delay}});
     const auto slept = co_await async::sleep_for(delay, options_.controlplane_back, back_gen);
     if (slept == async::SleepEnd::cancelled) co_return;
   }

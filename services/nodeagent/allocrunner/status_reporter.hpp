@@ -55,8 +55,7 @@ class StatusReporter final : public AllocStatusSink {
   // Reads the reports a previous run had not delivered.
   void load();
 
-  void report(const std::string& alloc_id, domain::ClientStatus status,
-              std::vector<domain::TaskEvent> events) override;
+  void report(const std::string& alloc_id, domain::ClientStatus status, std::vector<domain::TaskEvent> events) override;
 
   // Sends until cancelled.
   boost::asio::awaitable<void> run();

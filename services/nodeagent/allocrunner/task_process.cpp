@@ -70,7 +70,7 @@ LaunchProcesses find_launch(const std::string& launch_id) {
 struct TaskProcess::Impl {
   explicit Impl(asio::any_io_executor ex) : pidfd(ex) {}
   asio::posix::stream_descriptor pidfd;
-  UniqueFd report;     // walled: the init's report of the task's wait status
+  UniqueFd report;  // walled: the init's report of the task's wait status
   bool walled = false;
   TaskCgroup cgroup;
 };
@@ -124,7 +124,8 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   // A bare command name is looked up in the task's PATH, not the agent's.
   const auto program = resolve_command(spec.command, env["PATH"]);
   if (!program)
-    return domain::error("cannot start task \"" + spec.command + "\": not found in the task's PATH (" + env["PATH"] + ")");
+    return domain::error("cannot start task \"" + spec.command + "\": not found in the task's PATH (" + env["PATH"] +
+                         ")");
   // Opened here rather than in the child, so a file that cannot be opened is named in the error.
   const auto out_fd = open_output(spec.stdout_path);
   if (!out_fd) return domain::error("cannot start task \"" + spec.command + "\": " + out_fd.error());
@@ -240,8 +241,9 @@ void TaskProcess::terminate() {
 asio::awaitable<std::optional<ExitStatus>> TaskProcess::stop(std::chrono::milliseconds grace) {
   if (exited_) co_return status_;
   terminate();
-  const auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                *terminated_at_ + grace - std::chrono::steady_clock::now()));
+  const auto left =
+      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 *terminated_at_ + grace - std::chrono::steady_clock::now()));
   // Not inside the if-condition: GCC 12 mishandles a coroutine temporary there.
   auto waiting = wait_discarding(*this);
   const bool exited_in_time = co_await async::with_timeout(std::move(waiting), left);

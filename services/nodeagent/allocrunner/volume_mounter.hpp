@@ -29,7 +29,8 @@ class VolumeManagerMounter final : public VolumeMounter {
   explicit VolumeManagerMounter(VolumeManager& manager) : manager_(manager) {}
   std::vector<RestoredVolume> restore(const std::string& alloc_id) override { return manager_.restore(alloc_id); }
   boost::asio::awaitable<MountResult> mount(const std::string& alloc_id, const ::mooring::v1::VolumeMountInfo& info,
-                                            domain::MountOptions request_options, std::optional<uint32_t> group) override {
+                                            domain::MountOptions request_options,
+                                            std::optional<uint32_t> group) override {
     return manager_.mount(alloc_id, info, std::move(request_options), group);
   }
   void release(const std::string& alloc_id, const std::vector<std::string>& volume_ids) override {

@@ -41,9 +41,10 @@ asio::awaitable<domain::Status> CertificateRenewal::renew_once() {
   req.set_node_id(options_.node_id);
   req.set_csr(csr->csr_pem);
   v1::RenewCertificateResponse resp;
-  const auto st = co_await target_->call(options_.call_timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
-    stub.async()->RenewCertificate(ctx, &req, &resp, std::move(done));
-  });
+  const auto st = co_await target_->call(options_.call_timeout,
+                                         [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+                                           stub.async()->RenewCertificate(ctx, &req, &resp, std::move(done));
+                                         });
   if (!st.ok()) co_return domain::error("RenewCertificate: " + st.error_message());
   auto ca = tls::read_text(options_.files.ca_file);
   if (!ca) co_return domain::error(ca.error());
@@ -55,11 +56,13 @@ asio::awaitable<domain::Status> CertificateRenewal::renew_once() {
                             tls::identity_uri(identity) + ", this key and our CA; nothing was written");
   // Key first, then the certificate (tls::replace_pair: a crash between them is undone at start);
   // gRPC reads them every few seconds, and a read between the renames is corrected by the next.
-  if (auto w = tls::replace_pair({options_.files.cert_file, options_.files.key_file}, csr->key_pem, resp.certificate()); !w)
+  if (auto w = tls::replace_pair({options_.files.cert_file, options_.files.key_file}, csr->key_pem, resp.certificate());
+      !w)
     co_return w;
-  kLog.info("certificate renewed", {{"serial", info->serial}, {"expires", when(info->not_after)},
-                                        {"generation", static_cast<int64_t>(resp.generation())},
-                                        {"file", options_.files.cert_file}});
+  kLog.info("certificate renewed", {{"serial", info->serial},
+                                    {"expires", when(info->not_after)},
+                                    {"generation", static_cast<int64_t>(resp.generation())},
+                                    {"file", options_.files.cert_file}});
   if (co_await async::sleep_for(options_.reload_wait) == async::SleepEnd::cancelled) co_return domain::Status{};
   target_->reconnect();
   co_return domain::Status{};
@@ -72,7 +75,8 @@ asio::awaitable<void> CertificateRenewal::run() {
     auto info = pem ? tls::inspect(*pem) : tls::Expected<tls::CertificateInfo>(domain::error(pem.error()));
     std::chrono::milliseconds wait = options_.max_sleep;
     if (!info) {
-      kLog.warn("cannot read the certificate to renew it", {{"file", options_.files.cert_file}, {"error", info.error()}});
+      kLog.warn("cannot read the certificate to renew it",
+                {{"file", options_.files.cert_file}, {"error", info.error()}});
     } else if (const auto now = system_clock::now(); now < tls::renew_at(*info)) {
       const auto due = std::chrono::ceil<std::chrono::milliseconds>(tls::renew_at(*info) - now);
       wait = std::min(due, options_.max_sleep);
@@ -81,8 +85,9 @@ asio::awaitable<void> CertificateRenewal::run() {
     } else if (auto renewed = co_await renew_once(); !renewed) {
       wait = options_.backoff.delay(failures++);
       if (failures == 1 || failures % 10 == 0)
-        kLog.warn("certificate renewal failed; retrying", {{"error", renewed.error()}, {"expires", when(info->not_after)},
-                                                               {"delay", wait}, {"failures", failures}});
+        kLog.warn(
+            "certificate renewal failed; retrying",
+            {{"error", renewed.error()}, {"expires", when(info->not_after)}, {"delay", wait}, {"failures", failures}});
     } else {
       continue;  // read the new certificate back
     }

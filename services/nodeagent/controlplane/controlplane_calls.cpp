@@ -17,10 +17,8 @@ bool answered(const grpc::Status& st) {
   switch (st.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
-    case grpc::StatusCode::CANCELLED:
-      return false;
-    default:
-      return true;
+    case grpc::StatusCode::CANCELLED: return false;
+    default: return true;
   }
 }
 
@@ -40,9 +38,10 @@ class GrpcControlPlaneCalls final : public ControlPlaneCalls {
 
   asio::awaitable<grpc::Status> update_allocations(const v1::UpdateAllocationsRequest& request) override {
     v1::UpdateAllocationsResponse response;
-    co_return co_await call(options_.call_timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
-      stub.async()->UpdateAllocations(ctx, &request, &response, std::move(done));
-    });
+    co_return co_await call(options_.call_timeout,
+                            [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+                              stub.async()->UpdateAllocations(ctx, &request, &response, std::move(done));
+                            });
   }
 
   asio::awaitable<grpc::Status> claim_volume(const v1::ClaimVolumeRequest& request,
@@ -56,9 +55,10 @@ class GrpcControlPlaneCalls final : public ControlPlaneCalls {
 
   asio::awaitable<grpc::Status> unpublish_volume(const v1::UnpublishVolumeRequest& request) override {
     v1::UnpublishVolumeResponse response;
-    co_return co_await call(options_.call_timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
-      stub.async()->UnpublishVolume(ctx, &request, &response, std::move(done));
-    });
+    co_return co_await call(options_.call_timeout,
+                            [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+                              stub.async()->UnpublishVolume(ctx, &request, &response, std::move(done));
+                            });
   }
 
  private:
@@ -74,7 +74,8 @@ class GrpcControlPlaneCalls final : public ControlPlaneCalls {
 
 }  // namespace
 
-std::shared_ptr<ControlPlaneTarget> make_controlplane_target(const std::string& addresses, rpc::ChannelOptions channel) {
+std::shared_ptr<ControlPlaneTarget> make_controlplane_target(const std::string& addresses,
+                                                             rpc::ChannelOptions channel) {
   return std::make_shared<ControlPlaneTarget>(split_controlplane_addrs(addresses), std::move(channel));
 }
 

@@ -29,7 +29,8 @@ class ControlPlaneCalls {
       const ::mooring::v1::UpdateAllocationsRequest& request) = 0;
   virtual boost::asio::awaitable<grpc::Status> claim_volume(const ::mooring::v1::ClaimVolumeRequest& request,
                                                             ::mooring::v1::ClaimVolumeResponse& response) = 0;
-  virtual boost::asio::awaitable<grpc::Status> unpublish_volume(const ::mooring::v1::UnpublishVolumeRequest& request) = 0;
+  virtual boost::asio::awaitable<grpc::Status> unpublish_volume(
+      const ::mooring::v1::UnpublishVolumeRequest& request) = 0;
 };
 
 class ControlPlaneTarget;  // controlplane_target.hpp
@@ -38,9 +39,9 @@ class ControlPlaneTarget;  // controlplane_target.hpp
 std::shared_ptr<ControlPlaneTarget> make_controlplane_target(const std::string& addresses, rpc::ChannelOptions channel);
 
 struct GrpcControlPlaneOptions {
-  std::string address;  // host:port or unix:path; a comma-separated list of control planes
+  std::string address;                         // host:port or unix:path; a comma-separated list of control planes
   std::shared_ptr<ControlPlaneTarget> target;  // made from `address` and `channel` when null
-  rpc::ChannelOptions channel;  // mutual TLS (channel.security) when set
+  rpc::ChannelOptions channel;                 // mutual TLS (channel.security) when set
   std::chrono::milliseconds call_timeout{std::chrono::seconds(10)};
   // Called after every call: answered = the control plane answered (any status but UNAVAILABLE,
   // DEADLINE_EXCEEDED, CANCELLED). Feeds the "how long have we been disconnected" clock and the

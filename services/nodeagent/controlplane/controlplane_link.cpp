@@ -56,9 +56,10 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   req.set_agent_version(options_.agent_version);
   req.mutable_attributes()->insert(options_.attributes.begin(), options_.attributes.end());
   for (auto& fp : status_.fingerprints()) *req.add_plugins() = std::move(fp);
-  const auto st = co_await transport_->target->call(timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
-    stub.async()->RegisterNode(ctx, &req, &resp, std::move(done));
-  });
+  const auto st = co_await transport_->target->call(
+      timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+        stub.async()->RegisterNode(ctx, &req, &resp, std::move(done));
+      });
   if (!st.ok()) {
     last_error_ = "RegisterNode: " + st.error_message();
     if (options_.on_contact) options_.on_contact(false);
@@ -70,7 +71,7 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
   if (options_.on_contact) options_.on_contact(true);
   kLog.info("registered with the control plane",
-                {{"node_id", options_.node_id}, {"controlplane", transport_->target->describe()}});
+            {{"node_id", options_.node_id}, {"controlplane", transport_->target->describe()}});
   co_return true;
 }
 
@@ -83,9 +84,10 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   for (const auto& e : batch.events) *req.add_events() = e;
   const auto stats = status_.pending_volume_stats();
   for (const auto& s : stats.stats) *req.add_volume_stats() = s;
-  const auto st = co_await transport_->target->call(timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
-    stub.async()->Heartbeat(ctx, &req, &resp, std::move(done));
-  });
+  const auto st = co_await transport_->target->call(
+      timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
+        stub.async()->Heartbeat(ctx, &req, &resp, std::move(done));
+      });
   if (!st.ok()) {
     // The events stay pending and go out with the next heartbeat.
     last_error_ = "Heartbeat: " + st.error_message();
@@ -119,9 +121,11 @@ asio::awaitable<void> ControlPlaneLink::run() {
     if (!ok) {
       const auto delay = options_.backoff.delay(failures++);
       if (failures == 1 || failures % 10 == 0) {
-        kLog.warn("control plane unreachable; retrying",
-                      {{"controlplane", transport_->target->describe()}, {"error", last_error_}, {"delay", delay},
-                       {"failures", failures}, {"pending_events", status_.pending_count()}});
+        kLog.warn("control plane unreachable; retrying", {{"controlplane", transport_->target->describe()},
+                                                          {"error", last_error_},
+                                                          {"delay", delay},
+                                                          {"failures", failures},
+                                                          {"pending_events", status_.pending_count()}});
       }
       if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
       continue;

@@ -27,10 +27,10 @@ class ControlPlaneTarget;
 struct LinkOptions {
   std::string node_id;
   std::string node_name;
-  std::string advertise_addr;     // the agent's gRPC address the control plane dials
-  std::string controlplane_addr;  // host:port or unix:path; a comma-separated list of control planes
+  std::string advertise_addr;                  // the agent's gRPC address the control plane dials
+  std::string controlplane_addr;               // host:port or unix:path; a comma-separated list of control planes
   std::shared_ptr<ControlPlaneTarget> target;  // shared with the calls; made from the above when null
-  rpc::ChannelOptions channel;    // mutual TLS (channel.security) when set
+  rpc::ChannelOptions channel;                 // mutual TLS (channel.security) when set
   std::string agent_version = "0.1.0";
   // Reported with the registration: the node's task user rules (domain/task_user.hpp), which
   // placement checks and `mooring node status` shows.

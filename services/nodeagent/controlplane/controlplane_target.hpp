@@ -40,7 +40,8 @@ class ControlPlaneTarget {
   const std::string& current() const { return current_; }
   std::string describe() const;  // "a:1,b:2 (using b:2)"
 
-  using Start = std::function<void(::mooring::v1::ControlPlane::Stub&, grpc::ClientContext*, std::function<void(grpc::Status)>)>;
+  using Start =
+      std::function<void(::mooring::v1::ControlPlane::Stub&, grpc::ClientContext*, std::function<void(grpc::Status)>)>;
   // One unary call to the current control plane (deadline `timeout` per attempt), following a
   // standby's redirect once and asking the next addresses while they refuse at once; moves on to
   // the next address for the next call when the current one does not answer in time.
@@ -53,7 +54,7 @@ class ControlPlaneTarget {
 
  private:
   ::mooring::v1::ControlPlane::Stub& stub(const std::string& address);
-  void use(const std::string& address, bool named);  // named: a standby named it the leader
+  void use(const std::string& address, bool named);            // named: a standby named it the leader
   const std::string& after(const std::string& address) const;  // the next address, round the list
 
   std::vector<std::string> addresses_;

@@ -53,7 +53,7 @@ std::vector<::mooring::v1::PluginFingerprint> NodeStatus::fingerprints() const {
 }
 
 std::optional<::mooring::v1::PluginFingerprint> NodeStatus::fingerprint(const std::string& plugin_id,
-                                                                      ::mooring::v1::PluginType serving) const {
+                                                                        ::mooring::v1::PluginType serving) const {
   const Fingerprint* best = nullptr;
   for (const auto& [key, entry] : fingerprints_) {
     if (std::get<0>(key) != plugin_id) continue;
@@ -68,8 +68,8 @@ std::optional<::mooring::v1::PluginFingerprint> NodeStatus::fingerprint(const st
 }
 
 std::optional<::mooring::v1::PluginFingerprint> NodeStatus::fingerprint(const std::string& plugin_id,
-                                                                      ::mooring::v1::PluginType serving,
-                                                                      const std::string& alloc_id) const {
+                                                                        ::mooring::v1::PluginType serving,
+                                                                        const std::string& alloc_id) const {
   for (const auto& [key, entry] : fingerprints_) {
     if (std::get<0>(key) != plugin_id || std::get<2>(key) != alloc_id) continue;
     const auto& fp = entry.fp;

@@ -31,7 +31,7 @@ class NodeStatus {
   // plane expects: a healthy instance over an unhealthy one, then the one set first most recently
   // (the newer instance).
   void set_fingerprint(const ::mooring::v1::PluginFingerprint& fp);
-  void remove_fingerprint(const std::string& plugin_id);  // every instance of the id
+  void remove_fingerprint(const std::string& plugin_id);                               // every instance of the id
   void remove_fingerprint(const std::string& plugin_id, const std::string& alloc_id);  // that allocation's
   // That allocation's instance counts as set most recently: the registry serves it again (a
   // fallback, or the newer instance after an agent restart re-adopted an older one last).
@@ -89,7 +89,8 @@ class NodeStatus {
   std::map<std::tuple<std::string, int, std::string>, Fingerprint> fingerprints_;  // (id, type, alloc)
   uint64_t next_order_ = 1;
   std::deque<Entry> events_;
-  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, ::mooring::v1::VolumeStats>> stats_;  // (volume, alloc)
+  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, ::mooring::v1::VolumeStats>>
+      stats_;  // (volume, alloc)
   uint64_t next_stats_seq_ = 1;
   uint64_t next_seq_ = 1;
   uint64_t dropped_ = 0;

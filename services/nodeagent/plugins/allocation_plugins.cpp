@@ -84,7 +84,8 @@ asio::awaitable<domain::Status> AllocationPlugins::supervise(const std::string& 
     co_return domain::Status{};
   }
   prefer_newest(plugin.id);
-  tasks_.spawn("plugin-task-" + alloc_id, [entry]() -> asio::awaitable<void> { co_await entry->supervisor->heartbeat(); });
+  tasks_.spawn("plugin-task-" + alloc_id,
+               [entry]() -> asio::awaitable<void> { co_await entry->supervisor->heartbeat(); });
   co_return domain::Status{};
 }
 
@@ -104,9 +105,8 @@ void AllocationPlugins::stopped(const std::string& alloc_id) {
   // Out of the registry before anything is awaited: from now on no call goes to its socket, and
   // an earlier instance that still runs serves them.
   const auto& sup = *entry->supervisor;
-  const auto released = sup.generation() == 0
-                            ? Released::replaced  // never registered: nothing to fall back from
-                            : release(alloc_id, sup.config().id, sup.kinds(), sup.generation());
+  const auto released = sup.generation() == 0 ? Released::replaced  // never registered: nothing to fall back from
+                                              : release(alloc_id, sup.config().id, sup.kinds(), sup.generation());
   // The final fingerprint runs against a closed client (seed 003): reported unhealthy with
   // everything else it knew; then what stays listed of it is decided by the rules above.
   tasks_.spawn("plugin-task-stopped-" + alloc_id, [this, entry, alloc_id, released]() -> asio::awaitable<void> {
@@ -144,11 +144,11 @@ void AllocationPlugins::retire_orphan(const PluginInstance& instance) {
   fp.set_alloc_id(alloc_id);
   fp.set_provider(instance.reg.provider);
   fp.set_version(instance.reg.version);
-  fp.set_type(r.kinds.size() > 1 ? v1::PLUGIN_TYPE_MONOLITH
+  fp.set_type(r.kinds.size() > 1                          ? v1::PLUGIN_TYPE_MONOLITH
               : r.kinds.front() == PluginKind::controller ? v1::PLUGIN_TYPE_CONTROLLER
                                                           : v1::PLUGIN_TYPE_NODE);
   kLog.info("retiring the plugin instance of an allocation that stopped while the agent was down",
-                {{"alloc", alloc_id}, {"plugin", instance.reg.plugin_id}});
+            {{"alloc", alloc_id}, {"plugin", instance.reg.plugin_id}});
   wake();
 }
 
@@ -175,15 +175,18 @@ AllocationPlugins::Released AllocationPlugins::release(const std::string& alloc_
     return Released::replaced;
   }
   if (fall_back(plugin_id, kinds, alloc_id)) {
-    status_.add_event("plugin", "plugin instance of a stopped allocation deregistered; the earlier instance still running serves again",
-                      {{"plugin_id", plugin_id}, {"alloc_id", alloc_id}});
+    status_.add_event(
+        "plugin",
+        "plugin instance of a stopped allocation deregistered; the earlier instance still running serves again",
+        {{"plugin_id", plugin_id}, {"alloc_id", alloc_id}});
     return Released::replaced;
   }
   return Released::vacated;
 }
 
 bool AllocationPlugins::served(const std::string& plugin_id, const std::vector<PluginKind>& kinds) const {
-  return std::any_of(kinds.begin(), kinds.end(), [&](PluginKind k) { return registry_.lookup(k, plugin_id).has_value(); });
+  return std::any_of(kinds.begin(), kinds.end(),
+                     [&](PluginKind k) { return registry_.lookup(k, plugin_id).has_value(); });
 }
 
 void AllocationPlugins::reevaluate() {
@@ -215,7 +218,7 @@ void AllocationPlugins::reevaluate() {
       r.fingerprint.set_health_description(waiting_text(n));
       r.fingerprint.set_update_time_ms(domain::to_unix_ms(domain::now()));
       kLog.info("stopped plugin instance deregistered; listed for the volumes that wait for a new one",
-                    {{"alloc", alloc_id}, {"plugin", r.plugin_id}, {"volumes", static_cast<int64_t>(n)}});
+                {{"alloc", alloc_id}, {"plugin", r.plugin_id}, {"volumes", static_cast<int64_t>(n)}});
       status_.set_fingerprint(r.fingerprint);
     }
     ++it;
@@ -264,8 +267,9 @@ bool AllocationPlugins::fall_back(const std::string& plugin_id, const std::vecto
     auto* best = newest_healthy(plugin_id, kind, except_alloc);
     if (!best) continue;
     const auto& alloc = best->last_fingerprint().alloc_id();
-    kLog.warn("the serving plugin instance ended; falling back to the earlier instance still running",
-                  {{"plugin", plugin_id}, {"ended_alloc", except_alloc}, {"alloc", alloc.empty() ? "(configured)" : alloc}});
+    kLog.warn(
+        "the serving plugin instance ended; falling back to the earlier instance still running",
+        {{"plugin", plugin_id}, {"ended_alloc", except_alloc}, {"alloc", alloc.empty() ? "(configured)" : alloc}});
     any = best->register_again() || any;
   }
   return any;
@@ -281,7 +285,7 @@ void AllocationPlugins::prefer_newest(const std::string& plugin_id) {
   });
   if (serving) return;
   kLog.info("an older allocation's instance registered after a newer one; the newer serves",
-                {{"plugin", plugin_id}, {"alloc", best->last_fingerprint().alloc_id()}});
+            {{"plugin", plugin_id}, {"alloc", best->last_fingerprint().alloc_id()}});
   best->register_again();
 }
 

@@ -67,8 +67,8 @@ class AllocationPlugins final : public PluginTaskSupervision {
   ~AllocationPlugins() override;
 
   boost::asio::awaitable<domain::Status> supervise(const std::string& alloc_id, std::uint64_t create_index,
-                                                   const domain::TaskCSIPlugin& plugin,
-                                                   const std::string& socket_path, PluginTaskEvents events) override;
+                                                   const domain::TaskCSIPlugin& plugin, const std::string& socket_path,
+                                                   PluginTaskEvents events) override;
   void stopped(const std::string& alloc_id) override;
 
   // After a restart: a registered instance whose allocation no longer runs here is retired.

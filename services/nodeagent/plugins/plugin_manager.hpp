@@ -63,7 +63,7 @@ class PluginManager final : public NodePluginLookup {
   PluginRegistry& registry_;
   NodeStatus& status_;
   std::map<std::string, std::shared_ptr<rpc::CsiClient>> channels_;  // by socket path
-  std::map<std::string, Healthy> healthy_nodes_;                    // as of the last status change
+  std::map<std::string, Healthy> healthy_nodes_;                     // as of the last status change
   std::map<std::string, std::unique_ptr<async::WakeSignal>> signals_;
 };
 

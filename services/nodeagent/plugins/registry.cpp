@@ -112,7 +112,7 @@ void PluginRegistry::save() {
   save_error_ = durable::write_file_atomically(state_file_, doc.dump(2));
   if (save_error_) {
     kLog.error("cannot persist the plugin registry",
-                   {{"path", state_file_.string()}, {"error", save_error_.message()}});
+               {{"path", state_file_.string()}, {"error", save_error_.message()}});
   }
 }
 
@@ -136,9 +136,9 @@ uint64_t PluginRegistry::register_plugin(const std::vector<PluginKind>& kinds, P
     PluginInstance inst{kind, reg, generation, now};
     instances_[{kind, reg.plugin_id}] = inst;
     kLog.info("plugin registered", {{"plugin", reg.plugin_id},
-                                        {"kind", to_string(kind)},
-                                        {"socket", reg.socket_path},
-                                        {"generation", generation}});
+                                    {"kind", to_string(kind)},
+                                    {"socket", reg.socket_path},
+                                    {"generation", generation}});
     publish(RegistryEvent::Type::registered, inst);
   }
   save();
@@ -150,8 +150,7 @@ bool PluginRegistry::deregister(PluginKind kind, const std::string& plugin_id, u
   if (it == instances_.end() || it->second.generation != generation) return false;
   const PluginInstance inst = it->second;
   instances_.erase(it);
-  kLog.info("plugin deregistered",
-                {{"plugin", plugin_id}, {"kind", to_string(kind)}, {"generation", generation}});
+  kLog.info("plugin deregistered", {{"plugin", plugin_id}, {"kind", to_string(kind)}, {"generation", generation}});
   publish(RegistryEvent::Type::deregistered, inst);
   save();
   return true;

@@ -46,7 +46,8 @@ std::string write_file(const fs::path& file, const std::string& value, bool opti
   const auto n = ::write(fd, value.data(), value.size());
   const int e = errno;
   ::close(fd);
-  if (n != static_cast<ssize_t>(value.size())) return "write " + value + " to " + file.string() + ": " + std::strerror(e);
+  if (n != static_cast<ssize_t>(value.size()))
+    return "write " + value + " to " + file.string() + ": " + std::strerror(e);
   return "";
 }
 
@@ -79,7 +80,8 @@ std::string set_limits_v1(const std::vector<fs::path>& dirs, const CgroupLimits&
     if (ctrl == "cpu" && l.cpu_millicores > 0) {
       err = write_file(dir / "cpu.cfs_period_us", "100000");
       if (err.empty()) err = write_file(dir / "cpu.cfs_quota_us", std::to_string(l.cpu_millicores * 100));
-      if (err.empty()) err = write_file(dir / "cpu.shares", std::to_string(std::max(2, l.cpu_millicores * 1024 / 1000)));
+      if (err.empty())
+        err = write_file(dir / "cpu.shares", std::to_string(std::max(2, l.cpu_millicores * 1024 / 1000)));
     }
     if (!err.empty()) return err;
   }
@@ -93,7 +95,8 @@ std::string set_limits_v2(const fs::path& dir, const CgroupLimits& l) {
     err = write_file(dir / "memory.max", bytes);
     if (err.empty()) err = write_file(dir / "memory.swap.max", "0", true);
   }
-  if (err.empty() && l.cpu_millicores > 0) err = write_file(dir / "cpu.max", std::to_string(l.cpu_millicores * 100) + " 100000");
+  if (err.empty() && l.cpu_millicores > 0)
+    err = write_file(dir / "cpu.max", std::to_string(l.cpu_millicores * 100) + " 100000");
   return err;
 }
 

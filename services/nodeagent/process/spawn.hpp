@@ -41,8 +41,8 @@ struct UniqueFd {
 };
 
 struct SpawnRequest {
-  std::string program;            // a path (resolve_command() finds a bare name)
-  std::vector<std::string> argv;  // argv[0] first
+  std::string program;                     // a path (resolve_command() finds a bare name)
+  std::vector<std::string> argv;           // argv[0] first
   std::map<std::string, std::string> env;  // the child's whole environment
   // Descriptors of the caller that become the child's 0, 1 and 2; -1 is /dev/null. The caller
   // keeps (and closes) its own copies.

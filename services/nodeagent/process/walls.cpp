@@ -31,8 +31,18 @@ constexpr int kStarted = 1, kFailed = 2, kExited = 3;
 
 // Steps besides the mount plan's, named for the error.
 enum Step : int {
-  kCgroup = -1, kSetsid = -2, kDescriptors = -3, kPivot = -4, kCaps = -5, kSetgroups = -6, kSetgid = -7,
-  kSetuid = -8, kNoNewPrivs = -9, kFork = -10, kChdir = -11, kExec = -12,
+  kCgroup = -1,
+  kSetsid = -2,
+  kDescriptors = -3,
+  kPivot = -4,
+  kCaps = -5,
+  kSetgroups = -6,
+  kSetgid = -7,
+  kSetuid = -8,
+  kNoNewPrivs = -9,
+  kFork = -10,
+  kChdir = -11,
+  kExec = -12,
 };
 const char* step_name(int step) {
   switch (step) {
@@ -73,12 +83,13 @@ struct Plan {
     names.push_back(std::move(name));
   }
   void mkdirs(const std::string& path) { add({OpKind::mkdirs, c(path)}, "mkdir " + path); }
-  void mount(const char* source, const std::string& target, const char* fstype, unsigned long flags,
-             const char* data, std::string name) {
+  void mount(const char* source, const std::string& target, const char* fstype, unsigned long flags, const char* data,
+             std::string name) {
     add({OpKind::mount, source, c(target), fstype, flags, data}, std::move(name));
   }
   void bind(const std::string& source, const std::string& target, bool read_only, bool dir = true) {
-    if (dir) mkdirs(target);
+    if (dir)
+      mkdirs(target);
     else {
       mkdirs(std::filesystem::path(target).parent_path().string());
       add({OpKind::touch, c(target)}, "create " + target);
@@ -120,7 +131,8 @@ Plan plan_root(const Walls& w) {
     if (ec) continue;
     if (std::filesystem::is_symlink(st)) {
       const auto target = std::filesystem::read_symlink(dir, ec);
-      if (!ec) plan.add({OpKind::symlink, plan.c(target.string()), plan.c(root + dir.string())}, "symlink " + dir.string());
+      if (!ec)
+        plan.add({OpKind::symlink, plan.c(target.string()), plan.c(root + dir.string())}, "symlink " + dir.string());
     } else if (std::filesystem::is_directory(st)) {
       plan.bind(dir.string(), root + dir.string(), true);
     }
@@ -360,8 +372,8 @@ int cap_last() {
 std::string WallError::message() const { return step + ": " + std::strerror(error); }
 
 const std::vector<std::filesystem::path>& system_dirs() {
-  static const std::vector<std::filesystem::path> dirs{"/bin", "/sbin", "/lib", "/lib32", "/lib64",
-                                                       "/libx32", "/usr", "/etc"};
+  static const std::vector<std::filesystem::path> dirs{"/bin",   "/sbin",   "/lib", "/lib32",
+                                                       "/lib64", "/libx32", "/usr", "/etc"};
   return dirs;
 }
 
@@ -410,7 +422,7 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
     int st = 0;
     ::waitpid(static_cast<pid_t>(pid), &st, 0);
     std::string step = rep.step >= 0 && static_cast<std::size_t>(rep.step) < plan.names.size() ? plan.names[rep.step]
-                                                                                                 : step_name(rep.step);
+                                                                                               : step_name(rep.step);
     if (rep.step == kExec) step += " " + r.program;
     return WallError{step, rep.error};
   }

@@ -43,7 +43,7 @@ struct Walls {
 };
 
 struct WalledChild {
-  pid_t pid = -1;  // namespaces: the namespace's init, whose exit ends every task process
+  pid_t pid = -1;   // namespaces: the namespace's init, whose exit ends every task process
   int report = -1;  // namespaces: where the init writes the task's wait status (caller closes)
 };
 

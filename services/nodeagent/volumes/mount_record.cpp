@@ -92,9 +92,9 @@ domain::Expected<MountRecord> decode_mount_record(std::string_view text) {
     r.last_error = j.value("last_error", "");
     r.updated_unix_ms = j.value("updated_unix_ms", std::int64_t{0});
     if (const auto o = j.find("ownership"); o != j.end() && o->is_object())
-      r.ownership = domain::VolumeOwnership{o->value("group", std::int64_t{0}), o->value("by", ""),
-                                            o->value("walked", false),
-                                            domain::from_unix_ms(o->value("unix_ms", std::int64_t{0}))};
+      r.ownership =
+          domain::VolumeOwnership{o->value("group", std::int64_t{0}), o->value("by", ""), o->value("walked", false),
+                                  domain::from_unix_ms(o->value("unix_ms", std::int64_t{0}))};
     const auto access = domain::parse_access_mode(j.value("access_mode", ""));
     const auto attachment = domain::parse_attachment_mode(j.value("attachment_mode", ""));
     const auto phase = parse_phase(j.at("phase").get<std::string>());

@@ -31,7 +31,7 @@ std::string_view to_string(MountPhase p);
 
 struct MountRecord {
   std::string alloc_id;
-  std::string volume_id;    // Mooring id: names the directories
+  std::string volume_id;  // Mooring id: names the directories
   std::string plugin_id;
   std::string external_id;  // the provider's id: CSI volume_id in every RPC
   std::string usage;        // "rw-file-system-single-node-writer"

@@ -202,13 +202,14 @@ asio::awaitable<domain::Expected<domain::VolumeOwnership>> VolumeOperations::giv
   co_await store_.worker().run([&] {
     changed = mounts::give_tree_to_group(record.target_path, group, policy == domain::GroupChangePolicy::always);
   });
-  if (!changed.error.empty()) co_return domain::error("cannot give the volume group " + std::to_string(group) + ": " + changed.error);
+  if (!changed.error.empty())
+    co_return domain::error("cannot give the volume group " + std::to_string(group) + ": " + changed.error);
   out.walked = changed.walked;
   kLog.info("volume given the task's group", {{"volume", record.volume_id},
-                                               {"alloc", record.alloc_id},
-                                               {"group", static_cast<int64_t>(group)},
-                                               {"policy", by},
-                                               {"walked", changed.walked}});
+                                              {"alloc", record.alloc_id},
+                                              {"group", static_cast<int64_t>(group)},
+                                              {"policy", by},
+                                              {"walked", changed.walked}});
   co_return out;
 }
 
@@ -309,8 +310,9 @@ asio::awaitable<UnmountResult> VolumeOperations::unmount(std::string alloc_id, s
     // Queued, not awaited: nothing waits on this note, and a caller being cancelled (shutdown
     // interrupting the RPC) could not await it; the store writes it before it goes.
     store_.submit(record);
-    co_return UnmountResult{.error = "volume \"" + volume_id + "\" of allocation \"" + alloc_id + "\": " + failure->error,
-                            .plugin_id = record.plugin_id};
+    co_return UnmountResult{
+        .error = "volume \"" + volume_id + "\" of allocation \"" + alloc_id + "\": " + failure->error,
+        .plugin_id = record.plugin_id};
   }
   record.last_error.clear();
   const auto stored = store_.get(alloc_id, volume_id);
@@ -344,7 +346,8 @@ asio::awaitable<ExpandResult> VolumeOperations::expand(std::string volume_id, st
                                     (alloc_id.empty() ? std::string{} : " for allocation \"" + alloc_id + "\"")};
   auto plugin = plugins_.find(record->plugin_id);
   if (!plugin)
-    co_return ExpandResult{.code = grpc::StatusCode::UNAVAILABLE, .error = what + ": " + not_running(record->plugin_id),
+    co_return ExpandResult{.code = grpc::StatusCode::UNAVAILABLE,
+                           .error = what + ": " + not_running(record->plugin_id),
                            .retryable = true};
   if (!plugin->supports_expand)
     co_return ExpandResult{.code = grpc::StatusCode::FAILED_PRECONDITION,
@@ -366,8 +369,8 @@ asio::awaitable<ExpandResult> VolumeOperations::expand(std::string volume_id, st
     co_return ExpandResult{.code = result.status.error_code(),
                            .error = what + ": NodeExpandVolume failed: " + csi::status_text(result.status),
                            .retryable = csi::should_retry(result.outcome)};
-  kLog.info("volume expanded on the node", {{"volume", volume_id}, {"alloc", record->alloc_id},
-                                            {"capacity", result.response.capacity_bytes()}});
+  kLog.info("volume expanded on the node",
+            {{"volume", volume_id}, {"alloc", record->alloc_id}, {"capacity", result.response.capacity_bytes()}});
   co_return ExpandResult{.capacity_bytes = result.response.capacity_bytes()};
 }
 
@@ -394,7 +397,8 @@ asio::awaitable<std::vector<domain::VolumeStatsReport>> VolumeOperations::stats(
       continue;
     }
     const auto now = domain::now();
-    domain::VolumeStatsReport report{.volume_id = volume_id, .alloc_id = record.alloc_id, .ownership = record.ownership};
+    domain::VolumeStatsReport report{
+        .volume_id = volume_id, .alloc_id = record.alloc_id, .ownership = record.ownership};
     for (const auto& u : result.response.usage()) {
       if (!report.usage) report.usage = domain::VolumeUsage{.update_time = now};
       if (u.unit() == ::csi::v1::VolumeUsage::BYTES) {
@@ -420,8 +424,13 @@ asio::awaitable<domain::Status> VolumeOperations::forget(std::string alloc_id, s
   auto record = store_.get(alloc_id, volume_id);
   if (!record) co_return domain::Status{};
   if (record->phase != MountPhase::unmounted || !record->clean()) {
-    co_return domain::error("volume "" + volume_id + "" of allocation "" + alloc_id + "" is " +
-                            std::string(to_string(record->phase)) + ", not unmounted");
+    co_return domain::error(
+        "volume "
+        " + volume_id + "
+        " of allocation "
+        " + alloc_id + "
+        " is " +
+        std::string(to_string(record->phase)) + ", not unmounted");
   }
   co_return co_await store_.remove(alloc_id, volume_id);
 }

@@ -63,12 +63,9 @@ constexpr Field<SystemNodeState> kSystemNodeState[] = {
 };
 
 constexpr Field<RolloutNode> kRolloutNode[] = {
-    field<&RolloutNode::node_id>("NodeID", kOut),
-    field<&RolloutNode::state>("State", kOut),
-    field<&RolloutNode::message>("Message", kOut),
-    field<&RolloutNode::old_alloc_id>("OldAllocID", kOut),
-    field<&RolloutNode::new_alloc_id>("NewAllocID", kOut),
-    field<&RolloutNode::started>("Started", kOut),
+    field<&RolloutNode::node_id>("NodeID", kOut),          field<&RolloutNode::state>("State", kOut),
+    field<&RolloutNode::message>("Message", kOut),         field<&RolloutNode::old_alloc_id>("OldAllocID", kOut),
+    field<&RolloutNode::new_alloc_id>("NewAllocID", kOut), field<&RolloutNode::started>("Started", kOut),
 };
 
 constexpr Field<Rollout> kRollout[] = {
@@ -148,8 +145,10 @@ Table<Allocation> fields_of(std::type_identity<Allocation>) { return kAllocation
 void check_env_names(Reader& r, std::string_view key, const StringMap& env) {
   for (const auto& [name, value] : env) {
     if (!r.ok()) return;
-    if (name.empty()) r.fail(key, "a variable name must not be empty");
-    else if (name.find('=') != std::string::npos) r.fail(key, "variable name \"" + name + "\" must not contain \"=\"");
+    if (name.empty())
+      r.fail(key, "a variable name must not be empty");
+    else if (name.find('=') != std::string::npos)
+      r.fail(key, "variable name \"" + name + "\" must not contain \"=\"");
   }
 }
 
