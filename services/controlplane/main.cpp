@@ -42,6 +42,7 @@
 #include "services/controlplane/ha/leadership.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/server.hpp"
+#include "services/controlplane/namespaces/namespace_rules.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/nodes/node_registrations.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
@@ -319,6 +320,10 @@ int main(int argc, char** argv) {
     // the freed pages back, or RSS stays at the load's high-water mark (bench: footprint).
     ::malloc_trim(0);
     if (!loaded) return loaded;
+    // Upgrade: namespaces in use before they were objects get their records, so none is stranded.
+    if (auto adopt = namespaces::adopt_existing(store); !adopt.empty())
+      if (auto index = store.commit(std::move(adopt)); !index)
+        return domain::error("record the namespaces in use: " + index.error());
     logger.info("state loaded", {{"state", state_where},
                                  {"index", store.index()},
                                  {"volumes", store.volumes().size()},

@@ -1,6 +1,13 @@
 // Namespaces end to end with the real binaries: one volume id in two namespaces is two volumes
 // (two CSI creates, two claims, two staging and publish paths on the same node), each allocation
-// mounts the volume of its own namespace, and releasing one leaves the other mounted. Root only.
+// mounts the volume of its own namespace, and releasing one leaves the other mounted. Namespaces
+// as objects: a write into one that does not exist never reaches the plugin; each quota refuses
+// the write past it (no CreateVolume for a create refused up front); racing creates never both
+// take the last slot (a loser whose volume the plugin made has it deleted again); delete waits
+// until the namespace is empty; namespaces in use before they were objects get their records
+// when the control plane starts. Root only.
+#include <future>
+
 #include <gtest/gtest.h>
 
 #include "tests/e2e/cluster.hpp"
@@ -15,6 +22,11 @@ json create_body(const std::string& id) {
              {"PluginID", "hostpath"},
              {"RequestedCapacityMin", 10 << 20},
              {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+}
+
+std::string error_of(const HttpResult& r) {
+  auto j = json::parse(r.body, nullptr, false);
+  return j.is_object() ? j.value("Error", "") : r.body;
 }
 
 class Namespaces : public ::testing::Test {
@@ -45,11 +57,22 @@ class Namespaces : public ::testing::Test {
     auto v = get_in(ns, "/v1/volume/csi/" + volume);
     return v.is_object() ? v["Claims"].size() : 99;
   }
+  HttpResult create(const std::string& ns, const std::string& id) {
+    return cluster->request("PUT", "/v1/volume/csi/" + id + "/create?namespace=" + ns, create_body(id).dump());
+  }
+  // Successful CreateVolume calls for this namespace's volume (its CSI name is "ns:id").
+  std::size_t creates_of(const std::string& ns, const std::string& id) {
+    std::size_t n = 0;
+    for (const auto& c : cluster->calls("node-1", "CreateVolume"))
+      if (c.volume_id == ns + ":" + id && c.code == "OK") ++n;
+    return n;
+  }
 
   std::unique_ptr<Cluster> cluster;
 };
 
 TEST_F(Namespaces, OneVolumeIdInTwoNamespacesMountsTwoVolumesOnOneNode) {
+  ASSERT_EQ(cluster->request("PUT", "/v1/namespace/team-a", "{}").status, 200u);  // namespaces are made first
   ASSERT_FALSE(cluster->create_volume("data").is_null());
   auto created = cluster->request("PUT", "/v1/volume/csi/data/create?namespace=team-a", create_body("data").dump());
   ASSERT_EQ(created.status, 200u) << created.body;
@@ -97,6 +120,96 @@ TEST_F(Namespaces, OneVolumeIdInTwoNamespacesMountsTwoVolumesOnOneNode) {
   auto events = get_in("team-a", "/v1/events?topic=Claim");
   ASSERT_FALSE(events.empty());
   for (const auto& e : events) EXPECT_EQ(e.value("Namespace", ""), "team-a") << e.dump();
+}
+
+TEST_F(Namespaces, UnknownNamespacesQuotasAndDeleteWithTheRealBinaries) {
+  auto unknown = create("team-x", "v1");
+  EXPECT_EQ(unknown.status, 400u);
+  EXPECT_EQ(error_of(unknown),
+            "namespace \"team-x\" does not exist; create it first with PUT /v1/namespace/team-x (mooring namespace "
+            "apply team-x)");
+  EXPECT_EQ(cluster->request("POST", "/v1/allocations?namespace=team-x", R"({"Allocation":{"Name":"a"}})").status,
+            400u);
+
+  const json quota = {{"Quota", {{"MaxVolumes", 1}, {"MaxRunningAllocations", 1}}}};
+  ASSERT_EQ(cluster->request("PUT", "/v1/namespace/team-a", quota.dump()).status, 200u);
+  ASSERT_EQ(create("team-a", "v1").status, 200u);
+  auto over = create("team-a", "v2");
+  EXPECT_EQ(over.status, 409u);
+  EXPECT_EQ(error_of(over), "namespace \"team-a\": quota MaxVolumes is 1; it holds 1 volumes and this request adds 1");
+  EXPECT_EQ(creates_of("team-x", "v1"), 0u);  // refused before the plugin was asked
+  EXPECT_EQ(creates_of("team-a", "v2"), 0u);
+
+  auto holder = allocation("holder", "v1", "node-1", "sleep 600");
+  auto placed = cluster->request("POST", "/v1/allocations?namespace=team-a", json{{"Allocation", holder}}.dump());
+  ASSERT_EQ(placed.status, 200u) << placed.body;
+  const std::string alloc = json::parse(placed.body)["ID"];
+  auto second = cluster->request("POST", "/v1/allocations?namespace=team-a", R"({"Allocation":{"Name":"b"}})");
+  EXPECT_EQ(second.status, 409u);
+  EXPECT_NE(error_of(second).find("quota MaxRunningAllocations is 1"), std::string::npos) << second.body;
+
+  auto busy = cluster->request("DELETE", "/v1/namespace/team-a");
+  EXPECT_EQ(busy.status, 409u);
+  EXPECT_NE(error_of(busy).find("still holds 1 volume(s) and 1 allocation(s)"), std::string::npos) << busy.body;
+
+  ASSERT_EQ(cluster->request("POST", "/v1/allocation/" + alloc + "/stop?namespace=team-a").status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] {
+    auto v = cluster->get("/v1/volume/csi/v1?namespace=team-a");
+    return v.is_object() && v["Claims"].empty() &&
+           cluster->get("/v1/allocation/" + alloc + "?namespace=team-a").value("ClientStatus", "") == "complete";
+  }));
+  ASSERT_EQ(cluster->request("DELETE", "/v1/volume/csi/v1/delete?namespace=team-a").status, 200u);
+  auto deleted = cluster->request("DELETE", "/v1/namespace/team-a");
+  EXPECT_EQ(deleted.status, 200u) << deleted.body;
+  EXPECT_EQ(create("team-a", "v3").status, 400u);  // gone: no write lands in it
+}
+
+TEST_F(Namespaces, RacingCreatesNeverBothTakeTheLastSlot) {
+  ASSERT_EQ(cluster->request("PUT", "/v1/namespace/team-a", R"({"Quota":{"MaxVolumes":1}})").status, 200u);
+  constexpr int kRacers = 4;
+  std::vector<std::future<HttpResult>> racers;
+  for (int i = 0; i < kRacers; ++i)
+    racers.push_back(std::async(std::launch::async, [this, i] { return create("team-a", "r" + std::to_string(i)); }));
+  int won = 0;
+  std::vector<std::string> losers;
+  for (int i = 0; i < kRacers; ++i) {
+    auto r = racers[i].get();
+    if (r.status == 200u) {
+      ++won;
+    } else {
+      EXPECT_EQ(r.status, 409u) << r.body;
+      EXPECT_NE(error_of(r).find("quota MaxVolumes is 1"), std::string::npos) << r.body;
+      losers.push_back("r" + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(won, 1);
+  EXPECT_EQ(cluster->get("/v1/volumes?namespace=team-a").size(), 1u);
+  // A loser the plugin created before the quota refused it at the commit is deleted again.
+  for (const auto& id : losers) {
+    if (creates_of("team-a", id) == 0) continue;
+    EXPECT_TRUE(Cluster::eventually([&] {
+      for (const auto& c : cluster->calls("node-1", "DeleteVolume"))
+        if (c.code == "OK" && c.volume_id.find(id) != std::string::npos) return true;
+      return false;
+    })) << id;
+  }
+  std::cerr << "racing creates: " << won << " won, " << losers.size() << " refused\n";
+}
+
+TEST_F(Namespaces, NamespacesInUseBeforeTheyWereObjectsAreRecordedAtStart) {
+  ASSERT_EQ(cluster->request("PUT", "/v1/namespace/team-a", "{}").status, 200u);
+  ASSERT_EQ(create("team-a", "old").status, 200u);
+  cluster->stop_controlplane();
+  // The state as a version before namespace records left it: the volume, no record.
+  const auto db = (cluster->dir() / "cp" / "state.db").string();
+  ASSERT_EQ(std::system(("sqlite3 '" + db + "' \"DELETE FROM rows WHERE tbl='namespaces'\"").c_str()), 0);
+  cluster->start_controlplane();
+  auto ns = cluster->get("/v1/namespace/team-a");
+  ASSERT_TRUE(ns.is_object());
+  EXPECT_EQ(ns["Usage"]["Volumes"], 1);
+  EXPECT_NE(ns.value("Description", "").find("created on upgrade"), std::string::npos) << ns.dump();
+  EXPECT_EQ(cluster->get("/v1/namespace/default").value("Name", ""), "default");
+  EXPECT_EQ(create("team-a", "new").status, 200u);  // still writable: nothing is stranded
 }
 
 }  // namespace

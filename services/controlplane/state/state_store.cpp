@@ -177,6 +177,11 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
                            table_index[Table::node_identities]);
       !st)
     return st;
+  std::map<std::string, NamespaceRecord> namespaces;
+  if (auto st = load_table(*snap, Table::namespaces, namespaces, namespace_record_from_storage,
+                           table_index[Table::namespaces]);
+      !st)
+    return st;
   std::deque<domain::Event> events;
   std::deque<std::size_t> positions;
   if (auto it = snap->rows.find(Table::events); it != snap->rows.end()) {
@@ -200,6 +205,7 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   acl_tokens_ = std::move(acl_tokens);
   snapshots_ = std::move(snapshots);
   node_identities_ = std::move(identities);
+  namespaces_ = std::move(namespaces);
   rebuild_indexes();
   events_ = std::move(events);
   event_positions_ = std::move(positions);
@@ -235,6 +241,7 @@ std::string storage_text(const acl::Policy& p) { return acl::to_json(p).dump(); 
 std::string storage_text(const acl::Token& t) { return acl::to_storage_text(t); }
 std::string storage_text(const SnapshotRecord& r) { return to_storage_text(r); }
 std::string storage_text(const domain::NodeIdentity& n) { return domain::to_storage_text(n); }
+std::string storage_text(const NamespaceRecord& n) { return to_storage_text(n); }
 
 // Stamps indexes on the batch's objects and appends their mutations.
 template <class T>
@@ -277,6 +284,7 @@ const SnapshotRecord* StateStore::snapshot_record(const std::string& plugin_id, 
 const domain::NodeIdentity* StateStore::node_identity(const std::string& id) const {
   return find(node_identities_, id);
 }
+const NamespaceRecord* StateStore::namespace_record(const std::string& name) const { return find(namespaces_, name); }
 
 const acl::Token* StateStore::acl_token_by_secret_hash(const std::string& hash) const {
   auto it = acl_token_by_hash_.find(hash);
@@ -329,6 +337,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   stage(Table::acl_tokens, batch.acl_tokens_, acl_tokens_, next, tx);
   stage(Table::snapshots, batch.snapshots_, snapshots_, next, tx);
   stage(Table::node_identities, batch.node_identities_, node_identities_, next, tx);
+  stage(Table::namespaces, batch.namespaces_, namespaces_, next, tx);
   for (auto& [key, r] : batch.requests_) {
     if (r) {
       auto existing = requests_.find(key);
@@ -366,6 +375,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!batch.acl_tokens_.empty()) touched.push_back(Table::acl_tokens);
   if (!batch.snapshots_.empty()) touched.push_back(Table::snapshots);
   if (!batch.node_identities_.empty()) touched.push_back(Table::node_identities);
+  if (!batch.namespaces_.empty()) touched.push_back(Table::namespaces);
   if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
 
   if (!options_.group_commit) {
@@ -389,6 +399,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   }
   install(batch.acl_tokens_, acl_tokens_);
   install(batch.node_identities_, node_identities_);
+  install(batch.namespaces_, namespaces_);
   for (auto& [key, r] : batch.requests_) {
     if (auto old = requests_.find(key); old != requests_.end()) {
       requests_by_time_.erase({old->second.time, key});
