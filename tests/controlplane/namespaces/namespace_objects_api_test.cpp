@@ -186,7 +186,7 @@ TEST_F(NamespaceObjectsTest, MaxRunningAllocationsFreesASlotWhenOneEnds) {
     a.client_status = domain::ClientStatus::complete;
     Batch b;
     b.put(a);
-    return server.store.commit(std::move(b)).has_value();
+    return server.store.commit(std::move(b)).ok();
   });
   EXPECT_EQ(call("POST", "/v1/allocations?namespace=team-a", kAllocation, mgmt).status, 200u);
 }
