@@ -59,7 +59,7 @@ TEST_F(NamespaceObjectsTest, ApplyReadListUpdateAndDelete) {
   EXPECT_GT(read["ModifyIndex"].get<std::uint64_t>(), created);
   EXPECT_TRUE(read["Quota"]["MaxVolumes"].is_null());  // apply replaces the record (the CLI merges)
 
-  auto events = parse(call("GET", "/v1/events?topic=Namespace", "", mgmt));
+  auto events = parse(call("GET", "/v1/events?topic=Namespace&namespace=team-a", "", mgmt));
   ASSERT_EQ(events.size(), 2u) << events.dump();
   EXPECT_EQ(events[0]["Type"], "NamespaceCreated");
   EXPECT_EQ(events[1]["Type"], "NamespaceUpdated");
