@@ -5,15 +5,19 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "services/nodeagent/process/cgroup.hpp"
 #include "services/nodeagent/process/proc_stat.hpp"
+#include "services/nodeagent/process/task_init_image.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/root.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -104,10 +108,11 @@ TEST_F(WallsTest, TheTaskSeesOnlyItsOwnProcessesAndDirectories) {
   const auto outside = dir.make_dir("other-alloc");
   test::write_file(outside / "data", "not yours");
   test::write_file("/tmp/mooring-walls-host-tmp", "host tmp");
-  const auto r = run("echo pid=$$; ls /proc | grep -c '^[0-9]'; cat " + (outside / "data").string() +
-                     " || echo no-outside; ls /tmp/mooring-walls-host-tmp || echo no-host-tmp; touch /etc/x || "
-                     "echo etc-ro; touch /x || echo root-ro; echo mine > " + (own / "f").string() + " && cat " +
-                     (own / "f").string() + "; mount -t tmpfs none /tmp || echo no-mount");
+  const auto r =
+      run("echo pid=$$; ls /proc | grep -c '^[0-9]'; cat " + (outside / "data").string() +
+          " || echo no-outside; ls /tmp/mooring-walls-host-tmp || echo no-host-tmp; touch /etc/x || "
+          "echo etc-ro; touch /x || echo root-ro; echo mine > " +
+          (own / "f").string() + " && cat " + (own / "f").string() + "; mount -t tmpfs none /tmp || echo no-mount");
   fs::remove("/tmp/mooring-walls-host-tmp");
   ASSERT_EQ(r.error, "");
   EXPECT_NE(r.out.find("pid=2\n"), std::string::npos) << r.out;
@@ -156,6 +161,57 @@ TEST_F(WallsTest, TheTasksExitStatusComesThroughTheInit) {
   const auto killed = run("kill -KILL $$");
   ASSERT_TRUE(killed.task_status);
   EXPECT_TRUE(WIFSIGNALED(*killed.task_status) && WTERMSIG(*killed.task_status) == SIGKILL);
+}
+
+// The namespace's init is the agent's embedded image (task_init.cpp), exec'd from a sealed memfd;
+// the task gets exactly its stdio (not the report pipe, not the image).
+TEST_F(WallsTest, TheInitIsTheEmbeddedImageAndTheTaskGetsOnlyItsStdio) {
+  const auto r = run("tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc/$$/fd | tr '\\n' ' '");
+  ASSERT_EQ(r.error, "");
+  EXPECT_NE(r.out.find("mooring-task-init /bin/sh sh -c "), std::string::npos) << r.out;
+  EXPECT_TRUE(r.out.ends_with("\n0 1 2 ")) << r.out;
+}
+
+TEST_F(WallsTest, TheInitImageIsSealed) {
+  const int fd = task_init_image();
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(task_init_image(), fd);  // made once
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_GT(st.st_size, 0);
+  EXPECT_EQ(::pwrite(fd, "x", 1, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::fcntl(fd, F_GET_SEALS) & F_SEAL_WRITE, F_SEAL_WRITE);
+  EXPECT_EQ(::fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+}
+
+// A signal to the init reaches the task (the agent's stop signals the init); the caller's signal
+// mask, blocked while the child shared its memory, is as it was.
+TEST_F(WallsTest, TheInitForwardsSignalsAndTheCallersMaskIsRestored) {
+  sigset_t before, after;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &before);
+  const auto out_path = dir / "out.txt";
+  const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  SpawnRequest req;
+  req.program = "/bin/sh";
+  req.argv = {"sh", "-c", "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done"};
+  req.stdout_fd = out;
+  auto started = spawn_walled(req, walls);
+  ::close(out);
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &after);
+  for (int sig = 1; sig < 65; ++sig) EXPECT_EQ(sigismember(&before, sig), sigismember(&after, sig)) << sig;
+  ASSERT_TRUE(std::holds_alternative<WalledChild>(started)) << std::get<WallError>(started).message();
+  const auto child = std::get<WalledChild>(started);
+  for (int i = 0; i < 200 && test::read_file(out_path).find("ready") == std::string::npos; ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+  int st = 0;
+  ASSERT_EQ(::waitpid(child.pid, &st, 0), child.pid);
+  const auto status = read_task_status(child.report);
+  ::close(child.report);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 3) << test::read_file(out_path);
+  EXPECT_NE(test::read_file(out_path).find("got-term"), std::string::npos);
 }
 
 TEST_F(WallsTest, WithoutNamespacesOnlyTheUserChanges) {
