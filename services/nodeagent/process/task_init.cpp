@@ -10,6 +10,7 @@
 // argv: [name, program, the task's argv...]; the task's environment; every signal blocked.
 #include <asm/unistd.h>
 #include <fcntl.h>
+#include <linux/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -91,6 +92,10 @@ extern "C" [[noreturn]] void task_init_main(long* stack) {
   char** argv = reinterpret_cast<char**>(stack + 1);
   char** envp = argv + argc + 1;
   if (argc < 3) exit_now(127);
+  // Not dumpable: the task runs as the same user, and an exec after the user switch made this
+  // process dumpable again, so the task could ptrace it (and write the reports) or read its
+  // /proc entries. The task's own exec makes the task dumpable as usual.
+  sys(__NR_prctl, PR_SET_DUMPABLE, 0);
   sys(__NR_fcntl, kReportFd, F_SETFD, FD_CLOEXEC);  // the task does not get it
   int exec_error = 0;
   const long task = start_task(argv, envp, exec_error);

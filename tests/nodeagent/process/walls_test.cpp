@@ -163,12 +163,15 @@ TEST_F(WallsTest, TheTasksExitStatusComesThroughTheInit) {
   EXPECT_TRUE(WIFSIGNALED(*killed.task_status) && WTERMSIG(*killed.task_status) == SIGKILL);
 }
 
-// The namespace's init is the agent's embedded image (task_init.cpp), exec'd from a sealed memfd;
-// the task gets exactly its stdio (not the report pipe, not the image).
+// The namespace's init is the agent's embedded image (task_init.cpp), exec'd from a sealed memfd,
+// and not dumpable: the task (same user) cannot read its /proc entries or ptrace it. The task
+// gets exactly its stdio (not the report pipe, not the image).
 TEST_F(WallsTest, TheInitIsTheEmbeddedImageAndTheTaskGetsOnlyItsStdio) {
-  const auto r = run("tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc/$$/fd | tr '\\n' ' '");
+  const auto r =
+      run("cat /proc/1/environ > /dev/null 2>&1 && echo INIT_OPEN || echo init-shut; tr '\\0' ' ' < /proc/1/cmdline; "
+          "echo; ls /proc/$$/fd | tr '\\n' ' '");
   ASSERT_EQ(r.error, "");
-  EXPECT_NE(r.out.find("mooring-task-init /bin/sh sh -c "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("init-shut\nmooring-task-init /bin/sh sh -c "), std::string::npos) << r.out;
   EXPECT_TRUE(r.out.ends_with("\n0 1 2 ")) << r.out;
 }
 
