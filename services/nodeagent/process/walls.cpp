@@ -45,14 +45,16 @@ const char* step_name(int step) {
 }
 
 // The mount plan: every string owned here, so the child only reads.
-enum class OpKind { mkdir, touch, mount, symlink };
+enum class OpKind { mkdir, touch, mount, symlink, device };
 struct Op {
   OpKind kind;
   const char* a = nullptr;  // mount: source; symlink: target; else the path
   const char* b = nullptr;  // mount: target; symlink: the link
   const char* fstype = nullptr;
-  unsigned long flags = 0;
+  unsigned long flags = 0;  // mount: its flags; device: the node's type and mode
   const char* data = nullptr;
+  dev_t dev = 0;  // device: the node's device number, made root's and `gid`'s
+  gid_t gid = 0;
 };
 
 struct Plan {
@@ -117,14 +119,26 @@ void plan_dev(Plan& plan, const std::string& root) {
 }
 
 // A bind of the task's own directory or volume. A block volume's target is a device node, not a
-// directory: its mount point is a file. Asked here, in the agent, while the plan is made (nothing
-// but system calls runs after the clone).
+// directory (asked here, in the agent, while the plan is made: nothing but system calls runs
+// after the clone). The task gets a node of its own for it, in its /dev (a tmpfs where device
+// nodes work), made root's and the task's group's, 0660 or 0440 for a read-only claim, and bound
+// where the volume's path is: the host's node (root:disk 0660) is neither bound in nor changed,
+// as Kubernetes gives a pod's fsGroup its block volumes.
 void plan_bind(Plan& plan, const Walls& w, std::size_t index) {
   const auto& b = w.binds[index];
+  const std::string root = w.root.string(), target = root + b.path.string();
   struct stat st {};
   const bool exists = ::stat(b.path.c_str(), &st) == 0;
+  if (exists && (S_ISBLK(st.st_mode) || S_ISCHR(st.st_mode))) {
+    const std::string node = root + "/dev/mooring-volume-" + std::to_string(index);
+    const unsigned long mode = (st.st_mode & S_IFMT) | (b.read_only ? 0440 : 0660);
+    plan.add({OpKind::device, plan.c(node), nullptr, nullptr, mode, nullptr, st.st_rdev, w.gid},
+             "make the device node of " + b.path.string());
+    plan.bind(node, target, false, false);
+    return;
+  }
   const bool dir = !exists || S_ISDIR(st.st_mode);
-  plan.bind(b.path.string(), w.root.string() + b.path.string(), b.read_only, dir);
+  plan.bind(b.path.string(), target, b.read_only, dir);
 }
 
 // The task's root: system directories read-only, hidden paths masked, a private /tmp and /dev,
@@ -220,6 +234,11 @@ int run_op(const Op& op) {
     }
     case OpKind::mount: return ::mount(op.a, op.b, op.fstype, op.flags, op.data);
     case OpKind::symlink: return ::symlink(op.a, op.b);
+    case OpKind::device: {
+      const auto mode = static_cast<mode_t>(op.flags);
+      if (::mknod(op.a, mode, op.dev) != 0 || ::chown(op.a, 0, op.gid) != 0) return -1;
+      return ::chmod(op.a, mode & 07777);  // mknod applied the agent's umask
+    }
   }
   return -1;
 }

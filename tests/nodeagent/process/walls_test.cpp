@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -215,6 +216,26 @@ TEST_F(WallsTest, TheInitForwardsSignalsAndTheCallersMaskIsRestored) {
   ASSERT_TRUE(status);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 3) << test::read_file(out_path);
   EXPECT_NE(test::read_file(out_path).find("got-term"), std::string::npos);
+}
+
+// A device volume (a block volume's target) is a node of the task's own, usable by its group
+// (read-only for a read-only claim); the host's node (root's 0600 here) is neither used nor changed.
+TEST_F(WallsTest, ADeviceVolumeIsANodeForTheTasksGroupAndTheHostsNodeIsUnchanged) {
+  const auto rw = dir.make_dir("vol-rw") / "dev", ro = dir.make_dir("vol-ro") / "dev";
+  ASSERT_EQ(::mknod(rw.c_str(), S_IFCHR | 0600, makedev(1, 5)), 0);  // /dev/zero's number
+  ASSERT_EQ(::mknod(ro.c_str(), S_IFCHR | 0600, makedev(1, 5)), 0);
+  walls.binds.push_back({rw, false});
+  walls.binds.push_back({ro, true});
+  const auto r = run("stat -c '%u:%g %a %t,%T' " + rw.string() + " " + ro.string() + "; head -c 2 " + rw.string() +
+                     " | od -An -tx1; echo x > " + rw.string() + " && echo wrote; echo x > " + ro.string() +
+                     " || echo ro-refused; head -c 1 " + ro.string() + " | od -An -tx1");
+  ASSERT_EQ(r.error, "");
+  EXPECT_NE(r.out.find("0:65534 660 1,5\n0:65534 440 1,5\n 00 00\nwrote\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ro-refused\n 00\n"), std::string::npos) << r.out;
+  struct stat host {};
+  ASSERT_EQ(::stat(rw.c_str(), &host), 0);
+  EXPECT_EQ(host.st_mode & 07777, 0600u);
+  EXPECT_EQ(host.st_gid, 0u);
 }
 
 TEST_F(WallsTest, WithoutNamespacesOnlyTheUserChanges) {
