@@ -21,11 +21,12 @@ SCENARIOS = {
     # flight (slowed to 3 s); the plugin refuses the reader's read-only publish beside the writer's
     # (ALREADY_EXISTS) and its claim is dropped. The writer's release must still detach node0.
     "publish-race": {"switch": None, "expect": None},
-    # Its other order, found by a chaos run with tasks that fail at once: a reader leaves node0 and
-    # its release's ControllerUnpublish is under way (slowed to 6 s) when a second reader claims
-    # the volume on node0. Published then (the node's publication again: OK at once), the
-    # second reader's claim lost its publication to that unpublish while its task ran; it must
-    # wait for the first release to finish.
+    # Its other order: a reader leaves node0 and its release's ControllerUnpublish is under way
+    # (slowed to 6 s) when a second reader claims the volume on node0. Not in ctest: within one
+    # control plane the agent router serializes a volume's controller calls, so the second
+    # reader's publish lands after the unpublish with or without the claim path's wait
+    # (docs/chaos.md); the window needs that order broken (a failover mid-unpublish), which this
+    # scenario does not do yet.
     "unpublish-race": {"switch": None, "expect": None},
 }
 
