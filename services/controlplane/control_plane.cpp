@@ -48,7 +48,6 @@ struct ControlPlane::Parts {
 
   int open_state();
   domain::Status load_state();
-  asio::awaitable<std::optional<std::string>> refused_after_hold();
   void make_workers();
   int make_api();
   int serve_http();
@@ -73,6 +72,17 @@ struct ControlPlane::Parts {
   std::function<void(const std::string&)> store_broken;  // etcd: set once the election exists
   std::optional<StateStore> store;
   std::unique_ptr<ha::Leadership> leadership;
+  // HA: while etcd has not confirmed the leader's lease in time, writes and calls out are held for
+  // up to one lease rather than refused (ha/lease_hold.hpp): etcd's own raft election interrupts
+  // nothing. nullopt to go on (held while unconfirmed, then confirmed), or why the call is refused.
+  // A coroutine lambda owned here, as main.cpp had it (not a member coroutine behind a forwarding
+  // lambda): the router and the agent service hold copies for as long as Parts lives.
+  const std::function<asio::awaitable<std::optional<std::string>>()> refused_after_hold =
+      [this]() -> asio::awaitable<std::optional<std::string>> {
+    if (!leadership || co_await leadership->lease_hold().wait_while_unconfirmed()) co_return std::nullopt;
+    co_return std::string("etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
+                          "lease past its end; nothing was sent or changed");
+  };
   NodeRegistrations registrations;
   std::optional<agentclient::AgentRouter> router;
   std::optional<agentclient::RouterPublisher> publisher;
@@ -154,15 +164,6 @@ domain::Status ControlPlane::Parts::load_state() {
   return {};
 }
 
-// HA: while etcd has not confirmed the leader's lease in time, writes and calls out are held for
-// up to one lease rather than refused (ha/lease_hold.hpp): etcd's own raft election interrupts
-// nothing. nullopt to go on (held while unconfirmed, then confirmed), or why the call is refused.
-asio::awaitable<std::optional<std::string>> ControlPlane::Parts::refused_after_hold() {
-  if (!leadership || co_await leadership->lease_hold().wait_while_unconfirmed()) co_return std::nullopt;
-  co_return std::string("etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
-                        "lease past its end; nothing was sent or changed");
-}
-
 // Node agents: controller calls (publish, unpublish, create, ...) and node detach go through the
 // router. A call that finds a node's agent gone waits up to a heartbeat TTL for it to register
 // again (by then a silent node is marked down) and is resent to it (agentclient/agent_router.hpp).
@@ -170,7 +171,7 @@ void ControlPlane::Parts::make_workers() {
   const auto ex = io.get_executor();
   agentclient::AgentRouterOptions router_options;
   router_options.channel.security = security;
-  router_options.hold = [this] { return refused_after_hold(); };
+  router_options.hold = refused_after_hold;
   router_options.registrations = &registrations;
   router_options.reregistration_wait = flags.heartbeat_ttl;
   router.emplace(ex, *store, router_options);
@@ -259,7 +260,7 @@ int ControlPlane::Parts::serve_grpc() {
       auto leader = leadership ? leadership->election().leader() : std::nullopt;
       return leader && !leadership->election().leading() ? leader->grpc_addr : std::string{};
     };
-    agent_options.hold = [this] { return refused_after_hold(); };
+    agent_options.hold = refused_after_hold;
     agent_options.writes_refused = [this]() -> std::optional<std::string> {
       if (!leadership || !leadership->election().degraded()) return std::nullopt;
       return "etcd has no quorum or cannot be reached: this control plane (the leader) refuses every call until it "
