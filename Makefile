@@ -15,7 +15,7 @@ CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := true
 
-.PHONY: all deps test-deps bench-deps build test run run-ha bench compose-test chaos config-docs clean
+.PHONY: all deps test-deps lint-deps bench-deps build test run run-ha bench compose-test chaos config-docs format format-check lint clean
 
 all: build
 
@@ -25,6 +25,9 @@ deps:
 test-deps:
 	@./scripts/install-deps.sh build run test
 
+lint-deps:
+	@./scripts/install-deps.sh build run test lint
+
 bench-deps:
 	@./scripts/install-deps.sh build run bench
 
@@ -33,11 +36,15 @@ build: deps
 	@cmake -S . -B $(BUILD_RELEASE) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release -DMOORING_TESTS=OFF >/dev/null
 	@cmake --build $(BUILD_RELEASE) -j $(JOBS)
 
-# Debug + ASan/UBSan, warnings as errors, then the whole suite; ends in ctest's summary line.
+# Debug + ASan/UBSan, warnings as errors, then the whole suite; ends in ctest's summary line. With
+# the chaos checker's deliberate claim bugs (docs/chaos.md), which its chaos_switch_* tests turn on.
 test: test-deps
-	@cmake -S . -B $(BUILD_TEST) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DMOORING_SANITIZE=ON -DMOORING_TESTS=ON >/dev/null
+	@cmake -S . -B $(BUILD_TEST) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DMOORING_SANITIZE=ON -DMOORING_TESTS=ON \
+	  -DMOORING_FAULT_SWITCHES=ON >/dev/null
 	@cmake --build $(BUILD_TEST) -j $(JOBS)
-	@cd $(BUILD_TEST) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	@# handle_sigill: GCC's trap for a coroutine resumed in an invalid state is ud2 (SIGILL), which
+	@# ASan otherwise lets kill a process without a word.
+	@cd $(BUILD_TEST) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:handle_sigill=1 \
 	  ctest --output-on-failure -j $(CTEST_JOBS) --timeout 300
 
 run: build
@@ -69,6 +76,23 @@ chaos: test-deps build
 # configuration_pages fails while a page and its binary disagree.
 config-docs: build
 	@/usr/bin/python3 tests/docs/config_pages.py --root . --bin $(BUILD_RELEASE) --write
+
+# Style by the tool (.clang-format, clang-format 14): `format` rewrites the product files,
+# `format-check` only reports (the ctest format_check runs the same check in `make test`).
+format: test-deps
+	@./scripts/source-files.sh | xargs clang-format -i
+
+format-check: test-deps
+	@./tests/format/check_format.sh .
+
+# clang-tidy (.clang-tidy) over the product files with the test build's compile commands (it
+# needs the generated protobuf headers, so the test build is configured and its protos built
+# first). Not part of `make test`: on two cores it takes far longer than the build's other
+# checks (docs/engineering-notes.md, "Format and lint").
+lint: lint-deps
+	@cmake -S . -B $(BUILD_TEST) $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug -DMOORING_SANITIZE=ON -DMOORING_TESTS=ON >/dev/null
+	@cmake --build $(BUILD_TEST) -j $(JOBS) --target mooring_proto
+	@./scripts/source-files.sh | grep '\.cpp$$' | xargs -P $(JOBS) -n 8 clang-tidy -p $(BUILD_TEST) --quiet
 
 clean:
 	rm -rf build

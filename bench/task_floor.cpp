@@ -2,7 +2,9 @@
 // `sh -c 'echo ok > "$MOORING_VOLUME_DATA/bench" && exec sleep 600'`); here the same shell writes
 // its file and exits, `concurrency` at a time, started with posix_spawn as the agent does. No
 // design that runs a real task per lifecycle can go through lifecycles faster than this.
-// Output: one JSON object on stdout.
+// --walls: the same task started as the agent starts a task behind its walls (issue 41:
+// process/walls.hpp, as nobody in its own namespaces and root, its slot bound in), so the two
+// runs give what isolation adds to a task start. Output: one JSON object on stdout.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/stats.hpp"
+#include "services/nodeagent/process/walls.hpp"
 
 extern char** environ;
 
@@ -44,20 +47,50 @@ bool run_task(const std::filesystem::path& file) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// The same task behind the walls: the init reports the task's own exit.
+bool run_walled_task(const std::filesystem::path& slot) {
+  const auto file = slot / "data";
+  std::filesystem::create_directories(slot / "root");
+  std::filesystem::create_directories(file);
+  ::chown(file.c_str(), 65534, 65534);
+  mooring::nodeagent::SpawnRequest req;
+  req.program = "/bin/sh";
+  req.argv = {"sh", "-c", "echo ok > \"$MOORING_VOLUME_DATA/bench\""};
+  req.env = {{"PATH", "/usr/bin:/bin"}, {"MOORING_VOLUME_DATA", file.string()}};
+  mooring::nodeagent::Walls walls;
+  walls.uid = walls.gid = 65534;
+  walls.root = slot / "root";
+  walls.binds = {{file, false}};
+  auto started = mooring::nodeagent::spawn_walled(req, walls);
+  auto* child = std::get_if<mooring::nodeagent::WalledChild>(&started);
+  if (!child) return false;
+  int st = 0;
+  ::waitpid(child->pid, &st, 0);
+  const auto status = mooring::nodeagent::read_task_status(child->report);
+  ::close(child->report);
+  return status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   long calls = 1000;
   int concurrency = 8;
   std::string dir;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
+  bool walled = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--walls") {
+      walled = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    std::string a = argv[i], v = argv[++i];
     if (a == "--calls") calls = std::stol(v);
     else if (a == "--concurrency") concurrency = std::stoi(v);
     else if (a == "--dir") dir = v;
   }
   if (dir.empty() || calls <= 0 || concurrency <= 0) {
-    std::cerr << "usage: mooring-bench-task --dir DIR [--calls N] [--concurrency C]\n";
+    std::cerr << "usage: mooring-bench-task --dir DIR [--calls N] [--concurrency C] [--walls]\n";
     return 2;
   }
   std::atomic<long> next{0};
@@ -73,7 +106,7 @@ int main(int argc, char** argv) {
         const auto slot = std::filesystem::path(dir) / ("task-" + std::to_string(i % 64));
         std::filesystem::create_directories(slot);
         const auto start = Clock::now();
-        if (!run_task(slot)) ++errors;
+        if (!(walled ? run_walled_task(slot) : run_task(slot))) ++errors;
         const double ms = mooring::bench::ms_since(start);
         std::lock_guard lock(mu);
         latencies_ms.push_back(ms);
@@ -83,6 +116,7 @@ int main(int argc, char** argv) {
   for (auto& t : workers) t.join();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   nlohmann::json out{{"calls", calls},
+                     {"walls", walled},
                      {"concurrency", concurrency},
                      {"seconds", secs},
                      {"per_second", static_cast<double>(calls) / secs},

@@ -21,7 +21,8 @@ std::string alloc_path(const std::string& id) { return "/v1/allocation/" + url_e
 int alloc_run(Context& ctx, const Invocation& inv) {
   auto doc = read_json_file(inv.args[0]);
   if (!doc) return ctx.fail(doc.error());
-  if (!doc->is_object()) return ctx.fail(inv.args[0] + ": expected a JSON object ({\"Allocation\":{...}} or one allocation)");
+  if (!doc->is_object())
+    return ctx.fail(inv.args[0] + ": expected a JSON object ({\"Allocation\":{...}} or one allocation)");
   // The API's submit body is {"Allocation":{...}}; a bare allocation object is wrapped.
   json body = doc->contains("Allocation") ? *doc : json{{"Allocation", *doc}};
   auto r = ctx.call("POST", "/v1/allocations", body);
@@ -69,8 +70,10 @@ std::optional<std::string> resolve_alloc(Context& ctx, const std::string& ref) {
     ctx.fail("no allocation has the ID, ID prefix or running name \"" + ref + "\" (`mooring alloc status` lists them)");
     return std::nullopt;
   }
-  const ObjectKind kind{"allocation", "allocations", "/v1/allocation/", "/v1/allocations", "mooring alloc status",
-                        [&](const json& items) { return alloc_table(items, ctx.every_namespace()); }};
+  const ObjectKind kind{
+      "allocation",           "allocations",
+      "/v1/allocation/",      "/v1/allocations",
+      "mooring alloc status", [&](const json& items) { return alloc_table(items, ctx.every_namespace()); }};
   report_candidates(ctx, kind, ref, found);
   return std::nullopt;
 }
@@ -82,8 +85,9 @@ int alloc_stop(Context& ctx, const Invocation& inv) {
   auto r = ctx.call("POST", alloc_path(id) + "/stop");
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
-  ctx.out() << "Stop of allocation \"" << id
-            << "\" requested; its volumes are released in the background (`mooring volume status ID` shows the claims)\n";
+  ctx.out()
+      << "Stop of allocation \"" << id
+      << "\" requested; its volumes are released in the background (`mooring volume status ID` shows the claims)\n";
   return kExitOk;
 }
 

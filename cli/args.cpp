@@ -27,8 +27,9 @@ const CommandSpec* find_exact(const std::vector<std::string>& words, const std::
 }
 
 bool is_group(const std::vector<std::string>& words, const std::vector<CommandSpec>& commands) {
-  return std::any_of(commands.begin(), commands.end(),
-                     [&](const CommandSpec& c) { return c.words.size() > words.size() && starts_with_words(c.words, words); });
+  return std::any_of(commands.begin(), commands.end(), [&](const CommandSpec& c) {
+    return c.words.size() > words.size() && starts_with_words(c.words, words);
+  });
 }
 
 const FlagSpec* find_flag(const CommandSpec* cmd, const std::string& name) {
@@ -94,7 +95,8 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
         if (!take_value()) return fail("flag -" + name + " needs a value (" + std::string(g->doc.value_name) + ")");
         inv.globals.*(g->field) = *value;
       } else if (name == "json") {
-        if (!switch_value(inv.globals.json)) return fail("flag -json: expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"");
+        if (!switch_value(inv.globals.json))
+          return fail("flag -json: expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"");
       } else if (const FlagSpec* f = find_flag(inv.command, name)) {
         if (f->takes_value) {
           if (!take_value()) return fail("flag -" + name + " needs a value (" + f->value_name + ")");
@@ -102,7 +104,9 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
           if (!fresh) it->second = f->repeatable ? it->second + "," + *value : *value;
         } else {
           bool on = false;
-          if (!switch_value(on)) return fail("flag -" + name + ": expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"");
+          if (!switch_value(on))
+            return fail("flag -" + name + ": expected " + std::string(config::kBoolSpellings) + ", got \"" + *value +
+                        "\"");
           inv.flags[name] = on ? "true" : "false";
         }
       } else {
@@ -172,7 +176,8 @@ std::string usage_for(const std::vector<std::string>& words, const std::vector<C
     if (!c->flags.empty()) {
       out << "\nFlags:\n";
       std::size_t width = 0;
-      for (const auto& f : c->flags) width = std::max(width, f.name.size() + 1 + (f.takes_value ? f.value_name.size() + 1 : 0));
+      for (const auto& f : c->flags)
+        width = std::max(width, f.name.size() + 1 + (f.takes_value ? f.value_name.size() + 1 : 0));
       for (const auto& f : c->flags) {
         std::string left = "-" + f.name + (f.takes_value ? " " + f.value_name : "");
         out << "  " << left << std::string(width + 2 - left.size(), ' ') << " " << f.help << "\n";

@@ -50,8 +50,8 @@ struct GlobalOptions {
 struct Invocation {
   GlobalOptions globals;
   const CommandSpec* command = nullptr;
-  std::vector<std::string> args;               // positionals after the command words
-  std::map<std::string, std::string> flags;    // the command's flags: name -> value ("true" for switches)
+  std::vector<std::string> args;             // positionals after the command words
+  std::map<std::string, std::string> flags;  // the command's flags: name -> value ("true" for switches)
 
   bool has(const std::string& flag) const { return flags.contains(flag); }
   // A switch given as -flag or -flag=true.
@@ -68,9 +68,9 @@ struct Invocation {
 // What the command line asked for. Exactly one of: a command to run, help to print, an error.
 struct ParseResult {
   Invocation invocation;
-  bool help = false;               // -h/-help/--help: print usage for `help_words`
+  bool help = false;                    // -h/-help/--help: print usage for `help_words`
   std::vector<std::string> help_words;  // the command words given so far (a group or a command)
-  std::string error;               // usage error; `help_words` says whose usage to show
+  std::string error;                    // usage error; `help_words` says whose usage to show
 };
 
 // argv without argv[0].

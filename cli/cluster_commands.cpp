@@ -85,8 +85,9 @@ int plugin_status(Context& ctx, const Invocation& inv) {
   kv.add("Controllers Healthy", ratio(p, "ControllersHealthy", "ControllersExpected"));
   kv.add("Nodes Healthy", ratio(p, "NodesHealthy", "NodesExpected"));
   auto now = std::chrono::system_clock::now();
-  ctx.out() << kv.render() << "\nControllers\n" << instances_table(p.value("Controllers", json::object()), false, now)
-            << "\nNodes\n" << instances_table(p.value("Nodes", json::object()), true, now);
+  ctx.out() << kv.render() << "\nControllers\n"
+            << instances_table(p.value("Controllers", json::object()), false, now) << "\nNodes\n"
+            << instances_table(p.value("Nodes", json::object()), true, now);
   return kExitOk;
 }
 
@@ -117,7 +118,8 @@ int node_status(Context& ctx, const Invocation& inv) {
     // The agent's mutual-TLS certificate: a warning a month ahead, as the services log it.
     auto when = parse_rfc3339(expires);
     const bool soon = when && *when - now < std::chrono::hours(24 * 30);
-    kv.add("Certificate Expires", time_text(expires, now) + (soon ? "  (renew it: mooring tls cert create -agent)" : ""));
+    kv.add("Certificate Expires",
+           time_text(expires, now) + (soon ? "  (renew it: mooring tls cert create -agent)" : ""));
   }
   kv.add("Attributes", map_text(n.value("Attributes", json())));
   ctx.out() << kv.render();
@@ -175,8 +177,8 @@ int node_intro_create(Context& ctx, const Invocation& inv) {
     r->body.erase("SecretID");
   }
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
-  ctx.out() << "Introduction token " << field(r->body, "AccessorID") << " for node \"" << *node_id
-            << "\", expires " << field(r->body, "ExpirationTime") << "; it enrolls the node once\n";
+  ctx.out() << "Introduction token " << field(r->body, "AccessorID") << " for node \"" << *node_id << "\", expires "
+            << field(r->body, "ExpirationTime") << "; it enrolls the node once\n";
   if (auto out = inv.flag("out"))
     ctx.out() << "Written to " << *out << "\n";
   else
@@ -217,9 +219,13 @@ std::vector<CommandSpec> node_commands() {
            .run = node_purge},
           {.words = {"node", "intro", "create"},
            .flags = {{.name = "node-id", .takes_value = true, .value_name = "ID", .help = "the node it may enroll"},
-                     {.name = "ttl", .takes_value = true, .value_name = "DURATION",
+                     {.name = "ttl",
+                      .takes_value = true,
+                      .value_name = "DURATION",
                       .help = "how long it may be used (default 1h, at most 168h)"},
-                     {.name = "out", .takes_value = true, .value_name = "FILE",
+                     {.name = "out",
+                      .takes_value = true,
+                      .value_name = "FILE",
                       .help = "write the token to FILE (0600) instead of printing it"}},
            .summary = "Make a one-time introduction token that enrolls one node",
            .help = "POST /v1/node/ID/intro (node:write): a token that enrolls node ID once, before it\n"

@@ -45,7 +45,9 @@ std::string Context::http_error(const HttpResponse& res, const std::string& meth
     return "the control plane wants an ACL token: set MOORING_TOKEN (or -token) to a token's Secret ID (make run: "
            "export MOORING_TOKEN=$(cat .mooring/bootstrap-token))" +
            where;
-  if (res.status == 401)
+  // Only when a token was given: without one, the 401 is about another credential (a used or
+  // expired introduction token) and blaming an ACL token would send the user the wrong way.
+  if (res.status == 401 && !globals_.token.empty())
     return "the ACL token given (MOORING_TOKEN or -token) was refused: " + error_text(res) + where;
   return error_text(res) + where;
 }

@@ -54,7 +54,8 @@ int events(Context& ctx, const Invocation& inv) {
   }
   Table t({"Index", "Time", "Topic", "Type", "Key", "Message"});
   for (const auto& e : r->body)
-    t.add_row({field(e, "Index"), field(e, "Time"), field(e, "Topic"), field(e, "Type"), field(e, "Key"), field(e, "Message")});
+    t.add_row({field(e, "Index"), field(e, "Time"), field(e, "Topic"), field(e, "Type"), field(e, "Key"),
+               field(e, "Message")});
   ctx.out() << t.render();
   return kExitOk;
 }
@@ -118,8 +119,11 @@ std::vector<CommandSpec> event_commands() {
            .arguments = "",
            .min_args = 0,
            .max_args = 0,
-           .flags = {{"index", true, "N", "start at index N (the oldest kept event when N is older); default: new events only"},
-                     {"topic", true, "TOPIC[:ID]", "only this topic, or one object of it (repeatable; Volume, Claim, Allocation, Node, Plugin, *)", true}},
+           .flags = {{"index", true, "N",
+                      "start at index N (the oldest kept event when N is older); default: new events only"},
+                     {"topic", true, "TOPIC[:ID]",
+                      "only this topic, or one object of it (repeatable; Volume, Claim, Allocation, Node, Plugin, *)",
+                      true}},
            .summary = "Follow events as they happen (one line each; -json: the stream's lines)",
            .help = "Streams GET /v1/event/stream until the control plane ends it or you interrupt. To resume, pass\n"
                    "-index with the last Index seen plus one.",

@@ -67,16 +67,26 @@ std::optional<std::int64_t> parse_size(std::string_view t) {
   while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
   if (unit.ends_with("B") && unit != "B") unit.pop_back();  // "GiB" -> "Gi", "GB" -> "G"
   double mul = 0;
-  if (unit.empty() || unit == "B") mul = 1;
-  else if (unit == "K" || unit == "k") mul = 1e3;
-  else if (unit == "M") mul = 1e6;
-  else if (unit == "G") mul = 1e9;
-  else if (unit == "T") mul = 1e12;
-  else if (unit == "Ki") mul = 1024.0;
-  else if (unit == "Mi") mul = 1024.0 * 1024;
-  else if (unit == "Gi") mul = 1024.0 * 1024 * 1024;
-  else if (unit == "Ti") mul = 1024.0 * 1024 * 1024 * 1024;
-  else return std::nullopt;
+  if (unit.empty() || unit == "B")
+    mul = 1;
+  else if (unit == "K" || unit == "k")
+    mul = 1e3;
+  else if (unit == "M")
+    mul = 1e6;
+  else if (unit == "G")
+    mul = 1e9;
+  else if (unit == "T")
+    mul = 1e12;
+  else if (unit == "Ki")
+    mul = 1024.0;
+  else if (unit == "Mi")
+    mul = 1024.0 * 1024;
+  else if (unit == "Gi")
+    mul = 1024.0 * 1024 * 1024;
+  else if (unit == "Ti")
+    mul = 1024.0 * 1024 * 1024 * 1024;
+  else
+    return std::nullopt;
   double bytes = value * mul;
   if (!std::isfinite(bytes) || bytes > 9.2e18) return std::nullopt;
   return static_cast<std::int64_t>(std::llround(bytes));
@@ -99,11 +109,16 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view t) {
     std::size_t ustart = i;
     while (i < t.size() && std::isalpha(static_cast<unsigned char>(t[i]))) ++i;
     auto unit = t.substr(ustart, i - ustart);
-    if (unit == "ms") total += v;
-    else if (unit == "s" || (unit.empty() && start == 0 && i == t.size())) total += v * 1000;
-    else if (unit == "m") total += v * 60'000;
-    else if (unit == "h") total += v * 3'600'000;
-    else return std::nullopt;
+    if (unit == "ms")
+      total += v;
+    else if (unit == "s" || (unit.empty() && start == 0 && i == t.size()))
+      total += v * 1000;
+    else if (unit == "m")
+      total += v * 60'000;
+    else if (unit == "h")
+      total += v * 3'600'000;
+    else
+      return std::nullopt;
   }
   if (!std::isfinite(total) || total > 1e15) return std::nullopt;
   return std::chrono::milliseconds(static_cast<std::int64_t>(total));
@@ -112,7 +127,8 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view t) {
 std::string map_text(const json& obj) {
   if (!obj.is_object() || obj.empty()) return "<none>";
   std::string out;
-  for (auto it = obj.begin(); it != obj.end(); ++it) out += (out.empty() ? "" : ", ") + it.key() + "=" + text(it.value());
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    out += (out.empty() ? "" : ", ") + it.key() + "=" + text(it.value());
   return out;
 }
 
@@ -130,7 +146,8 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
   int y, mo, d, h, mi, s;
   int consumed = 0;
   std::string str(t);
-  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &consumed) != 6) return std::nullopt;
+  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &consumed) != 6)
+    return std::nullopt;
   std::string_view rest = t.substr(static_cast<std::size_t>(consumed));
   double frac = 0;
   if (!rest.empty() && rest.front() == '.') {

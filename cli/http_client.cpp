@@ -51,9 +51,7 @@ bool all_digits(std::string_view s) {
 
 domain::Expected<Endpoint> parse_address(std::string_view text) {
   std::string_view rest = text;
-  auto bad = [&](const std::string& why) {
-    return domain::error("address \"" + std::string(text) + "\": " + why);
-  };
+  auto bad = [&](const std::string& why) { return domain::error("address \"" + std::string(text) + "\": " + why); };
   Endpoint e;
   if (rest.starts_with("https://")) {
     rest.remove_prefix(8);
@@ -72,9 +70,12 @@ domain::Expected<Endpoint> parse_address(std::string_view text) {
     if (close == std::string_view::npos) return bad("unterminated [IPv6] host");
     e.host = std::string(rest.substr(1, close - 1));
     auto after = rest.substr(close + 1);
-    if (after.empty()) e.port = default_port;
-    else if (after.front() == ':' && all_digits(after.substr(1))) e.port = std::string(after.substr(1));
-    else return bad("expected [HOST]:PORT");
+    if (after.empty())
+      e.port = default_port;
+    else if (after.front() == ':' && all_digits(after.substr(1)))
+      e.port = std::string(after.substr(1));
+    else
+      return bad("expected [HOST]:PORT");
   } else {
     auto colon = rest.rfind(':');
     if (colon == std::string_view::npos) {
@@ -171,12 +172,14 @@ asio::awaitable<void> read_streamed(Stream& stream, beast::flat_buffer& buffer, 
   auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, token);
   (void)hn;
   if (hec) {
-    x.failure = hec == beast::error::timeout ? "no answer within " + std::to_string(request.timeout.count() / 1000) + "s"
-                                             : "reading the answer failed: " + hec.message();
+    x.failure = hec == beast::error::timeout
+                    ? "no answer within " + std::to_string(request.timeout.count() / 1000) + "s"
+                    : "reading the answer failed: " + hec.message();
     co_return;
   }
   x.out.status = parser.get().result_int();
-  for (const auto& field : parser.get()) x.out.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+  for (const auto& field : parser.get())
+    x.out.headers[lower(std::string(field.name_string()))] = std::string(field.value());
   const bool ok = x.out.status >= 200 && x.out.status < 300;
   std::array<char, 8192> piece;
   while (!parser.is_done()) {
@@ -189,13 +192,16 @@ asio::awaitable<void> read_streamed(Stream& stream, beast::flat_buffer& buffer, 
     if (ec == bhttp::error::need_buffer) ec = {};
     const std::string_view got(piece.data(), piece.size() - parser.get().body().size);
     if (!got.empty()) {
-      if (!ok) x.out.body.append(got);
-      else if (!request.on_body(got)) co_return;
+      if (!ok)
+        x.out.body.append(got);
+      else if (!request.on_body(got))
+        co_return;
     }
     if (ec) {
       if (ec != bhttp::error::end_of_stream && ec != asio::error::eof)
-        x.failure = ec == beast::error::timeout ? "the stream went silent for " + std::to_string(request.timeout.count() / 1000) + "s"
-                                                : "reading the stream failed: " + ec.message();
+        x.failure = ec == beast::error::timeout
+                        ? "the stream went silent for " + std::to_string(request.timeout.count() / 1000) + "s"
+                        : "reading the stream failed: " + ec.message();
       co_return;
     }
   }
@@ -253,9 +259,13 @@ domain::Expected<std::unique_ptr<ssl::context>> client_tls(const TlsClientFiles&
   auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
   beast::error_code ec;
   ::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
-  if (files.ca_file.empty()) ctx->set_default_verify_paths(ec);
-  else ctx->load_verify_file(files.ca_file, ec);
-  if (ec) return domain::error("CA certificate " + (files.ca_file.empty() ? "(system)" : files.ca_file) + ": " + ec.message());
+  if (files.ca_file.empty())
+    ctx->set_default_verify_paths(ec);
+  else
+    ctx->load_verify_file(files.ca_file, ec);
+  if (ec)
+    return domain::error("CA certificate " + (files.ca_file.empty() ? "(system)" : files.ca_file) + ": " +
+                         ec.message());
   if (files.cert_file.empty() != files.key_file.empty())
     return domain::error("a client certificate needs its key (MOORING_CLIENT_CERT and MOORING_CLIENT_KEY)");
   if (!files.cert_file.empty()) {
@@ -311,7 +321,9 @@ bool speaks_tls(const Endpoint& endpoint) {
 }
 
 // Which setting to change, in the words of where the address came from.
-std::string address_setting(AddressOrigin origin) { return origin == AddressOrigin::flag ? "-address" : "MOORING_ADDR"; }
+std::string address_setting(AddressOrigin origin) {
+  return origin == AddressOrigin::flag ? "-address" : "MOORING_ADDR";
+}
 
 std::string unreachable(const Endpoint& e, const std::string& failure) {
   if (e.origin == AddressOrigin::fallback)
@@ -357,8 +369,9 @@ domain::Expected<HttpResponse> HttpClient::send_once(const HttpRequest& request,
     auto [hec] = co_await secure.async_handshake(ssl::stream_base::client, token);
     if (hec) {
       x.permanent = true;
-      x.failure = "TLS handshake failed: " + hec.message() +
-                  (hec.category() == asio::error::get_ssl_category() ? " (is MOORING_CACERT the CA that signed it?)" : "");
+      x.failure =
+          "TLS handshake failed: " + hec.message() +
+          (hec.category() == asio::error::get_ssl_category() ? " (is MOORING_CACERT the CA that signed it?)" : "");
       co_return;
     }
     co_await request_response(secure, request, endpoint_, x);
@@ -381,10 +394,10 @@ domain::Expected<HttpResponse> HttpClient::send_once(const HttpRequest& request,
   if (x.connected && !endpoint_.tls && x.out.status == 0 && speaks_tls(endpoint_)) {
     permanent = true;
     const auto https = "https://" + endpoint_.url.substr(std::string_view("http://").size());
-    return domain::error("the control plane at " + endpoint_.url + " speaks HTTPS: " +
-                         (endpoint_.origin == AddressOrigin::flag ? "use -address " : "set MOORING_ADDR=") + https +
-                         (tls_.ca_file.empty()
-                              ? " and MOORING_CACERT (or -ca-cert) to the CA that signed its certificate (make run: "
+    return domain::error(
+        "the control plane at " + endpoint_.url +
+        " speaks HTTPS: " + (endpoint_.origin == AddressOrigin::flag ? "use -address " : "set MOORING_ADDR=") + https +
+        (tls_.ca_file.empty() ? " and MOORING_CACERT (or -ca-cert) to the CA that signed its certificate (make run: "
                                 ".mooring/tls/ca.pem)"
                               : ""));
   }

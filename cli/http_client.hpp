@@ -62,7 +62,8 @@ struct TlsClientFiles {
 
 class HttpClient {
  public:
-  explicit HttpClient(Endpoint endpoint, TlsClientFiles tls = {}) : endpoint_(std::move(endpoint)), tls_(std::move(tls)) {}
+  explicit HttpClient(Endpoint endpoint, TlsClientFiles tls = {})
+      : endpoint_(std::move(endpoint)), tls_(std::move(tls)) {}
   const Endpoint& endpoint() const { return endpoint_; }
 
   // Any HTTP status is a response. The error (connection refused, timeout, a broken reply) is a

@@ -15,11 +15,11 @@
 namespace mooring::cli {
 
 struct ObjectKind {
-  std::string singular;      // "volume"
-  std::string plural;        // "volumes"
-  std::string item_path;     // "/v1/volume/csi/": the ID (URL-encoded) is appended
-  std::string list_path;     // "/v1/volumes"
-  std::string list_command;  // "mooring volume status": what lists them all
+  std::string singular;                                           // "volume"
+  std::string plural;                                             // "volumes"
+  std::string item_path;                                          // "/v1/volume/csi/": the ID (URL-encoded) is appended
+  std::string list_path;                                          // "/v1/volumes"
+  std::string list_command;                                       // "mooring volume status": what lists them all
   std::function<std::string(const nlohmann::json& items)> table;  // the candidates, as the list shows them
 };
 

@@ -37,7 +37,8 @@ const std::vector<GlobalSetting>& global_settings() {
        &GlobalOptions::ca_cert},
       {Doc{"client-cert", "MOORING_CLIENT_CERT", "", "FILE",
            "client certificate for HTTPS, with -client-key, for a control plane started with "
-           "--http-client-ca-file", ""},
+           "--http-client-ca-file",
+           ""},
        &GlobalOptions::client_cert},
       {Doc{"client-key", "MOORING_CLIENT_KEY", "", "FILE", "the key of -client-cert", ""}, &GlobalOptions::client_key},
       {Doc{"token", "MOORING_TOKEN", "", "SECRET",
@@ -87,7 +88,8 @@ std::string global_flags_usage() {
     std::string help(s.doc.help);
     std::string more;
     if (!s.doc.env.empty()) more = "env " + std::string(s.doc.env);
-    if (!s.doc.default_value.empty()) more += (more.empty() ? "" : "; ") + ("default: " + std::string(s.doc.default_value));
+    if (!s.doc.default_value.empty())
+      more += (more.empty() ? "" : "; ") + ("default: " + std::string(s.doc.default_value));
     if (!more.empty()) help += " (" + more + ")";
     const std::string l = left(s.doc);
     out += "  " + l + std::string(width + 2 - l.size(), ' ') + wrap(help, width + 4, 100) + "\n";

@@ -38,8 +38,8 @@ std::string snapshot_table(const json& snapshots) {
       std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
       created = buf;
     }
-    t.add_row({field(s, "ID"), field(s, "PluginID"), vol, size > 0 ? human_bytes(size) : "", created,
-               field(s, "IsReady")});
+    t.add_row(
+        {field(s, "ID"), field(s, "PluginID"), vol, size > 0 ? human_bytes(size) : "", created, field(s, "IsReady")});
   }
   return t.render();
 }
@@ -114,7 +114,8 @@ int snapshot_list(Context& ctx, const Invocation& inv) {
 
 int snapshot_delete(Context& ctx, const Invocation& inv) {
   const std::string &plugin = inv.args[0], &snapshot = inv.args[1];
-  auto r = ctx.call("DELETE", "/v1/volumes/snapshot?plugin_id=" + url_encode(plugin) + "&snapshot_id=" + url_encode(snapshot),
+  auto r = ctx.call("DELETE",
+                    "/v1/volumes/snapshot?plugin_id=" + url_encode(plugin) + "&snapshot_id=" + url_encode(snapshot),
                     std::nullopt, {.send_secrets = true, .timeout = std::chrono::minutes(5)});
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
@@ -158,15 +159,17 @@ int group_list(Context& ctx, const Invocation& inv) {
     return kExitOk;
   }
   ctx.out() << group_table(all);
-  for (const auto& g : all) ctx.out() << "\nGroup snapshot " << field(g, "ID") << "\n" << snapshot_table(snapshots_of(g));
+  for (const auto& g : all)
+    ctx.out() << "\nGroup snapshot " << field(g, "ID") << "\n" << snapshot_table(snapshots_of(g));
   return kExitOk;
 }
 
 int group_delete(Context& ctx, const Invocation& inv) {
   const std::string &plugin = inv.args[0], &group = inv.args[1];
-  auto r = ctx.call("DELETE",
-                    "/v1/volumes/group-snapshot?plugin_id=" + url_encode(plugin) + "&group_snapshot_id=" + url_encode(group),
-                    std::nullopt, {.send_secrets = true, .timeout = std::chrono::minutes(5)});
+  auto r =
+      ctx.call("DELETE",
+               "/v1/volumes/group-snapshot?plugin_id=" + url_encode(plugin) + "&group_snapshot_id=" + url_encode(group),
+               std::nullopt, {.send_secrets = true, .timeout = std::chrono::minutes(5)});
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
   ctx.out() << "Deleted group snapshot \"" << group << "\" of plugin \"" << plugin << "\" with its snapshots\n";

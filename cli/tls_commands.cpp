@@ -14,6 +14,7 @@
 #include "cli/format.hpp"
 #include "shared/domain/time.hpp"
 #include "shared/tls/cert_files.hpp"
+#include "shared/tls/pair_replacement.hpp"
 
 namespace mooring::cli {
 
@@ -94,9 +95,8 @@ int cert_create(Context& ctx, const Invocation& inv) {
   auto written = tls::write_pair(tls::pair_paths(dir, identity), *cert);
   if (!written) return ctx.fail(written.error());
   ctx.out() << "==> Using CA certificate " << ca_cert.string() << " and key " << ca_key.string() << "\n";
-  return print_written(ctx, std::string(tls::to_string(identity.role)) + " certificate (" +
-                                tls::identity_uri(identity) + ")",
-                       *written);
+  return print_written(
+      ctx, std::string(tls::to_string(identity.role)) + " certificate (" + tls::identity_uri(identity) + ")", *written);
 }
 
 // The node certificate in `paths` is still good for longer than `within` with its key: nothing
@@ -130,7 +130,8 @@ int cert_request(Context& ctx, const Invocation& inv) {
     return kExitOk;
   }
   if (inv.enabled("check-only")) {
-    ctx.out() << "==> " << paths.cert.string() << " needs enrolling (missing, unusable or ending within -renew-within)\n";
+    ctx.out() << "==> " << paths.cert.string()
+              << " needs enrolling (missing, unusable or ending within -renew-within)\n";
     return kExitError;
   }
 
@@ -157,13 +158,16 @@ int cert_request(Context& ctx, const Invocation& inv) {
   if (!info || info->identity != identity || !tls::key_matches(cert, csr->key_pem) || !tls::signed_by(cert, ca))
     return ctx.fail("the control plane at " + ctx.address() + " answered with a certificate that is not for " +
                     tls::identity_uri(identity) + " and this key; nothing was written");
-  // Key first, then the certificate, then the CA: a reader never sees a certificate without its key.
-  if (auto w = tls::replace_file(paths.key, csr->key_pem); !w) return ctx.fail(w.error());
-  if (auto w = tls::replace_file(paths.cert, cert); !w) return ctx.fail(w.error());
+  // Key first, then the certificate (tls::replace_pair: the agent undoes a crash between them at
+  // start), then the CA: a reader never sees a certificate without its key.
+  if (auto w = tls::replace_pair(paths, csr->key_pem, cert); !w) return ctx.fail(w.error());
   if (auto w = tls::replace_file(ca_path, ca); !w) return ctx.fail(w.error());
   if (ctx.json())
-    return ctx.print_json({{"NodeID", *node_id}, {"Certificate", paths.cert.string()}, {"Key", paths.key.string()},
-                           {"CA", ca_path.string()}, {"Expires", reply->body.value("Expires", std::string())}}),
+    return ctx.print_json({{"NodeID", *node_id},
+                           {"Certificate", paths.cert.string()},
+                           {"Key", paths.key.string()},
+                           {"CA", ca_path.string()},
+                           {"Expires", reply->body.value("Expires", std::string())}}),
            kExitOk;
   ctx.out() << "==> Enrolled " << tls::identity_uri(identity) << ", valid until "
             << reply->body.value("Expires", std::string()) << "\n";
@@ -175,7 +179,8 @@ int cert_request(Context& ctx, const Invocation& inv) {
 }  // namespace
 
 std::vector<CommandSpec> tls_commands() {
-  const FlagSpec dir{.name = "dir", .takes_value = true, .value_name = "DIR", .help = "where the files go (default: .)"};
+  const FlagSpec dir{
+      .name = "dir", .takes_value = true, .value_name = "DIR", .help = "where the files go (default: .)"};
   return {
       {.words = {"tls", "ca", "create"},
        .flags = {dir,
@@ -185,33 +190,49 @@ std::vector<CommandSpec> tls_commands() {
                "overwrite existing files. Keep ca-key.pem off the nodes.",
        .run = ca_create},
       {.words = {"tls", "cert", "create"},
-       .flags = {{.name = "server", .help = "a control plane certificate (spiffe://mooring/server)"},
-                 {.name = "agent", .help = "a node agent certificate (needs -node-id)"},
-                 {.name = "node-id", .takes_value = true, .value_name = "ID",
-                  .help = "the agent's node id, carried as spiffe://mooring/node/ID"},
-                 {.name = "cli", .help = "an operator's client certificate (spiffe://mooring/cli)"},
-                 {.name = "ca", .takes_value = true, .value_name = "FILE", .help = "CA certificate (default: DIR/ca.pem)"},
-                 {.name = "ca-key", .takes_value = true, .value_name = "FILE", .help = "CA key (default: DIR/ca-key.pem)"},
-                 {.name = "additional-dnsname", .takes_value = true, .value_name = "NAME",
-                  .help = "another DNS SAN besides localhost (repeatable, or comma-separated)", .repeatable = true},
-                 {.name = "additional-ipaddress", .takes_value = true, .value_name = "IP",
-                  .help = "another IP SAN besides 127.0.0.1 (repeatable, or comma-separated)", .repeatable = true},
-                 {.name = "days", .takes_value = true, .value_name = "N", .help = "validity in days (default: 365)"},
-                 dir},
+       .flags =
+           {{.name = "server", .help = "a control plane certificate (spiffe://mooring/server)"},
+            {.name = "agent", .help = "a node agent certificate (needs -node-id)"},
+            {.name = "node-id",
+             .takes_value = true,
+             .value_name = "ID",
+             .help = "the agent's node id, carried as spiffe://mooring/node/ID"},
+            {.name = "cli", .help = "an operator's client certificate (spiffe://mooring/cli)"},
+            {.name = "ca", .takes_value = true, .value_name = "FILE", .help = "CA certificate (default: DIR/ca.pem)"},
+            {.name = "ca-key", .takes_value = true, .value_name = "FILE", .help = "CA key (default: DIR/ca-key.pem)"},
+            {.name = "additional-dnsname",
+             .takes_value = true,
+             .value_name = "NAME",
+             .help = "another DNS SAN besides localhost (repeatable, or comma-separated)",
+             .repeatable = true},
+            {.name = "additional-ipaddress",
+             .takes_value = true,
+             .value_name = "IP",
+             .help = "another IP SAN besides 127.0.0.1 (repeatable, or comma-separated)",
+             .repeatable = true},
+            {.name = "days", .takes_value = true, .value_name = "N", .help = "validity in days (default: 365)"},
+            dir},
        .summary = "Create a certificate signed by the CA",
        .help = "Creates an ECDSA P-256 key and a certificate signed by the CA for the control plane\n"
                "(-server), a node agent (-agent -node-id ID) or the CLI (-cli). Files: server.pem,\n"
                "agent-ID.pem or cli.pem, each with a -key.pem beside it (0600), in -dir.",
        .run = cert_create},
       {.words = {"tls", "cert", "request"},
-       .flags = {{.name = "node-id", .takes_value = true, .value_name = "ID",
+       .flags = {{.name = "node-id",
+                  .takes_value = true,
+                  .value_name = "ID",
                   .help = "the node id the agent runs with (spiffe://mooring/node/ID)"},
-                 {.name = "intro-token-file", .takes_value = true, .value_name = "FILE",
+                 {.name = "intro-token-file",
+                  .takes_value = true,
+                  .value_name = "FILE",
                   .help = "a file holding a one-time introduction token made for the node (mooring node intro create)"},
-                 {.name = "renew-within", .takes_value = true, .value_name = "DURATION",
+                 {.name = "renew-within",
+                  .takes_value = true,
+                  .value_name = "DURATION",
                   .help = "do nothing while DIR holds a certificate for the node valid longer than this"},
                  {.name = "check-only",
-                  .help = "ask nothing: exit 0 when -renew-within finds the certificate good, 1 when it needs enrolling"},
+                  .help =
+                      "ask nothing: exit 0 when -renew-within finds the certificate good, 1 when it needs enrolling"},
                  dir},
        .summary = "Enroll a node: have the control plane sign a certificate for a local key",
        .help = "Node enrollment: makes a new ECDSA P-256 key in -dir, sends only a CSR to\n"

@@ -49,7 +49,8 @@ std::string capacity_text(std::int64_t bytes) { return bytes > 0 ? human_bytes(b
 // A claim's Usage as "1.0 MiB / 1.0 GiB used, 12 / 65536 inodes"; "-" until its node reports it.
 std::string usage_text(const json& u) {
   if (!u.is_object()) return "-";
-  std::string out = human_bytes(field_int(u, "BytesUsed")) + " / " + capacity_text(field_int(u, "BytesTotal")) + " used";
+  std::string out =
+      human_bytes(field_int(u, "BytesUsed")) + " / " + capacity_text(field_int(u, "BytesTotal")) + " used";
   if (field_int(u, "InodesTotal") > 0)
     out += ", " + std::to_string(field_int(u, "InodesUsed")) + " / " + std::to_string(field_int(u, "InodesTotal")) +
            " inodes";
@@ -101,8 +102,8 @@ void print_volume(Context& ctx, const json& v) {
   Table health({"Allocation ID", "Node ID", "Usage", "Condition"});
   auto now = std::chrono::system_clock::now();
   for (const auto& c : claims) {
-    t.add_row({field(c, "AllocationID"), field(c, "NodeID"), field(c, "Mode"), field(c, "State"),
-               field(c, "LastError"), time_text(field(c, "NextAttempt"), now)});
+    t.add_row({field(c, "AllocationID"), field(c, "NodeID"), field(c, "Mode"), field(c, "State"), field(c, "LastError"),
+               time_text(field(c, "NextAttempt"), now)});
     const json usage = c.value("Usage", json()), condition = c.value("Condition", json());
     if (usage.is_object() || condition.is_object())
       health.add_row({field(c, "AllocationID"), field(c, "NodeID"), usage_text(usage), condition_text(condition)});
@@ -118,9 +119,13 @@ std::string volume_table(const json& volumes, bool spans) {
   if (spans) headers.insert(headers.begin() + 2, "Namespace");
   Table t(headers);
   for (const auto& v : volumes) {
-    std::vector<std::string> row{field(v, "ID"), field(v, "Name"), field(v, "PluginID"), field(v, "Schedulable"),
+    std::vector<std::string> row{field(v, "ID"),
+                                 field(v, "Name"),
+                                 field(v, "PluginID"),
+                                 field(v, "Schedulable"),
                                  field(v, "AccessMode").empty() ? "<none>" : field(v, "AccessMode"),
-                                 field(v, "CurrentReaders"), field(v, "CurrentWriters")};
+                                 field(v, "CurrentReaders"),
+                                 field(v, "CurrentWriters")};
     if (spans) row.insert(row.begin() + 2, field(v, "Namespace"));
     t.add_row(std::move(row));
   }
@@ -129,8 +134,10 @@ std::string volume_table(const json& volumes, bool spans) {
 
 int volume_status(Context& ctx, const Invocation& inv) {
   if (!inv.args.empty()) {
-    const ObjectKind kind{"volume", "volumes", "/v1/volume/csi/", "/v1/volumes", "mooring volume status",
-                          [&](const json& items) { return volume_table(items, ctx.every_namespace()); }};
+    const ObjectKind kind{
+        "volume", "volumes", "/v1/volume/csi/", "/v1/volumes", "mooring volume status", [&](const json& items) {
+          return volume_table(items, ctx.every_namespace());
+        }};
     // -refresh-stats: the claims' nodes poll NodeGetVolumeStats now (GET ...?stats=refresh).
     auto r = get_by_id_or_prefix(ctx, kind, inv.args[0], inv.enabled("refresh-stats") ? "?stats=refresh" : "");
     if (!r) return kExitError;
@@ -166,7 +173,8 @@ int volume_register(Context& ctx, const Invocation& inv) {
 int volume_create(Context& ctx, const Invocation& inv) {
   auto vols = volumes_from_file(inv.args[0]);
   if (!vols) return ctx.fail(vols.error());
-  if (vols->size() != 1) return ctx.fail(inv.args[0] + ": create takes exactly one volume, found " + std::to_string(vols->size()));
+  if (vols->size() != 1)
+    return ctx.fail(inv.args[0] + ": create takes exactly one volume, found " + std::to_string(vols->size()));
   const std::string id = field((*vols)[0], "ID");
   auto result = ctx.attempt("PUT", volume_path(id) + "/create", json{{"Volumes", *vols}},
                             {.send_secrets = true, .timeout = std::chrono::minutes(5)});
@@ -180,9 +188,10 @@ int volume_create(Context& ctx, const Invocation& inv) {
   }
   auto* r = &std::get<ApiReply>(result);
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
-  json created = r->body.is_object() && r->body.contains("Volumes") && r->body["Volumes"].is_array() && !r->body["Volumes"].empty()
-                     ? r->body["Volumes"][0]
-                     : json();
+  json created =
+      r->body.is_object() && r->body.contains("Volumes") && r->body["Volumes"].is_array() && !r->body["Volumes"].empty()
+          ? r->body["Volumes"][0]
+          : json();
   std::string ext = field(created, "ExternalID");
   ctx.out() << "Created external volume " << (ext.empty() ? "(id not reported)" : ext) << " with ID " << id;
   if (auto cap = field_int(created, "Capacity"); cap > 0) ctx.out() << " (" << human_bytes(cap) << ")";
@@ -192,7 +201,8 @@ int volume_create(Context& ctx, const Invocation& inv) {
 
 int volume_delete(Context& ctx, const Invocation& inv) {
   const std::string& id = inv.args[0];
-  auto r = ctx.call("DELETE", volume_path(id) + "/delete", std::nullopt, {.send_secrets = true, .timeout = std::chrono::minutes(5)});
+  auto r = ctx.call("DELETE", volume_path(id) + "/delete", std::nullopt,
+                    {.send_secrets = true, .timeout = std::chrono::minutes(5)});
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
   ctx.out() << "Successfully deleted volume \"" << id << "\"\n";
@@ -224,8 +234,8 @@ int volume_detach(Context& ctx, const Invocation& inv) {
                     {.timeout = std::chrono::minutes(5)});
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
-  ctx.out() << "Detach of volume \"" << id << "\" from node \"" << node
-            << "\" requested; `mooring volume status " << id << "` shows the claims' progress\n";
+  ctx.out() << "Detach of volume \"" << id << "\" from node \"" << node << "\" requested; `mooring volume status " << id
+            << "` shows the claims' progress\n";
   return kExitOk;
 }
 
@@ -246,24 +256,28 @@ int volume_expand(Context& ctx, const Invocation& inv) {
     return ctx.fail("volume \"" + id + "\" already has " + human_bytes(std::max(capacity, min)) +
                     "; volumes only grow, so NEW_MIN must be larger");
   if (max > 0 && *size > max)
-    return ctx.fail("NEW_MIN " + human_bytes(*size) + " is above the volume's RequestedCapacityMax (" + human_bytes(max) +
-                    "); raise the maximum with `mooring volume register` first");
+    return ctx.fail("NEW_MIN " + human_bytes(*size) + " is above the volume's RequestedCapacityMax (" +
+                    human_bytes(max) + "); raise the maximum with `mooring volume register` first");
   json update = {{"ID", id},
                  {"PluginID", field(v, "PluginID")},
                  {"ExternalID", field(v, "ExternalID")},
                  {"RequestedCapabilities", v.value("RequestedCapabilities", json::array())},
                  {"RequestedCapacityMin", *size},
                  {"RequestedCapacityMax", max}};
-  auto r = ctx.call("PUT", volume_path(id), json{{"Volumes", json::array({update})}}, {.timeout = std::chrono::minutes(5)});
+  auto r =
+      ctx.call("PUT", volume_path(id), json{{"Volumes", json::array({update})}}, {.timeout = std::chrono::minutes(5)});
   if (!r) return kExitError;
   if (ctx.json()) return ctx.print_json(r->body), kExitOk;
-  json after = r->body.is_object() && r->body.contains("Volumes") && r->body["Volumes"].is_array() && !r->body["Volumes"].empty()
-                   ? r->body["Volumes"][0]
-                   : json();
+  json after =
+      r->body.is_object() && r->body.contains("Volumes") && r->body["Volumes"].is_array() && !r->body["Volumes"].empty()
+          ? r->body["Volumes"][0]
+          : json();
   std::int64_t now_cap = field_int(after, "Capacity");
   ctx.out() << "Volume \"" << id << "\": requested minimum capacity is now " << human_bytes(*size);
-  if (now_cap >= *size) ctx.out() << "; capacity " << human_bytes(now_cap) << "\n";
-  else ctx.out() << "; capacity " << capacity_text(now_cap) << " until the controller has expanded it\n";
+  if (now_cap >= *size)
+    ctx.out() << "; capacity " << human_bytes(now_cap) << "\n";
+  else
+    ctx.out() << "; capacity " << capacity_text(now_cap) << " until the controller has expanded it\n";
   return kExitOk;
 }
 
@@ -276,7 +290,8 @@ std::vector<CommandSpec> volume_commands() {
        .min_args = 0,
        .max_args = 1,
        .flags = {{"plugin", true, "ID", "list only the volumes of this plugin"},
-                 {"refresh-stats", false, "", "with an ID: the claims' nodes poll the volume's usage and condition now"}},
+                 {"refresh-stats", false, "",
+                  "with an ID: the claims' nodes poll the volume's usage and condition now"}},
        .summary = "List volumes, or show one volume with its claims",
        .help = "ID may be a unique prefix of the ID; one that matches several volumes lists them.\n"
                "With an ID: the volume's details and every claim with its release state, last error and\n"

@@ -17,7 +17,8 @@ namespace mooring::cli {
 namespace {
 
 // What both forms share after their own opening lines.
-constexpr std::string_view kCommonFields = R"(  // The volume's ID in Mooring, unique in its namespace: an allocation names it as a volume's
+constexpr std::string_view kCommonFields =
+    R"(  // The volume's ID in Mooring, unique in its namespace: an allocation names it as a volume's
   // "Source". 1-128 characters of letters, digits, '.', '_' and '-'.
   "ID": "data",
   // A human-readable name.
@@ -37,14 +38,16 @@ constexpr std::string_view kCommonFields = R"(  // The volume's ID in Mooring, u
   "MountOptions": {"FSType": "", "MountFlags": []},
 )";
 
-constexpr std::string_view kCreateHead = R"(// A volume for `mooring volume create FILE`: the plugin's controller creates it
+constexpr std::string_view kCreateHead =
+    R"(// A volume for `mooring volume create FILE`: the plugin's controller creates it
 // (CreateVolume), then Mooring registers it under ID. Written by `mooring volume init`; edit it
 // to fit. Lines starting with // are comments: mooring reads them, strict JSON tools do not.
 // `mooring volume delete ID` deletes the volume in the storage again.
 {
 )";
 
-constexpr std::string_view kCreateTail = R"(  // Its size in bytes: at least RequestedCapacityMin, at most RequestedCapacityMax (0: no upper
+constexpr std::string_view kCreateTail =
+    R"(  // Its size in bytes: at least RequestedCapacityMin, at most RequestedCapacityMax (0: no upper
   // limit). `mooring volume expand ID SIZE` grows it later.
   "RequestedCapacityMin": 104857600,
   "RequestedCapacityMax": 1073741824,
@@ -61,7 +64,8 @@ constexpr std::string_view kCreateTail = R"(  // Its size in bytes: at least Req
 }
 )";
 
-constexpr std::string_view kRegisterHead = R"(// A volume that already exists in the storage, for `mooring volume register FILE`: Mooring
+constexpr std::string_view kRegisterHead =
+    R"(// A volume that already exists in the storage, for `mooring volume register FILE`: Mooring
 // records it under ID and never creates or deletes it (`mooring volume deregister ID` forgets
 // it). The plugin's controller checks it first (ValidateVolumeCapabilities). Written by
 // `mooring volume init -register`; edit it to fit. Lines starting with // are comments: mooring
@@ -69,7 +73,8 @@ constexpr std::string_view kRegisterHead = R"(// A volume that already exists in
 {
 )";
 
-constexpr std::string_view kRegisterTail = R"(  // The plugin's own id of the volume (CSI volume_id), as the storage knows it: replace it.
+constexpr std::string_view kRegisterTail =
+    R"(  // The plugin's own id of the volume (CSI volume_id), as the storage knows it: replace it.
   "ExternalID": "EXTERNAL_ID",
   // The volume_context the storage gave the volume, if any: passed on to the node calls.
   "Context": {},
@@ -116,15 +121,17 @@ int volume_init(Context& ctx, const Invocation& inv) {
 }  // namespace
 
 CommandSpec volume_init_command() {
-  return {.words = {"volume", "init"},
-          .arguments = "[FILE]",
-          .min_args = 0,
-          .max_args = 1,
-          .flags = {{"register", false, "", "the register form: a volume that exists in the storage (with ExternalID)"}},
-          .summary = "Write an example volume specification to start from (volume.json)",
-          .help = "The create form (for `mooring volume create`) by default, the register form with -register;\n"
-                  "every field explained in a comment. An existing FILE is never replaced.",
-          .run = volume_init};
+  return {
+      .words = {"volume", "init"},
+      .arguments = "[FILE]",
+      .min_args = 0,
+      .max_args = 1,
+      .flags = {{"register", false, "", "the register form: a volume that exists in the storage (with ExternalID)"}},
+      .summary = "Write an example volume specification to start from (volume.json)",
+      .help =
+          "The create form (for `mooring volume create`) by default, the register form with -register;\n"
+          "every field explained in a comment. An existing FILE is never replaced.",
+      .run = volume_init};
 }
 
 }  // namespace mooring::cli

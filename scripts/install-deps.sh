@@ -2,12 +2,14 @@
 # Installs the Debian 12 packages a Mooring command needs, only those that are missing. Idempotent
 # and quiet when everything is present.
 #
-#   scripts/install-deps.sh SET...      SET: build | run | test | bench
+#   scripts/install-deps.sh SET...      SET: build | run | test | lint | bench
 #
 #   build  compiling the binaries (the docker image's build stage takes only this set)
 #   run    running the local stacks: `make run` (build run), `make run-ha` (etcd)
 #   test   the test suite's extras: GoogleTest, the packaging checks, the dashboard's browser
-#          test (Chromium), the metrics test (Prometheus); `make test` (build run test)
+#          test (Chromium), the metrics test (Prometheus), the format check (clang-format);
+#          `make test` (build run test)
+#   lint   clang-tidy for `make lint` (build run test lint); not part of `make test`
 #   bench  the benchmarks' load tools; `make bench` (build run bench)
 #   compose what `make compose-test` needs besides a Docker engine and compose, which
 #          tests/compose/run.sh installs only when none is there (Docker's own packages conflict
@@ -21,10 +23,11 @@ declare -A sets=(
   [build]="build-essential cmake ninja-build ccache pkg-config git
     libboost1.81-dev libboost-url1.81-dev
     libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-    nlohmann-json3-dev libsqlite3-dev libssl-dev prometheus-cpp-dev"
+    nlohmann-json3-dev libsqlite3-dev libssl-dev prometheus-cpp-dev python3 python3-yaml"
   [run]="util-linux procps curl ca-certificates sqlite3 etcd-server etcd-client"
-  [test]="libgtest-dev libgmock-dev iproute2 iptables python3 python3-yaml yamllint docker-compose
-    prometheus chromium chromium-driver python3-selenium"
+  [test]="libgtest-dev libgmock-dev iproute2 iptables python3 python3-yaml python3-jsonschema yamllint docker-compose
+    prometheus chromium chromium-driver python3-selenium clang-format"
+  [lint]="clang-tidy"
   [bench]="wrk nginx-light python3"
   [compose]="python3 mmdebstrap util-linux curl ca-certificates"
 )
@@ -38,7 +41,7 @@ fi
 packages=()
 for set_name in "$@"; do
   [ -n "${sets[$set_name]+x}" ] || {
-    echo "install-deps: unknown set '$set_name' (build, run, test, bench, compose)" >&2
+    echo "install-deps: unknown set '$set_name' (build, run, test, lint, bench, compose)" >&2
     exit 2
   }
   read -r -d '' -a words <<<"${sets[$set_name]}" || true

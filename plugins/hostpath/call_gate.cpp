@@ -22,14 +22,11 @@ std::int64_t mono_ns(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-bool deadline_passed(const grpc::ServerContext& ctx) {
-  return std::chrono::system_clock::now() >= ctx.deadline();
-}
+bool deadline_passed(const grpc::ServerContext& ctx) { return std::chrono::system_clock::now() >= ctx.deadline(); }
 
 }  // namespace
 
-grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
-                           const std::function<grpc::Status()>& handler,
+grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info, const std::function<grpc::Status()>& handler,
                            const std::function<void(const std::string&)>& abnormal) {
   const auto started = std::chrono::steady_clock::now();
   FaultDecision fault;
@@ -73,15 +70,13 @@ grpc::Status CallGate::run(grpc::ServerContext& ctx, const CallInfo& info,
   // gave up meanwhile, which is exactly the "uncertain" outcome an orchestrator must handle.
   const auto until = std::chrono::steady_clock::now() + fault.delay;
   while (std::chrono::steady_clock::now() < until && !stopping_) {
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-        until - std::chrono::steady_clock::now(), std::chrono::milliseconds(20)));
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now(),
+                                                                              std::chrono::milliseconds(20)));
   }
 
   switch (fault.action) {
-    case FaultDecision::Action::none:
-      break;
-    case FaultDecision::Action::fail:
-      return finish({static_cast<grpc::StatusCode>(fault.code), fault.message});
+    case FaultDecision::Action::none: break;
+    case FaultDecision::Action::fail: return finish({static_cast<grpc::StatusCode>(fault.code), fault.message});
     case FaultDecision::Action::hang:
       while (!ctx.IsCancelled() && !deadline_passed(ctx) && !stopping_) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -16,9 +16,9 @@ using StringMap = std::map<std::string, std::string>;
 // What a request carried besides ids and paths, so a test can check that parameters, context and
 // secrets reached the plugin. Secrets only as a digest (secrets_digest): never their values.
 struct RequestDetail {
-  StringMap parameters;       // CreateVolume, CreateSnapshot, ValidateVolumeCapabilities
-  StringMap volume_context;   // ControllerPublish, NodeStage, NodePublish, ValidateVolumeCapabilities
-  StringMap publish_context;  // NodeStage, NodePublish
+  StringMap parameters;        // CreateVolume, CreateSnapshot, ValidateVolumeCapabilities
+  StringMap volume_context;    // ControllerPublish, NodeStage, NodePublish, ValidateVolumeCapabilities
+  StringMap publish_context;   // NodeStage, NodePublish
   std::string secrets_sha256;  // "" when the request carried no secrets
   std::string content_source;  // CreateVolume: "snapshot:<id>" or "volume:<id>", "" for an empty volume
 };

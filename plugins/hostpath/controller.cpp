@@ -29,8 +29,6 @@ std::int64_t now_ms() {
       .count();
 }
 
-Status invalid(std::string msg) { return {StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
-
 // Block or mount: every requested capability asks for the same access type.
 Status requested_access_type(const google::protobuf::RepeatedPtrField<csi::v1::VolumeCapability>& caps, bool& block) {
   block = !caps.empty() && caps.Get(0).has_block();
@@ -84,9 +82,32 @@ Status check_range(const csi::v1::CapacityRange& r) {
   return Status::OK;
 }
 
-template <class Entries, class Fill>
-Status paginate(const Entries& ids, std::int32_t max_entries, const std::string& token, std::string& next_token,
-                Fill fill) {
+}  // namespace
+
+Status invalid(std::string msg) { return {StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
+
+std::string random_id(std::string_view prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return std::string(prefix) + buf;
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string make_page_token(const std::string& last_id) { return "after:" + last_id; }
+
+bool parse_page_token(const std::string& token, std::string& after_id) {
+  if (!token.starts_with("after:")) return false;
+  after_id = token.substr(6);
+  return is_safe_id(after_id);
+}
+
+Status paginate(const std::vector<std::string>& ids, std::int32_t max_entries, const std::string& token,
+                std::string& next_token, const std::function<void(const std::string&)>& fill) {
   if (max_entries < 0) return invalid("max_entries must not be negative");
   std::string after;
   if (!token.empty() && !parse_page_token(token, after)) {
@@ -105,38 +126,6 @@ Status paginate(const Entries& ids, std::int32_t max_entries, const std::string&
   return Status::OK;
 }
 
-}  // namespace
-
-std::string random_id(std::string_view prefix) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
-  return std::string(prefix) + buf;
-}
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-void fill_snapshot(const SnapshotRecord& s, csi::v1::Snapshot& out) {
-  out.set_snapshot_id(s.id);
-  out.set_source_volume_id(s.source_volume_id);
-  out.set_size_bytes(s.size_bytes);
-  out.set_ready_to_use(true);
-  out.mutable_creation_time()->set_seconds(s.created_unix_ns / 1000000000);
-  out.mutable_creation_time()->set_nanos(static_cast<int>(s.created_unix_ns % 1000000000));
-  out.set_group_snapshot_id(s.group_snapshot_id);
-}
-
-std::string make_page_token(const std::string& last_id) { return "after:" + last_id; }
-
-bool parse_page_token(const std::string& token, std::string& after_id) {
-  if (!token.starts_with("after:")) return false;
-  after_id = token.substr(6);
-  return is_safe_id(after_id);
-}
-
 std::int64_t Controller::available_bytes(const StoreState& state) const {
   if (config_.capacity_bytes > 0) return std::max<std::int64_t>(0, config_.capacity_bytes - allocated_bytes(state));
   struct statvfs st {};
@@ -144,7 +133,18 @@ std::int64_t Controller::available_bytes(const StoreState& state) const {
   return static_cast<std::int64_t>(st.f_bavail) * static_cast<std::int64_t>(st.f_frsize);
 }
 
-Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v1::CreateVolumeResponse& resp) {
+namespace {
+
+// What a CreateVolume asks for, checked before the catalogue is read.
+struct CreateAsk {
+  bool block = false;
+  std::int64_t required = 0;
+  std::int64_t limit = 0;
+  std::string src_snapshot;
+  std::string src_volume;
+};
+
+Status check_create(const csi::v1::CreateVolumeRequest& req, const ControllerConfig& config, CreateAsk& ask) {
   if (req.name().empty()) return invalid("name is required");
   if (req.volume_capabilities().empty()) return invalid("volume_capabilities is required");
   for (int i = 0; i < req.volume_capabilities_size(); ++i) {
@@ -153,103 +153,144 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
       return st;
   }
   if (auto st = check_range(req.capacity_range()); !st.ok()) return st;
-  bool block = false;
-  if (auto st = requested_access_type(req.volume_capabilities(), block); !st.ok()) return st;
-  const std::int64_t required = req.capacity_range().required_bytes();
-  const std::int64_t limit = req.capacity_range().limit_bytes();
-  if (config_.max_volume_size > 0 && required > config_.max_volume_size) {
-    return {StatusCode::OUT_OF_RANGE, "required_bytes " + std::to_string(required) + " exceeds the largest volume (" +
-                                          std::to_string(config_.max_volume_size) + " bytes)"};
+  if (auto st = requested_access_type(req.volume_capabilities(), ask.block); !st.ok()) return st;
+  ask.required = req.capacity_range().required_bytes();
+  ask.limit = req.capacity_range().limit_bytes();
+  if (config.max_volume_size > 0 && ask.required > config.max_volume_size) {
+    return {StatusCode::OUT_OF_RANGE, "required_bytes " + std::to_string(ask.required) +
+                                          " exceeds the largest volume (" + std::to_string(config.max_volume_size) +
+                                          " bytes)"};
   }
   const auto& src = req.volume_content_source();
-  const std::string src_snapshot = src.has_snapshot() ? src.snapshot().snapshot_id() : "";
-  const std::string src_volume = src.has_volume() ? src.volume().volume_id() : "";
-  if (src.has_snapshot() && src_snapshot.empty()) return invalid("volume_content_source.snapshot.snapshot_id is empty");
-  if (src.has_volume() && src_volume.empty()) return invalid("volume_content_source.volume.volume_id is empty");
-  const auto nodes = registered_nodes(config_.data_dir);
+  ask.src_snapshot = src.has_snapshot() ? src.snapshot().snapshot_id() : "";
+  ask.src_volume = src.has_volume() ? src.volume().volume_id() : "";
+  if (src.has_snapshot() && ask.src_snapshot.empty())
+    return invalid("volume_content_source.snapshot.snapshot_id is empty");
+  if (src.has_volume() && ask.src_volume.empty()) return invalid("volume_content_source.volume.volume_id is empty");
+  return Status::OK;
+}
 
+// Idempotent by name: the volume a repeated request made (`found`), or ALREADY_EXISTS when the
+// name is taken by a volume the request does not describe.
+Status find_same_name(const StoreState& state, const std::string& name, const CreateAsk& ask,
+                      const VolumeRecord*& found) {
+  for (const auto& [id, v] : state.volumes) {
+    if (v.name != name) continue;
+    if (v.capacity_bytes < ask.required || (ask.limit > 0 && v.capacity_bytes > ask.limit)) {
+      return {StatusCode::ALREADY_EXISTS, "volume named '" + name + "' exists as " + id + " with " +
+                                              std::to_string(v.capacity_bytes) +
+                                              " bytes, incompatible with the requested capacity range"};
+    }
+    if (v.source_snapshot_id != ask.src_snapshot || v.source_volume_id != ask.src_volume) {
+      return {StatusCode::ALREADY_EXISTS,
+              "volume named '" + name + "' exists as " + id + " with a different content source"};
+    }
+    if (v.block != ask.block) {
+      return {StatusCode::ALREADY_EXISTS,
+              "volume named '" + name + "' exists as " + id + ", a " + (v.block ? "block" : "filesystem") + " volume"};
+    }
+    found = &v;
+    return Status::OK;
+  }
+  return Status::OK;
+}
+
+// The snapshot or volume a new volume is filled from: its size and directory (none: empty).
+struct ContentSource {
+  std::int64_t size = 0;
+  fs::path dir;
+};
+
+Status find_source(const StoreState& state, const CreateAsk& ask, ContentSource& source) {
+  if (!ask.src_snapshot.empty()) {
+    auto it = state.snapshots.find(ask.src_snapshot);
+    if (it == state.snapshots.end())
+      return {StatusCode::NOT_FOUND, "source snapshot " + ask.src_snapshot + " not found"};
+    source = {it->second.size_bytes, it->second.path};
+  } else if (!ask.src_volume.empty()) {
+    auto it = state.volumes.find(ask.src_volume);
+    if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "source volume " + ask.src_volume + " not found"};
+    source = {it->second.capacity_bytes, it->second.path};
+  }
+  if (!source.dir.empty() && is_block_volume(source.dir) != ask.block) {
+    return invalid(std::string("the content source is a ") + (ask.block ? "filesystem" : "block") +
+                   " volume; it cannot fill a " + (ask.block ? "block" : "filesystem") + " volume");
+  }
+  return Status::OK;
+}
+
+// The volume's directory: a copy of the source or a new one, with its block image when block.
+Status materialize(const VolumeRecord& v, const fs::path& source_dir) {
+  std::error_code ec;
+  if (!source_dir.empty()) {
+    if (auto st = copy_tree(source_dir, v.path); !st.ok()) return st;
+  } else if (fs::create_directories(v.path, ec); ec) {
+    return {StatusCode::INTERNAL, "cannot create " + v.path + ": " + ec.message()};
+  }
+  if (v.block) {
+    if (auto st = size_block_image(v.path, v.capacity_bytes); !st.ok()) {
+      fs::remove_all(v.path, ec);
+      return st;
+    }
+  }
+  fs::permissions(v.path,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                      fs::perms::others_exec,
+                  ec);
+  return Status::OK;
+}
+
+// The size a new volume gets: what was required, else the source's, else the default (within
+// the limit); never smaller than its source, larger than the largest volume or than what is free.
+Status size_volume(const ControllerConfig& config, const CreateAsk& ask, std::int64_t source_size,
+                   std::int64_t available, std::int64_t& size) {
+  size = ask.required > 0 ? ask.required : (source_size > 0 ? source_size : config.default_volume_size);
+  if (ask.required == 0 && ask.limit > 0 && size > ask.limit) size = ask.limit;
+  if (source_size > 0 && size < source_size) {
+    // The spec's "unsupported capacity_range" row names exactly this case.
+    return {StatusCode::OUT_OF_RANGE, "requested capacity " + std::to_string(size) +
+                                          " is smaller than the content source (" + std::to_string(source_size) +
+                                          " bytes)"};
+  }
+  if (config.max_volume_size > 0 && size > config.max_volume_size) {
+    return {StatusCode::OUT_OF_RANGE, "volume size " + std::to_string(size) + " exceeds the largest volume (" +
+                                          std::to_string(config.max_volume_size) + " bytes)"};
+  }
+  if (size > available) {
+    return {StatusCode::RESOURCE_EXHAUSTED,
+            "not enough capacity for " + std::to_string(size) + " bytes (" + std::to_string(available) + " available)"};
+  }
+  return Status::OK;
+}
+
+}  // namespace
+
+Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v1::CreateVolumeResponse& resp) {
+  CreateAsk ask;
+  if (auto st = check_create(req, config_, ask); !st.ok()) return st;
+  const auto nodes = registered_nodes(config_.data_dir);
   return store_.transact([&](StoreTxn& txn) -> Status {
     const StoreState& state = txn.state();
-    // Idempotent by name: the same request again returns the same volume.
-    for (const auto& [id, v] : state.volumes) {
-      if (v.name != req.name()) continue;
-      if (v.capacity_bytes < required || (limit > 0 && v.capacity_bytes > limit)) {
-        return {StatusCode::ALREADY_EXISTS, "volume named '" + req.name() + "' exists as " + id + " with " +
-                                                std::to_string(v.capacity_bytes) +
-                                                " bytes, incompatible with the requested capacity range"};
-      }
-      if (v.source_snapshot_id != src_snapshot || v.source_volume_id != src_volume) {
-        return {StatusCode::ALREADY_EXISTS,
-                "volume named '" + req.name() + "' exists as " + id + " with a different content source"};
-      }
-      if (v.block != block) {
-        return {StatusCode::ALREADY_EXISTS, "volume named '" + req.name() + "' exists as " + id + ", a " +
-                                                (v.block ? "block" : "filesystem") + " volume"};
-      }
-      fill_volume(v, *resp.mutable_volume());
-      return Status::OK;
+    const VolumeRecord* same = nullptr;
+    if (auto st = find_same_name(state, req.name(), ask, same); !st.ok() || same) {
+      if (same) fill_volume(*same, *resp.mutable_volume());
+      return st;
     }
-
-    std::int64_t source_size = 0;
-    fs::path source_dir;
-    if (!src_snapshot.empty()) {
-      auto it = state.snapshots.find(src_snapshot);
-      if (it == state.snapshots.end()) return {StatusCode::NOT_FOUND, "source snapshot " + src_snapshot + " not found"};
-      source_size = it->second.size_bytes;
-      source_dir = it->second.path;
-    } else if (!src_volume.empty()) {
-      auto it = state.volumes.find(src_volume);
-      if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "source volume " + src_volume + " not found"};
-      source_size = it->second.capacity_bytes;
-      source_dir = it->second.path;
-    }
-
-    if (!source_dir.empty() && is_block_volume(source_dir) != block) {
-      return invalid(std::string("the content source is a ") + (block ? "filesystem" : "block") +
-                     " volume; it cannot fill a " + (block ? "block" : "filesystem") + " volume");
-    }
-    std::int64_t size = required > 0 ? required : (source_size > 0 ? source_size : config_.default_volume_size);
-    if (required == 0 && limit > 0 && size > limit) size = limit;
-    if (source_size > 0 && size < source_size) {
-      // The spec's "unsupported capacity_range" row names exactly this case.
-      return {StatusCode::OUT_OF_RANGE, "requested capacity " + std::to_string(size) +
-                                            " is smaller than the content source (" + std::to_string(source_size) +
-                                            " bytes)"};
-    }
-    if (config_.max_volume_size > 0 && size > config_.max_volume_size) {
-      return {StatusCode::OUT_OF_RANGE, "volume size " + std::to_string(size) + " exceeds the largest volume (" +
-                                            std::to_string(config_.max_volume_size) + " bytes)"};
-    }
-    if (size > available_bytes(state)) {
-      return {StatusCode::RESOURCE_EXHAUSTED, "not enough capacity for " + std::to_string(size) + " bytes (" +
-                                                  std::to_string(available_bytes(state)) + " available)"};
-    }
+    ContentSource source;
+    if (auto st = find_source(state, ask, source); !st.ok()) return st;
     VolumeRecord v;
+    if (auto st = size_volume(config_, ask, source.size, available_bytes(state), v.capacity_bytes); !st.ok()) return st;
     if (auto st = choose_topology(req.accessibility_requirements(), config_.topology, nodes, v.topology); !st.ok())
       return st;
     v.id = random_id("vol-");
     v.name = req.name();
-    v.capacity_bytes = size;
     v.path = (store_.volumes_dir() / v.id).string();
     v.parameters = {req.parameters().begin(), req.parameters().end()};
-    v.source_snapshot_id = src_snapshot;
-    v.source_volume_id = src_volume;
+    v.source_snapshot_id = ask.src_snapshot;
+    v.source_volume_id = ask.src_volume;
     v.created_unix_ms = now_ms();
-    v.block = block;
-    std::error_code ec;
-    if (!source_dir.empty()) {
-      if (auto st = copy_tree(source_dir, v.path); !st.ok()) return st;
-    } else if (fs::create_directories(v.path, ec); ec) {
-      return {StatusCode::INTERNAL, "cannot create " + v.path + ": " + ec.message()};
-    }
-    if (block) {
-      if (auto st = size_block_image(v.path, size); !st.ok()) {
-        fs::remove_all(v.path, ec);
-        return st;
-      }
-    }
-    fs::permissions(v.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                fs::perms::others_read | fs::perms::others_exec, ec);
+    v.block = ask.block;
+    if (auto st = materialize(v, source.dir); !st.ok()) return st;
     fill_volume(v, *resp.mutable_volume());
     kLog.info("volume created", {{"volume_id", v.id}, {"name", v.name}, {"capacity_bytes", v.capacity_bytes}});
     txn.put_volume(std::move(v));
@@ -291,82 +332,6 @@ Status Controller::delete_volume(const csi::v1::DeleteVolumeRequest& req) {
     kLog.info("volume deleted", {{"volume_id", req.volume_id()}});
   }
   return st;
-}
-
-Status Controller::publish(const csi::v1::ControllerPublishVolumeRequest& req,
-                           csi::v1::ControllerPublishVolumeResponse& resp) {
-  if (req.volume_id().empty()) return invalid("volume_id is required");
-  if (req.node_id().empty()) return invalid("node_id is required");
-  if (!req.has_volume_capability()) return invalid("volume_capability is required");
-  if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
-
-  const auto nodes = registered_nodes(config_.data_dir);
-  const NodeRegistration* node = nullptr;
-  for (const auto& n : nodes) {
-    if (n.node_id == req.node_id()) node = &n;
-  }
-  const bool known = node != nullptr || req.node_id() == config_.own_node_id ||
-                     std::any_of(config_.known_nodes.begin(), config_.known_nodes.end(),
-                                 [&](const std::string& k) { return k == "*" || k == req.node_id(); });
-  const int mode = req.volume_capability().access_mode().mode();
-  const bool readonly = req.readonly();
-
-  return store_.transact([&](StoreTxn& txn) -> Status {
-    const StoreState& state = txn.state();
-    auto it = state.volumes.find(req.volume_id());
-    if (it == state.volumes.end()) return {StatusCode::NOT_FOUND, "volume " + req.volume_id() + " not found"};
-    if (!known) return {StatusCode::NOT_FOUND, "node " + req.node_id() + " not found (not registered with this plugin)"};
-    const VolumeRecord& v = it->second;
-    if (auto why = access_type_mismatch(req.volume_capability(), v.id, v.block); !why.empty())
-      return invalid("volume_capability: " + why);
-    (*resp.mutable_publish_context())["node_id"] = req.node_id();
-    (*resp.mutable_publish_context())["readonly"] = readonly ? "true" : "false";
-    for (const auto& p : v.publications) {
-      if (p.node_id != req.node_id()) continue;
-      if (p.readonly != readonly || p.access_mode != mode) {
-        return {StatusCode::ALREADY_EXISTS, "volume " + v.id + " is already published to node " + p.node_id +
-                                                " with a different readonly flag or access mode"};
-      }
-      return Status::OK;  // same publication again
-    }
-    for (const auto& p : v.publications) {
-      if (is_single_node_mode(mode) || is_single_node_mode(p.access_mode)) {
-        return {StatusCode::FAILED_PRECONDITION,
-                "volume " + v.id + " is already published to node " + p.node_id +
-                    " and its access mode allows a single node; unpublish it there first"};
-      }
-      if (mode == csi::v1::VolumeCapability::AccessMode::MULTI_NODE_SINGLE_WRITER && !readonly && !p.readonly) {
-        return {StatusCode::FAILED_PRECONDITION, "volume " + v.id + " already has a writer on node " + p.node_id +
-                                                     " (MULTI_NODE_SINGLE_WRITER); unpublish it there first"};
-      }
-    }
-    if (node && node->max_volumes > 0) {
-      std::int64_t on_node = 0;
-      for (const auto& [id, other] : state.volumes) {
-        for (const auto& p : other.publications) on_node += p.node_id == req.node_id() ? 1 : 0;
-      }
-      if (on_node >= node->max_volumes) {
-        return {StatusCode::RESOURCE_EXHAUSTED, "node " + req.node_id() + " already has its maximum of " +
-                                                    std::to_string(node->max_volumes) + " volumes published"};
-      }
-    }
-    txn.edit_volume(v.id)->publications.push_back({req.node_id(), readonly, mode});
-    kLog.info("volume published", {{"volume_id", v.id}, {"node_id", req.node_id()}, {"readonly", readonly}});
-    return Status::OK;
-  });
-}
-
-Status Controller::unpublish(const csi::v1::ControllerUnpublishVolumeRequest& req) {
-  if (req.volume_id().empty()) return invalid("volume_id is required");
-  return store_.transact([&](StoreTxn& txn) -> Status {
-    const auto it = txn.state().volumes.find(req.volume_id());
-    if (it == txn.state().volumes.end()) return Status::OK;  // nothing is published for an unknown volume
-    auto matches = [&](const Publication& p) { return req.node_id().empty() || p.node_id == req.node_id(); };
-    if (std::none_of(it->second.publications.begin(), it->second.publications.end(), matches)) return Status::OK;
-    std::erase_if(txn.edit_volume(req.volume_id())->publications, matches);
-    kLog.info("volume unpublished", {{"volume_id", req.volume_id()}, {"node_id", req.node_id()}});
-    return Status::OK;
-  });
 }
 
 Status Controller::validate_capabilities(const csi::v1::ValidateVolumeCapabilitiesRequest& req,
@@ -440,80 +405,6 @@ Status Controller::get_capabilities(csi::v1::ControllerGetCapabilitiesResponse& 
   return Status::OK;
 }
 
-Status Controller::create_snapshot(const csi::v1::CreateSnapshotRequest& req, csi::v1::CreateSnapshotResponse& resp) {
-  if (req.name().empty()) return invalid("name is required");
-  if (req.source_volume_id().empty()) return invalid("source_volume_id is required");
-  return store_.transact([&](StoreTxn& txn) -> Status {
-    const StoreState& state = txn.state();
-    for (const auto& [id, s] : state.snapshots) {
-      if (s.name != req.name()) continue;
-      if (s.source_volume_id != req.source_volume_id()) {
-        return {StatusCode::ALREADY_EXISTS, "snapshot named '" + req.name() + "' exists as " + id + " of volume " +
-                                                s.source_volume_id + ", not " + req.source_volume_id()};
-      }
-      fill_snapshot(s, *resp.mutable_snapshot());
-      return Status::OK;
-    }
-    auto vol = state.volumes.find(req.source_volume_id());
-    if (vol == state.volumes.end()) {
-      return {StatusCode::NOT_FOUND, "source volume " + req.source_volume_id() + " not found"};
-    }
-    SnapshotRecord s;
-    s.id = random_id("snap-");
-    s.name = req.name();
-    s.source_volume_id = vol->first;
-    s.size_bytes = vol->second.capacity_bytes;  // a restore needs a volume at least this large
-    s.path = (store_.snapshots_dir() / s.id).string();
-    s.created_unix_ns = now_ns();
-    if (auto st = copy_tree(vol->second.path, s.path); !st.ok()) return st;
-    fill_snapshot(s, *resp.mutable_snapshot());
-    kLog.info("snapshot created", {{"snapshot_id", s.id}, {"volume_id", s.source_volume_id}});
-    txn.put_snapshot(std::move(s));
-    return Status::OK;
-  });
-}
-
-Status Controller::delete_snapshot(const csi::v1::DeleteSnapshotRequest& req) {
-  if (req.snapshot_id().empty()) return invalid("snapshot_id is required");
-  std::string path;
-  auto st = store_.transact([&](StoreTxn& txn) -> Status {
-    const StoreState& state = txn.state();
-    auto it = state.snapshots.find(req.snapshot_id());
-    if (it == state.snapshots.end()) return Status::OK;
-    if (!it->second.group_snapshot_id.empty()) {
-      return {StatusCode::FAILED_PRECONDITION, "snapshot " + req.snapshot_id() + " belongs to group snapshot " +
-                                                   it->second.group_snapshot_id +
-                                                   "; it is deleted with its group (DeleteVolumeGroupSnapshot)"};
-    }
-    path = it->second.path;
-    txn.erase_snapshot(req.snapshot_id());
-    return Status::OK;
-  });
-  if (st.ok() && !path.empty()) {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-    kLog.info("snapshot deleted", {{"snapshot_id", req.snapshot_id()}});
-  }
-  return st;
-}
-
-Status Controller::list_snapshots(const csi::v1::ListSnapshotsRequest& req, csi::v1::ListSnapshotsResponse& resp) {
-  return store_.read([&](const StoreState& state) -> Status {
-    std::vector<std::string> ids;
-    for (const auto& [id, s] : state.snapshots) {
-      if (!req.snapshot_id().empty() && id != req.snapshot_id()) continue;
-      if (!req.source_volume_id().empty() && s.source_volume_id != req.source_volume_id()) continue;
-      ids.push_back(id);
-    }
-    std::string next;
-    auto st = paginate(ids, req.max_entries(), req.starting_token(), next, [&](const std::string& id) {
-      fill_snapshot(state.snapshots.at(id), *resp.add_entries()->mutable_snapshot());
-    });
-    if (st.ok()) resp.set_next_token(next);
-    return st;
-  });
-}
-
 Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& req,
                                  csi::v1::ControllerExpandVolumeResponse& resp) {
   if (req.volume_id().empty()) return invalid("volume_id is required");
@@ -544,8 +435,8 @@ Status Controller::expand_volume(const csi::v1::ControllerExpandVolumeRequest& r
     if (required > v.capacity_bytes) {
       const std::int64_t growth = required - v.capacity_bytes;
       if (growth > available_bytes(state)) {
-        return {StatusCode::RESOURCE_EXHAUSTED, "not enough capacity to grow volume " + v.id + " by " +
-                                                    std::to_string(growth) + " bytes"};
+        return {StatusCode::RESOURCE_EXHAUSTED,
+                "not enough capacity to grow volume " + v.id + " by " + std::to_string(growth) + " bytes"};
       }
       // A block volume's backing file grows with it; the node's loop device sees it at NodeExpandVolume.
       if (v.block) {

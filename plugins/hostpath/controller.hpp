@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -19,7 +20,7 @@ namespace mooring::hostpath {
 
 struct ControllerConfig {
   std::filesystem::path data_dir;
-  std::string own_node_id;  // in monolith mode this node is always known
+  std::string own_node_id;               // in monolith mode this node is always known
   std::vector<std::string> known_nodes;  // "*" = any node id
   std::int64_t capacity_bytes = 0;       // 0 = free space of the data dir
   std::int64_t max_volume_size = 0;
@@ -34,6 +35,7 @@ class Controller {
 
   grpc::Status create_volume(const csi::v1::CreateVolumeRequest& req, csi::v1::CreateVolumeResponse& resp);
   grpc::Status delete_volume(const csi::v1::DeleteVolumeRequest& req);
+  // Publications (publications.cpp).
   grpc::Status publish(const csi::v1::ControllerPublishVolumeRequest& req,
                        csi::v1::ControllerPublishVolumeResponse& resp);
   grpc::Status unpublish(const csi::v1::ControllerUnpublishVolumeRequest& req);
@@ -42,6 +44,7 @@ class Controller {
   grpc::Status list_volumes(const csi::v1::ListVolumesRequest& req, csi::v1::ListVolumesResponse& resp);
   grpc::Status get_capacity(const csi::v1::GetCapacityRequest& req, csi::v1::GetCapacityResponse& resp);
   grpc::Status get_capabilities(csi::v1::ControllerGetCapabilitiesResponse& resp);
+  // Snapshots (snapshots.cpp).
   grpc::Status create_snapshot(const csi::v1::CreateSnapshotRequest& req, csi::v1::CreateSnapshotResponse& resp);
   grpc::Status delete_snapshot(const csi::v1::DeleteSnapshotRequest& req);
   grpc::Status list_snapshots(const csi::v1::ListSnapshotsRequest& req, csi::v1::ListSnapshotsResponse& resp);
@@ -64,8 +67,10 @@ class Controller {
   VolumeStore& store_;
 };
 
-// Shared by the controller's files: a random id with a prefix ("snap-…"), the wall clock in ns,
-// and a snapshot record as CSI shows it.
+// Shared by the controller's files (publications.cpp, snapshots.cpp, group_snapshots.cpp): an
+// INVALID_ARGUMENT status, a random id with a prefix ("snap-…"), the wall clock in ns, and a
+// snapshot record as CSI shows it.
+grpc::Status invalid(std::string msg);
 std::string random_id(std::string_view prefix);
 std::int64_t now_ns();
 void fill_snapshot(const SnapshotRecord& s, csi::v1::Snapshot& out);
@@ -74,5 +79,8 @@ void fill_snapshot(const SnapshotRecord& s, csi::v1::Snapshot& out);
 // or deleted between pages neither repeat nor vanish. Anything else is a bad token (ABORTED).
 std::string make_page_token(const std::string& last_id);
 bool parse_page_token(const std::string& token, std::string& after_id);
+// One page of `ids` (sorted): `fill` runs for each entry on it; next_token resumes after it.
+grpc::Status paginate(const std::vector<std::string>& ids, std::int32_t max_entries, const std::string& token,
+                      std::string& next_token, const std::function<void(const std::string&)>& fill);
 
 }  // namespace mooring::hostpath

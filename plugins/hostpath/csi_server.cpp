@@ -75,10 +75,12 @@ class ControllerService final : public v1::Controller::Service {
  public:
   explicit ControllerService(const CsiHandlers& h) : h_(h), c_(*h.controller) {}
   Status CreateVolume(ServerContext* ctx, const v1::CreateVolumeRequest* req, v1::CreateVolumeResponse* resp) override {
-    return h_.gate->run(*ctx, {"CreateVolume", req->name(), "", "", detail(*req)}, [&] { return c_.create_volume(*req, *resp); });
+    return h_.gate->run(*ctx, {"CreateVolume", req->name(), "", "", detail(*req)},
+                        [&] { return c_.create_volume(*req, *resp); });
   }
   Status DeleteVolume(ServerContext* ctx, const v1::DeleteVolumeRequest* req, v1::DeleteVolumeResponse*) override {
-    return h_.gate->run(*ctx, {"DeleteVolume", req->volume_id(), "", "", secrets_only(*req)}, [&] { return c_.delete_volume(*req); });
+    return h_.gate->run(*ctx, {"DeleteVolume", req->volume_id(), "", "", secrets_only(*req)},
+                        [&] { return c_.delete_volume(*req); });
   }
   Status ControllerPublishVolume(ServerContext* ctx, const v1::ControllerPublishVolumeRequest* req,
                                  v1::ControllerPublishVolumeResponse* resp) override {
@@ -110,8 +112,10 @@ class ControllerService final : public v1::Controller::Service {
     return h_.gate->run(*ctx, {"CreateSnapshot", req->source_volume_id(), "", "", detail(*req)},
                         [&] { return c_.create_snapshot(*req, *resp); });
   }
-  Status DeleteSnapshot(ServerContext* ctx, const v1::DeleteSnapshotRequest* req, v1::DeleteSnapshotResponse*) override {
-    return h_.gate->run(*ctx, {"DeleteSnapshot", "", "", "", secrets_only(*req)}, [&] { return c_.delete_snapshot(*req); });
+  Status DeleteSnapshot(ServerContext* ctx, const v1::DeleteSnapshotRequest* req,
+                        v1::DeleteSnapshotResponse*) override {
+    return h_.gate->run(*ctx, {"DeleteSnapshot", "", "", "", secrets_only(*req)},
+                        [&] { return c_.delete_snapshot(*req); });
   }
   Status ListSnapshots(ServerContext* ctx, const v1::ListSnapshotsRequest* req,
                        v1::ListSnapshotsResponse* resp) override {
@@ -169,8 +173,9 @@ class NodeService final : public v1::Node::Service {
   explicit NodeService(const CsiHandlers& h) : h_(h), n_(*h.node) {}
   Status NodeStageVolume(ServerContext* ctx, const v1::NodeStageVolumeRequest* req,
                          v1::NodeStageVolumeResponse*) override {
-    return h_.gate->run(*ctx, {"NodeStageVolume", req->volume_id(), h_.node_id, req->staging_target_path(), node_detail(*req)},
-                        [&] { return n_.stage(*req); });
+    return h_.gate->run(
+        *ctx, {"NodeStageVolume", req->volume_id(), h_.node_id, req->staging_target_path(), node_detail(*req)},
+        [&] { return n_.stage(*req); });
   }
   Status NodeUnstageVolume(ServerContext* ctx, const v1::NodeUnstageVolumeRequest* req,
                            v1::NodeUnstageVolumeResponse*) override {
@@ -179,7 +184,8 @@ class NodeService final : public v1::Node::Service {
   }
   Status NodePublishVolume(ServerContext* ctx, const v1::NodePublishVolumeRequest* req,
                            v1::NodePublishVolumeResponse*) override {
-    return h_.gate->run(*ctx, {"NodePublishVolume", req->volume_id(), h_.node_id, req->target_path(), node_detail(*req)},
+    return h_.gate->run(*ctx,
+                        {"NodePublishVolume", req->volume_id(), h_.node_id, req->target_path(), node_detail(*req)},
                         [&] { return n_.publish(*req); });
   }
   Status NodeUnpublishVolume(ServerContext* ctx, const v1::NodeUnpublishVolumeRequest* req,
@@ -189,16 +195,18 @@ class NodeService final : public v1::Node::Service {
   }
   Status NodeGetVolumeStats(ServerContext* ctx, const v1::NodeGetVolumeStatsRequest* req,
                             v1::NodeGetVolumeStatsResponse* resp) override {
-    return h_.gate->run(*ctx, {"NodeGetVolumeStats", req->volume_id(), h_.node_id, req->volume_path()},
-                        [&] { return n_.volume_stats(*req, *resp); },
-                        [&](const std::string& why) {
-                          resp->mutable_volume_condition()->set_abnormal(true);
-                          resp->mutable_volume_condition()->set_message(why);
-                        });
+    return h_.gate->run(
+        *ctx, {"NodeGetVolumeStats", req->volume_id(), h_.node_id, req->volume_path()},
+        [&] { return n_.volume_stats(*req, *resp); },
+        [&](const std::string& why) {
+          resp->mutable_volume_condition()->set_abnormal(true);
+          resp->mutable_volume_condition()->set_message(why);
+        });
   }
   Status NodeExpandVolume(ServerContext* ctx, const v1::NodeExpandVolumeRequest* req,
                           v1::NodeExpandVolumeResponse* resp) override {
-    return h_.gate->run(*ctx, {"NodeExpandVolume", req->volume_id(), h_.node_id, req->volume_path(), secrets_only(*req)},
+    return h_.gate->run(*ctx,
+                        {"NodeExpandVolume", req->volume_id(), h_.node_id, req->volume_path(), secrets_only(*req)},
                         [&] { return n_.expand(*req, *resp); });
   }
   Status NodeGetCapabilities(ServerContext* ctx, const v1::NodeGetCapabilitiesRequest*,

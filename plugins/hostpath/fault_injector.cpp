@@ -23,15 +23,18 @@ std::int64_t to_ms(std::chrono::system_clock::time_point t) {
 
 std::string FaultDecision::describe() const {
   std::string out = delay.count() > 0 ? "delay" : "";
-  const char* act = action == Action::fail ? "fail" : action == Action::hang ? "hang" : action == Action::exit ? "exit" : "";
+  const char* act = action == Action::fail   ? "fail"
+                    : action == Action::hang ? "hang"
+                    : action == Action::exit ? "exit"
+                                             : "";
   if (*act) out += out.empty() ? act : std::string("+") + act;
   if (abnormal) out += out.empty() ? "abnormal" : "+abnormal";
   return out;
 }
 
 bool parse_fault_rules(std::string_view text, std::vector<FaultRule>& out, std::string& error) {
-  static const std::set<std::string> kKeys = {"rpc",  "volume_id", "code", "message",   "count",
-                                              "for_seconds", "delay_ms", "hang", "exit", "exit_code", "abnormal"};
+  static const std::set<std::string> kKeys = {"rpc",      "volume_id", "code", "message",   "count",   "for_seconds",
+                                              "delay_ms", "hang",      "exit", "exit_code", "abnormal"};
   out.clear();
   try {
     json j = text.find_first_not_of(" \t\r\n") == std::string_view::npos ? json::array() : json::parse(text);
@@ -99,8 +102,8 @@ void FaultInjector::reload_if_changed() {
   struct stat st {};
   std::string fp;
   if (::stat(control_file_.c_str(), &st) == 0) {
-    fp = std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) +
-         "." + std::to_string(st.st_mtim.tv_nsec);
+    fp = std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
   }
   if (fp == fingerprint_) return;
   if (fp.empty()) {
@@ -129,7 +132,8 @@ void FaultInjector::reload_if_changed() {
     try {
       const json j = json::parse(*saved);
       if (j.value("fingerprint", "") == fp) {
-        loaded_at_ = std::chrono::system_clock::time_point(std::chrono::milliseconds(j.at("loaded_at_ms").get<std::int64_t>()));
+        loaded_at_ =
+            std::chrono::system_clock::time_point(std::chrono::milliseconds(j.at("loaded_at_ms").get<std::int64_t>()));
         const auto used = j.at("used").get<std::vector<std::int64_t>>();
         for (std::size_t i = 0; i < used.size() && i < used_.size(); ++i) used_[i] = used[i];
       }
@@ -167,8 +171,9 @@ FaultDecision FaultInjector::decide(std::string_view rpc, std::string_view volum
     if (r.code) {
       d.action = FaultDecision::Action::fail;
       d.code = *r.code;
-      d.message = r.message.empty() ? "injected fault: " + std::string(rpc) + " fails with code " + std::to_string(*r.code)
-                                    : r.message;
+      d.message = r.message.empty()
+                      ? "injected fault: " + std::string(rpc) + " fails with code " + std::to_string(*r.code)
+                      : r.message;
     } else if (r.hang) {
       d.action = FaultDecision::Action::hang;
     } else if (r.exit) {

@@ -38,7 +38,7 @@ struct FaultDecision {
   std::string message;
   int exit_code = 137;
   std::optional<std::string> abnormal;  // the call succeeds; its volume condition says this
-  std::string describe() const;  // "delay", "fail", "hang", "exit", "abnormal", "delay+fail", or ""
+  std::string describe() const;         // "delay", "fail", "hang", "exit", "abnormal", "delay+fail", or ""
 };
 
 // Parses the control file: {"rules":[...]} or a bare array of rules. Unknown keys are errors

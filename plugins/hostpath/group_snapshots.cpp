@@ -29,8 +29,6 @@ namespace fs = std::filesystem;
 
 const log::Logger kLog{"group-controller"};
 
-Status invalid(std::string msg) { return {StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
-
 // The members of a group, by snapshot id (sorted).
 std::vector<const SnapshotRecord*> members_of(const StoreState& state, const std::string& group_id) {
   std::vector<const SnapshotRecord*> out;
@@ -60,8 +58,8 @@ Status check_members(const std::vector<const SnapshotRecord*>& members,
   std::set<std::string> have, want(asked.begin(), asked.end());
   for (const auto* s : members) have.insert(s->id);
   if (have == want) return Status::OK;
-  return invalid("snapshot_ids [" + joined(want) + "] do not match group snapshot " + group_id + ", whose members are [" +
-                 joined(have) + "]");
+  return invalid("snapshot_ids [" + joined(want) + "] do not match group snapshot " + group_id +
+                 ", whose members are [" + joined(have) + "]");
 }
 
 }  // namespace
@@ -129,7 +127,8 @@ Status Controller::create_group_snapshot(const csi::v1::CreateVolumeGroupSnapsho
   }
   if (!copied.empty())
     kLog.info("group snapshot created", {{"group_snapshot_id", resp.group_snapshot().group_snapshot_id()},
-                                         {"name", req.name()}, {"members", static_cast<std::int64_t>(copied.size())}});
+                                         {"name", req.name()},
+                                         {"members", static_cast<std::int64_t>(copied.size())}});
   return st;
 }
 

@@ -12,9 +12,9 @@ namespace mooring::hostpath {
 struct IdentityConfig {
   std::string plugin_name;
   std::string version;
-  std::string mode;            // controller | node | monolith
-  bool controller = true;      // serves the Controller service
-  bool has_topology = false;   // VOLUME_ACCESSIBILITY_CONSTRAINTS
+  std::string mode;           // controller | node | monolith
+  bool controller = true;     // serves the Controller service
+  bool has_topology = false;  // VOLUME_ACCESSIBILITY_CONSTRAINTS
   // Why this plugin cannot work (e.g. no mount privilege for the node service); empty when healthy.
   std::string unhealthy_reason;
 };

@@ -133,7 +133,8 @@ std::vector<std::string> loops_backed_by(const fs::path& file) {
 
 std::error_code detach_loop(const std::string& device) {
   Fd fd(::open(device.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.ok()) return errno == ENOENT || errno == ENXIO ? std::error_code{} : std::error_code(errno, std::generic_category());
+  if (!fd.ok())
+    return errno == ENOENT || errno == ENXIO ? std::error_code{} : std::error_code(errno, std::generic_category());
   for (int attempt = 0;; ++attempt) {
     if (::ioctl(fd.get(), LOOP_CLR_FD) == 0 || errno == ENXIO) return {};  // ENXIO: not attached
     if (errno != EBUSY || attempt == 20) return {errno, std::generic_category()};

@@ -74,14 +74,15 @@ int run(const Options& o) {
   std::vector<Takeover::Lock> locks;
   for (const auto* service : {serve_node ? "node" : nullptr, serve_controller ? "controller" : nullptr}) {
     if (!service) continue;
-    locks.push_back({fs::path(o.data_dir) / "locks" / (std::string(service) + "-" + o.node_id + ".lock"),
-                     "a hostpath " + std::string(service) + " service for node \"" + o.node_id + "\" on data dir " +
-                         o.data_dir});
+    locks.push_back(
+        {fs::path(o.data_dir) / "locks" / (std::string(service) + "-" + o.node_id + ".lock"),
+         "a hostpath " + std::string(service) + " service for node \"" + o.node_id + "\" on data dir " + o.data_dir});
   }
 
   VolumeStore store(o.data_dir);
   std::unique_ptr<NodeState> node_state;
-  if (serve_node) node_state = std::make_unique<NodeState>(o.data_dir, NodeRegistration{o.node_id, o.max_volumes, o.topology});
+  if (serve_node)
+    node_state = std::make_unique<NodeState>(o.data_dir, NodeRegistration{o.node_id, o.max_volumes, o.topology});
   Takeover takeover(std::move(locks), [&]() -> std::string {
     if (auto err = store.prepare(); !err.empty()) return "data dir unusable: " + err;
     if (node_state) {
@@ -109,7 +110,8 @@ int run(const Options& o) {
   if (!o.fault_file.empty()) {
     std::error_code ec;
     fs::create_directories(fs::path(o.data_dir) / "faults", ec);
-    const auto progress = fs::path(o.data_dir) / "faults" / (std::string(to_string(o.mode)) + "-" + o.node_id + ".json");
+    const auto progress =
+        fs::path(o.data_dir) / "faults" / (std::string(to_string(o.mode)) + "-" + o.node_id + ".json");
     faults = std::make_unique<FaultInjector>(o.fault_file, progress);
     kLog.warn("fault injection enabled", {{"fault_file", o.fault_file}});
   }
@@ -126,13 +128,16 @@ int run(const Options& o) {
                      !o.topology.empty(), unhealthy});
   std::optional<Controller> controller;
   if (serve_controller) {
-    controller.emplace(ControllerConfig{o.data_dir, o.mode == Mode::monolith ? o.node_id : "", o.known_nodes,
-                                        o.capacity_bytes, o.max_volume_size, o.default_volume_size,
-                                        o.node_expansion_required, o.topology},
-                       store);
+    controller.emplace(
+        ControllerConfig{o.data_dir, o.mode == Mode::monolith ? o.node_id : "", o.known_nodes, o.capacity_bytes,
+                         o.max_volume_size, o.default_volume_size, o.node_expansion_required, o.topology},
+        store);
   }
   std::optional<Node> node;
-  if (serve_node) node.emplace(NodeConfig{o.data_dir, o.node_id, o.max_volumes, o.topology, o.stage_without_mount}, *node_state, store);
+  if (serve_node)
+    node.emplace(
+        NodeConfig{o.data_dir, o.node_id, o.max_volumes, o.topology, o.stage_without_mount, o.volume_mount_group},
+        *node_state, store);
 
   // Signals are taken synchronously by this thread; every gRPC thread inherits the mask.
   sigset_t stop_signals;
@@ -170,7 +175,8 @@ int run(const Options& o) {
   struct stat bound {};
   const bool have_bound = ::stat(bind_path.c_str(), &bound) == 0;
   if (::rename(bind_path.c_str(), o.socket_path.c_str()) != 0) {
-    kLog.error("cannot listen", {{"error", "cannot move the socket to " + o.socket_path + ": " + std::strerror(errno)}});
+    kLog.error("cannot listen",
+               {{"error", "cannot move the socket to " + o.socket_path + ": " + std::strerror(errno)}});
     server.shutdown(std::chrono::seconds(1));
     return 1;
   }
@@ -182,9 +188,10 @@ int run(const Options& o) {
                         {"data_dir", o.data_dir}});
   std::atomic<int> exit_code{0};
   if (started == Takeover::Start::standby) {
-    kLog.warn("another copy holds the node's lock: serving Identity and NodeGetInfo, holding every other call "
-              "until it exits",
-              {{"holder", takeover.holder()}});
+    kLog.warn(
+        "another copy holds the node's lock: serving Identity and NodeGetInfo, holding every other call "
+        "until it exits",
+        {{"holder", takeover.holder()}});
     takeover.wait_in_background([&](const std::string& err) {
       if (err.empty()) return;
       kLog.error("cannot take over; stopping", {{"error", err}});
@@ -205,7 +212,8 @@ int run(const Options& o) {
   takeover.drain(std::chrono::seconds(30));
   server.shutdown(std::chrono::seconds(2));
   struct stat now {};
-  if (have_bound && ::stat(o.socket_path.c_str(), &now) == 0 && now.st_dev == bound.st_dev && now.st_ino == bound.st_ino)
+  if (have_bound && ::stat(o.socket_path.c_str(), &now) == 0 && now.st_dev == bound.st_dev &&
+      now.st_ino == bound.st_ino)
     ::unlink(o.socket_path.c_str());
   else
     kLog.warn("the socket is not ours any more; left in place", {{"path", o.socket_path}});

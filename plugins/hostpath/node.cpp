@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "plugins/hostpath/loop_device.hpp"
 #include "plugins/hostpath/mount_table.hpp"
@@ -10,6 +11,7 @@
 #include "plugins/hostpath/volume_capability.hpp"
 #include "plugins/hostpath/volume_store.hpp"
 #include "shared/log/log.hpp"
+#include "shared/mounts/volume_group.hpp"
 
 namespace mooring::hostpath {
 namespace {
@@ -23,7 +25,8 @@ const log::Logger kLog{"node"};
 Status invalid(std::string msg) { return {StatusCode::INVALID_ARGUMENT, std::move(msg)}; }
 
 Status mount_error(std::string_view what, const std::error_code& ec) {
-  const auto code = ec.value() == EPERM || ec.value() == EACCES ? StatusCode::FAILED_PRECONDITION : StatusCode::INTERNAL;
+  const auto code =
+      ec.value() == EPERM || ec.value() == EACCES ? StatusCode::FAILED_PRECONDITION : StatusCode::INTERNAL;
   return {code, std::string(what) + ": " + ec.message() +
                     (code == StatusCode::FAILED_PRECONDITION ? " (the node plugin needs root / CAP_SYS_ADMIN)" : "")};
 }
@@ -47,6 +50,28 @@ std::int64_t used_bytes(const fs::path& dir) {
 
 }  // namespace
 
+// VOLUME_MOUNT_GROUP: a writable directory volume's files get the group the orchestrator names
+// (group read-write, setgid directories), so a task of that group writes it without root. Read-only
+// volumes are left as they are. `group` is what the request named ("" when none), for the log.
+Status Node::give_mount_group(const csi::v1::VolumeCapability& cap, const fs::path& dir, bool readonly,
+                              std::string& group) const {
+  group = cap.has_mount() ? cap.mount().volume_mount_group() : std::string();
+  if (group.empty()) return Status::OK;
+  if (!config_.volume_mount_group)
+    return invalid(
+        "volume_capability.mount.volume_mount_group is set, but this plugin does not advertise VOLUME_MOUNT_GROUP");
+  gid_t gid = 0;
+  const auto [end, ec] = std::from_chars(group.data(), group.data() + group.size(), gid);
+  if (ec != std::errc{} || end != group.data() + group.size())
+    return invalid("volume_capability.mount.volume_mount_group must be a numeric group id, got '" + group + "'");
+  if (readonly) return Status::OK;
+  const auto changed = mounts::give_tree_to_group(dir, gid, /*always=*/false);
+  if (!changed.error.empty()) return {StatusCode::INTERNAL, "volume_mount_group " + group + ": " + changed.error};
+  if (changed.walked)
+    kLog.info("volume given its mount group", {{"path", dir.string()}, {"volume_mount_group", group}});
+  return Status::OK;
+}
+
 PathLocks::Guard PathLocks::lock(std::vector<std::string> paths) {
   std::unique_lock lock(mu_);
   released_.wait(lock, [&] {
@@ -68,18 +93,21 @@ Status Node::volume_source(const std::string& volume_id, const google::protobuf:
                            fs::path& out) const {
   // Volume ids are opaque to the orchestrator: one this plugin could never have made names no
   // volume of it ("volume does not exist"), which also keeps it from becoming a path.
-  if (!is_safe_id(volume_id)) return {StatusCode::NOT_FOUND, "volume '" + volume_id + "' not found (not a hostpath volume id)"};
+  if (!is_safe_id(volume_id))
+    return {StatusCode::NOT_FOUND, "volume '" + volume_id + "' not found (not a hostpath volume id)"};
   if (auto it = ctx.find("path"); it != ctx.end() && !it->second.empty()) {
     const fs::path p(it->second);
     if (!p.is_absolute() || p.lexically_normal() != p || p.filename() != volume_id) {
-      return invalid("volume_context path '" + it->second + "' must be an absolute, normal path ending in the volume id");
+      return invalid("volume_context path '" + it->second +
+                     "' must be an absolute, normal path ending in the volume id");
     }
     out = p;
   } else {
     out = config_.data_dir / "volumes" / volume_id;
   }
   std::error_code ec;
-  if (!fs::is_directory(out, ec)) return {StatusCode::NOT_FOUND, "volume " + volume_id + " not found (no directory " + out.string() + ")"};
+  if (!fs::is_directory(out, ec))
+    return {StatusCode::NOT_FOUND, "volume " + volume_id + " not found (no directory " + out.string() + ")"};
   return Status::OK;
 }
 
@@ -120,26 +148,33 @@ Status Node::stage(const csi::v1::NodeStageVolumeRequest& req) {
     // Already staged (a block volume whose device went away, after a reboot, is attached again).
     if (block ? device_attached(it->second) : config_.stage_without_mount || is_mount_point(staging)) return Status::OK;
   } else if (is_mount_point(staging)) {
-    return {StatusCode::ALREADY_EXISTS, "staging path " + staging + " is already a mount point not made by this plugin"};
+    return {StatusCode::ALREADY_EXISTS,
+            "staging path " + staging + " is already a mount point not made by this plugin"};
   }
   std::error_code ec;
   fs::create_directories(staging, ec);
   if (ec) return {StatusCode::INTERNAL, "cannot create staging path " + staging + ": " + ec.message()};
   if (block) return stage_block(req.volume_id(), source / kBlockImage, staging, readonly);
+  std::string group;
+  if (auto st = give_mount_group(req.volume_capability(), source, readonly, group); !st.ok()) return st;
   // Record the intent first: after a crash a record without a mount is harmless (re-staged or
   // dropped on unstage), a mount without a record would be unknown to us.
   if (!state_.put_staged(staging, {req.volume_id(), source.string(), readonly})) {
     return {StatusCode::INTERNAL, "cannot persist node state"};
   }
   if (config_.stage_without_mount) {
-    kLog.info("volume staged (recorded, nothing mounted)", {{"volume_id", req.volume_id()}, {"staging_path", staging}});
+    kLog.info("volume staged (recorded, nothing mounted)",
+              {{"volume_id", req.volume_id()}, {"staging_path", staging}, {"volume_mount_group", group}});
     return Status::OK;
   }
   if (auto mec = bind_mount(source, staging, readonly)) {
     state_.erase_staged(staging);
     return mount_error("bind-mount " + source.string() + " on " + staging, mec);
   }
-  kLog.info("volume staged", {{"volume_id", req.volume_id()}, {"staging_path", staging}, {"readonly", readonly}});
+  kLog.info("volume staged", {{"volume_id", req.volume_id()},
+                              {"staging_path", staging},
+                              {"readonly", readonly},
+                              {"volume_mount_group", group}});
   return Status::OK;
 }
 
@@ -222,6 +257,9 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
     return {StatusCode::ALREADY_EXISTS, "target path " + target + " is already a mount point not made by this plugin"};
   }
   if (staged->second.block) return publish_block(req.volume_id(), staged->second, staging, target, readonly, mode);
+  // Staged by an orchestrator that did not name the group then (or before a restart): given here.
+  std::string group;
+  if (auto st = give_mount_group(req.volume_capability(), staged->second.source, readonly, group); !st.ok()) return st;
   std::error_code ec;
   fs::create_directories(target, ec);  // creating target_path is the plugin's job (CSI spec)
   if (ec) return {StatusCode::INTERNAL, "cannot create target path " + target + ": " + ec.message()};
@@ -234,7 +272,9 @@ Status Node::publish(const csi::v1::NodePublishVolumeRequest& req) {
     state_.erase_published(target);
     return mount_error("bind-mount " + source + " on " + target, mec);
   }
-  kLog.info("volume published", {{"volume_id", req.volume_id()}, {"target_path", target}, {"readonly", readonly}});
+  kLog.info(
+      "volume published",
+      {{"volume_id", req.volume_id()}, {"target_path", target}, {"readonly", readonly}, {"volume_mount_group", group}});
   return Status::OK;
 }
 
@@ -283,14 +323,16 @@ Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1
     return Status::OK;
   }
   // A staging path this plugin mounted nothing at: the volume directory is what it measures.
-  const bool unmounted_stage = config_.stage_without_mount && published == rec.published.end() && staged != rec.staged.end();
+  const bool unmounted_stage =
+      config_.stage_without_mount && published == rec.published.end() && staged != rec.staged.end();
   const std::string measured = unmounted_stage ? staged->second.source : path;
   struct statvfs st {};
   if (::statvfs(measured.c_str(), &st) != 0) return {StatusCode::INTERNAL, "statvfs " + measured + " failed"};
   const std::int64_t used = used_bytes(measured);
   std::int64_t total = static_cast<std::int64_t>(st.f_blocks) * static_cast<std::int64_t>(st.f_frsize);
   store_.read([&](const StoreState& catalogue) {
-    if (auto it = catalogue.volumes.find(req.volume_id()); it != catalogue.volumes.end()) total = it->second.capacity_bytes;
+    if (auto it = catalogue.volumes.find(req.volume_id()); it != catalogue.volumes.end())
+      total = it->second.capacity_bytes;
     return Status::OK;
   });  // unreadable: the filesystem's size stands
   auto* bytes = resp.add_usage();
@@ -308,7 +350,8 @@ Status Node::volume_stats(const csi::v1::NodeGetVolumeStatsRequest& req, csi::v1
     std::error_code ec;
     const bool present = fs::is_directory(measured, ec);
     cond->set_abnormal(!present);
-    cond->set_message(present ? "staged (nothing mounted at the staging path)" : "volume directory " + measured + " is missing");
+    cond->set_message(present ? "staged (nothing mounted at the staging path)"
+                              : "volume directory " + measured + " is missing");
   } else if (!is_mount_point(path)) {
     cond->set_abnormal(true);
     cond->set_message(path + " is no longer a mount point");
@@ -326,7 +369,8 @@ Status Node::expand(const csi::v1::NodeExpandVolumeRequest& req, csi::v1::NodeEx
     if (auto st = check_capability(req.volume_capability(), "volume_capability"); !st.ok()) return st;
   }
   const auto& range = req.capacity_range();
-  if (range.required_bytes() < 0 || range.limit_bytes() < 0) return invalid("capacity_range: sizes must not be negative");
+  if (range.required_bytes() < 0 || range.limit_bytes() < 0)
+    return invalid("capacity_range: sizes must not be negative");
   if (range.limit_bytes() > 0 && range.required_bytes() > range.limit_bytes()) {
     return invalid("capacity_range: required_bytes exceeds limit_bytes");
   }
@@ -367,7 +411,8 @@ Status Node::find_volume_path(const std::string& volume_id, const std::string& v
   }
   std::error_code ec;
   if (!fs::exists(volume_path, ec)) {
-    return {StatusCode::NOT_FOUND, "volume " + volume_id + " not found: volume path " + volume_path + " does not exist"};
+    return {StatusCode::NOT_FOUND,
+            "volume " + volume_id + " not found: volume path " + volume_path + " does not exist"};
   }
   const auto rec = state_.snapshot();
   out = canonical_mount_path(volume_path);
@@ -396,6 +441,7 @@ Status Node::get_capabilities(csi::v1::NodeGetCapabilitiesResponse& resp) {
                  T::SINGLE_NODE_MULTI_WRITER}) {
     resp.add_capabilities()->mutable_rpc()->set_type(t);
   }
+  if (config_.volume_mount_group) resp.add_capabilities()->mutable_rpc()->set_type(T::VOLUME_MOUNT_GROUP);
   return Status::OK;
 }
 

@@ -28,6 +28,7 @@ struct NodeConfig {
   std::int64_t max_volumes = 0;
   std::map<std::string, std::string> topology;
   bool stage_without_mount = false;  // see Options::stage_without_mount
+  bool volume_mount_group = true;    // see Options::volume_mount_group
 };
 
 // Exclusive locks on paths, taken all at once (so two callers never deadlock on each other's
@@ -90,6 +91,8 @@ class Node {
   bool volume_known(const std::string& volume_id) const;
   // NodeGetVolumeStats / NodeExpandVolume: the canonical volume_path when volume_id is staged or
   // published there, else NOT_FOUND (the spec's one error for both).
+  grpc::Status give_mount_group(const csi::v1::VolumeCapability& cap, const std::filesystem::path& dir, bool readonly,
+                                std::string& group) const;
   grpc::Status find_volume_path(const std::string& volume_id, const std::string& volume_path, std::string& out) const;
 
   // Block volumes (node_block.cpp), called with the paths' locks held.

@@ -43,8 +43,7 @@ Status attach_error(const fs::path& image, const std::string& error) {
 }  // namespace
 
 bool device_attached(const StagedVolume& staged) {
-  return staged.block && !staged.device.empty() &&
-         loop_backed_by(staged.device, staged.source);
+  return staged.block && !staged.device.empty() && loop_backed_by(staged.device, staged.source);
 }
 
 Status Node::stage_block(const std::string& volume_id, const fs::path& image, const std::string& staging,
@@ -75,7 +74,8 @@ Status Node::publish_block(const std::string& volume_id, const StagedVolume& sta
   std::error_code ec;
   if (fs::is_directory(target, ec)) {
     if (!fs::is_empty(target, ec) || !fs::remove(target, ec))
-      return {StatusCode::ALREADY_EXISTS, "target path " + target + " is a directory; a block volume is published as a file"};
+      return {StatusCode::ALREADY_EXISTS,
+              "target path " + target + " is a directory; a block volume is published as a file"};
   }
   if (const int fd = ::open(target.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600); fd >= 0) {
     ::close(fd);
@@ -139,7 +139,8 @@ Status Node::unstage_block(const StagedVolume& staged, const NodeRecord& rec) {
   return Status::OK;
 }
 
-void Node::block_stats(const StagedVolume& staged, const std::string& device, csi::v1::NodeGetVolumeStatsResponse& resp) {
+void Node::block_stats(const StagedVolume& staged, const std::string& device,
+                       csi::v1::NodeGetVolumeStatsResponse& resp) {
   std::error_code ec;
   const auto size = fs::file_size(staged.source, ec);
   // A block device has no files: its size only (the spec lets used and available be omitted).

@@ -14,17 +14,17 @@ using nlohmann::json;
 json encode(const NodeRecord& r) {
   json staged = json::object();
   for (const auto& [path, s] : r.staged) {
-    staged[path] = {{"volume_id", s.volume_id}, {"source", s.source}, {"readonly", s.readonly},
-                    {"block", s.block},         {"device", s.device}};
+    staged[path] = {{"volume_id", s.volume_id},
+                    {"source", s.source},
+                    {"readonly", s.readonly},
+                    {"block", s.block},
+                    {"device", s.device}};
   }
   json published = json::object();
   for (const auto& [path, p] : r.published) {
-    published[path] = {{"volume_id", p.volume_id},
-                       {"staging_path", p.staging_path},
-                       {"readonly", p.readonly},
-                       {"access_mode", p.access_mode},
-                       {"block", p.block},
-                       {"device", p.device}};
+    published[path] = {{"volume_id", p.volume_id}, {"staging_path", p.staging_path},
+                       {"readonly", p.readonly},   {"access_mode", p.access_mode},
+                       {"block", p.block},         {"device", p.device}};
   }
   return {{"node_id", r.registration.node_id},
           {"max_volumes", r.registration.max_volumes},
@@ -46,8 +46,11 @@ bool decode(const std::string& text, NodeRecord& r) {
                         s.value("block", false), s.value("device", "")};
     }
     for (const auto& [path, p] : published.items()) {
-      r.published[path] = {p.at("volume_id").get<std::string>(), p.value("staging_path", ""),
-                           p.value("readonly", false), p.value("access_mode", 0), p.value("block", false),
+      r.published[path] = {p.at("volume_id").get<std::string>(),
+                           p.value("staging_path", ""),
+                           p.value("readonly", false),
+                           p.value("access_mode", 0),
+                           p.value("block", false),
                            p.value("device", "")};
     }
     return true;

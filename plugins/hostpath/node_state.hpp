@@ -77,7 +77,7 @@ class NodeState {
   std::uint64_t changes_ = 0;  // mutations so far
   std::uint64_t written_ = 0;  // mutations the file holds
   bool writing_ = false;
-  durable::Version version_;   // touched only by the thread writing
+  durable::Version version_;  // touched only by the thread writing
 };
 
 // Every node registered in the data dir (files under <data-dir>/nodes/).

@@ -37,6 +37,8 @@ Usage: mooring-hostpath [flags]
   --node-expansion-required          ControllerExpandVolume answers node_expansion_required=true
   --stage-without-mount              NodeStageVolume mounts nothing at the staging path (only records it);
                                      NodePublishVolume bind-mounts the volume directory itself
+  --no-volume-mount-group            do not advertise VOLUME_MOUNT_GROUP (a volume_mount_group in a
+                                     request is then INVALID_ARGUMENT), as plugins that lack it
   --fault-file PATH                  fault injection control file (default: $MOORING_FAULT_FILE; off if unset)
   --call-log PATH                    append one JSON line per RPC received
   --log-level debug|info|warn|error  (default: info)
@@ -58,7 +60,7 @@ std::string_view to_string(Mode mode) {
 
 bool parse_size(std::string_view text, std::int64_t& out) {
   static const std::pair<std::string_view, std::int64_t> kSuffixes[] = {
-      {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30}, {"Ti", 1LL << 40},
+      {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30},   {"Ti", 1LL << 40},
       {"K", 1000LL},     {"M", 1000000LL},  {"G", 1000000000LL}, {"T", 1000000000000LL},
   };
   std::int64_t mult = 1;
@@ -79,8 +81,8 @@ bool parse_size(std::string_view text, std::int64_t& out) {
 bool is_safe_id(std::string_view id) {
   if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
   for (const unsigned char c : id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -140,6 +142,10 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
       o.stage_without_mount = true;
       continue;
     }
+    if (flag == "--no-volume-mount-group") {
+      o.volume_mount_group = false;
+      continue;
+    }
     std::string v;
     if (flag == "--endpoint") {
       if (!take(o.endpoint)) return fail("--endpoint needs a value");
@@ -153,10 +159,14 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
       if (!take(o.data_dir) || o.data_dir.empty()) return fail("--data-dir needs a value");
     } else if (flag == "--mode") {
       if (!take(v)) return fail("--mode needs a value");
-      if (v == "controller") o.mode = Mode::controller;
-      else if (v == "node") o.mode = Mode::node;
-      else if (v == "monolith") o.mode = Mode::monolith;
-      else return fail("--mode must be controller, node or monolith, got '" + v + "'");
+      if (v == "controller")
+        o.mode = Mode::controller;
+      else if (v == "node")
+        o.mode = Mode::node;
+      else if (v == "monolith")
+        o.mode = Mode::monolith;
+      else
+        return fail("--mode must be controller, node or monolith, got '" + v + "'");
     } else if (flag == "--topology") {
       if (!take(v)) return fail("--topology needs key=value");
       const auto eq = v.find('=');

@@ -24,14 +24,18 @@ struct Options {
   // Node ids ControllerPublish accepts besides the nodes registered in the data dir.
   // "*" accepts every well-formed node id.
   std::vector<std::string> known_nodes;
-  std::int64_t capacity_bytes = 0;         // total pool for GetCapacity; 0 = statvfs of data dir
-  std::int64_t max_volume_size = 0;        // 0 = no per-volume limit
+  std::int64_t capacity_bytes = 0;   // total pool for GetCapacity; 0 = statvfs of data dir
+  std::int64_t max_volume_size = 0;  // 0 = no per-volume limit
   std::int64_t default_volume_size = 1LL << 30;
   bool node_expansion_required = false;
   // NodeStageVolume records the volume as staged but mounts nothing at the staging path, and
   // NodePublishVolume bind-mounts the volume directory itself (the upstream host-path driver's
   // shape: the CSI spec lets a plugin stage nothing).
   bool stage_without_mount = false;
+  // NodeGetCapabilities advertises VOLUME_MOUNT_GROUP and NodeStage/NodePublish give a writable
+  // volume the group they name. Off (--no-volume-mount-group): a plugin that lacks it, as the
+  // upstream csi-driver-host-path does, so the orchestrator's own fallback can be tested.
+  bool volume_mount_group = true;
   std::string fault_file;  // --fault-file or MOORING_FAULT_FILE
   std::string call_log;    // --call-log
   std::string log_level = "info";

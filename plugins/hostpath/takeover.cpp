@@ -18,9 +18,13 @@ long long ms_since(Clock::time_point t) {
 }  // namespace
 
 bool touches_state(std::string_view rpc) {
-  static constexpr std::array<std::string_view, 7> kStateless = {
-      "GetPluginInfo",  "GetPluginCapabilities",     "Probe", "NodeGetInfo", "NodeGetCapabilities",
-      "ControllerGetCapabilities", "GroupControllerGetCapabilities"};
+  static constexpr std::array<std::string_view, 7> kStateless = {"GetPluginInfo",
+                                                                 "GetPluginCapabilities",
+                                                                 "Probe",
+                                                                 "NodeGetInfo",
+                                                                 "NodeGetCapabilities",
+                                                                 "ControllerGetCapabilities",
+                                                                 "GroupControllerGetCapabilities"};
   return std::find(kStateless.begin(), kStateless.end(), rpc) == kStateless.end();
 }
 
@@ -114,18 +118,18 @@ grpc::Status Takeover::hold(std::string_view rpc, std::chrono::system_clock::tim
     changed_.wait_for(lock, std::min<std::chrono::system_clock::duration>(left, std::chrono::milliseconds(20)));
   }
   switch (state_) {
-    case State::active:
-      ++running_;
-      return grpc::Status::OK;
+    case State::active: ++running_; return grpc::Status::OK;
     case State::draining:
       return {grpc::StatusCode::UNAVAILABLE,
               std::string(rpc) + " did nothing: this plugin copy is stopping and hands the node over to its successor"};
     case State::failed:
-      return {grpc::StatusCode::UNAVAILABLE, std::string(rpc) + " did nothing: this plugin copy cannot serve: " + error_};
+      return {grpc::StatusCode::UNAVAILABLE,
+              std::string(rpc) + " did nothing: this plugin copy cannot serve: " + error_};
     default:
       return {grpc::StatusCode::UNAVAILABLE,
-              std::string(rpc) + " did nothing: this plugin copy is stopping before it took over from the copy "
-                                 "holding the node's lock"};
+              std::string(rpc) +
+                  " did nothing: this plugin copy is stopping before it took over from the copy "
+                  "holding the node's lock"};
   }
 }
 

@@ -86,7 +86,7 @@ class Takeover {
   std::string error_;
   std::string holder_;
   std::size_t running_ = 0;  // calls that passed hold() and have not called done()
-  std::thread waiter_;  // last: joined first
+  std::thread waiter_;       // last: joined first
 };
 
 }  // namespace mooring::hostpath

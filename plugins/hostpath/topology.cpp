@@ -15,7 +15,9 @@ bool segments_match(const std::map<std::string, std::string>& want, const std::m
   return true;
 }
 
-std::map<std::string, std::string> to_map(const csi::v1::Topology& t) { return {t.segments().begin(), t.segments().end()}; }
+std::map<std::string, std::string> to_map(const csi::v1::Topology& t) {
+  return {t.segments().begin(), t.segments().end()};
+}
 
 namespace {
 
@@ -28,7 +30,8 @@ std::string describe(const std::map<std::string, std::string>& segs) {
 }  // namespace
 
 Status choose_topology(const csi::v1::TopologyRequirement& req, const std::map<std::string, std::string>& own,
-                       const std::vector<NodeRegistration>& nodes, std::vector<std::map<std::string, std::string>>& out) {
+                       const std::vector<NodeRegistration>& nodes,
+                       std::vector<std::map<std::string, std::string>>& out) {
   out.clear();
   std::vector<std::map<std::string, std::string>> places;
   if (!own.empty()) places.push_back(own);
@@ -64,7 +67,8 @@ Status choose_topology(const csi::v1::TopologyRequirement& req, const std::map<s
   std::string want;
   for (const auto& m : requisite.empty() ? std::vector<std::map<std::string, std::string>>{} : requisite)
     want += describe(m) + " ";
-  return {StatusCode::RESOURCE_EXHAUSTED, "no node in the requested topology " + want + "can reach this plugin's storage"};
+  return {StatusCode::RESOURCE_EXHAUSTED,
+          "no node in the requested topology " + want + "can reach this plugin's storage"};
 }
 
 }  // namespace mooring::hostpath

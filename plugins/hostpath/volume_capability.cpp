@@ -13,7 +13,8 @@ std::string unsupported_reason(const csi::v1::VolumeCapability& cap) {
   return {};
 }
 
-std::string access_type_mismatch(const csi::v1::VolumeCapability& cap, const std::string& volume_id, bool block_volume) {
+std::string access_type_mismatch(const csi::v1::VolumeCapability& cap, const std::string& volume_id,
+                                 bool block_volume) {
   if (cap.has_block() && !block_volume)
     return "volume " + volume_id + " is a filesystem volume (a directory): request the mount access type, not block";
   if (cap.has_mount() && block_volume)

@@ -62,7 +62,9 @@ Status size_block_image(const fs::path& volume_dir, std::int64_t size) {
   if (!fs::exists(image, ec)) std::ofstream(image, std::ios::binary).flush();
   const auto have = fs::file_size(image, ec);
   if (!ec && static_cast<std::int64_t>(have) < size) fs::resize_file(image, static_cast<std::uintmax_t>(size), ec);
-  if (ec) return {StatusCode::INTERNAL, "cannot size the block volume's backing file " + image.string() + ": " + ec.message()};
+  if (ec)
+    return {StatusCode::INTERNAL,
+            "cannot size the block volume's backing file " + image.string() + ": " + ec.message()};
   return Status::OK;
 }
 

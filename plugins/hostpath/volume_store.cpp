@@ -43,8 +43,8 @@ VolumeRecord volume_from_json(const json& j) {
   v.source_volume_id = j.value("source_volume_id", "");
   v.topology = j.value("topology", std::vector<StringMap>{});
   for (const auto& p : j.value("publications", json::array())) {
-    v.publications.push_back({p.at("node_id").get<std::string>(), p.value("readonly", false),
-                              p.value("access_mode", 0)});
+    v.publications.push_back(
+        {p.at("node_id").get<std::string>(), p.value("readonly", false), p.value("access_mode", 0)});
   }
   v.created_unix_ms = j.value("created_unix_ms", std::int64_t{0});
   v.block = j.value("block", false);
@@ -111,9 +111,7 @@ std::string VolumeStore::assemble(const EncodedState& encoded) {
   return out;
 }
 
-std::string encode_state(const StoreState& state) {
-  return VolumeStore::assemble(VolumeStore::encode_records(state));
-}
+std::string encode_state(const StoreState& state) { return VolumeStore::assemble(VolumeStore::encode_records(state)); }
 
 bool decode_state(std::string_view text, StoreState& out, std::string& error) {
   out = {};

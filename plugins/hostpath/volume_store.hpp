@@ -122,7 +122,7 @@ class VolumeStore {
   // Writes the whole catalogue to the checkpoint and restarts the journal. Transactions do this
   // themselves when the journal outgrows the checkpoint (at least kCompactBytes).
   grpc::Status compact();
-  static constexpr std::uint64_t kCompactBytes = 64 * 1024;
+  static constexpr std::uint64_t kCompactBytes = 64ull * 1024;
 
  private:
   std::filesystem::path checkpoint_path() const { return data_dir_ / "controller-state.json"; }
@@ -152,6 +152,5 @@ class VolumeStore {
   std::filesystem::path data_dir_;
   std::mutex mu_;
 };
-
 
 }  // namespace mooring::hostpath

@@ -80,8 +80,9 @@ struct ControlPlane::Parts {
   const std::function<asio::awaitable<std::optional<std::string>>()> refused_after_hold =
       [this]() -> asio::awaitable<std::optional<std::string>> {
     if (!leadership || co_await leadership->lease_hold().wait_while_unconfirmed()) co_return std::nullopt;
-    co_return std::string("etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
-                          "lease past its end; nothing was sent or changed");
+    co_return std::string(
+        "etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
+        "lease past its end; nothing was sent or changed");
   };
   NodeRegistrations registrations;
   std::optional<agentclient::AgentRouter> router;
@@ -112,8 +113,11 @@ struct ControlPlane::Parts {
 // state that does not load is fatal. etcd: loaded only by the elected leader, when it is elected
 // (ha/leadership.hpp); until it holds the leader key its backend refuses every write.
 int ControlPlane::Parts::open_state() {
-  auto backend = open_backend({.url = flags.state, .data_dir = flags.data_dir, .etcd_ca_file = flags.etcd_ca_file,
-                               .etcd_cert_file = flags.etcd_cert_file, .etcd_key_file = flags.etcd_key_file});
+  auto backend = open_backend({.url = flags.state,
+                               .data_dir = flags.data_dir,
+                               .etcd_ca_file = flags.etcd_ca_file,
+                               .etcd_cert_file = flags.etcd_cert_file,
+                               .etcd_key_file = flags.etcd_key_file});
   if (!backend) {
     logger.error("cannot open state", {{"error", backend.error()}});
     return 1;
@@ -136,9 +140,8 @@ int ControlPlane::Parts::open_state() {
   if (ha_mode()) state_options.on_broken = [this](const std::string& why) { store_broken(why); };
   store.emplace(io.get_executor(), *feed, state_options);
   if (ha_mode()) {
-    opened.shared->require_fence([this](const std::string& why) {
-      asio::post(io, [argv = argv, why] { ha::restart_as_standby(argv, why); });
-    });
+    opened.shared->require_fence(
+        [this](const std::string& why) { asio::post(io, [argv = argv, why] { ha::restart_as_standby(argv, why); }); });
     return 0;
   }
   if (auto st = load_state(); !st) {
@@ -200,8 +203,8 @@ int ControlPlane::Parts::make_api() {
   }
   audit_log = std::move(*opened_log);
   liveness.emplace(*store, LivenessOptions{.ttl = flags.heartbeat_ttl, .hearing = [this] {
-                     return !leadership || leadership->election().lease_valid();
-                   }});
+                                             return !leadership || leadership->election().lease_valid();
+                                           }});
   api::ApiOptions api_options;
   api_options.last_heard = [this](const std::string& node_id) { return liveness->last_heard(node_id); };
   api_options.audit = audit_log.get();
@@ -222,9 +225,10 @@ int ControlPlane::Parts::make_api() {
 // leader that does not answer within twice the lease has lost it: the client gets a 503 at once.
 int ControlPlane::Parts::serve_http() {
   if (ha_mode()) {
-    auto made = ha::Forwarder::make(io.get_executor(),
-                                    {.ca_file = flags.tls_ca_file, .cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file},
-                                    {.connect = std::chrono::seconds(1), .answer = 2 * flags.leader_lease});
+    auto made = ha::Forwarder::make(
+        io.get_executor(),
+        {.ca_file = flags.tls_ca_file, .cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file},
+        {.connect = std::chrono::seconds(1), .answer = 2 * flags.leader_lease});
     if (!made) {
       logger.error("cannot forward to the leader", {{"error", made.error()}});
       return 1;
@@ -293,9 +297,12 @@ void ControlPlane::Parts::lead() {
   system_reconciler->start();  // resumes groups and rolling updates where the state left them
   volume_lifecycle->start();   // resumes deletes whose outcome was unknown when we stopped
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
-  logger.info("http api listening", {{"addr", http_config.address}, {"port", server->port()},
-                                     {"scheme", server->secure() ? "https" : "http"}, {"grpc_addr", flags.grpc_addr},
-                                     {"acl", flags.acl ? "on" : "off"}, {"role", ha_mode() ? "leader" : "single"}});
+  logger.info("http api listening", {{"addr", http_config.address},
+                                     {"port", server->port()},
+                                     {"scheme", server->secure() ? "https" : "http"},
+                                     {"grpc_addr", flags.grpc_addr},
+                                     {"acl", flags.acl ? "on" : "off"},
+                                     {"role", ha_mode() ? "leader" : "single"}});
 }
 
 // etcd: a standby until elected. The election's channels are its own; elected, the leadership
@@ -331,11 +338,14 @@ int ControlPlane::Parts::campaign() {
                               }},
       std::move(election_options));
   store_broken = [this](const std::string& why) { leadership->store_broken(why); };
-  front = std::make_unique<ha::Front>(leadership->election(), leadership->lease_hold(), *forwarder, api_handler,
-                                      [this] { return serving(); }, flags.stale_reads_max, self_http);
+  front = std::make_unique<ha::Front>(
+      leadership->election(), leadership->lease_hold(), *forwarder, api_handler, [this] { return serving(); },
+      flags.stale_reads_max, self_http);
   leadership->start();
-  logger.info("standby until elected", {{"addr", http_config.address}, {"port", server->port()},
-                                        {"advertise_http_addr", self_http}, {"state", opened.where},
+  logger.info("standby until elected", {{"addr", http_config.address},
+                                        {"port", server->port()},
+                                        {"advertise_http_addr", self_http},
+                                        {"state", opened.where},
                                         {"leader_lease", flags.leader_lease}});
   return 0;
 }
@@ -367,7 +377,8 @@ void ControlPlane::Parts::shutdown(int signo) {
   });
 }
 
-ControlPlane::ControlPlane(const ControlPlaneConfig& flags, char** argv) : parts_(std::make_unique<Parts>(flags, argv)) {}
+ControlPlane::ControlPlane(const ControlPlaneConfig& flags, char** argv)
+    : parts_(std::make_unique<Parts>(flags, argv)) {}
 ControlPlane::~ControlPlane() = default;
 
 int ControlPlane::run() {

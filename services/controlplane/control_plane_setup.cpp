@@ -39,7 +39,8 @@ http::ServerConfig http_server_config(const ControlPlaneConfig& flags) {
   // HTTPS with the same certificate as the agents' gRPC port (none with --insecure).
   // With etcd (HA) the other control planes are asked for their certificate: a standby's
   // forward then names its client to the leader (ha/front.hpp).
-  config.tls = {.cert_file = flags.tls_cert_file, .key_file = flags.tls_key_file,
+  config.tls = {.cert_file = flags.tls_cert_file,
+                .key_file = flags.tls_key_file,
                 .client_ca_file = flags.http_client_ca_file,
                 .peer_ca_file = is_shared_state(flags.state) ? flags.tls_ca_file : std::string()};
   return config;
@@ -65,9 +66,10 @@ int transport_security(const ControlPlaneConfig& flags, const log::Logger& log,
   }
   // Secure by default: plaintext is a choice made with --insecure, never the result of a
   // forgotten flag.
-  log.error("refusing to serve plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them "
-            "with `mooring tls`), or --insecure to accept that anyone who reaches the ports can act as any node",
-            {{"grpc_addr", flags.grpc_addr}, {"http_addr", flags.http_addr}});
+  log.error(
+      "refusing to serve plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them "
+      "with `mooring tls`), or --insecure to accept that anyone who reaches the ports can act as any node",
+      {{"grpc_addr", flags.grpc_addr}, {"http_addr", flags.http_addr}});
   return 2;
 }
 
@@ -95,8 +97,8 @@ domain::Expected<std::unique_ptr<audit::AuditLog>> open_audit_log(const ControlP
   return audit::AuditLog::open(files);
 }
 
-void watch_certificates(async::TaskGroup& tasks, http::Server& server, std::shared_ptr<const rpc::TransportSecurity> security,
-                        const log::Logger& log) {
+void watch_certificates(async::TaskGroup& tasks, http::Server& server,
+                        std::shared_ptr<const rpc::TransportSecurity> security, const log::Logger& log) {
   tasks.spawn("tls-expiry", [security] { return rpc::warn_expiry_daily(security); });
   tasks.spawn("tls-sighup", [&server, security, log]() -> asio::awaitable<void> {
     asio::signal_set hup(co_await asio::this_coro::executor, SIGHUP);
@@ -129,9 +131,10 @@ ha::LeaderRecord advertised(const ControlPlaneConfig& flags, bool https, std::ui
     self.grpc_addr = config::to_string(listen);
   }
   if (self.http_addr.find("0.0.0.0") != std::string::npos || self.grpc_addr.starts_with("0.0.0.0"))
-    log.warn("listening on 0.0.0.0: give --advertise-http-addr and --advertise-grpc-addr, or standbys and agents "
-                "cannot reach this control plane when it leads",
-                {{"http_addr", self.http_addr}, {"grpc_addr", self.grpc_addr}});
+    log.warn(
+        "listening on 0.0.0.0: give --advertise-http-addr and --advertise-grpc-addr, or standbys and agents "
+        "cannot reach this control plane when it leads",
+        {{"http_addr", self.http_addr}, {"grpc_addr", self.grpc_addr}});
   return self;
 }
 

@@ -39,8 +39,8 @@ domain::Expected<std::unique_ptr<audit::AuditLog>> open_audit_log(const ControlP
 // gRPC picks renewed certificates up from the files; SIGHUP reloads the REST API's HTTPS (new
 // connections use the new files), logs the certificate in use and re-checks expiry at once, and
 // a daily check warns 30 days ahead.
-void watch_certificates(async::TaskGroup& tasks, http::Server& server, std::shared_ptr<const rpc::TransportSecurity> security,
-                        const log::Logger& log);
+void watch_certificates(async::TaskGroup& tasks, http::Server& server,
+                        std::shared_ptr<const rpc::TransportSecurity> security, const log::Logger& log);
 
 // Where other control planes and agents reach this one: the flags, else the listen addresses.
 ha::LeaderRecord advertised(const ControlPlaneConfig& flags, bool https, std::uint16_t http_port, int grpc_port,

@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "services/controlplane/claims/fault_switch.hpp"
 #include "services/controlplane/config/controlplane_config.hpp"
 #include "services/controlplane/control_plane.hpp"
 #include "services/controlplane/control_plane_setup.hpp"
@@ -26,7 +27,8 @@ int main(int argc, char** argv) {
   // on the host does (/etc/hosts, nsswitch; Kubernetes' cluster DNS through resolv.conf). Its
   // c-ares resolver also leaked at exit under the sanitizers here. A user's own choice stands.
   ::setenv("GRPC_DNS_RESOLVER", "native", 0);
-  auto parsed = parse_controlplane_config(std::vector<std::string>(argv, argv + argc), config::environment("MOORING_CP_"));
+  auto parsed =
+      parse_controlplane_config(std::vector<std::string>(argv, argv + argc), config::environment("MOORING_CP_"));
   if (const auto* error = std::get_if<ControlPlaneConfigError>(&parsed)) {
     std::cerr << "mooring-controlplane: " << error->message << "\n";
     return 2;
@@ -35,6 +37,10 @@ int main(int argc, char** argv) {
   if (args.help || args.help_markdown) {
     std::cout << (args.help ? controlplane_config_help() : controlplane_config_markdown());
     return 0;
+  }
+  if (auto refusal = fault_switch_refusal()) {
+    std::cerr << "mooring-controlplane: " << *refusal << "\n";
+    return 2;
   }
   const ControlPlaneConfig& flags = args.config;
   log::configure(flags.log_level, flags.log_format);

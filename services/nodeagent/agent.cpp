@@ -13,13 +13,13 @@
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
 #include "services/nodeagent/allocrunner/alloc_manager.hpp"
 #include "services/nodeagent/allocrunner/status_reporter.hpp"
-#include "services/nodeagent/certificate_renewal.hpp"
-#include "services/nodeagent/controlplane_calls.hpp"
-#include "services/nodeagent/controlplane_link.hpp"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/certificate_renewal.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_link.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
-#include "services/nodeagent/plugins/task_plugins.hpp"
+#include "services/nodeagent/plugins/allocation_plugins.hpp"
 #include "services/nodeagent/rpcserver/nodeagent_service.hpp"
 #include "services/nodeagent/rpcserver/operation_cache.hpp"
 #include "services/nodeagent/volumes/mount_table.hpp"
@@ -42,10 +42,7 @@ constexpr std::chrono::milliseconds kFreshStatsDelay{1000};
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-const log::Logger& logger() {
-  static const log::Logger l{"agent"};
-  return l;
-}
+const log::Logger kLog{"agent"};
 
 asio::awaitable<void> flush_statuses(StatusReporter& reporter) { (void)co_await reporter.flush(); }
 
@@ -104,8 +101,8 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     const auto st = co_await controlplane_->unpublish_volume(req);
     if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND) co_return domain::Status{};
     if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-      logger().warn("control plane refused the unpublish; nothing left to release here",
-                    {{"volume", volume_id}, {"alloc", alloc_id}, {"error", st.error_message()}});
+      kLog.warn("control plane refused the unpublish; nothing left to release here",
+                {{"volume", volume_id}, {"alloc", alloc_id}, {"error", st.error_message()}});
       co_return domain::Status{};
     }
     co_return domain::error("UnpublishVolume: " + st.error_message());
@@ -125,9 +122,9 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     for (auto& s : supervisors_) out.push_back(s.get());
     return out;
   };
-  task_plugins_ = std::make_unique<TaskPlugins>(
+  allocation_plugins_ = std::make_unique<AllocationPlugins>(
       ex, *registry_, *status_, volumes_using,
-      TaskPluginsOptions{.make_client = options_.make_client, .configured = configured});
+      AllocationPluginsOptions{.make_client = options_.make_client, .configured = configured});
 
   StatusReporterOptions sr;
   sr.node_id = config_.node_id;
@@ -142,13 +139,20 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   am.runner.default_kill_timeout = config_.kill_timeout;
   am.runner.node_id = config_.node_id;
   am.runner.node_name = config_.node_name;
-  am.csi.claim_backoff = async::Backoff{options_.claim_backoff_initial, options_.claim_backoff_max, 2.0, 0.2,
-                                        config_.claim_timeout};
+  TaskWallsOptions walls;
+  walls.rules = task_user_rules(config_);
+  walls.namespaces = config_.task_isolation;
+  walls.hidden = {config_.data_dir};
+  for (const auto& file : {config_.tls_ca_file, config_.tls_cert_file, config_.tls_key_file, config_.config_file})
+    if (!file.empty()) walls.hidden.emplace_back(file);
+  am.runner.walls = std::move(walls);
+  am.csi.claim_backoff =
+      async::Backoff{options_.claim_backoff_initial, options_.claim_backoff_max, 2.0, 0.2, config_.claim_timeout};
   am.csi.controlplane_back = controlplane_back_.get();
   am.controlplane_back = controlplane_back_.get();
   am.watch_wait = options_.watch_wait;
   am.disconnect_check_interval = options_.disconnect_check_interval;
-  am.plugin_tasks = task_plugins_.get();
+  am.plugin_supervision = allocation_plugins_.get();
   // Plugin sockets whose path under allocs/<id>/ would not fit a unix socket (a deep data dir).
   am.plugin_socket_root = data_dir / "ps";
   allocs_ = std::make_unique<AllocManager>(ex, *controlplane_, *mounter_, *reporter_, am);
@@ -164,6 +168,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   link.channel.security = options_.security;
   link.target = controlplane_target_;
   link.heartbeat_interval = config_.heartbeat_interval;
+  link.attributes = domain::task_user_attributes(task_user_rules(config_));
   link.on_contact = [this](bool answered) {
     controlplane_contact(answered);
     if (answered && !contacted_) {
@@ -175,7 +180,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   status_->on_change([this] {
     link_->wake();
     plugins_->status_changed();
-    task_plugins_->wake();
+    allocation_plugins_->wake();
   });
 }
 
@@ -222,9 +227,9 @@ void Agent::release_orphaned_mounts() {
     std::vector<std::string> volume_ids;
     for (const auto& r : volumes_->records())
       if (r.alloc_id == alloc_id) volume_ids.push_back(r.volume_id);
-    logger().warn(runner ? "releasing mounts of an allocation whose Postrun already ran"
-                         : "releasing mounts of an allocation unknown to this agent",
-                  {{"alloc", alloc_id}, {"volumes", static_cast<int64_t>(volume_ids.size())}});
+    kLog.warn(runner ? "releasing mounts of an allocation whose Postrun already ran"
+                     : "releasing mounts of an allocation unknown to this agent",
+              {{"alloc", alloc_id}, {"volumes", static_cast<int64_t>(volume_ids.size())}});
     volumes_->release(alloc_id, volume_ids);
   }
 }
@@ -285,11 +290,11 @@ void Agent::reconcile_persisted_plugins() {
         PluginConfig pc;
         pc.id = id;
         pc.socket = socket;
-        pc.type = kinds.size() > 1 ? PluginRole::monolith
+        pc.type = kinds.size() > 1                          ? PluginRole::monolith
                   : kinds.front() == PluginKind::controller ? PluginRole::controller
                                                             : PluginRole::node;
-        logger().info("adopting a plugin registered before the restart",
-                      {{"plugin", id}, {"type", std::string(to_string(pc.type))}, {"socket", pc.socket}});
+        kLog.info("adopting a plugin registered before the restart",
+                  {{"plugin", id}, {"type", std::string(to_string(pc.type))}, {"socket", pc.socket}});
         config_.plugins.push_back(pc);
       }
       continue;
@@ -306,21 +311,20 @@ std::string Agent::start() {
   if (auto error = start_grpc_server(); !error.empty()) return error;
   started_ = true;
   if (const auto ec = registry_->load()) {
-    logger().warn("plugin registry could not be loaded", {{"error", ec.message()}});
+    kLog.warn("plugin registry could not be loaded", {{"error", ec.message()}});
   }
   reconcile_persisted_plugins();
   status_->add_event("agent", "node agent started");
   for (const auto& pc : config_.plugins) {
-    SupervisorContext ctx{*registry_, *status_, *processes_, options_.make_client, config_.data_dir,
-                          options_.restart_backoff};
+    SupervisorContext ctx{*registry_,           *status_,         *processes_,
+                          options_.make_client, config_.data_dir, options_.restart_backoff};
     supervisors_.push_back(std::make_unique<PluginSupervisor>(ex_, pc, std::move(ctx)));
     loops_->spawn("supervise-" + pc.id + "-" + std::string(to_string(pc.type)), supervisors_.back()->run());
   }
 
   // Volumes and allocations: finish releases left by the previous run, restore the
   // allocations (re-adopting their tasks), then follow the control plane.
-  if (auto st = volumes_->load(); !st)
-    logger().error("mount records could not be loaded", {{"error", st.error()}});
+  if (auto st = volumes_->load(); !st) kLog.error("mount records could not be loaded", {{"error", st.error()}});
   volumes_->resume();
   reporter_->load();
   allocs_->restore();
@@ -328,9 +332,9 @@ std::string Agent::start() {
   for (const auto& inst : registry_->list()) {
     if (inst.reg.alloc_id.empty()) continue;
     const auto* runner = allocs_->runner(inst.reg.alloc_id);
-    if (!runner || runner->state().postrun_done) task_plugins_->retire_orphan(inst);
+    if (!runner || runner->state().postrun_done) allocation_plugins_->retire_orphan(inst);
   }
-  loops_->spawn("task-plugins", task_plugins_->run());
+  loops_->spawn("allocation-plugins", allocation_plugins_->run());
   loops_->spawn("alloc-status", reporter_->run());
   loops_->spawn("alloc-watch", allocs_->watch());
   loops_->spawn("alloc-disconnect", allocs_->watch_disconnect([this] { return disconnected_for(); }));
@@ -354,29 +358,33 @@ std::string Agent::start() {
       status_->set_volume_stats(wire);
     };
     async::PeriodicOptions every{.name = "volume-stats", .period = config_.volume_stats_interval};
-    loops_->spawn("volume-stats", async::periodic([this, report]() -> asio::awaitable<void> {
-      report(co_await volumes_->collect_stats());
-    }, every));
+    loops_->spawn(
+        "volume-stats",
+        async::periodic([this, report]() -> asio::awaitable<void> { report(co_await volumes_->collect_stats()); },
+                        every));
     // Fresh mounts: polled once they have settled for kFreshStatsDelay, so usage shows up within
     // about a second, a burst of mounts costs one heartbeat, and a mount released within the delay
     // costs no call at all. Polling every mounted volume on each mount (as before) tripled the CSI
     // calls of a busy node and held volume locks that releases then waited on.
     // (Parameters, not captures: the lambda object dies before its coroutine does.)
-    loops_->spawn("volume-stats-fresh", [](async::WakeSignal& mounted, VolumeManager& volumes,
-                                           decltype(report) report) -> asio::awaitable<void> {
-      auto seen = mounted.generation();
-      while (true) {
-        seen = co_await mounted.wait(seen);
-        if (co_await async::sleep_for(kFreshStatsDelay) == async::SleepEnd::cancelled) co_return;
-        seen = mounted.generation();  // the mounts of the delay are in this pass
-        report(co_await volumes.collect_fresh_stats());
-      }
-    }(*stats_now_, *volumes_, report));
+    loops_->spawn(
+        "volume-stats-fresh",
+        [](async::WakeSignal& mounted, VolumeManager& volumes, decltype(report) report) -> asio::awaitable<void> {
+          auto seen = mounted.generation();
+          while (true) {
+            seen = co_await mounted.wait(seen);
+            if (co_await async::sleep_for(kFreshStatsDelay) == async::SleepEnd::cancelled) co_return;
+            seen = mounted.generation();  // the mounts of the delay are in this pass
+            report(co_await volumes.collect_fresh_stats());
+          }
+        }(*stats_now_, *volumes_, report));
   }
-  loops_->spawn("readiness", async::periodic([this]() -> asio::awaitable<void> {
-    update_readiness();
-    co_return;
-  }, readiness));
+  loops_->spawn("readiness", async::periodic(
+                                 [this]() -> asio::awaitable<void> {
+                                   update_readiness();
+                                   co_return;
+                                 },
+                                 readiness));
   return {};
 }
 
@@ -385,15 +393,16 @@ std::string Agent::start() {
 // intervals (readiness: allocations can be placed and released through this node).
 void Agent::update_readiness() {
   if (!server_) return;
-  const auto limit = std::max<std::chrono::steady_clock::duration>(3 * config_.heartbeat_interval, std::chrono::seconds(5));
+  const auto limit =
+      std::max<std::chrono::steady_clock::duration>(3 * config_.heartbeat_interval, std::chrono::seconds(5));
   server_->set_serving(std::string(kReadinessService), contacted_ && !shut_down_ && disconnected_for() < limit);
 }
 
 // Drain mode: stop every allocation and wait, bounded, until their Postrun releases have
 // unmounted everything and told the control plane. Whatever is left resumes after the restart.
 asio::awaitable<bool> Agent::drain(std::chrono::milliseconds limit) {
-  logger().info("draining: stopping every allocation", {{"allocations", static_cast<int64_t>(allocs_->alloc_ids().size())},
-                                                        {"limit_ms", static_cast<int64_t>(limit.count())}});
+  kLog.info("draining: stopping every allocation", {{"allocations", static_cast<int64_t>(allocs_->alloc_ids().size())},
+                                                    {"limit_ms", static_cast<int64_t>(limit.count())}});
   allocs_->stop_all("node agent draining");
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (true) {
@@ -407,15 +416,15 @@ asio::awaitable<void> Agent::shutdown() {
   if (shut_down_) co_return;
   shut_down_ = true;
   update_readiness();
-  logger().info("shutting down", {{"plugins", static_cast<int64_t>(supervisors_.size())}});
+  kLog.info("shutting down", {{"plugins", static_cast<int64_t>(supervisors_.size())}});
   if (config_.drain_on_shutdown.count() > 0) {
     const bool drained = co_await drain(config_.drain_on_shutdown);
     if (drained) {
-      logger().info("drained: every allocation stopped and every volume released");
+      kLog.info("drained: every allocation stopped and every volume released");
     } else {
-      logger().warn("drain did not finish in time; the remaining releases resume after the restart",
-                    {{"mounts", static_cast<int64_t>(volumes_->record_count())},
-                     {"releases_in_flight", static_cast<int64_t>(volumes_->releases_in_flight())}});
+      kLog.warn("drain did not finish in time; the remaining releases resume after the restart",
+                {{"mounts", static_cast<int64_t>(volumes_->record_count())},
+                 {"releases_in_flight", static_cast<int64_t>(volumes_->releases_in_flight())}});
     }
   }
   // Seed 004: nothing here waits on a plugin. Allocation runners are cancelled (their tasks keep
@@ -425,27 +434,26 @@ asio::awaitable<void> Agent::shutdown() {
   if (operations_) co_await operations_->shutdown();  // controller calls whose caller is gone
   co_await allocs_->shutdown();
   const bool releases_stopped = co_await volumes_->shutdown(options_.shutdown_grace);
-  if (!releases_stopped) logger().warn("some volume releases did not stop in time; they resume after the restart");
+  if (!releases_stopped) kLog.warn("some volume releases did not stop in time; they resume after the restart");
   loops_->cancel();
   co_await loops_->join();
   // The last statuses (e.g. an allocation stopped just now), bounded: they stay on disk otherwise.
-  const bool delivered_status = co_await async::with_timeout(
-      flush_statuses(*reporter_),
-      options_.shutdown_grace);
+  const bool delivered_status = co_await async::with_timeout(flush_statuses(*reporter_), options_.shutdown_grace);
   if (!delivered_status || reporter_->pending() > 0)
-    logger().info("allocation status reports kept for the next run", {{"pending", static_cast<int64_t>(reporter_->pending())}});
+    kLog.info("allocation status reports kept for the next run",
+              {{"pending", static_cast<int64_t>(reporter_->pending())}});
   // Seed 003: the last fingerprint runs against a closed client, so every plugin is reported
   // unhealthy with a correctly populated fingerprint.
   for (auto& s : supervisors_) co_await s->final_fingerprint("agent shutting down");
-  co_await task_plugins_->shutdown();
+  co_await allocation_plugins_->shutdown();
   status_->add_event("agent", "node agent shutting down");
   const bool delivered = co_await link_->send_now(options_.final_heartbeat_timeout);
-  logger().info("final heartbeat", {{"delivered", delivered}});
+  kLog.info("final heartbeat", {{"delivered", delivered}});
   for (auto& s : supervisors_) co_await s->stop_and_deregister();
   processes_->cancel();
   co_await processes_->join();
   plugins_->close_all();
-  logger().info("shut down");
+  kLog.info("shut down");
 }
 
 }  // namespace mooring::nodeagent

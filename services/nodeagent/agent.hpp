@@ -17,7 +17,7 @@
 namespace mooring::async {
 class TaskGroup;
 class WakeSignal;
-}
+}  // namespace mooring::async
 namespace mooring::rpc {
 class Server;
 }
@@ -42,7 +42,7 @@ class PluginManager;
 class PluginRegistry;
 class ProcMountTable;
 class StatusReporter;
-class TaskPlugins;
+class AllocationPlugins;
 class VolumeManager;
 class VolumeManagerMounter;
 
@@ -50,7 +50,7 @@ struct AgentOptions {
   // Tests shorten these; production uses the defaults.
   async::Backoff restart_backoff{std::chrono::seconds(1), std::chrono::seconds(60), 2.0, 0.2};
   std::chrono::milliseconds final_heartbeat_timeout{std::chrono::seconds(5)};
-  PluginClientFactory make_client;  // empty: gRPC over the plugin's unix socket
+  PluginClientFactory make_client;                                 // empty: gRPC over the plugin's unix socket
   std::chrono::milliseconds watch_wait{std::chrono::seconds(30)};  // allocation long poll
   std::chrono::milliseconds disconnect_check_interval{std::chrono::seconds(1)};
   // Unmount / control plane notification retries of the volume manager.
@@ -96,7 +96,7 @@ class Agent {
   VolumeManager& volumes() { return *volumes_; }
   AllocManager& allocations() { return *allocs_; }
   StatusReporter& status_reporter() { return *reporter_; }
-  TaskPlugins& task_plugins() { return *task_plugins_; }
+  AllocationPlugins& allocation_plugins() { return *allocation_plugins_; }
   // The bound NodeAgent gRPC port (0 when the server did not start or listens on a unix socket).
   int grpc_port() const;
   // How long the control plane has not been reached.
@@ -124,8 +124,8 @@ class Agent {
   std::unique_ptr<async::WakeSignal> controlplane_back_;
   std::unique_ptr<async::WakeSignal> stats_now_;  // a volume was mounted: poll the fresh mounts' stats soon
   std::unique_ptr<PluginManager> plugins_;
-  std::unique_ptr<async::WakeSignal> released_;  // a volume release finished
-  std::unique_ptr<TaskPlugins> task_plugins_;     // plugins that run as allocations' tasks
+  std::unique_ptr<async::WakeSignal> released_;            // a volume release finished
+  std::unique_ptr<AllocationPlugins> allocation_plugins_;  // plugins that run as allocations' tasks
   std::unique_ptr<ProcMountTable> mount_table_;
   std::unique_ptr<ControlPlaneCalls> controlplane_;
   std::shared_ptr<ControlPlaneTarget> controlplane_target_;  // shared by controlplane_ and link_
@@ -133,7 +133,7 @@ class Agent {
   std::unique_ptr<VolumeManagerMounter> mounter_;
   std::unique_ptr<StatusReporter> reporter_;
   std::unique_ptr<AllocManager> allocs_;
-  std::unique_ptr<OperationCache> operations_;  // controller calls with an operation id, run once
+  std::unique_ptr<OperationCache> operations_;   // controller calls with an operation id, run once
   std::unique_ptr<CertificateRenewal> renewal_;  // mutual TLS: renews the agent's certificate
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<rpc::Server> server_;

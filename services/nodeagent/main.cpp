@@ -15,7 +15,7 @@
 #include "services/nodeagent/config/node_identity.hpp"
 #include "services/nodeagent/metrics/agent_gauges.hpp"
 #include "services/nodeagent/metrics/metrics_listener.hpp"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/metrics/families.hpp"
 #include "shared/config/settings.hpp"
@@ -25,6 +25,7 @@
 #include "shared/process/process_hygiene.hpp"
 #include "shared/rpc/transport_security.hpp"
 #include "shared/tls/cert_files.hpp"
+#include "shared/tls/pair_replacement.hpp"
 
 namespace {
 
@@ -55,6 +56,108 @@ asio::awaitable<int> run_agent(nodeagent::Agent& agent, asio::signal_set& signal
   co_await agent.shutdown();
   if (metrics) co_await metrics->stop();
   co_return 0;
+}
+
+// With mutual TLS the certificate names the node: it is the id unless --node-id is given, and
+// then they must agree (the control plane refuses calls for any other node). Returns 0, or the
+// exit code when the agent must not start.
+int load_security(nodeagent::AgentConfig& cfg, const log::Logger& log,
+                  std::shared_ptr<const rpc::TransportSecurity>& security) {
+  if (!cfg.tls_cert_file.empty()) {
+    // A renewal cut short by a crash between its two renames left a new key with the old
+    // certificate: the new one is beside it.
+    if (auto recovered = tls::recover_pair({cfg.tls_cert_file, cfg.tls_key_file}); !recovered) {
+      log.error("cannot use the TLS files", {{"error", recovered.error()}});
+      return 1;
+    }
+    auto pem = tls::read_text(cfg.tls_cert_file);
+    auto info = pem ? tls::inspect(*pem) : tls::Expected<tls::CertificateInfo>(domain::error(pem.error()));
+    if (!info || !info->identity || info->identity->role != tls::Role::agent) {
+      const std::string why =
+          !info ? info.error() : "it is not a node agent's certificate (mooring tls cert create -agent)";
+      log.error("cannot use the TLS certificate", {{"file", cfg.tls_cert_file}, {"error", why}});
+      return 1;
+    }
+    if (cfg.node_id.empty()) cfg.node_id = info->identity->node_id;
+    auto loaded = rpc::TransportSecurity::load({cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file},
+                                               tls::Identity{tls::Role::agent, cfg.node_id});
+    if (!loaded) {
+      log.error("cannot use the TLS files", {{"node_id", cfg.node_id}, {"error", loaded.error()}});
+      return 1;
+    }
+    security = *loaded;
+    rpc::log_certificate_status(*security);
+  } else if (cfg.insecure) {
+    log.warn("--insecure: gRPC with the control plane is plaintext; anyone who reaches the agent's port can call it");
+  } else {
+    log.error(
+        "refusing to run plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them with "
+        "`mooring tls cert create -agent`), or --insecure to accept that anyone who reaches the agent's port "
+        "can call it");
+    return 2;
+  }
+  return 0;
+}
+
+// The node id (kept in the data dir when no certificate or flag names it) and the node name (the
+// host name by default). False when the id can be neither read nor created.
+bool resolve_node(nodeagent::AgentConfig& cfg, const log::Logger& log) {
+  if (cfg.node_id.empty()) {
+    std::error_code ec;
+    cfg.node_id = nodeagent::load_or_create_node_id(cfg.data_dir, ec);
+    if (ec) {
+      log.error("cannot read or create the node id", {{"data_dir", cfg.data_dir}, {"error", ec.message()}});
+      return false;
+    }
+  }
+  if (cfg.node_name.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    cfg.node_name = host;
+  }
+  return true;
+}
+
+// Builds the agent and its metrics listener, runs them until a signal, and returns the exit code.
+int serve(asio::io_context& io, asio::signal_set& signals, const nodeagent::AgentConfig& cfg,
+          std::shared_ptr<const rpc::TransportSecurity> security, const log::Logger& log) {
+  int rc = 0;
+  nodeagent::AgentOptions options;
+  options.security = security;
+  nodeagent::Agent agent(io.get_executor(), cfg, std::move(options));
+  std::unique_ptr<nodeagent::MetricsListener> metrics_http;
+  if (auto* families = metrics::families()) {
+    auto gauges = [&agent, node_id = cfg.node_id] {
+      return nodeagent::agent_gauges(node_id, agent.status().fingerprints(), agent.volumes().pending_unmounts());
+    };
+    metrics_http = std::make_unique<nodeagent::MetricsListener>(
+        io.get_executor(), families->registry, gauges,
+        nodeagent::MetricsListenerOptions{cfg.metrics_addr, cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file});
+    if (auto err = metrics_http->start(); !err.empty()) {
+      log.error("cannot serve metrics", {{"error", err}});
+      std::cerr << "mooring-nodeagent: " << err << " (--metrics=off turns metrics off)\n";
+      return 1;
+    }
+    log.info("serving metrics", {{"address", cfg.metrics_addr},
+                                 {"port", static_cast<int64_t>(metrics_http->port())},
+                                 {"https", metrics_http->secure()}});
+  }
+  asio::co_spawn(io, run_agent(agent, signals, security, metrics_http.get()), [&](std::exception_ptr e, int code) {
+    rc = code;
+    // An agent that refused to start ran nothing that needs winding down: whatever its
+    // constructor armed must not keep io.run() going.
+    if (code != 0) io.stop();
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      log.error("agent failed", {{"error", ex.what()}});
+    }
+    rc = 1;
+  });
+  io.run();
+  log.info("stopped");
+  return rc;
 }
 
 }  // namespace
@@ -92,7 +195,6 @@ int main(int argc, char** argv) {
   log::AsyncWriter log_writer;
   log::Logger log{"main"};
 
-
   // One agent per data dir: a second one would re-adopt the same tasks, launch the same plugins
   // and answer for the same node. Held until the process ends (the kernel drops it on kill -9).
   auto lock = durable::InstanceLock::acquire(std::filesystem::path(cfg.data_dir) / "lock",
@@ -102,49 +204,9 @@ int main(int argc, char** argv) {
     std::cerr << "mooring-nodeagent: " << lock.error() << "\n";
     return 1;
   }
-
-  // With mutual TLS the certificate names the node: it is the id unless --node-id is given, and
-  // then they must agree (the control plane refuses calls for any other node).
   std::shared_ptr<const rpc::TransportSecurity> security;
-  if (!cfg.tls_cert_file.empty()) {
-    auto pem = tls::read_text(cfg.tls_cert_file);
-    auto info = pem ? tls::inspect(*pem) : tls::Expected<tls::CertificateInfo>(domain::error(pem.error()));
-    if (!info || !info->identity || info->identity->role != tls::Role::agent) {
-      const std::string why = !info ? info.error() : "it is not a node agent's certificate (mooring tls cert create -agent)";
-      log.error("cannot use the TLS certificate", {{"file", cfg.tls_cert_file}, {"error", why}});
-      return 1;
-    }
-    if (cfg.node_id.empty()) cfg.node_id = info->identity->node_id;
-    auto loaded = rpc::TransportSecurity::load({cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file},
-                                               tls::Identity{tls::Role::agent, cfg.node_id});
-    if (!loaded) {
-      log.error("cannot use the TLS files", {{"node_id", cfg.node_id}, {"error", loaded.error()}});
-      return 1;
-    }
-    security = *loaded;
-    rpc::log_certificate_status(*security);
-  } else if (cfg.insecure) {
-    log.warn("--insecure: gRPC with the control plane is plaintext; anyone who reaches the agent's port can call it");
-  } else {
-    log.error("refusing to run plaintext: give --tls-ca-file, --tls-cert-file and --tls-key-file (make them with "
-              "`mooring tls cert create -agent`), or --insecure to accept that anyone who reaches the agent's port "
-              "can call it");
-    return 2;
-  }
-
-  if (cfg.node_id.empty()) {
-    std::error_code ec;
-    cfg.node_id = nodeagent::load_or_create_node_id(cfg.data_dir, ec);
-    if (ec) {
-      log.error("cannot read or create the node id", {{"data_dir", cfg.data_dir}, {"error", ec.message()}});
-      return 1;
-    }
-  }
-  if (cfg.node_name.empty()) {
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    cfg.node_name = host;
-  }
+  if (int code = load_security(cfg, log, security); code != 0) return code;
+  if (!resolve_node(cfg, log)) return 1;
   log.info("starting mooring-nodeagent", {{"node_id", cfg.node_id},
                                           {"node_name", cfg.node_name},
                                           {"data_dir", cfg.data_dir},
@@ -153,44 +215,5 @@ int main(int argc, char** argv) {
 
   // Before the agent is built: its components take their metric handles when constructed.
   if (cfg.metrics) metrics::enable(metrics::Service::nodeagent);
-
-  int rc = 0;
-  {
-    nodeagent::AgentOptions options;
-    options.security = security;
-    nodeagent::Agent agent(io.get_executor(), cfg, std::move(options));
-    std::unique_ptr<nodeagent::MetricsListener> metrics_http;
-    if (auto* families = metrics::families()) {
-      auto gauges = [&agent, node_id = cfg.node_id] {
-        return nodeagent::agent_gauges(node_id, agent.status().fingerprints(), agent.volumes().pending_unmounts());
-      };
-      metrics_http = std::make_unique<nodeagent::MetricsListener>(
-          io.get_executor(), families->registry, gauges,
-          nodeagent::MetricsListenerOptions{cfg.metrics_addr, cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file});
-      if (auto err = metrics_http->start(); !err.empty()) {
-        log.error("cannot serve metrics", {{"error", err}});
-        std::cerr << "mooring-nodeagent: " << err << " (--metrics=off turns metrics off)\n";
-        return 1;
-      }
-      log.info("serving metrics", {{"address", cfg.metrics_addr},
-                                   {"port", static_cast<int64_t>(metrics_http->port())},
-                                   {"https", metrics_http->secure()}});
-    }
-    asio::co_spawn(io, run_agent(agent, signals, security, metrics_http.get()), [&](std::exception_ptr e, int code) {
-      rc = code;
-      // An agent that refused to start ran nothing that needs winding down: whatever its
-      // constructor armed must not keep io.run() going.
-      if (code != 0) io.stop();
-      if (!e) return;
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        log.error("agent failed", {{"error", ex.what()}});
-      }
-      rc = 1;
-    });
-    io.run();
-  }
-  log.info("stopped");
-  return rc;
+  return serve(io, signals, cfg, security, log);
 }

@@ -16,8 +16,8 @@ struct Backoff {
   std::chrono::milliseconds initial{100};
   std::chrono::milliseconds max{std::chrono::seconds(30)};
   double multiplier = 2.0;
-  double jitter = 0.2;                           // fraction in [0, 1]
-  std::chrono::milliseconds max_elapsed{0};      // 0 = retry forever
+  double jitter = 0.2;                       // fraction in [0, 1]
+  std::chrono::milliseconds max_elapsed{0};  // 0 = retry forever
 
   // `uniform` is a random number in [0, 1); values outside are clamped.
   std::chrono::milliseconds delay(unsigned attempt, double uniform) const;
@@ -31,8 +31,7 @@ struct Backoff {
   // max_elapsed (measured from the first attempt).
   std::optional<std::chrono::milliseconds> next_delay(unsigned attempt, std::chrono::milliseconds elapsed,
                                                       double uniform) const;
-  std::optional<std::chrono::milliseconds> next_delay(unsigned attempt,
-                                                      std::chrono::milliseconds elapsed) const;
+  std::optional<std::chrono::milliseconds> next_delay(unsigned attempt, std::chrono::milliseconds elapsed) const;
 };
 
 // A uniform random number in [0, 1) from a thread-local generator (also used for periodic jitter).

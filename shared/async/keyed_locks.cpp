@@ -52,8 +52,7 @@ KeyedLocks::Guard::Guard(std::shared_ptr<State> state, std::string key)
 
 KeyedLocks::Guard::~Guard() { unlock(); }
 
-KeyedLocks::Guard::Guard(Guard&& other) noexcept
-    : state_(std::move(other.state_)), key_(std::move(other.key_)) {
+KeyedLocks::Guard::Guard(Guard&& other) noexcept : state_(std::move(other.state_)), key_(std::move(other.key_)) {
   other.state_.reset();
 }
 

@@ -15,8 +15,8 @@ class WakeSignal;
 struct PeriodicOptions {
   std::string name;  // for logs
   std::chrono::milliseconds period{std::chrono::seconds(30)};
-  double jitter = 0.1;           // each sleep is period * [1 - jitter, 1 + jitter]
-  bool run_immediately = true;   // first run before the first sleep
+  double jitter = 0.1;            // each sleep is period * [1 - jitter, 1 + jitter]
+  bool run_immediately = true;    // first run before the first sleep
   WakeSignal* run_now = nullptr;  // optional; a notify (even during a run) triggers one more run
 };
 

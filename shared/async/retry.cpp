@@ -12,8 +12,7 @@ namespace asio = boost::asio;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-asio::awaitable<RetryResult> retry(std::function<asio::awaitable<Attempt>(unsigned)> attempt,
-                                   RetryOptions options) {
+asio::awaitable<RetryResult> retry(std::function<asio::awaitable<Attempt>(unsigned)> attempt, RetryOptions options) {
   RetryResult result;
   const auto started = steady_clock::now();
   for (;;) {
@@ -26,16 +25,12 @@ asio::awaitable<RetryResult> retry(std::function<asio::awaitable<Attempt>(unsign
     ++result.attempts;
     Attempt outcome = co_await attempt(result.attempts);
     switch (outcome.step) {
-      case Step::done:
-        result.end = RetryEnd::done;
-        co_return result;
+      case Step::done: result.end = RetryEnd::done; co_return result;
       case Step::stop:
         result.end = RetryEnd::stopped;
         result.last_error = std::move(outcome.error);
         co_return result;
-      case Step::retry:
-        result.last_error = std::move(outcome.error);
-        break;
+      case Step::retry: result.last_error = std::move(outcome.error); break;
     }
     // An attempt that failed because we were cancelled must not be reported as a retry.
     if (is_cancelled(co_await asio::this_coro::cancellation_state)) {
@@ -49,8 +44,8 @@ asio::awaitable<RetryResult> retry(std::function<asio::awaitable<Attempt>(unsign
       co_return result;
     }
     if (options.on_retry) {
-      options.on_retry(RetryEvent{result.attempts, result.last_error, *delay,
-                                  std::chrono::system_clock::now() + *delay});
+      options.on_retry(
+          RetryEvent{result.attempts, result.last_error, *delay, std::chrono::system_clock::now() + *delay});
     }
     if (co_await sleep_for(*delay, options.wake, since) == SleepEnd::cancelled) {
       result.end = RetryEnd::cancelled;

@@ -56,7 +56,8 @@ struct SerialWorker::Impl {
       try {  // nothing may end the thread: later jobs and fences would never complete
         job.run();
       } catch (const std::exception& e) {
-        log::Logger("serial-worker").error("a queued job failed", {{"worker", name}, {"job", job.key}, {"error", e.what()}});
+        log::Logger("serial-worker")
+            .error("a queued job failed", {{"worker", name}, {"job", job.key}, {"error", e.what()}});
       }
       lock.lock();
     }
@@ -109,7 +110,9 @@ asio::awaitable<void> SerialWorker::run(std::function<void()> job) {
   if (failure) std::rethrow_exception(failure);
 }
 
-asio::awaitable<void> SerialWorker::drained() { return run([] {}); }
+asio::awaitable<void> SerialWorker::drained() {
+  return run([] {});
+}
 
 void SerialWorker::wait_drained() {
   std::promise<void> reached;

@@ -30,8 +30,8 @@ asio::awaitable<SleepEnd> sleep_for(std::chrono::steady_clock::duration duration
 
   // Whichever finishes first cancels the other; the group forwards our own cancellation to both.
   auto [order, timer_ec, wake_error, generation] =
-      co_await asio::experimental::make_parallel_group(
-          timer.async_wait(asio::deferred), asio::co_spawn(ex, wake->wait(since), asio::deferred))
+      co_await asio::experimental::make_parallel_group(timer.async_wait(asio::deferred),
+                                                       asio::co_spawn(ex, wake->wait(since), asio::deferred))
           .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
   (void)timer_ec;
   (void)wake_error;  // the losing wait ends with operation_aborted

@@ -19,7 +19,7 @@ enum class SleepEnd { elapsed, woken, cancelled };
 // operation or awaitable (this one included) throws operation_aborted before it starts. Loops
 // that want cancellation as a value check `co_await this_coro::cancellation_state` first, as
 // retry() and periodic() do.
-boost::asio::awaitable<SleepEnd> sleep_for(std::chrono::steady_clock::duration duration,
-                                           WakeSignal* wake = nullptr, std::uint64_t since = 0);
+boost::asio::awaitable<SleepEnd> sleep_for(std::chrono::steady_clock::duration duration, WakeSignal* wake = nullptr,
+                                           std::uint64_t since = 0);
 
 }  // namespace mooring::async

@@ -18,10 +18,7 @@ namespace mooring::async {
 namespace asio = boost::asio;
 
 namespace {
-const log::Logger& logger() {
-  static const log::Logger instance{"task-group"};
-  return instance;
-}
+const log::Logger kLog{"task-group"};
 }  // namespace
 
 struct TaskGroup::State {
@@ -53,7 +50,7 @@ bool TaskGroup::spawn(std::string name, asio::awaitable<void> task) {
 
 bool TaskGroup::spawn(std::string name, std::function<asio::awaitable<void>()> make_task) {
   if (state_->cancelled) {
-    logger().debug("task refused: group is cancelled", {{"group", state_->name}, {"task", name}});
+    kLog.debug("task refused: group is cancelled", {{"group", state_->name}, {"task", name}});
     return false;
   }
   const auto id = state_->next_id++;
@@ -63,31 +60,28 @@ bool TaskGroup::spawn(std::string name, std::function<asio::awaitable<void>()> m
 
   // The completion handler owns the shared state, so it stays valid even if the TaskGroup
   // object is gone by the time the child finishes.
-  asio::co_spawn(executor_, std::move(make_task),
-                 asio::bind_cancellation_slot(
-                     child->signal.slot(), [state = state_, id, child](std::exception_ptr error) {
-                       child->finished = true;
-                       if (error) {
-                         try {
-                           std::rethrow_exception(error);
-                         } catch (const boost::system::system_error& e) {
-                           if (e.code() == asio::error::operation_aborted) {
-                             logger().debug("task cancelled", {{"group", state->name}, {"task", child->name}});
-                           } else {
-                             logger().error("task failed",
-                                            {{"group", state->name}, {"task", child->name}, {"error", e.what()}});
-                           }
-                         } catch (const std::exception& e) {
-                           logger().error("task failed",
-                                          {{"group", state->name}, {"task", child->name}, {"error", e.what()}});
-                         } catch (...) {
-                           logger().error("task failed",
-                                          {{"group", state->name}, {"task", child->name}, {"error", "unknown exception"}});
-                         }
-                       }
-                       state->children.erase(id);
-                       state->changed.notify();
-                     }));
+  asio::co_spawn(
+      executor_, std::move(make_task),
+      asio::bind_cancellation_slot(child->signal.slot(), [state = state_, id, child](std::exception_ptr error) {
+        child->finished = true;
+        if (error) {
+          try {
+            std::rethrow_exception(error);
+          } catch (const boost::system::system_error& e) {
+            if (e.code() == asio::error::operation_aborted) {
+              kLog.debug("task cancelled", {{"group", state->name}, {"task", child->name}});
+            } else {
+              kLog.error("task failed", {{"group", state->name}, {"task", child->name}, {"error", e.what()}});
+            }
+          } catch (const std::exception& e) {
+            kLog.error("task failed", {{"group", state->name}, {"task", child->name}, {"error", e.what()}});
+          } catch (...) {
+            kLog.error("task failed", {{"group", state->name}, {"task", child->name}, {"error", "unknown exception"}});
+          }
+        }
+        state->children.erase(id);
+        state->changed.notify();
+      }));
   return true;
 }
 

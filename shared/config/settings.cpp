@@ -20,8 +20,10 @@ std::string cell(std::string_view text) {
   std::string out;
   for (char c : text) {
     if (c == '|' || c == '*') out += '\\';
-    if (c == '<') out += "&lt;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else
+      out += c;
   }
   return out;
 }
@@ -136,8 +138,9 @@ std::string markdown_page(const Page& page, const std::vector<Doc>& docs) {
       << "| flag | environment |" << (keys ? " file key |" : "") << " default | |\n"
       << "|---|---|" << (keys ? "---|" : "") << "---|---|\n";
   for (const auto& d : docs) {
-    out << "| " << code(std::string(page.flag_prefix) + std::string(d.flag) + (d.value_name.empty() ? "" : " ") +
-                        std::string(d.value_name))
+    out << "| "
+        << code(std::string(page.flag_prefix) + std::string(d.flag) + (d.value_name.empty() ? "" : " ") +
+                std::string(d.value_name))
         << " | " << (d.env.empty() ? "" : code(d.env)) << " | ";
     if (keys) out << (d.key.empty() ? "" : code(d.key)) << " | ";
     out << value_cell(d.default_value) << " | " << cell(d.help) << " |\n";

@@ -79,6 +79,7 @@ void apply_node_capabilities(const ::csi::v1::NodeGetCapabilitiesResponse& resp,
   info.set_supports_stats(false);
   info.set_supports_expand(false);
   info.set_supports_condition(false);
+  info.set_supports_volume_mount_group(false);
   using Type = ::csi::v1::NodeServiceCapability::RPC;
   for (const auto& cap : resp.capabilities()) {
     if (!cap.has_rpc()) continue;
@@ -87,6 +88,7 @@ void apply_node_capabilities(const ::csi::v1::NodeGetCapabilitiesResponse& resp,
       case Type::GET_VOLUME_STATS: info.set_supports_stats(true); break;
       case Type::EXPAND_VOLUME: info.set_supports_expand(true); break;
       case Type::VOLUME_CONDITION: info.set_supports_condition(true); break;
+      case Type::VOLUME_MOUNT_GROUP: info.set_supports_volume_mount_group(true); break;
       default: break;
     }
   }

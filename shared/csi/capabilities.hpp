@@ -32,7 +32,8 @@ void apply_group_capabilities(const ::csi::v1::GroupControllerGetCapabilitiesRes
                               ::mooring::v1::ControllerInfo& info);
 
 // NodeGetCapabilities: STAGE_UNSTAGE -> requires_node_stage_volume, GET_VOLUME_STATS -> supports_stats,
-// EXPAND_VOLUME -> supports_expand, VOLUME_CONDITION -> supports_condition. Leaves the NodeGetInfo
+// EXPAND_VOLUME -> supports_expand, VOLUME_CONDITION -> supports_condition,
+// VOLUME_MOUNT_GROUP -> supports_volume_mount_group. Leaves the NodeGetInfo
 // fields (csi_node_id, max_volumes, topology) untouched.
 void apply_node_capabilities(const ::csi::v1::NodeGetCapabilitiesResponse& resp, ::mooring::v1::NodeInfo& info);
 

@@ -106,8 +106,7 @@ const RpcPolicy kPolicies[] = {
      "must be negated by NodeUnpublish"},
     {Rpc::NodeUnpublishVolume, kVolumeTimeout, true, std::nullopt,
      "a release is never dropped: NOT_FOUND = already unmounted (done); everything not final is retried"},
-    {Rpc::NodeGetVolumeStats, kQueryTimeout, false, std::nullopt,
-     "polled periodically; the next poll is the retry"},
+    {Rpc::NodeGetVolumeStats, kQueryTimeout, false, std::nullopt, "polled periodically; the next poll is the retry"},
     {Rpc::NodeExpandVolume, kVolumeTimeout, true, std::nullopt,
      "FAILED_PRECONDITION = in use and cannot grow online: MUST NOT retry (final)"},
     {Rpc::NodeGetCapabilities, kIdentityTimeout, false, std::nullopt,
@@ -145,33 +144,28 @@ Kind kind_of(Rpc rpc) {
     case Rpc::ControllerGetCapabilities:
     case Rpc::NodeGetCapabilities:
     case Rpc::NodeGetInfo:
-    case Rpc::GroupControllerGetCapabilities:
-      return Kind::identity;
+    case Rpc::GroupControllerGetCapabilities: return Kind::identity;
     case Rpc::ValidateVolumeCapabilities:
     case Rpc::ListVolumes:
     case Rpc::GetCapacity:
     case Rpc::ListSnapshots:
     case Rpc::ControllerGetVolume:
     case Rpc::NodeGetVolumeStats:
-    case Rpc::GetVolumeGroupSnapshot:
-      return Kind::query;
+    case Rpc::GetVolumeGroupSnapshot: return Kind::query;
     case Rpc::CreateVolume:
     case Rpc::ControllerPublishVolume:
     case Rpc::CreateSnapshot:
     case Rpc::NodeStageVolume:
     case Rpc::NodePublishVolume:
-    case Rpc::CreateVolumeGroupSnapshot:
-      return Kind::acquire;
+    case Rpc::CreateVolumeGroupSnapshot: return Kind::acquire;
     case Rpc::DeleteVolume:
     case Rpc::ControllerUnpublishVolume:
     case Rpc::DeleteSnapshot:
     case Rpc::NodeUnstageVolume:
     case Rpc::NodeUnpublishVolume:
-    case Rpc::DeleteVolumeGroupSnapshot:
-      return Kind::release;
+    case Rpc::DeleteVolumeGroupSnapshot: return Kind::release;
     case Rpc::ControllerExpandVolume:
-    case Rpc::NodeExpandVolume:
-      return Kind::expand;
+    case Rpc::NodeExpandVolume: return Kind::expand;
   }
   throw std::logic_error("csi::kind_of: unknown Rpc value");
 }
@@ -180,16 +174,14 @@ Classification not_found(Rpc rpc) {
   switch (kind_of(rpc)) {
     case Kind::release:
       return {Outcome::ignorable, "NOT_FOUND on a release: the volume, node or mount is already gone"};
-    case Kind::identity:
-      return {Outcome::final_error, "NOT_FOUND is not a defined answer for an identity call"};
+    case Kind::identity: return {Outcome::final_error, "NOT_FOUND is not a defined answer for an identity call"};
     case Kind::query:
       if (rpc == Rpc::ListVolumes || rpc == Rpc::ListSnapshots || rpc == Rpc::GetCapacity) {
         return {Outcome::final_error, "NOT_FOUND is not a defined answer for a listing"};
       }
       return {Outcome::retry, "NOT_FOUND: the volume may not be visible yet; retry with backoff"};
     case Kind::acquire:
-    case Kind::expand:
-      return {Outcome::retry, "NOT_FOUND (volume, node or source): retry with backoff"};
+    case Kind::expand: return {Outcome::retry, "NOT_FOUND (volume, node or source): retry with backoff"};
   }
   throw std::logic_error("csi::not_found: unknown kind");
 }
@@ -226,13 +218,11 @@ Classification failed_precondition(Rpc rpc) {
     case Rpc::NodePublishVolume:
       return {Outcome::retry, "FAILED_PRECONDITION on NodePublishVolume: not yet staged; retry with backoff"};
     case Rpc::NodeStageVolume:
-      return {Outcome::final_error,
-              "FAILED_PRECONDITION on NodeStageVolume: capability not supported by the volume"};
+      return {Outcome::final_error, "FAILED_PRECONDITION on NodeStageVolume: capability not supported by the volume"};
     case Rpc::NodeExpandVolume:
       return {Outcome::final_error,
               "FAILED_PRECONDITION on NodeExpandVolume: in use and cannot grow online; MUST NOT retry"};
-    default:
-      return {Outcome::final_error, "FAILED_PRECONDITION: the plugin refuses in the current state"};
+    default: return {Outcome::final_error, "FAILED_PRECONDITION: the plugin refuses in the current state"};
   }
 }
 
@@ -296,12 +286,9 @@ const RpcPolicy& policy(Rpc rpc) {
 Classification explain(Rpc rpc, grpc::StatusCode code) {
   const Kind kind = kind_of(rpc);
   switch (code) {
-    case StatusCode::OK:
-      return {Outcome::ok, "OK"};
-    case StatusCode::NOT_FOUND:
-      return not_found(rpc);
-    case StatusCode::FAILED_PRECONDITION:
-      return failed_precondition(rpc);
+    case StatusCode::OK: return {Outcome::ok, "OK"};
+    case StatusCode::NOT_FOUND: return not_found(rpc);
+    case StatusCode::FAILED_PRECONDITION: return failed_precondition(rpc);
 
     // Not final: the plugin may still be working on it (Kubernetes' "uncertain" set). Only calls
     // with a side effect can leave an uncertain state; for reads it is simply "try again".
@@ -311,8 +298,7 @@ Classification explain(Rpc rpc, grpc::StatusCode code) {
       if (kind == Kind::identity || kind == Kind::query) {
         return {Outcome::retry, "transport or timeout failure on a call without side effects"};
       }
-      return {Outcome::uncertain,
-              "timeout / unavailable / cancelled: the operation may still be in progress"};
+      return {Outcome::uncertain, "timeout / unavailable / cancelled: the operation may still be in progress"};
     case StatusCode::RESOURCE_EXHAUSTED:
       if (rpc == Rpc::CreateSnapshot || rpc == Rpc::CreateVolumeGroupSnapshot) {
         return {Outcome::final_error, "RESOURCE_EXHAUSTED on a snapshot create: no space for the snapshot"};
@@ -340,23 +326,19 @@ Classification explain(Rpc rpc, grpc::StatusCode code) {
 
     case StatusCode::UNIMPLEMENTED:
       return {Outcome::final_error, "UNIMPLEMENTED: MUST NOT retry; re-query capabilities"};
-    case StatusCode::INVALID_ARGUMENT:
-      return {Outcome::final_error, "INVALID_ARGUMENT: the request must be fixed"};
+    case StatusCode::INVALID_ARGUMENT: return {Outcome::final_error, "INVALID_ARGUMENT: the request must be fixed"};
     case StatusCode::ALREADY_EXISTS:
       return {Outcome::final_error, "ALREADY_EXISTS: exists with incompatible parameters; the request must be fixed"};
     case StatusCode::OUT_OF_RANGE:
       return {Outcome::final_error, "OUT_OF_RANGE: unsupported capacity; the request must be fixed"};
-    case StatusCode::DATA_LOSS:
-      return {Outcome::final_error, "DATA_LOSS: unrecoverable; needs an operator"};
+    case StatusCode::DATA_LOSS: return {Outcome::final_error, "DATA_LOSS: unrecoverable; needs an operator"};
 
     // Undefined by the spec for every RPC: a plugin bug or a transient failure. Kubernetes treats
     // them as "not in progress" and retries with backoff; so do we.
     case StatusCode::UNKNOWN:
-    case StatusCode::INTERNAL:
-      return {Outcome::retry, "UNKNOWN / INTERNAL: plugin error, retried with backoff"};
+    case StatusCode::INTERNAL: return {Outcome::retry, "UNKNOWN / INTERNAL: plugin error, retried with backoff"};
 
-    default:
-      return {Outcome::final_error, "status code outside the gRPC set"};
+    default: return {Outcome::final_error, "status code outside the gRPC set"};
   }
 }
 
@@ -364,9 +346,10 @@ Outcome classify(Rpc rpc, grpc::StatusCode code) { return explain(rpc, code).out
 
 std::string_view code_name(grpc::StatusCode code) {
   static constexpr std::string_view kNames[] = {
-      "OK",           "CANCELLED",     "UNKNOWN",  "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-      "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE",      "DATA_LOSS",         "UNAUTHENTICATED"};
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
   const auto index = static_cast<std::size_t>(code);
   return index < std::size(kNames) ? kNames[index] : "UNKNOWN";
 }

@@ -71,8 +71,9 @@ boost::asio::awaitable<PublishedCheck> published_to_node(bool can_get, bool can_
     }
   }
   if (!can_get && !can_list)
-    out.notes.push_back("no healthy controller reports published nodes (LIST_VOLUMES_PUBLISHED_NODES with GET_VOLUME "
-                        "or LIST_VOLUMES)");
+    out.notes.push_back(
+        "no healthy controller reports published nodes (LIST_VOLUMES_PUBLISHED_NODES with GET_VOLUME "
+        "or LIST_VOLUMES)");
   co_return out;
 }
 

@@ -31,12 +31,19 @@ struct VolumeRequest {
 // and CSI_ENDPOINT, supervises it like a configured plugin and registers the instance in its
 // dynamic registry, owned by the allocation.
 struct TaskCSIPlugin {
-  std::string id;                                   // the plugin id volumes name
+  std::string id;  // the plugin id volumes name
   PluginType type = PluginType::monolith;
-  std::string mount_dir = "csi";                    // the socket's directory, relative to the task's dir
+  std::string mount_dir = "csi";                      // the socket's directory, relative to the task's dir
   Duration health_timeout{std::chrono::seconds(30)};  // not healthy by then: the allocation fails
-  std::string stage_publish_base_dir;               // empty: the agent's default
+  std::string stage_publish_base_dir;                 // empty: the agent's default
   bool operator==(const TaskCSIPlugin&) const = default;
+};
+
+// What a task may use on its node, enforced with the node's cgroups. 0: no limit.
+struct TaskResources {
+  int cpu = 0;        // millicores: 1000 is one core's worth of time per period
+  int memory_mb = 0;  // over this the kernel's OOM killer ends the task ("OOM killed")
+  bool operator==(const TaskResources&) const = default;
 };
 
 struct Task {
@@ -48,6 +55,10 @@ struct Task {
   // put in an event; sealed at rest, and sent only to the node the allocation is placed on.
   std::map<std::string, std::string> secret_env;
   std::optional<TaskCSIPlugin> csi_plugin;  // set: the task is a CSI plugin
+  // Who the task runs as: a user name, "uid" or "uid:gid" (task_user.hpp); empty: the node's
+  // task_user (nobody by default). Root only on nodes that allow it.
+  std::string user;
+  TaskResources resources;
   bool operator==(const Task&) const = default;
 };
 
@@ -62,12 +73,12 @@ struct TaskEvent {
 // was replaced and when the next replacement may start, so a control plane restart does not reset
 // the backoff to zero.
 struct SystemNodeState {
-  int restarts = 0;          // copies replaced on this node after they ended
-  Duration backoff{0};       // the wait before the next replacement (0: none yet)
-  Time next_restart{};       // unset: a missing copy is placed at once
-  Time copy_created{};       // when the current copy was placed (a copy that ran 5 min resets the backoff)
-  bool stopped = false;      // its copy was stopped on purpose: not replaced while the group runs
-  std::string message;       // why the node has no copy (placement refused it), or ""
+  int restarts = 0;      // copies replaced on this node after they ended
+  Duration backoff{0};   // the wait before the next replacement (0: none yet)
+  Time next_restart{};   // unset: a missing copy is placed at once
+  Time copy_created{};   // when the current copy was placed (a copy that ran 5 min resets the backoff)
+  bool stopped = false;  // its copy was stopped on purpose: not replaced while the group runs
+  std::string message;   // why the node has no copy (placement refused it), or ""
   bool operator==(const SystemNodeState&) const = default;
 };
 
@@ -84,9 +95,9 @@ struct RolloutNode {
 };
 
 struct Rollout {
-  std::uint64_t version = 0;        // the allocation's ModifyIndex when the update was accepted
-  std::string status = "running";   // running|done|failed
-  std::vector<RolloutNode> nodes;   // in node id order, rolled one at a time
+  std::uint64_t version = 0;       // the allocation's ModifyIndex when the update was accepted
+  std::string status = "running";  // running|done|failed
+  std::vector<RolloutNode> nodes;  // in node id order, rolled one at a time
   bool operator==(const Rollout&) const = default;
 };
 
@@ -105,8 +116,8 @@ struct Allocation {
   // every ready node whose name or meta matches node_selector, including nodes that join later.
   // The group itself has no node and runs nothing.
   bool system = false;
-  std::map<std::string, std::string> node_selector;  // "name glob" or meta key -> value
-  std::string system_id;                             // set on a copy: its group's id
+  std::map<std::string, std::string> node_selector;     // "name glob" or meta key -> value
+  std::string system_id;                                // set on a copy: its group's id
   std::map<std::string, SystemNodeState> system_nodes;  // on a group: node id -> its bookkeeping
   std::optional<Rollout> rollout;                       // the last rolling update of a plugin task
   std::vector<TaskEvent> events;

@@ -28,12 +28,24 @@ struct VolumeCondition {
   bool operator==(const VolumeCondition&) const = default;
 };
 
+// How the volume was given the task's group where the claim's allocation uses it: by the node
+// plugin (`by` "VOLUME_MOUNT_GROUP") or by the agent under the volume's GroupChangePolicy
+// ("OnRootMismatch", "Always", "None"); `walked` when the agent changed the tree at that mount.
+struct VolumeOwnership {
+  std::int64_t group = 0;
+  std::string by;
+  bool walked = false;
+  Time update_time{};
+  bool operator==(const VolumeOwnership&) const = default;
+};
+
 // One report of a node agent: the volume (its key) as one allocation uses it.
 struct VolumeStatsReport {
   std::string volume_id;
   std::string alloc_id;
   std::optional<VolumeUsage> usage;
   std::optional<VolumeCondition> condition;
+  std::optional<VolumeOwnership> ownership;
   bool operator==(const VolumeStatsReport&) const = default;
 };
 
@@ -45,14 +57,15 @@ struct Claim {
   AccessMode access_mode = AccessMode::unknown;
   AttachmentMode attachment_mode = AttachmentMode::unknown;
   ClaimState state = ClaimState::taken;
-  std::map<std::string, std::string> publish_context;  // from ControllerPublish; storage only
+  std::map<std::string, std::string> publish_context;                 // from ControllerPublish; storage only
   ControllerPublish controller_publish = ControllerPublish::unknown;  // recorded with the claim's intent
-  std::string last_error;  // why the last release step failed ("" when none)
-  Time next_attempt{};     // when the release is retried (unset when not waiting)
+  std::string last_error;                                             // why the last release step failed ("" when none)
+  Time next_attempt{};  // when the release is retried (unset when not waiting)
   Time create_time{};
   Time update_time{};
   std::optional<VolumeUsage> usage;          // from the node's stats; unset until reported
   std::optional<VolumeCondition> condition;  // likewise
+  std::optional<VolumeOwnership> ownership;  // likewise: set by a task that is not root
 
   bool operator==(const Claim&) const = default;
 };

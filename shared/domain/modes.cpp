@@ -54,6 +54,12 @@ constexpr Table<NodeStatus, 3> kNodeStatus{{
     {NodeStatus::ready, "ready"},
     {NodeStatus::down, "down"},
 }};
+constexpr Table<GroupChangePolicy, 4> kGroupChangePolicy{{
+    {GroupChangePolicy::unset, ""},
+    {GroupChangePolicy::on_root_mismatch, "OnRootMismatch"},
+    {GroupChangePolicy::always, "Always"},
+    {GroupChangePolicy::none, "None"},
+}};
 
 template <class E, std::size_t N>
 std::string_view name(const Table<E, N>& table, E value) {
@@ -82,6 +88,7 @@ std::string_view to_string(DesiredStatus s) { return name(kDesired, s); }
 std::string_view to_string(ClientStatus s) { return name(kClient, s); }
 std::string_view to_string(PluginType t) { return name(kPluginType, t); }
 std::string_view to_string(NodeStatus s) { return name(kNodeStatus, s); }
+std::string_view to_string(GroupChangePolicy p) { return name(kGroupChangePolicy, p); }
 
 std::optional<AccessMode> parse_access_mode(std::string_view t) { return parse(kAccess, t); }
 std::optional<AttachmentMode> parse_attachment_mode(std::string_view t) { return parse(kAttachment, t); }
@@ -92,6 +99,7 @@ std::optional<DesiredStatus> parse_desired_status(std::string_view t) { return p
 std::optional<ClientStatus> parse_client_status(std::string_view t) { return parse(kClient, t); }
 std::optional<PluginType> parse_plugin_type(std::string_view t) { return parse(kPluginType, t); }
 std::optional<NodeStatus> parse_node_status(std::string_view t) { return parse(kNodeStatus, t); }
+std::optional<GroupChangePolicy> parse_group_change_policy(std::string_view t) { return parse(kGroupChangePolicy, t); }
 
 bool is_read_only(AccessMode m) {
   return m == AccessMode::single_node_reader_only || m == AccessMode::multi_node_reader_only;
@@ -104,12 +112,9 @@ bool is_single_node(AccessMode m) {
 int max_writers(AccessMode m) {
   switch (m) {
     case AccessMode::single_node_writer:
-    case AccessMode::multi_node_single_writer:
-      return 1;
-    case AccessMode::multi_node_multi_writer:
-      return -1;
-    default:
-      return 0;
+    case AccessMode::multi_node_single_writer: return 1;
+    case AccessMode::multi_node_multi_writer: return -1;
+    default: return 0;
   }
 }
 

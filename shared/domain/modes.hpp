@@ -32,6 +32,9 @@ enum class DesiredStatus { run, stop };
 enum class ClientStatus { pending, running, complete, failed, lost };
 enum class PluginType { controller, node, monolith };
 enum class NodeStatus { initializing, ready, down };
+// How a node agent gives a writable volume a non-root task's group when the node plugin cannot
+// (no VOLUME_MOUNT_GROUP), as Kubernetes' fsGroupChangePolicy: `unset` means on_root_mismatch.
+enum class GroupChangePolicy { unset, on_root_mismatch, always, none };
 
 // "single-node-writer", "file-system", "read", "node-detached", "run", "lost", "monolith", "ready".
 std::string_view to_string(AccessMode m);
@@ -43,6 +46,7 @@ std::string_view to_string(DesiredStatus s);
 std::string_view to_string(ClientStatus s);
 std::string_view to_string(PluginType t);
 std::string_view to_string(NodeStatus s);
+std::string_view to_string(GroupChangePolicy p);  // "OnRootMismatch", "Always", "None"
 
 // nullopt for anything that is not an exact spelling. "" parses to unknown for the two modes.
 std::optional<AccessMode> parse_access_mode(std::string_view text);
@@ -54,10 +58,11 @@ std::optional<DesiredStatus> parse_desired_status(std::string_view text);
 std::optional<ClientStatus> parse_client_status(std::string_view text);
 std::optional<PluginType> parse_plugin_type(std::string_view text);
 std::optional<NodeStatus> parse_node_status(std::string_view text);
+std::optional<GroupChangePolicy> parse_group_change_policy(std::string_view text);
 
 // Facts about access modes that claim rules and placement share.
-bool is_read_only(AccessMode m);          // *-reader-only
-bool is_single_node(AccessMode m);        // single-node-*
+bool is_read_only(AccessMode m);    // *-reader-only
+bool is_single_node(AccessMode m);  // single-node-*
 // How many write claims the mode allows at once: 0 (reader-only), 1, or -1 for unlimited.
 int max_writers(AccessMode m);
 

@@ -31,13 +31,14 @@ struct ControllerInfo {
 };
 
 struct NodeInfo {
-  std::string id;                 // CSI node id (NodeGetInfo.node_id)
-  std::int64_t max_volumes = 0;   // 0 = unlimited
+  std::string id;                // CSI node id (NodeGetInfo.node_id)
+  std::int64_t max_volumes = 0;  // 0 = unlimited
   std::map<std::string, std::string> accessible_topology;
   bool requires_node_stage_volume = false;
   bool supports_stats = false;
   bool supports_expand = false;
   bool supports_condition = false;
+  bool supports_volume_mount_group = false;  // VOLUME_MOUNT_GROUP
   bool operator==(const NodeInfo&) const = default;
 };
 

@@ -58,12 +58,10 @@ std::string format_time(Time t) {
   const year_month_day ymd{day};
   const std::chrono::hh_mm_ss hms{t - day};
   const int year = static_cast<int>(ymd.year());
-  const unsigned fields[] = {static_cast<unsigned>(ymd.month()),
-                             static_cast<unsigned>(ymd.day()),
-                             static_cast<unsigned>(hms.hours().count()),
-                             static_cast<unsigned>(hms.minutes().count()),
-                             static_cast<unsigned>(hms.seconds().count()),
-                             static_cast<unsigned>(hms.subseconds().count())};
+  const unsigned fields[] = {
+      static_cast<unsigned>(ymd.month()),           static_cast<unsigned>(ymd.day()),
+      static_cast<unsigned>(hms.hours().count()),   static_cast<unsigned>(hms.minutes().count()),
+      static_cast<unsigned>(hms.seconds().count()), static_cast<unsigned>(hms.subseconds().count())};
   if (year < 0 || year > 9999) {
     char buf[48];
     std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02u:%02u:%02u.%03uZ", year, fields[0], fields[1], fields[2],
@@ -74,7 +72,8 @@ std::string format_time(Time t) {
   // and snprintf was a visible share of the control plane's thread (issue 21).
   std::string out = "0000-00-00T00:00:00.000Z";
   auto put = [&out](std::size_t at, unsigned value, int width) {
-    for (int i = width - 1; i >= 0; --i, value /= 10) out[at + static_cast<std::size_t>(i)] = static_cast<char>('0' + value % 10);
+    for (int i = width - 1; i >= 0; --i, value /= 10)
+      out[at + static_cast<std::size_t>(i)] = static_cast<char>('0' + value % 10);
   };
   put(0, static_cast<unsigned>(year), 4);
   put(5, fields[0], 2);

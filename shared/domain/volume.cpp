@@ -9,6 +9,7 @@ MountOptions merge_mount_options(const MountOptions& volume, const MountOptions&
   MountOptions out = volume;
   if (!request.fs_type.empty()) out.fs_type = request.fs_type;
   if (!request.mount_flags.empty()) out.mount_flags = request.mount_flags;
+  if (request.group_change_policy != GroupChangePolicy::unset) out.group_change_policy = request.group_change_policy;
   return out;
 }
 

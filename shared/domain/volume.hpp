@@ -24,8 +24,11 @@ struct VolumeCapability {
 
 struct MountOptions {
   std::string fs_type;
-  std::vector<std::string> mount_flags;  // may carry credentials: redacted in API output
-  bool empty() const { return fs_type.empty() && mount_flags.empty(); }
+  std::vector<std::string> mount_flags;                              // may carry credentials: redacted in API output
+  GroupChangePolicy group_change_policy = GroupChangePolicy::unset;  // the agent's fallback to VOLUME_MOUNT_GROUP
+  bool empty() const {
+    return fs_type.empty() && mount_flags.empty() && group_change_policy == GroupChangePolicy::unset;
+  }
   bool operator==(const MountOptions&) const = default;
 };
 
@@ -51,7 +54,7 @@ inline constexpr std::string_view kBeingDeregistered =
 
 struct Volume {
   std::string ns{kDefaultNamespace};  // ids are unique per namespace; volume_key(ns, id) keys it
-  std::string id;           // Mooring id: URL segment and host path component (validated)
+  std::string id;                     // Mooring id: URL segment and host path component (validated)
   std::string name;
   std::string plugin_id;
   std::string external_id;  // the provider's id: CSI volume_id in every RPC

@@ -206,8 +206,8 @@ std::error_code write_durable(const std::filesystem::path& path, std::string_vie
     other_exists = slots[current == 0 ? 0 : 1].exists;
   }
   const int target = current == 0 ? 1 : 0;
-  std::string data = std::string(kSlotMagic) + std::to_string(generation) + " " + std::to_string(content.size()) +
-                     " " + detail::hash_hex(content) + "\n";
+  std::string data = std::string(kSlotMagic) + std::to_string(generation) + " " + std::to_string(content.size()) + " " +
+                     detail::hash_hex(content) + "\n";
   data.append(content);
   const auto dir = dir_of(path);
   const auto file = slot_path(path, target);

@@ -44,8 +44,7 @@ struct Version {
   int slot = -1;
 };
 
-std::error_code write_durable(const std::filesystem::path& path, std::string_view content,
-                              Version* version = nullptr);
+std::error_code write_durable(const std::filesystem::path& path, std::string_view content, Version* version = nullptr);
 // The newest valid slot's content (or the plain file); nullopt when there is none. `ec` is set
 // when slots exist but none is valid (illegal_byte_sequence) or a read fails.
 std::optional<std::string> read_durable(const std::filesystem::path& path, std::error_code& ec,

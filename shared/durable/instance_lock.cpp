@@ -12,7 +12,7 @@
 namespace mooring::durable {
 
 domain::Expected<InstanceLock> InstanceLock::acquire(const std::filesystem::path& path, const std::string& what,
-                                                    bool* busy) {
+                                                     bool* busy) {
   if (busy) *busy = false;
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);

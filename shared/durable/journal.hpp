@@ -64,8 +64,8 @@ class Journal {
   std::uint64_t generation_ = 0;  // the checkpoint generation of the last read_new
   std::uint64_t end_ = 0;         // offset after the last valid record read or written; 0: not read
   std::uint64_t header_size_ = 0;
-  std::uint64_t file_size_ = 0;   // the file's size at the last read or write
-  bool follows_ = false;          // the file's header names generation_
+  std::uint64_t file_size_ = 0;  // the file's size at the last read or write
+  bool follows_ = false;         // the file's header names generation_
 };
 
 }  // namespace mooring::durable

@@ -28,12 +28,12 @@ struct AsyncQueue {
   std::condition_variable wake;     // the writer waits here
   std::condition_variable written;  // flush() and callers waiting for room wait here
   std::string lines;
-  std::uint64_t queued = 0;   // lines queued so far
+  std::uint64_t queued = 0;  // lines queued so far
   std::uint64_t written_upto = 0;
-  bool active = false;        // an AsyncWriter runs: lines go to `lines`
+  bool active = false;  // an AsyncWriter runs: lines go to `lines`
   bool stopping = false;
-  bool writer_idle = false;   // waiting for the first line after an idle spell
-  bool urgent = false;        // a warn/error line, or someone in flush(): write now
+  bool writer_idle = false;  // waiting for the first line after an idle spell
+  bool urgent = false;       // a warn/error line, or someone in flush(): write now
   unsigned flushing = 0;
   AsyncWriter::Options options;
   std::thread thread;
@@ -155,19 +155,27 @@ void append_text_value(std::string& out, std::string_view s, bool quoted) {
 
 bool parse_level(std::string_view text, Level& out) {
   const std::string t = lower(text);
-  if (t == "debug" || t == "trace") out = Level::debug;
-  else if (t == "info") out = Level::info;
-  else if (t == "warn" || t == "warning") out = Level::warn;
-  else if (t == "error") out = Level::error;
-  else return false;
+  if (t == "debug" || t == "trace")
+    out = Level::debug;
+  else if (t == "info")
+    out = Level::info;
+  else if (t == "warn" || t == "warning")
+    out = Level::warn;
+  else if (t == "error")
+    out = Level::error;
+  else
+    return false;
   return true;
 }
 
 bool parse_format(std::string_view text, Format& out) {
   const std::string t = lower(text);
-  if (t == "text" || t == "logfmt") out = Format::text;
-  else if (t == "json") out = Format::json;
-  else return false;
+  if (t == "text" || t == "logfmt")
+    out = Format::text;
+  else if (t == "json")
+    out = Format::json;
+  else
+    return false;
   return true;
 }
 
@@ -186,11 +194,12 @@ void configure(Level level, Format format, std::ostream* sink) {
 Level level() { return g_level.load(std::memory_order_relaxed); }
 
 bool is_secret_key(std::string_view key) {
-  static constexpr std::array<std::string_view, 10> needles{
-      "secret", "password", "passwd", "token", "credential", "private_key", "api_key", "apikey",
-      "authorization", "mount_flags"};
+  static constexpr std::array<std::string_view, 10> needles{"secret",        "password",    "passwd",  "token",
+                                                            "credential",    "private_key", "api_key", "apikey",
+                                                            "authorization", "mount_flags"};
   const std::string k = lower(key);
-  return std::any_of(needles.begin(), needles.end(), [&](std::string_view n) { return k.find(n) != std::string::npos; });
+  return std::any_of(needles.begin(), needles.end(),
+                     [&](std::string_view n) { return k.find(n) != std::string::npos; });
 }
 
 std::string redacted_keys(const std::map<std::string, std::string>& values) {

@@ -46,8 +46,8 @@ class Field {
   Field(std::string_view key, const std::string& value) : key_(key), value_(value) {}
   Field(std::string_view key, bool value) : key_(key), value_(value ? "true" : "false"), quoted_(false) {}
   template <std::integral T>
-    requires(!std::same_as<T, bool>)
-  Field(std::string_view key, T value) : key_(key), value_(std::to_string(value)), quoted_(false) {}
+  requires(!std::same_as<T, bool>) Field(std::string_view key, T value)
+      : key_(key), value_(std::to_string(value)), quoted_(false) {}
   Field(std::string_view key, double value);
   template <class Rep, class Period>
   Field(std::string_view key, std::chrono::duration<Rep, Period> d)

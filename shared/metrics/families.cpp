@@ -29,19 +29,21 @@ Families& enable(Service service) {
     controlplane_added = true;
     f.http_requests_seconds = f.registry.histogram(
         "mooring_http_requests_seconds", "REST API answers by route pattern and HTTP status code.", fast_buckets());
-    f.state_commit_seconds =
-        f.registry.histogram("mooring_state_commit_seconds", "One durable write of the state (a group of commits).",
-                             fast_buckets())
-            .with({});
+    f.state_commit_seconds = f.registry
+                                 .histogram("mooring_state_commit_seconds",
+                                            "One durable write of the state (a group of commits).", fast_buckets())
+                                 .with({});
     f.claim_grant_seconds =
-        f.registry.histogram("mooring_claim_grant_seconds",
-                             "From a node agent's claim to the answer carrying the controller's publish context.",
-                             latency_buckets())
+        f.registry
+            .histogram("mooring_claim_grant_seconds",
+                       "From a node agent's claim to the answer carrying the controller's publish context.",
+                       latency_buckets())
             .with({});
     f.claim_release_seconds =
-        f.registry.histogram("mooring_claim_release_seconds",
-                             "From the allocation's stop (its claim leaving taken) to the claim being freed.",
-                             latency_buckets())
+        f.registry
+            .histogram("mooring_claim_release_seconds",
+                       "From the allocation's stop (its claim leaving taken) to the claim being freed.",
+                       latency_buckets())
             .with({});
     f.gc_retries_total =
         f.registry.counter("mooring_gc_retries_total", "Claim release steps that failed and were scheduled again.");

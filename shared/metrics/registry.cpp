@@ -62,8 +62,10 @@ namespace {
 
 prometheus::MetricFamily one_value(std::string name, std::string help, prometheus::MetricType type, double v) {
   prometheus::ClientMetric m;
-  if (type == prometheus::MetricType::Counter) m.counter.value = v;
-  else m.gauge.value = v;
+  if (type == prometheus::MetricType::Counter)
+    m.counter.value = v;
+  else
+    m.gauge.value = v;
   return prometheus::MetricFamily{std::move(name), std::move(help), type, {std::move(m)}};
 }
 
@@ -88,12 +90,10 @@ std::vector<prometheus::MetricFamily> collect(const prometheus::Registry& regist
         one_value("process_resident_memory_bytes", "Resident memory size in bytes.", T::Gauge, p->resident_bytes));
     families.push_back(
         one_value("process_virtual_memory_bytes", "Virtual memory size in bytes.", T::Gauge, p->virtual_bytes));
-    families.push_back(one_value("process_start_time_seconds",
-                                 "Start time of the process since unix epoch in seconds.", T::Gauge,
-                                 p->start_time_seconds));
+    families.push_back(one_value("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+                                 T::Gauge, p->start_time_seconds));
     families.push_back(one_value("process_open_fds", "Number of open file descriptors.", T::Gauge, p->open_fds));
-    families.push_back(
-        one_value("process_max_fds", "Maximum number of open file descriptors.", T::Gauge, p->max_fds));
+    families.push_back(one_value("process_max_fds", "Maximum number of open file descriptors.", T::Gauge, p->max_fds));
   }
   return families;
 }

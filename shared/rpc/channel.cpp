@@ -55,7 +55,9 @@ std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint, const Cha
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 
-std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint) { return make_channel(endpoint, ChannelOptions{}); }
+std::shared_ptr<grpc::Channel> make_channel(std::string_view endpoint) {
+  return make_channel(endpoint, ChannelOptions{});
+}
 
 namespace {
 
@@ -149,8 +151,8 @@ asio::awaitable<bool> wait_connected(std::shared_ptr<grpc::Channel> channel, std
     if (now >= deadline) co_return false;
     // Short slices bound how long an abandoned watch (after cancellation) lingers.
     const auto slice = std::min<system_clock::time_point>(deadline, now + std::chrono::milliseconds(250));
-    co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(bool)>(InitiateStateChange{}, asio::use_awaitable,
-                                                                              channel, state, slice);
+    co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(bool)>(
+        InitiateStateChange{}, asio::use_awaitable, channel, state, slice);
     if (async::is_cancelled(co_await asio::this_coro::cancellation_state)) co_return false;
   }
 }

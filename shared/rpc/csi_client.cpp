@@ -68,14 +68,15 @@ struct CsiClient::Impl {
 namespace {
 
 template <class Response, class Invoke>
-asio::awaitable<CsiResult<Response>> call(std::shared_ptr<CsiClient::Impl> impl, csi::Rpc rpc,
-                                          CsiCallOptions options, Invoke invoke) {
+asio::awaitable<CsiResult<Response>> call(std::shared_ptr<CsiClient::Impl> impl, csi::Rpc rpc, CsiCallOptions options,
+                                          Invoke invoke) {
   CsiResult<Response> result;
   if (impl->closed) {
     result.status = closed_status();
   } else {
     auto stubs = impl->current();
-    const auto started = impl->metrics.enabled() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const auto started =
+        impl->metrics.enabled() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     const CallOptions call_options{.timeout = options.timeout.value_or(csi::policy(rpc).timeout)};
     grpc::ClientContext* context = nullptr;
     result.status = co_await unary(call_options, [&](grpc::ClientContext* ctx, UnaryDone done) {
@@ -123,200 +124,256 @@ bool CsiClient::closed() const { return impl_->closed; }
 
 void CsiClient::set_metrics_plugin(std::string plugin_id) { impl_->metrics_plugin = std::move(plugin_id); }
 
-CsiClient::Call<v1::GetPluginInfoResponse> CsiClient::get_plugin_info(const v1::GetPluginInfoRequest& request, CsiCallOptions options) {
-  return call<v1::GetPluginInfoResponse>(impl_, csi::Rpc::GetPluginInfo, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetPluginInfoResponse* response, UnaryDone done) {
-                                s.identity->async()->GetPluginInfo(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::GetPluginInfoResponse> CsiClient::get_plugin_info(const v1::GetPluginInfoRequest& request,
+                                                                      CsiCallOptions options) {
+  return call<v1::GetPluginInfoResponse>(
+      impl_, csi::Rpc::GetPluginInfo, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetPluginInfoResponse* response, UnaryDone done) {
+        s.identity->async()->GetPluginInfo(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::GetPluginCapabilitiesResponse> CsiClient::get_plugin_capabilities(const v1::GetPluginCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::GetPluginCapabilitiesResponse>(impl_, csi::Rpc::GetPluginCapabilities, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetPluginCapabilitiesResponse* response, UnaryDone done) {
-                                s.identity->async()->GetPluginCapabilities(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::GetPluginCapabilitiesResponse> CsiClient::get_plugin_capabilities(
+    const v1::GetPluginCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::GetPluginCapabilitiesResponse>(
+      impl_, csi::Rpc::GetPluginCapabilities, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetPluginCapabilitiesResponse* response, UnaryDone done) {
+        s.identity->async()->GetPluginCapabilities(ctx, &request, response, std::move(done));
+      });
 }
 
 CsiClient::Call<v1::ProbeResponse> CsiClient::probe(const v1::ProbeRequest& request, CsiCallOptions options) {
-  return call<v1::ProbeResponse>(impl_, csi::Rpc::Probe, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ProbeResponse* response, UnaryDone done) {
-                                s.identity->async()->Probe(ctx, &request, response, std::move(done));
-                              });
+  return call<v1::ProbeResponse>(
+      impl_, csi::Rpc::Probe, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ProbeResponse* response, UnaryDone done) {
+        s.identity->async()->Probe(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::CreateVolumeResponse> CsiClient::create_volume(const v1::CreateVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::CreateVolumeResponse>(impl_, csi::Rpc::CreateVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateVolumeResponse* response, UnaryDone done) {
-                                s.controller->async()->CreateVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::CreateVolumeResponse> CsiClient::create_volume(const v1::CreateVolumeRequest& request,
+                                                                   CsiCallOptions options) {
+  return call<v1::CreateVolumeResponse>(
+      impl_, csi::Rpc::CreateVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateVolumeResponse* response, UnaryDone done) {
+        s.controller->async()->CreateVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::DeleteVolumeResponse> CsiClient::delete_volume(const v1::DeleteVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::DeleteVolumeResponse>(impl_, csi::Rpc::DeleteVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteVolumeResponse* response, UnaryDone done) {
-                                s.controller->async()->DeleteVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::DeleteVolumeResponse> CsiClient::delete_volume(const v1::DeleteVolumeRequest& request,
+                                                                   CsiCallOptions options) {
+  return call<v1::DeleteVolumeResponse>(
+      impl_, csi::Rpc::DeleteVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteVolumeResponse* response, UnaryDone done) {
+        s.controller->async()->DeleteVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::ControllerPublishVolumeResponse> CsiClient::controller_publish_volume(const v1::ControllerPublishVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerPublishVolumeResponse>(impl_, csi::Rpc::ControllerPublishVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerPublishVolumeResponse* response, UnaryDone done) {
-                                s.controller->async()->ControllerPublishVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::ControllerPublishVolumeResponse> CsiClient::controller_publish_volume(
+    const v1::ControllerPublishVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerPublishVolumeResponse>(
+      impl_, csi::Rpc::ControllerPublishVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerPublishVolumeResponse* response, UnaryDone done) {
+        s.controller->async()->ControllerPublishVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::ControllerUnpublishVolumeResponse> CsiClient::controller_unpublish_volume(const v1::ControllerUnpublishVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerUnpublishVolumeResponse>(impl_, csi::Rpc::ControllerUnpublishVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerUnpublishVolumeResponse* response, UnaryDone done) {
-                                s.controller->async()->ControllerUnpublishVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::ControllerUnpublishVolumeResponse> CsiClient::controller_unpublish_volume(
+    const v1::ControllerUnpublishVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerUnpublishVolumeResponse>(
+      impl_, csi::Rpc::ControllerUnpublishVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerUnpublishVolumeResponse* response, UnaryDone done) {
+        s.controller->async()->ControllerUnpublishVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::ValidateVolumeCapabilitiesResponse> CsiClient::validate_volume_capabilities(const v1::ValidateVolumeCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::ValidateVolumeCapabilitiesResponse>(impl_, csi::Rpc::ValidateVolumeCapabilities, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ValidateVolumeCapabilitiesResponse* response, UnaryDone done) {
-                                s.controller->async()->ValidateVolumeCapabilities(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::ValidateVolumeCapabilitiesResponse> CsiClient::validate_volume_capabilities(
+    const v1::ValidateVolumeCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::ValidateVolumeCapabilitiesResponse>(
+      impl_, csi::Rpc::ValidateVolumeCapabilities, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ValidateVolumeCapabilitiesResponse* response, UnaryDone done) {
+        s.controller->async()->ValidateVolumeCapabilities(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::ListVolumesResponse> CsiClient::list_volumes(const v1::ListVolumesRequest& request, CsiCallOptions options) {
-  return call<v1::ListVolumesResponse>(impl_, csi::Rpc::ListVolumes, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ListVolumesResponse* response, UnaryDone done) {
-                                s.controller->async()->ListVolumes(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::ListVolumesResponse> CsiClient::list_volumes(const v1::ListVolumesRequest& request,
+                                                                 CsiCallOptions options) {
+  return call<v1::ListVolumesResponse>(
+      impl_, csi::Rpc::ListVolumes, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ListVolumesResponse* response, UnaryDone done) {
+        s.controller->async()->ListVolumes(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::GetCapacityResponse> CsiClient::get_capacity(const v1::GetCapacityRequest& request, CsiCallOptions options) {
-  return call<v1::GetCapacityResponse>(impl_, csi::Rpc::GetCapacity, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetCapacityResponse* response, UnaryDone done) {
-                                s.controller->async()->GetCapacity(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::GetCapacityResponse> CsiClient::get_capacity(const v1::GetCapacityRequest& request,
+                                                                 CsiCallOptions options) {
+  return call<v1::GetCapacityResponse>(
+      impl_, csi::Rpc::GetCapacity, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetCapacityResponse* response, UnaryDone done) {
+        s.controller->async()->GetCapacity(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::ControllerGetCapabilitiesResponse> CsiClient::controller_get_capabilities(const v1::ControllerGetCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerGetCapabilitiesResponse>(impl_, csi::Rpc::ControllerGetCapabilities, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerGetCapabilitiesResponse* response, UnaryDone done) {
-                                s.controller->async()->ControllerGetCapabilities(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::ControllerGetCapabilitiesResponse> CsiClient::controller_get_capabilities(
+    const v1::ControllerGetCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerGetCapabilitiesResponse>(
+      impl_, csi::Rpc::ControllerGetCapabilities, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerGetCapabilitiesResponse* response, UnaryDone done) {
+        s.controller->async()->ControllerGetCapabilities(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::CreateSnapshotResponse> CsiClient::create_snapshot(const v1::CreateSnapshotRequest& request, CsiCallOptions options) {
-  return call<v1::CreateSnapshotResponse>(impl_, csi::Rpc::CreateSnapshot, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateSnapshotResponse* response, UnaryDone done) {
-                                s.controller->async()->CreateSnapshot(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::CreateSnapshotResponse> CsiClient::create_snapshot(const v1::CreateSnapshotRequest& request,
+                                                                       CsiCallOptions options) {
+  return call<v1::CreateSnapshotResponse>(
+      impl_, csi::Rpc::CreateSnapshot, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateSnapshotResponse* response, UnaryDone done) {
+        s.controller->async()->CreateSnapshot(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::DeleteSnapshotResponse> CsiClient::delete_snapshot(const v1::DeleteSnapshotRequest& request, CsiCallOptions options) {
-  return call<v1::DeleteSnapshotResponse>(impl_, csi::Rpc::DeleteSnapshot, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteSnapshotResponse* response, UnaryDone done) {
-                                s.controller->async()->DeleteSnapshot(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::DeleteSnapshotResponse> CsiClient::delete_snapshot(const v1::DeleteSnapshotRequest& request,
+                                                                       CsiCallOptions options) {
+  return call<v1::DeleteSnapshotResponse>(
+      impl_, csi::Rpc::DeleteSnapshot, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteSnapshotResponse* response, UnaryDone done) {
+        s.controller->async()->DeleteSnapshot(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::ListSnapshotsResponse> CsiClient::list_snapshots(const v1::ListSnapshotsRequest& request, CsiCallOptions options) {
-  return call<v1::ListSnapshotsResponse>(impl_, csi::Rpc::ListSnapshots, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ListSnapshotsResponse* response, UnaryDone done) {
-                                s.controller->async()->ListSnapshots(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::ListSnapshotsResponse> CsiClient::list_snapshots(const v1::ListSnapshotsRequest& request,
+                                                                     CsiCallOptions options) {
+  return call<v1::ListSnapshotsResponse>(
+      impl_, csi::Rpc::ListSnapshots, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ListSnapshotsResponse* response, UnaryDone done) {
+        s.controller->async()->ListSnapshots(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::ControllerExpandVolumeResponse> CsiClient::controller_expand_volume(const v1::ControllerExpandVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerExpandVolumeResponse>(impl_, csi::Rpc::ControllerExpandVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerExpandVolumeResponse* response, UnaryDone done) {
-                                s.controller->async()->ControllerExpandVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::ControllerExpandVolumeResponse> CsiClient::controller_expand_volume(
+    const v1::ControllerExpandVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerExpandVolumeResponse>(
+      impl_, csi::Rpc::ControllerExpandVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerExpandVolumeResponse* response, UnaryDone done) {
+        s.controller->async()->ControllerExpandVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::ControllerGetVolumeResponse> CsiClient::controller_get_volume(const v1::ControllerGetVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerGetVolumeResponse>(impl_, csi::Rpc::ControllerGetVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerGetVolumeResponse* response, UnaryDone done) {
-                                s.controller->async()->ControllerGetVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::ControllerGetVolumeResponse> CsiClient::controller_get_volume(
+    const v1::ControllerGetVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerGetVolumeResponse>(
+      impl_, csi::Rpc::ControllerGetVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerGetVolumeResponse* response, UnaryDone done) {
+        s.controller->async()->ControllerGetVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::NodeStageVolumeResponse> CsiClient::node_stage_volume(const v1::NodeStageVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::NodeStageVolumeResponse>(impl_, csi::Rpc::NodeStageVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeStageVolumeResponse* response, UnaryDone done) {
-                                s.node->async()->NodeStageVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::NodeStageVolumeResponse> CsiClient::node_stage_volume(const v1::NodeStageVolumeRequest& request,
+                                                                          CsiCallOptions options) {
+  return call<v1::NodeStageVolumeResponse>(
+      impl_, csi::Rpc::NodeStageVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeStageVolumeResponse* response, UnaryDone done) {
+        s.node->async()->NodeStageVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::NodeUnstageVolumeResponse> CsiClient::node_unstage_volume(const v1::NodeUnstageVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::NodeUnstageVolumeResponse>(impl_, csi::Rpc::NodeUnstageVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeUnstageVolumeResponse* response, UnaryDone done) {
-                                s.node->async()->NodeUnstageVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::NodeUnstageVolumeResponse> CsiClient::node_unstage_volume(
+    const v1::NodeUnstageVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::NodeUnstageVolumeResponse>(
+      impl_, csi::Rpc::NodeUnstageVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeUnstageVolumeResponse* response, UnaryDone done) {
+        s.node->async()->NodeUnstageVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::NodePublishVolumeResponse> CsiClient::node_publish_volume(const v1::NodePublishVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::NodePublishVolumeResponse>(impl_, csi::Rpc::NodePublishVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodePublishVolumeResponse* response, UnaryDone done) {
-                                s.node->async()->NodePublishVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::NodePublishVolumeResponse> CsiClient::node_publish_volume(
+    const v1::NodePublishVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::NodePublishVolumeResponse>(
+      impl_, csi::Rpc::NodePublishVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodePublishVolumeResponse* response, UnaryDone done) {
+        s.node->async()->NodePublishVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::NodeUnpublishVolumeResponse> CsiClient::node_unpublish_volume(const v1::NodeUnpublishVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::NodeUnpublishVolumeResponse>(impl_, csi::Rpc::NodeUnpublishVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeUnpublishVolumeResponse* response, UnaryDone done) {
-                                s.node->async()->NodeUnpublishVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::NodeUnpublishVolumeResponse> CsiClient::node_unpublish_volume(
+    const v1::NodeUnpublishVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::NodeUnpublishVolumeResponse>(
+      impl_, csi::Rpc::NodeUnpublishVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeUnpublishVolumeResponse* response, UnaryDone done) {
+        s.node->async()->NodeUnpublishVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::NodeGetVolumeStatsResponse> CsiClient::node_get_volume_stats(const v1::NodeGetVolumeStatsRequest& request, CsiCallOptions options) {
-  return call<v1::NodeGetVolumeStatsResponse>(impl_, csi::Rpc::NodeGetVolumeStats, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetVolumeStatsResponse* response, UnaryDone done) {
-                                s.node->async()->NodeGetVolumeStats(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::NodeGetVolumeStatsResponse> CsiClient::node_get_volume_stats(
+    const v1::NodeGetVolumeStatsRequest& request, CsiCallOptions options) {
+  return call<v1::NodeGetVolumeStatsResponse>(
+      impl_, csi::Rpc::NodeGetVolumeStats, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetVolumeStatsResponse* response, UnaryDone done) {
+        s.node->async()->NodeGetVolumeStats(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::NodeExpandVolumeResponse> CsiClient::node_expand_volume(const v1::NodeExpandVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::NodeExpandVolumeResponse>(impl_, csi::Rpc::NodeExpandVolume, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeExpandVolumeResponse* response, UnaryDone done) {
-                                s.node->async()->NodeExpandVolume(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::NodeExpandVolumeResponse> CsiClient::node_expand_volume(const v1::NodeExpandVolumeRequest& request,
+                                                                            CsiCallOptions options) {
+  return call<v1::NodeExpandVolumeResponse>(
+      impl_, csi::Rpc::NodeExpandVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeExpandVolumeResponse* response, UnaryDone done) {
+        s.node->async()->NodeExpandVolume(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::NodeGetCapabilitiesResponse> CsiClient::node_get_capabilities(const v1::NodeGetCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::NodeGetCapabilitiesResponse>(impl_, csi::Rpc::NodeGetCapabilities, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetCapabilitiesResponse* response, UnaryDone done) {
-                                s.node->async()->NodeGetCapabilities(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::NodeGetCapabilitiesResponse> CsiClient::node_get_capabilities(
+    const v1::NodeGetCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::NodeGetCapabilitiesResponse>(
+      impl_, csi::Rpc::NodeGetCapabilities, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetCapabilitiesResponse* response, UnaryDone done) {
+        s.node->async()->NodeGetCapabilities(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::NodeGetInfoResponse> CsiClient::node_get_info(const v1::NodeGetInfoRequest& request, CsiCallOptions options) {
-  return call<v1::NodeGetInfoResponse>(impl_, csi::Rpc::NodeGetInfo, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetInfoResponse* response, UnaryDone done) {
-                                s.node->async()->NodeGetInfo(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::NodeGetInfoResponse> CsiClient::node_get_info(const v1::NodeGetInfoRequest& request,
+                                                                  CsiCallOptions options) {
+  return call<v1::NodeGetInfoResponse>(
+      impl_, csi::Rpc::NodeGetInfo, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetInfoResponse* response, UnaryDone done) {
+        s.node->async()->NodeGetInfo(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::GroupControllerGetCapabilitiesResponse> CsiClient::group_controller_get_capabilities(const v1::GroupControllerGetCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::GroupControllerGetCapabilitiesResponse>(impl_, csi::Rpc::GroupControllerGetCapabilities, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GroupControllerGetCapabilitiesResponse* response, UnaryDone done) {
-                                s.group->async()->GroupControllerGetCapabilities(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::GroupControllerGetCapabilitiesResponse> CsiClient::group_controller_get_capabilities(
+    const v1::GroupControllerGetCapabilitiesRequest& request, CsiCallOptions options) {
+  return call<v1::GroupControllerGetCapabilitiesResponse>(
+      impl_, csi::Rpc::GroupControllerGetCapabilities, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GroupControllerGetCapabilitiesResponse* response,
+                 UnaryDone done) {
+        s.group->async()->GroupControllerGetCapabilities(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::CreateVolumeGroupSnapshotResponse> CsiClient::create_volume_group_snapshot(const v1::CreateVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
-  return call<v1::CreateVolumeGroupSnapshotResponse>(impl_, csi::Rpc::CreateVolumeGroupSnapshot, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateVolumeGroupSnapshotResponse* response, UnaryDone done) {
-                                s.group->async()->CreateVolumeGroupSnapshot(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::CreateVolumeGroupSnapshotResponse> CsiClient::create_volume_group_snapshot(
+    const v1::CreateVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
+  return call<v1::CreateVolumeGroupSnapshotResponse>(
+      impl_, csi::Rpc::CreateVolumeGroupSnapshot, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateVolumeGroupSnapshotResponse* response, UnaryDone done) {
+        s.group->async()->CreateVolumeGroupSnapshot(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::DeleteVolumeGroupSnapshotResponse> CsiClient::delete_volume_group_snapshot(const v1::DeleteVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
-  return call<v1::DeleteVolumeGroupSnapshotResponse>(impl_, csi::Rpc::DeleteVolumeGroupSnapshot, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteVolumeGroupSnapshotResponse* response, UnaryDone done) {
-                                s.group->async()->DeleteVolumeGroupSnapshot(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::DeleteVolumeGroupSnapshotResponse> CsiClient::delete_volume_group_snapshot(
+    const v1::DeleteVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
+  return call<v1::DeleteVolumeGroupSnapshotResponse>(
+      impl_, csi::Rpc::DeleteVolumeGroupSnapshot, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteVolumeGroupSnapshotResponse* response, UnaryDone done) {
+        s.group->async()->DeleteVolumeGroupSnapshot(ctx, &request, response, std::move(done));
+      });
 }
 
-CsiClient::Call<v1::GetVolumeGroupSnapshotResponse> CsiClient::get_volume_group_snapshot(const v1::GetVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
-  return call<v1::GetVolumeGroupSnapshotResponse>(impl_, csi::Rpc::GetVolumeGroupSnapshot, options,
-                              [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetVolumeGroupSnapshotResponse* response, UnaryDone done) {
-                                s.group->async()->GetVolumeGroupSnapshot(ctx, &request, response, std::move(done));
-                              });
+CsiClient::Call<v1::GetVolumeGroupSnapshotResponse> CsiClient::get_volume_group_snapshot(
+    const v1::GetVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
+  return call<v1::GetVolumeGroupSnapshotResponse>(
+      impl_, csi::Rpc::GetVolumeGroupSnapshot, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetVolumeGroupSnapshotResponse* response, UnaryDone done) {
+        s.group->async()->GetVolumeGroupSnapshot(ctx, &request, response, std::move(done));
+      });
 }
 
 }  // namespace mooring::rpc

@@ -125,40 +125,67 @@ class CsiClient {
   void set_metrics_plugin(std::string plugin_id);
 
   // Identity
-  Call<::csi::v1::GetPluginInfoResponse> get_plugin_info(const ::csi::v1::GetPluginInfoRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::GetPluginCapabilitiesResponse> get_plugin_capabilities(const ::csi::v1::GetPluginCapabilitiesRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::GetPluginInfoResponse> get_plugin_info(const ::csi::v1::GetPluginInfoRequest& request,
+                                                         CsiCallOptions options = {});
+  Call<::csi::v1::GetPluginCapabilitiesResponse> get_plugin_capabilities(
+      const ::csi::v1::GetPluginCapabilitiesRequest& request, CsiCallOptions options = {});
   Call<::csi::v1::ProbeResponse> probe(const ::csi::v1::ProbeRequest& request, CsiCallOptions options = {});
 
   // Controller
-  Call<::csi::v1::CreateVolumeResponse> create_volume(const ::csi::v1::CreateVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::DeleteVolumeResponse> delete_volume(const ::csi::v1::DeleteVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::ControllerPublishVolumeResponse> controller_publish_volume(const ::csi::v1::ControllerPublishVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::ControllerUnpublishVolumeResponse> controller_unpublish_volume(const ::csi::v1::ControllerUnpublishVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::ValidateVolumeCapabilitiesResponse> validate_volume_capabilities(const ::csi::v1::ValidateVolumeCapabilitiesRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::ListVolumesResponse> list_volumes(const ::csi::v1::ListVolumesRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::GetCapacityResponse> get_capacity(const ::csi::v1::GetCapacityRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::ControllerGetCapabilitiesResponse> controller_get_capabilities(const ::csi::v1::ControllerGetCapabilitiesRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::CreateSnapshotResponse> create_snapshot(const ::csi::v1::CreateSnapshotRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::DeleteSnapshotResponse> delete_snapshot(const ::csi::v1::DeleteSnapshotRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::ListSnapshotsResponse> list_snapshots(const ::csi::v1::ListSnapshotsRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::ControllerExpandVolumeResponse> controller_expand_volume(const ::csi::v1::ControllerExpandVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::ControllerGetVolumeResponse> controller_get_volume(const ::csi::v1::ControllerGetVolumeRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::CreateVolumeResponse> create_volume(const ::csi::v1::CreateVolumeRequest& request,
+                                                      CsiCallOptions options = {});
+  Call<::csi::v1::DeleteVolumeResponse> delete_volume(const ::csi::v1::DeleteVolumeRequest& request,
+                                                      CsiCallOptions options = {});
+  Call<::csi::v1::ControllerPublishVolumeResponse> controller_publish_volume(
+      const ::csi::v1::ControllerPublishVolumeRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::ControllerUnpublishVolumeResponse> controller_unpublish_volume(
+      const ::csi::v1::ControllerUnpublishVolumeRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::ValidateVolumeCapabilitiesResponse> validate_volume_capabilities(
+      const ::csi::v1::ValidateVolumeCapabilitiesRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::ListVolumesResponse> list_volumes(const ::csi::v1::ListVolumesRequest& request,
+                                                    CsiCallOptions options = {});
+  Call<::csi::v1::GetCapacityResponse> get_capacity(const ::csi::v1::GetCapacityRequest& request,
+                                                    CsiCallOptions options = {});
+  Call<::csi::v1::ControllerGetCapabilitiesResponse> controller_get_capabilities(
+      const ::csi::v1::ControllerGetCapabilitiesRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::CreateSnapshotResponse> create_snapshot(const ::csi::v1::CreateSnapshotRequest& request,
+                                                          CsiCallOptions options = {});
+  Call<::csi::v1::DeleteSnapshotResponse> delete_snapshot(const ::csi::v1::DeleteSnapshotRequest& request,
+                                                          CsiCallOptions options = {});
+  Call<::csi::v1::ListSnapshotsResponse> list_snapshots(const ::csi::v1::ListSnapshotsRequest& request,
+                                                        CsiCallOptions options = {});
+  Call<::csi::v1::ControllerExpandVolumeResponse> controller_expand_volume(
+      const ::csi::v1::ControllerExpandVolumeRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::ControllerGetVolumeResponse> controller_get_volume(
+      const ::csi::v1::ControllerGetVolumeRequest& request, CsiCallOptions options = {});
 
   // Node
-  Call<::csi::v1::NodeStageVolumeResponse> node_stage_volume(const ::csi::v1::NodeStageVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::NodeUnstageVolumeResponse> node_unstage_volume(const ::csi::v1::NodeUnstageVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::NodePublishVolumeResponse> node_publish_volume(const ::csi::v1::NodePublishVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::NodeUnpublishVolumeResponse> node_unpublish_volume(const ::csi::v1::NodeUnpublishVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::NodeGetVolumeStatsResponse> node_get_volume_stats(const ::csi::v1::NodeGetVolumeStatsRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::NodeExpandVolumeResponse> node_expand_volume(const ::csi::v1::NodeExpandVolumeRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::NodeGetCapabilitiesResponse> node_get_capabilities(const ::csi::v1::NodeGetCapabilitiesRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::NodeGetInfoResponse> node_get_info(const ::csi::v1::NodeGetInfoRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::NodeStageVolumeResponse> node_stage_volume(const ::csi::v1::NodeStageVolumeRequest& request,
+                                                             CsiCallOptions options = {});
+  Call<::csi::v1::NodeUnstageVolumeResponse> node_unstage_volume(const ::csi::v1::NodeUnstageVolumeRequest& request,
+                                                                 CsiCallOptions options = {});
+  Call<::csi::v1::NodePublishVolumeResponse> node_publish_volume(const ::csi::v1::NodePublishVolumeRequest& request,
+                                                                 CsiCallOptions options = {});
+  Call<::csi::v1::NodeUnpublishVolumeResponse> node_unpublish_volume(
+      const ::csi::v1::NodeUnpublishVolumeRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::NodeGetVolumeStatsResponse> node_get_volume_stats(const ::csi::v1::NodeGetVolumeStatsRequest& request,
+                                                                    CsiCallOptions options = {});
+  Call<::csi::v1::NodeExpandVolumeResponse> node_expand_volume(const ::csi::v1::NodeExpandVolumeRequest& request,
+                                                               CsiCallOptions options = {});
+  Call<::csi::v1::NodeGetCapabilitiesResponse> node_get_capabilities(
+      const ::csi::v1::NodeGetCapabilitiesRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::NodeGetInfoResponse> node_get_info(const ::csi::v1::NodeGetInfoRequest& request,
+                                                     CsiCallOptions options = {});
 
   // GroupController (CSI v1.9+)
-  Call<::csi::v1::GroupControllerGetCapabilitiesResponse> group_controller_get_capabilities(const ::csi::v1::GroupControllerGetCapabilitiesRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::CreateVolumeGroupSnapshotResponse> create_volume_group_snapshot(const ::csi::v1::CreateVolumeGroupSnapshotRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::DeleteVolumeGroupSnapshotResponse> delete_volume_group_snapshot(const ::csi::v1::DeleteVolumeGroupSnapshotRequest& request, CsiCallOptions options = {});
-  Call<::csi::v1::GetVolumeGroupSnapshotResponse> get_volume_group_snapshot(const ::csi::v1::GetVolumeGroupSnapshotRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::GroupControllerGetCapabilitiesResponse> group_controller_get_capabilities(
+      const ::csi::v1::GroupControllerGetCapabilitiesRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::CreateVolumeGroupSnapshotResponse> create_volume_group_snapshot(
+      const ::csi::v1::CreateVolumeGroupSnapshotRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::DeleteVolumeGroupSnapshotResponse> delete_volume_group_snapshot(
+      const ::csi::v1::DeleteVolumeGroupSnapshotRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::GetVolumeGroupSnapshotResponse> get_volume_group_snapshot(
+      const ::csi::v1::GetVolumeGroupSnapshotRequest& request, CsiCallOptions options = {});
 
  private:
   std::shared_ptr<Impl> impl_;

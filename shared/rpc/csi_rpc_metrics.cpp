@@ -11,7 +11,8 @@ CsiRpcMetrics::CsiRpcMetrics() {
 void CsiRpcMetrics::observe(std::string_view plugin, csi::Rpc rpc, grpc::StatusCode code, double seconds) {
   if (!family_) return;
   auto by_plugin = series_.find(plugin);
-  if (by_plugin == series_.end()) by_plugin = series_.emplace(std::string(plugin), decltype(series_)::mapped_type{}).first;
+  if (by_plugin == series_.end())
+    by_plugin = series_.emplace(std::string(plugin), decltype(series_)::mapped_type{}).first;
   const std::pair<int, int> key{static_cast<int>(rpc), static_cast<int>(code)};
   auto it = by_plugin->second.find(key);
   if (it == by_plugin->second.end())

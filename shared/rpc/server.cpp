@@ -25,10 +25,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-const log::Logger& logger() {
-  static const log::Logger instance{"rpc-server"};
-  return instance;
-}
+const log::Logger kLog{"rpc-server"};
 
 // Shared by the reactor (gRPC threads) and the coroutine (our executor). Only touched on the
 // executor, except `executor` itself, which is immutable.
@@ -62,14 +59,14 @@ grpc::Status status_from_exception(std::exception_ptr error, std::string_view me
     std::rethrow_exception(error);
   } catch (const boost::system::system_error& e) {
     if (e.code() == asio::error::operation_aborted) {
-      logger().debug("handler cancelled", {{"method", method}});
+      kLog.debug("handler cancelled", {{"method", method}});
       return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
     }
-    logger().error("handler failed", {{"method", method}, {"error", e.what()}});
+    kLog.error("handler failed", {{"method", method}, {"error", e.what()}});
   } catch (const std::exception& e) {
-    logger().error("handler failed", {{"method", method}, {"error", e.what()}});
+    kLog.error("handler failed", {{"method", method}, {"error", e.what()}});
   } catch (...) {
-    logger().error("handler failed", {{"method", method}, {"error", "unknown exception"}});
+    kLog.error("handler failed", {{"method", method}, {"error", "unknown exception"}});
   }
   return grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
 }
@@ -91,12 +88,12 @@ grpc::ServerUnaryReactor* serve(asio::any_io_executor executor, grpc::CallbackSe
     // co_spawn keeps the function object alive for the coroutine's lifetime: a capturing
     // lambda coroutine reads its captures from it.
     asio::co_spawn(state->executor, std::move(handler),
-                   asio::bind_cancellation_slot(state->cancel.slot(),
-                                                [state, reactor, method](std::exception_ptr error, grpc::Status status) {
-                                                  state->finished = true;
-                                                  if (error) status = status_from_exception(error, method);
-                                                  reactor->Finish(std::move(status));
-                                                }));
+                   asio::bind_cancellation_slot(
+                       state->cancel.slot(), [state, reactor, method](std::exception_ptr error, grpc::Status status) {
+                         state->finished = true;
+                         if (error) status = status_from_exception(error, method);
+                         reactor->Finish(std::move(status));
+                       }));
   });
   return reactor;
 }
@@ -132,8 +129,8 @@ std::unique_ptr<Server> Server::start(const ServerOptions& options, std::string&
   }
   server->address_ = options.address;
   server->port_ = is_unix ? 0 : selected_port;
-  logger().info("grpc server listening",
-                {{"address", options.address}, {"port", server->port_}, {"tls", tls ? "mutual" : "off"}});
+  kLog.info("grpc server listening",
+            {{"address", options.address}, {"port", server->port_}, {"tls", tls ? "mutual" : "off"}});
   return server;
 }
 
@@ -170,7 +167,7 @@ asio::awaitable<void> Server::shutdown(std::chrono::milliseconds grace) {
   };
   co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(initiate, asio::use_awaitable);
   shutdown_thread_.join();
-  logger().info("grpc server stopped", {{"address", address_}});
+  kLog.info("grpc server stopped", {{"address", address_}});
 }
 
 }  // namespace mooring::rpc

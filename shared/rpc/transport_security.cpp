@@ -34,11 +34,11 @@ class IdentityVerifier final : public gx::ExternalCertificateVerifier {
     const bool match = std::any_of(uris.begin(), uris.end(), [&](const grpc::string_ref& uri) {
       return std::string_view(uri.data(), uri.size()) == expected_;
     });
-    *sync_status = match ? grpc::Status::OK
-                         : grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                        "the peer's certificate does not carry " + expected_ + " (subject " +
-                                            std::string(request->common_name().data(), request->common_name().size()) +
-                                            ")");
+    *sync_status =
+        match ? grpc::Status::OK
+              : grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                             "the peer's certificate does not carry " + expected_ + " (subject " +
+                                 std::string(request->common_name().data(), request->common_name().size()) + ")");
     return true;
   }
   void Cancel(gx::TlsCustomVerificationCheckRequest*) override {}

@@ -78,10 +78,10 @@ class TransportSecurity {
 
 // Who is calling, as the server's TLS handshake established it.
 struct PeerCertificate {
-  bool tls = false;                        // false: a plaintext connection (an --insecure server)
-  std::optional<tls::Identity> identity;   // from the certificate's URI SAN
-  std::string subject;                     // for logs
-  std::string pem;                         // the certificate itself; parse it only where needed
+  bool tls = false;                       // false: a plaintext connection (an --insecure server)
+  std::optional<tls::Identity> identity;  // from the certificate's URI SAN
+  std::string subject;                    // for logs
+  std::string pem;                        // the certificate itself; parse it only where needed
 };
 PeerCertificate peer_certificate(const grpc::ServerContextBase& context);
 

@@ -31,9 +31,9 @@ using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
 using Names = std::unique_ptr<GENERAL_NAMES, Deleter<GENERAL_NAMES, GENERAL_NAMES_free>>;
 using Bignum = std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>>;
 using Req = std::unique_ptr<X509_REQ, Deleter<X509_REQ, X509_REQ_free>>;
-using Extensions = std::unique_ptr<STACK_OF(X509_EXTENSION), decltype([](STACK_OF(X509_EXTENSION) * s) {
-                                     sk_X509_EXTENSION_pop_free(s, X509_EXTENSION_free);
-                                   })>;
+using Extensions =
+    std::unique_ptr<STACK_OF(X509_EXTENSION),
+                    decltype([](STACK_OF(X509_EXTENSION) * s) { sk_X509_EXTENSION_pop_free(s, X509_EXTENSION_free); })>;
 
 // The newest OpenSSL error, for messages ("" when the queue is empty).
 std::string openssl_error() {
@@ -191,7 +191,8 @@ Expected<std::string> issue(const KeyPair& ca, const CertRequest& request, EVP_P
   if (!ca_cert) return fail("the CA certificate is not a PEM certificate");
   Key ca_key = read_key(ca.key_pem);
   if (!ca_key) return fail("the CA key is not a PEM private key");
-  if (X509_check_private_key(ca_cert.get(), ca_key.get()) != 1) return fail("the CA key does not match the CA certificate");
+  if (X509_check_private_key(ca_cert.get(), ca_key.get()) != 1)
+    return fail("the CA key does not match the CA certificate");
 
   Names names(sk_GENERAL_NAME_new_null());
   if (!names || !push_name(names.get(), GEN_URI, identity_uri(id))) return fail("cannot build the SANs");
@@ -250,10 +251,14 @@ void read_sans(const GENERAL_NAMES* names, SanLists& out) {
       return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(str)),
                          static_cast<std::size_t>(ASN1_STRING_length(str)));
     };
-    if (type == GEN_DNS) out.dns_names.push_back(text());
-    else if (type == GEN_IPADD) out.ip_addresses.push_back(ip_text(str));
-    else if (type == GEN_URI) out.uris.push_back(text());
-    else if (out.other_names) out.other_names->push_back(type == GEN_EMAIL ? "email:" + text() : "other");
+    if (type == GEN_DNS)
+      out.dns_names.push_back(text());
+    else if (type == GEN_IPADD)
+      out.ip_addresses.push_back(ip_text(str));
+    else if (type == GEN_URI)
+      out.uris.push_back(text());
+    else if (out.other_names)
+      out.other_names->push_back(type == GEN_EMAIL ? "email:" + text() : "other");
   }
 }
 
@@ -332,8 +337,8 @@ Expected<CsrPair> create_csr(const Identity& identity, std::string_view existing
   if (!req || X509_REQ_set_version(req.get(), 0) != 1) return fail("cannot build the request");
   X509_NAME* name = X509_REQ_get_subject_name(req.get());
   const std::string cn = common_name(identity);
-  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1,
-                                 -1, 0) != 1 ||
+  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
+                                 0) != 1 ||
       X509_REQ_set_pubkey(req.get(), key.get()) != 1)
     return fail("cannot build the request");
   Names names(sk_GENERAL_NAME_new_null());

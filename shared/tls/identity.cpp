@@ -23,9 +23,8 @@ std::optional<Role> parse_role(std::string_view text) {
 
 bool is_valid_node_id(std::string_view id) {
   if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
-  return std::all_of(id.begin(), id.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '.' || c == '_' || c == '-';
-  });
+  return std::all_of(id.begin(), id.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; });
 }
 
 std::string identity_uri(const Identity& identity) {

@@ -183,11 +183,13 @@ v1::MountOptions to_proto(const MountOptions& m) {
   v1::MountOptions out;
   out.set_fs_type(m.fs_type);
   for (const auto& f : m.mount_flags) out.add_mount_flags(f);
+  out.set_group_change_policy(std::string(to_string(m.group_change_policy)));
   return out;
 }
 
 MountOptions from_proto(const v1::MountOptions& m) {
-  return MountOptions{m.fs_type(), std::vector<std::string>(m.mount_flags().begin(), m.mount_flags().end())};
+  return MountOptions{m.fs_type(), std::vector<std::string>(m.mount_flags().begin(), m.mount_flags().end()),
+                      parse_group_change_policy(m.group_change_policy()).value_or(GroupChangePolicy::unset)};
 }
 
 v1::ControllerInfo to_proto(const ControllerInfo& c) {
@@ -235,6 +237,7 @@ v1::NodeInfo to_proto(const NodeInfo& n) {
   out.set_supports_stats(n.supports_stats);
   out.set_supports_expand(n.supports_expand);
   out.set_supports_condition(n.supports_condition);
+  out.set_supports_volume_mount_group(n.supports_volume_mount_group);
   return out;
 }
 
@@ -247,6 +250,7 @@ NodeInfo from_proto(const v1::NodeInfo& n) {
   out.supports_stats = n.supports_stats();
   out.supports_expand = n.supports_expand();
   out.supports_condition = n.supports_condition();
+  out.supports_volume_mount_group = n.supports_volume_mount_group();
   return out;
 }
 
@@ -334,6 +338,9 @@ v1::Task to_proto(const Task& t) {
   fill(out.mutable_env(), t.env);
   fill(out.mutable_secret_env(), t.secret_env);
   out.set_kill_timeout_ms(t.kill_timeout.count());
+  out.set_user(t.user);
+  out.mutable_resources()->set_cpu(t.resources.cpu);
+  out.mutable_resources()->set_memory_mb(t.resources.memory_mb);
   if (t.csi_plugin) {
     auto* p = out.mutable_csi_plugin();
     p->set_id(t.csi_plugin->id);
@@ -352,11 +359,16 @@ Expected<Task> from_proto(const v1::Task& t) {
   out.env = to_map(t.env());
   out.secret_env = to_map(t.secret_env());
   out.kill_timeout = Duration{t.kill_timeout_ms() > 0 ? t.kill_timeout_ms() : 0};
+  out.user = t.user();
+  out.resources =
+      TaskResources{.cpu = std::max(0, t.resources().cpu()), .memory_mb = std::max(0, t.resources().memory_mb())};
   if (t.has_csi_plugin()) {
     const auto& p = t.csi_plugin();
     const auto type = from_proto(p.type());
     if (!type) return error("field \"task.csi_plugin.type\": unknown plugin type " + std::to_string(p.type()));
-    out.csi_plugin = TaskCSIPlugin{.id = p.id(), .type = *type, .mount_dir = p.mount_dir(),
+    out.csi_plugin = TaskCSIPlugin{.id = p.id(),
+                                   .type = *type,
+                                   .mount_dir = p.mount_dir(),
                                    .health_timeout = Duration{std::max<std::int64_t>(0, p.health_timeout_ms())},
                                    .stage_publish_base_dir = p.stage_publish_base_dir()};
   }
@@ -408,6 +420,13 @@ v1::VolumeStats to_proto(const VolumeStatsReport& r) {
     when = r.condition->update_time;
   }
   out.set_time_ms(to_unix_ms(when));
+  if (r.ownership) {
+    out.set_has_ownership(true);
+    out.set_ownership_group(r.ownership->group);
+    out.set_ownership_by(r.ownership->by);
+    out.set_ownership_walked(r.ownership->walked);
+    out.set_ownership_time_ms(to_unix_ms(r.ownership->update_time));
+  }
   return out;
 }
 
@@ -415,9 +434,17 @@ VolumeStatsReport from_proto(const v1::VolumeStats& s) {
   VolumeStatsReport out{.volume_id = s.volume_id(), .alloc_id = s.alloc_id()};
   const Time when = from_unix_ms(s.time_ms());
   if (s.has_usage())
-    out.usage = VolumeUsage{s.bytes_available(), s.bytes_total(), s.bytes_used(),
-                            s.inodes_available(), s.inodes_total(), s.inodes_used(), when};
+    out.usage = VolumeUsage{s.bytes_available(),
+                            s.bytes_total(),
+                            s.bytes_used(),
+                            s.inodes_available(),
+                            s.inodes_total(),
+                            s.inodes_used(),
+                            when};
   if (s.has_condition()) out.condition = VolumeCondition{s.abnormal(), s.message(), when};
+  if (s.has_ownership())
+    out.ownership = VolumeOwnership{s.ownership_group(), s.ownership_by(), s.ownership_walked(),
+                                    from_unix_ms(s.ownership_time_ms())};
   return out;
 }
 

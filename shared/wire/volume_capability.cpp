@@ -17,11 +17,8 @@ Expected<::csi::v1::VolumeCapability> csi_volume_capability(AccessMode access, A
       for (const auto& flag : mount_options.mount_flags) mount->add_mount_flags(flag);
       break;
     }
-    case AttachmentMode::block_device:
-      cap.mutable_block();
-      break;
-    case AttachmentMode::unknown:
-      return error("volume capability: attachment mode is not set");
+    case AttachmentMode::block_device: cap.mutable_block(); break;
+    case AttachmentMode::unknown: return error("volume capability: attachment mode is not set");
   }
   return cap;
 }

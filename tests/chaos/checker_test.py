@@ -77,6 +77,13 @@ class History:
         self.call("node1", "ControllerUnpublishVolume", t + hold + 1.0, t + hold + 1.1, csi_node=csi)
         self.event(t + hold + 1.2, "ClaimReleased", alloc, node)
 
+    def claimed_and_mounted(self, alloc, node, t):
+        """A claim's first half on node0's plugin: intent, publish, stage, mount (no task, no release)."""
+        self.event(t, "ClaimTaken", alloc, node)
+        self.call(node, "ControllerPublishVolume", t + 0.1, t + 0.2, csi_node=f"csi-{node}")
+        self.call(node, "NodeStageVolume", t + 0.3, t + 0.4, path=staging(node))
+        self.call(node, "NodePublishVolume", t + 0.5, t + 0.6, path=target(node, alloc))
+
     def write(self):
         def jsonl(path, recs):
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -175,10 +182,7 @@ class CheckerTest(unittest.TestCase):
     def test_the_node_and_controller_steps_wait_for_the_last_claim_on_the_node(self):
         # a1 and a2 read the volume on node0; a1 leaves first: only its target is unpublished.
         h = self.h
-        h.event(10, "ClaimTaken", "a1", "node0")
-        h.call("node0", "ControllerPublishVolume", 10.1, 10.2, csi_node="csi-node0")
-        h.call("node0", "NodeStageVolume", 10.3, 10.4, path=staging("node0"))
-        h.call("node0", "NodePublishVolume", 10.5, 10.6, path=target("node0", "a1"))
+        h.claimed_and_mounted("a1", "node0", 10)
         h.event(11, "ClaimTaken", "a2", "node0")
         h.call("node0", "NodePublishVolume", 11.5, 11.6, path=target("node0", "a2"))
         h.call("node0", "NodeUnpublishVolume", 20, 20.1, path=target("node0", "a1"))
@@ -189,10 +193,7 @@ class CheckerTest(unittest.TestCase):
         # a1 published node0; a2 (node0) claims; a1's release leaves the controller step to a2;
         # a2's publish fails for certain and it is dropped: nobody unpublishes node0.
         h = self.h
-        h.event(10, "ClaimTaken", "a1", "node0")
-        h.call("node0", "ControllerPublishVolume", 10.1, 10.2, csi_node="csi-node0")
-        h.call("node0", "NodeStageVolume", 10.3, 10.4, path=staging("node0"))
-        h.call("node0", "NodePublishVolume", 10.5, 10.6, path=target("node0", "a1"))
+        h.claimed_and_mounted("a1", "node0", 10)
         h.event(20, "ClaimTaken", "a2", "node0")
         h.call("node0", "NodeUnpublishVolume", 20.1, 20.2, path=target("node0", "a1"))
         h.call("node0", "NodeUnstageVolume", 20.3, 20.4, path=staging("node0"))

@@ -165,6 +165,11 @@ class Cluster:
             "controlplane_addr": ",".join(f"{self.ip(f'cp{j}')}:4701" for j in MEMBERS),
             "grpc_addr": f"{self.ip(node)}:4702", "metrics_addr": self.agent_metrics,
             "log_level": self.log_level, "drain_on_shutdown": "20s",
+            # Tasks run as root outside the walls, as before issue 41: they append their records
+            # to the run directory, which a walled task sees read-only, and an unwalled non-root
+            # task cannot reach its volume under the agent's 0700 mounts directory. The walls
+            # and the default user are e2e_isolation_test's; this harness checks claims.
+            "task_isolation": False, "allow_root": True, "user_denylist": [], "task_user": "root",
             "plugins": [{"id": "hostpath", "type": "monolith", "command": self.bin["hostpath"],
                          "args": ["--mode", "monolith", "--data-dir", self.hostpath, "--node-id", f"csi-{node}",
                                   "--log-level", self.log_level,

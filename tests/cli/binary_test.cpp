@@ -292,6 +292,13 @@ TEST_F(CliBinary, A401NamesMooringTokenNotTheHeader) {
             "Error: the ACL token given (MOORING_TOKEN or -token) was refused: ACL token not found (HTTP 401 from GET "
             "/v1/nodes)\n");
   EXPECT_EQ(wrong.err.find("not-a-token"), std::string::npos);
+  // No ACL token given: another credential's 401 (a used introduction token) keeps the API's
+  // reason and blames no ACL token.
+  api.on("GET", "/v1/nodes", {401, R"({"Error":"node \"node-9\": the introduction token was used at 2026-01-01"})"});
+  auto used = cli(api, {"node", "status"});
+  EXPECT_EQ(used.code, 1);
+  EXPECT_EQ(used.err,
+            "Error: node \"node-9\": the introduction token was used at 2026-01-01 (HTTP 401 from GET /v1/nodes)\n");
 }
 
 TEST_F(CliBinary, CreatingAVolumeThatExistsNamesTheCommandsForIt) {

@@ -31,6 +31,10 @@ std::string losetup_all() {
 json block_allocation(const std::string& name, const std::string& volume, const std::string& script) {
   auto a = allocation(name, volume, "node-1", script);
   a["Volumes"]["data"]["AttachmentMode"] = "block-device";
+  // The loop device node is root's (0660): a raw block volume is given to a root task on a node
+  // that allows root. Giving a device to a non-root task's group is not built yet (issue 41's
+  // ownership policy covers file systems only); the default user is e2e_isolation_test's.
+  a["Task"]["User"] = "root";
   return a;
 }
 
@@ -45,7 +49,9 @@ TEST(BlockVolume, ATaskWritesAndReadsRawBytesThroughTheDeviceAndTheReleaseLeaves
     GTEST_SKIP() << "loop devices are not available here (" << why << "): block volumes cannot be tested";
   Cluster cluster;
   cluster.start_controlplane();
-  cluster.start_node("node-1");
+  NodeOptions allows_root;
+  allows_root.agent_args = {"--allow-root"};
+  cluster.start_node("node-1", allows_root);
 
   json body = {{"Volumes",
                 {{{"ID", "blk"},

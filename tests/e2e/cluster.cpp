@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -129,8 +130,15 @@ bool Cluster::expected_leftover(const std::string& cmdline, pid_t pid) const {
     if (!n.left_running) continue;
     const auto node_prefix = node_dir(id).string() + "/";
     if (cmdline.find("--node-id csi-" + id + " ") != std::string::npos) return true;  // its plugin
-    for (const auto& [fd, target] : test::open_descriptors(pid))
-      if (target.starts_with(node_prefix)) return true;  // its task (log files in its alloc dir)
+    // Its task (log files in its alloc dir), or a walled task's init (issue 41: a clone of the
+    // agent holding only its report pipe), known by its child, the task.
+    std::vector<pid_t> candidates{pid};
+    std::istringstream children(test::read_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
+                                                "/children"));
+    for (pid_t child; children >> child;) candidates.push_back(child);
+    for (const pid_t candidate : candidates)
+      for (const auto& [fd, target] : test::open_descriptors(candidate))
+        if (target.starts_with(node_prefix)) return true;
   }
   return false;
 }

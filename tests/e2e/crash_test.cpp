@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -29,7 +30,12 @@
 namespace mooring::e2e {
 namespace {
 
+namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+
+// Every task records its start in its own volume (a walled task reaches nothing else of the host,
+// issue 41); the audit reads every volume's record in the plugin's data dir.
+const std::string kStartScript = "echo \"$MOORING_ALLOC_ID\" >> \"$MOORING_VOLUME_DATA/starts\"; while true; do sleep 0.1; done";
 
 // The live processes whose environment names one of `allocs` (MOORING_ALLOC_ID, set by the agent).
 std::map<std::string, std::vector<pid_t>> live_task_processes(const std::set<std::string>& allocs) {
@@ -94,7 +100,6 @@ class Crash : public ::testing::Test {
   // then the audit of a single-writer volume's safety. Returns how many task starts it counted.
   int settle_and_audit(const std::vector<std::string>& volumes, const std::vector<std::string>& running,
                        const std::vector<std::string>& nodes) {
-    const auto starts = cluster->dir() / "starts";
     for (const auto& id : running) EXPECT_EQ(call("POST", "/v1/allocation/" + id + "/stop").status, 200u);
     for (const auto& id : allocs) {
       EXPECT_TRUE(Cluster::eventually([&] {
@@ -113,8 +118,10 @@ class Crash : public ::testing::Test {
 
     // Every task started at most once, and none still runs.
     std::map<std::string, int> started;
-    {
-      std::ifstream in(starts);
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(cluster->dir() / "hostpath", ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().filename() != "starts") continue;
+      std::ifstream in(it->path());
       for (std::string line; std::getline(in, line);) ++started[line];
     }
     int ran = 0;
@@ -151,13 +158,12 @@ TEST_F(Crash, KillsAtRandomMomentsNeverStartATaskTwiceNorLeaveAClaimMountOrPubli
   // A fixed seed: the same run every time. MOORING_CRASH_SEED explores others by hand.
   const char* seed_env = std::getenv("MOORING_CRASH_SEED");
   std::mt19937 rng(seed_env ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10)) : 20261125u);
-  const auto starts = cluster->dir() / "starts";
   std::vector<std::string> volumes;
   for (int i = 0; i < kVolumes; ++i) {
     volumes.push_back("crash-" + std::to_string(i));
     ASSERT_FALSE(cluster->create_volume(volumes.back()).is_null());
   }
-  const std::string script = "echo \"$MOORING_ALLOC_ID\" >> " + starts.string() + "; while true; do sleep 0.1; done";
+  const std::string script = kStartScript;
 
   // The schedule: submits and stops, with the kills spread at random among them.
   enum class Act { submit, stop, kill_agent, kill_controlplane };
@@ -240,7 +246,6 @@ TEST_F(Crash, KillsAtRandomMomentsNeverStartATaskTwiceNorLeaveAClaimMountOrPubli
 // before it re-adopted the task): the task is stopped, and the claim is freed only after the
 // controller unpublished the volume (the plugin's facts are unknown at first, not "no controller").
 TEST_F(Crash, StopRightAfterAnAgentRestartStopsTheTaskAndUnpublishesOnTheController) {
-  const auto starts = cluster->dir() / "starts";
   for (int attempt = 0; attempt < 3; ++attempt) {
     SCOPED_TRACE("attempt " + std::to_string(attempt));
     const std::string vol = "restart-stop-" + std::to_string(attempt);
@@ -249,7 +254,7 @@ TEST_F(Crash, StopRightAfterAnAgentRestartStopsTheTaskAndUnpublishesOnTheControl
     const std::string external = cluster->volume(vol).value("ExternalID", "");
     ASSERT_FALSE(external.empty());
     const auto id = cluster->run_alloc(allocation(
-        "restart-stop", vol, "node-1", "echo \"$MOORING_ALLOC_ID\" >> " + starts.string() + "; while true; do sleep 0.1; done"));
+        "restart-stop", vol, "node-1", kStartScript));
     ASSERT_FALSE(id.empty());
     allocs.insert(id);
     ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(id) == "running"; }));
@@ -298,13 +303,12 @@ class Soak : public Crash {
     const auto minutes = std::chrono::minutes(minutes_env ? std::max(1, std::atoi(minutes_env)) : 30);
     const std::vector<std::string> nodes = {"node-1", "node-2", "node-3"};
     std::mt19937 rng(seed);
-    const auto starts = cluster->dir() / "starts";
     std::vector<std::string> volumes;
     for (int i = 0; i < 8; ++i) {
       volumes.push_back("soak-" + std::to_string(i));
       ASSERT_FALSE(cluster->create_volume(volumes.back(), i % 2 ? "single-node-writer" : "multi-node-multi-writer").is_null());
     }
-    const std::string script = "echo \"$MOORING_ALLOC_ID\" >> " + starts.string() + "; while true; do sleep 0.1; done";
+    const std::string script = kStartScript;
     std::map<std::string, int> counts;
     std::vector<std::string> running;
     const auto end = std::chrono::steady_clock::now() + minutes;

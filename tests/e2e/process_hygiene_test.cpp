@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <sstream>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -137,6 +138,17 @@ TEST_F(ProcessHygieneE2E, APluginAndATaskHoldOnlyTheirStandardStreams) {
     if (std::regex_search(message, m, started)) task_pid = std::stoi(m[1].str());
   }
   ASSERT_NE(task_pid, 0) << cluster->get("/v1/allocation/" + id).dump();
+  // The pid the agent names is the init of the task's PID namespace (issue 41): it holds only the
+  // pipe it reports the task's exit through; the task is its one child.
+  const pid_t init_pid = task_pid;
+  ASSERT_TRUE(Cluster::eventually([&] {
+    std::istringstream children(test::read_file("/proc/" + std::to_string(init_pid) + "/task/" +
+                                                std::to_string(init_pid) + "/children"));
+    return static_cast<bool>(children >> task_pid) && task_pid != init_pid;
+  }, 10s));
+  const auto init_fds = test::open_descriptors(init_pid);
+  ASSERT_EQ(init_fds.size(), 1u) << test::describe_descriptors(init_fds);
+  EXPECT_TRUE(init_fds.contains(3) && init_fds.at(3).starts_with("pipe:[")) << test::describe_descriptors(init_fds);
   ASSERT_TRUE(Cluster::eventually([&] { return (fds = test::open_descriptors(task_pid)).size() == 3; }, 10s))
       << test::describe_descriptors(fds);
   EXPECT_EQ(fds.at(0), "/dev/null");

@@ -24,7 +24,8 @@ constexpr const char* kAgentOnly = "e2e-agent-only-93b0";
 std::string all_bytes_under(const std::filesystem::path& dir, const std::filesystem::path& skip = {}) {
   std::string out;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir, std::filesystem::directory_options::skip_permission_denied)) {
-    if (!e.is_regular_file() || e.path() == skip) continue;
+    // task-environ: what the task wrote into its own volume, seen through the agent's mounts.
+    if (!e.is_regular_file() || e.path() == skip || e.path().filename() == "task-environ") continue;
     out += test::read_file(e.path());
   }
   return out;
@@ -39,16 +40,24 @@ TEST(Secrets, NeverInStateBytesApiEventsOrLogsAndTheTaskSeesOnlyItsOwnEnvironmen
   ::unsetenv("MOORING_E2E_AGENT_ONLY");
   ASSERT_FALSE(cluster.create_volume("vault").is_null());
 
-  const auto environ_out = cluster.dir() / "task-environ";
+  // The task writes what it sees into its own volume (a walled task sees the test's directory
+  // read-only); the test reads it from the hostpath plugin's backend.
   auto a = allocation("secret-user", "vault", "node-1",
-                      "tr '\\0' '\\n' < /proc/$$/environ > " + environ_out.string() + ".tmp; mv " +
-                          environ_out.string() + ".tmp " + environ_out.string() + "; sleep 600");
+                      "tr '\\0' '\\n' < /proc/$$/environ > \"$MOORING_VOLUME_DATA/task-environ.tmp\"; mv "
+                      "\"$MOORING_VOLUME_DATA/task-environ.tmp\" \"$MOORING_VOLUME_DATA/task-environ\"; sleep 600");
   a["Task"]["Env"] = {{"MODE", "blue"}};
   a["Task"]["SecretEnv"] = {{"TOKEN", kTaskSecret}};
   const auto id = cluster.run_alloc(a);
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(Cluster::eventually([&] { return cluster.alloc_status(id) == "running"; }));
-  ASSERT_TRUE(Cluster::eventually([&] { return std::filesystem::exists(environ_out); }));
+  std::filesystem::path environ_out;
+  ASSERT_TRUE(Cluster::eventually([&] {
+    std::error_code ec;
+    for (std::filesystem::recursive_directory_iterator it(cluster.dir() / "hostpath", ec), end; !ec && it != end;
+         it.increment(ec))
+      if (it->path().filename() == "task-environ") environ_out = it->path();
+    return !environ_out.empty();
+  }));
 
   // The task's environment, from /proc/<pid>/environ of the real process.
   std::map<std::string, std::string> env;

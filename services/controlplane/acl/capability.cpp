@@ -3,8 +3,8 @@
 namespace mooring::controlplane::acl {
 
 namespace {
-constexpr std::array<std::string_view, 8> kNames{"csi-list-volume", "csi-read-volume", "csi-write-volume",
-                                                 "csi-mount-volume", "list-allocs",   "read-alloc",
+constexpr std::array<std::string_view, 8> kNames{"csi-list-volume",  "csi-read-volume", "csi-write-volume",
+                                                 "csi-mount-volume", "list-allocs",     "read-alloc",
                                                  "submit-alloc",     "alloc-lifecycle"};
 }
 

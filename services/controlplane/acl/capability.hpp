@@ -21,10 +21,10 @@ enum class Capability {
   alloc_lifecycle,
 };
 
-inline constexpr std::array kAllCapabilities{Capability::csi_list_volume, Capability::csi_read_volume,
+inline constexpr std::array kAllCapabilities{Capability::csi_list_volume,  Capability::csi_read_volume,
                                              Capability::csi_write_volume, Capability::csi_mount_volume,
-                                             Capability::list_allocs,     Capability::read_alloc,
-                                             Capability::submit_alloc,    Capability::alloc_lifecycle};
+                                             Capability::list_allocs,      Capability::read_alloc,
+                                             Capability::submit_alloc,     Capability::alloc_lifecycle};
 
 // "csi-list-volume", ...: the policy spelling.
 std::string_view to_string(Capability c);

@@ -17,7 +17,8 @@ bool lists(const Acl& a, const Owner& owner, std::string_view asked) {
 
 bool lists_all(const Acl& a, const std::vector<Owner>& owners, std::string_view asked) {
   if (sees_whole_listing(a)) return true;
-  return !owners.empty() && std::all_of(owners.begin(), owners.end(), [&](const Owner& o) { return lists(a, o, asked); });
+  return !owners.empty() &&
+         std::all_of(owners.begin(), owners.end(), [&](const Owner& o) { return lists(a, o, asked); });
 }
 
 bool may_use(const Acl& a, Use use, const std::vector<Owner>& owners) {

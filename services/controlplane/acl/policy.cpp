@@ -64,8 +64,8 @@ std::string area_text(const AreaRule& r) { return r.deny ? "deny" : std::string(
 std::set<Capability> granted(const NamespaceRule& r) {
   std::set<Capability> out = r.capabilities;
   if (r.policy == "read" || r.policy == "write") {
-    for (auto c : {Capability::csi_list_volume, Capability::csi_read_volume, Capability::list_allocs,
-                   Capability::read_alloc})
+    for (auto c :
+         {Capability::csi_list_volume, Capability::csi_read_volume, Capability::list_allocs, Capability::read_alloc})
       out.insert(c);
   }
   if (r.policy == "write") out.insert(kAllCapabilities.begin(), kAllCapabilities.end());
@@ -84,8 +84,7 @@ bool valid_policy_name(std::string_view name) {
 domain::Expected<Policy> parse_policy(const json& body, std::string_view name) {
   const std::string who = "policy " + q(name);
   try {
-    if (!valid_policy_name(name))
-      throw Invalid{who + ": Name: must be 1 to 128 letters, digits, '-' or '_'"};
+    if (!valid_policy_name(name)) throw Invalid{who + ": Name: must be 1 to 128 letters, digits, '-' or '_'"};
     if (!body.is_object()) throw Invalid{who + ": expected a JSON object"};
     Policy p;
     p.name = std::string(name);
@@ -109,7 +108,8 @@ domain::Expected<Policy> parse_policy(const json& body, std::string_view name) {
         p.namespaces[pattern] = parse_namespace_rule(rule, where);
       }
     }
-    if (rules.contains("Plugin")) p.plugin = parse_area(rules["Plugin"], who + ": Rules.Plugin", {Level::read, Level::list, Level::write});
+    if (rules.contains("Plugin"))
+      p.plugin = parse_area(rules["Plugin"], who + ": Rules.Plugin", {Level::read, Level::list, Level::write});
     if (rules.contains("Node")) p.node = parse_area(rules["Node"], who + ": Rules.Node", {Level::read, Level::write});
     if (rules.contains("Operator"))
       p.operator_ = parse_area(rules["Operator"], who + ": Rules.Operator", {Level::read, Level::write});

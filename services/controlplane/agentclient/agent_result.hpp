@@ -21,7 +21,7 @@ struct AgentResult {
   // No agent asked could be connected to after its attempt (down, restarting, unreachable): none
   // answered. Not proof that nothing was sent (a connection may break mid-call).
   bool unreached = false;
-  std::string error;                        // names the RPC, plugin/volume and every node tried
+  std::string error;  // names the RPC, plugin/volume and every node tried
 
   bool ok() const { return status.ok(); }
   bool done() const { return csi::is_done(outcome); }

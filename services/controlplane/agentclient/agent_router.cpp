@@ -141,20 +141,21 @@ struct AgentRouter::Impl {
   // itself answered and has not been replaced, or when nobody registers in time. `plugin_id`
   // (controller calls): resent only while the node runs a healthy controller of that plugin.
   template <class Req, class Resp, class Start>
-  asio::awaitable<Attempt> send(const domain::Node& first, const std::string& plugin_id,
-                                std::chrono::milliseconds wait, std::chrono::milliseconds timeout,
-                                const Req& request, Resp& response, Start start) {
+  asio::awaitable<Attempt> send(const domain::Node& first, const std::string& plugin_id, std::chrono::milliseconds wait,
+                                std::chrono::milliseconds timeout, const Req& request, Resp& response, Start start) {
     const std::string node_id = first.id;
     const domain::Node* node = &first;
     for (int resends = 0;; ++resends) {
       const Sent sent{node->address, registration(node_id)};
       const Attempt attempt = co_await call(*node, timeout, request, response, start);
       if (attempt.status.error_code() != grpc::StatusCode::UNAVAILABLE || resends == kMaxResends) co_return attempt;
-      node = co_await registered_again(node_id, plugin_id, sent,
-                                       attempt.connected ? std::chrono::milliseconds{0} : wait);
+      node =
+          co_await registered_again(node_id, plugin_id, sent, attempt.connected ? std::chrono::milliseconds{0} : wait);
       if (!node) co_return attempt;
       logger().info("node agent registered again; sending the call to it",
-                    {{"node_id", node_id}, {"old", sent.address}, {"new", node->address},
+                    {{"node_id", node_id},
+                     {"old", sent.address},
+                     {"new", node->address},
                      {"error", csi::status_text(attempt.status)}});
     }
   }
@@ -169,8 +170,9 @@ struct AgentRouter::Impl {
     const auto deadline = std::chrono::steady_clock::now() + wait;
     auto ready_again = [&](const domain::Node& n) {
       const bool replaced = n.address != sent.address || registration(node_id) != sent.registration;
-      const bool serves = n.status == domain::NodeStatus::ready && !n.address.empty() &&
-                          (plugin_id.empty() || std::ranges::count(router.controller_candidates(plugin_id), node_id) > 0);
+      const bool serves =
+          n.status == domain::NodeStatus::ready && !n.address.empty() &&
+          (plugin_id.empty() || std::ranges::count(router.controller_candidates(plugin_id), node_id) > 0);
       return replaced && serves;
     };
     for (;;) {
@@ -206,7 +208,8 @@ struct AgentRouter::Impl {
     const domain::Node* node = router.store_.node(node_id);
     if (!node || node->address.empty()) {
       not_sent(out, classify_as, where,
-               node ? "node " + in_quotes(node_id) + " has no agent address" : "node " + in_quotes(node_id) + " is not registered");
+               node ? "node " + in_quotes(node_id) + " has no agent address"
+                    : "node " + in_quotes(node_id) + " is not registered");
       co_return out;
     }
     const auto started = std::chrono::steady_clock::now();
@@ -214,7 +217,7 @@ struct AgentRouter::Impl {
     // Only the release's node step (the claim GC, in the background) waits for an agent that
     // cannot be reached; an expand or a stats query has an operator waiting for its answer.
     const auto wait = classify_as == csi::Rpc::NodeUnpublishVolume ? router.options_.reregistration_wait
-                                                                    : std::chrono::milliseconds{0};
+                                                                   : std::chrono::milliseconds{0};
     const Attempt attempt = co_await send(*node, unnamed, wait, timeout, request, out.response, start);
     out.status = attempt.status;
     out.unreached = !attempt.ok() && !attempt.connected;
@@ -272,7 +275,7 @@ struct AgentRouter::Impl {
       out.node_id = node_id;
       asked = true;
       tried += (tried.empty() ? "" : "; ") + std::string("via node ") + in_quotes(node_id) + ": " +
-               (out.ok()               ? std::string("OK")
+               (out.ok() ? std::string("OK")
                 : !attempt.connected && out.status.error_code() == grpc::StatusCode::UNAVAILABLE
                     ? not_connected(node_id)
                     : csi::status_text(out.status));
@@ -288,9 +291,10 @@ struct AgentRouter::Impl {
       }
       if (!csi::should_retry(out.outcome)) break;
       if (out.outcome == csi::Outcome::uncertain) out.uncertain_earlier = true;
-      logger().debug("controller call failed; trying the next controller",
-                     {{"rpc", csi::to_string(rpc)}, {"plugin_id", plugin_id}, {"node_id", node_id},
-                      {"error", csi::status_text(out.status)}});
+      logger().debug("controller call failed; trying the next controller", {{"rpc", csi::to_string(rpc)},
+                                                                            {"plugin_id", plugin_id},
+                                                                            {"node_id", node_id},
+                                                                            {"error", csi::status_text(out.status)}});
     }
     if (!asked) {
       not_sent(out, rpc, what, router.no_controller_reason(plugin_id));
@@ -342,8 +346,10 @@ std::string AgentRouter::no_controller_reason(const std::string& plugin_id) cons
   if (std::ranges::all_of(p->controllers, [](const auto& kv) { return domain::health_unknown(kv.second); })) {
     std::string nodes;
     for (const auto& [node_id, inst] : p->controllers) nodes += (nodes.empty() ? "" : ", ") + in_quotes(node_id);
-    return "plugin " + in_quotes(plugin_id) + ": whether its controllers are healthy is not known yet: the control "
-           "plane has not heard from the agent" + (p->controllers.size() > 1 ? "s of nodes " : " of node ") + nodes +
+    return "plugin " + in_quotes(plugin_id) +
+           ": whether its controllers are healthy is not known yet: the control "
+           "plane has not heard from the agent" +
+           (p->controllers.size() > 1 ? "s of nodes " : " of node ") + nodes +
            " since it started leading; retry shortly";
   }
   std::string out = "plugin " + in_quotes(plugin_id) + " has no healthy controller on a ready node (";
@@ -352,11 +358,16 @@ std::string AgentRouter::no_controller_reason(const std::string& plugin_id) cons
     const domain::Node* n = store_.node(node_id);
     out += (first ? "" : ", ") + in_quotes(node_id) + ": ";
     first = false;
-    if (domain::health_unknown(inst)) out += "health unknown until its agent is heard from";
-    else if (!inst.healthy) out += "unhealthy" + (inst.health_description.empty() ? "" : " (" + inst.health_description + ")");
-    else if (!n) out += "node not registered";
-    else if (n->status != domain::NodeStatus::ready) out += "node " + std::string(domain::to_string(n->status));
-    else out += "no agent address";
+    if (domain::health_unknown(inst))
+      out += "health unknown until its agent is heard from";
+    else if (!inst.healthy)
+      out += "unhealthy" + (inst.health_description.empty() ? "" : " (" + inst.health_description + ")");
+    else if (!n)
+      out += "node not registered";
+    else if (n->status != domain::NodeStatus::ready)
+      out += "node " + std::string(domain::to_string(n->status));
+    else
+      out += "no agent address";
   }
   return out + ")";
 }
@@ -393,7 +404,8 @@ asio::awaitable<AgentResult<v1::NodeExpandVolumeResponse>> AgentRouter::node_exp
     std::string node_id, v1::NodeExpandVolumeRequest request) {
   std::string what = "NodeExpandVolume of volume " + in_quotes(request.volume_id());
   co_return co_await impl_->to_node<v1::NodeExpandVolumeRequest, v1::NodeExpandVolumeResponse>(
-      csi::Rpc::NodeExpandVolume, what, std::move(node_id), std::move(request), impl_->timeout(csi::Rpc::NodeExpandVolume),
+      csi::Rpc::NodeExpandVolume, what, std::move(node_id), std::move(request),
+      impl_->timeout(csi::Rpc::NodeExpandVolume),
       [](Stub& s, grpc::ClientContext* c, const v1::NodeExpandVolumeRequest* r, v1::NodeExpandVolumeResponse* o,
          rpc::UnaryDone d) { s.async()->NodeExpandVolume(c, r, o, std::move(d)); });
 }
@@ -410,11 +422,11 @@ asio::awaitable<AgentResult<v1::NodeVolumeStatsResponse>> AgentRouter::node_volu
 
 // ---- controller RPCs ----
 
-#define MOORING_FORWARD(Method, Wrapped, CsiResp, rpc_enum, key, ...)                                         \
-  impl_->forward<v1::Wrapped, ::csi::v1::CsiResp>(                                                               \
-      csi::Rpc::rpc_enum, std::move(plugin_id), std::move(key), std::move(request),                              \
-      [](Stub& s, grpc::ClientContext* c, const v1::Wrapped* r, ::csi::v1::CsiResp* o, rpc::UnaryDone d) {       \
-        s.async()->Method(c, r, o, std::move(d));                                                                \
+#define MOORING_FORWARD(Method, Wrapped, CsiResp, rpc_enum, key, ...)                                      \
+  impl_->forward<v1::Wrapped, ::csi::v1::CsiResp>(                                                         \
+      csi::Rpc::rpc_enum, std::move(plugin_id), std::move(key), std::move(request),                        \
+      [](Stub& s, grpc::ClientContext* c, const v1::Wrapped* r, ::csi::v1::CsiResp* o, rpc::UnaryDone d) { \
+        s.async()->Method(c, r, o, std::move(d));                                                          \
       } __VA_OPT__(, ) __VA_ARGS__)
 
 asio::awaitable<AgentResult<::csi::v1::CreateVolumeResponse>> AgentRouter::create_volume(
@@ -487,15 +499,13 @@ asio::awaitable<AgentResult<::csi::v1::ListSnapshotsResponse>> AgentRouter::list
 asio::awaitable<AgentResult<::csi::v1::ListVolumesResponse>> AgentRouter::list_volumes(
     std::string plugin_id, ::csi::v1::ListVolumesRequest request) {
   std::string unserialized;  // queries and snapshot deletes name no volume
-  co_return co_await MOORING_FORWARD(ListVolumes, ListVolumesRequest, ListVolumesResponse, ListVolumes,
-                                     unserialized);
+  co_return co_await MOORING_FORWARD(ListVolumes, ListVolumesRequest, ListVolumesResponse, ListVolumes, unserialized);
 }
 
 asio::awaitable<AgentResult<::csi::v1::GetCapacityResponse>> AgentRouter::get_capacity(
     std::string plugin_id, ::csi::v1::GetCapacityRequest request) {
   std::string unserialized;  // queries and snapshot deletes name no volume
-  co_return co_await MOORING_FORWARD(GetCapacity, GetCapacityRequest, GetCapacityResponse, GetCapacity,
-                                     unserialized);
+  co_return co_await MOORING_FORWARD(GetCapacity, GetCapacityRequest, GetCapacityResponse, GetCapacity, unserialized);
 }
 
 asio::awaitable<AgentResult<::csi::v1::CreateVolumeGroupSnapshotResponse>> AgentRouter::create_volume_group_snapshot(

@@ -28,7 +28,7 @@
 namespace mooring::controlplane {
 class StateStore;
 class NodeRegistrations;
-}
+}  // namespace mooring::controlplane
 
 namespace mooring::controlplane::agentclient {
 
@@ -107,8 +107,7 @@ class AgentRouter {
   // GroupController. A group create holds the lock of every member volume (`volume_keys`), taken
   // in key order so two groups that share volumes cannot deadlock.
   boost::asio::awaitable<AgentResult<::csi::v1::CreateVolumeGroupSnapshotResponse>> create_volume_group_snapshot(
-      std::string plugin_id, std::vector<std::string> volume_keys,
-      ::csi::v1::CreateVolumeGroupSnapshotRequest request);
+      std::string plugin_id, std::vector<std::string> volume_keys, ::csi::v1::CreateVolumeGroupSnapshotRequest request);
   boost::asio::awaitable<AgentResult<::csi::v1::DeleteVolumeGroupSnapshotResponse>> delete_volume_group_snapshot(
       std::string plugin_id, ::csi::v1::DeleteVolumeGroupSnapshotRequest request);
   boost::asio::awaitable<AgentResult<::csi::v1::GetVolumeGroupSnapshotResponse>> get_volume_group_snapshot(

@@ -6,14 +6,15 @@
 
 namespace mooring::controlplane::agentclient {
 
-boost::asio::awaitable<PublishResult> RouterPublisher::publish(const domain::Volume& volume,
-                                                               const domain::Claim& claim, std::string csi_node_id) {
+boost::asio::awaitable<PublishResult> RouterPublisher::publish(const domain::Volume& volume, const domain::Claim& claim,
+                                                               std::string csi_node_id) {
   PublishResult out;
   auto capability = domain::csi_volume_capability(claim.access_mode, claim.attachment_mode, volume.mount_options);
   if (!capability) {
     // Nothing was sent: the claim is dropped and the caller sees why.
     out.sent = false;
-    out.status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "volume \"" + volume.id + "\": " + capability.error());
+    out.status =
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "volume \"" + volume.id + "\": " + capability.error());
     co_return out;
   }
   ::csi::v1::ControllerPublishVolumeRequest req;

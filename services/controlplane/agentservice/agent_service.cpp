@@ -29,7 +29,9 @@ std::string audited_object(const v1::ClaimVolumeRequest& r) { return r.volume_id
 std::string audited_object(const v1::UnpublishVolumeRequest& r) { return r.volume_id(); }
 std::string audited_object(const v1::RenewCertificateRequest& r) { return r.node_id(); }
 template <class Request>
-std::string node_of(const Request& r) { return r.node_id(); }
+std::string node_of(const Request& r) {
+  return r.node_id();
+}
 
 class Service final : public v1::ControlPlane::CallbackService {
  public:
@@ -37,45 +39,52 @@ class Service final : public v1::ControlPlane::CallbackService {
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* c, const v1::RegisterNodeRequest* req,
                                          v1::RegisterNodeResponse* resp) override {
-    return serve(c, *req, "RegisterNode", [this, req, resp](const agentservice::Caller& caller) -> asio::awaitable<grpc::Status> {
-      co_return agentservice::register_node(ctx_, *req, *resp, caller);
-    });
+    return serve(c, *req, "RegisterNode",
+                 [this, req, resp](const agentservice::Caller& caller) -> asio::awaitable<grpc::Status> {
+                   co_return agentservice::register_node(ctx_, *req, *resp, caller);
+                 });
   }
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* c, const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
-    return serve(c, *req, "Heartbeat", [this, req, resp](const agentservice::Caller& caller) -> asio::awaitable<grpc::Status> {
-      co_return agentservice::heartbeat(ctx_, *req, *resp, caller);
-    });
+    return serve(c, *req, "Heartbeat",
+                 [this, req, resp](const agentservice::Caller& caller) -> asio::awaitable<grpc::Status> {
+                   co_return agentservice::heartbeat(ctx_, *req, *resp, caller);
+                 });
   }
   grpc::ServerUnaryReactor* WatchAllocations(grpc::CallbackServerContext* c, const v1::WatchAllocationsRequest* req,
                                              v1::WatchAllocationsResponse* resp) override {
-    return serve(c, *req, "WatchAllocations", [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
-      co_return co_await agentservice::watch_allocations(ctx_, *req, *resp);
-    });
+    return serve(c, *req, "WatchAllocations",
+                 [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
+                   co_return co_await agentservice::watch_allocations(ctx_, *req, *resp);
+                 });
   }
   grpc::ServerUnaryReactor* UpdateAllocations(grpc::CallbackServerContext* c, const v1::UpdateAllocationsRequest* req,
                                               v1::UpdateAllocationsResponse* resp) override {
-    return serve(c, *req, "UpdateAllocations", [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
-      co_return agentservice::update_allocations(ctx_, *req, *resp);
-    });
+    return serve(c, *req, "UpdateAllocations",
+                 [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
+                   co_return agentservice::update_allocations(ctx_, *req, *resp);
+                 });
   }
   grpc::ServerUnaryReactor* ClaimVolume(grpc::CallbackServerContext* c, const v1::ClaimVolumeRequest* req,
                                         v1::ClaimVolumeResponse* resp) override {
-    return serve(c, *req, "ClaimVolume", [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
-      co_return co_await agentservice::claim_volume(ctx_, *req, *resp);
-    });
+    return serve(c, *req, "ClaimVolume",
+                 [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
+                   co_return co_await agentservice::claim_volume(ctx_, *req, *resp);
+                 });
   }
   grpc::ServerUnaryReactor* UnpublishVolume(grpc::CallbackServerContext* c, const v1::UnpublishVolumeRequest* req,
                                             v1::UnpublishVolumeResponse* resp) override {
-    return serve(c, *req, "UnpublishVolume", [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
-      co_return agentservice::unpublish_volume(ctx_, *req, *resp);
-    });
+    return serve(c, *req, "UnpublishVolume",
+                 [this, req, resp](const agentservice::Caller&) -> asio::awaitable<grpc::Status> {
+                   co_return agentservice::unpublish_volume(ctx_, *req, *resp);
+                 });
   }
   grpc::ServerUnaryReactor* RenewCertificate(grpc::CallbackServerContext* c, const v1::RenewCertificateRequest* req,
                                              v1::RenewCertificateResponse* resp) override {
-    return serve(c, *req, "RenewCertificate", [this, req, resp](const agentservice::Caller& caller) -> asio::awaitable<grpc::Status> {
-      co_return agentservice::renew_certificate(ctx_, *req, *resp, caller);
-    });
+    return serve(c, *req, "RenewCertificate",
+                 [this, req, resp](const agentservice::Caller& caller) -> asio::awaitable<grpc::Status> {
+                   co_return agentservice::renew_certificate(ctx_, *req, *resp, caller);
+                 });
   }
 
  private:
@@ -94,27 +103,31 @@ class Service final : public v1::ControlPlane::CallbackService {
       caller.certificate = std::move(peer.pem);
     }
     return rpc::serve(ctx_.executor, c, name,
-                      [this, &req, name, remote = c->peer(), caller = std::move(caller),
-                       handler = std::move(handler), c]() -> asio::awaitable<grpc::Status> {
-      if (ctx_.options.standby) {
-        if (auto leader = ctx_.options.standby()) {
-          if (!leader->empty()) c->AddTrailingMetadata("x-mooring-leader", *leader);
-          co_return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                 leader->empty() ? "this control plane is a standby and no leader is elected yet; retry"
-                                                 : "this control plane is a standby; the leader is at " + *leader);
-        }
-      }
-      if (ctx_.options.hold) {
-        if (auto why = co_await ctx_.options.hold()) co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, *why);
-      }
-      if (ctx_.options.writes_refused) {
-        if (auto why = ctx_.options.writes_refused()) co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, *why);
-      }
-      grpc::Status status = co_await answer(caller, req, handler);
-      if constexpr (std::is_same_v<Request, v1::HeartbeatRequest>) ctx_.liveness.answered(req.node_id());
-      audit(name, remote, caller, req, status);
-      co_return status;
-    });
+                      [this, &req, name, remote = c->peer(), caller = std::move(caller), handler = std::move(handler),
+                       c]() -> asio::awaitable<grpc::Status> {
+                        if (ctx_.options.standby) {
+                          if (auto leader = ctx_.options.standby()) {
+                            if (!leader->empty()) c->AddTrailingMetadata("x-mooring-leader", *leader);
+                            co_return grpc::Status(
+                                grpc::StatusCode::UNAVAILABLE,
+                                leader->empty() ? "this control plane is a standby and no leader is elected yet; retry"
+                                                : "this control plane is a standby; the leader is at " + *leader);
+                          }
+                        }
+                        if (ctx_.options.hold) {
+                          if (auto why = co_await ctx_.options.hold())
+                            co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, *why);
+                        }
+                        if (ctx_.options.writes_refused) {
+                          if (auto why = ctx_.options.writes_refused())
+                            co_return grpc::Status(grpc::StatusCode::UNAVAILABLE, *why);
+                        }
+                        grpc::Status status = co_await answer(caller, req, handler);
+                        if constexpr (std::is_same_v<Request, v1::HeartbeatRequest>)
+                          ctx_.liveness.answered(req.node_id());
+                        audit(name, remote, caller, req, status);
+                        co_return status;
+                      });
   }
 
   template <class Request, class Handler>

@@ -21,7 +21,6 @@ namespace {
 
 constexpr std::size_t kMaxAllocationEvents = 50;
 
-
 // Has an allocation of the node been written since the agent's last look? (One that was deleted
 // since, by the allocation GC, does not count: the agent has nothing to do for it.)
 bool node_changed_since(const StateStore& store, const std::string& node_id, std::uint64_t min_index) {
@@ -39,8 +38,8 @@ asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAll
   // another leader answered it): its indexes say nothing here, so this is a first look.
   const bool same_incarnation = req.incarnation() != 0 && req.incarnation() == ctx.store.incarnation();
   const std::uint64_t min_index = req.incarnation() == 0 || same_incarnation ? req.min_index() : 0;
-  const auto wait = std::clamp(std::chrono::milliseconds(req.wait_ms()), std::chrono::milliseconds(0),
-                               ctx.options.max_watch_wait);
+  const auto wait =
+      std::clamp(std::chrono::milliseconds(req.wait_ms()), std::chrono::milliseconds(0), ctx.options.max_watch_wait);
   const auto deadline = Clock::now() + wait;
   // min_index 0 is a first look: answer at once with the full set.
   if (min_index > 0 && !node_changed_since(ctx.store, node_id, min_index)) {
@@ -125,18 +124,20 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
       if (domain::is_terminal(a.client_status)) {
         // Terminal is final: a late "running" from a retried report must not revive it.
         ctx.log.warn("ignoring a status change of a terminal allocation",
-                     {{"alloc_id", a.id}, {"status", domain::to_string(a.client_status)},
+                     {{"alloc_id", a.id},
+                      {"status", domain::to_string(a.client_status)},
                       {"reported", domain::to_string(*status)}});
       } else {
         a.client_status = *status;
         changed = true;
-        batch.add_event({.topic = "Allocation",
-                         .type = "AllocationClientStatus",
-                         .ns = a.ns,
-                         .key = a.id,
-                         .message = "allocation " + in_quotes(a.name) + " is " + std::string(domain::to_string(*status)) +
-                                    " on node " + in_quotes(node_id),
-                         .details = {{"node_id", node_id}, {"client_status", std::string(domain::to_string(*status))}}});
+        batch.add_event(
+            {.topic = "Allocation",
+             .type = "AllocationClientStatus",
+             .ns = a.ns,
+             .key = a.id,
+             .message = "allocation " + in_quotes(a.name) + " is " + std::string(domain::to_string(*status)) +
+                        " on node " + in_quotes(node_id),
+             .details = {{"node_id", node_id}, {"client_status", std::string(domain::to_string(*status))}}});
         if (domain::is_terminal(*status)) {
           // Its claims become past claims: the node side is released first (the agent
           // unmounts, then UnpublishVolume), then the claim GC finishes the controller side.
@@ -154,8 +155,9 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
                              .type = "ClaimReleaseRequested",
                              .ns = a.ns,
                              .key = vid,
-                             .message = "volume " + in_quotes(vid) + domain::in_namespace(a.ns) + ": allocation " + in_quotes(a.id) + " is " +
-                                        std::string(domain::to_string(*status)) + "; its claim is being released",
+                             .message = "volume " + in_quotes(vid) + domain::in_namespace(a.ns) + ": allocation " +
+                                        in_quotes(a.id) + " is " + std::string(domain::to_string(*status)) +
+                                        "; its claim is being released",
                              .details = {{"alloc_id", a.id}, {"node_id", node_id}}});
           }
         }

@@ -37,8 +37,9 @@ grpc::Status same_node(Context& ctx, const Caller& caller, std::string_view meth
                        ? std::optional<std::string>("the certificate of node " + in_quotes(node_id) + " cannot be read")
                        : refuse_certificate(node_id, ctx.store.node_identity(node_id), caller.presented, domain::now());
   if (why) {
-    ctx.log.warn("call refused: the certificate no longer acts for its node",
-                 {{"method", method}, {"subject", caller.subject}, {"serial", caller.presented.serial}, {"reason", *why}});
+    ctx.log.warn(
+        "call refused: the certificate no longer acts for its node",
+        {{"method", method}, {"subject", caller.subject}, {"serial", caller.presented.serial}, {"reason", *why}});
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *why);
   }
   return grpc::Status::OK;

@@ -39,10 +39,12 @@ grpc::Status read_claim(const StateStore& store, const v1::ClaimVolumeRequest& r
   const auto mode = domain::from_proto(req.mode());
   if (!mode) return invalid_argument(what + ": field \"mode\": must be read or write");
   const auto access = domain::from_proto(req.access_mode());
-  if (!access) return invalid_argument(what + ": field \"access_mode\": unknown value " + std::to_string(req.access_mode()));
+  if (!access)
+    return invalid_argument(what + ": field \"access_mode\": unknown value " + std::to_string(req.access_mode()));
   const auto attachment = domain::from_proto(req.attachment_mode());
   if (!attachment)
-    return invalid_argument(what + ": field \"attachment_mode\": unknown value " + std::to_string(req.attachment_mode()));
+    return invalid_argument(what + ": field \"attachment_mode\": unknown value " +
+                            std::to_string(req.attachment_mode()));
   input.mode = *mode;
   input.access_mode = *access;
   input.attachment_mode = *attachment;
@@ -72,8 +74,7 @@ grpc::Status unpublish_volume(Context& ctx, const v1::UnpublishVolumeRequest& re
   if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) return st;
   std::string key;
   if (auto st = volume_key_for(ctx.store, req.volume_id(), req.alloc_id(), key); !st.ok()) return st;
-  if (auto refused = ctx.claims.node_detached(key, req.alloc_id(), req.node_id()))
-    return to_status(*refused);
+  if (auto refused = ctx.claims.node_detached(key, req.alloc_id(), req.node_id())) return to_status(*refused);
   return grpc::Status::OK;
 }
 

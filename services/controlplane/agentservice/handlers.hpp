@@ -22,7 +22,8 @@
 namespace mooring::controlplane::agentservice {
 
 struct Context {
-  Context(boost::asio::any_io_executor ex, StateStore& s, NodeLiveness& l, ControllerPublisher* p, AgentServiceOptions o)
+  Context(boost::asio::any_io_executor ex, StateStore& s, NodeLiveness& l, ControllerPublisher* p,
+          AgentServiceOptions o)
       : executor(ex), store(s), liveness(l), options(o), claims(ex, s, p) {}
 
   boost::asio::any_io_executor executor;
@@ -49,9 +50,9 @@ grpc::Status check_id(domain::IdKind kind, const std::string& id);
 // ---- node identity (caller_checks.cpp) ----
 // Who is calling, from the connection's certificate.
 struct Caller {
-  bool checked = false;  // false: plaintext (--insecure), nothing to check
-  std::string node_id;   // the node the certificate names; empty: it names none
-  std::string subject;   // the certificate's subject, for the log line of a refusal
+  bool checked = false;     // false: plaintext (--insecure), nothing to check
+  std::string node_id;      // the node the certificate names; empty: it names none
+  std::string subject;      // the certificate's subject, for the log line of a refusal
   std::string certificate;  // PEM; empty in plaintext
   // What a node identity tells certificates apart by (serial, key, issued, expires), read from
   // `certificate` by presented_certificate before the checks; empty in plaintext.

@@ -53,8 +53,8 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
     return write_failed(ctx, "register node \"" + req.node_id() + "\"", r.error());
   ctx.liveness.seen(req.node_id());
   if (ctx.options.registrations) ctx.options.registrations->registered(req.node_id());
-  ctx.log.info("node registered", {{"node_id", req.node_id()}, {"address", req.address()},
-                                   {"plugins", req.plugins_size()}});
+  ctx.log.info("node registered",
+               {{"node_id", req.node_id()}, {"address", req.address()}, {"plugins", req.plugins_size()}});
   resp.set_heartbeat_ttl_ms(ctx.liveness.ttl().count());
   return grpc::Status::OK;
 }
@@ -79,15 +79,16 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), lookup(ctx), domain::now());
   // A renewed certificate shows up with the first call made over it (a new connection).
   const auto& cert = caller.presented;
-  if (caller.checked && (cert.expires != change.node.certificate_expires ||
-                         cert.key_sha256 != change.node.certificate_key_sha256)) {
+  if (caller.checked &&
+      (cert.expires != change.node.certificate_expires || cert.key_sha256 != change.node.certificate_key_sha256)) {
     change.node.certificate_expires = cert.expires;
     change.node.certificate_key_sha256 = cert.key_sha256;
     change.node_changed = true;
   }
   std::vector<domain::VolumeStatsReport> reports;
   for (const auto& s : req.volume_stats()) reports.push_back(domain::from_proto(s));
-  auto health = plan_volume_stats(req.node_id(), reports, [&](const std::string& key) { return ctx.store.volume(key); });
+  auto health =
+      plan_volume_stats(req.node_id(), reports, [&](const std::string& key) { return ctx.store.volume(key); });
   Batch batch;
   stage_adopted_renewal(ctx, caller, batch);
   if (change.empty() && health.empty() && batch.empty()) return grpc::Status::OK;

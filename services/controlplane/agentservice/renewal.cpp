@@ -23,12 +23,14 @@ grpc::Status renew_certificate(Context& ctx, const v1::RenewCertificateRequest& 
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "certificate renewal needs mutual TLS: the current certificate is the credential");
   if (ctx.options.renewal_ca.key.empty())
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "certificate renewal is off: this control plane has no CA key (start it with --tls-ca-key-file)");
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        "certificate renewal is off: this control plane has no CA key (start it with --tls-ca-key-file)");
   auto csr = tls::inspect_csr(req.csr());
   if (!csr) return invalid_argument(who + ": field \"csr\": " + csr.error());
   if (auto bad = check_csr_names(id, *csr)) return to_status(*bad);
-  auto cert = tls::sign_csr_with(ctx.options.renewal_ca, req.csr(), node_certificate_request(id, ctx.options.node_cert_ttl));
+  auto cert =
+      tls::sign_csr_with(ctx.options.renewal_ca, req.csr(), node_certificate_request(id, ctx.options.node_cert_ttl));
   if (!cert) {
     ctx.log.error("certificate renewal failed", {{"node_id", id}, {"error", cert.error()}});
     return grpc::Status(grpc::StatusCode::INTERNAL, "cannot sign a certificate for " + who + ": " + cert.error());
@@ -55,7 +57,8 @@ grpc::Status renew_certificate(Context& ctx, const v1::RenewCertificateRequest& 
                                {"generation", std::to_string(generation)},
                                {"expires", expires},
                                {"replaces", caller.presented.serial}}});
-  if (auto r = ctx.store.commit(std::move(batch)); !r) return write_failed(ctx, "renew the certificate of " + who, r.error());
+  if (auto r = ctx.store.commit(std::move(batch)); !r)
+    return write_failed(ctx, "renew the certificate of " + who, r.error());
   ctx.log.info("node certificate renewed", {{"node_id", id}, {"serial", renewed.serial}, {"expires", expires}});
   resp.set_certificate(cert->cert_pem);
   resp.set_ca(cert->ca_pem);

@@ -32,7 +32,7 @@ struct PlacedCopy {
 
 struct Submitted {
   std::string id;
-  std::string node_id;             // where a single allocation runs
+  std::string node_id;  // where a single allocation runs
   bool system = false;
   std::vector<PlacedCopy> copies;  // a group's copies placed with it (more follow as nodes join)
   std::uint64_t index = 0;
@@ -45,7 +45,7 @@ Outcome<Submitted> submit(StateStore& store, domain::Allocation request);
 
 struct Stopped {
   std::uint64_t index = 0;
-  bool group = false;              // a system allocation: its live copies stopped with it
+  bool group = false;  // a system allocation: its live copies stopped with it
   std::size_t stopped_copies = 0;
   std::vector<std::string> warnings;  // plugins whose volumes stay mounted on a node
 };

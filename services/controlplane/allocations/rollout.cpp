@@ -23,10 +23,13 @@ std::optional<Failure> check_update(const domain::Allocation& current, const std
     return volumes::invalid(who + " is a copy of system allocation " + in_quotes(current.system_id) +
                             ": update the group, its copies follow node by node");
   if (!current.task || !current.task->csi_plugin)
-    return volumes::invalid(who + ": only plugin allocations (a Task with CSIPlugin) update in place; stop it and submit a new one");
-  if (!task || !task->csi_plugin) return volumes::invalid(who + ": field \"Task.CSIPlugin\": required (a plugin allocation stays a plugin)");
+    return volumes::invalid(
+        who + ": only plugin allocations (a Task with CSIPlugin) update in place; stop it and submit a new one");
+  if (!task || !task->csi_plugin)
+    return volumes::invalid(who + ": field \"Task.CSIPlugin\": required (a plugin allocation stays a plugin)");
   if (task->csi_plugin->id != current.task->csi_plugin->id)
-    return volumes::invalid(who + ": field \"Task.CSIPlugin.ID\": must stay " + in_quotes(current.task->csi_plugin->id) +
+    return volumes::invalid(who + ": field \"Task.CSIPlugin.ID\": must stay " +
+                            in_quotes(current.task->csi_plugin->id) +
                             " (volumes name the plugin id); submit a new allocation for another plugin");
   if (current.desired_status != domain::DesiredStatus::run) return volumes::conflict(who + " is stopped");
   if (current.rollout && current.rollout->status == "running")
@@ -48,8 +51,9 @@ void plan_group_rollout(const StateStore& store, const domain::Allocation& group
 
 // A single allocation's replacement: the same allocation (name, node, volumes, index) with the
 // new task, placed beside it and added to `batch`; its id.
-Outcome<std::string> place_replacement(const StateStore& store, const domain::Allocation& a, std::optional<domain::Task> task,
-                                       domain::Time now, domain::Rollout& rollout, Batch& batch) {
+Outcome<std::string> place_replacement(const StateStore& store, const domain::Allocation& a,
+                                       std::optional<domain::Task> task, domain::Time now, domain::Rollout& rollout,
+                                       Batch& batch) {
   domain::Allocation fresh = a;
   fresh.id = domain::new_id();
   fresh.task = std::move(task);
@@ -58,11 +62,18 @@ Outcome<std::string> place_replacement(const StateStore& store, const domain::Al
   fresh.events = {{now, "Received", "rolling update of " + in_quotes(a.id) + ": beside it on node " + a.node_id}};
   auto placed = place(fresh, cluster_view(store));
   if (!placed.node_id) return unplaced(placed, fresh);
-  rollout.nodes.push_back({.node_id = a.node_id, .state = "starting",
+  rollout.nodes.push_back({.node_id = a.node_id,
+                           .state = "starting",
                            .message = "new allocation " + in_quotes(fresh.id) + " placed beside " + in_quotes(a.id),
-                           .old_alloc_id = a.id, .new_alloc_id = fresh.id, .started = now});
-  batch.add_event({.topic = "Allocation", .type = "RolloutStarting", .ns = fresh.ns, .key = fresh.id,
-                   .message = rollout.nodes.back().message, .details = {{"node_id", fresh.node_id}}});
+                           .old_alloc_id = a.id,
+                           .new_alloc_id = fresh.id,
+                           .started = now});
+  batch.add_event({.topic = "Allocation",
+                   .type = "RolloutStarting",
+                   .ns = fresh.ns,
+                   .key = fresh.id,
+                   .message = rollout.nodes.back().message,
+                   .details = {{"node_id", fresh.node_id}}});
   std::string id = fresh.id;
   batch.put(std::move(fresh));
   return id;
@@ -87,9 +98,13 @@ Outcome<Updated> update_task(StateStore& store, const domain::Allocation& curren
     out.new_id = *fresh;
   }
   a.rollout = rollout;
-  a.events.push_back({now, "UpdateRequested", "rolling update " + std::to_string(rollout.version) + " of plugin " +
-                                                  in_quotes(a.task->csi_plugin->id)});
-  batch.add_event({.topic = "Allocation", .type = "AllocationUpdateRequested", .ns = a.ns, .key = a.id,
+  a.events.push_back(
+      {now, "UpdateRequested",
+       "rolling update " + std::to_string(rollout.version) + " of plugin " + in_quotes(a.task->csi_plugin->id)});
+  batch.add_event({.topic = "Allocation",
+                   .type = "AllocationUpdateRequested",
+                   .ns = a.ns,
+                   .key = a.id,
                    .message = "rolling update of allocation " + in_quotes(a.name),
                    .details = {{"nodes", std::to_string(rollout.nodes.size())}}});
   batch.put(a);

@@ -33,7 +33,8 @@ std::vector<std::string> mounted_volumes(const StateStore& store, const std::str
 // Stopping a live plugin allocation (node or monolith) whose node still has volumes of that plugin
 // claimed: their unmounts wait for a new instance. One warning per (plugin, node); nothing when
 // another live allocation not being stopped runs the same plugin on that node.
-std::vector<std::string> plugin_stop_warnings(const StateStore& store, const std::vector<const domain::Allocation*>& stopping) {
+std::vector<std::string> plugin_stop_warnings(const StateStore& store,
+                                              const std::vector<const domain::Allocation*>& stopping) {
   std::set<std::string> stopping_ids;
   for (const auto* a : stopping) stopping_ids.insert(a->id);
   std::vector<std::string> out;
@@ -67,8 +68,9 @@ domain::Allocation stop_requested(const domain::Allocation& current, domain::Tim
   bool unplaced = a.node_id.empty() && a.client_status == domain::ClientStatus::pending;
   if (unplaced) a.client_status = domain::ClientStatus::complete;
   a.events.push_back({now, "StopRequested",
-                      a.system ? "stop requested: every copy stops"
-                               : unplaced ? "stopped before placement" : "stop requested"});
+                      a.system   ? "stop requested: every copy stops"
+                      : unplaced ? "stopped before placement"
+                                 : "stop requested"});
   if (a.rollout && a.rollout->status == "running") {
     a.rollout->status = "failed";
     for (auto& n : a.rollout->nodes)
@@ -100,10 +102,14 @@ Outcome<Stopped> stop(StateStore& store, const domain::Allocation& current) {
   if (current.system)
     for (const auto& cid : store.allocation_ids_in_group(id))
       if (const auto* c = store.allocation(cid); c && is_live_copy(*c)) stopping.push_back(c);
-  Stopped out{.group = current.system, .stopped_copies = stopping.size() - 1,
+  Stopped out{.group = current.system,
+              .stopped_copies = stopping.size() - 1,
               .warnings = plugin_stop_warnings(store, stopping)};
   Batch batch;
-  batch.add_event({.topic = "Allocation", .type = "AllocationStopRequested", .ns = current.ns, .key = id,
+  batch.add_event({.topic = "Allocation",
+                   .type = "AllocationStopRequested",
+                   .ns = current.ns,
+                   .key = id,
                    .message = "stop requested for allocation " + in_quotes(current.name),
                    .details = {{"node_id", current.node_id}}});
   for (std::size_t i = 1; i < stopping.size(); ++i)
@@ -116,7 +122,8 @@ Outcome<Stopped> stop(StateStore& store, const domain::Allocation& current) {
   return out;
 }
 
-std::map<std::string, const domain::Allocation*> shown_copies(const StateStore& store, const domain::Allocation& group) {
+std::map<std::string, const domain::Allocation*> shown_copies(const StateStore& store,
+                                                              const domain::Allocation& group) {
   std::map<std::string, const domain::Allocation*> shown;  // node -> copy
   for (const auto& id : store.allocation_ids_in_group(group.id)) {
     const auto* c = store.allocation(id);

@@ -66,13 +66,19 @@ Outcome<Submitted> submit_system(StateStore& store, domain::Allocation group) {
     }
     group.system_nodes[node_id].copy_created = now;
     out.copies.push_back({node_id, copy.id});
-    batch.add_event({.topic = "Allocation", .type = "SystemCopyPlaced", .ns = copy.ns, .key = copy.id,
+    batch.add_event({.topic = "Allocation",
+                     .type = "SystemCopyPlaced",
+                     .ns = copy.ns,
+                     .key = copy.id,
                      .message = "system allocation " + in_quotes(group.id) + ": copy " + in_quotes(copy.id) +
                                 " placed on node " + node_id,
                      .details = {{"node_id", node_id}, {"system_id", group.id}}});
     batch.put(std::move(copy));
   }
-  batch.add_event({.topic = "Allocation", .type = "AllocationSubmitted", .ns = group.ns, .key = group.id,
+  batch.add_event({.topic = "Allocation",
+                   .type = "AllocationSubmitted",
+                   .ns = group.ns,
+                   .key = group.id,
                    .message = "submitted system allocation " + in_quotes(group.name),
                    .details = {{"copies", std::to_string(out.copies.size())}}});
   batch.put(std::move(group));
@@ -89,8 +95,12 @@ Outcome<Submitted> submit_one(StateStore& store, domain::Allocation a) {
   a.node_id = *placed.node_id;
   a.events = {{domain::now(), "Received", (chosen ? "assigned to node " : "placed on node ") + a.node_id}};
   Batch batch;
-  batch.add_event({.topic = "Allocation", .type = "AllocationSubmitted", .ns = a.ns, .key = a.id,
-                   .message = "submitted allocation " + in_quotes(a.name), .details = {{"node_id", a.node_id}}});
+  batch.add_event({.topic = "Allocation",
+                   .type = "AllocationSubmitted",
+                   .ns = a.ns,
+                   .key = a.id,
+                   .message = "submitted allocation " + in_quotes(a.name),
+                   .details = {{"node_id", a.node_id}}});
   Submitted out{.id = a.id, .node_id = a.node_id};
   batch.put(std::move(a));
   auto index = store.commit(std::move(batch));

@@ -60,9 +60,8 @@ std::string request_secret(const http::Request& req) {
 
 bool is_management_request(Context& ctx, const http::Request& req) {
   if (!ctx.acl_enabled) return false;
-  const auto secret = request_secret(req);
-  const auto* t = secret.empty() ? nullptr : ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
-  return t && t->type == acl::TokenType::management && !acl::expired(*t, domain::now());
+  const auto c = request_caller(ctx, req);
+  return c && c->acl.is_management();
 }
 
 domain::Expected<Caller> request_caller(Context& ctx, const http::Request& req) {
@@ -130,7 +129,9 @@ http::Response list_acl_policies(Context& ctx, const http::Request&) {
   if (auto off = acl_disabled(ctx)) return *off;
   json out = json::array();
   for (const auto& [name, p] : ctx.store.acl_policies())
-    out.push_back({{"Name", p.name}, {"Description", p.description}, {"CreateIndex", p.create_index},
+    out.push_back({{"Name", p.name},
+                   {"Description", p.description},
+                   {"CreateIndex", p.create_index},
                    {"ModifyIndex", p.modify_index}});
   return json_ok(out);
 }

@@ -28,7 +28,8 @@ const domain::Allocation* allocation_in(const StateStore& store, const http::Req
 nlohmann::json copies_json(const StateStore& store, const domain::Allocation& group) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [node, c] : allocations::shown_copies(store, group)) {
-    nlohmann::json j = {{"NodeID", node}, {"AllocID", c ? c->id : ""},
+    nlohmann::json j = {{"NodeID", node},
+                        {"AllocID", c ? c->id : ""},
                         {"ClientStatus", c ? std::string(domain::to_string(c->client_status)) : ""},
                         {"DesiredStatus", c ? std::string(domain::to_string(c->desired_status)) : ""},
                         {"Restarts", 0}};
@@ -64,7 +65,8 @@ std::optional<http::Response> update_task_of(const nlohmann::json& body, const d
                                              std::optional<domain::Task>& task) {
   if (!body.is_object()) return bad_request("request: must be an object with a \"Task\"");
   for (const auto& [key, value] : body.items())
-    if (key != "Task") return bad_request("request: field " + in_quotes(key) + ": unknown field (only \"Task\" updates in place)");
+    if (key != "Task")
+      return bad_request("request: field " + in_quotes(key) + ": unknown field (only \"Task\" updates in place)");
   if (!body.contains("Task")) return bad_request("request: field \"Task\": required");
   auto parsed = domain::allocation_request_from_api({{"Allocation", {{"Name", current.name}, {"Task", body["Task"]}}}});
   if (!parsed) return bad_request(parsed.error());
@@ -177,10 +179,12 @@ http::Response update_allocation(Context& ctx, const http::Request& req) {
   if (auto bad = update_task_of(body, *current, task)) return *bad;
   auto updated = allocations::update_task(ctx.store, *current, std::move(task));
   if (!updated) return failed(updated.error());
-  nlohmann::json out = {{"ID", id}, {"Index", updated->index}, {"Rollout", domain::to_api_json(updated->allocation)["Rollout"]}};
+  nlohmann::json out = {
+      {"ID", id}, {"Index", updated->index}, {"Rollout", domain::to_api_json(updated->allocation)["Rollout"]}};
   if (!updated->new_id.empty()) {
     out["NewID"] = updated->new_id;
-    out["Message"] = "allocation " + in_quotes(updated->new_id) + " replaces " + in_quotes(id) + " once its plugin instance is healthy";
+    out["Message"] = "allocation " + in_quotes(updated->new_id) + " replaces " + in_quotes(id) +
+                     " once its plugin instance is healthy";
   }
   return indexed(out, updated->index);
 }

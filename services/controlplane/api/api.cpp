@@ -7,12 +7,12 @@
 #include <random>
 #include <set>
 
-
 #include "services/controlplane/acl/acl.hpp"
 #include "services/controlplane/acl/secret.hpp"
 #include "services/controlplane/api/audit_writes.hpp"
 #include "services/controlplane/api/endpoints.hpp"
 #include "services/controlplane/api/event_stream.hpp"
+#include "services/controlplane/api/openapi_document.hpp"
 #include "services/controlplane/api/request_params.hpp"
 #include "services/controlplane/api/routes.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
@@ -65,7 +65,8 @@ acl::Need event_need(const std::string& topic) {
 }  // namespace
 
 struct Api::Impl {
-  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o) : ctx{s, v, o.keyring, o.acl, o.enrollment_ca, o.last_heard, o.node_cert_ttl}, options(std::move(o)) {
+  Impl(StateStore& s, volumes::VolumeLifecycle& v, ApiOptions o)
+      : ctx{s, v, o.keyring, o.acl, o.enrollment_ca, o.last_heard, o.node_cert_ttl}, options(std::move(o)) {
     for (const auto& e : route_entries()) router.add(e.method, e.pattern, e.route);
     if (auto* f = metrics::families()) http_seconds = f->http_requests_seconds;
   }
@@ -73,20 +74,28 @@ struct Api::Impl {
   // ---- ACLs: 401 without a usable token, 403 naming what is missing; nothing runs on refusal ----
   std::optional<http::Response> authorize(const http::Request& req, const Route& route, std::optional<Caller>& caller) {
     caller.reset();
-    if (!options.acl || route.need.kind == acl::Need::Kind::anyone) return std::nullopt;
+    if (!options.acl) return std::nullopt;
     auto c = request_caller(ctx, req);
+    if (route.need.kind == acl::Need::Kind::anyone) {
+      // Nothing is required (the endpoint checks its own credential), but a token that is there
+      // names who asked in the audit log: a management token's forced re-key of a node.
+      if (c && !c->accessor.empty()) caller = std::move(*c);
+      return std::nullopt;
+    }
     if (!c) return http::error_response(401, c.error());
     if (c->accessor.empty()) {  // no token: the anonymous policy, if there is one
-      if (!ctx.store.acl_policy("anonymous") || route.need.kind == acl::Need::Kind::any_token || missing(*c, route, req))
+      if (!ctx.store.acl_policy("anonymous") || route.need.kind == acl::Need::Kind::any_token ||
+          missing(*c, route, req))
         return http::error_response(401, "ACL token required: send it as X-Mooring-Token (or Authorization: Bearer)");
     } else if (auto lacks = missing(*c, route, req)) {
       const auto& ns = request_namespace(req);
-      std::string where = route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
-                              ? (ns == kAnyNamespace ? std::string(" in any namespace") : " in namespace \"" + ns + "\"")
-                              : "";
+      std::string where =
+          route.need.kind == acl::Need::Kind::capability && lacks->find(':') == std::string::npos
+              ? (ns == kAnyNamespace ? std::string(" in any namespace") : " in namespace \"" + ns + "\"")
+              : "";
       caller = std::move(*c);  // refused, but known: the audit log names the token
-      return http::error_response(403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " +
-                                           *lacks + where);
+      return http::error_response(
+          403, "permission denied: token " + nlohmann::json(caller->name).dump() + " lacks " + *lacks + where);
     }
     caller = std::move(*c);
     return std::nullopt;
@@ -120,7 +129,7 @@ struct Api::Impl {
     return res;
   }
 
-// Everything up to the endpoint call. Returns a response when the request ends here (errors,
+  // Everything up to the endpoint call. Returns a response when the request ends here (errors,
   // preflight); otherwise fills `route` and `blocking`.
   std::optional<http::Response> prepare(http::Request& req, const Route*& route, std::optional<Blocking>& blocking,
                                         std::optional<Caller>& caller) {
@@ -158,7 +167,7 @@ struct Api::Impl {
       req.query.insert_or_assign("namespace", std::move(*ns));
     }
     if (!ctx.store.ready() && route->endpoint != at_once<health> && route->endpoint != at_once<ready> &&
-        route->endpoint != at_once<serve_ui>)
+        route->endpoint != at_once<serve_ui> && route->endpoint != at_once<serve_openapi>)
       return http::error_response(503, "state is not loaded yet");
     if (auto refusal = authorize(req, *route, caller)) return refusal;
 
@@ -171,7 +180,9 @@ struct Api::Impl {
         b.wait = options.default_wait;
         if (auto w = req.param("wait")) {
           auto d = http::parse_duration(*w);
-          if (!d) return bad_request("query parameter \"wait\": not a duration like \"10s\" or \"1m\": \"" + std::string(*w) + "\"");
+          if (!d)
+            return bad_request("query parameter \"wait\": not a duration like \"10s\" or \"1m\": \"" + std::string(*w) +
+                               "\"");
           b.wait = std::min(*d, options.max_wait);
         }
         blocking = b;
@@ -242,7 +253,7 @@ struct Api::Impl {
   // The answer when the request ends here: the kept answer of this key, or why the key cannot
   // be used. Otherwise `keyed` is set when the write carries a key to remember.
   std::optional<http::Response> check_key(const http::Request& req, const Route& route,
-                                         std::optional<KeyedWrite>& keyed) {
+                                          std::optional<KeyedWrite>& keyed) {
     if (!is_write(req.method) || !route.keep_answer) return std::nullopt;
     const auto key = req.header("idempotency-key");
     if (key.empty()) return std::nullopt;
@@ -357,9 +368,10 @@ struct Api::Impl {
   Context ctx;
   ApiOptions options;
   http::Router<Route> router;
-  metrics::HistogramFamily http_seconds;  // null with metrics off
+  metrics::HistogramFamily http_seconds;                                            // null with metrics off
   std::map<std::pair<std::string_view, unsigned>, metrics::Histogram> http_series;  // views into `router`
   std::minstd_rand rng{std::random_device{}()};
+  UnparsedRefusals unparsed;
 };
 
 Api::Api(StateStore& store, volumes::VolumeLifecycle& volumes, ApiOptions options)
@@ -390,6 +402,14 @@ boost::asio::awaitable<http::Response> Api::handle(http::Request req) {
 }
 
 void Api::record_refusal(const http::Request& req, const http::Response& res) {
+  if (req.method.empty()) {  // not HTTP: logged, not audited (UnparsedRefusals says why)
+    if (auto left_out = impl_->unparsed.take(std::chrono::steady_clock::now()))
+      impl_->ctx.log.warn("refused a request that is not HTTP (not audited)",
+                          {{"remote", req.remote},
+                           {"status", static_cast<int64_t>(res.status)},
+                           {"left_out_since_last", static_cast<int64_t>(*left_out)}});
+    return;
+  }
   audit_write(impl_->options.audit, req, res, {}, {}, {});  // no route: no token, object or namespace was read
 }
 
@@ -425,7 +445,8 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered&
     res = impl_->finish(req, *route, std::move(*kept));  // a kept answer, once it is durable
   } else {
     std::optional<Impl::InFlight> in_flight;
-    if (keyed) in_flight.emplace(Impl::InFlight{impl_->keys_in_flight, *impl_->keys_in_flight.insert(keyed->key).first});
+    if (keyed)
+      in_flight.emplace(Impl::InFlight{impl_->keys_in_flight, *impl_->keys_in_flight.insert(keyed->key).first});
     auto answer = co_await impl_->call(*route, req);
     if (keyed) impl_->remember(req, *keyed, answer);  // same turn as the endpoint's last commit
     res = impl_->finish(req, *route, Impl::filter(caller, *route, req, std::move(answer)));
@@ -437,8 +458,7 @@ boost::asio::awaitable<http::Response> Api::answer(http::Request& req, Answered&
     st = co_await impl_->ctx.store.readable_since(failed_flushes);
   else
     st = co_await impl_->ctx.store.durable_since(failed_flushes);
-  if (!st)
-    co_return impl_->finish(req, *route, http::error_response(503, st.error()));
+  if (!st) co_return impl_->finish(req, *route, http::error_response(503, st.error()));
   co_return res;
 }
 

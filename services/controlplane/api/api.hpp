@@ -90,8 +90,8 @@ class Api {
 
  private:
   struct Answered {
-    std::string accessor;                          // the token that asked (ACLs on), for the audit log
-    std::string_view pattern = "unmatched";        // the route, for mooring_http_requests_seconds
+    std::string accessor;                    // the token that asked (ACLs on), for the audit log
+    std::string_view pattern = "unmatched";  // the route, for mooring_http_requests_seconds
     // The route's audit object, when its path names none (routes.hpp)
     std::string (*object)(const http::Request&, const http::Response&) = nullptr;
     std::chrono::steady_clock::time_point started;  // after a blocking query's wait

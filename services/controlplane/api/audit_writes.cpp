@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <utility>
+
 #include "services/controlplane/audit/audit_log.hpp"
 
 namespace mooring::controlplane::api {
@@ -40,7 +42,19 @@ std::string query_value(const http::Request& req, std::string_view name) {
 
 }  // namespace
 
-bool is_write(std::string_view method) { return method != "GET" && method != "HEAD" && method != "OPTIONS"; }
+bool is_write(std::string_view method) {
+  return !method.empty() && method != "GET" && method != "HEAD" && method != "OPTIONS";
+}
+
+std::optional<std::uint64_t> UnparsedRefusals::take(std::chrono::steady_clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  if (last_ && now - *last_ < period_) {
+    ++left_out_;
+    return std::nullopt;
+  }
+  last_ = now;
+  return std::exchange(left_out_, 0);
+}
 
 std::string answered_id(const http::Request&, const http::Response& res) { return string_at(answer_of(res), "ID"); }
 
@@ -72,10 +86,18 @@ std::string answered_group_snapshot(const http::Request&, const http::Response& 
 
 std::string answered_key(const http::Request&, const http::Response& res) { return string_at(answer_of(res), "KeyID"); }
 
-std::string queried_snapshot(const http::Request& req, const http::Response&) { return query_value(req, "snapshot_id"); }
+std::string queried_snapshot(const http::Request& req, const http::Response&) {
+  return query_value(req, "snapshot_id");
+}
 
 std::string queried_group_snapshot(const http::Request& req, const http::Response&) {
   return query_value(req, "group_snapshot_id");
+}
+
+std::string enrolled_node(const http::Request& req, const http::Response& res) {
+  std::string node = req.params.empty() ? std::string{} : req.params.begin()->second;
+  const auto intro = string_at(answer_of(res), "IntroductionAccessorID");
+  return intro.empty() ? node : node + " (introduction token " + intro + ")";
 }
 
 std::string audited_object(AuditObject object, const http::Request& req, const http::Response& res) {

@@ -84,9 +84,8 @@ http::Response purge_node(Context& ctx, const http::Request& req) {
   bool force = false;
   if (!query_flag(req, "force", force, err)) return err;
   if (!ctx.store.node(id)) return not_found("node", id);
-  const PurgeRequest purge{.reason = force ? "purged by an operator (forced)" : "purged by an operator",
-                           .revoke = true,
-                           .force = force};
+  const PurgeRequest purge{
+      .reason = force ? "purged by an operator (forced)" : "purged by an operator", .revoke = true, .force = force};
   auto plan = plan_node_purge(ctx.store, id, purge, domain::now());
   if (!plan) return http::error_response(409, plan.error());
   const auto lost = plan->lost_allocations;

@@ -33,7 +33,7 @@ namespace volumes {
 class VolumeLifecycle;
 struct Snapshot;
 struct Asker;
-}
+}  // namespace volumes
 namespace secrets {
 class SealedBackend;
 }
@@ -44,10 +44,10 @@ struct Context {
   StateStore& store;
   volumes::VolumeLifecycle& volumes;
   secrets::SealedBackend* sealed = nullptr;  // none: keyring rotation answers 501
-  bool acl_enabled = false;  // --acl: the ACL endpoints answer, every route checks its need
-  tls::PairPaths enrollment_ca;  // the CA that signs enrolled nodes; no key: enrollment answers 501
+  bool acl_enabled = false;                  // --acl: the ACL endpoints answer, every route checks its need
+  tls::PairPaths enrollment_ca;              // the CA that signs enrolled nodes; no key: enrollment answers 501
   std::function<std::optional<domain::Time>(const std::string&)> last_heard;  // ApiOptions::last_heard
-  std::chrono::seconds node_cert_ttl{std::chrono::hours(24 * 7)};  // ApiOptions::node_cert_ttl
+  std::chrono::seconds node_cert_ttl{std::chrono::hours(24 * 7)};             // ApiOptions::node_cert_ttl
   log::Logger log{"api"};
 };
 
@@ -65,12 +65,12 @@ http::Response json_ok(const nlohmann::json& body, unsigned status = 200);
 http::Response bad_request(std::string_view message);
 // "volume not found: <id>", or "volume not found in namespace \"ns\": <id>" outside the default.
 http::Response not_found(std::string_view kind, std::string_view id, std::string_view ns = domain::kDefaultNamespace);
-http::Response refused(const Refusal& r);                             // 400/404/409 by kind
+http::Response refused(const Refusal& r);                                      // 400/404/409 by kind
 http::Response write_failed(std::string_view what, const std::string& error);  // 500, logged
 // 503 with Retry-After: nothing can serve it now, and soon something may (an agent not heard
 // from yet, a plugin not fingerprinted yet, no healthy controller).
 http::Response retry_later(std::string_view message);
-http::Response failed(const volumes::Failure& f);                             // by kind (unavailable: retry_later)
+http::Response failed(const volumes::Failure& f);  // by kind (unavailable: retry_later)
 // Parses the body as JSON; on failure `error` is the 400 to return.
 bool parse_body(const http::Request& req, nlohmann::json& out, http::Response& error);
 // The path parameter, validated as an id of that kind; on failure `error` is the 400 to return.
@@ -96,9 +96,9 @@ std::optional<std::uint64_t> volume_watch_index(const StateStore&, const http::R
 Answer register_volume(Context&, const http::Request&);   // PUT /v1/volume/csi/:id (may expand)
 Answer register_volumes(Context&, const http::Request&);  // PUT /v1/volumes
 Answer deregister_volume(Context&, const http::Request&);
-Answer create_volume(Context&, const http::Request&);     // PUT /v1/volume/csi/:id/create
-Answer delete_volume(Context&, const http::Request&);     // DELETE /v1/volume/csi/:id/delete
-Answer detach_volume(Context&, const http::Request&);     // DELETE /v1/volume/csi/:id/detach?node=
+Answer create_volume(Context&, const http::Request&);  // PUT /v1/volume/csi/:id/create
+Answer delete_volume(Context&, const http::Request&);  // DELETE /v1/volume/csi/:id/delete
+Answer detach_volume(Context&, const http::Request&);  // DELETE /v1/volume/csi/:id/detach?node=
 Answer list_external_volumes(Context&, const http::Request&);
 
 // ---- snapshots (snapshot_endpoints.cpp) ----

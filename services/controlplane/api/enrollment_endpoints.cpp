@@ -29,9 +29,8 @@ bool certificate_node_id(const http::Request& req, std::string& id, http::Respon
 // The ACL token that asks, by name ("" without one or with ACLs off): who made an introduction.
 std::string asking_token_name(Context& ctx, const http::Request& req) {
   if (!ctx.acl_enabled) return {};
-  const auto secret = request_secret(req);
-  const auto* t = secret.empty() ? nullptr : ctx.store.acl_token_by_secret_hash(acl::secret_hash(secret));
-  return t ? t->name : std::string();
+  const auto c = request_caller(ctx, req);
+  return c && !c->accessor.empty() ? c->name : std::string();
 }
 
 // The CA could not be read or could not sign: the operator's files, not the request.
@@ -56,12 +55,25 @@ std::optional<http::Response> enroller(Context& ctx, const http::Request& req, c
     return bad_request(who + ": field \"IntroToken\": must be a string");
   const auto token = body.value("IntroToken", std::string());
   if (token.empty())
-    return http::error_response(401, who + ": enrollment needs an introduction token made for the node (field "
-                                           "\"IntroToken\"; mooring node intro create -node-id " + id +
-                                           ") or a management token");
+    return http::error_response(401, who +
+                                         ": enrollment needs an introduction token made for the node (field "
+                                         "\"IntroToken\"; mooring node intro create -node-id " +
+                                         id + ") or a management token");
   out.introduction = check_introduction(ctx.store.node_identities(), id, acl::secret_hash(token), now);
-  if (out.introduction.status != 0) return http::error_response(out.introduction.status, who + ": " + out.introduction.why);
+  if (out.introduction.status != 0)
+    return http::error_response(out.introduction.status, who + ": " + out.introduction.why);
   return std::nullopt;
+}
+
+// The other nodes' records without their expired introductions (nodes/node_identity.hpp,
+// prune_introductions), in the batch that writes `except`'s. One left with nothing acts as no
+// record; it is written empty until the state room's Batch can erase an identity.
+void prune_others(const StateStore& store, Batch& batch, const std::string& except, domain::Time now) {
+  for (const auto& [node_id, stored] : store.node_identities()) {
+    if (node_id == except) continue;
+    auto identity = stored;
+    if (prune_introductions(identity, now) != Pruned::unchanged) batch.put(std::move(identity));
+  }
 }
 
 }  // namespace
@@ -76,7 +88,8 @@ http::Response create_node_introduction(Context& ctx, const http::Request& req) 
   if (!body.is_object()) return bad_request(who + ": the body must be a JSON object like {\"TTL\": \"1h\"}");
   for (const auto& [key, value] : body.items())
     if (key != "TTL") return bad_request(who + ": unknown field \"" + key + "\" (only \"TTL\")");
-  if (body.contains("TTL") && !body["TTL"].is_string()) return bad_request(who + ": field \"TTL\": must be a string like \"1h\"");
+  if (body.contains("TTL") && !body["TTL"].is_string())
+    return bad_request(who + ": field \"TTL\": must be a string like \"1h\"");
   auto ttl = introduction_ttl(body.value("TTL", std::string()));
   if (!ttl) return bad_request(who + ": " + ttl.error());
 
@@ -91,6 +104,7 @@ http::Response create_node_introduction(Context& ctx, const http::Request& req) 
   add_introduction(identity, intro, now);
   Batch batch;
   batch.put(std::move(identity));
+  prune_others(ctx.store, batch, id, now);
   // The event names the token by its accessor, never its secret.
   batch.add_event({.time = now,
                    .topic = "Node",
@@ -117,8 +131,9 @@ http::Response enroll_node(Context& ctx, const http::Request& req) {
   if (!certificate_node_id(req, id, err)) return err;
   const auto who = node_name(id);
   if (ctx.enrollment_ca.key.empty())
-    return http::error_response(501, "node enrollment is off: this control plane has no CA key (start it with "
-                                     "--tls-ca-key-file)");
+    return http::error_response(501,
+                                "node enrollment is off: this control plane has no CA key (start it with "
+                                "--tls-ca-key-file)");
   nlohmann::json body;
   if (!parse_body(req, body, err)) return err;
   if (!body.is_object()) return bad_request(who + ": the body must be a JSON object with \"CSR\"");
@@ -137,18 +152,21 @@ http::Response enroll_node(Context& ctx, const http::Request& req) {
   auto cert = tls::sign_csr_with(ctx.enrollment_ca, csr_pem, node_certificate_request(id, ctx.node_cert_ttl));
   if (!cert) return cannot_sign(ctx, who, cert.error());
   auto identity = identity_of(ctx.store.node_identity(id), id);
-  std::string asked_by = "management token";
+  std::string asked_by = "management token", intro_accessor;
   if (!by.management) {
     auto& intro = identity.introductions.at(by.introduction.index);
     intro.used_time = now;
-    asked_by = "introduction token " + intro.accessor_id;
+    intro_accessor = intro.accessor_id;
+    asked_by = "introduction token " + intro_accessor;
   }
   pin_enrolled(identity, certificate_of(cert->info));
+  prune_introductions(identity, now);
   const auto pinned = identity.current;
   const auto generation = identity.generation;
   const auto expires = domain::format_time(pinned.expires);
   Batch batch;
   batch.put(std::move(identity));
+  prune_others(ctx.store, batch, id, now);
   // Visible in the event list (who enrolled or re-keyed a node, and when); never the certificate.
   batch.add_event(domain::Event{.time = now,
                                 .topic = "Node",
@@ -162,13 +180,16 @@ http::Response enroll_node(Context& ctx, const http::Request& req) {
                                             {"by", asked_by}}});
   auto index = ctx.store.commit(std::move(batch));
   if (!index) return write_failed("record the certificate issued for " + who, index.error());
-  auto res = json_ok({{"NodeID", id},
-                      {"Certificate", cert->cert_pem},
-                      {"CA", cert->ca_pem},
-                      {"Expires", expires},
-                      {"Serial", pinned.serial},
-                      {"Generation", generation},
-                      {"CertificateKeySHA256", pinned.key_sha256}});
+  nlohmann::json answer{{"NodeID", id},
+                        {"Certificate", cert->cert_pem},
+                        {"CA", cert->ca_pem},
+                        {"Expires", expires},
+                        {"Serial", pinned.serial},
+                        {"Generation", generation},
+                        {"CertificateKeySHA256", pinned.key_sha256}};
+  // Which introduction was used (its accessor, never its secret): the audit line names it.
+  if (!intro_accessor.empty()) answer["IntroductionAccessorID"] = intro_accessor;
+  auto res = json_ok(answer);
   res.index = *index;
   return res;
 }

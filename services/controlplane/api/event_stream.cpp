@@ -54,7 +54,8 @@ domain::Expected<TopicFilter> TopicFilter::parse(const std::vector<std::string>&
     if (!known)
       return domain::error("query parameter \"topic\": unknown topic \"" + topic +
                            "\" (Volume, Claim, Allocation, Node, Plugin or *)");
-    if (key.empty()) return domain::error("query parameter \"topic\": \"" + v + "\" has an empty key (use Topic or Topic:ID)");
+    if (key.empty())
+      return domain::error("query parameter \"topic\": \"" + v + "\" has an empty key (use Topic or Topic:ID)");
     f.wanted_.emplace_back(std::move(topic), std::move(key));
   }
   return f;
@@ -69,7 +70,10 @@ bool TopicFilter::matches(const domain::Event& e) const {
 
 EventCursor::EventCursor(std::uint64_t next, TopicFilter topics, std::string ns,
                          std::function<bool(const domain::Event&)> visible)
-    : next_(std::max<std::uint64_t>(next, 1)), topics_(std::move(topics)), ns_(std::move(ns)), visible_(std::move(visible)) {}
+    : next_(std::max<std::uint64_t>(next, 1)),
+      topics_(std::move(topics)),
+      ns_(std::move(ns)),
+      visible_(std::move(visible)) {}
 
 std::string EventCursor::take(const std::deque<domain::Event>& events, std::uint64_t up_to, std::size_t max_events) {
   std::string out;

@@ -44,7 +44,10 @@ std::optional<http::Response> group_request(const json& body, volumes::GroupSnap
 json group_json(const volumes::GroupSnapshot& g) {
   json members = json::array();
   for (const auto& s : g.snapshots) members.push_back(snapshot_json(s));
-  json j = {{"ID", g.id}, {"PluginID", g.plugin_id}, {"CreateTime", g.create_time}, {"IsReady", g.ready},
+  json j = {{"ID", g.id},
+            {"PluginID", g.plugin_id},
+            {"CreateTime", g.create_time},
+            {"IsReady", g.ready},
             {"Snapshots", members}};
   if (!g.name.empty()) j["Name"] = g.name;
   return j;

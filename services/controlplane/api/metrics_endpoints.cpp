@@ -20,8 +20,8 @@ std::vector<metrics::GaugeSnapshot> state_gauges(const StateStore& store) {
   for (const auto& [state, n] : by_state)
     claims.samples.push_back({{{"state", std::string(domain::to_string(state))}}, n});
 
-  metrics::GaugeSnapshot healthy{"mooring_plugin_healthy",
-                                 "1 when the plugin's instance on the node is healthy, as last fingerprinted.", {}};
+  metrics::GaugeSnapshot healthy{
+      "mooring_plugin_healthy", "1 when the plugin's instance on the node is healthy, as last fingerprinted.", {}};
   for (const auto& [id, p] : store.plugins()) {
     for (const auto& [node, inst] : p.controllers)
       healthy.samples.push_back({{{"plugin", id}, {"node", node}, {"kind", "controller"}}, inst.healthy ? 1.0 : 0.0});

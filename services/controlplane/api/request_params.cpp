@@ -33,7 +33,8 @@ domain::Expected<std::string> resolve_namespace(const http::Request& req, bool a
   if (auto q = req.param("namespace")) {
     ns = std::string(*q);
     if (*ns == kAnyNamespace) {
-      if (!any) return domain::error("query parameter \"namespace\": \"*\" lists every namespace; it names none to act in");
+      if (!any)
+        return domain::error("query parameter \"namespace\": \"*\" lists every namespace; it names none to act in");
     } else if (auto st = domain::validate_namespace(*ns); !st) {
       return domain::error("query parameter \"namespace\": " + st.error());
     }
@@ -47,10 +48,11 @@ domain::Expected<std::string> resolve_namespace(const http::Request& req, bool a
                            std::to_string(named.size()));
     if (named.size() == 1) {
       const auto& body_ns = *named.begin();
-      if (auto st = domain::validate_namespace(body_ns); !st) return domain::error("field \"Namespace\": " + st.error());
+      if (auto st = domain::validate_namespace(body_ns); !st)
+        return domain::error("field \"Namespace\": " + st.error());
       if (ns && *ns != body_ns)
-        return domain::error("field \"Namespace\": \"" + body_ns + "\" does not match the query parameter namespace=" +
-                             *ns);
+        return domain::error("field \"Namespace\": \"" + body_ns +
+                             "\" does not match the query parameter namespace=" + *ns);
       ns = body_ns;
     }
   }
@@ -113,7 +115,8 @@ bool page_params(const http::Request& req, volumes::PageRequest& page, http::Res
       if (used != pp->size() || n < 0 || n > 100000) throw std::invalid_argument("range");
       page.max_entries = static_cast<std::int32_t>(n);
     } catch (const std::exception&) {
-      err = bad_request("query parameter \"per_page\": must be a non-negative integer, got \"" + std::string(*pp) + "\"");
+      err =
+          bad_request("query parameter \"per_page\": must be a non-negative integer, got \"" + std::string(*pp) + "\"");
       return false;
     }
   }

@@ -16,7 +16,8 @@ http::Response json_ok(const nlohmann::json& body, unsigned status) {
 http::Response bad_request(std::string_view message) { return http::error_response(400, message); }
 
 http::Response not_found(std::string_view kind, std::string_view id, std::string_view ns) {
-  return http::error_response(404, std::string(kind) + " not found" + domain::in_namespace(ns) + ": " + std::string(id));
+  return http::error_response(404,
+                              std::string(kind) + " not found" + domain::in_namespace(ns) + ": " + std::string(id));
 }
 
 http::Response refused(const Refusal& r) {
@@ -101,7 +102,9 @@ class FieldTracker final : public nlohmann::json_sax<nlohmann::json> {
       }
     }
     const bool at_key = !frames_.empty() && frames_.back().at_key;
-    if (at_key) return "request body: a key" + (path.empty() ? "" : " in field " + domain::in_quotes(path)) + " is " + std::string(what);
+    if (at_key)
+      return "request body: a key" + (path.empty() ? "" : " in field " + domain::in_quotes(path)) + " is " +
+             std::string(what);
     if (path.empty()) return "request body: " + std::string(what);
     return "request body: field " + domain::in_quotes(path) + ": " + std::string(what);
   }
@@ -116,8 +119,10 @@ class FieldTracker final : public nlohmann::json_sax<nlohmann::json> {
   };
   bool value() {  // a value ended inside the innermost container
     if (!frames_.empty()) {
-      if (frames_.back().array) ++frames_.back().index;
-      else frames_.back().at_key = true;
+      if (frames_.back().array)
+        ++frames_.back().index;
+      else
+        frames_.back().at_key = true;
     }
     return true;
   }

@@ -3,6 +3,8 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "services/controlplane/api/openapi_document.hpp"
+
 namespace mooring::controlplane::api {
 
 namespace {
@@ -131,7 +133,7 @@ class RouteTable {
           {.keep_answer = false});
     // Node enrollment: the credential is the body's introduction token, or a management token;
     // the endpoint checks either (nodes/enrollment.hpp), so no ACL token is asked for here.
-    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::anyone(), at_once<enroll_node>);
+    write({"POST", "PUT"}, "/v1/node/:id/enroll", Need::anyone(), at_once<enroll_node>, {.object = enrolled_node});
     list("/v1/allocations", Need::cap(Cap::list_allocs), at_once<list_allocations>, Table::allocations);
     // Volumes need csi-mount-volume too; a Task.CSIPlugin (a plugin serves every namespace) plugin:write.
     write({"POST", "PUT"}, "/v1/allocations", Need::cap(Cap::submit_alloc), at_once<submit_allocation>,
@@ -147,16 +149,18 @@ class RouteTable {
     // The same events as one long-lived response; each event is filtered as /v1/events filters.
     entries.push_back({"GET", "/v1/event/stream",
                        Route{.endpoint = nullptr,
-                              .need = Need::filtered(),
-                              .any_namespace = true,
-                              .pattern = "/v1/event/stream",
-                              .event_stream = true}});
+                             .need = Need::filtered(),
+                             .any_namespace = true,
+                             .pattern = "/v1/event/stream",
+                             .event_stream = true}});
     get("/v1/status/health", Need::anyone(), at_once<health>);
     get("/v1/status/ready", Need::anyone(), at_once<ready>);
     // The dashboard's static files: no data, so no capability (its API calls carry the token).
     get("/", Need::anyone(), at_once<serve_ui>);
     get("/ui", Need::anyone(), at_once<serve_ui>);
     get("/ui/:file", Need::anyone(), at_once<serve_ui>);
+    // The API's contract (docs/api/openapi.yaml) is public, as the dashboard's files are.
+    get("/v1/openapi.json", Need::anyone(), at_once<serve_openapi>);
     // Rotating the key that seals every stored secret is for management tokens only.
     write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring, {.object = answered_key});
     // Prometheus scrapes: operator:read (the anonymous policy may grant it to a scraper without a token).

@@ -34,9 +34,9 @@ struct Route {
   std::optional<Table> watch;  // reads that support blocking queries
   acl::Need need;              // what the caller needs (ACLs on)
   ExtraNeeds extra = nullptr;  // what this request needs besides: each must be met too
-  bool keep_answer = true;  // false: an answer carrying a SecretID is never kept for Idempotency-Key
+  bool keep_answer = true;     // false: an answer carrying a SecretID is never kept for Idempotency-Key
   bool any_namespace = false;  // a list that takes ?namespace=* (its items are then filtered)
-  std::string pattern;  // "/v1/volume/csi/:id": the route label of mooring_http_requests_seconds
+  std::string pattern;         // "/v1/volume/csi/:id": the route label of mooring_http_requests_seconds
   bool event_stream = false;   // GET /v1/event/stream: answered by Impl::open_stream, not `endpoint`
   // A read of one object: a blocking query waits for that object to change, not its table.
   std::optional<std::uint64_t> (*watch_index)(const StateStore&, const http::Request&) = nullptr;

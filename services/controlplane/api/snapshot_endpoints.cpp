@@ -35,7 +35,8 @@ bool map_field(const json& s, const char* key, StringMap& out) {
 // One item of "Snapshots"; the 400 to return when it is malformed.
 std::optional<http::Response> snapshot_item(const json& s, volumes::SnapshotRequest& w) {
   if (!string_field(s, "SourceVolumeID", w.volume_id) || !string_field(s, "PluginID", w.plugin_id) ||
-      !string_field(s, "Name", w.name) || !map_field(s, "Secrets", w.secrets) || !map_field(s, "Parameters", w.parameters))
+      !string_field(s, "Name", w.name) || !map_field(s, "Secrets", w.secrets) ||
+      !map_field(s, "Parameters", w.parameters))
     return bad_request(
         "snapshot: fields SourceVolumeID, PluginID, Name must be strings and Secrets, Parameters objects of strings");
   // The name, the id and both maps reach the plugin, whose C strings a NUL would cut short.
@@ -43,12 +44,15 @@ std::optional<http::Response> snapshot_item(const json& s, volumes::SnapshotRequ
   const auto map_nul = [](const StringMap& m) {
     return std::any_of(m.begin(), m.end(), [](const auto& kv) { return has_nul(kv.first) || has_nul(kv.second); });
   };
-  for (const auto& [field, bad] : {std::pair{"SourceVolumeID", has_nul(w.volume_id)}, {"PluginID", has_nul(w.plugin_id)},
-                                   {"Name", has_nul(w.name)}, {"Secrets", map_nul(w.secrets)},
+  for (const auto& [field, bad] : {std::pair{"SourceVolumeID", has_nul(w.volume_id)},
+                                   {"PluginID", has_nul(w.plugin_id)},
+                                   {"Name", has_nul(w.name)},
+                                   {"Secrets", map_nul(w.secrets)},
                                    {"Parameters", map_nul(w.parameters)}})
     if (bad) return bad_request(std::string("snapshot: field \"") + field + "\": must not contain a NUL byte");
   if (w.volume_id.empty()) return bad_request("snapshot: field \"SourceVolumeID\" is required");
-  if (w.name.empty()) return bad_request("snapshot of volume " + domain::in_quotes(w.volume_id) + ": field \"Name\" is required");
+  if (w.name.empty())
+    return bad_request("snapshot of volume " + domain::in_quotes(w.volume_id) + ": field \"Name\" is required");
   return std::nullopt;
 }
 

@@ -1,7 +1,9 @@
 // The web dashboard's files (GET /ui/, /ui/:file), served from the binary (ui/assets.hpp) with a
-// strict Content-Security-Policy. The dashboard holds no data of its own: it calls the REST API
-// with the operator's token, so these routes need no capability.
+// strict Content-Security-Policy, and the REST API's contract (GET /v1/openapi.json). Neither
+// holds data: the dashboard calls the REST API with the operator's token, so these routes need
+// no capability.
 #include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/api/openapi_document.hpp"
 #include "services/controlplane/ui/assets.hpp"
 
 namespace mooring::controlplane::api {
@@ -35,6 +37,16 @@ http::Response serve_ui(Context&, const http::Request& req) {
   res.set_header("X-Frame-Options", "DENY");
   // Served from the binary: a new build must be picked up at once, so browsers revalidate.
   res.set_header("Cache-Control", "no-cache");
+  return res;
+}
+
+// The contract is public and holds no data, as the dashboard's files: served to anyone, before
+// the state is loaded too, so a client generator or a dashboard can read it at any time.
+http::Response serve_openapi(Context&, const http::Request&) {
+  http::Response res;
+  res.body = std::string(openapi_document());
+  res.content_type = "application/json";
+  res.set_header("X-Content-Type-Options", "nosniff");
   return res;
 }
 

@@ -42,7 +42,8 @@ std::optional<http::Response> one_volume(const http::Request& req, bool register
   if (!volumes) return bad_request(volumes.error());
   if (volumes->size() != 1) return bad_request("PUT /v1/volume/csi/" + id + verb);
   if (volumes->front().id != id)
-    return bad_request("volume \"" + volumes->front().id + "\": field \"ID\" does not match the path id \"" + id + "\"");
+    return bad_request("volume \"" + volumes->front().id + "\": field \"ID\" does not match the path id \"" + id +
+                       "\"");
   out = std::move(volumes->front());
   out.ns = request_namespace(req);
   return std::nullopt;
@@ -87,7 +88,8 @@ Answer get_volume(Context& ctx, const http::Request& req) {
   if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
   if (auto stats = req.param("stats")) {
     if (*stats != "refresh")
-      co_return bad_request("query parameter \"stats\": only \"refresh\" is known, got \"" + std::string(*stats) + "\"");
+      co_return bad_request("query parameter \"stats\": only \"refresh\" is known, got \"" + std::string(*stats) +
+                            "\"");
     if (ctx.store.volume(request_namespace(req), id)) {
       auto refreshed = co_await ctx.volumes.refresh_stats(domain::volume_key(request_namespace(req), id));
       if (!refreshed) co_return failed(refreshed.error());
@@ -164,7 +166,8 @@ Answer detach_volume(Context& ctx, const http::Request& req) {
   http::Response err;
   if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
   if (!required_param(req, "node", node_id, err)) co_return err;
-  if (auto ok = domain::validate_node_id(node_id); !ok) co_return bad_request("query parameter \"node\": " + ok.error());
+  if (auto ok = domain::validate_node_id(node_id); !ok)
+    co_return bad_request("query parameter \"node\": " + ok.error());
   auto done = ctx.volumes.detach(domain::volume_key(request_namespace(req), id), node_id);
   if (!done) co_return failed(done.error());
   json claims = json::array();

@@ -18,14 +18,10 @@ const log::Logger logger{"audit"};
 }
 
 std::string to_line(const Entry& e, const std::string& time) {
-  nlohmann::json line = {{"Time", time},
-                         {"Transport", e.transport},
-                         {"Actor", {{"Type", e.actor_type}, {"ID", e.actor}}},
-                         {"Remote", e.remote},
-                         {"Method", e.method},
-                         {"Namespace", e.ns},
-                         {"Object", e.object},
-                         {"Status", e.status}};
+  nlohmann::json line = {
+      {"Time", time},       {"Transport", e.transport}, {"Actor", {{"Type", e.actor_type}, {"ID", e.actor}}},
+      {"Remote", e.remote}, {"Method", e.method},       {"Namespace", e.ns},
+      {"Object", e.object}, {"Status", e.status}};
   if (!e.path.empty()) line["Path"] = e.path;
   if (!e.via.empty()) line["Via"] = e.via;
   // Invalid UTF-8 in a path becomes U+FFFD rather than an exception.

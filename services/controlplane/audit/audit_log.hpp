@@ -14,16 +14,16 @@
 namespace mooring::controlplane::audit {
 
 struct Entry {
-  std::string transport;  // "http" | "grpc"
+  std::string transport;                 // "http" | "grpc"
   std::string actor_type = "anonymous";  // "token" | "node" | "anonymous"
-  std::string actor;      // token AccessorID or node id; empty when anonymous
-  std::string remote;     // "ip:port" (gRPC: its peer string)
-  std::string via;        // forwarded by a standby: its advertised URL (the caller is `remote`)
-  std::string method;     // HTTP method, or the RPC's name
-  std::string path;       // HTTP path without the query; empty for gRPC
+  std::string actor;                     // token AccessorID or node id; empty when anonymous
+  std::string remote;                    // "ip:port" (gRPC: its peer string)
+  std::string via;                       // forwarded by a standby: its advertised URL (the caller is `remote`)
+  std::string method;                    // HTTP method, or the RPC's name
+  std::string path;                      // HTTP path without the query; empty for gRPC
   std::string ns = "default";
-  std::string object;     // the volume, allocation or node id the request names, if any
-  unsigned status = 0;    // HTTP status, or the gRPC status code
+  std::string object;   // the volume, allocation or node id the request names, if any
+  unsigned status = 0;  // HTTP status, or the gRPC status code
 };
 
 // The line written for an entry (with its time), without the newline.

@@ -153,15 +153,17 @@ ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& 
   const std::string text = "ControllerPublishVolume failed: " + csi::status_text(status);
   const std::string subject = "volume " + in_quotes(input.volume_key);
   if (failure.kept) {
-    log_.info("controller publish not sent; the claim keeps waiting for it",
-              {{"volume_id", input.volume_key}, {"alloc_id", input.allocation_id}, {"error", csi::status_text(status)}});
+    log_.info(
+        "controller publish not sent; the claim keeps waiting for it",
+        {{"volume_id", input.volume_key}, {"alloc_id", input.allocation_id}, {"error", csi::status_text(status)}});
     return failed(unavailable(subject + ": " + text + "; the claim still waits for its publish; retry the claim"));
   }
   record_publish_failure(updated, input.allocation_id, failure, text, domain::now());
   Batch batch;
   if (failure.certain)
-    batch.add_event(claim_event("ClaimDropped", input.volume_key, input.allocation_id, input.node_id,
-                                subject + ": claim of allocation " + in_quotes(input.allocation_id) + " dropped: " + text));
+    batch.add_event(
+        claim_event("ClaimDropped", input.volume_key, input.allocation_id, input.node_id,
+                    subject + ": claim of allocation " + in_quotes(input.allocation_id) + " dropped: " + text));
   else
     batch.add_event(claim_event("ClaimReleaseRequested", input.volume_key, input.allocation_id, input.node_id,
                                 subject + ": " + text +
@@ -169,10 +171,12 @@ ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& 
                                     "ControllerUnpublishVolume"));
   batch.put(updated);
   if (auto refused = commit(std::move(batch), claim_subject(input))) return failed(*refused);
-  log_.warn("controller publish failed",
-            {{"volume_id", input.volume_key}, {"alloc_id", input.allocation_id}, {"node_id", input.node_id},
-             {"code", std::string(csi::code_name(code))}, {"outcome", csi::to_string(failure.outcome)},
-             {"claim", failure.certain ? "dropped" : "released"}});
+  log_.warn("controller publish failed", {{"volume_id", input.volume_key},
+                                          {"alloc_id", input.allocation_id},
+                                          {"node_id", input.node_id},
+                                          {"code", std::string(csi::code_name(code))},
+                                          {"outcome", csi::to_string(failure.outcome)},
+                                          {"claim", failure.certain ? "dropped" : "released"}});
   if (failure.rejected) return ClaimFailure{.refusal = invalid(subject + ": " + text), .code = code};
   return failed(unavailable(subject + ": " + text + (failure.certain ? "" : "; the claim is being released") +
                             "; retry the claim"));

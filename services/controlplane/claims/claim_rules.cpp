@@ -40,7 +40,8 @@ Verdict check_schedulable(const domain::Volume& v, const domain::Plugin* plugin)
   if (!plugin) return unavailable(name(v) + ": no CSI plugin named " + in_quotes(v.plugin_id) + " is registered");
   if (plugin->controller_required && plugin->controllers_healthy == 0)
     return unavailable(name(v) + ": plugin " + in_quotes(plugin->id) + " has no healthy controllers");
-  if (plugin->nodes_healthy == 0) return unavailable(name(v) + ": plugin " + in_quotes(plugin->id) + " has no healthy nodes");
+  if (plugin->nodes_healthy == 0)
+    return unavailable(name(v) + ": plugin " + in_quotes(plugin->id) + " has no healthy nodes");
   return std::nullopt;
 }
 
@@ -75,10 +76,9 @@ Ruled<ClaimOutcome> take_claim(domain::Volume& v, const ClaimRequest& r, domain:
   if (others && v.access_mode != AccessMode::unknown &&
       (v.access_mode != r.access_mode || v.attachment_mode != r.attachment_mode))
     return conflict(name(v) + " is in use with access mode " + std::string(domain::to_string(v.access_mode)) +
-                    " and attachment mode " + std::string(domain::to_string(v.attachment_mode)) +
-                    "; allocation " + in_quotes(r.allocation_id) + " asked for " +
-                    std::string(domain::to_string(r.access_mode)) + " and " +
-                    std::string(domain::to_string(r.attachment_mode)));
+                    " and attachment mode " + std::string(domain::to_string(v.attachment_mode)) + "; allocation " +
+                    in_quotes(r.allocation_id) + " asked for " + std::string(domain::to_string(r.access_mode)) +
+                    " and " + std::string(domain::to_string(r.attachment_mode)));
   int other_writers = 0;
   const domain::Claim* first_writer = nullptr;
   for (const auto& [alloc, c] : v.claims) {

@@ -16,7 +16,7 @@
 namespace mooring::controlplane {
 
 struct PublishResult {
-  grpc::Status status;  // the CSI status (OK, or the code of the last attempt)
+  grpc::Status status;                                 // the CSI status (OK, or the code of the last attempt)
   std::map<std::string, std::string> publish_context;  // ControllerPublishVolumeResponse.publish_context
   // false only when no controller ever received the call (no healthy controller instance, agent
   // unreachable before sending): nothing can have been published, so nothing must be undone.

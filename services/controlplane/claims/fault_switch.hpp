@@ -1,8 +1,13 @@
 // Claims room: deliberate bugs on the claim path that the chaos checker (tests/chaos,
 // docs/chaos.md) must catch, so a checker that reports nothing is known to be able to fail.
-// Compiled in only when the test suite is (MOORING_TESTS); a release build answers false
-// whatever the environment says. In a test build one is on when MOORING_FAULT_SWITCH names it.
+// Compiled in only with MOORING_FAULT_SWITCHES=ON (the Makefile's test build); any other build
+// answers false and refuses to start when MOORING_FAULT_SWITCH is set. In a build with them, one
+// is on when MOORING_FAULT_SWITCH names it.
 #pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace mooring::controlplane {
 
@@ -14,5 +19,13 @@ enum class FaultSwitch {
 
 // Read once per process.
 bool fault_switch(FaultSwitch which);
+
+// Why the control plane must not start (exit 2), given MOORING_FAULT_SWITCH's value ("" when
+// unset) and whether the switches are compiled in: set in a build without them (whoever set it
+// expects a bug that is not there, and a run that "passes" would prove nothing), or naming no
+// switch. nullopt otherwise.
+std::optional<std::string> fault_switch_refusal(std::string_view env_value, bool compiled);
+// fault_switch_refusal for this process and this build.
+std::optional<std::string> fault_switch_refusal();
 
 }  // namespace mooring::controlplane

@@ -21,10 +21,8 @@ PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool r
   // plugin hears twice. The claim keeps waiting and its publish goes again, the same call. A
   // first attempt is never kept: freed when surely not sent, released otherwise, as before.
   const bool kept = retry_of_pending && unheard;
-  return {.outcome = outcome,
-          .certain = nothing_sent_first || final_first,
-          .rejected = sent && final_first,
-          .kept = kept};
+  return {
+      .outcome = outcome, .certain = nothing_sent_first || final_first, .rejected = sent && final_first, .kept = kept};
 }
 
 void record_publish(domain::Volume& volume, const std::string& allocation_id,

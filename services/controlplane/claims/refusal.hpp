@@ -35,7 +35,7 @@ template <class T>
 class [[nodiscard]] Ruled {
  public:
   Ruled(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
-  Ruled(Refusal r) : v_(std::in_place_index<1>, std::move(r)) {}     // NOLINT
+  Ruled(Refusal r) : v_(std::in_place_index<1>, std::move(r)) {}    // NOLINT
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }

@@ -40,6 +40,7 @@ VolumeHealthChange plan_volume_stats(const std::string& node_id, const std::vect
     auto& c = claim->second;
     if (c.node_id != node_id || c.state != domain::ClaimState::taken) continue;
     if (r.usage) c.usage = r.usage;
+    if (r.ownership) c.ownership = r.ownership;
     if (r.condition) {
       const bool was_abnormal = c.condition && c.condition->abnormal;
       if (r.condition->abnormal != was_abnormal) out.events.push_back(condition_event(v, c, *r.condition));

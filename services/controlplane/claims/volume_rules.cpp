@@ -54,8 +54,7 @@ Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::V
   }
 
   const auto& cur = *existing;
-  if (cur.deleting)
-    return conflict(name(cur) + " " + std::string(domain::kBeingDeleted) + "; it cannot be updated");
+  if (cur.deleting) return conflict(name(cur) + " " + std::string(domain::kBeingDeleted) + "; it cannot be updated");
   if (cur.deregistering)
     return conflict(name(cur) + " " + std::string(domain::kBeingDeregistered) + "; it cannot be updated");
   if (req.plugin_id != cur.plugin_id)

@@ -44,7 +44,12 @@ struct Option : config::Doc {
                    Text text_ = nullptr, Span span_ = nullptr, List list_ = nullptr, Count count_ = nullptr,
                    Switch on_ = nullptr)
       : config::Doc{flag_, env_, key_, value_name_, help_, default_value_},
-        kind(kind_), text(text_), span(span_), list(list_), count(count_), on(on_) {}
+        kind(kind_),
+        text(text_),
+        span(span_),
+        list(list_),
+        count(count_),
+        on(on_) {}
   Kind kind;
   Text text;
   Span span;
@@ -62,11 +67,13 @@ constexpr std::array kOptions{
     Option{"state", "MOORING_CP_STATE", "state", Kind::string, "URL",
            "where the state lives: sqlite://DATA_DIR/state.db (embedded) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] "
            "(prefix /mooring by default; IP endpoints are tried in order; give every control plane the same "
-           "--keyring-file)", "sqlite://DATA_DIR/state.db", &Config::state},
+           "--keyring-file)",
+           "sqlite://DATA_DIR/state.db", &Config::state},
     Option{"etcd-cacert", "MOORING_CP_ETCD_CACERT", "etcd_cacert", Kind::string, "FILE",
            "TLS to etcd: the CA of etcd's certificate", "", &Config::etcd_ca_file},
     Option{"etcd-cert", "MOORING_CP_ETCD_CERT", "etcd_cert", Kind::string, "FILE",
-           "TLS to etcd: our client certificate, when etcd asks for one (with --etcd-key)", "", &Config::etcd_cert_file},
+           "TLS to etcd: our client certificate, when etcd asks for one (with --etcd-key)", "",
+           &Config::etcd_cert_file},
     Option{"etcd-key", "MOORING_CP_ETCD_KEY", "etcd_key", Kind::string, "FILE", "the key of --etcd-cert", "",
            &Config::etcd_key_file},
     Option{"leader-lease", "MOORING_CP_LEADER_LEASE", "leader_lease", Kind::positive_duration, "DURATION",
@@ -88,68 +95,67 @@ constexpr std::array kOptions{
            "key on the first start, never written after (may be read-only). Back it up with state.db: without it the "
            "stored secrets cannot be read, and a start with a missing or other keyring fails naming the key id and the "
            "file",
-           "DATA_DIR/keyring",
-           &Config::keyring_file},
+           "DATA_DIR/keyring", &Config::keyring_file},
     Option{"http-addr", "MOORING_CP_HTTP_ADDR", "http_addr", Kind::string, "HOST:PORT",
            "REST API listen address (port 0: any)", "127.0.0.1:4700", &Config::http_addr},
     Option{"grpc-addr", "MOORING_CP_GRPC_ADDR", "grpc_addr", Kind::string, "HOST:PORT",
            "node agent RPC listen address (port 0: any)", "127.0.0.1:4701", &Config::grpc_addr},
     Option{"http-max-connections", "MOORING_CP_HTTP_MAX_CONNECTIONS", "http_max_connections", Kind::count, "N",
            "REST API connections in all; at the limit the oldest idle connection is closed to make room, and when none "
-           "is idle the new one gets 503 with Retry-After: 1", "1024",
-           nullptr, nullptr, nullptr, &Config::http_max_connections},
+           "is idle the new one gets 503 with Retry-After: 1",
+           "1024", nullptr, nullptr, nullptr, &Config::http_max_connections},
     Option{"http-max-connections-per-client", "MOORING_CP_HTTP_MAX_CONNECTIONS_PER_CLIENT",
            "http_max_connections_per_client", Kind::count, "N",
            "REST API connections per client address (its own oldest idle connection gives way); behind a proxy every "
-           "client shares one address, so raise it there", "256", nullptr,
-           nullptr, nullptr, &Config::http_max_connections_per_client},
+           "client shares one address, so raise it there",
+           "256", nullptr, nullptr, nullptr, &Config::http_max_connections_per_client},
     Option{"acl", "MOORING_CP_ACL", "acl", Kind::boolean, "",
-           "require ACL tokens on the REST API (bootstrap with POST /v1/acl/bootstrap); --acl=false to open it",
-           "true", nullptr, nullptr,
-           nullptr, nullptr, &Config::acl},
+           "require ACL tokens on the REST API (bootstrap with POST /v1/acl/bootstrap); --acl=false to open it", "true",
+           nullptr, nullptr, nullptr, nullptr, &Config::acl},
     Option{"metrics", "MOORING_CP_METRICS", "metrics", Kind::boolean, "",
            "record Prometheus metrics and serve them at GET /v1/metrics (operator:read); --metrics=off records "
-           "nothing and answers 404 there", "on", nullptr, nullptr, nullptr, nullptr, &Config::metrics},
+           "nothing and answers 404 there",
+           "on", nullptr, nullptr, nullptr, nullptr, &Config::metrics},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
            "a node silent this long is marked down", "10s", nullptr, &Config::heartbeat_ttl},
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
     Option{"log-format", "MOORING_CP_LOG_FORMAT", "log_format", Kind::format, "FORMAT", "text|json", "text"},
     Option{"cors-read-origin", "MOORING_CP_CORS_READ_ORIGINS", "cors_read_origins", Kind::list, "ORIGIN",
            "browser origin whose pages may read the API, for dashboards (flag repeatable; env comma-separated; file "
-           "array; * for any)", "none",
-           nullptr, nullptr, &Config::cors_read_origins},
+           "array; * for any)",
+           "none", nullptr, nullptr, &Config::cors_read_origins},
     Option{"cors-write-origin", "MOORING_CP_CORS_WRITE_ORIGINS", "cors_write_origins", Kind::list, "ORIGIN",
            "browser origin allowed to write (as above)", "none", nullptr, nullptr, &Config::cors_write_origins},
     Option{"shutdown-grace", "MOORING_CP_SHUTDOWN_GRACE", "shutdown_grace", Kind::duration, "DURATION",
            "time in-flight requests get on SIGTERM", "10s", nullptr, &Config::shutdown_grace},
     Option{"gc-retry-max", "MOORING_CP_GC_RETRY_MAX", "gc_retry_max", Kind::positive_duration, "DURATION",
            "longest wait between attempts of a failing claim release (the first retry comes after 500 ms, then "
-           "doubling)", "30s", nullptr, &Config::gc_retry_max},
+           "doubling)",
+           "30s", nullptr, &Config::gc_retry_max},
     Option{"gc-sweep-period", "MOORING_CP_GC_SWEEP_PERIOD", "gc_sweep_period", Kind::positive_duration, "DURATION",
            "safety-net sweep for past claims without a worker; the normal path starts a release at the change that "
-           "makes a claim past", "5m", nullptr, &Config::gc_sweep_period},
+           "makes a claim past",
+           "5m", nullptr, &Config::gc_sweep_period},
     Option{"alloc-gc-threshold", "MOORING_CP_ALLOC_GC_THRESHOLD", "alloc_gc_threshold", Kind::positive_duration,
            "DURATION",
            "a terminal allocation that no volume claim names is deleted after this long (counted from when this "
            "control plane first saw it so), in batches with one AllocationsCollected event each; a late status report "
            "for a deleted allocation is acknowledged and ignored",
-           "1h", nullptr,
-           &Config::alloc_gc_threshold},
+           "1h", nullptr, &Config::alloc_gc_threshold},
     Option{"node-gc-threshold", "MOORING_CP_NODE_GC_THRESHOLD", "node_gc_threshold", Kind::positive_duration,
            "DURATION",
            "a node down this long (counted from its down event, so a restart does not reset it) and named by no "
            "volume claim is purged with its plugin instances; its allocations that are not terminal are marked lost "
            "(Nomad's node_gc_threshold)",
-           "24h",
-           nullptr, &Config::node_gc_threshold},
+           "24h", nullptr, &Config::node_gc_threshold},
     Option{"tls-ca-file", "MOORING_CP_TLS_CA_FILE", "tls_ca_file", Kind::string, "FILE",
            "CA certificate for mutual TLS on the gRPC port (all three --tls-* files, or none): agents must present a "
-           "certificate it signed", "",
-           &Config::tls_ca_file},
+           "certificate it signed",
+           "", &Config::tls_ca_file},
     Option{"tls-cert-file", "MOORING_CP_TLS_CERT_FILE", "tls_cert_file", Kind::string, "FILE",
            "the control plane's certificate (mooring tls cert create -server), for gRPC (re-read when it "
-           "changes) and the REST API's HTTPS (re-read on SIGHUP)", "",
-           &Config::tls_cert_file},
+           "changes) and the REST API's HTTPS (re-read on SIGHUP)",
+           "", &Config::tls_cert_file},
     Option{"tls-key-file", "MOORING_CP_TLS_KEY_FILE", "tls_key_file", Kind::string, "FILE",
            "the key of --tls-cert-file", "", &Config::tls_key_file},
     Option{"tls-ca-key-file", "MOORING_CP_TLS_CA_KEY_FILE", "tls_ca_key_file", Kind::string, "FILE",
@@ -157,18 +163,18 @@ constexpr std::array kOptions{
            "RenewCertificate) sign nodes' CSRs with it, so the CA key never goes to the nodes; checked against the CA "
            "at start (optional; without it enrollment answers 501 and renewal FAILED_PRECONDITION; "
            "docs/node-enrollment.md)",
-           "",
-           &Config::tls_ca_key_file},
+           "", &Config::tls_ca_key_file},
     Option{"node-cert-ttl", "MOORING_CP_NODE_CERT_TTL", "node_cert_ttl", Kind::positive_duration, "DURATION",
            "how long a node certificate signed by enrollment or renewal lasts; agents renew theirs two thirds in, "
-           "over mutual TLS (at least 10s)", "168h", nullptr, &Config::node_cert_ttl},
+           "over mutual TLS (at least 10s)",
+           "168h", nullptr, &Config::node_cert_ttl},
     Option{"audit-log", "MOORING_CP_AUDIT_LOG", "audit_log", Kind::string, "FILE",
            "also append the audit log (one JSON line per write, REST and agent gRPC) here", "<data-dir>/audit.log only",
            &Config::audit_log},
     Option{"http-client-ca-file", "MOORING_CP_HTTP_CLIENT_CA_FILE", "http_client_ca_file", Kind::string, "FILE",
            "REST API clients must also present a certificate this CA signed (optional; needs the TLS files, with "
-           "which the REST API serves HTTPS)", "",
-           &Config::http_client_ca_file},
+           "which the REST API serves HTTPS)",
+           "", &Config::http_client_ca_file},
     Option{"insecure", "MOORING_CP_INSECURE", "insecure", Kind::boolean, "",
            "plaintext gRPC and HTTP on purpose (anyone who reaches the ports can act as any node); logs a warning. "
            "Without TLS files and without --insecure the control plane refuses to start",
@@ -253,8 +259,7 @@ void apply(ControlPlaneConfig& c, const Option& o, const json& value, const std:
       return;
     }
     case Kind::level:
-      if (!log::parse_level(text, c.log_level))
-        throw Fail{where + ": expected debug|info|warn|error, got " + qt(text)};
+      if (!log::parse_level(text, c.log_level)) throw Fail{where + ": expected debug|info|warn|error, got " + qt(text)};
       return;
     case Kind::format:
       if (!log::parse_format(text, c.log_format)) throw Fail{where + ": expected text|json, got " + qt(text)};
@@ -294,9 +299,12 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     for (auto& [name, value] : config::split_flags(argv, switch_names())) {
       const Option* o = find_flag(name);
       if (!o) throw Fail{"unknown flag --" + name + " (see --help)"};
-      if (o->flag == "config") config_file = value;
-      else if (o->kind == Kind::list) lists[o].push_back(value);
-      else flags.emplace_back(o, value);
+      if (o->flag == "config")
+        config_file = value;
+      else if (o->kind == Kind::list)
+        lists[o].push_back(value);
+      else
+        flags.emplace_back(o, value);
     }
     if (config_file.empty()) {
       if (const auto it = env.find("MOORING_CP_CONFIG"); it != env.end()) config_file = it->second;
@@ -332,13 +340,12 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     if (any_etcd_tls && !etcd) throw Fail{"--etcd-cacert/--etcd-cert/--etcd-key need --state etcd://..."};
     if (any_etcd_tls && c.etcd_ca_file.empty()) throw Fail{"--etcd-cert/--etcd-key need --etcd-cacert"};
     if (c.etcd_cert_file.empty() != c.etcd_key_file.empty()) throw Fail{"--etcd-cert and --etcd-key go together"};
-    if (!config::parse_host_port(c.http_addr))
-      throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
-    if (!config::parse_host_port(c.grpc_addr))
-      throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
+    if (!config::parse_host_port(c.http_addr)) throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
+    if (!config::parse_host_port(c.grpc_addr)) throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
     if (!c.advertise_http_addr.empty() && !c.advertise_http_addr.starts_with("http://") &&
         !c.advertise_http_addr.starts_with("https://"))
-      throw Fail{"advertise_http_addr: expected http://HOST:PORT or https://HOST:PORT, got " + qt(c.advertise_http_addr)};
+      throw Fail{"advertise_http_addr: expected http://HOST:PORT or https://HOST:PORT, got " +
+                 qt(c.advertise_http_addr)};
     if (!c.advertise_grpc_addr.empty() && !config::parse_host_port(c.advertise_grpc_addr))
       throw Fail{"advertise_grpc_addr: expected HOST:PORT, got " + qt(c.advertise_grpc_addr)};
     const bool any_tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
@@ -375,7 +382,8 @@ std::string controlplane_config_markdown() {
                 "Each setting is a flag, a `MOORING_CP_*` environment variable and a key of the JSON file named by\n"
                 "`--config` (or `MOORING_CP_CONFIG`). Flags override the environment, which overrides the file. A bad\n"
                 "or unknown value is an error that names the flag, variable or key. `mooring-controlplane --help`\n"
-                "prints the same list. State in etcd and the leader's lease: [high-availability.md](../high-availability.md);\n"
+                "prints the same list. State in etcd and the leader's lease: "
+                "[high-availability.md](../high-availability.md);\n"
                 "TLS, ACLs and the keyring: [security.md](../security.md)."},
       std::vector<config::Doc>(kOptions.begin(), kOptions.end()));
 }

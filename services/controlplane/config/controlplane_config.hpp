@@ -16,7 +16,7 @@ namespace mooring::controlplane {
 
 struct ControlPlaneConfig {
   std::string config_file;
-  std::string data_dir;  // required
+  std::string data_dir;      // required
   std::string keyring_file;  // empty: <data_dir>/keyring
   // Where the state lives: empty (or "sqlite://<dir>/state.db") for the embedded SQLite under
   // data_dir; "etcd://host:port[,host:port...][/prefix]" for etcd (TLS with the etcd_* files).
@@ -37,7 +37,7 @@ struct ControlPlaneConfig {
   // REST API connection limits (defaults and their reasons: http::ServerConfig).
   std::size_t http_max_connections = 1024;
   std::size_t http_max_connections_per_client = 256;
-  bool acl = true;  // ACL tokens and policies on the REST API; --acl=false opens it
+  bool acl = true;      // ACL tokens and policies on the REST API; --acl=false opens it
   bool metrics = true;  // Prometheus metrics at GET /v1/metrics; --metrics=off records nothing
   log::Level log_level = log::Level::info;
   log::Format log_format = log::Format::text;

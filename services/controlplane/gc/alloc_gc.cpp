@@ -56,7 +56,8 @@ std::size_t AllocGc::collect(Clock::time_point now) {
 }
 
 void AllocGc::start() {
-  start_passes(tasks_, "alloc-gc", pass_period(options_.period, options_.threshold, 4), [this] { collect(Clock::now()); });
+  start_passes(tasks_, "alloc-gc", pass_period(options_.period, options_.threshold, 4),
+               [this] { collect(Clock::now()); });
 }
 
 asio::awaitable<void> AllocGc::stop() {

@@ -53,7 +53,7 @@ class AllocGc {
   AllocGcOptions options_;
   log::Logger log_{"alloc-gc"};
   std::map<std::string, Clock::time_point> since_;  // first seen collectable
-  async::TaskGroup tasks_;                           // last
+  async::TaskGroup tasks_;                          // last
 };
 
 }  // namespace mooring::controlplane::gc

@@ -103,7 +103,8 @@ void ClaimGc::start() {
   for (const auto& [id, v] : store_.volumes()) {
     if (past_claims(v).empty()) continue;
     for (const auto& [alloc_id, claim] : v.claims)
-      if (claim.state == ClaimState::node_detached) resumed_unpublishes_.insert(unpublish_operation_id(id, alloc_id, claim));
+      if (claim.state == ClaimState::node_detached)
+        resumed_unpublishes_.insert(unpublish_operation_id(id, alloc_id, claim));
     kick(id);
     ++resumed;
   }
@@ -267,8 +268,9 @@ asio::awaitable<void> ClaimGc::drive(std::string volume_id) {
 namespace {
 
 domain::Event released_event(const domain::Volume& v, const domain::Claim& c) {
-  return claim_event(v, c, "ClaimReleased",
-                     "released the claim of allocation " + in_quotes(c.allocation_id) + " on volume " + in_quotes(v.id));
+  return claim_event(
+      v, c, "ClaimReleased",
+      "released the claim of allocation " + in_quotes(c.allocation_id) + " on volume " + in_quotes(v.id));
 }
 
 // The free-before-unpublish fault switch (test builds only, claims/fault_switch.hpp): the claim
@@ -299,9 +301,10 @@ ReleaseDecision settle(domain::Volume& v, const std::string& alloc, const StateS
       return d;
     }
     if (d.action != ReleaseAction::advance) return d;
-    auto ev = claim_event(v, c, "ClaimStepSkipped", "volume " + in_quotes(v.id) + ", allocation " + in_quotes(alloc) + ": " +
-                                                        std::string(domain::to_string(c.state)) + " -> " +
-                                                        std::string(domain::to_string(d.to)) + ": " + d.reason);
+    auto ev = claim_event(v, c, "ClaimStepSkipped",
+                          "volume " + in_quotes(v.id) + ", allocation " + in_quotes(alloc) + ": " +
+                              std::string(domain::to_string(c.state)) + " -> " + std::string(domain::to_string(d.to)) +
+                              ": " + d.reason);
     if (advance_claim(v, alloc, d.to, domain::now())) return d;  // cannot move back: leave it to the next look
     batch.add_event(std::move(ev));
     changed = true;
@@ -349,8 +352,7 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
 
   switch (d.action) {
     case ReleaseAction::free:
-    case ReleaseAction::advance:
-      co_return;
+    case ReleaseAction::advance: co_return;
     case ReleaseAction::wait_for_node: {
       const auto* node = store_.node(claim.node_id);
       wait_on(node_waiters_, claim.node_id, node ? node->modify_index : 0, volume_id);
@@ -406,9 +408,10 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
           co_return;
         }
         if (check.published == false) {
-          log_.info("resumed release: the volume is no longer published to the node; controller-detached without "
-                    "ControllerUnpublishVolume",
-                    {{"volume_id", volume_id}, {"alloc_id", alloc_id}, {"csi_node_id", d.external_node_id}});
+          log_.info(
+              "resumed release: the volume is no longer published to the node; controller-detached without "
+              "ControllerUnpublishVolume",
+              {{"volume_id", volume_id}, {"alloc_id", alloc_id}, {"csi_node_id", d.external_node_id}});
           resumed_unpublishes_.erase(operation);
           break;
         }
@@ -457,7 +460,8 @@ asio::awaitable<ClaimGc::PublishedCheck> ClaimGc::still_published(const domain::
   bool get = false, list = false;
   if (const auto* p = store_.plugin(v.plugin_id))
     for (const auto& [node_id, inst] : p->controllers) {
-      if (!inst.healthy || !inst.controller_info || !inst.controller_info->supports_list_volumes_attached_nodes) continue;
+      if (!inst.healthy || !inst.controller_info || !inst.controller_info->supports_list_volumes_attached_nodes)
+        continue;
       get = get || inst.controller_info->supports_get;
       list = list || inst.controller_info->supports_list_volumes;
     }
@@ -465,8 +469,7 @@ asio::awaitable<ClaimGc::PublishedCheck> ClaimGc::still_published(const domain::
   // through either, or would get through a moment later without the check — retry the step.
   // (NOT_FOUND is an answer: the volume is gone, and the unpublish will say "already done".)
   auto unreachable = [](const auto& res) {
-    return res.no_target ||
-           (csi::should_retry(res.outcome) && res.status.error_code() != grpc::StatusCode::NOT_FOUND);
+    return res.no_target || (csi::should_retry(res.outcome) && res.status.error_code() != grpc::StatusCode::NOT_FOUND);
   };
   auto ask_get = [&]() -> asio::awaitable<csi::QueryAnswer<::csi::v1::ControllerGetVolumeResponse>> {
     ::csi::v1::ControllerGetVolumeRequest req;
@@ -474,7 +477,7 @@ asio::awaitable<ClaimGc::PublishedCheck> ClaimGc::still_published(const domain::
     std::string plugin_id = v.plugin_id, key = domain::volume_key(v.ns, v.id);
     auto res = co_await agents_.controller_get_volume(std::move(plugin_id), std::move(key), std::move(req));
     co_return csi::QueryAnswer<::csi::v1::ControllerGetVolumeResponse>{res.ok(), unreachable(res), res.error,
-                                                                      std::move(res.response)};
+                                                                       std::move(res.response)};
   };
   auto ask_list = [&](std::string token) -> asio::awaitable<csi::QueryAnswer<::csi::v1::ListVolumesResponse>> {
     ::csi::v1::ListVolumesRequest req;
@@ -482,12 +485,13 @@ asio::awaitable<ClaimGc::PublishedCheck> ClaimGc::still_published(const domain::
     std::string plugin_id = v.plugin_id;
     auto res = co_await agents_.list_volumes(std::move(plugin_id), std::move(req));
     co_return csi::QueryAnswer<::csi::v1::ListVolumesResponse>{res.ok(), unreachable(res), res.error,
-                                                              std::move(res.response)};
+                                                               std::move(res.response)};
   };
   auto check = co_await csi::published_to_node(get, list, v.external_id, csi_node_id, ask_get, ask_list);
   if (!check.published && check.unreachable.empty())
     for (const auto& note : check.notes)
-      log_.info("resumed release: " + note + "; unpublishing without knowing", {{"volume_id", v.id}, {"plugin_id", v.plugin_id}});
+      log_.info("resumed release: " + note + "; unpublishing without knowing",
+                {{"volume_id", v.id}, {"plugin_id", v.plugin_id}});
   co_return PublishedCheck{check.published, check.unreachable};
 }
 
@@ -516,9 +520,11 @@ void ClaimGc::failure(const std::string& volume_id, const std::string& alloc_id,
     batch.add_event(claim_event(v, v.claims.at(alloc_id), "ClaimReleaseFailed",
                                 "volume " + in_quotes(volume_id) + ", allocation " + in_quotes(alloc_id) + " (" +
                                     std::string(domain::to_string(it->second.state)) + "): " + error));
-    log_.warn("release step failed; will retry",
-              {{"volume_id", volume_id}, {"allocation_id", alloc_id}, {"state", domain::to_string(it->second.state)},
-               {"error", error}, {"retry_in", delay}});
+    log_.warn("release step failed; will retry", {{"volume_id", volume_id},
+                                                  {"allocation_id", alloc_id},
+                                                  {"state", domain::to_string(it->second.state)},
+                                                  {"error", error},
+                                                  {"retry_in", delay}});
   }
   batch.put(std::move(v));
   if (auto r = store_.commit(std::move(batch)); !r)

@@ -27,7 +27,8 @@ std::size_t NodeGc::collect(domain::Time now) {
     // Down for long, not revoked: the agent may come back with the certificate it holds.
     auto plan = plan_node_purge(store_, id, {.reason = reason}, now);
     if (!plan) {
-      if (refused_.insert(id).second) log_.info("node past the GC threshold stays", {{"node_id", id}, {"why", plan.error()}});
+      if (refused_.insert(id).second)
+        log_.info("node past the GC threshold stays", {{"node_id", id}, {"why", plan.error()}});
       continue;
     }
     if (auto r = store_.commit(std::move(plan->batch)); !r) {
@@ -43,7 +44,8 @@ std::size_t NodeGc::collect(domain::Time now) {
 }
 
 void NodeGc::start() {
-  start_passes(tasks_, "node-gc", pass_period(options_.period, options_.threshold, 8), [this] { collect(domain::now()); });
+  start_passes(tasks_, "node-gc", pass_period(options_.period, options_.threshold, 8),
+               [this] { collect(domain::now()); });
 }
 
 asio::awaitable<void> NodeGc::stop() {

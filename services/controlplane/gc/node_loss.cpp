@@ -16,8 +16,7 @@ using domain::in_quotes;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 void mark_allocation_lost(const StateStore& store, const domain::Allocation& alloc, const std::string& reason,
                           Batch& batch, domain::Time now) {
@@ -85,7 +84,8 @@ domain::Time NodeLossMonitor::check(domain::Time now) {
         continue;
       }
       mark_allocation_lost(store_, a,
-                           "node " + in_quotes(a.node_id) + " has been down for longer than stop_after_client_disconnect (" +
+                           "node " + in_quotes(a.node_id) +
+                               " has been down for longer than stop_after_client_disconnect (" +
                                domain::format_duration(a.stop_after_client_disconnect) +
                                "); the allocation is considered stopped and its volumes are released",
                            batch, now);

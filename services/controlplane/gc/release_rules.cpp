@@ -58,10 +58,10 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
   // before that was kept, and unknown facts are waited for, never read as "not needed".
   switch (c.controller_publish) {
     case domain::ControllerPublish::not_needed:
-      return advance(ClaimState::controller_detached,
-                     "plugin " + in_quotes(v.plugin_id) + " did not need ControllerPublishVolume when the claim was taken");
-    case domain::ControllerPublish::sent:
-      break;
+      return advance(
+          ClaimState::controller_detached,
+          "plugin " + in_quotes(v.plugin_id) + " did not need ControllerPublishVolume when the claim was taken");
+    case domain::ControllerPublish::sent: break;
     case domain::ControllerPublish::unknown: {
       auto needed = domain::needs_controller_publish(*view.plugin);
       if (!needed) {
@@ -148,7 +148,8 @@ std::vector<std::string> release_steps_left(const domain::Volume& volume,
         continue;
       }
       if (d.action != ReleaseAction::free)
-        out.push_back("allocation " + in_quotes(alloc) + " (" + std::string(domain::to_string(from)) + "): " + d.reason);
+        out.push_back("allocation " + in_quotes(alloc) + " (" + std::string(domain::to_string(from)) +
+                      "): " + d.reason);
       break;
     }
   }
@@ -158,13 +159,10 @@ std::vector<std::string> release_steps_left(const domain::Volume& volume,
 ReleaseDecision decide_release(const domain::Volume& v, const domain::Claim& c, const ReleaseView& view) {
   switch (c.state) {
     case ClaimState::taken:
-    case ClaimState::unpublishing:
-      return node_step(c, view);
-    case ClaimState::node_detached:
-      return controller_step(v, c, view);
+    case ClaimState::unpublishing: return node_step(c, view);
+    case ClaimState::node_detached: return controller_step(v, c, view);
     case ClaimState::controller_detached:
-    case ClaimState::ready_to_free:
-      break;
+    case ClaimState::ready_to_free: break;
   }
   ReleaseDecision d;
   d.action = ReleaseAction::free;

@@ -36,9 +36,9 @@ enum class ReleaseAction {
 struct ReleaseDecision {
   ReleaseAction action = ReleaseAction::free;
   domain::ClaimState to = domain::ClaimState::ready_to_free;  // for advance
-  std::string reason;                                          // why (events, logs, LastError when waiting)
-  domain::Time retry_at{};        // wait_for_node: when the node plugin counts as abandoned (unset: never)
-  std::string external_node_id;   // unpublish_controller: the CSI node id
+  std::string reason;                                         // why (events, logs, LastError when waiting)
+  domain::Time retry_at{};       // wait_for_node: when the node plugin counts as abandoned (unset: never)
+  std::string external_node_id;  // unpublish_controller: the CSI node id
 };
 
 ReleaseDecision decide_release(const domain::Volume& volume, const domain::Claim& claim, const ReleaseView& view);

@@ -61,7 +61,8 @@ std::optional<Url> parse_url(std::string_view url) {
   if (colon == std::string_view::npos || colon == 0) return std::nullopt;
   out.host = std::string(url.substr(0, colon));
   out.port = std::string(url.substr(colon + 1));
-  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') out.host = out.host.substr(1, out.host.size() - 2);
+  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']')
+    out.host = out.host.substr(1, out.host.size() - 2);
   return out;
 }
 
@@ -180,10 +181,11 @@ asio::awaitable<Forwarded> Forwarder::forward(std::string leader_url, http::Requ
   beast::tcp_stream stream(impl_->executor);
   stream.expires_after(impl_->timeouts.connect);
   if (auto [cec, ep] = co_await stream.async_connect(endpoints, token); cec)
-    co_return Forwarded{unavailable(
-        leader_url, cec == beast::error::timeout ? "no connection within " + seconds(impl_->timeouts.connect) : cec.message())};
+    co_return Forwarded{unavailable(leader_url, cec == beast::error::timeout
+                                                    ? "no connection within " + seconds(impl_->timeouts.connect)
+                                                    : cec.message())};
   process::close_on_exec(stream.socket().native_handle());  // Asio's connect opens it without SOCK_CLOEXEC
-  stream.expires_after(answer);  // the handshake and the whole exchange
+  stream.expires_after(answer);                             // the handshake and the whole exchange
 
   http::Response out;
   std::optional<std::string> failure;
@@ -191,12 +193,13 @@ asio::awaitable<Forwarded> Forwarder::forward(std::string leader_url, http::Requ
     failure = co_await impl_->exchange(stream, req, out);
   } else {
     beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), *impl_->tls);
-    secure.set_verify_callback([by_name = ssl::host_name_verification(url->host)](bool preverified,
-                                                                                 ssl::verify_context& vctx) mutable {
-      if (!preverified) return false;  // the chain must lead to our CA
-      if (X509_STORE_CTX_get_error_depth(vctx.native_handle()) != 0) return true;
-      return http::is_control_plane(X509_STORE_CTX_get_current_cert(vctx.native_handle())) || by_name(preverified, vctx);
-    });
+    secure.set_verify_callback(
+        [by_name = ssl::host_name_verification(url->host)](bool preverified, ssl::verify_context& vctx) mutable {
+          if (!preverified) return false;  // the chain must lead to our CA
+          if (X509_STORE_CTX_get_error_depth(vctx.native_handle()) != 0) return true;
+          return http::is_control_plane(X509_STORE_CTX_get_current_cert(vctx.native_handle())) ||
+                 by_name(preverified, vctx);
+        });
     beast::error_code ip_ec;
     asio::ip::make_address(url->host, ip_ec);
     if (ip_ec) ::SSL_set_tlsext_host_name(secure.native_handle(), url->host.c_str());

@@ -50,7 +50,7 @@ class Forwarder {
  public:
   // Reads the TLS files now; an error names the file.
   static domain::Expected<std::unique_ptr<Forwarder>> make(boost::asio::any_io_executor executor, ForwardTls tls,
-                                                          ForwardTimeouts timeouts = {});
+                                                           ForwardTimeouts timeouts = {});
   ~Forwarder();
 
   // `leader_url`: "http(s)://host:port". A leader that cannot be reached or does not answer in

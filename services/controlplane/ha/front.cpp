@@ -49,8 +49,10 @@ boost::asio::awaitable<http::Response> Front::degraded(http::Request request) {
   using namespace std::chrono;
   const auto stale = duration_cast<milliseconds>(steady_clock::now() - election_.last_confirmed());
   const std::string since = std::to_string(duration_cast<seconds>(stale).count()) + " s";
-  const std::string why = "etcd has no quorum or cannot be reached (a majority of its members down or cut off from "
-                          "this control plane?); etcd last confirmed this leader " + since + " ago";
+  const std::string why =
+      "etcd has no quorum or cannot be reached (a majority of its members down or cut off from "
+      "this control plane?); etcd last confirmed this leader " +
+      since + " ago";
   auto mark = [&](http::Response r) {
     r.set_header("X-Mooring-Stale", std::to_string(duration_cast<seconds>(stale).count()));
     return r;
@@ -79,7 +81,8 @@ boost::asio::awaitable<http::Response> Front::handle(http::Request request) {
     co_return sign(http::json_response(nlohmann::json(leader->http_addr).dump()));
   }
   take_forwarded_caller(request);
-  if (serving && (election_.degraded() || election_.unconfirmed())) co_return sign(co_await degraded(std::move(request)));
+  if (serving && (election_.degraded() || election_.unconfirmed()))
+    co_return sign(co_await degraded(std::move(request)));
   if (request.method == "GET" && request.path == "/v1/status/ready" && !serving)
     co_return sign(unavailable(not_serving_reason()));
   if (request.method == "GET" && request.path == "/v1/status/health") co_return sign(co_await api_(std::move(request)));

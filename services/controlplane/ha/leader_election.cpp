@@ -46,9 +46,13 @@ struct LeaderElection::Stubs {
   std::shared_ptr<EtcdChannels> etcd;
 
   template <class Call>
-  grpc::Status kv(Call&& c) const { return etcd->call<pb::KV>(std::forward<Call>(c)); }
+  grpc::Status kv(Call&& c) const {
+    return etcd->call<pb::KV>(std::forward<Call>(c));
+  }
   template <class Call>
-  grpc::Status lease(Call&& c) const { return etcd->call<pb::Lease>(std::forward<Call>(c)); }
+  grpc::Status lease(Call&& c) const {
+    return etcd->call<pb::Lease>(std::forward<Call>(c));
+  }
 };
 
 LeaderElection::LeaderElection(ElectionOptions options, ElectionEvents events)
@@ -66,8 +70,8 @@ void LeaderElection::start() {
   if (thread_.joinable()) return;
   campaign_from_ = Clock::now() + options_.campaign_delay;
   if (options_.campaign_delay.count() > 0)
-    kLog.warn("holding back from the election", {{"key", options_.key},
-                                                 {"for_ms", std::to_string(options_.campaign_delay.count())}});
+    kLog.warn("holding back from the election",
+              {{"key", options_.key}, {"for_ms", std::to_string(options_.campaign_delay.count())}});
   thread_ = std::thread([this] { run(); });
 }
 
@@ -141,8 +145,9 @@ void LeaderElection::publish() {
 void LeaderElection::set_leader(std::optional<LeaderRecord> r, std::string problem) {
   std::lock_guard lock(mu_);
   if (r && (!leader_ || leader_->id != r->id))
-    kLog.info("leader", {{"id", r->id}, {"http_addr", r->http_addr}, {"grpc_addr", r->grpc_addr},
-                         {"self", r->id == options_.self.id}});
+    kLog.info(
+        "leader",
+        {{"id", r->id}, {"http_addr", r->http_addr}, {"grpc_addr", r->grpc_addr}, {"self", r->id == options_.self.id}});
   leader_ = std::move(r);
   problem_ = std::move(problem);
 }
@@ -227,8 +232,9 @@ bool LeaderElection::campaign() {
   }
 
   if (Clock::now() < campaign_from_) {
-    set_leader(std::nullopt, "no leader yet; this member holds back from the election for a while (it could not "
-                             "load the state when it last led)");
+    set_leader(std::nullopt,
+               "no leader yet; this member holds back from the election for a while (it could not "
+               "load the state when it last led)");
     return false;
   }
 
@@ -276,7 +282,8 @@ bool LeaderElection::campaign() {
   publish();
   leading_ = true;
   set_leader(options_.self, "");
-  kLog.info("elected leader", {{"key", options_.key}, {"lease_ttl_s", static_cast<int64_t>(granted_ttl.count())},
+  kLog.info("elected leader", {{"key", options_.key},
+                               {"lease_ttl_s", static_cast<int64_t>(granted_ttl.count())},
                                {"create_revision", res.header().revision()}});
   fence_ = LeaderFence{.key = options_.key,
                        .create_revision = res.header().revision(),
@@ -315,9 +322,10 @@ void LeaderElection::renew() {
   });
   const bool was_degraded = health_->role() == LeaseHealth::Role::degraded;
   auto next = answered ? health_->renewed(sent, std::chrono::seconds(res.ttl())) : health_->unanswered(Clock::now());
-  next_renewal_ = health_->role() == LeaseHealth::Role::degraded ? Clock::now() + std::max<std::chrono::milliseconds>(ttl_ / 8, 100ms)
-                  : answered                                     ? sent + ttl_ / 4
-                                                                 : sent + 100ms;
+  next_renewal_ = health_->role() == LeaseHealth::Role::degraded
+                      ? Clock::now() + std::max<std::chrono::milliseconds>(ttl_ / 8, 100ms)
+                  : answered ? sent + ttl_ / 4
+                             : sent + 100ms;
   std::string key_detail;
   if (next == LeaseHealth::Next::check_key) next = health_->key_checked(check_key(key_detail));
   publish();
@@ -332,20 +340,22 @@ void LeaderElection::renew() {
   switch (next) {
     case LeaseHealth::Next::nothing:
       if (!answered && Clock::now() - last_warning_ > kWarnEvery) {  // renewals are retried every 100 ms
-        kLog.warn(was_degraded ? "etcd still does not answer; writes stay refused" : "leader lease renewal failed; retrying",
-                  {{"key", options_.key}, {"error", status_text(status)}});
+        kLog.warn(
+            was_degraded ? "etcd still does not answer; writes stay refused" : "leader lease renewal failed; retrying",
+            {{"key", options_.key}, {"error", status_text(status)}});
         last_warning_ = Clock::now();
       }
       return;
     case LeaseHealth::Next::degrade: {
-      const std::string why = "no renewal of the " + std::to_string(ttl_.count() / 1000) +
-                              " s leader lease was confirmed within it and a hold of one more (etcd: " +
-                              status_text(status) + ")";
+      const std::string why =
+          "no renewal of the " + std::to_string(ttl_.count() / 1000) +
+          " s leader lease was confirmed within it and a hold of one more (etcd: " + status_text(status) + ")";
       set_leader(options_.self, "etcd has no quorum or cannot be reached: " + why);
       last_warning_ = Clock::now();
-      kLog.error("leader degraded: etcd has no quorum or cannot be reached; refusing writes, serving reads from memory "
-                 "until it answers",
-                 {{"key", options_.key}, {"reason", why}});
+      kLog.error(
+          "leader degraded: etcd has no quorum or cannot be reached; refusing writes, serving reads from memory "
+          "until it answers",
+          {{"key", options_.key}, {"reason", why}});
       events_.degraded(why);
       return;
     }
@@ -356,11 +366,11 @@ void LeaderElection::renew() {
       events_.restored();
       return;
     case LeaseHealth::Next::lose:
-      lose(key_detail.empty() ? "etcd says the lease expired (this process was paused or cut off for longer than the lease)"
-                              : key_detail);
+      lose(key_detail.empty()
+               ? "etcd says the lease expired (this process was paused or cut off for longer than the lease)"
+               : key_detail);
       return;
-    case LeaseHealth::Next::check_key:
-      return;  // answered by key_checked above
+    case LeaseHealth::Next::check_key: return;  // answered by key_checked above
   }
 }
 

@@ -50,9 +50,9 @@ struct LeaderRecord {
 
 struct ElectionOptions {
   std::shared_ptr<EtcdChannels> etcd;  // shared with the backend's traffic or its own
-  std::string key;                         // "<prefix>/leader"
+  std::string key;                     // "<prefix>/leader"
   LeaderRecord self;
-  std::chrono::milliseconds lease{2'000};  // rounded up to whole seconds (etcd's unit)
+  std::chrono::milliseconds lease{2'000};    // rounded up to whole seconds (etcd's unit)
   std::chrono::milliseconds timeout{2'000};  // per request
   // Read and name the leader from the start, but campaign only this long after start(): a member
   // that was elected and could not load the state (its keyring lacks the state's root key, say)
@@ -150,10 +150,10 @@ class LeaderElection final : public LeaseState {
   std::string problem_ = "etcd has not answered yet";
   std::atomic<bool> leading_{false};
   std::atomic<bool> degraded_{false};
-  std::atomic<std::int64_t> deadline_ns_{0};  // steady_clock, the lease's end by our clock
+  std::atomic<std::int64_t> deadline_ns_{0};   // steady_clock, the lease's end by our clock
   std::atomic<std::int64_t> confirmed_ns_{0};  // steady_clock, health_->last_confirmed()
-  std::optional<LeaseHealth> health_;  // while leading; the election thread's only
-  std::optional<LeaderFence> fence_;   // the key as we created it
+  std::optional<LeaseHealth> health_;          // while leading; the election thread's only
+  std::optional<LeaderFence> fence_;           // the key as we created it
   std::int64_t lease_id_ = 0;
   std::chrono::steady_clock::time_point campaign_from_;  // start() + options_.campaign_delay
   // Leading: when the next renewal is sent (a quarter TTL after the last confirmed one was sent).

@@ -54,8 +54,7 @@ std::chrono::milliseconds campaign_delay(std::chrono::milliseconds lease) {
 }
 
 [[noreturn]] void restart_as_standby(char** argv, const std::string& why, bool failed_load) {
-  logger.error("stepping down: this control plane is no longer the leader; restarting as a standby",
-               {{"reason", why}});
+  logger.error("stepping down: this control plane is no longer the leader; restarting as a standby", {{"reason", why}});
   if (failed_load) {
     ::setenv(kFailedLoads, std::to_string(failed_loads() + 1).c_str(), 1);
   } else {
@@ -78,12 +77,11 @@ Leadership::Leadership(LeadershipParts parts, ElectionOptions options)
       std::move(options),
       ElectionEvents{
           .elected = [this, post](LeaderFence fence) { post([this, fence = std::move(fence)] { elected(fence); }); },
-          .lost = [post, argv = parts_.argv](const std::string& why) { post([argv, why] { restart_as_standby(argv, why); }); },
+          .lost = [post, argv = parts_.argv](
+                      const std::string& why) { post([argv, why] { restart_as_standby(argv, why); }); },
           .degraded = [this, post](const std::string& why) { post([this, why] { degrade(why); }); },
-          .restored =
-              [this, post] {
-                post([this] { parts_.tasks.spawn("resume-leading", [this] { return resume(); }); });
-              },
+          .restored = [this,
+                       post] { post([this] { parts_.tasks.spawn("resume-leading", [this] { return resume(); }); }); },
           // Writes and calls out are held meanwhile (front.hpp); reads are answered from memory.
           .unconfirmed = [this, post] { post([this] { parts_.store.set_reads_from_memory(true); }); },
           .confirmed = [this, post] { post([this] { parts_.store.set_reads_from_memory(false); }); },
@@ -113,7 +111,8 @@ void Leadership::elected(LeaderFence fence) {
 // state is reloaded before anything is written again.
 void Leadership::degrade(const std::string& why) {
   auto& store = parts_.store;
-  store.set_read_only("etcd has no quorum or cannot be reached (" + why + "): writes are refused until it answers "
+  store.set_read_only("etcd has no quorum or cannot be reached (" + why +
+                      "): writes are refused until it answers "
                       "again; nothing was changed");
   parts_.pause_calls("etcd has no quorum or cannot be reached: no call is made whose result could not be recorded");
   if (store.flushing() || store.durable_index() < store.index()) reload_on_resume_ = true;

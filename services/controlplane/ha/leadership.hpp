@@ -44,7 +44,7 @@ struct LeadershipParts {
   boost::asio::any_io_executor executor;  // the io thread every event is posted to
   char** argv = nullptr;                  // for restart_as_standby
   StateStore& store;
-  FencedBackend& backend;  // the shared state (etcd) whose writes the leader fences
+  FencedBackend& backend;                      // the shared state (etcd) whose writes the leader fences
   async::TaskGroup& tasks;                     // runs resume and the broken-store watch
   std::function<domain::Status()> load_state;  // the store's load, logged
   std::function<void()> lead;                  // starts what only the leader runs
@@ -84,8 +84,8 @@ class Leadership {
   LeadershipParts parts_;
   std::chrono::milliseconds lease_;
   bool serving_ = false;
-  bool reload_on_resume_ = false;  // a write's outcome was unknown while etcd could not be reached
-  std::unique_ptr<LeaseHold> hold_;  // made right after the election it reads
+  bool reload_on_resume_ = false;             // a write's outcome was unknown while etcd could not be reached
+  std::unique_ptr<LeaseHold> hold_;           // made right after the election it reads
   std::unique_ptr<LeaderElection> election_;  // last: its thread posts to us, and is joined first
 };
 

@@ -33,14 +33,10 @@ LeaseHealth::Next LeaseHealth::key_checked(Key key) {
   const auto alive = *alive_;
   alive_.reset();
   switch (key) {
-    case Key::unanswered:
-      return Next::nothing;  // etcd went away again: stay degraded, ask on the next renewal
+    case Key::unanswered: return Next::nothing;  // etcd went away again: stay degraded, ask on the next renewal
     case Key::gone:
-    case Key::other:
-      role_ = Role::lost;
-      return Next::lose;
-    case Key::ours:
-      break;
+    case Key::other: role_ = Role::lost; return Next::lose;
+    case Key::ours: break;
   }
   role_ = Role::leading;
   deadline_ = alive.first + alive.second;

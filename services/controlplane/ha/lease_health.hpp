@@ -60,7 +60,8 @@ class LeaseHealth {
   Clock::time_point deadline_;
   Clock::time_point last_confirmed_;
   std::chrono::milliseconds hold_;
-  std::optional<std::pair<Clock::time_point, std::chrono::seconds>> alive_;  // degraded: renewal answered, key unchecked
+  std::optional<std::pair<Clock::time_point, std::chrono::seconds>>
+      alive_;  // degraded: renewal answered, key unchecked
 };
 
 }  // namespace mooring::controlplane::ha

@@ -24,8 +24,10 @@ ConnectionLimits::Admission ConnectionLimits::admit(Id id, const std::string& cl
     out.evicted = oldest_idle_of(client);
     if (!out.evicted) out.refused = Refusal::per_client;
   } else if (entries_.size() >= max_total_) {
-    if (!idle_.empty()) out.evicted = idle_.front();
-    else out.refused = Refusal::global;
+    if (!idle_.empty())
+      out.evicted = idle_.front();
+    else
+      out.refused = Refusal::global;
   }
   if (out.refused) return out;
   if (out.evicted) remove(*out.evicted);

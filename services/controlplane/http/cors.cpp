@@ -26,7 +26,8 @@ constexpr std::string_view allowed_headers =
 
 // An authority's host and port, the port spelled out ("127.0.0.1" -> 127.0.0.1, 80 over plain
 // HTTP; "[::1]:4700" -> [::1], 4700).
-std::pair<std::string_view, std::string_view> split_authority(std::string_view authority, std::string_view default_port) {
+std::pair<std::string_view, std::string_view> split_authority(std::string_view authority,
+                                                              std::string_view default_port) {
   const auto host_end = authority.starts_with('[') ? authority.find(']') + 1 : authority.find(':');
   const auto host = authority.substr(0, host_end);
   if (host_end >= authority.size()) return {host, default_port};

@@ -12,8 +12,8 @@ Response error_response(unsigned status, std::string_view message) {
   Response r;
   r.status = status;
   // dump() with replace: a message that quotes user input must still be valid JSON.
-  r.body = nlohmann::json{{"Error", std::string(message)}}.dump(-1, ' ', false,
-                                                               nlohmann::json::error_handler_t::replace);
+  r.body =
+      nlohmann::json{{"Error", std::string(message)}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return r;
 }
 

@@ -30,7 +30,7 @@ struct Request {
   QueryParams query;
   std::map<std::string, std::string, std::less<>> headers;  // names lower-cased
   std::string body;
-  PathParams params;  // filled in by the router
+  PathParams params;   // filled in by the router
   std::string remote;  // the client's "address:port", for the audit log
   // HTTPS: the client presented a certificate from our CA with the control plane identity (a
   // standby forwarding; http::TlsFiles::peer_ca_file).
@@ -70,9 +70,7 @@ struct Response {
   using NextPiece = std::function<boost::asio::awaitable<std::optional<std::string>>()>;
   NextPiece stream;
 
-  void set_header(std::string name, std::string value) {
-    headers.emplace_back(std::move(name), std::move(value));
-  }
+  void set_header(std::string name, std::string value) { headers.emplace_back(std::move(name), std::move(value)); }
 };
 
 // A JSON error body {"Error":"..."} with the given status.

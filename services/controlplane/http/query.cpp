@@ -99,13 +99,20 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
     while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
     std::string_view unit = text.substr(ustart, i - ustart);
     double scale;
-    if (unit == "ns") scale = 1;
-    else if (unit == "us" || unit == "µs") scale = 1e3;
-    else if (unit == "ms") scale = 1e6;
-    else if (unit == "s") scale = 1e9;
-    else if (unit == "m") scale = 60e9;
-    else if (unit == "h") scale = 3600e9;
-    else return std::nullopt;
+    if (unit == "ns")
+      scale = 1;
+    else if (unit == "us" || unit == "µs")
+      scale = 1e3;
+    else if (unit == "ms")
+      scale = 1e6;
+    else if (unit == "s")
+      scale = 1e9;
+    else if (unit == "m")
+      scale = 60e9;
+    else if (unit == "h")
+      scale = 3600e9;
+    else
+      return std::nullopt;
     double value = std::stod(number) * scale;
     if (value > static_cast<double>(max_ns) || total_ns + static_cast<std::int64_t>(value) > max_ns)
       return std::nullopt;

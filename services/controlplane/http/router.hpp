@@ -21,9 +21,9 @@ class Router {
   struct Match {
     const Target* target = nullptr;  // set when found
     PathParams params;
-    bool path_known = false;         // some route has this path (405 vs 404)
-    std::string allow;               // "GET, PUT" when path_known and not found
-    bool bad_encoding = false;       // a segment had a malformed escape
+    bool path_known = false;    // some route has this path (405 vs 404)
+    std::string allow;          // "GET, PUT" when path_known and not found
+    bool bad_encoding = false;  // a segment had a malformed escape
   };
 
   void add(std::string method, std::string_view pattern, Target target) {

@@ -52,8 +52,10 @@ void Server::Impl::spawn_session(std::shared_ptr<Session> s) {
                    error_code ignored;
                    s->transport().socket().shutdown(tcp::socket::shutdown_both, ignored);
                    s->transport().close();
-                   if (s->lingering) --self->lingering;
-                   else self->limits.remove(s->id);
+                   if (s->lingering)
+                     --self->lingering;
+                   else
+                     self->limits.remove(s->id);
                    self->sessions.erase(s->id);
                    self->finished();
                  }));
@@ -62,7 +64,7 @@ void Server::Impl::spawn_session(std::shared_ptr<Session> s) {
 void Server::Impl::on_accept(tcp::socket socket) {
   error_code ec;
   auto peer = socket.remote_endpoint(ec);
-  if (ec) return;  // the client is already gone
+  if (ec) return;                                  // the client is already gone
   process::close_on_exec(socket.native_handle());  // Asio accepts without SOCK_CLOEXEC
   // Answers go out as soon as they are written: with Nagle on, a TLS record that ends an answer
   // waited for the client's delayed ACK (~40 ms per request on a kept-alive connection).
@@ -99,8 +101,8 @@ void Server::Impl::evict(std::uint64_t id) {
 void Server::Impl::refuse(tcp::socket socket, const std::string& client, ConnectionLimits::Refusal why) {
   const std::string message =
       why == ConnectionLimits::Refusal::per_client
-          ? "too many connections from " + client + " (per-client limit " +
-                std::to_string(limits.max_per_client()) + "); retry later"
+          ? "too many connections from " + client + " (per-client limit " + std::to_string(limits.max_per_client()) +
+                "); retry later"
           : "too many connections (server limit " + std::to_string(limits.max_total()) + "); retry later";
   if (tls) {
     if (lingering >= max_lingering) return;  // closed as it goes out of scope
@@ -196,7 +198,8 @@ error_code Server::listen() {
   if (ec) return ec;
   // Asio opens sockets without SOCK_CLOEXEC; a listening socket inherited by any exec'd process
   // keeps the port taken after we are gone.
-  if (!process::close_on_exec(impl_->acceptor.native_handle())) return error_code(errno, boost::system::system_category());
+  if (!process::close_on_exec(impl_->acceptor.native_handle()))
+    return error_code(errno, boost::system::system_category());
   impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (ec) return ec;
   impl_->acceptor.bind(ep, ec);

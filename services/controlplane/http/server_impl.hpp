@@ -53,8 +53,10 @@ struct Session {
   // never pulls it from under a connection), null for plain HTTP.
   Session(tcp::socket socket, std::uint64_t id_, bool lingering_, std::shared_ptr<ssl::context> tls)
       : id(id_), lingering(lingering_), tls_context(std::move(tls)) {
-    if (tls_context) secure.emplace(beast::tcp_stream(std::move(socket)), *tls_context);
-    else plain.emplace(std::move(socket));
+    if (tls_context)
+      secure.emplace(beast::tcp_stream(std::move(socket)), *tls_context);
+    else
+      plain.emplace(std::move(socket));
   }
   // The TCP stream, where the timeouts and the socket are, whichever stream runs on it.
   beast::tcp_stream& transport() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
@@ -67,10 +69,10 @@ struct Session {
   bool request_begun = false;
   // Sending a streamed body: a graceful shutdown cancels it too, which ends the body cleanly.
   bool streaming = false;
-  bool lingering;        // refused: its 503 is written, the rest is read and dropped
-  bool evicted = false;  // closed while idle to make room for a new connection
-  std::string refusal;   // HTTPS only: the 503's message, written once the handshake is done
-  std::string remote;    // the peer's "address:port"
+  bool lingering;                   // refused: its 503 is written, the rest is read and dropped
+  bool evicted = false;             // closed while idle to make room for a new connection
+  std::string refusal;              // HTTPS only: the 503's message, written once the handshake is done
+  std::string remote;               // the peer's "address:port"
   bool peer_control_plane = false;  // HTTPS: its verified certificate is a control plane's
   std::shared_ptr<ssl::context> tls_context;
   std::optional<beast::tcp_stream> plain;

@@ -60,7 +60,8 @@ Refusal read_refusal(const error_code& ec, const ServerConfig& config) {
     return {413, "request body larger than the limit of " + std::to_string(config.body_limit) + " bytes"};
   if (ec == bhttp::error::header_limit)
     return {431, "request line and headers larger than the limit of " + std::to_string(config.header_limit) + " bytes"};
-  if (ec == bhttp::error::multiple_content_length) return {400, "malformed request: Content-Length given twice, differently"};
+  if (ec == bhttp::error::multiple_content_length)
+    return {400, "malformed request: Content-Length given twice, differently"};
   return {400, "malformed request: " + ec.message()};
 }
 
@@ -275,8 +276,10 @@ asio::awaitable<void> Server::Impl::serve(Session& session, Stream& io, TimePoin
       // a new connection (see ConnectionLimits). Read directly rather than waiting for
       // readability, so the stream's timeout applies.
       limits.set_idle(s->id, true);
-      if (first) s->transport().expires_at(header_deadline);
-      else s->transport().expires_after(config.read_timeout);
+      if (first)
+        s->transport().expires_at(header_deadline);
+      else
+        s->transport().expires_after(config.read_timeout);
       auto [ec, n] = co_await io.async_read_some(buffer.prepare(4096), tuple_awaitable);
       limits.set_idle(s->id, false);
       if (ec || s->evicted) co_return;  // closed, timed out, evicted or shutting down

@@ -36,11 +36,10 @@ boost::asio::awaitable<void> write_stream_body(Stream& io, boost::beast::tcp_str
   auto& socket = transport.socket();
   bool client_gone = false;
   while (!stopping) {
-    auto [order, failure, piece, wait_error] =
-        co_await asio::experimental::make_parallel_group(
-            asio::co_spawn(socket.get_executor(), next(), asio::deferred),
-            socket.async_wait(asio::ip::tcp::socket::wait_read, asio::deferred))
-            .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+    auto [order, failure, piece, wait_error] = co_await asio::experimental::make_parallel_group(
+                                                   asio::co_spawn(socket.get_executor(), next(), asio::deferred),
+                                                   socket.async_wait(asio::ip::tcp::socket::wait_read, asio::deferred))
+                                                   .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
     (void)wait_error;
     if (order[0] == 1) {
       client_gone = true;

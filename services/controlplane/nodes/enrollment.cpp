@@ -36,7 +36,8 @@ Verdict check_csr_names(const std::string& node_id, const tls::CsrInfo& csr) {
   for (const auto& u : csr.uris)
     if (u != uri) return invalid(who + ": the CSR asks for " + quoted(u) + "; a node certificate names only " + uri);
   if (!csr.dns_names.empty())
-    return invalid(who + ": the CSR asks for DNS names " + joined(csr.dns_names) + "; node certificates carry only " + uri);
+    return invalid(who + ": the CSR asks for DNS names " + joined(csr.dns_names) + "; node certificates carry only " +
+                   uri);
   if (!csr.ip_addresses.empty())
     return invalid(who + ": the CSR asks for IP addresses " + joined(csr.ip_addresses) +
                    "; node certificates carry only " + uri);
@@ -55,7 +56,8 @@ Verdict check_enrollment(const domain::Node* node, const domain::NodeIdentity* i
   if (node && node->status != domain::NodeStatus::down)
     return conflict(who + " is live (status " + std::string(domain::to_string(node->status)) +
                     "): its agent renews its own certificate over mutual TLS; to replace the node, stop its agent and "
-                    "purge it once it is down" + management);
+                    "purge it once it is down" +
+                    management);
   const bool pinned = identity && !identity->current.empty();
   const auto expires = pinned ? identity->current.expires : node ? node->certificate_expires : domain::Time{};
   if (domain::is_set(expires) && expires > now)

@@ -23,8 +23,8 @@
 namespace mooring::controlplane {
 
 struct EnrollmentRequest {
-  std::string node_id;  // validated by the caller (path id and tls::is_valid_node_id)
-  tls::CsrInfo csr;     // a CSR tls::inspect_csr accepted
+  std::string node_id;      // validated by the caller (path id and tls::is_valid_node_id)
+  tls::CsrInfo csr;         // a CSR tls::inspect_csr accepted
   bool management = false;  // a management token asks (else an introduction token did)
 };
 

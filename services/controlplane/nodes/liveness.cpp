@@ -92,10 +92,10 @@ std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
   for (const auto& id : expired) {
     const auto* node = store_.node(id);
     auto it = last_seen_.find(id);
-    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(
-        now - (it == last_seen_.end() ? started_ : it->second));
-    std::string reason = "no heartbeat for " + domain::format_duration(silent) + " (TTL " +
-                         domain::format_duration(options_.ttl) + ")";
+    const auto silent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - (it == last_seen_.end() ? started_ : it->second));
+    std::string reason =
+        "no heartbeat for " + domain::format_duration(silent) + " (TTL " + domain::format_duration(options_.ttl) + ")";
     auto change = plan_node_down(*node, reason, lookup, domain::now());
     Batch batch;
     change.stage(batch);

@@ -78,7 +78,7 @@ class NodeLiveness {
   StateStore& store_;
   LivenessOptions options_;
   Clock::time_point started_;
-  bool deaf_ = false;  // hearing() was false at the last check
+  bool deaf_ = false;           // hearing() was false at the last check
   bool unknown_marked_ = true;  // false from run() until unknown_until_heard() committed for every node
   std::map<std::string, Clock::time_point> last_seen_;
   std::map<std::string, int> unanswered_;  // heartbeats arrived and not answered yet, per node

@@ -39,7 +39,8 @@ std::optional<std::string> refuse_certificate(const std::string& node_id, const 
   }
   if (domain::is_set(identity->revoked_before) && presented.issued < identity->revoked_before)
     return cert + " was issued " + format_time(presented.issued) + ", before the node was purged at " +
-           format_time(identity->revoked_before) + "; certificates from before the purge no longer act: enroll the "
+           format_time(identity->revoked_before) +
+           "; certificates from before the purge no longer act: enroll the "
            "node again";
   return std::nullopt;
 }
@@ -95,8 +96,17 @@ domain::Expected<std::chrono::milliseconds> introduction_ttl(const std::string& 
 }
 
 void add_introduction(domain::NodeIdentity& identity, domain::Introduction intro, domain::Time now) {
-  std::erase_if(identity.introductions, [&](const domain::Introduction& i) { return i.expiration_time <= now; });
+  prune_introductions(identity, now);
   identity.introductions.push_back(std::move(intro));
+}
+
+Pruned prune_introductions(domain::NodeIdentity& identity, domain::Time now) {
+  const auto dropped =
+      std::erase_if(identity.introductions, [&](const domain::Introduction& i) { return i.expiration_time <= now; });
+  const bool holds_more = !identity.current.empty() || !identity.pending.empty() || !identity.previous.empty() ||
+                          domain::is_set(identity.revoked_before) || !identity.introductions.empty();
+  if (!holds_more) return Pruned::remove;
+  return dropped > 0 ? Pruned::changed : Pruned::unchanged;
 }
 
 IntroductionCheck check_introduction(const std::map<std::string, domain::NodeIdentity>& identities,
@@ -105,7 +115,7 @@ IntroductionCheck check_introduction(const std::map<std::string, domain::NodeIde
     for (std::size_t i = 0; i < identity.introductions.size(); ++i) {
       const auto& intro = identity.introductions[i];
       if (intro.secret_hash != secret_hash) continue;
-      IntroductionCheck out{.node_id = holder, .index = i};
+      IntroductionCheck out{.index = i};
       const std::string token = "introduction token " + in_quotes(intro.accessor_id);
       if (holder != node_id) {
         out.status = 403;

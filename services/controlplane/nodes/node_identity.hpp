@@ -59,10 +59,16 @@ domain::Expected<std::chrono::milliseconds> introduction_ttl(const std::string& 
 // past the tokens still alive.
 void add_introduction(domain::NodeIdentity& identity, domain::Introduction intro, domain::Time now);
 
+// Every commit of an introduction or an enrollment also prunes the other records (expired
+// tokens are never kept, so the table and check_introduction's scan stay as small as the tokens
+// alive): `identity` without its expired introductions. Pruned::remove for a record that holds
+// nothing else (a node that never enrolled and was never purged): it is erased.
+enum class Pruned { unchanged, changed, remove };
+Pruned prune_introductions(domain::NodeIdentity& identity, domain::Time now);
+
 // Whether the introduction token whose SecretID hashes to `secret_hash` may enroll `node_id`.
 struct IntroductionCheck {
-  std::string node_id;    // the node whose record holds the token (empty: none)
-  std::size_t index = 0;  // its position in that record's introductions
+  std::size_t index = 0;  // the token's position in the node's introductions (status 0)
   unsigned status = 0;    // 0: it may; 401 (unknown, expired, used) or 403 (another node's)
   std::string why;
 };

@@ -13,7 +13,8 @@ domain::Expected<NodePurge> plan_node_purge(const StateStore& store, const std::
   if (!node) return domain::error("node not found: " + node_id);
   const std::string& reason = request.reason;
   if (node->status != domain::NodeStatus::down && !request.force)
-    return domain::error("node " + in_quotes(node_id) + " is live (status " + std::string(domain::to_string(node->status)) +
+    return domain::error("node " + in_quotes(node_id) + " is live (status " +
+                         std::string(domain::to_string(node->status)) +
                          ", heartbeating): purging it would cut off a running agent; stop the agent and purge the node "
                          "once it is down, or force it with ?force=true and a management token");
   std::string holding;
@@ -26,8 +27,8 @@ domain::Expected<NodePurge> plan_node_purge(const StateStore& store, const std::
       }
   if (!holding.empty())
     return domain::error("node " + in_quotes(node_id) + " still holds claims on volumes " + holding +
-                         "; they are released first (or detach them: DELETE /v1/volume/csi/ID/detach?node=" +
-                         node_id + ")");
+                         "; they are released first (or detach them: DELETE /v1/volume/csi/ID/detach?node=" + node_id +
+                         ")");
 
   NodePurge out;
   for (const auto& [plugin_id, inst] : node->plugins) {

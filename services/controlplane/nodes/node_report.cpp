@@ -19,7 +19,8 @@ namespace {
 void add_node_event(Node& node, NodeEvent e) {
   node.events.push_back(std::move(e));
   if (node.events.size() > kMaxNodeEvents)
-    node.events.erase(node.events.begin(), node.events.begin() + static_cast<long>(node.events.size() - kMaxNodeEvents));
+    node.events.erase(node.events.begin(),
+                      node.events.begin() + static_cast<long>(node.events.size() - kMaxNodeEvents));
 }
 
 // The aggregate as planned so far: the plan's copy, else the stored one.
@@ -103,9 +104,9 @@ void fold_plugin(NodeChange& ch, const PluginLookup& lookup, std::vector<PluginI
   }
   if (!split && node.split_controllers.erase(id) > 0) {
     // The controller that ran beside the node instance is no longer reported on its own.
-    ch.events.push_back(plugin_event("PluginDeregistered", instances.front(),
-                                     "the controller instance of plugin " + in_quotes(id) +
-                                         " is no longer reported by node " + in_quotes(node.id)));
+    ch.events.push_back(plugin_event(
+        "PluginDeregistered", instances.front(),
+        "the controller instance of plugin " + in_quotes(id) + " is no longer reported by node " + in_quotes(node.id)));
     ch.node_changed = true;
   }
   // Folded into the aggregate even when the node's copy did not change: this also repairs an
@@ -120,8 +121,9 @@ void remove_instance(NodeChange& ch, const PluginLookup& lookup, const std::stri
   auto& node = ch.node;
   auto it = node.plugins.find(plugin_id);
   if (it == node.plugins.end()) return;
-  ch.events.push_back(plugin_event("PluginDeregistered", it->second,
-                                   "plugin " + in_quotes(plugin_id) + " is no longer reported by node " + in_quotes(node.id)));
+  ch.events.push_back(
+      plugin_event("PluginDeregistered", it->second,
+                   "plugin " + in_quotes(plugin_id) + " is no longer reported by node " + in_quotes(node.id)));
   node.plugins.erase(it);
   node.split_controllers.erase(plugin_id);
   ch.node_changed = true;

@@ -46,7 +46,7 @@ struct NodeRegistration {
   std::string name;
   std::string address;
   std::map<std::string, std::string> attributes;
-  std::string agent_version;  // kept as attribute "mooring.agent_version"
+  std::string agent_version;           // kept as attribute "mooring.agent_version"
   domain::Time certificate_expires{};  // of the certificate it called with; unset in plaintext
   std::string certificate_key_sha256;  // of that certificate's public key; empty in plaintext
 };
@@ -54,8 +54,7 @@ struct NodeRegistration {
 // Registration (first or again after an agent restart): the node is stored ready with the given
 // identity, its full fingerprint set folded in, and a "node registered" event recorded.
 NodeChange plan_registration(const domain::Node* current, const NodeRegistration& registration,
-                             std::vector<domain::PluginInstance> plugins, const PluginLookup& lookup,
-                             domain::Time now);
+                             std::vector<domain::PluginInstance> plugins, const PluginLookup& lookup, domain::Time now);
 
 // A heartbeat with the node's full fingerprint set (a plugin absent from it is removed from the
 // node, and its aggregate deleted when no instance is left) and the node events new since the

@@ -7,6 +7,7 @@
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/plugin_facts.hpp"
+#include "shared/domain/task_user.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane {
@@ -73,8 +74,12 @@ struct Context {
 std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) {
   const auto& needs = ctx.needs;
   if (node.status != domain::NodeStatus::ready) return "node is " + std::string(domain::to_string(node.status));
+  // The node's task user rules (reported as attributes): a task it would refuse never lands there.
+  if (alloc.task && !alloc.task->csi_plugin)
+    if (auto refused = domain::refused_user(alloc.task->user, domain::task_user_rules_from(node.attributes)))
+      return *refused;
   std::map<std::string, std::set<std::string>> in_use;  // plugin -> volumes attached with this allocation
-  std::map<std::string, Volume> trial;                   // volume copies the claims are tried on
+  std::map<std::string, Volume> trial;                  // volume copies the claims are tried on
   for (const auto& need : needs) {
     const auto& v = *need.volume;
     const auto& p = *need.plugin;
@@ -105,9 +110,8 @@ std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) 
     // block placement: the new allocation's claim waits for them on the node (seed 004), as
     // Nomad's scheduler places once the previous allocation is terminal.
     if (added) {
-      std::erase_if(copy->second.claims, [&](const auto& kv) {
-        return domain::is_past(kv.second.state) || ctx.releasing(kv.first);
-      });
+      std::erase_if(copy->second.claims,
+                    [&](const auto& kv) { return domain::is_past(kv.second.state) || ctx.releasing(kv.first); });
       if (copy->second.claims.empty()) {
         copy->second.access_mode = domain::AccessMode::unknown;
         copy->second.attachment_mode = domain::AttachmentMode::unknown;
@@ -179,8 +183,8 @@ PlacementResult place(const Allocation& alloc, const ClusterView& c) {
     auto id = domain::claimed_volume_key(alloc, req);
     const Volume* v = find(c.volumes, id);
     if (!v) {
-      out.cluster_reason = "volume not found" + domain::in_namespace(alloc.ns) + ": " +
-                           domain::claimed_volume_id(req, alloc.index);
+      out.cluster_reason =
+          "volume not found" + domain::in_namespace(alloc.ns) + ": " + domain::claimed_volume_id(req, alloc.index);
       return out;
     }
     const Plugin* p = find(c.plugins, v->plugin_id);

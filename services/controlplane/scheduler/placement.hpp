@@ -1,7 +1,8 @@
 // Scheduler room: which node an allocation runs on. Pure: it reads a view of the cluster and
 // returns a node or, for every node, why it was rejected — so a 409 explains itself.
 //
-// A node fits when it is ready and, for every volume the allocation requests, runs a healthy
+// A node fits when it is ready, lets the task run as its user (the rules the node reports:
+// domain/task_user.hpp) and, for every volume the allocation requests, runs a healthy
 // node instance of the volume's plugin, lies in the volume's topology, stays within the
 // plugin's max volumes on that node, and the claim would succeed there (the claim rules
 // dry-run on a copy of the volume). Among fitting nodes the least loaded (fewest non-terminal

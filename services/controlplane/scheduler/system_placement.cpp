@@ -50,7 +50,8 @@ domain::Allocation make_system_copy(const domain::Allocation& group, const std::
   c.stop_after_client_disconnect = group.stop_after_client_disconnect;
   c.index = group.index;
   c.system_id = group.id;
-  c.events = {{now, "Received", "copy of system allocation " + domain::in_quotes(group.id) + " placed on node " + node_id}};
+  c.events = {
+      {now, "Received", "copy of system allocation " + domain::in_quotes(group.id) + " placed on node " + node_id}};
   return c;
 }
 

@@ -27,13 +27,17 @@ void allocation_event(Batch& batch, const domain::Allocation& a, std::string typ
                       std::map<std::string, std::string> details = {}) {
   details.emplace("node_id", a.node_id);
   if (!a.system_id.empty()) details.emplace("system_id", a.system_id);
-  batch.add_event({.topic = "Allocation", .type = std::move(type), .ns = a.ns, .key = a.id,
-                   .message = std::move(message), .details = std::move(details)});
+  batch.add_event({.topic = "Allocation",
+                   .type = std::move(type),
+                   .ns = a.ns,
+                   .key = a.id,
+                   .message = std::move(message),
+                   .details = std::move(details)});
 }
 
 // The group's copies by node, newest (highest create index) last.
 std::map<std::string, std::vector<const domain::Allocation*>> copies_by_node(const StateStore& store,
-                                                                              const std::string& group_id) {
+                                                                             const std::string& group_id) {
   std::map<std::string, std::vector<const domain::Allocation*>> out;
   for (const auto& id : store.allocation_ids_in_group(group_id))
     if (const auto* c = store.allocation(id)) out[c->node_id].push_back(c);
@@ -85,9 +89,9 @@ bool step_rollout(const StateStore& store, domain::Allocation& holder, domain::T
     // The group goes on placing the task that serves: the old copy's.
     if (holder.system)
       if (const auto* old = store.allocation(n.old_alloc_id); old && old->task) holder.task = old->task;
-    allocation_event(batch, holder, "RolloutFailed",
-                     "rolling update of allocation " + in_quotes(holder.id) + " failed on node " + n.node_id + ": " +
-                         n.message);
+    allocation_event(
+        batch, holder, "RolloutFailed",
+        "rolling update of allocation " + in_quotes(holder.id) + " failed on node " + n.node_id + ": " + n.message);
   };
   for (auto& n : rollout.nodes) {
     if (n.state == "done") continue;
@@ -164,7 +168,8 @@ bool step_rollout(const StateStore& store, domain::Allocation& holder, domain::T
       if (n.old_alloc_id == holder.id) {
         holder.desired_status = domain::DesiredStatus::stop;
         holder.events.push_back({now, "StopRequested", reason});
-        allocation_event(batch, holder, "AllocationStopRequested", "allocation " + in_quotes(holder.id) + ": " + reason);
+        allocation_event(batch, holder, "AllocationStopRequested",
+                         "allocation " + in_quotes(holder.id) + ": " + reason);
       } else if (const auto* old = store.allocation(n.old_alloc_id); old && is_live_copy(*old)) {
         stop_in_batch(batch, *old, reason, now);
       }
@@ -176,8 +181,8 @@ bool step_rollout(const StateStore& store, domain::Allocation& holder, domain::T
   return true;
 }
 
-bool reconcile_group(const StateStore& store, domain::Allocation& group, domain::Time now,
-                     const SystemOptions& options, Batch& batch, domain::Time& next) {
+bool reconcile_group(const StateStore& store, domain::Allocation& group, domain::Time now, const SystemOptions& options,
+                     Batch& batch, domain::Time& next) {
   if (!group.system || group.desired_status != domain::DesiredStatus::run) return false;
   bool wrote = step_rollout(store, group, now, options, batch, next);
   const auto copies = copies_by_node(store, group.id);
@@ -222,9 +227,9 @@ bool reconcile_group(const StateStore& store, domain::Allocation& group, domain:
         st.next_restart = domain::Time{};
         st.copy_created = now;
         st.message.clear();
-        allocation_event(batch, copy, "SystemCopyPlaced",
-                         "system allocation " + in_quotes(group.id) + ": copy " + in_quotes(copy.id) +
-                             " placed on node " + node_id);
+        allocation_event(
+            batch, copy, "SystemCopyPlaced",
+            "system allocation " + in_quotes(group.id) + ": copy " + in_quotes(copy.id) + " placed on node " + node_id);
         batch.put(std::move(copy));
         wrote = true;
       }

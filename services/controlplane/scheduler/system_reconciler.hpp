@@ -36,8 +36,8 @@ namespace mooring::controlplane::scheduler {
 struct SystemOptions {
   domain::Duration restart_initial{std::chrono::seconds(1)};
   domain::Duration restart_max{std::chrono::seconds(60)};
-  domain::Duration reset_after{std::chrono::minutes(5)};  // a copy that ran this long resets the backoff
-  domain::Duration health_grace{std::chrono::seconds(10)};  // added to the plugin's HealthTimeout
+  domain::Duration reset_after{std::chrono::minutes(5)};        // a copy that ran this long resets the backoff
+  domain::Duration health_grace{std::chrono::seconds(10)};      // added to the plugin's HealthTimeout
   std::chrono::milliseconds max_wait{std::chrono::minutes(1)};  // safety recheck
 };
 
@@ -83,13 +83,13 @@ class SystemReconciler {
 // What one reconcile step writes for the group `group` (a copy, changed in place): copies placed,
 // backoffs scheduled, the rollout advanced. Adds to `batch`; lowers `next` to a deadline it waits
 // for. Returns true when it wrote something.
-bool reconcile_group(const StateStore& store, domain::Allocation& group, domain::Time now,
-                     const SystemOptions& options, Batch& batch, domain::Time& next);
+bool reconcile_group(const StateStore& store, domain::Allocation& group, domain::Time now, const SystemOptions& options,
+                     Batch& batch, domain::Time& next);
 
 // One step of the rolling update recorded on `holder` (a group, or a single allocation being
 // replaced). Returns true when it wrote something.
-bool step_rollout(const StateStore& store, domain::Allocation& holder, domain::Time now,
-                  const SystemOptions& options, Batch& batch, domain::Time& next);
+bool step_rollout(const StateStore& store, domain::Allocation& holder, domain::Time now, const SystemOptions& options,
+                  Batch& batch, domain::Time& next);
 
 // Adds the stop of `alloc` (desired stop, a task event and a cluster event giving `reason`) to `batch`.
 void stop_in_batch(Batch& batch, const domain::Allocation& alloc, const std::string& reason, domain::Time now);

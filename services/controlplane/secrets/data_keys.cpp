@@ -52,11 +52,13 @@ domain::Expected<DataKeys> unwrap_data_keys(const std::string& row, const Keyrin
   std::vector<Key> keys;
   std::string wrapped_by;
   for (const auto& e : *entries) {
-    if (!e.is_object() || !e.contains("ID") || !e["ID"].is_string() || !e.contains("Wrapped") || !e["Wrapped"].is_string())
+    if (!e.is_object() || !e.contains("ID") || !e["ID"].is_string() || !e.contains("Wrapped") ||
+        !e["Wrapped"].is_string())
       return fail("every key needs string fields \"ID\" and \"Wrapped\"");
     Key key;
     key.id = e["ID"].get<std::string>();
-    if (key.id.empty() || key.id.find(':') != std::string::npos) return fail("data key id \"" + key.id + "\" is not valid");
+    if (key.id.empty() || key.id.find(':') != std::string::npos)
+      return fail("data key id \"" + key.id + "\" is not valid");
     const auto wrapped = e["Wrapped"].get<std::string>();
     const auto root_id = sealed_key_id(wrapped);
     if (!roots.find(root_id))

@@ -19,8 +19,8 @@ namespace mooring::controlplane::secrets {
 inline constexpr const char* kDataKeysRow = "data-keys";
 
 struct DataKeys {
-  Keyring keys;             // in memory, named "the state's data keys" in errors
-  std::string wrapped_by;   // the root key id wrapping every one of them
+  Keyring keys;            // in memory, named "the state's data keys" in errors
+  std::string wrapped_by;  // the root key id wrapping every one of them
 };
 
 // A new set of one data key (the active one), wrapped by `root_id`; `id` names it ("" = random).

@@ -20,9 +20,9 @@
 namespace mooring::controlplane::secrets {
 
 struct Key {
-  std::string id;                       // 16 hex digits, random
+  std::string id;                        // 16 hex digits, random
   std::array<std::uint8_t, 32> bytes{};  // AES-256
-  std::string created;                  // RFC 3339
+  std::string created;                   // RFC 3339
 };
 
 // A new random key (random 16-hex-digit id, 32 bytes from OpenSSL's CSPRNG).

@@ -16,16 +16,14 @@ boost::asio::awaitable<domain::Expected<KeyringRotated>> rotate_keyring(SealedBa
   std::string retired;
   for (const auto& id : plan->retired) retired += (retired.empty() ? "" : ",") + id;
   Batch batch;
-  batch.add_event(domain::Event{.index = 0,
-                                .time = {},
-                                .topic = "Keyring",
-                                .type = root ? "KeyringRootRotated" : "KeyringRotated",
-                                .key = root ? plan->root_key_id : plan->key_id,
-                                .message = root ? "data keys re-wrapped with a new root key"
-                                                : "secrets re-sealed with a new data key",
-                                .details = {{"key_id", plan->key_id},
-                                            {"root_key_id", plan->root_key_id},
-                                            {"retired_keys", retired}}});
+  batch.add_event(domain::Event{
+      .index = 0,
+      .time = {},
+      .topic = "Keyring",
+      .type = root ? "KeyringRootRotated" : "KeyringRotated",
+      .key = root ? plan->root_key_id : plan->key_id,
+      .message = root ? "data keys re-wrapped with a new root key" : "secrets re-sealed with a new data key",
+      .details = {{"key_id", plan->key_id}, {"root_key_id", plan->root_key_id}, {"retired_keys", retired}}});
   // The rotation is written with this commit (or with the group it joins).
   auto index = store.commit(std::move(batch));
   if (!index) {

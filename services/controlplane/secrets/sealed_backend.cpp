@@ -69,7 +69,8 @@ std::string where(Table t, const std::string& key, const SecretField& f) {
 
 }  // namespace
 
-domain::Expected<std::string> seal_row(Table table, const std::string& key, const std::string& text, const Key& active) {
+domain::Expected<std::string> seal_row(Table table, const std::string& key, const std::string& text,
+                                       const Key& active) {
   std::optional<json> row;
   bool changed = false;
   for (const auto& f : kSecretFields) {
@@ -221,7 +222,8 @@ domain::Expected<Snapshot> SealedBackend::load() {
     if (!has_secret_fields(table)) continue;
     for (auto& [key, text] : table_rows) {
       auto opened = open_row(table, key, text, opener);
-      if (!opened) return domain::error(opened.error() + (roots_.on_disk() ? "; nothing was changed" : missing_file_hint()));
+      if (!opened)
+        return domain::error(opened.error() + (roots_.on_disk() ? "; nothing was changed" : missing_file_hint()));
       if (opened->had_plaintext || (migrating && !opened->key_ids.empty())) {
         auto resealed = seal_row(table, key, opened->text, data->keys.active());
         if (!resealed) return domain::error(resealed.error());
@@ -297,11 +299,14 @@ domain::Status SealedBackend::apply_group(std::span<const Transaction> txs) {
 domain::Status SealedBackend::apply_rotation(std::span<const Transaction> txs) {
   Rotation plan = std::move(*pending_);
   pending_.reset();
-  auto fail = [&](const std::string& why) { return domain::error("keyring rotation: " + why + "; nothing was changed"); };
+  auto fail = [&](const std::string& why) {
+    return domain::error("keyring rotation: " + why + "; nothing was changed");
+  };
   // The new data keys (data rotation) or the same ones under the new root key (root rotation).
   DataKeys next = *data_;
   const Key* root = roots_.find(plan.root_key_id);
-  if (!root) return fail("root key \"" + plan.root_key_id + "\" is no longer in keyring file " + roots_.path().string());
+  if (!root)
+    return fail("root key \"" + plan.root_key_id + "\" is no longer in keyring file " + roots_.path().string());
   std::vector<Mutation> ahead;
   if (!plan.root) {
     auto fresh = new_data_keys(plan.root_key_id, plan.key_id);  // the id prepare_rotation() promised
@@ -358,7 +363,8 @@ domain::Expected<Rotation> SealedBackend::prepare_rotation(bool root) {
     if (!fresh) return domain::error(fresh.error());
     if (!fresh->on_disk()) return domain::error("keyring file " + roots_.path().string() + " has disappeared");
     if (fresh->active().id == data_->wrapped_by)
-      return domain::error("the active root key \"" + data_->wrapped_by + "\" of keyring file " + roots_.path().string() +
+      return domain::error("the active root key \"" + data_->wrapped_by + "\" of keyring file " +
+                           roots_.path().string() +
                            " already wraps the data keys: add a new root key to every control plane's keyring file, "
                            "make it \"Active\" there, then rotate the root key");
     roots_ = std::move(*fresh);

@@ -40,8 +40,8 @@ namespace mooring::controlplane::secrets {
 domain::Expected<std::string> seal_row(Table table, const std::string& key, const std::string& text, const Key& active);
 
 struct OpenedRow {
-  std::string text;            // with every secret field a plain map again
-  bool had_plaintext = false;  // a non-empty secret field was stored plain (to migrate)
+  std::string text;                  // with every secret field a plain map again
+  bool had_plaintext = false;        // a non-empty secret field was stored plain (to migrate)
   std::vector<std::string> key_ids;  // keys its sealed fields name
 };
 // Errors name the table, row and field (never a value).
@@ -89,8 +89,8 @@ class SealedBackend final : public StateBackend {
   StateBackend& inner_;
   mutable std::mutex mutex_;  // writes come from the store's writer thread, rotations from the executor
   Keyring roots_;
-  std::optional<DataKeys> data_;        // set by load()
-  std::optional<Rotation> pending_;     // rides on the next write
+  std::optional<DataKeys> data_;     // set by load()
+  std::optional<Rotation> pending_;  // rides on the next write
   std::optional<Rotation> finished_;
 };
 

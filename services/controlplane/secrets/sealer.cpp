@@ -49,8 +49,10 @@ domain::Expected<std::string> base64_decode(std::string_view in) {
   if (n < 0) return domain::error("not base64");
   // EVP_DecodeBlock counts the padding as zero bytes.
   std::size_t size = static_cast<std::size_t>(n);
-  if (in.ends_with("==")) size -= 2;
-  else if (in.ends_with("=")) size -= 1;
+  if (in.ends_with("=="))
+    size -= 2;
+  else if (in.ends_with("="))
+    size -= 1;
   out.resize(size);
   return out;
 }
@@ -63,15 +65,14 @@ domain::Expected<std::string> seal(const Key& key, std::string_view plaintext, s
   body.resize(kNonceSize + plaintext.size() + kTagSize);
   unsigned char* ct = bytes(body) + kNonceSize;
   int len = 0, total = 0;
-  const bool ok =
-      ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr) == 1 &&
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(kNonceSize), nullptr) == 1 &&
-      EVP_EncryptInit_ex(ctx.get(), nullptr, nullptr, key.bytes.data(), bytes(*nonce)) == 1 &&
-      EVP_EncryptUpdate(ctx.get(), nullptr, &len, bytes(aad), static_cast<int>(aad.size())) == 1 &&
-      EVP_EncryptUpdate(ctx.get(), ct, &len, bytes(plaintext), static_cast<int>(plaintext.size())) == 1 &&
-      (total = len, EVP_EncryptFinal_ex(ctx.get(), ct + total, &len) == 1) &&
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagSize),
-                          bytes(body) + kNonceSize + plaintext.size()) == 1;
+  const bool ok = ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr) == 1 &&
+                  EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(kNonceSize), nullptr) == 1 &&
+                  EVP_EncryptInit_ex(ctx.get(), nullptr, nullptr, key.bytes.data(), bytes(*nonce)) == 1 &&
+                  EVP_EncryptUpdate(ctx.get(), nullptr, &len, bytes(aad), static_cast<int>(aad.size())) == 1 &&
+                  EVP_EncryptUpdate(ctx.get(), ct, &len, bytes(plaintext), static_cast<int>(plaintext.size())) == 1 &&
+                  (total = len, EVP_EncryptFinal_ex(ctx.get(), ct + total, &len) == 1) &&
+                  EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagSize),
+                                      bytes(body) + kNonceSize + plaintext.size()) == 1;
   if (!ok) return domain::error("AES-256-GCM seal failed (OpenSSL)");
   return std::string(kSealedPrefix) + key.id + ":" + base64_encode(body);
 }
@@ -85,7 +86,8 @@ domain::Expected<std::string> open_sealed(const Keyring& keyring, std::string_vi
     return domain::error("sealed with key \"" + id + "\", which keyring " + keyring.path().string() +
                          " does not hold (another keyring file, or a key dropped by hand?)");
   auto body = base64_decode(sealed.substr(kSealedPrefix.size() + id.size() + 1));
-  if (!body || body->size() < kNonceSize + kTagSize) return domain::error("malformed sealed value (bad base64 or too short)");
+  if (!body || body->size() < kNonceSize + kTagSize)
+    return domain::error("malformed sealed value (bad base64 or too short)");
   const std::size_t ct_size = body->size() - kNonceSize - kTagSize;
   std::string plain(ct_size, '\0');
   auto ctx = new_ctx();
@@ -93,14 +95,13 @@ domain::Expected<std::string> open_sealed(const Keyring& keyring, std::string_vi
   const unsigned char* nonce = bytes(*body);
   const unsigned char* ct = nonce + kNonceSize;
   std::string tag = body->substr(kNonceSize + ct_size);
-  const bool ok =
-      ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr) == 1 &&
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(kNonceSize), nullptr) == 1 &&
-      EVP_DecryptInit_ex(ctx.get(), nullptr, nullptr, key->bytes.data(), nonce) == 1 &&
-      EVP_DecryptUpdate(ctx.get(), nullptr, &len, bytes(aad), static_cast<int>(aad.size())) == 1 &&
-      EVP_DecryptUpdate(ctx.get(), bytes(plain), &len, ct, static_cast<int>(ct_size)) == 1 &&
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagSize), bytes(tag)) == 1 &&
-      EVP_DecryptFinal_ex(ctx.get(), bytes(plain) + len, &len) == 1;
+  const bool ok = ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr) == 1 &&
+                  EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(kNonceSize), nullptr) == 1 &&
+                  EVP_DecryptInit_ex(ctx.get(), nullptr, nullptr, key->bytes.data(), nonce) == 1 &&
+                  EVP_DecryptUpdate(ctx.get(), nullptr, &len, bytes(aad), static_cast<int>(aad.size())) == 1 &&
+                  EVP_DecryptUpdate(ctx.get(), bytes(plain), &len, ct, static_cast<int>(ct_size)) == 1 &&
+                  EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagSize), bytes(tag)) == 1 &&
+                  EVP_DecryptFinal_ex(ctx.get(), bytes(plain) + len, &len) == 1;
   if (!ok)
     return domain::error("sealed value does not open with key \"" + id + "\" of keyring " + keyring.path().string() +
                          " (tampered with, moved from another object, or a different key under the same id)");

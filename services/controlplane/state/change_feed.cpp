@@ -18,9 +18,9 @@ domain::Status ChangeFeed::apply_group(std::span<const Transaction> txs) {
 // subscriber woken by a commit always finds its keys here.
 void ChangeFeed::record(const Transaction& tx) {
   std::lock_guard lock(mutex_);
-  subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
-                                    [](const auto& s) { return s.second.expired(); }),
-                     subscribers_.end());
+  subscribers_.erase(
+      std::remove_if(subscribers_.begin(), subscribers_.end(), [](const auto& s) { return s.second.expired(); }),
+      subscribers_.end());
   for (const auto& m : tx.mutations)
     for (const auto& [table, weak] : subscribers_)
       if (table == m.table)

@@ -15,13 +15,13 @@
 namespace mooring::controlplane {
 
 struct IdempotentRequest {
-  std::string key;          // the client's Idempotency-Key
-  std::string method;       // what the key was used for (named in the refusal of a reuse)
+  std::string key;     // the client's Idempotency-Key
+  std::string method;  // what the key was used for (named in the refusal of a reuse)
   std::string target;
   // "<key id>:<HMAC>" of method, target and body under the keyring (api.cpp); a reuse of the key
   // for another request is refused. A bare SHA-256 only without a keyring (in-process tests).
   std::string fingerprint;
-  unsigned status = 0;      // the first answer
+  unsigned status = 0;  // the first answer
   std::string body;
   std::uint64_t answer_index = 0;  // its X-Mooring-Index (0: none)
   domain::Time time{};             // when it was answered: kept for kIdempotencyKeyTtl

@@ -15,7 +15,8 @@ constexpr std::string_view kEtcdScheme = "etcd://";
 domain::Status make_data_dir(const std::string& data_dir) {
   std::error_code ec;
   if (std::filesystem::create_directories(data_dir, ec))
-    std::filesystem::permissions(data_dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace, ec);
+    std::filesystem::permissions(data_dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace,
+                                 ec);
   if (ec) return domain::error("cannot make the data dir " + data_dir + ": " + ec.message());
   return {};
 }

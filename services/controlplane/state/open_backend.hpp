@@ -15,8 +15,8 @@ namespace mooring::controlplane {
 struct EtcdOptions;
 
 struct StateLocation {
-  std::string url;       // --state
-  std::string data_dir;  // --data-dir
+  std::string url;                                          // --state
+  std::string data_dir;                                     // --data-dir
   std::string etcd_ca_file, etcd_cert_file, etcd_key_file;  // TLS to etcd (all empty: plaintext)
 };
 

@@ -19,8 +19,8 @@ namespace mooring::controlplane {
 
 struct SnapshotRecord {
   std::string plugin_id;
-  std::string id;  // the plugin's snapshot id
-  std::string ns;  // the source volume's namespace: who may list, restore and delete it
+  std::string id;                         // the plugin's snapshot id
+  std::string ns;                         // the source volume's namespace: who may list, restore and delete it
   std::string source_volume_id;           // that volume's id in `ns` when it was taken
   std::string external_source_volume_id;  // and its id at the plugin
   std::string name;                       // as asked; the plugin got domain::volume_key(ns, name)

@@ -64,8 +64,8 @@ void StateStore::index_backend(const std::string& key, const domain::Volume& v, 
   const auto backend = backend_id(v);
   if (add) {
     volumes_by_backend_[backend].insert(key);
-  } else if (auto it = volumes_by_backend_.find(backend); it != volumes_by_backend_.end() && it->second.erase(key) &&
-                                                          it->second.empty()) {
+  } else if (auto it = volumes_by_backend_.find(backend);
+             it != volumes_by_backend_.end() && it->second.erase(key) && it->second.empty()) {
     volumes_by_backend_.erase(it);
   }
 }
@@ -106,11 +106,11 @@ void StateStore::unindex_allocation(const domain::Allocation& a) {
     node.by_modify.erase({a.modify_index, a.id});
     if (node.by_modify.empty()) allocations_by_node_.erase(it);
   }
-  if (auto it = allocations_by_name_.find({a.ns, a.name}); it != allocations_by_name_.end() && it->second.erase(a.id) &&
-                                                   it->second.empty())
+  if (auto it = allocations_by_name_.find({a.ns, a.name});
+      it != allocations_by_name_.end() && it->second.erase(a.id) && it->second.empty())
     allocations_by_name_.erase(it);
-  if (auto it = allocations_by_group_.find(a.system_id); !a.system_id.empty() && it != allocations_by_group_.end() &&
-                                                         it->second.erase(a.id) && it->second.empty())
+  if (auto it = allocations_by_group_.find(a.system_id);
+      !a.system_id.empty() && it != allocations_by_group_.end() && it->second.erase(a.id) && it->second.empty())
     allocations_by_group_.erase(it);
 }
 

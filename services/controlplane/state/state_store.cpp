@@ -32,7 +32,8 @@ namespace {
 // mooring_state_commit_seconds: taken once, at the first write (main enables metrics before any);
 // null with metrics off.
 const metrics::Histogram& commit_seconds() {
-  static const metrics::Histogram h = metrics::families() ? metrics::families()->state_commit_seconds : metrics::Histogram{};
+  static const metrics::Histogram h =
+      metrics::families() ? metrics::families()->state_commit_seconds : metrics::Histogram{};
   return h;
 }
 
@@ -129,15 +130,17 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   std::map<std::string, domain::Node> nodes;
   std::map<std::string, domain::Allocation> allocations;
   std::map<Table, std::uint64_t> table_index;
-  if (auto st = load_table(*snap, Table::volumes, volumes, domain::volume_from_storage, table_index[Table::volumes]); !st)
+  if (auto st = load_table(*snap, Table::volumes, volumes, domain::volume_from_storage, table_index[Table::volumes]);
+      !st)
     return st;
   // A row's key is its volume's key (rows from before namespaces decode into "default" under
   // the same key); any other key would make two volumes of one.
   for (const auto& [key, v] : volumes)
     if (key != domain::volume_key(v.ns, v.id))
-      return domain::error("state: volumes row \"" + key + "\" holds volume \"" + v.id + "\" of namespace \"" +
-                           v.ns + "\"");
-  if (auto st = load_table(*snap, Table::plugins, plugins, domain::plugin_from_storage, table_index[Table::plugins]); !st)
+      return domain::error("state: volumes row \"" + key + "\" holds volume \"" + v.id + "\" of namespace \"" + v.ns +
+                           "\"");
+  if (auto st = load_table(*snap, Table::plugins, plugins, domain::plugin_from_storage, table_index[Table::plugins]);
+      !st)
     return st;
   if (auto st = load_table(*snap, Table::nodes, nodes, domain::node_from_storage, table_index[Table::nodes]); !st)
     return st;
@@ -160,11 +163,13 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
                            table_index[Table::acl_policies]);
       !st)
     return st;
-  if (auto st = load_table(*snap, Table::acl_tokens, acl_tokens, acl::token_from_storage, table_index[Table::acl_tokens]);
+  if (auto st =
+          load_table(*snap, Table::acl_tokens, acl_tokens, acl::token_from_storage, table_index[Table::acl_tokens]);
       !st)
     return st;
   std::map<std::string, SnapshotRecord> snapshots;
-  if (auto st = load_table(*snap, Table::snapshots, snapshots, snapshot_record_from_storage, table_index[Table::snapshots]);
+  if (auto st =
+          load_table(*snap, Table::snapshots, snapshots, snapshot_record_from_storage, table_index[Table::snapshots]);
       !st)
     return st;
   std::map<std::string, domain::NodeIdentity> identities;
@@ -269,7 +274,9 @@ const acl::Token* StateStore::acl_token(const std::string& accessor_id) const { 
 const SnapshotRecord* StateStore::snapshot_record(const std::string& plugin_id, const std::string& id) const {
   return find(snapshots_, snapshot_record_key(plugin_id, id));
 }
-const domain::NodeIdentity* StateStore::node_identity(const std::string& id) const { return find(node_identities_, id); }
+const domain::NodeIdentity* StateStore::node_identity(const std::string& id) const {
+  return find(node_identities_, id);
+}
 
 const acl::Token* StateStore::acl_token_by_secret_hash(const std::string& hash) const {
   auto it = acl_token_by_hash_.find(hash);
@@ -278,7 +285,8 @@ const acl::Token* StateStore::acl_token_by_secret_hash(const std::string& hash) 
 
 std::vector<std::string> StateStore::requests_answered_before(domain::Time before, std::size_t max) const {
   std::vector<std::string> out;
-  for (auto it = requests_by_time_.begin(); it != requests_by_time_.end() && it->first < before && out.size() < max; ++it)
+  for (auto it = requests_by_time_.begin(); it != requests_by_time_.end() && it->first < before && out.size() < max;
+       ++it)
     out.push_back(it->second);
   return out;
 }
@@ -332,8 +340,8 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
 
   std::vector<std::string> new_keys;
   auto now = domain::now();
-  const auto mono = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch()).count();
+  const auto mono =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   for (std::size_t i = 0; i < batch.events_.size(); ++i) {
     auto& e = batch.events_[i];
     e.index = next;
@@ -373,7 +381,8 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   install(batch.acl_policies_, acl_policies_);
   install(batch.snapshots_, snapshots_);
   for (auto& [accessor, t] : batch.acl_tokens_) {
-    if (auto old = acl_tokens_.find(accessor); old != acl_tokens_.end()) acl_token_by_hash_.erase(old->second.secret_hash);
+    if (auto old = acl_tokens_.find(accessor); old != acl_tokens_.end())
+      acl_token_by_hash_.erase(old->second.secret_hash);
     if (!t) continue;
     acl_token_by_hash_.insert_or_assign(t->secret_hash, accessor);
     acl_bootstrapped_ = true;
@@ -465,8 +474,8 @@ void StateStore::flushed(std::uint64_t last_index, std::map<Table, std::uint64_t
 void StateStore::recover(const std::string& error) {
   static const log::Logger log{"state"};
   const std::uint64_t handed_out = index_;
-  log.error("state write failed; reloading what is durable", {{"error", error}, {"lost_from_index", durable_index_ + 1},
-                                                               {"lost_to_index", handed_out}});
+  log.error("state write failed; reloading what is durable",
+            {{"error", error}, {"lost_from_index", durable_index_ + 1}, {"lost_to_index", handed_out}});
   lost_.push_back({durable_index_ + 1, handed_out, "the state write failed: " + error});
   wake_durable(domain::error(lost_.back().error));
   pending_.clear();  // committed after the failed ones, on top of them: lost with them
@@ -513,7 +522,8 @@ asio::awaitable<domain::Status> StateStore::reload_in_background() {
     auto [ec] = co_await job->done.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;
     auto cs = co_await asio::this_coro::cancellation_state;
-    if (cs.cancelled() != asio::cancellation_type::none) throw boost::system::system_error(asio::error::operation_aborted);
+    if (cs.cancelled() != asio::cancellation_type::none)
+      throw boost::system::system_error(asio::error::operation_aborted);
   }
   co_return reinstall(std::move(*job->snap));
 }

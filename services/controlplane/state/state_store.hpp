@@ -234,9 +234,7 @@ class StateStore {
   // The index to hand out with an answer built from memory now about table `t`: its table index,
   // or index() while memory runs ahead of the disk (the answer may show a commit whose table
   // index has not moved yet; a client that echoes the index back must not be told "nothing new").
-  std::uint64_t answer_index(Table t) const {
-    return durable_index_ < index_ ? index_ : table_index(t);
-  }
+  std::uint64_t answer_index(Table t) const { return durable_index_ < index_ ? index_ : table_index(t); }
   std::uint64_t failed_flushes() const { return lost_.size(); }
   // A flush is posted or with the writer thread (tests wait for its answer).
   bool flushing() const { return flush_scheduled_ || flushing_; }
@@ -283,20 +281,21 @@ class StateStore {
   std::map<std::string, domain::Plugin> plugins_;
   std::map<std::string, domain::Node> nodes_;
   std::map<std::string, domain::Allocation> allocations_;
-  struct NodeAllocations {  // follows allocations_ and the volumes' claims
+  struct NodeAllocations {                                      // follows allocations_ and the volumes' claims
     std::set<std::pair<std::uint64_t, std::string>> by_modify;  // (modify index, id): every one
     std::set<std::string> live, claiming_terminal;
   };
   const NodeAllocations& node_allocations(const std::string& node_id) const;
   std::map<std::string, NodeAllocations> allocations_by_node_;
   std::map<std::pair<std::string, std::string>, std::set<std::string>> allocations_by_name_;  // (ns, name)
-  std::map<std::string, std::set<std::string>> allocations_by_group_;  // system_id -> copies
+  std::map<std::string, std::set<std::string>> allocations_by_group_;                         // system_id -> copies
   std::map<std::string, std::size_t> claims_by_allocation_;  // alloc id -> volumes whose claims name it
   std::map<std::pair<std::string, std::string>, std::set<std::string>> volumes_by_backend_;  // (provider, external id)
   std::deque<domain::Event> events_;
   std::deque<std::size_t> event_positions_;
   std::map<std::string, IdempotentRequest> requests_;
-  std::set<std::pair<domain::Time, std::string>> requests_by_time_;  // position within its commit: with the index, the storage key
+  std::set<std::pair<domain::Time, std::string>>
+      requests_by_time_;  // position within its commit: with the index, the storage key
   std::map<std::string, acl::Policy> acl_policies_;
   std::map<std::string, acl::Token> acl_tokens_;
   std::map<std::string, domain::NodeIdentity> node_identities_;
@@ -309,15 +308,15 @@ class StateStore {
   std::uint64_t durable_index_ = 0;
   std::vector<Transaction> pending_;
   bool flush_scheduled_ = false;
-  bool flushing_ = false;  // a flush is with the writer thread; its answer schedules the next
+  bool flushing_ = false;   // a flush is with the writer thread; its answer schedules the next
   bool reloading_ = false;  // reload_in_background() has the writer thread
-  struct Writer;           // the thread that runs the backend's writes (group commit only)
+  struct Writer;            // the thread that runs the backend's writes (group commit only)
   std::unique_ptr<Writer> writer_;
   std::optional<std::string> broken_;     // a flush failed and reloading failed too: no more writes
-  void release_reads();  // every readable_since() waiting for a flush answers now
+  void release_reads();                   // every readable_since() waiting for a flush answers now
   std::optional<std::string> read_only_;  // set_read_only()
   bool reads_from_memory_ = false;        // set_reads_from_memory()
-  struct Lost {                         // the indexes a failed flush took back
+  struct Lost {                           // the indexes a failed flush took back
     std::uint64_t first = 0, last = 0;
     std::string error;
   };

@@ -39,7 +39,8 @@ asio::awaitable<void> sleep_registered(std::list<W*>& list, W& waiter) {
   auto [ec] = co_await waiter.timer.async_wait(asio::as_tuple(asio::use_awaitable));
   (void)ec;  // fired at the deadline or cancelled by a notifier: the caller looks at the state
   auto cs = co_await asio::this_coro::cancellation_state;
-  if (cs.cancelled() != asio::cancellation_type::none) throw boost::system::system_error(asio::error::operation_aborted);
+  if (cs.cancelled() != asio::cancellation_type::none)
+    throw boost::system::system_error(asio::error::operation_aborted);
 }
 
 }  // namespace

@@ -28,10 +28,9 @@ enum class Table {
   snapshots
 };
 
-inline constexpr std::array<Table, 11> kAllTables{Table::volumes,      Table::plugins,    Table::nodes,
-                                                   Table::allocations,  Table::events,     Table::requests,
-                                                   Table::acl_policies, Table::acl_tokens, Table::keyring,
-                                                   Table::node_identities, Table::snapshots};
+inline constexpr std::array<Table, 11> kAllTables{
+    Table::volumes,      Table::plugins,    Table::nodes,   Table::allocations,     Table::events,   Table::requests,
+    Table::acl_policies, Table::acl_tokens, Table::keyring, Table::node_identities, Table::snapshots};
 
 // "volumes", "plugins", ...: the storage name.
 std::string_view to_string(Table t);

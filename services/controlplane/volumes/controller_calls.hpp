@@ -67,8 +67,7 @@ class RouterControllerCalls final : public ControllerCalls {
       std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request) override;
   Task<v1::NodeExpandVolumeResponse> node_expand_volume(std::string node_id,
                                                         v1::NodeExpandVolumeRequest request) override;
-  Task<v1::NodeVolumeStatsResponse> node_volume_stats(std::string node_id,
-                                                      v1::NodeVolumeStatsRequest request) override;
+  Task<v1::NodeVolumeStatsResponse> node_volume_stats(std::string node_id, v1::NodeVolumeStatsRequest request) override;
   Task<::csi::v1::CreateSnapshotResponse> create_snapshot(std::string plugin_id, std::string volume_key,
                                                           ::csi::v1::CreateSnapshotRequest request) override;
   Task<::csi::v1::DeleteSnapshotResponse> delete_snapshot(std::string plugin_id,

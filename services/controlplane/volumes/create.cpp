@@ -55,11 +55,13 @@ std::optional<Failure> VolumeLifecycle::check_create(const domain::Volume& v) co
   const auto named = "volume " + in_quotes(id) + ": ";
   if (!plugin) return invalid(named + "no CSI plugin named " + in_quotes(v.plugin_id));
   const auto of_plugin = named + "plugin " + in_quotes(v.plugin_id);
-  if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_create_delete,
-                             of_plugin + " has no controller that supports CREATE_DELETE_VOLUME; register an existing volume instead"))
+  if (auto no = unsupported(
+          *plugin, &domain::ControllerInfo::supports_create_delete,
+          of_plugin + " has no controller that supports CREATE_DELETE_VOLUME; register an existing volume instead"))
     return no;
   if (!v.clone_id.empty())
-    if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_clone, of_plugin + " cannot clone volumes (CloneID)"))
+    if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_clone,
+                              of_plugin + " cannot clone volumes (CloneID)"))
       return no;
   if (!v.snapshot_id.empty())
     if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_create_delete_snapshot,
@@ -118,21 +120,24 @@ Outcome<Written> VolumeLifecycle::register_created(const domain::Volume& v, cons
       stored.topologies.push_back(domain::Topology{{t.segments().begin(), t.segments().end()}});
   }
   Batch batch;
-  batch.add_event({.topic = "Volume",
-                   .type = "VolumeCreated",
-                   .ns = v.ns,
-                   .key = id,
-                   .message = "created volume " + in_quotes(id) + " through plugin " + in_quotes(v.plugin_id) +
-                              " (external id " + in_quotes(stored.external_id) + ")",
-                   .details = {{"plugin_id", v.plugin_id}, {"external_id", stored.external_id},
-                               {"controller_node", controller_node}}});
+  batch.add_event(
+      {.topic = "Volume",
+       .type = "VolumeCreated",
+       .ns = v.ns,
+       .key = id,
+       .message = "created volume " + in_quotes(id) + " through plugin " + in_quotes(v.plugin_id) + " (external id " +
+                  in_quotes(stored.external_id) + ")",
+       .details = {
+           {"plugin_id", v.plugin_id}, {"external_id", stored.external_id}, {"controller_node", controller_node}}});
   batch.put(stored);
   auto index = store_.commit(std::move(batch));
   if (!index) {
     abandon_created(v, created.volume_id());
     return write_failed("register created volume \"" + id + "\"", index.error());
   }
-  log_.info("volume created", {{"volume_id", id}, {"plugin_id", v.plugin_id}, {"external_id", stored.external_id},
+  log_.info("volume created", {{"volume_id", id},
+                               {"plugin_id", v.plugin_id},
+                               {"external_id", stored.external_id},
                                {"capacity", stored.capacity}});
   return Written{*index, {*store_.volume(key)}};
 }
@@ -148,13 +153,14 @@ bool VolumeLifecycle::held_by_a_volume(const std::string& plugin_id, const std::
 
 void VolumeLifecycle::abandon_created(const domain::Volume& v, const std::string& external_id) {
   const auto key = domain::volume_key(v.ns, v.id);
-  if (registered_as(key, external_id)) return;  // the same volume, registered by a concurrent create
+  if (registered_as(key, external_id)) return;             // the same volume, registered by a concurrent create
   if (held_by_a_volume(v.plugin_id, external_id)) return;  // another volume's storage: never deleted
   ::csi::v1::DeleteVolumeRequest del;
   del.set_volume_id(external_id);
   put_secrets(del.mutable_secrets(), v.secrets);
   tasks_.spawn("negate create " + key, [this, plugin_id = v.plugin_id, id = key, del]() -> asio::awaitable<void> {
-    std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
+    std::function<asio::awaitable<async::Attempt>(unsigned)> attempt =
+        [&](unsigned) -> asio::awaitable<async::Attempt> {
       auto r = co_await controller_.delete_volume(plugin_id, id, del);
       co_return r.done() ? async::Attempt::ok() : async::Attempt::again(r.error);
     };

@@ -100,7 +100,8 @@ domain::Expected<std::uint64_t> VolumeLifecycle::mark_deleting(const std::string
   return store_.commit(std::move(batch));
 }
 
-domain::Expected<std::uint64_t> VolumeLifecycle::deregister_deleted(const std::string& id, const std::string& plugin_id) {
+domain::Expected<std::uint64_t> VolumeLifecycle::deregister_deleted(const std::string& id,
+                                                                    const std::string& plugin_id) {
   const domain::Volume* v = store_.volume(id);
   if (!v) return store_.index();  // a concurrent delete (or a deregistration) got there first
   Batch batch;
@@ -120,7 +121,8 @@ domain::Expected<std::uint64_t> VolumeLifecycle::deregister_deleted(const std::s
 void VolumeLifecycle::finish_delete_later(const std::string& plugin_id, const std::string& id,
                                           ::csi::v1::DeleteVolumeRequest request) {
   if (!finishing_.insert(id).second) return;  // one background delete per volume
-  log_.warn("volume delete outcome unknown; retrying it in the background", {{"volume_id", id}, {"plugin_id", plugin_id}});
+  log_.warn("volume delete outcome unknown; retrying it in the background",
+            {{"volume_id", id}, {"plugin_id", plugin_id}});
   if (!tasks_.spawn("finish delete " + id, finish_delete(plugin_id, id, std::move(request)))) finishing_.erase(id);
 }
 

@@ -40,7 +40,8 @@ namespace {
 
 asio::awaitable<Outcome<Written>> VolumeLifecycle::expand(domain::Volume wanted, const StringMap& secrets) {
   auto csi = expand_request(wanted, secrets);
-  auto res = co_await controller_.controller_expand_volume(wanted.plugin_id, domain::volume_key(wanted.ns, wanted.id), csi);
+  auto res =
+      co_await controller_.controller_expand_volume(wanted.plugin_id, domain::volume_key(wanted.ns, wanted.id), csi);
   if (!res.ok()) co_return plugin_failure(res);
   const bool node_expansion = res.response.node_expansion_required();
   std::vector<std::string> node_errors;
@@ -92,11 +93,14 @@ Outcome<Written> VolumeLifecycle::record_expansion(const domain::Volume& wanted,
   batch.put(again->volume);
   auto index = store_.commit(std::move(batch));
   if (!index) return write_failed("record expansion of volume \"" + id + "\"", index.error());
-  log_.info("volume expanded", {{"volume_id", id}, {"capacity", again->volume.capacity},
-                                {"node_expansion", node_expansion}, {"node_errors", node_errors.size()}});
+  log_.info("volume expanded", {{"volume_id", id},
+                                {"capacity", again->volume.capacity},
+                                {"node_expansion", node_expansion},
+                                {"node_errors", node_errors.size()}});
   if (!node_errors.empty())
     return Failure{Failure::Kind::plugin_error, "volume " + in_quotes(id) + " was expanded by the controller to " +
-                                                    grown + " bytes, but node expansion failed: " + node_errors.front()};
+                                                    grown +
+                                                    " bytes, but node expansion failed: " + node_errors.front()};
   return Written{*index, {*store_.volume(key)}};
 }
 

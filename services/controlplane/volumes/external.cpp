@@ -27,8 +27,8 @@ ExternalVolume external_of(const ::csi::v1::ListVolumesResponse::Entry& e) {
 
 }  // namespace
 
-asio::awaitable<Outcome<Page<ExternalVolume>>> VolumeLifecycle::list_external(std::string plugin_id,
-                                                                              PageRequest page, Asker asker) {
+asio::awaitable<Outcome<Page<ExternalVolume>>> VolumeLifecycle::list_external(std::string plugin_id, PageRequest page,
+                                                                              Asker asker) {
   const auto* p = store_.plugin(plugin_id);
   if (!p) co_return missing("plugin", plugin_id);
   if (!p->controllers.empty())

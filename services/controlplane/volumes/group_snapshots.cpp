@@ -47,6 +47,26 @@ std::vector<const SnapshotRecord*> recorded_members(const StateStore& store, con
   return out;
 }
 
+// Why `named` is not exactly the group's members (those the plugin lists; one Mooring recorded
+// that the plugin no longer lists may be named too), or nullopt. Checked after the asker's
+// right to every member, so the members named here are the asker's to know.
+std::optional<std::string> not_the_members(const std::string& group_id, const std::vector<std::string>& named,
+                                           const std::vector<std::string>& listed,
+                                           const std::vector<const SnapshotRecord*>& recorded) {
+  std::set<std::string> members(listed.begin(), listed.end());
+  for (const auto* r : recorded) members.insert(r->id);
+  const std::set<std::string> given(named.begin(), named.end());
+  std::string strangers, left_out;
+  for (const auto& id : given)
+    if (!members.count(id)) strangers += (strangers.empty() ? "" : ", ") + in_quotes(id);
+  for (const auto& id : listed)
+    if (!given.count(id)) left_out += (left_out.empty() ? "" : ", ") + in_quotes(id);
+  const auto group = "group snapshot " + in_quotes(group_id) + ": query parameter \"snapshot_ids\" ";
+  if (!strangers.empty()) return group + "names " + strangers + ", not members of the group";
+  if (!left_out.empty()) return group + "leaves out its members " + left_out;
+  return std::nullopt;
+}
+
 }  // namespace
 
 Outcome<GroupSnapshotRequest> VolumeLifecycle::plan_group_snapshot(GroupSnapshotRequest w,
@@ -140,7 +160,7 @@ asio::awaitable<void> VolumeLifecycle::negate_group_snapshot(std::string plugin_
 }
 
 asio::awaitable<Outcome<std::vector<::csi::v1::Snapshot>>> VolumeLifecycle::all_snapshots(const std::string& plugin_id,
-                                                                                         const StringMap& secrets) {
+                                                                                          const StringMap& secrets) {
   std::vector<::csi::v1::Snapshot> out;
   std::string token;
   for (int page = 0; page < kMaxPages; ++page) {
@@ -153,25 +173,32 @@ asio::awaitable<Outcome<std::vector<::csi::v1::Snapshot>>> VolumeLifecycle::all_
     token = res.response.next_token();
     if (token.empty()) co_return out;
   }
-  co_return Failure{Failure::Kind::plugin_error,
-                    "ListSnapshots of plugin " + in_quotes(plugin_id) + " did not end after " +
-                        std::to_string(kMaxPages) + " pages"};
+  co_return Failure{Failure::Kind::plugin_error, "ListSnapshots of plugin " + in_quotes(plugin_id) +
+                                                     " did not end after " + std::to_string(kMaxPages) + " pages"};
 }
 
 asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_group_snapshot(std::string plugin_id,
                                                                                std::string group_id,
                                                                                std::vector<std::string> snapshot_ids,
                                                                                StringMap secrets, Asker asker) {
-  if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
-  // Whose each member is: the plugin's listing tells the members and their sources; members named
-  // by the caller are looked up one by one (a plugin that cannot list its snapshots).
+  const auto* p = store_.plugin(plugin_id);
+  if (!p) co_return missing("plugin", plugin_id);
+  // Whose each member is. A plugin that lists its snapshots tells the members (and their
+  // sources): owners taken from ids the caller names would let a token name its own snapshot
+  // with another namespace's group and reach the plugin, which need not check. Only a plugin
+  // that cannot list has its members named by the caller and looked up one by one.
+  auto cannot_list = unsupported(
+      *p, &domain::ControllerInfo::supports_list_snapshots,
+      "plugin " + in_quotes(plugin_id) + " cannot list its snapshots: name the group's members in \"snapshot_ids\"");
+  if (cannot_list && (cannot_list->kind == Failure::Kind::unavailable || snapshot_ids.empty())) co_return *cannot_list;
   std::vector<acl::Owner> member_owners;
-  if (snapshot_ids.empty()) {
+  std::vector<std::string> listed;
+  if (!cannot_list) {
     auto all = co_await all_snapshots(plugin_id, secrets);
     if (!all) co_return all.error();
     for (const auto& s : *all)
       if (s.group_snapshot_id() == group_id) {
-        snapshot_ids.push_back(s.snapshot_id());
+        listed.push_back(s.snapshot_id());
         member_owners.push_back(snapshot_owner(store_, plugin_id, s.snapshot_id(), s.source_volume_id()));
       }
   } else if (!asker.acl.is_management()) {
@@ -185,6 +212,10 @@ asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_group_snapshot(s
   for (const auto* r : recorded) member_owners.push_back(r->ns);
   if (!acl::may_use(asker.acl, acl::Use::write, member_owners))
     co_return denied(asker, acl::Use::write, "deleting this group snapshot");
+  if (!cannot_list) {
+    if (snapshot_ids.empty()) snapshot_ids = listed;
+    if (auto wrong = not_the_members(group_id, snapshot_ids, listed, recorded)) co_return invalid(std::move(*wrong));
+  }
   ::csi::v1::DeleteVolumeGroupSnapshotRequest csi;
   csi.set_group_snapshot_id(group_id);
   for (const auto& id : snapshot_ids) csi.add_snapshot_ids(id);
@@ -210,7 +241,11 @@ asio::awaitable<Outcome<std::vector<GroupSnapshot>>> VolumeLifecycle::list_group
   for (const auto& s : *all) {
     if (s.group_snapshot_id().empty()) continue;
     auto& g = groups[s.group_snapshot_id()];
-    if (g.id.empty()) g = {.id = s.group_snapshot_id(), .plugin_id = plugin_id, .create_time = s.creation_time().seconds(), .ready = true};
+    if (g.id.empty())
+      g = {.id = s.group_snapshot_id(),
+           .plugin_id = plugin_id,
+           .create_time = s.creation_time().seconds(),
+           .ready = true};
     g.create_time = std::min(g.create_time, s.creation_time().seconds());
     g.ready = g.ready && s.ready_to_use();
     g.snapshots.push_back(snapshot_of(s, plugin_id, store_));

@@ -19,7 +19,7 @@
 namespace mooring::controlplane {
 class StateStore;
 struct SnapshotRecord;
-}
+}  // namespace mooring::controlplane
 
 namespace mooring::controlplane::volumes {
 

@@ -42,10 +42,16 @@ Failure denied(const Asker& asker, acl::Use use, std::string_view what) {
 }
 
 asio::awaitable<Outcome<acl::Owner>> VolumeLifecycle::snapshot_owner_at(std::string plugin_id, std::string snapshot_id,
-                                                                         StringMap secrets) {
+                                                                        StringMap secrets) {
   if (const auto* r = store_.snapshot_record(plugin_id, snapshot_id)) co_return acl::Owner(r->ns);
   const auto* p = store_.plugin(plugin_id);
-  if (!p || !controller_supports(*p, &domain::ControllerInfo::supports_list_snapshots)) co_return acl::Owner();
+  if (!p) co_return acl::Owner();
+  // A plugin that cannot list has no way to say whose the snapshot is: nobody's. One whose
+  // capability is not known yet (its agent is starting) might: retry shortly, not a refusal.
+  if (auto cannot = unsupported(*p, &domain::ControllerInfo::supports_list_snapshots, "")) {
+    if (cannot->kind == Failure::Kind::unavailable) co_return *cannot;
+    co_return acl::Owner();
+  }
   ::csi::v1::ListSnapshotsRequest csi;
   csi.set_snapshot_id(snapshot_id);
   put_secrets(csi.mutable_secrets(), secrets);

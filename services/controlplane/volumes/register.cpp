@@ -36,7 +36,8 @@ Failure release_unfinished(const domain::Volume& v, const std::vector<std::strin
                   ": force deregistration would drop claims whose release is not finished: " + steps +
                   ". Wait for the release (GET /v1/volume/csi/" + v.id + ns +
                   " shows each claim's State and LastError), deregister with purge=true to run those steps first, "
-                  "or detach a down node with DELETE /v1/volume/csi/" + v.id + "/detach" + node_param);
+                  "or detach a down node with DELETE /v1/volume/csi/" +
+                  v.id + "/detach" + node_param);
 }
 
 // Purge: the claim GC releases every claim, node side then controller side, and removes the
@@ -48,7 +49,10 @@ Outcome<Deregistered> mark_deregistering(StateStore& store, const domain::Volume
     if (c.state == domain::ClaimState::taken)
       (void)advance_claim(marked, alloc, domain::ClaimState::unpublishing, domain::now());
   Batch batch;
-  batch.add_event({.topic = "Volume", .type = "VolumeDeregistrationRequested", .ns = v.ns, .key = v.id,
+  batch.add_event({.topic = "Volume",
+                   .type = "VolumeDeregistrationRequested",
+                   .ns = v.ns,
+                   .key = v.id,
                    .message = "volume \"" + v.id + "\" will be deregistered once its " +
                               std::to_string(marked.claims.size()) + " claim(s) are released",
                    .details = {{"plugin_id", v.plugin_id}}});
@@ -63,7 +67,11 @@ Outcome<Deregistered> erase(StateStore& store, const domain::Volume& v, bool for
   if (!v.claims.empty())
     message += " with " + std::to_string(v.claims.size()) + " claim(s) of terminal allocations (forced)";
   Batch batch;
-  batch.add_event({.topic = "Volume", .type = "VolumeDeregistered", .ns = v.ns, .key = v.id, .message = message,
+  batch.add_event({.topic = "Volume",
+                   .type = "VolumeDeregistered",
+                   .ns = v.ns,
+                   .key = v.id,
+                   .message = message,
                    .details = {{"plugin_id", v.plugin_id}, {"force", force ? "true" : "false"}}});
   const std::string id = v.id;  // `v` lives in the store, which the erase changes
   batch.erase_volume(domain::volume_key(v.ns, v.id));
@@ -89,14 +97,15 @@ std::optional<Failure> registered_elsewhere(const StateStore& store, const domai
     return conflict("volume " + in_quotes(planned.id) + domain::in_namespace(planned.ns) +
                     ": its ExternalID is already registered as a volume this token may not read; a backend volume "
                     "is registered under one id only");
-  return conflict("volume " + in_quotes(planned.id) + domain::in_namespace(planned.ns) + ": external id " +
-                  in_quotes(planned.external_id) + " of provider " + in_quotes(backend.first) +
-                  " is already registered as volume " + in_quotes(other->id) + " in namespace " + in_quotes(other->ns) +
-                  (other->plugin_id == planned.plugin_id ? std::string{} : " (plugin " + in_quotes(other->plugin_id) + ")"));
+  return conflict(
+      "volume " + in_quotes(planned.id) + domain::in_namespace(planned.ns) + ": external id " +
+      in_quotes(planned.external_id) + " of provider " + in_quotes(backend.first) +
+      " is already registered as volume " + in_quotes(other->id) + " in namespace " + in_quotes(other->ns) +
+      (other->plugin_id == planned.plugin_id ? std::string{} : " (plugin " + in_quotes(other->plugin_id) + ")"));
 }
 
 Outcome<std::vector<VolumePlan>> VolumeLifecycle::plan_registrations(std::vector<domain::Volume> volumes,
-                                                                      const acl::Acl& reader) const {
+                                                                     const acl::Acl& reader) const {
   std::vector<VolumePlan> plans;
   std::vector<std::string> keys;
   for (auto& req : volumes) {
@@ -133,8 +142,8 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::register_volumes(std::vector<
                      .type = plan.created ? "VolumeRegistered" : "VolumeUpdated",
                      .ns = plan.volume.ns,
                      .key = plan.volume.id,
-                     .message = std::string(plan.created ? "registered" : "updated") + " volume \"" +
-                                plan.volume.id + "\" (plugin \"" + plan.volume.plugin_id + "\")",
+                     .message = std::string(plan.created ? "registered" : "updated") + " volume \"" + plan.volume.id +
+                                "\" (plugin \"" + plan.volume.plugin_id + "\")",
                      .details = {{"plugin_id", plan.volume.plugin_id}}});
     batch.put(std::move(plan.volume));
   }

@@ -71,7 +71,7 @@ struct Snapshot {
   std::int64_t create_time = 0;  // seconds since the epoch
   bool ready = false;
   std::string plugin_id;
-  std::string name;  // known only for the snapshots created by this request
+  std::string name;               // known only for the snapshots created by this request
   std::string group_snapshot_id;  // "" unless a member of a group snapshot
 };
 

@@ -35,8 +35,8 @@ Task<::csi::v1::CreateSnapshotResponse> RouterControllerCalls::create_snapshot(
   return router_.create_snapshot(std::move(plugin_id), std::move(key), std::move(request));
 }
 
-Task<::csi::v1::DeleteSnapshotResponse> RouterControllerCalls::delete_snapshot(std::string plugin_id,
-                                                                               ::csi::v1::DeleteSnapshotRequest request) {
+Task<::csi::v1::DeleteSnapshotResponse> RouterControllerCalls::delete_snapshot(
+    std::string plugin_id, ::csi::v1::DeleteSnapshotRequest request) {
   return router_.delete_snapshot(std::move(plugin_id), std::move(request));
 }
 

@@ -89,7 +89,8 @@ asio::awaitable<SnapshotsCreated> VolumeLifecycle::create_snapshots(std::vector<
     auto csi = snapshot_request(w);
     auto res = co_await controller_.create_snapshot(w.plugin_id, domain::volume_key(w.ns, w.volume_id), csi);
     if (!res.ok()) {
-      if (res.outcome == csi::Outcome::uncertain) tasks_.spawn("negate snapshot " + w.name, negate_snapshot(w.plugin_id, csi));
+      if (res.outcome == csi::Outcome::uncertain)
+        tasks_.spawn("negate snapshot " + w.name, negate_snapshot(w.plugin_id, csi));
       out.errors.push_back({w.volume_id, w.name, plugin_failure(res)});
       continue;
     }
@@ -99,16 +100,18 @@ asio::awaitable<SnapshotsCreated> VolumeLifecycle::create_snapshots(std::vector<
     shown.source_volume_id = w.volume_id;
     Batch batch;
     batch.put(record_of(shown));
-    batch.add_event({.topic = "Volume",
-                     .type = "SnapshotCreated",
-                     .ns = w.ns,
-                     .key = w.volume_id,
-                     .message = "created snapshot " + in_quotes(made.snapshot_id()) + " of volume " + in_quotes(w.volume_id),
-                     .details = {{"plugin_id", w.plugin_id}, {"snapshot_id", made.snapshot_id()}}});
+    batch.add_event(
+        {.topic = "Volume",
+         .type = "SnapshotCreated",
+         .ns = w.ns,
+         .key = w.volume_id,
+         .message = "created snapshot " + in_quotes(made.snapshot_id()) + " of volume " + in_quotes(w.volume_id),
+         .details = {{"plugin_id", w.plugin_id}, {"snapshot_id", made.snapshot_id()}}});
     if (auto index = store_.commit(std::move(batch)); !index) {
       // Unrecorded, it would count as its source's only while that is registered: an error, so
       // the caller sends it again (the plugin answers the same snapshot by its name).
-      out.errors.push_back({w.volume_id, w.name, write_failed("record snapshot " + in_quotes(made.snapshot_id()), index.error())});
+      out.errors.push_back(
+          {w.volume_id, w.name, write_failed("record snapshot " + in_quotes(made.snapshot_id()), index.error())});
       continue;
     }
     out.created.push_back(std::move(shown));
@@ -117,7 +120,8 @@ asio::awaitable<SnapshotsCreated> VolumeLifecycle::create_snapshots(std::vector<
   co_return out;
 }
 
-asio::awaitable<void> VolumeLifecycle::negate_snapshot(std::string plugin_id, ::csi::v1::CreateSnapshotRequest request) {
+asio::awaitable<void> VolumeLifecycle::negate_snapshot(std::string plugin_id,
+                                                       ::csi::v1::CreateSnapshotRequest request) {
   std::function<asio::awaitable<async::Attempt>(unsigned)> attempt = [&](unsigned) -> asio::awaitable<async::Attempt> {
     auto made = co_await controller_.create_snapshot(plugin_id, {}, request);
     if (!made.ok())
@@ -152,12 +156,13 @@ asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_snapshot(std::st
   const auto* record = store_.snapshot_record(plugin_id, snapshot_id);
   if (!record) co_return store_.index();
   Batch batch;
-  batch.add_event({.topic = "Volume",
-                   .type = "SnapshotDeleted",
-                   .ns = record->ns,
-                   .key = record->source_volume_id,
-                   .message = "deleted snapshot " + in_quotes(snapshot_id) + " of volume " + in_quotes(record->source_volume_id),
-                   .details = {{"plugin_id", plugin_id}, {"snapshot_id", snapshot_id}}});
+  batch.add_event(
+      {.topic = "Volume",
+       .type = "SnapshotDeleted",
+       .ns = record->ns,
+       .key = record->source_volume_id,
+       .message = "deleted snapshot " + in_quotes(snapshot_id) + " of volume " + in_quotes(record->source_volume_id),
+       .details = {{"plugin_id", plugin_id}, {"snapshot_id", snapshot_id}}});
   batch.erase_snapshot(plugin_id, snapshot_id);
   auto index = store_.commit(std::move(batch));
   if (!index) co_return write_failed("forget deleted snapshot " + in_quotes(snapshot_id), index.error());

@@ -32,7 +32,7 @@ bool plugin_view_changed(const domain::Volume* existing, const domain::Volume& p
 }  // namespace
 
 asio::awaitable<std::optional<Failure>> VolumeLifecycle::validate_capabilities(const domain::Volume* existing,
-                                                                             domain::Volume planned) {
+                                                                               domain::Volume planned) {
   const domain::Plugin* plugin = store_.plugin(planned.plugin_id);
   // A plugin without a controller has nobody to ask (as Nomad): the node plugin finds out at mount.
   if (!plugin || (!plugin->controller_required && plugin->controllers.empty())) co_return std::nullopt;
@@ -53,10 +53,9 @@ asio::awaitable<std::optional<Failure>> VolumeLifecycle::validate_capabilities(c
     const auto what = describe(cap, planned.mount_options);
     if (res.no_target)
       // Refused rather than stored unchecked: the operator learns now, not at the first claim.
-      co_return Failure{Failure::Kind::unavailable,
-                        named + "cannot validate its capabilities: " + res.error +
-                            "; register it again once a controller of plugin " + in_quotes(planned.plugin_id) +
-                            " is healthy"};
+      co_return Failure{Failure::Kind::unavailable, named + "cannot validate its capabilities: " + res.error +
+                                                        "; register it again once a controller of plugin " +
+                                                        in_quotes(planned.plugin_id) + " is healthy"};
     if (res.status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       // Required of controllers by the spec, yet some plugins lack it: nothing to learn, not a refusal.
       log_.warn("plugin does not implement ValidateVolumeCapabilities; registering unchecked",

@@ -34,7 +34,7 @@ class Volume;
 namespace mooring::controlplane {
 class StateStore;
 struct VolumePlan;
-}
+}  // namespace mooring::controlplane
 
 namespace mooring::controlplane::volumes {
 
@@ -120,7 +120,8 @@ class VolumeLifecycle {
 
  private:
   // register.cpp: what each volume of a registration would be stored as, or why not.
-  Outcome<std::vector<VolumePlan>> plan_registrations(std::vector<domain::Volume> volumes, const acl::Acl& reader) const;
+  Outcome<std::vector<VolumePlan>> plan_registrations(std::vector<domain::Volume> volumes,
+                                                      const acl::Acl& reader) const;
   // validate.cpp: ControllerValidateVolumeCapabilities for each requested capability through a
   // healthy controller. Skipped for a plugin without a controller (as Nomad), or when nothing the
   // plugin is told changed from `existing`. Unsupported (no `confirmed`) or an unknown external
@@ -165,13 +166,15 @@ class VolumeLifecycle {
   // delete.cpp: the volume is marked Deleting before DeleteVolume is sent
   std::optional<Failure> check_delete(const std::string& id) const;
   // Sets or clears the mark; clearing records why (the plugin's refusal) in an event.
-  domain::Expected<std::uint64_t> mark_deleting(const std::string& id, bool deleting, const std::string& refused_because);
+  domain::Expected<std::uint64_t> mark_deleting(const std::string& id, bool deleting,
+                                                const std::string& refused_because);
   // The plugin deleted it: deregister with a VolumeDeleted event.
   domain::Expected<std::uint64_t> deregister_deleted(const std::string& id, const std::string& plugin_id);
   // Retries DeleteVolume in the background until the plugin gives a final answer (at most one
   // task per volume).
   void finish_delete_later(const std::string& plugin_id, const std::string& id, ::csi::v1::DeleteVolumeRequest request);
-  boost::asio::awaitable<void> finish_delete(std::string plugin_id, std::string id, ::csi::v1::DeleteVolumeRequest request);
+  boost::asio::awaitable<void> finish_delete(std::string plugin_id, std::string id,
+                                             ::csi::v1::DeleteVolumeRequest request);
 
   // snapshots.cpp
   boost::asio::awaitable<void> negate_snapshot(std::string plugin_id, ::csi::v1::CreateSnapshotRequest request);

@@ -4,7 +4,7 @@
 
 #include "services/nodeagent/allocrunner/csi_plugin_hook.hpp"
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
-#include "services/nodeagent/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/domain/ids.hpp"
@@ -17,10 +17,7 @@ namespace {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
-const log::Logger& logger() {
-  static const log::Logger l{"allocs"};
-  return l;
-}
+const log::Logger kLog{"allocs"};
 
 }  // namespace
 
@@ -54,15 +51,17 @@ AllocRunner& AllocManager::start_runner(AllocState state) {
   const auto claimed = state.claimed_volumes;
   auto runner = std::make_unique<AllocRunner>(ex_, std::move(state), store_, status_, options_.runner);
   AllocRunner* r = runner.get();
+  auto csi = options_.csi;
+  if (options_.runner.walls) csi.volume_group = volume_group_for(r->state().alloc, options_.runner.walls->rules);
   r->add_hook(std::make_unique<CsiHook>(
-      r->state().alloc, controlplane_, mounter_, options_.csi,
+      r->state().alloc, controlplane_, mounter_, std::move(csi),
       [r](std::string type, std::string message) { r->emit(std::move(type), std::move(message)); }, claimed,
       [r](const std::string& volume_id) { return r->note_claim(volume_id); }));
   const auto& task = r->state().alloc.task;
-  if (options_.plugin_tasks && task && task->csi_plugin) {
+  if (options_.plugin_supervision && task && task->csi_plugin) {
     auto dir = store_.alloc_dir(id);
     r->add_hook(std::make_unique<CsiPluginHook>(
-        r->state().alloc, dir ? *dir : store_.dir() / id, options_.plugin_socket_root, *options_.plugin_tasks,
+        r->state().alloc, dir ? *dir : store_.dir() / id, options_.plugin_socket_root, *options_.plugin_supervision,
         [r](std::string type, std::string message) { r->emit(std::move(type), std::move(message)); }));
   }
   runners_[id] = std::move(runner);
@@ -73,8 +72,8 @@ AllocRunner& AllocManager::start_runner(AllocState state) {
 void AllocManager::restore() {
   for (auto& state : store_.load_all()) {
     if (runners_.contains(state.alloc.id)) continue;
-    logger().info("restoring an allocation from before the restart",
-                  {{"alloc", state.alloc.id}, {"client_status", domain::to_string(state.client_status)}});
+    kLog.info("restoring an allocation from before the restart",
+              {{"alloc", state.alloc.id}, {"client_status", domain::to_string(state.client_status)}});
     start_runner(std::move(state));
   }
 }
@@ -105,7 +104,7 @@ bool AllocManager::apply(const ::mooring::v1::WatchAllocationsRequest& req,
   for (const auto& p : resp.allocations()) {
     auto a = domain::from_proto(p);
     if (!a) {
-      logger().error("allocation from the control plane ignored", {{"alloc", p.id()}, {"error", a.error()}});
+      kLog.error("allocation from the control plane ignored", {{"alloc", p.id()}, {"error", a.error()}});
       continue;
     }
     answer.changed.push_back(std::move(*a));
@@ -116,16 +115,17 @@ bool AllocManager::apply(const ::mooring::v1::WatchAllocationsRequest& req,
   const auto before_incarnation = watched_.incarnation();
   auto listed = watched_.take(std::move(answer), asked);
   if (!listed) {
-    logger().warn("watch answer refused; asking again for every allocation in full", {{"error", listed.error()}});
+    kLog.warn("watch answer refused; asking again for every allocation in full", {{"error", listed.error()}});
     return false;
   }
   if (before_incarnation != 0 && resp.incarnation() != before_incarnation)
-    logger().info("the control plane's state was loaded again (restart, restore or another leader); every "
-                  "allocation came in full",
-                  {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
+    kLog.info(
+        "the control plane's state was loaded again (restart, restore or another leader); every "
+        "allocation came in full",
+        {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
   else if (resp.index() < before)
-    logger().warn("allocation index went backwards (control plane state reset?); starting over",
-                  {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
+    kLog.warn("allocation index went backwards (control plane state reset?); starting over",
+              {{"old", static_cast<int64_t>(before)}, {"new", static_cast<int64_t>(resp.index())}});
   apply_listed(listed->all, listed->unchanged);
   return true;
 }
@@ -147,7 +147,7 @@ void AllocManager::apply_listed(const std::map<std::string, const domain::Alloca
     if (domain::is_terminal(*a)) continue;
     if (draining_) continue;  // picked up (or reported) by the next run of the agent
     if (auto st = domain::validate_allocation_id(id); !st) {
-      logger().error("allocation with an invalid id ignored", {{"error", st.error()}});
+      kLog.error("allocation with an invalid id ignored", {{"error", st.error()}});
       continue;
     }
     if (a->desired_status == domain::DesiredStatus::stop) {
@@ -161,7 +161,7 @@ void AllocManager::apply_listed(const std::map<std::string, const domain::Alloca
     AllocState state;
     state.alloc = *a;
     state.client_status = domain::ClientStatus::pending;
-    logger().info("new allocation", {{"alloc", id}, {"name", a->name}});
+    kLog.info("new allocation", {{"alloc", id}, {"name", a->name}});
     start_runner(std::move(state));
   }
   collect_finished(listed);
@@ -173,7 +173,7 @@ void AllocManager::collect_finished(const std::map<std::string, const domain::Al
     const auto l = listed.find(it->first);
     const bool gone = l == listed.end();
     if (r.finished() && (gone || domain::is_terminal(*l->second))) {
-      logger().info("allocation done; removing its state", {{"alloc", r.id()}});
+      kLog.info("allocation done; removing its state", {{"alloc", r.id()}});
       r.destroy();
       it = runners_.erase(it);
       continue;
@@ -198,15 +198,15 @@ asio::awaitable<void> AllocManager::watch() {
       // At start the watch runs before the first registration is answered: the control plane
       // does not know the node yet (NOT_FOUND), and the registration wakes the watch at once.
       if (st.error_code() == grpc::StatusCode::NOT_FOUND && failures == 1)
-        logger().info("waiting for this node's registration before watching allocations", {{"error", st.error_message()}});
+        kLog.info("waiting for this node's registration before watching allocations", {{"error", st.error_message()}});
       else if (failures == 1 || failures % 10 == 0)
-        logger().warn("watching allocations failed; allocations keep running; retrying",
-                      {{"error", st.error_message()}, {"code", static_cast<int>(st.error_code())}, {"delay", delay}});
+        kLog.warn("watching allocations failed; allocations keep running; retrying",
+                  {{"error", st.error_message()}, {"code", static_cast<int>(st.error_code())}, {"delay", delay}});
       const auto slept = co_await async::sleep_for(delay, options_.controlplane_back, back_gen);
       if (slept == async::SleepEnd::cancelled) co_return;
       continue;
     }
-    if (failures > 0) logger().info("watching allocations again");
+    if (failures > 0) kLog.info("watching allocations again");
     failures = 0;
     const auto before = last_index();
     // Refused (false): nothing changed, and the next request is a first look.
@@ -226,8 +226,8 @@ void AllocManager::check_disconnect(Clock::duration disconnected_for) {
     const auto limit = r->state().alloc.stop_after_client_disconnect;
     if (limit.count() <= 0 || disconnected_for <= limit) continue;
     const auto secs = std::chrono::duration_cast<std::chrono::seconds>(disconnected_for).count();
-    r->stop("no contact with the control plane for " + std::to_string(secs) +
-            "s (stop_after_client_disconnect " + domain::format_duration(limit) + ")");
+    r->stop("no contact with the control plane for " + std::to_string(secs) + "s (stop_after_client_disconnect " +
+            domain::format_duration(limit) + ")");
   }
 }
 

@@ -32,7 +32,7 @@
 
 #include "services/nodeagent/allocrunner/alloc_runner.hpp"
 #include "services/nodeagent/allocrunner/csi_hook.hpp"
-#include "services/nodeagent/allocrunner/plugin_tasks.hpp"
+#include "services/nodeagent/allocrunner/plugin_task_supervision.hpp"
 #include "services/nodeagent/allocrunner/watched_allocations.hpp"
 #include "shared/async/backoff.hpp"
 #include "shared/async/task_group.hpp"
@@ -63,7 +63,7 @@ struct AllocManagerOptions {
   async::WakeSignal* controlplane_back = nullptr;
   std::chrono::milliseconds disconnect_check_interval{std::chrono::seconds(1)};
   // Supervision of plugin tasks (Task.CSIPlugin); null: their tasks run unsupervised (tests).
-  PluginTasks* plugin_tasks = nullptr;
+  PluginTaskSupervision* plugin_supervision = nullptr;
   // Short directory for plugin sockets whose path under state_dir would be too long.
   std::filesystem::path plugin_socket_root;
 };

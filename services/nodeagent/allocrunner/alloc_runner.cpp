@@ -20,10 +20,7 @@ namespace {
 namespace asio = boost::asio;
 using domain::ClientStatus;
 
-const log::Logger& logger() {
-  static const log::Logger l{"alloc-runner"};
-  return l;
-}
+const log::Logger kLog{"alloc-runner"};
 
 }  // namespace
 
@@ -36,8 +33,10 @@ std::string interpolate(std::string_view text, const std::map<std::string, std::
     if (close == std::string_view::npos) break;
     out.append(text.substr(0, open));
     const auto it = vars.find(std::string(text.substr(open + 2, close - open - 2)));
-    if (it != vars.end()) out += it->second;
-    else out.append(text.substr(open, close - open + 1));
+    if (it != vars.end())
+      out += it->second;
+    else
+      out.append(text.substr(open, close - open + 1));
     text.remove_prefix(close + 1);
   }
   out.append(text);
@@ -64,7 +63,7 @@ void AllocRunner::save() { store_.submit(state_); }
 
 void AllocRunner::emit(std::string type, std::string message) {
   domain::TaskEvent e{domain::now(), std::move(type), std::move(message)};
-  logger().info("allocation event", {{"alloc", id()}, {"type", e.type}, {"message", e.message}});
+  kLog.info("allocation event", {{"alloc", id()}, {"type", e.type}, {"message", e.message}});
   status_.report(id(), state_.client_status, {std::move(e)});
 }
 
@@ -233,8 +232,8 @@ asio::awaitable<void> AllocRunner::run() {
   }
 
   run_postrun();
-  emit("Terminated", state_.task_result.empty() ? std::string(domain::to_string(state_.client_status))
-                                                : state_.task_result);
+  emit("Terminated",
+       state_.task_result.empty() ? std::string(domain::to_string(state_.client_status)) : state_.task_result);
   finished_ = true;
 }
 
@@ -252,15 +251,18 @@ void AllocRunner::reattach_task() {
     } else {
       // The task itself is gone; what it started must not run on with its volumes.
       for (const pid_t straggler : found.others) ::kill(straggler, SIGKILL);
-      state_.task_result = "the agent stopped while starting the task and found no process of it after the restart; "
-                           "it is not started a second time";
+      TaskProcess::clean_cgroup(id());
+      state_.task_result =
+          "the agent stopped while starting the task and found no process of it after the restart; "
+          "it is not started a second time";
       emit("DriverFailure", state_.task_result);
     }
     save();
   }
   if (!state_.task) return;
-  task_ = TaskProcess::adopt(ex_, *state_.task);
+  task_ = TaskProcess::adopt(ex_, *state_.task, id());
   if (!task_) {
+    TaskProcess::clean_cgroup(id());  // what it double-forked must not outlive it
     state_.task.reset();
     state_.task_result = "the task ended while the agent was down; its exit status is unknown";
     save();
@@ -297,8 +299,8 @@ asio::awaitable<void> AllocRunner::kill_task(std::string why) {
   const std::string reason = kill_reason(why, state_.stop_reason);
   begin_kill(reason);
   auto status = co_await task_->stop(kill_timeout());
-  state_.task_result = "stopped: " + reason + " (" +
-                       (status ? status->describe() : std::string("exit status unknown")) + ")";
+  state_.task_result =
+      "stopped: " + reason + " (" + (status ? status->describe() : std::string("exit status unknown")) + ")";
   emit("Killed", state_.task_result);
   state_.task.reset();
   if (stop_requested()) set_status(ClientStatus::complete);
@@ -356,7 +358,16 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
     // the task starts. Started on the writer thread: posix_spawn blocks its caller until the
     // child has exec'd (~1 ms), which the executor's other allocations should not wait out.
     domain::Expected<std::unique_ptr<TaskProcess>> started = domain::error("task not started");
-    co_await store_.after_durable([&] { started = TaskProcess::start(ex_, spec); });
+    co_await store_.after_durable([&] {
+      // The user, the volumes' group and the walls are settled here, off the executor: a
+      // volume's first group change walks its tree.
+      if (options_.walls && dir)
+        if (auto walled = wall_task(alloc, *dir, volume_env, *options_.walls, spec); !walled) {
+          started = domain::error("cannot start task \"" + spec.command + "\": " + walled.error());
+          return;
+        }
+      started = TaskProcess::start(ex_, spec);
+    });
     if (!started) {
       state_.task_started = true;
       state_.task_result = started.error();
@@ -409,7 +420,12 @@ asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::str
     co_return;
   }
   state_.task.reset();
-  if (*exit) {
+  if (task_->oom_killed()) {
+    state_.task_result =
+        "OOM killed: the task went over its memory limit of " + std::to_string(alloc.task->resources.memory_mb) + " MB";
+    emit("OOM killed", state_.task_result);
+    set_status(ClientStatus::failed);
+  } else if (*exit) {
     state_.task_result = "task " + (*exit)->describe();
     set_status((*exit)->success() ? ClientStatus::complete : ClientStatus::failed);
   } else {

@@ -28,6 +28,7 @@
 #include "services/nodeagent/allocrunner/alloc_hook.hpp"
 #include "services/nodeagent/allocrunner/alloc_state.hpp"
 #include "services/nodeagent/allocrunner/status_sink.hpp"
+#include "services/nodeagent/allocrunner/task_walls.hpp"
 
 namespace mooring::async {
 class WakeSignal;
@@ -42,6 +43,9 @@ struct AllocRunnerOptions {
   // This node, as tasks see it: MOORING_NODE_ID / MOORING_NODE_NAME and ${node.id} / ${node.name}.
   std::string node_id;
   std::string node_name;
+  // Set (the agent always sets it): tasks start behind walls as the node's rules say
+  // (task_walls.hpp). Unset: a plain spawn as the agent's user.
+  std::optional<TaskWallsOptions> walls;
 };
 
 // Nomad-style interpolation in a task's Args and Env values, so one system allocation gives each

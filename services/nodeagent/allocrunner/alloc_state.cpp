@@ -21,10 +21,7 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const log::Logger& logger() {
-  static const log::Logger l{"alloc-state"};
-  return l;
-}
+const log::Logger kLog{"alloc-state"};
 
 }  // namespace
 
@@ -91,14 +88,14 @@ AllocStateStore::~AllocStateStore() = default;
 void AllocStateStore::submit(const AllocState& state) {
   writer_->submit(state.alloc.id, [this, state] {
     if (auto st = save(state); !st)
-      logger().error("cannot persist the allocation state", {{"alloc", state.alloc.id}, {"error", st.error()}});
+      kLog.error("cannot persist the allocation state", {{"alloc", state.alloc.id}, {"error", st.error()}});
   });
 }
 
 void AllocStateStore::submit_remove(const std::string& alloc_id) {
   writer_->submit(alloc_id, [this, alloc_id] {
     if (auto st = remove(alloc_id); !st)
-      logger().warn("cannot remove the allocation's directory", {{"alloc", alloc_id}, {"error", st.error()}});
+      kLog.warn("cannot remove the allocation's directory", {{"alloc", alloc_id}, {"error", st.error()}});
   });
 }
 
@@ -108,9 +105,7 @@ void AllocStateStore::submit_write(const std::string& key, std::function<void()>
 
 asio::awaitable<void> AllocStateStore::durable() { return writer_->drained(); }
 
-asio::awaitable<void> AllocStateStore::after_durable(std::function<void()> job) {
-  return writer_->run(std::move(job));
-}
+asio::awaitable<void> AllocStateStore::after_durable(std::function<void()> job) { return writer_->run(std::move(job)); }
 
 void AllocStateStore::wait_durable() { writer_->wait_drained(); }
 
@@ -160,16 +155,16 @@ std::vector<AllocState> AllocStateStore::load_all() const {
     std::error_code rec;
     const auto text = durable::read_durable(file, rec);
     if (!text) {
-      if (rec) logger().error("cannot read an allocation state", {{"file", file.string()}, {"error", rec.message()}});
+      if (rec) kLog.error("cannot read an allocation state", {{"file", file.string()}, {"error", rec.message()}});
       continue;
     }
     auto state = decode_alloc_state(*text);
     if (!state) {
-      logger().error("unreadable allocation state left in place", {{"file", file.string()}, {"error", state.error()}});
+      kLog.error("unreadable allocation state left in place", {{"file", file.string()}, {"error", state.error()}});
       continue;
     }
     if (state->alloc.id != it->path().filename().string()) {
-      logger().error("allocation state in the wrong directory", {{"file", file.string()}});
+      kLog.error("allocation state in the wrong directory", {{"file", file.string()}});
       continue;
     }
     out.push_back(std::move(*state));

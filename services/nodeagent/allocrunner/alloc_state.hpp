@@ -23,15 +23,15 @@ namespace mooring::nodeagent {
 struct AllocState {
   domain::Allocation alloc;  // the latest version the control plane sent
   domain::ClientStatus client_status = domain::ClientStatus::pending;
-  bool task_started = false;        // never start a task twice: a restart re-adopts or reports
+  bool task_started = false;  // never start a task twice: a restart re-adopts or reports
   // The start's intent, on disk before the spawn: the task carries it in its environment
   // (kLaunchIdEnv), so a restart that finds it set without a pid looks for that process instead
   // of starting a second copy (a crash between the spawn and the pid's write).
   std::string launch_id;
-  std::optional<TaskHandle> task;   // set while the task runs
-  std::string task_result;          // how the task ended ("exited with code 0", ...)
-  std::string stop_reason;          // non-empty once a stop was asked (control plane, disconnect)
-  bool postrun_done = false;        // the volumes were handed to the volume manager
+  std::optional<TaskHandle> task;            // set while the task runs
+  std::string task_result;                   // how the task ended ("exited with code 0", ...)
+  std::string stop_reason;                   // non-empty once a stop was asked (control plane, disconnect)
+  bool postrun_done = false;                 // the volumes were handed to the volume manager
   std::vector<std::string> claimed_volumes;  // volume ids claimed (or possibly claimed)
   // Task.SecretEnv never reaches the disk (the file says only that it was withheld): a state read
   // back has none, and its task is not started before the control plane sends the allocation

@@ -3,7 +3,8 @@
 #include <grpcpp/support/status.h>
 
 #include "services/nodeagent/allocrunner/volume_mounter.hpp"
-#include "services/nodeagent/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
+#include "shared/csi/error_table.hpp"
 #include "shared/wire/proto_convert.hpp"
 #include "shared/log/log.hpp"
 
@@ -13,21 +14,13 @@ namespace {
 namespace asio = boost::asio;
 namespace v1 = ::mooring::v1;
 
-const log::Logger& logger() {
-  static const log::Logger l{"csi-hook"};
-  return l;
-}
-
-std::string describe(const grpc::Status& st) {
-  return "code " + std::to_string(static_cast<int>(st.error_code())) + ": " + st.error_message();
-}
+const log::Logger kLog{"csi-hook"};
 
 }  // namespace
 
 async::Step classify_claim_status(const grpc::Status& status) {
   switch (status.error_code()) {
-    case grpc::StatusCode::OK:
-      return async::Step::done;
+    case grpc::StatusCode::OK: return async::Step::done;
     // Held by another allocation (max claims reached), or a plugin/controller not ready yet.
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
@@ -37,8 +30,7 @@ async::Step classify_claim_status(const grpc::Status& status) {
     case grpc::StatusCode::ABORTED:
     case grpc::StatusCode::CANCELLED:
     case grpc::StatusCode::INTERNAL:
-    case grpc::StatusCode::UNKNOWN:
-      return async::Step::retry;
+    case grpc::StatusCode::UNKNOWN: return async::Step::retry;
     default:  // NOT_FOUND, INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED, ALREADY_EXISTS, ...
       return async::Step::stop;
   }
@@ -109,9 +101,11 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
       last_wait_error = e.error;
       events_("ClaimWaiting", "claim of volume " + volume_id + " not granted yet, retrying: " + e.error);
     }
-    logger().info("claim not granted; retrying",
-                  {{"alloc", alloc_.id}, {"volume", volume_id}, {"attempt", static_cast<int64_t>(e.attempt)},
-                   {"delay", e.delay}, {"error", e.error}});
+    kLog.info("claim not granted; retrying", {{"alloc", alloc_.id},
+                                              {"volume", volume_id},
+                                              {"attempt", static_cast<int64_t>(e.attempt)},
+                                              {"delay", e.delay},
+                                              {"error", e.error}});
   };
   const auto claimed = co_await async::retry(
       [&](unsigned) -> asio::awaitable<async::Attempt> {
@@ -119,10 +113,10 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
         const auto st = co_await controlplane_.claim_volume(claim, answer);
         switch (classify_claim_status(st)) {
           case async::Step::done: co_return async::Attempt::ok();
-          case async::Step::retry: co_return async::Attempt::again(describe(st));
-          case async::Step::stop: co_return async::Attempt::final_error(describe(st));
+          case async::Step::retry: co_return async::Attempt::again(csi::status_text(st));
+          case async::Step::stop: co_return async::Attempt::final_error(csi::status_text(st));
         }
-        co_return async::Attempt::final_error(describe(st));
+        co_return async::Attempt::final_error(csi::status_text(st));
       },
       claim_retry);
   if (!claimed.ok()) {
@@ -139,7 +133,7 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
   mount_retry.backoff = options_.mount_backoff;
   const auto done = co_await async::retry(
       [&](unsigned) -> asio::awaitable<async::Attempt> {
-        mounted = co_await mounter_.mount(alloc_.id, answer.volume(), request.mount_options);
+        mounted = co_await mounter_.mount(alloc_.id, answer.volume(), request.mount_options, options_.volume_group);
         if (mounted.ok()) co_return async::Attempt::ok();
         co_return mounted.retryable ? async::Attempt::again(mounted.error) : async::Attempt::final_error(mounted.error);
       },

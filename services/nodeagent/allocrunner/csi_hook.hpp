@@ -10,8 +10,10 @@
 // the volume manager's detached release, which unmounts and then tells the control plane.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,6 +44,9 @@ struct CsiHookOptions {
   // Notified when the control plane answers again after failures: a claim refused meanwhile
   // (no leader) is sent again then, not when its backoff ends. Not owned; may be null.
   async::WakeSignal* controlplane_back = nullptr;
+  // The task's group, which its writable volumes are mounted for (task_walls.hpp's
+  // volume_group_for); none for root, plugin tasks, or a node without walls.
+  std::optional<uint32_t> volume_group;
 };
 
 // retry: the claim may succeed later (held by another allocation, control plane unreachable);

@@ -9,10 +9,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const log::Logger& logger() {
-  static const log::Logger l{"csi-plugin-hook"};
-  return l;
-}
+const log::Logger kLog{"csi-plugin-hook"};
 
 }  // namespace
 
@@ -31,8 +28,8 @@ domain::Expected<fs::path> plugin_socket_path(const fs::path& alloc_dir, const s
                        std::to_string(kMaxSocketPath) + " bytes): use a shorter agent data dir");
 }
 
-CsiPluginHook::CsiPluginHook(domain::Allocation alloc, fs::path alloc_dir, fs::path short_root, PluginTasks& plugins,
-                             PluginTaskEvents events)
+CsiPluginHook::CsiPluginHook(domain::Allocation alloc, fs::path alloc_dir, fs::path short_root,
+                             PluginTaskSupervision& plugins, PluginTaskEvents events)
     : alloc_(std::move(alloc)),
       alloc_dir_(std::move(alloc_dir)),
       short_root_(std::move(short_root)),
@@ -58,14 +55,15 @@ boost::asio::awaitable<domain::Status> CsiPluginHook::prerun(std::map<std::strin
   if (!alloc_.task || !alloc_.task->csi_plugin) co_return domain::Status{};
   if (auto st = prepare(); !st) co_return st;
   task_env["CSI_ENDPOINT"] = "unix://" + socket_path_;
-  logger().info("plugin task prepared",
-                {{"alloc", alloc_.id}, {"plugin", alloc_.task->csi_plugin->id}, {"socket", socket_path_}});
+  kLog.info("plugin task prepared",
+            {{"alloc", alloc_.id}, {"plugin", alloc_.task->csi_plugin->id}, {"socket", socket_path_}});
   co_return domain::Status{};
 }
 
 boost::asio::awaitable<domain::Status> CsiPluginHook::poststart() {
   if (!alloc_.task || !alloc_.task->csi_plugin || socket_path_.empty()) co_return domain::Status{};
-  co_return co_await plugins_.supervise(alloc_.id, alloc_.create_index, *alloc_.task->csi_plugin, socket_path_, events_);
+  co_return co_await plugins_.supervise(alloc_.id, alloc_.create_index, *alloc_.task->csi_plugin, socket_path_,
+                                        events_);
 }
 
 void CsiPluginHook::postrun() {

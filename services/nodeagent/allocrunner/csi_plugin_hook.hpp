@@ -9,7 +9,7 @@
 #include <string>
 
 #include "services/nodeagent/allocrunner/alloc_hook.hpp"
-#include "services/nodeagent/allocrunner/plugin_tasks.hpp"
+#include "services/nodeagent/allocrunner/plugin_task_supervision.hpp"
 #include "shared/domain/allocation.hpp"
 
 namespace mooring::nodeagent {
@@ -31,7 +31,7 @@ class CsiPluginHook final : public AllocHook {
   // `alloc_dir`: the allocation's directory; `short_root`: a short directory under the agent's
   // data dir for sockets whose path would be too long there.
   CsiPluginHook(domain::Allocation alloc, std::filesystem::path alloc_dir, std::filesystem::path short_root,
-                PluginTasks& plugins, PluginTaskEvents events);
+                PluginTaskSupervision& plugins, PluginTaskEvents events);
 
   std::string_view name() const override { return "csi_plugin"; }
   boost::asio::awaitable<domain::Status> prerun(std::map<std::string, std::string>& task_env) override;
@@ -46,7 +46,7 @@ class CsiPluginHook final : public AllocHook {
   domain::Allocation alloc_;
   std::filesystem::path alloc_dir_;
   std::filesystem::path short_root_;
-  PluginTasks& plugins_;
+  PluginTaskSupervision& plugins_;
   PluginTaskEvents events_;
   std::string socket_path_;
   bool stopped_ = false;  // Postrun told the supervision (once)

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "services/nodeagent/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
 #include "shared/durable/durable_file.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
@@ -15,15 +15,11 @@ namespace {
 namespace asio = boost::asio;
 using nlohmann::json;
 
-const log::Logger& logger() {
-  static const log::Logger l{"alloc-status"};
-  return l;
-}
+const log::Logger kLog{"alloc-status"};
 
 }  // namespace
 
-StatusReporter::StatusReporter(asio::any_io_executor ex, ControlPlaneCalls& controlplane,
-                               StatusReporterOptions options)
+StatusReporter::StatusReporter(asio::any_io_executor ex, ControlPlaneCalls& controlplane, StatusReporterOptions options)
     : ex_(ex),
       controlplane_(controlplane),
       options_(std::move(options)),
@@ -44,7 +40,7 @@ void StatusReporter::load() {
   std::error_code ec;
   const auto text = durable::read_durable(options_.state_file, ec);
   if (!text) {
-    if (ec) logger().error("cannot read pending status reports", {{"error", ec.message()}});
+    if (ec) kLog.error("cannot read pending status reports", {{"error", ec.message()}});
     return;
   }
   try {
@@ -61,7 +57,7 @@ void StatusReporter::load() {
       pending_[alloc_id] = std::move(e);
     }
   } catch (const json::exception& e) {
-    logger().error("pending status reports unreadable; ignored", {{"error", e.what()}});
+    kLog.error("pending status reports unreadable; ignored", {{"error", e.what()}});
   }
 }
 
@@ -76,7 +72,7 @@ void StatusReporter::save(bool on_this_thread) const {
   }
   auto write = [file = options_.state_file, text = j.dump()] {
     if (const auto ec = durable::write_durable(file, text))
-      logger().error("cannot persist pending status reports", {{"error", ec.message()}});
+      kLog.error("cannot persist pending status reports", {{"error", ec.message()}});
   };
   if (write_behind_ && !on_this_thread) {
     write_behind_(std::move(write));
@@ -123,7 +119,7 @@ asio::awaitable<bool> StatusReporter::flush() {
   }
   const auto st = co_await controlplane_.update_allocations(req);
   if (!st.ok()) {
-    logger().debug("status update not delivered", {{"error", st.error_message()}});
+    kLog.debug("status update not delivered", {{"error", st.error_message()}});
     co_return false;
   }
   ++delivered_;
@@ -168,8 +164,8 @@ asio::awaitable<void> StatusReporter::run() {
     }
     const auto delay = options_.backoff.delay(failures++);
     if (failures == 1 || failures % 10 == 0)
-      logger().warn("allocation status not delivered; retrying",
-                    {{"pending", static_cast<int64_t>(pending_.size())}, {"delay", delay}});
+      kLog.warn("allocation status not delivered; retrying",
+                {{"pending", static_cast<int64_t>(pending_.size())}, {"delay", delay}});
     const auto slept = co_await async::sleep_for(delay, options_.controlplane_back, back_gen);
     if (slept == async::SleepEnd::cancelled) co_return;
   }

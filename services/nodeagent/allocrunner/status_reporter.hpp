@@ -1,6 +1,6 @@
-// The allocs room: everything about the set of allocations on this node (the watch loop, the
-// runners, their status reports, the client-side disconnect rule). This file: the reporter that
-// delivers client status and task events to the control plane with UpdateAllocations.
+// The allocrunner room: the runners of this node's allocations, the watch loop, their status
+// reports and the client-side disconnect rule. This file: the reporter that delivers client
+// status and task events to the control plane with UpdateAllocations.
 //
 // Reports are merged per allocation (latest status, events appended) and sent in one batch;
 // a failed send is retried with backoff and nothing is lost: the pending reports are persisted
@@ -55,8 +55,7 @@ class StatusReporter final : public AllocStatusSink {
   // Reads the reports a previous run had not delivered.
   void load();
 
-  void report(const std::string& alloc_id, domain::ClientStatus status,
-              std::vector<domain::TaskEvent> events) override;
+  void report(const std::string& alloc_id, domain::ClientStatus status, std::vector<domain::TaskEvent> events) override;
 
   // Sends until cancelled.
   boost::asio::awaitable<void> run();

@@ -57,6 +57,9 @@ LaunchProcesses find_launch(const std::string& launch_id) {
     if (!st || st->state == 'Z') continue;
     if (st->session == pid && !out.leader) {
       out.leader = TaskHandle{pid, st->start_ticks};
+    } else if (!out.leader && st->session != pid && is_namespace_init(st->session)) {
+      // A walled task: its session is the namespace's init, which stands for it.
+      if (const auto ticks = process_start_ticks(st->session)) out.leader = TaskHandle{st->session, *ticks};
     } else {
       out.others.push_back(pid);
     }
@@ -67,7 +70,45 @@ LaunchProcesses find_launch(const std::string& launch_id) {
 struct TaskProcess::Impl {
   explicit Impl(asio::any_io_executor ex) : pidfd(ex) {}
   asio::posix::stream_descriptor pidfd;
+  UniqueFd report;  // walled: the init's report of the task's wait status
+  bool walled = false;
+  TaskCgroup cgroup;
 };
+
+bool TaskProcess::walled() const { return impl_->walled; }
+
+void TaskProcess::clean_cgroup(const std::string& name) {
+  if (name.empty()) return;
+  const auto cg = TaskCgroup::find(name);
+  if (cg.empty()) return;
+  cg.kill_all();
+  cg.remove();
+}
+
+namespace {
+
+// The walled start: the cgroup first (the child joins it before anything else), then the clone.
+domain::Expected<WalledChild> start_walled(const TaskSpec& spec, SpawnRequest& request, TaskCgroup& cgroup) {
+  Walls walls = *spec.walls;
+  std::vector<UniqueFd> procs;
+  if (!spec.cgroup.empty()) {
+    auto made = TaskCgroup::create(spec.cgroup, spec.limits);
+    if (auto* err = std::get_if<std::string>(&made)) return domain::error("task cgroup: " + *err);
+    cgroup = std::get<TaskCgroup>(std::move(made));
+    for (const int fd : cgroup.open_procs()) {
+      procs.emplace_back(fd);
+      walls.cgroup_procs.push_back(fd);
+    }
+  }
+  auto spawned = spawn_walled(request, walls);
+  if (auto* err = std::get_if<WallError>(&spawned)) {
+    if (!cgroup.empty()) cgroup.remove();
+    return domain::error(err->message());
+  }
+  return std::get<WalledChild>(spawned);
+}
+
+}  // namespace
 
 TaskProcess::TaskProcess(TaskHandle handle, bool child, std::unique_ptr<Impl> impl)
     : handle_(handle), child_(child), impl_(std::move(impl)) {}
@@ -83,7 +124,8 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   // A bare command name is looked up in the task's PATH, not the agent's.
   const auto program = resolve_command(spec.command, env["PATH"]);
   if (!program)
-    return domain::error("cannot start task \"" + spec.command + "\": not found in the task's PATH (" + env["PATH"] + ")");
+    return domain::error("cannot start task \"" + spec.command + "\": not found in the task's PATH (" + env["PATH"] +
+                         ")");
   // Opened here rather than in the child, so a file that cannot be opened is named in the error.
   const auto out_fd = open_output(spec.stdout_path);
   if (!out_fd) return domain::error("cannot start task \"" + spec.command + "\": " + out_fd.error());
@@ -100,9 +142,19 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   request.stderr_fd = err.fd;
   request.working_dir = spec.working_dir;
   request.isolation = SpawnRequest::Isolation::own_session;
-  const auto spawned = spawn_process(request);
-  if (!spawned) return domain::error("cannot start task \"" + spec.command + "\": " + spawned.error().message());
-  const pid_t pid = *spawned;
+  auto impl = std::make_unique<Impl>(ex);
+  pid_t pid = -1;
+  if (spec.walls) {
+    const auto walled = start_walled(spec, request, impl->cgroup);
+    if (!walled) return domain::error("cannot start task \"" + spec.command + "\": " + walled.error());
+    pid = walled->pid;
+    impl->report.fd = walled->report;
+    impl->walled = spec.walls->namespaces;
+  } else {
+    const auto spawned = spawn_process(request);
+    if (!spawned) return domain::error("cannot start task \"" + spec.command + "\": " + spawned.error().message());
+    pid = *spawned;
+  }
 
   const int fd = open_pidfd(pid);
   if (fd < 0) {
@@ -112,14 +164,14 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
     ::waitpid(pid, &st, 0);
     return domain::error(std::string("pidfd_open failed for the task: ") + std::strerror(e));
   }
-  auto impl = std::make_unique<Impl>(ex);
   impl->pidfd.assign(fd);
   TaskHandle handle{pid, process_start_ticks(pid).value_or(0)};
   logger().info("task started", {{"pid", static_cast<int64_t>(pid)}, {"command", spec.command}});
   return std::unique_ptr<TaskProcess>(new TaskProcess(handle, true, std::move(impl)));
 }
 
-std::unique_ptr<TaskProcess> TaskProcess::adopt(asio::any_io_executor ex, TaskHandle handle) {
+std::unique_ptr<TaskProcess> TaskProcess::adopt(asio::any_io_executor ex, TaskHandle handle,
+                                                const std::string& cgroup) {
   if (handle.pid <= 0) return nullptr;
   const int fd = open_pidfd(handle.pid);
   if (fd < 0) return nullptr;
@@ -132,6 +184,8 @@ std::unique_ptr<TaskProcess> TaskProcess::adopt(asio::any_io_executor ex, TaskHa
   }
   auto impl = std::make_unique<Impl>(ex);
   impl->pidfd.assign(fd);
+  impl->walled = is_namespace_init(handle.pid);
+  if (!cgroup.empty()) impl->cgroup = TaskCgroup::find(cgroup);
   logger().info("task re-adopted after an agent restart", {{"pid", static_cast<int64_t>(handle.pid)}});
   return std::unique_ptr<TaskProcess>(new TaskProcess(handle, false, std::move(impl)));
 }
@@ -140,8 +194,21 @@ std::optional<ExitStatus> TaskProcess::reap() {
   if (!child_) return std::nullopt;
   int st = 0;
   const pid_t r = ::waitpid(handle_.pid, &st, 0);
-  if (r == handle_.pid) return exit_status_from_wait(st);
-  return std::nullopt;
+  if (r != handle_.pid) return std::nullopt;
+  // Walled: the init's own exit stands for the task's only when it could not report (SIGKILL).
+  if (impl_->report.fd >= 0)
+    if (const auto task_status = read_task_status(impl_->report.fd)) return exit_status_from_wait(*task_status);
+  return exit_status_from_wait(st);
+}
+
+void TaskProcess::after_exit() {
+  impl_->report.close();
+  if (impl_->cgroup.empty()) return;
+  oom_killed_ = impl_->cgroup.oom_kills() > 0;
+  // A task that double-forked out of its group or session is still in its cgroup.
+  if (!impl_->cgroup.kill_all())
+    logger().warn("processes of the task survive in its cgroup", {{"pid", static_cast<int64_t>(handle_.pid)}});
+  impl_->cgroup.remove();
 }
 
 asio::awaitable<std::optional<ExitStatus>> TaskProcess::wait() {
@@ -150,6 +217,7 @@ asio::awaitable<std::optional<ExitStatus>> TaskProcess::wait() {
     exited_ = true;
     status_ = reap();
     impl_->pidfd.close();
+    after_exit();
   }
   co_return status_;
 }
@@ -159,7 +227,8 @@ bool TaskProcess::signal(int sig) {
   // Own session: the process group id is the task's pid. Also signal the leader through the
   // pidfd, which cannot hit a reused pid.
   ::syscall(SYS_pidfd_send_signal, impl_->pidfd.native_handle(), sig, nullptr, 0);
-  ::kill(-handle_.pid, sig);
+  // Walled: the namespace's init passes it on to every process of the task, once.
+  if (!impl_->walled) ::kill(-handle_.pid, sig);
   return true;
 }
 
@@ -172,8 +241,9 @@ void TaskProcess::terminate() {
 asio::awaitable<std::optional<ExitStatus>> TaskProcess::stop(std::chrono::milliseconds grace) {
   if (exited_) co_return status_;
   terminate();
-  const auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                *terminated_at_ + grace - std::chrono::steady_clock::now()));
+  const auto left =
+      std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 *terminated_at_ + grace - std::chrono::steady_clock::now()));
   // Not inside the if-condition: GCC 12 mishandles a coroutine temporary there.
   auto waiting = wait_discarding(*this);
   const bool exited_in_time = co_await async::with_timeout(std::move(waiting), left);

@@ -24,8 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "services/nodeagent/process/cgroup.hpp"
 #include "services/nodeagent/process/child_process.hpp"
 #include "services/nodeagent/process/spawn.hpp"
+#include "services/nodeagent/process/walls.hpp"
 #include "shared/domain/result.hpp"
 
 namespace mooring::nodeagent {
@@ -45,6 +47,12 @@ struct TaskSpec {
   std::filesystem::path stdout_path;
   std::filesystem::path stderr_path;
   std::filesystem::path working_dir;  // empty: the agent's
+  // Set: the task starts behind these walls (its user, namespaces, root; process/walls.hpp).
+  // Unset: a plain spawn as the agent's user (CSI plugin tasks, which mount for the node).
+  std::optional<Walls> walls;
+  // Set (with walls): the task's cgroup, named after its allocation, and its limits.
+  std::string cgroup;
+  CgroupLimits limits;
 };
 
 // What a task gets when its spec does not set PATH or HOME.
@@ -70,7 +78,12 @@ class TaskProcess {
   // on `ex` only.
   static domain::Expected<std::unique_ptr<TaskProcess>> start(boost::asio::any_io_executor ex, const TaskSpec& spec);
   // Re-attaches to a task started by an earlier agent; nullptr when it no longer runs.
-  static std::unique_ptr<TaskProcess> adopt(boost::asio::any_io_executor ex, TaskHandle handle);
+  // `cgroup`: the name its start gave its cgroup ("" for none).
+  static std::unique_ptr<TaskProcess> adopt(boost::asio::any_io_executor ex, TaskHandle handle,
+                                            const std::string& cgroup = "");
+  // Kills whatever is left in the cgroup `name` and removes it: what a task that ended while the
+  // agent was down left behind. No-op for "" or a cgroup that is gone.
+  static void clean_cgroup(const std::string& name);
 
   // Never kills the task: it outlives the runner on agent shutdown by design.
   ~TaskProcess();
@@ -91,16 +104,23 @@ class TaskProcess {
   // Sends `sig` to the task's process group; false once it exited.
   bool signal(int sig);
   bool exited() const { return exited_; }
+  // The kernel's OOM killer killed a process of the task (its cgroup's memory limit); known
+  // once it exited.
+  bool oom_killed() const { return oom_killed_; }
+  // Started behind walls: a PID namespace whose init stands for the task.
+  bool walled() const;
 
  private:
   struct Impl;
   TaskProcess(TaskHandle handle, bool child, std::unique_ptr<Impl> impl);
   std::optional<ExitStatus> reap();
+  void after_exit();  // OOM check, stragglers killed, the cgroup removed
   static boost::asio::awaitable<void> wait_discarding(TaskProcess& task);
 
   TaskHandle handle_;
   bool child_ = false;
   bool exited_ = false;
+  bool oom_killed_ = false;
   std::optional<std::chrono::steady_clock::time_point> terminated_at_;  // when SIGTERM was sent
   std::optional<ExitStatus> status_;
   std::unique_ptr<Impl> impl_;

@@ -15,9 +15,11 @@ class VolumeMounter {
  public:
   virtual ~VolumeMounter() = default;
   virtual std::vector<RestoredVolume> restore(const std::string& alloc_id) = 0;
+  // `group`: the task's group for a writable volume (VolumeOperations::mount); none for root.
   virtual boost::asio::awaitable<MountResult> mount(const std::string& alloc_id,
                                                     const ::mooring::v1::VolumeMountInfo& info,
-                                                    domain::MountOptions request_options) = 0;
+                                                    domain::MountOptions request_options,
+                                                    std::optional<uint32_t> group) = 0;
   // Returns at once; the release runs in the volume manager's own tasks.
   virtual void release(const std::string& alloc_id, const std::vector<std::string>& volume_ids) = 0;
 };
@@ -27,8 +29,9 @@ class VolumeManagerMounter final : public VolumeMounter {
   explicit VolumeManagerMounter(VolumeManager& manager) : manager_(manager) {}
   std::vector<RestoredVolume> restore(const std::string& alloc_id) override { return manager_.restore(alloc_id); }
   boost::asio::awaitable<MountResult> mount(const std::string& alloc_id, const ::mooring::v1::VolumeMountInfo& info,
-                                            domain::MountOptions request_options) override {
-    return manager_.mount(alloc_id, info, std::move(request_options));
+                                            domain::MountOptions request_options,
+                                            std::optional<uint32_t> group) override {
+    return manager_.mount(alloc_id, info, std::move(request_options), group);
   }
   void release(const std::string& alloc_id, const std::vector<std::string>& volume_ids) override {
     manager_.release(alloc_id, volume_ids);

@@ -19,8 +19,9 @@ domain::Status WatchedAllocations::check(const WatchAnswer& answer,
                                          const std::map<std::string, std::uint64_t>& asked) const {
   if (answer.unchanged.empty()) return {};
   if (answer.incarnation == 0 || answer.incarnation != incarnation_)
-    return domain::error("the answer names allocations as unchanged, but for another incarnation of the control "
-                         "plane's state than the one this agent holds");
+    return domain::error(
+        "the answer names allocations as unchanged, but for another incarnation of the control "
+        "plane's state than the one this agent holds");
   if (answer.index < index_)
     return domain::error("the answer names allocations as unchanged, but its index went backwards (" +
                          std::to_string(index_) + " -> " + std::to_string(answer.index) + ")");

@@ -21,8 +21,8 @@ namespace mooring::nodeagent {
 // One answer, decoded.
 struct WatchAnswer {
   std::uint64_t index = 0;
-  std::uint64_t incarnation = 0;                                  // 0: a control plane without deltas
-  std::vector<domain::Allocation> changed;                        // in full
+  std::uint64_t incarnation = 0;                                 // 0: a control plane without deltas
+  std::vector<domain::Allocation> changed;                       // in full
   std::vector<std::pair<std::string, std::uint64_t>> unchanged;  // id, modify index
 };
 

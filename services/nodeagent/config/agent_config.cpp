@@ -30,19 +30,21 @@ constexpr std::array kOptions{
            "node id; default: generated once and kept in <data-dir>/node-id", ""},
     Option{"node-name", "MOORING_NODE_NAME", "node_name", "NAME", "human-readable node name", "the host name"},
     Option{"data-dir", "MOORING_DATA_DIR", "data_dir", "DIR",
-           "plugin sockets, registry, node id, mount records, staging and publish paths",
-           "/var/lib/mooring/agent"},
+           "plugin sockets, registry, node id, mount records, staging and publish paths", "/var/lib/mooring/agent"},
     Option{"controlplane-addr", "MOORING_CONTROLPLANE_ADDR", "controlplane_addr", "HOST:PORT[,HOST:PORT...]",
            "control plane gRPC address; with several control planes (etcd state) list them all: the agent follows "
-           "the leader", "127.0.0.1:4701"},
+           "the leader",
+           "127.0.0.1:4701"},
     Option{"grpc-addr", "MOORING_GRPC_ADDR", "grpc_addr", "HOST:PORT",
            "the agent's own gRPC service (called by the control plane)", "127.0.0.1:4702"},
     Option{"metrics-addr", "MOORING_METRICS_ADDR", "metrics_addr", "HOST:PORT",
            "Prometheus metrics at GET /metrics: plain HTTP on a loopback address; on any other address HTTPS with "
            "the node's certificate, and scrapers must present a certificate of the cluster CA (needs the TLS files)",
            "127.0.0.1:4703"},
-    Option{"metrics", "MOORING_METRICS", "metrics", "", "record Prometheus metrics and serve them; --metrics=off "
-           "records nothing and opens no port", "on"},
+    Option{"metrics", "MOORING_METRICS", "metrics", "",
+           "record Prometheus metrics and serve them; --metrics=off "
+           "records nothing and opens no port",
+           "on"},
     Option{"log-level", "MOORING_LOG_LEVEL", "log_level", "LEVEL", "debug|info|warn|error", "info"},
     Option{"log-format", "MOORING_LOG_FORMAT", "log_format", "FORMAT", "text|json", "text"},
     Option{"heartbeat-interval", "MOORING_HEARTBEAT_INTERVAL", "heartbeat_interval", "DURATION",
@@ -75,11 +77,22 @@ constexpr std::array kOptions{
            "CA certificate for mutual TLS with the control plane (both directions)", ""},
     Option{"tls-cert-file", "MOORING_TLS_CERT_FILE", "tls_cert_file", "FILE",
            "this node's certificate (mooring tls cert create -agent -node-id ID); it names the node: without "
-           "--node-id the agent takes its id from it, with --node-id they must agree", ""},
+           "--node-id the agent takes its id from it, with --node-id they must agree",
+           ""},
     Option{"tls-key-file", "MOORING_TLS_KEY_FILE", "tls_key_file", "FILE", "the key of --tls-cert-file", ""},
     Option{"insecure", "MOORING_INSECURE", "insecure", "",
            "plaintext gRPC without TLS files (anyone who reaches the port can call the agent); logs a warning",
            "false"},
+    Option{"task-user", "MOORING_TASK_USER", "task_user", "USER",
+           "the user tasks run as when they name none (a name, uid or uid:gid)", "nobody"},
+    Option{"user-denylist", "MOORING_USER_DENYLIST", "user_denylist", "USER[,USER...]",
+           "users no task may run as (names or uids; root also covers uid 0)", "root, or none with --allow-root"},
+    Option{"allow-root", "MOORING_ALLOW_ROOT", "allow_root", "",
+           "let tasks run as root (uid 0); the control plane places root tasks only on such nodes", "false"},
+    Option{"task-isolation", "MOORING_TASK_ISOLATION", "task_isolation", "",
+           "start tasks in their own mount, PID, IPC and UTS namespaces with a minimal root, no_new_privs and "
+           "cgroup limits; off: a plain spawn as the task's user",
+           "true"},
 };
 
 const Option* find_flag(std::string_view name) {
@@ -91,9 +104,8 @@ const Option* find_flag(std::string_view name) {
 
 bool is_valid_id(std::string_view id, size_t max_len) {
   if (id.empty() || id.size() > max_len || id == "." || id == "..") return false;
-  return std::all_of(id.begin(), id.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '.' || c == '_' || c == '-';
-  });
+  return std::all_of(id.begin(), id.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; });
 }
 
 std::string qt(std::string_view s) { return json(std::string(s)).dump(); }
@@ -170,9 +182,16 @@ std::chrono::milliseconds get_duration(const json& obj, const std::string& key, 
 PluginConfig decode_plugin(const json& p, const std::string& path) {
   if (!p.is_object()) throw Fail{path + ": expected an object, got " + p.dump()};
   PluginConfig pc;
-  static const std::set<std::string> known{"id",     "type",           "command",        "args",
-                                           "env",    "socket",         "health_timeout", "probe_interval",
-                                           "fingerprint_interval", "stop_timeout"};
+  static const std::set<std::string> known{"id",
+                                           "type",
+                                           "command",
+                                           "args",
+                                           "env",
+                                           "socket",
+                                           "health_timeout",
+                                           "probe_interval",
+                                           "fingerprint_interval",
+                                           "stop_timeout"};
   for (const auto& [k, _] : p.items()) {
     if (!known.contains(k)) throw Fail{path + ": unknown key " + qt(k)};
   }
@@ -189,13 +208,15 @@ PluginConfig decode_plugin(const json& p, const std::string& path) {
   if (p.contains("command")) pc.command = get_string(p, "command", path + ".command");
   if (p.contains("socket")) pc.socket = get_string(p, "socket", path + ".socket");
   if (pc.command.empty() == pc.socket.empty())
-    throw Fail{where + ": exactly one of \"command\" (launched by the agent) or \"socket\" (run by someone else) is required"};
+    throw Fail{where +
+               ": exactly one of \"command\" (launched by the agent) or \"socket\" (run by someone else) is required"};
   if (!pc.socket.empty() && pc.socket.starts_with("unix://")) pc.socket = pc.socket.substr(7);
   if (p.contains("args")) {
     const auto& a = p.at("args");
     if (!a.is_array()) throw Fail{path + ".args: expected an array of strings, got " + a.dump()};
     for (size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].is_string()) throw Fail{path + ".args[" + std::to_string(i) + "]: expected a string, got " + a[i].dump()};
+      if (!a[i].is_string())
+        throw Fail{path + ".args[" + std::to_string(i) + "]: expected a string, got " + a[i].dump()};
       pc.args.push_back(a[i].get<std::string>());
     }
     if (!pc.socket.empty() && !pc.args.empty()) throw Fail{where + ": \"args\" needs \"command\""};
@@ -270,6 +291,22 @@ std::vector<PluginConfig> decode_plugin_list(const json& list, const std::string
   return out;
 }
 
+// A list of users: a JSON array of strings (config file) or one comma-separated string (flag, env).
+std::vector<std::string> get_user_list(const json& value, const std::string& path) {
+  std::vector<std::string> out;
+  if (value.is_string()) {
+    for (auto& item : split(value.get<std::string>(), ','))
+      if (!item.empty()) out.push_back(std::move(item));
+    return out;
+  }
+  if (!value.is_array()) throw Fail{path + ": expected a list of users, got " + value.dump()};
+  for (const auto& item : value) {
+    if (!item.is_string()) throw Fail{path + ": expected a user name or uid, got " + item.dump()};
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
 // Applies one layer (file, environment or flags) of scalar settings and plugins.
 void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin) {
   for (const auto& [key, value] : layer.items()) {
@@ -297,29 +334,51 @@ void apply_layer(AgentConfig& cfg, const json& layer, const std::string& origin)
     if (key == "status_batch_window") {
       cfg.status_batch_window = get_duration(layer, key, path, /*zero_ok=*/true);
       if (cfg.status_batch_window > std::chrono::seconds(10))
-        throw Fail{path + ": " + layer.at(key).dump() + " must be at most 10s (reports would reach the control plane late)"};
+        throw Fail{path + ": " + layer.at(key).dump() +
+                   " must be at most 10s (reports would reach the control plane late)"};
       continue;
     }
     if (key == "volume_stats_interval") {
       cfg.volume_stats_interval = get_duration(layer, key, path, /*zero_ok=*/true);
       continue;
     }
-    if (key == "metrics" || key == "insecure") {
-      (key == "metrics" ? cfg.metrics : cfg.insecure) = config::json_bool(layer.at(key), path);
+    if (bool* flag = key == "metrics"          ? &cfg.metrics
+                     : key == "insecure"       ? &cfg.insecure
+                     : key == "allow_root"     ? &cfg.allow_root
+                     : key == "task_isolation" ? &cfg.task_isolation
+                                               : nullptr) {
+      *flag = config::json_bool(layer.at(key), path);
+      continue;
+    }
+    if (key == "user_denylist") {
+      cfg.user_denylist = get_user_list(layer.at(key), path);
       continue;
     }
     std::string* target = nullptr;
-    if (key == "node_id") target = &cfg.node_id;
-    else if (key == "tls_ca_file") target = &cfg.tls_ca_file;
-    else if (key == "tls_cert_file") target = &cfg.tls_cert_file;
-    else if (key == "tls_key_file") target = &cfg.tls_key_file;
-    else if (key == "node_name") target = &cfg.node_name;
-    else if (key == "data_dir") target = &cfg.data_dir;
-    else if (key == "controlplane_addr") target = &cfg.controlplane_addr;
-    else if (key == "grpc_addr") target = &cfg.grpc_addr;
-    else if (key == "metrics_addr") target = &cfg.metrics_addr;
-    else if (key == "log_level") target = &cfg.log_level;
-    else if (key == "log_format") target = &cfg.log_format;
+    if (key == "node_id")
+      target = &cfg.node_id;
+    else if (key == "tls_ca_file")
+      target = &cfg.tls_ca_file;
+    else if (key == "tls_cert_file")
+      target = &cfg.tls_cert_file;
+    else if (key == "tls_key_file")
+      target = &cfg.tls_key_file;
+    else if (key == "node_name")
+      target = &cfg.node_name;
+    else if (key == "data_dir")
+      target = &cfg.data_dir;
+    else if (key == "controlplane_addr")
+      target = &cfg.controlplane_addr;
+    else if (key == "grpc_addr")
+      target = &cfg.grpc_addr;
+    else if (key == "metrics_addr")
+      target = &cfg.metrics_addr;
+    else if (key == "log_level")
+      target = &cfg.log_level;
+    else if (key == "log_format")
+      target = &cfg.log_format;
+    else if (key == "task_user")
+      target = &cfg.task_user;
     if (!target) throw Fail{origin + ": unknown key " + qt(key)};
     *target = get_string(layer, key, path);
   }
@@ -340,8 +399,14 @@ void validate(const AgentConfig& cfg) {
   if (any_tls && !all_tls) throw Fail{"mutual TLS needs all of --tls-ca-file, --tls-cert-file and --tls-key-file"};
   if (any_tls && cfg.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
   for (const auto* addr : {&cfg.controlplane_addr, &cfg.grpc_addr}) {
-    if (addr->empty()) throw Fail{std::string(addr == &cfg.grpc_addr ? "grpc_addr" : "controlplane_addr") + ": must not be empty"};
+    if (addr->empty())
+      throw Fail{std::string(addr == &cfg.grpc_addr ? "grpc_addr" : "controlplane_addr") + ": must not be empty"};
   }
+  if (auto u = domain::parse_task_user(cfg.task_user); !u) throw Fail{"task_user: " + u.error()};
+  for (const auto& user : cfg.user_denylist.value_or(std::vector<std::string>{}))
+    if (auto u = domain::parse_task_user(user); !u) throw Fail{"user_denylist: " + u.error()};
+  if (auto refused = domain::refused_user("", task_user_rules(cfg)))
+    throw Fail{"task_user: the default user is refused by this node's own rules: " + *refused};
   if (cfg.metrics) {
     if (!config::parse_host_port(cfg.metrics_addr))
       throw Fail{"metrics_addr: " + qt(cfg.metrics_addr) + " is not HOST:PORT"};
@@ -368,6 +433,15 @@ std::optional<PluginRole> parse_plugin_role(std::string_view text) {
 
 bool is_valid_plugin_id(std::string_view id) { return is_valid_id(id, 64); }
 
+domain::TaskUserRules task_user_rules(const AgentConfig& cfg) {
+  domain::TaskUserRules rules;
+  rules.default_user = cfg.task_user;
+  rules.allow_root = cfg.allow_root;
+  rules.denylist =
+      cfg.user_denylist.value_or(cfg.allow_root ? std::vector<std::string>{} : std::vector<std::string>{"root"});
+  return rules;
+}
+
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   if (text.empty()) return std::nullopt;
   size_t i = 0;
@@ -383,11 +457,16 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   }
   const std::string_view unit = text.substr(i);
   double ms = 0;
-  if (unit.empty() || unit == "s") ms = value * 1000;
-  else if (unit == "ms") ms = value;
-  else if (unit == "m") ms = value * 60'000;
-  else if (unit == "h") ms = value * 3'600'000;
-  else return std::nullopt;
+  if (unit.empty() || unit == "s")
+    ms = value * 1000;
+  else if (unit == "ms")
+    ms = value;
+  else if (unit == "m")
+    ms = value * 60'000;
+  else if (unit == "h")
+    ms = value * 3'600'000;
+  else
+    return std::nullopt;
   if (!std::isfinite(ms) || ms > 1e15) return std::nullopt;
   return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
@@ -408,7 +487,7 @@ std::variant<ParsedArgs, ConfigError> parse_agent_config(const std::vector<std::
     // Flags first into a JSON layer (so every source goes through one decoder).
     json flags = json::object();
     std::string config_file;
-    for (auto& [name, value] : config::split_flags(argv, {"insecure", "metrics"})) {
+    for (auto& [name, value] : config::split_flags(argv, {"insecure", "metrics", "allow-root", "task-isolation"})) {
       const Option* opt = find_flag(name);
       if (!opt) throw Fail{"unknown flag --" + name + " (see --help)"};
       if (opt->flag == "config") {

@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include "shared/domain/task_user.hpp"
+
 namespace mooring::nodeagent {
 
 enum class PluginRole { controller, node, monolith };
@@ -71,7 +73,18 @@ struct AgentConfig {
   std::string tls_cert_file;
   std::string tls_key_file;
   bool insecure = false;  // plaintext gRPC on purpose (no warning about missing TLS files)
+  // Who tasks run as (shared/domain/task_user.hpp): the default user, users refused (unset: root,
+  // or none once allow_root is on), and whether uid 0 may run at all (off, like Nomad's raw_exec).
+  std::string task_user = "nobody";
+  std::optional<std::vector<std::string>> user_denylist;
+  bool allow_root = false;
+  // Tasks start behind their own namespaces (process/walls.hpp). Off only for a node
+  // whose operator says so (a machine without the privileges, or to measure the difference).
+  bool task_isolation = true;
 };
+
+// The task user rules this configuration sets, as the control plane sees them.
+domain::TaskUserRules task_user_rules(const AgentConfig& cfg);
 
 struct ConfigError {
   std::string message;  // names the offending key and value

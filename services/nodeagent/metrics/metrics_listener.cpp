@@ -56,7 +56,8 @@ MetricsAnswer answer_metrics(std::string_view method, std::string_view target, c
   auto json_error = [](unsigned status, const std::string& message) {
     return MetricsAnswer{status, "application/json", nlohmann::json{{"Error", message}}.dump(), ""};
   };
-  if (path != "/metrics") return json_error(404, "no such endpoint: " + std::string(path) + " (metrics are at /metrics)");
+  if (path != "/metrics")
+    return json_error(404, "no such endpoint: " + std::string(path) + " (metrics are at /metrics)");
   if (method != "GET") {
     auto a = json_error(405, "method " + std::string(method) + " not allowed on /metrics");
     a.allow = "GET";
@@ -64,7 +65,8 @@ MetricsAnswer answer_metrics(std::string_view method, std::string_view target, c
   }
   std::string_view format = "text";
   if (!query.empty()) {
-    if (query == "format=json") format = "json";
+    if (query == "format=json")
+      format = "json";
     else if (query != "format=text")
       return json_error(400, "query " + std::string(query) + ": only format=text or format=json is understood");
   }
@@ -159,15 +161,16 @@ struct MetricsListener::Impl : std::enable_shared_from_this<Impl> {
         continue;
       }
       process::close_on_exec(socket.native_handle());  // accepted without SOCK_CLOEXEC
-      tasks.spawn("metrics-session", [self = shared_from_this(), s = std::make_shared<tcp::socket>(std::move(socket))]() {
-        return self->session(std::move(*s));
-      });
+      tasks.spawn("metrics-session",
+                  [self = shared_from_this(), s = std::make_shared<tcp::socket>(std::move(socket))]() {
+                    return self->session(std::move(*s));
+                  });
     }
   }
 };
 
-MetricsListener::MetricsListener(asio::any_io_executor executor, const metrics::Registry& registry,
-                                 GaugeSource gauges, MetricsListenerOptions options)
+MetricsListener::MetricsListener(asio::any_io_executor executor, const metrics::Registry& registry, GaugeSource gauges,
+                                 MetricsListenerOptions options)
     : impl_(std::make_shared<Impl>(std::move(executor), registry, std::move(gauges), std::move(options))) {}
 
 MetricsListener::~MetricsListener() {

@@ -24,8 +24,7 @@ class PluginClient {
   // Asked only of a plugin that advertises GROUP_CONTROLLER_SERVICE.
   virtual boost::asio::awaitable<grpc::Status> group_controller_get_capabilities(
       ::csi::v1::GroupControllerGetCapabilitiesResponse& out) = 0;
-  virtual boost::asio::awaitable<grpc::Status> node_get_capabilities(
-      ::csi::v1::NodeGetCapabilitiesResponse& out) = 0;
+  virtual boost::asio::awaitable<grpc::Status> node_get_capabilities(::csi::v1::NodeGetCapabilitiesResponse& out) = 0;
   virtual boost::asio::awaitable<grpc::Status> node_get_info(::csi::v1::NodeGetInfoResponse& out) = 0;
 
   // After close() every call fails at once with UNAVAILABLE naming why: the final fingerprint at

@@ -3,7 +3,7 @@
 #include <functional>
 
 #include "csi/v1/csi.pb.h"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "shared/async/wake_signal.hpp"
 #include "shared/log/log.hpp"
@@ -15,10 +15,7 @@ namespace {
 namespace asio = boost::asio;
 namespace csiv1 = ::csi::v1;
 
-const log::Logger& logger() {
-  static const log::Logger l{"plugins"};
-  return l;
-}
+const log::Logger kLog{"plugins"};
 
 // One plugin instance's calls over its socket's shared channel, for both consumers: the
 // supervisor (identity and capabilities) and the volume manager (node calls). Each call holds
@@ -64,26 +61,31 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
   rpc::CsiClient::Call<csiv1::NodeStageVolumeResponse> stage(const csiv1::NodeStageVolumeRequest& request) override {
     return call(csi::Rpc::NodeStageVolume, &rpc::CsiClient::node_stage_volume, request);
   }
-  rpc::CsiClient::Call<csiv1::NodeUnstageVolumeResponse> unstage(const csiv1::NodeUnstageVolumeRequest& request) override {
+  rpc::CsiClient::Call<csiv1::NodeUnstageVolumeResponse> unstage(
+      const csiv1::NodeUnstageVolumeRequest& request) override {
     return call(csi::Rpc::NodeUnstageVolume, &rpc::CsiClient::node_unstage_volume, request);
   }
-  rpc::CsiClient::Call<csiv1::NodePublishVolumeResponse> publish(const csiv1::NodePublishVolumeRequest& request) override {
+  rpc::CsiClient::Call<csiv1::NodePublishVolumeResponse> publish(
+      const csiv1::NodePublishVolumeRequest& request) override {
     return call(csi::Rpc::NodePublishVolume, &rpc::CsiClient::node_publish_volume, request);
   }
-  rpc::CsiClient::Call<csiv1::NodeUnpublishVolumeResponse> unpublish(const csiv1::NodeUnpublishVolumeRequest& request) override {
+  rpc::CsiClient::Call<csiv1::NodeUnpublishVolumeResponse> unpublish(
+      const csiv1::NodeUnpublishVolumeRequest& request) override {
     return call(csi::Rpc::NodeUnpublishVolume, &rpc::CsiClient::node_unpublish_volume, request);
   }
   rpc::CsiClient::Call<csiv1::NodeExpandVolumeResponse> expand(const csiv1::NodeExpandVolumeRequest& request) override {
     return call(csi::Rpc::NodeExpandVolume, &rpc::CsiClient::node_expand_volume, request);
   }
-  rpc::CsiClient::Call<csiv1::NodeGetVolumeStatsResponse> stats(const csiv1::NodeGetVolumeStatsRequest& request) override {
+  rpc::CsiClient::Call<csiv1::NodeGetVolumeStatsResponse> stats(
+      const csiv1::NodeGetVolumeStatsRequest& request) override {
     return call(csi::Rpc::NodeGetVolumeStats, &rpc::CsiClient::node_get_volume_stats, request);
   }
 
  private:
   template <class Response, class Request>
   rpc::CsiClient::Call<Response> call(csi::Rpc which,
-                                      rpc::CsiClient::Call<Response> (rpc::CsiClient::*method)(const Request&, rpc::CsiCallOptions),
+                                      rpc::CsiClient::Call<Response> (rpc::CsiClient::*method)(const Request&,
+                                                                                               rpc::CsiCallOptions),
                                       const Request& request) {
     auto channel = channel_;  // in the coroutine frame: the call keeps the channel alive
     if (!closed_.empty()) {
@@ -95,9 +97,11 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
     auto result = co_await ((*channel).*method)(request, rpc::CsiCallOptions{});
     if (result.status.error_code() == grpc::StatusCode::UNAVAILABLE && current_) {
       if (auto now = current_(); now && now != channel) {
-        logger().info("instance replaced during the call; sending it to the new one",
-                      {{"rpc", csi::to_string(which)}, {"from", channel->endpoint()}, {"to", now->endpoint()},
-                       {"error", result.status.error_message()}});
+        kLog.info("instance replaced during the call; sending it to the new one",
+                  {{"rpc", csi::to_string(which)},
+                   {"from", channel->endpoint()},
+                   {"to", now->endpoint()},
+                   {"error", result.status.error_message()}});
         channel = std::move(now);
         result = co_await ((*channel).*method)(request, rpc::CsiCallOptions{});
       }
@@ -106,7 +110,8 @@ class InstanceClient final : public PluginClient, public NodeVolumeCalls {
   }
   template <class Response, class Request>
   asio::awaitable<grpc::Status> fetch(csi::Rpc which,
-                                      rpc::CsiClient::Call<Response> (rpc::CsiClient::*method)(const Request&, rpc::CsiCallOptions),
+                                      rpc::CsiClient::Call<Response> (rpc::CsiClient::*method)(const Request&,
+                                                                                               rpc::CsiCallOptions),
                                       Response& out) {
     Request request;  // in this frame: it must outlive the call
     auto result = co_await call(which, method, request);
@@ -138,14 +143,14 @@ std::optional<PluginManager::Healthy> PluginManager::healthy(PluginKind kind, co
   // A split plugin's controller and node instances are healthy (or not) each on their own.
   // The registered instance's own fingerprint: with two allocations running the plugin (an
   // upgrade step), the one the registry serves is healthy or not on its own.
-  const auto fp = status_.fingerprint(plugin_id,
-                                      kind == PluginKind::controller ? ::mooring::v1::PLUGIN_TYPE_CONTROLLER
-                                                                     : ::mooring::v1::PLUGIN_TYPE_NODE,
-                                      inst->reg.alloc_id);
+  const auto fp = status_.fingerprint(
+      plugin_id,
+      kind == PluginKind::controller ? ::mooring::v1::PLUGIN_TYPE_CONTROLLER : ::mooring::v1::PLUGIN_TYPE_NODE,
+      inst->reg.alloc_id);
   if (!fp || !fp->healthy()) return std::nullopt;
   const auto& info = fp->node_info();
-  return Healthy{inst->reg.socket_path, info.requires_node_stage_volume(), info.supports_expand(), info.supports_stats(),
-                 info.supports_condition()};
+  return Healthy{inst->reg.socket_path, info.requires_node_stage_volume(), info.supports_expand(),
+                 info.supports_stats(), info.supports_condition(),         info.supports_volume_mount_group()};
 }
 
 std::shared_ptr<rpc::CsiClient> PluginManager::healthy_client(PluginKind kind, const std::string& plugin_id) {
@@ -159,8 +164,12 @@ std::optional<NodePlugin> PluginManager::find(const std::string& plugin_id) {
   // The volume manager's calls outlive neither the agent's executor nor this manager (its task
   // groups are joined before the manager goes).
   auto current = [this, plugin_id] { return healthy_client(PluginKind::node, plugin_id); };
-  return NodePlugin{std::make_shared<InstanceClient>(channel(h->socket, plugin_id), std::move(current)), h->requires_stage,
-                    h->supports_expand, h->supports_stats, h->supports_condition};
+  return NodePlugin{std::make_shared<InstanceClient>(channel(h->socket, plugin_id), std::move(current)),
+                    h->requires_stage,
+                    h->supports_expand,
+                    h->supports_stats,
+                    h->supports_condition,
+                    h->supports_mount_group};
 }
 
 async::WakeSignal& PluginManager::healthy_again(const std::string& plugin_id) {

@@ -52,6 +52,7 @@ class PluginManager final : public NodePluginLookup {
     bool supports_expand = false;
     bool supports_stats = false;
     bool supports_condition = false;
+    bool supports_mount_group = false;
     bool operator==(const Healthy&) const = default;
   };
   std::optional<Healthy> healthy(PluginKind kind, const std::string& plugin_id) const;
@@ -62,7 +63,7 @@ class PluginManager final : public NodePluginLookup {
   PluginRegistry& registry_;
   NodeStatus& status_;
   std::map<std::string, std::shared_ptr<rpc::CsiClient>> channels_;  // by socket path
-  std::map<std::string, Healthy> healthy_nodes_;                    // as of the last status change
+  std::map<std::string, Healthy> healthy_nodes_;                     // as of the last status change
   std::map<std::string, std::unique_ptr<async::WakeSignal>> signals_;
 };
 

@@ -16,10 +16,7 @@ namespace asio = boost::asio;
 using json = nlohmann::json;
 constexpr size_t kMaxQueued = 1024;
 
-const log::Logger& logger() {
-  static const log::Logger l{"registry"};
-  return l;
-}
+const log::Logger kLog{"registry"};
 
 int64_t now_ms() {
   using namespace std::chrono;
@@ -74,7 +71,7 @@ std::error_code PluginRegistry::load() {
   if (!text) return {};
   json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("plugins") || !doc["plugins"].is_array()) {
-    logger().error("registry file is unreadable; starting empty", {{"path", state_file_.string()}});
+    kLog.error("registry file is unreadable; starting empty", {{"path", state_file_.string()}});
     return std::make_error_code(std::errc::invalid_argument);
   }
   for (const auto& p : doc["plugins"]) {
@@ -114,8 +111,8 @@ void PluginRegistry::save() {
   }
   save_error_ = durable::write_file_atomically(state_file_, doc.dump(2));
   if (save_error_) {
-    logger().error("cannot persist the plugin registry",
-                   {{"path", state_file_.string()}, {"error", save_error_.message()}});
+    kLog.error("cannot persist the plugin registry",
+               {{"path", state_file_.string()}, {"error", save_error_.message()}});
   }
 }
 
@@ -138,10 +135,10 @@ uint64_t PluginRegistry::register_plugin(const std::vector<PluginKind>& kinds, P
   for (const auto kind : kinds) {
     PluginInstance inst{kind, reg, generation, now};
     instances_[{kind, reg.plugin_id}] = inst;
-    logger().info("plugin registered", {{"plugin", reg.plugin_id},
-                                        {"kind", to_string(kind)},
-                                        {"socket", reg.socket_path},
-                                        {"generation", generation}});
+    kLog.info("plugin registered", {{"plugin", reg.plugin_id},
+                                    {"kind", to_string(kind)},
+                                    {"socket", reg.socket_path},
+                                    {"generation", generation}});
     publish(RegistryEvent::Type::registered, inst);
   }
   save();
@@ -153,8 +150,7 @@ bool PluginRegistry::deregister(PluginKind kind, const std::string& plugin_id, u
   if (it == instances_.end() || it->second.generation != generation) return false;
   const PluginInstance inst = it->second;
   instances_.erase(it);
-  logger().info("plugin deregistered",
-                {{"plugin", plugin_id}, {"kind", to_string(kind)}, {"generation", generation}});
+  kLog.info("plugin deregistered", {{"plugin", plugin_id}, {"kind", to_string(kind)}, {"generation", generation}});
   publish(RegistryEvent::Type::deregistered, inst);
   save();
   return true;

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/process/child_process.hpp"
 #include "services/nodeagent/process/proc_stat.hpp"
@@ -27,10 +27,7 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const log::Logger& logger() {
-  static const log::Logger l{"supervisor"};
-  return l;
-}
+const log::Logger kLog{"supervisor"};
 
 // While waiting for a fresh plugin, look often: a plugin is usually up within milliseconds and
 // "healthy within 1 s of start" should not be eaten by our own polling interval.
@@ -116,10 +113,10 @@ void PluginSupervisor::set_health(bool healthy, const std::string& reason) {
   if (reported_healthy_ == healthy) return;
   reported_healthy_ = healthy;
   if (healthy) {
-    logger().info("plugin became healthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}});
+    kLog.info("plugin became healthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}});
     event("plugin became healthy");
   } else {
-    logger().warn("plugin unhealthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}, {"reason", reason}});
+    kLog.warn("plugin unhealthy", {{"plugin", config_.id}, {"alloc", ctx_.alloc_id}, {"reason", reason}});
     event("plugin unhealthy: " + reason, {{"reason", reason}});
   }
   // A plugin task's health is news for its allocation too, once it is registered (a failed start
@@ -159,8 +156,8 @@ asio::awaitable<void> PluginSupervisor::stop_leftover() {
   if (!(in >> pid >> ticks) || pid <= 0) co_return;
   const auto alive = [&] { return process_start_ticks(pid) == ticks; };  // the same process, not a reused pid
   if (!alive()) co_return;
-  logger().warn("stopping the plugin process an earlier agent left running",
-                {{"plugin", config_.id}, {"pid", static_cast<int>(pid)}});
+  kLog.warn("stopping the plugin process an earlier agent left running",
+            {{"plugin", config_.id}, {"pid", static_cast<int>(pid)}});
   ::kill(-pid, SIGTERM);  // its own process group, as launched
   const auto deadline = Clock::now() + config_.stop_timeout;
   while (alive() && Clock::now() < deadline) co_await async::sleep_for(std::chrono::milliseconds(50));
@@ -196,16 +193,15 @@ asio::awaitable<bool> PluginSupervisor::launch() {
   const auto ticks = process_start_ticks(process_->pid());
   if (auto wec = durable::write_file_atomically(
           launch_record(), std::to_string(process_->pid()) + " " + std::to_string(ticks.value_or(0)) + "\n"))
-    logger().warn("cannot record the plugin's launch", {{"plugin", config_.id}, {"error", wec.message()}});
-  logger().info("plugin launched", {{"plugin", config_.id},
-                                    {"pid", static_cast<int>(process_->pid())},
-                                    {"socket", socket_path_}});
+    kLog.warn("cannot record the plugin's launch", {{"plugin", config_.id}, {"error", wec.message()}});
+  kLog.info("plugin launched",
+            {{"plugin", config_.id}, {"pid", static_cast<int>(process_->pid())}, {"socket", socket_path_}});
   ctx_.processes.spawn("plugin-process-" + config_.id, run_process(process_, exit_wake_));
   co_return true;
 }
 
 asio::awaitable<std::optional<grpc::Status>> PluginSupervisor::probe_once(std::chrono::milliseconds timeout,
-                                                                         bool& ready) {
+                                                                          bool& ready) {
   ::csi::v1::ProbeResponse resp;
   auto st = co_await async::with_timeout(client_->probe(resp), timeout);
   if (st && st->ok()) ready = csi::probe_ready(resp);
@@ -275,14 +271,16 @@ asio::awaitable<PluginSupervisor::InstanceEnd> PluginSupervisor::monitor() {
       need_full = false;
     } else {
       bool ready = false;
-      const auto st = co_await probe_once(std::min(csi::policy(csi::Rpc::Probe).timeout, config_.health_timeout), ready);
+      const auto st =
+          co_await probe_once(std::min(csi::policy(csi::Rpc::Probe).timeout, config_.health_timeout), ready);
       if (process_exited()) co_return InstanceEnd::exited;
       bool now_healthy = st && st->ok() && ready;
       if (now_healthy != healthy) {
         need_full = true;  // fingerprint on change: the full picture, with the reason
         if (!now_healthy) {
-          const auto reason = !st ? std::string("Probe timed out")
-                                  : !st->ok() ? "Probe failed: " + csi::status_text(*st) : "Probe: plugin reports not ready";
+          const auto reason = !st         ? std::string("Probe timed out")
+                              : !st->ok() ? "Probe failed: " + csi::status_text(*st)
+                                          : "Probe: plugin reports not ready";
           report(fingerprinter_.mark(false, reason));
         }
         healthy = now_healthy;
@@ -296,8 +294,8 @@ asio::awaitable<PluginSupervisor::InstanceEnd> PluginSupervisor::monitor() {
       if (config_.launched() && Clock::now() - *unhealthy_since >= config_.health_timeout)
         co_return InstanceEnd::unhealthy;
     }
-    const auto interval = healthy ? config_.probe_interval
-                                  : std::min<std::chrono::milliseconds>(config_.probe_interval, kUnhealthyPoll);
+    const auto interval =
+        healthy ? config_.probe_interval : std::min<std::chrono::milliseconds>(config_.probe_interval, kUnhealthyPoll);
     if (co_await async::sleep_for(interval, exit_wake_.get(), gen) == async::SleepEnd::cancelled)
       throw boost::system::system_error(asio::error::operation_aborted);
   }
@@ -311,7 +309,7 @@ asio::awaitable<void> PluginSupervisor::end_instance(const std::string& why) {
   }
   client_.reset();
   if (process_ && process_->running()) {
-    logger().info("stopping plugin", {{"plugin", config_.id}, {"reason", why}});
+    kLog.info("stopping plugin", {{"plugin", config_.id}, {"reason", why}});
     co_await process_->stop(config_.stop_timeout);
   }
 }
@@ -324,9 +322,9 @@ asio::awaitable<void> PluginSupervisor::run() {
     if (failures > 0) {
       // A plugin on an external socket has nothing to restart: it is looked for again soon, not
       // after a growing backoff, so it is healthy within moments of coming back.
-      const auto delay = config_.launched() ? ctx_.restart_backoff.delay(failures - 1)
-                                            : std::chrono::milliseconds(kStartPollMax);
-      logger().info("restarting plugin after backoff", {{"plugin", config_.id}, {"delay", delay}});
+      const auto delay =
+          config_.launched() ? ctx_.restart_backoff.delay(failures - 1) : std::chrono::milliseconds(kStartPollMax);
+      kLog.info("restarting plugin after backoff", {{"plugin", config_.id}, {"delay", delay}});
       if (co_await async::sleep_for(delay) == async::SleepEnd::cancelled) co_return;
     }
     if (config_.launched()) {
@@ -405,8 +403,8 @@ bool PluginSupervisor::register_again() {
 asio::awaitable<std::optional<std::string>> PluginSupervisor::adopt() {
   ctx_.status.set_fingerprint(fingerprinter_.mark(false, "starting"));
   const auto not_healthy = [&](const std::string& why) {
-    const auto reason = "plugin did not become healthy within " + domain::format_duration(config_.health_timeout) +
-                        ": " + why;
+    const auto reason =
+        "plugin did not become healthy within " + domain::format_duration(config_.health_timeout) + ": " + why;
     report(fingerprinter_.mark(false, reason));
     return reason;
   };

@@ -6,7 +6,7 @@
 // restarted with backoff; an observed exit is reported at once, not at the next probe.
 // A plugin that runs as an allocation's task (Task.CSIPlugin) is supervised by the same class in
 // its "external socket" mode, driven step by step by its allocation: adopt() once, then
-// heartbeat() until the task stops (plugins/task_plugins.hpp).
+// heartbeat() until the task stops (plugins/allocation_plugins.hpp).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

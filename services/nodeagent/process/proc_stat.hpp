@@ -11,9 +11,9 @@
 namespace mooring::nodeagent {
 
 struct ProcStat {
-  char state = '?';              // R, S, D, Z, ...
-  pid_t session = 0;             // field 6
-  std::uint64_t start_ticks = 0; // field 22: clock ticks after boot
+  char state = '?';               // R, S, D, Z, ...
+  pid_t session = 0;              // field 6
+  std::uint64_t start_ticks = 0;  // field 22: clock ticks after boot
 };
 
 // nullopt when the process does not exist (or /proc cannot be read).

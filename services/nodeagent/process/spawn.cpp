@@ -1,5 +1,7 @@
 #include "services/nodeagent/process/spawn.hpp"
 
+#include "services/nodeagent/process/spawn_parts.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -15,22 +17,6 @@ namespace {
 
 boost::system::error_code errno_code(int e) { return {e, boost::system::system_category()}; }
 
-// Owns the descriptors made for one spawn (duplicates, /dev/null) and closes them after it.
-struct Owned {
-  std::vector<int> fds;
-  ~Owned() {
-    for (const int fd : fds) ::close(fd);
-  }
-  // A close-on-exec copy of `fd` numbered at least `floor`: a source can then never be one of
-  // the child's target numbers (0..floor-1), so one dup2 cannot overwrite another's source, and
-  // closefrom(floor) takes the copies away in the child.
-  int above(int fd, int floor) {
-    const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, floor);
-    if (copy >= 0) fds.push_back(copy);
-    return copy;
-  }
-};
-
 struct FileActions {
   posix_spawn_file_actions_t a;
   FileActions() { posix_spawn_file_actions_init(&a); }
@@ -43,32 +29,15 @@ struct Attributes {
   ~Attributes() { posix_spawnattr_destroy(&a); }
 };
 
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-// The child's descriptors: 0..2, then the extras, then nothing. Returns 0 or an errno.
-int plan_descriptors(const SpawnRequest& r, FileActions& actions, Owned& owned) {
-  const int floor = 3 + static_cast<int>(r.extra_fds.size());
-  int null_fd = -1;
-  std::vector<int> sources{r.stdin_fd, r.stdout_fd, r.stderr_fd};
-  sources.insert(sources.end(), r.extra_fds.begin(), r.extra_fds.end());
+// The child's descriptors: 0..2, then nothing. Returns 0 or an errno.
+int plan_descriptors(const SpawnRequest& r, FileActions& actions, parts::Owned& owned) {
+  constexpr int floor = 3;
+  const std::vector<int> sources{r.stdin_fd, r.stdout_fd, r.stderr_fd};
   for (std::size_t target = 0; target < sources.size(); ++target) {
     int source = sources[target];
-    if (source < 0 && target >= 3) return EBADF;  // an extra must name a descriptor
     if (source < 0) {
-      if (null_fd < 0) {
-        const int fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (fd < 0) return errno;
-        null_fd = owned.above(fd, floor);
-        ::close(fd);
-        if (null_fd < 0) return errno;
-      }
-      source = null_fd;
+      source = owned.null_above(floor);
+      if (source < 0) return errno;
     } else {
       source = owned.above(source, floor);
       if (source < 0) return errno;
@@ -110,18 +79,16 @@ void UniqueFd::close() {
 
 boost::system::result<pid_t> spawn_process(const SpawnRequest& r) {
   if (r.program.empty() || r.argv.empty()) return errno_code(EINVAL);
-  Owned owned;
+  parts::Owned owned;
   FileActions actions;
   if (const int e = plan_descriptors(r, actions, owned); e != 0) return errno_code(e);
   Attributes attr;
   plan_signals_and_group(r, attr);
 
   std::vector<std::string> argv_s = r.argv;
-  std::vector<std::string> env_s;
-  env_s.reserve(r.env.size());
-  for (const auto& [k, v] : r.env) env_s.push_back(k + "=" + v);
-  auto argv = pointers(argv_s);
-  auto envp = pointers(env_s);
+  std::vector<std::string> env_s = parts::environment(r.env);
+  auto argv = parts::pointers(argv_s);
+  auto envp = parts::pointers(env_s);
   pid_t pid = -1;
   // glibc's posix_spawn (clone with CLONE_VFORK) reports an exec failure as its return value.
   if (const int rc = ::posix_spawn(&pid, r.program.c_str(), &actions.a, &attr.a, argv.data(), envp.data()); rc != 0)

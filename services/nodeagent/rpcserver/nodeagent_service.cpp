@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "mooring/v1/nodeagent.grpc.pb.h"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/rpcserver/operation_cache.hpp"
@@ -33,10 +33,7 @@ using grpc::ServerUnaryReactor;
 using grpc::Status;
 using grpc::StatusCode;
 
-const log::Logger& logger() {
-  static const log::Logger l{"nodeagent-service"};
-  return l;
-}
+const log::Logger kLog{"nodeagent-service"};
 
 class NodeAgentService final : public v1::NodeAgent::CallbackService {
  public:
@@ -44,7 +41,8 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
     if (auto* f = metrics::families(); f && f->csi_calls_deduplicated_total)
       for (const char* method : {"ControllerPublishVolume", "ControllerUnpublishVolume"})
         for (const char* how : {"joined", "cached", "resolved"})
-          deduplicated_[std::string(method) + " " + how] = f->csi_calls_deduplicated_total.with({{"method", method}, {"how", how}});
+          deduplicated_[std::string(method) + " " + how] =
+              f->csi_calls_deduplicated_total.with({{"method", method}, {"how", how}});
   }
 
   ServerUnaryReactor* NodeDetachVolume(CallbackServerContext* ctx, const v1::NodeDetachVolumeRequest* req,
@@ -58,8 +56,8 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
       }
       const auto result = co_await d_.volumes.detach(req->volume_id(), req->alloc_id());
       if (!result.ok()) {
-        logger().warn("node detach failed", {{"volume", req->volume_id()}, {"alloc", req->alloc_id()},
-                                             {"error", result.error}});
+        kLog.warn("node detach failed",
+                  {{"volume", req->volume_id()}, {"alloc", req->alloc_id()}, {"error", result.error}});
         // Retryable from the control plane's point of view: the plugin may come back.
         co_return Status(StatusCode::UNAVAILABLE, "node " + d_.node_id + ": " + result.error);
       }
@@ -90,21 +88,20 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
     });
   }
 
-#define MOORING_FORWARD(Method, method_fn)                                                                   \
-  ServerUnaryReactor* Method(CallbackServerContext* ctx, const v1::Method##Request* req,                    \
-                             ::csi::v1::Method##Response* resp) override {                                  \
-    return serve(ctx, #Method, [this, req, resp]() -> asio::awaitable<Status> {                   \
-      auto client = d_.plugins.healthy_client(PluginKind::controller, req->plugin_id());                    \
-      if (!client) co_return not_running(req->plugin_id());                                                 \
-      if (const std::string* op = operation_id_of(*req); op && !op->empty() && d_.operations)               \
-        co_return co_await once(csi::Rpc::Method, #Method, *req, *op, resp, std::move(client),              \
-                                [](rpc::CsiClient& c, const ::csi::v1::Method##Request& r) {                \
-                                  return c.method_fn(r);                                                    \
-                                });                                                                         \
-      auto result = co_await client->method_fn(req->request());                                             \
-      if (result.ok()) *resp = std::move(result.response);                                                  \
-      co_return result.status;                                                                              \
-    });                                                                                                     \
+#define MOORING_FORWARD(Method, method_fn)                                                          \
+  ServerUnaryReactor* Method(CallbackServerContext* ctx, const v1::Method##Request* req,            \
+                             ::csi::v1::Method##Response* resp) override {                          \
+    return serve(ctx, #Method, [this, req, resp]() -> asio::awaitable<Status> {                     \
+      auto client = d_.plugins.healthy_client(PluginKind::controller, req->plugin_id());            \
+      if (!client) co_return not_running(req->plugin_id());                                         \
+      if (const std::string* op = operation_id_of(*req); op && !op->empty() && d_.operations)       \
+        co_return co_await once(                                                                    \
+            csi::Rpc::Method, #Method, *req, *op, resp, std::move(client),                          \
+            [](rpc::CsiClient& c, const ::csi::v1::Method##Request& r) { return c.method_fn(r); }); \
+      auto result = co_await client->method_fn(req->request());                                     \
+      if (result.ok()) *resp = std::move(result.response);                                          \
+      co_return result.status;                                                                      \
+    });                                                                                             \
   }
 
   MOORING_FORWARD(ControllerPublishVolume, controller_publish_volume)
@@ -157,8 +154,8 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
       const char* how = result.source == OperationCache::Source::joined   ? "joined"
                         : result.source == OperationCache::Source::cached ? "cached"
                                                                           : "resolved";
-      logger().debug("controller call not repeated", {{"method", method}, {"plugin_id", req.plugin_id()},
-                                                      {"operation_id", operation_id}, {"how", how}});
+      kLog.debug("controller call not repeated",
+                 {{"method", method}, {"plugin_id", req.plugin_id()}, {"operation_id", operation_id}, {"how", how}});
       if (auto it = deduplicated_.find(std::string(method) + " " + how); it != deduplicated_.end()) it->second.inc();
     }
     if (result.answer.status.ok() && !resp->ParseFromString(result.answer.response))
@@ -195,18 +192,21 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
         req.set_starting_token(token);
         auto res = co_await client->list_volumes(req);
         co_return csi::QueryAnswer<::csi::v1::ListVolumesResponse>{res.ok(), not_reached(res.status),
-                                                                  res.status.error_message(), std::move(res.response)};
+                                                                   res.status.error_message(), std::move(res.response)};
       };
-      auto check = co_await csi::published_to_node(get, list, request->volume_id(), request->node_id(), ask_get, ask_list);
+      auto check =
+          co_await csi::published_to_node(get, list, request->volume_id(), request->node_id(), ask_get, ask_list);
       if (check.published == false) {
-        logger().info("unpublish cut off by the agent restart: the volume is no longer published to the node; "
-                      "answered without calling the plugin again",
-                      {{"plugin_id", plugin_id}, {"volume_id", request->volume_id()}, {"csi_node_id", request->node_id()}});
+        kLog.info(
+            "unpublish cut off by the agent restart: the volume is no longer published to the node; "
+            "answered without calling the plugin again",
+            {{"plugin_id", plugin_id}, {"volume_id", request->volume_id()}, {"csi_node_id", request->node_id()}});
         OperationAnswer done{Status::OK, {}};
         ::csi::v1::ControllerUnpublishVolumeResponse().SerializeToString(&done.response);
         co_return done;
       }
-      for (const auto& note : check.notes) logger().info("unpublish cut off by the agent restart: " + note, {{"volume_id", request->volume_id()}});
+      for (const auto& note : check.notes)
+        kLog.info("unpublish cut off by the agent restart: " + note, {{"volume_id", request->volume_id()}});
       co_return std::nullopt;
     };
   }
@@ -234,8 +234,8 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
     if (d_.require_controlplane) {
       const auto peer = rpc::peer_certificate(*ctx);
       if (!peer.identity || peer.identity->role != tls::Role::server) {
-        logger().warn("call refused: the caller is not the control plane",
-                      {{"method", method}, {"subject", peer.tls ? peer.subject : "(no TLS)"}});
+        kLog.warn("call refused: the caller is not the control plane",
+                  {{"method", method}, {"subject", peer.tls ? peer.subject : "(no TLS)"}});
         return rpc::serve(ex_, ctx, method, [subject = peer.subject]() -> asio::awaitable<Status> {
           co_return Status(StatusCode::PERMISSION_DENIED,
                            "only the control plane may call a node agent; certificate \"" + subject + "\" is not its");

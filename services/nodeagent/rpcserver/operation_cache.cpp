@@ -20,10 +20,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const log::Logger& logger() {
-  static const log::Logger l{"operation-cache"};
-  return l;
-}
+const log::Logger kLog{"operation-cache"};
 
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -35,10 +32,10 @@ std::int64_t wall_ms() {
 struct OperationCache::Flight {
   explicit Flight(asio::any_io_executor ex) : finished(std::move(ex)) {}
   bool done = false;
-  bool in_doubt = false;     // restored intent without a result: the next run resolves or resends it
+  bool in_doubt = false;      // restored intent without a result: the next run resolves or resends it
   bool keep_pending = false;  // its result is being flushed: a compaction meanwhile must write it
   bool resolved = false;      // answered by `resolve` (the plugin told), not by the call
-  std::int64_t at_ms = 0;    // wall clock of its intent, then of its result (the record's age)
+  std::int64_t at_ms = 0;     // wall clock of its intent, then of its result (the record's age)
   OperationAnswer answer;
   std::size_t bytes = 0;  // counted in kept_bytes while kept
   async::WakeSignal finished;
@@ -115,8 +112,8 @@ struct OperationCache::State {
     OperationLog* log = state->log.get();
     co_await state->worker->run([&] { ec = log->append(record); });
     if (ec)
-      logger().error("cannot record a controller call; a resend after an agent restart may reach the plugin again",
-                     {{"file", log->journal_file().string()}, {"operation_id", record.key}, {"error", ec.message()}});
+      kLog.error("cannot record a controller call; a resend after an agent restart may reach the plugin again",
+                 {{"file", log->journal_file().string()}, {"operation_id", record.key}, {"error", ec.message()}});
     // Compacted on the worker, after every record submitted so far: records submitted later go to
     // the restarted journal, and everything before is in `live()` taken now.
     // Counted here, on the executor: the log's own count belongs to the worker thread.
@@ -124,7 +121,7 @@ struct OperationCache::State {
       state->journal_records = 0;
       state->worker->submit([log, live = state->live()] {
         if (auto ec = log->compact(live))
-          logger().error("cannot compact the operation record", {{"file", log->file().string()}, {"error", ec.message()}});
+          kLog.error("cannot compact the operation record", {{"file", log->file().string()}, {"error", ec.message()}});
       });
     }
   }
@@ -133,8 +130,8 @@ struct OperationCache::State {
   std::unordered_map<std::string, Entry> entries;
   std::deque<Expiry> expiries;  // kept results in the order they finished (= expiry order)
   std::size_t kept = 0, kept_bytes = 0, doubtful = 0;
-  std::size_t journal_records = 0;  // appended since the last compaction was submitted
-  std::unique_ptr<OperationLog> log;             // null: in memory only
+  std::size_t journal_records = 0;              // appended since the last compaction was submitted
+  std::unique_ptr<OperationLog> log;            // null: in memory only
   std::unique_ptr<async::SerialWorker> worker;  // after `log`: destroyed first, finishing its jobs on it
 };
 
@@ -147,7 +144,7 @@ OperationCache::OperationCache(asio::any_io_executor executor, OperationCacheOpt
   // The agent's start, before any call: read here, on the caller's thread.
   std::vector<std::string> warnings;
   const auto records = st.log->load(warnings);
-  for (const auto& w : warnings) logger().warn(w, {{"file", st.options.file.string()}});
+  for (const auto& w : warnings) kLog.warn(w, {{"file", st.options.file.string()}});
   std::map<std::string, const OperationRecord*> last;  // a key's last record decides
   for (const auto& r : records) last[r.key] = &r;
   std::vector<const OperationRecord*> restored;
@@ -175,12 +172,13 @@ OperationCache::OperationCache(asio::any_io_executor executor, OperationCacheOpt
   }
   st.evict(now);
   if (!restored.empty())
-    logger().info("controller calls restored from before the restart",
-                  {{"file", st.options.file.string()}, {"results", static_cast<std::int64_t>(st.kept)},
-                   {"in_doubt", static_cast<std::int64_t>(st.doubtful)}});
+    kLog.info("controller calls restored from before the restart",
+              {{"file", st.options.file.string()},
+               {"results", static_cast<std::int64_t>(st.kept)},
+               {"in_doubt", static_cast<std::int64_t>(st.doubtful)}});
   // Start from a checkpoint of what is live: expired records and the old journal go.
   if (auto ec = st.log->compact(st.live()))
-    logger().error("cannot rewrite the operation record", {{"file", st.options.file.string()}, {"error", ec.message()}});
+    kLog.error("cannot rewrite the operation record", {{"file", st.options.file.string()}, {"error", ec.message()}});
 }
 
 OperationCache::~OperationCache() = default;
@@ -195,15 +193,15 @@ asio::awaitable<void> OperationCache::flushed() {
 }
 
 asio::awaitable<OperationCache::Result> OperationCache::run(std::string key, std::uint64_t fingerprint, Call call,
-                                                           Keep keep, Resolve resolve) {
+                                                            Keep keep, Resolve resolve) {
   auto& st = *state_;
   st.evict(Clock::now());
   std::shared_ptr<Flight> flight;
   Source source = Source::plugin;
   auto it = st.entries.find(key);
   if (it != st.entries.end() && it->second.fingerprint != fingerprint) {
-    logger().warn("operation id reused for a different request; calling the plugin without deduplication",
-                  {{"operation_id", key}});
+    kLog.warn("operation id reused for a different request; calling the plugin without deduplication",
+              {{"operation_id", key}});
     // A named local: GCC 12 miscompiles a co_await inside a braced initializer.
     OperationAnswer answer = co_await call();
     co_return Result{.answer = std::move(answer), .source = Source::plugin};
@@ -211,14 +209,15 @@ asio::awaitable<OperationCache::Result> OperationCache::run(std::string key, std
   if (it != st.entries.end() && !it->second.flight->in_doubt) {
     flight = it->second.flight;
     source = flight->done ? Source::cached : Source::joined;
-    logger().debug(flight->done ? "repeated operation answered from its result" : "repeated operation joins the call in flight",
-                   {{"operation_id", key}});
+    kLog.debug(
+        flight->done ? "repeated operation answered from its result" : "repeated operation joins the call in flight",
+        {{"operation_id", key}});
   } else {
     if (it != st.entries.end()) {  // cut off by a restart: ask the plugin if it can tell, else send again
       st.forget(key, it->second.flight.get());
-      logger().warn(resolve ? "a controller call was cut off by an agent restart; asking the plugin for its outcome"
-                            : "a controller call was cut off by an agent restart; sending it again (idempotent by CSI)",
-                    {{"operation_id", key}});
+      kLog.warn(resolve ? "a controller call was cut off by an agent restart; asking the plugin for its outcome"
+                        : "a controller call was cut off by an agent restart; sending it again (idempotent by CSI)",
+                {{"operation_id", key}});
     } else {
       resolve = nullptr;
     }
@@ -244,8 +243,8 @@ asio::awaitable<void> OperationCache::fly(std::shared_ptr<State> state, std::str
                                           std::shared_ptr<Flight> flight, Call call, Keep keep, Resolve resolve) {
   // The intent is on disk before the plugin can hear the call.
   // Named locals: GCC 12 miscompiles a braced temporary passed to a coroutine inside co_await.
-  OperationRecord intent{.kind = OperationRecord::Kind::intent, .key = key, .fingerprint = fingerprint,
-                         .at_ms = flight->at_ms};
+  OperationRecord intent{
+      .kind = OperationRecord::Kind::intent, .key = key, .fingerprint = fingerprint, .at_ms = flight->at_ms};
   co_await State::persist(state, std::move(intent));
   OperationAnswer answer;
   bool cancelled = false, resolved = false;
@@ -265,7 +264,7 @@ asio::awaitable<void> OperationCache::fly(std::shared_ptr<State> state, std::str
     else
       answer.status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
   } catch (const std::exception& e) {
-    logger().error("controller call failed", {{"operation_id", key}, {"error", e.what()}});
+    kLog.error("controller call failed", {{"operation_id", key}, {"error", e.what()}});
     cancelled = true;
     answer.status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
   }
@@ -274,9 +273,13 @@ asio::awaitable<void> OperationCache::fly(std::shared_ptr<State> state, std::str
     // The result is on disk before any caller hears it.
     flight->at_ms = wall_ms();
     flight->keep_pending = true;
-    OperationRecord result{.kind = OperationRecord::Kind::result, .key = key, .fingerprint = fingerprint,
-                           .at_ms = flight->at_ms, .code = static_cast<int>(flight->answer.status.error_code()),
-                           .message = flight->answer.status.error_message(), .response = flight->answer.response};
+    OperationRecord result{.kind = OperationRecord::Kind::result,
+                           .key = key,
+                           .fingerprint = fingerprint,
+                           .at_ms = flight->at_ms,
+                           .code = static_cast<int>(flight->answer.status.error_code()),
+                           .message = flight->answer.status.error_message(),
+                           .response = flight->answer.response};
     co_await State::persist(state, std::move(result));
     flight->keep_pending = false;
     flight->done = true;

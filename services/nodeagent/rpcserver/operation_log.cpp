@@ -100,9 +100,9 @@ std::vector<OperationRecord> OperationLog::load(std::vector<std::string>& warnin
     OperationRecord r;
     if (!decode(text, r) || !text.empty()) {
       // Passed its checksum but is not ours: keep what came before, rewrite both files cleanly.
-      warnings.push_back(journal_file().string() + ": a record is not an operation record; it and the ones after it were dropped");
-      if (ec = compact(out); ec)
-        warnings.push_back(file_.string() + ": cannot be rewritten: " + ec.message());
+      warnings.push_back(journal_file().string() +
+                         ": a record is not an operation record; it and the ones after it were dropped");
+      if (ec = compact(out); ec) warnings.push_back(file_.string() + ": cannot be rewritten: " + ec.message());
       return out;
     }
     out.push_back(std::move(r));

@@ -66,6 +66,11 @@ std::string encode(const MountRecord& r) {
       {"last_error", r.last_error},
       {"updated_unix_ms", r.updated_unix_ms},
   };
+  if (r.ownership)
+    j["ownership"] = {{"group", r.ownership->group},
+                      {"by", r.ownership->by},
+                      {"walked", r.ownership->walked},
+                      {"unix_ms", domain::to_unix_ms(r.ownership->update_time)}};
   return j.dump(2) + "\n";
 }
 
@@ -86,6 +91,10 @@ domain::Expected<MountRecord> decode_mount_record(std::string_view text) {
     r.unmount_attempts = j.value("unmount_attempts", 0u);
     r.last_error = j.value("last_error", "");
     r.updated_unix_ms = j.value("updated_unix_ms", std::int64_t{0});
+    if (const auto o = j.find("ownership"); o != j.end() && o->is_object())
+      r.ownership =
+          domain::VolumeOwnership{o->value("group", std::int64_t{0}), o->value("by", ""), o->value("walked", false),
+                                  domain::from_unix_ms(o->value("unix_ms", std::int64_t{0}))};
     const auto access = domain::parse_access_mode(j.value("access_mode", ""));
     const auto attachment = domain::parse_attachment_mode(j.value("attachment_mode", ""));
     const auto phase = parse_phase(j.at("phase").get<std::string>());

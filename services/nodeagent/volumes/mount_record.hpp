@@ -4,10 +4,12 @@
 // unmount needs, so a restarted agent can finish one without asking the control plane.
 #pragma once
 
+#include "shared/domain/claim.hpp"
 #include "shared/domain/modes.hpp"
 #include "shared/domain/result.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,7 +31,7 @@ std::string_view to_string(MountPhase p);
 
 struct MountRecord {
   std::string alloc_id;
-  std::string volume_id;    // Mooring id: names the directories
+  std::string volume_id;  // Mooring id: names the directories
   std::string plugin_id;
   std::string external_id;  // the provider's id: CSI volume_id in every RPC
   std::string usage;        // "rw-file-system-single-node-writer"
@@ -45,6 +47,10 @@ struct MountRecord {
   StepState staged = StepState::none;
   StepState published = StepState::none;
   bool notify = false;  // tell the control plane once unmounted (set by release)
+  // How the volume got the task's group at this mount (VOLUME_MOUNT_GROUP, or the policy the
+  // agent applied): kept so a remount of the same allocation does not walk the tree again, and
+  // reported with the volume's stats (the claim's Ownership).
+  std::optional<domain::VolumeOwnership> ownership;
 
   unsigned unmount_attempts = 0;
   std::string last_error;

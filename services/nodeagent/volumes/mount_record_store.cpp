@@ -24,7 +24,7 @@ const log::Logger kLog{"mount-records"};
 constexpr std::string_view kLegacySuffix = ".json";
 constexpr std::string_view kLegacyTempSuffix = ".json.tmp";
 // A journal longer than this and than the checkpoint is folded into a new checkpoint.
-constexpr std::uint64_t kCompactBytes = 64 * 1024;
+constexpr std::uint64_t kCompactBytes = 64ull * 1024;
 
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -142,7 +142,8 @@ domain::Status MountRecordStore::load() {
     std::error_code inner;
     for (const auto& entry : fs::directory_iterator(alloc_dir.path(), inner)) {
       // "<volume>.json.tmp[.<pid>.<n>]": an interrupted write (no rename happened).
-      if (entry.path().filename().string().find(kLegacyTempSuffix) != std::string::npos) fs::remove(entry.path(), inner);
+      if (entry.path().filename().string().find(kLegacyTempSuffix) != std::string::npos)
+        fs::remove(entry.path(), inner);
     }
     for (const auto& file : durable::list_durable(alloc_dir.path(), kLegacySuffix)) {
       std::error_code rec;
@@ -206,7 +207,8 @@ std::vector<MountRecord> MountRecordStore::for_alloc(const std::string& alloc_id
   return out;
 }
 
-MountRecordStore::Queued MountRecordStore::enqueue(Key key, std::optional<std::string> text, std::function<void()> undo) {
+MountRecordStore::Queued MountRecordStore::enqueue(Key key, std::optional<std::string> text,
+                                                   std::function<void()> undo) {
   auto result = std::make_shared<domain::Status>();
   std::lock_guard lock(pending_mutex_);
   pending_.push_back(Pending{std::move(key), std::move(text), result});
@@ -238,7 +240,7 @@ domain::Expected<MountRecordStore::Queued> MountRecordStore::change_put(MountRec
 }
 
 domain::Expected<MountRecordStore::Queued> MountRecordStore::change_remove(const std::string& alloc_id,
-                                                                          const std::string& volume_id) {
+                                                                           const std::string& volume_id) {
   if (auto s = validate_key(alloc_id, volume_id); !s) return domain::error(s.error());
   const Key key{alloc_id, volume_id};
   std::optional<Entry> before;
@@ -299,7 +301,8 @@ void MountRecordStore::flush() {
     }
   }
   if (!status) {
-    kLog.error("mount records not written", {{"changes", static_cast<int64_t>(batch.size())}, {"error", status.error()}});
+    kLog.error("mount records not written",
+               {{"changes", static_cast<int64_t>(batch.size())}, {"error", status.error()}});
     // The journal may hold them or not: read it again before the next append.
     disk_->read = false;
   } else {

@@ -21,22 +21,29 @@ namespace mooring::nodeagent {
 class NodeVolumeCalls {
  public:
   virtual ~NodeVolumeCalls() = default;
-  virtual rpc::CsiClient::Call<::csi::v1::NodeStageVolumeResponse> stage(const ::csi::v1::NodeStageVolumeRequest& request) = 0;
-  virtual rpc::CsiClient::Call<::csi::v1::NodeUnstageVolumeResponse> unstage(const ::csi::v1::NodeUnstageVolumeRequest& request) = 0;
-  virtual rpc::CsiClient::Call<::csi::v1::NodePublishVolumeResponse> publish(const ::csi::v1::NodePublishVolumeRequest& request) = 0;
-  virtual rpc::CsiClient::Call<::csi::v1::NodeUnpublishVolumeResponse> unpublish(const ::csi::v1::NodeUnpublishVolumeRequest& request) = 0;
-  virtual rpc::CsiClient::Call<::csi::v1::NodeExpandVolumeResponse> expand(const ::csi::v1::NodeExpandVolumeRequest& request) = 0;
-  virtual rpc::CsiClient::Call<::csi::v1::NodeGetVolumeStatsResponse> stats(const ::csi::v1::NodeGetVolumeStatsRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodeStageVolumeResponse> stage(
+      const ::csi::v1::NodeStageVolumeRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodeUnstageVolumeResponse> unstage(
+      const ::csi::v1::NodeUnstageVolumeRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodePublishVolumeResponse> publish(
+      const ::csi::v1::NodePublishVolumeRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodeUnpublishVolumeResponse> unpublish(
+      const ::csi::v1::NodeUnpublishVolumeRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodeExpandVolumeResponse> expand(
+      const ::csi::v1::NodeExpandVolumeRequest& request) = 0;
+  virtual rpc::CsiClient::Call<::csi::v1::NodeGetVolumeStatsResponse> stats(
+      const ::csi::v1::NodeGetVolumeStatsRequest& request) = 0;
 };
 
 // A running node plugin. `calls` is shared so a call in flight keeps the client alive even if
 // the plugin is replaced meanwhile.
 struct NodePlugin {
   std::shared_ptr<NodeVolumeCalls> calls;
-  bool requires_stage = false;   // NodeGetCapabilities: STAGE_UNSTAGE_VOLUME
-  bool supports_expand = false;  // NodeGetCapabilities: EXPAND_VOLUME
-  bool supports_stats = false;      // GET_VOLUME_STATS: NodeGetVolumeStats is only sent then
-  bool supports_condition = false;  // VOLUME_CONDITION: its answer's condition is only read then
+  bool requires_stage = false;        // NodeGetCapabilities: STAGE_UNSTAGE_VOLUME
+  bool supports_expand = false;       // NodeGetCapabilities: EXPAND_VOLUME
+  bool supports_stats = false;        // GET_VOLUME_STATS: NodeGetVolumeStats is only sent then
+  bool supports_condition = false;    // VOLUME_CONDITION: its answer's condition is only read then
+  bool supports_mount_group = false;  // VOLUME_MOUNT_GROUP: NodeStage/NodePublish carry the task's group
 };
 
 class NodePluginLookup {

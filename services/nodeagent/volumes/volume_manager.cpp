@@ -41,16 +41,16 @@ VolumeManager::~VolumeManager() {
 domain::Status VolumeManager::load() { return store_.load(); }
 
 asio::awaitable<MountResult> VolumeManager::mount(std::string alloc_id, const ::mooring::v1::VolumeMountInfo& info,
-                                                  domain::MountOptions request_options) {
+                                                  domain::MountOptions request_options, std::optional<uint32_t> group) {
   auto volume = domain::from_proto(info);
   if (!volume) co_return MountResult{.error = volume.error()};
-  co_return co_await mount(std::move(alloc_id), std::move(*volume), std::move(request_options));
+  co_return co_await mount(std::move(alloc_id), std::move(*volume), std::move(request_options), group);
 }
 
 asio::awaitable<MountResult> VolumeManager::mount(std::string alloc_id, domain::VolumeMount volume,
-                                                  domain::MountOptions request_options) {
+                                                  domain::MountOptions request_options, std::optional<uint32_t> group) {
   const std::string volume_id = volume.volume_id;
-  auto result = co_await ops_.mount(alloc_id, std::move(volume), std::move(request_options));
+  auto result = co_await ops_.mount(alloc_id, std::move(volume), std::move(request_options), group);
   // The negating calls of a failed mount did not all succeed: retry them in the background.
   if (result.cleanup_owed) start_release(alloc_id, volume_id);
   if (result.ok()) {

@@ -64,7 +64,7 @@ struct VolumeManagerOptions {
 // What a restarted allocation finds for one of its volumes (CSI hook Prerun after a restart).
 struct RestoredVolume {
   std::string volume_id;
-  std::string path;     // the publish target
+  std::string path;      // the publish target
   bool mounted = false;  // true: keep using it; false: claim and mount again
   std::string reason;    // why it is not usable, when !mounted
 };
@@ -90,10 +90,13 @@ class VolumeManager {
 
   // Stages (when the plugin stages and it is not staged yet) and publishes the volume for the
   // allocation; the path to give the task. `request_options` win over the volume's options.
+  // `group`: the task's, for a writable volume (VolumeOperations::mount).
   boost::asio::awaitable<MountResult> mount(std::string alloc_id, const ::mooring::v1::VolumeMountInfo& info,
-                                            domain::MountOptions request_options = {});
+                                            domain::MountOptions request_options = {},
+                                            std::optional<uint32_t> group = std::nullopt);
   boost::asio::awaitable<MountResult> mount(std::string alloc_id, domain::VolumeMount volume,
-                                            domain::MountOptions request_options = {});
+                                            domain::MountOptions request_options = {},
+                                            std::optional<uint32_t> group = std::nullopt);
 
   // One unmount pass now (no retry, no control plane notification): NodeUnpublish, then
   // NodeUnstage when this allocation was the last user. Nothing mounted is ok.
@@ -126,7 +129,8 @@ class VolumeManager {
   // NodeExpandVolume from the control plane (VolumeOperations::expand), retried as the CSI error
   // table says for up to three attempts: the control plane's own call deadline bounds the rest.
   boost::asio::awaitable<ExpandResult> expand(std::string volume_id, std::string alloc_id, std::string external_id,
-                                              ::csi::v1::CapacityRange range, std::map<std::string, std::string> secrets);
+                                              ::csi::v1::CapacityRange range,
+                                              std::map<std::string, std::string> secrets);
 
   // NodeGetVolumeStats of every volume published here and in use (VolumeOperations::stats),
   // one volume after the other. The agent polls it every --volume-stats-interval.
@@ -162,7 +166,7 @@ class VolumeManager {
   VolumeOperations ops_;
   std::set<Key> active_;
   std::set<std::string> fresh_;  // volume ids mounted since the last collection
-  async::TaskGroup tasks_;  // last: destroyed (and cancelled) first
+  async::TaskGroup tasks_;       // last: destroyed (and cancelled) first
 };
 
 }  // namespace mooring::nodeagent

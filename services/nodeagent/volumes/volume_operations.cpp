@@ -6,6 +6,7 @@
 #include "shared/wire/proto_convert.hpp"
 #include "shared/wire/volume_capability.hpp"
 #include "shared/log/log.hpp"
+#include "shared/mounts/volume_group.hpp"
 
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -58,7 +59,8 @@ bool VolumeOperations::others_hold_staging(const MountRecord& record) const {
 }
 
 asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domain::VolumeMount volume,
-                                                     domain::MountOptions request_options) {
+                                                     domain::MountOptions request_options,
+                                                     std::optional<uint32_t> group) {
   const std::string what = "volume \"" + volume.volume_id + "\" for allocation \"" + alloc_id + "\"";
   auto fail = [&](const std::string& message, bool retryable) {
     return MountResult{.error = what + ": " + message, .retryable = retryable};
@@ -70,13 +72,17 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
   if (!target) co_return fail(target.error(), false);
   auto staging = paths_.staging(volume.volume_id, usage);
   if (!staging) co_return fail(staging.error(), false);
-  auto capability = domain::csi_volume_capability(
-      volume.access_mode, volume.attachment_mode, domain::merge_mount_options(volume.mount_options, request_options));
+  const auto options = domain::merge_mount_options(volume.mount_options, request_options);
+  auto capability = domain::csi_volume_capability(volume.access_mode, volume.attachment_mode, options);
   if (!capability) co_return fail(capability.error(), false);
 
   auto guard = co_await locks_.lock(volume.volume_id);
   auto plugin = plugins_.find(volume.plugin_id);
   if (!plugin) co_return fail(not_running(volume.plugin_id), true);
+  // A read-only claim stays as it is; a block device has no files to own.
+  if (volume.read_only || !capability->has_mount()) group.reset();
+  const bool group_by_plugin = group && plugin->supports_mount_group;
+  if (group_by_plugin) capability->mutable_mount()->set_volume_mount_group(std::to_string(*group));
 
   MountRecord record;
   if (auto existing = store_.get(alloc_id, volume.volume_id)) {
@@ -162,6 +168,11 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
                                csi::should_retry(r.outcome));
   }
   record.published = StepState::done;
+  if (group) {
+    auto owned = co_await give_group(record, *group, group_by_plugin, options.group_change_policy);
+    if (!owned) co_return co_await abandon(record, plugin, what + ": " + owned.error(), false);
+    record.ownership = *owned;
+  }
   record.phase = MountPhase::mounted;
   record.last_error.clear();
   // Queued: until it lands the record says "publish pending", which a restart treats as a mount
@@ -171,8 +182,35 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
                                {"alloc", alloc_id},
                                {"plugin", record.plugin_id},
                                {"path", record.target_path},
-                               {"staged", plugin->requires_stage}});
+                               {"staged", plugin->requires_stage},
+                               {"volume_mount_group", group_by_plugin ? std::to_string(*group) : std::string()}});
   co_return MountResult{.path = record.target_path};
+}
+
+asio::awaitable<domain::Expected<domain::VolumeOwnership>> VolumeOperations::give_group(
+    const MountRecord& record, uint32_t group, bool by_plugin, domain::GroupChangePolicy policy) {
+  if (policy == domain::GroupChangePolicy::unset) policy = domain::GroupChangePolicy::on_root_mismatch;
+  const std::string by = by_plugin ? "VOLUME_MOUNT_GROUP" : std::string(domain::to_string(policy));
+  // Done at this mount before (an interrupted mount driven again, a remount after a restart):
+  // not walked again, unless the policy says Always.
+  if (record.ownership && record.ownership->group == group && record.ownership->by == by &&
+      policy != domain::GroupChangePolicy::always)
+    co_return *record.ownership;
+  domain::VolumeOwnership out{.group = group, .by = by, .walked = false, .update_time = domain::now()};
+  if (by_plugin || policy == domain::GroupChangePolicy::none) co_return out;
+  mounts::GroupChange changed;
+  co_await store_.worker().run([&] {
+    changed = mounts::give_tree_to_group(record.target_path, group, policy == domain::GroupChangePolicy::always);
+  });
+  if (!changed.error.empty())
+    co_return domain::error("cannot give the volume group " + std::to_string(group) + ": " + changed.error);
+  out.walked = changed.walked;
+  kLog.info("volume given the task's group", {{"volume", record.volume_id},
+                                              {"alloc", record.alloc_id},
+                                              {"group", static_cast<int64_t>(group)},
+                                              {"policy", by},
+                                              {"walked", changed.walked}});
+  co_return out;
 }
 
 asio::awaitable<MountResult> VolumeOperations::abandon(MountRecord& record, const std::optional<NodePlugin>& plugin,
@@ -272,8 +310,9 @@ asio::awaitable<UnmountResult> VolumeOperations::unmount(std::string alloc_id, s
     // Queued, not awaited: nothing waits on this note, and a caller being cancelled (shutdown
     // interrupting the RPC) could not await it; the store writes it before it goes.
     store_.submit(record);
-    co_return UnmountResult{.error = "volume \"" + volume_id + "\" of allocation \"" + alloc_id + "\": " + failure->error,
-                            .plugin_id = record.plugin_id};
+    co_return UnmountResult{
+        .error = "volume \"" + volume_id + "\" of allocation \"" + alloc_id + "\": " + failure->error,
+        .plugin_id = record.plugin_id};
   }
   record.last_error.clear();
   const auto stored = store_.get(alloc_id, volume_id);
@@ -307,7 +346,8 @@ asio::awaitable<ExpandResult> VolumeOperations::expand(std::string volume_id, st
                                     (alloc_id.empty() ? std::string{} : " for allocation \"" + alloc_id + "\"")};
   auto plugin = plugins_.find(record->plugin_id);
   if (!plugin)
-    co_return ExpandResult{.code = grpc::StatusCode::UNAVAILABLE, .error = what + ": " + not_running(record->plugin_id),
+    co_return ExpandResult{.code = grpc::StatusCode::UNAVAILABLE,
+                           .error = what + ": " + not_running(record->plugin_id),
                            .retryable = true};
   if (!plugin->supports_expand)
     co_return ExpandResult{.code = grpc::StatusCode::FAILED_PRECONDITION,
@@ -329,8 +369,8 @@ asio::awaitable<ExpandResult> VolumeOperations::expand(std::string volume_id, st
     co_return ExpandResult{.code = result.status.error_code(),
                            .error = what + ": NodeExpandVolume failed: " + csi::status_text(result.status),
                            .retryable = csi::should_retry(result.outcome)};
-  kLog.info("volume expanded on the node", {{"volume", volume_id}, {"alloc", record->alloc_id},
-                                            {"capacity", result.response.capacity_bytes()}});
+  kLog.info("volume expanded on the node",
+            {{"volume", volume_id}, {"alloc", record->alloc_id}, {"capacity", result.response.capacity_bytes()}});
   co_return ExpandResult{.capacity_bytes = result.response.capacity_bytes()};
 }
 
@@ -341,6 +381,10 @@ asio::awaitable<std::vector<domain::VolumeStatsReport>> VolumeOperations::stats(
     // Released (or being released): the unmount waiting for this lock comes first in spirit.
     if (record.notify || record.phase != MountPhase::mounted || record.published != StepState::done) continue;
     auto plugin = plugins_.find(record.plugin_id);
+    if (record.ownership && (!plugin || !plugin->supports_stats)) {
+      out.push_back({.volume_id = volume_id, .alloc_id = record.alloc_id, .ownership = record.ownership});
+      continue;
+    }
     if (!plugin || !plugin->supports_stats) continue;
     ::csi::v1::NodeGetVolumeStatsRequest request;
     request.set_volume_id(record.external_id);
@@ -353,7 +397,8 @@ asio::awaitable<std::vector<domain::VolumeStatsReport>> VolumeOperations::stats(
       continue;
     }
     const auto now = domain::now();
-    domain::VolumeStatsReport report{.volume_id = volume_id, .alloc_id = record.alloc_id};
+    domain::VolumeStatsReport report{
+        .volume_id = volume_id, .alloc_id = record.alloc_id, .ownership = record.ownership};
     for (const auto& u : result.response.usage()) {
       if (!report.usage) report.usage = domain::VolumeUsage{.update_time = now};
       if (u.unit() == ::csi::v1::VolumeUsage::BYTES) {
@@ -369,7 +414,7 @@ asio::awaitable<std::vector<domain::VolumeStatsReport>> VolumeOperations::stats(
     if (plugin->supports_condition && result.response.has_volume_condition())
       report.condition = domain::VolumeCondition{result.response.volume_condition().abnormal(),
                                                  result.response.volume_condition().message(), now};
-    if (report.usage || report.condition) out.push_back(std::move(report));
+    if (report.usage || report.condition || report.ownership) out.push_back(std::move(report));
   }
   co_return out;
 }
@@ -379,8 +424,13 @@ asio::awaitable<domain::Status> VolumeOperations::forget(std::string alloc_id, s
   auto record = store_.get(alloc_id, volume_id);
   if (!record) co_return domain::Status{};
   if (record->phase != MountPhase::unmounted || !record->clean()) {
-    co_return domain::error("volume "" + volume_id + "" of allocation "" + alloc_id + "" is " +
-                            std::string(to_string(record->phase)) + ", not unmounted");
+    co_return domain::error(
+        "volume "
+        " + volume_id + "
+        " of allocation "
+        " + alloc_id + "
+        " is " +
+        std::string(to_string(record->phase)) + ", not unmounted");
   }
   co_return co_await store_.remove(alloc_id, volume_id);
 }

@@ -35,18 +35,18 @@
 namespace mooring::nodeagent {
 
 struct MountResult {
-  std::string path;            // the publish target, on success
-  std::string error;           // empty on success; names the volume, allocation, RPC and status
-  bool retryable = false;      // worth trying the mount again later (plugin away, timeout, ...)
-  bool cleanup_owed = false;   // the negating calls did not all succeed: an unmount must be retried
+  std::string path;           // the publish target, on success
+  std::string error;          // empty on success; names the volume, allocation, RPC and status
+  bool retryable = false;     // worth trying the mount again later (plugin away, timeout, ...)
+  bool cleanup_owed = false;  // the negating calls did not all succeed: an unmount must be retried
   bool ok() const { return error.empty(); }
 };
 
 struct ExpandResult {
-  std::int64_t capacity_bytes = 0;                 // the plugin's answer (0: not reported)
-  grpc::StatusCode code = grpc::StatusCode::OK;    // what to answer the control plane
-  std::string error;                               // empty on success; names the volume and the reason
-  bool retryable = false;                          // the CSI error table says try again
+  std::int64_t capacity_bytes = 0;               // the plugin's answer (0: not reported)
+  grpc::StatusCode code = grpc::StatusCode::OK;  // what to answer the control plane
+  std::string error;                             // empty on success; names the volume and the reason
+  bool retryable = false;                        // the CSI error table says try again
   bool ok() const { return error.empty(); }
 };
 
@@ -61,8 +61,12 @@ class VolumeOperations {
   VolumeOperations(boost::asio::any_io_executor executor, VolumePaths paths, MountRecordStore& store,
                    NodePluginLookup& plugins, const MountTable& mounts);
 
+  // `group`: a non-root task's group (none for root or plugin tasks). A writable file-system
+  // volume gets it: through NodeStage/NodePublish's volume_mount_group when the node plugin
+  // advertises VOLUME_MOUNT_GROUP, else from the agent under the options' GroupChangePolicy.
   boost::asio::awaitable<MountResult> mount(std::string alloc_id, domain::VolumeMount volume,
-                                            domain::MountOptions request_options);
+                                            domain::MountOptions request_options,
+                                            std::optional<uint32_t> group = std::nullopt);
 
   // One pass. Nothing recorded for (alloc, volume), or node side already clean: ok. On success
   // the record is removed, or kept in phase `unmounted` when the control plane is still to be told.
@@ -73,7 +77,8 @@ class VolumeOperations {
   // when it is not published here; FAILED_PRECONDITION when the node plugin does not advertise
   // EXPAND_VOLUME. One attempt.
   boost::asio::awaitable<ExpandResult> expand(std::string volume_id, std::string alloc_id, std::string external_id,
-                                              ::csi::v1::CapacityRange range, std::map<std::string, std::string> secrets);
+                                              ::csi::v1::CapacityRange range,
+                                              std::map<std::string, std::string> secrets);
 
   // NodeGetVolumeStats for every allocation that has the volume published here, under the
   // volume's lock like every other node call (a stats call never overlaps a mount or an unmount;
@@ -108,6 +113,11 @@ class VolumeOperations {
   boost::asio::awaitable<MountResult> abandon(MountRecord& record, const std::optional<NodePlugin>& plugin,
                                               std::string error, bool retryable);
   bool others_hold_staging(const MountRecord& record) const;
+  // The agent's side of a published volume's group (the plugin's when `by_plugin`), on the
+  // store's worker: what the record keeps as its ownership.
+  boost::asio::awaitable<domain::Expected<domain::VolumeOwnership>> give_group(const MountRecord& record,
+                                                                               uint32_t group, bool by_plugin,
+                                                                               domain::GroupChangePolicy policy);
 
   VolumePaths paths_;
   MountRecordStore& store_;

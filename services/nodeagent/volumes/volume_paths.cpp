@@ -25,8 +25,8 @@ domain::Status validate_usage(std::string_view usage) {
     return domain::error("invalid volume usage \"" + std::string(usage) + "\"");
   }
   for (char c : usage) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                    c == '_' || c == '.';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
     if (!ok) return domain::error("invalid volume usage \"" + std::string(usage) + "\"");
   }
   return {};
@@ -79,8 +79,8 @@ domain::Status VolumePaths::ensure_dir(const fs::path& dir) const {
 void VolumePaths::remove_empty(const fs::path& dir) const {
   // rmdir(2) refuses non-empty directories and (EBUSY) mount points, which is exactly the guard
   // we want; stop at the first directory that stays.
-  for (fs::path current = dir; current != root_ && current.native().starts_with(root_.native()) &&
-                               current.has_relative_path();
+  for (fs::path current = dir;
+       current != root_ && current.native().starts_with(root_.native()) && current.has_relative_path();
        current = current.parent_path()) {
     if (::rmdir(current.c_str()) != 0 && errno != ENOENT) return;
   }

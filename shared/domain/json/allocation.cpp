@@ -4,6 +4,7 @@
 #include "shared/domain/json.hpp"
 #include "shared/domain/json/fields.hpp"
 #include "shared/domain/storage_text.hpp"
+#include "shared/domain/task_user.hpp"
 
 namespace mooring::domain {
 namespace codec {
@@ -30,6 +31,11 @@ constexpr Field<TaskCSIPlugin> kTaskCSIPlugin[] = {
     field<&TaskCSIPlugin::stage_publish_base_dir>("StagePublishBaseDir", kIn),
 };
 
+constexpr Field<TaskResources> kTaskResources[] = {
+    field<&TaskResources::cpu>("CPU", kIn),
+    field<&TaskResources::memory_mb>("MemoryMB", kIn),
+};
+
 constexpr Field<Task> kTask[] = {
     field<&Task::command>("Command", kIn),
     field<&Task::args>("Args", kIn),
@@ -37,6 +43,8 @@ constexpr Field<Task> kTask[] = {
     field<&Task::secret_env>("SecretEnv", kIn, {.secret = true}),
     field<&Task::kill_timeout>("KillTimeout", kIn),
     field<&Task::csi_plugin>("CSIPlugin", kIn),
+    field<&Task::user>("User", kIn),
+    field<&Task::resources>("Resources", kIn),
 };
 
 constexpr Field<TaskEvent> kTaskEvent[] = {
@@ -55,12 +63,9 @@ constexpr Field<SystemNodeState> kSystemNodeState[] = {
 };
 
 constexpr Field<RolloutNode> kRolloutNode[] = {
-    field<&RolloutNode::node_id>("NodeID", kOut),
-    field<&RolloutNode::state>("State", kOut),
-    field<&RolloutNode::message>("Message", kOut),
-    field<&RolloutNode::old_alloc_id>("OldAllocID", kOut),
-    field<&RolloutNode::new_alloc_id>("NewAllocID", kOut),
-    field<&RolloutNode::started>("Started", kOut),
+    field<&RolloutNode::node_id>("NodeID", kOut),          field<&RolloutNode::state>("State", kOut),
+    field<&RolloutNode::message>("Message", kOut),         field<&RolloutNode::old_alloc_id>("OldAllocID", kOut),
+    field<&RolloutNode::new_alloc_id>("NewAllocID", kOut), field<&RolloutNode::started>("Started", kOut),
 };
 
 constexpr Field<Rollout> kRollout[] = {
@@ -127,6 +132,7 @@ constexpr Field<Allocation> kAllocation[] = {
 
 Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>) { return kVolumeRequest; }
 Table<TaskCSIPlugin> fields_of(std::type_identity<TaskCSIPlugin>) { return kTaskCSIPlugin; }
+Table<TaskResources> fields_of(std::type_identity<TaskResources>) { return kTaskResources; }
 Table<Task> fields_of(std::type_identity<Task>) { return kTask; }
 Table<SystemNodeState> fields_of(std::type_identity<SystemNodeState>) { return kSystemNodeState; }
 Table<RolloutNode> fields_of(std::type_identity<RolloutNode>) { return kRolloutNode; }
@@ -139,8 +145,10 @@ Table<Allocation> fields_of(std::type_identity<Allocation>) { return kAllocation
 void check_env_names(Reader& r, std::string_view key, const StringMap& env) {
   for (const auto& [name, value] : env) {
     if (!r.ok()) return;
-    if (name.empty()) r.fail(key, "a variable name must not be empty");
-    else if (name.find('=') != std::string::npos) r.fail(key, "variable name \"" + name + "\" must not contain \"=\"");
+    if (name.empty())
+      r.fail(key, "a variable name must not be empty");
+    else if (name.find('=') != std::string::npos)
+      r.fail(key, "variable name \"" + name + "\" must not contain \"=\"");
   }
 }
 
@@ -148,6 +156,13 @@ void check_input(Reader& r, Task& task) {
   if (r.ok() && task.command.empty()) r.fail("Command", "required");
   check_env_names(r, "Env", task.env);
   check_env_names(r, "SecretEnv", task.secret_env);
+  if (r.ok() && (task.resources.cpu < 0 || task.resources.memory_mb < 0))
+    return r.fail("Resources", std::string(task.resources.cpu < 0 ? "CPU" : "MemoryMB") + " must not be negative");
+  if (r.ok() && !task.user.empty()) {
+    // A plugin mounts for the node: root in the node's namespaces, whatever User would say.
+    if (task.csi_plugin) return r.fail("User", "a CSI plugin task runs as root; it takes no User");
+    if (auto u = parse_task_user(task.user); !u) r.fail("User", u.error());
+  }
 }
 
 // The socket directory lives under the task's directory: a relative path that stays inside it.

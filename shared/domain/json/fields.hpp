@@ -53,7 +53,7 @@ struct Field {
   unsigned where;
   Opts opts;
   std::optional<json> (*write)(const Field& f, const T& obj, View view);  // nullopt: key left out
-  void (*read)(const Field& f, Reader& r, T& obj);                         // nullptr: never read
+  void (*read)(const Field& f, Reader& r, T& obj);                        // nullptr: never read
   // The text of what `write` returns, appended to `out` (see write_text); false: key left out.
   bool (*write_text)(const Field& f, const T& obj, View view, std::string& out);
 };
@@ -66,6 +66,7 @@ Table<MountOptions> fields_of(std::type_identity<MountOptions>);
 Table<Topology> fields_of(std::type_identity<Topology>);
 Table<VolumeUsage> fields_of(std::type_identity<VolumeUsage>);
 Table<VolumeCondition> fields_of(std::type_identity<VolumeCondition>);
+Table<VolumeOwnership> fields_of(std::type_identity<VolumeOwnership>);
 Table<TopologyRequest> fields_of(std::type_identity<TopologyRequest>);
 Table<Claim> fields_of(std::type_identity<Claim>);
 Table<Volume> fields_of(std::type_identity<Volume>);
@@ -80,6 +81,7 @@ Table<Introduction> fields_of(std::type_identity<Introduction>);
 Table<NodeIdentity> fields_of(std::type_identity<NodeIdentity>);
 Table<VolumeRequest> fields_of(std::type_identity<VolumeRequest>);
 Table<TaskCSIPlugin> fields_of(std::type_identity<TaskCSIPlugin>);
+Table<TaskResources> fields_of(std::type_identity<TaskResources>);
 Table<Task> fields_of(std::type_identity<Task>);
 Table<SystemNodeState> fields_of(std::type_identity<SystemNodeState>);
 Table<RolloutNode> fields_of(std::type_identity<RolloutNode>);
@@ -105,11 +107,16 @@ inline EnumText<AccessMode> enum_text(AccessMode) { return {parse_access_mode, "
 inline EnumText<AttachmentMode> enum_text(AttachmentMode) { return {parse_attachment_mode, "attachment mode"}; }
 inline EnumText<ClaimMode> enum_text(ClaimMode) { return {parse_claim_mode, "claim mode"}; }
 inline EnumText<ClaimState> enum_text(ClaimState) { return {parse_claim_state, "claim state"}; }
-inline EnumText<ControllerPublish> enum_text(ControllerPublish) { return {parse_controller_publish, "controller publish"}; }
+inline EnumText<ControllerPublish> enum_text(ControllerPublish) {
+  return {parse_controller_publish, "controller publish"};
+}
 inline EnumText<DesiredStatus> enum_text(DesiredStatus) { return {parse_desired_status, "desired status"}; }
 inline EnumText<ClientStatus> enum_text(ClientStatus) { return {parse_client_status, "client status"}; }
 inline EnumText<PluginType> enum_text(PluginType) { return {parse_plugin_type, "plugin type"}; }
 inline EnumText<NodeStatus> enum_text(NodeStatus) { return {parse_node_status, "node status"}; }
+inline EnumText<GroupChangePolicy> enum_text(GroupChangePolicy) {
+  return {parse_group_change_policy, "group change policy (OnRootMismatch, Always or None)"};
+}
 
 // ---- whole objects ----
 template <class T>
@@ -366,7 +373,9 @@ struct MemberOf<V T::*> {
 // A member read and written by its type's codec.
 template <auto Member, class T = typename MemberOf<decltype(Member)>::Owner>
 constexpr Field<T> field(std::string_view key, unsigned where, Opts opts = {}) {
-  return {key, where, opts,
+  return {key,
+          where,
+          opts,
           [](const Field<T>& f, const T& obj, View view) { return write_value(obj.*Member, f.opts, view); },
           [](const Field<T>& f, Reader& r, T& obj) { read_value(r, f.key, obj.*Member, f.opts); },
           [](const Field<T>& f, const T& obj, View view, std::string& out) {
@@ -385,7 +394,9 @@ inline bool dump_written(const std::optional<json>& value, std::string& out) {
 template <auto Member, auto Write, auto Read, auto WriteText = nullptr,
           class T = typename MemberOf<decltype(Member)>::Owner>
 constexpr Field<T> custom(std::string_view key, unsigned where) {
-  return {key, where, {},
+  return {key,
+          where,
+          {},
           [](const Field<T>&, const T& obj, View view) -> std::optional<json> { return Write(obj.*Member, view); },
           [](const Field<T>& f, Reader& r, T& obj) { Read(r, f.key, obj.*Member); },
           [](const Field<T>&, const T& obj, View view, std::string& out) {
@@ -401,9 +412,10 @@ constexpr Field<T> custom(std::string_view key, unsigned where) {
 // Output only, derived from the whole object.
 template <class T, json (*Derive)(const T&)>
 constexpr Field<T> derived(std::string_view key, unsigned where) {
-  return {key, where, {},
-          [](const Field<T>&, const T& obj, View) -> std::optional<json> { return Derive(obj); }, nullptr,
-          [](const Field<T>&, const T& obj, View, std::string& out) { return dump_written(Derive(obj), out); }};
+  return {
+      key,     where,
+      {},      [](const Field<T>&, const T& obj, View) -> std::optional<json> { return Derive(obj); },
+      nullptr, [](const Field<T>&, const T& obj, View, std::string& out) { return dump_written(Derive(obj), out); }};
 }
 
 }  // namespace mooring::domain::codec

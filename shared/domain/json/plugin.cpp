@@ -42,6 +42,7 @@ constexpr Field<NodeInfo> kNodeInfo[] = {
     field<&NodeInfo::supports_stats>("SupportsStats", kOut),
     field<&NodeInfo::supports_expand>("SupportsExpand", kOut),
     field<&NodeInfo::supports_condition>("SupportsCondition", kOut),
+    field<&NodeInfo::supports_volume_mount_group>("SupportsVolumeMountGroup", kOut),
 };
 
 constexpr Field<PluginInstance> kInstance[] = {

@@ -19,6 +19,7 @@ constexpr Field<VolumeCapability> kCapability[] = {
 constexpr Field<MountOptions> kMountOptions[] = {
     field<&MountOptions::fs_type>("FSType", kIn),
     field<&MountOptions::mount_flags>("MountFlags", kIn, {.redact = true}),
+    field<&MountOptions::group_change_policy>("GroupChangePolicy", kIn, {.omit_when_unset = true}),
 };
 
 constexpr Field<Topology> kTopology[] = {field<&Topology::segments>("Segments", kIn)};
@@ -36,6 +37,13 @@ constexpr Field<VolumeUsage> kVolumeUsage[] = {
     field<&VolumeUsage::inodes_total>("InodesTotal", kOut),
     field<&VolumeUsage::inodes_used>("InodesUsed", kOut),
     field<&VolumeUsage::update_time>("UpdateTime", kOut),
+};
+
+constexpr Field<VolumeOwnership> kVolumeOwnership[] = {
+    field<&VolumeOwnership::group>("Group", kOut),
+    field<&VolumeOwnership::by>("By", kOut),
+    field<&VolumeOwnership::walked>("Walked", kOut),
+    field<&VolumeOwnership::update_time>("UpdateTime", kOut),
 };
 
 constexpr Field<VolumeCondition> kVolumeCondition[] = {
@@ -60,6 +68,7 @@ constexpr Field<Claim> kClaim[] = {
     field<&Claim::update_time>("UpdateTime", kOut),
     field<&Claim::usage>("Usage", kOut),
     field<&Claim::condition>("Condition", kOut),
+    field<&Claim::ownership>("Ownership", kOut),
 };
 
 // Claims are a list on the wire and a map by allocation id in memory.
@@ -194,6 +203,7 @@ Table<Topology> fields_of(std::type_identity<Topology>) { return kTopology; }
 Table<TopologyRequest> fields_of(std::type_identity<TopologyRequest>) { return kTopologyRequest; }
 Table<VolumeUsage> fields_of(std::type_identity<VolumeUsage>) { return kVolumeUsage; }
 Table<VolumeCondition> fields_of(std::type_identity<VolumeCondition>) { return kVolumeCondition; }
+Table<VolumeOwnership> fields_of(std::type_identity<VolumeOwnership>) { return kVolumeOwnership; }
 Table<Claim> fields_of(std::type_identity<Claim>) { return kClaim; }
 Table<Volume> fields_of(std::type_identity<Volume>) { return kVolume; }
 

@@ -22,12 +22,13 @@ TEST(AclRouteTable, EveryRouteDeclaresWhatItNeeds) {
   ASSERT_GT(routes.size(), 30u);
   for (const auto& r : routes) {
     EXPECT_NE(r.need.kind, acl::Need::Kind::unset) << r.method << " " << r.pattern;
-    // Only health, readiness, bootstrap and the dashboard's static files are open to anyone, and
-    // node enrollment, whose endpoint checks its own credential (an introduction token, or a
-    // management token: EnrollmentApiTest).
+    // Only health, readiness, bootstrap, the dashboard's static files and the API's contract are
+    // open to anyone, and node enrollment, whose endpoint checks its own credential (an
+    // introduction token, or a management token: EnrollmentApiTest).
     if (r.need.kind == acl::Need::Kind::anyone) {
       EXPECT_TRUE(r.pattern == "/v1/status/health" || r.pattern == "/v1/status/ready" || r.pattern == "/v1/acl/bootstrap" ||
-                  r.pattern == "/" || r.pattern == "/ui" || r.pattern == "/ui/:file" || r.pattern == "/v1/node/:id/enroll")
+                  r.pattern == "/" || r.pattern == "/ui" || r.pattern == "/ui/:file" || r.pattern == "/v1/node/:id/enroll" ||
+                  r.pattern == "/v1/openapi.json")
           << r.method << " " << r.pattern;
     }
     // A write never needs only a read.

@@ -8,12 +8,15 @@
 
 #include <sstream>
 
+#include "services/controlplane/api/audit_writes.hpp"
 #include "services/controlplane/audit/audit_log.hpp"
+#include "shared/tls/certificates.hpp"
 #include "tests/controlplane/support/api_server.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/http_client.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/files.hpp"
+#include "tests/support/test_pki.hpp"
 
 namespace mooring::controlplane {
 
@@ -38,7 +41,8 @@ class AuditApiTest : public ::testing::Test {
     for (auto* map : {&plugin.controllers, &plugin.nodes})
       for (auto& [id, inst] : *map) {
         auto& info = *inst.controller_info;
-        info.supports_create_delete = info.supports_create_delete_snapshot = info.supports_group_snapshot = true;
+        info.supports_create_delete = info.supports_create_delete_snapshot = info.supports_group_snapshot =
+            info.supports_list_snapshots = true;
       }
     Batch b;
     b.put(plugin);
@@ -84,7 +88,8 @@ class AuditApiTest : public ::testing::Test {
 
   test::TempDir dir{"mooring-audit-api"};
   std::unique_ptr<audit::AuditLog> log = open_log(dir / "audit.log");
-  ApiServer server{api::ApiOptions{.audit = log.get(), .acl = true}};
+  test::TestPki pki{dir / "pki"};  // the enrollment CA
+  ApiServer server{api::ApiOptions{.audit = log.get(), .acl = true, .enrollment_ca = tls::ca_paths(pki.dir())}};
   std::string mgmt;
 };
 
@@ -204,7 +209,7 @@ TEST_F(AuditApiTest, WritesRefusedBeforeRoutingAreAuditedWithWhatIsKnownOfThem) 
     EXPECT_NE(l["Method"], "GET") << l.dump();
   }
   EXPECT_EQ(statuses, (std::vector<unsigned>{431, 501}));
-  EXPECT_EQ(line("", "")["Status"], 400);  // not even a method could be read: audited all the same
+  for (const auto& l : lines()) EXPECT_NE(l["Method"], "") << l.dump();  // not HTTP at all: logged, not audited
   EXPECT_EQ(test::read_file(dir / "audit.log").find("query-secret"), std::string::npos);
 }
 
@@ -222,6 +227,50 @@ TEST_F(AuditApiTest, AnAnswerThatThrowsIsA500AuditedWithItsCallerAndObject) {
   EXPECT_EQ(l["Actor"]["ID"], line("POST", "/v1/acl/bootstrap")["Object"]);
   // The server goes on answering.
   EXPECT_EQ(call("GET", "/v1/volumes").status, 200u);
+}
+
+
+// Enrollment asks for no ACL token (its credential is checked by the endpoint), yet the audit line
+// names who asked: a management token's forced re-key as that token; an introduction's enrollment
+// as anonymous, naming the introduction used in its object.
+TEST_F(AuditApiTest, AnEnrollmentNamesTheManagementTokenOrTheIntroductionThatAsked) {
+  const auto csr = [](const std::string& node) {
+    auto pair = tls::create_csr({tls::Role::agent, node});
+    EXPECT_TRUE(pair) << pair.error();
+    return json{{"CSR", pair->csr_pem}};
+  };
+  auto rekey = call("POST", "/v1/node/node-7/enroll", csr("node-7").dump());
+  ASSERT_EQ(rekey.status, 200u) << rekey.body;
+  EXPECT_FALSE(parse(rekey).contains("IntroductionAccessorID"));
+  const std::string mgmt_accessor = line("POST", "/v1/acl/bootstrap")["Object"];
+  const auto by_mgmt = line("POST", "/v1/node/node-7/enroll");
+  EXPECT_EQ(by_mgmt["Actor"]["Type"], "token") << by_mgmt.dump();
+  EXPECT_EQ(by_mgmt["Actor"]["ID"], mgmt_accessor);
+  EXPECT_EQ(by_mgmt["Object"], "node-7");
+
+  auto intro = parse(call("POST", "/v1/node/node-8/intro"));
+  auto body = csr("node-8");
+  body["IntroToken"] = intro["SecretID"];
+  auto enrolled = http_request(server.port, "POST", "/v1/node/node-8/enroll", body.dump(), {});
+  ASSERT_EQ(enrolled.status, 200u) << enrolled.body;
+  EXPECT_EQ(parse(enrolled)["IntroductionAccessorID"], intro["AccessorID"]);
+  const auto by_intro = line("POST", "/v1/node/node-8/enroll");
+  EXPECT_EQ(by_intro["Actor"]["Type"], "anonymous") << by_intro.dump();
+  EXPECT_EQ(by_intro["Object"], "node-8 (introduction token " + intro["AccessorID"].get<std::string>() + ")");
+  EXPECT_EQ(test::read_file(dir / "audit.log").find(intro["SecretID"].get<std::string>()), std::string::npos);
+}
+
+
+// Requests that are not HTTP at all are logged at most once a period, counting those left out.
+TEST(UnparsedRefusalsTest, OneLineAPeriodCountingThoseLeftOut) {
+  api::UnparsedRefusals refusals{std::chrono::seconds(60)};
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  EXPECT_EQ(refusals.take(t0), 0u);
+  for (int i = 1; i <= 500; ++i) EXPECT_FALSE(refusals.take(t0 + std::chrono::milliseconds(i)));
+  EXPECT_EQ(refusals.take(t0 + std::chrono::seconds(60)), 500u);
+  EXPECT_FALSE(refusals.take(t0 + std::chrono::seconds(61)));
+  EXPECT_FALSE(api::is_write(""));
+  EXPECT_TRUE(api::is_write("DELETE"));
 }
 
 }  // namespace mooring::controlplane

@@ -32,7 +32,8 @@ class GroupSnapshotApiTest : public ::testing::Test {
   void SetUp() override {
     Batch b;
     auto plugin = fixtures::plugin("hostpath", "node-1", /*controller=*/true);
-    for (auto& [id, inst] : plugin.controllers) inst.controller_info->supports_group_snapshot = true;
+    for (auto& [id, inst] : plugin.controllers)
+      inst.controller_info->supports_group_snapshot = inst.controller_info->supports_list_snapshots = true;
     b.put(plugin);
     b.put(fixtures::plugin("other", "node-1", true));
     domain::Node n;

@@ -1,7 +1,9 @@
-// The dashboard's files as the control plane serves them: from the binary, with their content
-// types and a strict CSP, to anyone (they hold no data) even with ACLs on; nothing else.
+// The dashboard's files and the API's contract as the control plane serves them: from the binary,
+// with their content types (the files with a strict CSP), to anyone (they hold no data) even with
+// ACLs on; nothing else.
 #include <gtest/gtest.h>
 
+#include "services/controlplane/api/openapi_document.hpp"
 #include "services/controlplane/ui/assets.hpp"
 #include "tests/controlplane/support/api_server.hpp"
 #include "tests/controlplane/support/http_client.hpp"
@@ -31,6 +33,18 @@ TEST_F(UiApiTest, EveryEmbeddedFileIsServedWithItsTypeAndACsp) {
   EXPECT_EQ(index.header("content-type"), "text/html; charset=utf-8");
   EXPECT_EQ(http_request(server.port, "GET", "/ui/app.js").header("content-type"), "text/javascript; charset=utf-8");
   EXPECT_EQ(http_request(server.port, "GET", "/ui/style.css").header("content-type"), "text/css; charset=utf-8");
+}
+
+// The API's contract is public as the dashboard's files are: no token even with ACLs on; a
+// write to it is no route.
+TEST_F(UiApiTest, TheApiContractIsServedToAnyoneAsJson) {
+  auto r = http_request(server.port, "GET", "/v1/openapi.json");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.body, api::openapi_document());
+  EXPECT_EQ(r.header("content-type"), "application/json");
+  EXPECT_EQ(r.header("x-content-type-options"), "nosniff");
+  EXPECT_NE(r.body.find("\"openapi\":\"3.1.0\""), std::string::npos);
+  EXPECT_EQ(http_request(server.port, "PUT", "/v1/openapi.json", "{}").status, 405u);
 }
 
 TEST_F(UiApiTest, RootAndUiWithoutSlashRedirectAndUnknownFilesAre404) {

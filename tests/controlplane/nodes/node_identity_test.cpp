@@ -120,22 +120,18 @@ TEST(NodeIdentityRule, AnIntroductionEnrollsItsOwnNodeOnceBeforeItExpires) {
 
   auto ok = check_introduction(ids, "node-1", "h1", kNow);
   EXPECT_EQ(ok.status, 0u) << ok.why;
-  EXPECT_EQ(ok.node_id, "node-1");
   EXPECT_EQ(ids["node-1"].introductions.at(ok.index).accessor_id, "a1");
 
-  auto other = check_introduction(ids, "node-1", "h3", kNow);
-  EXPECT_EQ(other.status, 403u);
-  EXPECT_NE(other.why.find("was made for node \"node-2\", not node \"node-1\""), std::string::npos) << other.why;
-  auto expired = check_introduction(ids, "node-1", "h2", kNow);
-  EXPECT_EQ(expired.status, 401u);
-  EXPECT_NE(expired.why.find("expired at"), std::string::npos) << expired.why;
+  const auto refused = [&](const std::string& hash, unsigned status, const std::string& why) {
+    const auto r = check_introduction(ids, "node-1", hash, kNow);
+    EXPECT_EQ(r.status, status) << hash;
+    EXPECT_NE(r.why.find(why), std::string::npos) << r.why;
+  };
+  refused("h3", 403u, "was made for node \"node-2\", not node \"node-1\"");
+  refused("h2", 401u, "expired at");
   ids["node-1"].introductions.at(ok.index).used_time = kNow;
-  auto used = check_introduction(ids, "node-1", "h1", kNow);
-  EXPECT_EQ(used.status, 401u);
-  EXPECT_NE(used.why.find("was used at"), std::string::npos) << used.why;
-  auto unknown = check_introduction(ids, "node-1", "nope", kNow);
-  EXPECT_EQ(unknown.status, 401u);
-  EXPECT_NE(unknown.why.find("not found"), std::string::npos) << unknown.why;
+  refused("h1", 401u, "was used at");
+  refused("nope", 401u, "not found");
 }
 
 TEST(NodeIdentityRule, AddingAnIntroductionDropsTheExpiredOnes) {
@@ -144,6 +140,31 @@ TEST(NodeIdentityRule, AddingAnIntroductionDropsTheExpiredOnes) {
   add_introduction(id, intro("new", "h1", kNow + 2h), kNow + 1h);
   ASSERT_EQ(id.introductions.size(), 1u);
   EXPECT_EQ(id.introductions[0].accessor_id, "new");
+}
+
+// Expired introductions are never kept: a record that holds nothing else (a node that never
+// enrolled, never purged) is removed; one with a certificate or a purge keeps the rest.
+TEST(NodeIdentityRule, PruningDropsExpiredIntroductionsAndRecordsLeftWithNothing) {
+  auto never_enrolled = fresh();
+  never_enrolled.introductions = {intro("gone", "h0", kNow - 1s)};
+  EXPECT_EQ(prune_introductions(never_enrolled, kNow), Pruned::remove);
+
+  auto waiting = fresh();
+  waiting.introductions = {intro("gone", "h0", kNow), intro("alive", "h1", kNow + 1h)};
+  EXPECT_EQ(prune_introductions(waiting, kNow), Pruned::changed);
+  ASSERT_EQ(waiting.introductions.size(), 1u);
+  EXPECT_EQ(waiting.introductions[0].accessor_id, "alive");
+  EXPECT_EQ(prune_introductions(waiting, kNow), Pruned::unchanged);
+
+  auto enrolled = fresh();
+  pin_enrolled(enrolled, cert("s1", kNow - 1h));
+  enrolled.introductions = {intro("used", "h2", kNow - 1s)};
+  EXPECT_EQ(prune_introductions(enrolled, kNow), Pruned::changed);
+  EXPECT_TRUE(enrolled.introductions.empty());
+  auto purged = fresh();
+  revoke(purged, kNow - 1h);
+  purged.introductions = {intro("gone", "h3", kNow - 1s)};
+  EXPECT_EQ(prune_introductions(purged, kNow), Pruned::changed);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ class GroupSnapshotTest : public VolumeLifecycleTest {
   void allow_groups(bool on) {
     auto p = *store.plugin("hostpath");
     for (auto& [id, inst] : p.controllers)
-      if (inst.controller_info) inst.controller_info->supports_group_snapshot = on;
+      if (inst.controller_info) inst.controller_info->supports_group_snapshot = inst.controller_info->supports_list_snapshots = on;
     Batch batch;
     batch.put(p);
     EXPECT_TRUE(store.commit(std::move(batch)));
@@ -181,14 +181,65 @@ TEST_F(GroupSnapshotTest, DeleteNamesTheMembersThePluginLists) {
   EXPECT_EQ(std::vector<std::string>(del.snapshot_ids().begin(), del.snapshot_ids().end()),
             (std::vector<std::string>{"snap-a", "snap-b"}));
   EXPECT_EQ(del.secrets().at("token"), "t");
-  // Members named by the caller are sent as they are, without a listing.
-  controller.group_deletes.script.push_back(FakeController::ok(::csi::v1::DeleteVolumeGroupSnapshotResponse{}));
-  ASSERT_TRUE(run(lifecycle.delete_group_snapshot("hostpath", "group-1", {"snap-z"}, {}, anyone)));
-  EXPECT_EQ(controller.snapshot_lists.requests.size(), 1u);
-  EXPECT_EQ(controller.group_deletes.requests[1].snapshot_ids(0), "snap-z");
   auto unknown = run(lifecycle.delete_group_snapshot("nope", "group-1", {}, {}, anyone));
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().kind, Kind::not_found);
+}
+
+// Members the caller names are checked against the plugin's listing: exactly the members, or 400
+// naming the others, before the plugin is asked to delete anything.
+TEST_F(GroupSnapshotTest, NamedMembersMustBeExactlyTheListedOnes) {
+  for (const auto& named : {std::vector<std::string>{"snap-a", "snap-z"}, std::vector<std::string>{"snap-a"}}) {
+    list_members("group-1");
+    auto r = run(lifecycle.delete_group_snapshot("hostpath", "group-1", named, {}, anyone));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, Kind::invalid);
+    EXPECT_NE(r.error().message.find(named.size() == 2 ? "\"snap-z\", not members" : "leaves out its members \"snap-b\""),
+              std::string::npos)
+        << r.error().message;
+  }
+  list_members("group-1");
+  controller.group_deletes.script.push_back(FakeController::ok(::csi::v1::DeleteVolumeGroupSnapshotResponse{}));
+  ASSERT_TRUE(run(lifecycle.delete_group_snapshot("hostpath", "group-1", {"snap-b", "snap-a"}, {}, anyone)));
+  ASSERT_EQ(controller.group_deletes.requests.size(), 1u);
+  EXPECT_EQ(controller.group_deletes.requests[0].snapshot_ids_size(), 2);
+}
+
+// Boundary: a token of namespace "default" names its own snapshot with team-b's group id. The
+// owners come from the group's listed members, not the named ids: refused, nothing deleted.
+TEST_F(GroupSnapshotTest, AnotherNamespacesGroupWithOnesOwnSnapshotIdIsRefused) {
+  ::csi::v1::ListSnapshotsResponse page;
+  *page.add_entries()->mutable_snapshot() = member("snap-a", "ext-a", "");          // default's, in no group
+  *page.add_entries()->mutable_snapshot() = member("snap-d", "ext-d", "group-b");   // team-b's group
+  for (int i = 0; i < 2; ++i) controller.snapshot_lists.script.push_back(FakeController::ok(page));
+  auto p = acl::parse_policy(nlohmann::json::parse(R"({"Rules":{"Namespace":{"default":{"Policy":"write"}}}})"), "p");
+  ASSERT_TRUE(p);
+  const volumes::Asker mine{.acl = acl::Acl::from_policies({&*p}), .token = "t", .ns = "default"};
+  for (const auto& named : {std::vector<std::string>{"snap-a"}, std::vector<std::string>{}}) {
+    auto r = run(lifecycle.delete_group_snapshot("hostpath", "group-b", named, {}, mine));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, Kind::forbidden) << r.error().message;
+    EXPECT_EQ(r.error().message.find("team-b"), std::string::npos) << r.error().message;
+  }
+  EXPECT_TRUE(controller.group_deletes.requests.empty());
+}
+
+// A plugin that cannot list its snapshots: the members are the caller's, each looked up (a
+// nobody's snapshot needs operator:write); without them, 400 saying to name them.
+TEST_F(GroupSnapshotTest, APluginThatCannotListTakesTheNamedMembersEachLookedUp) {
+  auto p = *store.plugin("hostpath");
+  for (auto& [id, inst] : p.controllers) inst.controller_info->supports_list_snapshots = false;
+  Batch batch;
+  batch.put(p);
+  ASSERT_TRUE(store.commit(std::move(batch)));
+  auto unnamed = run(lifecycle.delete_group_snapshot("hostpath", "group-1", {}, {}, anyone));
+  ASSERT_FALSE(unnamed);
+  EXPECT_EQ(unnamed.error().kind, Kind::invalid);
+  EXPECT_NE(unnamed.error().message.find("snapshot_ids"), std::string::npos) << unnamed.error().message;
+  controller.group_deletes.script.push_back(FakeController::ok(::csi::v1::DeleteVolumeGroupSnapshotResponse{}));
+  ASSERT_TRUE(run(lifecycle.delete_group_snapshot("hostpath", "group-1", {"snap-z"}, {}, anyone)));
+  EXPECT_TRUE(controller.snapshot_lists.requests.empty());
+  EXPECT_EQ(controller.group_deletes.requests.at(0).snapshot_ids(0), "snap-z");
 }
 
 TEST_F(GroupSnapshotTest, ListGroupsThePluginsSnapshotsByTheirGroup) {

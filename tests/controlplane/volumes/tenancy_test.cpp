@@ -151,6 +151,32 @@ TEST_F(TenancyTest, AnUnrecordedSnapshotOfTheAskersVolumeIsFoundByOneListingAndD
   EXPECT_EQ(controller.snapshot_deletes.requests.size(), 1u);
 }
 
+// Without a record, whose a snapshot is comes from the plugin's listing: a plugin that cannot list
+// makes it nobody's (operator:write, and ListSnapshots is never called: it would answer
+// UNIMPLEMENTED); one whose capability is not known yet (its agent is starting) is "retry shortly".
+TEST_F(TenancyTest, AnUnrecordedSnapshotOfAPluginThatCannotListIsNobodysAndUnknownIsRetryShortly) {
+  // The plugin's controllers as `reported` leaves them, then team A deletes an unrecorded snapshot.
+  const auto delete_with = [&](auto reported) {
+    auto plugin = *store.plugin("hostpath");
+    for (auto& [id, inst] : plugin.controllers) reported(inst.controller_info);
+    Batch batch;
+    batch.put(plugin);
+    seed(std::move(batch));
+    auto r = run(lifecycle.delete_snapshot("hostpath", "snap-old", no_secrets, team_a));
+    EXPECT_FALSE(r);
+    return r ? volumes::Failure{} : r.error();
+  };
+  const auto nobodys = delete_with([](auto& info) { info->supports_list_snapshots = false; });
+  EXPECT_EQ(nobodys.kind, Kind::forbidden);
+  EXPECT_NE(nobodys.message.find("operator:write"), std::string::npos) << nobodys.message;
+  const auto starting = delete_with([](auto& info) { info.reset(); });  // reported, not fingerprinted yet
+  EXPECT_EQ(starting.kind, Kind::unavailable);
+  EXPECT_NE(starting.message.find("retry shortly"), std::string::npos) << starting.message;
+
+  EXPECT_TRUE(controller.snapshot_lists.requests.empty());
+  EXPECT_TRUE(controller.snapshot_deletes.requests.empty());
+}
+
 TEST_F(TenancyTest, CloneIdAndSnapshotIdOfAnotherNamespaceAreRefusedBeforeThePluginIsAsked) {
   take_team_b_snapshot();
   for (const auto& [clone, snapshot] : {std::pair{"ext-b", ""}, std::pair{"", "snap-b"}, std::pair{"ext-gone", ""}}) {

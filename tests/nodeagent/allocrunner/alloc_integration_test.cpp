@@ -16,7 +16,7 @@
 #include "mooring/v1/nodeagent.grpc.pb.h"
 #include "services/nodeagent/agent.hpp"
 #include "services/nodeagent/allocrunner/alloc_state.hpp"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "shared/rpc/client_call.hpp"
 #include "tests/nodeagent/support/fake_controlplane.hpp"
 #include "tests/support/child_process.hpp"
@@ -188,8 +188,9 @@ TEST_F(AllocIntegration, TaskWritesIntoItsVolumeStopReleasesAndTheNextAllocation
   EXPECT_FALSE(test::mounts_under(mount_root()).empty());
 
   // Seed 004: the next allocation's claim waits while a1 still holds the volume.
-  const auto out = tmp_ / "seen.txt";
-  cp_.put_allocation(alloc("a2", "vol-a", "cat \"$MOORING_VOLUME_DATA/file\" > " + out.string()));
+  // Into its volume: a task behind its walls (issue 41) cannot write anywhere else on the host.
+  const auto out = volume_dir / "seen.txt";
+  cp_.put_allocation(alloc("a2", "vol-a", "cat \"$MOORING_VOLUME_DATA/file\" > \"$MOORING_VOLUME_DATA/seen.txt\""));
   ASSERT_TRUE(run_until([&] {
     int a2_claims = 0;
     for (const auto& c : cp_.claims()) a2_claims += c.alloc_id() == "a2";

@@ -22,7 +22,7 @@
 #include "shared/durable/durable_file.hpp"
 #include "shared/async/task_group.hpp"
 #include "tests/nodeagent/support/fake_controlplane_calls.hpp"
-#include "tests/nodeagent/support/fake_plugin_tasks.hpp"
+#include "tests/nodeagent/support/fake_plugin_task_supervision.hpp"
 #include "tests/nodeagent/support/fake_volume_mounter.hpp"
 #include "tests/nodeagent/support/run_async.hpp"
 #include "tests/support/descriptors.hpp"
@@ -389,7 +389,7 @@ class PluginTaskTest : public AllocRunnerTest {
         [r](std::string t, std::string m) { r->emit(std::move(t), std::move(m)); }));
     return runner;
   }
-  FakePluginTasks plugins;
+  FakePluginTaskSupervision plugins;
 };
 
 // Prerun gives the task its socket in <alloc dir>/csi (a private directory) as CSI_ENDPOINT;

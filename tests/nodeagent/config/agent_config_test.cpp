@@ -305,6 +305,33 @@ TEST(AgentConfig, ErrorsNameTheBadKeyAndValue) {
   EXPECT_NE(err({"agent", "--node-id", "a/b"}).find("node_id"), std::string::npos);
 }
 
+// Task users (issue 41): nobody by default, root refused unless the node allows it, and a default
+// user the node's own rules would refuse is a configuration error, not a node that runs nothing.
+TEST(AgentConfig, TaskUserRulesDefaultToNobodyWithoutRoot) {
+  const auto cfg = ok({"agent"}).config;
+  EXPECT_EQ(cfg.task_user, "nobody");
+  EXPECT_TRUE(cfg.task_isolation);
+  const auto rules = task_user_rules(cfg);
+  EXPECT_EQ(rules.default_user, "nobody");
+  EXPECT_EQ(rules.denylist, std::vector<std::string>{"root"});
+  EXPECT_FALSE(rules.allow_root);
+
+  const auto allowing = task_user_rules(ok({"agent", "--allow-root"}).config);
+  EXPECT_TRUE(allowing.allow_root);
+  EXPECT_TRUE(allowing.denylist.empty());  // allowing root un-denies it unless a list is given
+  const auto listed = task_user_rules(ok({"agent", "--allow-root", "--user-denylist", "root,1001"}).config);
+  EXPECT_EQ(listed.denylist, (std::vector<std::string>{"root", "1001"}));
+  EXPECT_EQ(task_user_rules(ok({"agent"}, {{"MOORING_USER_DENYLIST", "postgres"}}).config).denylist,
+            std::vector<std::string>{"postgres"});
+  EXPECT_FALSE(ok({"agent", "--task-isolation=off"}).config.task_isolation);
+  EXPECT_EQ(ok({"agent", "--task-user", "1000:100"}).config.task_user, "1000:100");
+
+  EXPECT_NE(err({"agent", "--task-user", "root"}).find("task_user"), std::string::npos);
+  EXPECT_NE(err({"agent", "--task-user", "a b"}).find("task_user"), std::string::npos);
+  EXPECT_NE(err({"agent", "--user-denylist", "x y"}).find("user_denylist"), std::string::npos);
+  EXPECT_EQ(ok({"agent", "--task-user", "root", "--allow-root"}).config.task_user, "root");
+}
+
 TEST(AgentConfig, ParsesDurations) {
   EXPECT_EQ(parse_duration("30s"), std::chrono::seconds(30));
   EXPECT_EQ(parse_duration("1.5s"), std::chrono::milliseconds(1500));
@@ -329,7 +356,6 @@ TEST(NodeIdentity, GeneratedOnceAndKeptAcrossRestarts) {
   const auto second = load_or_create_node_id(dir.path() / "data", ec);
   ASSERT_FALSE(ec);
   EXPECT_EQ(first, second);
-  EXPECT_NE(generate_uuid_v4(), generate_uuid_v4());
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include "csi/v1/csi.pb.h"
 
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "tests/support/temp_dir.hpp"
 

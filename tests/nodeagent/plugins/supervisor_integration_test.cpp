@@ -17,8 +17,8 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include "services/nodeagent/agent.hpp"
-#include "services/nodeagent/controlplane_link.hpp"
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/controlplane_link.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "tests/nodeagent/support/fake_controlplane.hpp"
 #include "tests/support/child_process.hpp"

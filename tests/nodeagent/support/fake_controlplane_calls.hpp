@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "services/nodeagent/controlplane_calls.hpp"
+#include "services/nodeagent/controlplane/controlplane_calls.hpp"
 
 namespace mooring::nodeagent {
 

@@ -16,6 +16,7 @@ class FakeVolumeMounter final : public VolumeMounter {
   std::map<std::string, std::vector<RestoredVolume>> restored;  // alloc -> what restore() answers
   std::deque<MountResult> mount_failures;                       // consumed before succeeding
   std::vector<std::pair<std::string, std::string>> mounts;      // (alloc, volume) per mount call
+  std::vector<std::optional<uint32_t>> groups;                  // the task group of each mount call
   std::vector<std::pair<std::string, std::vector<std::string>>> releases;
 
   std::vector<RestoredVolume> restore(const std::string& alloc_id) override {
@@ -23,8 +24,9 @@ class FakeVolumeMounter final : public VolumeMounter {
     return it == restored.end() ? std::vector<RestoredVolume>{} : it->second;
   }
   boost::asio::awaitable<MountResult> mount(const std::string& alloc_id, const ::mooring::v1::VolumeMountInfo& info,
-                                            domain::MountOptions) override {
+                                            domain::MountOptions, std::optional<uint32_t> group) override {
     mounts.emplace_back(alloc_id, info.volume_id());
+    groups.push_back(group);
     if (!mount_failures.empty()) {
       auto r = mount_failures.front();
       mount_failures.pop_front();

@@ -2,7 +2,7 @@
 // real bind mounts, checked in /proc/self/mountinfo: mount and write through the path, release
 // while the plugin is stopped or killed, one stuck volume among ten, and a manager "restart" in
 // the middle of an unmount. Needs root (mount(2)); skipped otherwise.
-#include "services/nodeagent/node_status.hpp"
+#include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/volumes/mount_record_store.hpp"

@@ -431,6 +431,21 @@ TEST(JsonApiInput, CsiPluginTaskErrorsNameTheField) {
   EXPECT_EQ(with({{"ID", "hp"}, {"Sockt", "x"}}), "allocation \"web\": unknown field \"Task.CSIPlugin.Sockt\"");
 }
 
+// The agent's fallback when a node plugin lacks VOLUME_MOUNT_GROUP: chosen per volume or request,
+// spelled as Kubernetes' fsGroupChangePolicy, shown only when set; anything else is refused, named.
+TEST(JsonApiInput, AGroupChangePolicyIsOneOfThreeAndShownOnlyWhenSet) {
+  json j = submit_body();
+  j["Allocation"]["Volumes"]["data"]["MountOptions"]["GroupChangePolicy"] = "Always";
+  auto a = allocation_request_from_api(j);
+  ASSERT_TRUE(a.ok()) << a.error();
+  EXPECT_EQ(a->volumes.at("data").mount_options.group_change_policy, domain::GroupChangePolicy::always);
+  EXPECT_EQ(to_api_json(a->volumes.at("data").mount_options)["GroupChangePolicy"], "Always");
+  EXPECT_FALSE(to_api_json(domain::MountOptions{}).contains("GroupChangePolicy"));
+  j["Allocation"]["Volumes"]["data"]["MountOptions"]["GroupChangePolicy"] = "Sometimes";
+  EXPECT_EQ(submit_error(j), "allocation \"web\": field \"Volumes.data.MountOptions.GroupChangePolicy\": unknown "
+                             "group change policy (OnRootMismatch, Always or None) \"Sometimes\"");
+}
+
 TEST(JsonApiInput, AllocationErrorsNameTheField) {
   json j = submit_body();
   j["Allocation"]["Volumes"]["data"]["AccessMode"] = "single-writer";

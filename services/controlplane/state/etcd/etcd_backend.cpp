@@ -100,8 +100,10 @@ const log::Logger kLog{"etcd-state"};
     auto* pm = out.add_mutations();
     pm->set_table(std::string(to_string(m.table)));
     pm->set_key(m.key);
-    if (m.value) pm->set_value(*m.value);
-    else pm->set_deleted(true);
+    if (m.value)
+      pm->set_value(*m.value);
+    else
+      pm->set_deleted(true);
   }
   for (auto t : tx.tables) out.add_tables(std::string(to_string(t)));
   return out;
@@ -151,7 +153,7 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
     std::uint64_t first = 0, last = 0;  // indexes of its first and last transaction
     std::size_t count = 0;              // transactions in it
     std::string bytes;
-    std::size_t staged = 0;             // bytes of the chunks it names (a chunked transaction)
+    std::size_t staged = 0;  // bytes of the chunks it names (a chunked transaction)
   };
   std::vector<Encoded> encoded;
   ::mooring::v1::StateLogEntry batch;
@@ -184,8 +186,10 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
       m.set_sha256(tls::sha256_hex(payload));
       std::uint32_t n = 0;
       for (std::size_t off = 0; off < payload.size(); off += chunk, ++n) {
-        if (auto s = client_->put(key_of(options_, m.stage() + "/" + padded(n, 6)), payload.substr(off, chunk)); !s.ok())
-          return error("state in " + where + ": staging transaction " + std::to_string(tx.index) + ": " + status_text(s));
+        if (auto s = client_->put(key_of(options_, m.stage() + "/" + padded(n, 6)), payload.substr(off, chunk));
+            !s.ok())
+          return error("state in " + where + ": staging transaction " + std::to_string(tx.index) + ": " +
+                       status_text(s));
       }
       m.set_chunks(n);
       ::mooring::v1::StateLogEntry small;
@@ -267,7 +271,8 @@ domain::Status EtcdBackend::check_fence() {
     // Nothing is sent. Whether we still lead is for etcd to say: the election asks it and steps
     // down on its answer (lease gone), or leads again (etcd was only unreachable).
     fenced_ = true;
-    return error("state in " + where_ + ": not written: the leader lease is not confirmed (etcd has no quorum or "
+    return error("state in " + where_ +
+                 ": not written: the leader lease is not confirmed (etcd has no quorum or "
                  "cannot be reached, or this process was paused)");
   }
   return {};
@@ -281,13 +286,13 @@ grpc::Status EtcdBackend::send_commit(const pb::TxnRequest& req, pb::TxnResponse
     res.Clear();
     const auto sent = std::chrono::steady_clock::now();
     auto s = client_->txn(req, res, wait);
-    const bool unknown = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                         s.error_code() == grpc::StatusCode::UNAVAILABLE;
+    const bool unknown =
+        s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED || s.error_code() == grpc::StatusCode::UNAVAILABLE;
     if (s.ok() || !unknown || std::chrono::steady_clock::now() >= until) return s;
-    kLog.warn("etcd did not answer a commit in time; sending it again (its compare on head makes a second apply "
-              "impossible)",
-              {{"state", where_}, {"index", std::to_string(first) + ".." + std::to_string(last)},
-               {"error", status_text(s)}});
+    kLog.warn(
+        "etcd did not answer a commit in time; sending it again (its compare on head makes a second apply "
+        "impossible)",
+        {{"state", where_}, {"index", std::to_string(first) + ".." + std::to_string(last)}, {"error", status_text(s)}});
     // Refused at once (UNAVAILABLE: no raft leader yet): not faster than every 100 ms.
     if (std::chrono::steady_clock::now() - sent < std::chrono::milliseconds(100))
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -318,7 +323,8 @@ std::optional<std::int64_t> EtcdBackend::committed_earlier(const pb::TxnResponse
       revision = range.kvs(0).mod_revision();
   }
   if (!fence_ours || !revision) return std::nullopt;
-  kLog.info("a commit sent again had committed the first time", {{"state", where_}, {"index", static_cast<int64_t>(last)}});
+  kLog.info("a commit sent again had committed the first time",
+            {{"state", where_}, {"index", static_cast<int64_t>(last)}});
   return revision;
 }
 
@@ -339,7 +345,8 @@ std::string EtcdBackend::refused(const pb::TxnResponse& res, const std::string& 
   }
   kLog.error("another writer changed the state in etcd: refusing to write",
              {{"state", where_}, {"key", key}, {"expected_head_revision", head_revision_}});
-  return "state in " + where_ + ": " + key + " was changed by another writer (another control plane on this prefix?); " + what;
+  return "state in " + where_ + ": " + key +
+         " was changed by another writer (another control plane on this prefix?); " + what;
 }
 
 }  // namespace mooring::controlplane

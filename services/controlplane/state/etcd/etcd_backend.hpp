@@ -131,7 +131,7 @@ class EtcdBackend final : public FencedBackend {
   std::unique_ptr<Client> client_;
   std::unique_ptr<Rows> rows_;
   bool loaded_ = false;
-  bool fenced_ = false;         // another writer changed `head`: refuse writes until a reload
+  bool fenced_ = false;  // another writer changed `head`: refuse writes until a reload
   bool fence_required_ = false;
   std::optional<LeaderFence> fence_;
   std::function<void(const std::string&)> fence_lost_;

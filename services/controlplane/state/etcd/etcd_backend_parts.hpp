@@ -64,8 +64,11 @@ struct EtcdBackend::Client {
   grpc::Status range(const ::etcdserverpb::RangeRequest& req, ::etcdserverpb::RangeResponse& res) const {
     return call([&](::etcdserverpb::KV::Stub& kv) { return kv.Range(context().get(), req, &res); });
   }
-  grpc::Status txn(const ::etcdserverpb::TxnRequest& req, ::etcdserverpb::TxnResponse& res) const { return txn(req, res, timeout); }
-  grpc::Status txn(const ::etcdserverpb::TxnRequest& req, ::etcdserverpb::TxnResponse& res, std::chrono::milliseconds wait) const {
+  grpc::Status txn(const ::etcdserverpb::TxnRequest& req, ::etcdserverpb::TxnResponse& res) const {
+    return txn(req, res, timeout);
+  }
+  grpc::Status txn(const ::etcdserverpb::TxnRequest& req, ::etcdserverpb::TxnResponse& res,
+                   std::chrono::milliseconds wait) const {
     return call([&](::etcdserverpb::KV::Stub& kv) { return kv.Txn(context(wait).get(), req, &res); });
   }
   grpc::Status put(const std::string& key, const std::string& value) const {
@@ -100,8 +103,10 @@ struct EtcdBackend::Rows {
     auto& buckets = rows[t];
     if (buckets.empty()) buckets.resize(kBuckets);
     auto& b = buckets[bucket_of(key)];
-    if (!b) b = std::make_shared<Bucket>();
-    else if (b.use_count() > 1) b = std::make_shared<Bucket>(*b);
+    if (!b)
+      b = std::make_shared<Bucket>();
+    else if (b.use_count() > 1)
+      b = std::make_shared<Bucket>(*b);
     return *b;
   }
   void put(Table t, const std::string& key, std::string value) { writable(t, key)[key] = std::move(value); }
@@ -113,8 +118,10 @@ struct EtcdBackend::Rows {
   }
   void apply(const Transaction& tx) {
     for (const auto& m : tx.mutations) {
-      if (m.value) put(m.table, m.key, *m.value);
-      else erase(m.table, m.key);
+      if (m.value)
+        put(m.table, m.key, *m.value);
+      else
+        erase(m.table, m.key);
     }
     for (auto t : tx.tables) table_index[t] = tx.index;
     index = std::max(index, tx.index);
@@ -140,14 +147,14 @@ struct EtcdBackend::SnapshotJob {
   const EtcdOptions* options = nullptr;
   const Client* client = nullptr;
   std::string where;
-  Rows view;                 // shares the writer's buckets; dropped by the writer (after the join)
-  std::uint64_t entries = 0;  // transactions since the last snapshot that it covers
+  Rows view;                    // shares the writer's buckets; dropped by the writer (after the join)
+  std::uint64_t entries = 0;    // transactions since the last snapshot that it covers
   std::uint64_t log_bytes = 0;  // and their log's bytes
   std::optional<LeaderFence> fence;
   std::int64_t snap_revision = 0;              // the compare on `snap`; -1: read it first
   std::string current_stage, uncertain_stage;  // of the snapshot `snap` names, of a Txn in doubt
-  bool paced = false;             // in the background: pauses between puts (not when the writer waits)
-  std::atomic<bool> stop{false};  // load(), the destructor: stop before the next request
+  bool paced = false;                          // in the background: pauses between puts (not when the writer waits)
+  std::atomic<bool> stop{false};               // load(), the destructor: stop before the next request
   std::atomic<bool> done{false};
   std::thread thread;
 

@@ -53,9 +53,9 @@ struct EtcdBackend::Loader {
   std::uint64_t snapshot_index = 0;
   std::uint64_t snapshot_bytes = 0;
   std::int64_t snap_revision = 0;
-  std::uint64_t last = 0;           // the last transaction's index
-  std::uint64_t transactions = 0;   // in the log after the snapshot
-  std::uint64_t log_bytes = 0;      // as apply_group counts them: each entry, and the chunks it names
+  std::uint64_t last = 0;          // the last transaction's index
+  std::uint64_t transactions = 0;  // in the log after the snapshot
+  std::uint64_t log_bytes = 0;     // as apply_group counts them: each entry, and the chunks it names
   std::size_t entries = 0;
 
   domain::Error fail(const std::string& what) const { return error("state in " + where + ": " + what); }
@@ -175,7 +175,8 @@ struct EtcdBackend::Loader {
       for (const auto& ptx : ptxs.transactions()) {
         auto tx = from_proto(ptx);
         if (!tx) return fail(tx.error());
-        if (tx->index <= last) return fail(key + ": index " + std::to_string(tx->index) + " after " + std::to_string(last));
+        if (tx->index <= last)
+          return fail(key + ": index " + std::to_string(tx->index) + " after " + std::to_string(last));
         rows.apply(*tx);
         last = tx->index;
         ++transactions;
@@ -191,8 +192,10 @@ struct EtcdBackend::Loader {
 // refused (fenced_) until a reload from etcd itself, which learns whether it committed.
 Snapshot EtcdBackend::last_committed(const std::string& why) {
   fenced_ = true;
-  kLog.warn("etcd does not answer: the state reloaded from the last committed copy in memory; writes wait for "
-            "a reload from etcd", {{"state", where_}, {"index", static_cast<int64_t>(head_index_)}, {"error", why}});
+  kLog.warn(
+      "etcd does not answer: the state reloaded from the last committed copy in memory; writes wait for "
+      "a reload from etcd",
+      {{"state", where_}, {"index", static_cast<int64_t>(head_index_)}, {"error", why}});
   return rows_->snapshot();
 }
 
@@ -230,7 +233,8 @@ domain::Expected<Snapshot> EtcdBackend::load() {
   if (auto s = loader.read_snapshot(); !s) return error(s.error());
   if (auto s = loader.replay_log(); !s) return error(s.error());
   if (loader.last != std::max(head_index, loader.snapshot_index))
-    return loader.fail("the log ends at " + std::to_string(loader.last) + " but head says " + std::to_string(head_index));
+    return loader.fail("the log ends at " + std::to_string(loader.last) + " but head says " +
+                       std::to_string(head_index));
   return take_loaded(loader, head_revision);
 }
 
@@ -249,7 +253,8 @@ Snapshot EtcdBackend::take_loaded(Loader& loader, std::int64_t head_revision) {
   snapshot_bytes_ = loader.snapshot_bytes;
   fenced_ = false;
   loaded_ = true;
-  kLog.info("state loaded from etcd", {{"state", where_}, {"index", static_cast<int64_t>(loader.last)},
+  kLog.info("state loaded from etcd", {{"state", where_},
+                                       {"index", static_cast<int64_t>(loader.last)},
                                        {"snapshot_index", static_cast<int64_t>(loader.snapshot_index)},
                                        {"log_entries", static_cast<int64_t>(loader.entries)},
                                        {"transactions", static_cast<int64_t>(loader.transactions)}});

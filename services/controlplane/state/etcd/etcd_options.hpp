@@ -29,7 +29,7 @@ struct EtcdOptions {
   // One request's payload limit: under etcd's default --max-request-bytes (1.5 MiB) with room
   // for keys and framing. Larger entries and snapshots are chunked.
   std::size_t max_request_bytes = 1024 * 1024;
-  std::size_t max_txn_ops = 128;        // etcd's default --max-txn-ops
+  std::size_t max_txn_ops = 128;  // etcd's default --max-txn-ops
   // When a snapshot is due (snapshot_policy.hpp): at least `snapshot_every` transactions since the
   // last one and log bytes since it ≥ `snapshot_log_fraction` of its bytes, or
   // `snapshot_max_entries` transactions (0: 20 × snapshot_every). No snapshot yet: every

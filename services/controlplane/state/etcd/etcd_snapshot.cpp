@@ -128,7 +128,8 @@ void EtcdBackend::SnapshotJob::run() {
   cmp->set_mod_revision(snap_revision);
   *req.add_success() = put_op(key_of(*options, "snap"), m.SerializeAsString());
   *req.add_success() = delete_op(key_of(*options, "log/"), log_key(*options, index + 1));
-  *req.add_success() = delete_op(key_of(*options, "stage/log-"), key_of(*options, "stage/log-" + padded(index + 1, 20)));
+  *req.add_success() =
+      delete_op(key_of(*options, "stage/log-"), key_of(*options, "stage/log-" + padded(index + 1, 20)));
   *req.add_success() = delete_op(key_of(*options, "stage/snap-"), key_of(*options, "stage/snap-" + padded(index, 20)));
   // A snapshot at the same index (nothing written since) is outside that range: name it.
   for (const auto* other : {&current_stage, &uncertain_stage})
@@ -147,7 +148,8 @@ void EtcdBackend::SnapshotJob::run() {
   if (!go_on(Step::committed)) return;  // as a crash before the compaction
   // etcd keeps every revision until compacted: drop the history the snapshot made useless.
   if (auto s = client->compact(committed_revision); !s.ok())
-    kLog.warn("etcd compaction failed (its history grows until the next snapshot)", {{"state", where}, {"error", status_text(s)}});
+    kLog.warn("etcd compaction failed (its history grows until the next snapshot)",
+              {{"state", where}, {"error", status_text(s)}});
 }
 
 std::unique_ptr<EtcdBackend::SnapshotJob> EtcdBackend::new_job() const {
@@ -208,21 +210,23 @@ domain::Status EtcdBackend::finish(SnapshotJob& job) {
       entries_since_snapshot_ -= std::min(job.entries, entries_since_snapshot_);
       log_bytes_since_snapshot_ -= std::min(job.log_bytes, log_bytes_since_snapshot_);
       snapshot_bytes_ = job.bytes;
-      kLog.info("state snapshot written to etcd", {{"state", where_}, {"index", static_cast<int64_t>(index)},
+      kLog.info("state snapshot written to etcd", {{"state", where_},
+                                                   {"index", static_cast<int64_t>(index)},
                                                    {"bytes", static_cast<int64_t>(job.bytes)},
                                                    {"chunks", static_cast<int64_t>(job.chunks)}});
       return {};
     case Outcome::refused:
-      return error(refused(job.refusal, "the snapshot at index " + std::to_string(index) + " was not committed", "snap"));
+      return error(
+          refused(job.refusal, "the snapshot at index " + std::to_string(index) + " was not committed", "snap"));
     case Outcome::uncertain:
       snap_revision_ = -1;  // the next snapshot reads `snap` to learn whether it committed
       uncertain_stage_ = job.stage;
       break;
     case Outcome::failed:
-    case Outcome::stopped:
-      break;
+    case Outcome::stopped: break;
   }
-  kLog.warn("snapshot not written; the log keeps growing until the next one", {{"state", where_}, {"error", job.error}});
+  kLog.warn("snapshot not written; the log keeps growing until the next one",
+            {{"state", where_}, {"error", job.error}});
   return error(job.error);
 }
 

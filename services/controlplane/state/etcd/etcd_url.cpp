@@ -9,7 +9,8 @@ using domain::error;
 
 domain::Expected<EtcdOptions> parse_etcd_url(std::string_view url) {
   constexpr std::string_view kScheme = "etcd://";
-  if (!url.starts_with(kScheme)) return error("state URL \"" + std::string(url) + "\": expected etcd://host:port[,host:port...][/prefix]");
+  if (!url.starts_with(kScheme))
+    return error("state URL \"" + std::string(url) + "\": expected etcd://host:port[,host:port...][/prefix]");
   std::string_view rest = url.substr(kScheme.size());
   EtcdOptions o;
   const auto slash = rest.find('/');

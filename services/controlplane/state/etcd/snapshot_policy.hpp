@@ -10,8 +10,8 @@
 namespace mooring::controlplane {
 
 struct SnapshotPolicy {
-  std::uint64_t every = 1000;   // at least this many transactions since the last snapshot
-  double log_fraction = 0.25;   // ... and log bytes since it ≥ this share of its bytes
+  std::uint64_t every = 1000;     // at least this many transactions since the last snapshot
+  double log_fraction = 0.25;     // ... and log bytes since it ≥ this share of its bytes
   std::uint64_t max_entries = 0;  // due at this many transactions whatever their bytes (0: 20 × every)
 };
 

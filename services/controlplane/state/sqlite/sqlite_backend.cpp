@@ -150,7 +150,8 @@ domain::Status SqliteBackend::apply_group(std::span<const Transaction> txs) {
 }
 
 domain::Status SqliteBackend::scrub() {
-  if (auto st = db_->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !st) return domain::error(path_.string() + ": " + st.error());
+  if (auto st = db_->exec("PRAGMA wal_checkpoint(TRUNCATE)"); !st)
+    return domain::error(path_.string() + ": " + st.error());
   return {};
 }
 

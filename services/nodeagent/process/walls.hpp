@@ -1,0 +1,70 @@
+// A task's start behind its own walls (issue 41). The child is made with clone(2), not
+// posix_spawn, because namespaces, a new root and a user switch have to happen between the fork
+// and the exec. The agent is multi-threaded, so the child runs only async-signal-safe system
+// calls on data prepared before the clone (it allocates nothing). With namespaces the child is
+// the init (PID 1) of a new PID namespace: it mounts the task's root, forks the task, forwards
+// signals to every process of the namespace, reaps orphans and reports the task's wait status;
+// when it dies the kernel kills whatever the task left behind. Without namespaces the child
+// only joins the cgroup, switches user and execs.
+//
+// A failed step is reported back through a close-on-exec pipe and named ("bind /srv/v1: No such
+// file or directory"); nothing is left running then.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <optional>
+#include <variant>
+#include <string>
+#include <vector>
+
+#include "services/nodeagent/process/spawn.hpp"
+
+namespace mooring::nodeagent {
+
+struct Walls {
+  uid_t uid = 0;
+  gid_t gid = 0;  // supplementary groups are cleared
+  bool namespaces = true;
+  // namespaces: an empty directory the task's root file system is built on (a tmpfs there,
+  // only in the task's mount namespace). The host's system directories are bound read-only; the
+  // rest of the host (data dirs, other tasks, /home, /var, /run) is not there at all.
+  std::filesystem::path root;
+  struct Bind {
+    std::filesystem::path path;  // a host directory, reachable at the same path inside
+    bool read_only = false;
+  };
+  std::vector<Bind> binds;  // the task's own directory and volumes
+  // Host paths that stay hidden even where a system directory holds them (TLS files under
+  // /etc): a tmpfs over a directory, /dev/null over a file.
+  std::vector<std::filesystem::path> hidden;
+  std::vector<int> cgroup_procs;  // cgroup.procs files the child joins before anything else
+};
+
+struct WalledChild {
+  pid_t pid = -1;   // namespaces: the namespace's init, whose exit ends every task process
+  int report = -1;  // namespaces: where the init writes the task's wait status (caller closes)
+};
+
+// The failure of a step: its name and errno.
+struct WallError {
+  std::string step;
+  int error = 0;
+  std::string message() const;
+};
+
+// Starts `request` (its program, argv, env, stdio and working dir; extras and isolation are
+// ignored: a walled task is always its own session) behind `walls`.
+std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& request, const Walls& walls);
+
+// After the init exited: the task's own wait status, when the init reported one.
+std::optional<int> read_task_status(int report_fd);
+
+// Whether `pid` is the init of a PID namespace below ours (a walled task's init).
+bool is_namespace_init(pid_t pid);
+
+// The system directories a walled task sees read-only.
+const std::vector<std::filesystem::path>& system_dirs();
+
+}  // namespace mooring::nodeagent

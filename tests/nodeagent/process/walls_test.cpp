@@ -1,0 +1,198 @@
+// spawn_walled and TaskCgroup (issue 41): what a task started behind its walls can see and do,
+// read from its own output and from the kernel, and that every failed step is named.
+#include "services/nodeagent/process/walls.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "services/nodeagent/process/cgroup.hpp"
+#include "services/nodeagent/process/proc_stat.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/root.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace mooring::nodeagent {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+constexpr uid_t kNobody = 65534;
+
+struct Outcome {
+  std::optional<int> task_status;  // as the init reported it
+  std::string out;
+  std::string error;  // the failed step, when it did not start
+};
+
+class WallsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MOORING_REQUIRE_ROOT();
+    ::chmod(dir.path().c_str(), 0755);  // the user's way to its own directory without namespaces
+    own = dir.make_dir("alloc/local");
+    ASSERT_EQ(::chown(own.c_str(), kNobody, kNobody), 0);
+    walls.uid = kNobody;
+    walls.gid = kNobody;
+    walls.root = dir.make_dir("alloc/root");
+    walls.binds = {{own, false}};
+  }
+
+  // Runs `script` with sh behind `walls` and waits for it; in `cgroup` when given.
+  Outcome run(const std::string& script, const TaskCgroup* cgroup = nullptr) {
+    std::vector<int> cgroup_procs = cgroup ? cgroup->open_procs() : std::vector<int>{};
+    auto out = run_joining(script, cgroup_procs);
+    for (const int fd : cgroup_procs) ::close(fd);
+    return out;
+  }
+  Outcome run_joining(const std::string& script, std::vector<int> cgroup_procs) {
+    Outcome r;
+    const auto out_path = dir / "out.txt";
+    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    SpawnRequest req;
+    req.program = "/bin/sh";
+    req.argv = {"sh", "-c", script};
+    req.env = {{"PATH", "/usr/bin:/bin"}, {"SECRET", "s3cr3t-value"}};
+    req.stdout_fd = out;
+    req.stderr_fd = out;
+    req.working_dir = own;
+    Walls w = walls;
+    w.cgroup_procs = std::move(cgroup_procs);
+    auto started = spawn_walled(req, w);
+    ::close(out);
+    if (auto* err = std::get_if<WallError>(&started)) {
+      r.error = err->message();
+      return r;
+    }
+    const auto child = std::get<WalledChild>(started);
+    int st = 0;
+    ::waitpid(child.pid, &st, 0);
+    if (child.report >= 0) {
+      r.task_status = read_task_status(child.report);
+      ::close(child.report);
+    } else {
+      r.task_status = st;
+    }
+    r.out = test::read_file(out_path);
+    return r;
+  }
+
+  test::TempDir dir{"mooring-walls"};
+  fs::path own;
+  Walls walls;
+};
+
+TEST_F(WallsTest, TheTaskRunsAsItsUserWithoutGroupsCapabilitiesOrNewPrivileges) {
+  const auto r = run("id -u; id -g; id -G; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status");
+  ASSERT_EQ(r.error, "");
+  ASSERT_TRUE(r.task_status && WIFEXITED(*r.task_status) && WEXITSTATUS(*r.task_status) == 0) << r.out;
+  EXPECT_NE(r.out.find("65534\n65534\n65534\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CapEff:\t0000000000000000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CapBnd:\t0000000000000000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NoNewPrivs:\t1"), std::string::npos) << r.out;
+}
+
+// Its own PID namespace (the init is 1, the task 2), a private /tmp, the host's other
+// directories absent, the system ones read-only, its own directory writable.
+TEST_F(WallsTest, TheTaskSeesOnlyItsOwnProcessesAndDirectories) {
+  const auto outside = dir.make_dir("other-alloc");
+  test::write_file(outside / "data", "not yours");
+  test::write_file("/tmp/mooring-walls-host-tmp", "host tmp");
+  const auto r = run("echo pid=$$; ls /proc | grep -c '^[0-9]'; cat " + (outside / "data").string() +
+                     " || echo no-outside; ls /tmp/mooring-walls-host-tmp || echo no-host-tmp; touch /etc/x || "
+                     "echo etc-ro; touch /x || echo root-ro; echo mine > " + (own / "f").string() + " && cat " +
+                     (own / "f").string() + "; mount -t tmpfs none /tmp || echo no-mount");
+  fs::remove("/tmp/mooring-walls-host-tmp");
+  ASSERT_EQ(r.error, "");
+  EXPECT_NE(r.out.find("pid=2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no-outside"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no-host-tmp"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("etc-ro"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("root-ro"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mine\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no-mount"), std::string::npos) << r.out;
+  EXPECT_EQ(test::read_file(own / "f"), "mine\n");
+}
+
+TEST_F(WallsTest, AHiddenPathInsideASystemDirectoryIsMasked) {
+  const fs::path secret_dir = "/etc/mooring-walls-test";
+  fs::create_directories(secret_dir);
+  test::write_file(secret_dir / "ca.key", "KEY");
+  walls.hidden = {secret_dir};
+  const auto r = run("cat /etc/mooring-walls-test/ca.key || echo masked");
+  fs::remove_all(secret_dir);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.out.find("KEY"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("masked"), std::string::npos) << r.out;
+}
+
+TEST_F(WallsTest, AFailedStepIsNamedAndNothingRuns) {
+  walls.binds.push_back({dir / "no-such-volume", false});
+  const auto r = run("touch " + (own / "ran").string());
+  EXPECT_NE(r.error.find("bind " + (dir / "no-such-volume").string()), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("No such file or directory"), std::string::npos) << r.error;
+  EXPECT_FALSE(fs::exists(own / "ran"));
+}
+
+TEST_F(WallsTest, AnExecFailureNamesTheProgram) {
+  SpawnRequest req;
+  req.program = "/no/such/program";
+  req.argv = {"program"};
+  auto started = spawn_walled(req, walls);
+  ASSERT_TRUE(std::holds_alternative<WallError>(started));
+  EXPECT_EQ(std::get<WallError>(started).message(), "exec /no/such/program: No such file or directory");
+}
+
+TEST_F(WallsTest, TheTasksExitStatusComesThroughTheInit) {
+  const auto r = run("exit 7");
+  ASSERT_TRUE(r.task_status);
+  EXPECT_TRUE(WIFEXITED(*r.task_status) && WEXITSTATUS(*r.task_status) == 7);
+  const auto killed = run("kill -KILL $$");
+  ASSERT_TRUE(killed.task_status);
+  EXPECT_TRUE(WIFSIGNALED(*killed.task_status) && WTERMSIG(*killed.task_status) == SIGKILL);
+}
+
+TEST_F(WallsTest, WithoutNamespacesOnlyTheUserChanges) {
+  walls.namespaces = false;
+  const auto r = run("id -u; id -G");
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.out, "65534\n65534\n");
+}
+
+TEST_F(WallsTest, AMemoryHogIsOomKilledInItsCgroup) {
+  auto made = TaskCgroup::create("walls-test-oom-" + std::to_string(::getpid()), {.memory_mb = 32});
+  ASSERT_TRUE(std::holds_alternative<TaskCgroup>(made)) << std::get<std::string>(made);
+  const auto cg = std::get<TaskCgroup>(made);
+  const auto r = run("exec python3 -c 'b = b\"x\" * (256 << 20); print(len(b))'", &cg);
+  ASSERT_EQ(r.error, "");
+  ASSERT_TRUE(r.task_status);
+  EXPECT_TRUE(WIFSIGNALED(*r.task_status) && WTERMSIG(*r.task_status) == SIGKILL) << r.out;
+  EXPECT_GE(cg.oom_kills(), 1);
+  EXPECT_TRUE(cg.kill_all());
+  cg.remove();
+  EXPECT_TRUE(TaskCgroup::find("walls-test-oom-" + std::to_string(::getpid())).empty());
+}
+
+// Children that left the task's group and session are still in its cgroup, and die with it.
+TEST_F(WallsTest, KillAllEndsDoubleForkedChildrenInTheCgroup) {
+  walls.namespaces = false;  // no PID namespace to take them along: the cgroup alone must
+  const std::string name = "walls-test-kill-" + std::to_string(::getpid());
+  auto made = TaskCgroup::create(name, {});
+  ASSERT_TRUE(std::holds_alternative<TaskCgroup>(made)) << std::get<std::string>(made);
+  const auto cg = std::get<TaskCgroup>(made);
+  const auto r = run("for i in 1 2 3 4 5; do setsid sh -c 'sleep 300 & sleep 300' & done; sleep 0.3", &cg);
+  ASSERT_EQ(r.error, "");
+  EXPECT_GE(cg.processes().size(), 10u);
+  EXPECT_TRUE(cg.kill_all());
+  EXPECT_TRUE(cg.processes().empty());
+  cg.remove();
+}
+
+}  // namespace
+}  // namespace mooring::nodeagent
