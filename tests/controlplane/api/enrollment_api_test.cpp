@@ -206,8 +206,8 @@ TEST_F(EnrollmentApiTest, AnUnknownNodeEnrollsOnceWithItsIntroductionTokenAndAnE
 // A node that was only ever introduced, whose introduction expired, leaves no record behind once
 // another enrollment prunes it: the record is erased, not kept empty.
 TEST_F(EnrollmentApiTest, ARecordLeftWithOnlyExpiredIntroductionsIsErasedByTheNextEnrollment) {
-  intro("node-7", "1ms");
   const auto token = intro("node-9");
+  intro("node-7", "1ms");  // after node-9's: making an introduction prunes the others too
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_TRUE(server.on_io([&] { return server.store.node_identity("node-7") != nullptr; }));
   const auto csr = new_csr("node-9");
