@@ -81,6 +81,7 @@ class Batch {
     snapshots_[snapshot_record_key(plugin_id, id)] = std::nullopt;
   }
   void put(domain::NodeIdentity n) { node_identities_[n.node_id] = std::move(n); }
+  void erase_node_identity(const std::string& node_id) { node_identities_[node_id] = std::nullopt; }
   void put(NamespaceRecord n) { namespaces_[n.name] = std::move(n); }
   void erase_namespace(const std::string& name) { namespaces_[name] = std::nullopt; }
 
