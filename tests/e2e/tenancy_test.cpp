@@ -36,7 +36,7 @@ class Tenancy : public ::testing::Test {
     mgmt = json::parse(boot.body)["SecretID"];
     cluster->use_token(mgmt);
     for (const auto* ns : {"team-a", "team-b"})  // namespaces are made before anything is written into them
-      ASSERT_EQ(cluster->request("PUT", std::string("/v1/namespace/") + ns, "{}").status, 200u);
+      ASSERT_TRUE(cluster->create_namespace(ns));
     team_a = token("team-a", {{"Namespace", {{"team-a", {{"Policy", "write"}}}}}});
     ops = token("ops", {{"Namespace", {{"*", {{"Policy", "read"}}}}}, {"Plugin", "read"}, {"Operator", "read"}});
     cluster->start_node("node-1");
