@@ -114,9 +114,10 @@ void AllocRunner::update(const domain::Allocation& alloc) {
   }
 }
 
-void AllocRunner::stop(std::string reason) {
+void AllocRunner::stop(std::string reason, std::optional<std::chrono::milliseconds> grace) {
   if (!state_.stop_reason.empty() || finished_) return;
   state_.stop_reason = std::move(reason);
+  grace_ = grace;
   save();
   emit("StopRequested", state_.stop_reason);
   if (task_ && !task_->exited()) begin_kill({});
@@ -269,13 +270,20 @@ void AllocRunner::reattach_task() {
     return;
   }
   emit("Reattached", "task pid " + std::to_string(state_.task->pid) + " re-adopted after an agent restart");
+  if (keep_) task_->keep_until(*keep_);  // else the earlier agent's deadline holds until heard
+}
+
+void AllocRunner::keep(const KeeperDeadline& deadline) {
+  keep_ = deadline;
+  if (task_) task_->keep_until(deadline);
 }
 
 std::chrono::milliseconds AllocRunner::kill_timeout() const {
   const auto& alloc = state_.alloc;
   auto timeout = alloc.task ? std::chrono::duration_cast<std::chrono::milliseconds>(alloc.task->kill_timeout)
                             : std::chrono::milliseconds(0);
-  return timeout.count() > 0 ? timeout : options_.default_kill_timeout;
+  timeout = timeout.count() > 0 ? timeout : options_.default_kill_timeout;
+  return grace_ ? std::min(timeout, *grace_) : timeout;
 }
 
 namespace {
@@ -377,6 +385,7 @@ asio::awaitable<bool> AllocRunner::start_task(const std::map<std::string, std::s
   const auto& alloc = state_.alloc;
   auto dir = store_.alloc_dir(id());
   TaskSpec spec = task_spec(volume_env);
+  spec.keep_until = keep_;
   // The start's intent: written with the state below before the spawn, so a restart that
   // finds it without a pid looks for this launch rather than starting the task again.
   state_.launch_id = domain::new_id();

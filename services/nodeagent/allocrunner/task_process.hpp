@@ -26,6 +26,7 @@
 
 #include "services/nodeagent/process/cgroup.hpp"
 #include "services/nodeagent/process/child_process.hpp"
+#include "services/nodeagent/process/keeper_page.hpp"
 #include "services/nodeagent/process/spawn.hpp"
 #include "services/nodeagent/process/walls.hpp"
 #include "shared/domain/result.hpp"
@@ -53,6 +54,9 @@ struct TaskSpec {
   // Set (with walls): the task's cgroup, named after its allocation, and its limits.
   std::string cgroup;
   CgroupLimits limits;
+  // Set (with walls and namespaces): the deadline the task's init keeps from its start on, until
+  // keep_until() moves it (issue 43). Unset: none until then.
+  std::optional<KeeperDeadline> keep_until;
 };
 
 // What a task gets when its spec does not set PATH or HOME.
@@ -109,6 +113,10 @@ class TaskProcess {
   bool oom_killed() const { return oom_killed_; }
   // Started behind walls: a PID namespace whose init stands for the task.
   bool walled() const;
+  // The deadline the task's init stops it at on its own, with or without this agent (issue 43);
+  // false when the task has no init keeping one (not walled, or an init without a keeper page).
+  bool keep_until(const KeeperDeadline& deadline);
+  std::optional<KeeperDeadline> kept_until() const;
 
  private:
   struct Impl;

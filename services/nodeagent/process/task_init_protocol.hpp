@@ -33,4 +33,17 @@ enum Step : int {
 
 constexpr int kReportFd = 3;
 
+// The keeper page (issue 43): a one-page memfd at the init's descriptor 4 (close-on-exec for the
+// task) that the agent keeps pushing forward while the control plane hears it. Past term_at the
+// init SIGTERMs every process of its namespace, past kill_at it SIGKILLs them: a task whose agent
+// is dead stops before the control plane can free its claims. CLOCK_MONOTONIC nanoseconds; a
+// kill_at of 0 means no deadline. The agent stores kill_at before term_at (both atomically), so
+// an init that sees a new term_at sees its kill_at too.
+struct KeeperPageLayout {
+  long long term_at_ns = 0;
+  long long kill_at_ns = 0;
+};
+constexpr int kKeeperFd = 4;
+constexpr unsigned long kKeeperPageSize = 4096;
+
 }  // namespace mooring::nodeagent::task_init

@@ -41,6 +41,9 @@ struct Walls {
   // /etc): a tmpfs over a directory, /dev/null over a file.
   std::vector<std::filesystem::path> hidden;
   std::vector<int> cgroup_procs;  // cgroup.procs files the child joins before anything else
+  // namespaces: the keeper page (keeper_page.hpp) the init keeps the task's deadline from; -1:
+  // none, the task runs until it ends or is stopped.
+  int keeper_fd = -1;
 };
 
 struct WalledChild {
