@@ -458,7 +458,15 @@ asio::awaitable<bool> AllocRunner::race_poststart(std::optional<std::optional<Ex
 
 void AllocRunner::record_exit(const std::optional<ExitStatus>& exit) {
   state_.task.reset();
-  if (task_->oom_killed()) {
+  if (!stop_requested() &&
+      (task_->stopped_by_keeper() || (keep_ && std::chrono::steady_clock::now() >= keep_->term_at))) {
+    // Its init stopped it at the disconnect deadline (issue 43), ahead of this agent's own check.
+    state_.stop_reason = "no contact with the control plane by the deadline of stop_after_client_disconnect";
+    state_.task_result = "stopped by the task's init: " + state_.stop_reason + " (" +
+                         (exit ? exit->describe() : std::string("exit status unknown")) + ")";
+    emit("Killed", state_.task_result);
+    set_status(ClientStatus::complete);
+  } else if (task_->oom_killed()) {
     state_.task_result = "OOM killed: the task went over its memory limit of " +
                          std::to_string(state_.alloc.task->resources.memory_mb) + " MB";
     emit("OOM killed", state_.task_result);

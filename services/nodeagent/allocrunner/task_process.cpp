@@ -212,7 +212,8 @@ std::optional<ExitStatus> TaskProcess::reap() {
   if (r != handle_.pid) return std::nullopt;
   // Walled: the init's own exit stands for the task's only when it could not report (SIGKILL).
   if (impl_->report.fd >= 0)
-    if (const auto task_status = read_task_status(impl_->report.fd)) return exit_status_from_wait(*task_status);
+    if (const auto task_status = read_task_status(impl_->report.fd, &stopped_by_keeper_))
+      return exit_status_from_wait(*task_status);
   return exit_status_from_wait(st);
 }
 

@@ -117,6 +117,8 @@ class TaskProcess {
   // false when the task has no init keeping one (not walled, or an init without a keeper page).
   bool keep_until(const KeeperDeadline& deadline);
   std::optional<KeeperDeadline> kept_until() const;
+  // Its init signalled it for that deadline (known once it exited, to the agent that started it).
+  bool stopped_by_keeper() const { return stopped_by_keeper_; }
 
  private:
   struct Impl;
@@ -129,6 +131,7 @@ class TaskProcess {
   bool child_ = false;
   bool exited_ = false;
   bool oom_killed_ = false;
+  bool stopped_by_keeper_ = false;
   std::optional<std::chrono::steady_clock::time_point> terminated_at_;  // when SIGTERM was sent
   std::optional<ExitStatus> status_;
   std::unique_ptr<Impl> impl_;

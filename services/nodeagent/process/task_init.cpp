@@ -161,7 +161,7 @@ extern "C" [[noreturn]] void task_init_main(long* stack) {
   for (int fd = 0; fd < 3; ++fd) sys(__NR_close, fd);  // the task's stdio ends when the task's does
   send(Report{kStarted, 0, 0, 0});
   const int st = wait_for(task, keeper);
-  send(Report{kExited, 0, 0, st});
+  send(Report{kExited, keeper.termed ? kKept : 0, 0, st});
   exit_now(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 }
 

@@ -8,11 +8,12 @@ namespace mooring::nodeagent::task_init {
 // One message: the task started, a step failed, or the task exited with a wait status.
 struct Report {
   int kind = 0;  // kStarted, kFailed, kExited
-  int step = 0;  // kFailed: an op index of the mount plan (>= 0) or a Step
+  int step = 0;  // kFailed: an op index of the mount plan (>= 0) or a Step; kExited: kKept or 0
   int error = 0;
   int status = 0;  // kExited: the task's wait status
 };
 constexpr int kStarted = 1, kFailed = 2, kExited = 3;
+constexpr int kKept = 1;  // kExited: the init had signalled the task for its keeper page's deadline
 
 // The steps of a start besides the mount plan's, named by walls.cpp for the error.
 enum Step : int {

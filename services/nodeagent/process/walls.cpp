@@ -420,10 +420,11 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
   return out;
 }
 
-std::optional<int> read_task_status(int report_fd) {
+std::optional<int> read_task_status(int report_fd, bool* kept) {
   Report r{};
-  if (read_report(report_fd, r) == static_cast<int>(sizeof r) && r.kind == kExited) return r.status;
-  return std::nullopt;
+  if (read_report(report_fd, r) != static_cast<int>(sizeof r) || r.kind != kExited) return std::nullopt;
+  if (kept) *kept = r.step == kKept;
+  return r.status;
 }
 
 bool is_namespace_init(pid_t pid) {

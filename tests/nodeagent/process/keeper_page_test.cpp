@@ -64,11 +64,12 @@ class KeeperPageTest : public ::testing::Test {
   }
   std::string output() const { return test::read_file(out_path); }
   bool init_running() const { return ::waitpid(child.pid, nullptr, WNOHANG) == 0; }
-  // Waits for the init's end; the task's wait status as the init reported it.
+  // Waits for the init's end; the task's wait status as the init reported it (`kept`: whether it
+  // said its deadline ended the task).
   std::optional<int> wait_exit() {
     ::waitpid(child.pid, nullptr, 0);
     child.pid = -1;
-    return read_task_status(child.report);
+    return read_task_status(child.report, &kept);
   }
 
   test::TempDir dir{"mooring-keeper"};
@@ -76,6 +77,7 @@ class KeeperPageTest : public ::testing::Test {
   fs::path out_path = dir / "out.txt";
   Walls walls;
   WalledChild child;
+  bool kept = false;
 };
 
 // A task that traps SIGTERM and runs on is SIGKILLed at the kill time, with every process of its
@@ -95,6 +97,7 @@ TEST_F(KeeperPageTest, PastTheDeadlineTheInitTermsThenKillsTheTask) {
   EXPECT_LT(ended, deadline.kill_at + 500ms) << "the init wakes for its deadline, not a second later";
   ASSERT_TRUE(status);
   EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL) << *status;
+  EXPECT_TRUE(kept) << "the init says its deadline ended the task";
   EXPECT_NE(output().find("got-term"), std::string::npos) << output();
 }
 
@@ -124,6 +127,7 @@ TEST_F(KeeperPageTest, APushedDeadlineKeepsTheTaskAndAReopenedPageIsTheSame) {
   EXPECT_LT(Clock::now(), now + 1500ms);
   ASSERT_TRUE(status);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 3) << output();
+  EXPECT_TRUE(kept);
 }
 
 // Without a page the init keeps no deadline, and no page is found for it; nor for a process that
@@ -133,6 +137,11 @@ TEST_F(KeeperPageTest, NoPageNoDeadlineAndOnlyAnInitsPageIsOpened) {
   EXPECT_FALSE(KeeperPage::of_init(child.pid));
   std::this_thread::sleep_for(1200ms);
   EXPECT_TRUE(init_running());
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);  // a stop by the agent is not the keeper's
+  const auto status = wait_exit();
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGTERM) << *status;
+  EXPECT_FALSE(kept);
   EXPECT_FALSE(KeeperPage::of_init(::getpid()));
   EXPECT_FALSE(KeeperPage::of_init(999999999));
 }
