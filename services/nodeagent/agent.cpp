@@ -177,6 +177,9 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
       update_readiness();
     }
   };
+  link.on_heard = [this](std::chrono::steady_clock::time_point sent, std::chrono::milliseconds ttl) {
+    allocs_->heard(Heard{sent, ttl});
+  };
   link_ = std::make_unique<ControlPlaneLink>(ex, link, *status_);
   status_->on_change([this] {
     link_->wake();
