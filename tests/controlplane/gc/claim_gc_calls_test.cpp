@@ -25,6 +25,8 @@ class ClaimGcCallsTest : public GcFixture {
     b.put(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
     commit(std::move(b));
   }
+  // `calls` is destroyed before the base's plane: stop the GC first, so no retry reaches it.
+  void TearDown() override { shutdown_plane(); }
 
   bool released_event() {
     return on_io([&] {
