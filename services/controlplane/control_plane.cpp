@@ -22,6 +22,7 @@
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
+#include "services/controlplane/gc/release_calls.hpp"
 #include "services/controlplane/ha/forwarder.hpp"
 #include "services/controlplane/ha/front.hpp"
 #include "services/controlplane/ha/leadership.hpp"
@@ -88,6 +89,7 @@ struct ControlPlane::Parts {
   NodeRegistrations registrations;
   std::optional<agentclient::AgentRouter> router;
   std::optional<agentclient::RouterPublisher> publisher;
+  std::optional<gc::RouterReleaseCalls> release_calls;
   std::optional<gc::ClaimGc> claim_gc;
   std::optional<gc::NodeLossMonitor> node_loss;
   std::optional<gc::AllocGc> alloc_gc;
@@ -188,7 +190,8 @@ void ControlPlane::Parts::make_workers() {
   gc_options.backoff.max = flags.gc_retry_max;
   gc_options.backoff.initial = std::min(gc_options.backoff.initial, flags.gc_retry_max);
   gc_options.sweep_period = flags.gc_sweep_period;
-  claim_gc.emplace(ex, *store, *feed, *router, gc_options);
+  release_calls.emplace(*router);
+  claim_gc.emplace(ex, *store, *feed, *release_calls, gc_options);
   node_loss.emplace(ex, *store);
   alloc_gc.emplace(ex, *store, gc::AllocGcOptions{.threshold = flags.alloc_gc_threshold});
   node_gc.emplace(ex, *store, gc::NodeGcOptions{.threshold = flags.node_gc_threshold});

@@ -261,6 +261,8 @@ class StateStore {
   domain::Status install_loaded(domain::Expected<Snapshot> snap);  // load() from what the backend read
   domain::Status reinstall(domain::Expected<Snapshot> snap);       // reload() from what the backend read
   void notify(Table t);
+  std::size_t stage_batch(Batch& batch, Transaction& tx) const;  // commit(): its rows, events and tables
+  void install_batch(Batch& batch, std::size_t dropped);         // commit(): into memory
   void install_allocations(std::map<std::string, std::optional<domain::Allocation>>& staged);
   void install_volumes(std::map<std::string, std::optional<domain::Volume>>& staged);
   void rebuild_indexes();
