@@ -25,7 +25,7 @@ bool valid_name(std::string_view s) {
 
 // `"text"`, built by appending: GCC 12 at -O3 (the Release build) wrongly reports -Wrestrict for
 // `"\"" + std::string(text)` (GCC bug 105329), which fails the build with -Werror.
-std::string quoted(std::string_view text) {
+std::string in_quotes(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
   out.push_back('"');
@@ -61,14 +61,14 @@ Expected<TaskUser> parse_task_user(std::string_view text) {
   if (colon != std::string_view::npos) {
     u.uid = parse_id(text.substr(0, colon));
     u.gid = parse_id(text.substr(colon + 1));
-    if (!u.uid || !u.gid) return error(quoted(text) + " is not uid:gid (two decimal numbers)");
+    if (!u.uid || !u.gid) return error(in_quotes(text) + " is not uid:gid (two decimal numbers)");
     return u;
   }
   if (auto uid = parse_id(text)) {
     u.uid = uid;
     return u;
   }
-  if (!valid_name(text)) return error(quoted(text) + " is not a user name, uid or uid:gid");
+  if (!valid_name(text)) return error(in_quotes(text) + " is not a user name, uid or uid:gid");
   u.name = std::string(text);
   return u;
 }
