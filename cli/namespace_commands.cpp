@@ -85,7 +85,7 @@ int apply(Context& ctx, const Invocation& inv) {
     const bool bytes = std::string_view(key) == "MaxCapacityBytes";
     auto value = limit_value(*text, bytes);
     if (!value)
-      return ctx.fail("-" + std::string(flag) + ": " + (bytes ? "a size like 10GiB" : "a non-negative integer") +
+      return ctx.fail(std::string("-").append(flag) + ": " + (bytes ? "a size like 10GiB" : "a non-negative integer") +
                       " or \"none\", got \"" + *text + "\"");
     body["Quota"][key] = *value;
   }

@@ -79,7 +79,7 @@ std::vector<std::string> environment_names() {
 
 std::string global_flags_usage() {
   auto left = [](const Doc& d) {
-    return "-" + std::string(d.flag) + (d.value_name.empty() ? "" : " " + std::string(d.value_name));
+    return std::string("-").append(d.flag) + (d.value_name.empty() ? "" : std::string(" ").append(d.value_name));
   };
   std::size_t width = 2;  // "-h"
   for (const auto& s : global_settings()) width = std::max(width, left(s.doc).size());
