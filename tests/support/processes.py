@@ -4,6 +4,7 @@ mounts a test left under its folder, waiting for a condition, and a small HTTPS 
 import ctypes
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -116,10 +117,25 @@ def kill_left(path):
     return left
 
 
+_handed_out = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range (32768 and up), where other tests' outgoing
+    connections take their local ports: one picked there and closed could be taken before the
+    process meant for it binds it (the same rule as tests/support/etcd_process.cpp)."""
+    for _ in range(200):
+        port = random.randint(20000, 32000)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("free_port: no free port between 20000 and 32000 after 200 tries")
 
 
 def stop_group(process, sig, timeout):
