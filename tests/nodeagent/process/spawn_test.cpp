@@ -24,7 +24,17 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-// Waits until the child has exec'd its program (a static set of descriptors) and returns them.
+// The state letter of /proc/<pid>/stat (after the parenthesised command): 'S' once the child
+// blocks in its program's sleep, 'R' or 'D' while the loader still maps its libraries.
+char process_state(pid_t pid) {
+  const auto stat = test::read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+}
+
+// Waits until the child has exec'd its program and sleeps in it (the dynamic loader holds each
+// library it maps open for a moment; under load two reads can both catch libc.so.6), and returns
+// the descriptors it holds then.
 std::map<int, std::string> settled_descriptors(pid_t pid, const std::string& program) {
   std::map<int, std::string> fds;
   test::wait_until(
@@ -32,8 +42,9 @@ std::map<int, std::string> settled_descriptors(pid_t pid, const std::string& pro
         // Read while the child may be inside its exec: an error is "not yet", never a throw.
         std::error_code ec;
         const auto exe = fs::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).filename().string();
+        if (exe != program || process_state(pid) != 'S') return false;
         fds = test::open_descriptors(pid);
-        return exe == program && test::open_descriptors(pid) == fds;
+        return process_state(pid) == 'S' && test::open_descriptors(pid) == fds;
       },
       10s, 10ms);
   return fds;
@@ -71,9 +82,8 @@ TEST(SpawnProcess, TheChildHoldsItsStandardStreamsOnly) {
   ASSERT_TRUE(pid) << pid.error().message();
   const auto fds = settled_descriptors(*pid, "sleep");
   kill_and_reap(*pid);
-  EXPECT_EQ(fds, (std::map<int, std::string>{{0, "/dev/null"},
-                                              {1, (dir.path() / "out").string()},
-                                              {2, (dir.path() / "out").string()}}))
+  EXPECT_EQ(fds, (std::map<int, std::string>{
+                     {0, "/dev/null"}, {1, (dir.path() / "out").string()}, {2, (dir.path() / "out").string()}}))
       << test::describe_descriptors(fds);
 }
 
