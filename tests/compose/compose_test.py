@@ -24,11 +24,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from processes import free_port  # noqa: E402  (below the ephemeral range, never twice)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROJECT = "mooring-compose-test"
@@ -68,11 +70,6 @@ def run(cmd, check=True, timeout=600, env=None, **kw):
                       f"{res.stdout}{res.stderr}")
     return res
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what, probe, timeout, interval=0.5):

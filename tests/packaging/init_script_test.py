@@ -45,14 +45,12 @@ import unittest
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from processes import free_port  # noqa: E402  (below the ephemeral range, never twice)
+
 ARGS = None
 SCRIPT = None
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def mode(path):
