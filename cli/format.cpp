@@ -51,47 +51,6 @@ std::string human_bytes(std::int64_t bytes) {
   return buf;
 }
 
-std::optional<std::int64_t> parse_size(std::string_view t) {
-  std::size_t i = 0;
-  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
-  if (i == 0) return std::nullopt;
-  double value = 0;
-  try {
-    std::size_t used = 0;
-    value = std::stod(std::string(t.substr(0, i)), &used);
-    if (used != i) return std::nullopt;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  std::string unit(t.substr(i));
-  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
-  if (unit.ends_with("B") && unit != "B") unit.pop_back();  // "GiB" -> "Gi", "GB" -> "G"
-  double mul = 0;
-  if (unit.empty() || unit == "B")
-    mul = 1;
-  else if (unit == "K" || unit == "k")
-    mul = 1e3;
-  else if (unit == "M")
-    mul = 1e6;
-  else if (unit == "G")
-    mul = 1e9;
-  else if (unit == "T")
-    mul = 1e12;
-  else if (unit == "Ki")
-    mul = 1024.0;
-  else if (unit == "Mi")
-    mul = 1024.0 * 1024;
-  else if (unit == "Gi")
-    mul = 1024.0 * 1024 * 1024;
-  else if (unit == "Ti")
-    mul = 1024.0 * 1024 * 1024 * 1024;
-  else
-    return std::nullopt;
-  double bytes = value * mul;
-  if (!std::isfinite(bytes) || bytes > 9.2e18) return std::nullopt;
-  return static_cast<std::int64_t>(std::llround(bytes));
-}
-
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view t) {
   if (t.empty()) return std::nullopt;
   double total = 0;

@@ -21,8 +21,6 @@ bool field_bool(const nlohmann::json& obj, std::string_view key);
 
 // 1073741824 -> "1.0 GiB"; 0 -> "0 B"; below 1 KiB plain bytes.
 std::string human_bytes(std::int64_t bytes);
-// "10GiB", "10Gi", "10G" (1000^3), "512MiB", "1073741824" -> bytes; nullopt when unparseable.
-std::optional<std::int64_t> parse_size(std::string_view text);
 // "10s", "500ms", "2m", "1h", "1m30s" -> milliseconds; nullopt when unparseable.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
 

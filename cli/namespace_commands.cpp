@@ -7,6 +7,7 @@
 #include "cli/context.hpp"
 #include "cli/format.hpp"
 #include "cli/table.hpp"
+#include "shared/domain/units.hpp"
 
 namespace mooring::cli {
 
@@ -30,7 +31,7 @@ std::string limit_text(const json& quota, const char* key, bool bytes) {
 std::optional<json> limit_value(const std::string& text, bool bytes) {
   if (text == "none") return json(nullptr);
   if (bytes) {
-    auto size = parse_size(text);
+    auto size = domain::parse_size(text);
     return size ? std::optional<json>(*size) : std::nullopt;
   }
   std::int64_t n = 0;

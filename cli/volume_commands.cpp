@@ -7,6 +7,7 @@
 #include "cli/json_file.hpp"
 #include "cli/lookup.hpp"
 #include "cli/table.hpp"
+#include "shared/domain/units.hpp"
 
 namespace mooring::cli {
 
@@ -244,7 +245,7 @@ int volume_detach(Context& ctx, const Invocation& inv) {
 // register body requires are sent; everything left out keeps its stored value (secrets included).
 int volume_expand(Context& ctx, const Invocation& inv) {
   const std::string& id = inv.args[0];
-  auto size = parse_size(inv.args[1]);
+  auto size = domain::parse_size(inv.args[1]);
   if (!size || *size <= 0)
     return ctx.fail("NEW_MIN \"" + inv.args[1] + "\" is not a size (like 10GiB, 500Mi, 2G or a number of bytes)");
   auto cur = ctx.call("GET", volume_path(id));

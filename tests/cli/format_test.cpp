@@ -34,20 +34,6 @@ TEST(CliFormat, HumanBytes) {
   EXPECT_EQ(human_bytes(1610612736), "1.5 GiB");
 }
 
-TEST(CliFormat, ParseSize) {
-  EXPECT_EQ(parse_size("1073741824"), 1073741824);
-  EXPECT_EQ(parse_size("10GiB"), 10737418240);
-  EXPECT_EQ(parse_size("10Gi"), 10737418240);
-  EXPECT_EQ(parse_size("10G"), 10000000000);
-  EXPECT_EQ(parse_size("512MiB"), 536870912);
-  EXPECT_EQ(parse_size("1.5Gi"), 1610612736);
-  EXPECT_EQ(parse_size("2 GiB"), 2147483648);
-  EXPECT_FALSE(parse_size(""));
-  EXPECT_FALSE(parse_size("GiB"));
-  EXPECT_FALSE(parse_size("10 parsecs"));
-  EXPECT_FALSE(parse_size("99999999999T"));
-}
-
 TEST(CliFormat, ParseDuration) {
   EXPECT_EQ(parse_duration("10s"), 10s);
   EXPECT_EQ(parse_duration("500ms"), 500ms);
