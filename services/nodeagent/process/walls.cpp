@@ -65,6 +65,7 @@ struct ChildArgs {
   uid_t uid = 0;
   gid_t gid = 0;
   int cap_last = 40;
+  unsigned long long ignored = 0;  // the signals the agent ignores: bit n-1 is signal n
   const char* working_dir = nullptr;
   const char* program = nullptr;
   char* const* argv = nullptr;       // the task's
@@ -112,9 +113,11 @@ void arrange_descriptors(const ChildArgs& a) {
   for (int fd = kReportFd; fd < count; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-// Every signal's disposition back to the default (the agent ignores SIGPIPE; its handlers are
-// not the task's). The mask stays full: the init waits for signals instead of handling them.
-void default_dispositions() {
+// Every signal's disposition back to the default: the exec resets the agent's handlers, so only
+// what the agent ignores (SIGPIPE) would stay, and is reset here: one system call each instead of
+// 62 (about 2 us each on these VMs: ~0.1 ms a start). The mask stays full: the init waits for
+// signals instead of handling them.
+void default_dispositions(unsigned long long ignored) {
   struct KernelSigaction {
     void (*handler)(int);
     unsigned long flags;
@@ -122,7 +125,7 @@ void default_dispositions() {
     unsigned long mask;
   } dfl{SIG_DFL, 0, nullptr, 0};
   for (int sig = 1; sig < 65; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP) ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, 8);
+    if ((ignored >> (sig - 1)) & 1) ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, 8);
 }
 
 // On the template: a copy of it (setns puts the child at its root), then the task's part. Without:
@@ -142,7 +145,7 @@ void enter_root(const ChildArgs& a) {
 // without, the child becomes the task.
 int child_main(void* p) {
   const auto& a = *static_cast<const ChildArgs*>(p);
-  default_dispositions();
+  default_dispositions(a.ignored);
   join_cgroup(a);
   if (a.namespaces) enter_root(a);  // before the descriptors: it uses the template's and the trees'
   arrange_descriptors(a);
@@ -170,6 +173,15 @@ int read_report(int fd, Report& r) {
     got += static_cast<std::size_t>(n);
   }
   return static_cast<int>(got);
+}
+
+// The agent's ignored signals as the kernel shows them (SigIgn, hex): one read, where asking
+// sigaction for each signal would be 64 system calls. Every one when it cannot be read.
+unsigned long long ignored_signals() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("SigIgn:")) return std::stoull(line.substr(7), nullptr, 16);
+  return ~0ULL;
 }
 
 // Read once: it is the running kernel's, and each start would otherwise open a file for it.
@@ -256,6 +268,7 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
   a.uid = w.uid;
   a.gid = w.gid;
   a.cap_last = cap_last();
+  a.ignored = ignored_signals();
   a.working_dir = working_dir.empty() ? nullptr : working_dir.c_str();
   a.program = r.program.c_str();
   std::vector<std::string> argv_s = r.argv, env_s = parts::environment(r.env);

@@ -385,5 +385,20 @@ TEST_F(WallsTest, WithoutTheTemplateEachStartBuildsTheSameWalls) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected << " in " << r.out;
 }
 
+// The task starts with no signal ignored or blocked, whatever the agent ignores (SIGPIPE) or
+// handles: the start resets what the agent ignores, the exec its handlers.
+TEST_F(WallsTest, TheTaskStartsWithNoSignalIgnoredOrBlocked) {
+  struct sigaction ignore {
+  }, old_pipe{}, old_usr1{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &old_pipe);
+  ::sigaction(SIGUSR1, &ignore, &old_usr1);
+  const auto r = run("exec grep -E '^Sig(Ign|Blk)' /proc/self/status");
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
 }  // namespace
 }  // namespace mooring::nodeagent
