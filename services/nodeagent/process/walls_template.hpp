@@ -2,7 +2,7 @@
 // holding the part of every task's root that does not depend on the task (walls_plan.hpp's base:
 // the system directories read-only, the hidden paths masked, /dev), built once per agent process
 // by a child that pivots into it, and held by a descriptor. A walled start enters it and copies it
-// (setns + unshare(CLONE_NEWNS): about 20 mounts, whatever the node has mounted), then moves in
+// (setns + unshare(CLONE_NEWNS): its dozen mounts, whatever the node has mounted), then moves in
 // detached copies of its own paths (open_tree + move_mount), instead of copying every mount of
 // the node and detaching them again. A running task has a copy of its own: it keeps its root when
 // the template is remade (its inputs changed) or gone (an agent restart).
