@@ -12,6 +12,7 @@
 #include <asm/unistd.h>
 #include <fcntl.h>
 #include <linux/prctl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -58,29 +59,48 @@ void send(const Report& r) {
   }
 }
 
-// Starts the task (a fork of this small process); its exec's errno comes back through a
-// close-on-exec pipe, EOF meaning it exec'd. Returns the task's pid, or -errno.
-long start_task(char** argv, char** envp, int& exec_error) {
-  int sync[2];
-  if (long rc = sys(__NR_pipe2, reinterpret_cast<long>(sync), O_CLOEXEC); rc < 0) return rc;
-  const long pid = sys(__NR_fork);
-  if (pid == 0) {
-    sys(__NR_setpgid, 0, 0);  // its own group: a signal to the init's group reaches the init only
-    const unsigned long none = 0;
-    sys(__NR_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, sizeof none);
-    const long rc = sys(__NR_execve, reinterpret_cast<long>(argv[1]), reinterpret_cast<long>(argv + 2),
-                        reinterpret_cast<long>(envp));
-    const int e = static_cast<int>(-rc);
-    sys(__NR_write, sync[1], reinterpret_cast<long>(&e), sizeof e);
-    exit_now(127);
-  }
-  sys(__NR_close, sync[1]);
-  exec_error = 0;
-  if (pid > 0)
-    while (sys(__NR_read, sync[0], reinterpret_cast<long>(&exec_error), sizeof exec_error) == -EINTR) {
-    }
-  sys(__NR_close, sync[0]);
-  return pid;
+// The task's start: a child that shares this process's memory until its exec (CLONE_VM |
+// CLONE_VFORK, as posix_spawn does), on a stack of its own: no page tables copied, no
+// copy-on-write faults, and the init waits for the exec without a pipe. Its exec's errno comes
+// back in `exec_error`.
+struct TaskStart {
+  char** argv;
+  char** envp;
+  int exec_error;
+};
+alignas(16) char task_stack[16384];  // one child at a time: the init waits for its exec
+
+extern "C" [[noreturn, gnu::used]] void task_child(TaskStart* start) {
+  sys(__NR_setpgid, 0, 0);  // its own group: a signal to the init's group reaches the init only
+  const unsigned long none = 0;
+  sys(__NR_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&none), 0, sizeof none);
+  const long rc = sys(__NR_execve, reinterpret_cast<long>(start->argv[1]), reinterpret_cast<long>(start->argv + 2),
+                      reinterpret_cast<long>(start->envp));
+  start->exec_error = static_cast<int>(-rc);
+  exit_now(127);
+}
+
+// Returns the task's pid, or -errno. The child starts on task_stack in task_child(start) (r12
+// survives the system call); the init resumes once the child has exec'd or exited.
+long start_task(TaskStart& start) {
+  start.exec_error = 0;
+  long ret;
+  register long r10 asm("r10") = 0;
+  register long r8 asm("r8") = 0;
+  register TaskStart* arg asm("r12") = &start;
+  asm volatile(
+      "syscall\n\t"
+      "test %%rax, %%rax\n\t"
+      "jnz 1f\n\t"
+      "mov %%r12, %%rdi\n\t"
+      "call task_child\n\t"
+      "hlt\n"
+      "1:"
+      : "=a"(ret)
+      : "a"(__NR_clone), "D"(CLONE_VM | CLONE_VFORK | SIGCHLD), "S"(task_stack + sizeof task_stack), "d"(0), "r"(r10),
+        "r"(r8), "r"(arg)
+      : "rcx", "r11", "memory");
+  return ret;
 }
 
 // The keeper page's deadline, as far as it has come: once the SIGTERM went out, the SIGKILL time
@@ -152,10 +172,10 @@ extern "C" [[noreturn]] void task_init_main(long* stack) {
   sys(__NR_prctl, PR_SET_DUMPABLE, 0);
   sys(__NR_fcntl, kReportFd, F_SETFD, FD_CLOEXEC);  // the task does not get it
   Keeper keeper{map_keeper()};
-  int exec_error = 0;
-  const long task = start_task(argv, envp, exec_error);
-  if (task < 0 || exec_error != 0) {
-    send(Report{kFailed, task < 0 ? kFork : kExec, task < 0 ? static_cast<int>(-task) : exec_error, 0});
+  TaskStart start{argv, envp, 0};
+  const long task = start_task(start);
+  if (task < 0 || start.exec_error != 0) {
+    send(Report{kFailed, task < 0 ? kFork : kExec, task < 0 ? static_cast<int>(-task) : start.exec_error, 0});
     exit_now(127);  // nothing else runs in the namespace: the task never did
   }
   for (int fd = 0; fd < 3; ++fd) sys(__NR_close, fd);  // the task's stdio ends when the task's does

@@ -30,6 +30,7 @@ enum Step : int {
   kChdir = -11,
   kExec = -12,
   kExecInit = -13,
+  kTemplate = -14,
 };
 
 constexpr int kReportFd = 3;

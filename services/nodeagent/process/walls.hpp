@@ -2,8 +2,9 @@
 // posix_spawn, because namespaces, a new root and a user switch have to happen between the clone
 // and the exec. Like posix_spawn, the child shares the agent's memory until its exec (CLONE_VM |
 // CLONE_VFORK), so it runs only system calls on data prepared before the clone (it allocates
-// nothing). With namespaces the child is PID 1 of a new PID namespace: it mounts the task's root,
-// switches user, and execs the task's init (task_init.cpp, embedded in the agent), which starts
+// nothing). With namespaces the child is PID 1 of a new PID namespace: it enters a copy of the
+// walls' template (walls_template.hpp: the part of the root every task shares, made once per
+// agent), mounts the task's own part, switches user, and execs the task's init (task_init.cpp, embedded in the agent), which starts
 // the task, forwards signals to every process of the namespace, reaps orphans and reports the
 // task's wait status; when it dies the kernel kills whatever the task left behind. Without
 // namespaces the child only joins the cgroup, switches user and execs the task.
@@ -28,10 +29,15 @@ struct Walls {
   uid_t uid = 0;
   gid_t gid = 0;  // supplementary groups are cleared
   bool namespaces = true;
-  // namespaces: an empty directory the task's root file system is built on (a tmpfs there,
-  // only in the task's mount namespace). The host's system directories are bound read-only; the
-  // rest of the host (data dirs, other tasks, /home, /var, /run) is not there at all.
+  // namespaces: an empty directory a root file system is built on (a tmpfs there, only in a
+  // mount namespace of its own): the template's, when a start makes it, else the task's. The
+  // host's system directories are bound read-only; the rest of the host (data dirs, other tasks,
+  // /home, /var, /run) is not there at all.
   std::filesystem::path root;
+  // namespaces: start on the template (made or reused here); false, or a kernel without
+  // open_tree/move_mount (before 5.2): build the whole root at each start on a copy of the
+  // host's mounts, as the starts before the template did.
+  bool use_template = true;
   struct Bind {
     std::filesystem::path path;  // a host directory, reachable at the same path inside
     bool read_only = false;

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/mount.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -272,6 +274,130 @@ TEST_F(WallsTest, KillAllEndsDoubleForkedChildrenInTheCgroup) {
   EXPECT_TRUE(cg.kill_all());
   EXPECT_TRUE(cg.processes().empty());
   cg.remove();
+}
+
+// The template (walls_template.hpp) holds what every task's root shares and is copied at each
+// start: a volume mounted on the node after it was made is not in a task's root, and the task's
+// mount table is the same size as before that mount.
+TEST_F(WallsTest, AVolumeMountedOnTheNodeAfterTheTemplateIsNotInTheTasksRoot) {
+  const auto count = "grep -c . /proc/self/mountinfo";
+  const auto before = run(count);
+  ASSERT_EQ(before.error, "");
+  const auto late = dir.make_dir("late-volume");
+  ASSERT_EQ(::mount("tmpfs", late.c_str(), "tmpfs", 0, "size=64k"), 0) << std::strerror(errno);
+  test::write_file(late / "marker", "node's");
+  const auto r = run("cat " + (late / "marker").string() + " || echo no-late; grep -c " + late.string() +
+                     " /proc/self/mountinfo; " + count);
+  ::umount2(late.c_str(), MNT_DETACH);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.out.find("node's"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no-late\n0\n" + before.out), std::string::npos) << r.out << "before: " << before.out;
+}
+
+// A hidden file replaced by a rename (a renewed certificate) is another file: the template made
+// before masks the old one only, so it is made again.
+TEST_F(WallsTest, AHiddenFileReplacedByARenameIsStillMasked) {
+  const fs::path secret_dir = "/etc/mooring-walls-rename-" + std::to_string(::getpid());
+  fs::create_directories(secret_dir);
+  test::write_file(secret_dir / "tls.key", "KEY-ONE");
+  walls.hidden = {secret_dir / "tls.key"};
+  const auto first = run("cat " + (secret_dir / "tls.key").string() + " || echo masked");
+  test::write_file(secret_dir / "tls.key.new", "KEY-TWO");
+  fs::rename(secret_dir / "tls.key.new", secret_dir / "tls.key");
+  const auto second = run("cat " + (secret_dir / "tls.key").string() + "; echo end");
+  fs::remove_all(secret_dir);
+  ASSERT_EQ(first.error, "");
+  ASSERT_EQ(second.error, "");
+  EXPECT_EQ(first.out.find("KEY-ONE"), std::string::npos) << first.out;
+  EXPECT_EQ(second.out, "end\n") << second.out;  // /dev/null over it: empty
+}
+
+// A running task has a copy of its own: the template made again meanwhile (other inputs) takes
+// nothing from its root.
+TEST_F(WallsTest, ARunningTaskKeepsItsRootWhenTheTemplateIsMadeAgain) {
+  const auto out_path = dir / "first.txt";
+  const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  SpawnRequest req;
+  req.program = "/bin/sh";
+  req.argv = {"sh", "-c",
+              "while [ ! -e " + (own / "go").string() + " ]; do sleep 0.02; done; ls /bin/sh /dev/null " +
+                  own.string() + "/go && echo still-here"};
+  req.stdout_fd = out;
+  req.stderr_fd = out;
+  auto started = spawn_walled(req, walls);
+  ::close(out);
+  ASSERT_TRUE(std::holds_alternative<WalledChild>(started)) << std::get<WallError>(started).message();
+  const auto child = std::get<WalledChild>(started);
+  walls.hidden = {dir / "another-input"};
+  const auto other = run("touch " + (own / "go").string());
+  ASSERT_EQ(other.error, "");
+  int st = 0;
+  ASSERT_EQ(::waitpid(child.pid, &st, 0), child.pid);
+  const auto status = read_task_status(child.report);
+  ::close(child.report);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << test::read_file(out_path);
+  EXPECT_NE(test::read_file(out_path).find("still-here"), std::string::npos) << test::read_file(out_path);
+}
+
+// Paths outside /tmp (an agent's data dir under /var) are made on a tmpfs of the task's own on
+// that top-level directory, read-only once its binds are there: nothing else of the host's /var.
+TEST_F(WallsTest, ATasksPathsOutsideTmpAreOnAReadOnlyTmpfsOfItsOwn) {
+  char base[] = "/var/tmp/mooring-walls-XXXXXX";
+  ASSERT_NE(::mkdtemp(base), nullptr) << std::strerror(errno);
+  const fs::path var_dir = base, var_own = var_dir / "local";
+  fs::create_directories(var_own);
+  ASSERT_EQ(::chown(var_own.c_str(), kNobody, kNobody), 0);
+  test::write_file(var_dir / "neighbour", "not yours");
+  walls.binds = {{var_own, false}};
+  own = var_own;  // its working directory
+  const auto r = run("echo mine > " + (var_own / "f").string() + " && cat " + (var_own / "f").string() +
+                     "; ls /var; ls /var/tmp | grep -c .; cat " + (var_dir / "neighbour").string() +
+                     " || echo no-neighbour; touch /var/x || echo var-ro; mkdir " + (var_dir / "y").string() +
+                     " || echo parent-ro");
+  fs::remove_all(var_dir);
+  ASSERT_EQ(r.error, "");
+  EXPECT_NE(r.out.find("mine\ntmp\n1\n"), std::string::npos) << r.out;
+  for (const char* refused : {"\nno-neighbour\n", "\nvar-ro\n", "\nparent-ro\n"})
+    EXPECT_NE(r.out.find(refused), std::string::npos) << refused << " in " << r.out;
+}
+
+// Without the template (a kernel before 5.2, or use_template off) each start builds the whole root
+// on a copy of the host's mounts: the same walls.
+TEST_F(WallsTest, WithoutTheTemplateEachStartBuildsTheSameWalls) {
+  walls.use_template = false;
+  const fs::path secret_dir = "/etc/mooring-walls-copy-" + std::to_string(::getpid());
+  fs::create_directories(secret_dir);
+  test::write_file(secret_dir / "ca.key", "KEY");
+  walls.hidden = {secret_dir};
+  const auto outside = dir.make_dir("other-alloc");
+  test::write_file(outside / "data", "not yours");
+  const auto r = run("id -u; echo pid=$$; cat " + (outside / "data").string() + " || echo no-outside; cat " +
+                     (secret_dir / "ca.key").string() +
+                     " || echo masked; touch /x || echo root-ro; touch /etc/x || "
+                     "echo etc-ro; echo mine > " +
+                     (own / "f").string() + " && cat " + (own / "f").string());
+  fs::remove_all(secret_dir);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.out.find("KEY"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("65534\npid=2\n"), std::string::npos) << r.out;
+  for (const char* expected : {"\nno-outside\n", "\nmasked\n", "\nroot-ro\n", "\netc-ro\n", "\nmine\n"})
+    EXPECT_NE(r.out.find(expected), std::string::npos) << expected << " in " << r.out;
+}
+
+// The task starts with no signal ignored or blocked, whatever the agent ignores (SIGPIPE) or
+// handles: the start resets what the agent ignores, the exec its handlers.
+TEST_F(WallsTest, TheTaskStartsWithNoSignalIgnoredOrBlocked) {
+  struct sigaction ignore {
+  }, old_pipe{}, old_usr1{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &old_pipe);
+  ::sigaction(SIGUSR1, &ignore, &old_usr1);
+  const auto r = run("exec grep -E '^Sig(Ign|Blk)' /proc/self/status");
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
 }
 
 }  // namespace
