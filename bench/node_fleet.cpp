@@ -14,7 +14,7 @@
 //          and watching; prints {"ready":true,...}. Then one command per line on stdin:
 //   burst    the last --burst nodes register all at once; prints the time until the last answered
 //   stats    heartbeat round trips since the last `stats` (p50/p99/max, errors), watches open
-//   silence K  the first K nodes stop (heartbeats and watches); prints each one's id and the
+//   silence K  K nodes spread over the fleet stop (heartbeats and watches); prints each one's id and the
 //            CLOCK_MONOTONIC time its last heartbeat was answered
 //   quit     stops everything; prints the totals
 #include <sys/resource.h>
@@ -185,9 +185,14 @@ class Fleet {
       *call->req.add_plugins() = bench::sim_fingerprint(o_.plugin, node.id);
       call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
       call->ctx.set_wait_for_ready(true);
-      node.stub->async()->RegisterNode(&call->ctx, &call->req, &call->resp, [&, call, n = &node](grpc::Status st) {
+      node.stub->async()->RegisterNode(&call->ctx, &call->req, &call->resp, [&, call, i, n = &node](grpc::Status st) {
         latency.add(ms_since(call->start));
-        if (st.ok()) n->last_answer_ns = Clock::now().time_since_epoch().count();
+        if (st.ok()) {
+          // As the agent does: its heartbeats and its watch start once it is registered.
+          n->last_answer_ns = Clock::now().time_since_epoch().count();
+          start_watch(*n, i);
+          schedule(i, Clock::now() + o_.heartbeat);
+        }
         std::lock_guard lock(m);
         if (!st.ok()) {
           ++failed;
@@ -203,8 +208,6 @@ class Fleet {
     cv.wait(lock, [&] { return outstanding == 0; });
     const double seconds = ms_since(t0) / 1000;
     lock.unlock();
-    for (int i = from; i < to; ++i) start_watch(*nodes_[static_cast<std::size_t>(i)], i);
-    schedule(from, to);
     return {{"nodes", to - from}, {"in_flight", in_flight}, {"seconds", seconds},
             {"failed", failed},   {"error", first_error},   {"latency", summary(latency.take())}};
   }
@@ -220,8 +223,11 @@ class Fleet {
   }
 
   json silence(int k) {
+    // Spread over the fleet, so their last heartbeats fall anywhere in the interval.
     std::vector<SimNode*> quiet;
-    for (int i = 0; i < k && i < o_.nodes; ++i) quiet.push_back(nodes_[static_cast<std::size_t>(i)].get());
+    const int step = std::max(1, o_.nodes / std::max(1, k));
+    for (int i = 0; i < k && i * step < o_.nodes; ++i)
+      quiet.push_back(nodes_[static_cast<std::size_t>(i * step)].get());
     for (auto* n : quiet) {
       n->silent = true;
       std::lock_guard lock(n->watch_mutex);
@@ -267,12 +273,11 @@ class Fleet {
     bool operator>(const Due& o) const { return at > o.at; }
   };
 
-  // Nodes [from, to) heartbeat from now on, spread evenly over one interval.
-  void schedule(int from, int to) {
-    const auto now = Clock::now();
+  // A heartbeat of `node` due at `at`, or (watch) its watch to open again then.
+  void schedule(int node, Clock::time_point at, bool watch = false) {
     {
       std::lock_guard lock(schedule_mutex_);
-      for (int i = from; i < to; ++i) due_.push({now + o_.heartbeat * (i - from) / std::max(1, to - from), i});
+      due_.push({at, node, watch});
     }
     schedule_cv_.notify_all();
   }
@@ -355,11 +360,7 @@ class Fleet {
         // As the agent backs off: the scheduler opens it again in a second, not a gRPC thread.
         ++watch_errors_;
         note_error(node.id + " watch: " + std::to_string(st.error_code()) + " " + st.error_message());
-        {
-          std::lock_guard lock(schedule_mutex_);
-          due_.push({Clock::now() + std::chrono::seconds(1), i, true});
-        }
-        schedule_cv_.notify_all();
+        schedule(i, Clock::now() + std::chrono::seconds(1), true);
       }
     });
   }
