@@ -183,7 +183,7 @@ class Fleet {
       call->req.set_address("127.0.0.1:1");  // nothing is called back: the plugin has no controller
       call->req.set_agent_version("bench");
       *call->req.add_plugins() = bench::sim_fingerprint(o_.plugin, node.id);
-      call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+      call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(600));
       call->ctx.set_wait_for_ready(true);
       node.stub->async()->RegisterNode(&call->ctx, &call->req, &call->resp, [&, call, i, n = &node](grpc::Status st) {
         latency.add(ms_since(call->start));

@@ -40,9 +40,9 @@ def rss_mib(pid):
 class Fleet:
     """mooring-bench-nodes as a child: JSON lines out, commands in."""
 
-    def __init__(self, rb, c, nodes, burst, prefix):
+    def __init__(self, rb, c, nodes, burst, prefix, heartbeat_ms=HEARTBEAT_MS):
         args = [c.bin("mooring-bench-nodes"), "--controlplane", f"127.0.0.1:{c.grpc_port}", "--nodes", str(nodes),
-                "--burst", str(burst), "--prefix", prefix, "--heartbeat-ms", str(HEARTBEAT_MS)]
+                "--burst", str(burst), "--prefix", prefix, "--heartbeat-ms", str(heartbeat_ms)]
         if c.secure:
             args += ["--tls-dir", c.tls_dir]
         self.err = open(os.path.join(c.dir, f"bench-nodes-{prefix}.log"), "ab")
@@ -188,8 +188,9 @@ def fleet_on(rb, c, n, ref):
 
 
 def reference(rb, c):
-    """The same control plane before any fleet: one simulated node (the volume's plugin), idle."""
-    f = Fleet(rb, c, 1, 0, "ref")
+    """The same control plane before any fleet: one simulated node (the volume's plugin), heartbeating
+    every 100 ms so that its round trips are a sample (about 100 in the window), not two."""
+    f = Fleet(rb, c, 1, 0, "ref", heartbeat_ms=100)
     try:
         vid = "fleet-vol"
         body = {"Volumes": [{"ID": vid, "Name": vid, "PluginID": "sim", "ExternalID": "ext-" + vid,
@@ -198,7 +199,7 @@ def reference(rb, c):
         if not wait_until(lambda: c.api.request("GET", "/v1/plugin/csi/sim")[0] == 200, 30, 0.1):
             raise RuntimeError("the reference node's plugin did not register")
         c.api.json("PUT", f"/v1/volume/csi/{vid}", body)
-        time.sleep(2 * HEARTBEAT_MS / 1000)
+        time.sleep(1.0)
         out = {"vid": vid, "steady": steady_window(c.cp.pid, f, min(WINDOW_S, 10)), "get": probe_gets(c, vid)}
     finally:
         f.close()
@@ -225,7 +226,8 @@ def rows(rb, n, ref, res):
     hb, rhb = s["heartbeats"], r["heartbeats"]
     big = n >= 10000  # the issue's targets are set at 10,000 nodes
     rb.row("nodes", f"{n} nodes: control plane CPU, steady", s["cores"], "cores", r["cores"],
-           "the same control plane with one node, same run", ("value", "<=", 0.5) if big else None,
+           "the same control plane with one node (a heartbeat every 100 ms), same run",
+           ("value", "<=", 0.5) if big else None,
            f"{WINDOW_S:.0f} s window; heartbeats every {HEARTBEAT_MS / 1000:.0f} s, a watch open per node")
     rb.row("nodes", f"{n} nodes: control plane RSS", s["rss_mib"], "MiB", r["rss_mib"], "with one node",
            ("value", "<=", 1024) if big else None,
