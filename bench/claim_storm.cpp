@@ -28,6 +28,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/sim_fingerprint.hpp"
 #include "bench/stats.hpp"
 #include "mooring/v1/controlplane.grpc.pb.h"
 
@@ -51,20 +52,6 @@ std::string volume_id(std::size_t i) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "cv-%06zu", i);
   return buf;
-}
-
-v1::PluginFingerprint fingerprint(const std::string& plugin, const std::string& node) {
-  v1::PluginFingerprint p;
-  p.set_plugin_id(plugin);
-  p.set_type(v1::PLUGIN_TYPE_NODE);
-  p.set_healthy(true);
-  p.set_health_description("healthy");
-  p.set_provider("sim.mooring.dev");
-  p.set_version("1.0");
-  p.mutable_node_info()->set_csi_node_id("csi-" + node);
-  p.set_update_time_ms(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-  return p;
 }
 
 struct Options {
@@ -116,7 +103,7 @@ int main(int argc, char** argv) {
     req.set_name(node_id(i));
     req.set_address("127.0.0.1:1");  // nothing is called back: the plugin has no controller
     req.set_agent_version("bench");
-    *req.add_plugins() = fingerprint(o.plugin, node_id(i));
+    *req.add_plugins() = mooring::bench::sim_fingerprint(o.plugin, node_id(i));
     v1::RegisterNodeResponse resp;
     grpc::ClientContext ctx;
     deadline(ctx, std::chrono::seconds(30));
@@ -133,7 +120,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < o.nodes && !done; ++i) {
         v1::HeartbeatRequest req;
         req.set_node_id(node_id(i));
-        *req.add_plugins() = fingerprint(o.plugin, node_id(i));
+        *req.add_plugins() = mooring::bench::sim_fingerprint(o.plugin, node_id(i));
         v1::HeartbeatResponse resp;
         grpc::ClientContext ctx;
         deadline(ctx, std::chrono::seconds(10));
@@ -183,7 +170,8 @@ int main(int argc, char** argv) {
         }
         std::lock_guard lock(mutex);
         ++codes[std::to_string(st.error_code())];
-        if (errors.size() < 5) errors.push_back(volume_id(i) + ": " + std::to_string(st.error_code()) + " " + st.error_message());
+        if (errors.size() < 5)
+          errors.push_back(volume_id(i) + ": " + std::to_string(st.error_code()) + " " + st.error_message());
       }
     });
   }

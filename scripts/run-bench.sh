@@ -17,7 +17,7 @@ export MOORING_BIN
 
 for b in services/controlplane/mooring-controlplane services/nodeagent/mooring-nodeagent \
          plugins/hostpath/mooring-hostpath bench/mooring-bench-grpc bench/mooring-bench-gc bench/mooring-bench-postrun \
-         bench/mooring-bench-stream bench/mooring-bench-claims bench/mooring-bench-snapshot \
+         bench/mooring-bench-stream bench/mooring-bench-claims bench/mooring-bench-nodes bench/mooring-bench-snapshot \
          bench/mooring-bench-storage-text; do
   if [ ! -x "$MOORING_BIN/$b" ]; then
     echo "run-bench: $MOORING_BIN/$b is missing; build with -DMOORING_BENCH=ON (make bench)" >&2

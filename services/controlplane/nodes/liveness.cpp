@@ -11,6 +11,10 @@ namespace mooring::controlplane {
 
 namespace asio = boost::asio;
 
+std::chrono::milliseconds default_check_period(std::chrono::milliseconds ttl) {
+  return std::clamp(ttl / 20, std::chrono::milliseconds(20), std::chrono::milliseconds(500));
+}
+
 NodeLiveness::NodeLiveness(StateStore& store, LivenessOptions options)
     : store_(store), options_(options), started_(Clock::now()) {}
 
@@ -117,8 +121,7 @@ asio::awaitable<void> NodeLiveness::run() {
   async::PeriodicOptions options;
   options.name = "node-liveness";
   options.period = options_.check_period;
-  if (options.period.count() <= 0)
-    options.period = std::clamp(options_.ttl / 4, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+  if (options.period.count() <= 0) options.period = default_check_period(options_.ttl);
   options.jitter = 0.1;
   options.run_immediately = false;
   std::function<asio::awaitable<void>()> fn = [this]() -> asio::awaitable<void> {

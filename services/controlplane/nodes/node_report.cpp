@@ -92,6 +92,24 @@ void fold_instance(NodeChange& ch, std::map<std::string, PluginInstance>& slot, 
   }
 }
 
+// Whether domain::set_node_instances(plugin, node_id, instances) would leave the instance maps
+// as they are: each instance in the map of its type (the last of each kind, as there), and the
+// node in no map none of them serves.
+bool holds_node_instances(const Plugin& plugin, const std::string& node_id,
+                          const std::vector<PluginInstance>& instances) {
+  const PluginInstance* controller = nullptr;
+  const PluginInstance* node = nullptr;
+  for (const auto& instance : instances) {
+    if (domain::has_controller(instance.type)) controller = &instance;
+    if (domain::has_node(instance.type)) node = &instance;
+  }
+  const auto same = [&](const std::map<std::string, PluginInstance>& map, const PluginInstance* want) {
+    const auto it = map.find(node_id);
+    return want ? it != map.end() && it->second == *want : it == map.end();
+  };
+  return same(plugin.controllers, controller) && same(plugin.nodes, node);
+}
+
 // Folds everything the node reports for one plugin id (one instance, or a split plugin's
 // controller and node instance) into the node and the plugin's aggregate.
 void fold_plugin(NodeChange& ch, const PluginLookup& lookup, std::vector<PluginInstance> instances, domain::Time now) {
@@ -110,7 +128,10 @@ void fold_plugin(NodeChange& ch, const PluginLookup& lookup, std::vector<PluginI
     ch.node_changed = true;
   }
   // Folded into the aggregate even when the node's copy did not change: this also repairs an
-  // aggregate that lost the instance.
+  // aggregate that lost the instance. An aggregate that already holds them is not copied: it has
+  // every node's instance, and copying it on each heartbeat made a heartbeat cost O(nodes).
+  if (!ch.plugins.contains(id))
+    if (const Plugin* stored = lookup(id); stored && holds_node_instances(*stored, node.id, instances)) return;
   Plugin agg = planned(ch, lookup, id).value_or(Plugin{});
   agg.id = id;
   domain::set_node_instances(agg, node.id, instances);
