@@ -11,6 +11,7 @@ namespace mooring::cli {
 std::vector<CommandSpec> volume_commands();    // status, register, create, init, delete, deregister, detach, expand
 CommandSpec volume_init_command();             // volume init: an example spec file (volume_init.cpp)
 std::vector<CommandSpec> snapshot_commands();  // volume snapshot create|list|delete
+std::vector<CommandSpec> claim_commands();     // volume claim list|delete (claim_commands.cpp)
 std::vector<CommandSpec> plugin_commands();    // plugin status
 std::vector<CommandSpec> node_commands();      // node status
 std::vector<CommandSpec> alloc_commands();     // alloc run|stop|status

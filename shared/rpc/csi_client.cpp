@@ -258,6 +258,24 @@ CsiClient::Call<v1::ControllerExpandVolumeResponse> CsiClient::controller_expand
       });
 }
 
+CsiClient::Call<v1::ControllerModifyVolumeResponse> CsiClient::controller_modify_volume(
+    const v1::ControllerModifyVolumeRequest& request, CsiCallOptions options) {
+  return call<v1::ControllerModifyVolumeResponse>(
+      impl_, csi::Rpc::ControllerModifyVolume, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerModifyVolumeResponse* response, UnaryDone done) {
+        s.controller->async()->ControllerModifyVolume(ctx, &request, response, std::move(done));
+      });
+}
+
+CsiClient::Call<v1::GetSnapshotResponse> CsiClient::get_snapshot(const v1::GetSnapshotRequest& request,
+                                                                 CsiCallOptions options) {
+  return call<v1::GetSnapshotResponse>(
+      impl_, csi::Rpc::GetSnapshot, options,
+      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetSnapshotResponse* response, UnaryDone done) {
+        s.controller->async()->GetSnapshot(ctx, &request, response, std::move(done));
+      });
+}
+
 CsiClient::Call<v1::ControllerGetVolumeResponse> CsiClient::controller_get_volume(
     const v1::ControllerGetVolumeRequest& request, CsiCallOptions options) {
   return call<v1::ControllerGetVolumeResponse>(

@@ -469,6 +469,18 @@ asio::awaitable<AgentResult<::csi::v1::ControllerExpandVolumeResponse>> AgentRou
                                      ControllerExpandVolumeResponse, ControllerExpandVolume, std::move(volume_key));
 }
 
+asio::awaitable<AgentResult<::csi::v1::ControllerModifyVolumeResponse>> AgentRouter::controller_modify_volume(
+    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerModifyVolumeRequest request) {
+  co_return co_await MOORING_FORWARD(ControllerModifyVolume, ControllerModifyVolumeRequest,
+                                     ControllerModifyVolumeResponse, ControllerModifyVolume, std::move(volume_key));
+}
+
+asio::awaitable<AgentResult<::csi::v1::GetSnapshotResponse>> AgentRouter::get_snapshot(
+    std::string plugin_id, ::csi::v1::GetSnapshotRequest request) {
+  std::string unserialized;  // queries name no volume
+  co_return co_await MOORING_FORWARD(GetSnapshot, GetSnapshotRequest, GetSnapshotResponse, GetSnapshot, unserialized);
+}
+
 asio::awaitable<AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse>> AgentRouter::validate_volume_capabilities(
     std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request) {
   co_return co_await MOORING_FORWARD(ValidateVolumeCapabilities, ValidateVolumeCapabilitiesRequest,

@@ -97,9 +97,15 @@ Answer register_volume(Context&, const http::Request&);   // PUT /v1/volume/csi/
 Answer register_volumes(Context&, const http::Request&);  // PUT /v1/volumes
 Answer deregister_volume(Context&, const http::Request&);
 Answer create_volume(Context&, const http::Request&);  // PUT /v1/volume/csi/:id/create
+Answer modify_volume(Context&, const http::Request&);  // PUT /v1/volume/csi/:id/modify
 Answer delete_volume(Context&, const http::Request&);  // DELETE /v1/volume/csi/:id/delete
 Answer detach_volume(Context&, const http::Request&);  // DELETE /v1/volume/csi/:id/detach?node=
 Answer list_external_volumes(Context&, const http::Request&);
+
+// ---- claims as objects (claim_endpoints.cpp) ----
+http::Response list_claims(Context&, const http::Request&);  // GET /v1/volumes/claims?volume=&node=&allocation=&state=
+http::Response get_claim(Context&, const http::Request&);    // GET /v1/volumes/claim/:id ("<volume>:<allocation>")
+http::Response release_claim(Context&, const http::Request&);  // DELETE /v1/volumes/claim/:id
 
 // ---- snapshots (snapshot_endpoints.cpp) ----
 Answer create_snapshots(Context&, const http::Request&);

@@ -178,8 +178,11 @@ ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& 
                                           {"outcome", csi::to_string(failure.outcome)},
                                           {"claim", failure.certain ? "dropped" : "released"}});
   if (failure.rejected) return ClaimFailure{.refusal = invalid(subject + ": " + text), .code = code};
-  return failed(unavailable(subject + ": " + text + (failure.certain ? "" : "; the claim is being released") +
-                            "; retry the claim"));
+  auto retry = unavailable(subject + ": " + text + (failure.certain ? "" : "; the claim is being released") +
+                           "; retry the claim");
+  // The node's limit (CSI: max volumes attached): its agent reads its plugins' limits again.
+  if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) return ClaimFailure{.refusal = std::move(retry), .code = code};
+  return failed(std::move(retry));
 }
 
 bool ClaimPath::controller_node_up(const std::string& plugin_id) const {

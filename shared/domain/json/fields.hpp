@@ -67,6 +67,7 @@ Table<Topology> fields_of(std::type_identity<Topology>);
 Table<VolumeUsage> fields_of(std::type_identity<VolumeUsage>);
 Table<VolumeCondition> fields_of(std::type_identity<VolumeCondition>);
 Table<VolumeOwnership> fields_of(std::type_identity<VolumeOwnership>);
+Table<VolumeModification> fields_of(std::type_identity<VolumeModification>);
 Table<TopologyRequest> fields_of(std::type_identity<TopologyRequest>);
 Table<Claim> fields_of(std::type_identity<Claim>);
 Table<Volume> fields_of(std::type_identity<Volume>);
