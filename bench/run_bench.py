@@ -11,7 +11,11 @@ its target (MET / MISSED). Prints a table and writes JSON. Driven by scripts/run
   MOORING_BENCH_GC_SIZES       GC storm sizes (default "1000,10000")
   MOORING_BENCH_FOOTPRINT_N    volumes registered for the control plane footprint (default 100000)
   MOORING_BENCH_WRK_SECONDS    duration of each wrk run (default 5)
-  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc,metrics,claims,ha,snapshot (default all)
+  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc,metrics,claims,ha,snapshot,walls (default all)
+  MOORING_BENCH_WALLS_N        task starts per run of the walls bench (default 200)
+  MOORING_BENCH_WALLS_ROUNDS   its runs of each kind, plain and walled alternating (default 3)
+--walls: the walls bench alone (MOORING_BENCH_ONLY=walls): the lifecycle's task floor with and
+without a task's walls (issue 41), same run.
   MOORING_BENCH_METRICS_N      lifecycles per round of the metrics on/off comparison (default 300)
   MOORING_BENCH_METRICS_ROUNDS rounds of it, each one stack with --metrics=off then one with it on (default 2)
   MOORING_BENCH_CLAIMS_N       claims of the new-claim storm, on SQLite and on etcd (default 10000)
@@ -35,6 +39,7 @@ import json
 import os
 import platform
 import re
+import resource
 import select
 import shutil
 import signal
@@ -60,6 +65,10 @@ GC_SIZES = [int(x) for x in os.environ.get("MOORING_BENCH_GC_SIZES", "1000,10000
 FOOTPRINT_N = int(os.environ.get("MOORING_BENCH_FOOTPRINT_N", "100000"))
 WRK_SECONDS = int(os.environ.get("MOORING_BENCH_WRK_SECONDS", "5"))
 ONLY = set(x for x in os.environ.get("MOORING_BENCH_ONLY", "").split(",") if x)
+if "--walls" in sys.argv[1:]:
+    ONLY = {"walls"}
+WALLS_N = int(os.environ.get("MOORING_BENCH_WALLS_N", "200"))
+WALLS_ROUNDS = int(os.environ.get("MOORING_BENCH_WALLS_ROUNDS", "3"))
 INSECURE = os.environ.get("MOORING_BENCH_INSECURE", "") == "1"
 COMPARE_N = int(os.environ.get("MOORING_BENCH_COMPARE_N", str(N)))
 METRICS_N = int(os.environ.get("MOORING_BENCH_METRICS_N", "300"))
@@ -408,6 +417,44 @@ def bench_lifecycle(c, node, n=N):
             cpu_per.get("plugin"), "the plugin's CPU per lifecycle",
             note=f"control plane {cpu_per['controlplane']:.2f} ms, agent {cpu_per['agent']:.2f} ms")
     details[dkey("lifecycle")]["storage_text"] = bench_storage_text(c)
+
+
+def bench_walls():
+    """The lifecycle's task floor with and without the walls (issue 41), same run: mooring-bench-task
+    plain (the agent's start without walls: posix_spawn, its own session) and --walls (the agent's
+    walled start: as nobody, its own namespaces, root and init), one task at a time, runs alternating.
+    CPU per start is the bench process tree's user+system time (its children's rusage)."""
+    task_bin = os.path.join(BIN, "bench", "mooring-bench-task")
+    d = tempfile.mkdtemp(prefix="mooring-bench-walls-")
+    err = os.path.join(d, "bench-task.log")
+    runs = {"plain": [], "walls": []}
+    try:
+        for _ in range(WALLS_ROUNDS):
+            for mode in ("plain", "walls"):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                j = run_json([task_bin, "--dir", os.path.join(d, mode), "--calls", str(WALLS_N), "--concurrency", "1"] +
+                             (["--walls"] if mode == "walls" else []), err)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                j["cpu_ms_per_start"] = cpu * 1000 / WALLS_N
+                runs[mode].append(j)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+    def median(mode, key):
+        xs = sorted(j[key] for j in runs[mode])
+        return xs[len(xs) // 2]
+
+    p50 = {m: median(m, "p50_ms") for m in runs}
+    p99 = {m: median(m, "p99_ms") for m in runs}
+    cpu = {m: median(m, "cpu_ms_per_start") for m in runs}
+    details["walls"] = {"n": WALLS_N, "rounds": WALLS_ROUNDS, "runs": runs}
+    each = "; ".join(f"{m} p50 " + ", ".join(f"{j['p50_ms']:.1f}" for j in runs[m]) for m in runs)
+    row("walls", "walled task p50 - plain task p50", p50["walls"] - p50["plain"], "ms", p50["plain"],
+        "the plain task's p50 (posix_spawn, its own session)", ("value", "<=", 5),
+        f"medians of {WALLS_ROUNDS} runs of {WALLS_N} starts each; {each}")
+    row("walls", "walled task p99", p99["walls"], "ms", p99["plain"], "the plain task's p99")
+    row("walls", "CPU per walled task", cpu["walls"], "ms", cpu["plain"], "CPU per plain task")
 
 
 def bench_storage_text(c):
@@ -1490,7 +1537,8 @@ def machine():
 
 
 def main():
-    if not BIN or not os.path.exists(os.path.join(BIN, "services", "controlplane", "mooring-controlplane")):
+    needed = ("bench", "mooring-bench-task") if ONLY == {"walls"} else ("services", "controlplane", "mooring-controlplane")
+    if not BIN or not os.path.exists(os.path.join(BIN, *needed)):
         print("run_bench: set MOORING_BIN to the Release build dir", file=sys.stderr)
         return 2
     if os.geteuid() != 0:
@@ -1558,7 +1606,7 @@ def main():
             run_one("plaintext", plaintext_pass)
         for name, fn in (("plugins", bench_plugins), ("footprint", bench_footprint), ("gc", bench_gc),
                          ("metrics", bench_metrics), ("claims", bench_claims), ("ha", bench_ha_failover),
-                         ("snapshot", bench_snapshot)):
+                         ("snapshot", bench_snapshot), ("walls", bench_walls)):
             run_one(name, fn)
     finally:
         for c in list(open_clusters):
@@ -1589,11 +1637,14 @@ def main():
     out = os.environ.get("MOORING_BENCH_OUT") or os.path.join(BIN, "bench-results.json")
     with open(out, "w") as f:
         json.dump(result, f, indent=2)
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     latest = os.path.join(HERE, "results", "latest.json")
-    shutil.copyfile(out, latest)
+    if ONLY == {"walls"}:
+        latest = out  # a quick check of the walls: the full run's record stays
+    else:
+        os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+        shutil.copyfile(out, latest)
     missed = [r["metric"] for r in rows if r["status"] == "MISSED"]
-    log(f"wrote {out} and {latest}; {len(missed)} target(s) missed; {time.perf_counter() - started:.0f}s")
+    log(f"wrote {out}{'' if latest == out else ' and ' + latest}; {len(missed)} target(s) missed; {time.perf_counter() - started:.0f}s")
     return 1 if failed else 0
 
 

@@ -1,11 +1,11 @@
 // Bench reference: the lifecycle's task alone. Each lifecycle starts one task process (the bench's
 // `sh -c 'echo ok > "$MOORING_VOLUME_DATA/bench" && exec sleep 600'`); here the same shell writes
-// its file and exits, `concurrency` at a time, started with posix_spawn as the agent does. No
-// design that runs a real task per lifecycle can go through lifecycles faster than this.
+// its file and exits, `concurrency` at a time, started as the agent starts a task without walls
+// (spawn_process: posix_spawn into a session of its own). No design that runs a real task per
+// lifecycle can go through lifecycles faster than this.
 // --walls: the same task started as the agent starts a task behind its walls (issue 41:
-// process/walls.hpp, as nobody in its own namespaces and root, its slot bound in), so the two
-// runs give what isolation adds to a task start. Output: one JSON object on stdout.
-#include <spawn.h>
+// process/walls.hpp, as nobody in its own namespaces, root and init, its slot bound in), so the
+// two runs give what isolation adds to a task start. Output: one JSON object on stdout.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,27 +23,24 @@
 #include "bench/stats.hpp"
 #include "services/nodeagent/process/walls.hpp"
 
-extern char** environ;
-
 namespace {
 
 using mooring::bench::Clock;
+const char* const kScript = "echo ok > \"$MOORING_VOLUME_DATA/bench\"";
 
-// One task: spawn, wait for its exit. False when it could not start or did not exit cleanly.
+// One task: started as the agent starts a task without walls (spawn_process: posix_spawn, its own
+// session, nothing but 0..2 inherited), then waited for. False when it could not start or did not
+// exit cleanly.
 bool run_task(const std::filesystem::path& file) {
-  const std::string script = "echo ok > \"$MOORING_VOLUME_DATA/bench\"";
-  std::vector<std::string> env_strings;
-  for (char** e = environ; e && *e; ++e) env_strings.emplace_back(*e);
-  env_strings.push_back("MOORING_VOLUME_DATA=" + file.string());
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string sh = "/bin/sh", dash_c = "-c", body = script;
-  char* argv[] = {sh.data(), dash_c.data(), body.data(), nullptr};
-  pid_t pid = 0;
-  if (::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv, envp.data()) != 0) return false;
+  mooring::nodeagent::SpawnRequest req;
+  req.program = "/bin/sh";
+  req.argv = {"sh", "-c", kScript};
+  req.env = {{"PATH", "/usr/bin:/bin"}, {"MOORING_VOLUME_DATA", file.string()}};
+  req.isolation = mooring::nodeagent::SpawnRequest::Isolation::own_session;
+  const auto pid = mooring::nodeagent::spawn_process(req);
+  if (!pid) return false;
   int status = 0;
-  if (::waitpid(pid, &status, 0) != pid) return false;
+  if (::waitpid(*pid, &status, 0) != *pid) return false;
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
@@ -55,7 +52,7 @@ bool run_walled_task(const std::filesystem::path& slot) {
   ::chown(file.c_str(), 65534, 65534);
   mooring::nodeagent::SpawnRequest req;
   req.program = "/bin/sh";
-  req.argv = {"sh", "-c", "echo ok > \"$MOORING_VOLUME_DATA/bench\""};
+  req.argv = {"sh", "-c", kScript};
   req.env = {{"PATH", "/usr/bin:/bin"}, {"MOORING_VOLUME_DATA", file.string()}};
   mooring::nodeagent::Walls walls;
   walls.uid = walls.gid = 65534;
@@ -85,9 +82,12 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) break;
     std::string a = argv[i], v = argv[++i];
-    if (a == "--calls") calls = std::stol(v);
-    else if (a == "--concurrency") concurrency = std::stoi(v);
-    else if (a == "--dir") dir = v;
+    if (a == "--calls")
+      calls = std::stol(v);
+    else if (a == "--concurrency")
+      concurrency = std::stoi(v);
+    else if (a == "--dir")
+      dir = v;
   }
   if (dir.empty() || calls <= 0 || concurrency <= 0) {
     std::cerr << "usage: mooring-bench-task --dir DIR [--calls N] [--concurrency C] [--walls]\n";

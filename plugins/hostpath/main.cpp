@@ -62,15 +62,13 @@ std::string remove_stale_socket(const std::string& path) {
   return {};
 }
 
-int run(const Options& o) {
-  namespace fs = std::filesystem;
-  const bool serve_controller = o.mode != Mode::node;
-  const bool serve_node = o.mode != Mode::controller;
+namespace fs = std::filesystem;
 
-  // One copy per service and node touches the state: two node services for one node would both
-  // mount and record the same paths. A copy that finds the lock held (the new copy of a rolling
-  // upgrade, started beside the old one) takes over when the old one exits; until then it serves
-  // what needs no state and holds the rest (takeover.hpp).
+// One copy per service and node touches the state: two node services for one node would both
+// mount and record the same paths. A copy that finds the lock held (the new copy of a rolling
+// upgrade, started beside the old one) takes over when the old one exits; until then it serves
+// what needs no state and holds the rest (takeover.hpp).
+std::vector<Takeover::Lock> service_locks(const Options& o, bool serve_node, bool serve_controller) {
   std::vector<Takeover::Lock> locks;
   for (const auto* service : {serve_node ? "node" : nullptr, serve_controller ? "controller" : nullptr}) {
     if (!service) continue;
@@ -78,13 +76,94 @@ int run(const Options& o) {
         {fs::path(o.data_dir) / "locks" / (std::string(service) + "-" + o.node_id + ".lock"),
          "a hostpath " + std::string(service) + " service for node \"" + o.node_id + "\" on data dir " + o.data_dir});
   }
+  return locks;
+}
 
+std::unique_ptr<FaultInjector> fault_injector(const Options& o) {
+  if (o.fault_file.empty()) return nullptr;
+  std::error_code ec;
+  fs::create_directories(fs::path(o.data_dir) / "faults", ec);
+  const auto progress = fs::path(o.data_dir) / "faults" / (std::string(to_string(o.mode)) + "-" + o.node_id + ".json");
+  kLog.warn("fault injection enabled", {{"fault_file", o.fault_file}});
+  return std::make_unique<FaultInjector>(o.fault_file, progress);
+}
+
+// Signals are taken synchronously by this thread; every gRPC thread inherits the mask.
+sigset_t block_stop_signals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  process::survive_closed_pipes();  // a reader of our output that went away must not kill us
+  return stop_signals;
+}
+
+// gRPC unlinks the path it listened on when it shuts down, whoever owns that path by then. So it
+// listens on a private path that is then renamed into place (atomically), and at exit the public
+// path is removed only while it is still this socket (same inode, in `bound`): an orphan that is
+// stopped never takes a live plugin's socket along. False (logged) when it cannot serve.
+bool listen(const Options& o, CsiServer& server, const CsiHandlers& handlers, std::optional<struct stat>& bound) {
+  const auto cannot = [](const std::string& err) {
+    kLog.error("cannot listen", {{"error", err}});
+    return false;
+  };
+  std::error_code ec;
+  fs::create_directories(fs::path(o.socket_path).parent_path(), ec);
+  if (auto err = remove_stale_socket(o.socket_path); !err.empty()) return cannot(err);
+  const std::string bind_path = o.socket_path + "." + std::to_string(::getpid()) + ".bind";
+  if (bind_path.size() >= 108) return cannot("socket path too long for a unix socket: " + bind_path);
+  if (auto err = server.start("unix://" + bind_path, handlers); !err.empty()) {
+    kLog.error("cannot start gRPC server", {{"error", err}});
+    return false;
+  }
+  struct stat st {};
+  if (::stat(bind_path.c_str(), &st) == 0) bound = st;
+  if (::rename(bind_path.c_str(), o.socket_path.c_str()) != 0) {
+    cannot("cannot move the socket to " + o.socket_path + ": " + std::strerror(errno));
+    server.shutdown(std::chrono::seconds(1));
+    return false;
+  }
+  return true;
+}
+
+// Drain: the calls that touch state finish (injected delays and hangs end at once), then the
+// node's lock is released, before the server shuts down: the next copy takes over at once. A
+// copy that never took over answers its held calls UNAVAILABLE. The agent's kill timeout bounds
+// the grace from outside.
+void shut_down(const Options& o, Takeover& takeover, CsiServer& server, const std::optional<struct stat>& bound) {
+  takeover.drain(std::chrono::seconds(30));
+  server.shutdown(std::chrono::seconds(2));
+  struct stat now {};
+  if (bound && ::stat(o.socket_path.c_str(), &now) == 0 && now.st_dev == bound->st_dev && now.st_ino == bound->st_ino)
+    ::unlink(o.socket_path.c_str());
+  else
+    kLog.warn("the socket is not ours any more; left in place", {{"path", o.socket_path}});
+}
+
+// A standby copy serves what needs no state until the old copy exits and it holds the locks.
+void take_over_later(Takeover& takeover, std::atomic<int>& exit_code) {
+  kLog.warn(
+      "another copy holds the node's lock: serving Identity and NodeGetInfo, holding every other call "
+      "until it exits",
+      {{"holder", takeover.holder()}});
+  takeover.wait_in_background([&exit_code](const std::string& err) {
+    if (err.empty()) return;
+    kLog.error("cannot take over; stopping", {{"error", err}});
+    exit_code = 1;
+    ::kill(::getpid(), SIGTERM);  // ends run()'s sigwait
+  });
+}
+
+int run(const Options& o) {
+  const bool serve_controller = o.mode != Mode::node;
+  const bool serve_node = o.mode != Mode::controller;
   VolumeStore store(o.data_dir);
   std::unique_ptr<NodeState> node_state;
   if (serve_node)
     node_state = std::make_unique<NodeState>(
         o.data_dir, NodeRegistration{o.node_id, o.max_volumes, o.topology, o.max_volumes_file});
-  Takeover takeover(std::move(locks), [&]() -> std::string {
+  Takeover takeover(service_locks(o, serve_node, serve_controller), [&]() -> std::string {
     if (auto err = store.prepare(); !err.empty()) return "data dir unusable: " + err;
     if (node_state) {
       if (auto err = node_state->open(); !err.empty()) return "node state unusable: " + err;
@@ -97,32 +176,16 @@ int run(const Options& o) {
     std::cerr << "mooring-hostpath: " << takeover.error() << "\n";
     return 1;
   }
-
-  std::string unhealthy;
-  if (serve_node) {
-    unhealthy = check_mount_privilege(o.data_dir);
-    if (!unhealthy.empty()) {
-      // Keep serving so the orchestrator learns why through Probe (FAILED_PRECONDITION).
-      kLog.error("node service cannot mount; Probe will report FAILED_PRECONDITION", {{"reason", unhealthy}});
-    }
-  }
-
-  std::unique_ptr<FaultInjector> faults;
-  if (!o.fault_file.empty()) {
-    std::error_code ec;
-    fs::create_directories(fs::path(o.data_dir) / "faults", ec);
-    const auto progress =
-        fs::path(o.data_dir) / "faults" / (std::string(to_string(o.mode)) + "-" + o.node_id + ".json");
-    faults = std::make_unique<FaultInjector>(o.fault_file, progress);
-    kLog.warn("fault injection enabled", {{"fault_file", o.fault_file}});
-  }
+  // Kept serving when the node service cannot mount, so the orchestrator learns why through Probe.
+  const std::string unhealthy = serve_node ? check_mount_privilege(o.data_dir) : "";
+  if (!unhealthy.empty())
+    kLog.error("node service cannot mount; Probe will report FAILED_PRECONDITION", {{"reason", unhealthy}});
+  const auto faults = fault_injector(o);
   std::unique_ptr<CallLog> call_log;
-  if (!o.call_log.empty()) {
-    call_log = std::make_unique<CallLog>(o.call_log);
-    if (!call_log->ok()) {
-      kLog.error("cannot open call log", {{"path", o.call_log}});
-      return 1;
-    }
+  if (!o.call_log.empty()) call_log = std::make_unique<CallLog>(o.call_log);
+  if (call_log && !call_log->ok()) {
+    kLog.error("cannot open call log", {{"path", o.call_log}});
+    return 1;
   }
 
   Identity identity({o.plugin_name, o.vendor_version, std::string(to_string(o.mode)), serve_controller,
@@ -140,47 +203,13 @@ int run(const Options& o) {
                             o.volume_mount_group, o.max_volumes_file},
                  *node_state, store);
 
-  // Signals are taken synchronously by this thread; every gRPC thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  process::survive_closed_pipes();  // a reader of our output that went away must not kill us
-
-  std::error_code ec;
-  fs::create_directories(fs::path(o.socket_path).parent_path(), ec);
-  if (auto err = remove_stale_socket(o.socket_path); !err.empty()) {
-    kLog.error("cannot listen", {{"error", err}});
-    return 1;
-  }
-
+  const sigset_t stop_signals = block_stop_signals();
   std::atomic<bool> stopping{false};
   CallGate gate(faults.get(), call_log.get(), stopping, &takeover);
-  // gRPC unlinks the path it listened on when it shuts down, whoever owns that path by then. So it
-  // listens on a private path that is then renamed into place (atomically), and at exit the
-  // public path is removed only while it is still this socket (same inode): an orphan that is
-  // stopped never takes a live plugin's socket along.
-  const std::string bind_path = o.socket_path + "." + std::to_string(::getpid()) + ".bind";
-  if (bind_path.size() >= 108) {
-    kLog.error("cannot listen", {{"error", "socket path too long for a unix socket: " + bind_path}});
-    return 1;
-  }
   CsiServer server;
-  if (auto err = server.start("unix://" + bind_path, {&identity, controller ? &*controller : nullptr,
-                                                      node ? &*node : nullptr, &gate, o.node_id});
-      !err.empty()) {
-    kLog.error("cannot start gRPC server", {{"error", err}});
-    return 1;
-  }
-  struct stat bound {};
-  const bool have_bound = ::stat(bind_path.c_str(), &bound) == 0;
-  if (::rename(bind_path.c_str(), o.socket_path.c_str()) != 0) {
-    kLog.error("cannot listen",
-               {{"error", "cannot move the socket to " + o.socket_path + ": " + std::strerror(errno)}});
-    server.shutdown(std::chrono::seconds(1));
-    return 1;
-  }
+  std::optional<struct stat> bound;
+  const CsiHandlers handlers{&identity, controller ? &*controller : nullptr, node ? &*node : nullptr, &gate, o.node_id};
+  if (!listen(o, server, handlers, bound)) return 1;
   kLog.info("serving", {{"endpoint", o.endpoint},
                         {"plugin", o.plugin_name},
                         {"version", o.vendor_version},
@@ -188,36 +217,14 @@ int run(const Options& o) {
                         {"node_id", o.node_id},
                         {"data_dir", o.data_dir}});
   std::atomic<int> exit_code{0};
-  if (started == Takeover::Start::standby) {
-    kLog.warn(
-        "another copy holds the node's lock: serving Identity and NodeGetInfo, holding every other call "
-        "until it exits",
-        {{"holder", takeover.holder()}});
-    takeover.wait_in_background([&](const std::string& err) {
-      if (err.empty()) return;
-      kLog.error("cannot take over; stopping", {{"error", err}});
-      exit_code = 1;
-      ::kill(::getpid(), SIGTERM);  // ends the sigwait below
-    });
-  }
+  if (started == Takeover::Start::standby) take_over_later(takeover, exit_code);
 
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
   kLog.info("shutting down", {{"signal", sig}});
   stopping = true;
-  // Drain: the calls that touch state finish (injected delays and hangs end at once), then the
-  // node's lock is released, before the server shuts down: the next copy takes over at once. A
-  // copy that never took over answers its held calls UNAVAILABLE. The agent's kill timeout bounds
-  // the grace from outside.
-  takeover.drain(std::chrono::seconds(30));
-  server.shutdown(std::chrono::seconds(2));
-  struct stat now {};
-  if (have_bound && ::stat(o.socket_path.c_str(), &now) == 0 && now.st_dev == bound.st_dev &&
-      now.st_ino == bound.st_ino)
-    ::unlink(o.socket_path.c_str());
-  else
-    kLog.warn("the socket is not ours any more; left in place", {{"path", o.socket_path}});
+  shut_down(o, takeover, server, bound);
   kLog.info("stopped");
   return exit_code;
 }

@@ -143,6 +143,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   walls.rules = task_user_rules(config_);
   walls.namespaces = config_.task_isolation;
   walls.hidden = {config_.data_dir};
+  walls.data_dir = config_.data_dir;
   for (const auto& file : {config_.tls_ca_file, config_.tls_cert_file, config_.tls_key_file, config_.config_file})
     if (!file.empty()) walls.hidden.emplace_back(file);
   am.runner.walls = std::move(walls);

@@ -95,6 +95,27 @@ asio::awaitable<CsiResult<Response>> call(std::shared_ptr<CsiClient::Impl> impl,
   co_return result;
 }
 
+// One unary RPC: the service's stub it goes out on and the stub's callback-API method (the
+// overload taking a completion function; the reactor overload does not deduce).
+template <class Request, class Response, class Stub, class Async>
+asio::awaitable<CsiResult<Response>> send_unary(std::shared_ptr<CsiClient::Impl> impl, csi::Rpc rpc,
+                                                const Request& request, CsiCallOptions options,
+                                                std::unique_ptr<Stub> Stubs::*stub,
+                                                void (Async::*method)(grpc::ClientContext*, const Request*, Response*,
+                                                                      std::function<void(grpc::Status)>)) {
+  return call<Response>(
+      std::move(impl), rpc, options,
+      [&request, stub, method](Stubs& s, grpc::ClientContext* ctx, Response* response, UnaryDone done) {
+        Async* service = (s.*stub)->async();
+        (service->*method)(ctx, &request, response, std::move(done));
+      });
+}
+
+using IdentityAsync = v1::Identity::StubInterface::async_interface;
+using ControllerAsync = v1::Controller::StubInterface::async_interface;
+using NodeAsync = v1::Node::StubInterface::async_interface;
+using GroupAsync = v1::GroupController::StubInterface::async_interface;
+
 }  // namespace
 
 CsiClient::CsiClient(asio::any_io_executor executor, std::string endpoint)
@@ -126,272 +147,171 @@ void CsiClient::set_metrics_plugin(std::string plugin_id) { impl_->metrics_plugi
 
 CsiClient::Call<v1::GetPluginInfoResponse> CsiClient::get_plugin_info(const v1::GetPluginInfoRequest& request,
                                                                       CsiCallOptions options) {
-  return call<v1::GetPluginInfoResponse>(
-      impl_, csi::Rpc::GetPluginInfo, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetPluginInfoResponse* response, UnaryDone done) {
-        s.identity->async()->GetPluginInfo(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::GetPluginInfo, request, options, &Stubs::identity, &IdentityAsync::GetPluginInfo);
 }
 
 CsiClient::Call<v1::GetPluginCapabilitiesResponse> CsiClient::get_plugin_capabilities(
     const v1::GetPluginCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::GetPluginCapabilitiesResponse>(
-      impl_, csi::Rpc::GetPluginCapabilities, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetPluginCapabilitiesResponse* response, UnaryDone done) {
-        s.identity->async()->GetPluginCapabilities(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::GetPluginCapabilities, request, options, &Stubs::identity,
+                    &IdentityAsync::GetPluginCapabilities);
 }
 
 CsiClient::Call<v1::ProbeResponse> CsiClient::probe(const v1::ProbeRequest& request, CsiCallOptions options) {
-  return call<v1::ProbeResponse>(
-      impl_, csi::Rpc::Probe, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ProbeResponse* response, UnaryDone done) {
-        s.identity->async()->Probe(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::Probe, request, options, &Stubs::identity, &IdentityAsync::Probe);
 }
 
 CsiClient::Call<v1::CreateVolumeResponse> CsiClient::create_volume(const v1::CreateVolumeRequest& request,
                                                                    CsiCallOptions options) {
-  return call<v1::CreateVolumeResponse>(
-      impl_, csi::Rpc::CreateVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateVolumeResponse* response, UnaryDone done) {
-        s.controller->async()->CreateVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::CreateVolume, request, options, &Stubs::controller,
+                    &ControllerAsync::CreateVolume);
 }
 
 CsiClient::Call<v1::DeleteVolumeResponse> CsiClient::delete_volume(const v1::DeleteVolumeRequest& request,
                                                                    CsiCallOptions options) {
-  return call<v1::DeleteVolumeResponse>(
-      impl_, csi::Rpc::DeleteVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteVolumeResponse* response, UnaryDone done) {
-        s.controller->async()->DeleteVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::DeleteVolume, request, options, &Stubs::controller,
+                    &ControllerAsync::DeleteVolume);
 }
 
 CsiClient::Call<v1::ControllerPublishVolumeResponse> CsiClient::controller_publish_volume(
     const v1::ControllerPublishVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerPublishVolumeResponse>(
-      impl_, csi::Rpc::ControllerPublishVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerPublishVolumeResponse* response, UnaryDone done) {
-        s.controller->async()->ControllerPublishVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::ControllerPublishVolume, request, options, &Stubs::controller,
+                    &ControllerAsync::ControllerPublishVolume);
 }
 
 CsiClient::Call<v1::ControllerUnpublishVolumeResponse> CsiClient::controller_unpublish_volume(
     const v1::ControllerUnpublishVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerUnpublishVolumeResponse>(
-      impl_, csi::Rpc::ControllerUnpublishVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerUnpublishVolumeResponse* response, UnaryDone done) {
-        s.controller->async()->ControllerUnpublishVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::ControllerUnpublishVolume, request, options, &Stubs::controller,
+                    &ControllerAsync::ControllerUnpublishVolume);
 }
 
 CsiClient::Call<v1::ValidateVolumeCapabilitiesResponse> CsiClient::validate_volume_capabilities(
     const v1::ValidateVolumeCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::ValidateVolumeCapabilitiesResponse>(
-      impl_, csi::Rpc::ValidateVolumeCapabilities, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ValidateVolumeCapabilitiesResponse* response, UnaryDone done) {
-        s.controller->async()->ValidateVolumeCapabilities(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::ValidateVolumeCapabilities, request, options, &Stubs::controller,
+                    &ControllerAsync::ValidateVolumeCapabilities);
 }
 
 CsiClient::Call<v1::ListVolumesResponse> CsiClient::list_volumes(const v1::ListVolumesRequest& request,
                                                                  CsiCallOptions options) {
-  return call<v1::ListVolumesResponse>(
-      impl_, csi::Rpc::ListVolumes, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ListVolumesResponse* response, UnaryDone done) {
-        s.controller->async()->ListVolumes(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::ListVolumes, request, options, &Stubs::controller, &ControllerAsync::ListVolumes);
 }
 
 CsiClient::Call<v1::GetCapacityResponse> CsiClient::get_capacity(const v1::GetCapacityRequest& request,
                                                                  CsiCallOptions options) {
-  return call<v1::GetCapacityResponse>(
-      impl_, csi::Rpc::GetCapacity, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetCapacityResponse* response, UnaryDone done) {
-        s.controller->async()->GetCapacity(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::GetCapacity, request, options, &Stubs::controller, &ControllerAsync::GetCapacity);
 }
 
 CsiClient::Call<v1::ControllerGetCapabilitiesResponse> CsiClient::controller_get_capabilities(
     const v1::ControllerGetCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerGetCapabilitiesResponse>(
-      impl_, csi::Rpc::ControllerGetCapabilities, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerGetCapabilitiesResponse* response, UnaryDone done) {
-        s.controller->async()->ControllerGetCapabilities(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::ControllerGetCapabilities, request, options, &Stubs::controller,
+                    &ControllerAsync::ControllerGetCapabilities);
 }
 
 CsiClient::Call<v1::CreateSnapshotResponse> CsiClient::create_snapshot(const v1::CreateSnapshotRequest& request,
                                                                        CsiCallOptions options) {
-  return call<v1::CreateSnapshotResponse>(
-      impl_, csi::Rpc::CreateSnapshot, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateSnapshotResponse* response, UnaryDone done) {
-        s.controller->async()->CreateSnapshot(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::CreateSnapshot, request, options, &Stubs::controller,
+                    &ControllerAsync::CreateSnapshot);
 }
 
 CsiClient::Call<v1::DeleteSnapshotResponse> CsiClient::delete_snapshot(const v1::DeleteSnapshotRequest& request,
                                                                        CsiCallOptions options) {
-  return call<v1::DeleteSnapshotResponse>(
-      impl_, csi::Rpc::DeleteSnapshot, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteSnapshotResponse* response, UnaryDone done) {
-        s.controller->async()->DeleteSnapshot(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::DeleteSnapshot, request, options, &Stubs::controller,
+                    &ControllerAsync::DeleteSnapshot);
 }
 
 CsiClient::Call<v1::ListSnapshotsResponse> CsiClient::list_snapshots(const v1::ListSnapshotsRequest& request,
                                                                      CsiCallOptions options) {
-  return call<v1::ListSnapshotsResponse>(
-      impl_, csi::Rpc::ListSnapshots, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ListSnapshotsResponse* response, UnaryDone done) {
-        s.controller->async()->ListSnapshots(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::ListSnapshots, request, options, &Stubs::controller,
+                    &ControllerAsync::ListSnapshots);
 }
 
 CsiClient::Call<v1::ControllerExpandVolumeResponse> CsiClient::controller_expand_volume(
     const v1::ControllerExpandVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerExpandVolumeResponse>(
-      impl_, csi::Rpc::ControllerExpandVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerExpandVolumeResponse* response, UnaryDone done) {
-        s.controller->async()->ControllerExpandVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::ControllerExpandVolume, request, options, &Stubs::controller,
+                    &ControllerAsync::ControllerExpandVolume);
 }
 
 CsiClient::Call<v1::ControllerModifyVolumeResponse> CsiClient::controller_modify_volume(
     const v1::ControllerModifyVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerModifyVolumeResponse>(
-      impl_, csi::Rpc::ControllerModifyVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerModifyVolumeResponse* response, UnaryDone done) {
-        s.controller->async()->ControllerModifyVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::ControllerModifyVolume, request, options, &Stubs::controller,
+                    &ControllerAsync::ControllerModifyVolume);
 }
 
 CsiClient::Call<v1::GetSnapshotResponse> CsiClient::get_snapshot(const v1::GetSnapshotRequest& request,
                                                                  CsiCallOptions options) {
-  return call<v1::GetSnapshotResponse>(
-      impl_, csi::Rpc::GetSnapshot, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetSnapshotResponse* response, UnaryDone done) {
-        s.controller->async()->GetSnapshot(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::GetSnapshot, request, options, &Stubs::controller, &ControllerAsync::GetSnapshot);
 }
 
 CsiClient::Call<v1::ControllerGetVolumeResponse> CsiClient::controller_get_volume(
     const v1::ControllerGetVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::ControllerGetVolumeResponse>(
-      impl_, csi::Rpc::ControllerGetVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::ControllerGetVolumeResponse* response, UnaryDone done) {
-        s.controller->async()->ControllerGetVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::ControllerGetVolume, request, options, &Stubs::controller,
+                    &ControllerAsync::ControllerGetVolume);
 }
 
 CsiClient::Call<v1::NodeStageVolumeResponse> CsiClient::node_stage_volume(const v1::NodeStageVolumeRequest& request,
                                                                           CsiCallOptions options) {
-  return call<v1::NodeStageVolumeResponse>(
-      impl_, csi::Rpc::NodeStageVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeStageVolumeResponse* response, UnaryDone done) {
-        s.node->async()->NodeStageVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::NodeStageVolume, request, options, &Stubs::node, &NodeAsync::NodeStageVolume);
 }
 
 CsiClient::Call<v1::NodeUnstageVolumeResponse> CsiClient::node_unstage_volume(
     const v1::NodeUnstageVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::NodeUnstageVolumeResponse>(
-      impl_, csi::Rpc::NodeUnstageVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeUnstageVolumeResponse* response, UnaryDone done) {
-        s.node->async()->NodeUnstageVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::NodeUnstageVolume, request, options, &Stubs::node, &NodeAsync::NodeUnstageVolume);
 }
 
 CsiClient::Call<v1::NodePublishVolumeResponse> CsiClient::node_publish_volume(
     const v1::NodePublishVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::NodePublishVolumeResponse>(
-      impl_, csi::Rpc::NodePublishVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodePublishVolumeResponse* response, UnaryDone done) {
-        s.node->async()->NodePublishVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::NodePublishVolume, request, options, &Stubs::node, &NodeAsync::NodePublishVolume);
 }
 
 CsiClient::Call<v1::NodeUnpublishVolumeResponse> CsiClient::node_unpublish_volume(
     const v1::NodeUnpublishVolumeRequest& request, CsiCallOptions options) {
-  return call<v1::NodeUnpublishVolumeResponse>(
-      impl_, csi::Rpc::NodeUnpublishVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeUnpublishVolumeResponse* response, UnaryDone done) {
-        s.node->async()->NodeUnpublishVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::NodeUnpublishVolume, request, options, &Stubs::node,
+                    &NodeAsync::NodeUnpublishVolume);
 }
 
 CsiClient::Call<v1::NodeGetVolumeStatsResponse> CsiClient::node_get_volume_stats(
     const v1::NodeGetVolumeStatsRequest& request, CsiCallOptions options) {
-  return call<v1::NodeGetVolumeStatsResponse>(
-      impl_, csi::Rpc::NodeGetVolumeStats, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetVolumeStatsResponse* response, UnaryDone done) {
-        s.node->async()->NodeGetVolumeStats(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::NodeGetVolumeStats, request, options, &Stubs::node,
+                    &NodeAsync::NodeGetVolumeStats);
 }
 
 CsiClient::Call<v1::NodeExpandVolumeResponse> CsiClient::node_expand_volume(const v1::NodeExpandVolumeRequest& request,
                                                                             CsiCallOptions options) {
-  return call<v1::NodeExpandVolumeResponse>(
-      impl_, csi::Rpc::NodeExpandVolume, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeExpandVolumeResponse* response, UnaryDone done) {
-        s.node->async()->NodeExpandVolume(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::NodeExpandVolume, request, options, &Stubs::node, &NodeAsync::NodeExpandVolume);
 }
 
 CsiClient::Call<v1::NodeGetCapabilitiesResponse> CsiClient::node_get_capabilities(
     const v1::NodeGetCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::NodeGetCapabilitiesResponse>(
-      impl_, csi::Rpc::NodeGetCapabilities, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetCapabilitiesResponse* response, UnaryDone done) {
-        s.node->async()->NodeGetCapabilities(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::NodeGetCapabilities, request, options, &Stubs::node,
+                    &NodeAsync::NodeGetCapabilities);
 }
 
 CsiClient::Call<v1::NodeGetInfoResponse> CsiClient::node_get_info(const v1::NodeGetInfoRequest& request,
                                                                   CsiCallOptions options) {
-  return call<v1::NodeGetInfoResponse>(
-      impl_, csi::Rpc::NodeGetInfo, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::NodeGetInfoResponse* response, UnaryDone done) {
-        s.node->async()->NodeGetInfo(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::NodeGetInfo, request, options, &Stubs::node, &NodeAsync::NodeGetInfo);
 }
 
 CsiClient::Call<v1::GroupControllerGetCapabilitiesResponse> CsiClient::group_controller_get_capabilities(
     const v1::GroupControllerGetCapabilitiesRequest& request, CsiCallOptions options) {
-  return call<v1::GroupControllerGetCapabilitiesResponse>(
-      impl_, csi::Rpc::GroupControllerGetCapabilities, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GroupControllerGetCapabilitiesResponse* response,
-                 UnaryDone done) {
-        s.group->async()->GroupControllerGetCapabilities(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::GroupControllerGetCapabilities, request, options, &Stubs::group,
+                    &GroupAsync::GroupControllerGetCapabilities);
 }
 
 CsiClient::Call<v1::CreateVolumeGroupSnapshotResponse> CsiClient::create_volume_group_snapshot(
     const v1::CreateVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
-  return call<v1::CreateVolumeGroupSnapshotResponse>(
-      impl_, csi::Rpc::CreateVolumeGroupSnapshot, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::CreateVolumeGroupSnapshotResponse* response, UnaryDone done) {
-        s.group->async()->CreateVolumeGroupSnapshot(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::CreateVolumeGroupSnapshot, request, options, &Stubs::group,
+                    &GroupAsync::CreateVolumeGroupSnapshot);
 }
 
 CsiClient::Call<v1::DeleteVolumeGroupSnapshotResponse> CsiClient::delete_volume_group_snapshot(
     const v1::DeleteVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
-  return call<v1::DeleteVolumeGroupSnapshotResponse>(
-      impl_, csi::Rpc::DeleteVolumeGroupSnapshot, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::DeleteVolumeGroupSnapshotResponse* response, UnaryDone done) {
-        s.group->async()->DeleteVolumeGroupSnapshot(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::DeleteVolumeGroupSnapshot, request, options, &Stubs::group,
+                    &GroupAsync::DeleteVolumeGroupSnapshot);
 }
 
 CsiClient::Call<v1::GetVolumeGroupSnapshotResponse> CsiClient::get_volume_group_snapshot(
     const v1::GetVolumeGroupSnapshotRequest& request, CsiCallOptions options) {
-  return call<v1::GetVolumeGroupSnapshotResponse>(
-      impl_, csi::Rpc::GetVolumeGroupSnapshot, options,
-      [&request](Stubs& s, grpc::ClientContext* ctx, v1::GetVolumeGroupSnapshotResponse* response, UnaryDone done) {
-        s.group->async()->GetVolumeGroupSnapshot(ctx, &request, response, std::move(done));
-      });
+  return send_unary(impl_, csi::Rpc::GetVolumeGroupSnapshot, request, options, &Stubs::group,
+                    &GroupAsync::GetVolumeGroupSnapshot);
 }
 
 }  // namespace mooring::rpc

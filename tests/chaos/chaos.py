@@ -164,7 +164,8 @@ class Harness:
     # ---- the run ----
     def make_workload(self, threads=3):
         return Workload(self.client, self.args.seed, os.path.join(HERE, "task.py"), os.path.join(self.dir, "tasks"),
-                        [f"node{i}" for i in MEMBERS], list(self.urls), threads=threads)
+                        [f"node{i}" for i in MEMBERS], list(self.urls), threads=threads,
+                        task_fails_after=self.args.task_fails_after)
 
     def chaos(self):
         plan = faults.schedule(self.args.seed, self.args.duration)
@@ -328,6 +329,8 @@ def main():
     p.add_argument("--scenario", choices=sorted(scenarios.SCENARIOS), help="a fault-switch scenario, no schedule")
     p.add_argument("--fault-switch", help=argparse.SUPPRESS)
     p.add_argument("--expect", help="exit 0 exactly when this property is violated")
+    p.add_argument("--task-fails-after", type=float, metavar="S",
+                   help="every workload task exits 1 S seconds after it starts (releases close behind claims)")
     p.add_argument("--keep", action="store_true", help="keep the data dirs (etcd, volumes, agents)")
     p.add_argument("--agent-metrics-addr", default="127.0.0.1:4703",
                    help="the agents' metrics address (default: the shipped one; 127.0.0.1:0 steps around an "

@@ -22,7 +22,7 @@ import state_check  # noqa: E402
 
 PROPERTIES = [  # (name, the number, what it means)
     ("single-writer", 1, "no two writers overlapped on a single-writer volume"),
-    ("published-while-running", 2, "no task ran while its volume was not NodePublished to it"),
+    ("published-while-running", 2, "no task ran while its volume was not Node- and ControllerPublished to it"),
     ("release-order", 3, "no claim was freed before its NodeUnpublish, NodeUnstage and ControllerUnpublish"),
     ("intent-before-publish", 3, "no ControllerPublish before the claim's intent was recorded"),
     ("linearizable", 4, "reads of volumes and allocations are linearizable"),

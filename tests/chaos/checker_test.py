@@ -162,6 +162,30 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(len(v), 1)
         self.assertIn("not mounted", v[0]["message"])
 
+    def test_a_task_running_after_another_claims_controller_unpublish_took_its_node(self):
+        # a1 reads on node0 and leaves; its ControllerUnpublish is under way when a2 claims on
+        # node0 and publishes (the node's publication again); the unpublish lands while a2 runs.
+        h = self.h
+        h.lifecycle("a1", "node0", 10, hold=5, mode="read")
+        h.calls["node1"][-1].update(start_mono_ns=int(15.9 * S), end_mono_ns=22 * S)  # a1's, slow
+        h.events[-1]["MonotonicNs"] = int(22.1 * S)
+        h.event(16, "ClaimTaken", "a2", "node0")
+        h.call("node0", "ControllerPublishVolume", 16.1, 16.2, csi_node="csi-node0")
+        h.call("node0", "NodeStageVolume", 16.3, 16.4, path=staging("node0"))
+        h.call("node0", "NodePublishVolume", 16.5, 16.6, path=target("node0", "a2"))
+        h.task("a2", "node0", 17, 25, mode="read")
+        v = self.violations("published-while-running")
+        self.assertEqual(len(v), 1)
+        self.assertIn("not ControllerPublished to csi-node0", v[0]["message"])
+        self.assertEqual(v[0]["evidence"][0]["task"], "a2")
+        self.assertEqual(v[0]["evidence"][-1]["rpc"], "ControllerUnpublishVolume")
+        # Published after the unpublish (the claim waited for it): nothing to report.
+        h.calls["node0"][-3].update(start_mono_ns=int(22.2 * S), end_mono_ns=int(22.3 * S))
+        h.calls["node0"][-2].update(start_mono_ns=int(22.4 * S), end_mono_ns=int(22.5 * S))
+        h.calls["node0"][-1].update(start_mono_ns=int(22.6 * S), end_mono_ns=int(22.7 * S))
+        h.task("a2", "node0", 23, 25, mode="read")
+        self.assertEqual(self.violations("published-while-running"), [])
+
     def test_a_claim_freed_before_its_controller_unpublish_completed(self):
         self.h.lifecycle("a1", "node0", 10, hold=10)
         released = self.h.events[-1]

@@ -3,7 +3,8 @@ CLOCK_MONOTONIC in ns: the tasks', the plugins' and the control planes' own stam
 
   single-writer          (1) no two tasks with write access ran at overlapping times on a
                          single-writer volume
-  published-while-running (2) no task ran while its volume was not NodePublished to it on its node
+  published-while-running (2) no task ran while its volume was not NodePublished to it on its node,
+                         nor while it was not ControllerPublished to that node
   release-order          (3) a claim the control plane reported freed had its NodeUnpublish, its
                          NodeUnstage (unless another claim on the node still used the volume) and
                          its ControllerUnpublish (likewise) completed before; and a claim dropped
@@ -80,6 +81,17 @@ def published_while_running(h):
                 f"task {t['alloc']} on {t['node']} ran at {fmt_t(h, bad[0])} while {t['path']} was not "
                 f"NodePublished to it ({len(bad)} of its {len(t['moments'])} records)",
                 [task_evidence(h, t)] + [call_evidence(h, c) for c in calls[:8]]))
+        bad_set = set(bad)
+        lost = [x for x in t["moments"] if x not in bad_set and not controller_held(h, t, x)]
+        if lost:
+            ext = h["ext_of"].get(t["volume"])
+            out.append(violation(
+                "published-while-running",
+                f"task {t['alloc']} on {t['node']} ran at {fmt_t(h, lost[0])} while {t['volume']} was not "
+                f"ControllerPublished to csi-{t['node']} ({len(lost)} of its {len(t['moments'])} records)",
+                [task_evidence(h, t)] + [call_evidence(h, c) for c in sorted(
+                    (c for c in h["controller_by_ext"].get(ext, []) if c["end"] <= lost[0]),
+                    key=lambda c: c["end"])][-6:]))
         unmounted = [x for x, mounted in t["mounted"] if mounted is False]
         if unmounted and not bad:
             out.append(violation(
@@ -87,6 +99,19 @@ def published_while_running(h):
                 f"task {t['alloc']} on {t['node']} found {t['path']} not mounted at {fmt_t(h, unmounted[0])}",
                 [task_evidence(h, t)] + [call_evidence(h, c) for c in calls[:8]]))
     return out
+
+
+def controller_held(h, t, x):
+    """The volume was ControllerPublished to the task's node at x: its last OK controller call for
+    that node that ended by x was a publish. Volumes never ControllerPublished to the node (a
+    plugin without the controller step) are not checked."""
+    ext = h["ext_of"].get(t["volume"])
+    csi_node = f"csi-{t['node']}"
+    calls = h["controller_by_ext"].get(ext, []) if ext else []
+    if not any(c["rpc"] == "ControllerPublishVolume" and c["node_id"] == csi_node and c["code_name"] == "OK"
+               for c in calls):
+        return True
+    return controller_published_at(h, ext, csi_node, x)
 
 
 def published_at(x, publishes, unpublishes):

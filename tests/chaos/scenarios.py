@@ -21,6 +21,13 @@ SCENARIOS = {
     # flight (slowed to 3 s); the plugin refuses the reader's read-only publish beside the writer's
     # (ALREADY_EXISTS) and its claim is dropped. The writer's release must still detach node0.
     "publish-race": {"switch": None, "expect": None},
+    # Its other order: a reader leaves node0 and its release's ControllerUnpublish is under way
+    # (slowed to 6 s) when a second reader claims the volume on node0. Not in ctest: within one
+    # control plane the agent router serializes a volume's controller calls, so the second
+    # reader's publish lands after the unpublish with or without the claim path's wait
+    # (docs/chaos.md); the window needs that order broken (a failover mid-unpublish), which this
+    # scenario does not do yet.
+    "unpublish-race": {"switch": None, "expect": None},
 }
 
 
@@ -51,6 +58,8 @@ def run(name, h):
                             extra={"mode": SW}, fields=lambda b: {"ext": b["Volumes"][0]["ExternalID"]})
     if rec["outcome"] != "ok":
         raise RuntimeError(f"create {vid}: {rec['status']} {text}")
+    if name == "unpublish-race":
+        return unpublish_race(h, cp, vid)
     first = submit(h, cp, "alloc-first", vid, SW, True, "node0")
     if not started(h, first):
         raise RuntimeError("the first writer never started; see logs/")
@@ -83,3 +92,35 @@ def publish_race(h, cp, vid, allocs):
         faults.write_faults(h.cluster.fault_file(node), [])
     for alloc_name, alloc_id in allocs:
         read_alloc(h.client, alloc_name, alloc_id, cp)
+
+
+def claim_state(h, cp, vid, alloc_id):
+    status, _, text, _ = h.api.call(h.urls[cp], "GET", f"/v1/volume/csi/{vid}", timeout=10)
+    if status != 200:
+        return None
+    return next((c.get("State") for c in json.loads(text).get("Claims") or [] if c.get("AllocationID") == alloc_id),
+                None)
+
+
+def unpublish_race(h, cp, vid):
+    first = submit(h, cp, "alloc-leaving", vid, SW, False, "node0")
+    if not started(h, first):
+        raise RuntimeError("the first reader never started; see logs/")
+    allocs = [("alloc-leaving", first)]
+    slow = [{"rpc": "ControllerUnpublishVolume", "delay_ms": 6000}]
+    for node in ("node0", "node1", "node2"):
+        faults.write_faults(h.cluster.fault_file(node), slow)
+    h.client.op("alloc.stop", "alloc-leaving", cp, "POST", f"/v1/allocation/{first}/stop", extra={"alloc_id": first})
+    deadline = time.monotonic() + 30
+    while claim_state(h, cp, vid, first) not in ("node-detached", None) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # node-detached: the GC decides its ControllerUnpublish now and it sleeps in the plugin.
+    second = submit(h, cp, "alloc-arriving", vid, SW, False, "node0")
+    allocs.append(("alloc-arriving", second))
+    started(h, second, timeout=60)
+    time.sleep(8)  # the arriving reader runs past the moment the unpublish lands
+    for node in ("node0", "node1", "node2"):
+        faults.write_faults(h.cluster.fault_file(node), [])
+    for alloc_name, alloc_id in allocs:
+        read_alloc(h.client, alloc_name, alloc_id, cp)
+    h.info["scenario_allocs"] = json.dumps(allocs)

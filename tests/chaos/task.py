@@ -1,5 +1,7 @@
 """The chaos workload's task: it writes its own history, so the checker knows when it really ran.
-Usage: task.py RECORD_DIR MODE LIFETIME_S   (MODE write|read; LIFETIME_S 0: until stopped)
+Usage: task.py RECORD_DIR MODE LIFETIME_S [FAIL_AFTER_S]
+  MODE write|read; LIFETIME_S 0: until stopped; FAIL_AFTER_S: exit 1 that long after the start
+  (chaos.py --task-fails-after: tasks that fail at once, so releases follow claims closely)
 
 One JSON line per record in RECORD_DIR/<alloc id>.jsonl, each with CLOCK_MONOTONIC in ns ("t"):
   start  first thing after the interpreter is up: alloc, name, node, volume path, mode, pid;
@@ -19,6 +21,7 @@ BEAT = 0.25
 
 def main():
     record_dir, mode, lifetime = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    fail_after = float(sys.argv[4]) if len(sys.argv) > 4 else None
     alloc = os.environ.get("MOORING_ALLOC_ID", "unknown")
     volume = os.environ.get("MOORING_VOLUME_DATA", "")
     out = os.open(os.path.join(record_dir, f"{alloc}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -32,17 +35,21 @@ def main():
     record("start", alloc=alloc, name=os.environ.get("MOORING_ALLOC_NAME", ""), node=os.environ.get("MOORING_NODE_ID", ""),
            path=volume, mode=mode, pid=os.getpid())
     end = time.monotonic() + lifetime if lifetime > 0 else None
+    if fail_after is not None:
+        end = min(end or float("inf"), time.monotonic() + fail_after)
     data = os.path.join(volume, "chaos-data")
     while not stopping:
         mounted = is_mount_point(volume)
         touched = touch(data, mode, alloc)
         record("beat", mounted=mounted, io=touched)
         if end is not None and time.monotonic() >= end:
-            stopping.append("lifetime")
+            stopping.append("lifetime" if fail_after is None else "failed")
             break
         time.sleep(BEAT)
     record("exit", why=stopping[0])
     os.close(out)
+    if stopping[0] == "failed":
+        sys.exit(1)
 
 
 def is_mount_point(path):

@@ -73,11 +73,13 @@ def read_alloc(client, name, alloc_id, cp, kind="alloc.read"):
 
 
 class Workload:
-    def __init__(self, client, seed, task_py, record_dir, nodes, cps, threads=3, max_allocs=12, max_volumes=16):
+    def __init__(self, client, seed, task_py, record_dir, nodes, cps, threads=3, max_allocs=12, max_volumes=16,
+                 task_fails_after=None):
         self.client = client
         self.seed = seed
         self.local = threading.local()  # each client thread draws from its own seeded generator
         self.task = ["/usr/bin/python3", task_py, record_dir]
+        self.fail_args = [] if task_fails_after is None else [str(task_fails_after)]
         self.nodes = nodes
         self.cps = cps
         self.model = Model()
@@ -148,7 +150,7 @@ class Workload:
         node = self.pick(self.nodes) if self.chance(0.5) else None
         lifetime = 0 if self.chance(0.6) else round(self.uniform(3, 40), 1)
         disconnect = "15s" if self.chance(0.4) else None
-        body = alloc_body(name, vid, mode, write, node, self.task + ["write" if write else "read", str(lifetime)],
+        body = alloc_body(name, vid, mode, write, node, self.task + ["write" if write else "read", str(lifetime)] + self.fail_args,
                           disconnect)
         rec, text = self.client.op("alloc.submit", name, self.cp(), "POST", "/v1/allocations", body,
                                    value_of=lambda s, b: b["ID"],

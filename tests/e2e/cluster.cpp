@@ -115,12 +115,16 @@ void Cluster::stop_leftovers() {
   for (int round = 0; round < 3; ++round) {  // a dying shell's children show up next round
     const auto left = test::processes_using(dir());
     if (left.empty()) return;
+    // Judged all before any is killed: killing a walled task's init (its PID namespace's first
+    // process) takes the task down with it, and a dying task's descriptors no longer say whose it is.
+    std::vector<pid_t> to_kill;
     for (const auto& p : left) {
       if (p.parent == ::getpid()) continue;  // the test's own child (a CLI, etcd): its owner stops it
       if (round == 0 && !expected_leftover(p.cmdline, p.pid))
         ADD_FAILURE() << "process left running after the cluster stopped: pid " << p.pid << ": " << p.cmdline;
-      ::kill(p.pid, SIGKILL);
+      to_kill.push_back(p.pid);
     }
+    for (const pid_t pid : to_kill) ::kill(pid, SIGKILL);
     std::this_thread::sleep_for(200ms);
   }
 }

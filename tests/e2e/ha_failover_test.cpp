@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -14,13 +15,35 @@
 #include <thread>
 #include <vector>
 
+#include "services/nodeagent/rpcserver/operation_log.hpp"
 #include "tests/e2e/ha_cluster.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace mooring::e2e {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+// ControllerPublish results the agent of `node` has made durable (keyed "<plugin> <operation
+// id>"): its operation record (the checkpoint's slots and the journal it writes before it
+// answers), read from a copy so that loading it cannot compact the live files under the agent.
+// A tail torn by the copy is left out.
+int durable_publish_results(const Cluster& cluster, const std::string& node) {
+  test::TempDir copy{"mooring-ha-oplog"};
+  const auto dir = cluster.node_dir(node) / "agent";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))  // the checkpoint's slots, the journal
+    if (entry.path().filename().string().starts_with("operations"))
+      std::filesystem::copy_file(entry.path(), copy.path() / entry.path().filename(), ec);
+  nodeagent::OperationLog log(copy.path() / "operations");
+  std::vector<std::string> warnings;
+  int results = 0;
+  for (const auto& r : log.load(warnings))
+    results += r.kind == nodeagent::OperationRecord::Kind::result &&
+               r.key.find(" ControllerPublishVolume ") != std::string::npos;
+  return results;
+}
 
 TEST_F(Ha, LeaderKill9DuringClaimsAStandbyLeadsWithinTwoLeasesAndNoControllerCallIsLost) {
   test::EtcdCluster etcd(tmp.path() / "etcd3");
@@ -167,10 +190,11 @@ TEST_F(Ha, APublishAnsweredButNotRecordedIsNotRepeatedAfterTheAgentRestarts) {
   };
   ASSERT_TRUE(Cluster::eventually([&] { return publishes() == kVolumes; }, 10s))
       << "publishes answered by the plugin before the kill: " << publishes() << "\n" << dump_controller_calls("node-1");
-  // The agent answers them, each result flushed to its journal first. 300 ms was too little on a
-  // loaded machine (CI's ctest -j2): an unflushed result is rightly sent again after the restart.
-  // To do: wait on the agent's journal instead of a time.
-  std::this_thread::sleep_for(2s);
+  // The agent answers them, each result flushed to its journal first: the kill waits for the
+  // four results there (a fixed 300 ms, then 2 s, were guesses; an unflushed result is rightly
+  // sent again after the restart).
+  ASSERT_TRUE(Cluster::eventually([&] { return durable_publish_results(*cluster, "node-1") == kVolumes; }, 20s))
+      << "publish results in the agent's journal: " << durable_publish_results(*cluster, "node-1");
   cluster->kill_node("node-1");
   cluster->kill_controlplane(*first);
   cluster->set_faults("node-1", json::array());

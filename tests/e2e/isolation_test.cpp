@@ -72,13 +72,15 @@ TEST_F(IsolationE2E, AHostileTaskCannotReachPastItsWallsAndStillUsesItsOwnVolume
   cluster->start_node("node-1");
   ASSERT_FALSE(cluster->create_volume("victim-vol").is_null());
   ASSERT_FALSE(cluster->create_volume("own-vol").is_null());
-  auto victim = allocation("victim", "victim-vol", "node-1",
-                           "echo private > $MOORING_VOLUME_DATA/private && exec sleep 3600");
+  auto victim =
+      allocation("victim", "victim-vol", "node-1", "echo private > $MOORING_VOLUME_DATA/private && exec sleep 3600");
   victim["Task"]["SecretEnv"] = {{"VICTIM_SECRET", "hunter2-isolation"}};
   const auto victim_id = cluster->run_alloc(victim);
-  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(victim_id) == "running"; })) << cluster->log_tails();
+  ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(victim_id) == "running"; }))
+      << cluster->log_tails();
   std::vector<pid_t> victim_pids;
-  ASSERT_TRUE(Cluster::eventually([&] { return !(victim_pids = processes_with("VICTIM_SECRET=hunter2-isolation")).empty(); }));
+  ASSERT_TRUE(
+      Cluster::eventually([&] { return !(victim_pids = processes_with("VICTIM_SECRET=hunter2-isolation")).empty(); }));
   std::string victim_volume;
   {
     const auto env = test::read_file("/proc/" + std::to_string(victim_pids[0]) + "/environ");
@@ -90,22 +92,36 @@ TEST_F(IsolationE2E, AHostileTaskCannotReachPastItsWallsAndStillUsesItsOwnVolume
   const std::string pid = std::to_string(victim_pids[0]);
   const std::string script =
       "V=$MOORING_VOLUME_DATA; id -u; echo mine > $V/mine && cat $V/mine && echo OWN_VOLUME_OK; "
-      "cat /proc/" + pid + "/environ && echo LEAK_ENVIRON; "
+      "cat /proc/" +
+      pid +
+      "/environ && echo LEAK_ENVIRON; "
       "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -q hunter2 && echo LEAK_SECRET; done; "
-      "ls " + cluster->node_dir("node-1").string() + "/agent/allocs/" + victim_id + " && echo LEAK_DATADIR; "
-      "cat " + ca_key + " && echo LEAK_CAKEY; "
-      "cat " + victim_volume + "/private && echo LEAK_VOLUME; "
-      "kill -0 " + pid + " && echo LEAK_SIGNAL; "
+      "ls " +
+      cluster->node_dir("node-1").string() + "/agent/allocs/" + victim_id +
+      " && echo LEAK_DATADIR; "
+      "cat " +
+      ca_key +
+      " && echo LEAK_CAKEY; "
+      "cat " +
+      victim_volume +
+      "/private && echo LEAK_VOLUME; "
+      "kill -0 " +
+      pid +
+      " && echo LEAK_SIGNAL; "
       "mount -t tmpfs none $V && echo LEAK_MOUNT; "
       "python3 -c 'import ctypes,sys; l=ctypes.CDLL(None); "
-      "sys.exit(0 if l.ptrace(16, int(sys.argv[1]), 0, 0) == 0 or l.ptrace(16, 1, 0, 0) == 0 else 1)' " + pid +
+      "sys.exit(0 if l.ptrace(16, int(sys.argv[1]), 0, 0) == 0 or l.ptrace(16, 1, 0, 0) == 0 else 1)' " +
+      pid +
       " && echo LEAK_PTRACE; "
-      "for f in /etc/x /usr/x /x /var/x " + cluster->node_dir("node-1").string() + "/agent/x; do "
+      "for f in /etc/x /usr/x /x /var/x " +
+      cluster->node_dir("node-1").string() +
+      "/agent/x; do "
       "touch $f 2>/dev/null && echo LEAK_WRITE $f; done; "
       "echo hostile-done; exec sleep 3600";
   // Read while it runs: the allocation's directory goes once it ended and was released.
   const auto hostile_id = cluster->run_alloc(allocation("hostile", "own-vol", "node-1", script));
-  ASSERT_TRUE(Cluster::eventually([&] { return output("node-1", hostile_id).find("hostile-done") != std::string::npos; }, 60s))
+  ASSERT_TRUE(
+      Cluster::eventually([&] { return output("node-1", hostile_id).find("hostile-done") != std::string::npos; }, 60s))
       << cluster->log_tails() << output("node-1", hostile_id, "stderr.log");
   const auto out = output("node-1", hostile_id);
   EXPECT_TRUE(out.starts_with("65534\n")) << out;  // nobody, the default
@@ -117,6 +133,43 @@ TEST_F(IsolationE2E, AHostileTaskCannotReachPastItsWallsAndStillUsesItsOwnVolume
   ASSERT_EQ(cluster->stop_alloc(victim_id).status, 200u);
   ASSERT_EQ(cluster->stop_alloc(hostile_id).status, 200u);
   EXPECT_TRUE(Cluster::eventually([&] { return processes_with("VICTIM_SECRET=hunter2-isolation").empty(); }));
+}
+
+// Without the walls (task_isolation off) a non-root task runs on the host's paths: the way to its
+// own directory and volume is opened for its group, and a task of another user cannot pass it.
+TEST_F(IsolationE2E, WithoutWallsANonRootTaskUsesItsVolumeAndAnotherUsersTaskCannotReachIt) {
+  // The test's directory is mkdtemp's 0700; an operator's data dir sits under traversable parents.
+  fs::permissions(cluster->dir(), fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add);
+  NodeOptions unwalled;
+  unwalled.agent_args = {"--task-isolation=false"};
+  cluster->start_node("node-1", unwalled);
+  ASSERT_FALSE(cluster->create_volume("own-vol").is_null());
+  ASSERT_FALSE(cluster->create_volume("other-vol").is_null());
+  const auto own_id = cluster->run_alloc(allocation(
+      "own", "own-vol", "node-1",
+      "V=$MOORING_VOLUME_DATA; id -u; echo mine > $V/mine && cat $V/mine && echo OWN_VOLUME_OK; pwd > $HOME/here && "
+      "echo OWN_DIR_OK; echo VOLUME=$V; exec sleep 3600"));
+  ASSERT_TRUE(Cluster::eventually([&] { return output("node-1", own_id).find("VOLUME=") != std::string::npos; }, 60s))
+      << cluster->log_tails() << output("node-1", own_id, "stderr.log");
+  const auto out = output("node-1", own_id);
+  EXPECT_TRUE(out.starts_with("65534\n")) << out;
+  EXPECT_NE(out.find("mine\nOWN_VOLUME_OK\nOWN_DIR_OK\n"), std::string::npos)
+      << out << output("node-1", own_id, "stderr.log");
+  const auto at = out.find("VOLUME=");
+  const std::string volume = out.substr(at + 7, out.find('\n', at) - at - 7);
+
+  auto other = allocation("other", "other-vol", "node-1",
+                          "cat " + volume + "/mine && echo LEAK_VOLUME; ls " + volume + " && echo LEAK_LIST; ls " +
+                              cluster->node_dir("node-1").string() + "/agent/allocs/" + own_id +
+                              " && echo LEAK_DATADIR; echo other-done; exec sleep 3600");
+  other["Task"]["User"] = "4321:4321";
+  const auto other_id = cluster->run_alloc(other);
+  ASSERT_TRUE(
+      Cluster::eventually([&] { return output("node-1", other_id).find("other-done") != std::string::npos; }, 60s))
+      << cluster->log_tails() << output("node-1", other_id, "stderr.log");
+  EXPECT_EQ(output("node-1", other_id).find("LEAK"), std::string::npos) << output("node-1", other_id);
+  ASSERT_EQ(cluster->stop_alloc(own_id).status, 200u);
+  ASSERT_EQ(cluster->stop_alloc(other_id).status, 200u);
 }
 
 TEST_F(IsolationE2E, RootIsRefusedOnADefaultNodeAndRunsOnANodeThatAllowsIt) {
@@ -185,7 +238,8 @@ TEST_F(IsolationE2E, AStopLeavesNoneOfTheTasksProcessesAlsoAfterAnAgentKillAndRe
     }
     ASSERT_EQ(cluster->stop_alloc(id).status, 200u);
     EXPECT_TRUE(Cluster::eventually([&] { return processes_with(marker).empty(); }, 30s))
-        << processes_with(marker).size() << " left\n" << cluster->log_tails();
+        << processes_with(marker).size() << " left\n"
+        << cluster->log_tails();
     EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count("vol") == 0; }, 30s));
   }
 }

@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <random>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -20,21 +23,33 @@ bool log_says_ready(const std::filesystem::path& log) {
 
 }  // namespace
 
+// A port the kernel would not hand out by itself: below the ephemeral range (32768 and up on
+// Linux), where every outgoing connection of every test running beside this one takes its local
+// port. A port picked there and closed again could be taken by such a connection before the process
+// meant for it binds it (an etcd member of a three-member cluster failed so in CI). The bind check
+// refuses one that is in use now; the set keeps this process from handing the same port out twice.
 std::uint16_t free_tcp_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("free_tcp_port: socket failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  static std::mutex mutex;
+  static std::set<std::uint16_t> handed_out;
+  static std::mt19937 random{std::random_device{}()};
+  std::lock_guard lock(mutex);
+  std::uniform_int_distribution<int> pick(20000, 32000);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto port = static_cast<std::uint16_t>(pick(random));
+    if (handed_out.contains(port)) continue;
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) throw std::runtime_error("free_tcp_port: socket failed");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     ::close(fd);
-    throw std::runtime_error("free_tcp_port: bind failed");
+    if (!free) continue;
+    handed_out.insert(port);
+    return port;
   }
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  throw std::runtime_error("free_tcp_port: no free port between 20000 and 32000 after 200 tries");
 }
 
 std::optional<std::string> EtcdProcess::unavailable() {
@@ -72,11 +87,24 @@ void EtcdProcess::spawn() {
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   SpawnOptions o;
   o.binary = kEtcd;
-  o.args = {"--name", name_, "--data-dir", (dir_ / "data").string(),
-            "--listen-client-urls", client, "--advertise-client-urls", client,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", initial_cluster_.empty() ? name_ + "=" + peer : initial_cluster_,
-            "--initial-cluster-state", "new", "--initial-cluster-token", "mooring-test"};
+  o.args = {"--name",
+            name_,
+            "--data-dir",
+            (dir_ / "data").string(),
+            "--listen-client-urls",
+            client,
+            "--advertise-client-urls",
+            client,
+            "--listen-peer-urls",
+            peer,
+            "--initial-advertise-peer-urls",
+            peer,
+            "--initial-cluster",
+            initial_cluster_.empty() ? name_ + "=" + peer : initial_cluster_,
+            "--initial-cluster-state",
+            "new",
+            "--initial-cluster-token",
+            "mooring-test"};
   if (tls_)
     o.args.insert(o.args.end(), {"--cert-file", tls_->cert, "--key-file", tls_->key, "--trusted-ca-file", tls_->ca,
                                  "--client-cert-auth"});

@@ -30,6 +30,7 @@ boost::asio::awaitable<PublishResult> RouterPublisher::publish(const domain::Vol
                                                         std::move(operation));
   out.sent = !res.no_target;
   out.unreached = res.unreached;
+  out.uncertain_earlier = res.uncertain_earlier;
   if (res.ok()) {
     out.status = grpc::Status::OK;
     out.publish_context.insert(res.response.publish_context().begin(), res.response.publish_context().end());

@@ -66,13 +66,16 @@ std::optional<http::Response> enroller(Context& ctx, const http::Request& req, c
 }
 
 // The other nodes' records without their expired introductions (nodes/node_identity.hpp,
-// prune_introductions), in the batch that writes `except`'s. One left with nothing acts as no
-// record; it is written empty until the state room's Batch can erase an identity.
+// prune_introductions), in the batch that writes `except`'s; one left with nothing is erased.
 void prune_others(const StateStore& store, Batch& batch, const std::string& except, domain::Time now) {
   for (const auto& [node_id, stored] : store.node_identities()) {
     if (node_id == except) continue;
     auto identity = stored;
-    if (prune_introductions(identity, now) != Pruned::unchanged) batch.put(std::move(identity));
+    switch (prune_introductions(identity, now)) {
+      case Pruned::unchanged: break;
+      case Pruned::changed: batch.put(std::move(identity)); break;
+      case Pruned::remove: batch.erase_node_identity(node_id); break;
+    }
   }
 }
 

@@ -149,7 +149,10 @@ ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& 
   const grpc::Status& status = result.status;
   const auto code = status.error_code();
   const bool unheard = (!result.sent || result.unreached) && controller_node_up(updated.plugin_id);
-  const auto failure = classify_publish_failure(code, result.sent, plan.retry_of_pending, unheard);
+  // An earlier controller's uncertain answer counts as an earlier attempt: it may still publish
+  // after a later controller's refusal (a claim dropped then leaves the volume published).
+  const bool maybe_published = plan.retry_of_pending || result.uncertain_earlier;
+  const auto failure = classify_publish_failure(code, result.sent, maybe_published, unheard);
   const std::string text = "ControllerPublishVolume failed: " + csi::status_text(status);
   const std::string subject = "volume " + in_quotes(input.volume_key);
   if (failure.kept) {

@@ -47,6 +47,17 @@ Verdict check_new_claim(const std::string& what, const ClaimInput& input, const 
   return std::nullopt;
 }
 
+// A new claim's ControllerPublish waits for a release on the same node to detach first
+// (publish_outcome.hpp: release_ahead_on_node). Retryable: the agent claims again.
+Verdict release_comes_first(const std::string& what, const domain::Volume& volume, const ClaimInput& input) {
+  const auto* ahead =
+      release_ahead_on_node(volume, input.node_id, input.allocation_id, input.mode == domain::ClaimMode::read);
+  if (!ahead) return std::nullopt;
+  return unavailable(what + ": the claim of allocation " + in_quotes(ahead->allocation_id) + " on node " +
+                     in_quotes(input.node_id) + " is being released (" + std::string(domain::to_string(ahead->state)) +
+                     ") and its ControllerUnpublishVolume to the node comes first; retry the claim");
+}
+
 }  // namespace
 
 std::string claim_subject(const ClaimInput& input) {
@@ -105,6 +116,8 @@ Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, c
   if (plan.publish && !can_publish && created)
     return unavailable(what + ": plugin " + in_quotes(stored->plugin_id) +
                        " needs ControllerPublishVolume and no controller route is configured");
+  if (created && plan.publish)
+    if (auto refused = release_comes_first(what, *stored, input)) return *refused;
   auto& claim = plan.volume.claims.at(input.allocation_id);
   if (plan.publish) {
     claim.last_error = kPublishPending;  // take_claim clears it; the intent carries it

@@ -26,6 +26,9 @@ struct PublishResult {
   // answered. The call may still have left before a connection broke, so this never frees a
   // claim; a claim already waiting for its publish keeps waiting instead of being released.
   bool unreached = false;
+  // A controller asked before the one whose answer `status` is gave an uncertain answer (a
+  // timeout): its publish may still happen, so no later refusal makes the failure certain.
+  bool uncertain_earlier = false;
 };
 
 class ControllerPublisher {

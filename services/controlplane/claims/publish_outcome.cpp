@@ -8,6 +8,18 @@ bool publish_pending(const domain::Claim& claim) {
   return claim.state == domain::ClaimState::taken && claim.last_error == kPublishPending;
 }
 
+const domain::Claim* release_ahead_on_node(const domain::Volume& volume, const std::string& node_id,
+                                           const std::string& allocation_id, bool read_only) {
+  for (const auto& [alloc, c] : volume.claims) {
+    if (alloc == allocation_id || c.node_id != node_id || !domain::is_past(c.state)) continue;
+    if (c.controller_publish == domain::ControllerPublish::not_needed) continue;
+    if (c.state == domain::ClaimState::node_detached) return &c;
+    const bool theirs_read_only = c.mode == domain::ClaimMode::read;
+    if (domain::is_before(c.state, domain::ClaimState::node_detached) && theirs_read_only != read_only) return &c;
+  }
+  return nullptr;
+}
+
 PublishFailure classify_publish_failure(grpc::StatusCode code, bool sent, bool retry_of_pending, bool unheard) {
   const auto outcome = csi::classify(csi::Rpc::ControllerPublishVolume, code);
   // Nothing sent, or a final error, is certain only on the first attempt: an earlier attempt may

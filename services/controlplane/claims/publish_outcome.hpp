@@ -22,6 +22,17 @@ inline constexpr const char* kPublishPending = "waiting for ControllerPublishVol
 // The claim's intent was recorded and its publish is not confirmed yet.
 bool publish_pending(const domain::Claim& claim);
 
+// The other half of the rule the release follows for a pending publish (gc/release_rules.cpp):
+// a claim of the volume on `node_id`, other than `allocation_id`'s, being released, that a new
+// ControllerPublish to the node must not overtake. Either its ControllerUnpublish to the node
+// is its next step (node-detached: the GC may be sending it now, and a publish answered before
+// it lands is undone by it, or refused beside it), or its publication has the other readonly
+// flag (`read_only` is the new claim's), which the plugin keeps until that claim is detached
+// and refuses a publish beside (ALREADY_EXISTS: the claim dropped, claimed and published again).
+// Null when there is none: the new claim may publish.
+const domain::Claim* release_ahead_on_node(const domain::Volume& volume, const std::string& node_id,
+                                           const std::string& allocation_id, bool read_only);
+
 struct PublishFailure {
   csi::Outcome outcome;  // the error table's reading of the code
   // Nothing can have been published: the claim is freed. Otherwise it is released with

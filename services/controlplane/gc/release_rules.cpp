@@ -81,7 +81,8 @@ ReleaseDecision controller_step(const domain::Volume& v, const domain::Claim& c,
   // A claim whose own ControllerPublish is still unconfirmed does not count yet: if that publish
   // fails for certain the claim is dropped without a release, and a detach left to it would
   // never be sent (the volume stayed published to the node with no claim: found by the chaos
-  // checker, docs/chaos.md). Wait for its outcome instead.
+  // checker, docs/chaos.md). Wait for its outcome instead. (The other order, a new claim's
+  // publish while this detach is under way, is refused by the claim path: release_ahead_on_node.)
   std::string pending;
   for (const auto& [alloc, other] : v.claims) {
     if (alloc == c.allocation_id || other.node_id != c.node_id) continue;

@@ -80,6 +80,7 @@ class Batch {
     snapshots_[snapshot_record_key(plugin_id, id)] = std::nullopt;
   }
   void put(domain::NodeIdentity n) { node_identities_[n.node_id] = std::move(n); }
+  void erase_node_identity(const std::string& node_id) { node_identities_[node_id] = std::nullopt; }
 
   bool empty() const {
     return volumes_.empty() && plugins_.empty() && nodes_.empty() && allocations_.empty() && events_.empty() &&

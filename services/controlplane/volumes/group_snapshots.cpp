@@ -234,7 +234,14 @@ asio::awaitable<Outcome<std::uint64_t>> VolumeLifecycle::delete_group_snapshot(s
 asio::awaitable<Outcome<std::vector<GroupSnapshot>>> VolumeLifecycle::list_group_snapshots(std::string plugin_id,
                                                                                            StringMap secrets,
                                                                                            Asker asker) {
-  if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
+  const auto* p = store_.plugin(plugin_id);
+  if (!p) co_return missing("plugin", plugin_id);
+  // The groups are read from ListSnapshots: a plugin without it has none to show (400), and
+  // one whose capabilities are not known yet is asked again shortly (503), never called blind.
+  if (auto cannot = unsupported(
+          *p, &domain::ControllerInfo::supports_list_snapshots,
+          "plugin " + in_quotes(plugin_id) + " cannot list its snapshots, so its group snapshots cannot be listed"))
+    co_return *cannot;
   auto all = co_await all_snapshots(plugin_id, secrets);
   if (!all) co_return all.error();
   std::map<std::string, GroupSnapshot> groups;  // by id: listed in id order
@@ -258,12 +265,27 @@ asio::awaitable<Outcome<std::vector<GroupSnapshot>>> VolumeLifecycle::list_group
 
 asio::awaitable<Outcome<GroupSnapshot>> VolumeLifecycle::get_group_snapshot(std::string plugin_id, std::string group_id,
                                                                             StringMap secrets, Asker asker) {
-  if (!store_.plugin(plugin_id)) co_return missing("plugin", plugin_id);
-  auto all = co_await all_snapshots(plugin_id, secrets);
-  if (!all) co_return all.error();
+  const auto* p = store_.plugin(plugin_id);
+  if (!p) co_return missing("plugin", plugin_id);
+  // The members come from ListSnapshots, or, for a plugin without it, from the group Mooring
+  // recorded when it made it (a group made elsewhere is then not known: 404).
+  auto cannot_list = unsupported(*p, &domain::ControllerInfo::supports_list_snapshots, "");
+  if (cannot_list && cannot_list->kind == Failure::Kind::unavailable) co_return *cannot_list;
   GroupSnapshot listed;
-  for (const auto& s : *all)
-    if (s.group_snapshot_id() == group_id) listed.snapshots.push_back(snapshot_of(s, plugin_id, store_));
+  if (!cannot_list) {
+    auto all = co_await all_snapshots(plugin_id, secrets);
+    if (!all) co_return all.error();
+    for (const auto& s : *all)
+      if (s.group_snapshot_id() == group_id) listed.snapshots.push_back(snapshot_of(s, plugin_id, store_));
+  } else {
+    for (const auto* r : recorded_members(store_, plugin_id, group_id))
+      listed.snapshots.push_back({.id = r->id,
+                                  .ns = r->ns,
+                                  .external_source_volume_id = r->external_source_volume_id,
+                                  .source_volume_id = r->source_volume_id,
+                                  .plugin_id = plugin_id,
+                                  .group_snapshot_id = group_id});
+  }
   // Another namespace's group is not found, as one that does not exist.
   if (listed.snapshots.empty() || !acl::lists_all(asker.acl, owners(listed), asker.ns))
     co_return missing("group snapshot", group_id);

@@ -307,127 +307,156 @@ asio::awaitable<void> AllocRunner::kill_task(std::string why) {
 }
 
 asio::awaitable<void> AllocRunner::run_task(const std::map<std::string, std::string>& volume_env) {
-  const auto& alloc = state_.alloc;
-  if (!alloc.task) {
-    // No task: the allocation holds its volumes until it is stopped.
-    set_status(ClientStatus::running);
-    emit("Running", "no task: holding the volumes until the allocation is stopped");
-    co_await wait_for_stop();
-    state_.task_result = "stopped: " + state_.stop_reason;
-    set_status(ClientStatus::complete);
+  if (!state_.alloc.task) {
+    co_await hold_volumes();
     co_return;
   }
-
   if (!task_ && state_.secret_env_pending) {
-    // Restored from disk, where SecretEnv values are never written: the task starts once the
-    // watch has brought the control plane's copy.
-    emit("WaitingForSecrets", "waiting for the control plane to send the task's SecretEnv");
-    if (!co_await until_stopped(wait_for_secret_env())) {
-      state_.task_result = "stopped before the task started";
-      set_status(ClientStatus::complete);
-      co_return;
-    }
+    const bool arrived = co_await secrets_arrived();
+    if (!arrived) co_return;
   }
   if (!task_) {
-    auto dir = store_.alloc_dir(id());
-    const std::map<std::string, std::string> vars{{"node.id", options_.node_id},
-                                                  {"node.name", options_.node_name},
-                                                  {"alloc.id", alloc.id},
-                                                  {"alloc.name", alloc.name},
-                                                  {"alloc.index", std::to_string(alloc.index)}};
-    TaskSpec spec;
-    spec.command = alloc.task->command;
-    for (const auto& a : alloc.task->args) spec.args.push_back(interpolate(a, vars));
-    for (const auto& [k, v] : alloc.task->env) spec.env[k] = interpolate(v, vars);
-    for (const auto& [k, v] : alloc.task->secret_env) spec.env[k] = v;  // secrets as given
-    for (const auto& [k, v] : volume_env) spec.env[k] = v;
-    spec.env["MOORING_ALLOC_ID"] = alloc.id;
-    spec.env["MOORING_ALLOC_NAME"] = alloc.name;
-    if (!options_.node_id.empty()) spec.env["MOORING_NODE_ID"] = options_.node_id;
-    if (!options_.node_name.empty()) spec.env["MOORING_NODE_NAME"] = options_.node_name;
-    // The start's intent: written with the state below before the spawn, so a restart that
-    // finds it without a pid looks for this launch rather than starting the task again.
-    state_.launch_id = domain::new_id();
-    spec.env[kLaunchIdEnv] = state_.launch_id;
-    save();
-    if (dir) {
-      spec.stdout_path = *dir / "stdout.log";
-      spec.stderr_path = *dir / "stderr.log";
-    }
-    // The state so far is on disk (and the directory the task's output goes to exists) before
-    // the task starts. Started on the writer thread: posix_spawn blocks its caller until the
-    // child has exec'd (~1 ms), which the executor's other allocations should not wait out.
-    domain::Expected<std::unique_ptr<TaskProcess>> started = domain::error("task not started");
-    co_await store_.after_durable([&] {
-      // The user, the volumes' group and the walls are settled here, off the executor: a
-      // volume's first group change walks its tree.
-      if (options_.walls && dir)
-        if (auto walled = wall_task(alloc, *dir, volume_env, *options_.walls, spec); !walled) {
-          started = domain::error("cannot start task \"" + spec.command + "\": " + walled.error());
-          return;
-        }
-      started = TaskProcess::start(ex_, spec);
-    });
-    if (!started) {
-      state_.task_started = true;
-      state_.task_result = started.error();
-      emit("DriverFailure", started.error());
-      set_status(ClientStatus::failed);
-      co_return;
-    }
-    task_ = std::move(*started);
-    state_.task_started = true;
-    state_.task = task_->handle();
-    state_.client_status = ClientStatus::running;  // one durable write for the pid and the status
-    save();
-    emit("Started", "task started with pid " + std::to_string(task_->handle().pid));  // reports running
+    const bool started = co_await start_task(volume_env);
+    if (!started) co_return;
   }
   set_status(ClientStatus::running);  // a re-adopted task; nothing to do after a start
-
-  // Poststart hooks race the task and a stop: a plugin task that never becomes healthy fails the
-  // allocation (and is stopped); a task that ends first is just its exit.
   std::optional<std::optional<ExitStatus>> exit;
-  {
-    auto ex = co_await asio::this_coro::executor;
-    std::optional<domain::Status> post;
-    auto [order, post_error, exit_error, stop_error] =
-        co_await asio::experimental::make_parallel_group(
-            asio::co_spawn(ex, async::detail::store_result(run_poststart(), post), asio::deferred),
-            asio::co_spawn(ex, async::detail::store_result(task_->wait(), exit), asio::deferred),
-            asio::co_spawn(ex, wait_for_stop(), asio::deferred))
-            .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-    (void)stop_error;
-    if (order[0] == 0 && post_error) std::rethrow_exception(post_error);
-    if (order[0] == 1 && exit_error) std::rethrow_exception(exit_error);
-    if (order[0] == 2) {
-      co_await kill_task();
-      co_return;
-    }
-    if (order[0] == 0) {
-      exit.reset();
-      if (!*post) {
-        emit("SetupFailure", post->error());
-        co_await kill_task(post->error());
-        state_.task_result = post->error();
-        set_status(ClientStatus::failed);
-        co_return;
-      }
-    }
-  }
+  const bool going_on = co_await race_poststart(exit);
+  if (!going_on) co_return;
   if (!exit) exit = co_await until_stopped(task_->wait());
   if (!exit) {
     co_await kill_task();
     co_return;
   }
+  record_exit(*exit);
+}
+
+// No task: the allocation holds its volumes until it is stopped.
+asio::awaitable<void> AllocRunner::hold_volumes() {
+  set_status(ClientStatus::running);
+  emit("Running", "no task: holding the volumes until the allocation is stopped");
+  co_await wait_for_stop();
+  state_.task_result = "stopped: " + state_.stop_reason;
+  set_status(ClientStatus::complete);
+}
+
+// Restored from disk, where SecretEnv values are never written: the task starts once the watch
+// has brought the control plane's copy. False when the allocation was stopped first.
+asio::awaitable<bool> AllocRunner::secrets_arrived() {
+  emit("WaitingForSecrets", "waiting for the control plane to send the task's SecretEnv");
+  // A named local, not the co_await in the if: GCC 12 trapped (ud2) resuming that form here.
+  const auto arrived = co_await until_stopped(wait_for_secret_env());
+  if (arrived) co_return true;
+  state_.task_result = "stopped before the task started";
+  set_status(ClientStatus::complete);
+  co_return false;
+}
+
+TaskSpec AllocRunner::task_spec(const std::map<std::string, std::string>& volume_env) const {
+  const auto& alloc = state_.alloc;
+  const std::map<std::string, std::string> vars{{"node.id", options_.node_id},
+                                                {"node.name", options_.node_name},
+                                                {"alloc.id", alloc.id},
+                                                {"alloc.name", alloc.name},
+                                                {"alloc.index", std::to_string(alloc.index)}};
+  TaskSpec spec;
+  spec.command = alloc.task->command;
+  for (const auto& a : alloc.task->args) spec.args.push_back(interpolate(a, vars));
+  for (const auto& [k, v] : alloc.task->env) spec.env[k] = interpolate(v, vars);
+  for (const auto& [k, v] : alloc.task->secret_env) spec.env[k] = v;  // secrets as given
+  for (const auto& [k, v] : volume_env) spec.env[k] = v;
+  spec.env["MOORING_ALLOC_ID"] = alloc.id;
+  spec.env["MOORING_ALLOC_NAME"] = alloc.name;
+  if (!options_.node_id.empty()) spec.env["MOORING_NODE_ID"] = options_.node_id;
+  if (!options_.node_name.empty()) spec.env["MOORING_NODE_NAME"] = options_.node_name;
+  return spec;
+}
+
+// Starts the task into task_; false (the allocation failed, saying why) when it could not start.
+asio::awaitable<bool> AllocRunner::start_task(const std::map<std::string, std::string>& volume_env) {
+  const auto& alloc = state_.alloc;
+  auto dir = store_.alloc_dir(id());
+  TaskSpec spec = task_spec(volume_env);
+  // The start's intent: written with the state below before the spawn, so a restart that
+  // finds it without a pid looks for this launch rather than starting the task again.
+  state_.launch_id = domain::new_id();
+  spec.env[kLaunchIdEnv] = state_.launch_id;
+  save();
+  if (dir) {
+    spec.stdout_path = *dir / "stdout.log";
+    spec.stderr_path = *dir / "stderr.log";
+  }
+  // The state so far is on disk (and the directory the task's output goes to exists) before
+  // the task starts. Started on the writer thread: posix_spawn blocks its caller until the
+  // child has exec'd (~1 ms), which the executor's other allocations should not wait out.
+  domain::Expected<std::unique_ptr<TaskProcess>> started = domain::error("task not started");
+  co_await store_.after_durable([&] {
+    // The user, the volumes' group and the walls are settled here, off the executor: a
+    // volume's first group change walks its tree.
+    if (options_.walls && dir)
+      if (auto walled = wall_task(alloc, *dir, volume_env, *options_.walls, spec); !walled) {
+        started = domain::error("cannot start task \"" + spec.command + "\": " + walled.error());
+        return;
+      }
+    started = TaskProcess::start(ex_, spec);
+  });
+  state_.task_started = true;
+  if (!started) {
+    state_.task_result = started.error();
+    emit("DriverFailure", started.error());
+    set_status(ClientStatus::failed);
+    co_return false;
+  }
+  task_ = std::move(*started);
+  state_.task = task_->handle();
+  state_.client_status = ClientStatus::running;  // one durable write for the pid and the status
+  save();
+  emit("Started", "task started with pid " + std::to_string(task_->handle().pid));  // reports running
+  co_return true;
+}
+
+// Poststart hooks race the task and a stop: a plugin task that never becomes healthy fails the
+// allocation (and is stopped); a task that ends first is just its exit (into `exit`). False when
+// the race ended the allocation (a stop, or a failed hook).
+asio::awaitable<bool> AllocRunner::race_poststart(std::optional<std::optional<ExitStatus>>& exit) {
+  auto ex = co_await asio::this_coro::executor;
+  std::optional<domain::Status> post;
+  auto [order, post_error, exit_error, stop_error] =
+      co_await asio::experimental::make_parallel_group(
+          asio::co_spawn(ex, async::detail::store_result(run_poststart(), post), asio::deferred),
+          asio::co_spawn(ex, async::detail::store_result(task_->wait(), exit), asio::deferred),
+          asio::co_spawn(ex, wait_for_stop(), asio::deferred))
+          .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+  (void)stop_error;
+  if (order[0] == 0 && post_error) std::rethrow_exception(post_error);
+  if (order[0] == 1 && exit_error) std::rethrow_exception(exit_error);
+  if (order[0] == 2) {
+    co_await kill_task();
+    co_return false;
+  }
+  if (order[0] == 0) {
+    exit.reset();
+    if (!*post) {
+      emit("SetupFailure", post->error());
+      co_await kill_task(post->error());
+      state_.task_result = post->error();
+      set_status(ClientStatus::failed);
+      co_return false;
+    }
+  }
+  co_return true;
+}
+
+void AllocRunner::record_exit(const std::optional<ExitStatus>& exit) {
   state_.task.reset();
   if (task_->oom_killed()) {
-    state_.task_result =
-        "OOM killed: the task went over its memory limit of " + std::to_string(alloc.task->resources.memory_mb) + " MB";
+    state_.task_result = "OOM killed: the task went over its memory limit of " +
+                         std::to_string(state_.alloc.task->resources.memory_mb) + " MB";
     emit("OOM killed", state_.task_result);
     set_status(ClientStatus::failed);
-  } else if (*exit) {
-    state_.task_result = "task " + (*exit)->describe();
-    set_status((*exit)->success() ? ClientStatus::complete : ClientStatus::failed);
+  } else if (exit) {
+    state_.task_result = "task " + exit->describe();
+    set_status(exit->success() ? ClientStatus::complete : ClientStatus::failed);
   } else {
     // Re-adopted task: not our child, so its exit code is not ours to read.
     state_.task_result = "task exited; exit status unknown (re-adopted after an agent restart)";

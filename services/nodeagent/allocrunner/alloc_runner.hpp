@@ -90,7 +90,14 @@ class AllocRunner {
   bool stop_requested() const { return !state_.stop_reason.empty(); }
 
  private:
+  // The task's life: started (or re-adopted), its Poststart hooks, its exit or stop.
   boost::asio::awaitable<void> run_task(const std::map<std::string, std::string>& env);
+  boost::asio::awaitable<void> hold_volumes();
+  boost::asio::awaitable<bool> secrets_arrived();
+  TaskSpec task_spec(const std::map<std::string, std::string>& volume_env) const;
+  boost::asio::awaitable<bool> start_task(const std::map<std::string, std::string>& volume_env);
+  boost::asio::awaitable<bool> race_poststart(std::optional<std::optional<ExitStatus>>& exit);
+  void record_exit(const std::optional<ExitStatus>& exit);
   // After a restart: re-adopts the task an earlier agent started (found by pid, or by launch id
   // when the pid was not written yet) into task_, or records that it is gone.
   void reattach_task();

@@ -25,10 +25,7 @@ namespace {
 
 namespace asio = boost::asio;
 
-const log::Logger& logger() {
-  static const log::Logger l{"task"};
-  return l;
-}
+const log::Logger kLog{"task"};
 
 // The task's own stdout or stderr file (close-on-exec here: spawn_process hands the child its copy).
 domain::Expected<int> open_output(const std::filesystem::path& path) {
@@ -166,7 +163,7 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   }
   impl->pidfd.assign(fd);
   TaskHandle handle{pid, process_start_ticks(pid).value_or(0)};
-  logger().info("task started", {{"pid", static_cast<int64_t>(pid)}, {"command", spec.command}});
+  kLog.info("task started", {{"pid", static_cast<int64_t>(pid)}, {"command", spec.command}});
   return std::unique_ptr<TaskProcess>(new TaskProcess(handle, true, std::move(impl)));
 }
 
@@ -186,7 +183,7 @@ std::unique_ptr<TaskProcess> TaskProcess::adopt(asio::any_io_executor ex, TaskHa
   impl->pidfd.assign(fd);
   impl->walled = is_namespace_init(handle.pid);
   if (!cgroup.empty()) impl->cgroup = TaskCgroup::find(cgroup);
-  logger().info("task re-adopted after an agent restart", {{"pid", static_cast<int64_t>(handle.pid)}});
+  kLog.info("task re-adopted after an agent restart", {{"pid", static_cast<int64_t>(handle.pid)}});
   return std::unique_ptr<TaskProcess>(new TaskProcess(handle, false, std::move(impl)));
 }
 
@@ -207,7 +204,7 @@ void TaskProcess::after_exit() {
   oom_killed_ = impl_->cgroup.oom_kills() > 0;
   // A task that double-forked out of its group or session is still in its cgroup.
   if (!impl_->cgroup.kill_all())
-    logger().warn("processes of the task survive in its cgroup", {{"pid", static_cast<int64_t>(handle_.pid)}});
+    kLog.warn("processes of the task survive in its cgroup", {{"pid", static_cast<int64_t>(handle_.pid)}});
   impl_->cgroup.remove();
 }
 
@@ -248,8 +245,8 @@ asio::awaitable<std::optional<ExitStatus>> TaskProcess::stop(std::chrono::millis
   auto waiting = wait_discarding(*this);
   const bool exited_in_time = co_await async::with_timeout(std::move(waiting), left);
   if (!exited_in_time) {
-    logger().warn("task did not stop after SIGTERM; sending SIGKILL",
-                  {{"pid", static_cast<int64_t>(handle_.pid)}, {"grace", grace}});
+    kLog.warn("task did not stop after SIGTERM; sending SIGKILL",
+              {{"pid", static_cast<int64_t>(handle_.pid)}, {"grace", grace}});
     signal(SIGKILL);
   }
   co_return co_await wait();

@@ -12,6 +12,36 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Without walls a non-root task reaches its directory and volumes on the host's paths, under the
+// agent's data dir, whose directories are root's 0700. The way to `target` is opened just enough,
+// as Nomad opens its alloc dirs (0711): the levels all allocations share (the data dir, allocs/,
+// mounts/, per-alloc/) traversable but not listable by anyone; from the allocation's own
+// directory down, root's and the task's group's only (0710), so another allocation's user cannot
+// pass. Nothing above the data dir is changed, and `target` itself is the task's or the volume's.
+domain::Status open_way(const fs::path& data_dir, const fs::path& target, const std::string& alloc_id, gid_t gid) {
+  const auto rel = target.lexically_relative(data_dir);
+  if (rel.empty() || *rel.begin() == "..") return {};  // not below the data dir: not ours to open
+  fs::path level = data_dir;
+  bool own = false;
+  auto open_level = [&]() -> domain::Status {
+    own = own || level.filename() == alloc_id;
+    struct stat st {};
+    const bool ok = ::stat(level.c_str(), &st) == 0 &&
+                    (own ? ::chown(level.c_str(), static_cast<uid_t>(-1), gid) == 0 && ::chmod(level.c_str(), 0710) == 0
+                         : ::chmod(level.c_str(), (st.st_mode & 07700) | 0111) == 0);
+    if (!ok)
+      return domain::error("cannot open the way to " + target.string() + " at " + level.string() + ": " +
+                           std::strerror(errno));
+    return {};
+  };
+  if (auto s = open_level(); !s) return s;
+  for (const auto& part : rel.parent_path()) {
+    level /= part;
+    if (auto s = open_level(); !s) return s;
+  }
+  return {};
+}
+
 }  // namespace
 
 domain::Expected<ResolvedUser> resolve_task_user(const std::string& task_user, const domain::TaskUserRules& rules) {
@@ -71,6 +101,9 @@ domain::Status wall_task(const domain::Allocation& alloc, const fs::path& alloc_
     if (it == volume_env.end()) continue;
     walls.binds.push_back({it->second, request.read_only});
   }
+  if (!walls.namespaces && walls.uid != 0 && !options.data_dir.empty())
+    for (const auto& bind : walls.binds)
+      if (auto opened = open_way(options.data_dir, bind.path, alloc.id, walls.gid); !opened) return opened;
   spec.working_dir = local;
   if (!spec.env.contains("HOME")) spec.env["HOME"] = local.string();
   spec.walls = std::move(walls);

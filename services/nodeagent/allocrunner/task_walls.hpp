@@ -25,6 +25,9 @@ struct TaskWallsOptions {
   bool namespaces = true;  // the agent's task_isolation
   // The agent's data dir, TLS files and config file: never visible to a task.
   std::vector<std::filesystem::path> hidden;
+  // The agent's data dir. Without namespaces, the way from it to a non-root task's directory and
+  // volumes is opened for the task's group (task_walls.cpp, open_way).
+  std::filesystem::path data_dir;
 };
 
 struct ResolvedUser {

@@ -14,36 +14,17 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <set>
 
 #include "services/nodeagent/process/spawn_parts.hpp"
+#include "services/nodeagent/process/task_init_image.hpp"
+#include "services/nodeagent/process/task_init_protocol.hpp"
 
 namespace mooring::nodeagent {
 namespace {
 
-// What the init (or the plain child) tells the agent through the report pipe.
-struct Report {
-  int kind = 0;  // kStarted, kFailed, kExited
-  int step = 0;  // kFailed: an op index (>= 0) or a Step
-  int error = 0;
-  int status = 0;  // kExited: the task's wait status
-};
-constexpr int kStarted = 1, kFailed = 2, kExited = 3;
+using namespace task_init;
 
-// Steps besides the mount plan's, named for the error.
-enum Step : int {
-  kCgroup = -1,
-  kSetsid = -2,
-  kDescriptors = -3,
-  kPivot = -4,
-  kCaps = -5,
-  kSetgroups = -6,
-  kSetgid = -7,
-  kSetuid = -8,
-  kNoNewPrivs = -9,
-  kFork = -10,
-  kChdir = -11,
-  kExec = -12,
-};
 const char* step_name(int step) {
   switch (step) {
     case kCgroup: return "join the task's cgroup";
@@ -58,22 +39,28 @@ const char* step_name(int step) {
     case kFork: return "fork the task";
     case kChdir: return "chdir to the working directory";
     case kExec: return "exec";
+    case kExecInit: return "exec the task's init";
   }
   return "unknown step";
 }
 
 // The mount plan: every string owned here, so the child only reads.
-enum class OpKind { mkdirs, touch, mount, symlink };
+enum class OpKind { mkdir, touch, mount, symlink, device };
 struct Op {
   OpKind kind;
   const char* a = nullptr;  // mount: source; symlink: target; else the path
   const char* b = nullptr;  // mount: target; symlink: the link
   const char* fstype = nullptr;
-  unsigned long flags = 0;
+  unsigned long flags = 0;  // mount: its flags; device: the node's type and mode
   const char* data = nullptr;
+  dev_t dev = 0;  // device: the node's device number, made root's and `gid`'s
+  gid_t gid = 0;
 };
 
 struct Plan {
+  explicit Plan(std::string r = {}) : root(std::move(r)) {}
+  std::string root;                 // exists; directories are made below it
+  std::set<std::string> made;       // directories made so far and not hidden by a mount since
   std::deque<std::string> strings;  // a deque: c_str()s stay put
   std::vector<Op> ops;
   std::vector<std::string> names;
@@ -82,10 +69,23 @@ struct Plan {
     ops.push_back(op);
     names.push_back(std::move(name));
   }
-  void mkdirs(const std::string& path) { add({OpKind::mkdirs, c(path)}, "mkdir " + path); }
+  // One mkdir per directory the plan has not made yet (the task's root starts empty): a deep
+  // volume path's parents are made once, not asked for again at each bind.
+  void mkdirs(const std::string& path) {
+    for (std::size_t at = root.size() + 1; at <= path.size(); ++at) {
+      if (at < path.size() && path[at] != '/') continue;
+      std::string dir = path.substr(0, at);
+      if (made.contains(dir)) continue;
+      add({OpKind::mkdir, c(dir)}, "mkdir " + dir);
+      made.insert(std::move(dir));
+    }
+  }
   void mount(const char* source, const std::string& target, const char* fstype, unsigned long flags, const char* data,
              std::string name) {
     add({OpKind::mount, source, c(target), fstype, flags, data}, std::move(name));
+    // What was made below the target is hidden by the new mount now.
+    const std::string below = target + "/";
+    for (auto it = made.lower_bound(below); it != made.end() && it->starts_with(below);) it = made.erase(it);
   }
   void bind(const std::string& source, const std::string& target, bool read_only, bool dir = true) {
     if (dir)
@@ -118,11 +118,35 @@ void plan_dev(Plan& plan, const std::string& root) {
   plan.mount("tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", "tmpfs on /dev/shm");
 }
 
+// A bind of the task's own directory or volume. A block volume's target is a device node, not a
+// directory (asked here, in the agent, while the plan is made: nothing but system calls runs
+// after the clone). The task gets a node of its own for it, in its /dev (a tmpfs where device
+// nodes work), made root's and the task's group's, 0660 or 0440 for a read-only claim, and bound
+// where the volume's path is: the host's node (root:disk 0660) is neither bound in nor changed,
+// as Kubernetes gives a pod's fsGroup its block volumes.
+void plan_bind(Plan& plan, const Walls& w, std::size_t index) {
+  const auto& b = w.binds[index];
+  const std::string root = w.root.string(), target = root + b.path.string();
+  struct stat st {};
+  const bool exists = ::stat(b.path.c_str(), &st) == 0;
+  if (exists && (S_ISBLK(st.st_mode) || S_ISCHR(st.st_mode))) {
+    const std::string node = root + "/dev/mooring-volume-" + std::to_string(index);
+    const unsigned long mode = (st.st_mode & S_IFMT) | (b.read_only ? 0440 : 0660);
+    plan.add({OpKind::device, plan.c(node), nullptr, nullptr, mode, nullptr, st.st_rdev, w.gid},
+             "make the device node of " + b.path.string());
+    plan.bind(node, target, false, false);
+    return;
+  }
+  const bool dir = !exists || S_ISDIR(st.st_mode);
+  plan.bind(b.path.string(), target, b.read_only, dir);
+}
+
 // The task's root: system directories read-only, hidden paths masked, a private /tmp and /dev,
 // its own directories, a /proc of its PID namespace; then the tmpfs itself read-only.
 Plan plan_root(const Walls& w) {
-  Plan plan;
-  const std::string root = w.root.string();
+  std::string root = w.root.string();
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  Plan plan(root);
   plan.mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr, "make the task's mounts its own (slave)");
   plan.mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m", "tmpfs on the task's root");
   for (const auto& dir : system_dirs()) {
@@ -153,13 +177,7 @@ Plan plan_root(const Walls& w) {
   plan_dev(plan, root);
   plan.mkdirs(root + "/tmp");
   plan.mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777", "tmpfs on /tmp");
-  // A block volume's target is a device node, not a directory: its mount point is a file. Asked
-  // here, in the agent, while the plan is made (nothing but system calls runs after the clone).
-  for (const auto& b : w.binds) {
-    std::error_code ec;
-    const bool dir = !std::filesystem::exists(b.path, ec) || std::filesystem::is_directory(b.path, ec);
-    plan.bind(b.path.string(), root + b.path.string(), b.read_only, dir);
-  }
+  for (std::size_t i = 0; i < w.binds.size(); ++i) plan_bind(plan, w, i);
   plan.mkdirs(root + "/proc");
   plan.mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr, "mount /proc");
   plan.mount(nullptr, root, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr,
@@ -168,13 +186,17 @@ Plan plan_root(const Walls& w) {
 }
 
 // ---- in the child: system calls only, nothing allocated, no glibc locks ----
+// The child shares the agent's memory (CLONE_VM | CLONE_VFORK, as posix_spawn does) until its
+// exec: no page tables copied, no copy-on-write faults. The agent's thread that started it waits;
+// its other threads run on, so the child touches nothing but its arguments and its own stack.
 
 struct ChildArgs {
   const Op* ops = nullptr;
   std::size_t op_count = 0;
   const int* cgroup_fds = nullptr;
   std::size_t cgroup_count = 0;
-  int sources[4] = {-1, -1, -1, -1};  // the child's 0, 1, 2 and the report pipe (3)
+  // The child's 0, 1, 2, the report pipe (3) and the task init's image (4, close-on-exec).
+  int sources[5] = {-1, -1, -1, -1, -1};
   const char* root = nullptr;
   bool namespaces = false;
   uid_t uid = 0;
@@ -182,9 +204,11 @@ struct ChildArgs {
   int cap_last = 40;
   const char* working_dir = nullptr;
   const char* program = nullptr;
-  char* const* argv = nullptr;
+  char* const* argv = nullptr;       // the task's
+  char* const* init_argv = nullptr;  // the init's: its name, the program, the task's argv
   char* const* envp = nullptr;
 };
+constexpr int kInitFd = 4;
 
 [[noreturn]] void die(int code) {
   ::syscall(SYS_exit_group, code);
@@ -201,33 +225,20 @@ void send(int fd, const Report& r) {
   die(127);
 }
 
-int mkdirs(const char* path) {
-  char buf[4096];
-  std::size_t n = 0;
-  for (; path[n] != '\0'; ++n) {
-    if (n + 1 >= sizeof buf) return errno = ENAMETOOLONG, -1;
-    buf[n] = path[n];
-  }
-  buf[n] = '\0';
-  for (std::size_t i = 1; i <= n; ++i) {
-    if (buf[i] != '/' && buf[i] != '\0') continue;
-    const char saved = buf[i];
-    buf[i] = '\0';
-    if (::mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-    buf[i] = saved;
-  }
-  return 0;
-}
-
 int run_op(const Op& op) {
   switch (op.kind) {
-    case OpKind::mkdirs: return mkdirs(op.a);
+    case OpKind::mkdir: return ::mkdir(op.a, 0755) != 0 && errno != EEXIST ? -1 : 0;
     case OpKind::touch: {
       const int fd = ::open(op.a, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
       return fd < 0 ? -1 : ::close(fd);
     }
     case OpKind::mount: return ::mount(op.a, op.b, op.fstype, op.flags, op.data);
     case OpKind::symlink: return ::symlink(op.a, op.b);
+    case OpKind::device: {
+      const auto mode = static_cast<mode_t>(op.flags);
+      if (::mknod(op.a, mode, op.dev) != 0 || ::chown(op.a, 0, op.gid) != 0) return -1;
+      return ::chmod(op.a, mode & 07777);  // mknod applied the agent's umask
+    }
   }
   return -1;
 }
@@ -237,26 +248,29 @@ int run_op(const Op& op) {
 void become_user(const ChildArgs& a) {
   if (a.uid != 0) {
     for (int cap = 0; cap <= a.cap_last; ++cap)
-      if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) fail(3, kCaps);
+      if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) fail(kReportFd, kCaps);
     ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   }
-  if (::syscall(SYS_setgroups, 0, nullptr) != 0) fail(3, kSetgroups);
-  if (::syscall(SYS_setresgid, a.gid, a.gid, a.gid) != 0) fail(3, kSetgid);
-  if (::syscall(SYS_setresuid, a.uid, a.uid, a.uid) != 0) fail(3, kSetuid);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(3, kNoNewPrivs);
+  if (::syscall(SYS_setgroups, 0, nullptr) != 0) fail(kReportFd, kSetgroups);
+  if (::syscall(SYS_setresgid, a.gid, a.gid, a.gid) != 0) fail(kReportFd, kSetgid);
+  if (::syscall(SYS_setresuid, a.uid, a.uid, a.uid) != 0) fail(kReportFd, kSetuid);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(kReportFd, kNoNewPrivs);
 }
 
-// The cgroup, then exactly 0..3 (3: the report pipe, close-on-exec), nothing else.
+// The cgroup, then exactly 0..3 and the init's image at 4 (3 and 4 close-on-exec), nothing else.
 void join_and_arrange(const ChildArgs& a) {
   for (std::size_t i = 0; i < a.cgroup_count; ++i)
-    if (::write(a.cgroup_fds[i], "0", 1) != 1) fail(a.sources[3], kCgroup);
-  for (int target = 0; target < 4; ++target)
-    if (::dup2(a.sources[target], target) < 0) fail(a.sources[3], kDescriptors);
-  ::syscall(SYS_close_range, 4U, ~0U, 0U);
-  ::fcntl(3, F_SETFD, FD_CLOEXEC);
+    if (::write(a.cgroup_fds[i], "0", 1) != 1) fail(a.sources[kReportFd], kCgroup);
+  const int count = a.sources[kInitFd] >= 0 ? 5 : 4;
+  for (int target = 0; target < count; ++target)
+    if (::dup2(a.sources[target], target) < 0) fail(a.sources[kReportFd], kDescriptors);
+  ::syscall(SYS_close_range, static_cast<unsigned>(count), ~0U, 0U);
+  for (int fd = kReportFd; fd < count; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-[[noreturn]] void exec_task(const ChildArgs& a, int report) {
+// Every signal's disposition back to the default (the agent ignores SIGPIPE; its handlers are
+// not the task's). The mask stays full: the init waits for signals instead of handling them.
+void default_dispositions() {
   struct KernelSigaction {
     void (*handler)(int);
     unsigned long flags;
@@ -265,84 +279,35 @@ void join_and_arrange(const ChildArgs& a) {
   } dfl{SIG_DFL, 0, nullptr, 0};
   for (int sig = 1; sig < 65; ++sig)
     if (sig != SIGKILL && sig != SIGSTOP) ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, 8);
-  const unsigned long empty = 0;
-  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, nullptr, 8);
-  if (a.working_dir && ::chdir(a.working_dir) != 0) fail(report, kChdir);
-  ::execve(a.program, a.argv, a.envp);
-  fail(report, kExec);
 }
 
-// The task's stack between the init's clone and its exec. The task shares the init's memory
-// (CLONE_VM | CLONE_VFORK, as posix_spawn does) instead of a copy of it: no page tables to
-// copy and no copy-on-write faults (with their TLB shootdowns, costly on a VM) in a start.
-// Each init has its own copy of this buffer (the agent never touches it), so nothing is
-// allocated after the first clone.
-alignas(64) char g_task_stack[256 * 1024];
-
-struct TaskStart {
-  const ChildArgs* args;
-  int report;
-};
-
-int start_task(void* p) {
-  const auto* s = static_cast<const TaskStart*>(p);
-  ::setpgid(0, 0);  // its own group: a signal to the init's group reaches the init only
-  exec_task(*s->args, s->report);
-}
-
-// PID 1 of the task's namespace: forwards signals to every process in it, reaps orphans, and
-// exits (taking them all along) when the task does.
-[[noreturn]] void init_loop(pid_t task) {
-  unsigned long all = ~0UL;
-  for (;;) {
-    siginfo_t info{};
-    const long sig = ::syscall(SYS_rt_sigtimedwait, &all, &info, nullptr, 8);
-    if (sig < 0) continue;
-    if (sig != SIGCHLD) {
-      ::kill(-1, static_cast<int>(sig));
-      continue;
-    }
-    int st = 0;
-    for (pid_t p; (p = static_cast<pid_t>(::syscall(SYS_wait4, -1, &st, WNOHANG, nullptr))) > 0;) {
-      if (p != task) continue;
-      send(3, Report{kExited, 0, 0, st});
-      die(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-    }
-  }
-}
-
-[[noreturn]] void child_main(const ChildArgs& a) {
-  const unsigned long all = ~0UL;
-  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, nullptr, 8);  // the init waits for them instead
-  join_and_arrange(a);
-  if (::setsid() < 0) fail(3, kSetsid);
-  if (!a.namespaces) {
-    become_user(a);
-    exec_task(a, 3);
-  }
+void enter_root(const ChildArgs& a) {
   for (std::size_t i = 0; i < a.op_count; ++i)
-    if (run_op(a.ops[i]) != 0) fail(3, static_cast<int>(i));
+    if (run_op(a.ops[i]) != 0) fail(kReportFd, static_cast<int>(i));
   if (::chdir(a.root) != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 || ::umount2(".", MNT_DETACH) != 0 ||
       ::chdir("/") != 0)
-    fail(3, kPivot);
+    fail(kReportFd, kPivot);
+}
+
+// With namespaces the child becomes the namespace's init (task_init.cpp), which starts the task;
+// without, the child becomes the task.
+int child_main(void* p) {
+  const auto& a = *static_cast<const ChildArgs*>(p);
+  default_dispositions();
+  join_and_arrange(a);
+  if (::setsid() < 0) fail(kReportFd, kSetsid);
+  if (a.namespaces) enter_root(a);
   become_user(a);
-  int sync[2];
-  if (::pipe2(sync, O_CLOEXEC) != 0) fail(3, kFork);
-  TaskStart start{&a, sync[1]};
-  // Returns once the task has exec'd or failed (CLONE_VFORK).
-  const int task = ::clone(start_task, g_task_stack + sizeof g_task_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
-  if (task < 0) fail(3, kFork);
-  ::close(sync[1]);
-  for (int fd = 0; fd < 3; ++fd) ::close(fd);
-  Report r{};
-  const auto n = ::read(sync[0], &r, sizeof r);
-  if (n == static_cast<ssize_t>(sizeof r)) {
-    send(3, r);
-    die(127);  // the kernel kills nothing else: the task never ran
+  if (a.working_dir && ::chdir(a.working_dir) != 0) fail(kReportFd, kChdir);
+  if (!a.namespaces) {
+    const unsigned long empty = 0;
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, nullptr, 8);
+    ::execve(a.program, a.argv, a.envp);
+    fail(kReportFd, kExec);
   }
-  ::close(sync[0]);
-  send(3, Report{kStarted, 0, 0, 0});
-  init_loop(static_cast<pid_t>(task));
+  ::fcntl(kReportFd, F_SETFD, 0);  // the init's report pipe
+  ::syscall(SYS_execveat, kInitFd, "", a.init_argv, a.envp, AT_EMPTY_PATH);
+  fail(kReportFd, kExecInit);
 }
 
 int read_report(int fd, Report& r) {
@@ -367,6 +332,22 @@ int cap_last() {
   return last;
 }
 
+// Starts the child on a stack of its own, sharing the agent's memory until it execs or exits
+// (then clone returns). Every signal is blocked meanwhile, as posix_spawn does: none of the
+// agent's handlers may run in the child.
+long clone_child(ChildArgs& a) {
+  std::vector<char> stack(128 * 1024);
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int ns = a.namespaces ? CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS : 0;
+  const int pid = ::clone(child_main, stack.data() + stack.size(), ns | CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+  const int e = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = e;
+  return pid;
+}
+
 }  // namespace
 
 std::string WallError::message() const { return step + ": " + std::strerror(error); }
@@ -384,13 +365,15 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return WallError{"pipe", errno};
   UniqueFd report_r{pipe_fds[0]}, report_w{pipe_fds[1]};
+  const int init_fd = w.namespaces ? task_init_image() : -1;
+  if (w.namespaces && init_fd < 0) return WallError{"prepare the task's init", errno};
 
   ChildArgs a;
   parts::Owned owned;
-  const int sources[4] = {r.stdin_fd, r.stdout_fd, r.stderr_fd, report_w.fd};
-  for (int i = 0; i < 4; ++i) {
-    a.sources[i] = sources[i] >= 0 ? owned.above(sources[i], 4) : owned.null_above(4);
-    if (a.sources[i] < 0) return WallError{"descriptors", errno};
+  const int sources[5] = {r.stdin_fd, r.stdout_fd, r.stderr_fd, report_w.fd, init_fd};
+  for (int i = 0; i < 5; ++i) {
+    a.sources[i] = sources[i] >= 0 ? owned.above(sources[i], 5) : i < 3 ? owned.null_above(5) : -1;
+    if (a.sources[i] < 0 && (i < 4 || w.namespaces)) return WallError{"descriptors", errno};
   }
   a.ops = plan.ops.data();
   a.op_count = plan.ops.size();
@@ -405,14 +388,15 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
   a.working_dir = working_dir.empty() ? nullptr : working_dir.c_str();
   a.program = r.program.c_str();
   std::vector<std::string> argv_s = r.argv, env_s = parts::environment(r.env);
-  const auto argv = parts::pointers(argv_s), envp = parts::pointers(env_s);
+  std::vector<std::string> init_argv_s{"mooring-task-init", r.program};
+  init_argv_s.insert(init_argv_s.end(), r.argv.begin(), r.argv.end());
+  const auto argv = parts::pointers(argv_s), envp = parts::pointers(env_s), init_argv = parts::pointers(init_argv_s);
   a.argv = argv.data();
+  a.init_argv = init_argv.data();
   a.envp = envp.data();
 
-  const unsigned long flags = w.namespaces ? CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS : 0;
-  const long pid = ::syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
-  if (pid < 0) return WallError{w.namespaces ? "clone into new namespaces" : "fork", errno};
-  if (pid == 0) child_main(a);
+  const long pid = clone_child(a);
+  if (pid < 0) return WallError{w.namespaces ? "clone into new namespaces" : "clone", errno};
   report_w.close();
   owned.close_all();  // the child's copies: EOF on the report pipe once the task has exec'd
 

@@ -1,11 +1,12 @@
 // A task's start behind its own walls (issue 41). The child is made with clone(2), not
-// posix_spawn, because namespaces, a new root and a user switch have to happen between the fork
-// and the exec. The agent is multi-threaded, so the child runs only async-signal-safe system
-// calls on data prepared before the clone (it allocates nothing). With namespaces the child is
-// the init (PID 1) of a new PID namespace: it mounts the task's root, forks the task, forwards
-// signals to every process of the namespace, reaps orphans and reports the task's wait status;
-// when it dies the kernel kills whatever the task left behind. Without namespaces the child
-// only joins the cgroup, switches user and execs.
+// posix_spawn, because namespaces, a new root and a user switch have to happen between the clone
+// and the exec. Like posix_spawn, the child shares the agent's memory until its exec (CLONE_VM |
+// CLONE_VFORK), so it runs only system calls on data prepared before the clone (it allocates
+// nothing). With namespaces the child is PID 1 of a new PID namespace: it mounts the task's root,
+// switches user, and execs the task's init (task_init.cpp, embedded in the agent), which starts
+// the task, forwards signals to every process of the namespace, reaps orphans and reports the
+// task's wait status; when it dies the kernel kills whatever the task left behind. Without
+// namespaces the child only joins the cgroup, switches user and execs the task.
 //
 // A failed step is reported back through a close-on-exec pipe and named ("bind /srv/v1: No such
 // file or directory"); nothing is left running then.

@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "services/controlplane/agentclient/agent_router.hpp"
+#include "services/controlplane/agentclient/router_publisher.hpp"
 #include "shared/domain/plugin_facts.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -93,6 +94,26 @@ TEST_F(AgentRouterTest, AnUncertainAnswerFromAnEarlierControllerIsReported) {
   EXPECT_EQ(r.outcome, csi::Outcome::final_error);
   EXPECT_EQ(r.node_id, "node-3");
   EXPECT_TRUE(r.uncertain_earlier);
+}
+
+// The claim path hears it too: a publish refused by node-3 after node-2 timed out may still
+// happen at node-2, so the claim is released, not dropped (ClaimPathTest).
+TEST_F(AgentRouterTest, APublishTellsTheClaimPathOfAnEarlierUncertainAnswer) {
+  agents["node-2"].fail("ControllerPublishVolume", grpc::StatusCode::DEADLINE_EXCEEDED, "slow");
+  agents["node-3"].fail("ControllerPublishVolume", grpc::StatusCode::ALREADY_EXISTS, "published read-write");
+  agentclient::RouterPublisher publisher(plane->router);
+  auto v = volume("vol-1", "csi");
+  auto c = fixtures::claim("a1", "node-1", domain::ClaimState::taken);
+  auto r = asio::co_spawn(io, publisher.publish(v, c, "csi-node-1"), asio::use_future).get();
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_TRUE(r.sent);
+  EXPECT_TRUE(r.uncertain_earlier);
+
+  agents["node-2"].heal("ControllerPublishVolume");
+  agents["node-2"].fail("ControllerPublishVolume", grpc::StatusCode::ALREADY_EXISTS, "published read-write");
+  auto plain = asio::co_spawn(io, publisher.publish(v, c, "csi-node-1"), asio::use_future).get();
+  EXPECT_EQ(plain.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_FALSE(plain.uncertain_earlier);
 }
 
 // Group commit: what the caller decided from must be on disk before anything goes out. When the

@@ -203,6 +203,19 @@ TEST_F(EnrollmentApiTest, AnUnknownNodeEnrollsOnceWithItsIntroductionTokenAndAnE
   expect_refused(401, enroll("node-9", new_csr("node-9").csr_pem, token), "was used at", before);
 }
 
+// A node that was only ever introduced, whose introduction expired, leaves no record behind once
+// another enrollment prunes it: the record is erased, not kept empty.
+TEST_F(EnrollmentApiTest, ARecordLeftWithOnlyExpiredIntroductionsIsErasedByTheNextEnrollment) {
+  const auto token = intro("node-9");
+  intro("node-7", "1ms");  // after node-9's: making an introduction prunes the others too
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(server.on_io([&] { return server.store.node_identity("node-7") != nullptr; }));
+  const auto csr = new_csr("node-9");
+  expect_issued(enroll("node-9", csr.csr_pem, token), "node-9", csr);
+  EXPECT_FALSE(server.on_io([&] { return server.store.node_identity("node-7") != nullptr; }));
+  EXPECT_FALSE(server.on_io([&] { return server.store.node_identities().contains("node-7"); }));
+}
+
 TEST_F(EnrollmentApiTest, MissingExpiredAndOtherNodesIntroductionTokensAreRefusedNamingWhy) {
   const auto for_node_8 = intro("node-8");
   const auto short_lived = intro("node-9", "1ms");

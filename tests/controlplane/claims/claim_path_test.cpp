@@ -109,6 +109,59 @@ TEST_F(ClaimPathTest, ANewClaimIsPublishedWithTheCsiNodeIdAndKeepsTheContext) {
   EXPECT_FALSE(publish_pending(*stored_claim("a1")));
 }
 
+// A writer's release on n1 is about to send (or sending) its ControllerUnpublish: a reader's
+// claim on n1 is refused, retryably, with nothing written and nothing published, and goes
+// through once the writer is freed. Published before it, the reader's publish would be undone
+// by that unpublish, or refused beside the writer's (the chaos checker's release-order race).
+TEST_F(ClaimPathTest, ANewClaimWaitsForAReleaseOnItsNodeWhoseControllerDetachIsNext) {
+  auto volume = *store.volume("vol-1");
+  auto writer = fixtures::claim("a1", "n1", domain::ClaimState::node_detached);
+  writer.controller_publish = domain::ControllerPublish::sent;
+  volume.claims["a1"] = writer;
+  volume.access_mode = domain::AccessMode::single_node_writer;
+  volume.attachment_mode = domain::AttachmentMode::file_system;
+  Batch batch;
+  batch.put(volume);
+  ASSERT_TRUE(store.commit(std::move(batch)));
+  const auto writes = backend.transactions.size();
+
+  auto reader = input("a2");
+  reader.mode = domain::ClaimMode::read;
+  auto answer = claim(reader);
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(answer));
+  const auto& failure = std::get<ClaimFailure>(answer);
+  EXPECT_EQ(failure.refusal.kind, Refusal::Kind::unavailable);
+  EXPECT_FALSE(failure.code);
+  EXPECT_NE(failure.refusal.message.find("\"a1\""), std::string::npos) << failure.refusal.message;
+  EXPECT_NE(failure.refusal.message.find("node-detached"), std::string::npos) << failure.refusal.message;
+  EXPECT_TRUE(publisher.calls.empty());
+  EXPECT_EQ(stored_claim("a2"), nullptr);
+  EXPECT_EQ(backend.transactions.size(), writes);
+
+  volume = *store.volume("vol-1");
+  volume.claims.erase("a1");  // the GC freed it after its unpublish
+  Batch freed;
+  freed.put(volume);
+  ASSERT_TRUE(store.commit(std::move(freed)));
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(reader)));
+  ASSERT_EQ(publisher.calls.size(), 1u);
+  EXPECT_EQ(publisher.calls[0].allocation_id, "a2");
+}
+
+// One controller timed out (its publish may still land), the next refused for good: the claim
+// is released with ControllerUnpublish, not dropped, or a late publish would outlive it.
+TEST_F(ClaimPathTest, ARefusalAfterAnotherControllersUncertainAnswerLeavesTheClaimForRelease) {
+  auto refused = ScriptedPublisher::failure(StatusCode::ALREADY_EXISTS);
+  refused.uncertain_earlier = true;
+  publisher.script.push_back(refused);
+  auto answer = claim(input());
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(answer));
+  EXPECT_EQ(std::get<ClaimFailure>(answer).refusal.kind, Refusal::Kind::unavailable);
+  ASSERT_NE(stored_claim("a1"), nullptr);
+  EXPECT_EQ(stored_claim("a1")->state, domain::ClaimState::unpublishing);
+  // (Without it the same refusal is certain: APublishThatSurelyFailedFreesTheClaimAndPassesTheCodeOn.)
+}
+
 TEST_F(ClaimPathTest, AReClaimAnswersFromTheStoreWithoutPublishingOrWriting) {
   ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(input())));
   const auto writes = backend.transactions.size();

@@ -106,4 +106,44 @@ TEST(PublishOutcome, ASuccessStoresTheContextAndClearsThePendingMarker) {
   EXPECT_EQ(v.claims["a1"].update_time, t0);
 }
 
+// The claim path's half of the publish race rule (the release's half: ReleaseRulesTest). A new
+// claim's publish to a node must not overtake a release there whose ControllerUnpublish is next
+// (it would be undone by it, or refused beside it), nor one whose publication has the other
+// readonly flag (refused beside it until it is detached).
+TEST(PublishOutcome, AReleaseOnTheNodeWhoseDetachComesNextGoesBeforeANewClaimsPublish) {
+  auto v = fixtures::volume("vol-1");
+  v.claims["w"] = fixtures::claim("w", "n1", domain::ClaimState::node_detached);
+  v.claims["w"].controller_publish = domain::ControllerPublish::sent;
+  EXPECT_EQ(release_ahead_on_node(v, "n1", "r", /*read_only=*/true), &v.claims["w"]);
+  EXPECT_EQ(release_ahead_on_node(v, "n1", "r", /*read_only=*/false), &v.claims["w"]);
+  v.claims["w"].controller_publish = domain::ControllerPublish::unknown;  // recorded before it was kept
+  EXPECT_EQ(release_ahead_on_node(v, "n1", "r", true), &v.claims["w"]);
+
+  // Not ahead: another node, the claim itself, a release that needs no controller step, one
+  // already detached from the controller, and a claim that still runs (taken).
+  EXPECT_EQ(release_ahead_on_node(v, "n2", "r", true), nullptr);
+  EXPECT_EQ(release_ahead_on_node(v, "n1", "w", true), nullptr);
+  v.claims["w"].controller_publish = domain::ControllerPublish::not_needed;
+  EXPECT_EQ(release_ahead_on_node(v, "n1", "r", true), nullptr);
+  v.claims["w"].controller_publish = domain::ControllerPublish::sent;
+  for (auto s :
+       {domain::ClaimState::controller_detached, domain::ClaimState::ready_to_free, domain::ClaimState::taken}) {
+    v.claims["w"].state = s;
+    EXPECT_EQ(release_ahead_on_node(v, "n1", "r", true), nullptr) << domain::to_string(s);
+  }
+}
+
+TEST(PublishOutcome, ABeginningReleaseIsAheadOnlyWhenItsPublicationHasTheOtherReadonlyFlag) {
+  auto v = fixtures::volume("vol-1");
+  v.claims["w"] = fixtures::claim("w", "n1", domain::ClaimState::unpublishing);  // a writer: read-write
+  v.claims["w"].controller_publish = domain::ControllerPublish::sent;
+  EXPECT_EQ(release_ahead_on_node(v, "n1", "r", /*read_only=*/true), &v.claims["w"]);
+  // The same flag: the publish is the node's publication again, and the release leaves the
+  // detach to the new claim (ReleaseRulesTest).
+  EXPECT_EQ(release_ahead_on_node(v, "n1", "r", /*read_only=*/false), nullptr);
+  v.claims["w"].mode = domain::ClaimMode::read;
+  EXPECT_EQ(release_ahead_on_node(v, "n1", "r", true), nullptr);
+  EXPECT_EQ(release_ahead_on_node(v, "n1", "r", false), &v.claims["w"]);
+}
+
 }  // namespace mooring::controlplane

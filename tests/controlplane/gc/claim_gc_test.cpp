@@ -2,6 +2,8 @@
 // release, ordering, retries that stay visible, node loss, restart, and a thousand releases.
 #include <gtest/gtest.h>
 
+#include "services/controlplane/agentclient/router_publisher.hpp"
+#include "services/controlplane/claims/claim_path.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/claims/operation_id.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
@@ -182,6 +184,53 @@ TEST_F(ClaimGcTest, AnotherLiveClaimOnTheSameNodeSkipsTheControllerStep) {
   });
   ASSERT_TRUE(eventually([&] { return plane->store.volume("vol-1")->claims.empty(); }));
   EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 1u);
+}
+
+// The release-order race a chaos run found (docs/chaos.md): a writer's release on node-1 sends
+// its ControllerUnpublish; while it is under way a reader claims the volume on node-1. Its
+// ControllerPublish must not reach a controller before that unpublish has answered: published
+// first, it is undone by the unpublish (or refused beside the writer's publication, the claim
+// dropped and published again).
+TEST_F(ClaimGcTest, AClaimOnTheNodeIsNotPublishedWhileAReleasesControllerUnpublishIsUnderWay) {
+  agents["node-2"].delay("ControllerUnpublishVolume", 800ms);
+  auto p = plugin("csi", {"node-1"}, {"node-2"});
+  auto n1 = node("node-1", addr1);
+  n1.plugins["csi"] = p.nodes.at("node-1");
+  auto writer = fixtures::claim("w", "node-1", ClaimState::node_detached);
+  writer.controller_publish = domain::ControllerPublish::sent;
+  Batch b;
+  b.put(n1);
+  b.put(allocation("r", "node-1", "vol-1"));
+  b.put(volume("vol-1", "csi", {writer}));
+  commit(std::move(b));
+  agentclient::RouterPublisher publisher(plane->router);
+  ClaimPath path(io.get_executor(), plane->store, &publisher);
+  auto claim_reader = [&] {
+    ClaimInput in{.volume_key = "vol-1",
+                  .allocation_id = "r",
+                  .node_id = "node-1",
+                  .mode = domain::ClaimMode::read,
+                  .access_mode = domain::AccessMode::single_node_writer,
+                  .attachment_mode = domain::AttachmentMode::file_system};
+    return asio::co_spawn(io, path.claim(std::move(in)), asio::use_future).get();
+  };
+
+  start_gc();
+  ASSERT_TRUE(eventually([&] { return agents["node-2"].max_in_flight("ControllerUnpublishVolume") > 0; }));
+  auto during = claim_reader();
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(during));
+  EXPECT_EQ(std::get<ClaimFailure>(during).refusal.kind, Refusal::Kind::unavailable);
+  EXPECT_FALSE(claim("vol-1", "r"));
+
+  ASSERT_TRUE(eventually([&] { return freed("vol-1", "w"); }));
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim_reader()));
+  auto unpublishes = agents["node-2"].calls("ControllerUnpublishVolume");
+  auto publishes = agents["node-2"].calls("ControllerPublishVolume");
+  ASSERT_EQ(unpublishes.size(), 1u);
+  ASSERT_EQ(publishes.size(), 1u);  // once: never refused beside the writer and sent again
+  EXPECT_LE(unpublishes[0].end, publishes[0].start);
+  ASSERT_TRUE(claim("vol-1", "r"));
+  EXPECT_EQ(claim("vol-1", "r")->state, ClaimState::taken);
 }
 
 TEST_F(ClaimGcTest, ControllerUnreachableKeepsClaimNodeDetachedVisiblyThenCompletes) {

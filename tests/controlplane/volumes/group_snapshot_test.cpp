@@ -242,6 +242,55 @@ TEST_F(GroupSnapshotTest, APluginThatCannotListTakesTheNamedMembersEachLookedUp)
   EXPECT_EQ(controller.group_deletes.requests.at(0).snapshot_ids(0), "snap-z");
 }
 
+// Listing and reading groups rest on ListSnapshots: a plugin without it is never called blind.
+// Its groups cannot be listed (400 naming why); one Mooring made is read from Mooring's record;
+// while the capability is unknown (its agent starting) the answer is 503, not a guess.
+TEST_F(GroupSnapshotTest, APluginThatCannotListIsNotAskedToListAndItsRecordedGroupIsRead) {
+  auto p = *store.plugin("hostpath");
+  for (auto& [id, inst] : p.controllers) inst.controller_info->supports_list_snapshots = false;
+  Batch batch;
+  batch.put(p);
+  batch.put(SnapshotRecord{.plugin_id = "hostpath",
+                           .id = "snap-a",
+                           .ns = "default",
+                           .source_volume_id = "a",
+                           .external_source_volume_id = "ext-a",
+                           .group_snapshot_id = "group-1"});
+  ASSERT_TRUE(store.commit(std::move(batch)));
+  auto listed = run(lifecycle.list_group_snapshots("hostpath", {}, anyone));
+  ASSERT_FALSE(listed);
+  EXPECT_EQ(listed.error().kind, Kind::invalid);
+  EXPECT_NE(listed.error().message.find("cannot list its snapshots"), std::string::npos) << listed.error().message;
+  ::csi::v1::GetVolumeGroupSnapshotResponse got;
+  *got.mutable_group_snapshot() = made("group-1").group_snapshot();
+  controller.group_gets.script.push_back(FakeController::ok(got));
+  auto r = run(lifecycle.get_group_snapshot("hostpath", "group-1", {}, anyone));
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(controller.group_gets.requests.size(), 1u);
+  ASSERT_EQ(controller.group_gets.requests[0].snapshot_ids_size(), 1);
+  EXPECT_EQ(controller.group_gets.requests[0].snapshot_ids(0), "snap-a");
+  auto unknown = run(lifecycle.get_group_snapshot("hostpath", "group-2", {}, anyone));
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().kind, Kind::not_found);
+  EXPECT_TRUE(controller.snapshot_lists.requests.empty());
+}
+
+TEST_F(GroupSnapshotTest, WhileTheCapabilityIsUnknownListAndGetAskAgainLater) {
+  auto p = *store.plugin("hostpath");
+  for (auto& [id, inst] : p.controllers) inst.controller_info.reset();
+  Batch batch;
+  batch.put(p);
+  ASSERT_TRUE(store.commit(std::move(batch)));
+  auto listed = run(lifecycle.list_group_snapshots("hostpath", {}, anyone));
+  ASSERT_FALSE(listed);
+  EXPECT_EQ(listed.error().kind, Kind::unavailable);
+  auto got = run(lifecycle.get_group_snapshot("hostpath", "group-1", {}, anyone));
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error().kind, Kind::unavailable);
+  EXPECT_TRUE(controller.snapshot_lists.requests.empty());
+  EXPECT_TRUE(controller.group_gets.requests.empty());
+}
+
 TEST_F(GroupSnapshotTest, ListGroupsThePluginsSnapshotsByTheirGroup) {
   list_members("group-1");
   auto r = run(lifecycle.list_group_snapshots("hostpath", {}, anyone));

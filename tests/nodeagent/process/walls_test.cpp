@@ -5,15 +5,20 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "services/nodeagent/process/cgroup.hpp"
 #include "services/nodeagent/process/proc_stat.hpp"
+#include "services/nodeagent/process/task_init_image.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/root.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -104,10 +109,11 @@ TEST_F(WallsTest, TheTaskSeesOnlyItsOwnProcessesAndDirectories) {
   const auto outside = dir.make_dir("other-alloc");
   test::write_file(outside / "data", "not yours");
   test::write_file("/tmp/mooring-walls-host-tmp", "host tmp");
-  const auto r = run("echo pid=$$; ls /proc | grep -c '^[0-9]'; cat " + (outside / "data").string() +
-                     " || echo no-outside; ls /tmp/mooring-walls-host-tmp || echo no-host-tmp; touch /etc/x || "
-                     "echo etc-ro; touch /x || echo root-ro; echo mine > " + (own / "f").string() + " && cat " +
-                     (own / "f").string() + "; mount -t tmpfs none /tmp || echo no-mount");
+  const auto r =
+      run("echo pid=$$; ls /proc | grep -c '^[0-9]'; cat " + (outside / "data").string() +
+          " || echo no-outside; ls /tmp/mooring-walls-host-tmp || echo no-host-tmp; touch /etc/x || "
+          "echo etc-ro; touch /x || echo root-ro; echo mine > " +
+          (own / "f").string() + " && cat " + (own / "f").string() + "; mount -t tmpfs none /tmp || echo no-mount");
   fs::remove("/tmp/mooring-walls-host-tmp");
   ASSERT_EQ(r.error, "");
   EXPECT_NE(r.out.find("pid=2\n"), std::string::npos) << r.out;
@@ -156,6 +162,80 @@ TEST_F(WallsTest, TheTasksExitStatusComesThroughTheInit) {
   const auto killed = run("kill -KILL $$");
   ASSERT_TRUE(killed.task_status);
   EXPECT_TRUE(WIFSIGNALED(*killed.task_status) && WTERMSIG(*killed.task_status) == SIGKILL);
+}
+
+// The namespace's init is the agent's embedded image (task_init.cpp), exec'd from a sealed memfd,
+// and not dumpable: the task (same user) cannot read its /proc entries or ptrace it. The task
+// gets exactly its stdio (not the report pipe, not the image).
+TEST_F(WallsTest, TheInitIsTheEmbeddedImageAndTheTaskGetsOnlyItsStdio) {
+  const auto r =
+      run("cat /proc/1/environ > /dev/null 2>&1 && echo INIT_OPEN || echo init-shut; tr '\\0' ' ' < /proc/1/cmdline; "
+          "echo; ls /proc/$$/fd | tr '\\n' ' '");
+  ASSERT_EQ(r.error, "");
+  EXPECT_NE(r.out.find("init-shut\nmooring-task-init /bin/sh sh -c "), std::string::npos) << r.out;
+  EXPECT_TRUE(r.out.ends_with("\n0 1 2 ")) << r.out;
+}
+
+TEST_F(WallsTest, TheInitImageIsSealed) {
+  const int fd = task_init_image();
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(task_init_image(), fd);  // made once
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_GT(st.st_size, 0);
+  EXPECT_EQ(::pwrite(fd, "x", 1, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::fcntl(fd, F_GET_SEALS) & F_SEAL_WRITE, F_SEAL_WRITE);
+  EXPECT_EQ(::fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+}
+
+// A signal to the init reaches the task (the agent's stop signals the init); the caller's signal
+// mask, blocked while the child shared its memory, is as it was.
+TEST_F(WallsTest, TheInitForwardsSignalsAndTheCallersMaskIsRestored) {
+  sigset_t before, after;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &before);
+  const auto out_path = dir / "out.txt";
+  const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  SpawnRequest req;
+  req.program = "/bin/sh";
+  req.argv = {"sh", "-c", "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done"};
+  req.stdout_fd = out;
+  auto started = spawn_walled(req, walls);
+  ::close(out);
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &after);
+  for (int sig = 1; sig < 65; ++sig) EXPECT_EQ(sigismember(&before, sig), sigismember(&after, sig)) << sig;
+  ASSERT_TRUE(std::holds_alternative<WalledChild>(started)) << std::get<WallError>(started).message();
+  const auto child = std::get<WalledChild>(started);
+  for (int i = 0; i < 200 && test::read_file(out_path).find("ready") == std::string::npos; ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(::kill(child.pid, SIGTERM), 0);
+  int st = 0;
+  ASSERT_EQ(::waitpid(child.pid, &st, 0), child.pid);
+  const auto status = read_task_status(child.report);
+  ::close(child.report);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 3) << test::read_file(out_path);
+  EXPECT_NE(test::read_file(out_path).find("got-term"), std::string::npos);
+}
+
+// A device volume (a block volume's target) is a node of the task's own, usable by its group
+// (read-only for a read-only claim); the host's node (root's 0600 here) is neither used nor changed.
+TEST_F(WallsTest, ADeviceVolumeIsANodeForTheTasksGroupAndTheHostsNodeIsUnchanged) {
+  const auto rw = dir.make_dir("vol-rw") / "dev", ro = dir.make_dir("vol-ro") / "dev";
+  ASSERT_EQ(::mknod(rw.c_str(), S_IFCHR | 0600, makedev(1, 5)), 0);  // /dev/zero's number
+  ASSERT_EQ(::mknod(ro.c_str(), S_IFCHR | 0600, makedev(1, 5)), 0);
+  walls.binds.push_back({rw, false});
+  walls.binds.push_back({ro, true});
+  const auto r = run("stat -c '%u:%g %a %t,%T' " + rw.string() + " " + ro.string() + "; head -c 2 " + rw.string() +
+                     " | od -An -tx1; echo x > " + rw.string() + " && echo wrote; echo x > " + ro.string() +
+                     " || echo ro-refused; head -c 1 " + ro.string() + " | od -An -tx1");
+  ASSERT_EQ(r.error, "");
+  EXPECT_NE(r.out.find("0:65534 660 1,5\n0:65534 440 1,5\n 00 00\nwrote\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ro-refused\n 00\n"), std::string::npos) << r.out;
+  struct stat host {};
+  ASSERT_EQ(::stat(rw.c_str(), &host), 0);
+  EXPECT_EQ(host.st_mode & 07777, 0600u);
+  EXPECT_EQ(host.st_gid, 0u);
 }
 
 TEST_F(WallsTest, WithoutNamespacesOnlyTheUserChanges) {

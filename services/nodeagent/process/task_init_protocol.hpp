@@ -1,0 +1,36 @@
+// What a walled task's init (task_init.cpp, PID 1 of the task's namespaces) and the agent's start
+// (walls.cpp) tell each other through the report pipe, the init's descriptor 3. Plain data: the
+// init is a small static program without the C++ library.
+#pragma once
+
+namespace mooring::nodeagent::task_init {
+
+// One message: the task started, a step failed, or the task exited with a wait status.
+struct Report {
+  int kind = 0;  // kStarted, kFailed, kExited
+  int step = 0;  // kFailed: an op index of the mount plan (>= 0) or a Step
+  int error = 0;
+  int status = 0;  // kExited: the task's wait status
+};
+constexpr int kStarted = 1, kFailed = 2, kExited = 3;
+
+// The steps of a start besides the mount plan's, named by walls.cpp for the error.
+enum Step : int {
+  kCgroup = -1,
+  kSetsid = -2,
+  kDescriptors = -3,
+  kPivot = -4,
+  kCaps = -5,
+  kSetgroups = -6,
+  kSetgid = -7,
+  kSetuid = -8,
+  kNoNewPrivs = -9,
+  kFork = -10,
+  kChdir = -11,
+  kExec = -12,
+  kExecInit = -13,
+};
+
+constexpr int kReportFd = 3;
+
+}  // namespace mooring::nodeagent::task_init
