@@ -43,6 +43,7 @@
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/state/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
+#include "services/controlplane/gc/release_calls.hpp"
 #include "services/controlplane/state/etcd/etcd_backend.hpp"
 #include "services/controlplane/state/sqlite/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -231,7 +232,8 @@ class Harness {
       store_ = std::make_unique<StateStore>(io_.get_executor(), *feed_, options);
       if (!store_->load()) throw std::runtime_error("load failed");
       router_ = std::make_unique<agentclient::AgentRouter>(io_.get_executor(), *store_);
-      gc_ = std::make_unique<gc::ClaimGc>(io_.get_executor(), *store_, *feed_, *router_, gc::GcOptions{});
+      release_calls_ = std::make_unique<gc::RouterReleaseCalls>(*router_);
+      gc_ = std::make_unique<gc::ClaimGc>(io_.get_executor(), *store_, *feed_, *release_calls_, gc::GcOptions{});
       return 0;
     });
   }
@@ -241,6 +243,7 @@ class Harness {
     on_io([&] {
       store_->release_waiters();
       gc_.reset();
+      release_calls_.reset();
       router_.reset();
       store_.reset();
       feed_.reset();
@@ -491,6 +494,7 @@ class Harness {
   std::unique_ptr<ChangeFeed> feed_;
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<agentclient::AgentRouter> router_;
+  std::unique_ptr<gc::RouterReleaseCalls> release_calls_;
   std::unique_ptr<gc::ClaimGc> gc_;
 };
 

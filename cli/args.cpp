@@ -39,6 +39,43 @@ const FlagSpec* find_flag(const CommandSpec* cmd, const std::string& name) {
   return nullptr;
 }
 
+// A flag of the global settings or of the command, its value read by `take_value` when it takes
+// one (after "=" or the next argument). The error, or "" once applied.
+template <class TakeValue>
+std::string apply_flag(Invocation& inv, const std::string& name, std::optional<std::string>& value,
+                       TakeValue& take_value) {
+  auto switch_value = [&](bool& out) -> bool {
+    if (!value) {
+      out = true;
+      return true;
+    }
+    auto b = config::parse_bool(*value);
+    if (b) out = *b;
+    return b.has_value();
+  };
+  if (const GlobalSetting* g = find_global(name); g && g->field) {
+    if (!take_value()) return "flag -" + name + " needs a value (" + std::string(g->doc.value_name) + ")";
+    inv.globals.*(g->field) = *value;
+  } else if (name == "json") {
+    if (!switch_value(inv.globals.json))
+      return "flag -json: expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"";
+  } else if (const FlagSpec* f = find_flag(inv.command, name)) {
+    if (f->takes_value) {
+      if (!take_value()) return "flag -" + name + " needs a value (" + f->value_name + ")";
+      auto [it, fresh] = inv.flags.try_emplace(name, *value);
+      if (!fresh) it->second = f->repeatable ? it->second + "," + *value : *value;
+    } else {
+      bool on = false;
+      if (!switch_value(on))
+        return "flag -" + name + ": expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"";
+      inv.flags[name] = on ? "true" : "false";
+    }
+  } else {
+    return "unknown flag -" + name;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::optional<std::string> Invocation::flag(const std::string& name) const {
@@ -82,36 +119,7 @@ ParseResult parse_command_line(const std::vector<std::string>& argv, const std::
         value = argv[++i];
         return true;
       };
-      auto switch_value = [&](bool& out) -> bool {
-        if (!value) {
-          out = true;
-          return true;
-        }
-        auto b = config::parse_bool(*value);
-        if (b) out = *b;
-        return b.has_value();
-      };
-      if (const GlobalSetting* g = find_global(name); g && g->field) {
-        if (!take_value()) return fail("flag -" + name + " needs a value (" + std::string(g->doc.value_name) + ")");
-        inv.globals.*(g->field) = *value;
-      } else if (name == "json") {
-        if (!switch_value(inv.globals.json))
-          return fail("flag -json: expected " + std::string(config::kBoolSpellings) + ", got \"" + *value + "\"");
-      } else if (const FlagSpec* f = find_flag(inv.command, name)) {
-        if (f->takes_value) {
-          if (!take_value()) return fail("flag -" + name + " needs a value (" + f->value_name + ")");
-          auto [it, fresh] = inv.flags.try_emplace(name, *value);
-          if (!fresh) it->second = f->repeatable ? it->second + "," + *value : *value;
-        } else {
-          bool on = false;
-          if (!switch_value(on))
-            return fail("flag -" + name + ": expected " + std::string(config::kBoolSpellings) + ", got \"" + *value +
-                        "\"");
-          inv.flags[name] = on ? "true" : "false";
-        }
-      } else {
-        return fail("unknown flag -" + name);
-      }
+      if (auto error = apply_flag(inv, name, value, take_value); !error.empty()) return fail(std::move(error));
       continue;
     }
     if (inv.command) {

@@ -32,6 +32,14 @@ set(CMAKE_CXX_FLAGS_DEBUG "-O0 -g1" CACHE STRING "" FORCE)
 
 function(mooring_target target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wno-missing-field-initializers)
+  # GCC 12's warnings drawn from its optimizer's value ranges report impossible sizes inside
+  # libstdc++ at -O2/-O3 (GCC bugs 105329, 105651): `make run`'s Release build failed on a fresh
+  # machine over one while the Debug build that CI runs was clean. In optimized builds they are
+  # printed, not fatal; the Debug build keeps every warning an error.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:-Wno-error=restrict -Wno-error=stringop-overflow
+                                             -Wno-error=stringop-overread -Wno-error=array-bounds -Wno-error=maybe-uninitialized>)
+  endif()
   target_compile_definitions(${target} PRIVATE BOOST_ASIO_NO_DEPRECATED BOOST_BEAST_USE_STD_STRING_VIEW)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
 endfunction()

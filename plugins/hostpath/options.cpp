@@ -92,6 +92,96 @@ bool is_safe_id(std::string_view id) {
   return true;
 }
 
+namespace {
+
+// A flag that takes a value, read by `take` (after "=" or the next argument). The error, or ""
+// once applied.
+template <class Take>
+std::string apply_value_flag(Options& o, const std::string& flag, const std::string& arg, Take& take) {
+  auto take_size = [&](std::int64_t& dst) -> bool {
+    std::string v;
+    return take(v) && parse_size(v, dst);
+  };
+  std::string v;
+  if (flag == "--endpoint") {
+    if (!take(o.endpoint)) return "--endpoint needs a value";
+  } else if (flag == "--node-id") {
+    if (!take(o.node_id)) return "--node-id needs a value";
+  } else if (flag == "--plugin-name") {
+    if (!take(o.plugin_name) || o.plugin_name.empty()) return "--plugin-name needs a value";
+  } else if (flag == "--vendor-version") {
+    if (!take(o.vendor_version) || o.vendor_version.empty()) return "--vendor-version needs a value";
+  } else if (flag == "--data-dir") {
+    if (!take(o.data_dir) || o.data_dir.empty()) return "--data-dir needs a value";
+  } else if (flag == "--mode") {
+    if (!take(v)) return "--mode needs a value";
+    if (v == "controller")
+      o.mode = Mode::controller;
+    else if (v == "node")
+      o.mode = Mode::node;
+    else if (v == "monolith")
+      o.mode = Mode::monolith;
+    else
+      return "--mode must be controller, node or monolith, got '" + v + "'";
+  } else if (flag == "--topology") {
+    if (!take(v)) return "--topology needs key=value";
+    const auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0) return "--topology needs key=value, got '" + v + "'";
+    o.topology[v.substr(0, eq)] = v.substr(eq + 1);
+  } else if (flag == "--max-volumes") {
+    if (!take(v) || !parse_int(v, o.max_volumes) || o.max_volumes < 0)
+      return "--max-volumes needs a non-negative integer";
+  } else if (flag == "--max-volumes-file") {
+    if (!take(v) || v.empty()) return "--max-volumes-file needs a path";
+    o.max_volumes_file = v;
+  } else if (flag == "--known-nodes") {
+    if (!take(v)) return "--known-nodes needs a value";
+    std::stringstream ss(v);
+    for (std::string item; std::getline(ss, item, ',');) {
+      if (item.empty()) continue;
+      if (item != "*" && !is_safe_id(item)) return "--known-nodes: invalid node id '" + item + "'";
+      o.known_nodes.push_back(item);
+    }
+  } else if (flag == "--capacity") {
+    if (!take_size(o.capacity_bytes)) return "--capacity needs a size";
+  } else if (flag == "--max-volume-size") {
+    if (!take_size(o.max_volume_size)) return "--max-volume-size needs a size";
+  } else if (flag == "--default-volume-size") {
+    if (!take_size(o.default_volume_size) || o.default_volume_size <= 0)
+      return "--default-volume-size needs a positive size";
+  } else if (flag == "--fault-file") {
+    if (!take(o.fault_file)) return "--fault-file needs a path";
+  } else if (flag == "--call-log") {
+    if (!take(o.call_log)) return "--call-log needs a path";
+  } else if (flag == "--log-level") {
+    if (!take(o.log_level)) return "--log-level needs a value";
+  } else if (flag == "--log-format") {
+    if (!take(o.log_format)) return "--log-format needs a value";
+  } else {
+    return "unknown flag '" + arg + "' (see --help)";
+  }
+  return {};
+}
+
+// What the flags say together: a unix endpoint whose path fits a socket, a node id that is safe
+// as a directory name. The error, or "".
+std::string check_options(Options& o) {
+  if (o.endpoint.empty()) return "no endpoint: pass --endpoint unix:///path/csi.sock or set CSI_ENDPOINT";
+  if (!o.endpoint.starts_with(kUnixScheme)) return "endpoint must be unix:///path, got '" + o.endpoint + "'";
+  o.socket_path = o.endpoint.substr(kUnixScheme.size());
+  if (o.socket_path.empty() || o.socket_path.front() != '/')
+    return "endpoint must name an absolute socket path, got '" + o.endpoint + "'";
+  // 108 bytes for a unix socket path, less the suffix of the private path it is bound on first.
+  if (o.socket_path.size() > 87)
+    return "socket path too long for a unix socket (at most 87 characters): " + o.socket_path;
+  if (o.mode != Mode::controller && !is_safe_id(o.node_id))
+    return "--node-id must match [A-Za-z0-9._-]{1,128}, got '" + o.node_id + "'";
+  if (o.max_volume_size > 0 && o.default_volume_size > o.max_volume_size) o.default_volume_size = o.max_volume_size;
+  return {};
+}
+
+}  // namespace
+
 ParseResult parse_options(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
                           const std::string& hostname) {
   ParseResult r;
@@ -123,10 +213,6 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
       dst = args[++i];
       return true;
     };
-    auto take_size = [&](std::int64_t& dst) -> bool {
-      std::string v;
-      return take(v) && parse_size(v, dst);
-    };
 
     if (flag == "--help" || flag == "-h") {
       r.outcome = ParseResult::Outcome::exit_ok;
@@ -154,77 +240,10 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
       o.modify_volume = false;
       continue;
     }
-    std::string v;
-    if (flag == "--endpoint") {
-      if (!take(o.endpoint)) return fail("--endpoint needs a value");
-    } else if (flag == "--node-id") {
-      if (!take(o.node_id)) return fail("--node-id needs a value");
-    } else if (flag == "--plugin-name") {
-      if (!take(o.plugin_name) || o.plugin_name.empty()) return fail("--plugin-name needs a value");
-    } else if (flag == "--vendor-version") {
-      if (!take(o.vendor_version) || o.vendor_version.empty()) return fail("--vendor-version needs a value");
-    } else if (flag == "--data-dir") {
-      if (!take(o.data_dir) || o.data_dir.empty()) return fail("--data-dir needs a value");
-    } else if (flag == "--mode") {
-      if (!take(v)) return fail("--mode needs a value");
-      if (v == "controller")
-        o.mode = Mode::controller;
-      else if (v == "node")
-        o.mode = Mode::node;
-      else if (v == "monolith")
-        o.mode = Mode::monolith;
-      else
-        return fail("--mode must be controller, node or monolith, got '" + v + "'");
-    } else if (flag == "--topology") {
-      if (!take(v)) return fail("--topology needs key=value");
-      const auto eq = v.find('=');
-      if (eq == std::string::npos || eq == 0) return fail("--topology needs key=value, got '" + v + "'");
-      o.topology[v.substr(0, eq)] = v.substr(eq + 1);
-    } else if (flag == "--max-volumes") {
-      if (!take(v) || !parse_int(v, o.max_volumes) || o.max_volumes < 0)
-        return fail("--max-volumes needs a non-negative integer");
-    } else if (flag == "--max-volumes-file") {
-      if (!take(v) || v.empty()) return fail("--max-volumes-file needs a path");
-      o.max_volumes_file = v;
-    } else if (flag == "--known-nodes") {
-      if (!take(v)) return fail("--known-nodes needs a value");
-      std::stringstream ss(v);
-      for (std::string item; std::getline(ss, item, ',');) {
-        if (item.empty()) continue;
-        if (item != "*" && !is_safe_id(item)) return fail("--known-nodes: invalid node id '" + item + "'");
-        o.known_nodes.push_back(item);
-      }
-    } else if (flag == "--capacity") {
-      if (!take_size(o.capacity_bytes)) return fail("--capacity needs a size");
-    } else if (flag == "--max-volume-size") {
-      if (!take_size(o.max_volume_size)) return fail("--max-volume-size needs a size");
-    } else if (flag == "--default-volume-size") {
-      if (!take_size(o.default_volume_size) || o.default_volume_size <= 0)
-        return fail("--default-volume-size needs a positive size");
-    } else if (flag == "--fault-file") {
-      if (!take(o.fault_file)) return fail("--fault-file needs a path");
-    } else if (flag == "--call-log") {
-      if (!take(o.call_log)) return fail("--call-log needs a path");
-    } else if (flag == "--log-level") {
-      if (!take(o.log_level)) return fail("--log-level needs a value");
-    } else if (flag == "--log-format") {
-      if (!take(o.log_format)) return fail("--log-format needs a value");
-    } else {
-      return fail("unknown flag '" + args[i] + "' (see --help)");
-    }
+    if (auto error = apply_value_flag(o, flag, args[i], take); !error.empty()) return fail(std::move(error));
   }
 
-  if (o.endpoint.empty()) return fail("no endpoint: pass --endpoint unix:///path/csi.sock or set CSI_ENDPOINT");
-  if (!o.endpoint.starts_with(kUnixScheme)) return fail("endpoint must be unix:///path, got '" + o.endpoint + "'");
-  o.socket_path = o.endpoint.substr(kUnixScheme.size());
-  if (o.socket_path.empty() || o.socket_path.front() != '/')
-    return fail("endpoint must name an absolute socket path, got '" + o.endpoint + "'");
-  // 108 bytes for a unix socket path, less the suffix of the private path it is bound on first.
-  if (o.socket_path.size() > 87)
-    return fail("socket path too long for a unix socket (at most 87 characters): " + o.socket_path);
-  if (o.mode != Mode::controller && !is_safe_id(o.node_id))
-    return fail("--node-id must match [A-Za-z0-9._-]{1,128}, got '" + o.node_id + "'");
-  if (o.max_volume_size > 0 && o.default_volume_size > o.max_volume_size) o.default_volume_size = o.max_volume_size;
+  if (auto error = check_options(o); !error.empty()) return fail(std::move(error));
   return r;
 }
 

@@ -22,9 +22,11 @@
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
+#include "services/controlplane/gc/release_calls.hpp"
 #include "services/controlplane/ha/forwarder.hpp"
 #include "services/controlplane/ha/front.hpp"
 #include "services/controlplane/ha/leadership.hpp"
+#include "services/controlplane/namespaces/namespace_rules.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/nodes/node_registrations.hpp"
 #include "services/controlplane/scheduler/system_reconciler.hpp"
@@ -87,6 +89,7 @@ struct ControlPlane::Parts {
   NodeRegistrations registrations;
   std::optional<agentclient::AgentRouter> router;
   std::optional<agentclient::RouterPublisher> publisher;
+  std::optional<gc::RouterReleaseCalls> release_calls;
   std::optional<gc::ClaimGc> claim_gc;
   std::optional<gc::NodeLossMonitor> node_loss;
   std::optional<gc::AllocGc> alloc_gc;
@@ -158,6 +161,10 @@ domain::Status ControlPlane::Parts::load_state() {
   // the freed pages back, or RSS stays at the load's high-water mark (bench: footprint).
   ::malloc_trim(0);
   if (!loaded) return loaded;
+  // Upgrade: namespaces in use before they were objects get their records, so none is stranded.
+  if (auto adopt = namespaces::adopt_existing(*store); !adopt.empty())
+    if (auto index = store->commit(std::move(adopt)); !index)
+      return domain::error("record the namespaces in use: " + index.error());
   logger.info("state loaded", {{"state", opened.where},
                                {"index", store->index()},
                                {"volumes", store->volumes().size()},
@@ -183,7 +190,8 @@ void ControlPlane::Parts::make_workers() {
   gc_options.backoff.max = flags.gc_retry_max;
   gc_options.backoff.initial = std::min(gc_options.backoff.initial, flags.gc_retry_max);
   gc_options.sweep_period = flags.gc_sweep_period;
-  claim_gc.emplace(ex, *store, *feed, *router, gc_options);
+  release_calls.emplace(*router);
+  claim_gc.emplace(ex, *store, *feed, *release_calls, gc_options);
   node_loss.emplace(ex, *store);
   alloc_gc.emplace(ex, *store, gc::AllocGcOptions{.threshold = flags.alloc_gc_threshold});
   node_gc.emplace(ex, *store, gc::NodeGcOptions{.threshold = flags.node_gc_threshold});

@@ -80,9 +80,16 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   cp.on_contact = [this](bool answered) { controlplane_contact(answered); };
   controlplane_ = make_grpc_controlplane_calls(cp);
 
-  controlplane_back_ = std::make_unique<async::WakeSignal>(ex);
-  stats_now_ = std::make_unique<async::WakeSignal>(ex);
-  released_ = std::make_unique<async::WakeSignal>(ex);
+  wire_volumes(data_dir);
+  wire_allocations(data_dir);
+  wire_link();
+}
+
+// The volume manager: mount records under the data dir, releases told to the control plane.
+void Agent::wire_volumes(const std::filesystem::path& data_dir) {
+  controlplane_back_ = std::make_unique<async::WakeSignal>(ex_);
+  stats_now_ = std::make_unique<async::WakeSignal>(ex_);
+  released_ = std::make_unique<async::WakeSignal>(ex_);
   VolumeManagerOptions vm;
   vm.controlplane_back = controlplane_back_.get();
   vm.mounted = stats_now_.get();
@@ -107,8 +114,12 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     }
     co_return domain::error("UnpublishVolume: " + st.error_message());
   };
-  volumes_ = std::make_unique<VolumeManager>(ex, *plugins_, *mount_table_, notify, vm);
+  volumes_ = std::make_unique<VolumeManager>(ex_, *plugins_, *mount_table_, notify, vm);
   mounter_ = std::make_unique<VolumeManagerMounter>(*volumes_);
+}
+
+// Allocations: their runners, status reports, and the plugin instances they serve.
+void Agent::wire_allocations(const std::filesystem::path& data_dir) {
   // A stopped plugin allocation's instance stays registered while a mount record here names its
   // plugin (the waiting unmounts need it to be replaced, not forgotten).
   auto volumes_using = [this](const std::string& plugin_id) {
@@ -123,7 +134,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
     return out;
   };
   allocation_plugins_ = std::make_unique<AllocationPlugins>(
-      ex, *registry_, *status_, volumes_using,
+      ex_, *registry_, *status_, volumes_using,
       AllocationPluginsOptions{.make_client = options_.make_client, .configured = configured});
 
   StatusReporterOptions sr;
@@ -131,7 +142,7 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   sr.state_file = data_dir / "alloc-updates.json";
   sr.controlplane_back = controlplane_back_.get();
   sr.batch_window = config_.status_batch_window;
-  reporter_ = std::make_unique<StatusReporter>(ex, *controlplane_, sr);
+  reporter_ = std::make_unique<StatusReporter>(ex_, *controlplane_, sr);
 
   AllocManagerOptions am;
   am.node_id = config_.node_id;
@@ -156,11 +167,14 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
   am.plugin_supervision = allocation_plugins_.get();
   // Plugin sockets whose path under allocs/<id>/ would not fit a unix socket (a deep data dir).
   am.plugin_socket_root = data_dir / "ps";
-  allocs_ = std::make_unique<AllocManager>(ex, *controlplane_, *mounter_, *reporter_, am);
+  allocs_ = std::make_unique<AllocManager>(ex_, *controlplane_, *mounter_, *reporter_, am);
   reporter_->set_before_send([this] { return allocs_->states_durable(); });
   reporter_->set_write_behind(
       [this](std::function<void()> write) { allocs_->write_behind("alloc-updates", std::move(write)); });
+}
 
+// The link to the control plane (registration, heartbeats), woken by every status change.
+void Agent::wire_link() {
   LinkOptions link;
   link.node_id = config_.node_id;
   link.node_name = config_.node_name;
@@ -177,7 +191,10 @@ Agent::Agent(asio::any_io_executor ex, AgentConfig config, AgentOptions options)
       update_readiness();
     }
   };
-  link_ = std::make_unique<ControlPlaneLink>(ex, link, *status_);
+  link.on_heard = [this](std::chrono::steady_clock::time_point sent, std::chrono::milliseconds ttl) {
+    allocs_->heard(Heard{sent, ttl});
+  };
+  link_ = std::make_unique<ControlPlaneLink>(ex_, link, *status_);
   status_->on_change([this] {
     link_->wake();
     plugins_->status_changed();
@@ -351,36 +368,7 @@ std::string Agent::start() {
         RenewalOptions{.node_id = config_.node_id, .files = options_.security->files()}, controlplane_target_);
     loops_->spawn("tls-renewal", renewal_->run());
   }
-  if (config_.volume_stats_interval.count() > 0) {
-    // In the loops group: shutdown cancels them (a call in flight is cancelled, never awaited),
-    // and they hold a volume's lock only for that volume's calls, so a release waits one call at most.
-    auto report = [this](std::vector<domain::VolumeStatsReport> reports) {
-      std::vector<::mooring::v1::VolumeStats> wire;
-      for (const auto& r : reports) wire.push_back(domain::to_proto(r));
-      status_->set_volume_stats(wire);
-    };
-    async::PeriodicOptions every{.name = "volume-stats", .period = config_.volume_stats_interval};
-    loops_->spawn(
-        "volume-stats",
-        async::periodic([this, report]() -> asio::awaitable<void> { report(co_await volumes_->collect_stats()); },
-                        every));
-    // Fresh mounts: polled once they have settled for kFreshStatsDelay, so usage shows up within
-    // about a second, a burst of mounts costs one heartbeat, and a mount released within the delay
-    // costs no call at all. Polling every mounted volume on each mount (as before) tripled the CSI
-    // calls of a busy node and held volume locks that releases then waited on.
-    // (Parameters, not captures: the lambda object dies before its coroutine does.)
-    loops_->spawn(
-        "volume-stats-fresh",
-        [](async::WakeSignal& mounted, VolumeManager& volumes, decltype(report) report) -> asio::awaitable<void> {
-          auto seen = mounted.generation();
-          while (true) {
-            seen = co_await mounted.wait(seen);
-            if (co_await async::sleep_for(kFreshStatsDelay) == async::SleepEnd::cancelled) co_return;
-            seen = mounted.generation();  // the mounts of the delay are in this pass
-            report(co_await volumes.collect_fresh_stats());
-          }
-        }(*stats_now_, *volumes_, report));
-  }
+  if (config_.volume_stats_interval.count() > 0) spawn_volume_stats();
   loops_->spawn("readiness", async::periodic(
                                  [this]() -> asio::awaitable<void> {
                                    update_readiness();
@@ -388,6 +376,37 @@ std::string Agent::start() {
                                  },
                                  readiness));
   return {};
+}
+
+// Volume stats, every --volume-stats-interval and soon after each mount, into the heartbeat.
+void Agent::spawn_volume_stats() {
+  // In the loops group: shutdown cancels them (a call in flight is cancelled, never awaited),
+  // and they hold a volume's lock only for that volume's calls, so a release waits one call at most.
+  auto report = [this](std::vector<domain::VolumeStatsReport> reports) {
+    std::vector<::mooring::v1::VolumeStats> wire;
+    for (const auto& r : reports) wire.push_back(domain::to_proto(r));
+    status_->set_volume_stats(wire);
+  };
+  async::PeriodicOptions every{.name = "volume-stats", .period = config_.volume_stats_interval};
+  loops_->spawn("volume-stats",
+                async::periodic(
+                    [this, report]() -> asio::awaitable<void> { report(co_await volumes_->collect_stats()); }, every));
+  // Fresh mounts: polled once they have settled for kFreshStatsDelay, so usage shows up within
+  // about a second, a burst of mounts costs one heartbeat, and a mount released within the delay
+  // costs no call at all. Polling every mounted volume on each mount (as before) tripled the CSI
+  // calls of a busy node and held volume locks that releases then waited on.
+  // (Parameters, not captures: the lambda object dies before its coroutine does.)
+  loops_->spawn(
+      "volume-stats-fresh",
+      [](async::WakeSignal& mounted, VolumeManager& volumes, decltype(report) report) -> asio::awaitable<void> {
+        auto seen = mounted.generation();
+        while (true) {
+          seen = co_await mounted.wait(seen);
+          if (co_await async::sleep_for(kFreshStatsDelay) == async::SleepEnd::cancelled) co_return;
+          seen = mounted.generation();  // the mounts of the delay are in this pass
+          report(co_await volumes.collect_fresh_stats());
+        }
+      }(*stats_now_, *volumes_, report));
 }
 
 // grpc.health.v1 on the agent's gRPC address: "" is SERVING while the process serves (liveness);

@@ -6,6 +6,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -103,6 +104,11 @@ class Agent {
   std::chrono::steady_clock::duration disconnected_for() const;
 
  private:
+  // The constructor's wiring, by concern.
+  void wire_volumes(const std::filesystem::path& data_dir);
+  void wire_allocations(const std::filesystem::path& data_dir);
+  void wire_link();
+  void spawn_volume_stats();
   void reconcile_persisted_plugins();
   std::string start_grpc_server();
   void release_orphaned_mounts();

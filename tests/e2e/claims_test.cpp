@@ -26,6 +26,8 @@ class Claims : public ::testing::Test {
     auto boot = cluster->request("POST", "/v1/acl/bootstrap");
     ASSERT_EQ(boot.status, 200u) << boot.body;
     cluster->use_token(json::parse(boot.body)["SecretID"]);
+    ASSERT_TRUE(cluster->create_namespace("team-a"));  // a write into an unknown namespace is refused
+    ASSERT_TRUE(cluster->create_namespace("team-b"));
     team_a = cluster->client_token("team-a", {{"Namespace", {{"team-a", {{"Policy", "write"}}}}}});
     cluster->start_node("node-1");
     for (const char* ns : {"team-a", "team-b"}) {

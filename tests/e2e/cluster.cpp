@@ -600,6 +600,12 @@ json Cluster::create_volume(const std::string& id, const std::string& access_mod
   return json::parse(r.body, nullptr, false);
 }
 
+bool Cluster::create_namespace(const std::string& name, const json& spec) {
+  auto r = request_retrying("PUT", "/v1/namespace/" + name, spec.dump());
+  if (r.status != 200) ADD_FAILURE() << "create namespace " << name << ": " << r.status << " " << r.body;
+  return r.status == 200;
+}
+
 std::string Cluster::run_alloc(const json& allocation) {
   auto r = request_retrying("POST", "/v1/allocations", json{{"Allocation", allocation}}.dump());
   if (r.status != 200) {

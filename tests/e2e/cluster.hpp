@@ -191,6 +191,9 @@ class Cluster {
   // A volume created through the hostpath controller (PUT /v1/volume/csi/:id/create).
   json create_volume(const std::string& id, const std::string& access_mode = "single-node-writer",
                      std::int64_t capacity = 10 << 20);
+  // Makes namespace `name` (PUT /v1/namespace/:name with `spec`, e.g. {"Quota":{...}}): a write into a
+  // namespace other than "default" is refused until it exists. False and a test failure when refused.
+  bool create_namespace(const std::string& name, const json& spec = json::object());
   // Submits an allocation; returns its id ("" and a test failure when refused).
   std::string run_alloc(const json& allocation);
   // Runs `script` (as allocation() does) against `volume_id` on `node` to its end and waits for

@@ -112,6 +112,7 @@ TEST_F(GroupSnapshots, VolumesOfAnotherNamespaceOrAnUnknownVolumeAreRefusedNamin
   auto r = cluster->request("PUT", "/v1/volumes/group-snapshot", body.dump());
   EXPECT_EQ(r.status, 400u) << r.body;
   EXPECT_NE(r.body.find("\\\"ghost\\\""), std::string::npos) << r.body;
+  ASSERT_TRUE(cluster->create_namespace("team-b"));  // it exists; "db" is not in it
   auto other = cluster->request("PUT", "/v1/volumes/group-snapshot?namespace=team-b",
                                 json{{"GroupSnapshot", {{"Name", "g"}, {"SourceVolumeIDs", {"db"}}}}}.dump());
   EXPECT_EQ(other.status, 400u) << other.body;

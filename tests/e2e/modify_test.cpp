@@ -58,6 +58,8 @@ class Modify : public ::testing::Test {
 
 TEST_F(Modify, ChangesAMutableParameterOnlineThroughThePluginAndRecordsEachAnswer) {
   ASSERT_NO_FATAL_FAILURE(start());
+  ASSERT_TRUE(cluster->create_namespace("team-a"));  // a write into an unknown namespace is refused
+  ASSERT_TRUE(cluster->create_namespace("team-b"));
   const auto team_a = cluster->client_token("team-a", {{"Namespace", {{"team-a", {{"Policy", "write"}}}}}});
   auto made = cluster->request("PUT", "/v1/volume/csi/db/create?namespace=team-a",
                                volume_body("db", {{"tier", "standard"}, {"iops", "100"}}).dump());

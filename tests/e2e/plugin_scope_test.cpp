@@ -62,6 +62,7 @@ TEST_F(PluginScope, ANamespaceTokensCSIPluginSubmitIsRefused403NamingPluginWrite
   const std::string mgmt = json::parse(boot.body)["SecretID"];
   cluster->use_token(mgmt);
   cluster->start_node("n1");
+  ASSERT_TRUE(cluster->create_namespace("team-a"));
   ASSERT_EQ(cluster->request("PUT", "/v1/acl/policy/team-a",
                              R"({"Rules":{"Namespace":{"team-a":{"Policy":"write"}},"Plugin":"read"}})")
                 .status,

@@ -92,8 +92,8 @@ class ProcessHygieneE2E : public ::testing::Test {
 // plugin shares nothing with the agent but those pipes. A task holds /dev/null and its log files.
 TEST_F(ProcessHygieneE2E, APluginAndATaskHoldOnlyTheirStandardStreams) {
   NodeOptions node;
-  node.agent_args = {"--metrics-addr", "127.0.0.1:" + std::to_string(metrics_port),
-                     "--plugin", "bare,type=node,command=/bin/sleep,arg=3600,health_timeout=60s"};
+  node.agent_args = {"--metrics-addr", "127.0.0.1:" + std::to_string(metrics_port), "--plugin",
+                     "bare,type=node,command=/bin/sleep,arg=3600,health_timeout=60s"};
   cluster->start_node("node-1", node);
   const pid_t agent = cluster->agent_pid("node-1");
   ASSERT_NE(agent, 0);
@@ -101,7 +101,8 @@ TEST_F(ProcessHygieneE2E, APluginAndATaskHoldOnlyTheirStandardStreams) {
   ASSERT_TRUE(scrape.connected());
 
   std::vector<pid_t> bare;
-  ASSERT_TRUE(Cluster::eventually([&] { return (bare = children_running(agent, "/bin/sleep 3600 ")).size() == 1; }, 20s))
+  ASSERT_TRUE(
+      Cluster::eventually([&] { return (bare = children_running(agent, "/bin/sleep 3600 ")).size() == 1; }, 20s))
       << "the agent did not launch the bare plugin";
   std::map<int, std::string> fds;
   ASSERT_TRUE(Cluster::eventually([&] { return (fds = test::open_descriptors(bare[0])).size() == 3; }, 10s))
@@ -139,16 +140,20 @@ TEST_F(ProcessHygieneE2E, APluginAndATaskHoldOnlyTheirStandardStreams) {
   }
   ASSERT_NE(task_pid, 0) << cluster->get("/v1/allocation/" + id).dump();
   // The pid the agent names is the init of the task's PID namespace (issue 41): it holds only the
-  // pipe it reports the task's exit through; the task is its one child.
+  // pipe it reports the task's exit through and its keeper page (issue 43); the task is its one child.
   const pid_t init_pid = task_pid;
-  ASSERT_TRUE(Cluster::eventually([&] {
-    std::istringstream children(test::read_file("/proc/" + std::to_string(init_pid) + "/task/" +
-                                                std::to_string(init_pid) + "/children"));
-    return static_cast<bool>(children >> task_pid) && task_pid != init_pid;
-  }, 10s));
+  ASSERT_TRUE(Cluster::eventually(
+      [&] {
+        std::istringstream children(
+            test::read_file("/proc/" + std::to_string(init_pid) + "/task/" + std::to_string(init_pid) + "/children"));
+        return static_cast<bool>(children >> task_pid) && task_pid != init_pid;
+      },
+      10s));
   const auto init_fds = test::open_descriptors(init_pid);
-  ASSERT_EQ(init_fds.size(), 1u) << test::describe_descriptors(init_fds);
+  ASSERT_EQ(init_fds.size(), 2u) << test::describe_descriptors(init_fds);
   EXPECT_TRUE(init_fds.contains(3) && init_fds.at(3).starts_with("pipe:[")) << test::describe_descriptors(init_fds);
+  EXPECT_TRUE(init_fds.contains(4) && init_fds.at(4).starts_with("/memfd:mooring-keeper"))
+      << test::describe_descriptors(init_fds);
   ASSERT_TRUE(Cluster::eventually([&] { return (fds = test::open_descriptors(task_pid)).size() == 3; }, 10s))
       << test::describe_descriptors(fds);
   EXPECT_EQ(fds.at(0), "/dev/null");
@@ -175,9 +180,11 @@ TEST_F(ProcessHygieneE2E, EveryDescriptorOfTheServicesIsCloseOnExec) {
   HeldConnection api(cluster->http_port());
   HeldConnection scrape(metrics_port);
   ASSERT_TRUE(api.connected() && scrape.connected());
-  EXPECT_TRUE(Cluster::eventually([&] { return sockets_of(cp) > cp_sockets && sockets_of(agent) > agent_sockets; }, 10s))
+  EXPECT_TRUE(
+      Cluster::eventually([&] { return sockets_of(cp) > cp_sockets && sockets_of(agent) > agent_sockets; }, 10s))
       << "the held connections were not accepted";
-  for (const auto& [who, pid] : std::vector<std::pair<std::string, pid_t>>{{"control plane", cp}, {"agent", agent}, {"hostpath plugin", plugin}}) {
+  for (const auto& [who, pid] : std::vector<std::pair<std::string, pid_t>>{
+           {"control plane", cp}, {"agent", agent}, {"hostpath plugin", plugin}}) {
     const auto inheritable = test::inheritable_descriptors(pid);
     EXPECT_TRUE(inheritable.empty()) << "the " << who << " holds descriptors without close-on-exec:\n"
                                      << test::describe_descriptors(inheritable);

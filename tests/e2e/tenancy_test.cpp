@@ -35,6 +35,8 @@ class Tenancy : public ::testing::Test {
     ASSERT_EQ(boot.status, 200u) << boot.body;
     mgmt = json::parse(boot.body)["SecretID"];
     cluster->use_token(mgmt);
+    for (const auto* ns : {"team-a", "team-b"})  // namespaces are made before anything is written into them
+      ASSERT_TRUE(cluster->create_namespace(ns));
     team_a = token("team-a", {{"Namespace", {{"team-a", {{"Policy", "write"}}}}}});
     ops = token("ops", {{"Namespace", {{"*", {{"Policy", "read"}}}}}, {"Plugin", "read"}, {"Operator", "read"}});
     cluster->start_node("node-1");

@@ -3,7 +3,7 @@
 plain HTTP on a free port), a mooring-nodeagent with mooring-hostpath (the dashboard test's stack),
 checks that GET /v1/openapi.json is the YAML, then walks every documented operation: ACL policies
 and tokens, a volume's lifecycle (create, register, expand, snapshot, group snapshot, detach,
-delete), allocations (a plain one, a system one, stop), nodes, plugins, events and the event
+delete), namespaces (apply, read, a quota's refusal, delete), allocations (a plain one, a system one, stop), nodes, plugins, events and the event
 stream, metrics, the keyring, the dashboard's files, and refusals (400, 401, 403, 404, 409, 422).
 Each answer's status must be documented for its route and its body must validate against that
 status's schema (python3-jsonschema), each body the API accepted against the route's request schema;
@@ -100,6 +100,23 @@ def acl_walk(w):
     w.call("DELETE", "/v1/acl/policy/scratch", expect=404)
     w.token = mgmt
     return reader["SecretID"]
+
+
+def namespace_walk(w, reader):
+    w.call("GET", "/v1/namespaces", expect=200)
+    w.call("GET", "/v1/namespaces", token="", expect=401)
+    w.call("PUT", "/v1/namespace/team-q", {"Description": "quota'd", "Quota": {"MaxVolumes": 0}}, expect=200)
+    w.call("POST", "/v1/namespace/team-r", {"Quota": {"MaxRunningAllocations": None}}, expect=200)
+    w.call("PUT", "/v1/namespace/team-q", {"Quota": {"MaxDisks": 1}}, expect=400)
+    w.call("PUT", "/v1/namespace/team-q", {}, token=reader, expect=403)
+    w.call("GET", "/v1/namespace/team-q", expect=200)
+    w.call("GET", "/v1/namespace/team-q", token=reader, expect=403)
+    w.call("GET", "/v1/namespace/nope", expect=404)
+    w.call("PUT", "/v1/volume/csi/q1?namespace=team-q", volume_spec("q1", ExternalID="q1"), expect=409)  # MaxVolumes 0
+    w.call("PUT", "/v1/volume/csi/q1?namespace=team-zz", volume_spec("q1", ExternalID="q1"), expect=400)
+    w.call("DELETE", "/v1/namespace/default", expect=409)
+    w.call("DELETE", "/v1/namespace/team-r", expect=200)
+    w.call("DELETE", "/v1/namespace/team-r", expect=404)
 
 
 def volume_spec(vid, **extra):
@@ -270,6 +287,7 @@ def main():
             w.problems.append("GET /v1/openapi.json is not docs/api/openapi.yaml (rebuild the control plane?)")
         reader = acl_walk(w)
         volume_walk(w, reader)
+        namespace_walk(w, reader)
         snapshot_walk(w)
         allocation_walk(w)
         release_walk(w)

@@ -21,6 +21,8 @@ import shutil
 import sys
 import tempfile
 
+from check_main import run
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DOC = os.path.join("docs", "architecture.md")
 SOURCE_DIRS = ("shared", "services", "plugins", "cli", "proto")
@@ -166,15 +168,5 @@ def self_test():
     return 0
 
 
-def main():
-    if "--self-test" in sys.argv[1:]:
-        return self_test()
-    problems = check(ROOT)
-    for p in problems:
-        print(p)
-    print(f"rooms: {len(problems)} problem(s)")
-    return 1 if problems else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(check, self_test, ROOT, "rooms"))

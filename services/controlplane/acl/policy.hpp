@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "services/controlplane/acl/capability.hpp"
 #include "shared/domain/result.hpp"

@@ -1,4 +1,4 @@
-// Agents room: what a call to a node agent ended with. A plain value so the rooms that call
+// Agent client room (agentclient/): what a call to a node agent ended with. A plain value so the rooms that call
 // through the router (gc, volumes) can name it in their own interfaces and fakes.
 #pragma once
 

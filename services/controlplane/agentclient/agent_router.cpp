@@ -5,10 +5,9 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "mooring/v1/nodeagent.grpc.pb.h"
+#include "services/controlplane/agentclient/agent_call_table.hpp"
 #include "services/controlplane/nodes/node_registrations.hpp"
 #include "services/controlplane/state/state_store.hpp"
-#include "shared/domain/plugin_facts.hpp"
 #include "shared/domain/text.hpp"
 #include "shared/log/log.hpp"
 #include "shared/rpc/client_call.hpp"
@@ -19,7 +18,6 @@ namespace mooring::controlplane::agentclient {
 using domain::in_quotes;
 
 namespace asio = boost::asio;
-using Stub = v1::NodeAgent::Stub;
 
 namespace {
 
@@ -191,14 +189,15 @@ struct AgentRouter::Impl {
     }
   }
 
-  template <class Req, class Resp, class Start>
-  asio::awaitable<AgentResult<Resp>> to_node(csi::Rpc classify_as, std::string what, std::string node_id, Req request,
-                                             std::chrono::milliseconds timeout, Start start) {
+  template <class Req>
+  asio::awaitable<AnswerTo<Req>> to_node(std::string what, std::string node_id, Req request,
+                                         std::chrono::milliseconds timeout) {
+    constexpr csi::Rpc classify_as = AgentCall<Req>::classified;
     // The coroutine starts synchronously in the caller's co_await: `seen` covers what it read.
     // That must be on disk before anything goes out (group commit), and the node is looked up
     // only after the wait (a failed flush reloads the store).
     const std::uint64_t seen = router.store_.index();
-    AgentResult<Resp> out;
+    AnswerTo<Req> out;
     out.node_id = node_id;
     const std::string where = what + " on node " + in_quotes(node_id);
     if (auto why = co_await refused_to_send(seen)) {
@@ -218,7 +217,7 @@ struct AgentRouter::Impl {
     // cannot be reached; an expand or a stats query has an operator waiting for its answer.
     const auto wait = classify_as == csi::Rpc::NodeUnpublishVolume ? router.options_.reregistration_wait
                                                                    : std::chrono::milliseconds{0};
-    const Attempt attempt = co_await send(*node, unnamed, wait, timeout, request, out.response, start);
+    const Attempt attempt = co_await send(*node, unnamed, wait, timeout, request, out.response, &AgentCall<Req>::start);
     out.status = attempt.status;
     out.unreached = !attempt.ok() && !attempt.connected;
     if constexpr (requires { request.plugin_id(); })  // stats requests name no plugin
@@ -230,9 +229,11 @@ struct AgentRouter::Impl {
 
   // A controller RPC: wrapped with the plugin id and sent to each healthy controller in turn
   // until one gives an answer that is not worth trying elsewhere.
-  template <class Wrapped, class Resp, class CsiReq, class Start>
-  asio::awaitable<AgentResult<Resp>> forward(csi::Rpc rpc, std::string plugin_id, std::string key, CsiReq request,
-                                             Start start, std::string operation_id = {}) {
+  template <class Wrapped, class CsiReq>
+  asio::awaitable<AnswerTo<Wrapped>> forward(std::string plugin_id, std::string key, CsiReq request,
+                                             std::string operation_id) {
+    using Resp = typename AgentCall<Wrapped>::Answer;
+    constexpr csi::Rpc rpc = AgentCall<Wrapped>::classified;
     const std::uint64_t seen = router.store_.index();
     async::KeyedLocks::Guard guard;
     if (!key.empty()) guard = co_await router.locks_.lock(key);
@@ -267,7 +268,8 @@ struct AgentRouter::Impl {
       // own record of operation ids.
       const auto wait = !operation_id.empty() && i + 1 == candidates.size() ? router.options_.reregistration_wait
                                                                             : std::chrono::milliseconds{0};
-      const Attempt attempt = co_await send(*node, plugin_id, wait, timeout(rpc), wrapped, response, start);
+      const Attempt attempt =
+          co_await send(*node, plugin_id, wait, timeout(rpc), wrapped, response, &AgentCall<Wrapped>::start);
       out.status = attempt.status;
       connected = connected || attempt.connected;
       observe(plugin_id, rpc, out.status, started);
@@ -323,55 +325,6 @@ AgentRouter::AgentRouter(asio::any_io_executor executor, const StateStore& store
 
 AgentRouter::~AgentRouter() = default;
 
-std::vector<std::string> AgentRouter::controller_candidates(const std::string& plugin_id) const {
-  std::vector<std::string> out;
-  const domain::Plugin* p = store_.plugin(plugin_id);
-  if (!p) return out;
-  for (const auto& [node_id, inst] : p->controllers) {  // map order: sorted by node id
-    if (!inst.healthy || !domain::has_controller(inst.type)) continue;
-    const domain::Node* n = store_.node(node_id);
-    if (!n || n->status != domain::NodeStatus::ready || n->address.empty()) continue;
-    out.push_back(node_id);
-  }
-  return out;
-}
-
-std::string AgentRouter::no_controller_reason(const std::string& plugin_id) const {
-  const domain::Plugin* p = store_.plugin(plugin_id);
-  if (!p) return "no CSI plugin named " + in_quotes(plugin_id) + " is registered";
-  if (p->controllers.empty()) return "plugin " + in_quotes(plugin_id) + " has no controller instances";
-  if (!controller_candidates(plugin_id).empty()) return "";
-  // After a restart (or an election) nothing is known until the agents are heard from: say so,
-  // so the caller waits rather than looks for a broken plugin.
-  if (std::ranges::all_of(p->controllers, [](const auto& kv) { return domain::health_unknown(kv.second); })) {
-    std::string nodes;
-    for (const auto& [node_id, inst] : p->controllers) nodes += (nodes.empty() ? "" : ", ") + in_quotes(node_id);
-    return "plugin " + in_quotes(plugin_id) +
-           ": whether its controllers are healthy is not known yet: the control "
-           "plane has not heard from the agent" +
-           (p->controllers.size() > 1 ? "s of nodes " : " of node ") + nodes +
-           " since it started leading; retry shortly";
-  }
-  std::string out = "plugin " + in_quotes(plugin_id) + " has no healthy controller on a ready node (";
-  bool first = true;
-  for (const auto& [node_id, inst] : p->controllers) {
-    const domain::Node* n = store_.node(node_id);
-    out += (first ? "" : ", ") + in_quotes(node_id) + ": ";
-    first = false;
-    if (domain::health_unknown(inst))
-      out += "health unknown until its agent is heard from";
-    else if (!inst.healthy)
-      out += "unhealthy" + (inst.health_description.empty() ? "" : " (" + inst.health_description + ")");
-    else if (!n)
-      out += "node not registered";
-    else if (n->status != domain::NodeStatus::ready)
-      out += "node " + std::string(domain::to_string(n->status));
-    else
-      out += "no agent address";
-  }
-  return out + ")";
-}
-
 std::size_t AgentRouter::channel_count() const { return impl_->channels.size(); }
 
 asio::awaitable<std::optional<std::string>> AgentRouter::held() const {
@@ -394,79 +347,59 @@ asio::awaitable<AgentResult<v1::NodeDetachVolumeResponse>> AgentRouter::node_det
   // The agent unpublishes and, when the last user is gone, unstages: both attempts fit.
   auto timeout = impl_->timeout(csi::Rpc::NodeUnpublishVolume, csi::policy(csi::Rpc::NodeUnstageVolume).timeout);
   std::string what = "NodeDetachVolume of volume " + in_quotes(request.volume_id());
-  co_return co_await impl_->to_node<v1::NodeDetachVolumeRequest, v1::NodeDetachVolumeResponse>(
-      csi::Rpc::NodeUnpublishVolume, what, std::move(node_id), std::move(request), timeout,
-      [](Stub& s, grpc::ClientContext* c, const v1::NodeDetachVolumeRequest* r, v1::NodeDetachVolumeResponse* o,
-         rpc::UnaryDone d) { s.async()->NodeDetachVolume(c, r, o, std::move(d)); });
+  return impl_->to_node(std::move(what), std::move(node_id), std::move(request), timeout);
 }
 
 asio::awaitable<AgentResult<v1::NodeExpandVolumeResponse>> AgentRouter::node_expand_volume(
     std::string node_id, v1::NodeExpandVolumeRequest request) {
   std::string what = "NodeExpandVolume of volume " + in_quotes(request.volume_id());
-  co_return co_await impl_->to_node<v1::NodeExpandVolumeRequest, v1::NodeExpandVolumeResponse>(
-      csi::Rpc::NodeExpandVolume, what, std::move(node_id), std::move(request),
-      impl_->timeout(csi::Rpc::NodeExpandVolume),
-      [](Stub& s, grpc::ClientContext* c, const v1::NodeExpandVolumeRequest* r, v1::NodeExpandVolumeResponse* o,
-         rpc::UnaryDone d) { s.async()->NodeExpandVolume(c, r, o, std::move(d)); });
+  return impl_->to_node(std::move(what), std::move(node_id), std::move(request),
+                        impl_->timeout(csi::Rpc::NodeExpandVolume));
 }
 
 asio::awaitable<AgentResult<v1::NodeVolumeStatsResponse>> AgentRouter::node_volume_stats(
     std::string node_id, v1::NodeVolumeStatsRequest request) {
   std::string what = "NodeVolumeStats of volume " + in_quotes(request.volume_id());
-  co_return co_await impl_->to_node<v1::NodeVolumeStatsRequest, v1::NodeVolumeStatsResponse>(
-      csi::Rpc::NodeGetVolumeStats, what, std::move(node_id), std::move(request),
-      impl_->timeout(csi::Rpc::NodeGetVolumeStats),
-      [](Stub& s, grpc::ClientContext* c, const v1::NodeVolumeStatsRequest* r, v1::NodeVolumeStatsResponse* o,
-         rpc::UnaryDone d) { s.async()->NodeVolumeStats(c, r, o, std::move(d)); });
+  return impl_->to_node(std::move(what), std::move(node_id), std::move(request),
+                        impl_->timeout(csi::Rpc::NodeGetVolumeStats));
 }
 
-// ---- controller RPCs ----
-
-#define MOORING_FORWARD(Method, Wrapped, CsiResp, rpc_enum, key, ...)                                      \
-  impl_->forward<v1::Wrapped, ::csi::v1::CsiResp>(                                                         \
-      csi::Rpc::rpc_enum, std::move(plugin_id), std::move(key), std::move(request),                        \
-      [](Stub& s, grpc::ClientContext* c, const v1::Wrapped* r, ::csi::v1::CsiResp* o, rpc::UnaryDone d) { \
-        s.async()->Method(c, r, o, std::move(d));                                                          \
-      } __VA_OPT__(, ) __VA_ARGS__)
+// ---- controller RPCs: each the table's row for its wrapped request ----
 
 asio::awaitable<AgentResult<::csi::v1::CreateVolumeResponse>> AgentRouter::create_volume(
     std::string plugin_id, std::string volume_key, ::csi::v1::CreateVolumeRequest request) {
-  co_return co_await MOORING_FORWARD(CreateVolume, CreateVolumeRequest, CreateVolumeResponse, CreateVolume,
-                                     std::move(volume_key));
+  return impl_->forward<v1::CreateVolumeRequest>(std::move(plugin_id), std::move(volume_key), std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::DeleteVolumeResponse>> AgentRouter::delete_volume(
     std::string plugin_id, std::string volume_key, ::csi::v1::DeleteVolumeRequest request) {
-  co_return co_await MOORING_FORWARD(DeleteVolume, DeleteVolumeRequest, DeleteVolumeResponse, DeleteVolume,
-                                     std::move(volume_key));
+  return impl_->forward<v1::DeleteVolumeRequest>(std::move(plugin_id), std::move(volume_key), std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::ControllerPublishVolumeResponse>> AgentRouter::controller_publish_volume(
     std::string plugin_id, std::string volume_key, ::csi::v1::ControllerPublishVolumeRequest request,
     std::string operation_id) {
-  co_return co_await MOORING_FORWARD(ControllerPublishVolume, ControllerPublishVolumeRequest,
-                                     ControllerPublishVolumeResponse, ControllerPublishVolume, std::move(volume_key),
-                                     std::move(operation_id));
+  return impl_->forward<v1::ControllerPublishVolumeRequest>(std::move(plugin_id), std::move(volume_key),
+                                                            std::move(request), std::move(operation_id));
 }
 
 asio::awaitable<AgentResult<::csi::v1::ControllerUnpublishVolumeResponse>> AgentRouter::controller_unpublish_volume(
     std::string plugin_id, std::string volume_key, ::csi::v1::ControllerUnpublishVolumeRequest request,
     std::string operation_id) {
-  co_return co_await MOORING_FORWARD(ControllerUnpublishVolume, ControllerUnpublishVolumeRequest,
-                                     ControllerUnpublishVolumeResponse, ControllerUnpublishVolume,
-                                     std::move(volume_key), std::move(operation_id));
+  return impl_->forward<v1::ControllerUnpublishVolumeRequest>(std::move(plugin_id), std::move(volume_key),
+                                                              std::move(request), std::move(operation_id));
 }
 
 asio::awaitable<AgentResult<::csi::v1::ControllerGetVolumeResponse>> AgentRouter::controller_get_volume(
     std::string plugin_id, std::string volume_key, ::csi::v1::ControllerGetVolumeRequest request) {
-  co_return co_await MOORING_FORWARD(ControllerGetVolume, ControllerGetVolumeRequest, ControllerGetVolumeResponse,
-                                     ControllerGetVolume, std::move(volume_key));
+  return impl_->forward<v1::ControllerGetVolumeRequest>(std::move(plugin_id), std::move(volume_key), std::move(request),
+                                                        {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::ControllerExpandVolumeResponse>> AgentRouter::controller_expand_volume(
     std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request) {
-  co_return co_await MOORING_FORWARD(ControllerExpandVolume, ControllerExpandVolumeRequest,
-                                     ControllerExpandVolumeResponse, ControllerExpandVolume, std::move(volume_key));
+  return impl_->forward<v1::ControllerExpandVolumeRequest>(std::move(plugin_id), std::move(volume_key),
+                                                           std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::ControllerModifyVolumeResponse>> AgentRouter::controller_modify_volume(
@@ -483,41 +416,34 @@ asio::awaitable<AgentResult<::csi::v1::GetSnapshotResponse>> AgentRouter::get_sn
 
 asio::awaitable<AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse>> AgentRouter::validate_volume_capabilities(
     std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request) {
-  co_return co_await MOORING_FORWARD(ValidateVolumeCapabilities, ValidateVolumeCapabilitiesRequest,
-                                     ValidateVolumeCapabilitiesResponse, ValidateVolumeCapabilities,
-                                     std::move(volume_key));
+  return impl_->forward<v1::ValidateVolumeCapabilitiesRequest>(std::move(plugin_id), std::move(volume_key),
+                                                               std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::CreateSnapshotResponse>> AgentRouter::create_snapshot(
     std::string plugin_id, std::string volume_key, ::csi::v1::CreateSnapshotRequest request) {
-  co_return co_await MOORING_FORWARD(CreateSnapshot, CreateSnapshotRequest, CreateSnapshotResponse, CreateSnapshot,
-                                     std::move(volume_key));
+  return impl_->forward<v1::CreateSnapshotRequest>(std::move(plugin_id), std::move(volume_key), std::move(request), {});
 }
 
+// Queries and snapshot deletes name no volume: not serialized ("" as the key).
 asio::awaitable<AgentResult<::csi::v1::DeleteSnapshotResponse>> AgentRouter::delete_snapshot(
     std::string plugin_id, ::csi::v1::DeleteSnapshotRequest request) {
-  std::string unserialized;  // queries and snapshot deletes name no volume
-  co_return co_await MOORING_FORWARD(DeleteSnapshot, DeleteSnapshotRequest, DeleteSnapshotResponse, DeleteSnapshot,
-                                     unserialized);
+  return impl_->forward<v1::DeleteSnapshotRequest>(std::move(plugin_id), {}, std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::ListSnapshotsResponse>> AgentRouter::list_snapshots(
     std::string plugin_id, ::csi::v1::ListSnapshotsRequest request) {
-  std::string unserialized;  // queries and snapshot deletes name no volume
-  co_return co_await MOORING_FORWARD(ListSnapshots, ListSnapshotsRequest, ListSnapshotsResponse, ListSnapshots,
-                                     unserialized);
+  return impl_->forward<v1::ListSnapshotsRequest>(std::move(plugin_id), {}, std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::ListVolumesResponse>> AgentRouter::list_volumes(
     std::string plugin_id, ::csi::v1::ListVolumesRequest request) {
-  std::string unserialized;  // queries and snapshot deletes name no volume
-  co_return co_await MOORING_FORWARD(ListVolumes, ListVolumesRequest, ListVolumesResponse, ListVolumes, unserialized);
+  return impl_->forward<v1::ListVolumesRequest>(std::move(plugin_id), {}, std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::GetCapacityResponse>> AgentRouter::get_capacity(
     std::string plugin_id, ::csi::v1::GetCapacityRequest request) {
-  std::string unserialized;  // queries and snapshot deletes name no volume
-  co_return co_await MOORING_FORWARD(GetCapacity, GetCapacityRequest, GetCapacityResponse, GetCapacity, unserialized);
+  return impl_->forward<v1::GetCapacityRequest>(std::move(plugin_id), {}, std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::CreateVolumeGroupSnapshotResponse>> AgentRouter::create_volume_group_snapshot(
@@ -527,25 +453,22 @@ asio::awaitable<AgentResult<::csi::v1::CreateVolumeGroupSnapshotResponse>> Agent
   std::vector<async::KeyedLocks::Guard> held;
   for (auto& key : volume_keys)
     if (!key.empty()) held.push_back(co_await locks_.lock(key));
+  // Named locals: GCC 12 mishandles class temporaries passed by value to a coroutine here.
   std::string unserialized;  // every member's lock is held above
-  co_return co_await MOORING_FORWARD(CreateVolumeGroupSnapshot, CreateVolumeGroupSnapshotRequest,
-                                     CreateVolumeGroupSnapshotResponse, CreateVolumeGroupSnapshot, unserialized);
+  std::string no_operation;
+  co_return co_await impl_->forward<v1::CreateVolumeGroupSnapshotRequest>(std::move(plugin_id), std::move(unserialized),
+                                                                          std::move(request), std::move(no_operation));
 }
 
+// A group's snapshots name no volume the caller could hold.
 asio::awaitable<AgentResult<::csi::v1::DeleteVolumeGroupSnapshotResponse>> AgentRouter::delete_volume_group_snapshot(
     std::string plugin_id, ::csi::v1::DeleteVolumeGroupSnapshotRequest request) {
-  std::string unserialized;  // a group's snapshots name no volume the caller could hold
-  co_return co_await MOORING_FORWARD(DeleteVolumeGroupSnapshot, DeleteVolumeGroupSnapshotRequest,
-                                     DeleteVolumeGroupSnapshotResponse, DeleteVolumeGroupSnapshot, unserialized);
+  return impl_->forward<v1::DeleteVolumeGroupSnapshotRequest>(std::move(plugin_id), {}, std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::GetVolumeGroupSnapshotResponse>> AgentRouter::get_volume_group_snapshot(
     std::string plugin_id, ::csi::v1::GetVolumeGroupSnapshotRequest request) {
-  std::string unserialized;  // queries name no volume
-  co_return co_await MOORING_FORWARD(GetVolumeGroupSnapshot, GetVolumeGroupSnapshotRequest,
-                                     GetVolumeGroupSnapshotResponse, GetVolumeGroupSnapshot, unserialized);
+  return impl_->forward<v1::GetVolumeGroupSnapshotRequest>(std::move(plugin_id), {}, std::move(request), {});
 }
-
-#undef MOORING_FORWARD
 
 }  // namespace mooring::controlplane::agentclient

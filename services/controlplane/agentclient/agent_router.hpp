@@ -1,4 +1,4 @@
-// Agents room: how the control plane reaches node agents (seed 000's "shim"). Node RPCs go to
+// Agent client room (agentclient/): how the control plane reaches node agents (seed 000's "shim"). Node RPCs go to
 // the claim's node; controller RPCs go to a node running a healthy controller instance of the
 // plugin (sorted by node id), and move on to the next one on retryable errors (UNAVAILABLE
 // "plugin not running here", timeouts) and on NOT_FOUND, which stands only when every healthy

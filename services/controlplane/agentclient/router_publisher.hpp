@@ -1,4 +1,4 @@
-// Agents room: ControllerPublishVolume for a fresh claim, through the agent router (a node that
+// Agent client room (agentclient/): ControllerPublishVolume for a fresh claim, through the agent router (a node that
 // runs a healthy controller instance of the volume's plugin, serialized per volume).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Agent API room: the ControlPlane gRPC service node agents call — register and heartbeat
+// Agent service room (agentservice/): the ControlPlane gRPC service node agents call — register and heartbeat
 // (node records, plugin aggregation, liveness), the allocation long poll and status updates,
 // volume claims (intent recorded, then ControllerPublish) and the node side of releases.
 // Every handler runs as a coroutine on the state store's executor; generated gRPC types stay

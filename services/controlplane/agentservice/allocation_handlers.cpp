@@ -27,6 +27,48 @@ bool node_changed_since(const StateStore& store, const std::string& node_id, std
   return store.last_allocation_change_on(node_id) > min_index;
 }
 
+grpc::Status check_updates(const StateStore& store, const std::string& node_id,
+                           const v1::UpdateAllocationsRequest& req) {
+  for (const auto& u : req.updates()) {
+    if (auto st = check_id(domain::IdKind::allocation, u.alloc_id()); !st.ok()) return st;
+    const auto* a = store.allocation(u.alloc_id());
+    if (!a) continue;  // deleted by the allocation GC (terminal long ago): nothing left to update
+    if (a->node_id != node_id)
+      return invalid_argument("allocation " + in_quotes(u.alloc_id()) + " is placed on node " + in_quotes(a->node_id) +
+                              ", not on node " + in_quotes(node_id));
+    if (u.client_status() != v1::CLIENT_STATUS_UNSPECIFIED && !domain::from_proto(u.client_status()))
+      return invalid_argument("allocation " + in_quotes(u.alloc_id()) + ": field \"client_status\": unknown value " +
+                              std::to_string(u.client_status()));
+  }
+  return grpc::Status::OK;
+}
+
+// A terminal allocation's claims become past claims: the node side is released first (the agent
+// unmounts, then UnpublishVolume), then the claim GC finishes the controller side. `volumes`
+// holds the copies this update already changed.
+void release_claims(const StateStore& store, const domain::Allocation& a, domain::ClientStatus status, domain::Time now,
+                    std::map<std::string, domain::Volume>& volumes, Batch& batch) {
+  for (const auto& [name, vr] : a.volumes) {
+    const auto vid = domain::claimed_volume_id(vr, a.index);
+    const auto key = domain::volume_key(a.ns, vid);
+    auto vit = volumes.find(key);
+    const domain::Volume* current = vit != volumes.end() ? &vit->second : store.volume(key);
+    if (!current) continue;
+    auto claim = current->claims.find(a.id);
+    if (claim == current->claims.end() || claim->second.state != domain::ClaimState::taken) continue;
+    if (vit == volumes.end()) vit = volumes.emplace(key, *current).first;
+    if (advance_claim(vit->second, a.id, domain::ClaimState::unpublishing, now)) continue;
+    batch.add_event({.topic = "Claim",
+                     .type = "ClaimReleaseRequested",
+                     .ns = a.ns,
+                     .key = vid,
+                     .message = "volume " + in_quotes(vid) + domain::in_namespace(a.ns) + ": allocation " +
+                                in_quotes(a.id) + " is " + std::string(domain::to_string(status)) +
+                                "; its claim is being released",
+                     .details = {{"alloc_id", a.id}, {"node_id", a.node_id}}});
+  }
+}
+
 }  // namespace
 
 asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAllocationsRequest& req,
@@ -87,17 +129,7 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
   if (!ctx.store.node(node_id)) return not_found("node not found: " + node_id);
 
   // Validate everything first: a bad update changes nothing.
-  for (const auto& u : req.updates()) {
-    if (auto st = check_id(domain::IdKind::allocation, u.alloc_id()); !st.ok()) return st;
-    const auto* a = ctx.store.allocation(u.alloc_id());
-    if (!a) continue;  // deleted by the allocation GC (terminal long ago): nothing left to update
-    if (a->node_id != node_id)
-      return invalid_argument("allocation " + in_quotes(u.alloc_id()) + " is placed on node " + in_quotes(a->node_id) +
-                              ", not on node " + in_quotes(node_id));
-    if (u.client_status() != v1::CLIENT_STATUS_UNSPECIFIED && !domain::from_proto(u.client_status()))
-      return invalid_argument("allocation " + in_quotes(u.alloc_id()) + ": field \"client_status\": unknown value " +
-                              std::to_string(u.client_status()));
-  }
+  if (auto st = check_updates(ctx.store, node_id, req); !st.ok()) return st;
 
   const auto now = domain::now();
   std::map<std::string, domain::Allocation> allocs;  // changed copies
@@ -139,27 +171,7 @@ grpc::Status update_allocations(Context& ctx, const v1::UpdateAllocationsRequest
                         " on node " + in_quotes(node_id),
              .details = {{"node_id", node_id}, {"client_status", std::string(domain::to_string(*status))}}});
         if (domain::is_terminal(*status)) {
-          // Its claims become past claims: the node side is released first (the agent
-          // unmounts, then UnpublishVolume), then the claim GC finishes the controller side.
-          for (const auto& [name, vr] : a.volumes) {
-            const auto vid = domain::claimed_volume_id(vr, a.index);
-            const auto key = domain::volume_key(a.ns, vid);
-            auto vit = volumes.find(key);
-            const domain::Volume* current = vit != volumes.end() ? &vit->second : ctx.store.volume(key);
-            if (!current) continue;
-            auto claim = current->claims.find(a.id);
-            if (claim == current->claims.end() || claim->second.state != domain::ClaimState::taken) continue;
-            if (vit == volumes.end()) vit = volumes.emplace(key, *current).first;
-            if (advance_claim(vit->second, a.id, domain::ClaimState::unpublishing, now)) continue;
-            batch.add_event({.topic = "Claim",
-                             .type = "ClaimReleaseRequested",
-                             .ns = a.ns,
-                             .key = vid,
-                             .message = "volume " + in_quotes(vid) + domain::in_namespace(a.ns) + ": allocation " +
-                                        in_quotes(a.id) + " is " + std::string(domain::to_string(*status)) +
-                                        "; its claim is being released",
-                             .details = {{"alloc_id", a.id}, {"node_id", node_id}}});
-          }
+          release_claims(ctx.store, a, *status, now, volumes, batch);
         }
       }
     }

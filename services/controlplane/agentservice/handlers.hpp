@@ -1,4 +1,4 @@
-// Agent API room (internal): the handlers behind the ControlPlane service and what they share.
+// Agent service room (agentservice/, internal): the handlers behind the ControlPlane service and what they share.
 // Each reads the store, plans with the pure rules, and commits at most one batch per step
 // without suspending in between; only WatchAllocations (waiting) and ClaimVolume (the claim
 // path's controller call) suspend, and both re-read the store afterwards.

@@ -5,6 +5,7 @@
 
 #include "services/controlplane/allocations/allocations.hpp"
 #include "services/controlplane/allocations/placing.hpp"
+#include "services/controlplane/namespaces/namespace_rules.hpp"
 #include "services/controlplane/scheduler/system_placement.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/ids.hpp"
@@ -75,6 +76,9 @@ Outcome<Submitted> submit_system(StateStore& store, domain::Allocation group) {
                      .details = {{"node_id", node_id}, {"system_id", group.id}}});
     batch.put(std::move(copy));
   }
+  // The copies placed now count against the quota; those the reconciler places later do not.
+  const namespaces::Delta adds{.running_allocations = static_cast<std::int64_t>(out.copies.size())};
+  if (auto over = namespaces::over_quota(store, group.ns, adds)) return volumes::conflict(*over);
   batch.add_event({.topic = "Allocation",
                    .type = "AllocationSubmitted",
                    .ns = group.ns,
@@ -92,6 +96,7 @@ Outcome<Submitted> submit_one(StateStore& store, domain::Allocation a) {
   const bool chosen = !a.node_id.empty();
   auto placed = place(a, cluster_view(store));
   if (!placed.node_id) return unplaced(placed, a);
+  if (auto over = namespaces::over_quota(store, a.ns, {.running_allocations = 1})) return volumes::conflict(*over);
   a.node_id = *placed.node_id;
   a.events = {{domain::now(), "Received", (chosen ? "assigned to node " : "placed on node ") + a.node_id}};
   Batch batch;

@@ -3,6 +3,7 @@
 // plane once, in the answer that created it; nothing here logs one.
 #include "services/controlplane/acl/secret.hpp"
 #include "services/controlplane/api/endpoints.hpp"
+#include "services/controlplane/namespaces/namespace_rules.hpp"
 #include "services/controlplane/volumes/results.hpp"
 
 namespace mooring::controlplane::api {
@@ -116,6 +117,11 @@ http::Response put_acl_policy(Context& ctx, const http::Request& req) {
   const auto name = req.params.at("name");
   auto policy = acl::parse_policy(body, name);
   if (!policy) return bad_request(policy.error());
+  // A rule for one namespace (not a glob) names one that exists: a typo would grant nothing, silently.
+  for (const auto& [pattern, rule] : policy->namespaces)
+    if (pattern.find('*') == std::string::npos)
+      if (auto no = namespaces::unknown(ctx.store, pattern))
+        return bad_request("ACL policy \"" + name + "\": field \"Rules.Namespace." + pattern + "\": " + *no);
   Batch batch;
   batch.put(std::move(*policy));
   auto index = ctx.store.commit(std::move(batch));

@@ -18,6 +18,7 @@
 #include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/http/query.hpp"
 #include "services/controlplane/http/router.hpp"
+#include "services/controlplane/namespaces/namespace_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/metrics/families.hpp"
 
@@ -59,6 +60,7 @@ acl::Need event_need(const std::string& topic) {
   if (topic == "Allocation") return Need::cap(acl::Capability::read_alloc);
   if (topic == "Node") return Need::on(acl::Area::node, acl::Level::read);
   if (topic == "Plugin") return Need::on(acl::Area::plugin, acl::Level::read);
+  if (topic == "Namespace") return Need::on(acl::Area::operator_, acl::Level::read);
   return Need::management();
 }
 
@@ -115,13 +117,18 @@ struct Api::Impl {
   // may read, each in its own namespace (events about nodes and plugins have none).
   static http::Response filter(const std::optional<Caller>& caller, const Route& route, const http::Request& req,
                                http::Response res) {
-    const bool events = route.need.kind == acl::Need::Kind::filtered;
+    const bool namespaces = route.watch == Table::namespaces;  // the items are namespaces
+    const bool events = route.need.kind == acl::Need::Kind::filtered && !namespaces;
     if (!caller || res.status != 200 || caller->acl.is_management()) return res;
-    if (!events && !(route.any_namespace && request_namespace(req) == kAnyNamespace)) return res;
+    if (!events && !namespaces && !(route.any_namespace && request_namespace(req) == kAnyNamespace)) return res;
     auto items = nlohmann::json::parse(res.body, nullptr, false);
     if (!items.is_array()) return res;
     nlohmann::json kept = nlohmann::json::array();
     for (auto& item : items) {
+      if (namespaces) {
+        if (may_read_namespace(caller->acl, item.value("Name", std::string()))) kept.push_back(std::move(item));
+        continue;
+      }
       const auto need = events ? event_need(item.value("Topic", std::string())) : route.need;
       if (!caller->acl.missing(need, item.value("Namespace", std::string()))) kept.push_back(std::move(item));
     }
@@ -170,6 +177,10 @@ struct Api::Impl {
         route->endpoint != at_once<serve_ui> && route->endpoint != at_once<serve_openapi>)
       return http::error_response(503, "state is not loaded yet");
     if (auto refusal = authorize(req, *route, caller)) return refusal;
+    // A write names a namespace that exists: a typo never makes a new one. (DELETE may act in one
+    // that is gone: it finds nothing, or a snapshot record left behind.)
+    if ((req.method == "PUT" || req.method == "POST") && namespaced(*route))
+      if (auto no = namespaces::unknown(ctx.store, request_namespace(req))) return bad_request(*no);
 
     if (route->watch) {
       Blocking b{*route->watch};

@@ -160,6 +160,14 @@ bool deploys_plugin(const http::Request&);
 // The allocation the path names (in the request's namespace) runs a CSIPlugin task.
 bool names_plugin_allocation(const StateStore& store, const http::Request& req);
 
+// ---- namespaces (namespace_endpoints.cpp) ----
+http::Response list_namespaces(Context&, const http::Request&);   // GET /v1/namespaces
+http::Response get_namespace(Context&, const http::Request&);     // GET /v1/namespace/:name (with its Usage)
+http::Response put_namespace(Context&, const http::Request&);     // PUT /v1/namespace/:name
+http::Response delete_namespace(Context&, const http::Request&);  // DELETE /v1/namespace/:name
+// A caller may read a namespace it may act in (any capability there) or with operator:read.
+bool may_read_namespace(const acl::Acl& acl, std::string_view name);
+
 // ---- ACLs (acl_endpoints.cpp) ----
 // The request's SecretID: X-Mooring-Token, X-Nomad-Token or "Authorization: Bearer"; empty when none.
 std::string request_secret(const http::Request& req);

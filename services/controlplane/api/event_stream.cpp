@@ -12,7 +12,7 @@ namespace mooring::controlplane::api {
 
 namespace {
 
-constexpr std::string_view kTopics[] = {"Volume", "Claim", "Allocation", "Node", "Plugin"};
+constexpr std::string_view kTopics[] = {"Volume", "Claim", "Allocation", "Node", "Plugin", "Namespace"};
 
 // One stream's state, shared by the response's next-piece function.
 struct StreamState {
@@ -53,7 +53,7 @@ domain::Expected<TopicFilter> TopicFilter::parse(const std::vector<std::string>&
     const bool known = topic == "*" || std::find(std::begin(kTopics), std::end(kTopics), topic) != std::end(kTopics);
     if (!known)
       return domain::error("query parameter \"topic\": unknown topic \"" + topic +
-                           "\" (Volume, Claim, Allocation, Node, Plugin or *)");
+                           "\" (Volume, Claim, Allocation, Node, Plugin, Namespace or *)");
     if (key.empty())
       return domain::error("query parameter \"topic\": \"" + v + "\" has an empty key (use Topic or Topic:ID)");
     f.wanted_.emplace_back(std::move(topic), std::move(key));

@@ -66,6 +66,7 @@ class RouteTable {
     add_volume_routes();
     add_cluster_routes();
     add_acl_routes();
+    add_namespace_routes();
   }
   std::vector<RouteEntry> entries;
 
@@ -169,6 +170,15 @@ class RouteTable {
     write({"PUT", "POST"}, "/v1/operator/keyring/rotate", Need::management(), rotate_keyring, {.object = answered_key});
     // Prometheus scrapes: operator:read (the anonymous policy may grant it to a scraper without a token).
     get("/v1/metrics", Need::on(Area::operator_, Level::read), at_once<get_metrics>);
+  }
+
+  // Listed and read by whoever may act in them (api.cpp keeps the list's items the caller may
+  // read); applying and deleting one is the operator's.
+  void add_namespace_routes() {
+    get("/v1/namespaces", Need::filtered(), at_once<list_namespaces>, Table::namespaces);
+    get("/v1/namespace/:name", Need::filtered(), at_once<get_namespace>);
+    write({"PUT", "POST"}, "/v1/namespace/:name", Need::on(Area::operator_, Level::write), at_once<put_namespace>);
+    write({"DELETE"}, "/v1/namespace/:name", Need::on(Area::operator_, Level::write), at_once<delete_namespace>);
   }
 
   void add_acl_routes() {

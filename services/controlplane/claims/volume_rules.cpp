@@ -26,6 +26,23 @@ Verdict check_capacity_range(const domain::Volume& v) {
   return std::nullopt;
 }
 
+// A first registration: the plugin's facts, and nothing claimed or known of it yet.
+VolumePlan plan_new_volume(domain::Volume req, const domain::Plugin& plugin) {
+  VolumePlan plan;
+  plan.created = true;
+  auto& v = plan.volume;
+  v = std::move(req);
+  v.provider = plugin.provider;
+  v.provider_version = plugin.version;
+  v.claims.clear();
+  v.access_mode = domain::AccessMode::unknown;
+  v.attachment_mode = domain::AttachmentMode::unknown;
+  v.capacity = 0;
+  // A registered volume already exists where the operator says (as in Nomad).
+  if (v.topologies.empty()) v.topologies = v.requested_topologies.required;
+  return plan;
+}
+
 }  // namespace
 
 Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::Volume req,
@@ -37,21 +54,7 @@ Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::V
   if (redacted_flags(req.mount_options) && !existing)
     return invalid(name(req) + ": field \"MountOptions.MountFlags\" is the redacted placeholder");
 
-  if (!existing) {
-    VolumePlan plan;
-    plan.created = true;
-    auto& v = plan.volume;
-    v = std::move(req);
-    v.provider = plugin->provider;
-    v.provider_version = plugin->version;
-    v.claims.clear();
-    v.access_mode = domain::AccessMode::unknown;
-    v.attachment_mode = domain::AttachmentMode::unknown;
-    v.capacity = 0;
-    // A registered volume already exists where the operator says (as in Nomad).
-    if (v.topologies.empty()) v.topologies = v.requested_topologies.required;
-    return plan;
-  }
+  if (!existing) return plan_new_volume(std::move(req), *plugin);
 
   const auto& cur = *existing;
   if (cur.deleting) return conflict(name(cur) + " " + std::string(domain::kBeingDeleted) + "; it cannot be updated");

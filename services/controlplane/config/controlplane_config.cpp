@@ -278,6 +278,40 @@ std::set<std::string> switch_names() {
   return out;
 }
 
+// What no single setting shows: the settings that need, or exclude, one another.
+void check(const ControlPlaneConfig& c) {
+  if (c.data_dir.empty()) throw Fail{"--data-dir (MOORING_CP_DATA_DIR, file key data_dir) is required"};
+  const bool etcd = is_shared_state(c.state);
+  if (!c.state.empty() && !etcd && c.state != "sqlite://" + c.data_dir + "/state.db" &&
+      c.state != "sqlite://" + (std::filesystem::path(c.data_dir) / "state.db").string())
+    throw Fail{"--state: expected sqlite://" + c.data_dir + "/state.db or etcd://HOST:PORT[,...][/PREFIX], got " +
+               qt(c.state)};
+  if (etcd) {
+    if (auto o = parse_etcd_url(c.state); !o) throw Fail{"--state: " + o.error()};
+  }
+  const bool any_etcd_tls = !c.etcd_ca_file.empty() || !c.etcd_cert_file.empty() || !c.etcd_key_file.empty();
+  if (any_etcd_tls && !etcd) throw Fail{"--etcd-cacert/--etcd-cert/--etcd-key need --state etcd://..."};
+  if (any_etcd_tls && c.etcd_ca_file.empty()) throw Fail{"--etcd-cert/--etcd-key need --etcd-cacert"};
+  if (c.etcd_cert_file.empty() != c.etcd_key_file.empty()) throw Fail{"--etcd-cert and --etcd-key go together"};
+  if (!config::parse_host_port(c.http_addr)) throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
+  if (!config::parse_host_port(c.grpc_addr)) throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
+  if (!c.advertise_http_addr.empty() && !c.advertise_http_addr.starts_with("http://") &&
+      !c.advertise_http_addr.starts_with("https://"))
+    throw Fail{"advertise_http_addr: expected http://HOST:PORT or https://HOST:PORT, got " + qt(c.advertise_http_addr)};
+  if (!c.advertise_grpc_addr.empty() && !config::parse_host_port(c.advertise_grpc_addr))
+    throw Fail{"advertise_grpc_addr: expected HOST:PORT, got " + qt(c.advertise_grpc_addr)};
+  const bool any_tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
+  const bool all_tls = !c.tls_ca_file.empty() && !c.tls_cert_file.empty() && !c.tls_key_file.empty();
+  if (any_tls && !all_tls) throw Fail{"mutual TLS needs all of --tls-ca-file, --tls-cert-file and --tls-key-file"};
+  if (any_tls && c.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
+  if (!c.tls_ca_key_file.empty() && !all_tls)
+    throw Fail{"--tls-ca-key-file needs the --tls-* files (it is the key of --tls-ca-file)"};
+  if (c.node_cert_ttl < std::chrono::seconds(10))
+    throw Fail{"node_cert_ttl: at least 10s (agents renew two thirds into a certificate's life)"};
+  if (!c.http_client_ca_file.empty() && !all_tls)
+    throw Fail{"--http-client-ca-file needs the --tls-* files (client certificates are checked over HTTPS)"};
+}
+
 }  // namespace
 
 std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_config(
@@ -327,37 +361,7 @@ std::variant<ControlPlaneArgs, ControlPlaneConfigError> parse_controlplane_confi
     for (const auto& [o, value] : flags) apply(c, *o, value, "--" + std::string(o->flag));
     for (const auto& [o, values] : lists) apply(c, *o, json(values), "--" + std::string(o->flag));
 
-    if (c.data_dir.empty()) throw Fail{"--data-dir (MOORING_CP_DATA_DIR, file key data_dir) is required"};
-    const bool etcd = is_shared_state(c.state);
-    if (!c.state.empty() && !etcd && c.state != "sqlite://" + c.data_dir + "/state.db" &&
-        c.state != "sqlite://" + (std::filesystem::path(c.data_dir) / "state.db").string())
-      throw Fail{"--state: expected sqlite://" + c.data_dir + "/state.db or etcd://HOST:PORT[,...][/PREFIX], got " +
-                 qt(c.state)};
-    if (etcd) {
-      if (auto o = parse_etcd_url(c.state); !o) throw Fail{"--state: " + o.error()};
-    }
-    const bool any_etcd_tls = !c.etcd_ca_file.empty() || !c.etcd_cert_file.empty() || !c.etcd_key_file.empty();
-    if (any_etcd_tls && !etcd) throw Fail{"--etcd-cacert/--etcd-cert/--etcd-key need --state etcd://..."};
-    if (any_etcd_tls && c.etcd_ca_file.empty()) throw Fail{"--etcd-cert/--etcd-key need --etcd-cacert"};
-    if (c.etcd_cert_file.empty() != c.etcd_key_file.empty()) throw Fail{"--etcd-cert and --etcd-key go together"};
-    if (!config::parse_host_port(c.http_addr)) throw Fail{"http_addr: expected HOST:PORT, got " + qt(c.http_addr)};
-    if (!config::parse_host_port(c.grpc_addr)) throw Fail{"grpc_addr: expected HOST:PORT, got " + qt(c.grpc_addr)};
-    if (!c.advertise_http_addr.empty() && !c.advertise_http_addr.starts_with("http://") &&
-        !c.advertise_http_addr.starts_with("https://"))
-      throw Fail{"advertise_http_addr: expected http://HOST:PORT or https://HOST:PORT, got " +
-                 qt(c.advertise_http_addr)};
-    if (!c.advertise_grpc_addr.empty() && !config::parse_host_port(c.advertise_grpc_addr))
-      throw Fail{"advertise_grpc_addr: expected HOST:PORT, got " + qt(c.advertise_grpc_addr)};
-    const bool any_tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
-    const bool all_tls = !c.tls_ca_file.empty() && !c.tls_cert_file.empty() && !c.tls_key_file.empty();
-    if (any_tls && !all_tls) throw Fail{"mutual TLS needs all of --tls-ca-file, --tls-cert-file and --tls-key-file"};
-    if (any_tls && c.insecure) throw Fail{"--insecure and the --tls-* files exclude each other: choose one"};
-    if (!c.tls_ca_key_file.empty() && !all_tls)
-      throw Fail{"--tls-ca-key-file needs the --tls-* files (it is the key of --tls-ca-file)"};
-    if (c.node_cert_ttl < std::chrono::seconds(10))
-      throw Fail{"node_cert_ttl: at least 10s (agents renew two thirds into a certificate's life)"};
-    if (!c.http_client_ca_file.empty() && !all_tls)
-      throw Fail{"--http-client-ca-file needs the --tls-* files (client certificates are checked over HTTPS)"};
+    check(c);
     return out;
   } catch (const Fail& f) {
     return ControlPlaneConfigError{f.message};

@@ -5,18 +5,16 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "services/controlplane/agentclient/agent_router.hpp"
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/claims/fault_switch.hpp"
 #include "services/controlplane/claims/operation_id.hpp"
+#include "services/controlplane/gc/release_calls.hpp"
 #include "services/controlplane/gc/release_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/async/cancelled.hpp"
 #include "shared/async/sleep.hpp"
 #include "shared/async/wake_signal.hpp"
-#include "shared/csi/published_check.hpp"
 #include "shared/metrics/families.hpp"
-#include "shared/wire/proto_convert.hpp"
 #include "shared/domain/text.hpp"
 
 namespace mooring::controlplane::gc {
@@ -78,7 +76,7 @@ struct ClaimGc::Worker {
   std::map<std::string, Retry> retry;  // allocation id -> backoff state of its claim
 };
 
-ClaimGc::ClaimGc(asio::any_io_executor executor, StateStore& store, ChangeFeed& feed, agentclient::AgentRouter& agents,
+ClaimGc::ClaimGc(asio::any_io_executor executor, StateStore& store, ChangeFeed& feed, ReleaseCalls& agents,
                  GcOptions options)
     : store_(store),
       agents_(agents),
@@ -348,8 +346,6 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
     }
   }
   const domain::Claim claim = v.claims.at(alloc_id);
-  ClaimState target = ClaimState::node_detached;
-
   switch (d.action) {
     case ReleaseAction::free:
     case ReleaseAction::advance: co_return;
@@ -363,88 +359,87 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
       failure(volume_id, alloc_id, w, d.reason, delay);
       co_return;
     }
-    case ReleaseAction::wait_for_controller: {
-      const auto* p = store_.plugin(v.plugin_id);
-      wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
+    case ReleaseAction::wait_for_controller:
+      wait_for_plugin(v.plugin_id, volume_id);
       failure(volume_id, alloc_id, w, d.reason, next_delay(w, alloc_id));
       co_return;
+    case ReleaseAction::detach_node:
+      if (co_await detach_node(volume_id, v, claim, w))
+        persist_step(volume_id, alloc_id, ClaimState::node_detached, d.reason, began, w);
+      co_return;
+    case ReleaseAction::unpublish_controller:
+      if (co_await unpublish_controller(volume_id, v, claim, d.external_node_id, w))
+        persist_step(volume_id, alloc_id, ClaimState::controller_detached, d.reason, began, w);
+      co_return;
+  }
+}
+
+// Not done: woken when the plugin's health changes (its node plugin is back), not only by the timer.
+asio::awaitable<bool> ClaimGc::detach_node(const std::string& volume_id, const domain::Volume& v,
+                                           const domain::Claim& claim, Worker& w) {
+  auto req = node_detach_request(volume_id, v, claim);
+  std::string node_id = claim.node_id;
+  auto res = co_await agents_.node_detach_volume(std::move(node_id), std::move(req));
+  if (res.done()) co_return true;
+  wait_for_plugin(v.plugin_id, volume_id);
+  failure(volume_id, claim.allocation_id, w, res.error, next_delay(w, claim.allocation_id));
+  co_return false;
+}
+
+// Not done (no controller to ask, or the one asked failed): a change of the plugin (a controller
+// healthy again, a new instance) retries at once.
+asio::awaitable<bool> ClaimGc::unpublish_controller(const std::string& volume_id, const domain::Volume& v,
+                                                    const domain::Claim& claim, const std::string& external_node_id,
+                                                    Worker& w) {
+  const std::string& alloc_id = claim.allocation_id;
+  if (fault_switch(FaultSwitch::free_before_unpublish)) free_before_unpublish(store_, v, alloc_id);
+  auto req = controller_unpublish_request(v, external_node_id);
+  std::string operation = unpublish_operation_id(volume_id, alloc_id, claim);
+  if (resumed_unpublishes_.contains(operation)) {
+    // Sent before the restart or failover, perhaps: do not send it twice if it happened.
+    const PublishedCheck check = co_await still_published(v, external_node_id);
+    if (!check.unreachable.empty()) {
+      wait_for_plugin(v.plugin_id, volume_id);
+      failure(volume_id, alloc_id, w, "asking whether the volume is still published: " + check.unreachable,
+              next_delay(w, alloc_id));
+      co_return false;
     }
-    case ReleaseAction::detach_node: {
-      v1::NodeDetachVolumeRequest req;
-      req.set_plugin_id(v.plugin_id);
-      req.set_volume_id(volume_id);  // the key: the agent's records and directories are named by it
-      req.set_external_id(v.external_id);
-      req.set_alloc_id(alloc_id);
-      req.set_access_mode(domain::to_proto(claim.access_mode));
-      req.set_attachment_mode(domain::to_proto(claim.attachment_mode));
-      req.set_read_only(claim.mode == domain::ClaimMode::read);
-      std::string node_id = claim.node_id;
-      auto res = co_await agents_.node_detach_volume(std::move(node_id), std::move(req));
-      if (!res.done()) {
-        // Woken when the plugin's health changes (its node plugin is back), not only by the timer.
-        const auto* p = store_.plugin(v.plugin_id);
-        wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
-        failure(volume_id, alloc_id, w, res.error, next_delay(w, alloc_id));
-        co_return;
-      }
-      break;
-    }
-    case ReleaseAction::unpublish_controller: {
-      target = ClaimState::controller_detached;
-      if (fault_switch(FaultSwitch::free_before_unpublish)) free_before_unpublish(store_, v, alloc_id);
-      ::csi::v1::ControllerUnpublishVolumeRequest req;
-      req.set_volume_id(v.external_id);  // the provider's id, never ours (seed 001)
-      req.set_node_id(d.external_node_id);
-      for (const auto& [k, val] : v.secrets) (*req.mutable_secrets())[k] = val;
-      std::string operation = unpublish_operation_id(volume_id, alloc_id, claim);
-      if (resumed_unpublishes_.contains(operation)) {
-        // Sent before the restart or failover, perhaps: do not send it twice if it happened.
-        const PublishedCheck check = co_await still_published(v, d.external_node_id);
-        if (!check.unreachable.empty()) {
-          const auto* p = store_.plugin(v.plugin_id);
-          wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
-          failure(volume_id, alloc_id, w, "asking whether the volume is still published: " + check.unreachable,
-                  next_delay(w, alloc_id));
-          co_return;
-        }
-        if (check.published == false) {
-          log_.info(
-              "resumed release: the volume is no longer published to the node; controller-detached without "
-              "ControllerUnpublishVolume",
-              {{"volume_id", volume_id}, {"alloc_id", alloc_id}, {"csi_node_id", d.external_node_id}});
-          resumed_unpublishes_.erase(operation);
-          break;
-        }
-      }
-      std::string plugin_id = v.plugin_id, key = volume_id;
-      auto res = co_await agents_.controller_unpublish_volume(std::move(plugin_id), std::move(key), std::move(req),
-                                                              std::move(operation));
-      if (!res.done()) {
-        // No controller to ask, or the one asked failed: a change of the plugin (a controller
-        // healthy again, a new instance) retries at once.
-        const auto* p = store_.plugin(v.plugin_id);
-        wait_on(plugin_waiters_, v.plugin_id, p ? p->modify_index : 0, volume_id);
-        failure(volume_id, alloc_id, w, res.error, next_delay(w, alloc_id));
-        co_return;
-      }
+    if (check.published == false) {
+      log_.info(
+          "resumed release: the volume is no longer published to the node; controller-detached without "
+          "ControllerUnpublishVolume",
+          {{"volume_id", volume_id}, {"alloc_id", alloc_id}, {"csi_node_id", external_node_id}});
       resumed_unpublishes_.erase(operation);
-      break;
+      co_return true;
     }
   }
+  std::string plugin_id = v.plugin_id, key = volume_id, sent = operation;
+  auto res = co_await agents_.controller_unpublish_volume(std::move(plugin_id), std::move(key), std::move(req),
+                                                          std::move(sent));
+  if (!res.done()) {
+    wait_for_plugin(v.plugin_id, volume_id);
+    failure(volume_id, alloc_id, w, res.error, next_delay(w, alloc_id));
+    co_return false;
+  }
+  resumed_unpublishes_.erase(operation);
+  co_return true;
+}
 
-  // The RPC succeeded: persist the step (and whatever follows without an RPC) before the next.
+// The step's RPC succeeded: persist it (and whatever follows without an RPC) before the next.
+void ClaimGc::persist_step(const std::string& volume_id, const std::string& alloc_id, ClaimState target,
+                           const std::string& reason, domain::Time began, Worker& w) {
   w.retry.erase(alloc_id);
-  current = store_.volume(volume_id);
-  if (!current) co_return;
+  const domain::Volume* current = store_.volume(volume_id);
+  if (!current) return;
   auto it = current->claims.find(alloc_id);
-  if (it == current->claims.end() || !domain::is_before(it->second.state, target)) co_return;
+  if (it == current->claims.end() || !domain::is_before(it->second.state, target)) return;
   domain::Volume after = *current;
   Batch done;
   done.add_event(claim_event(after, it->second,
                              target == ClaimState::node_detached ? "ClaimNodeDetached" : "ClaimControllerDetached",
                              "volume " + in_quotes(volume_id) + ", allocation " + in_quotes(alloc_id) + ": " +
-                                 std::string(domain::to_string(target)) + " (" + d.reason + ")"));
-  if (advance_claim(after, alloc_id, target, domain::now())) co_return;
+                                 std::string(domain::to_string(target)) + " (" + reason + ")"));
+  if (advance_claim(after, alloc_id, target, domain::now())) return;
   bool more = false;
   const auto settled = settle(after, alloc_id, store_, done, more);
   stage_volume(done, after);
@@ -454,45 +449,9 @@ asio::awaitable<void> ClaimGc::release_step(const std::string& volume_id, const 
     release_seconds_.observe(domain::now() - began);
 }
 
-asio::awaitable<ClaimGc::PublishedCheck> ClaimGc::still_published(const domain::Volume& v,
-                                                                  const std::string& csi_node_id) {
-  // CSI: published node ids are reported only with LIST_VOLUMES_PUBLISHED_NODES.
-  bool get = false, list = false;
-  if (const auto* p = store_.plugin(v.plugin_id))
-    for (const auto& [node_id, inst] : p->controllers) {
-      if (!inst.healthy || !inst.controller_info || !inst.controller_info->supports_list_volumes_attached_nodes)
-        continue;
-      get = get || inst.controller_info->supports_get;
-      list = list || inst.controller_info->supports_list_volumes;
-    }
-  // Not reached (no controller, the agent restarting, a timeout): the unpublish would not get
-  // through either, or would get through a moment later without the check — retry the step.
-  // (NOT_FOUND is an answer: the volume is gone, and the unpublish will say "already done".)
-  auto unreachable = [](const auto& res) {
-    return res.no_target || (csi::should_retry(res.outcome) && res.status.error_code() != grpc::StatusCode::NOT_FOUND);
-  };
-  auto ask_get = [&]() -> asio::awaitable<csi::QueryAnswer<::csi::v1::ControllerGetVolumeResponse>> {
-    ::csi::v1::ControllerGetVolumeRequest req;
-    req.set_volume_id(v.external_id);
-    std::string plugin_id = v.plugin_id, key = domain::volume_key(v.ns, v.id);
-    auto res = co_await agents_.controller_get_volume(std::move(plugin_id), std::move(key), std::move(req));
-    co_return csi::QueryAnswer<::csi::v1::ControllerGetVolumeResponse>{res.ok(), unreachable(res), res.error,
-                                                                       std::move(res.response)};
-  };
-  auto ask_list = [&](std::string token) -> asio::awaitable<csi::QueryAnswer<::csi::v1::ListVolumesResponse>> {
-    ::csi::v1::ListVolumesRequest req;
-    req.set_starting_token(token);
-    std::string plugin_id = v.plugin_id;
-    auto res = co_await agents_.list_volumes(std::move(plugin_id), std::move(req));
-    co_return csi::QueryAnswer<::csi::v1::ListVolumesResponse>{res.ok(), unreachable(res), res.error,
-                                                               std::move(res.response)};
-  };
-  auto check = co_await csi::published_to_node(get, list, v.external_id, csi_node_id, ask_get, ask_list);
-  if (!check.published && check.unreachable.empty())
-    for (const auto& note : check.notes)
-      log_.info("resumed release: " + note + "; unpublishing without knowing",
-                {{"volume_id", v.id}, {"plugin_id", v.plugin_id}});
-  co_return PublishedCheck{check.published, check.unreachable};
+void ClaimGc::wait_for_plugin(const std::string& plugin_id, const std::string& volume_id) {
+  const auto* p = store_.plugin(plugin_id);
+  wait_on(plugin_waiters_, plugin_id, p ? p->modify_index : 0, volume_id);
 }
 
 void ClaimGc::failure(const std::string& volume_id, const std::string& alloc_id, Worker& w, const std::string& error,

@@ -21,18 +21,18 @@
 #include "services/controlplane/state/change_feed.hpp"
 #include "shared/async/backoff.hpp"
 #include "shared/async/task_group.hpp"
+#include "shared/domain/modes.hpp"
+#include "shared/domain/time.hpp"
 #include "shared/log/log.hpp"
 #include "shared/metrics/registry.hpp"
 
 namespace mooring::domain {
+struct Claim;
 struct Volume;
-}
+}  // namespace mooring::domain
 namespace mooring::controlplane {
 class StateStore;
-namespace agentclient {
-class AgentRouter;
 }
-}  // namespace mooring::controlplane
 
 namespace mooring::controlplane::gc {
 
@@ -50,10 +50,13 @@ struct GcOptions {
   std::chrono::milliseconds node_wait_recheck{std::chrono::minutes(1)};
 };
 
+class ReleaseCalls;
+
 class ClaimGc {
  public:
-  // `feed` must be the backend decorator the store writes through.
-  ClaimGc(boost::asio::any_io_executor executor, StateStore& store, ChangeFeed& feed, agentclient::AgentRouter& agents,
+  // `feed` must be the backend decorator the store writes through; `agents` (gc/release_calls.hpp)
+  // sends the release's calls: the agent router, or a test's fake.
+  ClaimGc(boost::asio::any_io_executor executor, StateStore& store, ChangeFeed& feed, ReleaseCalls& agents,
           GcOptions options = {});
   ~ClaimGc();
   ClaimGc(const ClaimGc&) = delete;
@@ -87,6 +90,16 @@ class ClaimGc {
   boost::asio::awaitable<void> sweep_loop();
   boost::asio::awaitable<void> drive(std::string volume_id);
   boost::asio::awaitable<void> release_step(const std::string& volume_id, const std::string& alloc_id, Worker& w);
+  // The node and controller steps' calls: true when done (persist the step), false when the
+  // failure is recorded and the step waits for its retry.
+  boost::asio::awaitable<bool> detach_node(const std::string& volume_id, const domain::Volume& v,
+                                           const domain::Claim& claim, Worker& w);
+  boost::asio::awaitable<bool> unpublish_controller(const std::string& volume_id, const domain::Volume& v,
+                                                    const domain::Claim& claim, const std::string& external_node_id,
+                                                    Worker& w);
+  void persist_step(const std::string& volume_id, const std::string& alloc_id, domain::ClaimState target,
+                    const std::string& reason, domain::Time began, Worker& w);
+  void wait_for_plugin(const std::string& plugin_id, const std::string& volume_id);
   void failure(const std::string& volume_id, const std::string& alloc_id, Worker& w, const std::string& error,
                std::chrono::milliseconds delay);
   std::chrono::milliseconds next_delay(Worker& w, const std::string& alloc_id);
@@ -104,7 +117,7 @@ class ClaimGc {
   boost::asio::awaitable<PublishedCheck> still_published(const domain::Volume& v, const std::string& csi_node_id);
 
   StateStore& store_;
-  agentclient::AgentRouter& agents_;
+  ReleaseCalls& agents_;
   GcOptions options_;
   log::Logger log_{"claim-gc"};
   std::shared_ptr<ChangeSet> volume_changes_;

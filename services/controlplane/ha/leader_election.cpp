@@ -24,6 +24,23 @@ std::string status_text(const grpc::Status& s) {
   return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
 }
 
+// The key written under the lease only if nobody holds it; when somebody does, the answer reads
+// who.
+pb::TxnRequest put_if_absent(const std::string& key, const std::string& value, std::int64_t lease) {
+  pb::TxnRequest txn;
+  auto* absent = txn.add_compare();
+  absent->set_key(key);
+  absent->set_target(pb::Compare::CREATE);
+  absent->set_result(pb::Compare::EQUAL);
+  absent->set_create_revision(0);
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  put->set_lease(lease);
+  txn.add_failure()->mutable_request_range()->set_key(key);
+  return txn;
+}
+
 }  // namespace
 
 std::string LeaderRecord::to_json() const {
@@ -249,17 +266,7 @@ bool LeaderElection::campaign() {
     return false;
   }
   const std::string value = options_.self.to_json();
-  pb::TxnRequest txn;
-  auto* absent = txn.add_compare();
-  absent->set_key(options_.key);
-  absent->set_target(pb::Compare::CREATE);
-  absent->set_result(pb::Compare::EQUAL);
-  absent->set_create_revision(0);
-  auto* put = txn.add_success()->mutable_request_put();
-  put->set_key(options_.key);
-  put->set_value(value);
-  put->set_lease(granted.id());
-  txn.add_failure()->mutable_request_range()->set_key(options_.key);
+  const pb::TxnRequest txn = put_if_absent(options_.key, value, granted.id());
   pb::TxnResponse res;
   const auto s = stubs_->kv([&](auto& kv) { return kv.Txn(context().get(), txn, &res); });
   if (!s.ok() || !res.succeeded()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "services/controlplane/scheduler/placement.hpp"
@@ -75,12 +76,19 @@ bool plugin_instance_healthy(const StateStore& store, const std::string& plugin_
   return false;
 }
 
-bool step_rollout(const StateStore& store, domain::Allocation& holder, domain::Time now, const SystemOptions& options,
-                  Batch& batch, domain::Time& next) {
-  if (!holder.rollout || holder.rollout->status != "running") return false;
-  auto& rollout = *holder.rollout;
-  const std::string plugin_id = holder.task && holder.task->csi_plugin ? holder.task->csi_plugin->id : "";
-  auto fail = [&](domain::RolloutNode& n, std::string message) {
+namespace {
+
+// One commit's step of a rolling update, one function per node state.
+struct RolloutStep {
+  const StateStore& store;
+  domain::Allocation& holder;
+  domain::Time now;
+  const SystemOptions& options;
+  Batch& batch;
+  domain::Time& next;
+
+  void fail(domain::RolloutNode& n, std::string message) {
+    auto& rollout = *holder.rollout;
     n.state = "failed";
     n.message = std::move(message);
     rollout.status = "failed";
@@ -92,91 +100,109 @@ bool step_rollout(const StateStore& store, domain::Allocation& holder, domain::T
     allocation_event(
         batch, holder, "RolloutFailed",
         "rolling update of allocation " + in_quotes(holder.id) + " failed on node " + n.node_id + ": " + n.message);
-  };
-  for (auto& n : rollout.nodes) {
+  }
+
+  // A pending node: a new copy placed beside the old one. nullopt: nothing to replace, go on to
+  // the next node in this commit; otherwise whether the batch changed.
+  std::optional<bool> start(domain::RolloutNode& n) {
+    const auto* old = store.allocation(n.old_alloc_id);
+    if (!old || !is_live_copy(*old)) {
+      n.state = "done";
+      n.message = "no running copy to replace: the node's next copy runs the new task";
+      return std::nullopt;
+    }
+    const auto* node = store.node(n.node_id);
+    if (!node || node->status != domain::NodeStatus::ready) {
+      std::string message = "waiting for node " + in_quotes(n.node_id) + " to be ready";
+      if (n.message == message) return false;
+      n.message = std::move(message);
+      return true;
+    }
+    auto copy = make_system_copy(holder, n.node_id, domain::new_id(), now);
+    copy.system_id = holder.system ? holder.id : "";
+    copy.events.back().message = "rolling update of " + in_quotes(holder.id) + ": beside " + in_quotes(old->id);
+    auto placed = place(copy, cluster_view(store));
+    if (!placed.node_id) {
+      fail(n, placed.message(copy));
+      return true;
+    }
+    n.state = "starting";
+    n.new_alloc_id = copy.id;
+    n.started = now;
+    n.message = "new copy " + in_quotes(copy.id) + " placed beside " + in_quotes(old->id);
+    if (holder.system) holder.system_nodes[n.node_id].copy_created = now;
+    allocation_event(batch, copy, "RolloutStarting", n.message);
+    batch.put(std::move(copy));
+    return true;
+  }
+
+  // A starting node: the new copy's plugin healthy in time, or the rollout fails.
+  bool watch_start(domain::RolloutNode& n) {
+    const std::string plugin_id = holder.task && holder.task->csi_plugin ? holder.task->csi_plugin->id : "";
+    const auto* fresh = store.allocation(n.new_alloc_id);
+    const auto timeout =
+        (holder.task && holder.task->csi_plugin ? holder.task->csi_plugin->health_timeout : domain::Duration(30s)) +
+        options.health_grace;
+    if (!fresh || domain::is_terminal(*fresh) || fresh->desired_status != domain::DesiredStatus::run) {
+      fail(n, "new copy " + in_quotes(n.new_alloc_id) + " ended (" +
+                  (fresh ? std::string(domain::to_string(fresh->client_status)) : std::string("gone")) +
+                  ") before its plugin became healthy; the old copy keeps serving");
+      if (fresh && !domain::is_terminal(*fresh) && fresh->desired_status == domain::DesiredStatus::run)
+        stop_in_batch(batch, *fresh, "rolling update failed", now);
+      return true;
+    }
+    if (fresh->client_status == domain::ClientStatus::running &&
+        plugin_instance_healthy(store, plugin_id, n.node_id, fresh->id)) {
+      n.state = "healthy";
+      n.message = "plugin " + in_quotes(plugin_id) + " on node " + in_quotes(n.node_id) + " is served by " +
+                  in_quotes(fresh->id);
+      allocation_event(batch, *fresh, "RolloutHealthy", n.message);
+      return true;
+    }
+    if (now >= n.started + timeout) {
+      fail(n, "new copy " + in_quotes(fresh->id) + " was not running with a healthy plugin instance within " +
+                  domain::format_duration(timeout) + " (HealthTimeout + " +
+                  domain::format_duration(options.health_grace) + "); the old copy keeps serving");
+      stop_in_batch(batch, *fresh, "rolling update failed: not healthy in time", now);
+      return true;
+    }
+    earliest(next, n.started + timeout);
+    return false;
+  }
+
+  // A healthy node: the old copy stopped (the holder itself when it was the old copy).
+  bool retire_old(domain::RolloutNode& n) {
+    n.state = "done";
+    n.message = "old copy " + in_quotes(n.old_alloc_id) + " stopped; " + in_quotes(n.new_alloc_id) + " serves";
+    std::string reason = "replaced by " + in_quotes(n.new_alloc_id) + " (rolling update)";
+    if (n.old_alloc_id == holder.id) {
+      holder.desired_status = domain::DesiredStatus::stop;
+      holder.events.push_back({now, "StopRequested", reason});
+      allocation_event(batch, holder, "AllocationStopRequested", "allocation " + in_quotes(holder.id) + ": " + reason);
+    } else if (const auto* old = store.allocation(n.old_alloc_id); old && is_live_copy(*old)) {
+      stop_in_batch(batch, *old, reason, now);
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+bool step_rollout(const StateStore& store, domain::Allocation& holder, domain::Time now, const SystemOptions& options,
+                  Batch& batch, domain::Time& next) {
+  if (!holder.rollout || holder.rollout->status != "running") return false;
+  RolloutStep step{store, holder, now, options, batch, next};
+  for (auto& n : holder.rollout->nodes) {
     if (n.state == "done") continue;
     if (n.state == "failed") return false;
     if (n.state == "pending") {
-      const auto* old = store.allocation(n.old_alloc_id);
-      if (!old || !is_live_copy(*old)) {
-        n.state = "done";
-        n.message = "no running copy to replace: the node's next copy runs the new task";
-        continue;  // not a step on this node: go on to the next one in this commit
-      }
-      const auto* node = store.node(n.node_id);
-      if (!node || node->status != domain::NodeStatus::ready) {
-        std::string message = "waiting for node " + in_quotes(n.node_id) + " to be ready";
-        if (n.message == message) return false;
-        n.message = std::move(message);
-        return true;
-      }
-      auto copy = make_system_copy(holder, n.node_id, domain::new_id(), now);
-      copy.system_id = holder.system ? holder.id : "";
-      copy.events.back().message = "rolling update of " + in_quotes(holder.id) + ": beside " + in_quotes(old->id);
-      auto placed = place(copy, cluster_view(store));
-      if (!placed.node_id) {
-        fail(n, placed.message(copy));
-        return true;
-      }
-      n.state = "starting";
-      n.new_alloc_id = copy.id;
-      n.started = now;
-      n.message = "new copy " + in_quotes(copy.id) + " placed beside " + in_quotes(old->id);
-      if (holder.system) {
-        auto& st = holder.system_nodes[n.node_id];
-        st.copy_created = now;
-      }
-      allocation_event(batch, copy, "RolloutStarting", n.message);
-      batch.put(std::move(copy));
-      return true;
+      if (auto wrote = step.start(n)) return *wrote;
+      continue;
     }
-    const auto* fresh = store.allocation(n.new_alloc_id);
-    if (n.state == "starting") {
-      const auto timeout =
-          (holder.task && holder.task->csi_plugin ? holder.task->csi_plugin->health_timeout : domain::Duration(30s)) +
-          options.health_grace;
-      if (!fresh || domain::is_terminal(*fresh) || fresh->desired_status != domain::DesiredStatus::run) {
-        fail(n, "new copy " + in_quotes(n.new_alloc_id) + " ended (" +
-                    (fresh ? std::string(domain::to_string(fresh->client_status)) : std::string("gone")) +
-                    ") before its plugin became healthy; the old copy keeps serving");
-        if (fresh && !domain::is_terminal(*fresh) && fresh->desired_status == domain::DesiredStatus::run)
-          stop_in_batch(batch, *fresh, "rolling update failed", now);
-        return true;
-      }
-      if (fresh->client_status == domain::ClientStatus::running &&
-          plugin_instance_healthy(store, plugin_id, n.node_id, fresh->id)) {
-        n.state = "healthy";
-        n.message = "plugin " + in_quotes(plugin_id) + " on node " + in_quotes(n.node_id) + " is served by " +
-                    in_quotes(fresh->id);
-        allocation_event(batch, *fresh, "RolloutHealthy", n.message);
-        return true;
-      }
-      if (now >= n.started + timeout) {
-        fail(n, "new copy " + in_quotes(fresh->id) + " was not running with a healthy plugin instance within " +
-                    domain::format_duration(timeout) + " (HealthTimeout + " +
-                    domain::format_duration(options.health_grace) + "); the old copy keeps serving");
-        stop_in_batch(batch, *fresh, "rolling update failed: not healthy in time", now);
-        return true;
-      }
-      earliest(next, n.started + timeout);
-      return false;
-    }
-    if (n.state == "healthy") {
-      n.state = "done";
-      n.message = "old copy " + in_quotes(n.old_alloc_id) + " stopped; " + in_quotes(n.new_alloc_id) + " serves";
-      std::string reason = "replaced by " + in_quotes(n.new_alloc_id) + " (rolling update)";
-      if (n.old_alloc_id == holder.id) {
-        holder.desired_status = domain::DesiredStatus::stop;
-        holder.events.push_back({now, "StopRequested", reason});
-        allocation_event(batch, holder, "AllocationStopRequested",
-                         "allocation " + in_quotes(holder.id) + ": " + reason);
-      } else if (const auto* old = store.allocation(n.old_alloc_id); old && is_live_copy(*old)) {
-        stop_in_batch(batch, *old, reason, now);
-      }
-      return true;
-    }
+    if (n.state == "starting") return step.watch_start(n);
+    if (n.state == "healthy") return step.retire_old(n);
   }
-  rollout.status = "done";
+  holder.rollout->status = "done";
   allocation_event(batch, holder, "RolloutDone", "rolling update of allocation " + in_quotes(holder.id) + " done");
   return true;
 }

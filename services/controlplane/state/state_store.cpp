@@ -1,22 +1,15 @@
 #include "services/controlplane/state/state_store.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <thread>
 #include <cstdio>
 #include <limits>
-#include <random>
 #include <utility>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "services/controlplane/state/state_writer.hpp"
 #include "shared/domain/json.hpp"
 #include "shared/domain/storage_text.hpp"
 #include "shared/domain/time.hpp"
@@ -45,42 +38,6 @@ std::string event_key(std::uint64_t index, std::size_t position) {
   return buf;
 }
 
-// One thread that runs the backend's group writes, one at a time, so the executor never waits on
-// SQLite and its fsync. The store hands it a job only when none is in flight.
-struct StateStore::Writer {
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::function<void()> job;
-  bool stopping = false;
-  std::thread thread{[this] {
-    std::unique_lock lock(mutex);
-    for (;;) {
-      wake.wait(lock, [&] { return stopping || job; });
-      if (!job) return;  // stopping, and the last job has run
-      auto run = std::exchange(job, {});
-      lock.unlock();
-      run();
-      lock.lock();
-    }
-  }};
-
-  void submit(std::function<void()> fn) {
-    {
-      std::lock_guard lock(mutex);
-      job = std::move(fn);
-    }
-    wake.notify_one();
-  }
-  ~Writer() {
-    {
-      std::lock_guard lock(mutex);
-      stopping = true;
-    }
-    wake.notify_one();
-    thread.join();  // a job in flight finishes first: its writes are on disk
-  }
-};
-
 StateStore::StateStore(asio::any_io_executor executor, StateBackend& backend, StateOptions options)
     : executor_(std::move(executor)), backend_(backend), options_(options) {
   if (options_.group_commit) writer_ = std::make_unique<Writer>();
@@ -90,128 +47,6 @@ StateStore::~StateStore() {
   writer_.reset();  // waits for a flush in flight; its answer is not needed any more
   // Best effort: nobody was told these commits are durable, but there is no reason to drop them.
   if (!pending_.empty()) (void)backend_.apply_group(pending_);
-}
-
-namespace {
-
-template <class T, class Decode>
-domain::Status load_table(const Snapshot& snap, Table t, std::map<std::string, T>& out, Decode decode,
-                          std::uint64_t& table_index) {
-  auto it = snap.rows.find(t);
-  if (it == snap.rows.end()) return {};
-  for (const auto& [key, text] : it->second) {
-    auto json = nlohmann::json::parse(text, nullptr, false);
-    if (json.is_discarded())
-      return domain::error("state: " + std::string(to_string(t)) + " row \"" + key + "\" is not valid JSON");
-    auto obj = decode(json);
-    if (!obj) return domain::error("state: " + std::string(to_string(t)) + " row \"" + key + "\": " + obj.error());
-    table_index = std::max(table_index, obj->modify_index);
-    out.emplace(key, std::move(*obj));
-  }
-  return {};
-}
-
-// Random, never 0 (an agent's "none") and never the one it replaces.
-std::uint64_t new_incarnation(std::uint64_t old) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::uint64_t next = 0;
-  while (next == 0 || next == old) next = rng();
-  return next;
-}
-
-}  // namespace
-
-domain::Status StateStore::load() { return install_loaded(backend_.load()); }
-
-domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
-  if (!snap) return domain::error(snap.error());
-  std::map<std::string, domain::Volume> volumes;
-  std::map<std::string, domain::Plugin> plugins;
-  std::map<std::string, domain::Node> nodes;
-  std::map<std::string, domain::Allocation> allocations;
-  std::map<Table, std::uint64_t> table_index;
-  if (auto st = load_table(*snap, Table::volumes, volumes, domain::volume_from_storage, table_index[Table::volumes]);
-      !st)
-    return st;
-  // A row's key is its volume's key (rows from before namespaces decode into "default" under
-  // the same key); any other key would make two volumes of one.
-  for (const auto& [key, v] : volumes)
-    if (key != domain::volume_key(v.ns, v.id))
-      return domain::error("state: volumes row \"" + key + "\" holds volume \"" + v.id + "\" of namespace \"" + v.ns +
-                           "\"");
-  if (auto st = load_table(*snap, Table::plugins, plugins, domain::plugin_from_storage, table_index[Table::plugins]);
-      !st)
-    return st;
-  if (auto st = load_table(*snap, Table::nodes, nodes, domain::node_from_storage, table_index[Table::nodes]); !st)
-    return st;
-  if (auto st = load_table(*snap, Table::allocations, allocations, domain::allocation_from_storage,
-                           table_index[Table::allocations]);
-      !st)
-    return st;
-  std::map<std::string, IdempotentRequest> requests;
-  if (auto it = snap->rows.find(Table::requests); it != snap->rows.end()) {
-    for (const auto& [key, text] : it->second) {
-      auto r = idempotent_request_from_storage(text);
-      if (!r) return domain::error("state: requests row \"" + key + "\": " + r.error());
-      table_index[Table::requests] = std::max(table_index[Table::requests], r->modify_index);
-      requests.emplace(key, std::move(*r));
-    }
-  }
-  std::map<std::string, acl::Policy> acl_policies;
-  std::map<std::string, acl::Token> acl_tokens;
-  if (auto st = load_table(*snap, Table::acl_policies, acl_policies, acl::policy_from_storage,
-                           table_index[Table::acl_policies]);
-      !st)
-    return st;
-  if (auto st =
-          load_table(*snap, Table::acl_tokens, acl_tokens, acl::token_from_storage, table_index[Table::acl_tokens]);
-      !st)
-    return st;
-  std::map<std::string, SnapshotRecord> snapshots;
-  if (auto st =
-          load_table(*snap, Table::snapshots, snapshots, snapshot_record_from_storage, table_index[Table::snapshots]);
-      !st)
-    return st;
-  std::map<std::string, domain::NodeIdentity> identities;
-  if (auto st = load_table(*snap, Table::node_identities, identities, domain::node_identity_from_storage,
-                           table_index[Table::node_identities]);
-      !st)
-    return st;
-  std::deque<domain::Event> events;
-  std::deque<std::size_t> positions;
-  if (auto it = snap->rows.find(Table::events); it != snap->rows.end()) {
-    for (const auto& [key, text] : it->second) {  // keys sort in commit order
-      auto json = nlohmann::json::parse(text, nullptr, false);
-      auto ev = json.is_discarded() ? domain::Expected<domain::Event>(domain::error("not valid JSON"))
-                                    : domain::event_from_storage(json);
-      if (!ev) return domain::error("state: events row \"" + key + "\": " + ev.error());
-      table_index[Table::events] = std::max(table_index[Table::events], ev->index);
-      auto dash = key.rfind('-');
-      positions.push_back(dash == std::string::npos ? 0 : std::stoull(key.substr(dash + 1)));
-      events.push_back(std::move(*ev));
-    }
-  }
-  volumes_ = std::move(volumes);
-  plugins_ = std::move(plugins);
-  nodes_ = std::move(nodes);
-  allocations_ = std::move(allocations);
-  requests_ = std::move(requests);
-  acl_policies_ = std::move(acl_policies);
-  acl_tokens_ = std::move(acl_tokens);
-  snapshots_ = std::move(snapshots);
-  node_identities_ = std::move(identities);
-  rebuild_indexes();
-  events_ = std::move(events);
-  event_positions_ = std::move(positions);
-  table_index_ = std::move(table_index);
-  for (const auto& [t, i] : snap->table_index) table_index_[t] = std::max(table_index_[t], i);
-  index_ = snap->index;
-  for (const auto& [t, i] : table_index_) index_ = std::max(index_, i);
-  acl_bootstrapped_ = !acl_tokens_.empty() || this->table_index(Table::acl_tokens) > 0;
-  durable_index_ = index_;
-  incarnation_ = new_incarnation(incarnation_);
-  ready_ = true;
-  return {};
 }
 
 std::uint64_t StateStore::table_index(Table t) const {
@@ -235,6 +70,7 @@ std::string storage_text(const acl::Policy& p) { return acl::to_json(p).dump(); 
 std::string storage_text(const acl::Token& t) { return acl::to_storage_text(t); }
 std::string storage_text(const SnapshotRecord& r) { return to_storage_text(r); }
 std::string storage_text(const domain::NodeIdentity& n) { return domain::to_storage_text(n); }
+std::string storage_text(const NamespaceRecord& n) { return to_storage_text(n); }
 
 // Stamps indexes on the batch's objects and appends their mutations.
 template <class T>
@@ -277,6 +113,7 @@ const SnapshotRecord* StateStore::snapshot_record(const std::string& plugin_id, 
 const domain::NodeIdentity* StateStore::node_identity(const std::string& id) const {
   return find(node_identities_, id);
 }
+const NamespaceRecord* StateStore::namespace_record(const std::string& name) const { return find(namespaces_, name); }
 
 const acl::Token* StateStore::acl_token_by_secret_hash(const std::string& hash) const {
   auto it = acl_token_by_hash_.find(hash);
@@ -321,6 +158,32 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   const std::uint64_t next = index_ + 1;
   Transaction tx;
   tx.index = next;
+  const std::size_t dropped = stage_batch(batch, tx);
+  if (!options_.group_commit) {
+    const auto started = std::chrono::steady_clock::now();
+    if (auto st = backend_.apply(tx); !st) return domain::error(st.error());
+    commit_seconds().observe(std::chrono::steady_clock::now() - started);
+  }
+  install_batch(batch, dropped);
+  index_ = next;
+  if (!options_.group_commit) {
+    durable_index_ = next;
+    for (auto t : tx.tables) {
+      table_index_[t] = next;
+      notify(t);
+    }
+    return next;
+  }
+  pending_.push_back(std::move(tx));
+  schedule_flush();
+  return next;
+}
+
+// The batch's rows as the mutations of transaction `tx` (its index stamped on every object and
+// event), the oldest events trimmed in the same transaction so the table never grows without
+// bound, and the tables it touches. Returns how many old events it trims.
+std::size_t StateStore::stage_batch(Batch& batch, Transaction& tx) const {
+  const std::uint64_t next = tx.index;
   stage(Table::volumes, batch.volumes_, volumes_, next, tx);
   stage(Table::plugins, batch.plugins_, plugins_, next, tx);
   stage(Table::nodes, batch.nodes_, nodes_, next, tx);
@@ -329,6 +192,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   stage(Table::acl_tokens, batch.acl_tokens_, acl_tokens_, next, tx);
   stage(Table::snapshots, batch.snapshots_, snapshots_, next, tx);
   stage(Table::node_identities, batch.node_identities_, node_identities_, next, tx);
+  stage(Table::namespaces, batch.namespaces_, namespaces_, next, tx);
   for (auto& [key, r] : batch.requests_) {
     if (r) {
       auto existing = requests_.find(key);
@@ -337,8 +201,6 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
     }
     tx.mutations.push_back({Table::requests, key, r ? std::optional<std::string>(to_storage_text(*r)) : std::nullopt});
   }
-
-  std::vector<std::string> new_keys;
   auto now = domain::now();
   const auto mono =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -347,10 +209,8 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
     e.index = next;
     if (!domain::is_set(e.time)) e.time = now;
     e.monotonic_ns = mono;
-    new_keys.push_back(event_key(next, i));
-    tx.mutations.push_back({Table::events, new_keys.back(), domain::to_storage_text(e)});
+    tx.mutations.push_back({Table::events, event_key(next, i), domain::to_storage_text(e)});
   }
-  // Trim the oldest events in the same transaction so the table never grows without bound.
   std::size_t total = events_.size() + batch.events_.size();
   std::size_t drop = total > options_.max_events ? std::min(total - options_.max_events, events_.size()) : 0;
   for (std::size_t i = 0; i < drop; ++i)
@@ -366,14 +226,13 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   if (!batch.acl_tokens_.empty()) touched.push_back(Table::acl_tokens);
   if (!batch.snapshots_.empty()) touched.push_back(Table::snapshots);
   if (!batch.node_identities_.empty()) touched.push_back(Table::node_identities);
+  if (!batch.namespaces_.empty()) touched.push_back(Table::namespaces);
   if (!batch.events_.empty() || drop > 0) touched.push_back(Table::events);
+  return drop;
+}
 
-  if (!options_.group_commit) {
-    const auto started = std::chrono::steady_clock::now();
-    if (auto st = backend_.apply(tx); !st) return domain::error(st.error());
-    commit_seconds().observe(std::chrono::steady_clock::now() - started);
-  }
-
+// The staged batch into memory and its indexes; the `dropped` oldest events out.
+void StateStore::install_batch(Batch& batch, std::size_t dropped) {
   install_volumes(batch.volumes_);
   install(batch.plugins_, plugins_);
   install(batch.nodes_, nodes_);
@@ -389,6 +248,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
   }
   install(batch.acl_tokens_, acl_tokens_);
   install(batch.node_identities_, node_identities_);
+  install(batch.namespaces_, namespaces_);
   for (auto& [key, r] : batch.requests_) {
     if (auto old = requests_.find(key); old != requests_.end()) {
       requests_by_time_.erase({old->second.time, key});
@@ -399,7 +259,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
       requests_.emplace(key, std::move(*r));
     }
   }
-  for (std::size_t i = 0; i < drop; ++i) {
+  for (std::size_t i = 0; i < dropped; ++i) {
     events_.pop_front();
     event_positions_.pop_front();
   }
@@ -407,18 +267,6 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
     events_.push_back(std::move(batch.events_[i]));
     event_positions_.push_back(i);
   }
-  index_ = next;
-  if (!options_.group_commit) {
-    durable_index_ = next;
-    for (auto t : touched) {
-      table_index_[t] = next;
-      notify(t);
-    }
-    return next;
-  }
-  pending_.push_back(std::move(tx));
-  schedule_flush();
-  return next;
 }
 
 void StateStore::schedule_flush() {
@@ -486,61 +334,6 @@ void StateStore::recover(const std::string& error) {
     log.error("cannot reload the state; refusing writes until it reloads", {{"error", st.error()}});
     if (options_.on_broken) options_.on_broken(*broken_);
   }
-}
-
-domain::Status StateStore::reload() { return reinstall(backend_.load()); }
-
-asio::awaitable<domain::Status> StateStore::reload_in_background() {
-  // Commits made while the backend is read would be overwritten by what it read: only read-only.
-  if (!writer_ || flushing() || !read_only_) co_return reload();
-  // The job and its answer share these, not the frame: a cancelled caller leaves them behind.
-  struct Job {
-    explicit Job(asio::any_io_executor ex) : done(std::move(ex), std::chrono::steady_clock::time_point::max()) {}
-    asio::steady_timer done;
-    std::optional<domain::Expected<Snapshot>> snap;
-  };
-  auto job = std::make_shared<Job>(executor_);
-  reloading_ = true;
-  auto ex = asio::prefer(executor_, asio::execution::outstanding_work.tracked);
-  writer_->submit([this, job, ex] {
-    domain::Expected<Snapshot> snap = domain::error("state reload threw");
-    try {  // as in flush(): a throw must not end the writer thread
-      snap = backend_.load();
-    } catch (const std::exception& e) {
-      snap = domain::error(std::string("state reload threw: ") + e.what());
-    }
-    asio::post(ex, [job, snap = std::move(snap)]() mutable {
-      job->snap = std::move(snap);
-      job->done.cancel();
-    });
-  });
-  struct Done {  // however the wait ends, flushes may go to the writer again (after this job)
-    bool& reloading;
-    ~Done() { reloading = false; }
-  } done{reloading_};
-  while (!job->snap) {
-    auto [ec] = co_await job->done.async_wait(asio::as_tuple(asio::use_awaitable));
-    (void)ec;
-    auto cs = co_await asio::this_coro::cancellation_state;
-    if (cs.cancelled() != asio::cancellation_type::none)
-      throw boost::system::system_error(asio::error::operation_aborted);
-  }
-  co_return reinstall(std::move(*job->snap));
-}
-
-domain::Status StateStore::reinstall(domain::Expected<Snapshot> snap) {
-  const std::uint64_t handed_out = index_;
-  if (auto st = install_loaded(std::move(snap)); !st) return st;  // install_loaded() changes nothing unless it succeeds
-  broken_.reset();
-  // Memory is what is durable again. Indexes move on, never back: watchers re-read, and no cached
-  // answer keyed by an index handed out before is reused.
-  index_ = std::max(index_, handed_out) + 1;
-  durable_index_ = index_;
-  for (auto t : kAllTables) {
-    table_index_[t] = index_;
-    notify(t);
-  }
-  return {};
 }
 
 }  // namespace mooring::controlplane

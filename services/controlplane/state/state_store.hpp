@@ -38,6 +38,7 @@
 #include "services/controlplane/acl/token.hpp"
 #include "services/controlplane/state/backend.hpp"
 #include "services/controlplane/state/idempotent_request.hpp"
+#include "services/controlplane/state/namespace_record.hpp"
 #include "services/controlplane/state/snapshot_record.hpp"
 #include "services/controlplane/state/table.hpp"
 #include "shared/domain/allocation.hpp"
@@ -81,11 +82,13 @@ class Batch {
   }
   void put(domain::NodeIdentity n) { node_identities_[n.node_id] = std::move(n); }
   void erase_node_identity(const std::string& node_id) { node_identities_[node_id] = std::nullopt; }
+  void put(NamespaceRecord n) { namespaces_[n.name] = std::move(n); }
+  void erase_namespace(const std::string& name) { namespaces_[name] = std::nullopt; }
 
   bool empty() const {
     return volumes_.empty() && plugins_.empty() && nodes_.empty() && allocations_.empty() && events_.empty() &&
            requests_.empty() && acl_policies_.empty() && acl_tokens_.empty() && snapshots_.empty() &&
-           node_identities_.empty();
+           node_identities_.empty() && namespaces_.empty();
   }
 
  private:
@@ -100,6 +103,7 @@ class Batch {
   std::map<std::string, std::optional<acl::Token>> acl_tokens_;
   std::map<std::string, std::optional<SnapshotRecord>> snapshots_;
   std::map<std::string, std::optional<domain::NodeIdentity>> node_identities_;
+  std::map<std::string, std::optional<NamespaceRecord>> namespaces_;
 };
 
 struct StateOptions {
@@ -209,6 +213,9 @@ class StateStore {
   // snapshot_record_key; a group's members carry its id.
   const SnapshotRecord* snapshot_record(const std::string& plugin_id, const std::string& id) const;
   const std::map<std::string, SnapshotRecord>& snapshot_records() const { return snapshots_; }
+  // Namespace records by name (null: none; "default" exists without one, namespaces/).
+  const NamespaceRecord* namespace_record(const std::string& name) const;
+  const std::map<std::string, NamespaceRecord>& namespace_records() const { return namespaces_; }
 
   // ---- writes ----
   // Assigns the next index, stamps create_index (new objects) and modify_index, persists (direct)
@@ -254,6 +261,8 @@ class StateStore {
   domain::Status install_loaded(domain::Expected<Snapshot> snap);  // load() from what the backend read
   domain::Status reinstall(domain::Expected<Snapshot> snap);       // reload() from what the backend read
   void notify(Table t);
+  std::size_t stage_batch(Batch& batch, Transaction& tx) const;  // commit(): its rows, events and tables
+  void install_batch(Batch& batch, std::size_t dropped);         // commit(): into memory
   void install_allocations(std::map<std::string, std::optional<domain::Allocation>>& staged);
   void install_volumes(std::map<std::string, std::optional<domain::Volume>>& staged);
   void rebuild_indexes();
@@ -302,6 +311,7 @@ class StateStore {
   std::map<std::string, domain::NodeIdentity> node_identities_;
   std::map<std::string, std::string> acl_token_by_hash_;  // secret hash -> accessor id
   std::map<std::string, SnapshotRecord> snapshots_;
+  std::map<std::string, NamespaceRecord> namespaces_;
   bool acl_bootstrapped_ = false;
   mutable std::map<Table, std::list<Waiter*>> waiters_;  // waiting is a read
 

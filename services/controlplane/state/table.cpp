@@ -15,6 +15,7 @@ std::string_view to_string(Table t) {
     case Table::keyring: return "keyring";
     case Table::snapshots: return "snapshots";
     case Table::node_identities: return "node_identities";
+    case Table::namespaces: return "namespaces";
   }
   return "unknown";
 }

@@ -14,6 +14,7 @@ namespace mooring::controlplane {
 // `keyring`: the wrapped data keys that seal secrets (secrets/data_keys.hpp); the sealing layer
 // reads and writes it, the store never sees it.
 // `snapshots`: whose each snapshot Mooring took is (state/snapshot_record.hpp).
+// `namespaces`: the namespaces and their quotas (state/namespace_record.hpp).
 enum class Table {
   volumes,
   plugins,
@@ -25,12 +26,14 @@ enum class Table {
   acl_tokens,
   keyring,
   node_identities,
-  snapshots
+  snapshots,
+  namespaces
 };
 
-inline constexpr std::array<Table, 11> kAllTables{
-    Table::volumes,      Table::plugins,    Table::nodes,   Table::allocations,     Table::events,   Table::requests,
-    Table::acl_policies, Table::acl_tokens, Table::keyring, Table::node_identities, Table::snapshots};
+inline constexpr std::array<Table, 12> kAllTables{Table::volumes,         Table::plugins,    Table::nodes,
+                                                  Table::allocations,     Table::events,     Table::requests,
+                                                  Table::acl_policies,    Table::acl_tokens, Table::keyring,
+                                                  Table::node_identities, Table::snapshots,  Table::namespaces};
 
 // "volumes", "plugins", ...: the storage name.
 std::string_view to_string(Table t);

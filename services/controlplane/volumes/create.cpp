@@ -69,6 +69,7 @@ std::optional<Failure> VolumeLifecycle::check_create(const domain::Volume& v) co
                               of_plugin + " cannot create volumes from snapshots (SnapshotID)"))
       return no;
   if (auto plan = plan_volume_register(nullptr, v, plugin); !plan) return from_refusal(plan.refusal());
+  if (auto over = over_quota(store_, {&v})) return over;  // early; checked again at the commit
   return mutable_unsupported(*plugin, v);
 }
 
@@ -112,6 +113,10 @@ Outcome<Written> VolumeLifecycle::register_created(const domain::Volume& v, cons
     log_.warn("CreateVolume answered with a volume registered under another id; not registered, not deleted",
               {{"volume_id", id}, {"plugin_id", v.plugin_id}, {"external_id", stored.external_id}});
     return conflict("CreateVolume answered with an existing volume: " + dup->message);
+  }
+  if (auto over = over_quota(store_, {&stored})) {  // a racing create took the last slot meanwhile
+    abandon_created(v, created.volume_id());
+    return *over;
   }
   stored.capacity = created.capacity_bytes();
   for (const auto& [k, val] : created.volume_context()) stored.context[k] = val;

@@ -54,6 +54,11 @@ Failure denied(const Asker& asker, acl::Use use, std::string_view what);
 std::optional<Failure> registered_elsewhere(const StateStore& store, const domain::Volume& planned,
                                             const acl::Acl& reader, const std::vector<VolumePlan>& earlier = {});
 
+// A 409 naming the limit when the volumes (stored ones count by the change they make) would take
+// their namespace past its quota (quota.cpp). Called in the turn that commits them.
+std::optional<Failure> over_quota(const StateStore& store, const std::vector<const domain::Volume*>& planned);
+std::optional<Failure> plans_over_quota(const StateStore& store, const std::vector<VolumePlan>& plans);
+
 inline void put_secrets(google::protobuf::Map<std::string, std::string>* dst, const StringMap& src) {
   for (const auto& [k, v] : src) (*dst)[k] = v;
 }

@@ -129,6 +129,7 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::register_volumes(std::vector<
   // Bad input changes nothing and calls no plugin; then each plugin checks its volume.
   auto plans = plan_registrations(volumes, asker.acl);
   if (!plans) co_return plans.error();
+  if (auto over = plans_over_quota(store_, *plans)) co_return *over;
   for (const auto& plan : *plans) {
     const domain::Volume* existing = store_.volume(domain::volume_key(plan.volume.ns, plan.volume.id));
     if (auto refused = co_await validate_capabilities(existing, plan.volume)) co_return *refused;
@@ -136,6 +137,7 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::register_volumes(std::vector<
   // The state may have moved while the plugins answered: plan again against what is there now.
   plans = plan_registrations(std::move(volumes), asker.acl);
   if (!plans) co_return plans.error();
+  if (auto over = plans_over_quota(store_, *plans)) co_return *over;  // in the turn that commits
   Batch batch;
   std::vector<std::string> keys;
   for (auto& plan : *plans) {
@@ -177,6 +179,9 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::register_or_expand(domain::Vo
                                 std::to_string(plan->volume.requested_capacity_min) + " bytes"))
     co_return *no;
   if (!header_secrets) co_return invalid(header_secrets.error());
+  // A growth asks more capacity of the namespace; the plugin's expansion cannot be taken back,
+  // so this is checked before it only.
+  if (auto over = over_quota(store_, {&plan->volume})) co_return *over;
   if (auto refused = co_await validate_capabilities(current, plan->volume)) co_return *refused;
   StringMap secrets = plan->volume.secrets;
   for (const auto& [k, v] : *header_secrets) secrets[k] = v;

@@ -19,6 +19,15 @@ using Clock = std::chrono::steady_clock;
 
 const log::Logger kLog{"allocs"};
 
+std::chrono::milliseconds stop_after(const AllocRunner& r) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(r.state().alloc.stop_after_client_disconnect);
+}
+
+// The deadline of an allocation with StopAfterClientDisconnect, from the last heartbeat answered.
+void keep_deadline(AllocRunner& r, const Heard& heard) {
+  if (!r.finished() && stop_after(r).count() > 0) r.keep(disconnect_deadline(heard, stop_after(r), r.kill_timeout()));
+}
+
 }  // namespace
 
 AllocManager::AllocManager(asio::any_io_executor ex, ControlPlaneCalls& controlplane, VolumeMounter& mounter,
@@ -64,6 +73,8 @@ AllocRunner& AllocManager::start_runner(AllocState state) {
         r->state().alloc, dir ? *dir : store_.dir() / id, options_.plugin_socket_root, *options_.plugin_supervision,
         [r](std::string type, std::string message) { r->emit(std::move(type), std::move(message)); }));
   }
+  // A task started before the next heartbeat is kept from its start.
+  if (heard_) keep_deadline(*r, *heard_);
   runners_[id] = std::move(runner);
   runs_.spawn("alloc " + id, [r]() { return r->run(); });
   return *r;
@@ -220,14 +231,30 @@ asio::awaitable<void> AllocManager::watch() {
   }
 }
 
-void AllocManager::check_disconnect(Clock::duration disconnected_for) {
+void AllocManager::heard(const Heard& heard) {
+  heard_ = heard;
+  for (auto& [id, r] : runners_) keep_deadline(*r, heard);
+}
+
+void AllocManager::check_disconnect(Clock::time_point now, Clock::duration disconnected_for) {
   for (auto& [id, r] : runners_) {
     if (r->finished() || r->stop_requested()) continue;
-    const auto limit = r->state().alloc.stop_after_client_disconnect;
-    if (limit.count() <= 0 || disconnected_for <= limit) continue;
+    const auto limit = stop_after(*r);
+    if (limit.count() <= 0) continue;
+    std::optional<std::chrono::milliseconds> grace;
+    if (heard_) {
+      const auto deadline = disconnect_deadline(*heard_, limit, r->kill_timeout());
+      if (now < deadline.term_at) continue;
+      grace =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::max(deadline.kill_at - now, Clock::duration()));
+      disconnected_for = now - heard_->sent;
+    } else if (disconnected_for <= limit) {
+      continue;
+    }
     const auto secs = std::chrono::duration_cast<std::chrono::seconds>(disconnected_for).count();
     r->stop("no contact with the control plane for " + std::to_string(secs) + "s (stop_after_client_disconnect " +
-            domain::format_duration(limit) + ")");
+                domain::format_duration(limit) + ")",
+            grace);
   }
 }
 
@@ -235,8 +262,7 @@ asio::awaitable<void> AllocManager::watch_disconnect(DisconnectedFor disconnecte
   while (true) {
     const auto slept = co_await async::sleep_for(options_.disconnect_check_interval);
     if (slept == async::SleepEnd::cancelled) co_return;
-    const auto away = disconnected_for();
-    check_disconnect(away);
+    check_disconnect(Clock::now(), disconnected_for());
   }
 }
 

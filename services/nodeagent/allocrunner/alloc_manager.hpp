@@ -1,9 +1,11 @@
 // The allocations of this node: the WatchAllocations long poll (with the last index; backoff
 // while the control plane is away, running allocations keep running), one AllocRunner per
 // allocation, restored from the data dir after a restart, and the client-side disconnect rule
-// (seed 004): when the control plane has not been reached for longer than an allocation's
+// (seed 004): when the control plane has not heard this node for longer than an allocation's
 // StopAfterClientDisconnect, the allocation is stopped here and its volumes released by the
-// normal Postrun path; the final status is delivered once the control plane is back.
+// normal Postrun path; the final status is delivered once the control plane is back. The same
+// deadline (disconnect_deadline.hpp) is pushed to each walled task's init at every answered
+// heartbeat, which stops the task on its own when this agent is dead (issue 43).
 //
 // A watch answer sends in full only what this agent does not hold as it is now
 // (watched_allocations.hpp); an allocation named unchanged is reconciled from the body held, and
@@ -32,6 +34,7 @@
 
 #include "services/nodeagent/allocrunner/alloc_runner.hpp"
 #include "services/nodeagent/allocrunner/csi_hook.hpp"
+#include "services/nodeagent/allocrunner/disconnect_deadline.hpp"
 #include "services/nodeagent/allocrunner/plugin_task_supervision.hpp"
 #include "services/nodeagent/allocrunner/watched_allocations.hpp"
 #include "shared/async/backoff.hpp"
@@ -93,10 +96,15 @@ class AllocManager {
 
   // The long poll; runs until cancelled.
   boost::asio::awaitable<void> watch();
+  // The control plane answered a heartbeat or registration sent at `heard.sent`: every
+  // allocation's deadline moves on (the keeper pages of their walled tasks too).
+  void heard(const Heard& heard);
   // The client-side disconnect rule; runs until cancelled.
   boost::asio::awaitable<void> watch_disconnect(DisconnectedFor disconnected_for);
-  // One check of the rule (for tests).
-  void check_disconnect(std::chrono::steady_clock::duration disconnected_for);
+  // One check of the rule at `now` (for tests): past its deadline since the last heard(); before
+  // any since this agent started, `disconnected_for` (the silence since then) past its limit.
+  void check_disconnect(std::chrono::steady_clock::time_point now,
+                        std::chrono::steady_clock::duration disconnected_for);
 
   // Drain mode: stops every allocation (their Postrun releases the volumes) and starts no new
   // one from then on. Idempotent.
@@ -132,6 +140,7 @@ class AllocManager {
   AllocStateStore store_;
   std::map<std::string, std::unique_ptr<AllocRunner>> runners_;
   WatchedAllocations watched_;
+  std::optional<Heard> heard_;
   bool shut_down_ = false;
   bool draining_ = false;
   async::TaskGroup runs_;  // last: destroyed (and cancelled) first

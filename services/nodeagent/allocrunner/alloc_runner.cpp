@@ -114,9 +114,10 @@ void AllocRunner::update(const domain::Allocation& alloc) {
   }
 }
 
-void AllocRunner::stop(std::string reason) {
+void AllocRunner::stop(std::string reason, std::optional<std::chrono::milliseconds> grace) {
   if (!state_.stop_reason.empty() || finished_) return;
   state_.stop_reason = std::move(reason);
+  grace_ = grace;
   save();
   emit("StopRequested", state_.stop_reason);
   if (task_ && !task_->exited()) begin_kill({});
@@ -269,13 +270,20 @@ void AllocRunner::reattach_task() {
     return;
   }
   emit("Reattached", "task pid " + std::to_string(state_.task->pid) + " re-adopted after an agent restart");
+  if (keep_) task_->keep_until(*keep_);  // else the earlier agent's deadline holds until heard
+}
+
+void AllocRunner::keep(const KeeperDeadline& deadline) {
+  keep_ = deadline;
+  if (task_) task_->keep_until(deadline);
 }
 
 std::chrono::milliseconds AllocRunner::kill_timeout() const {
   const auto& alloc = state_.alloc;
   auto timeout = alloc.task ? std::chrono::duration_cast<std::chrono::milliseconds>(alloc.task->kill_timeout)
                             : std::chrono::milliseconds(0);
-  return timeout.count() > 0 ? timeout : options_.default_kill_timeout;
+  timeout = timeout.count() > 0 ? timeout : options_.default_kill_timeout;
+  return grace_ ? std::min(timeout, *grace_) : timeout;
 }
 
 namespace {
@@ -377,6 +385,7 @@ asio::awaitable<bool> AllocRunner::start_task(const std::map<std::string, std::s
   const auto& alloc = state_.alloc;
   auto dir = store_.alloc_dir(id());
   TaskSpec spec = task_spec(volume_env);
+  spec.keep_until = keep_;
   // The start's intent: written with the state below before the spawn, so a restart that
   // finds it without a pid looks for this launch rather than starting the task again.
   state_.launch_id = domain::new_id();
@@ -449,7 +458,15 @@ asio::awaitable<bool> AllocRunner::race_poststart(std::optional<std::optional<Ex
 
 void AllocRunner::record_exit(const std::optional<ExitStatus>& exit) {
   state_.task.reset();
-  if (task_->oom_killed()) {
+  if (!stop_requested() &&
+      (task_->stopped_by_keeper() || (keep_ && std::chrono::steady_clock::now() >= keep_->term_at))) {
+    // Its init stopped it at the disconnect deadline (issue 43), ahead of this agent's own check.
+    state_.stop_reason = "no contact with the control plane by the deadline of stop_after_client_disconnect";
+    state_.task_result = "stopped by the task's init: " + state_.stop_reason + " (" +
+                         (exit ? exit->describe() : std::string("exit status unknown")) + ")";
+    emit("Killed", state_.task_result);
+    set_status(ClientStatus::complete);
+  } else if (task_->oom_killed()) {
     state_.task_result = "OOM killed: the task went over its memory limit of " +
                          std::to_string(state_.alloc.task->resources.memory_mb) + " MB";
     emit("OOM killed", state_.task_result);

@@ -29,6 +29,7 @@
 #include "services/nodeagent/allocrunner/alloc_state.hpp"
 #include "services/nodeagent/allocrunner/status_sink.hpp"
 #include "services/nodeagent/allocrunner/task_walls.hpp"
+#include "services/nodeagent/process/keeper_page.hpp"
 
 namespace mooring::async {
 class WakeSignal;
@@ -69,8 +70,13 @@ class AllocRunner {
 
   // A newer version from the control plane; desired=stop stops the allocation.
   void update(const domain::Allocation& alloc);
-  // Stops the allocation (idempotent); `reason` goes into the task events.
-  void stop(std::string reason);
+  // Stops the allocation (idempotent); `reason` goes into the task events. `grace`: at most this
+  // long between SIGTERM and SIGKILL, when the kill timeout is longer (the disconnect rule).
+  void stop(std::string reason, std::optional<std::chrono::milliseconds> grace = {});
+  // The deadline the task's init stops it at on its own (walled tasks; issue 43): its task gets
+  // it now, a task started or re-adopted later at its start.
+  void keep(const KeeperDeadline& deadline);
+  std::chrono::milliseconds kill_timeout() const;
 
   // Records a task event (and reports it with the current status).
   void emit(std::string type, std::string message);
@@ -107,7 +113,6 @@ class AllocRunner {
   // The SIGTERM half of kill_task, at once: stop() calls it so the task hears of the stop in the
   // same turn, not after the runner's coroutine has been resumed through the executor's queue.
   void begin_kill(const std::string& why);
-  std::chrono::milliseconds kill_timeout() const;
   boost::asio::awaitable<domain::Status> run_prerun(std::map<std::string, std::string>& env);
   boost::asio::awaitable<domain::Status> run_poststart();
   boost::asio::awaitable<void> wait_for_stop();
@@ -129,7 +134,9 @@ class AllocRunner {
   std::unique_ptr<async::WakeSignal> stop_signal_;
   std::unique_ptr<async::WakeSignal> update_signal_;  // update() took a new allocation
   bool finished_ = false;
-  bool killing_ = false;  // SIGTERM sent and "Killing" reported
+  bool killing_ = false;                            // SIGTERM sent and "Killing" reported
+  std::optional<std::chrono::milliseconds> grace_;  // stop()'s cap on the kill timeout
+  std::optional<KeeperDeadline> keep_;
 };
 
 }  // namespace mooring::nodeagent

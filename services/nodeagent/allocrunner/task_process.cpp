@@ -70,9 +70,18 @@ struct TaskProcess::Impl {
   UniqueFd report;  // walled: the init's report of the task's wait status
   bool walled = false;
   TaskCgroup cgroup;
+  KeeperPage keeper;  // walled: the init's deadline
 };
 
 bool TaskProcess::walled() const { return impl_->walled; }
+
+bool TaskProcess::keep_until(const KeeperDeadline& deadline) {
+  if (!impl_->keeper || exited_) return false;
+  impl_->keeper.set(deadline);
+  return true;
+}
+
+std::optional<KeeperDeadline> TaskProcess::kept_until() const { return impl_->keeper.get(); }
 
 void TaskProcess::clean_cgroup(const std::string& name) {
   if (name.empty()) return;
@@ -85,8 +94,15 @@ void TaskProcess::clean_cgroup(const std::string& name) {
 namespace {
 
 // The walled start: the cgroup first (the child joins it before anything else), then the clone.
-domain::Expected<WalledChild> start_walled(const TaskSpec& spec, SpawnRequest& request, TaskCgroup& cgroup) {
+domain::Expected<WalledChild> start_walled(const TaskSpec& spec, SpawnRequest& request, TaskCgroup& cgroup,
+                                           KeeperPage& keeper) {
   Walls walls = *spec.walls;
+  if (walls.namespaces) {
+    keeper = KeeperPage::create();
+    if (!keeper) return domain::error(std::string("task keeper page: ") + std::strerror(errno));
+    if (spec.keep_until) keeper.set(*spec.keep_until);
+    walls.keeper_fd = keeper.fd();
+  }
   std::vector<UniqueFd> procs;
   if (!spec.cgroup.empty()) {
     auto made = TaskCgroup::create(spec.cgroup, spec.limits);
@@ -142,7 +158,7 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
   auto impl = std::make_unique<Impl>(ex);
   pid_t pid = -1;
   if (spec.walls) {
-    const auto walled = start_walled(spec, request, impl->cgroup);
+    const auto walled = start_walled(spec, request, impl->cgroup, impl->keeper);
     if (!walled) return domain::error("cannot start task \"" + spec.command + "\": " + walled.error());
     pid = walled->pid;
     impl->report.fd = walled->report;
@@ -182,6 +198,8 @@ std::unique_ptr<TaskProcess> TaskProcess::adopt(asio::any_io_executor ex, TaskHa
   auto impl = std::make_unique<Impl>(ex);
   impl->pidfd.assign(fd);
   impl->walled = is_namespace_init(handle.pid);
+  // The deadline goes on from where the earlier agent left it (issue 43).
+  if (impl->walled) impl->keeper = KeeperPage::of_init(handle.pid);
   if (!cgroup.empty()) impl->cgroup = TaskCgroup::find(cgroup);
   kLog.info("task re-adopted after an agent restart", {{"pid", static_cast<int64_t>(handle.pid)}});
   return std::unique_ptr<TaskProcess>(new TaskProcess(handle, false, std::move(impl)));
@@ -194,7 +212,8 @@ std::optional<ExitStatus> TaskProcess::reap() {
   if (r != handle_.pid) return std::nullopt;
   // Walled: the init's own exit stands for the task's only when it could not report (SIGKILL).
   if (impl_->report.fd >= 0)
-    if (const auto task_status = read_task_status(impl_->report.fd)) return exit_status_from_wait(*task_status);
+    if (const auto task_status = read_task_status(impl_->report.fd, &stopped_by_keeper_))
+      return exit_status_from_wait(*task_status);
   return exit_status_from_wait(st);
 }
 

@@ -26,6 +26,7 @@
 
 #include "services/nodeagent/process/cgroup.hpp"
 #include "services/nodeagent/process/child_process.hpp"
+#include "services/nodeagent/process/keeper_page.hpp"
 #include "services/nodeagent/process/spawn.hpp"
 #include "services/nodeagent/process/walls.hpp"
 #include "shared/domain/result.hpp"
@@ -53,6 +54,9 @@ struct TaskSpec {
   // Set (with walls): the task's cgroup, named after its allocation, and its limits.
   std::string cgroup;
   CgroupLimits limits;
+  // Set (with walls and namespaces): the deadline the task's init keeps from its start on, until
+  // keep_until() moves it (issue 43). Unset: none until then.
+  std::optional<KeeperDeadline> keep_until;
 };
 
 // What a task gets when its spec does not set PATH or HOME.
@@ -109,6 +113,12 @@ class TaskProcess {
   bool oom_killed() const { return oom_killed_; }
   // Started behind walls: a PID namespace whose init stands for the task.
   bool walled() const;
+  // The deadline the task's init stops it at on its own, with or without this agent (issue 43);
+  // false when the task has no init keeping one (not walled, or an init without a keeper page).
+  bool keep_until(const KeeperDeadline& deadline);
+  std::optional<KeeperDeadline> kept_until() const;
+  // Its init signalled it for that deadline (known once it exited, to the agent that started it).
+  bool stopped_by_keeper() const { return stopped_by_keeper_; }
 
  private:
   struct Impl;
@@ -121,6 +131,7 @@ class TaskProcess {
   bool child_ = false;
   bool exited_ = false;
   bool oom_killed_ = false;
+  bool stopped_by_keeper_ = false;
   std::optional<std::chrono::steady_clock::time_point> terminated_at_;  // when SIGTERM was sent
   std::optional<ExitStatus> status_;
   std::unique_ptr<Impl> impl_;

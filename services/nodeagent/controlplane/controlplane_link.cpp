@@ -56,6 +56,7 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   req.set_agent_version(options_.agent_version);
   req.mutable_attributes()->insert(options_.attributes.begin(), options_.attributes.end());
   for (auto& fp : status_.fingerprints()) *req.add_plugins() = std::move(fp);
+  const auto sent = Clock::now();
   const auto st = co_await transport_->target->call(
       timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
         stub.async()->RegisterNode(ctx, &req, &resp, std::move(done));
@@ -70,6 +71,7 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   registered_ = req.address() == options_.advertise_addr;
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
   if (options_.on_contact) options_.on_contact(true);
+  if (options_.on_heard) options_.on_heard(sent, ttl_);
   kLog.info("registered with the control plane",
             {{"node_id", options_.node_id}, {"controlplane", transport_->target->describe()}});
   co_return true;
@@ -84,6 +86,7 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   for (const auto& e : batch.events) *req.add_events() = e;
   const auto stats = status_.pending_volume_stats();
   for (const auto& s : stats.stats) *req.add_volume_stats() = s;
+  const auto sent = Clock::now();
   const auto st = co_await transport_->target->call(
       timeout, [&](v1::ControlPlane::Stub& stub, grpc::ClientContext* ctx, auto done) {
         stub.async()->Heartbeat(ctx, &req, &resp, std::move(done));
@@ -103,6 +106,7 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   status_.ack_volume_stats(stats.last_seq);
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
   if (options_.on_contact) options_.on_contact(true);
+  if (options_.on_heard) options_.on_heard(sent, ttl_);
   ++heartbeats_ok_;
   co_return true;
 }

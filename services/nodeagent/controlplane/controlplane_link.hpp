@@ -48,6 +48,9 @@ struct LinkOptions {
   // Called after every registration or heartbeat: answered = the control plane accepted it (the
   // agent's "last contact" clock for the client-side disconnect rule, and its "back" wake).
   std::function<void(bool answered)> on_contact;
+  // A registration or heartbeat the control plane answered (it heard this node): when it was
+  // sent, and the heartbeat TTL the answer named. The disconnect deadlines count from the send.
+  std::function<void(std::chrono::steady_clock::time_point sent, std::chrono::milliseconds ttl)> on_heard;
 };
 
 class ControlPlaneLink {

@@ -8,11 +8,12 @@ namespace mooring::nodeagent::task_init {
 // One message: the task started, a step failed, or the task exited with a wait status.
 struct Report {
   int kind = 0;  // kStarted, kFailed, kExited
-  int step = 0;  // kFailed: an op index of the mount plan (>= 0) or a Step
+  int step = 0;  // kFailed: an op index of the mount plan (>= 0) or a Step; kExited: kKept or 0
   int error = 0;
   int status = 0;  // kExited: the task's wait status
 };
 constexpr int kStarted = 1, kFailed = 2, kExited = 3;
+constexpr int kKept = 1;  // kExited: the init had signalled the task for its keeper page's deadline
 
 // The steps of a start besides the mount plan's, named by walls.cpp for the error.
 enum Step : int {
@@ -32,5 +33,18 @@ enum Step : int {
 };
 
 constexpr int kReportFd = 3;
+
+// The keeper page (issue 43): a one-page memfd at the init's descriptor 4 (close-on-exec for the
+// task) that the agent keeps pushing forward while the control plane hears it. Past term_at the
+// init SIGTERMs every process of its namespace, past kill_at it SIGKILLs them: a task whose agent
+// is dead stops before the control plane can free its claims. CLOCK_MONOTONIC nanoseconds; a
+// kill_at of 0 means no deadline. The agent stores kill_at before term_at (both atomically), so
+// an init that sees a new term_at sees its kill_at too.
+struct KeeperPageLayout {
+  long long term_at_ns = 0;
+  long long kill_at_ns = 0;
+};
+constexpr int kKeeperFd = 4;
+constexpr unsigned long kKeeperPageSize = 4096;
 
 }  // namespace mooring::nodeagent::task_init

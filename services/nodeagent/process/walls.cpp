@@ -195,8 +195,9 @@ struct ChildArgs {
   std::size_t op_count = 0;
   const int* cgroup_fds = nullptr;
   std::size_t cgroup_count = 0;
-  // The child's 0, 1, 2, the report pipe (3) and the task init's image (4, close-on-exec).
-  int sources[5] = {-1, -1, -1, -1, -1};
+  // The child's 0, 1, 2, the report pipe (3), the keeper page (4) and the task init's image (5,
+  // close-on-exec).
+  int sources[6] = {-1, -1, -1, -1, -1, -1};
   const char* root = nullptr;
   bool namespaces = false;
   uid_t uid = 0;
@@ -208,7 +209,7 @@ struct ChildArgs {
   char* const* init_argv = nullptr;  // the init's: its name, the program, the task's argv
   char* const* envp = nullptr;
 };
-constexpr int kInitFd = 4;
+constexpr int kInitFd = 5;
 
 [[noreturn]] void die(int code) {
   ::syscall(SYS_exit_group, code);
@@ -257,11 +258,12 @@ void become_user(const ChildArgs& a) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(kReportFd, kNoNewPrivs);
 }
 
-// The cgroup, then exactly 0..3 and the init's image at 4 (3 and 4 close-on-exec), nothing else.
+// The cgroup, then exactly 0..3, the keeper page at 4 and the init's image at 5 (3..5
+// close-on-exec), nothing else.
 void join_and_arrange(const ChildArgs& a) {
   for (std::size_t i = 0; i < a.cgroup_count; ++i)
     if (::write(a.cgroup_fds[i], "0", 1) != 1) fail(a.sources[kReportFd], kCgroup);
-  const int count = a.sources[kInitFd] >= 0 ? 5 : 4;
+  const int count = a.sources[kInitFd] >= 0 ? 6 : 4;
   for (int target = 0; target < count; ++target)
     if (::dup2(a.sources[target], target) < 0) fail(a.sources[kReportFd], kDescriptors);
   ::syscall(SYS_close_range, static_cast<unsigned>(count), ~0U, 0U);
@@ -305,7 +307,8 @@ int child_main(void* p) {
     ::execve(a.program, a.argv, a.envp);
     fail(kReportFd, kExec);
   }
-  ::fcntl(kReportFd, F_SETFD, 0);  // the init's report pipe
+  ::fcntl(kReportFd, F_SETFD, 0);  // the init's report pipe and keeper page
+  ::fcntl(kKeeperFd, F_SETFD, 0);
   ::syscall(SYS_execveat, kInitFd, "", a.init_argv, a.envp, AT_EMPTY_PATH);
   fail(kReportFd, kExecInit);
 }
@@ -370,9 +373,11 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
 
   ChildArgs a;
   parts::Owned owned;
-  const int sources[5] = {r.stdin_fd, r.stdout_fd, r.stderr_fd, report_w.fd, init_fd};
-  for (int i = 0; i < 5; ++i) {
-    a.sources[i] = sources[i] >= 0 ? owned.above(sources[i], 5) : i < 3 ? owned.null_above(5) : -1;
+  // Without a keeper page the init gets /dev/null there, which it cannot map: no deadline.
+  const int keeper = w.namespaces && w.keeper_fd < 0 ? -2 : w.keeper_fd;
+  const int sources[6] = {r.stdin_fd, r.stdout_fd, r.stderr_fd, report_w.fd, keeper, init_fd};
+  for (int i = 0; i < 6; ++i) {
+    a.sources[i] = sources[i] >= 0 ? owned.above(sources[i], 6) : i < 3 || sources[i] == -2 ? owned.null_above(6) : -1;
     if (a.sources[i] < 0 && (i < 4 || w.namespaces)) return WallError{"descriptors", errno};
   }
   a.ops = plan.ops.data();
@@ -415,10 +420,11 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
   return out;
 }
 
-std::optional<int> read_task_status(int report_fd) {
+std::optional<int> read_task_status(int report_fd, bool* kept) {
   Report r{};
-  if (read_report(report_fd, r) == static_cast<int>(sizeof r) && r.kind == kExited) return r.status;
-  return std::nullopt;
+  if (read_report(report_fd, r) != static_cast<int>(sizeof r) || r.kind != kExited) return std::nullopt;
+  if (kept) *kept = r.step == kKept;
+  return r.status;
 }
 
 bool is_namespace_init(pid_t pid) {

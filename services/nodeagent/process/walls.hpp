@@ -41,6 +41,9 @@ struct Walls {
   // /etc): a tmpfs over a directory, /dev/null over a file.
   std::vector<std::filesystem::path> hidden;
   std::vector<int> cgroup_procs;  // cgroup.procs files the child joins before anything else
+  // namespaces: the keeper page (keeper_page.hpp) the init keeps the task's deadline from; -1:
+  // none, the task runs until it ends or is stopped.
+  int keeper_fd = -1;
 };
 
 struct WalledChild {
@@ -59,8 +62,9 @@ struct WallError {
 // ignored: a walled task is always its own session) behind `walls`.
 std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& request, const Walls& walls);
 
-// After the init exited: the task's own wait status, when the init reported one.
-std::optional<int> read_task_status(int report_fd);
+// After the init exited: the task's own wait status, when the init reported one. `kept`: whether
+// the init had signalled the task for its keeper page's deadline.
+std::optional<int> read_task_status(int report_fd, bool* kept = nullptr);
 
 // Whether `pid` is the init of a PID namespace below ours (a walled task's init).
 bool is_namespace_init(pid_t pid);

@@ -43,6 +43,21 @@ void fill_volume(Request& request, const domain::VolumeMount& volume, const ::cs
   fill(*request.mutable_volume_context(), volume.volume_context);
 }
 
+// A mount driven (again): what the volume is now, written with the first intent.
+void start_mounting(MountRecord& record, const std::string& alloc_id, const domain::VolumeMount& volume,
+                    const std::string& usage, const std::filesystem::path& target) {
+  record.alloc_id = alloc_id;
+  record.volume_id = volume.volume_id;
+  record.usage = usage;
+  record.plugin_id = volume.plugin_id;
+  record.external_id = volume.external_id;
+  record.read_only = volume.read_only;
+  record.access_mode = volume.access_mode;
+  record.attachment_mode = volume.attachment_mode;
+  record.target_path = target.string();
+  record.phase = MountPhase::mounting;
+}
+
 }  // namespace
 
 VolumeOperations::VolumeOperations(asio::any_io_executor executor, VolumePaths paths, MountRecordStore& store,
@@ -97,78 +112,17 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
     }
     // An interrupted mount, or one gone since (agent restart, node reboot): drive it again; the
     // CSI calls are idempotent.
-  } else {
-    record.alloc_id = alloc_id;
-    record.volume_id = volume.volume_id;
-    record.usage = usage;
   }
-  record.plugin_id = volume.plugin_id;
-  record.external_id = volume.external_id;
-  record.read_only = volume.read_only;
-  record.access_mode = volume.access_mode;
-  record.attachment_mode = volume.attachment_mode;
-  record.target_path = target->string();
-  record.phase = MountPhase::mounting;
+  start_mounting(record, alloc_id, volume, usage, *target);
 
   // Each durable write carries the intent of the next call (mounting + stage intent; staged +
   // publish intent; published), so a crash anywhere leaves a record of what may be mounted.
-  bool stage_now = false;
-  if (plugin->requires_stage) {
-    record.staging_path = staging->string();
-    // Staged is what the plugin answered, not what the kernel shows: NodeStageVolume MAY mount
-    // nothing at the staging path (the upstream host-path driver stages nothing). A record (this
-    // one, or another allocation's of the same usage) that holds a done stage means it is staged,
-    // so a mount driven again after its target was lost only publishes again. Should the plugin
-    // have lost the stage too (a reboot), its NodePublishVolume answers FAILED_PRECONDITION, the
-    // failed mount is undone (unstaged) and the claim's retry stages afresh.
-    bool already = record.staged == StepState::done;
-    for (const auto& other : store_.for_volume(record.volume_id)) {
-      if (other.alloc_id != alloc_id && other.usage == usage && other.staged == StepState::done) already = true;
-    }
-    if (already) {
-      record.staged = StepState::done;  // holds a use of the staging path
-    } else {
-      if (auto s = co_await ensure_dir(*staging); !s) co_return fail(s.error(), true);
-      record.staged = StepState::pending;  // intent first: a crash during the RPC owes an unstage
-      stage_now = true;
-    }
-  }
+  auto stage_now = co_await plan_stage(record, plugin->requires_stage, *staging);
+  if (!stage_now) co_return fail(stage_now.error(), true);
   if (auto s = co_await store_.put(record); !s) co_return fail("cannot record the mount: " + s.error(), true);
 
-  if (stage_now) {
-    ::csi::v1::NodeStageVolumeRequest request;
-    fill_volume(request, volume, *capability);
-    request.set_staging_target_path(record.staging_path);
-    auto r = co_await plugin->calls->stage(request);
-    note_exhausted(r.status, record.plugin_id);
-    if (!r.done()) {
-      if (r.outcome != csi::Outcome::uncertain) record.staged = StepState::none;
-      co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodeStageVolume, r),
-                                 csi::should_retry(r.outcome));
-    }
-    record.staged = StepState::done;  // written with the publish intent
-  }
-
-  if (auto s = co_await ensure_dir(target->parent_path()); !s) {
-    co_return co_await abandon(record, plugin, what + ": " + s.error(), true);
-  }
-  record.published = StepState::pending;
-  if (auto s = co_await store_.put(record); !s) {
-    record.published = StepState::none;
-    co_return co_await abandon(record, plugin, what + ": cannot record the publish intent: " + s.error(), true);
-  }
-  ::csi::v1::NodePublishVolumeRequest request;
-  fill_volume(request, volume, *capability);
-  if (plugin->requires_stage) request.set_staging_target_path(record.staging_path);
-  request.set_target_path(record.target_path);
-  request.set_readonly(volume.read_only);
-  auto r = co_await plugin->calls->publish(request);
-  note_exhausted(r.status, record.plugin_id);
-  if (!r.done()) {
-    if (r.outcome != csi::Outcome::uncertain) record.published = StepState::none;
-    co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodePublishVolume, r),
-                               csi::should_retry(r.outcome));
-  }
+  if (auto failed = co_await stage_and_publish(record, plugin, volume, *capability, *stage_now, what))
+    co_return std::move(*failed);
   record.published = StepState::done;
   if (group) {
     auto owned = co_await give_group(record, *group, group_by_plugin, options.group_change_policy);
@@ -187,6 +141,74 @@ asio::awaitable<MountResult> VolumeOperations::mount(std::string alloc_id, domai
                                {"staged", plugin->requires_stage},
                                {"volume_mount_group", group_by_plugin ? std::to_string(*group) : std::string()}});
   co_return MountResult{.path = record.target_path};
+}
+
+// Whether NodeStageVolume is to be called now (its intent then set in `record`).
+asio::awaitable<domain::Expected<bool>> VolumeOperations::plan_stage(MountRecord& record, bool requires_stage,
+                                                                     const std::filesystem::path& staging) {
+  if (!requires_stage) co_return false;
+  record.staging_path = staging.string();
+  // Staged is what the plugin answered, not what the kernel shows: NodeStageVolume MAY mount
+  // nothing at the staging path (the upstream host-path driver stages nothing). A record (this
+  // one, or another allocation's of the same usage) that holds a done stage means it is staged,
+  // so a mount driven again after its target was lost only publishes again. Should the plugin
+  // have lost the stage too (a reboot), its NodePublishVolume answers FAILED_PRECONDITION, the
+  // failed mount is undone (unstaged) and the claim's retry stages afresh.
+  bool already = record.staged == StepState::done;
+  for (const auto& other : store_.for_volume(record.volume_id)) {
+    if (other.alloc_id != record.alloc_id && other.usage == record.usage && other.staged == StepState::done)
+      already = true;
+  }
+  if (already) {
+    record.staged = StepState::done;  // holds a use of the staging path
+  } else {
+    if (auto s = co_await ensure_dir(staging); !s) co_return domain::error(s.error());
+    record.staged = StepState::pending;  // intent first: a crash during the RPC owes an unstage
+    co_return true;
+  }
+  co_return false;
+}
+
+// NodeStageVolume when `stage_now`, then NodePublishVolume, each intent recorded first. A failure
+// is abandoned (what may exist negated) and returned.
+asio::awaitable<std::optional<MountResult>> VolumeOperations::stage_and_publish(
+    MountRecord& record, const std::optional<NodePlugin>& plugin, const domain::VolumeMount& volume,
+    const ::csi::v1::VolumeCapability& capability, bool stage_now, const std::string& what) {
+  if (stage_now) {
+    ::csi::v1::NodeStageVolumeRequest request;
+    fill_volume(request, volume, capability);
+    request.set_staging_target_path(record.staging_path);
+    auto r = co_await plugin->calls->stage(request);
+    note_exhausted(r.status, record.plugin_id);
+    if (!r.done()) {
+      if (r.outcome != csi::Outcome::uncertain) record.staged = StepState::none;
+      co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodeStageVolume, r),
+                                 csi::should_retry(r.outcome));
+    }
+    record.staged = StepState::done;  // written with the publish intent
+  }
+
+  if (auto s = co_await ensure_dir(std::filesystem::path(record.target_path).parent_path()); !s) {
+    co_return co_await abandon(record, plugin, what + ": " + s.error(), true);
+  }
+  record.published = StepState::pending;
+  if (auto s = co_await store_.put(record); !s) {
+    record.published = StepState::none;
+    co_return co_await abandon(record, plugin, what + ": cannot record the publish intent: " + s.error(), true);
+  }
+  ::csi::v1::NodePublishVolumeRequest request;
+  fill_volume(request, volume, capability);
+  if (plugin->requires_stage) request.set_staging_target_path(record.staging_path);
+  request.set_target_path(record.target_path);
+  request.set_readonly(volume.read_only);
+  auto r = co_await plugin->calls->publish(request);
+  note_exhausted(r.status, record.plugin_id);
+  if (!r.done()) {
+    if (r.outcome != csi::Outcome::uncertain) record.published = StepState::none;
+    co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodePublishVolume, r),
+                               csi::should_retry(r.outcome));
+  }
+  co_return std::nullopt;
 }
 
 asio::awaitable<domain::Expected<domain::VolumeOwnership>> VolumeOperations::give_group(

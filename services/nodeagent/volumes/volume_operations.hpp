@@ -118,6 +118,14 @@ class VolumeOperations {
   void note_exhausted(const grpc::Status& status, const std::string& plugin_id) {
     if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) plugins_.limits_exhausted(plugin_id);
   }
+  // mount()'s steps: whether to stage now (its intent set in `record`), then the CSI calls.
+  boost::asio::awaitable<domain::Expected<bool>> plan_stage(MountRecord& record, bool requires_stage,
+                                                            const std::filesystem::path& staging);
+  boost::asio::awaitable<std::optional<MountResult>> stage_and_publish(MountRecord& record,
+                                                                       const std::optional<NodePlugin>& plugin,
+                                                                       const domain::VolumeMount& volume,
+                                                                       const ::csi::v1::VolumeCapability& capability,
+                                                                       bool stage_now, const std::string& what);
   // The agent's side of a published volume's group (the plugin's when `by_plugin`), on the
   // store's worker: what the record keeps as its ownership.
   boost::asio::awaitable<domain::Expected<domain::VolumeOwnership>> give_group(const MountRecord& record,

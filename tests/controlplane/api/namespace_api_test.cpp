@@ -49,6 +49,8 @@ class NamespaceApiTest : public support::AclApiFixture {
   void SetUp() override {
     AclApiFixture::SetUp();
     mgmt = bootstrap();
+    for (const auto* ns : {"team-a", "team-b", "ops"})  // a write lands only in a namespace that exists
+      EXPECT_EQ(call("PUT", std::string("/v1/namespace/") + ns, "{}", mgmt).status, 200u);
   }
   std::string mgmt;
 };

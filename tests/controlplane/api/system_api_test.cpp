@@ -229,6 +229,7 @@ TEST_F(SystemApiTest, ASinglePluginAllocationGetsItsReplacementBesideItOnItsNode
 }
 
 TEST_F(SystemApiTest, AGroupAndItsCopiesLiveInTheNamespaceItWasSubmittedTo) {
+  ASSERT_EQ(call("PUT", "/v1/namespace/team-a", "{}").status, 200u);  // namespaces are made first
   auto r = call("POST", "/v1/allocations?namespace=team-a", system_body({{"name", "worker-1"}}).dump());
   ASSERT_EQ(r.status, 200u) << r.body;
   std::string group = parse(r)["ID"];

@@ -213,6 +213,8 @@ TEST_F(AclBinaryTest, ANamespaceLimitedTokenSeesOnlyItsNamespaceInListsBlockingQ
   auto boot = call("POST", "/v1/acl/bootstrap");
   ASSERT_EQ(boot.status, 200u) << boot.body;
   const std::string mgmt = json::parse(boot.body)["SecretID"];
+  // team-a holds a seeded volume, so the control plane recorded it at start; team-b is made here.
+  ASSERT_EQ(call("PUT", "/v1/namespace/team-b", "{}", mgmt).status, 200u);
   ASSERT_EQ(call("PUT", "/v1/acl/policy/team-a", R"({"Rules":{"Namespace":{"team-a":{"Policy":"write"}}}})", mgmt).status,
             200u);
   auto tok = call("PUT", "/v1/acl/token", R"({"Name":"team-a","Policies":["team-a"]})", mgmt);

@@ -19,6 +19,7 @@
 #include "services/controlplane/state/change_feed.hpp"
 #include "services/controlplane/gc/claim_gc.hpp"
 #include "services/controlplane/gc/node_loss.hpp"
+#include "services/controlplane/gc/release_calls.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/gc/fake_agent.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
@@ -40,17 +41,20 @@ inline gc::GcOptions fast_gc() {
 // One control plane process's worth of objects over a shared backend (a restart makes a new one).
 // The store runs with group commit, as in the binary: the router waits for durability.
 struct Plane {
-  Plane(asio::io_context& io, StateBackend& backend, gc::GcOptions options)
+  // `calls`: the GC's agent calls go to this fake instead of through the router.
+  Plane(asio::io_context& io, StateBackend& backend, gc::GcOptions options, gc::ReleaseCalls* calls = nullptr)
       : feed(backend),
         store(io.get_executor(), feed, StateOptions{.group_commit = true}),
         router(io.get_executor(), store, agentclient::AgentRouterOptions{.timeout_override = 3s}),
-        gc(io.get_executor(), store, feed, router, options),
+        router_calls(router),
+        gc(io.get_executor(), store, feed, calls ? *calls : router_calls, options),
         loss(io.get_executor(), store, gc::NodeLossOptions{.max_wait = 200ms}) {
     if (!store.load()) throw std::runtime_error("load failed");
   }
   ChangeFeed feed;
   StateStore store;
   agentclient::AgentRouter router;
+  gc::RouterReleaseCalls router_calls;
   gc::ClaimGc gc;
   gc::NodeLossMonitor loss;
 };
@@ -85,8 +89,8 @@ class GcFixture : public ::testing::Test {
     ASSERT_TRUE(st) << st.error();
   }
 
-  void make_plane(gc::GcOptions options = fast_gc()) {
-    plane = on_io([&] { return std::make_unique<Plane>(io, backend, options); });
+  void make_plane(gc::GcOptions options = fast_gc(), gc::ReleaseCalls* calls = nullptr) {
+    plane = on_io([&] { return std::make_unique<Plane>(io, backend, options, calls); });
   }
   void start_gc() {
     on_io([&] {

@@ -159,13 +159,22 @@ class FakeController final : public volumes::ControllerCalls {
   agentclient::AgentResult<Resp> next(Rpc<Req, Resp>& rpc, Req req) {
     rpc.requests.push_back(std::move(req));
     if (std::exchange(throw_next, false)) throw std::runtime_error("fake controller: a bug");
-    if (rpc.script.empty()) {
-      auto r = failed<Resp>(rpc.rpc, grpc::StatusCode::UNAVAILABLE, "no healthy controller (fake)");
+    return scripted(rpc.script, rpc.rpc, "no healthy controller (fake)");
+  }
+
+ public:
+  // The script's next answer; with none left, the router's when nobody can be asked (UNAVAILABLE
+  // with `nobody`, nothing sent).
+  template <class Resp>
+  static agentclient::AgentResult<Resp> scripted(std::deque<agentclient::AgentResult<Resp>>& script, csi::Rpc rpc,
+                                                 std::string nobody) {
+    if (script.empty()) {
+      auto r = failed<Resp>(rpc, grpc::StatusCode::UNAVAILABLE, std::move(nobody));
       r.no_target = true;
       return r;
     }
-    auto r = std::move(rpc.script.front());
-    rpc.script.pop_front();
+    auto r = std::move(script.front());
+    script.pop_front();
     return r;
   }
 };

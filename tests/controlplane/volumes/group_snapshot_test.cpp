@@ -1,6 +1,8 @@
 // Group snapshots in the volumes room: every member checked before the plugin is asked, one call
 // holding every member volume's lock, an uncertain create undone in the background, and the
 // groups read back from the plugin's snapshot listing.
+#include <nlohmann/json.hpp>
+
 #include "services/controlplane/volumes/outcome.hpp"
 #include "tests/controlplane/volumes/lifecycle_fixture.hpp"
 

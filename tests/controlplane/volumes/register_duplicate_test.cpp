@@ -19,6 +19,7 @@ class RegisterDuplicateTest : public VolumeLifecycleTest {
     auto other = fixtures::plugin("other", "n1");
     other.provider = "other.example.com";
     batch.put(other);
+    for (const auto* ns : {"team", "team-a", "team-b"}) batch.put(NamespaceRecord{.name = ns});  // they exist
     seed(std::move(batch));
   }
 

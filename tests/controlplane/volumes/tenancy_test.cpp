@@ -35,6 +35,7 @@ class TenancyTest : public VolumeLifecycleTest {
     Batch batch;
     batch.put(plugin);
     for (const auto& [ns, id] : {std::pair{"team-a", "a"}, std::pair{"team-b", "b"}}) {
+      batch.put(NamespaceRecord{.name = ns});  // writes land only in namespaces that exist
       auto v = fixtures::volume(id);
       v.ns = ns;
       v.provider = plugin.provider;  // as register stores it

@@ -74,7 +74,12 @@ class AllocManagerTest : public ::testing::Test {
     return a;
   }
   bool settle(const std::function<bool()>& pred) {
-    return test::wait_until([&] { run_for(io, 10ms); return pred(); }, 10s);
+    return test::wait_until(
+        [&] {
+          run_for(io, 10ms);
+          return pred();
+        },
+        10s);
   }
   void shutdown(AllocManager& m) {
     run_async(io, [&]() -> asio::awaitable<void> { co_await m.shutdown(); });
@@ -128,16 +133,37 @@ TEST_F(AllocManagerTest, DisconnectLongerThanStopAfterStopsOnlyThoseAllocations)
     return m->runner("short")->client_status() == ClientStatus::running &&
            m->runner("never")->client_status() == ClientStatus::running;
   }));
-  m->check_disconnect(1s);
+  m->check_disconnect(std::chrono::steady_clock::now(), 1s);
   run_for(io, 50ms);
   EXPECT_FALSE(m->runner("short")->stop_requested());
-  m->check_disconnect(3s);
+  m->check_disconnect(std::chrono::steady_clock::now(), 3s);
   ASSERT_TRUE(settle([&] { return m->runner("short")->finished(); }));
   EXPECT_EQ(m->runner("short")->client_status(), ClientStatus::complete);
   EXPECT_NE(m->runner("short")->state().stop_reason.find("no contact with the control plane"), std::string::npos);
   EXPECT_FALSE(m->runner("never")->stop_requested());
   ASSERT_EQ(mounter.releases.size(), 1u);
   EXPECT_EQ(mounter.releases[0].first, "short");
+  shutdown(*m);
+}
+
+// Once the control plane has answered a heartbeat, the rule counts from when that heartbeat was
+// SENT (not from the last answer of any call), and the stop's SIGKILL comes a margin before the
+// control plane's earliest free: the kill timeout is cut to what fits (issue 43).
+TEST_F(AllocManagerTest, OnceHeardTheDisconnectRuleCountsFromTheHeartbeatSentAndKillsInTime) {
+  auto m = make_manager();
+  m->apply({holder("short", domain::Duration{3000})});
+  ASSERT_TRUE(settle([&] { return m->runner("short")->client_status() == ClientStatus::running; }));
+  const auto sent = std::chrono::steady_clock::now();
+  m->heard(Heard{sent, 2s});
+  m->check_disconnect(sent + 3s - 1ms, 1h);  // the silence since the start no longer counts
+  run_for(io, 50ms);
+  EXPECT_FALSE(m->runner("short")->stop_requested());
+  ASSERT_GT(m->runner("short")->kill_timeout(), 1s);
+  m->check_disconnect(sent + 3s, 0s);
+  EXPECT_TRUE(m->runner("short")->stop_requested());
+  EXPECT_EQ(m->runner("short")->kill_timeout(), 1s) << "TTL 2s less the margin";
+  ASSERT_TRUE(settle([&] { return m->runner("short")->finished(); }));
+  EXPECT_EQ(m->runner("short")->client_status(), ClientStatus::complete);
   shutdown(*m);
 }
 
@@ -181,7 +207,12 @@ TEST_F(AllocManagerTest, AWatchRefusedMeanwhileIsSentAgainAsSoonAsTheControlPlan
   run_for(io, 100ms);
   EXPECT_EQ(m.runner("a1"), nullptr) << "still in its backoff until told";
   back.notify();
-  EXPECT_TRUE(test::wait_until([&] { run_for(io, 10ms); return m.runner("a1") != nullptr; }, 2s));
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 10ms);
+        return m.runner("a1") != nullptr;
+      },
+      2s));
   group.cancel();
   run_async(io, [&]() -> asio::awaitable<void> { co_await group.join(); });
   shutdown(m);

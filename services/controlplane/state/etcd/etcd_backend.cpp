@@ -138,27 +138,36 @@ std::uint64_t EtcdBackend::log_entries() const { return entries_since_snapshot_;
 
 domain::Status EtcdBackend::apply(const Transaction& tx) { return apply_group(std::span<const Transaction>(&tx, 1)); }
 
-domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
-  const std::string& where = where_;
-  if (!loaded_) return error("state in " + where + ": write before load");
-  if (fenced_) return error("state in " + where + ": another writer changed it; reload before writing");
-  if (auto st = check_fence(); !st) return st;
-  const std::size_t chunk = options_.max_request_bytes;
+// A log entry as it goes to etcd: consecutive transactions packed up to a request's bytes (keyed
+// by the last one's index), or one transaction too large for a request, named by its manifest.
+struct EtcdBackend::LogEntry {
+  std::uint64_t first = 0, last = 0;  // indexes of its first and last transaction
+  std::size_t count = 0;              // transactions in it
+  std::string bytes;
+  std::size_t staged = 0;  // bytes of the chunks it names (a chunked transaction)
+};
 
-  // Encode the log entries: consecutive transactions packed into one entry up to a request's
-  // bytes (keyed by the last one's index); one transaction too large for a request is staged in
-  // chunks now and committed below by a manifest. Chunks nobody commits are deleted by the next
-  // snapshot.
-  struct Encoded {
-    std::uint64_t first = 0, last = 0;  // indexes of its first and last transaction
-    std::size_t count = 0;              // transactions in it
-    std::string bytes;
-    std::size_t staged = 0;  // bytes of the chunks it names (a chunked transaction)
-  };
-  std::vector<Encoded> encoded;
+domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
+  if (!loaded_) return error("state in " + where_ + ": write before load");
+  if (fenced_) return error("state in " + where_ + ": another writer changed it; reload before writing");
+  if (auto st = check_fence(); !st) return st;
+  auto entries = encode_log(txs);
+  if (!entries) return error(entries.error());
+  if (auto st = commit_log(txs, *entries); !st) return st;
+  (void)collect_snapshot(false);  // a failure is logged; a refusal fences the next write
+  if (!job_ && !fenced_ && snapshot_due()) start_snapshot();
+  return {};
+}
+
+// Encodes the log entries: consecutive transactions packed into one entry up to a request's
+// bytes; one transaction too large for a request is staged in chunks now (stage_chunks) and
+// committed by its manifest. Chunks nobody commits are deleted by the next snapshot.
+domain::Expected<std::vector<EtcdBackend::LogEntry>> EtcdBackend::encode_log(std::span<const Transaction> txs) {
+  const std::size_t chunk = options_.max_request_bytes;
+  std::vector<LogEntry> encoded;
   ::mooring::v1::StateLogEntry batch;
   std::size_t batch_bytes = 0;
-  Encoded pending;
+  LogEntry pending;
   auto flush = [&] {
     if (pending.count == 0) return;
     if (pending.count == 1) {  // one alone keeps the plain form
@@ -179,22 +188,9 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
     const std::size_t size = ptx.ByteSizeLong() + kFraming;
     if (size + kFraming > chunk) {
       flush();
-      const std::string payload = ptx.SerializeAsString();
-      ::mooring::v1::ChunkManifest m;
-      m.set_stage("stage/log-" + padded(tx.index, 20) + "-" + domain::new_id());
-      m.set_bytes(payload.size());
-      m.set_sha256(tls::sha256_hex(payload));
-      std::uint32_t n = 0;
-      for (std::size_t off = 0; off < payload.size(); off += chunk, ++n) {
-        if (auto s = client_->put(key_of(options_, m.stage() + "/" + padded(n, 6)), payload.substr(off, chunk));
-            !s.ok())
-          return error("state in " + where + ": staging transaction " + std::to_string(tx.index) + ": " +
-                       status_text(s));
-      }
-      m.set_chunks(n);
-      ::mooring::v1::StateLogEntry small;
-      *small.mutable_chunked() = m;
-      encoded.push_back({tx.index, tx.index, 1, small.SerializeAsString(), payload.size()});
+      auto staged = stage_chunks(tx.index, ptx.SerializeAsString());
+      if (!staged) return domain::error(staged.error());
+      encoded.push_back(std::move(*staged));
       continue;
     }
     if (batch_bytes + size > chunk) flush();
@@ -205,8 +201,32 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
     *batch.mutable_batch()->add_transactions() = std::move(ptx);
   }
   flush();
+  return encoded;
+}
 
-  // As few Txns as the limits allow, each guarded by head's revision and moving head along.
+// One transaction's bytes put in chunks under a fresh stage key; the entry is its manifest.
+domain::Expected<EtcdBackend::LogEntry> EtcdBackend::stage_chunks(std::uint64_t index, const std::string& payload) {
+  const std::size_t chunk = options_.max_request_bytes;
+  ::mooring::v1::ChunkManifest m;
+  m.set_stage("stage/log-" + padded(index, 20) + "-" + domain::new_id());
+  m.set_bytes(payload.size());
+  m.set_sha256(tls::sha256_hex(payload));
+  std::uint32_t n = 0;
+  for (std::size_t off = 0; off < payload.size(); off += chunk, ++n) {
+    if (auto s = client_->put(key_of(options_, m.stage() + "/" + padded(n, 6)), payload.substr(off, chunk)); !s.ok())
+      return domain::error("state in " + where_ + ": staging transaction " + std::to_string(index) + ": " +
+                           status_text(s));
+  }
+  m.set_chunks(n);
+  ::mooring::v1::StateLogEntry small;
+  *small.mutable_chunked() = m;
+  return LogEntry{index, index, 1, small.SerializeAsString(), payload.size()};
+}
+
+// As few Txns as the limits allow, each guarded by head's revision and moving head along; the
+// rows in memory follow each Txn that committed.
+domain::Status EtcdBackend::commit_log(std::span<const Transaction> txs, const std::vector<LogEntry>& encoded) {
+  const std::size_t chunk = options_.max_request_bytes;
   std::size_t i = 0;
   std::size_t applied = 0;  // of txs
   while (i < encoded.size()) {
@@ -223,37 +243,37 @@ domain::Status EtcdBackend::apply_group(std::span<const Transaction> txs) {
       *req.add_success() = put_op(log_key(options_, encoded[i].last), encoded[i].bytes);
       ++i;
     }
-    const std::uint64_t last = encoded[i - 1].last;
-    *req.add_success() = put_op(key_of(options_, "head"), std::to_string(last));
-    // A refused Txn also reads head back (after the leader key, if fenced): a resend refused
-    // because an earlier send of it committed finds our own index there.
-    req.add_failure()->mutable_request_range()->set_key(key_of(options_, "head"));
-    pb::TxnResponse res;
-    bool resent = false;
-    const auto s = send_commit(req, res, encoded[first].first, last, resent);
-    if (!s.ok()) {
-      // Unknown outcome (the commit may have happened): the store reloads to learn it.
-      fenced_ = true;
-      return error("state in " + where + ": commit of index " + std::to_string(encoded[first].first) + ".." +
-                   std::to_string(last) + " failed: " + status_text(s));
-    }
-    if (!res.succeeded()) {
-      if (auto earlier = resent ? committed_earlier(res, last) : std::nullopt) {
-        head_revision_ = *earlier;
-      } else {
-        return error(refused(res, "nothing written from index " + std::to_string(encoded[first].first)));
-      }
-    } else {
-      head_revision_ = res.header().revision();
-    }
-    head_index_ = last;
+    if (auto st = commit_txn(req, encoded[first].first, encoded[i - 1].last); !st) return st;
     for (std::size_t k = 0; k < count; ++k) rows_->apply(txs[applied++]);
     entries_since_snapshot_ += count;
     log_bytes_since_snapshot_ += logged;
   }
+  return {};
+}
 
-  (void)collect_snapshot(false);  // a failure is logged; a refusal fences the next write
-  if (!job_ && !fenced_ && snapshot_due()) start_snapshot();
+// One Txn of log entries `first`..`last`, with head moved to `last`. A refused Txn also reads
+// head back (after the leader key, if fenced): a resend refused because an earlier send of it
+// committed finds our own index there.
+domain::Status EtcdBackend::commit_txn(pb::TxnRequest& req, std::uint64_t first, std::uint64_t last) {
+  *req.add_success() = put_op(key_of(options_, "head"), std::to_string(last));
+  req.add_failure()->mutable_request_range()->set_key(key_of(options_, "head"));
+  pb::TxnResponse res;
+  bool resent = false;
+  const auto s = send_commit(req, res, first, last, resent);
+  if (!s.ok()) {
+    // Unknown outcome (the commit may have happened): the store reloads to learn it.
+    fenced_ = true;
+    return error("state in " + where_ + ": commit of index " + std::to_string(first) + ".." + std::to_string(last) +
+                 " failed: " + status_text(s));
+  }
+  if (!res.succeeded()) {
+    auto earlier = resent ? committed_earlier(res, last) : std::nullopt;
+    if (!earlier) return error(refused(res, "nothing written from index " + std::to_string(first)));
+    head_revision_ = *earlier;
+  } else {
+    head_revision_ = res.header().revision();
+  }
+  head_index_ = last;
   return {};
 }
 

@@ -100,7 +100,8 @@ class EtcdBackend final : public FencedBackend {
   struct Client;
   struct Rows;
   struct SnapshotJob;
-  struct Loader;  // one load's reads (etcd_load.cpp)
+  struct Loader;    // one load's reads (etcd_load.cpp)
+  struct LogEntry;  // one entry of the log, encoded (apply_group)
   EtcdBackend(EtcdOptions options, std::unique_ptr<Client> client);
   // etcd cannot answer a degraded leader's reload: the last committed copy in memory, writes refused.
   Snapshot last_committed(const std::string& why);
@@ -115,6 +116,12 @@ class EtcdBackend final : public FencedBackend {
   void abandon_snapshot();
   domain::Status finish(SnapshotJob& job);
   domain::Status check_fence();
+  // apply_group's steps: the transactions encoded as log entries (a large one staged in chunks),
+  // then committed in as few Txns as the limits allow, each moving head along.
+  domain::Expected<std::vector<LogEntry>> encode_log(std::span<const Transaction> txs);
+  domain::Expected<LogEntry> stage_chunks(std::uint64_t index, const std::string& payload);
+  domain::Status commit_log(std::span<const Transaction> txs, const std::vector<LogEntry>& encoded);
+  domain::Status commit_txn(etcdserverpb::TxnRequest& request, std::uint64_t first, std::uint64_t last);
   bool snapshot_due() const;
   // A Txn failed its compares: fenced by another writer of `head`, or (when the leader key is
   // no longer ours) by the loss of the leadership. Returns the error to give.

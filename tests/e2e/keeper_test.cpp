@@ -1,0 +1,164 @@
+// The task keeper (issue 43): an allocation with StopAfterClientDisconnect whose agent is killed
+// and stays dead. Its walled task survives the agent, but the task's init keeps the deadline the
+// agent last pushed and stops it on its own: the task's processes are gone before the control
+// plane frees the claim, and a second writer can then have the volume. An agent restarted in time
+// re-adopts the task and pushes the deadline on: the task runs well past the old one.
+// Root only (bind mounts, namespaces).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/e2e/cluster.hpp"
+#include "tests/support/root.hpp"
+
+namespace mooring::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A writer that ignores SIGTERM: only the keeper's SIGKILL ends it.
+const std::string kWriter = "trap '' TERM; while true; do date > \"$MOORING_VOLUME_DATA/writer\"; sleep 0.1; done";
+
+// The task's lasting processes, its init and its shell (not the writer's short-lived date and
+// sleep): they carry the allocation's id.
+std::vector<pid_t> task_processes(const std::string& alloc_id) {
+  const std::string entry = "MOORING_ALLOC_ID=" + alloc_id;
+  std::vector<pid_t> out;
+  for (const auto& d : fs::directory_iterator("/proc")) {
+    const auto name = d.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string argv0;
+    std::getline(std::ifstream(d.path() / "cmdline"), argv0, '\0');
+    if (argv0 != "/bin/sh" && argv0 != "mooring-task-init") continue;
+    std::ifstream in(d.path() / "environ");
+    for (std::string var; std::getline(in, var, '\0');)
+      if (var == entry) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+// Running, not a zombie (an init whose parent, the killed agent, is gone may wait to be reaped).
+bool alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+// Polls until every one of `pids` is gone; the moment it saw that.
+class DeathWatch {
+ public:
+  explicit DeathWatch(std::vector<pid_t> pids)
+      : thread_([this, pids] {
+          while (!stop_) {
+            bool any = false;
+            for (const pid_t p : pids) any = any || alive(p);
+            if (!any) {
+              gone_ns_ = Clock::now().time_since_epoch().count();
+              return;
+            }
+            std::this_thread::sleep_for(5ms);
+          }
+        }) {}
+  ~DeathWatch() {
+    stop_ = true;
+    thread_.join();
+  }
+  // CLOCK_MONOTONIC ns (as the control plane's events carry it), 0 while any runs.
+  std::int64_t gone_ns() const { return gone_ns_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<std::int64_t> gone_ns_{0};
+  std::thread thread_;
+};
+
+class Keeper : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MOORING_REQUIRE_ROOT();
+    cluster = std::make_unique<Cluster>();
+    cluster->start_controlplane();
+    cluster->start_node("node-1");
+    cluster->start_node("node-2");
+    ASSERT_FALSE(cluster->create_volume("vol").is_null());
+  }
+  void TearDown() override {
+    if (HasFailure() && cluster) std::cerr << cluster->log_tails();
+    cluster.reset();
+  }
+
+  std::string run_writer(const std::string& stop_after) {
+    auto spec = allocation("w", "vol", "node-1", kWriter);
+    spec["StopAfterClientDisconnect"] = stop_after;
+    auto a = cluster->run_alloc(spec);
+    EXPECT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(a) == "running"; }));
+    return a;
+  }
+  // The CLOCK_MONOTONIC time of the control plane's ClaimReleased for allocation `a` (0: none yet).
+  std::int64_t released_ns(const std::string& a) {
+    for (const auto& e : cluster->get("/v1/events?topic=Claim&type=ClaimReleased"))
+      if (e.value("Type", "") == "ClaimReleased" && e["Details"].value("allocation_id", "") == a)
+        return e.value("MonotonicNs", std::int64_t{0});
+    return 0;
+  }
+
+  std::unique_ptr<Cluster> cluster;
+};
+
+TEST_F(Keeper, ADeadAgentsWalledTaskIsGoneBeforeTheControlPlaneFreesItsClaim) {
+  const auto a = run_writer("3s");
+  const auto pids = task_processes(a);
+  ASSERT_EQ(pids.size(), 2u) << "the init and the shell";
+  DeathWatch watch(pids);
+  const auto killed = Clock::now();
+  cluster->kill_node("node-1");  // and it stays dead
+  ASSERT_TRUE(Cluster::eventually([&] { return released_ns(a) != 0; }, 30s)) << cluster->volume("vol").dump();
+  const auto released = released_ns(a);
+  ASSERT_NE(watch.gone_ns(), 0) << "the task still runs after its claim was freed";
+  EXPECT_LT(watch.gone_ns(), released);
+  const auto ms = [&](std::int64_t ns) { return (ns - killed.time_since_epoch().count()) / 1000000; };
+  std::cout << "agent killed at 0 ms; task gone at " << ms(watch.gone_ns()) << " ms; claim freed at " << ms(released)
+            << " ms (StopAfterClientDisconnect 3s, heartbeat TTL 2s, KillTimeout 2s)\n";
+  for (const pid_t p : pids) EXPECT_FALSE(alive(p)) << p;
+  EXPECT_EQ(cluster->claim_count("vol"), 0u);
+  // The volume is free for a second writer elsewhere.
+  auto b = cluster->run_alloc(allocation("w2", "vol", "node-2", "sleep 600"));
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(b) == "running"; }));
+  cluster->stop_alloc(b);
+}
+
+TEST_F(Keeper, AnAgentRestartedBeforeTheDeadlineReadoptsTheTaskWhichRunsOn) {
+  const auto a = run_writer("4s");
+  const auto pids = task_processes(a);
+  ASSERT_EQ(pids.size(), 2u);
+  const auto killed = Clock::now();
+  cluster->kill_node("node-1");
+  std::this_thread::sleep_for(500ms);
+  cluster->start_node("node-1");
+  ASSERT_LT(Clock::now() - killed, 4s) << "restarted too late for this test to mean anything";
+  // Well past the deadline the dead agent left (its last heartbeat + 4s, killed 1s later at most).
+  std::this_thread::sleep_until(killed + 8s);
+  for (const pid_t p : pids) EXPECT_TRUE(alive(p)) << "the re-adopted task was stopped: pid " << p;
+  EXPECT_EQ(cluster->alloc_status(a), "running");
+  EXPECT_EQ(cluster->claim_count("vol"), 1u);
+  EXPECT_NE(cluster->node_log("node-1").find("re-adopted"), std::string::npos);
+  ASSERT_EQ(cluster->stop_alloc(a).status, 200u);
+  EXPECT_TRUE(Cluster::eventually([&] { return cluster->claim_count("vol") == 0; }));
+}
+
+}  // namespace
+}  // namespace mooring::e2e
