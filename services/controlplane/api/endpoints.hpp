@@ -126,6 +126,9 @@ http::Response get_plugin(Context&, const http::Request&);
 http::Response list_nodes(Context&, const http::Request&);
 http::Response get_node(Context&, const http::Request&);
 http::Response purge_node(Context&, const http::Request&);
+// ---- eligibility and drain (node_drain_endpoints.cpp) ----
+http::Response set_node_eligibility(Context&, const http::Request&);  // PUT /v1/node/:id/eligibility
+http::Response drain_node(Context&, const http::Request&);            // PUT /v1/node/:id/drain
 // ---- node identity (enrollment_endpoints.cpp) ----
 http::Response create_node_introduction(Context&, const http::Request&);  // POST /v1/node/:id/intro
 http::Response enroll_node(Context&, const http::Request&);               // POST /v1/node/:id/enroll

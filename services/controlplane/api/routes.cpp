@@ -132,6 +132,9 @@ class RouteTable {
     // Purging a live node (?force=true) also needs a management token (nodes/node_purge.hpp).
     write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>,
           {.needs = forced_management});
+    write({"PUT", "POST"}, "/v1/node/:id/eligibility", Need::on(Area::node, Level::write),
+          at_once<set_node_eligibility>);
+    write({"PUT", "POST"}, "/v1/node/:id/drain", Need::on(Area::node, Level::write), at_once<drain_node>);
     get("/v1/node/:id/identity", Need::on(Area::node, Level::read), at_once<get_node_identity>, Table::node_identities);
     // One-time introduction tokens: the answer carries the SecretID, so it is never kept for a retry.
     write({"POST", "PUT"}, "/v1/node/:id/intro", Need::on(Area::node, Level::write), at_once<create_node_introduction>,

@@ -76,6 +76,8 @@ Table<NodeInfo> fields_of(std::type_identity<NodeInfo>);
 Table<PluginInstance> fields_of(std::type_identity<PluginInstance>);
 Table<Plugin> fields_of(std::type_identity<Plugin>);
 Table<NodeEvent> fields_of(std::type_identity<NodeEvent>);
+Table<DrainStrategy> fields_of(std::type_identity<DrainStrategy>);
+Table<DrainStatus> fields_of(std::type_identity<DrainStatus>);
 Table<Node> fields_of(std::type_identity<Node>);
 Table<NodeCertificate> fields_of(std::type_identity<NodeCertificate>);
 Table<Introduction> fields_of(std::type_identity<Introduction>);
