@@ -121,7 +121,7 @@ TEST_F(Drain, MigratingAllocationsHandTheirVolumesToReplacementsWithNoFailedPlac
   EXPECT_FALSE(node.value("Drain", true));
 
   const auto calls_1 = cluster->calls("node-1", "NodeUnpublishVolume");
-  std::vector<std::int64_t> handoffs;
+  std::vector<std::int64_t> handoffs, freed_to_mounted;
   for (int i = 0; i < kAllocs; ++i) {
     const auto vol = "mig-" + std::to_string(i);
     auto rep = replacement_of(olds[i]);
@@ -141,12 +141,20 @@ TEST_F(Drain, MigratingAllocationsHandTheirVolumesToReplacementsWithNoFailedPlac
     ASSERT_GT(published, 0) << vol;
     EXPECT_GE(published, unpublished) << vol << ": two nodes had it mounted";
     handoffs.push_back(published - unpublished);
+    // The figure: old claim freed (its ControllerUnpublish answered) -> the new mount.
+    std::int64_t detached = 0;
+    for (auto n : {"node-1", "node-2", "node-3"})
+      detached = std::max(detached, last_ok_ms(cluster->calls(n, "ControllerUnpublishVolume"), csi_id));
+    if (detached > 0) freed_to_mounted.push_back(published - detached);
   }
   std::sort(handoffs.begin(), handoffs.end());
+  std::sort(freed_to_mounted.begin(), freed_to_mounted.end());
+  ASSERT_FALSE(freed_to_mounted.empty()) << "the plugin attaches: its ControllerUnpublish frees the claim";
   std::cout << "drain of " << kAllocs << " migrating allocations: every replacement running after "
             << std::chrono::duration_cast<std::chrono::milliseconds>(handed_over).count()
             << " ms; old unpublish -> new publish p50 " << handoffs[handoffs.size() / 2] << " ms, max "
-            << handoffs.back() << " ms\n";
+            << handoffs.back() << " ms; old ControllerUnpublish -> new NodePublish p50 "
+            << freed_to_mounted[freed_to_mounted.size() / 2] << " ms, max " << freed_to_mounted.back() << " ms\n";
 
   // Writers per volume, from the tasks' own records: each starts after the previous one exited.
   std::size_t handed = 0;
