@@ -130,6 +130,11 @@ Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, c
 
 bool waits_for_release(const ClaimInput& input, const domain::Volume& stored,
                        const std::function<bool(const std::string&)>& leaving, domain::Time now) {
+  // Its own claim being released (an uncertain publish undone) is answered at once, as before:
+  // the agent's retry decides afresh.
+  if (auto own = stored.claims.find(input.allocation_id);
+      own != stored.claims.end() && domain::is_past(own->second.state))
+    return false;
   domain::Volume after = stored;
   drop_releasing_claims(after, [&](const std::string& id) { return id != input.allocation_id && leaving(id); });
   if (after.claims.size() == stored.claims.size()) return false;  // nothing is being released
