@@ -404,14 +404,14 @@ asio::awaitable<AgentResult<::csi::v1::ControllerExpandVolumeResponse>> AgentRou
 
 asio::awaitable<AgentResult<::csi::v1::ControllerModifyVolumeResponse>> AgentRouter::controller_modify_volume(
     std::string plugin_id, std::string volume_key, ::csi::v1::ControllerModifyVolumeRequest request) {
-  co_return co_await MOORING_FORWARD(ControllerModifyVolume, ControllerModifyVolumeRequest,
-                                     ControllerModifyVolumeResponse, ControllerModifyVolume, std::move(volume_key));
+  return impl_->forward<v1::ControllerModifyVolumeRequest>(std::move(plugin_id), std::move(volume_key),
+                                                           std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::GetSnapshotResponse>> AgentRouter::get_snapshot(
     std::string plugin_id, ::csi::v1::GetSnapshotRequest request) {
-  std::string unserialized;  // queries name no volume
-  co_return co_await MOORING_FORWARD(GetSnapshot, GetSnapshotRequest, GetSnapshotResponse, GetSnapshot, unserialized);
+  // A query names no volume: nothing to serialize behind.
+  return impl_->forward<v1::GetSnapshotRequest>(std::move(plugin_id), {}, std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse>> AgentRouter::validate_volume_capabilities(
