@@ -410,7 +410,8 @@ asio::awaitable<AgentResult<::csi::v1::ControllerModifyVolumeResponse>> AgentRou
 
 asio::awaitable<AgentResult<::csi::v1::GetSnapshotResponse>> AgentRouter::get_snapshot(
     std::string plugin_id, ::csi::v1::GetSnapshotRequest request) {
-  return impl_->forward<v1::GetSnapshotRequest>(std::move(plugin_id), {}, std::move(request), {});  // names no volume
+  // A query names no volume: nothing to serialize behind.
+  return impl_->forward<v1::GetSnapshotRequest>(std::move(plugin_id), {}, std::move(request), {});
 }
 
 asio::awaitable<AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse>> AgentRouter::validate_volume_capabilities(
