@@ -1,5 +1,8 @@
 #include "services/controlplane/volumes/claim_view.hpp"
 
+#include <algorithm>
+#include <tuple>
+
 #include "services/controlplane/gc/release_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "shared/domain/ids.hpp"
@@ -68,6 +71,11 @@ std::vector<ClaimView> list_claims(const StateStore& store, const ClaimFilter& f
   for (const auto& [key, v] : store.volumes())
     for (const auto& [alloc, c] : v.claims)
       if (keeps(filter, v, c)) out.push_back(view_of(store, v, c));
+  // The store's keys order volumes by their storage key, not by what a reader sees: list by
+  // namespace, volume and allocation, the order the table and the CLI show.
+  std::sort(out.begin(), out.end(), [](const ClaimView& a, const ClaimView& b) {
+    return std::tie(a.ns, a.volume_id, a.claim.allocation_id) < std::tie(b.ns, b.volume_id, b.claim.allocation_id);
+  });
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Modify (CSI 1.12 ControllerModifyVolume): change a volume's mutable parameters in place. The
-// rules first (claims/volume_rules.hpp: declared keys only, no release under way), then the
-// plugin's MODIFY_VOLUME, then one call through the volume's lock with its secrets, then the
+// plugin's MODIFY_VOLUME first, then the rules (claims/volume_rules.hpp: declared keys only, no
+// release under way), then one call through the volume's lock with its secrets, then the
 // answer recorded on the volume (LastModify) whatever it was, so an uncertain one explains itself.
 #include "services/controlplane/claims/volume_rules.hpp"
 #include "services/controlplane/state/state_store.hpp"
@@ -27,7 +27,6 @@ std::string_view modify_state(const agentclient::AgentResult<::csi::v1::Controll
 asio::awaitable<Outcome<Written>> VolumeLifecycle::modify(std::string key, StringMap wanted, StringMap secrets) {
   const domain::Volume* cur = store_.volume(key);
   if (!cur) co_return missing_volume(key);
-  if (auto no = check_modify(*cur, wanted)) co_return from_refusal(*no);
   const domain::Plugin* plugin = store_.plugin(cur->plugin_id);
   if (!plugin) co_return invalid("volume " + in_quotes(cur->id) + ": no CSI plugin named " + in_quotes(cur->plugin_id));
   if (auto no = unsupported(*plugin, &domain::ControllerInfo::supports_modify,
@@ -35,6 +34,9 @@ asio::awaitable<Outcome<Written>> VolumeLifecycle::modify(std::string key, Strin
                                 " has no controller that supports MODIFY_VOLUME; its parameters cannot change "
                                 "without recreating the volume"))
     co_return *no;
+  // The rules after the plugin's ability: on a plugin that cannot modify, no parameter is
+  // mutable, and the reason to say is the plugin's.
+  if (auto no = check_modify(*cur, wanted)) co_return from_refusal(*no);
   ::csi::v1::ControllerModifyVolumeRequest csi;
   csi.set_volume_id(cur->external_id);
   put_secrets(csi.mutable_secrets(), cur->secrets);

@@ -133,7 +133,9 @@ TEST_F(ModifyTest, MutableParametersAtCreateNeedAPluginThatCanModify) {
   controller.creates.script.push_back(FakeController::ok(made));
   auto created = run(lifecycle.create(v, anyone));
   ASSERT_TRUE(created) << created.error().message;
-  EXPECT_EQ(controller.creates.requests.at(0).mutable_parameters().at("tier"), "fast");
+  // A const request: on a mutable one, mutable_parameters() is the parameters field's mutable accessor.
+  const auto& sent = controller.creates.requests.at(0);
+  EXPECT_EQ(sent.mutable_parameters().at("tier"), "fast");
   EXPECT_EQ(store.volume("vol-2")->mutable_parameters.at("tier"), "fast");
 
   set_controller([](domain::ControllerInfo& c) { c.supports_modify = false; });
