@@ -104,6 +104,7 @@ class FakePlugins final : public NodePluginLookup {
     return NodePlugin{calls_, true};
   }
   async::WakeSignal& healthy_again(const std::string&) override { return wake_; }
+  void limits_exhausted(const std::string&) override {}  // the bench measures releases, not limits
 
  private:
   std::shared_ptr<FakeCalls> calls_;

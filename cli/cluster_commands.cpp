@@ -51,10 +51,10 @@ std::string plugin_table(const json& plugins) {
 
 std::string node_table(const json& nodes) {
   auto now = std::chrono::system_clock::now();
-  Table t({"ID", "Name", "Address", "Status", "Last Heartbeat"});
+  Table t({"ID", "Name", "Address", "Status", "Eligibility", "Drain", "Last Heartbeat"});
   for (const auto& n : nodes)
     t.add_row({field(n, "ID"), field(n, "Name"), field(n, "Address"), field(n, "Status"),
-               time_text(field(n, "LastHeartbeat"), now)});
+               field(n, "SchedulingEligibility"), field(n, "Drain"), time_text(field(n, "LastHeartbeat"), now)});
   return t.render();
 }
 
@@ -114,6 +114,10 @@ int node_status(Context& ctx, const Invocation& inv) {
   kv.add("Address", field(n, "Address"));
   kv.add("Status", field(n, "Status"));
   kv.add("Last Heartbeat", time_text(field(n, "LastHeartbeat"), now));
+  kv.add("Eligibility", field(n, "SchedulingEligibility"));
+  if (const json drain = n.value("LastDrain", json()); drain.is_object())
+    kv.add("Drain", field(drain, "Status") + ", " + field(drain, "AllocationsLeft") + " allocation(s) left" +
+                        (field(drain, "Message").empty() ? "" : ": " + field(drain, "Message")));
   if (const auto expires = field(n, "CertificateExpires"); !expires.empty()) {
     // The agent's mutual-TLS certificate: a warning a month ahead, as the services log it.
     auto when = parse_rfc3339(expires);

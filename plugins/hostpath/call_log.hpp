@@ -16,7 +16,8 @@ using StringMap = std::map<std::string, std::string>;
 // What a request carried besides ids and paths, so a test can check that parameters, context and
 // secrets reached the plugin. Secrets only as a digest (secrets_digest): never their values.
 struct RequestDetail {
-  StringMap parameters;        // CreateVolume, CreateSnapshot, ValidateVolumeCapabilities
+  StringMap parameters;        // CreateVolume, CreateSnapshot, ValidateVolumeCapabilities; ControllerModifyVolume's
+                               // mutable parameters
   StringMap volume_context;    // ControllerPublish, NodeStage, NodePublish, ValidateVolumeCapabilities
   StringMap publish_context;   // NodeStage, NodePublish
   std::string secrets_sha256;  // "" when the request carried no secrets

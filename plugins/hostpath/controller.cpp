@@ -167,7 +167,7 @@ Status check_create(const csi::v1::CreateVolumeRequest& req, const ControllerCon
   if (src.has_snapshot() && ask.src_snapshot.empty())
     return invalid("volume_content_source.snapshot.snapshot_id is empty");
   if (src.has_volume() && ask.src_volume.empty()) return invalid("volume_content_source.volume.volume_id is empty");
-  return Status::OK;
+  return check_mutable(req.mutable_parameters(), config.modify_volume);
 }
 
 // Idempotent by name: the volume a repeated request made (`found`), or ALREADY_EXISTS when the
@@ -286,6 +286,7 @@ Status Controller::create_volume(const csi::v1::CreateVolumeRequest& req, csi::v
     v.name = req.name();
     v.path = (store_.volumes_dir() / v.id).string();
     v.parameters = {req.parameters().begin(), req.parameters().end()};
+    v.mutable_parameters = {req.mutable_parameters().begin(), req.mutable_parameters().end()};
     v.source_snapshot_id = ask.src_snapshot;
     v.source_volume_id = ask.src_volume;
     v.created_unix_ms = now_ms();
@@ -399,9 +400,11 @@ Status Controller::get_capabilities(csi::v1::ControllerGetCapabilitiesResponse& 
   using T = csi::v1::ControllerServiceCapability::RPC;
   for (auto t : {T::CREATE_DELETE_VOLUME, T::PUBLISH_UNPUBLISH_VOLUME, T::LIST_VOLUMES, T::GET_CAPACITY,
                  T::CREATE_DELETE_SNAPSHOT, T::LIST_SNAPSHOTS, T::CLONE_VOLUME, T::PUBLISH_READONLY, T::EXPAND_VOLUME,
-                 T::LIST_VOLUMES_PUBLISHED_NODES, T::VOLUME_CONDITION, T::GET_VOLUME, T::SINGLE_NODE_MULTI_WRITER}) {
+                 T::LIST_VOLUMES_PUBLISHED_NODES, T::VOLUME_CONDITION, T::GET_VOLUME, T::SINGLE_NODE_MULTI_WRITER,
+                 T::GET_SNAPSHOT}) {
     resp.add_capabilities()->mutable_rpc()->set_type(t);
   }
+  if (config_.modify_volume) resp.add_capabilities()->mutable_rpc()->set_type(T::MODIFY_VOLUME);
   return Status::OK;
 }
 

@@ -27,6 +27,7 @@ struct ControllerConfig {
   std::int64_t default_volume_size = 1LL << 30;
   bool node_expansion_required = false;
   std::map<std::string, std::string> topology;  // of this plugin instance
+  bool modify_volume = true;                    // MODIFY_VOLUME (options.hpp)
 };
 
 class Controller {
@@ -51,6 +52,9 @@ class Controller {
   grpc::Status expand_volume(const csi::v1::ControllerExpandVolumeRequest& req,
                              csi::v1::ControllerExpandVolumeResponse& resp);
   grpc::Status get_volume(const csi::v1::ControllerGetVolumeRequest& req, csi::v1::ControllerGetVolumeResponse& resp);
+  // CSI 1.12 (modify.cpp): the mutable parameters this plugin honours, and one snapshot by id.
+  grpc::Status modify_volume(const csi::v1::ControllerModifyVolumeRequest& req);
+  grpc::Status get_snapshot(const csi::v1::GetSnapshotRequest& req, csi::v1::GetSnapshotResponse& resp);
 
   // GroupController (group_snapshots.cpp): served beside the Controller service.
   grpc::Status group_capabilities(csi::v1::GroupControllerGetCapabilitiesResponse& resp);
@@ -74,6 +78,11 @@ grpc::Status invalid(std::string msg);
 std::string random_id(std::string_view prefix);
 std::int64_t now_ns();
 void fill_snapshot(const SnapshotRecord& s, csi::v1::Snapshot& out);
+
+// The mutable parameters this plugin honours (modify.cpp): "tier" (standard, fast or archive) and
+// "iops" (1..1000000). INVALID_ARGUMENT naming the first other key or bad value, and for any
+// mutable parameter when MODIFY_VOLUME is off; OK for none.
+grpc::Status check_mutable(const google::protobuf::Map<std::string, std::string>& params, bool modify_volume);
 
 // Pagination tokens are opaque to callers: "after:<id>" resumes after that id, so entries added
 // or deleted between pages neither repeat nor vanish. Anything else is a bad token (ABORTED).

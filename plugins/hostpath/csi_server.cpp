@@ -35,6 +35,9 @@ RequestDetail detail(const v1::ValidateVolumeCapabilitiesRequest& r) {
           .volume_context = sorted(r.volume_context()),
           .secrets_sha256 = digest(r.secrets())};
 }
+RequestDetail detail(const v1::ControllerModifyVolumeRequest& r) {
+  return {.parameters = sorted(r.mutable_parameters()), .secrets_sha256 = digest(r.secrets())};
+}
 RequestDetail detail(const v1::CreateSnapshotRequest& r) {
   return {.parameters = sorted(r.parameters()), .secrets_sha256 = digest(r.secrets())};
 }
@@ -131,6 +134,15 @@ class ControllerService final : public v1::Controller::Service {
                              v1::ControllerGetVolumeResponse* resp) override {
     return h_.gate->run(*ctx, {"ControllerGetVolume", req->volume_id(), "", ""},
                         [&] { return c_.get_volume(*req, *resp); });
+  }
+  Status ControllerModifyVolume(ServerContext* ctx, const v1::ControllerModifyVolumeRequest* req,
+                                v1::ControllerModifyVolumeResponse*) override {
+    return h_.gate->run(*ctx, {"ControllerModifyVolume", req->volume_id(), "", "", detail(*req)},
+                        [&] { return c_.modify_volume(*req); });
+  }
+  Status GetSnapshot(ServerContext* ctx, const v1::GetSnapshotRequest* req, v1::GetSnapshotResponse* resp) override {
+    return h_.gate->run(*ctx, {"GetSnapshot", "", "", "", secrets_only(*req)},
+                        [&] { return c_.get_snapshot(*req, *resp); });
   }
 
  private:

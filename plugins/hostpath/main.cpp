@@ -161,7 +161,8 @@ int run(const Options& o) {
   VolumeStore store(o.data_dir);
   std::unique_ptr<NodeState> node_state;
   if (serve_node)
-    node_state = std::make_unique<NodeState>(o.data_dir, NodeRegistration{o.node_id, o.max_volumes, o.topology});
+    node_state = std::make_unique<NodeState>(
+        o.data_dir, NodeRegistration{o.node_id, o.max_volumes, o.topology, o.max_volumes_file});
   Takeover takeover(service_locks(o, serve_node, serve_controller), [&]() -> std::string {
     if (auto err = store.prepare(); !err.empty()) return "data dir unusable: " + err;
     if (node_state) {
@@ -191,16 +192,16 @@ int run(const Options& o) {
                      !o.topology.empty(), unhealthy});
   std::optional<Controller> controller;
   if (serve_controller) {
-    controller.emplace(
-        ControllerConfig{o.data_dir, o.mode == Mode::monolith ? o.node_id : "", o.known_nodes, o.capacity_bytes,
-                         o.max_volume_size, o.default_volume_size, o.node_expansion_required, o.topology},
-        store);
+    controller.emplace(ControllerConfig{o.data_dir, o.mode == Mode::monolith ? o.node_id : "", o.known_nodes,
+                                        o.capacity_bytes, o.max_volume_size, o.default_volume_size,
+                                        o.node_expansion_required, o.topology, o.modify_volume},
+                       store);
   }
   std::optional<Node> node;
   if (serve_node)
-    node.emplace(
-        NodeConfig{o.data_dir, o.node_id, o.max_volumes, o.topology, o.stage_without_mount, o.volume_mount_group},
-        *node_state, store);
+    node.emplace(NodeConfig{o.data_dir, o.node_id, o.max_volumes, o.topology, o.stage_without_mount,
+                            o.volume_mount_group, o.max_volumes_file},
+                 *node_state, store);
 
   const sigset_t stop_signals = block_stop_signals();
   std::atomic<bool> stopping{false};

@@ -447,7 +447,8 @@ Status Node::get_capabilities(csi::v1::NodeGetCapabilitiesResponse& resp) {
 
 Status Node::get_info(csi::v1::NodeGetInfoResponse& resp) {
   resp.set_node_id(config_.node_id);
-  resp.set_max_volumes_per_node(config_.max_volumes);
+  resp.set_max_volumes_per_node(
+      current_max_volumes({config_.node_id, config_.max_volumes, config_.topology, config_.max_volumes_file}));
   if (!config_.topology.empty()) {
     auto* segs = resp.mutable_accessible_topology()->mutable_segments();
     for (const auto& [k, v] : config_.topology) (*segs)[k] = v;

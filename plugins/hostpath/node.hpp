@@ -29,6 +29,7 @@ struct NodeConfig {
   std::map<std::string, std::string> topology;
   bool stage_without_mount = false;  // see Options::stage_without_mount
   bool volume_mount_group = true;    // see Options::volume_mount_group
+  std::string max_volumes_file;      // see Options::max_volumes_file
 };
 
 // Exclusive locks on paths, taken all at once (so two callers never deadlock on each other's

@@ -1,6 +1,7 @@
 #include "plugins/hostpath/node_state.hpp"
 
 #include <algorithm>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,7 @@ json encode(const NodeRecord& r) {
   }
   return {{"node_id", r.registration.node_id},
           {"max_volumes", r.registration.max_volumes},
+          {"max_volumes_file", r.registration.max_volumes_file},
           {"topology", r.registration.topology},
           {"staged", staged},
           {"published", published}};
@@ -38,6 +40,7 @@ bool decode(const std::string& text, NodeRecord& r) {
     const json j = json::parse(text);
     r.registration.node_id = j.at("node_id").get<std::string>();
     r.registration.max_volumes = j.value("max_volumes", std::int64_t{0});
+    r.registration.max_volumes_file = j.value("max_volumes_file", "");
     r.registration.topology = j.value("topology", std::map<std::string, std::string>{});
     const json staged = j.value("staged", json::object());
     const json published = j.value("published", json::object());
@@ -151,6 +154,14 @@ std::vector<NodeRecord> all_records(const std::filesystem::path& data_dir) {
 }
 
 }  // namespace
+
+std::int64_t current_max_volumes(const NodeRegistration& node) {
+  if (node.max_volumes_file.empty()) return node.max_volumes;
+  std::ifstream in(node.max_volumes_file);
+  std::int64_t n = -1;
+  if (in >> n && n >= 0) return n;
+  return node.max_volumes;
+}
 
 std::vector<NodeRegistration> registered_nodes(const std::filesystem::path& data_dir) {
   std::vector<NodeRegistration> out;

@@ -37,7 +37,12 @@ struct NodeRegistration {
   std::string node_id;
   std::int64_t max_volumes = 0;
   std::map<std::string, std::string> topology;
+  std::string max_volumes_file;  // Options::max_volumes_file ("" when not given)
 };
+
+// The node's max volumes now: the number in its max_volumes_file when that holds one, else
+// max_volumes (0 = unlimited).
+std::int64_t current_max_volumes(const NodeRegistration& node);
 
 struct NodeRecord {
   NodeRegistration registration;

@@ -31,6 +31,8 @@ Usage: mooring-hostpath [flags]
   --mode controller|node|monolith    which CSI services to serve (default: monolith)
   --topology key=value               node topology segment; repeatable
   --max-volumes N                    max volumes per node, reported and enforced (default: 0 = unlimited)
+  --max-volumes-file PATH            a file holding the max volumes, read again at every NodeGetInfo and
+                                     ControllerPublish (lowers the limit at run time); overrides --max-volumes
   --known-nodes a,b,...              node ids ControllerPublish accepts besides nodes registered in the
                                      data dir; "*" accepts any node id; repeatable
   --capacity SIZE                    total capacity for GetCapacity/CreateVolume (default: free space)
@@ -41,6 +43,8 @@ Usage: mooring-hostpath [flags]
                                      NodePublishVolume bind-mounts the volume directory itself
   --no-volume-mount-group            do not advertise VOLUME_MOUNT_GROUP (a volume_mount_group in a
                                      request is then INVALID_ARGUMENT), as plugins that lack it
+  --no-modify-volume                 do not advertise MODIFY_VOLUME (ControllerModifyVolume is then
+                                     UNIMPLEMENTED and mutable_parameters INVALID_ARGUMENT)
   --fault-file PATH                  fault injection control file (default: $MOORING_FAULT_FILE; off if unset)
   --call-log PATH                    append one JSON line per RPC received
   --log-level debug|info|warn|error  (default: info)
@@ -112,6 +116,9 @@ std::string apply_value_flag(Options& o, const std::string& flag, const std::str
   } else if (flag == "--max-volumes") {
     if (!take(v) || !parse_int(v, o.max_volumes) || o.max_volumes < 0)
       return "--max-volumes needs a non-negative integer";
+  } else if (flag == "--max-volumes-file") {
+    if (!take(v) || v.empty()) return "--max-volumes-file needs a path";
+    o.max_volumes_file = v;
   } else if (flag == "--known-nodes") {
     if (!take(v)) return "--known-nodes needs a value";
     std::stringstream ss(v);
@@ -212,6 +219,10 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
     }
     if (flag == "--no-volume-mount-group") {
       o.volume_mount_group = false;
+      continue;
+    }
+    if (flag == "--no-modify-volume") {
+      o.modify_volume = false;
       continue;
     }
     if (auto error = apply_value_flag(o, flag, args[i], take); !error.empty()) return fail(std::move(error));

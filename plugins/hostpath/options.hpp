@@ -21,6 +21,9 @@ struct Options {
   Mode mode = Mode::monolith;
   std::map<std::string, std::string> topology;  // --topology key=value, repeatable
   std::int64_t max_volumes = 0;                 // per node; 0 = unlimited
+  // A file holding the max volumes, read again at every NodeGetInfo and ControllerPublish, so a
+  // test lowers the node's limit at run time; overrides max_volumes while it holds a number.
+  std::string max_volumes_file;
   // Node ids ControllerPublish accepts besides the nodes registered in the data dir.
   // "*" accepts every well-formed node id.
   std::vector<std::string> known_nodes;
@@ -36,6 +39,9 @@ struct Options {
   // volume the group they name. Off (--no-volume-mount-group): a plugin that lacks it, as the
   // upstream csi-driver-host-path does, so the orchestrator's own fallback can be tested.
   bool volume_mount_group = true;
+  // ControllerGetCapabilities advertises MODIFY_VOLUME and ControllerModifyVolume changes the
+  // mutable parameters it honours (modify.cpp). Off (--no-modify-volume): a plugin without it.
+  bool modify_volume = true;
   std::string fault_file;  // --fault-file or MOORING_FAULT_FILE
   std::string call_log;    // --call-log
   std::string log_level = "info";

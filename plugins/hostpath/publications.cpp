@@ -66,14 +66,14 @@ Status Controller::publish(const csi::v1::ControllerPublishVolumeRequest& req,
                                                      " (MULTI_NODE_SINGLE_WRITER); unpublish it there first"};
       }
     }
-    if (node && node->max_volumes > 0) {
+    if (const auto max = node ? current_max_volumes(*node) : 0; max > 0) {
       std::int64_t on_node = 0;
       for (const auto& [id, other] : state.volumes) {
         for (const auto& p : other.publications) on_node += p.node_id == req.node_id() ? 1 : 0;
       }
-      if (on_node >= node->max_volumes) {
-        return {StatusCode::RESOURCE_EXHAUSTED, "node " + req.node_id() + " already has its maximum of " +
-                                                    std::to_string(node->max_volumes) + " volumes published"};
+      if (on_node >= max) {
+        return {StatusCode::RESOURCE_EXHAUSTED,
+                "node " + req.node_id() + " already has its maximum of " + std::to_string(max) + " volumes published"};
       }
     }
     txn.edit_volume(v.id)->publications.push_back({req.node_id(), readonly, mode});

@@ -24,6 +24,7 @@ json to_json(const VolumeRecord& v) {
           {"capacity_bytes", v.capacity_bytes},
           {"path", v.path},
           {"parameters", v.parameters},
+          {"mutable_parameters", v.mutable_parameters},
           {"source_snapshot_id", v.source_snapshot_id},
           {"source_volume_id", v.source_volume_id},
           {"topology", v.topology},
@@ -39,6 +40,7 @@ VolumeRecord volume_from_json(const json& j) {
   v.capacity_bytes = j.at("capacity_bytes").get<std::int64_t>();
   v.path = j.at("path").get<std::string>();
   v.parameters = j.value("parameters", StringMap{});
+  v.mutable_parameters = j.value("mutable_parameters", StringMap{});
   v.source_snapshot_id = j.value("source_snapshot_id", "");
   v.source_volume_id = j.value("source_volume_id", "");
   v.topology = j.value("topology", std::vector<StringMap>{});

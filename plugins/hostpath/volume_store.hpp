@@ -43,6 +43,7 @@ struct VolumeRecord {
   std::int64_t capacity_bytes = 0;
   std::string path;  // the volume's directory
   StringMap parameters;
+  StringMap mutable_parameters;    // CSI 1.12: set at create, changed by ControllerModifyVolume
   std::string source_snapshot_id;  // content source, at most one of the two
   std::string source_volume_id;
   std::vector<StringMap> topology;  // accessible_topology segments

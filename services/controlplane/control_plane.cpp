@@ -29,6 +29,7 @@
 #include "services/controlplane/namespaces/namespace_rules.hpp"
 #include "services/controlplane/nodes/liveness.hpp"
 #include "services/controlplane/nodes/node_registrations.hpp"
+#include "services/controlplane/scheduler/drainer.hpp"
 #include "services/controlplane/scheduler/system_reconciler.hpp"
 #include "services/controlplane/secrets/sealed_backend.hpp"
 #include "services/controlplane/state/change_feed.hpp"
@@ -95,6 +96,7 @@ struct ControlPlane::Parts {
   std::optional<gc::AllocGc> alloc_gc;
   std::optional<gc::NodeGc> node_gc;
   std::optional<scheduler::SystemReconciler> system_reconciler;
+  std::optional<scheduler::Drainer> drainer;
   std::optional<volumes::RouterControllerCalls> controller_calls;
   std::optional<volumes::VolumeLifecycle> volume_lifecycle;
   std::unique_ptr<audit::AuditLog> audit_log;
@@ -197,6 +199,8 @@ void ControlPlane::Parts::make_workers() {
   node_gc.emplace(ex, *store, gc::NodeGcOptions{.threshold = flags.node_gc_threshold});
   // System allocations: one copy per eligible node, failed copies replaced, rolling updates.
   system_reconciler.emplace(ex, *store, *feed);
+  // Node drains: allocations moved off in the order that keeps volumes releasable.
+  drainer.emplace(ex, *store);
   controller_calls.emplace(*router);
   volume_lifecycle.emplace(ex, *store, *controller_calls, [this](const std::string& id) { claim_gc->retry_now(id); });
 }
@@ -303,6 +307,7 @@ void ControlPlane::Parts::lead() {
   alloc_gc->start();
   node_gc->start();
   system_reconciler->start();  // resumes groups and rolling updates where the state left them
+  drainer->start();            // resumes drains where the state left them
   volume_lifecycle->start();   // resumes deletes whose outcome was unknown when we stopped
   // The line scripts and tests wait for; it carries the bound port (useful with port 0).
   logger.info("http api listening", {{"addr", http_config.address},
@@ -370,6 +375,7 @@ void ControlPlane::Parts::shutdown(int signo) {
         co_await alloc_gc->stop();
         co_await node_gc->stop();
         co_await system_reconciler->stop();
+        co_await drainer->stop();
         co_await volume_lifecycle->stop();
       },
       [this](std::exception_ptr e) {

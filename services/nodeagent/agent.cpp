@@ -336,6 +336,7 @@ std::string Agent::start() {
   for (const auto& pc : config_.plugins) {
     SupervisorContext ctx{*registry_,           *status_,         *processes_,
                           options_.make_client, config_.data_dir, options_.restart_backoff};
+    ctx.limits = &plugins_->limits();
     supervisors_.push_back(std::make_unique<PluginSupervisor>(ex_, pc, std::move(ctx)));
     loops_->spawn("supervise-" + pc.id + "-" + std::string(to_string(pc.type)), supervisors_.back()->run());
   }

@@ -52,7 +52,9 @@ void apply_plugin_capabilities(const ::csi::v1::GetPluginCapabilitiesResponse& r
       case Type::LIST_VOLUMES_PUBLISHED_NODES: info.set_supports_list_volumes_attached_nodes(true); break;
       case Type::VOLUME_CONDITION: info.set_supports_condition(true); break;
       case Type::GET_VOLUME: info.set_supports_get(true); break;
-      default: break;  // SINGLE_NODE_MULTI_WRITER, MODIFY_VOLUME and newer
+      case Type::MODIFY_VOLUME: info.set_supports_modify(true); break;
+      case Type::GET_SNAPSHOT: info.set_supports_get_snapshot(true); break;
+      default: break;  // SINGLE_NODE_MULTI_WRITER and newer
     }
   }
   return info;

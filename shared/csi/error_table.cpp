@@ -55,6 +55,8 @@ constexpr std::array kAllRpcs = {
     Rpc::CreateVolumeGroupSnapshot,
     Rpc::DeleteVolumeGroupSnapshot,
     Rpc::GetVolumeGroupSnapshot,
+    Rpc::ControllerModifyVolume,
+    Rpc::GetSnapshot,
 };
 
 // Indexed by the Rpc enum value; checked by the static_assert below and by the tests.
@@ -125,6 +127,12 @@ const RpcPolicy kPolicies[] = {
     {Rpc::GetVolumeGroupSnapshot, kQueryTimeout, true, std::nullopt,
      "read-only query; NOT_FOUND retried (the group may not be visible yet); INVALID_ARGUMENT = "
      "snapshot_ids do not match the group"},
+    {Rpc::ControllerModifyVolume, kVolumeTimeout, true, std::nullopt,
+     "idempotent (the same mutable parameters again); INVALID_ARGUMENT = a parameter the plugin cannot "
+     "change, nothing was applied (CSI 1.12), final; NOT_FOUND retried; a timeout is uncertain and the "
+     "same request again settles it (there is nothing to negate)"},
+    {Rpc::GetSnapshot, kQueryTimeout, true, std::nullopt,
+     "read-only query of one snapshot; NOT_FOUND = no such snapshot, an answer (final)"},
 };
 static_assert(std::size(kPolicies) == kAllRpcs.size());
 
@@ -151,7 +159,8 @@ Kind kind_of(Rpc rpc) {
     case Rpc::ListSnapshots:
     case Rpc::ControllerGetVolume:
     case Rpc::NodeGetVolumeStats:
-    case Rpc::GetVolumeGroupSnapshot: return Kind::query;
+    case Rpc::GetVolumeGroupSnapshot:
+    case Rpc::GetSnapshot: return Kind::query;
     case Rpc::CreateVolume:
     case Rpc::ControllerPublishVolume:
     case Rpc::CreateSnapshot:
@@ -165,7 +174,8 @@ Kind kind_of(Rpc rpc) {
     case Rpc::NodeUnpublishVolume:
     case Rpc::DeleteVolumeGroupSnapshot: return Kind::release;
     case Rpc::ControllerExpandVolume:
-    case Rpc::NodeExpandVolume: return Kind::expand;
+    case Rpc::NodeExpandVolume:
+    case Rpc::ControllerModifyVolume: return Kind::expand;
   }
   throw std::logic_error("csi::kind_of: unknown Rpc value");
 }
@@ -179,6 +189,7 @@ Classification not_found(Rpc rpc) {
       if (rpc == Rpc::ListVolumes || rpc == Rpc::ListSnapshots || rpc == Rpc::GetCapacity) {
         return {Outcome::final_error, "NOT_FOUND is not a defined answer for a listing"};
       }
+      if (rpc == Rpc::GetSnapshot) return {Outcome::final_error, "NOT_FOUND on GetSnapshot: no such snapshot"};
       return {Outcome::retry, "NOT_FOUND: the volume may not be visible yet; retry with backoff"};
     case Kind::acquire:
     case Kind::expand: return {Outcome::retry, "NOT_FOUND (volume, node or source): retry with backoff"};
@@ -260,6 +271,8 @@ std::string_view to_string(Rpc rpc) {
     case Rpc::CreateVolumeGroupSnapshot: return "CreateVolumeGroupSnapshot";
     case Rpc::DeleteVolumeGroupSnapshot: return "DeleteVolumeGroupSnapshot";
     case Rpc::GetVolumeGroupSnapshot: return "GetVolumeGroupSnapshot";
+    case Rpc::ControllerModifyVolume: return "ControllerModifyVolume";
+    case Rpc::GetSnapshot: return "GetSnapshot";
   }
   return "UnknownRpc";
 }

@@ -50,6 +50,9 @@ enum class Rpc {
   CreateVolumeGroupSnapshot,
   DeleteVolumeGroupSnapshot,
   GetVolumeGroupSnapshot,
+  // CSI v1.12, appended so the earlier values keep their numbers
+  ControllerModifyVolume,
+  GetSnapshot,
 };
 
 // Every Rpc value, in declaration order (for tests and tables).

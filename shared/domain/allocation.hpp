@@ -120,6 +120,10 @@ struct Allocation {
   std::string system_id;                                // set on a copy: its group's id
   std::map<std::string, SystemNodeState> system_nodes;  // on a group: node id -> its bookkeeping
   std::optional<Rollout> rollout;                       // the last rolling update of a plugin task
+  // Moved when its node is drained: a replacement is placed on another eligible node at once and
+  // claims the volumes as the old claims are freed (scheduler/drain_rules.hpp).
+  bool migrate = false;
+  std::string migrated_from;  // on a replacement: the allocation it replaced
   std::vector<TaskEvent> events;
   std::uint64_t create_index = 0;
   std::uint64_t modify_index = 0;

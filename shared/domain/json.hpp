@@ -52,6 +52,9 @@ nlohmann::json to_api_stub(const Allocation& a);
 Expected<Volume> volume_from_api(const nlohmann::json& j, bool require_external_id);
 // {"Volumes":[...]} as sent to PUT /v1/volume/csi/:id and PUT /v1/volumes.
 Expected<std::vector<Volume>> volumes_request_from_api(const nlohmann::json& j, bool require_external_id);
+// A modify's body, {"MutableParameters": {"KEY": "VALUE", ...}} (strict; at least one entry), for
+// volume `id` (named in errors).
+Expected<StringMap> modify_request_from_api(const nlohmann::json& j, std::string_view id);
 // The inner allocation object of a submit body. Volume requests need Source, AccessMode and
 // AttachmentMode; Type defaults to "csi" (the only type). ID, status and index are not inputs.
 Expected<Allocation> allocation_from_api(const nlohmann::json& j);

@@ -27,6 +27,8 @@ struct ControllerInfo {
   bool supports_condition = false;
   bool supports_get = false;
   bool supports_group_snapshot = false;  // GroupController: CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT
+  bool supports_modify = false;          // MODIFY_VOLUME: ControllerModifyVolume
+  bool supports_get_snapshot = false;    // GET_SNAPSHOT: GetSnapshot
   bool operator==(const ControllerInfo&) const = default;
 };
 

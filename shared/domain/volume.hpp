@@ -5,9 +5,11 @@
 #include "shared/domain/claim.hpp"
 #include "shared/domain/ids.hpp"
 #include "shared/domain/modes.hpp"
+#include "shared/domain/time.hpp"
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +49,19 @@ struct TopologyRequest {
   bool operator==(const TopologyRequest&) const = default;
 };
 
+// The last ControllerModifyVolume asked of a volume and how it ended, so a modify whose answer
+// was lost (the plugin may have applied it) explains itself until the same request is sent again.
+struct VolumeModification {
+  StringMap parameters;  // the mutable parameters asked for
+  std::string state;     // kModifyApplied, kModifyFailed or kModifyUncertain
+  std::string error;     // the plugin's answer when not applied
+  Time time{};
+  bool operator==(const VolumeModification&) const = default;
+};
+inline constexpr std::string_view kModifyApplied = "applied";
+inline constexpr std::string_view kModifyFailed = "failed";        // INVALID_ARGUMENT and the like: nothing applied
+inline constexpr std::string_view kModifyUncertain = "uncertain";  // timeout/UNAVAILABLE/ABORTED: may be applied
+
 // How refusals describe a volume marked `deleting` ("volume \"x\" " + kBeingDeleted + ...).
 inline constexpr std::string_view kBeingDeleted = "is being deleted (DeleteVolume sent, not yet answered)";
 inline constexpr std::string_view kBeingDeregistered =
@@ -65,7 +80,11 @@ struct Volume {
   MountOptions mount_options;
   StringMap secrets;     // opaque; passed to the plugin, never in API output or logs
   StringMap parameters;  // opaque; immutable after register
-  StringMap context;     // volume_context from CreateVolume or the operator
+  // CSI 1.12 mutable_parameters: given at create/register, changed only by a modify
+  // (ControllerModifyVolume); their keys are the ones a modify may change.
+  StringMap mutable_parameters;
+  std::optional<VolumeModification> last_modify;
+  StringMap context;  // volume_context from CreateVolume or the operator
 
   std::int64_t requested_capacity_min = 0;  // bytes; 0 = no minimum
   std::int64_t requested_capacity_max = 0;  // bytes; 0 = no limit

@@ -230,6 +230,17 @@ CsiClient::Call<v1::ControllerExpandVolumeResponse> CsiClient::controller_expand
                     &ControllerAsync::ControllerExpandVolume);
 }
 
+CsiClient::Call<v1::ControllerModifyVolumeResponse> CsiClient::controller_modify_volume(
+    const v1::ControllerModifyVolumeRequest& request, CsiCallOptions options) {
+  return send_unary(impl_, csi::Rpc::ControllerModifyVolume, request, options, &Stubs::controller,
+                    &ControllerAsync::ControllerModifyVolume);
+}
+
+CsiClient::Call<v1::GetSnapshotResponse> CsiClient::get_snapshot(const v1::GetSnapshotRequest& request,
+                                                                 CsiCallOptions options) {
+  return send_unary(impl_, csi::Rpc::GetSnapshot, request, options, &Stubs::controller, &ControllerAsync::GetSnapshot);
+}
+
 CsiClient::Call<v1::ControllerGetVolumeResponse> CsiClient::controller_get_volume(
     const v1::ControllerGetVolumeRequest& request, CsiCallOptions options) {
   return send_unary(impl_, csi::Rpc::ControllerGetVolume, request, options, &Stubs::controller,

@@ -47,6 +47,10 @@ class ListSnapshotsRequest;
 class ListSnapshotsResponse;
 class ControllerExpandVolumeRequest;
 class ControllerExpandVolumeResponse;
+class ControllerModifyVolumeRequest;
+class ControllerModifyVolumeResponse;
+class GetSnapshotRequest;
+class GetSnapshotResponse;
 class ControllerGetVolumeRequest;
 class ControllerGetVolumeResponse;
 class NodeStageVolumeRequest;
@@ -158,6 +162,10 @@ class CsiClient {
       const ::csi::v1::ControllerExpandVolumeRequest& request, CsiCallOptions options = {});
   Call<::csi::v1::ControllerGetVolumeResponse> controller_get_volume(
       const ::csi::v1::ControllerGetVolumeRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::ControllerModifyVolumeResponse> controller_modify_volume(
+      const ::csi::v1::ControllerModifyVolumeRequest& request, CsiCallOptions options = {});
+  Call<::csi::v1::GetSnapshotResponse> get_snapshot(const ::csi::v1::GetSnapshotRequest& request,
+                                                    CsiCallOptions options = {});
 
   // Node
   Call<::csi::v1::NodeStageVolumeResponse> node_stage_volume(const ::csi::v1::NodeStageVolumeRequest& request,

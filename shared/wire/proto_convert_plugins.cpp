@@ -21,6 +21,8 @@ v1::ControllerInfo to_proto(const ControllerInfo& c) {
   out.set_supports_condition(c.supports_condition);
   out.set_supports_get(c.supports_get);
   out.set_supports_group_snapshot(c.supports_group_snapshot);
+  out.set_supports_modify(c.supports_modify);
+  out.set_supports_get_snapshot(c.supports_get_snapshot);
   return out;
 }
 
@@ -39,6 +41,8 @@ ControllerInfo from_proto(const v1::ControllerInfo& c) {
   out.supports_condition = c.supports_condition();
   out.supports_get = c.supports_get();
   out.supports_group_snapshot = c.supports_group_snapshot();
+  out.supports_modify = c.supports_modify();
+  out.supports_get_snapshot = c.supports_get_snapshot();
   return out;
 }
 

@@ -271,7 +271,8 @@ void Cluster::start_node(const std::string& id, NodeOptions options, bool wait_h
       std::string spec = "hostpath,type=" + type + ",command=" + test::binary_path("mooring-hostpath").string();
       for (const auto& a : plugin_args(id)) spec += ",arg=" + a;
       for (const auto& a : extra) spec += ",arg=" + a;
-      return spec + ",probe_interval=200ms,health_timeout=10s,fingerprint_interval=2s,stop_timeout=5s";
+      return spec + ",probe_interval=200ms,health_timeout=10s,fingerprint_interval=" + n.options.fingerprint_interval +
+             ",stop_timeout=5s";
     };
     if (n.options.plugin_type == "split") {
       split_controller = launched("controller", {"--mode", "controller"});
@@ -528,6 +529,14 @@ HttpResult Cluster::request(const std::string& method, const std::string& target
   auto out = send(method, target, body, headers);
   if (on_response_) on_response_(method + " " + target, out);
   return out;
+}
+
+std::string Cluster::client_token(const std::string& name, const json& rules) {
+  auto p = request("PUT", "/v1/acl/policy/" + name, json{{"Rules", rules}}.dump());
+  EXPECT_EQ(p.status, 200u) << p.body;
+  auto t = request("PUT", "/v1/acl/token", json{{"Name", name}, {"Type", "client"}, {"Policies", {name}}}.dump());
+  EXPECT_EQ(t.status, 200u) << t.body;
+  return t.status == 200 ? json::parse(t.body).value("SecretID", "") : "";
 }
 
 HttpResult Cluster::request_retrying(const std::string& method, const std::string& target, const std::string& body) {

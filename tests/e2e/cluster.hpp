@@ -64,7 +64,9 @@ struct NodeOptions {
   std::string plugin_type = "monolith";
   std::string heartbeat_interval = "200ms";
   std::vector<std::string> plugin_args;  // extra mooring-hostpath flags
-  std::vector<std::string> agent_args;   // extra mooring-nodeagent flags
+  // A launched plugin's full fingerprint period (its NodeGetInfo re-read); short so tests see changes.
+  std::string fingerprint_interval = "2s";
+  std::vector<std::string> agent_args;  // extra mooring-nodeagent flags
   // Run the agent (and so its plugin) in a network namespace of its own, joined to the host by a
   // veth pair, so partition() can cut it off from the control plane. Mounts stay in the host's
   // mount namespace (nsenter --net only), so the mount table checks still see them.
@@ -182,6 +184,9 @@ class Cluster {
   // request(), sent again while it answers 503 with Retry-After (up to 15 s), as a client does:
   // right after a control plane restart a plugin's health is unknown until its agent is heard from.
   HttpResult request_retrying(const std::string& method, const std::string& target, const std::string& body = {});
+  // ACLs on: a policy `name` with `rules` and a client token holding it (with the token in use);
+  // its SecretID ("" and a test failure when refused).
+  std::string client_token(const std::string& name, const json& rules);
 
   // A volume created through the hostpath controller (PUT /v1/volume/csi/:id/create).
   json create_volume(const std::string& id, const std::string& access_mode = "single-node-writer",

@@ -402,6 +402,18 @@ asio::awaitable<AgentResult<::csi::v1::ControllerExpandVolumeResponse>> AgentRou
                                                            std::move(request), {});
 }
 
+asio::awaitable<AgentResult<::csi::v1::ControllerModifyVolumeResponse>> AgentRouter::controller_modify_volume(
+    std::string plugin_id, std::string volume_key, ::csi::v1::ControllerModifyVolumeRequest request) {
+  return impl_->forward<v1::ControllerModifyVolumeRequest>(std::move(plugin_id), std::move(volume_key),
+                                                           std::move(request), {});
+}
+
+asio::awaitable<AgentResult<::csi::v1::GetSnapshotResponse>> AgentRouter::get_snapshot(
+    std::string plugin_id, ::csi::v1::GetSnapshotRequest request) {
+  // A query names no volume: nothing to serialize behind.
+  return impl_->forward<v1::GetSnapshotRequest>(std::move(plugin_id), {}, std::move(request), {});
+}
+
 asio::awaitable<AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse>> AgentRouter::validate_volume_capabilities(
     std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request) {
   return impl_->forward<v1::ValidateVolumeCapabilitiesRequest>(std::move(plugin_id), std::move(volume_key),

@@ -92,6 +92,10 @@ class AgentRouter {
       std::string plugin_id, std::string volume_key, ::csi::v1::ControllerGetVolumeRequest request);
   boost::asio::awaitable<AgentResult<::csi::v1::ControllerExpandVolumeResponse>> controller_expand_volume(
       std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::ControllerModifyVolumeResponse>> controller_modify_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerModifyVolumeRequest request);
+  boost::asio::awaitable<AgentResult<::csi::v1::GetSnapshotResponse>> get_snapshot(
+      std::string plugin_id, ::csi::v1::GetSnapshotRequest request);
   boost::asio::awaitable<AgentResult<::csi::v1::ValidateVolumeCapabilitiesResponse>> validate_volume_capabilities(
       std::string plugin_id, std::string volume_key, ::csi::v1::ValidateVolumeCapabilitiesRequest request);
   boost::asio::awaitable<AgentResult<::csi::v1::CreateSnapshotResponse>> create_snapshot(

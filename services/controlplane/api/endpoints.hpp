@@ -97,9 +97,15 @@ Answer register_volume(Context&, const http::Request&);   // PUT /v1/volume/csi/
 Answer register_volumes(Context&, const http::Request&);  // PUT /v1/volumes
 Answer deregister_volume(Context&, const http::Request&);
 Answer create_volume(Context&, const http::Request&);  // PUT /v1/volume/csi/:id/create
+Answer modify_volume(Context&, const http::Request&);  // PUT /v1/volume/csi/:id/modify
 Answer delete_volume(Context&, const http::Request&);  // DELETE /v1/volume/csi/:id/delete
 Answer detach_volume(Context&, const http::Request&);  // DELETE /v1/volume/csi/:id/detach?node=
 Answer list_external_volumes(Context&, const http::Request&);
+
+// ---- claims as objects (claim_endpoints.cpp) ----
+http::Response list_claims(Context&, const http::Request&);  // GET /v1/volumes/claims?volume=&node=&allocation=&state=
+http::Response get_claim(Context&, const http::Request&);    // GET /v1/volumes/claim/:id ("<volume>:<allocation>")
+http::Response release_claim(Context&, const http::Request&);  // DELETE /v1/volumes/claim/:id
 
 // ---- snapshots (snapshot_endpoints.cpp) ----
 Answer create_snapshots(Context&, const http::Request&);
@@ -120,6 +126,9 @@ http::Response get_plugin(Context&, const http::Request&);
 http::Response list_nodes(Context&, const http::Request&);
 http::Response get_node(Context&, const http::Request&);
 http::Response purge_node(Context&, const http::Request&);
+// ---- eligibility and drain (node_drain_endpoints.cpp) ----
+http::Response set_node_eligibility(Context&, const http::Request&);  // PUT /v1/node/:id/eligibility
+http::Response drain_node(Context&, const http::Request&);            // PUT /v1/node/:id/drain
 // ---- node identity (enrollment_endpoints.cpp) ----
 http::Response create_node_introduction(Context&, const http::Request&);  // POST /v1/node/:id/intro
 http::Response enroll_node(Context&, const http::Request&);               // POST /v1/node/:id/enroll

@@ -105,7 +105,11 @@ class RouteTable {
           {.needs = forced_operator});
     write({"PUT", "POST"}, "/v1/volume/csi/:id/create", Need::cap(Cap::csi_write_volume), create_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/delete", Need::cap(Cap::csi_write_volume), delete_volume);
+    write({"PUT", "POST"}, "/v1/volume/csi/:id/modify", Need::cap(Cap::csi_write_volume), modify_volume);
     write({"DELETE"}, "/v1/volume/csi/:id/detach", Need::on(Area::operator_, Level::write), detach_volume);
+    list("/v1/volumes/claims", Need::cap(Cap::csi_list_volume), at_once<list_claims>, Table::volumes);
+    get("/v1/volumes/claim/:id", Need::cap(Cap::csi_read_volume), at_once<get_claim>, Table::volumes);
+    write({"DELETE"}, "/v1/volumes/claim/:id", Need::on(Area::operator_, Level::write), at_once<release_claim>);
     plugin_list("/v1/volumes/external", list_external_volumes);
     plugin_list("/v1/volumes/snapshot", list_snapshots);
     write({"PUT", "POST"}, "/v1/volumes/snapshot", Need::cap(Cap::csi_write_volume), create_snapshots,
@@ -128,6 +132,9 @@ class RouteTable {
     // Purging a live node (?force=true) also needs a management token (nodes/node_purge.hpp).
     write({"DELETE"}, "/v1/node/:id", Need::on(Area::node, Level::write), at_once<purge_node>,
           {.needs = forced_management});
+    write({"PUT", "POST"}, "/v1/node/:id/eligibility", Need::on(Area::node, Level::write),
+          at_once<set_node_eligibility>);
+    write({"PUT", "POST"}, "/v1/node/:id/drain", Need::on(Area::node, Level::write), at_once<drain_node>);
     get("/v1/node/:id/identity", Need::on(Area::node, Level::read), at_once<get_node_identity>, Table::node_identities);
     // One-time introduction tokens: the answer carries the SecretID, so it is never kept for a retry.
     write({"POST", "PUT"}, "/v1/node/:id/intro", Need::on(Area::node, Level::write), at_once<create_node_introduction>,

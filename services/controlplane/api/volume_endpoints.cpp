@@ -150,6 +150,20 @@ Answer create_volume(Context& ctx, const http::Request& req) {
   co_return written(co_await ctx.volumes.create(std::move(v), std::move(asker)));
 }
 
+Answer modify_volume(Context& ctx, const http::Request& req) {
+  std::string id;
+  json body;
+  http::Response err;
+  if (!path_id(req, "id", domain::IdKind::volume, id, err)) co_return err;
+  if (!parse_body(req, body, err)) co_return err;
+  auto wanted = domain::modify_request_from_api(body, id);
+  if (!wanted) co_return bad_request(wanted.error());
+  auto secrets = header_secrets(req);
+  if (!secrets) co_return bad_request(secrets.error());
+  const auto key = domain::volume_key(request_namespace(req), id);
+  co_return written(co_await ctx.volumes.modify(key, std::move(*wanted), std::move(*secrets)));
+}
+
 Answer delete_volume(Context& ctx, const http::Request& req) {
   std::string id;
   http::Response err;

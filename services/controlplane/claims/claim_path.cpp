@@ -46,8 +46,9 @@ struct ClaimPath::Publishing {
   Publishing& operator=(const Publishing&) = delete;
 };
 
-ClaimPath::ClaimPath(asio::any_io_executor executor, StateStore& store, ControllerPublisher* publisher)
-    : store_(store), publisher_(publisher), publish_done_(std::move(executor)) {
+ClaimPath::ClaimPath(asio::any_io_executor executor, StateStore& store, ControllerPublisher* publisher,
+                     std::chrono::milliseconds handoff_wait)
+    : store_(store), publisher_(publisher), handoff_wait_(handoff_wait), publish_done_(std::move(executor)) {
   if (auto* f = metrics::families()) grant_seconds_ = f->claim_grant_seconds;
 }
 
@@ -68,14 +69,30 @@ asio::awaitable<ClaimAnswer> ClaimPath::claim(ClaimInput input) {
   co_return answer;
 }
 
-asio::awaitable<ClaimAnswer> ClaimPath::decide(ClaimInput input) {
-  co_await wait_for_publish(input.volume_key);
+asio::awaitable<Ruled<ClaimPlan>> ClaimPath::plan_when_free(const ClaimInput& input) {
+  const auto until = std::chrono::steady_clock::now() + handoff_wait_;
+  const auto leaving = [this](const std::string& id) { return is_leaving(store_.allocation(id)); };
+  for (;;) {
+    co_await wait_for_publish(input.volume_key);
+    const std::uint64_t seen = store_.table_index(Table::volumes);
+    const domain::Volume* stored = store_.volume(input.volume_key);
+    const auto now = domain::now();
+    auto plan = plan_claim(input, store_.node(input.node_id), stored, store_.allocation(input.allocation_id),
+                           stored ? store_.plugin(stored->plugin_id) : nullptr, publisher_ != nullptr, now);
+    const auto left = until - std::chrono::steady_clock::now();
+    if (plan || plan.refusal().kind != Refusal::Kind::conflict || left <= left.zero() || store_.released() ||
+        !waits_for_release(input, *stored, leaving, now))
+      co_return plan;
+    // The release's commits (node-detached, freed) wake it; so does any other volume write.
+    co_await store_.wait_for_change(Table::volumes, seen, left);
+  }
+}
 
-  // No suspension from the checks to the commit of the intent.
-  const domain::Volume* stored = store_.volume(input.volume_key);
-  auto plan = plan_claim(input, store_.node(input.node_id), stored, store_.allocation(input.allocation_id),
-                         stored ? store_.plugin(stored->plugin_id) : nullptr, publisher_ != nullptr, domain::now());
+asio::awaitable<ClaimAnswer> ClaimPath::decide(ClaimInput input) {
+  // No suspension from the last check to the commit of the intent.
+  auto plan = co_await plan_when_free(input);
   if (!plan) co_return failed(plan.refusal());
+  const domain::Volume* stored = store_.volume(input.volume_key);
   Batch late_intent;
   bool held_back = false;
   if (plan->record) {
@@ -181,8 +198,11 @@ ClaimAnswer ClaimPath::settle_failure(const ClaimInput& input, const ClaimPlan& 
                                           {"outcome", csi::to_string(failure.outcome)},
                                           {"claim", failure.certain ? "dropped" : "released"}});
   if (failure.rejected) return ClaimFailure{.refusal = invalid(subject + ": " + text), .code = code};
-  return failed(unavailable(subject + ": " + text + (failure.certain ? "" : "; the claim is being released") +
-                            "; retry the claim"));
+  auto retry = unavailable(subject + ": " + text + (failure.certain ? "" : "; the claim is being released") +
+                           "; retry the claim");
+  // The node's limit (CSI: max volumes attached): its agent reads its plugins' limits again.
+  if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) return ClaimFailure{.refusal = std::move(retry), .code = code};
+  return failed(std::move(retry));
 }
 
 bool ClaimPath::controller_node_up(const std::string& plugin_id) const {

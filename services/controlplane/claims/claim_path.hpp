@@ -3,6 +3,7 @@
 // Transport-free: the agent API translates its messages to these values and back.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <set>
 #include <string>
@@ -38,13 +39,20 @@ struct ClaimFailure {
 
 using ClaimAnswer = std::variant<GrantedClaim, ClaimFailure>;
 
+// How long a claim that only claims being released stand in the way of waits for them (the
+// handoff to a replacement, claim_plan.hpp: waits_for_release): well within the agent's claim
+// deadline (60 s), after which the agent asks again.
+inline constexpr std::chrono::milliseconds kHandoffWait{std::chrono::seconds(20)};
+
 class ClaimPath {
  public:
   // `executor` must be the store's. `publisher` may be null: claims that need a
   // ControllerPublish are then refused as unavailable and record nothing.
-  ClaimPath(boost::asio::any_io_executor executor, StateStore& store, ControllerPublisher* publisher);
+  ClaimPath(boost::asio::any_io_executor executor, StateStore& store, ControllerPublisher* publisher,
+            std::chrono::milliseconds handoff_wait = kHandoffWait);
 
-  // Waits for a ControllerPublish of the same volume in flight, then decides afresh.
+  // Waits for a ControllerPublish of the same volume in flight, and for releases that alone
+  // stand in its way (up to the handoff wait), then decides afresh.
   boost::asio::awaitable<ClaimAnswer> claim(ClaimInput input);
 
   // The node unmounted the volume for the allocation: its claim moves to node-detached.
@@ -56,6 +64,9 @@ class ClaimPath {
   boost::asio::awaitable<ClaimAnswer> decide(ClaimInput input);  // claim() without the timing
 
   boost::asio::awaitable<void> wait_for_publish(const std::string& volume_id);
+  // The plan once no publish of the volume is in flight and no release alone refuses it, or the
+  // refusal when the handoff wait ends. Returns without suspending after its last check.
+  boost::asio::awaitable<Ruled<ClaimPlan>> plan_when_free(const ClaimInput& input);
   // `late_intent`: the intent the skip-intent fault switch held back (null: none), committed
   // after the ControllerPublish.
   boost::asio::awaitable<ClaimAnswer> publish(const ClaimInput& input, ClaimPlan plan, Batch* late_intent);
@@ -69,6 +80,7 @@ class ClaimPath {
 
   StateStore& store_;
   ControllerPublisher* publisher_;
+  std::chrono::milliseconds handoff_wait_;
   // Volumes with a ControllerPublish in flight: one CSI call per volume at a time.
   std::set<std::string> publishing_;
   async::WakeSignal publish_done_;

@@ -128,4 +128,23 @@ Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, c
   return plan;
 }
 
+bool waits_for_release(const ClaimInput& input, const domain::Volume& stored,
+                       const std::function<bool(const std::string&)>& leaving, domain::Time now) {
+  // Its own claim being released (an uncertain publish undone) is answered at once, as before:
+  // the agent's retry decides afresh.
+  if (auto own = stored.claims.find(input.allocation_id);
+      own != stored.claims.end() && domain::is_past(own->second.state))
+    return false;
+  domain::Volume after = stored;
+  drop_releasing_claims(after, [&](const std::string& id) { return id != input.allocation_id && leaving(id); });
+  if (after.claims.size() == stored.claims.size()) return false;  // nothing is being released
+  const ClaimRequest request{.allocation_id = input.allocation_id,
+                             .node_id = input.node_id,
+                             .external_node_id = {},
+                             .mode = input.mode,
+                             .access_mode = input.access_mode,
+                             .attachment_mode = input.attachment_mode};
+  return take_claim(after, request, now).ok();
+}
+
 }  // namespace mooring::controlplane

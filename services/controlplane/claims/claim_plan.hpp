@@ -3,6 +3,7 @@
 // the planned volume and then calls the controller.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "services/controlplane/claims/claim_rules.hpp"
@@ -39,5 +40,12 @@ std::string claim_subject(const ClaimInput& input);
 Ruled<ClaimPlan> plan_claim(const ClaimInput& input, const domain::Node* node, const domain::Volume* volume,
                             const domain::Allocation* alloc, const domain::Plugin* plugin, bool can_publish,
                             domain::Time now);
+
+// A claim refused for a conflict only with claims being released (past taken, or held by
+// allocations `leaving` names): it is granted once they are freed. Such a claim waits for those
+// releases (the handoff of a volume from a stopped allocation to its replacement) instead of
+// failing; the release's own commit wakes it.
+bool waits_for_release(const ClaimInput& input, const domain::Volume& stored,
+                       const std::function<bool(const std::string&)>& leaving, domain::Time now);
 
 }  // namespace mooring::controlplane

@@ -161,4 +161,16 @@ std::vector<std::string> past_claims(const domain::Volume& v) {
   return out;
 }
 
+bool is_leaving(const domain::Allocation* alloc) {
+  return alloc && (domain::is_terminal(*alloc) || alloc->desired_status == domain::DesiredStatus::stop);
+}
+
+void drop_releasing_claims(domain::Volume& v, const std::function<bool(const std::string&)>& leaving) {
+  std::erase_if(v.claims, [&](const auto& kv) { return domain::is_past(kv.second.state) || leaving(kv.first); });
+  if (v.claims.empty()) {
+    v.access_mode = AccessMode::unknown;
+    v.attachment_mode = AttachmentMode::unknown;
+  }
+}
+
 }  // namespace mooring::controlplane

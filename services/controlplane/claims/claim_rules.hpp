@@ -8,10 +8,12 @@
 // the error says which allocation holds it and how far its release got.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "services/controlplane/claims/refusal.hpp"
+#include "shared/domain/allocation.hpp"
 #include "shared/domain/modes.hpp"
 #include "shared/domain/plugin.hpp"
 #include "shared/domain/time.hpp"
@@ -60,5 +62,13 @@ bool free_claim(domain::Volume& volume, const std::string& allocation_id);
 
 // Allocation ids of claims being released (every state but taken), in id order.
 std::vector<std::string> past_claims(const domain::Volume& volume);
+
+// Stopping or done: the allocation's claims are on their way to being released.
+bool is_leaving(const domain::Allocation* alloc);
+
+// `volume` as it will be once its releases are done: claims past taken, and those of allocations
+// `leaving` says are going, removed (the modes reset when none is left). What placement and a
+// claim waiting for a handoff try a new claim against.
+void drop_releasing_claims(domain::Volume& volume, const std::function<bool(const std::string&)>& leaving);
 
 }  // namespace mooring::controlplane

@@ -68,6 +68,9 @@ Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::V
                    in_quotes(req.external_id) + ")");
   if (!req.parameters.empty() && req.parameters != cur.parameters)
     return invalid(name(cur) + ": field \"Parameters\" cannot be changed after registration");
+  if (!req.mutable_parameters.empty() && req.mutable_parameters != cur.mutable_parameters)
+    return invalid(name(cur) + ": field \"MutableParameters\" changes through PUT /v1/volume/csi/" + cur.id +
+                   "/modify (ControllerModifyVolume), not a re-registration");
 
   const bool in_use = !cur.claims.empty();
   if (in_use && cur.access_mode != domain::AccessMode::unknown &&
@@ -111,6 +114,39 @@ Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::V
   }
   if (v.topologies.empty()) v.topologies = v.requested_topologies.required;
   return plan;
+}
+
+namespace {
+
+std::string keys_of(const domain::StringMap& m) {
+  if (m.empty()) return "none";
+  std::string out;
+  for (const auto& [k, v] : m) out += (out.empty() ? "" : ", ") + in_quotes(k);
+  return out;
+}
+
+}  // namespace
+
+Verdict check_modify(const domain::Volume& v, const domain::StringMap& wanted) {
+  if (v.deleting) return conflict(name(v) + " " + std::string(domain::kBeingDeleted) + "; it cannot be modified");
+  if (v.deregistering)
+    return conflict(name(v) + " " + std::string(domain::kBeingDeregistered) + "; it cannot be modified");
+  if (wanted.empty()) return invalid(name(v) + ": a modify names at least one mutable parameter (KEY=VALUE)");
+  for (const auto& [key, value] : wanted) {
+    if (key.empty()) return invalid(name(v) + ": a mutable parameter's key must not be empty");
+    if (v.mutable_parameters.count(key)) continue;
+    const std::string why = v.parameters.count(key) ? " is an immutable parameter (field \"Parameters\")"
+                                                    : " is not one of its MutableParameters";
+    return invalid(name(v) + ": parameter " + in_quotes(key) + why + "; the mutable ones are " +
+                   keys_of(v.mutable_parameters));
+  }
+  for (const auto& [alloc, c] : v.claims) {
+    if (!domain::is_past(c.state)) continue;
+    return conflict(name(v) + ": the claim of allocation " + in_quotes(alloc) + " is " +
+                    std::string(domain::to_string(c.state)) +
+                    " (its release is under way); modify once the release has freed it");
+  }
+  return std::nullopt;
 }
 
 Verdict check_deregister(const domain::Volume& v, bool force, const AllocationLookup& allocation) {

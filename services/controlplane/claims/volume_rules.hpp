@@ -32,6 +32,14 @@ struct VolumePlan {
 Ruled<VolumePlan> plan_volume_register(const domain::Volume* existing, domain::Volume requested,
                                        const domain::Plugin* plugin);
 
+// A modify (ControllerModifyVolume) of `wanted` mutable parameters. Refused: an empty request or
+// key (400); a key the volume did not declare in MutableParameters at create/register, naming
+// whether it is an immutable Parameters key (400); a volume being deleted or deregistered, or
+// with a claim whose release is under way (409, naming the allocation and the claim's state: the
+// release runs against the volume as it was published). Taken claims do not stop it: CSI
+// modifies online.
+Verdict check_modify(const domain::Volume& volume, const domain::StringMap& wanted);
+
 // Allocation lookup for deregistration; null when the allocation is gone (treated as terminal).
 using AllocationLookup = std::function<const domain::Allocation*(const std::string& id)>;
 

@@ -65,8 +65,8 @@ struct Context {
   }
   // Stopping or done: its claims are being released.
   bool releasing(const std::string& alloc_id) const {
-    const auto* a = find(cluster.allocations, alloc_id);
-    return a && (domain::is_terminal(*a) || a->desired_status == domain::DesiredStatus::stop);
+    if (cluster.stopping && cluster.stopping->contains(alloc_id)) return true;
+    return is_leaving(find(cluster.allocations, alloc_id));
   }
 };
 
@@ -74,6 +74,7 @@ struct Context {
 std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) {
   const auto& needs = ctx.needs;
   if (node.status != domain::NodeStatus::ready) return "node is " + std::string(domain::to_string(node.status));
+  if (!node.eligible) return node.drain ? "node is draining" : "node is ineligible for placement";
   // The node's task user rules (reported as attributes): a task it would refuse never lands there.
   if (alloc.task && !alloc.task->csi_plugin)
     if (auto refused = domain::refused_user(alloc.task->user, domain::task_user_rules_from(node.attributes)))
@@ -109,14 +110,7 @@ std::string check_node(const Allocation& alloc, const Node& node, Context& ctx) 
     // Claims being released (past, or held by an allocation that is stopping or done) do not
     // block placement: the new allocation's claim waits for them on the node (seed 004), as
     // Nomad's scheduler places once the previous allocation is terminal.
-    if (added) {
-      std::erase_if(copy->second.claims,
-                    [&](const auto& kv) { return domain::is_past(kv.second.state) || ctx.releasing(kv.first); });
-      if (copy->second.claims.empty()) {
-        copy->second.access_mode = domain::AccessMode::unknown;
-        copy->second.attachment_mode = domain::AttachmentMode::unknown;
-      }
-    }
+    if (added) drop_releasing_claims(copy->second, [&](const std::string& id) { return ctx.releasing(id); });
     ClaimRequest req{.allocation_id = alloc.id,
                      .node_id = node.id,
                      .external_node_id = info ? info->id : std::string{},

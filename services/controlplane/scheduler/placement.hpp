@@ -1,7 +1,7 @@
 // Scheduler room: which node an allocation runs on. Pure: it reads a view of the cluster and
 // returns a node or, for every node, why it was rejected — so a 409 explains itself.
 //
-// A node fits when it is ready, lets the task run as its user (the rules the node reports:
+// A node fits when it is ready and eligible (not drained or marked ineligible), lets the task run as its user (the rules the node reports:
 // domain/task_user.hpp) and, for every volume the allocation requests, runs a healthy
 // node instance of the volume's plugin, lies in the volume's topology, stays within the
 // plugin's max volumes on that node, and the claim would succeed there (the claim rules
@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ struct ClusterView {
   // How many non-terminal allocations a node runs (its load). The state store keeps them
   // indexed by node, so placing costs the nodes and volumes it looks at, not every allocation.
   std::function<std::size_t(const std::string& node_id)> live_allocations_on;
+  // Allocations the same commit stops (a drain's migrations): their claims are being released.
+  const std::set<std::string>* stopping = nullptr;
 };
 ClusterView cluster_view(const StateStore& store);
 

@@ -29,7 +29,7 @@ bool selector_matches(const std::map<std::string, std::string>& selector, const 
 }
 
 bool system_eligible(const domain::Allocation& group, const domain::Node& node) {
-  return node.status == domain::NodeStatus::ready && selector_matches(group.node_selector, node);
+  return node.status == domain::NodeStatus::ready && node.eligible && selector_matches(group.node_selector, node);
 }
 
 bool is_live_copy(const domain::Allocation& copy) {

@@ -6,7 +6,8 @@
 //   "id"    -> a glob on the node's id;
 //   any other key -> the node attribute of that key (the agent's fingerprinted attributes, or
 //              the `meta.*` ones it is configured with) equals the value exactly.
-// A node is eligible when it is ready and the selector matches; the copy is then placed on it
+// A node is eligible when it is ready, takes placements (not drained or marked ineligible) and
+// the selector matches; the copy is then placed on it
 // with the ordinary placement checks (place() with the node chosen), so a node that cannot serve
 // the group's volumes gets no copy, and says why.
 #pragma once

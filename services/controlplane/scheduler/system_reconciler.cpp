@@ -65,6 +65,12 @@ void stop_in_batch(Batch& batch, const domain::Allocation& alloc, const std::str
   batch.put(std::move(a));
 }
 
+std::chrono::milliseconds until_deadline(domain::Time next, domain::Time now, std::chrono::milliseconds max_wait) {
+  if (!domain::is_set(next)) return max_wait;
+  return std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(next - now) + 5ms,
+                    std::chrono::milliseconds(5), max_wait);
+}
+
 bool plugin_instance_healthy(const StateStore& store, const std::string& plugin_id, const std::string& node_id,
                              const std::string& alloc_id) {
   const auto* p = store.plugin(plugin_id);
@@ -336,11 +342,7 @@ asio::awaitable<void> SystemReconciler::loop() {
   while (!stopping_) {
     auto generation = wake_.generation();
     auto now = domain::now();
-    auto next = reconcile(now);
-    std::chrono::milliseconds wait = options_.max_wait;
-    if (domain::is_set(next))
-      wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(next - now) + 5ms,
-                        std::chrono::milliseconds(5), options_.max_wait);
+    const auto wait = until_deadline(reconcile(now), now, options_.max_wait);
     if (co_await async::sleep_for(wait, &wake_, generation) == async::SleepEnd::cancelled) break;
   }
 }

@@ -94,6 +94,10 @@ bool step_rollout(const StateStore& store, domain::Allocation& holder, domain::T
 // Adds the stop of `alloc` (desired stop, a task event and a cluster event giving `reason`) to `batch`.
 void stop_in_batch(Batch& batch, const domain::Allocation& alloc, const std::string& reason, domain::Time now);
 
+// How long a loop that waits for deadlines sleeps: until just past `next` (at least 5 ms), at
+// most `max_wait` (also when `next` is unset).
+std::chrono::milliseconds until_deadline(domain::Time next, domain::Time now, std::chrono::milliseconds max_wait);
+
 // Does the node's fingerprint show the plugin instance of `alloc_id` healthy?
 bool plugin_instance_healthy(const StateStore& store, const std::string& plugin_id, const std::string& node_id,
                              const std::string& alloc_id);

@@ -31,6 +31,10 @@ class ControllerCalls {
                                                               ::csi::v1::DeleteVolumeRequest request) = 0;
   virtual Task<::csi::v1::ControllerExpandVolumeResponse> controller_expand_volume(
       std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request) = 0;
+  virtual Task<::csi::v1::ControllerModifyVolumeResponse> controller_modify_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerModifyVolumeRequest request) = 0;
+  virtual Task<::csi::v1::GetSnapshotResponse> get_snapshot(std::string plugin_id,
+                                                            ::csi::v1::GetSnapshotRequest request) = 0;
   // To the claim's node.
   virtual Task<v1::NodeExpandVolumeResponse> node_expand_volume(std::string node_id,
                                                                 v1::NodeExpandVolumeRequest request) = 0;
@@ -65,6 +69,10 @@ class RouterControllerCalls final : public ControllerCalls {
                                                       ::csi::v1::DeleteVolumeRequest request) override;
   Task<::csi::v1::ControllerExpandVolumeResponse> controller_expand_volume(
       std::string plugin_id, std::string volume_key, ::csi::v1::ControllerExpandVolumeRequest request) override;
+  Task<::csi::v1::ControllerModifyVolumeResponse> controller_modify_volume(
+      std::string plugin_id, std::string volume_key, ::csi::v1::ControllerModifyVolumeRequest request) override;
+  Task<::csi::v1::GetSnapshotResponse> get_snapshot(std::string plugin_id,
+                                                    ::csi::v1::GetSnapshotRequest request) override;
   Task<v1::NodeExpandVolumeResponse> node_expand_volume(std::string node_id,
                                                         v1::NodeExpandVolumeRequest request) override;
   Task<v1::NodeVolumeStatsResponse> node_volume_stats(std::string node_id, v1::NodeVolumeStatsRequest request) override;

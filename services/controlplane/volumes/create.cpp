@@ -33,6 +33,7 @@ Outcome<::csi::v1::CreateVolumeRequest> create_request(const domain::Volume& v, 
     *csi.add_volume_capabilities() = *c;
   }
   for (const auto& [k, val] : v.parameters) (*csi.mutable_parameters())[k] = val;
+  for (const auto& [k, val] : v.mutable_parameters) (*csi.mutable_mutable_parameters())[k] = val;
   put_secrets(csi.mutable_secrets(), v.secrets);
   if (!source.snapshot_id.empty())
     csi.mutable_volume_content_source()->mutable_snapshot()->set_snapshot_id(source.snapshot_id);
@@ -69,7 +70,7 @@ std::optional<Failure> VolumeLifecycle::check_create(const domain::Volume& v) co
       return no;
   if (auto plan = plan_volume_register(nullptr, v, plugin); !plan) return from_refusal(plan.refusal());
   if (auto over = over_quota(store_, {&v})) return over;  // early; checked again at the commit
-  return std::nullopt;
+  return mutable_unsupported(*plugin, v);
 }
 
 asio::awaitable<Outcome<Written>> VolumeLifecycle::create(domain::Volume v, Asker asker) {

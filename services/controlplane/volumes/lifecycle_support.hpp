@@ -76,6 +76,15 @@ inline std::optional<Failure> unsupported(const domain::Plugin& p, bool domain::
                      " has not reported its controller's capabilities yet (its agent is starting); retry shortly"};
 }
 
+// MutableParameters at create or register: only for a plugin that can later modify them (CSI:
+// a CO passes mutable_parameters only to a plugin with MODIFY_VOLUME).
+inline std::optional<Failure> mutable_unsupported(const domain::Plugin& p, const domain::Volume& v) {
+  if (v.mutable_parameters.empty()) return std::nullopt;
+  return unsupported(p, &domain::ControllerInfo::supports_modify,
+                     "volume " + in_quotes(v.id) + ": field \"MutableParameters\" needs a controller of plugin " +
+                         in_quotes(p.id) + " that supports MODIFY_VOLUME");
+}
+
 // A DeleteVolume answer that says the volume is still there and nothing is in progress (a
 // final error, or FAILED_PRECONDITION: in use or has snapshots), from every controller asked.
 template <class R>

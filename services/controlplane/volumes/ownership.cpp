@@ -46,6 +46,17 @@ asio::awaitable<Outcome<acl::Owner>> VolumeLifecycle::snapshot_owner_at(std::str
   if (const auto* r = store_.snapshot_record(plugin_id, snapshot_id)) co_return acl::Owner(r->ns);
   const auto* p = store_.plugin(plugin_id);
   if (!p) co_return acl::Owner();
+  // GET_SNAPSHOT (CSI 1.12) reads the one snapshot; NOT_FOUND is an answer there: nobody's.
+  if (const auto get = domain::controller_supports(*p, &domain::ControllerInfo::supports_get_snapshot); get && *get) {
+    ::csi::v1::GetSnapshotRequest one;
+    one.set_snapshot_id(snapshot_id);
+    put_secrets(one.mutable_secrets(), secrets);
+    auto res = co_await controller_.get_snapshot(plugin_id, std::move(one));
+    if (res.status.error_code() == grpc::StatusCode::NOT_FOUND && !res.no_target) co_return acl::Owner();
+    if (!res.ok()) co_return plugin_failure(res);
+    const auto& s = res.response.snapshot();
+    co_return snapshot_owner(store_, plugin_id, s.snapshot_id(), s.source_volume_id());
+  }
   // A plugin that cannot list has no way to say whose the snapshot is: nobody's. One whose
   // capability is not known yet (its agent is starting) might: retry shortly, not a refusal.
   if (auto cannot = unsupported(*p, &domain::ControllerInfo::supports_list_snapshots, "")) {

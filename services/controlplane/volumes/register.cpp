@@ -116,6 +116,8 @@ Outcome<std::vector<VolumePlan>> VolumeLifecycle::plan_registrations(std::vector
     const domain::Plugin* plugin = store_.plugin(req.plugin_id);
     auto plan = plan_volume_register(existing, std::move(req), plugin);
     if (!plan) return from_refusal(plan.refusal());
+    if (plan->created)
+      if (auto no = mutable_unsupported(*plugin, plan->volume)) return *no;
     if (auto dup = registered_elsewhere(store_, plan->volume, reader, plans)) return *dup;
     keys.push_back(key);
     plans.push_back(std::move(*plan));

@@ -20,6 +20,16 @@ Task<::csi::v1::ControllerExpandVolumeResponse> RouterControllerCalls::controlle
   return router_.controller_expand_volume(std::move(plugin_id), std::move(key), std::move(request));
 }
 
+Task<::csi::v1::ControllerModifyVolumeResponse> RouterControllerCalls::controller_modify_volume(
+    std::string plugin_id, std::string key, ::csi::v1::ControllerModifyVolumeRequest request) {
+  return router_.controller_modify_volume(std::move(plugin_id), std::move(key), std::move(request));
+}
+
+Task<::csi::v1::GetSnapshotResponse> RouterControllerCalls::get_snapshot(std::string plugin_id,
+                                                                         ::csi::v1::GetSnapshotRequest request) {
+  return router_.get_snapshot(std::move(plugin_id), std::move(request));
+}
+
 Task<v1::NodeExpandVolumeResponse> RouterControllerCalls::node_expand_volume(std::string node_id,
                                                                              v1::NodeExpandVolumeRequest request) {
   return router_.node_expand_volume(std::move(node_id), std::move(request));

@@ -48,6 +48,7 @@ asio::awaitable<std::optional<Failure>> VolumeLifecycle::validate_capabilities(c
     *req.add_volume_capabilities() = *csi_cap;
     for (const auto& [k, v] : planned.context) (*req.mutable_volume_context())[k] = v;
     for (const auto& [k, v] : planned.parameters) (*req.mutable_parameters())[k] = v;
+    for (const auto& [k, v] : planned.mutable_parameters) (*req.mutable_mutable_parameters())[k] = v;
     put_secrets(req.mutable_secrets(), planned.secrets);
     auto res = co_await controller_.validate_volume_capabilities(planned.plugin_id, key, std::move(req));
     const auto what = describe(cap, planned.mount_options);

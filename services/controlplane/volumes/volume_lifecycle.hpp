@@ -70,6 +70,10 @@ class VolumeLifecycle {
   // `key`: domain::volume_key(ns, id), here and in remove() and detach().
   Outcome<Deregistered> deregister(const std::string& key, bool force, bool purge);
 
+  // ---- modify.cpp: ControllerModifyVolume of `wanted` mutable parameters (claims/volume_rules.hpp
+  // check_modify), with the volume's secrets and then `secrets`; refused (400) when no controller
+  // of the plugin supports MODIFY_VOLUME. Every answer the plugin gave is recorded in LastModify.
+  boost::asio::awaitable<Outcome<Written>> modify(std::string key, StringMap wanted, StringMap secrets);
   // ---- create.cpp: `v.secrets` already hold the request's secrets ----
   // CloneID and SnapshotID name a source the asker may read (content_source.cpp).
   boost::asio::awaitable<Outcome<Written>> create(domain::Volume v, Asker asker);
@@ -77,6 +81,9 @@ class VolumeLifecycle {
   boost::asio::awaitable<Outcome<std::uint64_t>> remove(std::string id, StringMap extra_secrets);
   // ---- detach.cpp ----
   Outcome<Detached> detach(const std::string& id, const std::string& node_id);
+  // DELETE /v1/volumes/claim/:id: one claim released in the usual order (node side, then the
+  // controller's) by the claim GC; refused (409) while its allocation still runs on a live node.
+  Outcome<Detached> release_claim(const std::string& key, const std::string& allocation_id);
 
   // ---- snapshots.cpp ----
   // Checks one snapshot against the volume and its plugin and merges the secrets (volume, then
@@ -137,6 +144,18 @@ class VolumeLifecycle {
                                                                    const StringMap& secrets);
   Outcome<Written> record_expansion(const domain::Volume& wanted, std::int64_t capacity, bool node_expansion,
                                     const std::vector<std::string>& node_errors);
+
+  // detach.cpp: what an operator's release is recorded as (the event's type and message).
+  struct Why {
+    std::string event;
+    std::string message;
+  };
+  Outcome<Detached> release_claims(const std::string& key, const std::string& node_id,
+                                   const std::vector<std::string>& allocs, const Why& why);
+
+  // modify.cpp: the answer on the volume (and its parameters when applied), with an event.
+  Outcome<std::uint64_t> record_modify(const std::string& key, const StringMap& wanted, std::string_view state,
+                                       const std::string& error);
 
   // create.cpp
   std::optional<Failure> check_create(const domain::Volume& v) const;

@@ -111,6 +111,8 @@ asio::awaitable<domain::Expected<std::string>> CsiHook::claim_and_mount(const do
       [&](unsigned) -> asio::awaitable<async::Attempt> {
         answer.Clear();
         const auto st = co_await controlplane_.claim_volume(claim, answer);
+        // The node's limit refused the ControllerPublish: the limits are read again before the retry.
+        if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) mounter_.limits_exhausted();
         switch (classify_claim_status(st)) {
           case async::Step::done: co_return async::Attempt::ok();
           case async::Step::retry: co_return async::Attempt::again(csi::status_text(st));

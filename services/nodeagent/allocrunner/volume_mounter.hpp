@@ -22,6 +22,9 @@ class VolumeMounter {
                                                     std::optional<uint32_t> group) = 0;
   // Returns at once; the release runs in the volume manager's own tasks.
   virtual void release(const std::string& alloc_id, const std::vector<std::string>& volume_ids) = 0;
+  // A claim answered RESOURCE_EXHAUSTED (a ControllerPublish at the node's limit): the node
+  // plugins' max volumes are read again now (NodePluginLookup::limits_exhausted).
+  virtual void limits_exhausted() = 0;
 };
 
 class VolumeManagerMounter final : public VolumeMounter {
@@ -36,6 +39,7 @@ class VolumeManagerMounter final : public VolumeMounter {
   void release(const std::string& alloc_id, const std::vector<std::string>& volume_ids) override {
     manager_.release(alloc_id, volume_ids);
   }
+  void limits_exhausted() override { manager_.limits_exhausted(); }
 
  private:
   VolumeManager& manager_;

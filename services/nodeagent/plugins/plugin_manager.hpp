@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "services/nodeagent/plugins/limits_watch.hpp"
 #include "services/nodeagent/plugins/plugin_client.hpp"
 #include "services/nodeagent/volumes/node_plugins.hpp"
 
@@ -38,6 +39,11 @@ class PluginManager final : public NodePluginLookup {
   std::optional<NodePlugin> find(const std::string& plugin_id) override;
   async::WakeSignal& healthy_again(const std::string& plugin_id) override;
 
+  // A RESOURCE_EXHAUSTED answer from the plugin (empty: from some plugin): its supervisor
+  // fingerprints it now, so the node's max volumes reach the control plane fresh.
+  void limits_exhausted(const std::string& plugin_id) override { limits_.exhausted(plugin_id); }
+  LimitsWatch& limits() { return limits_; }
+
   // Call on every node status change: a node plugin that became healthy, or changed its socket
   // or capabilities, wakes the unmounts waiting for it.
   void status_changed();
@@ -62,6 +68,7 @@ class PluginManager final : public NodePluginLookup {
   boost::asio::any_io_executor ex_;
   PluginRegistry& registry_;
   NodeStatus& status_;
+  LimitsWatch limits_;
   std::map<std::string, std::shared_ptr<rpc::CsiClient>> channels_;  // by socket path
   std::map<std::string, Healthy> healthy_nodes_;                     // as of the last status change
   std::map<std::string, std::unique_ptr<async::WakeSignal>> signals_;

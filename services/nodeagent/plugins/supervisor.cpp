@@ -252,6 +252,8 @@ asio::awaitable<std::optional<std::string>> PluginSupervisor::wait_until_healthy
 // The heartbeat: probe every probe_interval, full fingerprint every fingerprint_interval and
 // whenever the health changes; ends when the process exits or stays unhealthy too long.
 asio::awaitable<PluginSupervisor::InstanceEnd> PluginSupervisor::monitor() {
+  limits_->wake = exit_wake_;
+  if (ctx_.limits) ctx_.limits->watch(config_.id, limits_);
   auto last_full = Clock::time_point::min();
   std::optional<Clock::time_point> unhealthy_since;
   bool healthy = true;
@@ -259,6 +261,8 @@ asio::awaitable<PluginSupervisor::InstanceEnd> PluginSupervisor::monitor() {
   while (true) {
     const auto gen = exit_wake_->generation();
     if (process_exited()) co_return InstanceEnd::exited;
+    // A RESOURCE_EXHAUSTED answer asked for the plugin's limits now (limits_watch.hpp).
+    if (std::exchange(limits_->wanted, false)) need_full = true;
     if (need_full || Clock::now() - last_full >= config_.fingerprint_interval) {
       // Each call inside has its own timeout; this bounds the whole round.
       auto fp = co_await async::with_timeout(fingerprinter_.fingerprint(*client_),

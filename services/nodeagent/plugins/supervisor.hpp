@@ -21,6 +21,7 @@
 
 #include "services/nodeagent/config/agent_config.hpp"
 #include "services/nodeagent/plugins/fingerprint.hpp"
+#include "services/nodeagent/plugins/limits_watch.hpp"
 #include "services/nodeagent/plugins/plugin_client.hpp"
 #include "shared/async/backoff.hpp"
 
@@ -51,6 +52,8 @@ struct SupervisorContext {
   // carry this id), and every health change after its registration is also a task event.
   std::string alloc_id;
   std::function<void(std::string type, std::string message)> task_event;
+  // Where RESOURCE_EXHAUSTED answers ask for a fingerprint now (limits_watch.hpp); null: none.
+  LimitsWatch* limits = nullptr;
 };
 
 class PluginSupervisor {
@@ -118,6 +121,7 @@ class PluginSupervisor {
   std::unique_ptr<PluginClient> client_;
   std::shared_ptr<ChildProcess> process_;
   std::shared_ptr<async::WakeSignal> exit_wake_;
+  std::shared_ptr<LimitsWatch::Watcher> limits_ = std::make_shared<LimitsWatch::Watcher>();
   std::optional<bool> reported_healthy_;
   bool heartbeat_stopped_ = false;
   uint64_t generation_ = 0;  // registry instance; 0 = not registered

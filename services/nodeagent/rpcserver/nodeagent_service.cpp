@@ -116,6 +116,8 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
   MOORING_FORWARD(ListSnapshots, list_snapshots)
   MOORING_FORWARD(ListVolumes, list_volumes)
   MOORING_FORWARD(GetCapacity, get_capacity)
+  MOORING_FORWARD(ControllerModifyVolume, controller_modify_volume)
+  MOORING_FORWARD(GetSnapshot, get_snapshot)
   MOORING_FORWARD(CreateVolumeGroupSnapshot, create_volume_group_snapshot)
   MOORING_FORWARD(DeleteVolumeGroupSnapshot, delete_volume_group_snapshot)
   MOORING_FORWARD(GetVolumeGroupSnapshot, get_volume_group_snapshot)

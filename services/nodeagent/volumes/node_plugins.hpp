@@ -54,6 +54,9 @@ class NodePluginLookup {
   // Notified whenever the plugin (re)becomes healthy. Valid as long as the lookup, also for
   // plugins that are not running yet.
   virtual async::WakeSignal& healthy_again(const std::string& plugin_id) = 0;
+  // The plugin answered RESOURCE_EXHAUSTED (empty id: a claim's ControllerPublish did, for some
+  // plugin): its limits, the max volumes of NodeGetInfo, are read again now.
+  virtual void limits_exhausted(const std::string& plugin_id) = 0;
 };
 
 }  // namespace mooring::nodeagent

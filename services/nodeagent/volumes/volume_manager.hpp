@@ -106,6 +106,9 @@ class VolumeManager {
   // resumes it, or finds the allocation's Postrun done and releases again), then each volume is
   // unmounted in its own task, retried until done, and the control plane told.
   void release(const std::string& alloc_id, const std::vector<std::string>& volume_ids);
+  // Every node plugin's limits read again now (a claim's ControllerPublish hit one; which, the
+  // answer does not say).
+  void limits_exhausted() { plugins_.limits_exhausted({}); }
 
   // release() for every volume recorded for the allocation (an allocation found gone or
   // terminal after a restart, whose volume list the caller may not have any more).

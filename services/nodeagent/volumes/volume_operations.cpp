@@ -179,6 +179,7 @@ asio::awaitable<std::optional<MountResult>> VolumeOperations::stage_and_publish(
     fill_volume(request, volume, capability);
     request.set_staging_target_path(record.staging_path);
     auto r = co_await plugin->calls->stage(request);
+    note_exhausted(r.status, record.plugin_id);
     if (!r.done()) {
       if (r.outcome != csi::Outcome::uncertain) record.staged = StepState::none;
       co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodeStageVolume, r),
@@ -201,6 +202,7 @@ asio::awaitable<std::optional<MountResult>> VolumeOperations::stage_and_publish(
   request.set_target_path(record.target_path);
   request.set_readonly(volume.read_only);
   auto r = co_await plugin->calls->publish(request);
+  note_exhausted(r.status, record.plugin_id);
   if (!r.done()) {
     if (r.outcome != csi::Outcome::uncertain) record.published = StepState::none;
     co_return co_await abandon(record, plugin, what + ": " + describe(csi::Rpc::NodePublishVolume, r),

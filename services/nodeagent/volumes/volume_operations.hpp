@@ -113,6 +113,11 @@ class VolumeOperations {
   boost::asio::awaitable<MountResult> abandon(MountRecord& record, const std::optional<NodePlugin>& plugin,
                                               std::string error, bool retryable);
   bool others_hold_staging(const MountRecord& record) const;
+  // RESOURCE_EXHAUSTED from NodeStage/NodePublish: the plugin's max volumes may have dropped, so
+  // its limits are read again now (NodePluginLookup::limits_exhausted).
+  void note_exhausted(const grpc::Status& status, const std::string& plugin_id) {
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) plugins_.limits_exhausted(plugin_id);
+  }
   // mount()'s steps: whether to stage now (its intent set in `record`), then the CSI calls.
   boost::asio::awaitable<domain::Expected<bool>> plan_stage(MountRecord& record, bool requires_stage,
                                                             const std::filesystem::path& staging);

@@ -123,6 +123,8 @@ constexpr Field<Allocation> kAllocation[] = {
     field<&Allocation::system_id>("SystemID", kAll),
     field<&Allocation::system_nodes>("SystemNodes", kStore),  // the API shows them as Copies
     field<&Allocation::rollout>("Rollout", kOut),
+    field<&Allocation::migrate>("Migrate", kAll | kInput),
+    field<&Allocation::migrated_from>("MigratedFrom", kAll),
     field<&Allocation::events>("Events", kOut),
     field<&Allocation::create_index>("CreateIndex", kAll),
     field<&Allocation::modify_index>("ModifyIndex", kAll),

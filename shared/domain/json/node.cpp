@@ -14,6 +14,32 @@ constexpr Field<NodeEvent> kNodeEvent[] = {
     field<&NodeEvent::details>("Details", kOut, {.redact = true}),
 };
 
+constexpr Field<DrainStrategy> kDrainStrategy[] = {
+    field<&DrainStrategy::deadline>("Deadline", kOut),
+    field<&DrainStrategy::started>("StartedAt", kOut),
+    field<&DrainStrategy::force_deadline>("ForceDeadline", kOut),
+    field<&DrainStrategy::ignore_system_jobs>("IgnoreSystemJobs", kOut),
+};
+
+constexpr Field<DrainStatus> kDrainStatus[] = {
+    field<&DrainStatus::status>("Status", kOut),     field<&DrainStatus::started>("StartedAt", kOut),
+    field<&DrainStatus::updated>("UpdatedAt", kOut), field<&DrainStatus::allocations_left>("AllocationsLeft", kOut),
+    field<&DrainStatus::message>("Message", kOut),
+};
+
+// Nomad's spelling: "eligible" or "ineligible".
+json eligibility_json(const bool& eligible, View) { return eligible ? "eligible" : "ineligible"; }
+void read_eligibility(Reader& r, std::string_view key, bool& eligible) {
+  std::string text = eligible ? "eligible" : "ineligible";
+  r.str(key, text);
+  if (text != "eligible" && text != "ineligible")
+    return r.fail(key, "must be \"eligible\" or \"ineligible\", got \"" + text + "\"");
+  eligible = text == "eligible";
+}
+
+// Nomad's Drain flag: a drain runs.
+json drain_json(const Node& n) { return n.drain.has_value(); }
+
 constexpr Field<Node> kNode[] = {
     field<&Node::id>("ID", kAll),
     field<&Node::name>("Name", kAll),
@@ -26,6 +52,10 @@ constexpr Field<Node> kNode[] = {
     field<&Node::certificate_expires>("CertificateExpires", kAll),
     field<&Node::certificate_key_sha256>("CertificateKeySHA256", kOut),
     field<&Node::events>("Events", kOut),
+    custom<&Node::eligible, eligibility_json, read_eligibility>("SchedulingEligibility", kAll),
+    derived<Node, drain_json>("Drain", kAll ^ kStore),
+    field<&Node::drain>("DrainStrategy", kOut | kStub),
+    field<&Node::last_drain>("LastDrain", kOut),
     field<&Node::create_index>("CreateIndex", kAll),
     field<&Node::modify_index>("ModifyIndex", kAll),
 };
@@ -33,6 +63,8 @@ constexpr Field<Node> kNode[] = {
 }  // namespace
 
 Table<NodeEvent> fields_of(std::type_identity<NodeEvent>) { return kNodeEvent; }
+Table<DrainStrategy> fields_of(std::type_identity<DrainStrategy>) { return kDrainStrategy; }
+Table<DrainStatus> fields_of(std::type_identity<DrainStatus>) { return kDrainStatus; }
 Table<Node> fields_of(std::type_identity<Node>) { return kNode; }
 
 }  // namespace codec

@@ -22,6 +22,8 @@ constexpr Field<ControllerInfo> kControllerInfo[] = {
     field<&ControllerInfo::supports_condition>("SupportsCondition", kOut),
     field<&ControllerInfo::supports_get>("SupportsGet", kOut),
     field<&ControllerInfo::supports_group_snapshot>("SupportsGroupSnapshot", kOut),
+    field<&ControllerInfo::supports_modify>("SupportsModify", kOut),
+    field<&ControllerInfo::supports_get_snapshot>("SupportsGetSnapshot", kOut),
 };
 
 // A node's topology is a bare map in memory and {"Segments": {...}} (or null) on the wire.

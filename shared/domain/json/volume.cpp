@@ -52,6 +52,13 @@ constexpr Field<VolumeCondition> kVolumeCondition[] = {
     field<&VolumeCondition::update_time>("UpdateTime", kOut),
 };
 
+constexpr Field<VolumeModification> kVolumeModification[] = {
+    field<&VolumeModification::parameters>("Parameters", kOut),
+    field<&VolumeModification::state>("State", kOut),
+    field<&VolumeModification::error>("Error", kOut),
+    field<&VolumeModification::time>("Time", kOut),
+};
+
 constexpr Field<Claim> kClaim[] = {
     field<&Claim::allocation_id>("AllocationID", kOut),
     field<&Claim::node_id>("NodeID", kOut),
@@ -125,6 +132,8 @@ constexpr Field<Volume> kVolume[] = {
     field<&Volume::mount_options>("MountOptions", kIn),
     field<&Volume::secrets>("Secrets", kStore | kInput),
     field<&Volume::parameters>("Parameters", kIn),
+    field<&Volume::mutable_parameters>("MutableParameters", kIn),
+    field<&Volume::last_modify>("LastModify", kOut),
     field<&Volume::context>("Context", kIn),
     field<&Volume::requested_capacity_min>("RequestedCapacityMin", kIn, {.non_negative = kInput}),
     field<&Volume::requested_capacity_max>("RequestedCapacityMax", kIn, {.non_negative = kInput}),
@@ -204,6 +213,7 @@ Table<TopologyRequest> fields_of(std::type_identity<TopologyRequest>) { return k
 Table<VolumeUsage> fields_of(std::type_identity<VolumeUsage>) { return kVolumeUsage; }
 Table<VolumeCondition> fields_of(std::type_identity<VolumeCondition>) { return kVolumeCondition; }
 Table<VolumeOwnership> fields_of(std::type_identity<VolumeOwnership>) { return kVolumeOwnership; }
+Table<VolumeModification> fields_of(std::type_identity<VolumeModification>) { return kVolumeModification; }
 Table<Claim> fields_of(std::type_identity<Claim>) { return kClaim; }
 Table<Volume> fields_of(std::type_identity<Volume>) { return kVolume; }
 
@@ -262,6 +272,16 @@ Expected<std::vector<Volume>> volumes_request_from_api(const json& j, bool requi
     out.push_back(std::move(*v));
   }
   return out;
+}
+
+Expected<StringMap> modify_request_from_api(const json& j, std::string_view id) {
+  codec::Ctx ctx{"modify of volume \"" + std::string(id) + "\"", {}};
+  StringMap out;
+  codec::Reader r(j, ctx, "", true);
+  r.string_map("MutableParameters", out);
+  r.finish();
+  if (r.ok() && out.empty()) r.fail("MutableParameters", "at least one KEY: VALUE is required");
+  return codec::finish(ctx, std::move(out));
 }
 
 Expected<Volume> volume_from_storage(const json& j) {

@@ -59,6 +59,10 @@ std::vector<Case> cases() {
       {"VolumeStub", table_keys<Volume>(kStub), {}},
       {"VolumeInput", table_keys<Volume>(kInput), {}},
       {"Claim", table_keys<Claim>(kApi), {}},
+      // GET /v1/volumes/claims adds the claim's id, volume and release step (claim_endpoints.cpp).
+      {"ClaimObject",
+       table_keys<Claim>(kApi),
+       {"ID", "Namespace", "VolumeID", "PluginID", "ReleaseStep", "ReleaseReason"}},
       {"VolumeCapability", table_keys<VolumeCapability>(kApi), {}},
       {"MountOptions", table_keys<MountOptions>(kApi), {}},
       {"Topology", table_keys<Topology>(kApi), {}},
@@ -66,6 +70,7 @@ std::vector<Case> cases() {
       {"VolumeUsage", table_keys<VolumeUsage>(kApi), {}},
       {"VolumeCondition", table_keys<VolumeCondition>(kApi), {}},
       {"VolumeOwnership", table_keys<VolumeOwnership>(kApi), {}},
+      {"VolumeModification", table_keys<VolumeModification>(kApi), {}},
       {"Plugin", table_keys<Plugin>(kApi), {}},
       {"PluginStub", table_keys<Plugin>(kStub), {}},
       {"PluginInstance", table_keys<PluginInstance>(kApi), {}},

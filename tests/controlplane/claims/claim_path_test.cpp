@@ -82,6 +82,15 @@ class ClaimPathTest : public ::testing::Test {
     return volume;
   }
 
+  // Its desired status set to stop: its claims are leaving.
+  void stop_allocation(const std::string& id) {
+    auto a = *store.allocation(id);
+    a.desired_status = domain::DesiredStatus::stop;
+    Batch stop;
+    stop.put(a);
+    ASSERT_TRUE(store.commit(std::move(stop)));
+  }
+
   const domain::Claim* stored_claim(const std::string& alloc) {
     const auto* v = store.volume("vol-1");
     auto it = v->claims.find(alloc);
@@ -284,8 +293,7 @@ TEST_F(ClaimPathTest, OperationIdsComeFromCommittedStateSoAnotherLeaderDerivesTh
   ASSERT_TRUE(other.load());
   const domain::Claim& loaded = other.volume("vol-1")->claims.at("a1");
   EXPECT_EQ(publish_operation_id("vol-1", "a1", loaded), granted);
-  EXPECT_EQ(unpublish_operation_id("vol-1", "a1", loaded),
-            unpublish_operation_id("vol-1", "a1", *stored_claim("a1")));
+  EXPECT_EQ(unpublish_operation_id("vol-1", "a1", loaded), unpublish_operation_id("vol-1", "a1", *stored_claim("a1")));
   // And so from what was committed before the publish answered (the intent the old leader sent
   // from): the answer changes the claim, not its id.
   EXPECT_EQ(publish_operation_id("vol-1", "a1", loaded), publish_operation_id("vol-1", "a1", publisher.calls[1].claim));
@@ -326,6 +334,50 @@ TEST_F(ClaimPathTest, NodeDetachedAdvancesOnceAndRefusesAnotherNode) {
   EXPECT_FALSE(path.node_detached("vol-1", "gone", "n1"));
   EXPECT_FALSE(path.node_detached("no-volume", "a1", "n1"));
   EXPECT_EQ(backend.transactions.size(), writes);
+}
+
+// A drain's handoff: a1 is stopping and still holds the single-writer volume. a2's claim is not
+// refused: it waits on the volume table and is granted by the commit that frees a1's claim, not
+// by a poll. A holder that is not leaving is a plain conflict, answered at once.
+TEST_F(ClaimPathTest, AClaimHeldOnlyByAStoppingAllocationWaitsAndIsGrantedWhenItsClaimIsFreed) {
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(input("a1"))));
+  auto refused = claim(input("a2"));  // a1 runs: a conflict at once
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(refused));
+  EXPECT_EQ(std::get<ClaimFailure>(refused).refusal.kind, Refusal::Kind::conflict);
+
+  stop_allocation("a1");
+  std::optional<ClaimAnswer> out;
+  asio::co_spawn(io, path.claim(input("a2")), [&](std::exception_ptr e, ClaimAnswer a) {
+    if (e) std::rethrow_exception(e);
+    out = std::move(a);
+  });
+  io.poll();
+  EXPECT_FALSE(out) << "answered while a1 still holds the volume";
+  auto volume = *store.volume("vol-1");
+  volume.claims.erase("a1");  // the GC frees it after the unmount and the controller detach
+  Batch freed;
+  freed.put(volume);
+  ASSERT_TRUE(store.commit(std::move(freed)));
+  for (int i = 0; i < 100 && !out; ++i) io.poll();  // woken by the commit: no timer runs
+  ASSERT_TRUE(out);
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(*out));
+  EXPECT_EQ(publisher.calls.back().allocation_id, "a2");
+  io.restart();
+}
+
+TEST_F(ClaimPathTest, AHandoffWaitThatEndsAnswersTheConflict) {
+  ClaimPath brief{io.get_executor(), store, &publisher, std::chrono::milliseconds(50)};
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(input("a1"))));
+  stop_allocation("a1");
+  std::optional<ClaimAnswer> out;
+  asio::co_spawn(io, brief.claim(input("a2")), [&](std::exception_ptr e, ClaimAnswer a) {
+    if (e) std::rethrow_exception(e);
+    out = std::move(a);
+  });
+  io.run_for(std::chrono::seconds(5));
+  ASSERT_TRUE(out);
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(*out));
+  EXPECT_NE(std::get<ClaimFailure>(*out).refusal.message.find("\"a1\""), std::string::npos);
 }
 
 TEST(ClaimPlan, AnAllocationOnAnotherNodeIsRefusedBeforeAnythingElse) {

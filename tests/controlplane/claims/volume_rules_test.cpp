@@ -268,4 +268,69 @@ TEST(VolumeDeregister, UnclaimedVolumeGoesAtOnce) {
   EXPECT_FALSE(check_deregister(v, false, [](const std::string&) -> const domain::Allocation* { return nullptr; }));
 }
 
+domain::Volume modifiable() {
+  auto v = registered();
+  v.mutable_parameters = {{"iops", "100"}, {"speed", "slow"}};
+  return v;
+}
+
+TEST(VolumeModify, DeclaredKeysPassAndTakenClaimsDoNotStopIt) {
+  auto v = modifiable();
+  EXPECT_FALSE(check_modify(v, {{"iops", "200"}}));
+  ClaimRequest r{
+      "a1", "n1", "csi-n1", domain::ClaimMode::write, AccessMode::single_node_writer, AttachmentMode::file_system};
+  ASSERT_TRUE(take_claim(v, r, domain::from_unix_ms(1)));
+  EXPECT_FALSE(check_modify(v, {{"iops", "200"}, {"speed", "fast"}}));  // CSI modifies online
+}
+
+TEST(VolumeModify, AnUndeclaredKeyIsRefusedSayingWhetherItIsAnImmutableParameter) {
+  auto v = modifiable();
+  auto immutable = check_modify(v, {{"tier", "silver"}});  // "tier" is in Parameters
+  ASSERT_TRUE(immutable);
+  EXPECT_EQ(immutable->kind, Refusal::Kind::invalid);
+  EXPECT_TRUE(contains(immutable->message, "\"tier\" is an immutable parameter")) << immutable->message;
+  EXPECT_TRUE(contains(immutable->message, "the mutable ones are \"iops\", \"speed\"")) << immutable->message;
+  auto unknown = check_modify(v, {{"iops", "5"}, {"colour", "red"}});
+  ASSERT_TRUE(unknown);
+  EXPECT_TRUE(contains(unknown->message, "\"colour\" is not one of its MutableParameters")) << unknown->message;
+  auto none = check_modify(registered(), {{"iops", "5"}});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(contains(none->message, "the mutable ones are none")) << none->message;
+  auto empty = check_modify(v, {});
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(empty->kind, Refusal::Kind::invalid);
+}
+
+TEST(VolumeModify, AClaimBeingReleasedOrADeleteRefusesItNamingWhich) {
+  auto v = modifiable();
+  ClaimRequest r{
+      "a1", "n1", "csi-n1", domain::ClaimMode::write, AccessMode::single_node_writer, AttachmentMode::file_system};
+  ASSERT_TRUE(take_claim(v, r, domain::from_unix_ms(1)));
+  v.claims.at("a1").state = domain::ClaimState::node_detached;
+  auto releasing = check_modify(v, {{"iops", "5"}});
+  ASSERT_TRUE(releasing);
+  EXPECT_EQ(releasing->kind, Refusal::Kind::conflict);
+  EXPECT_TRUE(contains(releasing->message, "allocation \"a1\" is node-detached")) << releasing->message;
+  auto deleting = modifiable();
+  deleting.deleting = true;
+  auto d = check_modify(deleting, {{"iops", "5"}});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->kind, Refusal::Kind::conflict);
+  EXPECT_TRUE(contains(d->message, "cannot be modified"));
+}
+
+TEST(VolumeModify, AReRegistrationCannotChangeMutableParameters) {
+  auto p = plugin();
+  auto cur = modifiable();
+  auto req = request();
+  req.mutable_parameters = {{"iops", "999"}};
+  auto plan = plan_volume_register(&cur, req, &p);
+  ASSERT_FALSE(plan);
+  EXPECT_TRUE(contains(plan.refusal().message, "/modify")) << plan.refusal().message;
+  req.mutable_parameters.clear();  // left out: kept
+  auto kept = plan_volume_register(&cur, req, &p);
+  ASSERT_TRUE(kept) << kept.refusal().message;
+  EXPECT_EQ(kept->volume.mutable_parameters, cur.mutable_parameters);
+}
+
 }  // namespace mooring::controlplane

@@ -62,6 +62,14 @@ class FakeController final : public volumes::ControllerCalls {
       std::string, std::string, ::csi::v1::ControllerExpandVolumeRequest req) override {
     co_return next(expands, std::move(req));
   }
+  volumes::Task<::csi::v1::ControllerModifyVolumeResponse> controller_modify_volume(
+      std::string, std::string key, ::csi::v1::ControllerModifyVolumeRequest req) override {
+    modify_keys.push_back(std::move(key));
+    co_return next(modifies, std::move(req));
+  }
+  volumes::Task<::csi::v1::GetSnapshotResponse> get_snapshot(std::string, ::csi::v1::GetSnapshotRequest req) override {
+    co_return next(snapshot_gets, std::move(req));
+  }
   volumes::Task<v1::NodeExpandVolumeResponse> node_expand_volume(std::string node_id,
                                                                  v1::NodeExpandVolumeRequest req) override {
     expanded_nodes.push_back(std::move(node_id));
@@ -123,6 +131,10 @@ class FakeController final : public volumes::ControllerCalls {
   Rpc<::csi::v1::ControllerExpandVolumeRequest, ::csi::v1::ControllerExpandVolumeResponse> expands{
       csi::Rpc::ControllerExpandVolume};
   Rpc<v1::NodeExpandVolumeRequest, v1::NodeExpandVolumeResponse> node_expands{csi::Rpc::NodeExpandVolume};
+  Rpc<::csi::v1::ControllerModifyVolumeRequest, ::csi::v1::ControllerModifyVolumeResponse> modifies{
+      csi::Rpc::ControllerModifyVolume};
+  Rpc<::csi::v1::GetSnapshotRequest, ::csi::v1::GetSnapshotResponse> snapshot_gets{csi::Rpc::GetSnapshot};
+  std::vector<std::string> modify_keys;  // the volume key each modify was serialized on
   Rpc<::csi::v1::CreateSnapshotRequest, ::csi::v1::CreateSnapshotResponse> snapshots{csi::Rpc::CreateSnapshot};
   Rpc<::csi::v1::DeleteSnapshotRequest, ::csi::v1::DeleteSnapshotResponse> snapshot_deletes{csi::Rpc::DeleteSnapshot};
   Rpc<::csi::v1::ListSnapshotsRequest, ::csi::v1::ListSnapshotsResponse> snapshot_lists{csi::Rpc::ListSnapshots};

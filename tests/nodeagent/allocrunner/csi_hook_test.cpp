@@ -78,6 +78,25 @@ TEST(CsiHookTest, ClaimRetriedWhileMaxClaimsReachedThenSucceeds) {
   EXPECT_EQ(events.count("Mounted"), 1);
 }
 
+// A ControllerPublish at the node's limit: the claim is retried, and the node plugins' limits are
+// read again first (so placement learns the lowered max volumes); other waits ask for nothing.
+TEST(CsiHookTest, AClaimAtTheNodesLimitAsksForTheLimitsAgain) {
+  asio::io_context io;
+  FakeControlPlaneCalls cp;
+  FakeVolumeMounter mounter;
+  Events events;
+  cp.claim_answers = {grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "volume max claims reached"),
+                      grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "ControllerPublishVolume: max volumes")};
+  CsiHook hook(alloc_with_volume(), cp, mounter, fast_options(), events.sink());
+  std::map<std::string, std::string> env;
+  run_async(io, [&]() -> asio::awaitable<void> {
+    auto st = co_await hook.prerun(env);
+    EXPECT_TRUE(st.ok()) << (st ? "" : st.error());
+  });
+  EXPECT_EQ(cp.claims.size(), 3u);
+  EXPECT_EQ(mounter.limits_asked, 1);
+}
+
 TEST(CsiHookTest, FinalClaimErrorFailsPrerunAndPostrunStillReleases) {
   asio::io_context io;
   FakeControlPlaneCalls cp;

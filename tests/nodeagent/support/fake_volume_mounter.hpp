@@ -36,6 +36,8 @@ class FakeVolumeMounter final : public VolumeMounter {
     r.path = "/fake/" + alloc_id + "/" + info.volume_id();
     co_return r;
   }
+  int limits_asked = 0;  // limits_exhausted() calls
+  void limits_exhausted() override { ++limits_asked; }
   void release(const std::string& alloc_id, const std::vector<std::string>& volume_ids) override {
     releases.emplace_back(alloc_id, volume_ids);
   }

@@ -211,6 +211,8 @@ class FakeNodePlugins final : public NodePluginLookup {
     if (it == running_.end()) return std::nullopt;
     return it->second;
   }
+  void limits_exhausted(const std::string& plugin_id) override { exhausted.push_back(plugin_id); }
+  std::vector<std::string> exhausted;  // the plugins whose limits were asked for again
   async::WakeSignal& healthy_again(const std::string& plugin_id) override {
     auto& signal = signals_[plugin_id];
     if (!signal) signal = std::make_unique<async::WakeSignal>(executor_);

@@ -214,6 +214,19 @@ TEST_F(VolumeManagerTest, UncertainStageIsFollowedByUnstage) {
   EXPECT_TRUE(manager->records().empty());
 }
 
+// RESOURCE_EXHAUSTED (the node's limit) from NodeStage or NodePublish: the plugin's limits are
+// read again (its supervisor fingerprints it now); other failures ask for nothing.
+TEST_F(VolumeManagerTest, AStageOrPublishAtTheNodesLimitAsksForItsLimitsAgain) {
+  csi->fail_next(Rpc::NodeStageVolume, grpc::StatusCode::UNAVAILABLE);
+  EXPECT_FALSE(mount("alloc-1", volume("vol1")).ok());
+  EXPECT_TRUE(plugins.exhausted.empty());
+  csi->fail_next(Rpc::NodeStageVolume, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_FALSE(mount("alloc-1", volume("vol1")).ok());
+  csi->fail_next(Rpc::NodePublishVolume, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_FALSE(mount("alloc-1", volume("vol1")).ok());
+  EXPECT_EQ(plugins.exhausted, (std::vector<std::string>{"fake", "fake"}));
+}
+
 TEST_F(VolumeManagerTest, FinalPublishErrorIsNotRetryableAndReleasesOnlyTheStaging) {
   csi->fail_next(Rpc::NodePublishVolume, grpc::StatusCode::ALREADY_EXISTS);
   auto r = mount("alloc-1", volume("vol1"));
