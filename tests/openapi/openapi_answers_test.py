@@ -3,7 +3,7 @@
 plain HTTP on a free port), a mooring-nodeagent with mooring-hostpath (the dashboard test's stack),
 checks that GET /v1/openapi.json is the YAML, then walks every documented operation: ACL policies
 and tokens, a volume's lifecycle (create, register, expand, snapshot, group snapshot, detach,
-delete), namespaces (apply, read, a quota's refusal, delete), allocations (a plain one, a system one, stop), nodes, plugins, events and the event
+delete, modify), namespaces (apply, read, a quota's refusal, delete), allocations (a plain one, a system one, stop), claims (list, read, a refused release), nodes (eligibility, drain and its cancel), plugins, events and the event
 stream, metrics, the keyring, the dashboard's files, and refusals (400, 401, 403, 404, 409, 422).
 Each answer's status must be documented for its route and its body must validate against that
 status's schema (python3-jsonschema), each body the API accepted against the route's request schema;
@@ -173,7 +173,7 @@ def snapshot_walk(w):
     w.call("DELETE", f"/v1/volumes/group-snapshot?plugin_id=hostpath&group_snapshot_id={gid}", expect=200)
 
 
-def allocation_walk(w):
+def allocation_walk(w, reader):
     spec = {"Allocation": {"Name": "writer", "Volumes": {"data": {
         "Type": "csi", "Source": "vol-a", "AccessMode": "single-node-writer", "AttachmentMode": "file-system"}},
         "Task": {"Command": "/bin/sleep", "Args": ["600"], "Env": {"A": "1"}, "SecretEnv": {"S": "hidden"},
@@ -190,6 +190,15 @@ def allocation_walk(w):
     w.call("GET", f"/v1/allocation/{aid}?index={hdrs.get('x-mooring-index', '1')}&wait=100ms", expect=200)
     w.call("GET", "/v1/allocation/nope", expect=404)
     w.call("GET", "/v1/volume/csi/vol-a?stats=refresh", expect=200)
+    # Claims as objects: the writer's claim on vol-a, listed, read, and not released while it runs.
+    w.call("GET", "/v1/volumes/claims?namespace=*&node=web-node", expect=200)
+    w.call("GET", "/v1/volumes/claims?state=gone", expect=400)
+    w.call("GET", f"/v1/volumes/claim/vol-a:{aid}", expect=200)
+    w.call("GET", "/v1/volumes/claim/no-colon", expect=400)
+    w.call("DELETE", f"/v1/volumes/claim/vol-a:{aid}", expect=409)  # its allocation runs on a live node
+    # Modify: vol-a declares no MutableParameters (400); a read token may not (403).
+    w.call("PUT", "/v1/volume/csi/vol-a/modify", {"MutableParameters": {"tier": "fast"}}, expect=400)
+    w.call("POST", "/v1/volume/csi/vol-a/modify", {"MutableParameters": {"tier": "fast"}}, token=reader, expect=403)
     w.call("DELETE", "/v1/volume/csi/vol-a", expect=409)  # in use
     w.call("PUT", f"/v1/allocation/{aid}", {"Task": {"Command": "/bin/true"}}, expect=(400, 409))  # not a plugin's
     _, sysalloc, _ = w.call("POST", "/v1/allocations", {"Allocation": {
@@ -226,6 +235,13 @@ def cluster_walk(w):
     w.call("POST", "/v1/node/web-node/enroll", {"CSR": "not a CSR"}, token="", expect=(400, 501))
     w.call("PUT", "/v1/node/web-node/enroll", {}, token="", expect=(400, 501))
     w.call("DELETE", "/v1/node/web-node", expect=409)  # live
+    # Eligibility and drain, undone again: nothing runs on the node by now.
+    w.call("PUT", "/v1/node/web-node/eligibility", {"Eligible": False}, expect=200)
+    w.call("POST", "/v1/node/web-node/eligibility", {"Eligible": True}, expect=200)
+    w.call("PUT", "/v1/node/nope/eligibility", {"Eligible": False}, expect=404)
+    w.call("PUT", "/v1/node/web-node/drain", {"Deadline": "1h"}, expect=200)
+    w.call("POST", "/v1/node/web-node/drain", {"Disable": True, "MarkEligible": True}, expect=200)
+    w.call("POST", "/v1/node/web-node/drain", {"Deadline": "soon"}, expect=400)
     w.call("DELETE", "/v1/node/nope", expect=404)
     w.call("GET", "/v1/events", expect=200)
     w.call("GET", "/v1/events?namespace=*&topic=Volume&per_page=5", expect=200)
@@ -289,7 +305,7 @@ def main():
         volume_walk(w, reader)
         namespace_walk(w, reader)
         snapshot_walk(w)
-        allocation_walk(w)
+        allocation_walk(w, reader)
         release_walk(w)
         cluster_walk(w)
         idempotency_walk(w)
