@@ -1,7 +1,5 @@
 #include "plugins/hostpath/options.hpp"
 
-#include "shared/domain/units.hpp"
-
 #include <charconv>
 #include <limits>
 #include <sstream>
@@ -51,7 +49,7 @@ Usage: mooring-hostpath [flags]
   --log-format text|json             (default: text)
   --version                          print the version and exit
   --help                             print this help and exit
-SIZE accepts plain bytes or K/M/G/T (powers of 1000) and Ki/Mi/Gi/Ti (powers of 1024), an optional B, a fraction (1.5Gi).
+SIZE accepts plain bytes or K/M/G/T (powers of 1000) and Ki/Mi/Gi/Ti (powers of 1024).
 )";
 }
 
@@ -62,6 +60,26 @@ std::string_view to_string(Mode mode) {
     case Mode::monolith: return "monolith";
   }
   return "monolith";
+}
+
+bool parse_size(std::string_view text, std::int64_t& out) {
+  static const std::pair<std::string_view, std::int64_t> kSuffixes[] = {
+      {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30},   {"Ti", 1LL << 40},
+      {"K", 1000LL},     {"M", 1000000LL},  {"G", 1000000000LL}, {"T", 1000000000000LL},
+  };
+  std::int64_t mult = 1;
+  for (const auto& [suffix, m] : kSuffixes) {
+    if (text.size() > suffix.size() && text.ends_with(suffix)) {
+      text.remove_suffix(suffix.size());
+      mult = m;
+      break;
+    }
+  }
+  std::int64_t n = 0;
+  if (!parse_int(text, n) || n < 0) return false;
+  if (n > std::numeric_limits<std::int64_t>::max() / mult) return false;
+  out = n * mult;
+  return true;
 }
 
 bool is_safe_id(std::string_view id) {
@@ -82,10 +100,7 @@ template <class Take>
 std::string apply_value_flag(Options& o, const std::string& flag, const std::string& arg, Take& take) {
   auto take_size = [&](std::int64_t& dst) -> bool {
     std::string v;
-    if (!take(v)) return false;
-    const auto bytes = domain::parse_size(v);
-    if (bytes) dst = *bytes;
-    return bytes.has_value();
+    return take(v) && parse_size(v, dst);
   };
   std::string v;
   if (flag == "--endpoint") {

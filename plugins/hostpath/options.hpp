@@ -61,6 +61,10 @@ ParseResult parse_options(const std::vector<std::string>& args, const std::map<s
 std::string usage();
 std::string_view to_string(Mode mode);
 
+// Parses "1073741824", "512Mi", "10Gi", "1G", "100M", "4Ki"; false on anything else. Its own, not
+// shared/domain/units.hpp: the plugin stands apart from the orchestrator's domain (docs/architecture.md).
+bool parse_size(std::string_view text, std::int64_t& out);
+
 // Ids that become file names (node ids, volume ids): [A-Za-z0-9._-]{1,128}, not "." or "..".
 bool is_safe_id(std::string_view id);
 

@@ -1,5 +1,5 @@
-// Domain: sizes as people write them, parsed once for every tool that takes one (the CLI's
-// `--capacity-min 10GiB`, mooring-hostpath's `--capacity 512Mi`).
+// Domain: sizes as people write them, parsed once for the tools of the orchestrator (the CLI's
+// `volume expand`, a namespace quota). mooring-hostpath keeps its own: the plugin stands apart.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Sizes as the CLI and mooring-hostpath take them: one parser, exact for whole numbers.
+// Sizes as the CLI takes them: one parser, exact for whole numbers.
 #include "shared/domain/units.hpp"
 
 #include <gtest/gtest.h>
