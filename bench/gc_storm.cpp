@@ -273,16 +273,15 @@ class Harness {
   void populate() {
     on_io([&] {
       Batch b;
-      domain::Plugin p;
-      p.id = "sim";
-      for (auto& n : nodes_) {
+      // The plugin's aggregate follows the instances the node rows hold.
+      for (std::size_t k = 0; k < nodes_.size(); ++k) {
+        const auto& n = nodes_[k];
         domain::Node node;
         node.id = n.id;
         node.name = n.id;
         node.address = n.address;
         node.status = domain::NodeStatus::ready;
         node.last_heartbeat = domain::now();
-        b.put(node);
         domain::PluginInstance i;
         i.plugin_id = "sim";
         i.node_id = n.id;
@@ -293,21 +292,17 @@ class Harness {
         i.requires_controller_plugin = true;
         i.node_info = domain::NodeInfo{};
         i.node_info->id = "csi-" + n.id;
-        domain::upsert_instance(p, i);
+        node.plugins["sim"] = i;
+        if (k == 0) {  // beside its node instance: a split plugin's controller
+          domain::PluginInstance c = i;
+          c.type = domain::PluginType::controller;
+          c.node_info.reset();
+          c.controller_info = domain::ControllerInfo{};
+          c.controller_info->supports_attach_detach = true;
+          node.split_controllers["sim"] = c;
+        }
+        b.put(node);
       }
-      domain::PluginInstance c;
-      c.plugin_id = "sim";
-      c.node_id = nodes_[0].id;
-      c.type = domain::PluginType::controller;
-      c.healthy = true;
-      c.provider = "sim.mooring.dev";
-      c.version = "1.0";
-      c.requires_controller_plugin = true;
-      c.controller_info = domain::ControllerInfo{};
-      c.controller_info->supports_attach_detach = true;
-      domain::upsert_instance(p, c);
-      domain::recount(p);
-      b.put(p);
       commit(std::move(b));
       return 0;
     });

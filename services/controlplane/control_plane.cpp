@@ -164,9 +164,16 @@ domain::Status ControlPlane::Parts::load_state() {
   ::malloc_trim(0);
   if (!loaded) return loaded;
   // Upgrade: namespaces in use before they were objects get their records, so none is stranded.
-  if (auto adopt = namespaces::adopt_existing(*store); !adopt.empty())
+  auto adopt = namespaces::adopt_existing(*store);
+  // Upgrade: plugin rows that held every node's instance shrink to their id and indexes (the
+  // instances are in the node rows already), so the next registration does not write them whole.
+  if (const auto stale = store->stale_plugin_rows(); stale > 0) {
+    adopt.rewrite_plugin_rows();
+    logger.info("plugin rows rewritten without their nodes' instances", {{"rows", stale}});
+  }
+  if (!adopt.empty())
     if (auto index = store->commit(std::move(adopt)); !index)
-      return domain::error("record the namespaces in use: " + index.error());
+      return domain::error("record the namespaces in use and rewrite the plugin rows: " + index.error());
   logger.info("state loaded", {{"state", opened.where},
                                {"index", store->index()},
                                {"volumes", store->volumes().size()},

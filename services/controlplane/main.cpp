@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   // Output goes to pipes (run-local's tee, a log collector): a reader that died first (Ctrl-C
   // reaches tee too) must not kill the control plane by SIGPIPE before its shutdown runs.
   process::survive_closed_pipes();
+  process::skip_mutex_deadlock_detection();  // Debian's debug Abseil: ~5 % of CPU with 1000 agents
   // gRPC resolves names (etcd endpoints, agents' addresses) with getaddrinfo, as everything else
   // on the host does (/etc/hosts, nsswitch; Kubernetes' cluster DNS through resolv.conf). Its
   // c-ares resolver also leaked at exit under the sanitizers here. A user's own choice stands.

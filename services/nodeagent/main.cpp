@@ -166,6 +166,7 @@ int main(int argc, char** argv) {
   // Neither a plugin closing a pipe on the agent nor a dead reader of the agent's own output
   // (run-local's tee after Ctrl-C) may kill it by SIGPIPE.
   process::survive_closed_pipes();
+  process::skip_mutex_deadlock_detection();  // Debian's debug Abseil checks every lock gRPC takes
   asio::io_context io;
   asio::signal_set signals(io, SIGTERM, SIGINT);
   std::vector<std::string> args(argv, argv + argc);

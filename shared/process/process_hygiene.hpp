@@ -11,6 +11,11 @@ namespace mooring::process {
 // resets dispositions). Call first thing in main().
 void survive_closed_pipes();
 
+// Turns off Abseil's mutex deadlock detection, which Debian's debug-built Abseil runs on every
+// lock gRPC takes (abseil_mutexes.cpp says what it cost). For the binaries that link gRPC; call
+// first thing in main(), before any gRPC object exists.
+void skip_mutex_deadlock_detection();
+
 // Sets FD_CLOEXEC on `fd`. For descriptors made by code that does not ask for it itself: Asio
 // opens sockets and accepts connections without SOCK_CLOEXEC. False (errno set) on failure.
 bool close_on_exec(int fd);

@@ -24,10 +24,6 @@ grpc::Status read_fingerprints(const google::protobuf::RepeatedPtrField<v1::Plug
   return grpc::Status::OK;
 }
 
-PluginLookup lookup(Context& ctx) {
-  return [&store = ctx.store](const std::string& id) { return store.plugin(id); };
-}
-
 }  // namespace
 
 grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1::RegisterNodeResponse& resp,
@@ -45,7 +41,7 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
   // What the node record keeps of the caller's certificate: its not-after and its key's hash.
   reg.certificate_expires = caller.presented.expires;
   reg.certificate_key_sha256 = caller.presented.key_sha256;
-  auto change = plan_registration(ctx.store.node(req.node_id()), reg, std::move(plugins), lookup(ctx), domain::now());
+  auto change = plan_registration(ctx.store.node(req.node_id()), reg, std::move(plugins), domain::now());
   Batch batch;
   change.stage(batch);
   stage_adopted_renewal(ctx, caller, batch);
@@ -76,7 +72,7 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   // Seen before the commit: a heartbeat that arrives is proof of life even if the disk is full;
   // and not silent until the agent has our answer (the service calls answered()).
   ctx.liveness.arrived(req.node_id());
-  auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), lookup(ctx), domain::now());
+  auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), domain::now());
   // A renewed certificate shows up with the first call made over it (a new connection).
   const auto& cert = caller.presented;
   if (caller.checked &&

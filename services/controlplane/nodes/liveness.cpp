@@ -53,12 +53,11 @@ void NodeLiveness::unknown_until_heard() {
     unknown_marked_ = false;
     return;
   }
-  const PluginLookup lookup = [this](const std::string& id) { return store_.plugin(id); };
   std::vector<std::string> unheard;
   for (const auto& [id, node] : store_.nodes())
     if (!last_seen_.contains(id)) unheard.push_back(id);
   for (const auto& id : unheard) {
-    auto change = plan_unknown_until_heard(*store_.node(id), lookup);
+    auto change = plan_unknown_until_heard(*store_.node(id));
     if (change.empty()) continue;
     Batch batch;
     change.stage(batch);
@@ -92,7 +91,6 @@ std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
     const auto last = it == last_seen_.end() ? started_ : it->second;
     if (now - last > options_.ttl) expired.push_back(id);
   }
-  const PluginLookup lookup = [this](const std::string& id) { return store_.plugin(id); };
   for (const auto& id : expired) {
     const auto* node = store_.node(id);
     auto it = last_seen_.find(id);
@@ -100,7 +98,7 @@ std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
         std::chrono::duration_cast<std::chrono::milliseconds>(now - (it == last_seen_.end() ? started_ : it->second));
     std::string reason =
         "no heartbeat for " + domain::format_duration(silent) + " (TTL " + domain::format_duration(options_.ttl) + ")";
-    auto change = plan_node_down(*node, reason, lookup, domain::now());
+    auto change = plan_node_down(*node, reason, domain::now());
     Batch batch;
     change.stage(batch);
     if (auto r = store_.commit(std::move(batch)); !r) {

@@ -31,17 +31,8 @@ domain::Expected<NodePurge> plan_node_purge(const StateStore& store, const std::
                          ")");
 
   NodePurge out;
-  for (const auto& [plugin_id, inst] : node->plugins) {
-    const domain::Plugin* p = store.plugin(plugin_id);
-    if (!p) continue;
-    domain::Plugin agg = *p;
-    if (!domain::remove_node(agg, node_id)) continue;
-    out.plugin_instances += node->split_controllers.contains(plugin_id) ? 2 : 1;  // a split plugin has two
-    if (agg.controllers.empty() && agg.nodes.empty())
-      out.batch.erase_plugin(plugin_id);
-    else
-      out.batch.put(std::move(agg));
-  }
+  // The node's instances go with its row; the plugins' aggregates follow (a plugin with none left goes).
+  out.plugin_instances = node->plugins.size() + node->split_controllers.size();
   for (const auto& alloc_id : store.live_allocation_ids_on(node_id)) {
     domain::Allocation a = *store.allocation(alloc_id);
     a.client_status = domain::ClientStatus::lost;

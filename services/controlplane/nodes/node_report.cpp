@@ -11,7 +11,6 @@ using domain::in_quotes;
 using domain::Event;
 using domain::Node;
 using domain::NodeEvent;
-using domain::Plugin;
 using domain::PluginInstance;
 
 namespace {
@@ -21,24 +20,6 @@ void add_node_event(Node& node, NodeEvent e) {
   if (node.events.size() > kMaxNodeEvents)
     node.events.erase(node.events.begin(),
                       node.events.begin() + static_cast<long>(node.events.size() - kMaxNodeEvents));
-}
-
-// The aggregate as planned so far: the plan's copy, else the stored one.
-std::optional<Plugin> planned(const NodeChange& ch, const PluginLookup& lookup, const std::string& id) {
-  if (auto it = ch.plugins.find(id); it != ch.plugins.end()) return it->second;
-  if (const auto* p = lookup(id)) return *p;
-  return std::nullopt;
-}
-
-// Records the aggregate only when it differs from the stored one, so an unchanged heartbeat
-// plans no write.
-void set_planned(NodeChange& ch, const PluginLookup& lookup, const std::string& id, std::optional<Plugin> p) {
-  const Plugin* stored = lookup(id);
-  const bool same = (stored && p && *stored == *p) || (!stored && !p);
-  if (same)
-    ch.plugins.erase(id);
-  else
-    ch.plugins[id] = std::move(p);
 }
 
 Event plugin_event(const std::string& type, const PluginInstance& i, std::string message) {
@@ -92,27 +73,9 @@ void fold_instance(NodeChange& ch, std::map<std::string, PluginInstance>& slot, 
   }
 }
 
-// Whether domain::set_node_instances(plugin, node_id, instances) would leave the instance maps
-// as they are: each instance in the map of its type (the last of each kind, as there), and the
-// node in no map none of them serves.
-bool holds_node_instances(const Plugin& plugin, const std::string& node_id,
-                          const std::vector<PluginInstance>& instances) {
-  const PluginInstance* controller = nullptr;
-  const PluginInstance* node = nullptr;
-  for (const auto& instance : instances) {
-    if (domain::has_controller(instance.type)) controller = &instance;
-    if (domain::has_node(instance.type)) node = &instance;
-  }
-  const auto same = [&](const std::map<std::string, PluginInstance>& map, const PluginInstance* want) {
-    const auto it = map.find(node_id);
-    return want ? it != map.end() && it->second == *want : it == map.end();
-  };
-  return same(plugin.controllers, controller) && same(plugin.nodes, node);
-}
-
 // Folds everything the node reports for one plugin id (one instance, or a split plugin's
-// controller and node instance) into the node and the plugin's aggregate.
-void fold_plugin(NodeChange& ch, const PluginLookup& lookup, std::vector<PluginInstance> instances, domain::Time now) {
+// controller and node instance) into the node.
+void fold_plugin(NodeChange& ch, std::vector<PluginInstance> instances, domain::Time now) {
   auto& node = ch.node;
   const std::string id = instances.front().plugin_id;
   const bool split = instances.size() == 2;
@@ -127,18 +90,9 @@ void fold_plugin(NodeChange& ch, const PluginLookup& lookup, std::vector<PluginI
         "the controller instance of plugin " + in_quotes(id) + " is no longer reported by node " + in_quotes(node.id)));
     ch.node_changed = true;
   }
-  // Folded into the aggregate even when the node's copy did not change: this also repairs an
-  // aggregate that lost the instance. An aggregate that already holds them is not copied: it has
-  // every node's instance, and copying it on each heartbeat made a heartbeat cost O(nodes).
-  if (!ch.plugins.contains(id))
-    if (const Plugin* stored = lookup(id); stored && holds_node_instances(*stored, node.id, instances)) return;
-  Plugin agg = planned(ch, lookup, id).value_or(Plugin{});
-  agg.id = id;
-  domain::set_node_instances(agg, node.id, instances);
-  set_planned(ch, lookup, id, std::move(agg));
 }
 
-void remove_instance(NodeChange& ch, const PluginLookup& lookup, const std::string& plugin_id) {
+void remove_instance(NodeChange& ch, const std::string& plugin_id) {
   auto& node = ch.node;
   auto it = node.plugins.find(plugin_id);
   if (it == node.plugins.end()) return;
@@ -148,19 +102,12 @@ void remove_instance(NodeChange& ch, const PluginLookup& lookup, const std::stri
   node.plugins.erase(it);
   node.split_controllers.erase(plugin_id);
   ch.node_changed = true;
-  auto agg = planned(ch, lookup, plugin_id);
-  if (!agg) return;
-  domain::remove_node(*agg, node.id);
-  // A plugin with no instance left anywhere is gone.
-  if (agg->controllers.empty() && agg->nodes.empty()) agg.reset();
-  set_planned(ch, lookup, plugin_id, std::move(agg));
 }
 
 // The full set replaces what the node reported before. An id names one instance, or a split
 // plugin's controller and node instance; anything else reported for an id (an older agent's
 // duplicate) is the last one (as before).
-void fold_fingerprints(NodeChange& ch, const PluginLookup& lookup, std::vector<PluginInstance> plugins,
-                       domain::Time now) {
+void fold_fingerprints(NodeChange& ch, std::vector<PluginInstance> plugins, domain::Time now) {
   std::map<std::string, std::vector<PluginInstance>> full;
   for (auto& p : plugins) full[p.plugin_id].push_back(std::move(p));
   for (auto& [id, instances] : full) {
@@ -174,14 +121,13 @@ void fold_fingerprints(NodeChange& ch, const PluginLookup& lookup, std::vector<P
   std::vector<std::string> gone;
   for (const auto& [id, inst] : ch.node.plugins)
     if (!full.contains(id)) gone.push_back(id);
-  for (const auto& id : gone) remove_instance(ch, lookup, id);
-  for (auto& [id, instances] : full) fold_plugin(ch, lookup, std::move(instances), now);
+  for (const auto& id : gone) remove_instance(ch, id);
+  for (auto& [id, instances] : full) fold_plugin(ch, std::move(instances), now);
 }
 
 // Every healthy instance on the node becomes unhealthy with `why` (at `at`, or keeping its time),
-// folded into the node and the aggregates as a full report would be.
-void mark_unhealthy(NodeChange& ch, const PluginLookup& lookup, const std::string& why, std::optional<domain::Time> at,
-                    domain::Time now) {
+// folded into the node as a full report would be.
+void mark_unhealthy(NodeChange& ch, const std::string& why, std::optional<domain::Time> at, domain::Time now) {
   std::vector<PluginInstance> instances;
   for (const auto* slot : {&ch.node.plugins, &ch.node.split_controllers}) {
     for (const auto& [id, inst] : *slot) {
@@ -194,24 +140,18 @@ void mark_unhealthy(NodeChange& ch, const PluginLookup& lookup, const std::strin
       instances.push_back(std::move(i));
     }
   }
-  fold_fingerprints(ch, lookup, std::move(instances), now);
+  fold_fingerprints(ch, std::move(instances), now);
 }
 
 }  // namespace
 
 void NodeChange::stage(Batch& batch) const {
   if (node_changed) batch.put(node);
-  for (const auto& [id, p] : plugins) {
-    if (p)
-      batch.put(*p);
-    else
-      batch.erase_plugin(id);
-  }
   for (const auto& e : events) batch.add_event(e);
 }
 
 NodeChange plan_registration(const Node* current, const NodeRegistration& reg, std::vector<PluginInstance> plugins,
-                             const PluginLookup& lookup, domain::Time now) {
+                             domain::Time now) {
   NodeChange ch;
   if (current) ch.node = *current;
   auto& node = ch.node;
@@ -232,12 +172,12 @@ NodeChange plan_registration(const Node* current, const NodeRegistration& reg, s
                             .key = node.id,
                             .message = what + ": " + in_quotes(node.id) + " (" + node.name + ") at " + reg.address,
                             .details = {{"address", reg.address}, {"name", node.name}}});
-  fold_fingerprints(ch, lookup, std::move(plugins), now);
+  fold_fingerprints(ch, std::move(plugins), now);
   return ch;
 }
 
 NodeChange plan_heartbeat(const Node& current, std::vector<PluginInstance> plugins, std::vector<NodeEvent> events,
-                          const PluginLookup& lookup, domain::Time now) {
+                          domain::Time now) {
   NodeChange ch;
   ch.node = current;
   auto& node = ch.node;
@@ -250,7 +190,7 @@ NodeChange plan_heartbeat(const Node& current, std::vector<PluginInstance> plugi
     ch.events.push_back(
         Event{.topic = "Node", .type = "NodeReady", .key = node.id, .message = what + " from " + in_quotes(node.id)});
   }
-  fold_fingerprints(ch, lookup, std::move(plugins), now);
+  fold_fingerprints(ch, std::move(plugins), now);
   for (auto& e : events) {
     if (!domain::is_set(e.time)) e.time = now;
     auto details = e.details;
@@ -268,8 +208,7 @@ NodeChange plan_heartbeat(const Node& current, std::vector<PluginInstance> plugi
   return ch;
 }
 
-NodeChange plan_node_down(const Node& current, const std::string& reason, const PluginLookup& lookup,
-                          domain::Time now) {
+NodeChange plan_node_down(const Node& current, const std::string& reason, domain::Time now) {
   NodeChange ch;
   ch.node = current;
   auto& node = ch.node;
@@ -280,18 +219,18 @@ NodeChange plan_node_down(const Node& current, const std::string& reason, const 
                             .type = "NodeDown",
                             .key = node.id,
                             .message = "node " + in_quotes(node.id) + " is down: " + reason});
-  mark_unhealthy(ch, lookup, "node down: " + reason, now, now);
+  mark_unhealthy(ch, "node down: " + reason, now, now);
   return ch;
 }
 
-NodeChange plan_unknown_until_heard(const Node& current, const PluginLookup& lookup) {
+NodeChange plan_unknown_until_heard(const Node& current) {
   NodeChange ch;
   ch.node = current;
   bool healthy = false;
   for (const auto* slot : {&current.plugins, &current.split_controllers})
     for (const auto& [id, inst] : *slot) healthy = healthy || inst.healthy;
   if (!healthy) return ch;
-  mark_unhealthy(ch, lookup, std::string(domain::kHealthUnknown), std::nullopt, domain::now());
+  mark_unhealthy(ch, std::string(domain::kHealthUnknown), std::nullopt, domain::now());
   return ch;
 }
 

@@ -27,7 +27,7 @@ namespace {
 // Every table, decoded from one Snapshot; nothing of it is installed until all of it decoded.
 struct Loaded {
   std::map<std::string, domain::Volume> volumes;
-  std::map<std::string, domain::Plugin> plugins;
+  std::map<std::string, domain::Plugin> plugins;  // the rows: ids and indexes (aggregates follow the nodes)
   std::map<std::string, domain::Node> nodes;
   std::map<std::string, domain::Allocation> allocations;
   std::map<std::string, IdempotentRequest> requests;
@@ -118,6 +118,19 @@ domain::Status decode_events(const Snapshot& snap, Loaded& l) {
   return {};
 }
 
+// Plugin rows not as this version writes them: an older form (every node's instance in the
+// plugin's row), a row whose plugin no node runs, or a plugin some node runs without a row.
+std::set<std::string> find_stale_plugin_rows(const Snapshot& snap, const std::map<std::string, domain::Plugin>& rows,
+                                             const PluginAggregates& aggregates) {
+  std::set<std::string> out;
+  if (auto it = snap.rows.find(Table::plugins); it != snap.rows.end())
+    for (const auto& [key, text] : it->second)
+      if (!aggregates.find(key) || text != domain::to_storage_text(rows.at(key))) out.insert(key);
+  for (const auto& [id, p] : aggregates.plugins())
+    if (!rows.contains(id)) out.insert(id);
+  return out;
+}
+
 // Random, never 0 (an agent's "none") and never the one it replaces.
 std::uint64_t new_incarnation(std::uint64_t old) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -137,8 +150,9 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   if (auto st = decode_records(*snap, l); !st) return st;
   if (auto st = decode_events(*snap, l); !st) return st;
   volumes_ = std::move(l.volumes);
-  plugins_ = std::move(l.plugins);
   nodes_ = std::move(l.nodes);
+  plugins_.rebuild(nodes_, l.plugins);
+  stale_plugin_rows_ = find_stale_plugin_rows(*snap, l.plugins, plugins_);
   allocations_ = std::move(l.allocations);
   requests_ = std::move(l.requests);
   acl_policies_ = std::move(l.acl_policies);

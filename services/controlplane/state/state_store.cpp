@@ -101,7 +101,7 @@ void install(std::map<std::string, std::optional<T>>& staged, std::map<std::stri
 }  // namespace
 
 const domain::Volume* StateStore::volume(const std::string& key) const { return find(volumes_, key); }
-const domain::Plugin* StateStore::plugin(const std::string& id) const { return find(plugins_, id); }
+const domain::Plugin* StateStore::plugin(const std::string& id) const { return plugins_.find(id); }
 const domain::Node* StateStore::node(const std::string& id) const { return find(nodes_, id); }
 const domain::Allocation* StateStore::allocation(const std::string& id) const { return find(allocations_, id); }
 const IdempotentRequest* StateStore::idempotent_request(const std::string& key) const { return find(requests_, key); }
@@ -164,7 +164,7 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
     if (auto st = backend_.apply(tx); !st) return domain::error(st.error());
     commit_seconds().observe(std::chrono::steady_clock::now() - started);
   }
-  install_batch(batch, dropped);
+  install_batch(batch, dropped, next);
   index_ = next;
   if (!options_.group_commit) {
     durable_index_ = next;
@@ -185,7 +185,6 @@ domain::Expected<std::uint64_t> StateStore::commit(Batch batch) {
 std::size_t StateStore::stage_batch(Batch& batch, Transaction& tx) const {
   const std::uint64_t next = tx.index;
   stage(Table::volumes, batch.volumes_, volumes_, next, tx);
-  stage(Table::plugins, batch.plugins_, plugins_, next, tx);
   stage(Table::nodes, batch.nodes_, nodes_, next, tx);
   stage(Table::allocations, batch.allocations_, allocations_, next, tx);
   stage(Table::acl_policies, batch.acl_policies_, acl_policies_, next, tx);
@@ -218,7 +217,7 @@ std::size_t StateStore::stage_batch(Batch& batch, Transaction& tx) const {
 
   auto& touched = tx.tables;
   if (!batch.volumes_.empty()) touched.push_back(Table::volumes);
-  if (!batch.plugins_.empty()) touched.push_back(Table::plugins);
+  if (stage_plugin_rows(batch, tx)) touched.push_back(Table::plugins);
   if (!batch.nodes_.empty()) touched.push_back(Table::nodes);
   if (!batch.allocations_.empty()) touched.push_back(Table::allocations);
   if (!batch.requests_.empty()) touched.push_back(Table::requests);
@@ -231,10 +230,38 @@ std::size_t StateStore::stage_batch(Batch& batch, Transaction& tx) const {
   return drop;
 }
 
+// A plugin's row, for the plugins a batch's nodes change (and, with rewrite_plugin_rows(), those
+// the load found stale): its id and indexes, or a deletion once its last instance goes. O(1)
+// bytes however many nodes run it; the aggregate itself follows in install_batch(). Returns
+// whether it wrote any.
+bool StateStore::stage_plugin_rows(const Batch& batch, Transaction& tx) const {
+  std::map<std::string, long> gained;  // plugin id -> entries its nodes gain in this batch
+  for (const auto& [id, n] : batch.nodes_)
+    for (const auto& [plugin_id, g] : PluginAggregates::changes(node(id), n ? &*n : nullptr)) gained[plugin_id] += g;
+  std::set<std::string> rewrite;  // stale rows only rewritten: their content does not change
+  if (batch.rewrite_plugin_rows_)
+    for (const auto& id : stale_plugin_rows_)
+      if (gained.try_emplace(id, 0).second) rewrite.insert(id);
+  for (const auto& [id, g] : gained) {
+    const domain::Plugin* now = plugins_.find(id);
+    if (static_cast<long>(plugins_.entries(id)) + g <= 0) {
+      tx.mutations.push_back({Table::plugins, id, std::nullopt});
+      continue;
+    }
+    domain::Plugin row;
+    row.id = id;
+    row.create_index = now ? now->create_index : tx.index;
+    row.modify_index = now && rewrite.contains(id) ? now->modify_index : tx.index;
+    tx.mutations.push_back({Table::plugins, id, storage_text(row)});
+  }
+  return !gained.empty();
+}
+
 // The staged batch into memory and its indexes; the `dropped` oldest events out.
-void StateStore::install_batch(Batch& batch, std::size_t dropped) {
+void StateStore::install_batch(Batch& batch, std::size_t dropped, std::uint64_t index) {
   install_volumes(batch.volumes_);
-  install(batch.plugins_, plugins_);
+  for (const auto& [id, n] : batch.nodes_) plugins_.apply(node(id), n ? &*n : nullptr, index);
+  if (batch.rewrite_plugin_rows_) stale_plugin_rows_.clear();
   install(batch.nodes_, nodes_);
   install_allocations(batch.allocations_);
   install(batch.acl_policies_, acl_policies_);

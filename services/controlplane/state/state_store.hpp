@@ -39,6 +39,7 @@
 #include "services/controlplane/state/backend.hpp"
 #include "services/controlplane/state/idempotent_request.hpp"
 #include "services/controlplane/state/namespace_record.hpp"
+#include "services/controlplane/state/plugin_aggregates.hpp"
 #include "services/controlplane/state/snapshot_record.hpp"
 #include "services/controlplane/state/table.hpp"
 #include "shared/domain/allocation.hpp"
@@ -52,17 +53,17 @@
 namespace mooring::controlplane {
 
 // The writes of one transaction. Objects are whole (read a copy, change it, put it back).
+// Plugins are not written directly: a plugin's aggregate follows the instances its nodes hold
+// (put a node with its plugins; state/plugin_aggregates.hpp).
 class Batch {
  public:
   void put(domain::Volume v) {
     auto key = domain::volume_key(v.ns, v.id);
     volumes_[std::move(key)] = std::move(v);
   }
-  void put(domain::Plugin p) { plugins_[p.id] = std::move(p); }
   void put(domain::Node n) { nodes_[n.id] = std::move(n); }
   void put(domain::Allocation a) { allocations_[a.id] = std::move(a); }
   void erase_volume(const std::string& key) { volumes_[key] = std::nullopt; }  // domain::volume_key
-  void erase_plugin(const std::string& id) { plugins_[id] = std::nullopt; }
   void erase_node(const std::string& id) { nodes_[id] = std::nullopt; }
   void erase_allocation(const std::string& id) { allocations_[id] = std::nullopt; }
   // The event's index and (when unset) time are filled in at commit.
@@ -83,10 +84,13 @@ class Batch {
   void put(domain::NodeIdentity n) { node_identities_[n.node_id] = std::move(n); }
   void erase_node_identity(const std::string& node_id) { node_identities_[node_id] = std::nullopt; }
   void put(NamespaceRecord n) { namespaces_[n.name] = std::move(n); }
+  // Upgrade: the plugin rows the load found in an older form (StateStore::stale_plugin_rows())
+  // are written again in this transaction.
+  void rewrite_plugin_rows() { rewrite_plugin_rows_ = true; }
   void erase_namespace(const std::string& name) { namespaces_[name] = std::nullopt; }
 
   bool empty() const {
-    return volumes_.empty() && plugins_.empty() && nodes_.empty() && allocations_.empty() && events_.empty() &&
+    return !rewrite_plugin_rows_ && volumes_.empty() && nodes_.empty() && allocations_.empty() && events_.empty() &&
            requests_.empty() && acl_policies_.empty() && acl_tokens_.empty() && snapshots_.empty() &&
            node_identities_.empty() && namespaces_.empty();
   }
@@ -94,7 +98,7 @@ class Batch {
  private:
   friend class StateStore;
   std::map<std::string, std::optional<domain::Volume>> volumes_;
-  std::map<std::string, std::optional<domain::Plugin>> plugins_;
+  bool rewrite_plugin_rows_ = false;
   std::map<std::string, std::optional<domain::Node>> nodes_;
   std::map<std::string, std::optional<domain::Allocation>> allocations_;
   std::vector<domain::Event> events_;
@@ -173,7 +177,11 @@ class StateStore {
   const domain::NodeIdentity* node_identity(const std::string& node_id) const;
   const std::map<std::string, domain::NodeIdentity>& node_identities() const { return node_identities_; }
   const std::map<std::string, domain::Volume>& volumes() const { return volumes_; }
-  const std::map<std::string, domain::Plugin>& plugins() const { return plugins_; }
+  // Each plugin's aggregate, kept from the nodes' instances (state/plugin_aggregates.hpp).
+  const std::map<std::string, domain::Plugin>& plugins() const { return plugins_.plugins(); }
+  // Plugin rows the load found in an older form (holding every node's instance), or missing, or
+  // without an instance left: Batch::rewrite_plugin_rows() writes them as they are kept now.
+  std::size_t stale_plugin_rows() const { return stale_plugin_rows_.size(); }
   const std::map<std::string, domain::Node>& nodes() const { return nodes_; }
   const std::map<std::string, domain::Allocation>& allocations() const { return allocations_; }
   // The ids of the allocations placed on a node, terminal ones included (empty when none).
@@ -261,8 +269,9 @@ class StateStore {
   domain::Status install_loaded(domain::Expected<Snapshot> snap);  // load() from what the backend read
   domain::Status reinstall(domain::Expected<Snapshot> snap);       // reload() from what the backend read
   void notify(Table t);
-  std::size_t stage_batch(Batch& batch, Transaction& tx) const;  // commit(): its rows, events and tables
-  void install_batch(Batch& batch, std::size_t dropped);         // commit(): into memory
+  std::size_t stage_batch(Batch& batch, Transaction& tx) const;                // commit(): its rows, events and tables
+  bool stage_plugin_rows(const Batch& batch, Transaction& tx) const;           // stage_batch(): the derived rows
+  void install_batch(Batch& batch, std::size_t dropped, std::uint64_t index);  // commit(): into memory
   void install_allocations(std::map<std::string, std::optional<domain::Allocation>>& staged);
   void install_volumes(std::map<std::string, std::optional<domain::Volume>>& staged);
   void rebuild_indexes();
@@ -288,7 +297,8 @@ class StateStore {
   std::uint64_t incarnation_ = 0;
   std::map<Table, std::uint64_t> table_index_;
   std::map<std::string, domain::Volume> volumes_;
-  std::map<std::string, domain::Plugin> plugins_;
+  PluginAggregates plugins_;  // follows nodes_
+  std::set<std::string> stale_plugin_rows_;
   std::map<std::string, domain::Node> nodes_;
   std::map<std::string, domain::Allocation> allocations_;
   struct NodeAllocations {                                      // follows allocations_ and the volumes' claims

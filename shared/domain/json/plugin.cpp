@@ -65,17 +65,22 @@ constexpr Field<PluginInstance> kInstance[] = {
     field<&PluginInstance::alloc_id>("AllocID", kOut),
 };
 
+// Stored: the id and indexes only. Everything else is derived from the instances, which are
+// stored once, in each node's row (Node::plugins), and folded in memory at load and on each
+// change (services/controlplane/state/plugin_aggregates.hpp); a row from before that holds the
+// maps and counts still decodes (they are not read) and is rewritten at start.
+constexpr unsigned kShown = kApi | kStub;
 constexpr Field<Plugin> kPlugin[] = {
     field<&Plugin::id>("ID", kAll),
-    field<&Plugin::provider>("Provider", kAll),
-    field<&Plugin::version>("Version", kOut),
-    field<&Plugin::controller_required>("ControllerRequired", kAll),
-    field<&Plugin::controllers>("Controllers", kOut),
-    field<&Plugin::nodes>("Nodes", kOut),
-    field<&Plugin::controllers_healthy>("ControllersHealthy", kAll),
-    field<&Plugin::controllers_expected>("ControllersExpected", kAll),
-    field<&Plugin::nodes_healthy>("NodesHealthy", kAll),
-    field<&Plugin::nodes_expected>("NodesExpected", kAll),
+    field<&Plugin::provider>("Provider", kShown),
+    field<&Plugin::version>("Version", kApi),
+    field<&Plugin::controller_required>("ControllerRequired", kShown),
+    field<&Plugin::controllers>("Controllers", kApi),
+    field<&Plugin::nodes>("Nodes", kApi),
+    field<&Plugin::controllers_healthy>("ControllersHealthy", kShown),
+    field<&Plugin::controllers_expected>("ControllersExpected", kShown),
+    field<&Plugin::nodes_healthy>("NodesHealthy", kShown),
+    field<&Plugin::nodes_expected>("NodesExpected", kShown),
     field<&Plugin::create_index>("CreateIndex", kAll),
     field<&Plugin::modify_index>("ModifyIndex", kAll),
 };

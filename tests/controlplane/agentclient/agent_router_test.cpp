@@ -12,6 +12,7 @@
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_pki.hpp"
 #include "shared/rpc/transport_security.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane::testing {
 
@@ -22,8 +23,9 @@ class AgentRouterTest : public GcFixture {
   void SetUp() override {
     make_plane();
     Batch b;
-    for (const auto* n : {"node-1", "node-2", "node-3"}) b.put(node(n, agents.start(n)));
-    b.put(plugin("csi", {"node-1"}, {"node-2", "node-3"}));
+    std::vector<domain::Node> nodes;
+    for (const auto* n : {"node-1", "node-2", "node-3"}) nodes.push_back(node(n, agents.start(n)));
+    fixtures::put_running(b, {plugin("csi", {"node-1"}, {"node-2", "node-3"})}, nullptr, std::move(nodes));
     commit(std::move(b));
   }
 
@@ -146,7 +148,7 @@ TEST_F(AgentRouterTest, NoHealthyControllerIsAClearUnavailable) {
   Batch b;
   auto p = plugin("csi", {"node-1"}, {"node-2", "node-3"});
   for (auto& [n, inst] : p.controllers) inst.healthy = false;
-  b.put(p);
+  put_running_on_io(b, p);
   commit(std::move(b));
   r = unpublish("vol-1", "ext-1");
   EXPECT_TRUE(r.no_target);
@@ -200,7 +202,7 @@ TEST_F(AgentRouterTest, WhileNoControllersHealthIsKnownTheReasonSaysItIsNotKnown
     inst.healthy = false;
     inst.health_description = std::string(domain::kHealthUnknown);
   }
-  b.put(p);
+  put_running_on_io(b, p);
   commit(std::move(b));
   auto r = unpublish("vol-1", "ext-1");
   EXPECT_TRUE(r.no_target);

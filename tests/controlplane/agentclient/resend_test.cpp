@@ -19,6 +19,7 @@
 #include "tests/controlplane/gc/gc_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_pki.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane::testing {
 
@@ -36,11 +37,8 @@ class ResendTest : public GcFixture {
     make_plane();
     Batch b;
     auto p = plugin("csi", {"node-1"}, {"node-2"});
-    auto n1 = node("node-1", agents.start("node-1"));
-    n1.plugins["csi"] = p.nodes.at("node-1");
-    b.put(n1);
-    b.put(node("node-2", agents.start("node-2")));
-    b.put(p);
+    fixtures::put_running(b, {p}, nullptr,
+                          {node("node-1", agents.start("node-1")), node("node-2", agents.start("node-2"))});
     b.put(allocation("a1", "node-1", "vol-1"));
     commit(std::move(b));
   }

@@ -21,8 +21,7 @@ class AllocationsTest : public ::testing::Test {
     ASSERT_TRUE(store.load());
     Batch b;
     auto plugin = fixtures::plugin("hostpath", "node-1");
-    b.put(plugin);
-    b.put(fixtures::ready_node(plugin, "node-1"));
+    b.put(fixtures::ready_node(plugin, "node-1"));  // the plugin's aggregate follows its instance
     b.put(fixtures::volume("data"));
     ASSERT_TRUE(store.commit(std::move(b)));
   }

@@ -11,6 +11,7 @@
 #include "tests/controlplane/support/api_server.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/http_client.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -49,12 +50,11 @@ class ApiHttpTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Batch b;
-    b.put(fixtures::plugin("hostpath", "node-1"));
     domain::Node n;
     n.id = "node-1";
     n.name = "first";
     n.status = domain::NodeStatus::ready;
-    b.put(n);
+    fixtures::put_running(b, {fixtures::plugin("hostpath", "node-1")}, nullptr, {n});
     server.seed(std::move(b));
     server.start(config);
     port = server.port;

@@ -45,8 +45,7 @@ class AuditApiTest : public ::testing::Test {
             info.supports_list_snapshots = true;
       }
     Batch b;
-    b.put(plugin);
-    b.put(fixtures::ready_node(plugin, "node-1"));
+    b.put(fixtures::ready_node(plugin, "node-1"));  // the plugin's aggregate follows its instance
     b.put(fixtures::volume("vol-1"));
     b.put(fixtures::volume("vol-2"));
     server.seed(std::move(b));

@@ -135,7 +135,6 @@ class Edges : public ::testing::Test {
  protected:
   void SetUp() override {
     Batch b;
-    b.put(fixtures::plugin("hostpath", "node-1", /*controller=*/true));
     b.put(fixtures::ready_node(fixtures::plugin("hostpath", "node-1", true), "node-1"));
     b.put(fixtures::volume("vol-1"));
     plain.seed(b);

@@ -7,6 +7,7 @@
 #include "tests/controlplane/support/api_server.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/http_client.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -34,12 +35,10 @@ class GroupSnapshotApiTest : public ::testing::Test {
     auto plugin = fixtures::plugin("hostpath", "node-1", /*controller=*/true);
     for (auto& [id, inst] : plugin.controllers)
       inst.controller_info->supports_group_snapshot = inst.controller_info->supports_list_snapshots = true;
-    b.put(plugin);
-    b.put(fixtures::plugin("other", "node-1", true));
     domain::Node n;
     n.id = "node-1";
     n.status = domain::NodeStatus::ready;
-    b.put(n);
+    fixtures::put_running(b, {plugin, fixtures::plugin("other", "node-1", true)}, nullptr, {n});
     b.put(fixtures::volume("a"));
     b.put(fixtures::volume("b"));
     b.put(fixtures::volume("c", "other"));

@@ -56,8 +56,7 @@ class AclBinaryTest : public ::testing::Test {
     ASSERT_TRUE(store.load());
     Batch b;
     auto plugin = fixtures::plugin("hostpath", "node-1");
-    b.put(fixtures::ready_node(plugin, "node-1"));
-    b.put(plugin);
+    b.put(fixtures::ready_node(plugin, "node-1"));  // the plugin's aggregate follows its instance
     b.put(fixtures::volume("vol-1"));
     auto team = fixtures::volume("vol-1");
     team.ns = "team-a";

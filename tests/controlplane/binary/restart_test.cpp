@@ -143,8 +143,7 @@ class BinaryTest : public ::testing::Test {
     ASSERT_TRUE(store.load());
     Batch b;
     auto plugin = fixtures::plugin("hostpath", "node-1");
-    b.put(plugin);
-    b.put(fixtures::ready_node(plugin, "node-1"));
+    b.put(fixtures::ready_node(plugin, "node-1"));  // the plugin's aggregate follows its instance
     ASSERT_TRUE(store.commit(std::move(b)));
   }
   void TearDown() override { fs::remove_all(dir); }

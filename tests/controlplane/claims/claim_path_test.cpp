@@ -14,6 +14,7 @@
 #include "tests/controlplane/support/fake_backend.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/scripted_publisher.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -36,8 +37,7 @@ class ClaimPathTest : public ::testing::Test {
     node.status = domain::NodeStatus::ready;
     node.plugins["hostpath"] = plugin.nodes.at("n1");
     Batch batch;
-    batch.put(plugin);
-    batch.put(node);
+    batch.put(node);  // carries the plugin's instance: the aggregate follows
     batch.put(fixtures::volume("vol-1"));
     for (const char* id : {"a1", "a2"}) {
       auto alloc = fixtures::allocation(id, "n1");
@@ -264,7 +264,7 @@ TEST_F(ClaimPathTest, APendingClaimIsPublishedAgainWhileThePluginsFactsAreUnknow
     for (auto& [id, inst] : *map) inst.controller_info.reset();
   Batch batch;
   batch.put(volume);
-  batch.put(plugin);
+  fixtures::put_running(batch, {plugin}, &store);
   ASSERT_TRUE(store.commit(std::move(batch)));
 
   auto answer = claim(input());

@@ -5,6 +5,7 @@
 #include "services/controlplane/claims/operation_id.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
 #include "tests/controlplane/support/fake_release_calls.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane::testing {
 
@@ -19,9 +20,8 @@ class ClaimGcCallsTest : public GcFixture {
   void SetUp() override {
     make_plane(fast_gc(), &calls);
     Batch b;
-    b.put(node("node-1", "127.0.0.1:1"));
-    b.put(node("node-2", "127.0.0.1:2"));
-    b.put(plugin("csi", {"node-1"}, {"node-2"}));
+    fixtures::put_running(b, {plugin("csi", {"node-1"}, {"node-2"})}, nullptr,
+                          {node("node-1", "127.0.0.1:1"), node("node-2", "127.0.0.1:2")});
     b.put(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
     commit(std::move(b));
   }

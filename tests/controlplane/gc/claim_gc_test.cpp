@@ -7,6 +7,7 @@
 #include "services/controlplane/claims/claim_rules.hpp"
 #include "services/controlplane/claims/operation_id.hpp"
 #include "tests/controlplane/gc/gc_fixture.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane::testing {
 
@@ -21,9 +22,8 @@ class ClaimGcTest : public GcFixture {
     addr2 = agents.start("node-2");
     make_plane();
     Batch b;
-    b.put(node("node-1", addr1));
-    b.put(node("node-2", addr2));
-    b.put(plugin("csi", {"node-1"}, {"node-2"}));
+    fixtures::put_running(b, {plugin("csi", {"node-1"}, {"node-2"})}, nullptr,
+                          {node("node-1", addr1), node("node-2", addr2)});
     commit(std::move(b));
   }
 
@@ -112,7 +112,7 @@ class ResumedUnpublishTest : public ClaimGcTest {
       inst.controller_info->supports_list_volumes_attached_nodes = true;
     }
     Batch b;
-    b.put(p);
+    put_running_on_io(b, p);
     commit(std::move(b));
   }
 };
@@ -258,8 +258,7 @@ TEST_F(ClaimGcTest, ControllerUnreachableKeepsClaimNodeDetachedVisiblyThenComple
 TEST_F(ClaimGcTest, ControllerNotRunningHereMovesToTheNextHealthyController) {
   std::string addr3 = agents.start("node-3");
   Batch b;
-  b.put(node("node-3", addr3));
-  b.put(plugin("csi", {"node-1"}, {"node-2", "node-3"}));
+  put_running_on_io(b, plugin("csi", {"node-1"}, {"node-2", "node-3"}), {node("node-3", addr3)});
   commit(std::move(b));
   agents["node-2"].fail("ControllerUnpublishVolume", grpc::StatusCode::UNAVAILABLE, "plugin csi not running on node node-2");
   put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::node_detached)}));
@@ -299,7 +298,7 @@ TEST_F(ClaimGcTest, NoAccessModeRecordedSkipsNodeStep) {
 
 TEST_F(ClaimGcTest, PluginWithoutPublishUnpublishSkipsControllerStep) {
   Batch b;
-  b.put(plugin("csi", {"node-1"}, {"node-2"}, false));
+  put_running_on_io(b, plugin("csi", {"node-1"}, {"node-2"}, false));
   commit(std::move(b));
   put_volume(volume("vol-1", "csi", {fixtures::claim("a1", "node-1", ClaimState::unpublishing)}));
   start_gc();

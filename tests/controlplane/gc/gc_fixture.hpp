@@ -24,6 +24,7 @@
 #include "tests/controlplane/gc/fake_agent.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane::testing {
 
@@ -112,6 +113,14 @@ class GcFixture : public ::testing::Test {
     on_io([&] {
       plane->store.release_waiters();
       plane.reset();
+      return 0;
+    });
+  }
+
+  // fixtures::put_running over the plane's store, read on the io thread.
+  void put_running_on_io(Batch& b, const domain::Plugin& p, std::vector<domain::Node> nodes = {}) {
+    on_io([&] {
+      fixtures::put_running(b, {p}, &plane->store, std::move(nodes));
       return 0;
     });
   }

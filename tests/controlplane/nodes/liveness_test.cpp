@@ -38,8 +38,7 @@ class LivenessTest : public ::testing::Test {
     auto n1 = node("n1");
     auto p = fixtures::plugin("hostpath", "n1");
     n1.plugins["hostpath"] = p.nodes.at("n1");
-    b.put(n1);
-    b.put(p);
+    b.put(n1);  // carries the plugin's instance: the aggregate follows
     b.put(node("n2"));
     b.put(node("gone", domain::NodeStatus::down));
     ASSERT_TRUE(store.commit(std::move(b)));

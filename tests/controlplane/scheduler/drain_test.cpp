@@ -140,8 +140,7 @@ class DrainStore : public ::testing::Test {
                                                 .access_mode = domain::AccessMode::single_node_writer,
                                                 .attachment_mode = domain::AttachmentMode::file_system};
     Batch b;
-    b.put(p);
-    b.put(fixtures::ready_node(p, "n-1"));
+    b.put(fixtures::ready_node(p, "n-1"));  // the plugin's aggregate follows the nodes' instances
     b.put(fixtures::ready_node(p, "n-2"));
     b.put(v);
     b.put(old);

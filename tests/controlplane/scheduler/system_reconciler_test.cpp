@@ -12,6 +12,7 @@
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane::scheduler {
 namespace {
@@ -252,7 +253,9 @@ class RolloutTest : public SystemReconcilerTest {
     i.node_info = domain::NodeInfo{};
     i.alloc_id = alloc_id;
     domain::upsert_instance(p, i);
-    put(p);
+    Batch b;
+    fixtures::put_running(b, {p}, &store);
+    ASSERT_TRUE(store.commit(std::move(b)));
   }
 
   const domain::RolloutNode& at(const std::string& node_id) {

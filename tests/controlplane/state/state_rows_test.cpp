@@ -11,6 +11,7 @@
 #include "shared/domain/storage_text.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 namespace {
@@ -38,11 +39,10 @@ TEST_F(StateRowsTest, EveryRowIsTheDomDumpOfWhatMemoryHolds) {
   auto v = fixtures::volume("v1");
   v.claims["a1"] = fixtures::claim("a1", "n1", domain::ClaimState::taken);
   b.put(v);
-  b.put(fixtures::plugin());
   domain::Node n;
   n.id = "n1";
   n.status = domain::NodeStatus::ready;
-  b.put(n);
+  fixtures::put_running(b, {fixtures::plugin("hostpath", "n1")}, nullptr, {n});
   b.put(allocation_with_events("a1"));
   b.add_event({.topic = "Allocation", .type = "Submitted", .key = "a1", .details = {{"why", "tab\there"}}});
   ASSERT_TRUE(store.commit(std::move(b)));

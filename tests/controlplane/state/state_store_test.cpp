@@ -15,6 +15,7 @@
 
 #include "tests/controlplane/support/fake_backend.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -77,12 +78,12 @@ TEST_F(StateStoreTest, FailedBackendWriteChangesNothing) {
 TEST_F(StateStoreTest, WritesAreOneTransactionWithEveryRow) {
   Batch b;
   b.put(fixtures::volume("v1"));
-  b.put(fixtures::plugin());
+  fixtures::put_running(b, {fixtures::plugin()});  // the node and the plugin's row
   b.add_event({.topic = "Volume", .type = "Registered", .key = "v1"});
   commit(std::move(b));
   ASSERT_EQ(backend.transactions.size(), 1u);
   EXPECT_EQ(backend.transactions[0].index, 1u);
-  EXPECT_EQ(backend.transactions[0].mutations.size(), 3u);
+  EXPECT_EQ(backend.transactions[0].mutations.size(), 4u);
   // Storage rows keep secrets (full fidelity); only the API redacts.
   EXPECT_NE(backend.snapshot.rows[Table::volumes]["v1"].find("hunter2"), std::string::npos);
 }
@@ -98,12 +99,11 @@ TEST_F(StateStoreTest, ReloadRestoresEverything) {
   v.claims["a1"] = domain::Claim{.allocation_id = "a1", .node_id = "n1", .state = domain::ClaimState::node_detached,
                                  .last_error = "agent unreachable"};
   b.put(v);
-  b.put(fixtures::plugin());
   b.put(fixtures::allocation("a1", "n1"));
   domain::Node n;
   n.id = "n1";
   n.status = domain::NodeStatus::ready;
-  b.put(n);
+  fixtures::put_running(b, {fixtures::plugin("hostpath", "n1")}, nullptr, {n});
   b.add_event({.topic = "Volume", .type = "Registered", .key = "v1", .message = "registered"});
   commit(std::move(b));
   Batch b2;

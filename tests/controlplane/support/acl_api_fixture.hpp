@@ -8,6 +8,7 @@
 #include "tests/controlplane/support/api_server.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
 #include "tests/controlplane/support/http_client.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane::support {
 
@@ -30,11 +31,10 @@ class AclApiFixture : public ::testing::Test {
   explicit AclApiFixture(api::ApiOptions options = {.acl = true}) : server(std::move(options)) {}
   void SetUp() override {
     Batch b;
-    b.put(fixtures::plugin("hostpath", "node-1"));
     domain::Node n;
     n.id = "node-1";
     n.status = domain::NodeStatus::ready;
-    b.put(n);
+    fixtures::put_running(b, {fixtures::plugin("hostpath", "node-1")}, nullptr, {n});
     b.put(fixtures::volume("vol-1"));
     server.seed(std::move(b));
     server.start();

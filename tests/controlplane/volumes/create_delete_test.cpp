@@ -1,6 +1,7 @@
 // Create and delete through a scripted controller: what is registered, what is undone in the
 // background, and what a refusal leaves behind.
 #include "tests/controlplane/volumes/lifecycle_fixture.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -156,7 +157,7 @@ TEST_F(VolumeLifecycleTest, ACreateWhileTheControllersCapabilitiesAreNotKnownYet
       inst.health_description = "starting";
     }
   Batch batch;
-  batch.put(p);
+  fixtures::put_running(batch, {p}, &store);
   seed(std::move(batch));
   auto r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);
@@ -170,7 +171,7 @@ TEST_F(VolumeLifecycleTest, ACreateWhileTheControllersCapabilitiesAreNotKnownYet
   for (auto* map : {&p.controllers, &p.nodes})
     for (auto& [id, inst] : *map) inst.controller_info = domain::ControllerInfo{};
   Batch again;
-  again.put(p);
+  fixtures::put_running(again, {p}, &store);
   seed(std::move(again));
   r = run(lifecycle.create(wanted("vol-1"), anyone));
   ASSERT_FALSE(r);

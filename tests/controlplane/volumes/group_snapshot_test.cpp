@@ -5,6 +5,7 @@
 
 #include "services/controlplane/volumes/outcome.hpp"
 #include "tests/controlplane/volumes/lifecycle_fixture.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -33,7 +34,7 @@ class GroupSnapshotTest : public VolumeLifecycleTest {
     for (auto& [id, inst] : p.controllers)
       if (inst.controller_info) inst.controller_info->supports_group_snapshot = inst.controller_info->supports_list_snapshots = on;
     Batch batch;
-    batch.put(p);
+    fixtures::put_running(batch, {p}, &store);
     EXPECT_TRUE(store.commit(std::move(batch)));
   }
 
@@ -232,7 +233,7 @@ TEST_F(GroupSnapshotTest, APluginThatCannotListTakesTheNamedMembersEachLookedUp)
   auto p = *store.plugin("hostpath");
   for (auto& [id, inst] : p.controllers) inst.controller_info->supports_list_snapshots = false;
   Batch batch;
-  batch.put(p);
+  fixtures::put_running(batch, {p}, &store);
   ASSERT_TRUE(store.commit(std::move(batch)));
   auto unnamed = run(lifecycle.delete_group_snapshot("hostpath", "group-1", {}, {}, anyone));
   ASSERT_FALSE(unnamed);
@@ -251,7 +252,7 @@ TEST_F(GroupSnapshotTest, APluginThatCannotListIsNotAskedToListAndItsRecordedGro
   auto p = *store.plugin("hostpath");
   for (auto& [id, inst] : p.controllers) inst.controller_info->supports_list_snapshots = false;
   Batch batch;
-  batch.put(p);
+  fixtures::put_running(batch, {p}, &store);
   batch.put(SnapshotRecord{.plugin_id = "hostpath",
                            .id = "snap-a",
                            .ns = "default",
@@ -281,7 +282,7 @@ TEST_F(GroupSnapshotTest, WhileTheCapabilityIsUnknownListAndGetAskAgainLater) {
   auto p = *store.plugin("hostpath");
   for (auto& [id, inst] : p.controllers) inst.controller_info.reset();
   Batch batch;
-  batch.put(p);
+  fixtures::put_running(batch, {p}, &store);
   ASSERT_TRUE(store.commit(std::move(batch)));
   auto listed = run(lifecycle.list_group_snapshots("hostpath", {}, anyone));
   ASSERT_FALSE(listed);

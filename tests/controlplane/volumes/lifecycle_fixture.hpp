@@ -13,6 +13,7 @@
 #include "tests/controlplane/support/fake_backend.hpp"
 #include "tests/controlplane/support/fake_controller.hpp"
 #include "tests/controlplane/support/fixtures.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -28,8 +29,7 @@ class VolumeLifecycleTest : public ::testing::Test {
             info.supports_clone = true;
       }
     Batch batch;
-    batch.put(plugin);
-    batch.put(node("n1", domain::NodeStatus::ready));
+    fixtures::put_running(batch, {plugin}, nullptr, {node("n1", domain::NodeStatus::ready)});
     EXPECT_TRUE(store.commit(std::move(batch)));
   }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/controlplane/volumes/lifecycle_fixture.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -30,7 +31,7 @@ class ModifyTest : public VolumeLifecycleTest {
     auto p = *store.plugin("hostpath");
     for (auto& [id, inst] : p.controllers) change(*inst.controller_info);
     Batch batch;
-    batch.put(p);
+    fixtures::put_running(batch, {p}, &store);
     seed(std::move(batch));
   }
 

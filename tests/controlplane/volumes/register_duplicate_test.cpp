@@ -1,6 +1,7 @@
 // One backend volume (provider + external id) is registered under one volume id only: a second
 // registration is a 409 naming the first, and stores nothing.
 #include "tests/controlplane/volumes/lifecycle_fixture.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -14,11 +15,9 @@ class RegisterDuplicateTest : public VolumeLifecycleTest {
  protected:
   RegisterDuplicateTest() {
     Batch batch;
-    batch.put(fixtures::plugin("disk-a", "n1"));
-    batch.put(fixtures::plugin("disk-b", "n1"));
     auto other = fixtures::plugin("other", "n1");
-    other.provider = "other.example.com";
-    batch.put(other);
+    other.nodes.at("n1").provider = "other.example.com";  // the aggregate's follows its instances
+    fixtures::put_running(batch, {fixtures::plugin("disk-a", "n1"), fixtures::plugin("disk-b", "n1"), other}, &store);
     for (const auto* ns : {"team", "team-a", "team-b"}) batch.put(NamespaceRecord{.name = ns});  // they exist
     seed(std::move(batch));
   }

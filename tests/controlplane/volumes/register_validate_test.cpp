@@ -1,6 +1,7 @@
 // Registration and update asked of the plugin (ControllerValidateVolumeCapabilities): what it is
 // sent, and that every refusal stores nothing.
 #include "tests/controlplane/volumes/lifecycle_fixture.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -122,7 +123,7 @@ TEST_F(RegisterValidateTest, APluginThatDoesNotImplementItRegistersUnchecked) {
 
 TEST_F(RegisterValidateTest, APluginWithoutAControllerIsNotAsked) {
   Batch batch;
-  batch.put(fixtures::plugin("nodes-only", "n1", false));
+  fixtures::put_running(batch, {fixtures::plugin("nodes-only", "n1", false)}, &store);
   seed(std::move(batch));
   auto v = registered("vol-1");
   v.plugin_id = "nodes-only";

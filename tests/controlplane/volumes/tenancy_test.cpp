@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/controlplane/volumes/lifecycle_fixture.hpp"
+#include "tests/controlplane/support/running_plugins.hpp"
 
 namespace mooring::controlplane {
 
@@ -33,7 +34,7 @@ class TenancyTest : public VolumeLifecycleTest {
     auto plugin = *store.plugin("hostpath");
     for (auto& [id, inst] : plugin.controllers) inst.controller_info->supports_list_snapshots = true;
     Batch batch;
-    batch.put(plugin);
+    fixtures::put_running(batch, {plugin}, &store);
     for (const auto& [ns, id] : {std::pair{"team-a", "a"}, std::pair{"team-b", "b"}}) {
       batch.put(NamespaceRecord{.name = ns});  // writes land only in namespaces that exist
       auto v = fixtures::volume(id);
@@ -161,7 +162,7 @@ TEST_F(TenancyTest, AnUnrecordedSnapshotOfAPluginThatCannotListIsNobodysAndUnkno
     auto plugin = *store.plugin("hostpath");
     for (auto& [id, inst] : plugin.controllers) reported(inst.controller_info);
     Batch batch;
-    batch.put(plugin);
+    fixtures::put_running(batch, {plugin}, &store);
     seed(std::move(batch));
     auto r = run(lifecycle.delete_snapshot("hostpath", "snap-old", no_secrets, team_a));
     EXPECT_FALSE(r);

@@ -6,6 +6,8 @@
 #include "shared/domain/json/fields.hpp"
 
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "tests/shared/domain/json_samples.hpp"
@@ -79,10 +81,10 @@ TEST(StorageText, LoadsBackToTheSameObject) {
   auto nb = node_from_storage(json::parse(to_storage_text(n)));
   ASSERT_TRUE(nb.ok()) << nb.error();
   EXPECT_EQ(*nb, n);
-  const Plugin p = sample_plugin();
+  const Plugin p = sample_plugin();  // stored: its id and indexes (the instances are the nodes')
   auto pb = plugin_from_storage(json::parse(to_storage_text(p)));
   ASSERT_TRUE(pb.ok()) << pb.error();
-  EXPECT_EQ(*pb, p);
+  EXPECT_EQ(std::tie(pb->id, pb->create_index, pb->modify_index), std::tie(p.id, p.create_index, p.modify_index));
 }
 
 TEST(StorageText, EscapesStringsAsNlohmannDoes) {
