@@ -95,7 +95,8 @@ sigset_t block_stop_signals() {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  process::survive_closed_pipes();  // a reader of our output that went away must not kill us
+  process::survive_closed_pipes();           // a reader of our output that went away must not kill us
+  process::skip_mutex_deadlock_detection();  // Debian's debug Abseil checks every lock gRPC takes
   return stop_signals;
 }
 
