@@ -174,6 +174,7 @@ def by_hand_round(rb, c, current, external):
 
 
 def bench_drain(rb):
+    load = [os.getloadavg()[0]]  # the machine is shared: the tails move with its load
     c = rb.new_cluster("drain")
     try:
         c.start_controlplane()
@@ -195,7 +196,8 @@ def bench_drain(rb):
             rb.log(f"drain: round {k + 1}/{ROUNDS}: handoff p50 {percentile(d.handoff, 50):.0f} ms "
                    f"(by hand {percentile(h.handoff, 50):.0f}), all running {d.all_running_ms or 0:.0f} ms "
                    f"(by hand {h.all_running_ms or 0:.0f})")
-        report(rb, drains, hands)
+        load.append(os.getloadavg()[0])
+        report(rb, drains, hands, load)
     finally:
         rb.close_cluster(c)
 
@@ -204,7 +206,7 @@ def pooled(rounds, attr):
     return [x for r in rounds for x in getattr(r, attr)]
 
 
-def report(rb, drains, hands):
+def report(rb, drains, hands, load):
     hd, hh = pooled(drains, "handoff"), pooled(hands, "handoff")
     sd, sh = pooled(drains, "stop_to_mounted"), pooled(hands, "stop_to_mounted")
     ad = [r.all_running_ms for r in drains if r.all_running_ms is not None]
@@ -218,13 +220,15 @@ def report(rb, drains, hands):
     rb.details["drain"] = {
         "rounds": len(drains), "allocations": ALLOCS,
         "handoff_ms": {"drain": hd, "by_hand": hh}, "stop_to_mounted_ms": {"drain": sd, "by_hand": sh},
-        "all_running_ms": {"drain": ad, "by_hand": ah}, "drain_stages_p50_ms": stage_p50, "problems": bad[:50]}
+        "all_running_ms": {"drain": ad, "by_hand": ah}, "drain_stages_p50_ms": stage_p50, "problems": bad[:50],
+        "load_average": load}
     rb.log(f"drain: where the handoff goes (p50, ms): {stage_p50}")
     how = f"{len(hh)} volumes moved by hand: stop, wait for the free, submit on d1"
     rb.row("drain", f"handoff: old claim freed -> new NodePublish, p50 ({len(hd)} volumes)", percentile(hd, 50), "ms",
            percentile(hh, 50), how, ("value", "<=", TARGET_MS))
     rb.row("drain", "handoff: old claim freed -> new NodePublish, p99", percentile(hd, 99), "ms", percentile(hh, 99),
-           "the same by hand, p99", ("value", "<=", TARGET_MS), f"max {max(hd or [0]):.0f} ms")
+           "the same by hand, p99", ("value", "<=", TARGET_MS),
+           f"max {max(hd or [0]):.0f} ms; load average {load[0]:.1f} at the start, {load[-1]:.1f} at the end")
     rb.row("drain", "per volume: old StopRequested -> new NodePublish, p50", percentile(sd, 50), "ms",
            percentile(sh, 50), "stop by hand -> the new allocation's NodePublish",
            note=f"p99 {percentile(sd, 99):.0f} ms (by hand {percentile(sh, 99):.0f} ms)")
