@@ -126,11 +126,17 @@ class Keeper : public ::testing::Test {
     return 0;
   }
 
+  // The task's lasting processes once all `count` run (the escaped child starts after "running").
+  static std::vector<pid_t> lasting_processes(const std::string& alloc_id, std::size_t count) {
+    (void)Cluster::eventually([&] { return task_processes(alloc_id).size() >= count; });
+    return task_processes(alloc_id);
+  }
+
   // An agent killed and kept dead: every process of the task (`count` of them) is gone before
   // the control plane frees the claim, and a second writer then gets the volume.
   void dead_agent_task_is_gone_before_the_free(const std::string& script, std::size_t count) {
     const auto a = run_writer("3s", script);
-    const auto pids = task_processes(a);
+    const auto pids = lasting_processes(a, count);
     ASSERT_EQ(pids.size(), count) << "the init and the shells";
     DeathWatch watch(pids);
     const auto killed = Clock::now();
@@ -155,7 +161,7 @@ class Keeper : public ::testing::Test {
   // stop then ends every process of it and frees the claim.
   void restarted_agent_readopts(const std::string& script, std::size_t count) {
     const auto a = run_writer("4s", script);
-    const auto pids = task_processes(a);
+    const auto pids = lasting_processes(a, count);
     ASSERT_EQ(pids.size(), count);
     const auto killed = Clock::now();
     cluster->kill_node("node-1");
