@@ -218,11 +218,13 @@ TEST_F(KeeperPageTest, WithoutNamespacesTheInitStopsEveryProcessOfTheTasksCgroup
 }
 
 // A task that ends on its own leaves nothing behind either (walled, the kernel ends the namespace
-// with its init): its exit status comes through, and no deadline was kept.
+// with its init): its exit status comes through, and no deadline was kept. The task holds only
+// its stdio, not the init's report pipe, page or cgroup directory.
 TEST_F(KeeperPageTest, WithoutNamespacesWhatTheTaskLeftBehindDiesWithIt) {
   const auto& cg = unwalled_in_cgroup("keeper-leftovers");
   ASSERT_FALSE(cg.empty());
-  start("setsid sleep 600 & echo ready; sleep 0.2; exit 7", KeeperPage{});
+  start("ls /proc/$$/fd | tr '\\n' ' '; setsid sleep 600 & echo ready; sleep 0.2; exit 7", KeeperPage{});
+  EXPECT_NE(output().find("0 1 2 ready"), std::string::npos) << "the init's descriptors reach the task: " << output();
   close_cgroup_fds();
   const auto status = wait_exit();
   ASSERT_TRUE(status);
