@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -126,10 +127,18 @@ class Keeper : public ::testing::Test {
     return 0;
   }
 
-  // The task's lasting processes once all `count` run (the escaped child starts after "running").
+  // The task's lasting processes once all `count` run (the escaped child starts after "running"):
+  // the same pids twice in a row, so a shell forked for a moment to exec `date` is not one.
   static std::vector<pid_t> lasting_processes(const std::string& alloc_id, std::size_t count) {
-    (void)Cluster::eventually([&] { return task_processes(alloc_id).size() >= count; });
-    return task_processes(alloc_id);
+    std::vector<pid_t> last;
+    (void)Cluster::eventually([&] {
+      auto now = task_processes(alloc_id);
+      std::sort(now.begin(), now.end());
+      const bool settled = now.size() == count && now == last;
+      last = std::move(now);
+      return settled;
+    });
+    return last;
   }
 
   // An agent killed and kept dead: every process of the task (`count` of them) is gone before
@@ -160,16 +169,18 @@ class Keeper : public ::testing::Test {
   // An agent restarted before the deadline re-adopts the task, which runs on well past it; a
   // stop then ends every process of it and frees the claim.
   void restarted_agent_readopts(const std::string& script, std::size_t count) {
-    const auto a = run_writer("4s", script);
+    const auto a = run_writer("6s", script);
     const auto pids = lasting_processes(a, count);
     ASSERT_EQ(pids.size(), count);
     const auto killed = Clock::now();
     cluster->kill_node("node-1");
     std::this_thread::sleep_for(500ms);
     cluster->start_node("node-1", node1);
-    ASSERT_LT(Clock::now() - killed, 4s) << "restarted too late for this test to mean anything";
-    // Well past the deadline the dead agent left (its last heartbeat + 4s, killed 1s later at most).
-    std::this_thread::sleep_until(killed + 8s);
+    // 6 s, not 4: with 4 the restarted agent was heard too late in 2 of 5 runs on a loaded 2-core
+    // machine (load average 10, ASan): the old deadline stopped the task first.
+    ASSERT_LT(Clock::now() - killed, 6s) << "restarted too late for this test to mean anything";
+    // Well past the deadline the dead agent left (its last heartbeat + 6s, killed 1s later at most).
+    std::this_thread::sleep_until(killed + 10s);
     for (const pid_t p : pids) EXPECT_TRUE(alive(p)) << "the re-adopted task was stopped: pid " << p;
     EXPECT_EQ(cluster->alloc_status(a), "running");
     EXPECT_EQ(cluster->claim_count("vol"), 1u);
