@@ -176,7 +176,7 @@ class Keeper : public ::testing::Test {
     cluster->kill_node("node-1");
     std::this_thread::sleep_for(500ms);
     cluster->start_node("node-1", node1);
-    // 6 s, not 4: with 4 the restarted agent was heard too late in 2 of 5 runs on a loaded 2-core
+    // 6 s, not 4: with 4 the restarted agent was heard too late in 2 of 7 runs on a loaded 2-core
     // machine (load average 10, ASan): the old deadline stopped the task first.
     ASSERT_LT(Clock::now() - killed, 6s) << "restarted too late for this test to mean anything";
     // Well past the deadline the dead agent left (its last heartbeat + 6s, killed 1s later at most).
