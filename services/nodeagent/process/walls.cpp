@@ -68,8 +68,6 @@ struct ChildArgs {
   int cap_last = 40;
   unsigned long long ignored = 0;  // the signals the agent ignores: bit n-1 is signal n
   const char* working_dir = nullptr;
-  const char* program = nullptr;
-  char* const* argv = nullptr;       // the task's
   char* const* init_argv = nullptr;  // the init's: its name, the program, the task's argv
   char* const* envp = nullptr;
 };
@@ -267,12 +265,10 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
   a.cap_last = cap_last();
   a.ignored = ignored_signals();
   a.working_dir = working_dir.empty() ? nullptr : working_dir.c_str();
-  a.program = r.program.c_str();
-  std::vector<std::string> argv_s = r.argv, env_s = parts::environment(r.env);
+  std::vector<std::string> env_s = parts::environment(r.env);
   std::vector<std::string> init_argv_s{kTaskInitName, r.program};
   init_argv_s.insert(init_argv_s.end(), r.argv.begin(), r.argv.end());
-  const auto argv = parts::pointers(argv_s), envp = parts::pointers(env_s), init_argv = parts::pointers(init_argv_s);
-  a.argv = argv.data();
+  const auto envp = parts::pointers(env_s), init_argv = parts::pointers(init_argv_s);
   a.init_argv = init_argv.data();
   a.envp = envp.data();
 
