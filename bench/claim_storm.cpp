@@ -28,6 +28,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/args.hpp"
 #include "bench/sim_fingerprint.hpp"
 #include "bench/stats.hpp"
 #include "mooring/v1/controlplane.grpc.pb.h"
@@ -64,8 +65,7 @@ struct Options {
 
 int main(int argc, char** argv) {
   Options o;
-  std::map<std::string, std::string> a;
-  for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
+  auto a = mooring::bench::flag_pairs(argc, argv);
   o.controlplane = a["--controlplane"];
   o.tls_dir = a["--tls-dir"];
   o.alloc_file = a["--alloc-file"];

@@ -36,6 +36,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/args.hpp"
 #include "bench/sim_fingerprint.hpp"
 #include "bench/stats.hpp"
 #include "mooring/v1/controlplane.grpc.pb.h"
@@ -408,8 +409,7 @@ int main(int argc, char** argv) {
   // As in the services: the fleet's thousands of channels take gRPC's locks all the time.
   mooring::process::skip_mutex_deadlock_detection();
   Options o;
-  std::map<std::string, std::string> a;
-  for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
+  auto a = mooring::bench::flag_pairs(argc, argv);
   o.controlplane = a["--controlplane"];
   o.tls_dir = a["--tls-dir"];
   if (a.count("--plugin")) o.plugin = a["--plugin"];

@@ -19,6 +19,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/args.hpp"
 #include "bench/stats.hpp"
 #include "csi/v1/csi.grpc.pb.h"
 
@@ -40,8 +41,7 @@ std::string registered_socket(const std::string& registry, const std::string& pl
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> a;
-  for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
+  auto a = mooring::bench::flag_pairs(argc, argv);
   const auto registry = a["--registry"], plugin = a["--plugin"], volume = a["--volume-id"], path = a["--volume-path"],
              stop_file = a["--stop-file"];
   if (registry.empty() || plugin.empty() || volume.empty() || path.empty() || stop_file.empty()) {
@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
     if (!s) {
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-      s = csi::v1::Node::NewStub(grpc::CreateCustomChannel("unix://" + socket, grpc::InsecureChannelCredentials(), args));
+      s = csi::v1::Node::NewStub(
+          grpc::CreateCustomChannel("unix://" + socket, grpc::InsecureChannelCredentials(), args));
     }
     return *s;
   };

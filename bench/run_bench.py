@@ -11,7 +11,7 @@ its target (MET / MISSED). Prints a table and writes JSON. Driven by scripts/run
   MOORING_BENCH_GC_SIZES       GC storm sizes (default "1000,10000")
   MOORING_BENCH_FOOTPRINT_N    volumes registered for the control plane footprint (default 100000)
   MOORING_BENCH_WRK_SECONDS    duration of each wrk run (default 5)
-  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc,metrics,claims,nodes,ha,snapshot,walls (default all)
+  MOORING_BENCH_ONLY           comma list of lifecycle,api,agent,plugins,footprint,gc,metrics,claims,nodes,drain,ha,snapshot,walls (default all)
   MOORING_BENCH_WALLS_N        task starts per run of the walls bench (default 200)
   MOORING_BENCH_WALLS_ROUNDS   its runs of each kind, plain and walled alternating (default 3)
 --walls: the walls bench alone (MOORING_BENCH_ONLY=walls): the lifecycle's task floor with and
@@ -21,6 +21,8 @@ without a task's walls (issue 41), same run.
   MOORING_BENCH_CLAIMS_N       claims of the new-claim storm, on SQLite and on etcd (default 10000)
   MOORING_BENCH_NODES          fleet sizes of the simulated-node bench, e.g. 1000,5000,10000 (default 1000)
   MOORING_BENCH_NODES_WINDOW   its steady window in seconds (default 30)
+  MOORING_BENCH_DRAIN_N        migrating allocations (single-writer volumes) of the drain bench (default 10)
+  MOORING_BENCH_DRAIN_ROUNDS   its rounds, each a drain and the same moves by hand (default 10)
   MOORING_BENCH_HA_KILLS       leader kills of the failover bench (default 10)
   MOORING_BENCH_HA_LEASE       its --leader-lease in seconds (default 2)
   MOORING_BENCH_SNAPSHOT_ROWS  rows (~700 B, a volume's size) of the snapshot bench's state (default 100000)
@@ -56,6 +58,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import drain_handoff  # noqa: E402
 import node_fleet  # noqa: E402
 from harness import Cluster, EtcdCluster, HaCluster, free_port, now_ms, percentile, read_status, tls_client_context, wait_until  # noqa: E402
 
@@ -1609,7 +1612,8 @@ def main():
             run_one("plaintext", plaintext_pass)
         for name, fn in (("plugins", bench_plugins), ("footprint", bench_footprint), ("gc", bench_gc),
                          ("metrics", bench_metrics), ("claims", bench_claims),
-                         ("nodes", lambda: node_fleet.bench_nodes(sys.modules[__name__])), ("ha", bench_ha_failover),
+                         ("nodes", lambda: node_fleet.bench_nodes(sys.modules[__name__])),
+                         ("drain", lambda: drain_handoff.bench_drain(sys.modules[__name__])), ("ha", bench_ha_failover),
                          ("snapshot", bench_snapshot), ("walls", bench_walls)):
             run_one(name, fn)
     finally:

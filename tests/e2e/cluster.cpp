@@ -531,6 +531,14 @@ HttpResult Cluster::request(const std::string& method, const std::string& target
   return out;
 }
 
+std::string Cluster::bootstrap_acl() {
+  auto boot = request("POST", "/v1/acl/bootstrap");
+  EXPECT_EQ(boot.status, 200u) << boot.body;
+  if (boot.status != 200) return "";
+  use_token(json::parse(boot.body).value("SecretID", ""));
+  return token_;
+}
+
 std::string Cluster::client_token(const std::string& name, const json& rules) {
   auto p = request("PUT", "/v1/acl/policy/" + name, json{{"Rules", rules}}.dump());
   EXPECT_EQ(p.status, 200u) << p.body;

@@ -37,7 +37,7 @@ struct ClusterOptions {
   // A CA and certificates (tests/support/test_pki) under dir()/pki; the control plane and every
   // agent run with --tls-ca-file/--tls-cert-file/--tls-key-file (each agent with its own node's).
   bool mutual_tls = false;
-  // ACLs on (--acl): bootstrap with request() and hand the management token to use_token().
+  // ACLs on (--acl): bootstrap_acl() makes and uses the management token.
   bool acl = false;
   // Node enrollment and renewal (mutual_tls only): the control plane holds the CA's key
   // (--tls-ca-key-file) and signs node certificates lasting `node_cert_ttl` ("": its default).
@@ -184,6 +184,9 @@ class Cluster {
   // request(), sent again while it answers 503 with Retry-After (up to 15 s), as a client does:
   // right after a control plane restart a plugin's health is unknown until its agent is heard from.
   HttpResult request_retrying(const std::string& method, const std::string& target, const std::string& body = {});
+  // ACLs on: the one bootstrap; its management token is used from now on and returned ("" and a
+  // test failure when refused).
+  std::string bootstrap_acl();
   // ACLs on: a policy `name` with `rules` and a client token holding it (with the token in use);
   // its SecretID ("" and a test failure when refused).
   std::string client_token(const std::string& name, const json& rules);

@@ -229,10 +229,8 @@ TEST(DrainAcl, ATokenWithoutNodeWriteIsRefusedNamingItAndChangesNothing) {
   MOORING_REQUIRE_ROOT();
   Cluster cluster(ClusterOptions{.acl = true});
   cluster.start_controlplane();
-  auto boot = cluster.request("POST", "/v1/acl/bootstrap");
-  ASSERT_EQ(boot.status, 200u) << boot.body;
-  const std::string management = json::parse(boot.body)["SecretID"];
-  cluster.use_token(management);
+  const auto management = cluster.bootstrap_acl();
+  ASSERT_FALSE(management.empty());
   cluster.start_node("node-1");
   const auto reader = cluster.client_token("node-reader", {{"Node", "read"}});
   for (const auto& [target, body] :

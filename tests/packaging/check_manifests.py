@@ -676,7 +676,17 @@ def check_plugin_rights(c, where, svc):
 
 
 def check_agent_rights(c, where, svc):
-    c.expect(not svc.get("privileged") and not svc.get("cap_add"), f"{where}: not privileged, Docker's default capabilities")
+    """Not privileged; what a walled task's start needs (namespaces, pivot_root, open_tree and
+    move_mount: CAP_SYS_ADMIN, AppArmor and seccomp unconfined) and its cgroup (the host's cgroup
+    tree read-write: Docker mounts it read-only). `make compose-test` found each missing one."""
+    c.expect(not svc.get("privileged"), f"{where}: not privileged")
+    c.expect((svc.get("cap_add") or []) == ["SYS_ADMIN"], f"{where}: CAP_SYS_ADMIN only, for the tasks' walls")
+    opts = svc.get("security_opt") or []
+    c.expect("apparmor=unconfined" in opts and "seccomp=unconfined" in opts,
+             f"{where}: AppArmor and seccomp unconfined (pivot_root, open_tree, move_mount for the walls)")
+    binds = [v if isinstance(v, str) else f"{v.get('source')}:{v.get('target')}" for v in svc.get("volumes") or []]
+    c.expect(any(b.split(":")[:2] == ["/sys/fs/cgroup", "/sys/fs/cgroup"] and not b.endswith(":ro") for b in binds),
+             f"{where}: /sys/fs/cgroup bound read-write (the tasks' cgroups)")
     c.expect(LOOP_BLOCK_RULE in (svc.get("device_cgroup_rules") or []),
              f"{where}: the loop devices' cgroup rule (tasks on block volumes)")
 

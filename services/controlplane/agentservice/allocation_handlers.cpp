@@ -95,8 +95,10 @@ asio::awaitable<grpc::Status> watch_allocations(Context& ctx, const v1::WatchAll
     }
   }
   // The table index covers every allocation of the node, and is never 0 so an agent that
-  // echoes it back never asks for a "first look" again.
-  resp.set_index(std::max<std::uint64_t>(1, ctx.store.answer_index(Table::allocations)));
+  // echoes it back never asks for a "first look" again. Never below what the agent echoes from
+  // this incarnation: while memory runs ahead of the disk the answer index is the store's (higher)
+  // index, and the table index after the flush would look to the agent like a reset.
+  resp.set_index(std::max<std::uint64_t>({1, ctx.store.answer_index(Table::allocations), min_index}));
   resp.set_incarnation(ctx.store.incarnation());
   // The live allocations, and terminal ones only while the agent may still act on them: changed
   // since its last look (e.g. stopped by the control plane) or still named in a volume's claims

@@ -1,5 +1,10 @@
 #include "services/controlplane/claims/claim_path.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <grpcpp/support/status.h>
 
 #include "services/controlplane/claims/fault_switch.hpp"
@@ -124,8 +129,14 @@ asio::awaitable<ClaimAnswer> ClaimPath::publish(const ClaimInput& input, ClaimPl
   if (auto st = co_await store_.durable(store_.index()); !st)
     co_return failed(write_failed(claim_subject(input), st.error()));
   PublishResult result;
+  // Once sent, the ControllerPublish runs to its answer even when the agent that asked stops
+  // waiting (its claim RPC cancelled): cancelled here, the call would give up the volume's lock in
+  // the router while the plugin may still publish, and the release's ControllerUnpublish would
+  // overtake it and leave the volume published with no claim (chaos checker, release-order).
   if (publisher_)
-    result = co_await publisher_->publish(plan.volume, claim, claim.external_node_id);
+    result = co_await asio::co_spawn(co_await asio::this_coro::executor,
+                                     publisher_->publish(plan.volume, claim, claim.external_node_id),
+                                     asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
   else
     result.status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "no controller route is configured");
   if (late_intent)

@@ -67,13 +67,13 @@ LaunchProcesses find_launch(const std::string& launch_id) {
 struct TaskProcess::Impl {
   explicit Impl(asio::any_io_executor ex) : pidfd(ex) {}
   asio::posix::stream_descriptor pidfd;
-  UniqueFd report;  // walled: the init's report of the task's wait status
-  bool walled = false;
+  UniqueFd report;    // the init's report of the task's wait status
+  bool init = false;  // started under a task init (walled or not), which stands for the task
   TaskCgroup cgroup;
-  KeeperPage keeper;  // walled: the init's deadline
+  KeeperPage keeper;  // the init's deadline
 };
 
-bool TaskProcess::walled() const { return impl_->walled; }
+bool TaskProcess::has_init() const { return impl_->init; }
 
 bool TaskProcess::keep_until(const KeeperDeadline& deadline) {
   if (!impl_->keeper || exited_) return false;
@@ -94,16 +94,16 @@ void TaskProcess::clean_cgroup(const std::string& name) {
 namespace {
 
 // The walled start: the cgroup first (the child joins it before anything else), then the clone.
+// With or without namespaces the task runs under its init, which keeps the keeper page.
 domain::Expected<WalledChild> start_walled(const TaskSpec& spec, SpawnRequest& request, TaskCgroup& cgroup,
                                            KeeperPage& keeper) {
   Walls walls = *spec.walls;
-  if (walls.namespaces) {
-    keeper = KeeperPage::create();
-    if (!keeper) return domain::error(std::string("task keeper page: ") + std::strerror(errno));
-    if (spec.keep_until) keeper.set(*spec.keep_until);
-    walls.keeper_fd = keeper.fd();
-  }
+  keeper = KeeperPage::create();
+  if (!keeper) return domain::error(std::string("task keeper page: ") + std::strerror(errno));
+  if (spec.keep_until) keeper.set(*spec.keep_until);
+  walls.keeper_fd = keeper.fd();
   std::vector<UniqueFd> procs;
+  UniqueFd dir;
   if (!spec.cgroup.empty()) {
     auto made = TaskCgroup::create(spec.cgroup, spec.limits);
     if (auto* err = std::get_if<std::string>(&made)) return domain::error("task cgroup: " + *err);
@@ -111,6 +111,12 @@ domain::Expected<WalledChild> start_walled(const TaskSpec& spec, SpawnRequest& r
     for (const int fd : cgroup.open_procs()) {
       procs.emplace_back(fd);
       walls.cgroup_procs.push_back(fd);
+    }
+    // Without a PID namespace the init finds the task's processes in the cgroup.
+    if (!walls.namespaces) {
+      dir = UniqueFd{cgroup.open_dir()};
+      if (dir.fd < 0) return domain::error("task cgroup: open " + spec.cgroup + ": " + std::strerror(errno));
+      walls.cgroup_dir = dir.fd;
     }
   }
   auto spawned = spawn_walled(request, walls);
@@ -162,7 +168,7 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
     if (!walled) return domain::error("cannot start task \"" + spec.command + "\": " + walled.error());
     pid = walled->pid;
     impl->report.fd = walled->report;
-    impl->walled = spec.walls->namespaces;
+    impl->init = true;
   } else {
     const auto spawned = spawn_process(request);
     if (!spawned) return domain::error("cannot start task \"" + spec.command + "\": " + spawned.error().message());
@@ -175,6 +181,10 @@ domain::Expected<std::unique_ptr<TaskProcess>> TaskProcess::start(asio::any_io_e
     ::kill(-pid, SIGKILL);
     int st = 0;
     ::waitpid(pid, &st, 0);
+    if (!impl->cgroup.empty()) {  // an unwalled init's task is in a group of its own
+      impl->cgroup.kill_all();
+      impl->cgroup.remove();
+    }
     return domain::error(std::string("pidfd_open failed for the task: ") + std::strerror(e));
   }
   impl->pidfd.assign(fd);
@@ -197,9 +207,9 @@ std::unique_ptr<TaskProcess> TaskProcess::adopt(asio::any_io_executor ex, TaskHa
   }
   auto impl = std::make_unique<Impl>(ex);
   impl->pidfd.assign(fd);
-  impl->walled = is_namespace_init(handle.pid);
+  impl->init = is_task_init(handle.pid);
   // The deadline goes on from where the earlier agent left it (issue 43).
-  if (impl->walled) impl->keeper = KeeperPage::of_init(handle.pid);
+  if (impl->init) impl->keeper = KeeperPage::of_init(handle.pid);
   if (!cgroup.empty()) impl->cgroup = TaskCgroup::find(cgroup);
   kLog.info("task re-adopted after an agent restart", {{"pid", static_cast<int64_t>(handle.pid)}});
   return std::unique_ptr<TaskProcess>(new TaskProcess(handle, false, std::move(impl)));
@@ -210,7 +220,7 @@ std::optional<ExitStatus> TaskProcess::reap() {
   int st = 0;
   const pid_t r = ::waitpid(handle_.pid, &st, 0);
   if (r != handle_.pid) return std::nullopt;
-  // Walled: the init's own exit stands for the task's only when it could not report (SIGKILL).
+  // The init's own exit stands for the task's only when it could not report (SIGKILL).
   if (impl_->report.fd >= 0)
     if (const auto task_status = read_task_status(impl_->report.fd, &stopped_by_keeper_))
       return exit_status_from_wait(*task_status);
@@ -243,8 +253,9 @@ bool TaskProcess::signal(int sig) {
   // Own session: the process group id is the task's pid. Also signal the leader through the
   // pidfd, which cannot hit a reused pid.
   ::syscall(SYS_pidfd_send_signal, impl_->pidfd.native_handle(), sig, nullptr, 0);
-  // Walled: the namespace's init passes it on to every process of the task, once.
-  if (!impl_->walled) ::kill(-handle_.pid, sig);
+  // Under an init: it passes it on to every process of the task, once (the task is in a process
+  // group of its own, so the init's group is the init alone).
+  if (!impl_->init) ::kill(-handle_.pid, sig);
   return true;
 }
 

@@ -48,14 +48,15 @@ struct TaskSpec {
   std::filesystem::path stdout_path;
   std::filesystem::path stderr_path;
   std::filesystem::path working_dir;  // empty: the agent's
-  // Set: the task starts behind these walls (its user, namespaces, root; process/walls.hpp).
-  // Unset: a plain spawn as the agent's user (CSI plugin tasks, which mount for the node).
+  // Set: the task starts behind these walls (its user, namespaces, root; process/walls.hpp)
+  // under its init. Unset: a plain spawn as the agent's user (CSI plugin tasks, which mount for
+  // the node), no init.
   std::optional<Walls> walls;
   // Set (with walls): the task's cgroup, named after its allocation, and its limits.
   std::string cgroup;
   CgroupLimits limits;
-  // Set (with walls and namespaces): the deadline the task's init keeps from its start on, until
-  // keep_until() moves it (issue 43). Unset: none until then.
+  // Set (with walls): the deadline the task's init keeps from its start on, until keep_until()
+  // moves it (issue 43). Unset: none until then.
   std::optional<KeeperDeadline> keep_until;
 };
 
@@ -111,10 +112,10 @@ class TaskProcess {
   // The kernel's OOM killer killed a process of the task (its cgroup's memory limit); known
   // once it exited.
   bool oom_killed() const { return oom_killed_; }
-  // Started behind walls: a PID namespace whose init stands for the task.
-  bool walled() const;
+  // Started under a task init (walled or not: every task but a CSI plugin's), which stands for the task.
+  bool has_init() const;
   // The deadline the task's init stops it at on its own, with or without this agent (issue 43);
-  // false when the task has no init keeping one (not walled, or an init without a keeper page).
+  // false when the task has no init keeping one (a plugin task, or an init without a keeper page).
   bool keep_until(const KeeperDeadline& deadline);
   std::optional<KeeperDeadline> kept_until() const;
   // Its init signalled it for that deadline (known once it exited, to the agent that started it).

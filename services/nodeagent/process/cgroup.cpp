@@ -149,6 +149,11 @@ std::vector<int> TaskCgroup::open_procs() const {
   return fds;
 }
 
+int TaskCgroup::open_dir() const {
+  if (dirs_.empty()) return -1;
+  return ::open(dirs_[0].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
 std::vector<pid_t> TaskCgroup::processes() const {
   std::vector<pid_t> out;
   for (const auto& dir : dirs_) {

@@ -31,6 +31,10 @@ class TaskCgroup {
   // cgroup.procs of each hierarchy, opened for writing (close-on-exec; the caller closes): a
   // child writes "0" to each to join before it does anything else.
   std::vector<int> open_procs() const;
+  // Its directory (v1: the first hierarchy's; each holds the same processes), read-only and
+  // close-on-exec (the caller closes); -1 when it cannot be opened. An unwalled task's init
+  // reads cgroup.procs through it (walls.hpp, Walls::cgroup_dir).
+  int open_dir() const;
   // Every process in it (pids as the agent sees them).
   std::vector<pid_t> processes() const;
   // How many processes the kernel's OOM killer has killed in it.

@@ -1,12 +1,16 @@
-// The init of a walled task's PID namespace (issue 41), exec'd by the agent's start once the
-// task's namespaces, root, user and working directory are set up (walls.cpp). It starts the
-// task, forwards signals to every process of the namespace, reaps orphans, reports the task's
-// wait status on descriptor 3 and exits with the task; the kernel then kills whatever the task
-// left behind. It also keeps the deadline of the keeper page on descriptor 4 (issue 43,
-// task_init_protocol.hpp): it outlives a dead agent, so it stops the task on its own in time. A program of its own, embedded in the agent (task_init_image.cpp), so that the
-// agent's start is a vfork and an exec instead of a copy of the agent's memory; without the C
-// library (raw system calls, its own _start), because a static glibc's start-up cost as much as
-// the task's exec (bench/README.md, "The task floor with walls").
+// The init of a task (issues 41 and 43), exec'd by the agent's start once the task's user and
+// working directory (and, walled, its namespaces and root) are set up (walls.cpp). It starts the
+// task, forwards signals to every process of the task, reaps orphans, reports the task's wait
+// status on descriptor 3 and exits with the task. It also keeps the deadline of the keeper page on
+// descriptor 4 (task_init_protocol.hpp): it outlives a dead agent, so it stops the task on its own
+// in time. Walled, it is PID 1 of the task's PID namespace: "every process" is the namespace's,
+// and the kernel kills what the task left behind when the init exits. Unwalled (no namespaces),
+// it is a subreaper in the host's, and "every process" is every other one in the task's cgroup
+// (descriptor 6), which it also kills when the task exits. A program of its own, embedded in the
+// agent (task_init_image.cpp), so that the agent's start is a vfork and an exec instead of a copy
+// of the agent's memory; without the C library (raw system calls, its own _start), because a
+// static glibc's start-up cost as much as the task's exec (bench/README.md, "The task floor with
+// walls").
 //
 // argv: [name, program, the task's argv...]; the task's environment; every signal blocked.
 #include <asm/unistd.h>
@@ -103,10 +107,65 @@ long start_task(TaskStart& start) {
   return ret;
 }
 
+// Who "every process of the task" is: walled, the PID namespace's (kill(-1) spares the init);
+// unwalled, every other process in the task's cgroup; without a cgroup, the task's process group
+// (what leaves it, by setsid or setpgid, escapes).
+struct Target {
+  bool pid_namespace = false;
+  long cgroup = -1;  // the cgroup's directory (kCgroupFd); -1: none
+  long self = 0;
+  long task = 0;
+
+  // Sends `sig` to every process of the cgroup but this one; how many it signalled.
+  int signal_cgroup(int sig) const {
+    const long fd = sys(__NR_openat, cgroup, reinterpret_cast<long>("cgroup.procs"), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[2048];
+    long pid = -1;
+    int count = 0;
+    for (long n; (n = sys(__NR_read, fd, reinterpret_cast<long>(buf), sizeof buf)) > 0;) {
+      for (long i = 0; i < n; ++i) {
+        if (buf[i] >= '0' && buf[i] <= '9') {
+          pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
+          continue;
+        }
+        if (pid > 0 && pid != self && sys(__NR_kill, pid, sig) == 0) ++count;
+        pid = -1;
+      }
+    }
+    if (pid > 0 && pid != self && sys(__NR_kill, pid, sig) == 0) ++count;
+    sys(__NR_close, fd);
+    return count;
+  }
+
+  void signal(int sig) const {
+    if (pid_namespace)
+      sys(__NR_kill, -1, sig);
+    else if (cgroup >= 0)
+      signal_cgroup(sig);
+    else
+      sys(__NR_kill, -task, sig);
+  }
+
+  // SIGKILL until nothing else is left in the cgroup: a process may fork between the read of
+  // cgroup.procs and its kill, so rounds follow (1 ms apart, a few seconds at most: a process in
+  // an uninterruptible sleep dies when it wakes).
+  void kill_all() const {
+    if (pid_namespace || cgroup < 0) return signal(SIGKILL);
+    for (int round = 0; round < 3000 && signal_cgroup(SIGKILL) > 0; ++round) {
+      struct timespec ms {
+        0, 1000000
+      };
+      sys(__NR_nanosleep, reinterpret_cast<long>(&ms), 0);
+    }
+  }
+};
+
 // The keeper page's deadline, as far as it has come: once the SIGTERM went out, the SIGKILL time
 // it had is kept (an agent heard again later does not call a stop half done off).
 struct Keeper {
   const KeeperPageLayout* page = nullptr;  // null: no page, no deadline
+  const Target* target = nullptr;
   bool termed = false, killed = false;
   long long kill_at = 0;
 
@@ -118,19 +177,19 @@ struct Keeper {
       const long long kill = __atomic_load_n(&page->kill_at_ns, __ATOMIC_SEQ_CST);
       if (kill == 0) return -1;
       if (now < term) return term - now;
-      sys(__NR_kill, -1, SIGTERM);  // every process of the namespace but this one
+      target->signal(SIGTERM);  // every process of the task but this one
       termed = true;
       kill_at = kill;
     }
     if (now < kill_at) return kill_at - now;
-    sys(__NR_kill, -1, SIGKILL);
+    target->kill_all();
     killed = true;
     return -1;
   }
 };
 
-// Forwards every signal to the namespace's processes and keeps the deadline (waking at least once
-// a second to read the page); returns the task's wait status.
+// Forwards every signal to the task's processes and keeps the deadline (waking at least once a
+// second to read the page); returns the task's wait status.
 int wait_for(long task, Keeper& keeper) {
   const unsigned long all = ~0UL;
   for (;;) {
@@ -143,7 +202,7 @@ int wait_for(long task, Keeper& keeper) {
         sys(__NR_rt_sigtimedwait, reinterpret_cast<long>(&all), 0, reinterpret_cast<long>(&ts), sizeof all);
     if (sig < 0) continue;
     if (sig != SIGCHLD) {
-      sys(__NR_kill, -1, sig);
+      keeper.target->signal(static_cast<int>(sig));
       continue;
     }
     int st = 0;
@@ -171,9 +230,18 @@ extern "C" [[noreturn]] void task_init_main(long* stack) {
   // /proc entries. The task's own exec makes the task dumpable as usual.
   sys(__NR_prctl, PR_SET_DUMPABLE, 0);
   sys(__NR_fcntl, kReportFd, F_SETFD, FD_CLOEXEC);  // the task does not get it
-  Keeper keeper{map_keeper()};
+  Target target;
+  target.self = sys(__NR_getpid);
+  target.pid_namespace = target.self == 1;
+  if (!target.pid_namespace) {
+    // Orphans of the task come to this process, not to the host's init: they are the task's.
+    sys(__NR_prctl, PR_SET_CHILD_SUBREAPER, 1);
+    if (sys(__NR_fcntl, kCgroupFd, F_SETFD, FD_CLOEXEC) == 0) target.cgroup = kCgroupFd;
+  }
+  Keeper keeper{map_keeper(), &target};
   TaskStart start{argv, envp, 0};
   const long task = start_task(start);
+  target.task = task;
   if (task < 0 || start.exec_error != 0) {
     send(Report{kFailed, task < 0 ? kFork : kExec, task < 0 ? static_cast<int>(-task) : start.exec_error, 0});
     exit_now(127);  // nothing else runs in the namespace: the task never did
@@ -181,6 +249,8 @@ extern "C" [[noreturn]] void task_init_main(long* stack) {
   for (int fd = 0; fd < 3; ++fd) sys(__NR_close, fd);  // the task's stdio ends when the task's does
   send(Report{kStarted, 0, 0, 0});
   const int st = wait_for(task, keeper);
+  // Walled, the kernel ends the namespace's other processes with this one; unwalled, this does.
+  if (!target.pid_namespace) target.kill_all();
   send(Report{kExited, keeper.termed ? kKept : 0, 0, st});
   exit_now(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 }

@@ -31,8 +31,8 @@ namespace {
 #endif
 
 int make_image() {
-  int fd = ::memfd_create("mooring-task-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
-  if (fd < 0 && errno == EINVAL) fd = ::memfd_create("mooring-task-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int fd = ::memfd_create(kTaskInitName, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+  if (fd < 0 && errno == EINVAL) fd = ::memfd_create(kTaskInitName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
   const char* p = mooring_task_init_begin;
   while (p < mooring_task_init_end) {

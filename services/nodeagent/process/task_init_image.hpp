@@ -5,6 +5,9 @@
 
 namespace mooring::nodeagent {
 
+// The memfd's name: /proc/<pid>/exe of a running init reads "/memfd:<name> (deleted)".
+inline constexpr const char* kTaskInitName = "mooring-task-init";
+
 // A sealed, close-on-exec memfd holding the init's image, made once per process (thread-safe);
 // -1 with errno set when it could not be made.
 int task_init_image();

@@ -48,4 +48,9 @@ struct KeeperPageLayout {
 constexpr int kKeeperFd = 4;
 constexpr unsigned long kKeeperPageSize = 4096;
 
+// An unwalled task's init (no PID namespace: it is not PID 1) reaches every process of the task
+// through the task's cgroup, whose directory it gets on descriptor 6 (close-on-exec for the task):
+// each pid in its cgroup.procs but its own. Without one, the task's process group.
+constexpr int kCgroupFd = 6;
+
 }  // namespace mooring::nodeagent::task_init

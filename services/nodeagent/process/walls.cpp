@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 
 #include "services/nodeagent/process/spawn_parts.hpp"
 #include "services/nodeagent/process/walls_plan.hpp"
@@ -56,9 +57,9 @@ struct ChildArgs {
   std::size_t op_count = 0;
   const int* cgroup_fds = nullptr;
   std::size_t cgroup_count = 0;
-  // The child's 0, 1, 2, the report pipe (3), the keeper page (4) and the task init's image (5,
-  // close-on-exec).
-  int sources[6] = {-1, -1, -1, -1, -1, -1};
+  // The child's 0, 1, 2, the report pipe (3), the keeper page (4), the task init's image (5,
+  // close-on-exec) and, unwalled, the task's cgroup directory (6; -1: none).
+  int sources[7] = {-1, -1, -1, -1, -1, -1, -1};
   const char* root = nullptr;
   int template_ns = -1;  // namespaces: the template's mount namespace; -1: copy the host's
   bool namespaces = false;
@@ -67,8 +68,6 @@ struct ChildArgs {
   int cap_last = 40;
   unsigned long long ignored = 0;  // the signals the agent ignores: bit n-1 is signal n
   const char* working_dir = nullptr;
-  const char* program = nullptr;
-  char* const* argv = nullptr;       // the task's
   char* const* init_argv = nullptr;  // the init's: its name, the program, the task's argv
   char* const* envp = nullptr;
 };
@@ -103,10 +102,10 @@ void join_cgroup(const ChildArgs& a) {
     if (::write(a.cgroup_fds[i], "0", 1) != 1) fail(a.sources[kReportFd], kCgroup);
 }
 
-// Exactly 0..3, the keeper page at 4 and the init's image at 5 (3..5 close-on-exec), nothing
-// else.
+// Exactly 0..2, the report pipe at 3, the keeper page at 4, the init's image at 5 and the
+// cgroup's directory at 6 when there is one (3 and up close-on-exec), nothing else.
 void arrange_descriptors(const ChildArgs& a) {
-  const int count = a.sources[kInitFd] >= 0 ? 6 : 4;
+  const int count = a.sources[kCgroupFd] >= 0 ? 7 : 6;
   for (int target = 0; target < count; ++target)
     if (::dup2(a.sources[target], target) < 0) fail(a.sources[kReportFd], kDescriptors);
   ::syscall(SYS_close_range, static_cast<unsigned>(count), ~0U, 0U);
@@ -141,8 +140,8 @@ void enter_root(const ChildArgs& a) {
     fail(report, kPivot);
 }
 
-// With namespaces the child becomes the namespace's init (task_init.cpp), which starts the task;
-// without, the child becomes the task.
+// The child becomes the task's init (task_init.cpp), which starts the task: with namespaces PID 1
+// of the task's, without them a subreaper that keeps the task's cgroup.
 int child_main(void* p) {
   const auto& a = *static_cast<const ChildArgs*>(p);
   default_dispositions(a.ignored);
@@ -152,14 +151,9 @@ int child_main(void* p) {
   if (::setsid() < 0) fail(kReportFd, kSetsid);
   become_user(a);
   if (a.working_dir && ::chdir(a.working_dir) != 0) fail(kReportFd, kChdir);
-  if (!a.namespaces) {
-    const unsigned long empty = 0;
-    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, nullptr, 8);
-    ::execve(a.program, a.argv, a.envp);
-    fail(kReportFd, kExec);
-  }
-  ::fcntl(kReportFd, F_SETFD, 0);  // the init's report pipe and keeper page
+  ::fcntl(kReportFd, F_SETFD, 0);  // the init's report pipe, keeper page and cgroup
   ::fcntl(kKeeperFd, F_SETFD, 0);
+  if (a.sources[kCgroupFd] >= 0) ::fcntl(kCgroupFd, F_SETFD, 0);
   ::syscall(SYS_execveat, kInitFd, "", a.init_argv, a.envp, AT_EMPTY_PATH);
   fail(kReportFd, kExecInit);
 }
@@ -245,17 +239,18 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return WallError{"pipe", errno};
   UniqueFd report_r{pipe_fds[0]}, report_w{pipe_fds[1]};
-  const int init_fd = w.namespaces ? task_init_image() : -1;
-  if (w.namespaces && init_fd < 0) return WallError{"prepare the task's init", errno};
+  const int init_fd = task_init_image();
+  if (init_fd < 0) return WallError{"prepare the task's init", errno};
 
   ChildArgs a;
   parts::Owned owned;
-  // Without a keeper page the init gets /dev/null there, which it cannot map: no deadline.
-  const int keeper = w.namespaces && w.keeper_fd < 0 ? -2 : w.keeper_fd;
-  const int sources[6] = {r.stdin_fd, r.stdout_fd, r.stderr_fd, report_w.fd, keeper, init_fd};
-  for (int i = 0; i < 6; ++i) {
-    a.sources[i] = sources[i] >= 0 ? owned.above(sources[i], 6) : i < 3 || sources[i] == -2 ? owned.null_above(6) : -1;
-    if (a.sources[i] < 0 && (i < 4 || w.namespaces)) return WallError{"descriptors", errno};
+  // Without a keeper page the init gets /dev/null there, which it cannot map: no deadline. With
+  // namespaces the init reaches the task's processes through its PID namespace, not the cgroup.
+  const int cgroup = w.namespaces ? -1 : w.cgroup_dir;
+  const int sources[7] = {r.stdin_fd, r.stdout_fd, r.stderr_fd, report_w.fd, w.keeper_fd, init_fd, cgroup};
+  for (int i = 0; i < 7; ++i) {
+    a.sources[i] = sources[i] >= 0 ? owned.above(sources[i], 7) : i < 5 ? owned.null_above(7) : -1;
+    if (a.sources[i] < 0 && i < 6) return WallError{"descriptors", errno};
   }
   a.ops = plan.ops.data();
   a.op_count = plan.ops.size();
@@ -270,12 +265,10 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
   a.cap_last = cap_last();
   a.ignored = ignored_signals();
   a.working_dir = working_dir.empty() ? nullptr : working_dir.c_str();
-  a.program = r.program.c_str();
-  std::vector<std::string> argv_s = r.argv, env_s = parts::environment(r.env);
-  std::vector<std::string> init_argv_s{"mooring-task-init", r.program};
+  std::vector<std::string> env_s = parts::environment(r.env);
+  std::vector<std::string> init_argv_s{kTaskInitName, r.program};
   init_argv_s.insert(init_argv_s.end(), r.argv.begin(), r.argv.end());
-  const auto argv = parts::pointers(argv_s), envp = parts::pointers(env_s), init_argv = parts::pointers(init_argv_s);
-  a.argv = argv.data();
+  const auto envp = parts::pointers(env_s), init_argv = parts::pointers(init_argv_s);
   a.init_argv = init_argv.data();
   a.envp = envp.data();
 
@@ -295,9 +288,7 @@ std::variant<WalledChild, WallError> spawn_walled(const SpawnRequest& r, const W
     if (rep.step == kExec) step += " " + r.program;
     return WallError{step, rep.error};
   }
-  WalledChild out{static_cast<pid_t>(pid), -1};
-  if (w.namespaces) out.report = report_r.release();
-  return out;
+  return WalledChild{static_cast<pid_t>(pid), report_r.release()};
 }
 
 std::optional<int> read_task_status(int report_fd, bool* kept) {
@@ -305,6 +296,14 @@ std::optional<int> read_task_status(int report_fd, bool* kept) {
   if (read_report(report_fd, r) != static_cast<int>(sizeof r) || r.kind != kExited) return std::nullopt;
   if (kept) *kept = r.step == kKept;
   return r.status;
+}
+
+bool is_task_init(pid_t pid) {
+  char link[128];
+  const std::string path = "/proc/" + std::to_string(pid) + "/exe";
+  const auto n = ::readlink(path.c_str(), link, sizeof link - 1);
+  return n > 0 &&
+         std::string_view(link, static_cast<std::size_t>(n)).starts_with(std::string("/memfd:") + kTaskInitName);
 }
 
 bool is_namespace_init(pid_t pid) {

@@ -7,7 +7,8 @@
 // agent), mounts the task's own part, switches user, and execs the task's init (task_init.cpp, embedded in the agent), which starts
 // the task, forwards signals to every process of the namespace, reaps orphans and reports the
 // task's wait status; when it dies the kernel kills whatever the task left behind. Without
-// namespaces the child only joins the cgroup, switches user and execs the task.
+// namespaces the child joins the cgroup, switches user and execs the same init, which keeps the
+// task's cgroup instead of a namespace (issue 43: a dead agent's unwalled task is stopped too).
 //
 // A failed step is reported back through a close-on-exec pipe and named ("bind /srv/v1: No such
 // file or directory"); nothing is left running then.
@@ -47,14 +48,17 @@ struct Walls {
   // /etc): a tmpfs over a directory, /dev/null over a file.
   std::vector<std::filesystem::path> hidden;
   std::vector<int> cgroup_procs;  // cgroup.procs files the child joins before anything else
-  // namespaces: the keeper page (keeper_page.hpp) the init keeps the task's deadline from; -1:
-  // none, the task runs until it ends or is stopped.
+  // The keeper page (keeper_page.hpp) the init keeps the task's deadline from; -1: none, the
+  // task runs until it ends or is stopped.
   int keeper_fd = -1;
+  // Without namespaces: the task's cgroup directory (TaskCgroup::open_dir), through which the
+  // init reaches every process of the task; -1: none, the init reaches its process group only.
+  int cgroup_dir = -1;
 };
 
 struct WalledChild {
-  pid_t pid = -1;   // namespaces: the namespace's init, whose exit ends every task process
-  int report = -1;  // namespaces: where the init writes the task's wait status (caller closes)
+  pid_t pid = -1;   // the task's init, whose exit ends every task process
+  int report = -1;  // where the init writes the task's wait status (caller closes)
 };
 
 // The failure of a step: its name and errno.
@@ -74,6 +78,8 @@ std::optional<int> read_task_status(int report_fd, bool* kept = nullptr);
 
 // Whether `pid` is the init of a PID namespace below ours (a walled task's init).
 bool is_namespace_init(pid_t pid);
+// Whether `pid` runs a task's init (walled or not): the agent's embedded image, from its memfd.
+bool is_task_init(pid_t pid);
 
 // The system directories a walled task sees read-only.
 const std::vector<std::filesystem::path>& system_dirs();

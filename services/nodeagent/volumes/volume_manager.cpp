@@ -282,6 +282,9 @@ asio::awaitable<bool> VolumeManager::shutdown(std::chrono::milliseconds grace) {
   tasks_.cancel();
   const bool stopped = co_await tasks_.join_for(grace);
   if (!stopped) kLog.warn("volume releases still stopping after shutdown grace", {{"running", tasks_.size()}});
+  // The records' writes not awaited (Postrun never waits on a disk) land before the agent stops:
+  // a release that unmounted but whose record still said unmounting would unmount again on resume.
+  co_await store_.durable();
   co_return stopped;
 }
 

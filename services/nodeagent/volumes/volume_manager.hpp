@@ -146,7 +146,8 @@ class VolumeManager {
   std::size_t fresh_mounts() const { return fresh_.size(); }
 
   // Cancels every release task and waits up to `grace` for them to stop; never waits on a
-  // plugin. True when all stopped. Their progress stays in the records for resume().
+  // plugin. True when all stopped. Their progress stays in the records for resume(), every
+  // record write asked for before the call on disk when it returns.
   boost::asio::awaitable<bool> shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
   std::vector<MountRecord> records() const { return store_.all(); }

@@ -60,8 +60,7 @@ class WatchDeltasTest : public ::testing::Test {
     return json::parse(r.body, nullptr, false).value("ID", "");
   }
 
-  v1::WatchAllocationsResponse watch(const v1::WatchAllocationsRequest& req,
-                                     std::chrono::milliseconds timeout = 10s) {
+  v1::WatchAllocationsResponse watch(const v1::WatchAllocationsRequest& req, std::chrono::milliseconds timeout = 10s) {
     v1::WatchAllocationsResponse resp;
     auto st = server.stub->WatchAllocations(context(timeout).get(), req, &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
@@ -122,6 +121,29 @@ TEST_F(WatchDeltasTest, OnlyTheChangedAllocationComesInFullTheOthersByIdAndModif
   EXPECT_EQ(quiet.allocations_size(), 0);
   EXPECT_EQ(unchanged(quiet).size(), 2u);
   EXPECT_EQ(quiet.SerializeAsString().find("delta-secret-9d2"), std::string::npos);
+}
+
+// An answer given while memory ran ahead of the disk carries the store's index, above the
+// allocations table's. The next answer must not go below it: the agent would take that for a
+// reset of the control plane's state and warn on every fresh start (seen in `make run`).
+TEST_F(WatchDeltasTest, TheIndexNeverGoesBelowWhatTheAgentEchoesFromThisIncarnation) {
+  const auto look = first_look();
+  // Another table moves the store's index past the allocations table's.
+  v1::RegisterNodeRequest reg;
+  reg.set_node_id("n3");
+  reg.set_name("name-n3");
+  reg.set_address("127.0.0.1:4702");
+  v1::RegisterNodeResponse reg_resp;
+  ASSERT_TRUE(server.stub->RegisterNode(context().get(), reg, &reg_resp).ok());
+  const auto store_index = server.on_io([this] { return server.api.store.index(); });
+  ASSERT_GT(store_index, look.index());
+
+  auto req = after(look);
+  req.set_min_index(store_index);  // what an answer during a pending flush handed out
+  const auto resp = watch(req);
+  EXPECT_GE(resp.index(), store_index);
+  EXPECT_EQ(resp.allocations_size(), 0);
+  EXPECT_EQ(unchanged(resp).size(), 2u);
 }
 
 TEST_F(WatchDeltasTest, AnAgentThatNamesNothingGetsEverythingInFull) {

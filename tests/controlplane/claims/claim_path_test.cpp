@@ -2,8 +2,11 @@
 // the claim plan it starts from.
 #include "services/controlplane/claims/claim_path.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -116,6 +119,28 @@ TEST_F(ClaimPathTest, ANewClaimIsPublishedWithTheCsiNodeIdAndKeepsTheContext) {
   EXPECT_EQ(publisher.calls[0].csi_node_id, "csi-n1");
   ASSERT_NE(stored_claim("a1"), nullptr);
   EXPECT_FALSE(publish_pending(*stored_claim("a1")));
+}
+
+// The agent that asked stops waiting (its claim RPC is cancelled) while the ControllerPublish is
+// at the plugin: the call runs to its answer and the claim is settled by it. Cancelled with the
+// RPC, it gave up the volume's router lock while the plugin still published, and a release's
+// ControllerUnpublish overtook it (the 30-minute chaos run of 2026-11-29, release-order).
+TEST_F(ClaimPathTest, APublishUnderWayRunsToItsAnswerWhenTheClaimantStopsWaiting) {
+  publisher.delay = std::chrono::milliseconds(200);
+  asio::cancellation_signal cancel;
+  bool finished = false;
+  asio::co_spawn(
+      io, path.claim(input()),
+      asio::bind_cancellation_slot(cancel.slot(), [&](std::exception_ptr, ClaimAnswer) { finished = true; }));
+  asio::steady_timer soon(io, std::chrono::milliseconds(20));
+  soon.async_wait([&](boost::system::error_code) { cancel.emit(asio::cancellation_type::terminal); });
+  io.run();
+  io.restart();
+  EXPECT_TRUE(finished);
+  ASSERT_EQ(publisher.calls.size(), 1u);
+  EXPECT_EQ(publisher.answered, 1) << "the publish was cancelled with the claimant";
+  ASSERT_NE(stored_claim("a1"), nullptr);
+  EXPECT_FALSE(publish_pending(*stored_claim("a1"))) << "the publish's answer was not recorded";
 }
 
 // A writer's release on n1 is about to send (or sending) its ControllerUnpublish: a reader's

@@ -34,6 +34,7 @@ class ScriptedPublisher final : public ControllerPublisher {
       co_await t.async_wait(boost::asio::use_awaitable);
     }
     --in_flight;
+    ++answered;
     if (script.empty()) {
       PublishResult ok;
       ok.publish_context = {{"device", "/dev/fake-" + volume.id}};
@@ -56,6 +57,7 @@ class ScriptedPublisher final : public ControllerPublisher {
   std::vector<Call> calls;
   int in_flight = 0;
   int max_in_flight = 0;
+  int answered = 0;  // calls that ran to their answer (not cancelled)
 };
 
 }  // namespace mooring::controlplane

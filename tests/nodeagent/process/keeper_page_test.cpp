@@ -1,7 +1,8 @@
 // The keeper page (issue 43): a walled task's init stops the task on its own at the deadline the
 // page holds (SIGTERM, then SIGKILL at its kill time), with nobody else watching; a deadline pushed
 // forward keeps it running; a restarted agent reaches the same page through the init's
-// descriptor 4, and the task itself never gets it.
+// descriptor 4, and the task itself never gets it. Without walls (no PID namespace) the same init
+// stops every process of the task's cgroup, and kills what the task leaves behind when it ends.
 #include "services/nodeagent/process/keeper_page.hpp"
 
 #include <fcntl.h>
@@ -11,8 +12,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include "services/nodeagent/process/cgroup.hpp"
 #include "services/nodeagent/process/walls.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/root.hpp"
@@ -43,6 +46,10 @@ class KeeperPageTest : public ::testing::Test {
       ::waitpid(child.pid, nullptr, 0);
     }
     if (child.report >= 0) ::close(child.report);
+    if (!cgroup.empty()) {  // whatever a failed test left in it
+      cgroup.kill_all();
+      cgroup.remove();
+    }
   }
 
   // Starts `script` behind the walls with `page` (when it is one) at the init's descriptor 4, and
@@ -72,10 +79,32 @@ class KeeperPageTest : public ::testing::Test {
     return read_task_status(child.report, &kept);
   }
 
+  // Without namespaces: the task in a cgroup of its own, whose directory its init gets.
+  const TaskCgroup& unwalled_in_cgroup(const std::string& name) {
+    walls.namespaces = false;
+    auto made = TaskCgroup::create(name + "-" + std::to_string(::getpid()), {});
+    EXPECT_TRUE(std::holds_alternative<TaskCgroup>(made)) << std::get<std::string>(made);
+    if (!std::holds_alternative<TaskCgroup>(made)) return cgroup;
+    cgroup = std::get<TaskCgroup>(std::move(made));
+    walls.cgroup_procs = cgroup.open_procs();
+    walls.cgroup_dir = cgroup.open_dir();
+    return cgroup;
+  }
+  void close_cgroup_fds() {
+    for (const int fd : walls.cgroup_procs) ::close(fd);
+    ::close(walls.cgroup_dir);
+  }
+  // Polls until the cgroup holds nothing (or 2 s passed).
+  static bool emptied(const TaskCgroup& cg) {
+    for (int i = 0; i < 200 && !cg.processes().empty(); ++i) std::this_thread::sleep_for(10ms);
+    return cg.processes().empty();
+  }
+
   test::TempDir dir{"mooring-keeper"};
   fs::path own;
   fs::path out_path = dir / "out.txt";
   Walls walls;
+  TaskCgroup cgroup;  // without namespaces
   WalledChild child;
   bool kept = false;
 };
@@ -144,6 +173,64 @@ TEST_F(KeeperPageTest, NoPageNoDeadlineAndOnlyAnInitsPageIsOpened) {
   EXPECT_FALSE(kept);
   EXPECT_FALSE(KeeperPage::of_init(::getpid()));
   EXPECT_FALSE(KeeperPage::of_init(999999999));
+}
+
+// Without a PID namespace the init is not PID 1 and kill(-1) is not the task's: past the kill time
+// it SIGKILLs every process of the task's cgroup, a child that ignores SIGTERM and left the task's
+// session (setsid) included, and an orphan of the task is reaped by it (a subreaper). A restarted
+// agent finds the init and its page the same way.
+TEST_F(KeeperPageTest, WithoutNamespacesTheInitStopsEveryProcessOfTheTasksCgroup) {
+  const auto& cg = unwalled_in_cgroup("keeper-unwalled");
+  ASSERT_FALSE(cg.empty());
+  auto page = KeeperPage::create();
+  ASSERT_TRUE(page);
+  const auto t0 = Clock::now();
+  page.set({t0 + 800ms, t0 + 1400ms});
+  start(
+      "trap 'echo got-term' TERM; setsid sh -c 'trap \"\" TERM; sleep 600 & wait' & "
+      "sh -c 'sleep 600 &'; echo ready; while :; do sleep 0.05; done",
+      page);
+  close_cgroup_fds();
+  EXPECT_TRUE(is_task_init(child.pid));
+  EXPECT_FALSE(is_namespace_init(child.pid));
+  EXPECT_FALSE(is_task_init(::getpid()));
+  EXPECT_GE(cg.processes().size(), 5u) << "the init, the shell, the escaped shell and its sleep, the orphaned sleep";
+  const auto children_of_init = [&] {
+    int n = 0;
+    for (const pid_t p : cg.processes()) {
+      std::ifstream in("/proc/" + std::to_string(p) + "/status");
+      for (std::string line; std::getline(in, line);)
+        if (line == "PPid:\t" + std::to_string(child.pid)) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(children_of_init(), 2) << "the shell, and the orphaned sleep its subreaper took";
+  ASSERT_TRUE(KeeperPage::of_init(child.pid)) << "a restarted agent reaches an unwalled init's page too";
+  const auto status = wait_exit();
+  const auto ended = Clock::now();
+  EXPECT_GE(ended, t0 + 1400ms);
+  EXPECT_LT(ended, t0 + 1900ms);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL) << *status;
+  EXPECT_TRUE(kept);
+  EXPECT_NE(output().find("got-term"), std::string::npos) << output();
+  EXPECT_TRUE(emptied(cg)) << "left in the task's cgroup after its init ended: " << cg.processes().size();
+}
+
+// A task that ends on its own leaves nothing behind either (walled, the kernel ends the namespace
+// with its init): its exit status comes through, and no deadline was kept. The task holds only
+// its stdio, not the init's report pipe, page or cgroup directory.
+TEST_F(KeeperPageTest, WithoutNamespacesWhatTheTaskLeftBehindDiesWithIt) {
+  const auto& cg = unwalled_in_cgroup("keeper-leftovers");
+  ASSERT_FALSE(cg.empty());
+  start("ls /proc/$$/fd | tr '\\n' ' '; setsid sleep 600 & echo ready; sleep 0.2; exit 7", KeeperPage{});
+  EXPECT_NE(output().find("0 1 2 ready"), std::string::npos) << "the init's descriptors reach the task: " << output();
+  close_cgroup_fds();
+  const auto status = wait_exit();
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 7) << *status;
+  EXPECT_FALSE(kept);
+  EXPECT_TRUE(emptied(cg));
 }
 
 }  // namespace
