@@ -15,6 +15,8 @@ if(MOORING_SANITIZE)
   # Applied globally so generated code and our code agree on the ASan ABI.
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
+  # Leak suppressions for every executable (shared/process/sanitizer_defaults.cpp says which, why).
+  add_library(mooring_sanitizer_defaults OBJECT ${PROJECT_SOURCE_DIR}/shared/process/sanitizer_defaults.cpp)
 endif()
 
 # Relative relocations packed into DT_RELR (binutils 2.38, glibc 2.36): the node agent's 44,000
@@ -30,7 +32,10 @@ endif()
 # Debug builds: keep line tables but not full debug info; links and ccache stay small.
 set(CMAKE_CXX_FLAGS_DEBUG "-O0 -g1" CACHE STRING "" FORCE)
 
+# mooring_target(target [NO_SANITIZER_RUNTIME]): the second for a program linked without the
+# sanitizers' runtime (the task init), which gets none of their settings.
 function(mooring_target target)
+  cmake_parse_arguments(M "NO_SANITIZER_RUNTIME" "" "" ${ARGN})
   target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wno-missing-field-initializers)
   # GCC 12's warnings drawn from its optimizer's value ranges report impossible sizes inside
   # libstdc++ at -O2/-O3 (GCC bugs 105329, 105651): `make run`'s Release build failed on a fresh
@@ -42,4 +47,8 @@ function(mooring_target target)
   endif()
   target_compile_definitions(${target} PRIVATE BOOST_ASIO_NO_DEPRECATED BOOST_BEAST_USE_STD_STRING_VIEW)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+  get_target_property(kind ${target} TYPE)
+  if(MOORING_SANITIZE AND kind STREQUAL "EXECUTABLE" AND NOT M_NO_SANITIZER_RUNTIME)
+    target_link_libraries(${target} PRIVATE mooring_sanitizer_defaults)
+  endif()
 endfunction()
