@@ -395,7 +395,7 @@ TEST_F(ClaimGcTest, APluginChangeRetriesAFailedControllerStepAtOnce) {
   Batch b;
   auto p = plugin("csi", {"node-1"}, {"node-2"});
   p.controllers.at("node-2").health_description = "healthy again";
-  b.put(std::move(p));
+  put_running_on_io(b, p);
   commit(std::move(b));
   ASSERT_TRUE(eventually([&] { return freed("vol-1", "a1"); }, 5s)) << "slept out the failed step's backoff";
   EXPECT_EQ(agents["node-2"].count("ControllerUnpublishVolume"), 2u);
