@@ -6,6 +6,8 @@
 // before an operator's purge: nodes/node_identity.hpp) is UNAUTHENTICATED, on every call: the
 // TLS handshake checked it once, when the connection opened. Without TLS (--insecure) nothing is
 // checked. Runs on the store's executor before the handler.
+#include <algorithm>
+
 #include "services/controlplane/agentservice/handlers.hpp"
 #include "services/controlplane/nodes/enrollment.hpp"
 #include "services/controlplane/nodes/node_identity.hpp"
@@ -54,14 +56,17 @@ grpc::Status own_allocation(Context& ctx, const Caller& caller, std::string_view
 }
 
 // Distinct certificates come with enrollments and renewals only; the bound keeps a churn of them
-// from growing the cache for ever.
-constexpr std::size_t kCachedCertificates = 4096;
+// from growing the cache for ever. It follows the fleet (two per node: a renewal's new one beside
+// the old): with a fixed 4096, 5000 nodes heartbeating cleared it every few seconds and each call
+// parsed its certificate again (about 1 KB of PEM and 0.2 KB of facts per entry).
+constexpr std::size_t kCachedCertificatesAtLeast = 4096;
 
 }  // namespace
 
 const domain::NodeCertificate& presented_certificate(Context& ctx, const std::string& pem) {
   if (auto it = ctx.certificates.find(pem); it != ctx.certificates.end()) return it->second;
-  if (ctx.certificates.size() >= kCachedCertificates) ctx.certificates.clear();
+  if (ctx.certificates.size() >= std::max(kCachedCertificatesAtLeast, 2 * ctx.store.nodes().size()))
+    ctx.certificates.clear();
   domain::NodeCertificate facts;
   if (auto info = tls::inspect(pem)) facts = certificate_of(*info);
   return ctx.certificates.emplace(pem, std::move(facts)).first->second;

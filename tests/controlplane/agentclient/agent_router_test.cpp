@@ -271,10 +271,13 @@ TEST_F(AgentRouterTest, ChannelFollowsTheNodesAddress) {
   auto old_address = on_io([&] { return plane->router.channel_address("node-2"); });
   ASSERT_TRUE(old_address);
 
-  // The agent restarts on another port and re-registers with its new address.
+  // The agent restarts on another port and re-registers with its new address (and the plugin
+  // instances it runs, as a registration carries them: the controller stays node-2's).
   std::string fresh = agents.start("node-2");
+  auto moved = on_io([&] { return *plane->store.node("node-2"); });
+  moved.address = fresh;
   Batch b;
-  b.put(node("node-2", fresh));
+  b.put(std::move(moved));
   commit(std::move(b));
   r = unpublish("vol-1", "ext-1");
   EXPECT_TRUE(r.done()) << r.error;
