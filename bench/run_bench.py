@@ -33,7 +33,8 @@ without a task's walls (issue 41), same run.
                                the plaintext stack in the same run, for the cost of security
   MOORING_BENCH_COMPARE_N      lifecycles of that plaintext pass (default MOORING_BENCH_N)
   MOORING_BENCH_OUT            JSON output (default $MOORING_BIN/bench-results.json; also
-                               copied to bench/results/latest.json)
+                               copied to bench/results/latest.json, or only-PARTS.json with
+                               MOORING_BENCH_ONLY)
 """
 
 import concurrent.futures
@@ -1645,7 +1646,10 @@ def main():
     out = os.environ.get("MOORING_BENCH_OUT") or os.path.join(BIN, "bench-results.json")
     with open(out, "w") as f:
         json.dump(result, f, indent=2)
-    latest = os.path.join(HERE, "results", "latest.json")
+    # latest.json is the record of a whole run; a run of some parts (MOORING_BENCH_ONLY) is kept
+    # beside it under their names, so it never replaces the whole run's record.
+    name = "latest.json" if not ONLY else "only-" + "-".join(sorted(ONLY)) + ".json"
+    latest = os.path.join(HERE, "results", name)
     if ONLY == {"walls"}:
         latest = out  # a quick check of the walls: the full run's record stays
     else:
