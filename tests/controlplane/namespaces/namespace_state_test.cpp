@@ -12,6 +12,7 @@
 #include "services/controlplane/state/sqlite/sqlite_backend.hpp"
 #include "services/controlplane/state/state_store.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
+#include "tests/controlplane/support/real_backends.hpp"
 #include "tests/support/etcd_process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -59,12 +60,6 @@ void round_trip(const std::function<std::unique_ptr<StateBackend>()>& open) {
 }
 
 // The backend as `open` hands it out, or null after a test failure naming why.
-template <class B>
-std::unique_ptr<StateBackend> opened(domain::Expected<std::unique_ptr<B>> b) {
-  EXPECT_TRUE(b) << b.error();
-  return b ? std::move(*b) : nullptr;
-}
-
 TEST(NamespaceState, TheRowIsTheApisJsonAndAnAbsentLimitIsNull) {
   asio::io_context io;
   FakeBackend backend;
@@ -83,7 +78,7 @@ TEST(NamespaceState, TheRowIsTheApisJsonAndAnAbsentLimitIsNull) {
 
 TEST(NamespaceState, RecordsSurviveARestartOnSqlite) {
   test::TempDir dir{"mooring-ns-sqlite"};
-  round_trip([&] { return opened(SqliteBackend::open(dir.path() / "data")); });
+  round_trip([&] { return fixtures::open_sqlite(dir.path() / "data"); });
 }
 
 TEST(NamespaceState, RecordsSurviveARestartOnEtcd) {
@@ -91,11 +86,8 @@ TEST(NamespaceState, RecordsSurviveARestartOnEtcd) {
   test::TempDir dir{"mooring-ns-etcd"};
   test::EtcdProcess etcd{dir.path() / "etcd"};
   etcd.start();
-  EtcdOptions o;
-  o.endpoints = {etcd.endpoint()};
-  o.prefix = "/ns-test";
-  o.timeout = 2s;
-  round_trip([&] { return opened(EtcdBackend::open(o)); });
+  const auto o = fixtures::etcd_options(etcd, "/ns-test");
+  round_trip([&] { return fixtures::open_etcd(o); });
 }
 
 TEST(NamespaceState, ARowThatDoesNotDecodeFailsTheLoadNamingIt) {

@@ -18,6 +18,7 @@
 #include "shared/domain/json.hpp"
 #include "shared/domain/storage_text.hpp"
 #include "tests/controlplane/support/fake_backend.hpp"
+#include "tests/controlplane/support/real_backends.hpp"
 #include "tests/support/etcd_process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -197,15 +198,9 @@ void follow_and_reload(const std::function<std::unique_ptr<StateBackend>()>& ope
   EXPECT_EQ(rows->rows[Table::plugins].size(), 2u);  // "a" (again) and "s"; "b" was deleted with its last instance
 }
 
-template <class B>
-std::unique_ptr<StateBackend> opened(domain::Expected<std::unique_ptr<B>> b) {
-  EXPECT_TRUE(b) << b.error();
-  return b ? std::move(*b) : nullptr;
-}
-
 TEST(PluginAggregates, TheAggregateFollowsTheNodesAndIsRebuiltAtLoadOnSqlite) {
   test::TempDir dir{"mooring-aggr-sqlite"};
-  follow_and_reload([&] { return opened(SqliteBackend::open(dir.path() / "data")); });
+  follow_and_reload([&] { return fixtures::open_sqlite(dir.path() / "data"); });
 }
 
 TEST(PluginAggregates, TheAggregateFollowsTheNodesAndIsRebuiltAtLoadOnEtcd) {
@@ -213,11 +208,8 @@ TEST(PluginAggregates, TheAggregateFollowsTheNodesAndIsRebuiltAtLoadOnEtcd) {
   test::TempDir dir{"mooring-aggr-etcd"};
   test::EtcdProcess etcd{dir.path() / "etcd"};
   etcd.start();
-  EtcdOptions o;
-  o.endpoints = {etcd.endpoint()};
-  o.prefix = "/aggr-test";
-  o.timeout = 2s;
-  follow_and_reload([&] { return opened(EtcdBackend::open(o)); });
+  const auto o = fixtures::etcd_options(etcd, "/aggr-test");
+  follow_and_reload([&] { return fixtures::open_etcd(o); });
 }
 
 // A data dir written before: the plugin's row held every node's instance (its API form, as the
