@@ -85,8 +85,10 @@ asio::awaitable<Ruled<ClaimPlan>> ClaimPath::plan_when_free(const ClaimInput& in
     auto plan = plan_claim(input, store_.node(input.node_id), stored, store_.allocation(input.allocation_id),
                            stored ? store_.plugin(stored->plugin_id) : nullptr, publisher_ != nullptr, now);
     const auto left = until - std::chrono::steady_clock::now();
+    // A claim of an allocation that is itself leaving is refused at once: no release makes it
+    // grantable.
     if (plan || plan.refusal().kind != Refusal::Kind::conflict || left <= left.zero() || store_.released() ||
-        !waits_for_release(input, *stored, leaving, now))
+        leaving(input.allocation_id) || !waits_for_release(input, *stored, leaving, now))
       co_return plan;
     // The release's commits (node-detached, freed) wake it; so does any other volume write.
     co_await store_.wait_for_change(Table::volumes, seen, left);

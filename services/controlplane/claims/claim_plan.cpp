@@ -24,15 +24,18 @@ const domain::PluginInstance* node_instance(const domain::Node& node, const std:
 }
 
 // A new claim also needs a live allocation, a schedulable volume and a healthy node instance
-// that has told us its CSI node id (ControllerPublish needs it).
+// that has told us its CSI node id (ControllerPublish needs it). A stopping or ended allocation is
+// a state, not a bad request (FAILED_PRECONDITION): its agent, which may not have heard of the
+// stop yet, waits and retries until the stop reaches it, and the allocation ends stopped, not
+// failed.
 Verdict check_new_claim(const std::string& what, const ClaimInput& input, const domain::Volume& volume,
                         const domain::Allocation& alloc, const domain::Plugin* plugin,
                         const domain::PluginInstance* instance) {
   if (domain::is_terminal(alloc) || alloc.desired_status == domain::DesiredStatus::stop)
-    return invalid(what + ": the allocation is " +
-                   std::string(domain::is_terminal(alloc) ? domain::to_string(alloc.client_status)
-                                                          : std::string_view("stopping")) +
-                   " and takes no new claims");
+    return conflict(what + ": the allocation is " +
+                    std::string(domain::is_terminal(alloc) ? domain::to_string(alloc.client_status)
+                                                           : std::string_view("stopping")) +
+                    " and takes no new claims");
   if (auto refused = check_schedulable(volume, plugin)) return refused;
   const std::string& plugin_id = volume.plugin_id;
   if (!instance)

@@ -226,7 +226,9 @@ asio::awaitable<void> AllocRunner::run() {
         co_await kill_task();
       }
       state_.task_result = prerun->error();
-      set_status(ClientStatus::failed);
+      // A stop that reached the control plane while the setup was in flight makes it refuse the
+      // claim; the allocation was stopped, so it ends complete like any other stopped one.
+      set_status(stop_requested() ? ClientStatus::complete : ClientStatus::failed);
     } else {
       co_await run_task(env);
     }

@@ -390,6 +390,33 @@ TEST_F(ClaimPathTest, AClaimHeldOnlyByAStoppingAllocationWaitsAndIsGrantedWhenIt
   io.restart();
 }
 
+// The claim of an allocation that is stopping itself: its agent may not have heard of the stop
+// yet. Refused at once as a state (FAILED_PRECONDITION: the agent retries until the stop reaches
+// it, and the allocation ends stopped, not failed), never held for a release, which could not make
+// it grantable.
+TEST_F(ClaimPathTest, AStoppingAllocationsClaimIsAConflictAnsweredAtOnce) {
+  ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(input("a1"))));
+  stop_allocation("a1");
+  stop_allocation("a2");
+  const auto started = std::chrono::steady_clock::now();
+  auto refused = claim(input("a2"));  // a1 leaving holds the volume: a running a2 would wait
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(refused));
+  EXPECT_EQ(std::get<ClaimFailure>(refused).refusal.kind, Refusal::Kind::conflict);
+
+  // With the volume free, the refusal says why.
+  auto volume = *store.volume("vol-1");
+  volume.claims.erase("a1");
+  Batch freed;
+  freed.put(volume);
+  ASSERT_TRUE(store.commit(std::move(freed)));
+  refused = claim(input("a2"));
+  ASSERT_TRUE(std::holds_alternative<ClaimFailure>(refused));
+  const auto& why = std::get<ClaimFailure>(refused).refusal;
+  EXPECT_EQ(why.kind, Refusal::Kind::conflict);
+  EXPECT_NE(why.message.find("is stopping and takes no new claims"), std::string::npos) << why.message;
+}
+
 TEST_F(ClaimPathTest, AHandoffWaitThatEndsAnswersTheConflict) {
   ClaimPath brief{io.get_executor(), store, &publisher, std::chrono::milliseconds(50)};
   ASSERT_TRUE(std::holds_alternative<GrantedClaim>(claim(input("a1"))));

@@ -75,9 +75,9 @@ class AllocRunnerTest : public ::testing::Test {
   }
 
   std::unique_ptr<AllocRunner> make_runner(AllocState state) {
-    auto runner = std::make_unique<AllocRunner>(io.get_executor(), std::move(state), store, sink,
-                                                AllocRunnerOptions{.default_kill_timeout = 5s, .node_id = node_id,
-                                                                   .node_name = node_name});
+    auto runner = std::make_unique<AllocRunner>(
+        io.get_executor(), std::move(state), store, sink,
+        AllocRunnerOptions{.default_kill_timeout = 5s, .node_id = node_id, .node_name = node_name});
     AllocRunner* r = runner.get();
     CsiHookOptions o;
     o.node_id = "n1";
@@ -97,10 +97,12 @@ class AllocRunnerTest : public ::testing::Test {
   // Runs the runner in `group` until its task has written `ready` and it reports running.
   bool run_until_task_ready(AllocRunner& runner, async::TaskGroup& group, const std::filesystem::path& ready) {
     group.spawn("run", [&runner]() { return runner.run(); });
-    return test::wait_until([&] {
-      run_for(io, 20ms);
-      return std::filesystem::exists(ready) && runner.client_status() == ClientStatus::running;
-    }, 20s);
+    return test::wait_until(
+        [&] {
+          run_for(io, 20ms);
+          return std::filesystem::exists(ready) && runner.client_status() == ClientStatus::running;
+        },
+        20s);
   }
 
   static domain::Task shell(const std::string& script, domain::Duration kill_timeout = domain::Duration{0}) {
@@ -181,9 +183,8 @@ TEST_F(AllocRunnerTest, SubmittedStatesAreWrittenInOrderAndDurableWaitsForThem) 
   store.wait_durable();
   ASSERT_FALSE(written.empty());
   EXPECT_EQ(written.back(), "19");
-  EXPECT_TRUE(std::is_sorted(written.begin(), written.end(), [](const std::string& l, const std::string& r) {
-    return std::stoi(l) < std::stoi(r);
-  }));
+  EXPECT_TRUE(std::is_sorted(written.begin(), written.end(),
+                             [](const std::string& l, const std::string& r) { return std::stoi(l) < std::stoi(r); }));
 }
 
 // Write-ahead through the writer thread: when the claim reaches the control plane, the state on
@@ -204,8 +205,8 @@ TEST_F(AllocRunnerTest, AClaimIsOnDiskBeforeItIsSent) {
 
 TEST_F(AllocRunnerTest, TaskSeesVolumePathAndAllocIdAndCompletes) {
   const auto out = dir / "env.txt";
-  auto runner = make_runner(make_alloc(
-      "a1", shell("echo \"$MOORING_VOLUME_MY_DATA $MOORING_ALLOC_ID\" > " + out.string())));
+  auto runner =
+      make_runner(make_alloc("a1", shell("echo \"$MOORING_VOLUME_MY_DATA $MOORING_ALLOC_ID\" > " + out.string())));
   run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
   EXPECT_EQ(test::read_file(out), "/fake/a1/vol1 a1\n");
   EXPECT_EQ(sink.statuses, (std::vector{ClientStatus::pending, ClientStatus::running, ClientStatus::complete}));
@@ -241,13 +242,13 @@ TEST_F(AllocRunnerTest, TaskEnvironmentIsEnvSecretEnvMooringVariablesAndPathHome
     if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
   }
   EXPECT_EQ(env, (std::map<std::string, std::string>{{"DB_PASSWORD", "runner-secret-2b7"},
-                                                      {"HOME", kTaskHome},
-                                                      {"MODE", "blue"},
-                                                      {"MOORING_ALLOC_ID", "a1"},
-                                                      {"MOORING_ALLOC_NAME", "job"},
-                                                      {kLaunchIdEnv, runner->state().launch_id},
-                                                      {"MOORING_VOLUME_MY_DATA", "/fake/a1/vol1"},
-                                                      {"PATH", kTaskPath}}));
+                                                     {"HOME", kTaskHome},
+                                                     {"MODE", "blue"},
+                                                     {"MOORING_ALLOC_ID", "a1"},
+                                                     {"MOORING_ALLOC_NAME", "job"},
+                                                     {kLaunchIdEnv, runner->state().launch_id},
+                                                     {"MOORING_VOLUME_MY_DATA", "/fake/a1/vol1"},
+                                                     {"PATH", kTaskPath}}));
   // Never on the agent's disk, never in an event.
   store.wait_durable();
   for (const auto& entry : std::filesystem::recursive_directory_iterator(store.dir())) {
@@ -298,12 +299,22 @@ TEST_F(AllocRunnerTest, ARestoredAllocationStartsItsTaskOnlyOnceTheSecretEnvCame
   auto runner = make_runner(std::move(loaded[0]));
   async::TaskGroup group(io.get_executor(), "test");
   group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return sink.has_event("WaitingForSecrets"); }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return sink.has_event("WaitingForSecrets");
+      },
+      10s));
   run_for(io, 100ms);
   EXPECT_FALSE(sink.has_event("Started"));
   EXPECT_FALSE(std::filesystem::exists(out));
   runner->update(before.alloc);  // the watch's answer
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      20s));
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   EXPECT_EQ(test::read_file(out), "restored-secret-8e4\n");
 }
@@ -312,7 +323,8 @@ TEST_F(AllocRunnerTest, NonZeroExitFailsTheAllocation) {
   auto runner = make_runner(make_alloc("a1", shell("exit 3")));
   run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
   EXPECT_EQ(runner->client_status(), ClientStatus::failed);
-  EXPECT_NE(sink.message_of("Terminated").find("exited with code 3"), std::string::npos) << sink.message_of("Terminated");
+  EXPECT_NE(sink.message_of("Terminated").find("exited with code 3"), std::string::npos)
+      << sink.message_of("Terminated");
   EXPECT_EQ(mounter.releases.size(), 1u);
 }
 
@@ -335,7 +347,12 @@ TEST_F(AllocRunnerTest, StopSendsSigtermThenSigkillAfterKillTimeout) {
   ASSERT_TRUE(run_until_task_ready(*runner, group, ready));
   const auto t0 = std::chrono::steady_clock::now();
   runner->stop("test stop");
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      20s));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   EXPECT_TRUE(sink.has_event("Killing"));
@@ -348,16 +365,21 @@ TEST_F(AllocRunnerTest, StopSendsSigtermThenSigkillAfterKillTimeout) {
 // The SIGKILL grace still counts from that SIGTERM, and the task is told once.
 TEST_F(AllocRunnerTest, StopSendsSigtermBeforeTheExecutorRunsAgain) {
   const auto ready = dir / "ready", terms = dir / "terms";
-  auto runner = make_runner(make_alloc(
-      "a1", shell("trap 'echo term >> " + terms.string() + "; exit 0' TERM; touch " + ready.string() +
-                  "; while true; do sleep 0.05; done")));
+  auto runner = make_runner(make_alloc("a1", shell("trap 'echo term >> " + terms.string() + "; exit 0' TERM; touch " +
+                                                   ready.string() + "; while true; do sleep 0.05; done")));
   async::TaskGroup group(io.get_executor(), "test");
   ASSERT_TRUE(run_until_task_ready(*runner, group, ready));
   runner->stop("test stop");
   EXPECT_TRUE(sink.has_event("Killing"));
   // The io_context does not run here: only a signal sent by stop() itself can make the trap write.
-  EXPECT_TRUE(test::wait_until([&] { return std::filesystem::exists(terms); }, 10s)) << "SIGTERM waited for the executor";
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  EXPECT_TRUE(test::wait_until([&] { return std::filesystem::exists(terms); }, 10s))
+      << "SIGTERM waited for the executor";
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      20s));
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   EXPECT_EQ(test::read_file(terms), "term\n") << "the task was sent SIGTERM more than once";
   int killing = 0;
@@ -384,9 +406,9 @@ class PluginTaskTest : public AllocRunnerTest {
     auto runner = std::make_unique<AllocRunner>(io.get_executor(), std::move(st), store, sink,
                                                 AllocRunnerOptions{.default_kill_timeout = 5s});
     AllocRunner* r = runner.get();
-    r->add_hook(std::make_unique<CsiPluginHook>(
-        r->state().alloc, store.dir() / id, dir / "ps", plugins,
-        [r](std::string t, std::string m) { r->emit(std::move(t), std::move(m)); }));
+    r->add_hook(
+        std::make_unique<CsiPluginHook>(r->state().alloc, store.dir() / id, dir / "ps", plugins,
+                                        [r](std::string t, std::string m) { r->emit(std::move(t), std::move(m)); }));
     return runner;
   }
   FakePluginTaskSupervision plugins;
@@ -399,10 +421,12 @@ TEST_F(PluginTaskTest, ThePluginTaskGetsCsiEndpointInItsAllocDirAndIsSupervisedU
   auto runner = make_plugin_runner("p1", "echo \"$CSI_ENDPOINT\" > " + out.string() + "; exec sleep 60", 1s);
   async::TaskGroup group(io.get_executor(), "test");
   group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] {
-    run_for(io, 20ms);
-    return sink.has_event("PluginHealthy") && std::filesystem::exists(out) && !test::read_file(out).empty();
-  }, 20s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return sink.has_event("PluginHealthy") && std::filesystem::exists(out) && !test::read_file(out).empty();
+      },
+      20s));
   const auto socket = store.dir() / "p1" / "csi" / "csi.sock";
   EXPECT_EQ(test::read_file(out), "unix://" + socket.string() + "\n");
   EXPECT_EQ(std::filesystem::status(socket.parent_path()).permissions(), std::filesystem::perms::owner_all);
@@ -411,7 +435,12 @@ TEST_F(PluginTaskTest, ThePluginTaskGetsCsiEndpointInItsAllocDirAndIsSupervisedU
   EXPECT_EQ(runner->client_status(), ClientStatus::running);
   EXPECT_TRUE(plugins.stopped_allocs.empty());
   runner->stop("test stop");
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      20s));
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p1"});
 }
@@ -422,12 +451,14 @@ TEST_F(PluginTaskTest, APluginThatDoesNotBecomeHealthyFailsTheAllocationAndItsTa
   plugins.answer = domain::error("plugin did not become healthy within 2s: plugin socket /x/csi.sock did not appear");
   plugins.delay = 100ms;
   auto runner = make_plugin_runner("p2", "exec sleep 60", 1s);
-  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
+  run_async(
+      io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
   EXPECT_EQ(runner->client_status(), ClientStatus::failed);
   EXPECT_NE(sink.message_of("SetupFailure").find("plugin did not become healthy within 2s"), std::string::npos)
       << sink.message_of("SetupFailure");
   EXPECT_TRUE(sink.has_event("Killed"));
-  EXPECT_NE(sink.message_of("Terminated").find("did not become healthy"), std::string::npos) << sink.message_of("Terminated");
+  EXPECT_NE(sink.message_of("Terminated").find("did not become healthy"), std::string::npos)
+      << sink.message_of("Terminated");
   EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p2"});
 }
 
@@ -435,9 +466,11 @@ TEST_F(PluginTaskTest, APluginThatDoesNotBecomeHealthyFailsTheAllocationAndItsTa
 TEST_F(PluginTaskTest, APluginTaskThatExitsWhileBeingProbedEndsWithItsExit) {
   plugins.delay = 30s;
   auto runner = make_plugin_runner("p3", "exit 4");
-  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
+  run_async(
+      io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
   EXPECT_EQ(runner->client_status(), ClientStatus::failed);
-  EXPECT_NE(sink.message_of("Terminated").find("exited with code 4"), std::string::npos) << sink.message_of("Terminated");
+  EXPECT_NE(sink.message_of("Terminated").find("exited with code 4"), std::string::npos)
+      << sink.message_of("Terminated");
   EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p3"});
 }
 
@@ -449,7 +482,8 @@ TEST_F(PluginTaskTest, APluginTaskThatEndedWhileTheAgentWasDownIsReportedStopped
     s.task_started = true;
     s.task = TaskHandle{::getpid(), 1};  // a start time that cannot match: the task is gone
   });
-  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
+  run_async(
+      io, [&]() -> asio::awaitable<void> { co_await runner->run(); }, 20s);
   EXPECT_EQ(runner->client_status(), ClientStatus::failed);
   EXPECT_TRUE(plugins.supervised.empty());
   EXPECT_EQ(plugins.stopped_allocs, std::vector<std::string>{"p4"});
@@ -480,14 +514,24 @@ TEST_F(AllocRunnerTest, WithoutTaskHoldsVolumesUntilStopped) {
   auto runner = make_runner(make_alloc("a1", std::nullopt));
   async::TaskGroup group(io.get_executor(), "test");
   group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->client_status() == ClientStatus::running; }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->client_status() == ClientStatus::running;
+      },
+      10s));
   run_for(io, 100ms);
   EXPECT_FALSE(runner->finished());
   EXPECT_TRUE(mounter.releases.empty());
   domain::Allocation stopped = runner->state().alloc;
   stopped.desired_status = domain::DesiredStatus::stop;
   runner->update(stopped);
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      10s));
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   EXPECT_EQ(mounter.releases.size(), 1u);
 }
@@ -499,7 +543,12 @@ TEST_F(AllocRunnerTest, EchoedUpdatesWriteNothingAndSpecChangesAreWritten) {
   auto runner = make_runner(make_alloc("a1", std::nullopt));
   async::TaskGroup group(io.get_executor(), "test");
   group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->client_status() == ClientStatus::running; }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->client_status() == ClientStatus::running;
+      },
+      10s));
   auto state_file = *store.alloc_dir("a1") / "state.json";
   auto content = [&] {  // an echo written would carry its new index
     std::error_code ec;
@@ -524,7 +573,12 @@ TEST_F(AllocRunnerTest, EchoedUpdatesWriteNothingAndSpecChangesAreWritten) {
     stopped.desired_status = domain::DesiredStatus::stop;
     return stopped;
   }());
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      10s));
 }
 
 TEST_F(AllocRunnerTest, FinalClaimErrorFailsAllocationAndPostrunRuns) {
@@ -538,16 +592,42 @@ TEST_F(AllocRunnerTest, FinalClaimErrorFailsAllocationAndPostrunRuns) {
   EXPECT_TRUE(runner->state().postrun_done);
 }
 
+// The stop reaches the control plane while the claim is in flight, and the claim is refused
+// because of it: the allocation was stopped, not failed (seen in the real binaries' e2e test).
+TEST_F(AllocRunnerTest, AClaimRefusedBecauseTheStopWonTheRaceEndsComplete) {
+  std::unique_ptr<AllocRunner> runner;
+  cp.claim_answers = {
+      grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the allocation is stopping and takes no new claims")};
+  cp.during_claim = [&] { runner->stop("stopped by the control plane"); };
+  runner = make_runner(make_alloc("a1", shell("true")));
+  run_async(io, [&]() -> asio::awaitable<void> { co_await runner->run(); });
+  EXPECT_EQ(runner->client_status(), ClientStatus::complete);
+  EXPECT_FALSE(sink.has_event("Started"));
+  EXPECT_EQ(std::count(sink.statuses.begin(), sink.statuses.end(), ClientStatus::failed), 0);
+  ASSERT_EQ(mounter.releases.size(), 1u);
+  EXPECT_TRUE(runner->state().postrun_done);
+}
+
 TEST_F(AllocRunnerTest, StopDuringClaimWaitEndsAtOnceAndReleases) {
   for (int i = 0; i < 10000; ++i)
     cp.claim_answers.push_back(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "volume max claims reached"));
   auto runner = make_runner(make_alloc("a1", shell("true")));
   async::TaskGroup group(io.get_executor(), "test");
   group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return cp.claims.size() >= 2; }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return cp.claims.size() >= 2;
+      },
+      10s));
   EXPECT_EQ(runner->client_status(), ClientStatus::pending);
   runner->stop("test stop");
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 5s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      5s));
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   EXPECT_FALSE(sink.has_event("Started"));
   ASSERT_EQ(mounter.releases.size(), 1u);
@@ -557,16 +637,17 @@ TEST_F(AllocRunnerTest, RestartReadoptsARunningTaskWithoutClaimingAgain) {
   const auto ready = dir / "ready";
   pid_t pid = 0;
   {
-    auto runner = make_runner(
-        make_alloc("a1", shell("touch " + ready.string() + "; while true; do sleep 0.1; done")));
+    auto runner = make_runner(make_alloc("a1", shell("touch " + ready.string() + "; while true; do sleep 0.1; done")));
     async::TaskGroup group(io.get_executor(), "agent-1");
     group.spawn("run", [&]() { return runner->run(); });
     // The task may write its file before the runner has taken the start's answer from the writer
     // thread: wait for both.
-    ASSERT_TRUE(test::wait_until([&] {
-      run_for(io, 20ms);
-      return std::filesystem::exists(ready) && runner->state().task.has_value();
-    }, 20s));
+    ASSERT_TRUE(test::wait_until(
+        [&] {
+          run_for(io, 20ms);
+          return std::filesystem::exists(ready) && runner->state().task.has_value();
+        },
+        20s));
     pid = runner->state().task->pid;
     // Agent shutdown: the runner is cancelled, the task keeps running.
     runner->shutdown();
@@ -586,10 +667,20 @@ TEST_F(AllocRunnerTest, RestartReadoptsARunningTaskWithoutClaimingAgain) {
   auto runner = make_runner(states[0]);
   async::TaskGroup group(io.get_executor(), "agent-2");
   group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return sink.has_event("Reattached"); }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return sink.has_event("Reattached");
+      },
+      10s));
   EXPECT_EQ(cp.claims.size(), 1u) << "no new claim for a volume still mounted";
   runner->stop("test stop");
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      20s));
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   // The test process is still the task's parent (the "old agent"), so it reaps the zombie here.
   int wstatus = 0;
@@ -657,13 +748,23 @@ TEST_F(AllocRunnerTest, RestartBetweenSpawnAndPidRecordReadoptsTheTaskByItsLaunc
   auto runner = make_runner(s);
   async::TaskGroup group(io.get_executor(), "agent-2");
   group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->client_status() == ClientStatus::running; }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->client_status() == ClientStatus::running;
+      },
+      10s));
   EXPECT_TRUE(sink.has_event("Reattached")) << "found by its launch id";
   EXPECT_FALSE(sink.has_event("Started")) << "never started a second time";
   ASSERT_TRUE(runner->state().task);
   EXPECT_EQ(runner->state().task->pid, earlier.pid);
   runner->stop("test stop");
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      20s));
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   EXPECT_TRUE(reaped(earlier.pid)) << "the re-adopted task was stopped";
   EXPECT_EQ(test::read_file(marker), "x\n") << "the task ran exactly once";
@@ -705,9 +806,19 @@ TEST_F(AllocRunnerTest, StopDuringSetupAfterARestartKillsTheReadoptedTask) {
   auto runner = make_runner(s);
   async::TaskGroup group(io.get_executor(), "agent-2");
   group.spawn("run", [&]() { return runner->run(); });
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return cp.claims.size() >= 2; }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return cp.claims.size() >= 2;
+      },
+      10s));
   runner->stop("stopped right after the agent restart");
-  ASSERT_TRUE(test::wait_until([&] { run_for(io, 20ms); return runner->finished(); }, 20s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(io, 20ms);
+        return runner->finished();
+      },
+      20s));
   EXPECT_EQ(runner->client_status(), ClientStatus::complete);
   EXPECT_TRUE(sink.has_event("Killed"));
   EXPECT_TRUE(reaped(earlier.pid)) << "the recorded task does not outlive its allocation";
@@ -758,7 +869,12 @@ TEST(TaskProcessTest, FindLaunchFindsTheSessionLeaderAndItsChildren) {
   auto task = TaskProcess::start(io.get_executor(), spec);
   ASSERT_TRUE(task) << task.error();
   LaunchProcesses found;
-  ASSERT_TRUE(test::wait_until([&] { found = find_launch(unique_launch("find-me")); return found.others.size() >= 2; }, 10s));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        found = find_launch(unique_launch("find-me"));
+        return found.others.size() >= 2;
+      },
+      10s));
   ASSERT_TRUE(found.leader);
   EXPECT_EQ(*found.leader, (*task)->handle());
   EXPECT_FALSE(find_launch("someone-else").leader);
@@ -786,7 +902,12 @@ TEST(TaskProcessTest, OutputGoesToTheLogFilesAndTheTaskHoldsNothingElse) {
   std::map<int, std::string> fds;
   const std::map<int, std::string> want{
       {0, "/dev/null"}, {1, spec.stdout_path.string()}, {2, spec.stderr_path.string()}};
-  EXPECT_TRUE(test::wait_until([&] { fds = test::open_descriptors(pid); return fds == want; }, 10s))
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        fds = test::open_descriptors(pid);
+        return fds == want;
+      },
+      10s))
       << test::describe_descriptors(fds);
   EXPECT_TRUE(test::wait_until([&] { return test::read_file(spec.stderr_path) == "to-stderr\n"; }, 10s));
   EXPECT_EQ(test::read_file(spec.stdout_path), "to-stdout\n");
@@ -839,11 +960,16 @@ TEST(TaskProcessTest, TaskStartsWithACleanEnvironment) {
   ::unsetenv("MOORING_TEST_AGENT_ONLY");
   ASSERT_TRUE(task) << task.error();
   std::map<std::string, std::string> env;
-  ASSERT_TRUE(test::wait_until([&] { env = environ_of((*task)->handle().pid); return env.contains("APP_MODE"); }, 10s));
-  EXPECT_EQ(env, (std::map<std::string, std::string>{{"APP_MODE", "prod"},
-                                                      {"HOME", kTaskHome},
-                                                      {"PATH", kTaskPath},
-                                                      {kLaunchIdEnv, unique_launch("clean-env")}}));
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        env = environ_of((*task)->handle().pid);
+        return env.contains("APP_MODE");
+      },
+      10s));
+  EXPECT_EQ(
+      env,
+      (std::map<std::string, std::string>{
+          {"APP_MODE", "prod"}, {"HOME", kTaskHome}, {"PATH", kTaskPath}, {kLaunchIdEnv, unique_launch("clean-env")}}));
   (*task)->signal(SIGKILL);
   run_async(io, [&]() -> asio::awaitable<void> { (void)co_await (*task)->wait(); });
 }

@@ -30,7 +30,7 @@ class FakeControlPlaneCalls final : public ControlPlaneCalls {
   std::vector<::mooring::v1::ClaimVolumeRequest> claims;
   std::vector<::mooring::v1::UpdateAllocationsRequest> updates;
   std::vector<::mooring::v1::UnpublishVolumeRequest> unpublishes;
-  std::vector<::mooring::v1::WatchAllocationsRequest> watches;  // every watch request, in order
+  std::vector<::mooring::v1::WatchAllocationsRequest> watches;        // every watch request, in order
   std::deque<::mooring::v1::WatchAllocationsResponse> watch_answers;  // consumed in order, then:
   ::mooring::v1::WatchAllocationsResponse watch_answer;
 
@@ -47,7 +47,7 @@ class FakeControlPlaneCalls final : public ControlPlaneCalls {
     co_return grpc::Status::OK;
   }
   std::function<void()> during_update;  // runs inside update_allocations, as if while it was in flight
-  int refused_updates = 0;  // update_allocations calls answered UNAVAILABLE (down)
+  int refused_updates = 0;              // update_allocations calls answered UNAVAILABLE (down)
   boost::asio::awaitable<grpc::Status> update_allocations(const ::mooring::v1::UpdateAllocationsRequest& r) override {
     if (down) {
       ++refused_updates;
@@ -57,10 +57,12 @@ class FakeControlPlaneCalls final : public ControlPlaneCalls {
     updates.push_back(r);
     co_return grpc::Status::OK;
   }
+  std::function<void()> during_claim;  // runs inside claim_volume, as if while it was in flight
   boost::asio::awaitable<grpc::Status> claim_volume(const ::mooring::v1::ClaimVolumeRequest& r,
                                                     ::mooring::v1::ClaimVolumeResponse& response) override {
     claims.push_back(r);
     if (down) co_return unavailable();
+    if (auto hook = std::exchange(during_claim, nullptr)) hook();
     if (!claim_answers.empty()) {
       auto st = claim_answers.front();
       claim_answers.pop_front();
