@@ -164,6 +164,7 @@ domain::Status StateStore::install_loaded(domain::Expected<Snapshot> snap) {
   events_ = std::move(l.events);
   event_positions_ = std::move(l.positions);
   table_index_ = std::move(l.table_index);
+  answered_.clear();  // another incarnation: its indexes say nothing about those handed out before
   for (const auto& [t, i] : snap->table_index) table_index_[t] = std::max(table_index_[t], i);
   index_ = snap->index;
   for (const auto& [t, i] : table_index_) index_ = std::max(index_, i);

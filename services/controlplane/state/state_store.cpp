@@ -54,6 +54,12 @@ std::uint64_t StateStore::table_index(Table t) const {
   return it == table_index_.end() ? 0 : it->second;
 }
 
+std::uint64_t StateStore::answer_index(Table t) const {
+  auto& answered = answered_[t];
+  if (durable_index_ < index_) answered = index_;
+  return std::max(answered, table_index(t));
+}
+
 namespace {
 
 template <class T>

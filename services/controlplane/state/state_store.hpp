@@ -250,7 +250,10 @@ class StateStore {
   // The index to hand out with an answer built from memory now about table `t`: its table index,
   // or index() while memory runs ahead of the disk (the answer may show a commit whose table
   // index has not moved yet; a client that echoes the index back must not be told "nothing new").
-  std::uint64_t answer_index(Table t) const { return durable_index_ < index_ ? index_ : table_index(t); }
+  // Never less than an earlier answer about `t`: once the flush lands, the table's own index may
+  // be below the index() handed out meanwhile, and clients (Nomad's among them) take an index
+  // that goes back as a reset and read everything again.
+  std::uint64_t answer_index(Table t) const;
   std::uint64_t failed_flushes() const { return lost_.size(); }
   // A flush is posted or with the writer thread (tests wait for its answer).
   bool flushing() const { return flush_scheduled_ || flushing_; }
@@ -296,6 +299,7 @@ class StateStore {
   std::uint64_t index_ = 0;
   std::uint64_t incarnation_ = 0;
   std::map<Table, std::uint64_t> table_index_;
+  mutable std::map<Table, std::uint64_t> answered_;  // the highest answer_index() of each table
   std::map<std::string, domain::Volume> volumes_;
   PluginAggregates plugins_;  // follows nodes_
   std::set<std::string> stale_plugin_rows_;

@@ -96,7 +96,9 @@ TEST_F(StateStoreTest, EmptyBatchWritesNothing) {
 TEST_F(StateStoreTest, ReloadRestoresEverything) {
   Batch b;
   auto v = fixtures::volume("v1");
-  v.claims["a1"] = domain::Claim{.allocation_id = "a1", .node_id = "n1", .state = domain::ClaimState::node_detached,
+  v.claims["a1"] = domain::Claim{.allocation_id = "a1",
+                                 .node_id = "n1",
+                                 .state = domain::ClaimState::node_detached,
                                  .last_error = "agent unreachable"};
   b.put(v);
   b.put(fixtures::allocation("a1", "n1"));
@@ -378,8 +380,9 @@ TEST_F(StateStoreTest, WaitReturnsAtOnceWhenTheTableIsAlreadyPast) {
 
 TEST_F(StateStoreTest, WaitWakesOnACommitToItsTableOnly) {
   std::optional<std::uint64_t> woke;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> { woke = co_await store.wait_for_change(Table::volumes, 0, 30s); },
-                 asio::detached);
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { woke = co_await store.wait_for_change(Table::volumes, 0, 30s); },
+      asio::detached);
   io.poll();
   EXPECT_EQ(store.waiter_count(), 1u);
   Batch other;
@@ -407,10 +410,13 @@ TEST_F(StateStoreTest, WaitTimesOutWithTheCurrentIndex) {
 TEST_F(StateStoreTest, ReleaseWakesEveryWaiterAndLaterWaitsReturnAtOnce) {
   int woke = 0;
   for (int i = 0; i < 3; ++i)
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      co_await store.wait_for_change(Table::events, 0, 1h);
-      ++woke;
-    }, asio::detached);
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          co_await store.wait_for_change(Table::events, 0, 1h);
+          ++woke;
+        },
+        asio::detached);
   io.poll();
   EXPECT_EQ(store.waiter_count(), 3u);
   store.release_waiters();
@@ -506,19 +512,29 @@ TEST_F(GroupCommitTest, AnswerIndexCoversCommitsNotYetFlushed) {
   ASSERT_TRUE(store.commit(std::move(b)));
   EXPECT_EQ(store.table_index(Table::allocations), 0u);
   EXPECT_EQ(store.answer_index(Table::allocations), 2u);
+  EXPECT_EQ(store.answer_index(Table::volumes), 2u);  // memory is past volumes' index too
   run();
   EXPECT_EQ(store.answer_index(Table::allocations), 2u);
-  EXPECT_EQ(store.answer_index(Table::volumes), 1u);  // settled: the table's own index again
+  // Settled, the volumes' own index is 1 again, but 2 was handed out: an index never goes back.
+  EXPECT_EQ(store.table_index(Table::volumes), 1u);
+  EXPECT_EQ(store.answer_index(Table::volumes), 2u);
+  EXPECT_EQ(store.answer_index(Table::acl_policies), 0u);  // never answered while ahead: its own
+  put_volume("v2");
+  run();
+  EXPECT_EQ(store.answer_index(Table::volumes), 3u);  // the next change is past what was answered
 }
 
 TEST_F(GroupCommitTest, DurableReturnsOnlyOnceTheFlushWrote) {
   auto index = put_volume("v1");
   std::optional<domain::Status> result;
   bool written_when_woken = false;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    result = co_await store.durable(index);
-    written_when_woken = !backend.transactions.empty();
-  }, asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        result = co_await store.durable(index);
+        written_when_woken = !backend.transactions.empty();
+      },
+      asio::detached);
   run();
   ASSERT_TRUE(result);
   EXPECT_TRUE(*result);
@@ -532,10 +548,13 @@ TEST_F(GroupCommitTest, DurableReturnsOnlyOnceTheFlushWrote) {
 TEST_F(GroupCommitTest, WatchersWakeWhenTheChangeIsDurable) {
   std::optional<std::uint64_t> woke;
   std::size_t written = 0;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    woke = co_await store.wait_for_change(Table::volumes, 0, 30s);
-    written = backend.transactions.size();
-  }, asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        woke = co_await store.wait_for_change(Table::volumes, 0, 30s);
+        written = backend.transactions.size();
+      },
+      asio::detached);
   run();
   put_volume("v1");
   run();
@@ -559,9 +578,9 @@ TEST_F(GroupCommitTest, ASlowFlushDoesNotStopTheExecutor) {
   io.run_one_for(std::chrono::seconds(5));  // the timer, long before the flush's answer
   EXPECT_TRUE(timer_fired);
   EXPECT_TRUE(store.flushing()) << "the executor waited for the disk";
-  EXPECT_TRUE(store.volume("v1"));                 // memory serves reads at once...
-  EXPECT_LT(store.durable_index(), first);         // ...and is not durable yet
-  const auto second = put_volume("v2");            // commits go on
+  EXPECT_TRUE(store.volume("v1"));          // memory serves reads at once...
+  EXPECT_LT(store.durable_index(), first);  // ...and is not durable yet
+  const auto second = put_volume("v2");     // commits go on
   backend.group_delay = std::chrono::milliseconds(0);
   run();
   EXPECT_EQ(store.durable_index(), second);
@@ -578,10 +597,12 @@ TEST_F(GroupCommitTest, ReadsWaitingForAFlushAreAnsweredAtOnceWhenTheStoreTurnsR
   io.poll();  // the flush is with the writer thread, which sleeps in the "disk"
   ASSERT_TRUE(store.flushing());
   std::optional<domain::Status> read, write;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> { read = co_await store.readable_since(store.failed_flushes()); },
-                 asio::detached);
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> { write = co_await store.durable_since(store.failed_flushes()); },
-                 asio::detached);
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { read = co_await store.readable_since(store.failed_flushes()); },
+      asio::detached);
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { write = co_await store.durable_since(store.failed_flushes()); },
+      asio::detached);
   io.restart();
   io.poll();
   EXPECT_FALSE(read) << "not read-only yet: a read waits for what it shows to be durable";
@@ -614,8 +635,9 @@ TEST_F(GroupCommitTest, ReadsFromMemoryReleaseWaitingReadsAndStillTakeCommits) {
   io.poll();
   ASSERT_TRUE(store.flushing());
   std::optional<domain::Status> read;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> { read = co_await store.readable_since(store.failed_flushes()); },
-                 asio::detached);
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { read = co_await store.readable_since(store.failed_flushes()); },
+      asio::detached);
   io.restart();
   io.poll();
   EXPECT_FALSE(read);
@@ -650,8 +672,8 @@ TEST_F(GroupCommitTest, AReloadInTheBackgroundLeavesTheExecutorServingAndThenIns
   backend.load_delay = std::chrono::milliseconds(400);
   store.set_read_only("resuming");
   std::optional<domain::Status> reloaded;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> { reloaded = co_await store.reload_in_background(); },
-                 asio::detached);
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { reloaded = co_await store.reload_in_background(); }, asio::detached);
   bool timer_fired = false;
   asio::steady_timer timer(io, std::chrono::milliseconds(10));
   timer.async_wait([&](boost::system::error_code) { timer_fired = true; });
@@ -686,9 +708,11 @@ TEST_F(GroupCommitTest, AFailedFlushReloadsWhatIsDurableAndFailsItsWaiters) {
   const auto incarnation = store.incarnation();
   std::optional<domain::Status> result;
   std::optional<std::uint64_t> woke;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> { result = co_await store.durable(*index); }, asio::detached);
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> { woke = co_await store.wait_for_change(Table::volumes, 1, 30s); },
-                 asio::detached);
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { result = co_await store.durable(*index); }, asio::detached);
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { woke = co_await store.wait_for_change(Table::volumes, 1, 30s); },
+      asio::detached);
   run();
   // ...and is back to the disk: nobody was told the write happened.
   ASSERT_TRUE(result);
