@@ -47,8 +47,8 @@ class Lifecycle : public ::testing::Test {
 // the node's unpublish/unstage strictly before the controller's unpublish; read it back on another node.
 TEST_F(Lifecycle, WriteOnOneNodeReadOnAnotherAndEverythingIsReleasedInOrder) {
   ASSERT_FALSE(cluster->create_volume("shared").is_null());
-  auto writer = cluster->run_alloc(
-      allocation("writer", "shared", "node-1", "echo hello-from-node-1 > \"$MOORING_VOLUME_DATA/greeting\"; sleep 600"));
+  auto writer = cluster->run_alloc(allocation("writer", "shared", "node-1",
+                                              "echo hello-from-node-1 > \"$MOORING_VOLUME_DATA/greeting\"; sleep 600"));
   ASSERT_FALSE(writer.empty());
   ASSERT_TRUE(Cluster::eventually([&] { return cluster->alloc_status(writer) == "running"; }));
   ASSERT_TRUE(Cluster::eventually([&] { return cluster->mounts_of("node-1").size() >= 1; }));
@@ -83,8 +83,8 @@ TEST_F(Lifecycle, WriteOnOneNodeReadOnAnotherAndEverythingIsReleasedInOrder) {
   EXPECT_LE(unstage.back().unix_ms, ctrl[0].unix_ms);
   EXPECT_EQ(cluster->volume("shared")["AccessMode"], "");
 
-  auto reader = cluster->run_alloc(allocation(
-      "reader", "shared", "node-2", "test \"$(cat \"$MOORING_VOLUME_DATA/greeting\")\" = hello-from-node-1"));
+  auto reader = cluster->run_alloc(allocation("reader", "shared", "node-2",
+                                              "test \"$(cat \"$MOORING_VOLUME_DATA/greeting\")\" = hello-from-node-1"));
   ASSERT_FALSE(reader.empty());
   EXPECT_TRUE(Cluster::eventually([&] {
     auto s = cluster->alloc_status(reader);
@@ -147,6 +147,52 @@ TEST_F(Lifecycle, NodePluginDownAtStopReleasesWhenItReturns) {
   // The fault expires: the release completes on its own.
   EXPECT_TRUE(freed("vol")) << cluster->volume("vol").dump();
   EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+}
+
+// The chaos run of seed 20261129 (docs/chaos.md), replayed: an allocation stopped while its
+// ControllerPublish is still in the plugin. The stop ends the agent's wait for its claim; the
+// control plane used to give up the volume's lock with it, and the release's ControllerUnpublish
+// overtook the publish: the volume stayed published to the node with no claim, and the next
+// publishes were refused. Now the publish runs to its answer, the unpublish follows it, the
+// allocation ends stopped (complete, not failed), and the volume is free for the next writer.
+TEST_F(Lifecycle, AStopDuringControllerPublishUnpublishesAfterTheAnswerAndFreesTheVolume) {
+  ASSERT_FALSE(cluster->create_volume("slow").is_null());
+  const std::string external = cluster->volume("slow").value("ExternalID", "");
+  ASSERT_FALSE(external.empty());
+  const json slow_publish = json::array({{{"rpc", "ControllerPublishVolume"}, {"delay_ms", 3000}, {"count", 1}}});
+  for (auto n : {"node-1", "node-2"}) cluster->set_faults(n, slow_publish);  // whichever controller is asked
+  auto first = cluster->run_alloc(allocation("first", "slow", "node-1", "sleep 600"));
+  ASSERT_FALSE(first.empty());
+  std::this_thread::sleep_for(1000ms);  // the publish is in the plugin
+  ASSERT_EQ(cluster->stop_alloc(first).status, 200u);
+  ASSERT_TRUE(Cluster::eventually([&] {
+    const auto s = cluster->alloc_status(first);
+    return s == "complete" || s == "failed";
+  }));
+  EXPECT_EQ(cluster->alloc_status(first), "complete");
+  EXPECT_TRUE(freed("slow")) << cluster->volume("slow").dump();
+
+  // One node's controller was asked: its log holds the publish answered, then the unpublish.
+  std::vector<PluginCall> controller;
+  for (auto n : {"node-1", "node-2"})
+    for (auto& c : cluster->calls(n))
+      if (c.volume_id == external && (c.rpc == "ControllerPublishVolume" || c.rpc == "ControllerUnpublishVolume"))
+        controller.push_back(c);
+  ASSERT_EQ(controller.size(), 2u);
+  EXPECT_EQ(controller[0].rpc, "ControllerPublishVolume");
+  EXPECT_EQ(controller[0].code, "OK");
+  EXPECT_EQ(controller[1].rpc, "ControllerUnpublishVolume");
+  EXPECT_EQ(controller[1].code, "OK");
+  EXPECT_LE(controller[0].unix_ms, controller[1].unix_ms);
+
+  // Nothing is left published: the next writer, on the other node, runs, and after it the
+  // volume can be deleted (hostpath refuses to delete a volume still published anywhere).
+  for (auto n : {"node-1", "node-2"}) cluster->set_faults(n, json::array());
+  EXPECT_EQ(cluster->run_task("second", "slow", "node-2", "echo ok > \"$MOORING_VOLUME_DATA/f\""), "complete");
+  auto deleted = cluster->request("DELETE", "/v1/volume/csi/slow/delete");
+  EXPECT_EQ(deleted.status, 200u) << deleted.body;
+  EXPECT_TRUE(cluster->mounts_of("node-1").empty());
+  EXPECT_TRUE(cluster->mounts_of("node-2").empty());
 }
 
 // The operator's detach frees the claims of a node that is gone.
@@ -241,9 +287,9 @@ TEST_F(Lifecycle, ControlPlaneKilledMidReleaseResumesAfterRestart) {
   for (auto n : {"node-1", "node-2"})
     cluster->set_faults(n, json::array({{{"rpc", "ControllerUnpublishVolume"}, {"code", 14}}}));
   ASSERT_EQ(cluster->stop_alloc(a).status, 200u);
-  ASSERT_TRUE(Cluster::eventually([&] { return claim_field("vol", "State") == "node-detached" &&
-                                               !claim_field("vol", "LastError").empty(); }))
-      << cluster->volume("vol").dump();
+  ASSERT_TRUE(Cluster::eventually([&] {
+    return claim_field("vol", "State") == "node-detached" && !claim_field("vol", "LastError").empty();
+  })) << cluster->volume("vol").dump();
   cluster->kill_controlplane();
   for (auto n : {"node-1", "node-2"}) cluster->set_faults(n, json::array());
   cluster->start_controlplane();
@@ -293,8 +339,8 @@ TEST_F(Lifecycle, ControllerUnreachableThenBackFreesTheClaim) {
   const json down = json::array({{{"rpc", "ControllerUnpublishVolume"}, {"code", 14}, {"for_seconds", 4}}});
   for (auto n : {"node-1", "node-2"}) cluster->set_faults(n, down);
   ASSERT_EQ(cluster->stop_alloc(a).status, 200u);
-  ASSERT_TRUE(Cluster::eventually([&] { return claim_field("vol", "State") == "node-detached" &&
-                                                !claim_field("vol", "LastError").empty(); }, 10s))
+  ASSERT_TRUE(Cluster::eventually(
+      [&] { return claim_field("vol", "State") == "node-detached" && !claim_field("vol", "LastError").empty(); }, 10s))
       << cluster->volume("vol").dump();
   EXPECT_NE(claim_field("vol", "LastError").find("ControllerUnpublishVolume"), std::string::npos)
       << claim_field("vol", "LastError");
@@ -408,10 +454,11 @@ TEST_F(Lifecycle, ReadersShareAMultiReaderVolume) {
 TEST_F(Lifecycle, UncertainCreateIsNegatedWithTheSameRequest) {
   for (auto n : {"node-1", "node-2"})
     cluster->set_faults(n, json::array({{{"rpc", "CreateVolume"}, {"code", 4}, {"count", 1}}}));
-  json body = {{"Volumes",
-                {{{"ID", "maybe"},
-                  {"PluginID", "hostpath"},
-                  {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+  json body = {
+      {"Volumes",
+       {{{"ID", "maybe"},
+         {"PluginID", "hostpath"},
+         {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
   auto r = cluster->request("PUT", "/v1/volume/csi/maybe/create", body.dump());
   EXPECT_NE(r.status, 200u) << r.body;
   auto negated = [&] {
@@ -444,11 +491,12 @@ TEST_F(Lifecycle, VolumeCreateSnapshotRestoreExpandDeleteThroughTheApi) {
   ASSERT_TRUE(list.is_object());
   EXPECT_EQ(list["Snapshots"].size(), 1u);
 
-  json restore = {{"Volumes",
-                   {{{"ID", "restored"},
-                     {"PluginID", "hostpath"},
-                     {"SnapshotID", snap_id},
-                     {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+  json restore = {
+      {"Volumes",
+       {{{"ID", "restored"},
+         {"PluginID", "hostpath"},
+         {"SnapshotID", snap_id},
+         {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
   auto r = cluster->request("PUT", "/v1/volume/csi/restored/create", restore.dump());
   ASSERT_EQ(r.status, 200u) << r.body;
   auto check = cluster->run_alloc(
@@ -462,12 +510,13 @@ TEST_F(Lifecycle, VolumeCreateSnapshotRestoreExpandDeleteThroughTheApi) {
 
   // Expand: re-register with a larger minimum.
   auto src = cluster->volume("src");
-  json grow = {{"Volumes",
-                {{{"ID", "src"},
-                  {"PluginID", "hostpath"},
-                  {"ExternalID", src["ExternalID"]},
-                  {"RequestedCapacityMin", 4 << 20},
-                  {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+  json grow = {
+      {"Volumes",
+       {{{"ID", "src"},
+         {"PluginID", "hostpath"},
+         {"ExternalID", src["ExternalID"]},
+         {"RequestedCapacityMin", 4 << 20},
+         {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
   auto g = cluster->request("PUT", "/v1/volume/csi/src", grow.dump());
   ASSERT_EQ(g.status, 200u) << g.body;
   EXPECT_EQ(cluster->volume("src")["Capacity"], 4 << 20);
@@ -503,12 +552,13 @@ TEST(Expansion, AVolumeInUseIsExpandedOnTheNodeThatPublishedIt) {
   ASSERT_TRUE(Cluster::eventually([&] { return cluster.alloc_status(id) == "running"; }));
   auto grow_to = [&](std::int64_t bytes) {
     auto v = cluster.volume("grow");
-    json body = {{"Volumes",
-                  {{{"ID", "grow"},
-                    {"PluginID", "hostpath"},
-                    {"ExternalID", v["ExternalID"]},
-                    {"RequestedCapacityMin", bytes},
-                    {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+    json body = {
+        {"Volumes",
+         {{{"ID", "grow"},
+           {"PluginID", "hostpath"},
+           {"ExternalID", v["ExternalID"]},
+           {"RequestedCapacityMin", bytes},
+           {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
     return cluster.request("PUT", "/v1/volume/csi/grow", body.dump());
   };
   cluster.set_faults("node-1", json::array({{{"rpc", "NodeExpandVolume"}, {"code", 14}, {"count", 1}}}));
@@ -599,10 +649,11 @@ TEST_F(Lifecycle, SnapshotsInOneRequestAreAnsweredPerItem) {
   ASSERT_FALSE(cluster->create_volume("snap-b").is_null());
   for (auto n : {"node-1", "node-2"})
     cluster->set_faults(n, json::array({{{"rpc", "CreateSnapshot"}, {"code", 9}, {"count", 1}}}));
-  auto r = cluster->request("PUT", "/v1/volumes/snapshot",
-                            json{{"Snapshots", {{{"SourceVolumeID", "snap-a"}, {"Name", "first"}},
-                                                {{"SourceVolumeID", "snap-b"}, {"Name", "second"}}}}}
-                                .dump());
+  auto r = cluster->request(
+      "PUT", "/v1/volumes/snapshot",
+      json{{"Snapshots",
+            {{{"SourceVolumeID", "snap-a"}, {"Name", "first"}}, {{"SourceVolumeID", "snap-b"}, {"Name", "second"}}}}}
+          .dump());
   EXPECT_GE(r.status, 400u) << r.body;
   auto body = json::parse(r.body, nullptr, false);
   ASSERT_TRUE(body.is_object()) << r.body;
@@ -654,8 +705,8 @@ TEST_F(Lifecycle, UncertainDeleteIsFinishedInTheBackgroundEvenAcrossARestart) {
   cluster->kill_controlplane();  // the background retry dies with it; the mark is on disk
   for (auto n : {"node-1", "node-2"}) cluster->set_faults(n, json::array());
   cluster->start_controlplane();
-  EXPECT_TRUE(Cluster::eventually(
-      [&] { return cluster->request("GET", "/v1/volume/csi/maybe-gone").status == 404; }, 20s))
+  EXPECT_TRUE(
+      Cluster::eventually([&] { return cluster->request("GET", "/v1/volume/csi/maybe-gone").status == 404; }, 20s))
       << cluster->request("GET", "/v1/volume/csi/maybe-gone").body;
   bool event = false;
   for (const auto& e : cluster->get("/v1/events")) event |= e.value("Type", "") == "VolumeDeleted";
@@ -684,15 +735,23 @@ TEST_F(Lifecycle, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(cluster->request("PUT", "/v1/volume/csi/..%2Fetc/create", "{}").status, 400u);
   auto unknown_plugin = cluster->request(
       "PUT", "/v1/volume/csi/v/create",
-      json{{"Volumes", {{{"ID", "v"}, {"PluginID", "nope"},
-                         {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}}
+      json{{"Volumes",
+            {{{"ID", "v"},
+              {"PluginID", "nope"},
+              {"RequestedCapabilities", {{{"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}}
           .dump());
   EXPECT_EQ(unknown_plugin.status, 400u);
   EXPECT_NE(unknown_plugin.body.find("nope"), std::string::npos) << unknown_plugin.body;
   EXPECT_EQ(cluster->request("DELETE", "/v1/volume/csi/missing/delete").status, 404u);
   EXPECT_EQ(cluster->request("DELETE", "/v1/volume/csi/missing/detach?node=node-1").status, 404u);
   EXPECT_EQ(cluster->request("DELETE", "/v1/volume/csi/missing/detach").status, 400u);
-  EXPECT_EQ(cluster->request("POST", "/v1/allocations", R"({"Allocation":{"Name":"x","Volumes":{"d":{"Type":"csi","Source":"missing","AccessMode":"single-node-writer","AttachmentMode":"file-system"}}}})").status / 100, 4u);
+  EXPECT_EQ(
+      cluster->request(
+                 "POST", "/v1/allocations",
+                 R"({"Allocation":{"Name":"x","Volumes":{"d":{"Type":"csi","Source":"missing","AccessMode":"single-node-writer","AttachmentMode":"file-system"}}}})")
+              .status /
+          100,
+      4u);
   EXPECT_EQ(cluster->request("GET", "/v1/volumes").header("x-mooring-index"), before);
   EXPECT_TRUE(cluster->calls("node-1", "CreateVolume").empty() && cluster->calls("node-2", "CreateVolume").empty());
 }
