@@ -1,6 +1,8 @@
 // Bench: a fleet of simulated node agents on one control plane (issue 46). Each node has its own
 // gRPC channel (its own TCP connection) with mutual TLS and its own node certificate, registers
-// with one node-only plugin, heartbeats every --heartbeat-interval (the agent's default, 5 s) and
+// with one node-only plugin, heartbeats as the agent does (every --heartbeat-ms, the agent's
+// default 5 s, or a third of the TTL the control plane answers when that is shorter, or the
+// slower pace it asks of a large fleet) and
 // always holds a WatchAllocations long poll open (--watch-wait, the agent's default 30 s), as
 // mooring-nodeagent does. Calls go through gRPC's callback API: a few gRPC threads serve every
 // node, and one scheduler thread sends heartbeats as they fall due.
@@ -100,7 +102,9 @@ struct SimNode {
   std::unique_ptr<v1::ControlPlane::Stub> stub;
   std::atomic<bool> silent{false};
   std::atomic<bool> heartbeat_in_flight{false};
-  std::atomic<std::int64_t> last_answer_ns{0};  // steady clock
+  std::atomic<std::int64_t> last_answer_ns{0};   // steady clock
+  std::atomic<std::int64_t> ttl_ms{0};           // the TTL of the control plane's last answer (0: none yet)
+  std::atomic<std::int64_t> min_interval_ms{0};  // and its pace for a large fleet (0: none)
   std::mutex watch_mutex;
   grpc::ClientContext* watch_ctx = nullptr;  // the open long poll, for TryCancel
   std::uint64_t watch_index = 0, incarnation = 0;
@@ -192,8 +196,10 @@ class Fleet {
         if (st.ok()) {
           // As the agent does: its heartbeats and its watch start once it is registered.
           n->last_answer_ns = Clock::now().time_since_epoch().count();
+          n->ttl_ms = call->resp.heartbeat_ttl_ms();
+          n->min_interval_ms = call->resp.heartbeat_min_interval_ms();
           start_watch(*n, i);
-          schedule(i, Clock::now() + o_.heartbeat);
+          schedule(i, Clock::now() + interval(*n));
         }
         std::lock_guard lock(m);
         if (!st.ok()) {
@@ -275,6 +281,14 @@ class Fleet {
     bool operator>(const Due& o) const { return at > o.at; }
   };
 
+  // The agent's pace (ControlPlaneLink::run): its own interval, or a third of the TTL the control
+  // plane answered when that is shorter, but never more often than the control plane asked.
+  std::chrono::milliseconds interval(const SimNode& node) const {
+    const std::chrono::milliseconds ttl{node.ttl_ms.load()};
+    const auto own = ttl.count() > 0 ? std::min(o_.heartbeat, ttl / 3) : o_.heartbeat;
+    return std::max(own, std::chrono::milliseconds(node.min_interval_ms.load()));
+  }
+
   // A heartbeat of `node` due at `at`, or (watch) its watch to open again then.
   void schedule(int node, Clock::time_point at, bool watch = false) {
     {
@@ -295,8 +309,8 @@ class Fleet {
       if (schedule_cv_.wait_until(lock, next.at) == std::cv_status::no_timeout) continue;  // a stop or new nodes
       if (due_.empty() || due_.top().at > Clock::now()) continue;
       due_.pop();
-      if (!next.watch) due_.push({next.at + o_.heartbeat, next.node});
       auto& node = *nodes_[static_cast<std::size_t>(next.node)];
+      if (!next.watch) due_.push({next.at + interval(node), next.node});
       lock.unlock();
       if (next.watch)
         start_watch(node, next.node);
@@ -316,6 +330,8 @@ class Fleet {
       if (st.ok() && call->resp.known()) {
         heartbeats_.add(ms_since(call->start));
         node.last_answer_ns = Clock::now().time_since_epoch().count();
+        node.ttl_ms = call->resp.heartbeat_ttl_ms();
+        node.min_interval_ms = call->resp.heartbeat_min_interval_ms();
       } else {
         ++heartbeat_errors_;
         note_error(node.id + " heartbeat: " +

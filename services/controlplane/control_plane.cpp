@@ -221,9 +221,10 @@ int ControlPlane::Parts::make_api() {
     return 1;
   }
   audit_log = std::move(*opened_log);
-  liveness.emplace(*store, LivenessOptions{.ttl = flags.heartbeat_ttl, .hearing = [this] {
-                                             return !leadership || leadership->election().lease_valid();
-                                           }});
+  liveness.emplace(*store,
+                   LivenessOptions{.ttl = flags.heartbeat_ttl,
+                                   .max_heartbeats_per_second = flags.max_heartbeats_per_second,
+                                   .hearing = [this] { return !leadership || leadership->election().lease_valid(); }});
   api::ApiOptions api_options;
   api_options.last_heard = [this](const std::string& node_id) { return liveness->last_heard(node_id); };
   api_options.audit = audit_log.get();

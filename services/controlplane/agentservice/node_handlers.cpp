@@ -51,14 +51,18 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
   if (ctx.options.registrations) ctx.options.registrations->registered(req.node_id());
   ctx.log.info("node registered",
                {{"node_id", req.node_id()}, {"address", req.address()}, {"plugins", req.plugins_size()}});
-  resp.set_heartbeat_ttl_ms(ctx.liveness.ttl().count());
+  const auto pace = ctx.liveness.pace();  // as seen() recorded it: the same turn, the same fleet
+  resp.set_heartbeat_ttl_ms(pace.ttl.count());
+  resp.set_heartbeat_min_interval_ms(pace.min_interval.count());
   return grpc::Status::OK;
 }
 
 grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::HeartbeatResponse& resp,
                        const Caller& caller) {
   if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) return st;
-  resp.set_heartbeat_ttl_ms(ctx.liveness.ttl().count());
+  const auto pace = ctx.liveness.pace();  // what arrived() below records for this node
+  resp.set_heartbeat_ttl_ms(pace.ttl.count());
+  resp.set_heartbeat_min_interval_ms(pace.min_interval.count());
   const domain::Node* node = ctx.store.node(req.node_id());
   if (!node) {
     resp.set_known(false);

@@ -117,7 +117,14 @@ constexpr std::array kOptions{
            "nothing and answers 404 there",
            "on", nullptr, nullptr, nullptr, nullptr, &Config::metrics},
     Option{"heartbeat-ttl", "MOORING_CP_HEARTBEAT_TTL", "heartbeat_ttl", Kind::positive_duration, "DURATION",
-           "a node silent this long is marked down", "10s", nullptr, &Config::heartbeat_ttl},
+           "a node silent this long is marked down (longer for a fleet past --max-heartbeats-per-second)", "10s",
+           nullptr, &Config::heartbeat_ttl},
+    Option{"max-heartbeats-per-second", "MOORING_CP_MAX_HEARTBEATS_PER_SECOND", "max_heartbeats_per_second",
+           Kind::count, "N",
+           "the heartbeats all agents together may send per second. Agents heartbeat every third of the TTL while "
+           "the fleet fits (3,333 nodes at the defaults); a larger fleet is asked to heartbeat every nodes/N and its "
+           "TTL grows to three such intervals (10,000 nodes: every 10 s, down after 30 s of silence)",
+           "1000", nullptr, nullptr, nullptr, &Config::max_heartbeats_per_second},
     Option{"log-level", "MOORING_CP_LOG_LEVEL", "log_level", Kind::level, "LEVEL", "debug|info|warn|error", "info"},
     Option{"log-format", "MOORING_CP_LOG_FORMAT", "log_format", Kind::format, "FORMAT", "text|json", "text"},
     Option{"cors-read-origin", "MOORING_CP_CORS_READ_ORIGINS", "cors_read_origins", Kind::list, "ORIGIN",

@@ -45,6 +45,7 @@ struct ControlPlaneConfig {
   std::vector<std::string> cors_write_origins;  // empty: no origin may write
   std::chrono::milliseconds shutdown_grace{10'000};
   std::chrono::milliseconds heartbeat_ttl{10'000};
+  std::size_t max_heartbeats_per_second = 1000;  // beyond it the fleet is paced (nodes/liveness.hpp)
   std::chrono::milliseconds gc_retry_max{30'000};
   std::chrono::milliseconds gc_sweep_period{300'000};
   std::chrono::milliseconds alloc_gc_threshold{3'600'000};

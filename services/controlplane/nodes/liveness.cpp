@@ -11,6 +11,15 @@ namespace mooring::controlplane {
 
 namespace asio = boost::asio;
 
+HeartbeatPace heartbeat_pace(std::size_t nodes, const LivenessOptions& options) {
+  const HeartbeatPace configured{options.ttl, std::chrono::milliseconds(0)};
+  const auto budget = options.max_heartbeats_per_second;
+  if (budget == 0) return configured;
+  const std::chrono::milliseconds needed((nodes * 1000 + budget - 1) / budget);
+  if (needed <= options.ttl / 3) return configured;
+  return {3 * needed, needed};
+}
+
 std::chrono::milliseconds default_check_period(std::chrono::milliseconds ttl) {
   return std::clamp(ttl / 20, std::chrono::milliseconds(20), std::chrono::milliseconds(500));
 }
@@ -23,15 +32,22 @@ void NodeLiveness::grant_grace(Clock::time_point now) {
   last_seen_.clear();
 }
 
-void NodeLiveness::seen(const std::string& node_id, Clock::time_point at) {
-  auto& t = last_seen_[node_id];
-  t = std::max(t, at);
+HeartbeatPace NodeLiveness::pace() const { return heartbeat_pace(store_.nodes().size(), options_); }
+
+void NodeLiveness::touch(const std::string& node_id, Clock::time_point at,
+                         std::optional<std::chrono::milliseconds> ttl) {
+  auto& heard = last_seen_[node_id];
+  heard.at = std::max(heard.at, at);
+  if (ttl) heard.ttl = *ttl;
+  if (heard.ttl.count() == 0) heard.ttl = pace().ttl;
 }
+
+void NodeLiveness::seen(const std::string& node_id, Clock::time_point at) { touch(node_id, at, pace().ttl); }
 
 std::optional<domain::Time> NodeLiveness::last_heard(const std::string& node_id, Clock::time_point now) const {
   auto it = last_seen_.find(node_id);
   if (it == last_seen_.end()) return std::nullopt;
-  const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second);
+  const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.at);
   return domain::now() - ago;
 }
 
@@ -40,11 +56,12 @@ void NodeLiveness::arrived(const std::string& node_id, Clock::time_point at) {
   ++unanswered_[node_id];
 }
 
+// The answer carries the TTL of the heartbeat's arrival (the handler's pace()), so it stays.
 void NodeLiveness::answered(const std::string& node_id, Clock::time_point at) {
   auto it = unanswered_.find(node_id);
   if (it == unanswered_.end()) return;
   if (--it->second == 0) unanswered_.erase(it);
-  seen(node_id, at);
+  touch(node_id, at, std::nullopt);
 }
 
 void NodeLiveness::unknown_until_heard() {
@@ -84,20 +101,20 @@ std::vector<std::string> NodeLiveness::check(Clock::time_point now) {
     grant_grace(now);
     return down;
   }
-  std::vector<std::string> expired;
+  // Nodes not heard from since the start get the fleet's TTL of now as their grace.
+  const Heard unheard{started_, pace().ttl};
+  std::vector<std::pair<std::string, Heard>> expired;
   for (const auto& [id, node] : store_.nodes()) {
     if (node.status == domain::NodeStatus::down || unanswered_.contains(id)) continue;
     auto it = last_seen_.find(id);
-    const auto last = it == last_seen_.end() ? started_ : it->second;
-    if (now - last > options_.ttl) expired.push_back(id);
+    const auto& heard = it == last_seen_.end() ? unheard : it->second;
+    if (now - heard.at > heard.ttl) expired.emplace_back(id, heard);
   }
-  for (const auto& id : expired) {
+  for (const auto& [id, heard] : expired) {
     const auto* node = store_.node(id);
-    auto it = last_seen_.find(id);
-    const auto silent =
-        std::chrono::duration_cast<std::chrono::milliseconds>(now - (it == last_seen_.end() ? started_ : it->second));
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - heard.at);
     std::string reason =
-        "no heartbeat for " + domain::format_duration(silent) + " (TTL " + domain::format_duration(options_.ttl) + ")";
+        "no heartbeat for " + domain::format_duration(silent) + " (TTL " + domain::format_duration(heard.ttl) + ")";
     auto change = plan_node_down(*node, reason, domain::now());
     Batch batch;
     change.stage(batch);

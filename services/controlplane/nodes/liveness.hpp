@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <optional>
@@ -24,6 +25,10 @@ class StateStore;
 
 struct LivenessOptions {
   std::chrono::milliseconds ttl{std::chrono::seconds(10)};
+  // The heartbeats per second the whole fleet may send (0: no limit). Agents heartbeat at a
+  // third of the TTL; once the nodes are more than that allows, each is asked to heartbeat only
+  // every nodes / budget, and the TTL becomes three of those intervals (heartbeat_pace).
+  std::size_t max_heartbeats_per_second = 0;
   // How often the loop looks; 0 = default_check_period(ttl).
   std::chrono::milliseconds check_period{0};
   // HA: false while this leader cannot hear its nodes (etcd has not confirmed its lease: their
@@ -31,6 +36,19 @@ struct LivenessOptions {
   // gets one TTL of grace when it hears again: a node is not lost to etcd's own raft election.
   std::function<bool()> hearing;
 };
+
+// What a RegisterNode or Heartbeat answer tells the agent.
+struct HeartbeatPace {
+  std::chrono::milliseconds ttl;           // silent longer than this, the node is marked down
+  std::chrono::milliseconds min_interval;  // heartbeat no more often than this (0: at the agent's pace)
+  bool operator==(const HeartbeatPace&) const = default;
+};
+
+// The pace of a fleet of `nodes`: the configured TTL while the fleet's heartbeats (one per node
+// every TTL / 3) fit the budget; past that, one heartbeat per node every nodes / budget and a TTL
+// of three such intervals, so that a node may miss two heartbeats, as at the configured TTL.
+// Nomad does the same with 50 heartbeats/s and a 10 s floor (10,000 nodes: a 200 s TTL).
+HeartbeatPace heartbeat_pace(std::size_t nodes, const LivenessOptions& options);
 
 // A twentieth of the TTL, between 20 ms and 500 ms: a silent node is down within TTL + half a
 // second (at 10,000 simulated nodes the look over every node costs a few ms; bench/node_fleet.cpp
@@ -44,7 +62,9 @@ class NodeLiveness {
   // Use on the store's executor only.
   NodeLiveness(StateStore& store, LivenessOptions options);
 
-  std::chrono::milliseconds ttl() const { return options_.ttl; }
+  // The pace to answer with now (heartbeat_pace over every node of the state). A node is judged
+  // by the TTL it was last told.
+  HeartbeatPace pace() const;
 
   // Every node gets one TTL of grace from `now` again, as after a start: a leader that could not
   // hear heartbeats (etcd without quorum: it refused them) leads again.
@@ -85,7 +105,12 @@ class NodeLiveness {
   Clock::time_point started_;
   bool deaf_ = false;           // hearing() was false at the last check
   bool unknown_marked_ = true;  // false from run() until unknown_until_heard() committed for every node
-  std::map<std::string, Clock::time_point> last_seen_;
+  struct Heard {
+    Clock::time_point at;
+    std::chrono::milliseconds ttl{0};  // the TTL the node was told then
+  };
+  std::map<std::string, Heard> last_seen_;
+  void touch(const std::string& node_id, Clock::time_point at, std::optional<std::chrono::milliseconds> ttl);
   std::map<std::string, int> unanswered_;  // heartbeats arrived and not answered yet, per node
   log::Logger log_{"liveness"};
 };

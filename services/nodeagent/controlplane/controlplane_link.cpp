@@ -70,6 +70,7 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   // OS-chosen port): then this registration is stale and the next loop turn registers again.
   registered_ = req.address() == options_.advertise_addr;
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
+  min_interval_ = std::chrono::milliseconds(resp.heartbeat_min_interval_ms());
   if (options_.on_contact) options_.on_contact(true);
   if (options_.on_heard) options_.on_heard(sent, ttl_);
   kLog.info("registered with the control plane",
@@ -105,6 +106,7 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   status_.ack(batch.last_seq);
   status_.ack_volume_stats(stats.last_seq);
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
+  min_interval_ = std::chrono::milliseconds(resp.heartbeat_min_interval_ms());
   if (options_.on_contact) options_.on_contact(true);
   if (options_.on_heard) options_.on_heard(sent, ttl_);
   ++heartbeats_ok_;
@@ -139,6 +141,7 @@ asio::awaitable<void> ControlPlaneLink::run() {
     // Heartbeat well inside the TTL the control plane asked for.
     auto interval = options_.heartbeat_interval;
     if (ttl_.count() > 0) interval = std::min(interval, ttl_ / 3);
+    interval = std::max(interval, min_interval_);  // a large fleet is paced (its TTL grew with it)
     if (co_await async::sleep_for(interval, wake_.get(), gen) == async::SleepEnd::cancelled) co_return;
     const auto since = Clock::now() - last_sent;
     if (since < options_.min_heartbeat_gap &&

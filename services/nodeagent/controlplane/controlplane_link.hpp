@@ -88,6 +88,7 @@ class ControlPlaneLink {
   bool registered_ = false;
   unsigned heartbeats_ok_ = 0;
   std::chrono::milliseconds ttl_{0};
+  std::chrono::milliseconds min_interval_{0};  // the control plane's pace for a large fleet (0: none)
   std::string last_error_;
 };
 

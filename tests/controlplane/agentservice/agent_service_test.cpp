@@ -20,7 +20,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-v1::PluginFingerprint fingerprint(const std::string& plugin, const std::string& node, bool controller, bool healthy = true) {
+v1::PluginFingerprint fingerprint(const std::string& plugin, const std::string& node, bool controller,
+                                  bool healthy = true) {
   v1::PluginFingerprint fp;
   fp.set_plugin_id(plugin);
   fp.set_type(controller ? v1::PLUGIN_TYPE_MONOLITH : v1::PLUGIN_TYPE_NODE);
@@ -66,7 +67,7 @@ class AgentServiceTest : public ::testing::Test {
     v1::RegisterNodeResponse resp;
     auto st = server.stub->RegisterNode(context().get(), req, &resp);
     if (st.ok()) {
-      EXPECT_EQ(resp.heartbeat_ttl_ms(), server.liveness.ttl().count());
+      EXPECT_EQ(resp.heartbeat_ttl_ms(), server.liveness.pace().ttl.count());
     }
     return st;
   }
@@ -117,7 +118,10 @@ class AgentServiceTest : public ::testing::Test {
                    {"NodeID", node},
                    {"Volumes",
                     {{"data",
-                      {{"Type", "csi"}, {"Source", vol}, {"AccessMode", mode}, {"AttachmentMode", "file-system"},
+                      {{"Type", "csi"},
+                       {"Source", vol},
+                       {"AccessMode", mode},
+                       {"AttachmentMode", "file-system"},
                        {"ReadOnly", read_only}}}}}}}};
     auto r = http("POST", "/v1/allocations", body.dump());
     EXPECT_EQ(r.status, 200u) << r.body;
@@ -504,7 +508,7 @@ TEST_F(AgentServiceTest, WritesAndStateChangingCallsAreAuditedWithoutSecrets) {
   EXPECT_EQ(vol["Namespace"], "default");
   EXPECT_TRUE(vol["Remote"].get<std::string>().starts_with("127.0.0.1:")) << vol.dump();
   EXPECT_FALSE(vol["Time"].get<std::string>().empty());
-  EXPECT_EQ(find("PUT", "vol-bad")["Status"], 400);  // refusals are audited too
+  EXPECT_EQ(find("PUT", "vol-bad")["Status"], 400);           // refusals are audited too
   EXPECT_EQ(find("POST", alloc)["Path"], "/v1/allocations");  // a create names the id it made
   EXPECT_EQ(find("ClaimVolume", "vol-a")["Actor"]["ID"], "n1");
   for (const auto& l : lines) {

@@ -150,8 +150,8 @@ class BinaryTest : public ::testing::Test {
 
   std::unique_ptr<Process> start(std::vector<std::string> extra = {}) {
     ++runs;
-    std::vector<std::string> args = {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0", "--grpc-addr",
-                                      "127.0.0.1:0"};
+    std::vector<std::string> args = {"--data-dir",  data.string(), "--http-addr",
+                                     "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto p = spawn(dir / "controlplane.log", args);
     port = wait_for_port(*p, runs);
@@ -214,7 +214,8 @@ TEST_F(BinaryTest, AcknowledgedWritesSurviveKill9) {
     allocs.push_back(json::parse(r.body)["ID"]);
   }
   for (int i = 0; i < 2; ++i) {
-    ASSERT_EQ(http_request(port, "POST", "/v1/allocation/" + allocs[static_cast<std::size_t>(i)] + "/stop").status, 200u);
+    ASSERT_EQ(http_request(port, "POST", "/v1/allocation/" + allocs[static_cast<std::size_t>(i)] + "/stop").status,
+              200u);
     stopped.push_back(allocs[static_cast<std::size_t>(i)]);
   }
   auto index_before = http_request(port, "GET", "/v1/volumes").header("x-mooring-index");
@@ -296,10 +297,11 @@ TEST_F(BinaryTest, AKeyedSubmitRetriedAcrossAKill9GetsTheSameAllocation) {
   ASSERT_NE(port, 0) << p->output();
   ASSERT_NO_FATAL_FAILURE(hear_node_1());
   ASSERT_EQ(http_request(port, "PUT", "/v1/volume/csi/vol-1", volume_body("vol-1")).status, 200u);
-  json body = {{"Allocation",
-                {{"Name", "writer"},
-                 {"Volumes",
-                  {{"data", {{"Source", "vol-1"}, {"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
+  json body = {
+      {"Allocation",
+       {{"Name", "writer"},
+        {"Volumes",
+         {{"data", {{"Source", "vol-1"}, {"AccessMode", "single-node-writer"}, {"AttachmentMode", "file-system"}}}}}}}};
   const std::map<std::string, std::string> key = {{"Idempotency-Key", "7f1c2e0d-writer"}};
   auto first = http_request(port, "POST", "/v1/allocations", body.dump(), key);
   ASSERT_EQ(first.status, 200u) << first.body;
@@ -350,8 +352,8 @@ TEST_F(BinaryTest, BadFlagsExitWithUsage) {
 }
 
 TEST_F(BinaryTest, RefusesToServePlaintextUnlessToldToWithInsecure) {
-  auto p = spawn(dir / "plain.log", {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"},
-                 false);
+  auto p = spawn(dir / "plain.log",
+                 {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, false);
   int status = p->wait(20s);
   ASSERT_TRUE(WIFEXITED(status)) << p->output();
   EXPECT_EQ(WEXITSTATUS(status), 2);
@@ -437,6 +439,51 @@ TEST_F(BinaryTest, ServesNodeAgentsOverGrpcAndMarksSilentNodesDown) {
       << st.error_message();
 }
 
+// --max-heartbeats-per-second: a fleet its budget cannot hear at a third of the TTL is paced (two
+// nodes, the seeded one and agent-1, at 2 heartbeats/s: one each second) and each node is judged
+// by the longer TTL it was told, three intervals, not by --heartbeat-ttl.
+TEST_F(BinaryTest, AFleetPastTheHeartbeatBudgetIsPacedAndGoesDownAfterTheTtlItWasTold) {
+  auto p = start({"--heartbeat-ttl", "300ms", "--max-heartbeats-per-second", "2"});
+  ASSERT_NE(grpc_port, 0) << p->output();
+  auto stub = v1::ControlPlane::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port), grpc::InsecureChannelCredentials()));
+  v1::RegisterNodeRequest reg;
+  reg.set_node_id("agent-1");
+  reg.set_address("127.0.0.1:4702");
+  v1::RegisterNodeResponse reg_resp;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto st = stub->RegisterNode(&ctx, reg, &reg_resp);
+    ASSERT_TRUE(st.ok()) << st.error_message() << "\n" << p->output();
+  }
+  EXPECT_EQ(reg_resp.heartbeat_ttl_ms(), 3000);
+  EXPECT_EQ(reg_resp.heartbeat_min_interval_ms(), 1000);
+  v1::HeartbeatRequest hb;
+  hb.set_node_id("agent-1");
+  v1::HeartbeatResponse hb_resp;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    ASSERT_TRUE(stub->Heartbeat(&ctx, hb, &hb_resp).ok());
+  }
+  EXPECT_TRUE(hb_resp.known());
+  EXPECT_EQ(hb_resp.heartbeat_ttl_ms(), 3000);
+  EXPECT_EQ(hb_resp.heartbeat_min_interval_ms(), 1000);
+  const auto heard = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(1500ms);  // five times --heartbeat-ttl
+  EXPECT_EQ(json::parse(http_request(port, "GET", "/v1/node/agent-1").body).value("Status", ""), "ready");
+  std::string status;
+  for (int i = 0; i < 1000 && status != "down"; ++i) {
+    status = json::parse(http_request(port, "GET", "/v1/node/agent-1").body).value("Status", "");
+    if (status != "down") std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(status, "down");
+  EXPECT_GE(std::chrono::steady_clock::now() - heard, 3s);
+  auto node = json::parse(http_request(port, "GET", "/v1/node/agent-1").body);
+  EXPECT_NE(node.dump().find("(TTL 3s)"), std::string::npos) << node.dump();
+}
+
 // The same binary with its state in a real etcd (--state etcd://...): what was acknowledged before
 // kill -9 is there after a restart, and the secrets in etcd are sealed, never plain.
 class EtcdBinaryTest : public BinaryTest {
@@ -497,7 +544,8 @@ TEST_F(EtcdBinaryTest, StartedBeforeItsEtcdItWaitsSayingSoAndComesUpWithIt) {
   const std::string late_url = "etcd://127.0.0.1:" + std::to_string(etcd_port) + "/cp";
   auto p = spawn(dir / "late.log", {"--data-dir", data.string(), "--http-addr", "127.0.0.1:0", "--grpc-addr",
                                     "127.0.0.1:0", "--state", late_url});
-  for (int i = 0; i < 500 && p->output().find("waiting for etcd") == std::string::npos; ++i) std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 500 && p->output().find("waiting for etcd") == std::string::npos; ++i)
+    std::this_thread::sleep_for(20ms);
   ASSERT_NE(p->output().find("waiting for etcd"), std::string::npos) << p->output();
   EXPECT_NE(p->output().find(late_url), std::string::npos);
   EXPECT_EQ(p->wait(1s), -1) << "it must wait, not exit: " << p->output();

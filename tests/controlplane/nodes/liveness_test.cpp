@@ -185,6 +185,42 @@ TEST(LivenessPeriod, ASilentNodeIsSeenWithinHalfASecondOfItsTtl) {
   EXPECT_EQ(default_check_period(100ms), 20ms);
 }
 
+// The heartbeat budget: a fleet that fits it keeps the configured TTL and the agents' own pace;
+// past it, one heartbeat per node every nodes / budget and a TTL of three such intervals.
+TEST(HeartbeatPace, ALargerFleetThanTheBudgetIsPacedAndItsTtlGrowsWithIt) {
+  const LivenessOptions o{.ttl = 10s, .max_heartbeats_per_second = 1000};
+  EXPECT_EQ(heartbeat_pace(1, o), (HeartbeatPace{10s, 0ms}));
+  EXPECT_EQ(heartbeat_pace(3333, o), (HeartbeatPace{10s, 0ms}));  // every 3.333 s: 1000/s
+  EXPECT_EQ(heartbeat_pace(3334, o), (HeartbeatPace{10002ms, 3334ms}));
+  EXPECT_EQ(heartbeat_pace(5000, o), (HeartbeatPace{15s, 5s}));
+  EXPECT_EQ(heartbeat_pace(10000, o), (HeartbeatPace{30s, 10s}));
+  EXPECT_EQ(heartbeat_pace(10000, {.ttl = 10s}), (HeartbeatPace{10s, 0ms}));  // no budget
+  EXPECT_EQ(heartbeat_pace(7, {.ttl = 60s, .max_heartbeats_per_second = 1}), (HeartbeatPace{60s, 0ms}));
+}
+
+// Each node is judged by the TTL it was told at its last heartbeat: when the fleet shrinks, a node
+// told the longer TTL is not marked down before it, and one told the shorter is held to it.
+TEST_F(LivenessTest, EachNodeIsJudgedByTheTtlItWasToldAtItsLastHeartbeat) {
+  // Three nodes at one heartbeat per second: every 3 s, a TTL of 9 s.
+  NodeLiveness live(store, {.ttl = 1500ms, .max_heartbeats_per_second = 1});
+  EXPECT_EQ(live.pace(), (HeartbeatPace{9s, 3s}));
+  auto start = Clock::now();
+  live.seen("n1", start);
+  live.seen("n2", start);
+  Batch b;
+  b.erase_node("gone");
+  ASSERT_TRUE(store.commit(std::move(b)));
+  EXPECT_EQ(live.pace(), (HeartbeatPace{6s, 2s}));  // two nodes
+  live.arrived("n2", start + 4s);                   // told 6 s now
+  live.answered("n2", start + 4s);
+  EXPECT_TRUE(live.check(start + 8500ms).empty()) << "n1 was told 9 s";
+  EXPECT_EQ(live.check(start + 9100ms), std::vector<std::string>{"n1"});
+  EXPECT_TRUE(live.check(start + 9900ms).empty());
+  EXPECT_EQ(live.check(start + 10100ms), std::vector<std::string>{"n2"});
+  EXPECT_NE(store.node("n2")->events.back().message.find("(TTL 6s)"), std::string::npos)
+      << store.node("n2")->events.back().message;
+}
+
 TEST_F(LivenessTest, LoopMarksSilentNodesDownAndStopsOnCancel) {
   NodeLiveness live(store, {.ttl = 100ms});
   async::TaskGroup tasks(io.get_executor(), "test");

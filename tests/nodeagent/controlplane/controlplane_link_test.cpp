@@ -28,8 +28,10 @@ using Clock = std::chrono::steady_clock;
 
 // The link running on a test io_context, with every contact it reports counted.
 struct RunningLink {
-  explicit RunningLink(const std::string& addresses) {
+  explicit RunningLink(const std::string& addresses,
+                       std::chrono::milliseconds heartbeat_interval = LinkOptions{}.heartbeat_interval) {
     LinkOptions o;
+    o.heartbeat_interval = heartbeat_interval;
     o.node_id = "node-1";
     o.node_name = "node-1";
     o.advertise_addr = "127.0.0.1:1";
@@ -46,7 +48,13 @@ struct RunningLink {
   // Runs the link until it registered; how long that took (nullopt: not within `limit`).
   std::optional<Clock::duration> until_registered(std::chrono::milliseconds limit) {
     const auto from = Clock::now();
-    if (!test::wait_until([&] { run_for(io, 10ms); return link->registered(); }, limit, 1ms)) return std::nullopt;
+    if (!test::wait_until(
+            [&] {
+              run_for(io, 10ms);
+              return link->registered();
+            },
+            limit, 1ms))
+      return std::nullopt;
     return Clock::now() - from;
   }
 
@@ -96,6 +104,29 @@ TEST(ControlPlaneLink, ANewLeaderIsReachedWithinAboutASecondAfterALongSpellWitho
   EXPECT_LT(*took, 2s) << std::chrono::duration_cast<std::chrono::milliseconds>(*took).count() << " ms";
   EXPECT_TRUE(a.registrations().empty());
   EXPECT_EQ(b.registrations().size(), 1u);
+}
+
+// A control plane with a fleet larger than its heartbeat budget asks each agent to heartbeat less
+// often (liveness.hpp, heartbeat_pace): the agent's own shorter interval gives way to it, and
+// follows again once the control plane stops asking.
+TEST(ControlPlaneLink, TheAgentHeartbeatsNoMoreOftenThanTheControlPlaneAsks) {
+  FakeControlPlane cp;
+  cp.set_pace(10s, 500ms);
+  RunningLink run(cp.address(), 50ms);
+  ASSERT_TRUE(run.until_registered(10s));
+  auto count_for = [&](std::chrono::milliseconds span) {
+    const auto before = cp.heartbeats().size();
+    const auto until = Clock::now() + span;
+    while (Clock::now() < until) run_for(run.io, 10ms);
+    return cp.heartbeats().size() - before;
+  };
+  const auto paced = count_for(2s);
+  EXPECT_GE(paced, 2u);
+  EXPECT_LE(paced, 5u) << "every 500 ms: 4 in 2 s";
+  cp.set_pace(10s, 0ms);
+  count_for(600ms);  // the paced wait in progress ends
+  const auto own = count_for(2s);
+  EXPECT_GE(own, 6u) << "every 50 ms but at least 200 ms apart (min_heartbeat_gap): about 10 in 2 s";
 }
 
 }  // namespace

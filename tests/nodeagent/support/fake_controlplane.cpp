@@ -177,7 +177,8 @@ grpc::Status FakeControlPlane::RegisterNode(grpc::ServerContext* ctx, const v1::
   if (auto refused = as_standby(ctx)) return *refused;
   registrations_.push_back(*req);
   registered_ = true;
-  resp->set_heartbeat_ttl_ms(10'000);
+  resp->set_heartbeat_ttl_ms(ttl_ms_);
+  resp->set_heartbeat_min_interval_ms(min_interval_ms_);
   return grpc::Status::OK;
 }
 
@@ -207,8 +208,15 @@ grpc::Status FakeControlPlane::Heartbeat(grpc::ServerContext* ctx, const v1::Hea
   }
   heartbeats_.push_back(*req);
   resp->set_known(true);
-  resp->set_heartbeat_ttl_ms(10'000);
+  resp->set_heartbeat_ttl_ms(ttl_ms_);
+  resp->set_heartbeat_min_interval_ms(min_interval_ms_);
   return grpc::Status::OK;
+}
+
+void FakeControlPlane::set_pace(std::chrono::milliseconds ttl, std::chrono::milliseconds min_interval) {
+  std::lock_guard lock(mu_);
+  ttl_ms_ = ttl.count();
+  min_interval_ms_ = min_interval.count();
 }
 
 void FakeControlPlane::forget_node() {

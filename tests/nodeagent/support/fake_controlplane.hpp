@@ -74,6 +74,9 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   // naming `leader` (trailer x-mooring-leader), or nobody when it is "" (no leader elected yet).
   // nullopt: the leader, answering.
   void set_standby(std::optional<std::string> leader);
+  // What registrations and heartbeats answer: the TTL (10 s by default) and the pace the
+  // control plane asks of a large fleet (none by default).
+  void set_pace(std::chrono::milliseconds ttl, std::chrono::milliseconds min_interval);
   // WatchAllocations calls answered (not refused) so far.
   int watches() const;
   // The next n UnpublishVolume calls fail with UNAVAILABLE (a blip only that call saw).
@@ -100,6 +103,7 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   int watches_ = 0;
   int unpublish_failures_ = 0;
   bool registered_ = false;
+  std::int64_t ttl_ms_ = 10'000, min_interval_ms_ = 0;
   bool stopping_ = false;
   std::condition_variable cv_;
   uint64_t index_ = 1;
