@@ -227,6 +227,10 @@ class Fleet {
     out["watches_open"] = watches_open_.load();
     out["watch_answers"] = watch_answers_.exchange(0);
     out["watch_errors"] = watch_errors_.exchange(0);
+    if (!nodes_.empty() && nodes_.front()) {  // the pace the control plane asks of the fleet now
+      out["ttl_ms"] = nodes_.front()->ttl_ms.load();
+      out["interval_ms"] = interval(*nodes_.front()).count();
+    }
     return out;
   }
 
@@ -247,8 +251,12 @@ class Fleet {
            std::any_of(quiet.begin(), quiet.end(), [](SimNode* n) { return n->heartbeat_in_flight.load(); }))
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     json last = json::object();
-    for (auto* n : quiet) last[n->id] = monotonic_s(Clock::time_point(Clock::duration(n->last_answer_ns.load())));
-    return {{"silenced", quiet.size()}, {"last_answered_monotonic_s", last}};
+    std::int64_t ttl_ms = 0;  // the longest TTL the control plane told them: their deadline
+    for (auto* n : quiet) {
+      last[n->id] = monotonic_s(Clock::time_point(Clock::duration(n->last_answer_ns.load())));
+      ttl_ms = std::max(ttl_ms, n->ttl_ms.load());
+    }
+    return {{"silenced", quiet.size()}, {"last_answered_monotonic_s", last}, {"ttl_ms", ttl_ms}};
   }
 
   void stop() {
