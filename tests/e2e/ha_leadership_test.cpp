@@ -42,7 +42,8 @@ TEST_F(Ha, OneLeaderStandbysForwardAndNameItAgentsFollowIt) {
   EXPECT_NE(standby_ready.body.find("standby; the leader is at " + leader), std::string::npos) << standby_ready.body;
 
   cluster->start_node("node-1");  // registers with the leader through a standby's redirect
-  EXPECT_NE(cluster->node_log("node-1").find("switching control plane"), std::string::npos) << cluster->node_log("node-1");
+  EXPECT_NE(cluster->node_log("node-1").find("switching control plane"), std::string::npos)
+      << cluster->node_log("node-1");
 
   // A write through a standby: the leader's answer, saying who gave it.
   cluster->use_controlplane(0);
@@ -106,10 +107,13 @@ TEST_F(Ha, AStandbyForwardingToAPausedLeaderAnswers503NamingItWithinTwoLeasesThe
   // Its lease ran out meanwhile and the standby read the key again: the next requests are served
   // by the new leader (give it the moment a new leader takes to load the state).
   HttpResult after;
-  ASSERT_TRUE(Cluster::eventually([&] {
-    after = cluster->request("GET", "/v1/volumes");
-    return after.status == 200;
-  }, 3s)) << after.status << " " << after.body;
+  ASSERT_TRUE(Cluster::eventually(
+      [&] {
+        after = cluster->request("GET", "/v1/volumes");
+        return after.status == 200;
+      },
+      3s))
+      << after.status << " " << after.body;
   EXPECT_NE(after.header("x-mooring-leader"), paused);
   ASSERT_TRUE(cluster->controlplane(*first).resume());
 }
@@ -149,7 +153,8 @@ TEST_F(Ha, TheLeadersAuditLogNamesTheClientOfAForwardedWriteViaTheStandbyAndBeli
   const auto forwarded = line_of("through-standby");
   ASSERT_TRUE(forwarded.is_object()) << audit;
   EXPECT_TRUE(forwarded.value("Remote", "").starts_with("127.0.0.2:")) << forwarded.dump();
-  EXPECT_EQ(forwarded.value("Via", ""), "https://127.0.0.1:" + std::to_string(cluster->http_port(1))) << forwarded.dump();
+  EXPECT_EQ(forwarded.value("Via", ""), "https://127.0.0.1:" + std::to_string(cluster->http_port(1)))
+      << forwarded.dump();
   EXPECT_EQ(forwarded.value("Status", 0), 400);
   // Sent by a client itself, the headers are believed by no one.
   const auto direct = line_of("straight-to-leader");
@@ -175,20 +180,25 @@ TEST_F(Ha, PausedLeaderCommitsNothingAfterItsLeaseAndComesBackAsAStandby) {
   // The agent's calls to the paused leader time out and it moves on; until then the new leader
   // has no healthy controller to create with, and says so with a 503 a client retries.
   HttpResult during;
-  ASSERT_TRUE(Cluster::eventually([&] {
-    during = create("during-pause");
-    return during.status == 200;
-  }, 20s)) << during.status << " " << during.body;
+  ASSERT_TRUE(Cluster::eventually(
+      [&] {
+        during = create("during-pause");
+        return during.status == 200;
+      },
+      20s))
+      << during.status << " " << during.body;
 
   ASSERT_TRUE(cluster->controlplane(*first).resume());
   // It notices at once, commits nothing, and restarts as a standby naming the new leader.
-  ASSERT_TRUE(Cluster::eventually([&] {
-    return cluster->controlplane_log(*first).find("stepping down") != std::string::npos;
-  }, 10s)) << cluster->controlplane_log(*first);
-  ASSERT_TRUE(Cluster::eventually([&] {
-    return ready_status(*first) == 503u &&
-           leader_address_from(*first) == "http://127.0.0.1:" + std::to_string(cluster->http_port(*second));
-  }, 15s));
+  ASSERT_TRUE(Cluster::eventually(
+      [&] { return cluster->controlplane_log(*first).find("stepping down") != std::string::npos; }, 10s))
+      << cluster->controlplane_log(*first);
+  ASSERT_TRUE(Cluster::eventually(
+      [&] {
+        return ready_status(*first) == 503u &&
+               leader_address_from(*first) == "http://127.0.0.1:" + std::to_string(cluster->http_port(*second));
+      },
+      15s));
   EXPECT_EQ(cluster->leader(), second);
   EXPECT_TRUE(cluster->controlplane(*first).running());
   // Its writes after the lease ended were refused: the log has no commit after the pause.
@@ -213,8 +223,19 @@ TEST_F(Ha, EveryControlPlaneKilledAtOnceComesBackWithTheSameState) {
   const auto nodes = cluster->request("GET", "/v1/nodes").body;
   for (std::size_t i = 0; i < 3; ++i) cluster->kill_controlplane(i);
   cluster->start_controlplane();
-  EXPECT_EQ(json::parse(cluster->request("GET", "/v1/volumes").body), json::parse(volumes));
+  // The stored state is the same at once. The plugins' health is not state: the new leader holds
+  // it unknown until the agent is heard from (issue 40), which the agent's reconnect takes up to
+  // about a second; comparing it at once failed 3 runs in 4 on a quiet machine, before and after.
+  const auto stored = [](json list) {
+    for (auto& v : list)
+      for (const char* live : {"ControllersHealthy", "NodesHealthy", "Schedulable"}) v.erase(live);
+    return list;
+  };
+  EXPECT_EQ(stored(json::parse(cluster->request("GET", "/v1/volumes").body)), stored(json::parse(volumes)));
   EXPECT_EQ(json::parse(cluster->request("GET", "/v1/nodes").body).size(), json::parse(nodes).size());
+  EXPECT_TRUE(Cluster::eventually(
+      [&] { return json::parse(cluster->request("GET", "/v1/volumes").body) == json::parse(volumes); }, 15s))
+      << cluster->request("GET", "/v1/volumes").body;
 }
 
 TEST_F(Ha, StartedBeforeEtcdItWaitsNotReadyAndLeadsOnceEtcdIsUp) {
@@ -226,8 +247,7 @@ TEST_F(Ha, StartedBeforeEtcdItWaitsNotReadyAndLeadsOnceEtcdIsUp) {
   EXPECT_EQ(r.status, 503u);
   EXPECT_NE(r.body.find("waiting for etcd"), std::string::npos) << r.body;
   EXPECT_TRUE(cluster->controlplane(0).running());
-  test::EtcdProcess etcd(tmp.path() / "etcd-late",
-                         port);
+  test::EtcdProcess etcd(tmp.path() / "etcd-late", port);
   etcd.start();
   EXPECT_EQ(cluster->leader(20s), std::optional<std::size_t>(0));
 }
