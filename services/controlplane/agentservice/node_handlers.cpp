@@ -24,6 +24,13 @@ grpc::Status read_fingerprints(const google::protobuf::RepeatedPtrField<v1::Plug
   return grpc::Status::OK;
 }
 
+// What the answer tells the agent: its TTL and the pace asked of a large fleet.
+template <class Response>
+void set_pace(Response& resp, const HeartbeatPace& pace) {
+  resp.set_heartbeat_ttl_ms(pace.ttl.count());
+  resp.set_heartbeat_min_interval_ms(pace.min_interval.count());
+}
+
 }  // namespace
 
 grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1::RegisterNodeResponse& resp,
@@ -47,24 +54,20 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
   stage_adopted_renewal(ctx, caller, batch);
   if (auto r = ctx.store.commit(std::move(batch)); !r)
     return write_failed(ctx, "register node \"" + req.node_id() + "\"", r.error());
-  ctx.liveness.seen(req.node_id());
+  const auto pace = ctx.liveness.seen(req.node_id());  // the TTL this node is now judged by
   if (ctx.options.registrations) ctx.options.registrations->registered(req.node_id());
   ctx.log.info("node registered",
                {{"node_id", req.node_id()}, {"address", req.address()}, {"plugins", req.plugins_size()}});
-  const auto pace = ctx.liveness.pace();  // as seen() recorded it: the same turn, the same fleet
-  resp.set_heartbeat_ttl_ms(pace.ttl.count());
-  resp.set_heartbeat_min_interval_ms(pace.min_interval.count());
+  set_pace(resp, pace);
   return grpc::Status::OK;
 }
 
 grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::HeartbeatResponse& resp,
                        const Caller& caller) {
   if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) return st;
-  const auto pace = ctx.liveness.pace();  // what arrived() below records for this node
-  resp.set_heartbeat_ttl_ms(pace.ttl.count());
-  resp.set_heartbeat_min_interval_ms(pace.min_interval.count());
   const domain::Node* node = ctx.store.node(req.node_id());
   if (!node) {
+    set_pace(resp, ctx.liveness.pace());
     resp.set_known(false);
     return grpc::Status::OK;
   }
@@ -75,7 +78,7 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   for (const auto& e : req.events()) events.push_back(domain::from_proto(e));
   // Seen before the commit: a heartbeat that arrives is proof of life even if the disk is full;
   // and not silent until the agent has our answer (the service calls answered()).
-  ctx.liveness.arrived(req.node_id());
+  set_pace(resp, ctx.liveness.arrived(req.node_id()));  // the TTL this node is now judged by
   auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), domain::now());
   // A renewed certificate shows up with the first call made over it (a new connection).
   const auto& cert = caller.presented;

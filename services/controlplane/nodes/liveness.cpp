@@ -42,7 +42,11 @@ void NodeLiveness::touch(const std::string& node_id, Clock::time_point at,
   if (heard.ttl.count() == 0) heard.ttl = pace().ttl;
 }
 
-void NodeLiveness::seen(const std::string& node_id, Clock::time_point at) { touch(node_id, at, pace().ttl); }
+HeartbeatPace NodeLiveness::seen(const std::string& node_id, Clock::time_point at) {
+  const auto now = pace();
+  touch(node_id, at, now.ttl);
+  return now;
+}
 
 std::optional<domain::Time> NodeLiveness::last_heard(const std::string& node_id, Clock::time_point now) const {
   auto it = last_seen_.find(node_id);
@@ -51,12 +55,12 @@ std::optional<domain::Time> NodeLiveness::last_heard(const std::string& node_id,
   return domain::now() - ago;
 }
 
-void NodeLiveness::arrived(const std::string& node_id, Clock::time_point at) {
-  seen(node_id, at);
+HeartbeatPace NodeLiveness::arrived(const std::string& node_id, Clock::time_point at) {
   ++unanswered_[node_id];
+  return seen(node_id, at);
 }
 
-// The answer carries the TTL of the heartbeat's arrival (the handler's pace()), so it stays.
+// The answer carries the TTL recorded at the heartbeat's arrival, so it stays.
 void NodeLiveness::answered(const std::string& node_id, Clock::time_point at) {
   auto it = unanswered_.find(node_id);
   if (it == unanswered_.end()) return;

@@ -70,13 +70,13 @@ class NodeLiveness {
   // hear heartbeats (etcd without quorum: it refused them) leads again.
   void grant_grace(Clock::time_point now = Clock::now());
 
-  // The node registered or heartbeated.
-  void seen(const std::string& node_id, Clock::time_point at = Clock::now());
+  // The node registered or heartbeated; the pace to answer it with, which its TTL is now.
+  HeartbeatPace seen(const std::string& node_id, Clock::time_point at = Clock::now());
   // A heartbeat arrived (seen) and its answer waits for its report to be durable; answered():
   // the agent has its answer now (seen again). A node waiting for our answer is not silent: the
   // agent sends its next heartbeat only after it, and a commit held up by etcd (its own raft
   // election: 1-2 s) must not make it look lost. answered() without arrived() does nothing.
-  void arrived(const std::string& node_id, Clock::time_point at = Clock::now());
+  HeartbeatPace arrived(const std::string& node_id, Clock::time_point at = Clock::now());
   void answered(const std::string& node_id, Clock::time_point at = Clock::now());
 
   // When this process last heard from the node, as a wall-clock time; none if it has not since it
