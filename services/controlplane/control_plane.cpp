@@ -82,7 +82,12 @@ struct ControlPlane::Parts {
   // lambda): the router and the agent service hold copies for as long as Parts lives.
   const std::function<asio::awaitable<std::optional<std::string>>()> refused_after_hold =
       [this]() -> asio::awaitable<std::optional<std::string>> {
-    if (!leadership || co_await leadership->lease_hold().wait_while_unconfirmed()) co_return std::nullopt;
+    if (!leadership) co_return std::nullopt;
+    // The hold lets a process that does not lead go on (it has nothing to hold); its calls out
+    // must not: it lost the leadership, and restarts as a standby at once.
+    if (!leadership->election().leading())
+      co_return std::string("this control plane no longer leads; nothing was sent or changed");
+    if (co_await leadership->lease_hold().wait_while_unconfirmed()) co_return std::nullopt;
     co_return std::string(
         "etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
         "lease past its end; nothing was sent or changed");
@@ -191,6 +196,10 @@ void ControlPlane::Parts::make_workers() {
   agentclient::AgentRouterOptions router_options;
   router_options.channel.security = security;
   router_options.hold = refused_after_hold;
+  // The fencing token every call to an agent carries: agents refuse an older leader's calls.
+  router_options.leader_epoch = [this]() -> std::optional<domain::LeaderEpoch> {
+    return leadership ? leadership->epoch() : std::nullopt;
+  };
   router_options.registrations = &registrations;
   router_options.reregistration_wait = flags.heartbeat_ttl;
   router.emplace(ex, *store, router_options);
@@ -285,6 +294,7 @@ int ControlPlane::Parts::serve_grpc() {
       return leader && !leadership->election().leading() ? leader->grpc_addr : std::string{};
     };
     agent_options.hold = refused_after_hold;
+    agent_options.leader_epoch = [this] { return leadership ? leadership->epoch() : std::nullopt; };
     agent_options.writes_refused = [this]() -> std::optional<std::string> {
       if (!leadership || !leadership->election().degraded()) return std::nullopt;
       return "etcd has no quorum or cannot be reached: this control plane (the leader) refuses every call until it "

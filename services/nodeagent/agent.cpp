@@ -20,6 +20,7 @@
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
 #include "services/nodeagent/plugins/allocation_plugins.hpp"
+#include "services/nodeagent/rpcserver/leader_fence.hpp"
 #include "services/nodeagent/rpcserver/nodeagent_service.hpp"
 #include "services/nodeagent/rpcserver/operation_cache.hpp"
 #include "services/nodeagent/volumes/mount_table.hpp"
@@ -194,6 +195,10 @@ void Agent::wire_link() {
   link.on_heard = [this](std::chrono::steady_clock::time_point sent, std::chrono::milliseconds ttl) {
     allocs_->heard(Heard{sent, ttl});
   };
+  // The fencing token (rpcserver/leader_fence.hpp): kept on disk, so a restarted agent refuses
+  // a deposed leader's calls before it registers again.
+  fence_ = std::make_unique<LeaderFence>(std::filesystem::path(config_.data_dir) / "leader-epoch");
+  link.on_leader_epoch = [this](const domain::LeaderEpoch& epoch) { fence_->heard(epoch); };
   link_ = std::make_unique<ControlPlaneLink>(ex_, link, *status_);
   status_->on_change([this] {
     link_->wake();
@@ -218,7 +223,8 @@ std::string Agent::start_grpc_server() {
                                                               .plugins = *plugins_,
                                                               .require_controlplane = options_.security != nullptr,
                                                               .operations = operations_.get(),
-                                                              .status = status_.get()});
+                                                              .status = status_.get(),
+                                                              .fence = fence_.get()});
   rpc::ServerOptions so;
   so.address = config_.grpc_addr;
   so.services = {service_.get()};

@@ -34,6 +34,7 @@ namespace mooring::nodeagent {
 
 class AllocManager;
 class CertificateRenewal;
+class LeaderFence;
 class OperationCache;
 class ControlPlaneCalls;
 class ControlPlaneTarget;
@@ -140,6 +141,7 @@ class Agent {
   std::unique_ptr<StatusReporter> reporter_;
   std::unique_ptr<AllocManager> allocs_;
   std::unique_ptr<OperationCache> operations_;   // controller calls with an operation id, run once
+  std::unique_ptr<LeaderFence> fence_;           // refuses calls from a control plane that no longer leads
   std::unique_ptr<CertificateRenewal> renewal_;  // mutual TLS: renews the agent's certificate
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<rpc::Server> server_;

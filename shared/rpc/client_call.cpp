@@ -58,6 +58,7 @@ asio::awaitable<grpc::Status> unary(CallOptions options, StartUnary start) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + options.timeout);
   context.set_wait_for_ready(options.wait_for_ready);
+  for (const auto& [key, value] : options.metadata) context.AddMetadata(key, value);
   co_return co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(grpc::Status)>(
       InitiateUnary{}, asio::use_awaitable, &context, &start);
 }

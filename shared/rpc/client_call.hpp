@@ -7,6 +7,9 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace grpc {
 class ClientContext;
@@ -17,6 +20,8 @@ namespace mooring::rpc {
 struct CallOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(10)};  // per attempt; every call has one
   bool wait_for_ready = false;  // false: fail fast with UNAVAILABLE while the channel cannot connect
+  // Sent with the call (keys lower case), e.g. the leader epoch (domain/leader_epoch.hpp).
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 using UnaryDone = std::function<void(grpc::Status)>;

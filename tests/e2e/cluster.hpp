@@ -155,7 +155,7 @@ class Cluster {
   // The last `bytes` of the control plane's log and of every node's, headed by whose they are:
   // what a failed test prints.
   std::string log_tails(std::size_t bytes = 6000) const;
-  // The node's agent data dir (mount roots live below it).
+  // The node's directory (its agent's --data-dir is agent/ in it; mount roots live below).
   std::filesystem::path node_dir(const std::string& id) const;
   // plugin_on_socket nodes: SIGKILL the plugin process (its socket file stays), start it again.
   void kill_plugin(const std::string& id);

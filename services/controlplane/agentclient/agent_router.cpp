@@ -114,6 +114,9 @@ struct AgentRouter::Impl {
     rpc::CallOptions options;
     options.timeout = timeout;
     options.wait_for_ready = false;
+    if (router.options_.leader_epoch)
+      if (const auto epoch = router.options_.leader_epoch())
+        options.metadata.emplace_back(domain::kLeaderEpochHeader, epoch->to_text());
     rpc::StartUnary begin = [raw, &request, &response, start](grpc::ClientContext* ctx, rpc::UnaryDone done) {
       start(*raw, ctx, &request, &response, std::move(done));
     };

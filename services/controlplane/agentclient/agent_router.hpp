@@ -23,6 +23,7 @@
 #include "mooring/v1/nodeagent.pb.h"
 #include "services/controlplane/agentclient/agent_result.hpp"
 #include "shared/async/keyed_locks.hpp"
+#include "shared/domain/leader_epoch.hpp"
 #include "shared/rpc/channel.hpp"
 
 namespace mooring::controlplane {
@@ -43,6 +44,10 @@ struct AgentRouterOptions {
   // whose lease etcd has not confirmed in time holds the call until it does (ha/lease_hold.hpp); a
   // reason: it did not, and the call is answered as not sent with it (as set_paused).
   std::function<boost::asio::awaitable<std::optional<std::string>>()> hold;
+  // High availability: this leader's epoch (domain/leader_epoch.hpp), read as each attempt goes
+  // out and sent with it as metadata; an agent that heard a newer one refuses the call (ABORTED).
+  // Unset or nullopt: none sent (a single control plane).
+  std::function<std::optional<domain::LeaderEpoch>()> leader_epoch;
   // Every node's registrations, counted by the agent service: a registration since an attempt
   // failed UNAVAILABLE means a new agent answers for the node (also one back at the same address),
   // and the call is resent to it. Null: only a changed address shows a new agent.

@@ -14,6 +14,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "shared/domain/leader_epoch.hpp"
 #include "shared/tls/cert_files.hpp"
 
 namespace grpc {
@@ -62,6 +63,11 @@ struct AgentServiceOptions {
   // answers FAILED_PRECONDITION) for this long (--node-cert-ttl).
   tls::PairPaths renewal_ca;
   std::chrono::seconds node_cert_ttl{std::chrono::hours(24 * 7)};
+  // High availability: this leader's epoch (domain/leader_epoch.hpp), named in every answer to a
+  // registration or heartbeat so the agents learn it and refuse calls from an older leader;
+  // nullopt: not known yet (the field is left out, and the agent keeps what it knows). Unset: a
+  // single control plane, whose answers name the empty epoch.
+  std::function<std::optional<domain::LeaderEpoch>()> leader_epoch;
 };
 
 class AgentService {

@@ -294,6 +294,7 @@ bool LeaderElection::campaign() {
                                {"create_revision", res.header().revision()}});
   fence_ = LeaderFence{.key = options_.key,
                        .create_revision = res.header().revision(),
+                       .cluster_id = res.header().cluster_id(),
                        .value = value,
                        .lease_valid = [this] { return lease_valid(); },
                        .await_lease = [this] { return await_lease(); }};

@@ -94,6 +94,7 @@ Leadership::Leadership(LeadershipParts parts, ElectionOptions options)
 Leadership::~Leadership() = default;
 
 void Leadership::elected(LeaderFence fence) {
+  epoch_ = domain::LeaderEpoch{.cluster = fence.cluster_id, .revision = fence.create_revision};
   parts_.backend.set_fence(std::move(fence));
   if (auto st = parts_.load_state(); !st) {
     election_->stop();  // hand the lease back: a member that can load leads at once

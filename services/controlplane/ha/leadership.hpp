@@ -17,6 +17,7 @@
 
 #include "services/controlplane/ha/leader_election.hpp"
 #include "services/controlplane/ha/lease_hold.hpp"
+#include "shared/domain/leader_epoch.hpp"
 #include "shared/domain/result.hpp"
 
 namespace mooring::async {
@@ -69,6 +70,9 @@ class Leadership {
   LeaseHold& lease_hold() { return *hold_; }
   // Elected and loaded (io thread): the API is served here.
   bool serving() const { return serving_; }
+  // The epoch this process was elected with (io thread; nullopt before): its calls to agents
+  // carry it, also after the leadership is lost, so agents that heard a newer one refuse them.
+  std::optional<domain::LeaderEpoch> epoch() const { return epoch_; }
 
   // The store's on_broken: a failed write whose reload failed too. While etcd cannot be reached
   // the election degrades (or already has) and the reload waits for its answer; a store still
@@ -84,6 +88,7 @@ class Leadership {
   LeadershipParts parts_;
   std::chrono::milliseconds lease_;
   bool serving_ = false;
+  std::optional<domain::LeaderEpoch> epoch_;
   bool reload_on_resume_ = false;             // a write's outcome was unknown while etcd could not be reached
   std::unique_ptr<LeaseHold> hold_;           // made right after the election it reads
   std::unique_ptr<LeaderElection> election_;  // last: its thread posts to us, and is joined first

@@ -17,6 +17,7 @@ namespace mooring::controlplane {
 struct LeaderFence {
   std::string key;
   std::int64_t create_revision = 0;
+  std::uint64_t cluster_id = 0;  // etcd's; with create_revision the leader epoch (domain/leader_epoch.hpp)
   std::string value;
   // False once the lease may have run out by our own clock: checked before every write, so a
   // leader that was paused past its lease refuses at once instead of asking etcd first.

@@ -22,6 +22,13 @@ using Clock = std::chrono::steady_clock;
 
 const log::Logger kLog{"controlplane-link"};
 
+template <class Response>
+void tell_leader_epoch(const LinkOptions& options, const Response& resp) {
+  if (!options.on_leader_epoch || !resp.has_leader_epoch()) return;
+  options.on_leader_epoch(
+      domain::LeaderEpoch{.cluster = resp.leader_epoch().cluster_id(), .revision = resp.leader_epoch().revision()});
+}
+
 }  // namespace
 
 struct ControlPlaneLink::Transport {
@@ -71,6 +78,7 @@ asio::awaitable<bool> ControlPlaneLink::register_node(std::chrono::milliseconds 
   registered_ = req.address() == options_.advertise_addr;
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
   min_interval_ = std::chrono::milliseconds(resp.heartbeat_min_interval_ms());
+  tell_leader_epoch(options_, resp);
   if (options_.on_contact) options_.on_contact(true);
   if (options_.on_heard) options_.on_heard(sent, ttl_);
   kLog.info("registered with the control plane",
@@ -107,6 +115,7 @@ asio::awaitable<bool> ControlPlaneLink::heartbeat(std::chrono::milliseconds time
   status_.ack_volume_stats(stats.last_seq);
   ttl_ = std::chrono::milliseconds(resp.heartbeat_ttl_ms());
   min_interval_ = std::chrono::milliseconds(resp.heartbeat_min_interval_ms());
+  tell_leader_epoch(options_, resp);
   if (options_.on_contact) options_.on_contact(true);
   if (options_.on_heard) options_.on_heard(sent, ttl_);
   ++heartbeats_ok_;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "shared/async/backoff.hpp"
+#include "shared/domain/leader_epoch.hpp"
 #include "shared/rpc/channel.hpp"
 
 namespace mooring::async {
@@ -51,6 +52,9 @@ struct LinkOptions {
   // A registration or heartbeat the control plane answered (it heard this node): when it was
   // sent, and the heartbeat TTL the answer named. The disconnect deadlines count from the send.
   std::function<void(std::chrono::steady_clock::time_point sent, std::chrono::milliseconds ttl)> on_heard;
+  // The leader epoch an answer named (domain/leader_epoch.hpp); answers that name none (a leader
+  // that does not know its own yet) are not passed on.
+  std::function<void(const domain::LeaderEpoch&)> on_leader_epoch;
 };
 
 class ControlPlaneLink {

@@ -12,6 +12,7 @@
 #include "services/nodeagent/controlplane/node_status.hpp"
 #include "services/nodeagent/plugins/plugin_manager.hpp"
 #include "services/nodeagent/plugins/registry.hpp"
+#include "services/nodeagent/rpcserver/leader_fence.hpp"
 #include "services/nodeagent/rpcserver/operation_cache.hpp"
 #include "services/nodeagent/volumes/volume_manager.hpp"
 #include "shared/csi/published_check.hpp"
@@ -244,7 +245,27 @@ class NodeAgentService final : public v1::NodeAgent::CallbackService {
         });
       }
     }
+    // The fencing token: a call from a control plane that no longer leads (a paused or cut-off
+    // leader whose call waited in gRPC's queue) is refused before it reaches a plugin. ABORTED:
+    // nothing was done, and a caller that still leads may send it again.
+    if (d_.fence) {
+      if (auto why = d_.fence->admit(leader_epoch_of(*ctx))) {
+        kLog.warn("call refused: it does not come from the leader", {{"method", method}, {"reason", *why}});
+        return rpc::serve(ex_, ctx, method, [why = std::move(*why)]() -> asio::awaitable<Status> {
+          co_return Status(StatusCode::ABORTED, why);
+        });
+      }
+    }
     return rpc::serve(ex_, ctx, method, std::move(handler));
+  }
+
+  // The caller's leader epoch (domain/leader_epoch.hpp); nullopt when it sent none or one that
+  // does not parse (refused alike once the agent knows an epoch).
+  static std::optional<domain::LeaderEpoch> leader_epoch_of(const CallbackServerContext& ctx) {
+    const auto& md = ctx.client_metadata();
+    const auto it = md.find(domain::kLeaderEpochHeader);
+    if (it == md.end()) return std::nullopt;
+    return domain::LeaderEpoch::parse(std::string_view(it->second.data(), it->second.size()));
   }
 
   Status not_running(const std::string& plugin_id) const {

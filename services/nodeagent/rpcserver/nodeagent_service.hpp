@@ -16,6 +16,7 @@ class Service;
 
 namespace mooring::nodeagent {
 
+class LeaderFence;
 class NodeStatus;
 class OperationCache;
 class PluginManager;
@@ -34,6 +35,9 @@ struct NodeAgentServiceDeps {
   // The plugins' fingerprints (their controller capabilities): an unpublish cut off by an agent
   // restart is checked against the plugin first when it reports published nodes. Null: resent.
   const NodeStatus* status = nullptr;
+  // Every call's leader epoch is checked against the newest one heard (leader_fence.hpp); null:
+  // not checked (unit tests of one handler).
+  LeaderFence* fence = nullptr;
 };
 
 // The handlers run as coroutines on `ex`.

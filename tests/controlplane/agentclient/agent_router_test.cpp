@@ -347,4 +347,50 @@ TEST_F(AgentRouterTest, OverMutualTlsOnlyTheNodesOwnCertificateIsTrusted) {
   });
 }
 
+// The fencing token (domain/leader_epoch.hpp): every attempt carries the epoch the router reads
+// as it goes out, so an agent can refuse a deposed leader's call; a single control plane sends none.
+TEST_F(AgentRouterTest, EveryCallCarriesTheLeaderEpochReadAsItGoesOut) {
+  std::optional<domain::LeaderEpoch> epoch = domain::LeaderEpoch{.cluster = 0xabc, .revision = 41};
+  auto router = on_io([&] {
+    return std::make_unique<agentclient::AgentRouter>(
+        io.get_executor(), plane->store,
+        agentclient::AgentRouterOptions{.timeout_override = 3s, .leader_epoch = [&] { return epoch; }});
+  });
+  auto detach = [&] {
+    return asio::co_spawn(io, [&]() -> asio::awaitable<agentclient::AgentResult<v1::NodeDetachVolumeResponse>> {
+      v1::NodeDetachVolumeRequest req;
+      req.set_volume_id("vol-1");
+      co_return co_await router->node_detach_volume("node-1", req);
+    }, asio::use_future).get();
+  };
+  EXPECT_TRUE(detach().done());
+  epoch = domain::LeaderEpoch{.cluster = 0xabc, .revision = 57};
+  EXPECT_TRUE(detach().done());
+  epoch.reset();
+  EXPECT_TRUE(detach().done());
+  auto controller = asio::co_spawn(io, [&]() -> asio::awaitable<Result> {
+    epoch = domain::LeaderEpoch{.cluster = 0xabc, .revision = 58};
+    ::csi::v1::ControllerUnpublishVolumeRequest req;
+    req.set_volume_id("ext-1");
+    req.set_node_id("csi-node-1");
+    co_return co_await router->controller_unpublish_volume("csi", "vol-1", req);
+  }, asio::use_future).get();
+  EXPECT_TRUE(controller.done()) << controller.error;
+  const auto detaches = agents["node-1"].calls("NodeDetachVolume");
+  ASSERT_EQ(detaches.size(), 3u);
+  EXPECT_EQ(detaches[0].leader_epoch, "abc/41");
+  EXPECT_EQ(detaches[1].leader_epoch, "abc/57");
+  EXPECT_EQ(detaches[2].leader_epoch, "");
+  const auto unpublishes = agents["node-2"].calls("ControllerUnpublishVolume");
+  ASSERT_EQ(unpublishes.size(), 1u);
+  EXPECT_EQ(unpublishes[0].leader_epoch, "abc/58");
+  // The fixture's router (no epoch option) sends none.
+  EXPECT_TRUE(unpublish("vol-2", "ext-2").done());
+  EXPECT_EQ(agents["node-2"].calls("ControllerUnpublishVolume").back().leader_epoch, "");
+  on_io([&] {
+    router.reset();
+    return 0;
+  });
+}
+
 }  // namespace mooring::controlplane::testing

@@ -692,4 +692,43 @@ TEST_F(AgentServiceTest, UnpublishVolumeAdvancesToNodeDetachedAndNeverPublishes)
   EXPECT_EQ(calls(), 1);  // a release never publishes
 }
 
+// The fencing token: every answer to a registration or heartbeat names the leader's epoch, which
+// the agent keeps and checks the leader's calls against; a leader that does not know its epoch yet
+// leaves it out (the agent keeps what it knows); a single control plane names the empty epoch.
+TEST(AgentServiceEpochTest, RegistrationAndHeartbeatAnswersNameTheLeaderEpoch) {
+  std::optional<domain::LeaderEpoch> epoch;
+  AgentServer ha{LivenessOptions{.ttl = 10s}, AgentServiceOptions{.leader_epoch = [&] { return epoch; }}};
+  ha.start();
+  v1::RegisterNodeRequest reg;
+  reg.set_node_id("n1");
+  reg.set_address("127.0.0.1:4702");
+  v1::RegisterNodeResponse reg_resp;
+  ASSERT_TRUE(ha.stub->RegisterNode(context().get(), reg, &reg_resp).ok());
+  EXPECT_FALSE(reg_resp.has_leader_epoch());
+  ha.on_io([&] {
+    epoch = domain::LeaderEpoch{.cluster = 0xabc, .revision = 77};
+    return 0;
+  });
+  v1::HeartbeatRequest hb;
+  hb.set_node_id("n1");
+  v1::HeartbeatResponse hb_resp;
+  ASSERT_TRUE(ha.stub->Heartbeat(context().get(), hb, &hb_resp).ok());
+  ASSERT_TRUE(hb_resp.has_leader_epoch());
+  EXPECT_EQ(hb_resp.leader_epoch().cluster_id(), 0xabcu);
+  EXPECT_EQ(hb_resp.leader_epoch().revision(), 77);
+  ASSERT_TRUE(ha.stub->RegisterNode(context().get(), reg, &reg_resp).ok());
+  EXPECT_EQ(reg_resp.leader_epoch().revision(), 77);
+  hb.set_node_id("stranger");  // answered known=false, with the epoch all the same
+  ASSERT_TRUE(ha.stub->Heartbeat(context().get(), hb, &hb_resp).ok());
+  EXPECT_FALSE(hb_resp.known());
+  EXPECT_EQ(hb_resp.leader_epoch().revision(), 77);
+
+  AgentServer single{LivenessOptions{.ttl = 10s}};
+  single.start();
+  ASSERT_TRUE(single.stub->RegisterNode(context().get(), reg, &reg_resp).ok());
+  ASSERT_TRUE(reg_resp.has_leader_epoch());
+  EXPECT_EQ(reg_resp.leader_epoch().cluster_id(), 0u);
+  EXPECT_EQ(reg_resp.leader_epoch().revision(), 0);
+}
+
 }  // namespace mooring::controlplane

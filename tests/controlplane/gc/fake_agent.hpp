@@ -38,6 +38,7 @@ struct AgentCall {
   std::map<std::string, std::string> secrets;
   std::string detail;         // method-specific (content source, capacity, ...)
   std::string operation_id;   // controller publish/unpublish
+  std::string leader_epoch;   // the call's mooring-leader-epoch metadata, "" when it carried none
   std::chrono::steady_clock::time_point start, end;
 };
 
@@ -135,6 +136,8 @@ class FakeAgent final : public mooring::v1::NodeAgent::CallbackService {
  private:
   template <class Body>
   grpc::ServerUnaryReactor* run(grpc::CallbackServerContext* ctx, AgentCall call, Body body) {
+    if (auto it = ctx->client_metadata().find("mooring-leader-epoch"); it != ctx->client_metadata().end())
+      call.leader_epoch.assign(it->second.data(), it->second.size());
     return rpc::serve(ex_, ctx, call.method, [this, call = std::move(call), body]() mutable -> asio::awaitable<grpc::Status> {
       call.start = std::chrono::steady_clock::now();
       std::chrono::milliseconds wait{0};

@@ -38,6 +38,7 @@ struct RunningLink {
     o.controlplane_addr = addresses;
     o.call_timeout = 2s;
     o.on_contact = [this](bool answered) { ++(answered ? answered_ : refused_); };
+    o.on_leader_epoch = [this](const domain::LeaderEpoch& e) { epochs.push_back(e); };
     link = std::make_unique<ControlPlaneLink>(io.get_executor(), o, status);
     tasks.spawn("link", link->run());
   }
@@ -64,6 +65,7 @@ struct RunningLink {
   async::TaskGroup tasks{io.get_executor(), "test"};
   int answered_ = 0;
   int refused_ = 0;
+  std::vector<domain::LeaderEpoch> epochs;  // as the answers named them
 };
 
 TEST(ControlPlaneLink, OneRoundAsksEveryControlPlaneUntilTheLeaderAnswers) {
@@ -127,6 +129,24 @@ TEST(ControlPlaneLink, TheAgentHeartbeatsNoMoreOftenThanTheControlPlaneAsks) {
   count_for(600ms);  // the paced wait in progress ends
   const auto own = count_for(2s);
   EXPECT_GE(own, 6u) << "every 50 ms but at least 200 ms apart (min_heartbeat_gap): about 10 in 2 s";
+}
+
+// The fencing token: the epoch the leader's answers name reaches the agent's fence
+// (rpcserver/leader_fence.hpp); an answer that names none is not passed on.
+TEST(ControlPlaneLink, TheLeaderEpochOfEveryAnswerIsPassedOn) {
+  FakeControlPlane cp;
+  RunningLink run(cp.address(), 50ms);
+  ASSERT_TRUE(run.until_registered(10s));
+  for (int i = 0; i < 30; ++i) run_for(run.io, 10ms);
+  EXPECT_TRUE(run.epochs.empty());
+  cp.set_leader_epoch(std::pair<std::uint64_t, std::int64_t>{0xabc, 9});
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        run_for(run.io, 10ms);
+        return !run.epochs.empty();
+      },
+      5s, 1ms));
+  EXPECT_EQ(run.epochs.back(), (domain::LeaderEpoch{.cluster = 0xabc, .revision = 9}));
 }
 
 }  // namespace

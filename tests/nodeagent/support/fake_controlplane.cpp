@@ -179,6 +179,10 @@ grpc::Status FakeControlPlane::RegisterNode(grpc::ServerContext* ctx, const v1::
   registered_ = true;
   resp->set_heartbeat_ttl_ms(ttl_ms_);
   resp->set_heartbeat_min_interval_ms(min_interval_ms_);
+  if (epoch_) {
+    resp->mutable_leader_epoch()->set_cluster_id(epoch_->first);
+    resp->mutable_leader_epoch()->set_revision(epoch_->second);
+  }
   return grpc::Status::OK;
 }
 
@@ -210,6 +214,10 @@ grpc::Status FakeControlPlane::Heartbeat(grpc::ServerContext* ctx, const v1::Hea
   resp->set_known(true);
   resp->set_heartbeat_ttl_ms(ttl_ms_);
   resp->set_heartbeat_min_interval_ms(min_interval_ms_);
+  if (epoch_) {
+    resp->mutable_leader_epoch()->set_cluster_id(epoch_->first);
+    resp->mutable_leader_epoch()->set_revision(epoch_->second);
+  }
   return grpc::Status::OK;
 }
 
@@ -217,6 +225,11 @@ void FakeControlPlane::set_pace(std::chrono::milliseconds ttl, std::chrono::mill
   std::lock_guard lock(mu_);
   ttl_ms_ = ttl.count();
   min_interval_ms_ = min_interval.count();
+}
+
+void FakeControlPlane::set_leader_epoch(std::optional<std::pair<std::uint64_t, std::int64_t>> epoch) {
+  std::lock_guard lock(mu_);
+  epoch_ = epoch;
 }
 
 void FakeControlPlane::forget_node() {

@@ -16,7 +16,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <cstdint>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -77,6 +79,9 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   // What registrations and heartbeats answer: the TTL (10 s by default) and the pace the
   // control plane asks of a large fleet (none by default).
   void set_pace(std::chrono::milliseconds ttl, std::chrono::milliseconds min_interval);
+  // The leader epoch registrations and heartbeats name (cluster, revision); nullopt (the default):
+  // none, as a leader that does not know its own yet.
+  void set_leader_epoch(std::optional<std::pair<std::uint64_t, std::int64_t>> epoch);
   // WatchAllocations calls answered (not refused) so far.
   int watches() const;
   // The next n UnpublishVolume calls fail with UNAVAILABLE (a blip only that call saw).
@@ -104,6 +109,7 @@ class FakeControlPlane final : public ::mooring::v1::ControlPlane::Service {
   int unpublish_failures_ = 0;
   bool registered_ = false;
   std::int64_t ttl_ms_ = 10'000, min_interval_ms_ = 0;
+  std::optional<std::pair<std::uint64_t, std::int64_t>> epoch_;
   bool stopping_ = false;
   std::condition_variable cv_;
   uint64_t index_ = 1;
