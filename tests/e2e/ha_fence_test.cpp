@@ -26,16 +26,16 @@ namespace {
 using namespace std::chrono_literals;
 using domain::LeaderEpoch;
 
-// NodeVolumeStats (a read that changes nothing) sent straight to an agent as a control plane
-// would, with `epoch` as its leader epoch (nullopt: none).
-grpc::Status stats_with(const std::string& agent, const std::optional<LeaderEpoch>& epoch) {
+// ListVolumes (a read that changes nothing, forwarded to the node's hostpath controller) sent
+// straight to an agent as a control plane would, with `epoch` as its leader epoch (nullopt: none).
+grpc::Status list_with(const std::string& agent, const std::optional<LeaderEpoch>& epoch) {
   auto stub = v1::NodeAgent::NewStub(agent_channel(agent, nullptr));
-  v1::NodeVolumeStatsRequest req;
-  req.set_volume_id("no-such-volume");
-  v1::NodeVolumeStatsResponse resp;
+  v1::ListVolumesRequest req;
+  req.set_plugin_id("hostpath");
+  ::csi::v1::ListVolumesResponse resp;
   return call_with_deadline([&](grpc::ClientContext& ctx) {
     if (epoch) ctx.AddMetadata(domain::kLeaderEpochHeader, epoch->to_text());
-    return stub->NodeVolumeStats(&ctx, req, &resp);
+    return stub->ListVolumes(&ctx, req, &resp);
   });
 }
 
@@ -63,20 +63,22 @@ TEST_F(HaFence, AnAgentRefusesCallsFromALeaderOlderThanTheOneItHeardAlsoAfterItR
   EXPECT_GT(e1->revision, 0);
   const std::string agent = agent_address();
   ASSERT_FALSE(agent.empty());
-  const auto calls_before = cluster->calls("node-1").size();
-
-  EXPECT_TRUE(stats_with(agent, e1).ok()) << stats_with(agent, e1).error_message();
-  const auto older = stats_with(agent, LeaderEpoch{e1->cluster, e1->revision - 1});
+  const auto lists = [&] { return cluster->calls("node-1", "ListVolumes").size(); };
+  const auto lists_before = lists();
+  const auto served = list_with(agent, e1);
+  EXPECT_TRUE(served.ok()) << served.error_message();
+  EXPECT_EQ(lists(), lists_before + 1);
+  const auto older = list_with(agent, LeaderEpoch{e1->cluster, e1->revision - 1});
   EXPECT_EQ(older.error_code(), grpc::StatusCode::ABORTED);
   EXPECT_NE(older.error_message().find("no longer leads"), std::string::npos) << older.error_message();
-  const auto none = stats_with(agent, std::nullopt);
+  const auto none = list_with(agent, std::nullopt);
   EXPECT_EQ(none.error_code(), grpc::StatusCode::ABORTED);
   EXPECT_NE(none.error_message().find("carries no leader epoch"), std::string::npos) << none.error_message();
-  const auto foreign = stats_with(agent, LeaderEpoch{e1->cluster + 1, e1->revision + 100});
+  const auto foreign = list_with(agent, LeaderEpoch{e1->cluster + 1, e1->revision + 100});
   EXPECT_EQ(foreign.error_code(), grpc::StatusCode::ABORTED);
   EXPECT_NE(foreign.error_message().find("another etcd cluster"), std::string::npos) << foreign.error_message();
   // A refused call asks nothing of the plugin, and changes nothing the agent keeps.
-  EXPECT_EQ(cluster->calls("node-1").size(), calls_before);
+  EXPECT_EQ(lists(), lists_before + 1);
   EXPECT_EQ(agent_epoch(), e1);
 
   // The leader dies; its successor's epoch is higher, and the agent learns it from its answers.
@@ -94,9 +96,9 @@ TEST_F(HaFence, AnAgentRefusesCallsFromALeaderOlderThanTheOneItHeardAlsoAfterItR
   EXPECT_EQ(e2->cluster, e1->cluster);
   // The successor's controller calls go through (the create reaches the plugin through the agent).
   ASSERT_EQ(create("after-failover").status, 200u);
-  const auto deposed = stats_with(agent, e1);
+  const auto deposed = list_with(agent, e1);
   EXPECT_EQ(deposed.error_code(), grpc::StatusCode::ABORTED) << deposed.error_message();
-  EXPECT_TRUE(stats_with(agent, e2).ok());
+  EXPECT_TRUE(list_with(agent, e2).ok());
 
   // A restarted agent remembers: the dead leader's epoch is refused before anything is relearnt.
   cluster->kill_node("node-1");
@@ -107,10 +109,10 @@ TEST_F(HaFence, AnAgentRefusesCallsFromALeaderOlderThanTheOneItHeardAlsoAfterItR
   ASSERT_TRUE(test::wait_until(
       [&] {
         restarted = agent_address();
-        return stats_with(restarted, e2).ok();
+        return list_with(restarted, e2).ok();
       },
       15s));
-  EXPECT_EQ(stats_with(restarted, e1).error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(list_with(restarted, e1).error_code(), grpc::StatusCode::ABORTED);
 }
 
 }  // namespace
