@@ -243,7 +243,11 @@ class Cluster:
                 "--http-addr", f"127.0.0.1:{self.http_port}", "--grpc-addr", f"127.0.0.1:{self.grpc_port}",
                 "--shutdown-grace", "2s", *self.tls_args("server"), *([] if self.secure else ["--acl=false"]),
                 *([] if self.metrics else ["--metrics=off"]), *extra]
-        self.cp = Proc(args, os.path.join(self.dir, "controlplane.log"))
+        # Diagnosis only: MOORING_BENCH_CP_WRAP="heaptrack -o /tmp/cp" (or "perf record -g -o ...")
+        # runs the control plane under that tool. Its CPU, RSS and descriptor figures are then the
+        # wrapper's process, not the control plane's: a wrapped run profiles, it does not measure.
+        wrap = os.environ.get("MOORING_BENCH_CP_WRAP", "").split()
+        self.cp = Proc([*wrap, *args], os.path.join(self.dir, "controlplane.log"))
 
         def ports():
             out = self.cp.output()
