@@ -557,6 +557,20 @@ HttpResult Cluster::request_retrying(const std::string& method, const std::strin
   }
 }
 
+Cluster::CliRun Cluster::cli(const std::vector<std::string>& args) {
+  EXPECT_FALSE(options_.mutual_tls) << "Cluster::cli speaks plain HTTP";
+  const auto out_file = dir() / ("cli-" + std::to_string(++cli_runs_) + ".out");
+  std::map<std::string, std::string> env{{"MOORING_ADDR", "http://127.0.0.1:" + std::to_string(http_port())}};
+  if (!token_.empty()) env["MOORING_TOKEN"] = token_;
+  test::ChildProcess process(test::SpawnOptions{
+      .binary = test::binary_path("cli/mooring"), .args = args, .env = env, .output_file = out_file});
+  const auto status = process.wait_for_exit(60s);
+  CliRun run;
+  run.output = test::read_file(out_file);
+  if (status && status->exited) run.code = status->code;
+  return run;
+}
+
 pid_t Cluster::controlplane_pid() const {
   const auto& process = members_.at(api_).process;
   return process ? process->pid() : 0;

@@ -181,6 +181,14 @@ class Cluster {
   void use_token(std::string secret) { token_ = std::move(secret); }
   // GET and parse; a failed or non-200 answer is a test failure and returns null.
   json get(const std::string& target);
+  // The `mooring` CLI run to its end (60 s at most) against the member requests go to, with the
+  // token in use as MOORING_TOKEN: its exit code (-1: did not exit) and its stdout and stderr.
+  // Plain HTTP clusters only (not ClusterOptions::mutual_tls).
+  struct CliRun {
+    int code = -1;
+    std::string output;
+  };
+  CliRun cli(const std::vector<std::string>& args);
   // request(), sent again while it answers 503 with Retry-After (up to 15 s), as a client does:
   // right after a control plane restart a plugin's health is unknown until its agent is heard from.
   HttpResult request_retrying(const std::string& method, const std::string& target, const std::string& body = {});
@@ -259,6 +267,7 @@ class Cluster {
   std::map<std::string, Node> nodes_;
   std::function<void(const std::string&, const HttpResult&)> on_response_;
   std::string token_;
+  int cli_runs_ = 0;  // names each cli() run's output file
 };
 
 // A JSON allocation for POST /v1/allocations: one CSI volume named "data" of `volume_id`,
