@@ -92,6 +92,10 @@ struct ControlPlane::Parts {
         "etcd has no quorum or cannot be reached: it has not confirmed this leader's lease for a "
         "lease past its end; nothing was sent or changed");
   };
+  // HA: the epoch this process was elected with, the fencing token of its calls to agents and
+  // of its answers to them (domain/leader_epoch.hpp); nullopt with SQLite and before election.
+  const std::function<std::optional<domain::LeaderEpoch>()> leader_epoch =
+      [this]() -> std::optional<domain::LeaderEpoch> { return leadership ? leadership->epoch() : std::nullopt; };
   NodeRegistrations registrations;
   std::optional<agentclient::AgentRouter> router;
   std::optional<agentclient::RouterPublisher> publisher;
@@ -196,10 +200,7 @@ void ControlPlane::Parts::make_workers() {
   agentclient::AgentRouterOptions router_options;
   router_options.channel.security = security;
   router_options.hold = refused_after_hold;
-  // The fencing token every call to an agent carries: agents refuse an older leader's calls.
-  router_options.leader_epoch = [this]() -> std::optional<domain::LeaderEpoch> {
-    return leadership ? leadership->epoch() : std::nullopt;
-  };
+  router_options.leader_epoch = leader_epoch;  // every call carries it: agents refuse an older leader's
   router_options.registrations = &registrations;
   router_options.reregistration_wait = flags.heartbeat_ttl;
   router.emplace(ex, *store, router_options);
@@ -294,7 +295,7 @@ int ControlPlane::Parts::serve_grpc() {
       return leader && !leadership->election().leading() ? leader->grpc_addr : std::string{};
     };
     agent_options.hold = refused_after_hold;
-    agent_options.leader_epoch = [this] { return leadership ? leadership->epoch() : std::nullopt; };
+    agent_options.leader_epoch = leader_epoch;
     agent_options.writes_refused = [this]() -> std::optional<std::string> {
       if (!leadership || !leadership->election().degraded()) return std::nullopt;
       return "etcd has no quorum or cannot be reached: this control plane (the leader) refuses every call until it "

@@ -27,7 +27,7 @@ grpc::Status read_fingerprints(const google::protobuf::RepeatedPtrField<v1::Plug
 // What the answer tells the agent: its TTL, the pace asked of a large fleet, and the leader epoch
 // its calls to the agent carry (left out while this leader does not know it).
 template <class Response>
-void set_pace(const Context& ctx, Response& resp, const HeartbeatPace& pace) {
+void set_answer(const Context& ctx, Response& resp, const HeartbeatPace& pace) {
   resp.set_heartbeat_ttl_ms(pace.ttl.count());
   resp.set_heartbeat_min_interval_ms(pace.min_interval.count());
   const std::optional<domain::LeaderEpoch> epoch =
@@ -64,7 +64,7 @@ grpc::Status register_node(Context& ctx, const v1::RegisterNodeRequest& req, v1:
   if (ctx.options.registrations) ctx.options.registrations->registered(req.node_id());
   ctx.log.info("node registered",
                {{"node_id", req.node_id()}, {"address", req.address()}, {"plugins", req.plugins_size()}});
-  set_pace(ctx, resp, pace);
+  set_answer(ctx, resp, pace);
   return grpc::Status::OK;
 }
 
@@ -73,7 +73,7 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   if (auto st = check_id(domain::IdKind::node, req.node_id()); !st.ok()) return st;
   const domain::Node* node = ctx.store.node(req.node_id());
   if (!node) {
-    set_pace(ctx, resp, ctx.liveness.pace());
+    set_answer(ctx, resp, ctx.liveness.pace());
     resp.set_known(false);
     return grpc::Status::OK;
   }
@@ -84,7 +84,7 @@ grpc::Status heartbeat(Context& ctx, const v1::HeartbeatRequest& req, v1::Heartb
   for (const auto& e : req.events()) events.push_back(domain::from_proto(e));
   // Seen before the commit: a heartbeat that arrives is proof of life even if the disk is full;
   // and not silent until the agent has our answer (the service calls answered()).
-  set_pace(ctx, resp, ctx.liveness.arrived(req.node_id()));  // the TTL this node is now judged by
+  set_answer(ctx, resp, ctx.liveness.arrived(req.node_id()));  // the TTL this node is now judged by
   auto change = plan_heartbeat(*node, std::move(plugins), std::move(events), domain::now());
   // A renewed certificate shows up with the first call made over it (a new connection).
   const auto& cert = caller.presented;
