@@ -7,6 +7,10 @@
 // through and the dead leader's would not, also after the agent restarts.
 // The paused leader whose held call goes out on resume (the case this closes) is replayed by
 // tests/chaos (chaos_short). Root only; skipped without etcd. The fixture: ha_cluster.hpp.
+// Plaintext, as the Ha fixture runs: the test calls the agent itself as a control plane would,
+// which with mutual TLS needs the control plane's certificate. On the secure defaults (mutual
+// TLS, ACLs, metrics) run_ha's stack (`make run-ha`) runs every call through the fence, and
+// chaos_short's secure cluster has agents refuse a resumed leader's calls.
 #include <gtest/gtest.h>
 #include <grpcpp/client_context.h>
 
