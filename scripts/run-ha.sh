@@ -185,7 +185,9 @@ done
 for _ in $(seq 1 300); do
   names=()
   for i in "${MEMBERS[@]}"; do
-    names+=("$("${CURL[@]}" -fsS "https://127.0.0.1:$(http_port "$i")/v1/status/leader" 2>/dev/null | tr -d '"')")
+    # `|| true`: a member not listening yet (or answering 503) fails curl, and under `set -e`
+    # with pipefail that failed substitution would end the script instead of asking again.
+    names+=("$("${CURL[@]}" -fsS "https://127.0.0.1:$(http_port "$i")/v1/status/leader" 2>/dev/null | tr -d '"' || true)")
   done
   agreed=$(printf '%s\n' "${names[@]}" | sort -u)
   [ -n "${names[0]}" ] && [ "$agreed" = "${names[0]}" ] && { API=$agreed; break; }
