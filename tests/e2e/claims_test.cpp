@@ -57,6 +57,17 @@ class Claims : public ::testing::Test {
     return cluster->get("/v1/volumes/claims?namespace=" + ns + filters);
   }
   std::string claim_id(const std::string& ns) { return "vol:" + allocs.at(ns); }
+  // Another claim on a down node, left as it was by a release of this one. Its own allocation is
+  // lost with the node, so the node-loss monitor may already have begun its release: that one
+  // waits for the node, never past it while the node is down.
+  void expect_untouched_while_the_node_is_down(const std::string& ns) {
+    const auto claims = list(ns);
+    ASSERT_EQ(claims.size(), 1u) << claims.dump();
+    const auto& c = claims.at(0);
+    EXPECT_TRUE(c.value("State", "") == "taken" ||
+                (c.value("State", "") == "unpublishing" && c.value("ReleaseStep", "") == "wait-for-node"))
+        << c.dump();
+  }
 
   std::unique_ptr<Cluster> cluster;
   std::string team_a;
@@ -131,8 +142,7 @@ TEST_F(Claims, ReleasingAClaimOfALostNodeRunsTheReleaseUntilItIsFreed) {
   EXPECT_EQ(cluster->get("/v1/allocation/" + allocs["team-a"] + "?namespace=team-a").value("ClientStatus", ""), "lost");
   // The other claim on the node is left as it was by this release. (Once the node is back, its
   // lost allocation's claim is released too, on its own: no later check can tell the two apart.)
-  ASSERT_EQ(list("team-b").size(), 1u) << list("team-b").dump();
-  EXPECT_EQ(list("team-b").at(0).value("State", ""), "taken") << list("team-b").dump();
+  expect_untouched_while_the_node_is_down("team-b");
   // The node (and so its controller) back: the release runs to its end.
   cluster->start_node("node-1");
   EXPECT_TRUE(Cluster::eventually([&] { return list("team-a").empty(); }, 30s)) << list("team-a").dump();
@@ -182,7 +192,7 @@ TEST_F(Claims, TheCliListsClaimsAndReleasesOneOfALostNode) {
     return c.output.find("node-detached") != std::string::npos &&
            c.output.find("unpublish-controller") != std::string::npos;
   }));
-  EXPECT_EQ(list("team-b").at(0).value("State", ""), "taken");
+  expect_untouched_while_the_node_is_down("team-b");
 }
 
 }  // namespace
